@@ -1,0 +1,62 @@
+package io.gpusockets.protocol.api;
+
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+
+/**
+ * One API table entry.
+ *
+ * @param index           position in the table (the order of cuda-driver.api)
+ * @param name            the cuda.h name without ABI suffix, e.g. {@code cuMemAlloc}
+ * @param opcode          stable wire id derived from the name ({@link #opcodeFor})
+ * @param symbols         exported names; the first is the one cuda.h 13.0 maps the name to
+ * @param params          parameters in C order
+ * @param async           no reply awaited when pipelining is on
+ * @param sync            returns a latched asynchronous error of its lane
+ * @param customFrontend  hand-written in the frontend
+ * @param customBackend   hand-written in the backend
+ * @param local           answered by the frontend alone
+ * @param critical        a trivial getter the backend may call as a critical (non-transitioning) downcall
+ */
+public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
+                          boolean async, boolean sync, boolean customFrontend, boolean customBackend,
+                          boolean local, boolean critical) {
+
+    /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
+    public static int opcodeFor(String name) {
+        int h = 0x811c9dc5;
+        for (byte b : name.getBytes(StandardCharsets.US_ASCII)) {
+            h ^= b & 0xff;
+            h *= 0x01000193;
+        }
+        return h & 0x7fffffff;
+    }
+
+    /** The symbol the backend binds in the real libcuda. */
+    public String primarySymbol() {
+        return symbols.getFirst();
+    }
+
+    public ApiParam param(String paramName) {
+        for (ApiParam p : params) {
+            if (p.name().equals(paramName)) {
+                return p;
+            }
+        }
+        return null;
+    }
+
+    public int paramIndex(String paramName) {
+        for (int i = 0; i < params.size(); i++) {
+            if (params.get(i).name().equals(paramName)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    @Override
+    public String toString() {
+        return name;
+    }
+}

@@ -1,0 +1,219 @@
+package io.gpusockets.protocol.api.codegen;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ApiTable;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Emits the Java code each layer derives from the API table. Run by the build in source-file mode
+ * (see the modules' pom.xml):
+ * <pre>
+ *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend --out DIR
+ * </pre>
+ * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ApiInvoker};
+ * frontend: {@code GeneratedRemoteDriver}; backend: {@code NativeBindings}.
+ */
+public final class ApiGenerator {
+    private final ApiTable table;
+    private final Path out;
+
+    private ApiGenerator(ApiTable table, Path out) {
+        this.table = table;
+        this.out = out;
+    }
+
+    public static void main(String[] args) throws IOException {
+        String tablePath = null, emit = null, outDir = null;
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            switch (args[i]) {
+                case "--table" -> tablePath = args[i + 1];
+                case "--emit" -> emit = args[i + 1];
+                case "--out" -> outDir = args[i + 1];
+                default -> throw new IllegalArgumentException("unknown option: " + args[i]);
+            }
+        }
+        if (tablePath == null || emit == null || outDir == null) {
+            throw new IllegalArgumentException("usage: ApiGenerator --table FILE --emit protocol|frontend|backend --out DIR");
+        }
+        ApiTable table = ApiTable.parse(Files.readString(Path.of(tablePath), StandardCharsets.UTF_8));
+        ApiGenerator g = new ApiGenerator(table, Path.of(outDir));
+        switch (emit) {
+            case "protocol" -> {
+                g.write("io.gpusockets.protocol.api", "CudaDriver", g.cudaDriver());
+                g.write("io.gpusockets.protocol.api", "UnsupportedCudaDriver", g.unsupportedDriver());
+                g.write("io.gpusockets.protocol.api", "ApiInvoker", g.invoker());
+            }
+            case "frontend" -> g.write("io.gpusockets.frontend", "GeneratedRemoteDriver", g.remoteDriver());
+            case "backend" -> g.write("io.gpusockets.backend.driver", "NativeBindings", g.nativeBindings());
+            default -> throw new IllegalArgumentException("unknown --emit: " + emit);
+        }
+    }
+
+    private void write(String pkg, String cls, String body) throws IOException {
+        Path dir = out.resolve(pkg.replace('.', '/'));
+        Files.createDirectories(dir);
+        String text = "// Generated from cuda-driver.api by ApiGenerator. Do not edit: change the table.\n"
+                + "package " + pkg + ";\n\n" + body;
+        Path file = dir.resolve(cls + ".java");
+        if (!Files.exists(file) || !Files.readString(file).equals(text)) {
+            Files.writeString(file, text);
+        }
+    }
+
+    private static String javaType(ApiParam p) {
+        return p.out() ? "MemorySegment" : p.type().javaType();
+    }
+
+    private static String signature(ApiFunction f) {
+        List<String> ps = new ArrayList<>();
+        for (ApiParam p : f.params()) {
+            ps.add(javaType(p) + " " + p.name());
+        }
+        return "int " + f.name() + "(" + String.join(", ", ps) + ")";
+    }
+
+    private static String argNames(ApiFunction f) {
+        List<String> ps = new ArrayList<>();
+        for (ApiParam p : f.params()) {
+            ps.add(p.name());
+        }
+        return String.join(", ", ps);
+    }
+
+    private static String doc(ApiFunction f) {
+        return "    /** {@code " + String.join("}, {@code ", f.symbols()) + "}" + (f.async() ? "; async" : "")
+                + (f.customFrontend() || f.customBackend() ? "; hand-written "
+                + (f.customFrontend() ? "frontend " : "") + (f.customBackend() ? "backend" : "") : "")
+                + (f.local() ? "; answered locally by the frontend" : "") + ". */\n";
+    }
+
+    private String cudaDriver() {
+        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
+        b.append("/**\n * The CUDA driver API, C-shaped: pointers are MemorySegments, handles and device pointers are\n")
+                .append(" * longs, every method returns a CUresult. Implemented by the real driver (NativeCudaDriver),\n")
+                .append(" * the emulated device, and the remote stub (RemoteCudaDriver).\n */\n");
+        b.append("public interface CudaDriver {\n");
+        for (ApiFunction f : table.functions()) {
+            b.append(doc(f)).append("    ").append(signature(f)).append(";\n\n");
+        }
+        return b.append("}\n").toString();
+    }
+
+    private String unsupportedDriver() {
+        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
+        b.append("/** A driver that implements nothing: each call returns CUDA_ERROR_NOT_SUPPORTED. Subclasses override what they offer. */\n");
+        b.append("public abstract class UnsupportedCudaDriver implements CudaDriver {\n");
+        for (ApiFunction f : table.functions()) {
+            b.append("    @Override\n    public ").append(signature(f)).append(" {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
+        }
+        return b.append("}\n").toString();
+    }
+
+    private String invoker() {
+        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
+        b.append("/** Calls a {@link CudaDriver} method chosen by table index with boxed arguments (the backend's generic dispatch). */\n");
+        b.append("public final class ApiInvoker {\n    private ApiInvoker() {\n    }\n\n");
+        b.append("    /** Names in table order, checked against the runtime table when this class loads. */\n");
+        b.append("    private static final String[] NAMES = {\n");
+        for (ApiFunction f : table.functions()) {
+            b.append("        \"").append(f.name()).append("\",\n");
+        }
+        b.append("    };\n\n    static {\n        checkAgainst(ApiTable.get(), NAMES);\n    }\n\n");
+        b.append("    static void checkAgainst(ApiTable t, String[] names) {\n")
+                .append("        if (t.functions().size() != names.length) {\n")
+                .append("            throw new IllegalStateException(\"generated code is stale: table has \" + t.functions().size() + \" entries, code \" + names.length);\n        }\n")
+                .append("        for (int i = 0; i < names.length; i++) {\n")
+                .append("            if (!t.functions().get(i).name().equals(names[i])) {\n")
+                .append("                throw new IllegalStateException(\"generated code is stale at entry \" + i + \": \" + names[i]);\n")
+                .append("            }\n        }\n    }\n\n");
+        b.append("    @SuppressWarnings(\"cast\")\n    public static int invoke(CudaDriver d, int index, Object[] a) {\n        return switch (index) {\n");
+        for (ApiFunction f : table.functions()) {
+            List<String> casts = new ArrayList<>();
+            for (int i = 0; i < f.params().size(); i++) {
+                String t = javaType(f.params().get(i));
+                String boxed = switch (t) {
+                    case "int" -> "Integer";
+                    case "long" -> "Long";
+                    case "byte" -> "Byte";
+                    case "short" -> "Short";
+                    case "float" -> "Float";
+                    default -> t;
+                };
+                casts.add("(" + boxed + ") a[" + i + "]");
+            }
+            b.append("            case ").append(f.index()).append(" -> d.").append(f.name()).append("(")
+                    .append(String.join(", ", casts)).append(");\n");
+        }
+        b.append("            default -> throw new IllegalArgumentException(\"no API function at index \" + index);\n");
+        b.append("        };\n    }\n}\n");
+        return b.toString();
+    }
+
+    private String remoteDriver() {
+        StringBuilder b = new StringBuilder();
+        b.append("import io.gpusockets.protocol.api.ApiFunction;\nimport io.gpusockets.protocol.api.ApiTable;\n")
+                .append("import io.gpusockets.protocol.api.CudaDriver;\nimport java.lang.foreign.MemorySegment;\n\n");
+        b.append("/**\n * The frontend's generic stubs: every function the table does not mark custom=frontend or local\n")
+                .append(" * is marshalled by {@link #call}. The others are left abstract for RemoteCudaDriver to write by hand.\n */\n");
+        b.append("public abstract class GeneratedRemoteDriver implements CudaDriver {\n");
+        b.append("    protected static final ApiFunction[] FUNCTIONS = ApiTable.get().functions().toArray(new ApiFunction[0]);\n\n");
+        b.append("    /** Marshals one call by its table entry; {@code args} are in C order. */\n");
+        b.append("    protected abstract int call(ApiFunction f, Object... args);\n\n");
+        for (ApiFunction f : table.functions()) {
+            if (f.customFrontend() || f.local()) {
+                continue;
+            }
+            b.append(doc(f)).append("    @Override\n    public final ").append(signature(f)).append(" {\n");
+            b.append("        return call(FUNCTIONS[").append(f.index()).append("]");
+            if (!f.params().isEmpty()) {
+                b.append(", ").append(argNames(f));
+            }
+            b.append(");\n    }\n\n");
+        }
+        b.append("    static {\n");
+        for (ApiFunction f : table.functions()) {
+            b.append("        check(").append(f.index()).append(", \"").append(f.name()).append("\");\n");
+        }
+        b.append("    }\n\n    private static void check(int index, String name) {\n")
+                .append("        if (index >= FUNCTIONS.length || !FUNCTIONS[index].name().equals(name)) {\n")
+                .append("            throw new IllegalStateException(\"generated code is stale at \" + name);\n        }\n    }\n}\n");
+        return b.toString();
+    }
+
+    private String nativeBindings() {
+        StringBuilder b = new StringBuilder();
+        b.append("import static java.lang.foreign.ValueLayout.*;\n\n")
+                .append("import io.gpusockets.protocol.api.CuResult;\nimport io.gpusockets.protocol.api.CudaDriver;\n")
+                .append("import java.lang.foreign.FunctionDescriptor;\nimport java.lang.foreign.MemorySegment;\n")
+                .append("import java.lang.invoke.MethodHandle;\n\n");
+        b.append("/**\n * FFM downcalls to the real libcuda.so.1, one static final MethodHandle per table entry, bound to\n")
+                .append(" * the entry's first symbol through {@link NativeLibrary}. A symbol the library lacks answers\n")
+                .append(" * CUDA_ERROR_NOT_FOUND instead of failing the whole binding.\n */\n");
+        b.append("public class NativeBindings implements CudaDriver {\n");
+        for (ApiFunction f : table.functions()) {
+            List<String> layouts = new ArrayList<>();
+            for (ApiParam p : f.params()) {
+                layouts.add(p.out() ? "ADDRESS" : p.type().layout());
+            }
+            b.append("    private static final MethodHandle ").append(f.name()).append(" = NativeLibrary.bind(\"")
+                    .append(f.primarySymbol()).append("\", FunctionDescriptor.of(JAVA_INT")
+                    .append(layouts.isEmpty() ? "" : ", " + String.join(", ", layouts)).append("), ")
+                    .append(f.critical()).append(");\n");
+        }
+        b.append("\n");
+        for (ApiFunction f : table.functions()) {
+            b.append(doc(f)).append("    @Override\n    public ").append(signature(f)).append(" {\n");
+            b.append("        if (").append(f.name()).append(" == null) {\n            return CuResult.CUDA_ERROR_NOT_FOUND;\n        }\n");
+            b.append("        try {\n            return (int) ").append(f.name()).append(".invokeExact(").append(argNames(f))
+                    .append(");\n        } catch (Throwable t) {\n            throw NativeLibrary.downcallFailed(\"")
+                    .append(f.primarySymbol()).append("\", t);\n        }\n    }\n\n");
+        }
+        return b.append("}\n").toString();
+    }
+}

@@ -1,0 +1,31 @@
+package io.gpusockets.protocol.transport;
+
+import java.io.Closeable;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * A reliable, ordered byte pipe between a frontend and a backend. Framing lives above it
+ * ({@link io.gpusockets.protocol.wire.FrameChannel}) so that every transport shares one codec.
+ *
+ * <p>Threading: any number of threads may call {@link #write}; each call's bytes stay together on the
+ * wire. One thread at a time calls {@link #readFully}.
+ */
+public interface Connection extends Closeable {
+
+    /** Writes every remaining byte of {@code srcs}, in order, as one unit. Blocks while the peer is slow (back-pressure). */
+    void write(ByteBuffer... srcs) throws IOException;
+
+    /**
+     * Fills {@code dst} completely. Throws {@link java.io.EOFException} when the peer closed cleanly
+     * before the first byte, and an {@link IOException} on a cut in the middle or a broken link.
+     */
+    void readFully(ByteBuffer dst) throws IOException;
+
+    /** Who is at the other end, as far as the transport can tell. */
+    PeerInfo peer();
+
+    /** Closes both directions; a thread blocked in read or write gets an IOException. Idempotent. */
+    @Override
+    void close();
+}

@@ -1,0 +1,47 @@
+package io.gpusockets.protocol.wire;
+
+/**
+ * The fixed frame header, 24 bytes, little-endian:
+ * <pre>
+ *   0                   1                   2                   3
+ *   0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+ *  +---------------------------------------------------------------+
+ *  |                     body length (bytes)                       |  0
+ *  +---------------------------------------------------------------+
+ *  |        opcode (API function, or a control code 0xFFFFxxxx)    |  4
+ *  +---------------------------------------------------------------+
+ *  |                  flags (REPLY, NO_REPLY)                      |  8
+ *  +---------------------------------------------------------------+
+ *  |                lane (one per client thread)                   | 12
+ *  +---------------------------------------------------------------+
+ *  |                request id (64 bits, per connection)           | 16
+ *  +---------------------------------------------------------------+
+ * </pre>
+ */
+public record FrameHeader(int length, int opcode, int flags, int lane, long requestId) {
+    public static final int BYTES = 24;
+    public static final int LENGTH_OFFSET = 0;
+    public static final int OPCODE_OFFSET = 4;
+    public static final int FLAGS_OFFSET = 8;
+    public static final int LANE_OFFSET = 12;
+    public static final int REQUEST_ID_OFFSET = 16;
+
+    /** This frame answers a request with the same lane and request id. */
+    public static final int FLAG_REPLY = 1;
+    /** The sender does not wait for a reply (pipelined asynchronous call); errors are latched on the lane. */
+    public static final int FLAG_NO_REPLY = 2;
+
+    public boolean isReply() {
+        return (flags & FLAG_REPLY) != 0;
+    }
+
+    public boolean wantsReply() {
+        return (flags & FLAG_NO_REPLY) == 0;
+    }
+
+    @Override
+    public String toString() {
+        return "frame[op=" + Opcodes.name(opcode) + " len=" + length + " flags=" + flags + " lane=" + lane
+                + " req=" + requestId + "]";
+    }
+}

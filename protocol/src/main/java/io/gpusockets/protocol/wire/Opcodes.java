@@ -1,0 +1,49 @@
+package io.gpusockets.protocol.wire;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiTable;
+
+/**
+ * Control opcodes. API functions take stable opcodes derived from their names
+ * ({@link ApiFunction#opcodeFor(String)}), which never fall in the control range 0xFFFF0000..0xFFFFFFFF.
+ */
+public final class Opcodes {
+    public static final int CONTROL_BASE = 0xFFFF0000;
+    /** backend → frontend, first frame: versions, auth method, nonce. */
+    public static final int SERVER_HELLO = 0xFFFF0001;
+    /** frontend → backend: chosen version, identity, auth proof, requested features. */
+    public static final int HELLO = 0xFFFF0002;
+    /** backend → frontend: session id, driver version, device count, granted features. */
+    public static final int WELCOME = 0xFFFF0003;
+    /** either side: the handshake is refused; the body is a UTF-8 reason. The connection closes after it. */
+    public static final int REFUSE = 0xFFFF0004;
+    /** a chunk of a bulk parameter (memcpy data, module image), tied to its call by lane and request id. */
+    public static final int DATA = 0xFFFF0010;
+    /** frontend → backend: the client thread behind this lane has ended. */
+    public static final int LANE_END = 0xFFFF0011;
+    /** frontend → backend: clean end of session. */
+    public static final int GOODBYE = 0xFFFF0012;
+
+    private Opcodes() {
+    }
+
+    public static boolean isControl(int opcode) {
+        return (opcode & 0xFFFF0000) == CONTROL_BASE;
+    }
+
+    public static String name(int opcode) {
+        return switch (opcode) {
+            case SERVER_HELLO -> "SERVER_HELLO";
+            case HELLO -> "HELLO";
+            case WELCOME -> "WELCOME";
+            case REFUSE -> "REFUSE";
+            case DATA -> "DATA";
+            case LANE_END -> "LANE_END";
+            case GOODBYE -> "GOODBYE";
+            default -> {
+                ApiFunction f = ApiTable.get().byOpcode(opcode);
+                yield f != null ? f.name() : String.format("0x%08x", opcode);
+            }
+        };
+    }
+}
