@@ -1,0 +1,26 @@
+package io.gpusockets.backend.cli;
+
+import io.gpusockets.frontend.RemoteCudaDriver;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/** {@code gpusockets}: the command line (scripts/gpusockets and the bundle's bin/gpusockets run this). */
+@Command(name = "gpusockets", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
+        description = "Transparent CUDA driver API remoting: serve a GPU to remote programs, try it, test it.",
+        subcommands = {BackendCommand.class, DemoCommand.class, GpuSuiteCommand.class, CommandLine.HelpCommand.class})
+public final class Main {
+
+    public static void main(String[] args) {
+        GpuSuiteCommand.remoteFactory = RemoteCudaDriver::connect;
+        int code = new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args);
+        System.exit(code);
+    }
+
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            String v = Main.class.getPackage().getImplementationVersion();
+            return new String[] {"gpusockets " + (v != null ? v : "development build")};
+        }
+    }
+}

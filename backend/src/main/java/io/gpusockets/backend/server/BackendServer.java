@@ -1,0 +1,175 @@
+package io.gpusockets.backend.server;
+
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.Session;
+import io.gpusockets.backend.session.SessionLimits;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Handshake;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.nio.ByteBuffer;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The backend: listens on one or more transport URIs, runs the handshake with each frontend and
+ * serves it as a {@link Session} on its own thread. A failing session never affects another.
+ */
+public final class BackendServer implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+
+    /**
+     * @param limits           per-session bounds
+     * @param preSharedKey     when non-null, frontends must prove they hold it (HMAC challenge)
+     * @param allowedUids      for unix:// peers: uids allowed in (empty = any local user)
+     * @param handshakeMillis  a peer that has not finished its handshake by then is dropped
+     */
+    public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
+        public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(), 10_000);
+    }
+
+    private final DriverHost host;
+    private final Options options;
+    private final List<Listener> listeners = new ArrayList<>();
+    private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+    private final AtomicLong nextSessionId = new AtomicLong(1);
+    private final SecureRandom random = new SecureRandom();
+    private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
+    private volatile boolean closed;
+
+    public BackendServer(DriverHost host, Options options) {
+        this.host = host;
+        this.options = options;
+    }
+
+    public DriverHost host() {
+        return host;
+    }
+
+    /** Binds a listener and starts accepting on it; returns the address clients use. */
+    public synchronized TransportUri listen(TransportUri uri) throws IOException {
+        Listener l = Transports.listen(uri);
+        listeners.add(l);
+        Thread.ofPlatform().daemon().name("gpusockets-accept-" + uri.scheme()).start(() -> acceptLoop(l));
+        LOG.log(Level.INFO, "listening on " + l.address() + " (" + host.description() + ")");
+        return l.address();
+    }
+
+    public synchronized List<TransportUri> addresses() {
+        return listeners.stream().map(Listener::address).toList();
+    }
+
+    public int sessionCount() {
+        return sessions.size();
+    }
+
+    private void acceptLoop(Listener l) {
+        while (!closed) {
+            Connection c;
+            try {
+                c = l.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.log(Level.ERROR, "accept failed on " + l.address() + ": " + e.getMessage());
+                }
+                return;
+            }
+            Thread.ofVirtual().name("gpusockets-session").start(() -> serve(c));
+        }
+    }
+
+    private void serve(Connection c) {
+        long id = nextSessionId.getAndIncrement();
+        FrameChannel channel = new FrameChannel(c);
+        String peer = c.peer().description();
+        ScheduledFuture<?> timeout = timers.schedule(c::close, options.handshakeMillis(), TimeUnit.MILLISECONDS);
+        Boolean async;
+        try {
+            async = handshake(channel, c, id);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "handshake with " + peer + " failed: " + e.getMessage());
+            c.close();
+            return;
+        } finally {
+            timeout.cancel(false);
+        }
+        if (async == null || closed) {
+            c.close();
+            return;
+        }
+        Session s = new Session(id, channel, host, options.limits(), peer, async);
+        sessions.add(s);
+        LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
+        try {
+            s.serve();
+        } finally {
+            sessions.remove(s);
+        }
+    }
+
+    /** Runs the handshake; returns whether async pipelining was granted, or null when refused. */
+    private Boolean handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
+        byte[] nonce = new byte[Handshake.NONCE_BYTES];
+        random.nextBytes(nonce);
+        int auth = options.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
+        channel.send(Opcodes.SERVER_HELLO, 0, 0, 0,
+                new Handshake.ServerHello(Handshake.PROTOCOL_VERSION, Handshake.PROTOCOL_VERSION, auth, nonce).encode());
+        FrameHeader h = channel.readHeader();
+        if (h.opcode() != Opcodes.HELLO || h.length() > 16 << 10) {
+            throw new ProtocolException("expected HELLO, got " + h);
+        }
+        Handshake.Hello hello = Handshake.Hello.decode(channel.readBody(h.length()));
+        String refusal = null;
+        if (hello.version() != Handshake.PROTOCOL_VERSION) {
+            refusal = "unsupported protocol version " + hello.version() + " (this backend speaks version "
+                    + Handshake.PROTOCOL_VERSION + ")";
+        } else if (auth == Handshake.AUTH_PSK
+                && !Handshake.proofMatches(options.preSharedKey(), nonce, hello.identity(), hello.proof())) {
+            refusal = "authentication failed: the pre-shared key does not match";
+        } else if (!options.allowedUids().isEmpty()
+                && (c.peer().uid().isEmpty() || !options.allowedUids().contains(c.peer().uid().getAsInt()))) {
+            refusal = "peer uid " + (c.peer().uid().isPresent() ? c.peer().uid().getAsInt() : "unknown")
+                    + " is not allowed";
+        }
+        if (refusal != null) {
+            LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
+            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            return null;
+        }
+        boolean async = options.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
+        ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(),
+                async ? Handshake.FEATURE_ASYNC : 0, host.description()).encode();
+        channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
+        return async;
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        synchronized (this) {
+            for (Listener l : listeners) {
+                l.close();
+            }
+        }
+        for (Session s : sessions) {
+            s.end("backend shutting down");
+        }
+        timers.shutdownNow();
+    }
+}

@@ -1,0 +1,192 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import io.gpusockets.protocol.wire.WireValues;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
+/**
+ * One call being served on a lane: its request body, the validation helpers every handler uses,
+ * scratch memory for outputs, the bulk DATA frames that follow it, and its reply.
+ */
+final class Call {
+    final Session session;
+    final Lane lane;
+    final FrameHeader header;
+    final ByteBuffer body;
+    final ApiFunction function;
+    /** Outputs after the result slot; sent only when the call succeeds. */
+    final ByteBuffer outs = ByteBuffer.allocate(256).order(ByteOrder.LITTLE_ENDIAN);
+    private final SegmentAllocator scratch;
+    private Arena arena;
+    /** DATA bytes announced by the request and not yet taken off the lane. */
+    private long bulkPending;
+
+    Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function) {
+        this.session = session;
+        this.lane = lane;
+        this.header = header;
+        this.body = body;
+        this.function = function;
+        this.scratch = SegmentAllocator.slicingAllocator(lane.scratch);
+    }
+
+    String name() {
+        return function == null ? Opcodes.name(header.opcode()) : function.name();
+    }
+
+    /** Zeroed memory for one output or small input; from lane scratch, or a per-call arena when large. */
+    MemorySegment scratch(long bytes) {
+        if (bytes <= 1024) {
+            try {
+                return scratch.allocate(Math.max(bytes, 8), 16).fill((byte) 0);
+            } catch (IndexOutOfBoundsException full) {
+                // fall through to the arena
+            }
+        }
+        if (arena == null) {
+            arena = Arena.ofConfined();
+        }
+        return arena.allocate(Math.max(bytes, 8), 16);
+    }
+
+    int readInt() {
+        return body.getInt();
+    }
+
+    long readLong() {
+        return body.getLong();
+    }
+
+    void expectEnd() throws ProtocolException {
+        if (body.hasRemaining()) {
+            throw new ProtocolException(name() + ": " + body.remaining() + " unexpected trailing bytes in request");
+        }
+    }
+
+    /** A u32-length string from the request, copied to native memory with a NUL. */
+    MemorySegment readCString() throws ProtocolException {
+        int n = body.getInt();
+        if (n < 0 || n > WireValues.MAX_CSTR || n > body.remaining()) {
+            throw new ProtocolException(name() + ": string length out of range: length=" + n);
+        }
+        MemorySegment s = scratch(n + 1L);
+        for (int i = 0; i < n; i++) {
+            byte b = body.get();
+            if (b == 0) {
+                throw new ProtocolException(name() + ": NUL inside string parameter");
+            }
+            s.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, b);
+        }
+        s.set(java.lang.foreign.ValueLayout.JAVA_BYTE, n, (byte) 0);
+        return s;
+    }
+
+    int device(int dev) throws CallRejected {
+        if (dev < 0 || dev >= session.host().deviceCount()) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_DEVICE, "device=" + dev);
+        }
+        return dev;
+    }
+
+    /** The real driver value behind a handle id of this session. Streams 0, 1 and 2 are the special default streams. */
+    long handle(ParamType kind, long id, boolean nullable) throws CallRejected {
+        if (id == 0 && (nullable || kind == ParamType.STREAM)) {
+            return 0;
+        }
+        if (kind == ParamType.STREAM && (id == 1 || id == 2)) {
+            return id;
+        }
+        SessionHandles.Entry e = session.handles().get(id, kind);
+        if (e == null) {
+            throw new CallRejected(kind == ParamType.CTX ? CuResult.CUDA_ERROR_INVALID_CONTEXT
+                    : CuResult.CUDA_ERROR_INVALID_HANDLE, kind + " handle not issued to this session: " + id);
+        }
+        return e.real();
+    }
+
+    /** Checks that [p, p+n) lies within one of the session's device ranges. */
+    void deviceRange(long p, long n) throws CallRejected {
+        if (!session.memory().contains(p, n)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE,
+                    String.format("device range 0x%x+%d outside the session's allocations", p, n));
+        }
+    }
+
+    /** Announces {@code n} bytes of DATA frames that belong to this call. */
+    void expectBulk(long n) throws ProtocolException {
+        if (n < 0) {
+            throw new ProtocolException(name() + ": negative bulk length");
+        }
+        bulkPending += n;
+    }
+
+    /** The next DATA chunk of this call (the caller must release it with {@link #release}). */
+    Inbound nextChunk() throws ProtocolException, InterruptedException {
+        Inbound in = lane.nextData(header.requestId());
+        int n = in.body().remaining();
+        if (n == 0 || n > bulkPending) {
+            lane.release(in);
+            throw new ProtocolException(name() + ": DATA frame of " + n + " bytes with " + bulkPending + " expected");
+        }
+        bulkPending -= n;
+        return in;
+    }
+
+    void release(Inbound in) {
+        lane.release(in);
+    }
+
+    /** Receives a whole bulk input into native memory (bounded by the session limits). */
+    MemorySegment receiveBulk(long n) throws ProtocolException, InterruptedException, CallRejected {
+        if (n > session.limits().maxBulkBytes()) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "bulk input of " + n + " bytes over the limit");
+        }
+        MemorySegment dst = scratch(n);
+        long off = 0;
+        while (off < n) {
+            Inbound in = nextChunk();
+            try {
+                int len = in.body().remaining();
+                MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, dst, off, len);
+                off += len;
+            } finally {
+                release(in);
+            }
+        }
+        return dst.asSlice(0, n);
+    }
+
+    /** Takes and drops the DATA frames this call announced but did not consume (a rejected call). */
+    void drainBulk() throws ProtocolException, InterruptedException {
+        while (bulkPending > 0) {
+            release(nextChunk());
+        }
+    }
+
+    /** Sends {@code src} to the frontend as DATA frames of this call. */
+    void sendData(MemorySegment src) throws IOException {
+        long n = src.byteSize();
+        int chunk = session.chunkBytes();
+        for (long off = 0; off < n; off += chunk) {
+            MemorySegment part = src.asSlice(off, Math.min(chunk, n - off));
+            session.send(Opcodes.DATA, 0, header.lane(), header.requestId(), part.asByteBuffer());
+        }
+    }
+
+    void close() {
+        if (arena != null) {
+            arena.close();
+            arena = null;
+        }
+    }
+}

@@ -1,0 +1,243 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiInvoker;
+import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import io.gpusockets.protocol.wire.WireValues;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.List;
+
+/**
+ * Serves calls on their lanes. Every entry of the API table goes through {@link #generic} unless the
+ * table marks it custom=backend ({@link CustomCalls}). Before the driver sees anything, handles are
+ * translated through the session's table and device ranges are checked against its allocations.
+ */
+final class CallDispatcher {
+    private static final System.Logger LOG = System.getLogger("gpusockets.dispatch");
+
+    private final Session session;
+    private final ApiTable table = ApiTable.get();
+    private final CustomCalls custom;
+
+    CallDispatcher(Session session) {
+        this.session = session;
+        this.custom = new CustomCalls(session);
+    }
+
+    void execute(Lane lane, Inbound in) throws IOException, InterruptedException {
+        FrameHeader h = in.header();
+        if (h.opcode() == Opcodes.DATA) {
+            return; // data of a call that was refused before it read it: dropped
+        }
+        ApiFunction f = table.byOpcode(h.opcode());
+        Call call = new Call(session, lane, h, in.body(), f);
+        int result;
+        try {
+            if (f == null || f.local()) {
+                LOG.log(Level.WARNING, "session " + session.id() + ": unknown opcode " + Opcodes.name(h.opcode()));
+                result = CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            } else if (!h.wantsReply() && !(f.async() && session.asyncGranted())) {
+                throw new ProtocolException(f.name() + " sent without awaiting a reply but it is not asynchronous");
+            } else {
+                result = f.customBackend() ? custom.handle(call) : generic(call);
+            }
+        } catch (CallRejected e) {
+            result = e.result;
+            LOG.log(Level.DEBUG, () -> "session " + session.id() + ": " + call.name() + " refused: " + e.getMessage());
+        } catch (BufferUnderflowException e) {
+            throw new ProtocolException(call.name() + ": truncated request body");
+        } catch (RuntimeException e) {
+            LOG.log(Level.ERROR, "session " + session.id() + ": " + call.name() + " failed inside the backend", e);
+            result = CuResult.CUDA_ERROR_UNKNOWN;
+        } finally {
+            call.close();
+        }
+        call.drainBulk();
+        finish(lane, call, result);
+    }
+
+    private void finish(Lane lane, Call call, int result) throws IOException {
+        FrameHeader h = call.header;
+        if (!h.wantsReply()) {
+            if (result != CuResult.CUDA_SUCCESS && lane.latchedError == CuResult.CUDA_SUCCESS) {
+                lane.latchedError = result;
+            }
+            return;
+        }
+        boolean withOuts = result == CuResult.CUDA_SUCCESS;
+        if (call.function != null && call.function.sync() && lane.latchedError != CuResult.CUDA_SUCCESS) {
+            if (result == CuResult.CUDA_SUCCESS) {
+                result = lane.latchedError;
+                withOuts = false;
+            }
+            lane.latchedError = CuResult.CUDA_SUCCESS;
+        }
+        ByteBuffer head = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(result).flip();
+        ByteBuffer outs = withOuts ? call.outs.flip() : ByteBuffer.allocate(0);
+        session.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), head, outs);
+    }
+
+    private int generic(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        ApiFunction f = c.function;
+        List<ApiParam> params = f.params();
+        int n = params.size();
+        Object[] args = new Object[n];
+        long[] values = new long[n];
+
+        // 1. inputs off the wire, in C order
+        for (int i = 0; i < n; i++) {
+            ApiParam p = params.get(i);
+            if (p.out()) {
+                continue;
+            }
+            switch (p.type()) {
+                case NULL -> args[i] = MemorySegment.NULL;
+                case ZERO -> args[i] = 0;
+                case CSTR -> args[i] = c.readCString();
+                case BYTES, IMAGE -> {
+                    values[i] = c.readLong();
+                    c.expectBulk(values[i]);
+                }
+                case PTR, HOSTPTR -> throw new IllegalStateException(f.name() + ": " + p + " needs a custom handler");
+                default -> {
+                    Object v = WireValues.getScalar(c.body, p.type());
+                    args[i] = v;
+                    values[i] = ((Number) v).longValue();
+                }
+            }
+        }
+        c.expectEnd();
+
+        // 2. validation and translation
+        for (int i = 0; i < n; i++) {
+            ApiParam p = params.get(i);
+            if (p.out()) {
+                continue;
+            }
+            ParamType t = p.type();
+            if (t == ParamType.DEV) {
+                c.device((int) values[i]);
+            } else if (t.isHandle()) {
+                args[i] = c.handle(t, values[i], p.has("nullable"));
+            } else if (t == ParamType.DPTR) {
+                if (p.has("free")) {
+                    if (session.memory().allocationAt(values[i]) == null) {
+                        throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "not an allocation of this session");
+                    }
+                } else if (p.has("range")) {
+                    c.deviceRange(values[i], ApiParam.evaluate(p.modifier("range"), name -> values[f.paramIndex(name)]));
+                } else {
+                    c.deviceRange(values[i], 1);
+                }
+            }
+        }
+
+        // 3. bulk inputs (module images) off their DATA frames
+        for (int i = 0; i < n; i++) {
+            ApiParam p = params.get(i);
+            if (!p.out() && p.type().isBulk()) {
+                args[i] = c.receiveBulk(values[i]);
+            }
+        }
+
+        // 4. room for outputs
+        for (int i = 0; i < n; i++) {
+            ApiParam p = params.get(i);
+            if (!p.out()) {
+                continue;
+            }
+            long size = p.type().outBytes();
+            if (p.type() == ParamType.BYTES) {
+                size = ApiParam.evaluate(p.lengthExpression(), name -> values[f.paramIndex(name)]);
+                if (size < 0 || size > session.limits().maxOutBytes()) {
+                    throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "output size out of range: " + size);
+                }
+            }
+            args[i] = c.scratch(size);
+        }
+
+        int r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        afterSuccess(c, args, values);
+        return r;
+    }
+
+    /** Records what the call created or destroyed and writes its outputs. */
+    private void afterSuccess(Call c, Object[] args, long[] values) throws IOException {
+        ApiFunction f = c.function;
+        List<ApiParam> params = f.params();
+        long context = -1;
+        for (int i = 0; i < params.size(); i++) {
+            ApiParam p = params.get(i);
+            if (p.out() && p.type() != ParamType.BYTES) {
+                MemorySegment s = (MemorySegment) args[i];
+                values[i] = p.type().outBytes() == 4 ? s.get(ValueLayout.JAVA_INT, 0) : s.get(ValueLayout.JAVA_LONG, 0);
+            }
+        }
+        for (int i = 0; i < params.size(); i++) {
+            ApiParam p = params.get(i);
+            ParamType t = p.type();
+            if (p.out() && t.isHandle()) {
+                long owner = p.has("owner") ? values[f.paramIndex(p.modifier("owner"))] : 0;
+                if (t != ParamType.CTX && context < 0) {
+                    context = session.currentContextId(c.scratch(8));
+                }
+                values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX ? 0 : context);
+            } else if (p.out() && t == ParamType.DPTR && (p.has("alloc") || p.has("global"))) {
+                boolean alloc = p.has("alloc");
+                long size = ApiParam.evaluate(p.modifier(alloc ? "alloc" : "global"), name -> values[f.paramIndex(name)]);
+                long owner;
+                if (alloc) {
+                    if (context < 0) {
+                        context = session.currentContextId(c.scratch(8));
+                    }
+                    owner = context;
+                } else {
+                    owner = moduleParamValue(f, values);
+                }
+                session.memory().add(new SessionMemory.Range(values[i], size, owner, alloc));
+            } else if (!p.out() && t == ParamType.DPTR && p.has("free")) {
+                session.memory().remove(values[i]);
+            } else if (!p.out() && t.isHandle() && p.has("destroy")) {
+                session.dropHandle(values[i]);
+            }
+        }
+        for (int i = 0; i < params.size(); i++) {
+            ApiParam p = params.get(i);
+            if (!p.out()) {
+                continue;
+            }
+            if (p.type() == ParamType.BYTES) {
+                c.sendData((MemorySegment) args[i]);
+            } else if (p.type().isHandle()) {
+                c.outs.putLong(values[i]);
+            } else {
+                WireValues.putOut(c.outs, p.type(), (MemorySegment) args[i]);
+            }
+        }
+    }
+
+    private static long moduleParamValue(ApiFunction f, long[] values) {
+        for (int i = 0; i < f.params().size(); i++) {
+            ApiParam p = f.params().get(i);
+            if (!p.out() && p.type() == ParamType.MOD) {
+                return values[i];
+            }
+        }
+        return 0;
+    }
+}

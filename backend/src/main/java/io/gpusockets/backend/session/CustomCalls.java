@@ -1,0 +1,213 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Set;
+
+/**
+ * The entries marked custom=backend in the API table: virtual primary contexts, copies that stream
+ * chunk by chunk between the transport and the device, pointer attributes whose output needs
+ * translating, and kernel launches whose parameters are rebuilt as a native array.
+ */
+final class CustomCalls {
+    /** cuPointerGetAttribute attributes a remote program can use; the others refer to its own host. */
+    private static final Set<Integer> POINTER_ATTRIBUTES = Set.of(1, 2, 3, 6, 7, 8, 9, 11, 12, 13);
+    private static final int POINTER_ATTRIBUTE_CONTEXT = 1;
+    /** Kernel parameter limits (CUDA 12.1+ allows 32764 bytes of parameters). */
+    static final int MAX_KERNEL_PARAMS = 1024;
+    static final int MAX_KERNEL_PARAM_BYTES = 32764;
+    static final int LAUNCH_KERNEL_PARAMS = 0;
+    static final int LAUNCH_EXTRA = 1;
+
+    private final Session session;
+    private final CudaDriver driver;
+
+    CustomCalls(Session session) {
+        this.session = session;
+        this.driver = session.host().driver();
+    }
+
+    int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return switch (c.function.name()) {
+            case "cuDevicePrimaryCtxRetain" -> {
+                int dev = c.device(c.readInt());
+                c.expectEnd();
+                long[] id = new long[1];
+                int r = session.primary().retain(dev, c.scratch(8), id);
+                c.outs.putLong(id[0]);
+                yield r;
+            }
+            case "cuDevicePrimaryCtxRelease" -> session.primary().release(deviceOnly(c));
+            case "cuDevicePrimaryCtxReset" -> session.primary().reset(deviceOnly(c));
+            case "cuDevicePrimaryCtxGetState" -> {
+                int dev = deviceOnly(c);
+                int[] flags = new int[1], active = new int[1];
+                int r = session.primary().state(dev, flags, active);
+                c.outs.putInt(flags[0]).putInt(active[0]);
+                yield r;
+            }
+            case "cuDevicePrimaryCtxSetFlags" -> {
+                int dev = c.device(c.readInt());
+                int flags = c.readInt();
+                c.expectEnd();
+                yield session.primary().setFlags(dev, flags);
+            }
+            case "cuMemcpyHtoD" -> copyIn(c, false);
+            case "cuMemcpyHtoDAsync" -> copyIn(c, true);
+            case "cuMemcpyDtoH" -> copyOut(c, false);
+            case "cuMemcpyDtoHAsync" -> copyOut(c, true);
+            case "cuPointerGetAttribute" -> pointerAttribute(c);
+            case "cuLaunchKernel" -> launch(c);
+            default -> throw new IllegalStateException("no custom backend handler for " + c.function.name());
+        };
+    }
+
+    private int deviceOnly(Call c) throws ProtocolException, CallRejected {
+        int dev = c.device(c.readInt());
+        c.expectEnd();
+        return dev;
+    }
+
+    /** Request: dst u64, bulk length u64, ByteCount u64 [, stream u64]; the data follows in DATA frames. */
+    private int copyIn(Call c, boolean async) throws ProtocolException, CallRejected, InterruptedException {
+        long dst = c.readLong();
+        long bulk = c.readLong();
+        long count = c.readLong();
+        long streamId = async ? c.readLong() : 0;
+        c.expectEnd();
+        c.expectBulk(bulk);
+        if (bulk != count) {
+            throw new ProtocolException(c.name() + ": data length " + bulk + " differs from ByteCount " + count);
+        }
+        long stream = c.handle(ParamType.STREAM, streamId, true);
+        c.deviceRange(dst, count);
+        int result = CuResult.CUDA_SUCCESS;
+        long off = 0;
+        while (off < count) {
+            Inbound in = c.nextChunk();
+            try {
+                int len = in.body().remaining();
+                if (result == CuResult.CUDA_SUCCESS) {
+                    MemorySegment src = MemorySegment.ofBuffer(in.body());
+                    // The chunk is pageable memory: the driver has taken it once the call returns, async or not.
+                    result = async ? driver.cuMemcpyHtoDAsync(dst + off, src, len, stream)
+                            : driver.cuMemcpyHtoD(dst + off, src, len);
+                }
+                off += len;
+            } finally {
+                c.release(in);
+            }
+        }
+        return result;
+    }
+
+    /** Request: src u64, ByteCount u64 [, stream u64]; the data goes back in DATA frames before the reply. */
+    private int copyOut(Call c, boolean async) throws ProtocolException, CallRejected, IOException {
+        long src = c.readLong();
+        long count = c.readLong();
+        long streamId = async ? c.readLong() : 0;
+        c.expectEnd();
+        long stream = c.handle(ParamType.STREAM, streamId, true);
+        c.deviceRange(src, count);
+        MemorySegment staging = c.lane.staging;
+        for (long off = 0; off < count; ) {
+            int len = (int) Math.min(staging.byteSize(), count - off);
+            MemorySegment part = staging.asSlice(0, len);
+            int r;
+            if (async) {
+                r = driver.cuMemcpyDtoHAsync(part, src + off, len, stream);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    r = driver.cuStreamSynchronize(stream);
+                }
+            } else {
+                r = driver.cuMemcpyDtoH(part, src + off, len);
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            c.sendData(part);
+            off += len;
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** Request: attribute i32, ptr u64. Reply: the value as u64 (a context as this session's handle id). */
+    private int pointerAttribute(Call c) throws ProtocolException, CallRejected {
+        int attribute = c.readInt();
+        long ptr = c.readLong();
+        c.expectEnd();
+        if (!POINTER_ATTRIBUTES.contains(attribute)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "pointer attribute " + attribute);
+        }
+        c.deviceRange(ptr, 1);
+        MemorySegment data = c.scratch(16);
+        int r = driver.cuPointerGetAttribute(data, attribute, ptr);
+        long value = data.get(ValueLayout.JAVA_LONG, 0);
+        if (attribute == POINTER_ATTRIBUTE_CONTEXT) {
+            value = session.handles().idOf(ParamType.CTX, value);
+        }
+        c.outs.putLong(value);
+        return r;
+    }
+
+    /**
+     * Request: f u64, grid x/y/z u32, block x/y/z u32, sharedMemBytes u32, stream u64, mode u32, then
+     * mode 0: count u32 and per parameter size u32 + bytes; mode 1: size u32 + the packed buffer.
+     */
+    private int launch(Call c) throws ProtocolException, CallRejected {
+        long fId = c.readLong();
+        int gx = c.readInt(), gy = c.readInt(), gz = c.readInt();
+        int bx = c.readInt(), by = c.readInt(), bz = c.readInt();
+        int shared = c.readInt();
+        long streamId = c.readLong();
+        int mode = c.readInt();
+        MemorySegment kernelParams = MemorySegment.NULL;
+        MemorySegment extra = MemorySegment.NULL;
+        if (mode == LAUNCH_KERNEL_PARAMS) {
+            int count = c.readInt();
+            if (count < 0 || count > MAX_KERNEL_PARAMS) {
+                throw new ProtocolException("cuLaunchKernel: parameter count out of range: count=" + count);
+            }
+            kernelParams = c.scratch(8L * Math.max(count, 1));
+            int total = 0;
+            for (int i = 0; i < count; i++) {
+                int size = c.readInt();
+                total += size;
+                if (size <= 0 || total > MAX_KERNEL_PARAM_BYTES || size > c.body.remaining()) {
+                    throw new ProtocolException("cuLaunchKernel: parameter size out of range: size=" + size);
+                }
+                MemorySegment value = c.scratch(size);
+                MemorySegment.copy(MemorySegment.ofBuffer(c.body.slice(c.body.position(), size)), 0, value, 0, size);
+                c.body.position(c.body.position() + size);
+                kernelParams.setAtIndex(ValueLayout.ADDRESS, i, value);
+            }
+        } else if (mode == LAUNCH_EXTRA) {
+            int size = c.readInt();
+            if (size < 0 || size > MAX_KERNEL_PARAM_BYTES || size > c.body.remaining()) {
+                throw new ProtocolException("cuLaunchKernel: extra buffer size out of range: size=" + size);
+            }
+            MemorySegment buffer = c.scratch(size);
+            MemorySegment.copy(MemorySegment.ofBuffer(c.body.slice(c.body.position(), size)), 0, buffer, 0, size);
+            c.body.position(c.body.position() + size);
+            MemorySegment sizeCell = c.scratch(8);
+            sizeCell.set(ValueLayout.JAVA_LONG, 0, size);
+            extra = c.scratch(40);
+            extra.setAtIndex(ValueLayout.JAVA_LONG, 0, 1); // CU_LAUNCH_PARAM_BUFFER_POINTER
+            extra.setAtIndex(ValueLayout.ADDRESS, 1, buffer);
+            extra.setAtIndex(ValueLayout.JAVA_LONG, 2, 2); // CU_LAUNCH_PARAM_BUFFER_SIZE
+            extra.setAtIndex(ValueLayout.ADDRESS, 3, sizeCell);
+            extra.setAtIndex(ValueLayout.JAVA_LONG, 4, 0); // CU_LAUNCH_PARAM_END
+        } else {
+            throw new ProtocolException("cuLaunchKernel: unknown parameter mode " + mode);
+        }
+        c.expectEnd();
+        long f = c.handle(ParamType.FUNC, fId, false);
+        long stream = c.handle(ParamType.STREAM, streamId, true);
+        return driver.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra);
+    }
+}

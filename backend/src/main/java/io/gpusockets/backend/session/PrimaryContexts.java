@@ -1,0 +1,86 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ParamType;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * Virtual primary contexts: each session gets its own context per device in place of the real
+ * primary context, which tenants must never share. Retain/release count as the driver's do; the
+ * context is destroyed (with everything in it) when the count reaches zero or on reset.
+ */
+final class PrimaryContexts {
+    private final Session session;
+    private final long[] handle;
+    private final int[] refs;
+    private final int[] flags;
+
+    PrimaryContexts(Session session) {
+        this.session = session;
+        int n = session.host().deviceCount();
+        this.handle = new long[n];
+        this.refs = new int[n];
+        this.flags = new int[n];
+    }
+
+    /** Retains on the calling lane thread; {@code out8} receives the handle id. */
+    synchronized int retain(int dev, MemorySegment scratch8, long[] idOut) {
+        if (handle[dev] == 0) {
+            CudaDriver d = session.host().driver();
+            int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            long real = scratch8.get(ValueLayout.JAVA_LONG, 0);
+            // cuCtxCreate made it current; a primary retain does not change the current context.
+            d.cuCtxPopCurrent(scratch8);
+            handle[dev] = session.handles().intern(ParamType.CTX, real, 0, 0);
+        }
+        refs[dev]++;
+        idOut[0] = handle[dev];
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    synchronized int release(int dev) {
+        if (refs[dev] == 0) {
+            return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+        }
+        if (--refs[dev] == 0) {
+            return destroy(dev);
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    synchronized int reset(int dev) {
+        refs[dev] = 0;
+        return destroy(dev);
+    }
+
+    private int destroy(int dev) {
+        long id = handle[dev];
+        handle[dev] = 0;
+        if (id == 0) {
+            return CuResult.CUDA_SUCCESS;
+        }
+        SessionHandles.Entry e = session.handles().get(id, ParamType.CTX);
+        if (e == null) {
+            return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy already
+        }
+        int r = session.host().driver().cuCtxDestroy(e.real());
+        session.dropHandle(id);
+        return r;
+    }
+
+    synchronized int state(int dev, int[] flagsOut, int[] activeOut) {
+        flagsOut[0] = flags[dev];
+        activeOut[0] = refs[dev] > 0 ? 1 : 0;
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    synchronized int setFlags(int dev, int newFlags) {
+        flags[dev] = newFlags;
+        return CuResult.CUDA_SUCCESS;
+    }
+}

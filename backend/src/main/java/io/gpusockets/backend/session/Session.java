@@ -1,0 +1,255 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.EOFException;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * One frontend connection after its handshake: reads frames, hands each to its lane, and when the
+ * connection ends, however it ends, destroys every context the session made (which frees its
+ * memory, modules, streams and events on the device) and logs what it released.
+ */
+public final class Session {
+    private static final System.Logger LOG = System.getLogger("gpusockets.session");
+    /** Smallest charge against the body budget, so that empty frames cannot queue without bound. */
+    private static final int MIN_CHARGE = 64;
+
+    private final long id;
+    private final FrameChannel channel;
+    private final DriverHost host;
+    private final SessionLimits limits;
+    private final String peer;
+    private final boolean asyncGranted;
+    private final SessionHandles handles;
+    private final SessionMemory memory = new SessionMemory();
+    private final PrimaryContexts primary;
+    private final CallDispatcher dispatcher;
+    private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
+    private final Semaphore bodyBudget;
+    private final AtomicBoolean ended = new AtomicBoolean();
+    private volatile String failure;
+
+    public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted) {
+        this.id = id;
+        this.channel = channel;
+        this.host = host;
+        this.limits = limits;
+        this.peer = peer;
+        this.asyncGranted = asyncGranted;
+        this.handles = new SessionHandles(id);
+        this.primary = new PrimaryContexts(this);
+        this.dispatcher = new CallDispatcher(this);
+        this.bodyBudget = new Semaphore(limits.bodyBudget());
+    }
+
+    public long id() {
+        return id;
+    }
+
+    DriverHost host() {
+        return host;
+    }
+
+    SessionLimits limits() {
+        return limits;
+    }
+
+    SessionHandles handles() {
+        return handles;
+    }
+
+    SessionMemory memory() {
+        return memory;
+    }
+
+    PrimaryContexts primary() {
+        return primary;
+    }
+
+    CallDispatcher dispatcher() {
+        return dispatcher;
+    }
+
+    int chunkBytes() {
+        return limits.chunkBytes();
+    }
+
+    boolean asyncGranted() {
+        return asyncGranted;
+    }
+
+    /** Reads frames until the connection ends, then cleans up. Runs on the session's own thread. */
+    public void serve() {
+        String reason = "peer closed the connection";
+        try {
+            while (true) {
+                FrameHeader h = channel.readHeader();
+                int op = h.opcode();
+                if (op == Opcodes.GOODBYE) {
+                    channel.skipBody(h.length());
+                    reason = "clean close";
+                    break;
+                }
+                if (op == Opcodes.LANE_END) {
+                    channel.skipBody(h.length());
+                    Lane lane = lanes.remove(h.lane());
+                    if (lane != null) {
+                        lane.end();
+                    }
+                    continue;
+                }
+                if (Opcodes.isControl(op) && op != Opcodes.DATA) {
+                    throw new ProtocolException("unexpected control frame after handshake: " + h);
+                }
+                if (op != Opcodes.DATA && h.length() > limits.maxCallBody()) {
+                    throw new ProtocolException("call body too large: " + h + " max=" + limits.maxCallBody());
+                }
+                int charge = Math.max(h.length(), MIN_CHARGE);
+                bodyBudget.acquire(charge);
+                ByteBuffer body = op == Opcodes.DATA
+                        ? ByteBuffer.allocateDirect(h.length())
+                        : ByteBuffer.allocate(h.length());
+                body.order(ByteOrder.LITTLE_ENDIAN);
+                try {
+                    channel.readBody(body);
+                } catch (IOException e) {
+                    bodyBudget.release(charge);
+                    throw e;
+                }
+                body.flip();
+                lane(h.lane()).enqueue(new Inbound(h, body, charge));
+            }
+        } catch (EOFException e) {
+            reason = failure != null ? failure : "peer closed the connection";
+        } catch (ProtocolException e) {
+            reason = "protocol violation: " + e.getMessage();
+        } catch (IOException e) {
+            reason = failure != null ? failure : "connection lost: " + e.getMessage();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            reason = "backend shutting down";
+        } catch (RuntimeException e) {
+            reason = "internal error: " + e;
+            LOG.log(Level.ERROR, "session " + id + ": internal error", e);
+        } finally {
+            end(failure != null ? failure : reason);
+        }
+    }
+
+    private Lane lane(int laneId) throws ProtocolException {
+        Lane lane = lanes.get(laneId);
+        if (lane == null) {
+            if (lanes.size() >= limits.maxLanes()) {
+                throw new ProtocolException("too many lanes: max=" + limits.maxLanes());
+            }
+            lane = new Lane(this, laneId);
+            lanes.put(laneId, lane);
+            lane.start();
+        }
+        return lane;
+    }
+
+    void release(Inbound in) {
+        if (in.charge() > 0) {
+            bodyBudget.release(in.charge());
+        }
+    }
+
+    /** Ends the session because the peer broke the protocol; the reader sees the closed channel. */
+    void fail(String reason) {
+        if (failure == null) {
+            failure = reason;
+        }
+        channel.close();
+    }
+
+    void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
+        channel.send(opcode, flags, lane, requestId, body);
+    }
+
+    /** Stops the lanes, destroys what the session made, logs one line. Idempotent. */
+    public void end(String reason) {
+        if (!ended.compareAndSet(false, true)) {
+            return;
+        }
+        channel.close();
+        List<Lane> all = new ArrayList<>(lanes.values());
+        lanes.clear();
+        for (Lane l : all) {
+            l.end();
+        }
+        boolean stuck = false;
+        try {
+            for (Lane l : all) {
+                // A lane inside a long driver call finishes it first; a lane waiting for data that will never come is interrupted.
+                if (!l.join(2000)) {
+                    l.interrupt();
+                    stuck |= !l.join(10_000);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        String released = releaseAll();
+        LOG.log(stuck ? Level.WARNING : Level.INFO, "session " + id + " ended (" + reason + "), peer " + peer
+                + ": released " + released + (stuck ? "; a lane was still inside a driver call" : ""));
+    }
+
+    /** Destroys every context of the session; the driver frees everything made in them. */
+    private String releaseAll() {
+        int contexts = handles.count(ParamType.CTX);
+        int allocations = memory.allocationCount();
+        long bytes = memory.allocatedBytes();
+        int modules = handles.count(ParamType.MOD) + handles.count(ParamType.LIB);
+        int streams = handles.count(ParamType.STREAM);
+        int events = handles.count(ParamType.EVENT);
+        int failed = 0;
+        for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
+            int r = host.driver().cuCtxDestroy(ctx.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                failed++;
+                LOG.log(Level.WARNING, "session " + id + ": cuCtxDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(ctx.id());
+        }
+        return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
+                + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
+                + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+    }
+
+    /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */
+    void dropHandle(long handleId) {
+        Set<Long> owners = new HashSet<>();
+        for (SessionHandles.Entry e : handles.remove(handleId)) {
+            owners.add(e.id());
+        }
+        if (!owners.isEmpty()) {
+            memory.removeOwnedBy(owners);
+        }
+    }
+
+    /** The handle id of the calling lane thread's current context (0 if none or not the session's). */
+    long currentContextId(java.lang.foreign.MemorySegment scratch8) {
+        int r = host.driver().cuCtxGetCurrent(scratch8);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return 0;
+        }
+        return handles.idOf(ParamType.CTX, scratch8.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
+    }
+}

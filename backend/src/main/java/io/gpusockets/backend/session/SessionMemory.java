@@ -1,0 +1,79 @@
+package io.gpusockets.backend.session;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The device memory ranges a session may touch: its allocations and the globals of its modules.
+ * Every device pointer from the wire is checked here before any driver call.
+ */
+public final class SessionMemory {
+    /**
+     * One range. {@code owner} is the handle id of the context (allocations) or module (globals)
+     * that frees it when destroyed; {@code freeable} is false for module globals.
+     */
+    public record Range(long base, long size, long owner, boolean freeable) {
+        boolean contains(long p, long n) {
+            return p >= base && n >= 0 && n <= size && p - base <= size - n;
+        }
+    }
+
+    private final TreeMap<Long, Range> ranges = new TreeMap<>();
+    private long allocatedBytes;
+
+    public synchronized void add(Range r) {
+        ranges.put(r.base(), r);
+        if (r.freeable()) {
+            allocatedBytes += r.size();
+        }
+    }
+
+    /** Whether [p, p+n) lies within one range (n = 0: p lies in or at the end of one). */
+    public synchronized boolean contains(long p, long n) {
+        if (n < 0) {
+            return false;
+        }
+        Map.Entry<Long, Range> e = ranges.floorEntry(p);
+        return e != null && e.getValue().contains(p, n);
+    }
+
+    /** The freeable allocation that starts exactly at {@code base}, or null. */
+    public synchronized Range allocationAt(long base) {
+        Range r = ranges.get(base);
+        return r != null && r.freeable() ? r : null;
+    }
+
+    public synchronized Range remove(long base) {
+        Range r = ranges.remove(base);
+        if (r != null && r.freeable()) {
+            allocatedBytes -= r.size();
+        }
+        return r;
+    }
+
+    /** Drops every range owned by one of these handle ids (a destroyed context or module). */
+    public synchronized List<Range> removeOwnedBy(java.util.Set<Long> owners) {
+        List<Range> out = new ArrayList<>();
+        ranges.values().removeIf(r -> {
+            if (owners.contains(r.owner())) {
+                out.add(r);
+                if (r.freeable()) {
+                    allocatedBytes -= r.size();
+                }
+                return true;
+            }
+            return false;
+        });
+        return out;
+    }
+
+    public synchronized int allocationCount() {
+        return (int) ranges.values().stream().filter(Range::freeable).count();
+    }
+
+    public synchronized long allocatedBytes() {
+        return allocatedBytes;
+    }
+}

@@ -1,0 +1,258 @@
+package io.gpusockets.frontend;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Handshake;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * One connection to a backend: the handshake, request ids, and delivery of replies and DATA frames.
+ *
+ * <p>No reader thread: a caller waiting for its reply reads the connection itself when nobody else
+ * is (leader/follower), so a single-threaded program never pays a thread hand-off per call. Frames
+ * for other waiters are delivered to them and they are woken; DATA frames are read straight into
+ * the destination memory the waiting call registered.
+ */
+final class BackendConnection implements AutoCloseable {
+    private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().daemon().name("gpusockets-connect-watchdog").factory());
+
+    /** A request awaiting its reply (and its DATA, in the order of {@code destinations}). */
+    static final class Pending {
+        final long requestId;
+        final Thread waiter;
+        final List<MemorySegment> destinations;
+        int destination;
+        long offset;
+        volatile ByteBuffer reply;
+
+        Pending(long requestId, Thread waiter, List<MemorySegment> destinations) {
+            this.requestId = requestId;
+            this.waiter = waiter;
+            this.destinations = destinations;
+        }
+    }
+
+    private final TransportUri uri;
+    private final FrameChannel channel;
+    private final Handshake.Welcome welcome;
+    private final boolean async;
+    private final AtomicLong requestIds = new AtomicLong(1);
+    private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
+    private final ReentrantLock readLock = new ReentrantLock();
+    private volatile IOException broken;
+
+    private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async) {
+        this.uri = uri;
+        this.channel = channel;
+        this.welcome = welcome;
+        this.async = async;
+    }
+
+    /** Connects and runs the handshake, all within the configured timeout. */
+    static BackendConnection open(String uriText, FrontendConfig config) throws IOException {
+        TransportUri uri = TransportUri.parse(uriText);
+        Connection c = Transports.connect(uri, config.connectTimeout());
+        FrameChannel channel = new FrameChannel(c);
+        ScheduledFuture<?> watchdog = WATCHDOG.schedule(c::close, config.connectTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        try {
+            FrameHeader h = channel.readHeader();
+            if (h.opcode() != Opcodes.SERVER_HELLO || h.length() > 4096) {
+                throw new ProtocolException(uri + " is not a GPUsockets backend (first frame " + h + ")");
+            }
+            Handshake.ServerHello hello = Handshake.ServerHello.decode(channel.readBody(h.length()));
+            if (Handshake.PROTOCOL_VERSION < hello.minVersion() || Handshake.PROTOCOL_VERSION > hello.maxVersion()) {
+                throw new ProtocolException("backend " + uri + " speaks protocol versions " + hello.minVersion() + ".."
+                        + hello.maxVersion() + "; this frontend speaks " + Handshake.PROTOCOL_VERSION);
+            }
+            byte[] proof = new byte[0];
+            if (hello.authMethod() == Handshake.AUTH_PSK) {
+                if (config.preSharedKey() == null) {
+                    throw new IOException("backend " + uri + " requires a pre-shared key: set "
+                            + FrontendConfig.PSK_FILE_ENV + " to the key file");
+                }
+                proof = Handshake.proof(config.preSharedKey(), hello.nonce(), config.identity());
+            } else if (hello.authMethod() != Handshake.AUTH_NONE) {
+                throw new ProtocolException("backend " + uri + " asks for unknown auth method " + hello.authMethod());
+            }
+            int features = config.async() ? Handshake.FEATURE_ASYNC : 0;
+            channel.send(Opcodes.HELLO, 0, 0, 0,
+                    new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(), proof).encode());
+            h = channel.readHeader();
+            if (h.opcode() == Opcodes.REFUSE) {
+                throw new IOException("backend " + uri + " refused the connection: "
+                        + Handshake.readString(channel.readBody(h.length())));
+            }
+            if (h.opcode() != Opcodes.WELCOME || h.length() > 8192) {
+                throw new ProtocolException("expected WELCOME from " + uri + ", got " + h);
+            }
+            Handshake.Welcome welcome = Handshake.Welcome.decode(channel.readBody(h.length()));
+            boolean async = (welcome.features() & Handshake.FEATURE_ASYNC) != 0;
+            if (!watchdog.cancel(false)) {
+                throw new IOException("timed out after " + config.connectTimeout().toMillis() + " ms");
+            }
+            return new BackendConnection(uri, channel, welcome, async);
+        } catch (IOException | RuntimeException e) {
+            watchdog.cancel(false);
+            c.close();
+            if (watchdog.isDone() && !watchdog.isCancelled()) {
+                throw new IOException("backend " + uri + " did not complete the handshake within "
+                        + config.connectTimeout().toMillis() + " ms", e);
+            }
+            throw e;
+        }
+    }
+
+    TransportUri uri() {
+        return uri;
+    }
+
+    Handshake.Welcome welcome() {
+        return welcome;
+    }
+
+    boolean async() {
+        return async;
+    }
+
+    int maxBody() {
+        return channel.maxBody();
+    }
+
+    IOException broken() {
+        return broken;
+    }
+
+    /** Registers a request whose reply the calling thread will wait for. */
+    Pending expect(List<MemorySegment> destinations) {
+        long id = requestIds.getAndIncrement();
+        Pending p = new Pending(id, Thread.currentThread(), destinations);
+        pending.put(id, p);
+        return p;
+    }
+
+    long nextRequestId() {
+        return requestIds.getAndIncrement();
+    }
+
+    void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
+        IOException b = broken;
+        if (b != null) {
+            throw b;
+        }
+        try {
+            channel.send(opcode, flags, lane, requestId, body);
+        } catch (IOException e) {
+            throw fail(e);
+        }
+    }
+
+    /** Waits for the reply of {@code p}, reading the connection whenever no other thread is. */
+    ByteBuffer await(Pending p) throws IOException {
+        try {
+            while (p.reply == null) {
+                IOException b = broken;
+                if (b != null) {
+                    throw b;
+                }
+                if (readLock.tryLock()) {
+                    try {
+                        while (p.reply == null) {
+                            readOne();
+                        }
+                    } finally {
+                        readLock.unlock();
+                        wakeWaiters();
+                    }
+                } else {
+                    LockSupport.parkNanos(this, 1_000_000);
+                }
+            }
+            return p.reply;
+        } finally {
+            pending.remove(p.requestId);
+        }
+    }
+
+    private void wakeWaiters() {
+        for (Pending other : pending.values()) {
+            if (other.reply == null) {
+                LockSupport.unpark(other.waiter);
+            }
+        }
+    }
+
+    private void readOne() throws IOException {
+        try {
+            FrameHeader h = channel.readHeader();
+            Pending p = pending.get(h.requestId());
+            if (h.opcode() == Opcodes.DATA) {
+                if (p == null || p.destination >= p.destinations.size()) {
+                    throw new ProtocolException("DATA frame for no waiting request: " + h);
+                }
+                MemorySegment dst = p.destinations.get(p.destination);
+                if (h.length() > dst.byteSize() - p.offset) {
+                    throw new ProtocolException("DATA frame overruns its destination: " + h);
+                }
+                channel.readBody(dst.asSlice(p.offset, h.length()).asByteBuffer());
+                p.offset += h.length();
+                if (p.offset == dst.byteSize()) {
+                    p.destination++;
+                    p.offset = 0;
+                }
+            } else if (h.isReply()) {
+                ByteBuffer body = channel.readBody(h.length());
+                if (p == null) {
+                    throw new ProtocolException("reply for no waiting request: " + h);
+                }
+                p.reply = body;
+                if (p.waiter != Thread.currentThread()) {
+                    LockSupport.unpark(p.waiter);
+                }
+            } else {
+                throw new ProtocolException("unexpected frame from backend: " + h);
+            }
+        } catch (IOException e) {
+            throw fail(e);
+        }
+    }
+
+    private IOException fail(IOException e) {
+        if (broken == null) {
+            broken = new IOException("connection to backend " + uri + " lost: " + e.getMessage(), e);
+            channel.close();
+            wakeWaiters();
+        }
+        return broken;
+    }
+
+    @Override
+    public void close() {
+        if (broken == null) {
+            try {
+                channel.send(Opcodes.GOODBYE, 0, 0, 0);
+            } catch (IOException ignored) {
+                // closing anyway
+            }
+            broken = new IOException("connection to backend " + uri + " closed");
+        }
+        channel.close();
+    }
+}

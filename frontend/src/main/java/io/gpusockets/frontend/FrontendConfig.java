@@ -1,0 +1,86 @@
+package io.gpusockets.frontend;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * How the frontend reaches its backend. Defaults come from the environment (or system properties of
+ * the same name in lower case with dots, e.g. {@code gpusockets.server}):
+ * <ul>
+ *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated (the first is used for now);</li>
+ *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
+ *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
+ *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
+ * </ul>
+ *
+ * @param servers        backend URIs
+ * @param connectTimeout bound on connect plus handshake
+ * @param async          pipeline calls the API table marks async
+ * @param preSharedKey   key for the backend's challenge, or null
+ * @param identity       how this client names itself to the backend (logs)
+ */
+public record FrontendConfig(List<String> servers, Duration connectTimeout, boolean async, byte[] preSharedKey,
+                             String identity) {
+    public static final String SERVER_ENV = "GPUSOCKETS_SERVER";
+    public static final String CONNECT_TIMEOUT_ENV = "GPUSOCKETS_CONNECT_TIMEOUT_MS";
+    public static final String ASYNC_ENV = "GPUSOCKETS_ASYNC";
+    public static final String PSK_FILE_ENV = "GPUSOCKETS_PSK_FILE";
+    public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
+
+    public FrontendConfig {
+        servers = List.copyOf(servers);
+        if (servers.isEmpty()) {
+            throw new IllegalArgumentException("no backend given: set " + SERVER_ENV + "=tcp://host:port (or unix:///path)");
+        }
+        if (connectTimeout.isNegative() || connectTimeout.isZero()) {
+            throw new IllegalArgumentException("connect timeout must be positive: connectTimeout=" + connectTimeout);
+        }
+    }
+
+    /** Settings for one backend URI, the rest from the environment. */
+    public static FrontendConfig forServer(String uri) {
+        return fromEnvironment(Map.of(SERVER_ENV, uri));
+    }
+
+    /** Settings from the environment; {@code overrides} win over it. */
+    public static FrontendConfig fromEnvironment(Map<String, String> overrides) {
+        String servers = setting(SERVER_ENV, overrides);
+        if (servers == null || servers.isBlank()) {
+            throw new IllegalArgumentException("no backend given: set " + SERVER_ENV + "=tcp://host:port (or unix:///path)");
+        }
+        String timeout = setting(CONNECT_TIMEOUT_ENV, overrides);
+        String async = setting(ASYNC_ENV, overrides);
+        String pskFile = setting(PSK_FILE_ENV, overrides);
+        byte[] psk = null;
+        if (pskFile != null && !pskFile.isBlank()) {
+            try {
+                psk = Files.readString(Path.of(pskFile)).strip().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            } catch (IOException e) {
+                throw new IllegalArgumentException("cannot read " + PSK_FILE_ENV + "=" + pskFile + ": " + e.getMessage());
+            }
+        }
+        return new FrontendConfig(
+                Arrays.stream(servers.split(",")).map(String::strip).filter(s -> !s.isEmpty()).toList(),
+                Duration.ofMillis(timeout == null ? CONNECT_TIMEOUT_DEFAULT_MS : Long.parseLong(timeout.strip())),
+                async == null || !async.strip().equals("0"),
+                psk,
+                "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"));
+    }
+
+    private static String setting(String name, Map<String, String> overrides) {
+        if (overrides.containsKey(name)) {
+            return overrides.get(name);
+        }
+        String prop = System.getProperty(name.toLowerCase(java.util.Locale.ROOT).replace('_', '.'));
+        return prop != null ? prop : System.getenv(name);
+    }
+
+    public FrontendConfig withAsync(boolean on) {
+        return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity);
+    }
+}

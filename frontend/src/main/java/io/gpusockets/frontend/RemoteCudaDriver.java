@@ -1,0 +1,437 @@
+package io.gpusockets.frontend;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.WireValues;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.ref.Cleaner;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The CUDA driver API of a remote GPU. Every call goes to the backend except those the API table
+ * marks local (host memory, error strings). Usable from any JVM program:
+ * <pre>{@code
+ *   try (RemoteCudaDriver cu = RemoteCudaDriver.connect("tcp://gpu-host:7070")) {
+ *       cu.cuInit(0); ...
+ *   }
+ * }</pre>
+ * Each client thread is its own lane: its calls run in order on the backend, and a blocking call on
+ * one thread never delays another thread's calls. Calls the table marks async are pipelined (sent
+ * without waiting) unless GPUSOCKETS_ASYNC=0; their errors come back from the next synchronizing call.
+ */
+public final class RemoteCudaDriver extends GeneratedRemoteDriver implements AutoCloseable {
+    /** What every call returns once the backend is gone. */
+    public static final int CONNECTION_LOST = CuResult.CUDA_ERROR_DEVICE_UNAVAILABLE;
+    private static final Cleaner LANE_CLEANER = Cleaner.create();
+    private static final int REQUEST_BUFFER = 64 << 10;
+    private static final ThreadLocal<ByteBuffer> REQUEST =
+            ThreadLocal.withInitial(() -> ByteBuffer.allocate(REQUEST_BUFFER).order(ByteOrder.LITTLE_ENDIAN));
+    private static final ApiFunction LAUNCH = ApiTable.get().byName("cuLaunchKernel");
+    private static final ApiFunction POINTER_ATTRIBUTE = ApiTable.get().byName("cuPointerGetAttribute");
+
+    private final BackendConnection connection;
+    private final FrontendConfig config;
+    private final AtomicInteger laneIds = new AtomicInteger(1);
+    private final ThreadLocal<LaneTicket> lane = ThreadLocal.withInitial(this::newLane);
+    private final LocalCalls local = new LocalCalls();
+    private final Map<Long, long[]> paramSizes = new ConcurrentHashMap<>();
+    private final AtomicBoolean lossReported = new AtomicBoolean();
+
+    /** A client thread's lane; when the thread is gone the backend is told to end the lane. */
+    private static final class LaneTicket {
+        final int id;
+
+        LaneTicket(int id) {
+            this.id = id;
+        }
+    }
+
+    private RemoteCudaDriver(BackendConnection connection, FrontendConfig config) {
+        this.connection = connection;
+        this.config = config;
+    }
+
+    /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */
+    public static RemoteCudaDriver connect(String uri) throws IOException {
+        return connect(FrontendConfig.forServer(uri));
+    }
+
+    /** Connects to the first backend of {@code config}. */
+    public static RemoteCudaDriver connect(FrontendConfig config) throws IOException {
+        String uri = config.servers().getFirst();
+        return new RemoteCudaDriver(BackendConnection.open(uri, config), config);
+    }
+
+    /** Connects to GPUSOCKETS_SERVER. */
+    public static RemoteCudaDriver fromEnvironment() throws IOException {
+        return connect(FrontendConfig.fromEnvironment(Map.of()));
+    }
+
+    /** The backend's own description of its driver (it says when the device is emulated). */
+    public String backendDescription() {
+        return connection.welcome().description();
+    }
+
+    public long sessionId() {
+        return connection.welcome().sessionId();
+    }
+
+    public String backendUri() {
+        return connection.uri().toString();
+    }
+
+    /** Whether async calls are pipelined on this connection (asked for and granted). */
+    public boolean pipelining() {
+        return connection.async();
+    }
+
+    private LaneTicket newLane() {
+        int id = laneIds.getAndIncrement();
+        LaneTicket ticket = new LaneTicket(id);
+        BackendConnection conn = connection;
+        LANE_CLEANER.register(ticket, () -> {
+            try {
+                conn.send(Opcodes.LANE_END, 0, id, 0);
+            } catch (IOException ignored) {
+                // the connection is gone, and the lane with it
+            }
+        });
+        return ticket;
+    }
+
+    private int lost(IOException e) {
+        if (lossReported.compareAndSet(false, true)) {
+            System.err.println("gpusockets: " + e.getMessage() + "; CUDA calls now fail with "
+                    + CuResult.name(CONNECTION_LOST));
+        }
+        return CONNECTION_LOST;
+    }
+
+    @Override
+    protected int call(ApiFunction f, Object... args) {
+        List<ApiParam> params = f.params();
+        ByteBuffer req = REQUEST.get().clear();
+        List<MemorySegment> bulk = new ArrayList<>(1);
+        List<MemorySegment> outBytes = new ArrayList<>(1);
+        for (int i = 0; i < params.size(); i++) {
+            ApiParam p = params.get(i);
+            Object a = args[i];
+            if (p.out()) {
+                if (p.type() == ParamType.BYTES) {
+                    long n = ApiParam.evaluate(p.lengthExpression(), name -> longValue(args[f.paramIndex(name)]));
+                    if (n < 0) {
+                        return CuResult.CUDA_ERROR_INVALID_VALUE;
+                    }
+                    if (n > 0) {
+                        outBytes.add(WireValues.sized((MemorySegment) a, n).asSlice(0, n));
+                    }
+                } else if (((MemorySegment) a).isNative() && ((MemorySegment) a).address() == 0
+                        && !optionalOut(f, p)) {
+                    return CuResult.CUDA_ERROR_INVALID_VALUE;
+                }
+                continue;
+            }
+            switch (p.type()) {
+                case NULL -> {
+                    if (((MemorySegment) a).address() != 0) {
+                        return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+                    }
+                }
+                case ZERO -> {
+                    if ((Integer) a != 0) {
+                        return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+                    }
+                }
+                case CSTR -> {
+                    byte[] s = cString((MemorySegment) a);
+                    if (s == null) {
+                        return CuResult.CUDA_ERROR_INVALID_VALUE;
+                    }
+                    req.putInt(s.length).put(s);
+                }
+                case BYTES -> {
+                    long n = ApiParam.evaluate(p.lengthExpression(), name -> longValue(args[f.paramIndex(name)]));
+                    if (n < 0) {
+                        return CuResult.CUDA_ERROR_INVALID_VALUE;
+                    }
+                    req.putLong(n);
+                    if (n > 0) {
+                        bulk.add(WireValues.sized((MemorySegment) a, n).asSlice(0, n));
+                    }
+                }
+                case IMAGE -> {
+                    MemorySegment image = ModuleImages.image((MemorySegment) a);
+                    if (image == null) {
+                        return CuResult.CUDA_ERROR_INVALID_IMAGE;
+                    }
+                    req.putLong(image.byteSize());
+                    bulk.add(image);
+                }
+                default -> WireValues.putScalar(req, p.type(), a);
+            }
+        }
+        // A copy whose data comes back must be waited for even when async: its bytes land in the
+        // program's memory before the call returns (pipelined DtoH is left to the sync that follows).
+        boolean noReply = f.async() && connection.async() && outBytes.isEmpty();
+        Reply reply = exchange(f, req.flip(), bulk, outBytes, noReply);
+        if (reply.result() == CuResult.CUDA_SUCCESS && reply.body() != null) {
+            for (int i = 0; i < params.size(); i++) {
+                ApiParam p = params.get(i);
+                if (p.out() && p.type() != ParamType.BYTES) {
+                    WireValues.getOut(reply.body(), p.type(), (MemorySegment) args[i]);
+                }
+            }
+        }
+        return reply.result();
+    }
+
+    /** cuModuleGetGlobal may be asked for only the pointer or only the size. */
+    private static boolean optionalOut(ApiFunction f, ApiParam p) {
+        return f.name().equals("cuModuleGetGlobal");
+    }
+
+    /** A call's CUresult and, when it waited, the rest of the reply body (its outputs). */
+    private record Reply(int result, ByteBuffer body) {
+    }
+
+    /** Sends one request (and its bulk inputs), then, unless pipelined, waits for the reply. */
+    private Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, List<MemorySegment> outBytes,
+                           boolean noReply) {
+        int laneId = lane.get().id;
+        try {
+            BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
+            long requestId = p != null ? p.requestId : connection.nextRequestId();
+            connection.send(f.opcode(), noReply ? FrameHeader.FLAG_NO_REPLY : 0, laneId, requestId, request);
+            int chunk = connection.maxBody() / 4;
+            for (MemorySegment b : bulk) {
+                for (long off = 0; off < b.byteSize(); off += chunk) {
+                    ByteBuffer part = b.asSlice(off, Math.min(chunk, b.byteSize() - off)).asByteBuffer();
+                    connection.send(Opcodes.DATA, 0, laneId, requestId, part);
+                }
+            }
+            if (p == null) {
+                return new Reply(CuResult.CUDA_SUCCESS, null);
+            }
+            ByteBuffer body = connection.await(p).order(ByteOrder.LITTLE_ENDIAN);
+            return new Reply(body.getInt(), body);
+        } catch (IOException e) {
+            return new Reply(lost(e), null);
+        }
+    }
+
+    // ---- hand-written calls (custom=frontend in the API table) ----
+
+    /** JIT options are not forwarded; log-size options come back as 0 and log buffers empty. */
+    @Override
+    public int cuModuleLoadDataEx(MemorySegment module, MemorySegment image, int numOptions, MemorySegment options,
+                                  MemorySegment optionValues) {
+        int r = cuModuleLoadData(module, image);
+        if (numOptions > 0 && options.address() != 0 && optionValues.address() != 0) {
+            MemorySegment opts = WireValues.sized(options, 4L * numOptions);
+            MemorySegment vals = WireValues.sized(optionValues, 8L * numOptions);
+            for (int i = 0; i < numOptions; i++) {
+                int opt = opts.getAtIndex(ValueLayout.JAVA_INT, i);
+                if (opt == JIT_INFO_LOG_BUFFER_SIZE_BYTES || opt == JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+                    vals.setAtIndex(ValueLayout.JAVA_LONG, i, 0);
+                } else if (opt == JIT_INFO_LOG_BUFFER || opt == JIT_ERROR_LOG_BUFFER) {
+                    MemorySegment buf = vals.getAtIndex(ValueLayout.ADDRESS, i);
+                    if (buf.address() != 0) {
+                        buf.reinterpret(1).set(ValueLayout.JAVA_BYTE, 0, (byte) 0);
+                    }
+                }
+            }
+        }
+        return r;
+    }
+
+    private static final int JIT_INFO_LOG_BUFFER = 3;
+    private static final int JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4;
+    private static final int JIT_ERROR_LOG_BUFFER = 5;
+    private static final int JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
+
+    @Override
+    public int cuPointerGetAttribute(MemorySegment data, int attribute, long ptr) {
+        int size = switch (attribute) {
+            case 1, 3, 7, 11, 12 -> 8; // context, device pointer, buffer id, range start, range size
+            case 2, 6, 8, 9, 13 -> 4;  // memory type, sync memops, is managed, device ordinal, mapped
+            default -> 0;
+        };
+        if (size == 0) {
+            return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+        }
+        if (data.isNative() && data.address() == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        ByteBuffer req = REQUEST.get().clear().putInt(attribute).putLong(ptr).flip();
+        Reply reply = exchange(POINTER_ATTRIBUTE, req, List.of(), List.of(), false);
+        if (reply.result() == CuResult.CUDA_SUCCESS) {
+            long v = reply.body().getLong();
+            MemorySegment d = WireValues.sized(data, size);
+            if (size == 8) {
+                d.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, v);
+            } else {
+                d.set(ValueLayout.JAVA_INT_UNALIGNED, 0, (int) v);
+            }
+        }
+        return reply.result();
+    }
+
+    /**
+     * Kernel parameters are copied at the call, as the driver does: sizes come from the backend
+     * (cuFuncGetParamInfo) once per function; {@code extra} launches send the packed buffer as is.
+     */
+    @Override
+    public int cuLaunchKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY,
+                              int blockDimZ, int sharedMemBytes, long hStream, MemorySegment kernelParams,
+                              MemorySegment extra) {
+        boolean hasParams = kernelParams.address() != 0 || (!kernelParams.isNative() && kernelParams.byteSize() > 0);
+        boolean hasExtra = extra.address() != 0 || (!extra.isNative() && extra.byteSize() > 0);
+        if (hasParams && hasExtra) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        ByteBuffer req = REQUEST.get().clear();
+        req.putLong(f).putInt(gridDimX).putInt(gridDimY).putInt(gridDimZ)
+                .putInt(blockDimX).putInt(blockDimY).putInt(blockDimZ).putInt(sharedMemBytes).putLong(hStream);
+        if (hasExtra) {
+            int r = putExtra(req, extra);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+        } else {
+            long[] sizes = paramSizes.get(f);
+            if (sizes == null) {
+                sizes = queryParamSizes(f);
+                if (sizes == null) {
+                    return CuResult.CUDA_ERROR_INVALID_HANDLE;
+                }
+                paramSizes.put(f, sizes);
+            }
+            if (sizes.length > 0 && !hasParams) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+            req.putInt(0).putInt(sizes.length);
+            MemorySegment array = WireValues.sized(kernelParams, 8L * sizes.length);
+            for (int i = 0; i < sizes.length; i++) {
+                MemorySegment value = array.getAtIndex(ValueLayout.ADDRESS, i).reinterpret(sizes[i]);
+                req.putInt((int) sizes[i]);
+                req.put(value.asByteBuffer());
+            }
+        }
+        boolean noReply = connection.async();
+        return exchange(LAUNCH, req.flip(), List.of(), List.of(), noReply).result();
+    }
+
+    private static final int LAUNCH_PARAM_END = 0;
+    private static final int LAUNCH_PARAM_BUFFER_POINTER = 1;
+    private static final int LAUNCH_PARAM_BUFFER_SIZE = 2;
+    private static final int MAX_EXTRA_WORDS = 64;
+
+    private static int putExtra(ByteBuffer req, MemorySegment extra) {
+        MemorySegment e = WireValues.sized(extra, 8L * MAX_EXTRA_WORDS);
+        MemorySegment buffer = null;
+        long size = -1;
+        for (int i = 0; i + 1 < MAX_EXTRA_WORDS; i += 2) {
+            long key = e.getAtIndex(ValueLayout.JAVA_LONG, i);
+            if (key == LAUNCH_PARAM_END) {
+                break;
+            }
+            MemorySegment value = e.getAtIndex(ValueLayout.ADDRESS, i + 1);
+            if (key == LAUNCH_PARAM_BUFFER_POINTER) {
+                buffer = value;
+            } else if (key == LAUNCH_PARAM_BUFFER_SIZE) {
+                size = value.reinterpret(8).get(ValueLayout.JAVA_LONG, 0);
+            } else {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        if (buffer == null || size < 0 || size > 32764 || size + 64 > req.remaining()) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        req.putInt(1).putInt((int) size).put(buffer.reinterpret(size).asByteBuffer());
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** Parameter sizes of a function, from cuFuncGetParamInfo until it answers INVALID_VALUE. */
+    private long[] queryParamSizes(long f) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment offset = a.allocate(8), size = a.allocate(8);
+            List<Long> sizes = new ArrayList<>();
+            for (int i = 0; i < 1024; i++) {
+                int r = cuFuncGetParamInfo(f, i, offset, size);
+                if (r == CuResult.CUDA_ERROR_INVALID_VALUE) {
+                    break;
+                }
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return null;
+                }
+                sizes.add(size.get(ValueLayout.JAVA_LONG, 0));
+            }
+            return sizes.stream().mapToLong(Long::longValue).toArray();
+        }
+    }
+
+    // ---- answered locally (local in the API table) ----
+
+    @Override
+    public int cuMemAllocHost(MemorySegment pp, long bytesize) {
+        return local.allocHost(pp, bytesize);
+    }
+
+    @Override
+    public int cuMemHostAlloc(MemorySegment pp, long bytesize, int flags) {
+        return local.allocHost(pp, bytesize);
+    }
+
+    @Override
+    public int cuMemFreeHost(MemorySegment p) {
+        return local.freeHost(p);
+    }
+
+    @Override
+    public int cuGetErrorName(int error, MemorySegment pStr) {
+        return local.errorText(error, pStr, true);
+    }
+
+    @Override
+    public int cuGetErrorString(int error, MemorySegment pStr) {
+        return local.errorText(error, pStr, false);
+    }
+
+    private static long longValue(Object o) {
+        return o instanceof Number n ? n.longValue() : 0;
+    }
+
+    private static byte[] cString(MemorySegment s) {
+        if (s.isNative() && s.address() == 0) {
+            return null;
+        }
+        MemorySegment m = WireValues.sized(s, WireValues.MAX_CSTR + 1);
+        long limit = Math.min(m.byteSize(), WireValues.MAX_CSTR + 1);
+        for (long i = 0; i < limit; i++) {
+            if (m.get(ValueLayout.JAVA_BYTE, i) == 0) {
+                return m.asSlice(0, i).toArray(ValueLayout.JAVA_BYTE);
+            }
+        }
+        return null;
+    }
+
+    @Override
+    public void close() {
+        connection.close();
+        local.close();
+    }
+}

@@ -1,0 +1,135 @@
+package io.gpusockets.protocol.wire;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+
+/**
+ * The version handshake, first on every connection:
+ * <pre>
+ *   backend  → SERVER_HELLO  magic u32, min version u32, max version u32, auth method u32, nonce[32]
+ *   frontend → HELLO         magic u32, version u32, features u32, identity str, proof bytes
+ *   backend  → WELCOME       session id u64, driver version i32, device count i32, features u32, description str
+ *          or  REFUSE        reason str (and the backend closes)
+ * </pre>
+ * str = u32 length + UTF-8; bytes = u32 length + bytes. With the pre-shared-key method the proof is
+ * HMAC-SHA256(key, nonce || identity); without it the proof is empty.
+ */
+public final class Handshake {
+    public static final int MAGIC = 0x53555047; // "GPUS" little-endian
+    public static final int PROTOCOL_VERSION = 1;
+    public static final int NONCE_BYTES = 32;
+
+    public static final int AUTH_NONE = 0;
+    public static final int AUTH_PSK = 1;
+
+    /** Calls marked async may be sent without waiting for their reply (errors latched per lane). */
+    public static final int FEATURE_ASYNC = 1;
+
+    public static final int MAX_STRING = 4096;
+
+    private Handshake() {
+    }
+
+    public record ServerHello(int minVersion, int maxVersion, int authMethod, byte[] nonce) {
+        public ByteBuffer encode() {
+            ByteBuffer b = buffer(16 + NONCE_BYTES);
+            b.putInt(MAGIC).putInt(minVersion).putInt(maxVersion).putInt(authMethod).put(nonce);
+            return b.flip();
+        }
+
+        public static ServerHello decode(ByteBuffer b) throws ProtocolException {
+            checkMagic(b);
+            int min = b.getInt(), max = b.getInt(), auth = b.getInt();
+            byte[] nonce = new byte[NONCE_BYTES];
+            b.get(nonce);
+            return new ServerHello(min, max, auth, nonce);
+        }
+    }
+
+    public record Hello(int version, int features, String identity, byte[] proof) {
+        public ByteBuffer encode() {
+            byte[] id = identity.getBytes(StandardCharsets.UTF_8);
+            ByteBuffer b = buffer(12 + 4 + id.length + 4 + proof.length);
+            b.putInt(MAGIC).putInt(version).putInt(features);
+            b.putInt(id.length).put(id).putInt(proof.length).put(proof);
+            return b.flip();
+        }
+
+        public static Hello decode(ByteBuffer b) throws ProtocolException {
+            checkMagic(b);
+            int version = b.getInt(), features = b.getInt();
+            return new Hello(version, features, readString(b), readBytes(b));
+        }
+    }
+
+    public record Welcome(long sessionId, int driverVersion, int deviceCount, int features, String description) {
+        public ByteBuffer encode() {
+            byte[] d = description.getBytes(StandardCharsets.UTF_8);
+            ByteBuffer b = buffer(20 + 4 + d.length);
+            b.putLong(sessionId).putInt(driverVersion).putInt(deviceCount).putInt(features).putInt(d.length).put(d);
+            return b.flip();
+        }
+
+        public static Welcome decode(ByteBuffer b) throws ProtocolException {
+            try {
+                return new Welcome(b.getLong(), b.getInt(), b.getInt(), b.getInt(), readString(b));
+            } catch (RuntimeException e) {
+                throw new ProtocolException("malformed WELCOME: " + e);
+            }
+        }
+    }
+
+    public static ByteBuffer encodeString(String s) {
+        byte[] d = s.getBytes(StandardCharsets.UTF_8);
+        return buffer(4 + d.length).putInt(d.length).put(d).flip();
+    }
+
+    public static String readString(ByteBuffer b) throws ProtocolException {
+        return new String(readBytes(b), StandardCharsets.UTF_8);
+    }
+
+    private static byte[] readBytes(ByteBuffer b) throws ProtocolException {
+        if (b.remaining() < 4) {
+            throw new ProtocolException("truncated handshake field");
+        }
+        int n = b.getInt();
+        if (n < 0 || n > MAX_STRING || n > b.remaining()) {
+            throw new ProtocolException("handshake field length out of range: length=" + n);
+        }
+        byte[] d = new byte[n];
+        b.get(d);
+        return d;
+    }
+
+    private static void checkMagic(ByteBuffer b) throws ProtocolException {
+        if (b.remaining() < 16 || b.getInt() != MAGIC) {
+            throw new ProtocolException("not a GPUsockets peer (bad handshake magic)");
+        }
+    }
+
+    private static ByteBuffer buffer(int size) {
+        return ByteBuffer.allocate(size).order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    /** HMAC-SHA256(key, nonce || identity). */
+    public static byte[] proof(byte[] key, byte[] nonce, String identity) {
+        try {
+            Mac mac = Mac.getInstance("HmacSHA256");
+            mac.init(new SecretKeySpec(key, "HmacSHA256"));
+            mac.update(nonce);
+            return mac.doFinal(identity.getBytes(StandardCharsets.UTF_8));
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 unavailable", e);
+        }
+    }
+
+    /** Constant-time comparison of a received proof with the expected one. */
+    public static boolean proofMatches(byte[] key, byte[] nonce, String identity, byte[] received) {
+        return MessageDigest.isEqual(proof(key, nonce, identity), received);
+    }
+}
