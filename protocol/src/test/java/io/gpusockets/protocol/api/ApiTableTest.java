@@ -1,0 +1,112 @@
+package io.gpusockets.protocol.api;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.IOException;
+import java.lang.reflect.Method;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+class ApiTableTest {
+    private final ApiTable table = ApiTable.get();
+
+    @Test
+    void coversTheFunctionsTheWalkingSkeletonPromises() {
+        for (String name : List.of("cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
+                "cuDeviceGetUuid", "cuDeviceTotalMem", "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain",
+                "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxGetState",
+                "cuDevicePrimaryCtxSetFlags", "cuCtxCreate", "cuCtxDestroy", "cuCtxPushCurrent", "cuCtxPopCurrent",
+                "cuCtxSetCurrent", "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxSynchronize", "cuCtxGetApiVersion",
+                "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary", "cuModuleUnload",
+                "cuModuleGetFunction", "cuModuleGetGlobal", "cuLibraryLoadData", "cuLibraryUnload",
+                "cuLibraryGetKernel", "cuLibraryGetModule", "cuKernelGetFunction", "cuFuncGetAttribute",
+                "cuFuncSetAttribute", "cuFuncGetParamInfo", "cuMemAlloc", "cuMemFree", "cuMemGetInfo",
+                "cuMemAllocPitch", "cuMemGetAddressRange", "cuMemAllocHost", "cuMemFreeHost", "cuMemHostAlloc",
+                "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
+                "cuMemcpyDtoDAsync", "cuMemsetD8", "cuMemsetD16", "cuMemsetD32", "cuMemsetD8Async",
+                "cuMemsetD16Async", "cuMemsetD32Async", "cuStreamCreate", "cuStreamCreateWithPriority",
+                "cuStreamDestroy", "cuStreamSynchronize", "cuStreamQuery", "cuStreamWaitEvent", "cuEventCreate",
+                "cuEventRecord", "cuEventSynchronize", "cuEventQuery", "cuEventElapsedTime", "cuEventDestroy",
+                "cuLaunchKernel", "cuOccupancyMaxActiveBlocksPerMultiprocessor", "cuPointerGetAttribute",
+                "cuGetErrorName", "cuGetErrorString")) {
+            assertNotNull(table.byName(name), name);
+        }
+    }
+
+    @Test
+    void opcodesAreStableHashesOfNamesOutsideTheControlRange() {
+        Set<Integer> seen = new HashSet<>();
+        for (ApiFunction f : table.functions()) {
+            assertEquals(ApiFunction.opcodeFor(f.name()), f.opcode());
+            assertTrue(f.opcode() >= 0, f.name());
+            assertTrue(seen.add(f.opcode()), "collision at " + f.name());
+        }
+        // A fixed value: changing the derivation would break every deployed frontend.
+        assertEquals(0x58896ef3, table.byName("cuInit").opcode());
+    }
+
+    @Test
+    void theGeneratedInterfaceHasOneMethodPerEntryInTableOrder() {
+        List<String> methods = new ArrayList<>();
+        for (Method m : CudaDriver.class.getDeclaredMethods()) {
+            methods.add(m.getName());
+        }
+        for (ApiFunction f : table.functions()) {
+            assertTrue(methods.contains(f.name()), f.name());
+        }
+        assertEquals(table.functions().size(), methods.size());
+    }
+
+    @Test
+    void everySymbolExistsInCudaH13() throws IOException {
+        Path cudaH = Path.of("/usr/local/cuda/include/cuda.h");
+        assumeTrue(Files.exists(cudaH), "cuda.h not installed here; the symbol check runs where the toolkit is");
+        String text = Files.readString(cudaH);
+        for (ApiFunction f : table.functions()) {
+            for (String symbol : f.symbols()) {
+                assertTrue(Pattern.compile("CUresult CUDAAPI " + symbol + "\\(").matcher(text).find()
+                        || Pattern.compile("#define " + f.name() + "\\s+(__CUDA_API_\\w+\\()?" + symbol + "\\b").matcher(text).find(),
+                        symbol + " not in cuda.h");
+            }
+            // The first symbol is the one cuda.h maps the name to, when it maps it at all.
+            var define = Pattern.compile("#define " + f.name() + "\\s+(?:__CUDA_API_\\w+\\()?(\\w+)").matcher(text);
+            if (define.find()) {
+                assertEquals(define.group(1), f.primarySymbol(), f.name());
+            }
+        }
+    }
+
+    @Test
+    void rejectsMalformedEntriesNamingTheLine() {
+        var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x)\ncuB(bogus y)\n"));
+        assertTrue(e.getMessage().contains("line 2") && e.getMessage().contains("bogus"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(out bytes[nope] x)\n"));
+        assertTrue(e.getMessage().contains("nope"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(ptr p)\n"));
+        assertTrue(e.getMessage().contains("custom=frontend"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA()\ncuA()\n"));
+        assertTrue(e.getMessage().contains("duplicate"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA() fast\n"));
+        assertTrue(e.getMessage().contains("unknown attribute"), e.getMessage());
+    }
+
+    @Test
+    void evaluatesLengthExpressionsWithoutOverflow() {
+        assertEquals(12, ApiParam.evaluate("N*4", n -> 3));
+        assertEquals(16, ApiParam.evaluate("16", n -> 0));
+        assertEquals(-1, ApiParam.evaluate("a*b", n -> Long.MAX_VALUE / 2));
+        assertEquals(6, ApiParam.evaluate("a*b", n -> n.equals("a") ? 2 : 3));
+        assertEquals(Arrays.asList("cuMemAlloc_v2"), table.byName("cuMemAlloc").symbols());
+    }
+}
