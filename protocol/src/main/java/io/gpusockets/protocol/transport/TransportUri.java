@@ -55,11 +55,15 @@ public final class TransportUri {
     public String host() {
         int colon = portSeparator();
         String host = rest.substring(0, colon);
-        if (host.startsWith("[") && host.endsWith("]")) {
+        boolean bracketed = host.startsWith("[") && host.endsWith("]");
+        if (bracketed) {
             host = host.substring(1, host.length() - 1);
         }
         if (host.isEmpty()) {
             throw new IllegalArgumentException("missing host: uri=" + this);
+        }
+        if (!bracketed && (host.indexOf(':') >= 0 || host.indexOf('[') >= 0 || host.indexOf(']') >= 0)) {
+            throw new IllegalArgumentException("an IPv6 host must be in brackets (tcp://[::1]:port): uri=" + this);
         }
         return host;
     }
@@ -67,6 +71,10 @@ public final class TransportUri {
     /** Port of a "host:port" address, 0..65535. */
     public int port() {
         String text = rest.substring(portSeparator() + 1);
+        // Integer.parseInt alone would also take "+80" and non-ASCII digits.
+        if (!text.matches("[0-9]{1,5}")) {
+            throw new IllegalArgumentException("bad port: uri=" + this);
+        }
         try {
             int port = Integer.parseInt(text);
             if (port < 0 || port > 65535) {

@@ -2,6 +2,7 @@ package io.gpusockets.protocol.wire;
 
 import io.gpusockets.protocol.transport.Connection;
 import java.io.Closeable;
+import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -78,14 +79,14 @@ public final class FrameChannel implements Closeable {
 
     /** Reads exactly {@code dst.remaining()} body bytes. */
     public void readBody(ByteBuffer dst) throws IOException {
-        connection.readFully(dst);
+        readPromised(dst);
     }
 
     /** Reads a whole body of {@code length} bytes into a new little-endian heap buffer. */
     public ByteBuffer readBody(int length) throws IOException {
         ByteBuffer b = ByteBuffer.allocate(length).order(ByteOrder.LITTLE_ENDIAN);
         if (length > 0) {
-            connection.readFully(b);
+            readPromised(b);
         }
         return b.flip();
     }
@@ -96,8 +97,20 @@ public final class FrameChannel implements Closeable {
         int left = length;
         while (left > 0) {
             scratch.clear().limit(Math.min(left, scratch.capacity()));
-            connection.readFully(scratch);
+            readPromised(scratch);
             left -= scratch.limit();
+        }
+    }
+
+    /**
+     * Body bytes were promised by a header, so a peer that closes before them cut a frame in two: that
+     * is reported as a plain IOException, keeping EOFException for a close between frames.
+     */
+    private void readPromised(ByteBuffer dst) throws IOException {
+        try {
+            connection.readFully(dst);
+        } catch (EOFException e) {
+            throw new IOException("connection closed mid-frame: " + dst.remaining() + " body bytes missing", e);
         }
     }
 

@@ -1,0 +1,105 @@
+package io.gpusockets.transport.tcp;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.PeerInfo;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.util.OptionalInt;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A {@link Connection} over a blocking {@link SocketChannel}, TCP or unix.
+ *
+ * <p>Writers are serialized by a lock held across the whole gathering write, so one call's bytes stay
+ * together even when the kernel takes them in several pieces. A write that fails part way has torn its
+ * unit, so the connection closes: no other writer's frame can follow half a frame.
+ *
+ * <p>JDK channels are interruptible: interrupting a thread blocked in {@link #write} or
+ * {@link #readFully} closes the whole connection, for every lane. Do not interrupt lane threads to
+ * cancel a call.
+ */
+final class SocketConnection implements Connection {
+    private final SocketChannel channel;
+    private final PeerInfo peer;
+    private final ReentrantLock writeLock = new ReentrantLock();
+
+    private SocketConnection(SocketChannel channel, PeerInfo peer) {
+        this.channel = channel;
+        this.peer = peer;
+    }
+
+    /** Nagle off: a frame is a whole message, and holding back a small request only adds latency. */
+    static SocketConnection tcp(SocketChannel channel) throws IOException {
+        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+        String remote = Endpoint.tcpText((InetSocketAddress) channel.getRemoteAddress());
+        return new SocketConnection(channel, PeerInfo.of(remote));
+    }
+
+    /** {@code address} is the listener's URI on both ends: an accepted unix peer has no address of its own. */
+    static SocketConnection unix(SocketChannel channel, TransportUri address) {
+        OptionalInt uid = UnixPeerUid.of(channel);
+        String who = uid.isPresent() ? "uid " + uid.getAsInt() : "uid unknown";
+        return new SocketConnection(channel, new PeerInfo(address + " (" + who + ")", uid));
+    }
+
+    @Override
+    public void write(ByteBuffer... srcs) throws IOException {
+        writeLock.lock();
+        try {
+            int first = 0;
+            while (true) {
+                while (first < srcs.length && !srcs[first].hasRemaining()) {
+                    first++;
+                }
+                if (first == srcs.length) {
+                    return;
+                }
+                channel.write(srcs, first, srcs.length - first);
+            }
+        } catch (IOException e) {
+            close();
+            throw e;
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    @Override
+    public void readFully(ByteBuffer dst) throws IOException {
+        int wanted = dst.remaining();
+        while (dst.hasRemaining()) {
+            if (channel.read(dst) < 0) {
+                int got = wanted - dst.remaining();
+                if (got == 0) {
+                    throw new EOFException("peer closed: " + peer.description());
+                }
+                throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
+                        + peer.description());
+            }
+        }
+    }
+
+    @Override
+    public PeerInfo peer() {
+        return peer;
+    }
+
+    @Override
+    public void close() {
+        try {
+            channel.close();
+        } catch (IOException ignored) {
+            // the descriptor is released even when close reports an error
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "SocketConnection[" + peer.description() + "]";
+    }
+}
