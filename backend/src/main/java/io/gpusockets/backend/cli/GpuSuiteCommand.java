@@ -59,6 +59,11 @@ public final class GpuSuiteCommand implements Callable<Integer> {
             description = "libcuda for the native run (default: libcuda.so.1 through the dynamic loader)")
     String libcuda;
 
+    @Option(names = "--warmup", paramLabel = "N", defaultValue = "1",
+            description = "Untimed runs of the whole suite on each side first, so that neither side's times include "
+                    + "JIT compilation or first-use costs (default: ${DEFAULT-VALUE})")
+    int warmup;
+
     @Spec
     CommandSpec spec;
 
@@ -106,7 +111,7 @@ public final class GpuSuiteCommand implements Callable<Integer> {
         }
         out.println("gpu-suite: native = " + describe(nativeDriver));
         out.flush();
-        List<Outcome> nativeRun = WorkloadSuite.run(nativeDriver, options);
+        List<Outcome> nativeRun = measure(nativeDriver);
 
         CudaDriver remote;
         try {
@@ -120,7 +125,7 @@ public final class GpuSuiteCommand implements Callable<Integer> {
         out.flush();
         List<Outcome> remoteRun;
         try {
-            remoteRun = WorkloadSuite.run(remote, options);
+            remoteRun = measure(remote);
         } finally {
             if (remote instanceof AutoCloseable closeable) {
                 try {
@@ -133,6 +138,13 @@ public final class GpuSuiteCommand implements Callable<Integer> {
         boolean pass = report(out, nativeRun, remoteRun);
         out.flush();
         return pass ? EXIT_PASS : EXIT_MISMATCH;
+    }
+
+    private List<Outcome> measure(CudaDriver driver) {
+        for (int i = 0; i < warmup; i++) {
+            WorkloadSuite.run(driver, options);
+        }
+        return WorkloadSuite.run(driver, options);
     }
 
     /** Prints the table and details; true when every row is ok. */
@@ -155,6 +167,7 @@ public final class GpuSuiteCommand implements Callable<Integer> {
             details.add(String.format("  %-18s native: %s", name, n.map(Outcome::detail).orElse("(did not run)")));
             details.add(String.format("  %-18s remote: %s", "", r.map(Outcome::detail).orElse("(did not run)")));
         }
+        out.println("(time in driver calls, after warm-up runs; ratio = remote / native, lower is better)");
         out.println();
         out.println("details:");
         details.forEach(out::println);
@@ -192,12 +205,13 @@ public final class GpuSuiteCommand implements Callable<Integer> {
             return;
         }
         out.println();
-        out.printf("%-10s %12s %12s %7s %12s %12s %7s%n", "memcpy", "HtoD native", "HtoD remote", "ratio",
+        out.println("memcpy throughput, pageable host memory (ratio = remote / native, higher is better):");
+        out.printf("%-10s %14s %14s %7s %14s %14s %7s%n", "memcpy", "HtoD native", "HtoD remote", "ratio",
                 "DtoH native", "DtoH remote", "ratio");
         for (int i = 0; i < n.get().sizes().size(); i++) {
             MemcpyRoundTrips.SizeResult a = n.get().sizes().get(i);
             MemcpyRoundTrips.SizeResult b = r.get().sizes().get(i);
-            out.printf("%-10s %9.2f GB/s %7.2f GB/s %6.2fx %7.2f GB/s %7.2f GB/s %6.2fx%n", human(a.bytes()),
+            out.printf("%-10s %9.2f GB/s %9.2f GB/s %6.2fx %9.2f GB/s %9.2f GB/s %6.2fx%n", human(a.bytes()),
                     a.htodGBs(), b.htodGBs(), b.htodGBs() / a.htodGBs(), a.dtohGBs(), b.dtohGBs(), b.dtohGBs() / a.dtohGBs());
         }
     }
