@@ -11,7 +11,7 @@ import picocli.CommandLine.Command;
 public final class Main {
 
     public static void main(String[] args) {
-        GpuSuiteCommand.remoteFactory = RemoteCudaDriver::connect;
+        GpuSuiteCommand.useRemoteFactory(RemoteCudaDriver::connect);
         int code = new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args);
         System.exit(code);
     }
