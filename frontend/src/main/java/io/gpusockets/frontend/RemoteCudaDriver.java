@@ -303,16 +303,10 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         if (hasParams && hasExtra) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        ByteBuffer req = REQUEST.get().clear();
-        req.putLong(f).putInt(gridDimX).putInt(gridDimY).putInt(gridDimZ)
-                .putInt(blockDimX).putInt(blockDimY).putInt(blockDimZ).putInt(sharedMemBytes).putLong(hStream);
-        if (hasExtra) {
-            int r = putExtra(req, extra);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
-            }
-        } else {
-            long[] sizes = paramSizes.get(f);
+        long[] sizes = null;
+        if (!hasExtra) {
+            // Asked before the request buffer is filled: the query is a call of its own and uses it too.
+            sizes = paramSizes.get(f);
             if (sizes == null) {
                 sizes = queryParamSizes(f);
                 if (sizes == null) {
@@ -323,6 +317,16 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             if (sizes.length > 0 && !hasParams) {
                 return CuResult.CUDA_ERROR_INVALID_VALUE;
             }
+        }
+        ByteBuffer req = REQUEST.get().clear();
+        req.putLong(f).putInt(gridDimX).putInt(gridDimY).putInt(gridDimZ)
+                .putInt(blockDimX).putInt(blockDimY).putInt(blockDimZ).putInt(sharedMemBytes).putLong(hStream);
+        if (hasExtra) {
+            int r = putExtra(req, extra);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+        } else {
             req.putInt(0).putInt(sizes.length);
             MemorySegment array = WireValues.sized(kernelParams, 8L * sizes.length);
             for (int i = 0; i < sizes.length; i++) {

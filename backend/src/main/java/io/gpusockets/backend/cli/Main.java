@@ -11,6 +11,10 @@ import picocli.CommandLine.Command;
 public final class Main {
 
     public static void main(String[] args) {
+        // One line per log record: "06:31:45 INFO gpusockets.session: session 1 ended ..."
+        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+            System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tT %4$s %3$s: %5$s%6$s%n");
+        }
         GpuSuiteCommand.useRemoteFactory(RemoteCudaDriver::connect);
         int code = new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args);
         System.exit(code);

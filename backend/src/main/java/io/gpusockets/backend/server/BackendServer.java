@@ -90,7 +90,8 @@ public final class BackendServer implements AutoCloseable {
                 }
                 return;
             }
-            Thread.ofVirtual().name("gpusockets-session").start(() -> serve(c));
+            // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
+            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c));
         }
     }
 

@@ -42,6 +42,7 @@ public final class Session {
     private final CallDispatcher dispatcher;
     private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
     private final Semaphore bodyBudget;
+    private final java.util.Queue<ByteBuffer> dataPool = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final AtomicBoolean ended = new AtomicBoolean();
     private volatile String failure;
 
@@ -120,11 +121,12 @@ public final class Session {
                 if (op != Opcodes.DATA && h.length() > limits.maxCallBody()) {
                     throw new ProtocolException("call body too large: " + h + " max=" + limits.maxCallBody());
                 }
-                int charge = Math.max(h.length(), MIN_CHARGE);
+                boolean pooled = op == Opcodes.DATA && h.length() <= limits.chunkBytes();
+                // A pooled DATA buffer costs its whole capacity, so tiny DATA frames cannot pin many chunks.
+                int charge = pooled ? limits.chunkBytes() : Math.max(h.length(), MIN_CHARGE);
                 bodyBudget.acquire(charge);
-                ByteBuffer body = op == Opcodes.DATA
-                        ? ByteBuffer.allocateDirect(h.length())
-                        : ByteBuffer.allocate(h.length());
+                ByteBuffer body = pooled ? dataBuffer(h.length())
+                        : op == Opcodes.DATA ? ByteBuffer.allocateDirect(h.length()) : ByteBuffer.allocate(h.length());
                 body.order(ByteOrder.LITTLE_ENDIAN);
                 try {
                     channel.readBody(body);
@@ -165,7 +167,24 @@ public final class Session {
         return lane;
     }
 
+    /**
+     * A direct buffer for a DATA body, reused across frames: bulk data moves from the transport
+     * into native memory the driver copies from, with no allocation (and no GC-freed direct memory)
+     * per chunk. At most bodyBudget / chunkBytes exist per session.
+     */
+    private ByteBuffer dataBuffer(int length) {
+        ByteBuffer b = dataPool.poll();
+        if (b == null) {
+            b = ByteBuffer.allocateDirect(limits.chunkBytes());
+        }
+        return b.clear().limit(length);
+    }
+
     void release(Inbound in) {
+        ByteBuffer body = in.body();
+        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes()) {
+            dataPool.offer(body);
+        }
         if (in.charge() > 0) {
             bodyBudget.release(in.charge());
         }

@@ -187,8 +187,9 @@ class EndToEndTest {
             assertTrue(d.pipelining());
             Cuda cu = new Cuda(d);
             cu.primaryContext();
-            long bogusFunction = 0x12345;
-            assertEquals(CuResult.CUDA_SUCCESS, d.cuLaunchKernel(bogusFunction, 1, 1, 1, 1, 1, 1, 0, 0,
+            long empty = cu.function(cu.loadKernels(), "gpus_empty");
+            long bogusStream = 0x12345;
+            assertEquals(CuResult.CUDA_SUCCESS, d.cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, bogusStream,
                     MemorySegment.NULL, MemorySegment.NULL), "pipelined launch returns at once");
             assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuCtxSynchronize());
             assertEquals(CuResult.CUDA_SUCCESS, d.cuCtxSynchronize(), "reported once");
@@ -200,9 +201,13 @@ class EndToEndTest {
         FrontendConfig config = FrontendConfig.fromEnvironment(Map.of(FrontendConfig.SERVER_ENV, backend.tcp(),
                 FrontendConfig.ASYNC_ENV, "0"));
         try (RemoteCudaDriver d = RemoteCudaDriver.connect(config)) {
-            new Cuda(d).primaryContext();
-            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuLaunchKernel(0x12345, 1, 1, 1, 1, 1, 1, 0, 0,
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long empty = cu.function(cu.loadKernels(), "gpus_empty");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, 0x12345,
                     MemorySegment.NULL, MemorySegment.NULL));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuLaunchKernel(0x12345, 1, 1, 1, 1, 1, 1, 0, 0,
+                    MemorySegment.NULL, MemorySegment.NULL), "an unknown function is refused before sending");
         }
     }
 
