@@ -12,8 +12,11 @@ public final class Main {
 
     public static void main(String[] args) {
         // One line per log record: "06:31:45 INFO gpusockets.session: session 1 ended ..."
-        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
-            System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tT %4$s %3$s: %5$s%6$s%n");
+        // (java.logging's formatter in a full JDK, the JDK's fallback logger in the jlinked bundle)
+        for (String prop : new String[] {"java.util.logging.SimpleFormatter.format", "jdk.system.logger.format"}) {
+            if (System.getProperty(prop) == null) {
+                System.setProperty(prop, "%1$tT %4$s %3$s: %5$s%6$s%n");
+            }
         }
         GpuSuiteCommand.useRemoteFactory(RemoteCudaDriver::connect);
         int code = new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args);

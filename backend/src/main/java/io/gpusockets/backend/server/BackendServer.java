@@ -103,6 +103,11 @@ public final class BackendServer implements AutoCloseable {
         Boolean async;
         try {
             async = handshake(channel, c, id);
+        } catch (java.io.EOFException e) {
+            // a port probe or a client that gave up: nothing was said, nothing to warn about
+            LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
+            c.close();
+            return;
         } catch (IOException | RuntimeException e) {
             LOG.log(Level.WARNING, "handshake with " + peer + " failed: " + e.getMessage());
             c.close();
