@@ -1,0 +1,80 @@
+package io.gpusockets.frontend;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Images reach the frontend as bare pointers from C: the length must come from the content. The
+ * cubin and fatbin fixtures were built by nvcc 13.0 for sm_90 from the shipped kernels.
+ */
+class ModuleImagesTest {
+
+    private static byte[] resource(String name) throws IOException {
+        try (InputStream in = ModuleImagesTest.class.getResourceAsStream(name)) {
+            return in.readAllBytes();
+        }
+    }
+
+    /** The image at the start of a larger buffer, seen through a zero-length pointer as C hands it over. */
+    private static MemorySegment asBarePointer(Arena arena, byte[] image) {
+        MemorySegment buffer = arena.allocate(image.length + 4096L);
+        buffer.fill((byte) 0x5A);
+        MemorySegment.copy(image, 0, buffer, ValueLayout.JAVA_BYTE, 0, image.length);
+        return MemorySegment.ofAddress(buffer.address());
+    }
+
+    @Test
+    void findsTheLengthOfACubinFromItsElfHeaders() throws IOException {
+        byte[] cubin = resource("/images/kernels.cubin");
+        try (Arena arena = Arena.ofConfined()) {
+            assertEquals(cubin.length, ModuleImages.image(asBarePointer(arena, cubin)).byteSize());
+        }
+    }
+
+    @Test
+    void findsTheLengthOfAFatbinFromItsHeader() throws IOException {
+        byte[] fatbin = resource("/images/kernels.fatbin");
+        try (Arena arena = Arena.ofConfined()) {
+            assertEquals(fatbin.length, ModuleImages.image(asBarePointer(arena, fatbin)).byteSize());
+        }
+    }
+
+    @Test
+    void followsTheFatbinWrapperThatNvccEmits() throws IOException {
+        byte[] fatbin = resource("/images/kernels.fatbin");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment inner = asBarePointer(arena, fatbin);
+            MemorySegment wrapper = arena.allocate(24, 8);
+            wrapper.set(ValueLayout.JAVA_INT, 0, ModuleImages.FATBIN_WRAPPER_MAGIC);
+            wrapper.set(ValueLayout.JAVA_INT, 4, 1);
+            wrapper.set(ValueLayout.ADDRESS, 8, inner);
+            MemorySegment image = ModuleImages.image(MemorySegment.ofAddress(wrapper.address()));
+            assertEquals(inner.address(), image.address());
+            assertEquals(fatbin.length, image.byteSize());
+        }
+    }
+
+    @Test
+    void takesPtxUpToAndIncludingItsNul() throws IOException {
+        byte[] ptx = resource("/io/gpusockets/kernels/gpusockets_kernels.ptx");
+        byte[] withNul = new byte[ptx.length + 1];
+        System.arraycopy(ptx, 0, withNul, 0, ptx.length);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment bare = asBarePointer(arena, withNul);
+            assertEquals(withNul.length, ModuleImages.image(bare).byteSize());
+        }
+    }
+
+    @Test
+    void refusesNullAndUnterminatedJavaImages() {
+        assertNull(ModuleImages.image(MemorySegment.NULL));
+        assertNull(ModuleImages.image(MemorySegment.ofArray(".version 9.0 no terminator".getBytes())));
+    }
+}
