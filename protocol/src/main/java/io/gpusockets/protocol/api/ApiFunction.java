@@ -17,10 +17,15 @@ import java.util.List;
  * @param customBackend   hand-written in the backend
  * @param local           answered by the frontend alone
  * @param critical        a trivial getter the backend may call as a critical (non-transitioning) downcall
+ * @param since           for each symbol, the CUDA version (e.g. 3020) from which cuGetProcAddress
+ *                        returns it for the name; 0 for symbols every version has
+ * @param perThread       "_ptds" or "_ptsz" when cuda.h defines a per-thread-default-stream variant of
+ *                        the first symbol (exported as first symbol + suffix), else ""
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
-                          boolean local, boolean critical) {
+                          boolean local, boolean critical, java.util.Map<String, Integer> since,
+                          String perThread) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {
@@ -30,6 +35,21 @@ public record ApiFunction(int index, String name, int opcode, List<String> symbo
             h *= 0x01000193;
         }
         return h & 0x7fffffff;
+    }
+
+    /** The CUDA version from which cuGetProcAddress answers {@code symbol} for this entry's name (0: always). */
+    public int since(String symbol) {
+        return since.getOrDefault(symbol, 0);
+    }
+
+    /** Every name the frontend's libcuda.so.1 exports for this entry: the symbols, then the per-thread variant. */
+    public List<String> exportedSymbols() {
+        if (perThread.isEmpty()) {
+            return symbols;
+        }
+        List<String> all = new java.util.ArrayList<>(symbols);
+        all.add(symbols.getFirst() + perThread);
+        return List.copyOf(all);
     }
 
     /** The symbol the backend binds in the real libcuda. */

@@ -25,7 +25,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Pattern NAME_TERM = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
-    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical");
+    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz");
 
     private static volatile ApiTable instance;
 
@@ -47,7 +47,7 @@ public final class ApiTable {
             if (clash != null) {
                 throw new IllegalArgumentException("opcode collision: " + clash.name() + " and " + f.name());
             }
-            for (String s : f.symbols()) {
+            for (String s : f.exportedSymbols()) {
                 if (symbols.put(s, f) != null) {
                     throw new IllegalArgumentException("symbol listed twice: symbol=" + s);
                 }
@@ -124,6 +124,8 @@ public final class ApiTable {
         List<String> symbols = List.of(name);
         boolean async = false, sync = false, customFrontend = false, customBackend = false, local = false;
         boolean critical = false;
+        Map<String, Integer> since = new LinkedHashMap<>();
+        String perThread = "";
         for (String attr : m.group(3).strip().split("\\s+")) {
             if (attr.isEmpty()) {
                 continue;
@@ -138,7 +140,17 @@ public final class ApiTable {
                 case "sync" -> sync = true;
                 case "local" -> local = true;
                 case "critical" -> critical = true;
-                case "symbols" -> symbols = List.of(value.split(","));
+                case "symbols" -> {
+                    List<String> names = new ArrayList<>();
+                    for (String sym : value.split(",")) {
+                        int at = sym.indexOf('@');
+                        String symName = at < 0 ? sym : sym.substring(0, at);
+                        names.add(symName);
+                        since.put(symName, at < 0 ? 0 : Integer.parseInt(sym.substring(at + 1)));
+                    }
+                    symbols = List.copyOf(names);
+                }
+                case "ptds", "ptsz" -> perThread = "_" + key;
                 case "custom" -> {
                     if (value.equals("frontend")) {
                         customFrontend = true;
@@ -152,7 +164,7 @@ public final class ApiTable {
             }
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
-                sync, customFrontend, customBackend, local, critical);
+                sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread);
         check(f);
         return f;
     }

@@ -79,6 +79,9 @@ class ApiTableTest {
                         || Pattern.compile("#define " + f.name() + "\\s+(__CUDA_API_\\w+\\()?" + symbol + "\\b").matcher(text).find(),
                         symbol + " not in cuda.h");
             }
+            // Per-thread-default-stream variants exactly where cuda.h defines them.
+            var perThread = Pattern.compile("#define " + f.name() + "\\s+__CUDA_API_(PTDS|PTSZ)\\(").matcher(text);
+            assertEquals(perThread.find() ? "_" + perThread.group(1).toLowerCase() : "", f.perThread(), f.name());
             // The first symbol is the one cuda.h maps the name to, when it maps it at all.
             var define = Pattern.compile("#define " + f.name() + "\\s+(?:__CUDA_API_\\w+\\()?(\\w+)").matcher(text);
             if (define.find()) {
