@@ -9,8 +9,9 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * How the frontend reaches its backend. Defaults come from the environment (or system properties of
- * the same name in lower case with dots, e.g. {@code gpusockets.server}):
+ * How the frontend reaches its backend. Each setting comes from the environment, else a system
+ * property of the same name in lower case with dots (e.g. {@code gpusockets.server}), else a
+ * {@code NAME=value} line of {@value #CONFIG_FILE}:
  * <ul>
  *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated (the first is used for now);</li>
  *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
@@ -31,6 +32,8 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     public static final String ASYNC_ENV = "GPUSOCKETS_ASYNC";
     public static final String PSK_FILE_ENV = "GPUSOCKETS_PSK_FILE";
     public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
+    /** System-wide settings for guests (one NAME=value per line, # comments). */
+    public static final String CONFIG_FILE = "/etc/gpusockets/frontend.conf";
 
     public FrontendConfig {
         servers = List.copyOf(servers);
@@ -76,8 +79,30 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
         if (overrides.containsKey(name)) {
             return overrides.get(name);
         }
+        String env = System.getenv(name);
+        if (env != null) {
+            return env;
+        }
         String prop = System.getProperty(name.toLowerCase(java.util.Locale.ROOT).replace('_', '.'));
-        return prop != null ? prop : System.getenv(name);
+        return prop != null ? prop : fileSetting(name);
+    }
+
+    private static String fileSetting(String name) {
+        Path file = Path.of(System.getProperty("gpusockets.config", CONFIG_FILE));
+        if (!Files.isReadable(file)) {
+            return null;
+        }
+        try {
+            for (String line : Files.readAllLines(file)) {
+                String l = line.strip();
+                if (!l.startsWith("#") && l.startsWith(name + "=")) {
+                    return l.substring(name.length() + 1).strip();
+                }
+            }
+        } catch (IOException e) {
+            return null;
+        }
+        return null;
     }
 
     public FrontendConfig withAsync(boolean on) {

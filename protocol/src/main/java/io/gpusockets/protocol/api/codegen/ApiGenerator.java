@@ -17,7 +17,8 @@ import java.util.List;
  *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend --out DIR
  * </pre>
  * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ApiInvoker};
- * frontend: {@code GeneratedRemoteDriver}; backend: {@code NativeBindings}.
+ * frontend: {@code GeneratedRemoteDriver}; backend: {@code NativeBindings}; native: the C trampolines
+ * of the frontend's libcuda.so.1 ({@code gpusockets_exports.c}).
  */
 public final class ApiGenerator {
     private final ApiTable table;
@@ -51,7 +52,16 @@ public final class ApiGenerator {
             }
             case "frontend" -> g.write("io.gpusockets.frontend", "GeneratedRemoteDriver", g.remoteDriver());
             case "backend" -> g.write("io.gpusockets.backend.driver", "NativeBindings", g.nativeBindings());
+            case "native" -> g.writeFile("gpusockets_exports.c", g.nativeExports());
             default -> throw new IllegalArgumentException("unknown --emit: " + emit);
+        }
+    }
+
+    private void writeFile(String name, String text) throws IOException {
+        Files.createDirectories(out);
+        Path file = out.resolve(name);
+        if (!Files.exists(file) || !Files.readString(file).equals(text)) {
+            Files.writeString(file, text);
         }
     }
 
@@ -109,6 +119,8 @@ public final class ApiGenerator {
         StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
         b.append("/** A driver that implements nothing: each call returns CUDA_ERROR_NOT_SUPPORTED. Subclasses override what they offer. */\n");
         b.append("public abstract class UnsupportedCudaDriver implements CudaDriver {\n");
+        b.append("    /** What every method not overridden returns; CUDA_ERROR_NOT_SUPPORTED unless a subclass says otherwise. */\n");
+        b.append("    protected int unsupported() {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
         for (ApiFunction f : table.functions()) {
             b.append("    @Override\n    public ").append(signature(f)).append(" {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
         }
@@ -183,6 +195,82 @@ public final class ApiGenerator {
         b.append("    }\n\n    private static void check(int index, String name) {\n")
                 .append("        if (index >= FUNCTIONS.length || !FUNCTIONS[index].name().equals(name)) {\n")
                 .append("            throw new IllegalStateException(\"generated code is stale at \" + name);\n        }\n    }\n}\n");
+        return b.toString();
+    }
+
+    /** C type of a parameter in the exported prototypes (the ABI class is what matters: ints, 64-bit ints, pointers). */
+    private static String cType(ApiParam p) {
+        if (p.out()) {
+            return "void *";
+        }
+        return switch (p.type()) {
+            case I32 -> "int";
+            case U32, ZERO -> "unsigned int";
+            case DEV -> "int";
+            case U8 -> "unsigned char";
+            case U16 -> "unsigned short";
+            case F32 -> "float";
+            case I64, U64, SIZE, DPTR -> "unsigned long long";
+            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL -> "void *";
+            default -> "void *";
+        };
+    }
+
+    /** C type of the upcall's parameter: handles are Java longs on the Java side. */
+    private static String upcallCType(ApiParam p) {
+        return !p.out() && p.type().isHandle() ? "unsigned long long" : cType(p);
+    }
+
+    private String nativeExports() {
+        List<ApiFunction> fs = table.functions();
+        StringBuilder b = new StringBuilder();
+        b.append("/* Generated from cuda-driver.api by ApiGenerator. Do not edit: change the table. */\n");
+        b.append("#include \"gpusockets.h\"\n\n");
+        b.append("const int gpus_function_count = ").append(fs.size()).append(";\n\n");
+        b.append("const char *const gpus_function_names[] = {\n");
+        for (ApiFunction f : fs) {
+            b.append("    \"").append(f.name()).append("\",\n");
+        }
+        b.append("};\n\n");
+        for (ApiFunction f : fs) {
+            List<String> params = new ArrayList<>();
+            List<String> upcallTypes = new ArrayList<>();
+            List<String> args = new ArrayList<>();
+            for (ApiParam p : f.params()) {
+                params.add(cType(p) + " " + p.name());
+                upcallTypes.add(upcallCType(p));
+                String cast = !p.out() && p.type().isHandle() ? "(unsigned long long)(uintptr_t)" : "";
+                args.add(cast + p.name());
+            }
+            String proto = "(" + (params.isEmpty() ? "void" : String.join(", ", params)) + ")";
+            String upcall = "(" + (upcallTypes.isEmpty() ? "void" : String.join(", ", upcallTypes)) + ")";
+            b.append("typedef CUresult (*gpus_fn_").append(f.name()).append(")").append(upcall).append(";\n");
+            for (String symbol : f.exportedSymbols()) {
+                boolean perThreadStream = symbol.endsWith("_ptsz");
+                b.append("GPUS_EXPORT CUresult CUDAAPI ").append(symbol).append(proto).append(" {\n");
+                b.append("    void *fn = gpus_entry(").append(f.index()).append(");\n");
+                b.append("    if (fn == NULL) {\n        return gpus_unavailable(").append(f.index()).append(");\n    }\n");
+                if (perThreadStream) {
+                    for (ApiParam p : f.params()) {
+                        if (!p.out() && p.type() == io.gpusockets.protocol.api.ParamType.STREAM) {
+                            b.append("    if (").append(p.name()).append(" == NULL) {\n        ").append(p.name())
+                                    .append(" = GPUS_STREAM_PER_THREAD; /* _ptsz: the default stream is per thread */\n    }\n");
+                        }
+                    }
+                }
+                b.append("    return ((gpus_fn_").append(f.name()).append(") fn)(").append(String.join(", ", args)).append(");\n}\n\n");
+            }
+        }
+        b.append("const struct gpus_symbol gpus_symbols[] = {\n");
+        for (ApiFunction f : fs) {
+            for (String symbol : f.exportedSymbols()) {
+                boolean perThread = !f.perThread().isEmpty() && symbol.endsWith(f.perThread());
+                b.append("    {\"").append(f.name()).append("\", \"").append(symbol).append("\", ")
+                        .append(f.since(symbol)).append(", ").append(perThread ? 1 : 0).append(", (void *) ")
+                        .append(symbol).append("},\n");
+            }
+        }
+        b.append("    {NULL, NULL, 0, 0, NULL},\n};\n");
         return b.toString();
     }
 

@@ -1,0 +1,218 @@
+/*
+ * Starts the embedded JVM on first use and receives the table of FFM upcall stubs, one per API
+ * table entry (io.gpusockets.frontend.NativeEntry.install). The JVM starts on a pthread of its own
+ * (the program's thread may have a small stack), with -Xrs so that it leaves the program's signal
+ * handling alone. Native threads attach themselves on their first upcall (FFM does that).
+ *
+ * Where things are: GPUSOCKETS_JAVA_HOME (a runtime with lib/server/libjvm.so) and
+ * GPUSOCKETS_CLASSPATH (':'-separated) when set; otherwise, for PREFIX/lib/libcuda.so.1,
+ * PREFIX/runtime and every PREFIX/lib/NAME.jar (the layout of scripts/install-frontend and the bundle).
+ */
+#define _GNU_SOURCE
+#include "gpusockets.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <jni.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPUS_MAX_FUNCTIONS 4096
+#define GPUS_JVM_STACK (8u << 20)
+
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+static void *upcalls[GPUS_MAX_FUNCTIONS];
+static int booted;
+static char boot_error[1024];
+
+typedef jint (JNICALL *create_vm_fn)(JavaVM **, void **, void *);
+
+static void fail(const char *fmt, const char *a, const char *b) {
+    snprintf(boot_error, sizeof boot_error, fmt, a ? a : "", b ? b : "");
+}
+
+/* PREFIX of PREFIX/lib/libcuda.so.1, from where the loader found this library. */
+static int install_prefix(char *out, size_t size) {
+    Dl_info info;
+    if (dladdr((void *) &gpus_entry, &info) == 0 || info.dli_fname == NULL) {
+        return -1;
+    }
+    char path[PATH_MAX];
+    if (realpath(info.dli_fname, path) == NULL) {
+        return -1;
+    }
+    char *slash = strrchr(path, '/'); /* .../lib/libcuda.so.1 -> .../lib */
+    if (slash == NULL) {
+        return -1;
+    }
+    *slash = '\0';
+    slash = strrchr(path, '/'); /* .../lib -> ... */
+    if (slash == NULL) {
+        return -1;
+    }
+    *slash = '\0';
+    snprintf(out, size, "%s", path);
+    return 0;
+}
+
+/* "-Djava.class.path=" followed by every PREFIX/lib/NAME.jar, ':'-separated. */
+static char *jar_class_path(const char *prefix) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/lib", prefix);
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *cp = malloc(cap);
+    if (cp == NULL) {
+        closedir(d);
+        return NULL;
+    }
+    cp[0] = '\0';
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 5 || strcmp(e->d_name + n - 4, ".jar") != 0) {
+            continue;
+        }
+        size_t need = len + strlen(dir) + n + 3;
+        if (need > cap) {
+            cap = need * 2;
+            char *grown = realloc(cp, cap);
+            if (grown == NULL) {
+                free(cp);
+                closedir(d);
+                return NULL;
+            }
+            cp = grown;
+        }
+        len += (size_t) sprintf(cp + len, "%s%s/%s", len ? ":" : "", dir, e->d_name);
+    }
+    closedir(d);
+    if (len == 0) {
+        free(cp);
+        return NULL;
+    }
+    return cp;
+}
+
+struct boot_args {
+    char java_home[PATH_MAX];
+    char *class_path;
+};
+
+static void *boot_thread(void *arg) {
+    struct boot_args *a = arg;
+    char libjvm[PATH_MAX + 32];
+    snprintf(libjvm, sizeof libjvm, "%s/lib/server/libjvm.so", a->java_home);
+    void *jvm = dlopen(libjvm, RTLD_NOW | RTLD_LOCAL);
+    if (jvm == NULL) {
+        fail("cannot load the Java runtime %s (%s); set GPUSOCKETS_JAVA_HOME", libjvm, dlerror());
+        return NULL;
+    }
+    create_vm_fn create = (create_vm_fn) dlsym(jvm, "JNI_CreateJavaVM");
+    if (create == NULL) {
+        fail("%s has no JNI_CreateJavaVM%s", libjvm, NULL);
+        return NULL;
+    }
+    size_t cp_len = strlen(a->class_path) + 32;
+    char *cp_option = malloc(cp_len);
+    if (cp_option == NULL) {
+        fail("out of memory%s%s", NULL, NULL);
+        return NULL;
+    }
+    snprintf(cp_option, cp_len, "-Djava.class.path=%s", a->class_path);
+    JavaVMOption options[] = {
+        {cp_option, NULL},
+        {"-Xrs", NULL},                              /* leave the program's signals alone */
+        {"--enable-native-access=ALL-UNNAMED", NULL},
+        {"-XX:+UseSerialGC", NULL},                  /* few threads, small footprint */
+        {"-XX:TieredStopAtLevel=1", NULL},           /* quick start: C1 is plenty for a call stub */
+        {"-XX:-UsePerfData", NULL},                  /* no hsperfdata file in the program's /tmp */
+        {"-Xss2m", NULL},
+    };
+    JavaVMInitArgs init = {
+        .version = JNI_VERSION_10,
+        .nOptions = (jint) (sizeof options / sizeof options[0]),
+        .options = options,
+        .ignoreUnrecognized = JNI_FALSE,
+    };
+    JavaVM *vm;
+    JNIEnv *env;
+    if (create(&vm, (void **) &env, &init) != JNI_OK) {
+        fail("the Java runtime in %s did not start%s", a->java_home, NULL);
+        free(cp_option);
+        return NULL;
+    }
+    free(cp_option);
+    jclass entry = (*env)->FindClass(env, "io/gpusockets/frontend/NativeEntry");
+    jmethodID install = entry ? (*env)->GetStaticMethodID(env, entry, "install", "(JI)V") : NULL;
+    if (install != NULL) {
+        (*env)->CallStaticVoidMethod(env, entry, install, (jlong) (uintptr_t) upcalls, (jint) gpus_function_count);
+    }
+    if ((*env)->ExceptionCheck(env)) {
+        (*env)->ExceptionDescribe(env);
+        fail("the GPUsockets frontend classes failed to start (class path %s)%s", a->class_path, NULL);
+    } else if (install == NULL) {
+        fail("io.gpusockets.frontend.NativeEntry not found on the class path %s%s", a->class_path, NULL);
+    } else {
+        booted = 1;
+    }
+    (*vm)->DetachCurrentThread(vm);
+    return NULL;
+}
+
+static void boot(void) {
+    if (gpus_function_count > GPUS_MAX_FUNCTIONS) {
+        fail("too many API functions%s%s", NULL, NULL);
+        return;
+    }
+    struct boot_args a;
+    char prefix[PATH_MAX];
+    int have_prefix = install_prefix(prefix, sizeof prefix) == 0;
+    const char *home = getenv("GPUSOCKETS_JAVA_HOME");
+    if (home != NULL && *home) {
+        snprintf(a.java_home, sizeof a.java_home, "%s", home);
+    } else if (have_prefix) {
+        snprintf(a.java_home, sizeof a.java_home, "%s/runtime", prefix);
+    } else {
+        fail("cannot tell where libcuda.so.1 is installed; set GPUSOCKETS_JAVA_HOME and GPUSOCKETS_CLASSPATH%s%s", NULL, NULL);
+        return;
+    }
+    const char *cp = getenv("GPUSOCKETS_CLASSPATH");
+    a.class_path = cp != NULL && *cp ? strdup(cp) : have_prefix ? jar_class_path(prefix) : NULL;
+    if (a.class_path == NULL) {
+        fail("no GPUsockets jars next to libcuda.so.1 (%s/lib/NAME.jar); set GPUSOCKETS_CLASSPATH%s",
+             have_prefix ? prefix : "?", NULL);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, GPUS_JVM_STACK);
+    if (pthread_create(&thread, &attr, boot_thread, &a) != 0) {
+        fail("cannot start the frontend thread%s%s", NULL, NULL);
+    } else {
+        pthread_join(thread, NULL);
+    }
+    pthread_attr_destroy(&attr);
+    free(a.class_path);
+}
+
+void *gpus_entry(int index) {
+    pthread_once(&boot_once, boot);
+    return booted && index >= 0 && index < gpus_function_count ? upcalls[index] : NULL;
+}
+
+CUresult gpus_unavailable(int index) {
+    static int reported;
+    if (!__atomic_exchange_n(&reported, 1, __ATOMIC_SEQ_CST)) {
+        fprintf(stderr, "gpusockets: %s\n", boot_error[0] ? boot_error : "the frontend did not start");
+    }
+    return index >= 0 && index < gpus_function_count && strcmp(gpus_function_names[index], "cuInit") == 0
+        ? CUDA_ERROR_NO_DEVICE : CUDA_ERROR_NOT_INITIALIZED;
+}

@@ -1,0 +1,75 @@
+/*
+ * cuGetProcAddress answers by name, requested CUDA version and flags, as the real driver does:
+ * of the symbols serving a cuda.h name, the newest one whose version is at most the requested
+ * one; its per-thread-default-stream variant when the flags ask for it. Needs no JVM.
+ */
+#include "gpusockets.h"
+
+#include <stdio.h>
+#include <string.h>
+
+GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                                 cuuint64_t flags, int *symbolStatus);
+
+static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, int *status) {
+    if (symbol == NULL || pfn == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pfn = NULL;
+    int found = 0, status_value = GPUS_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (strcmp(symbol, "cuGetProcAddress") == 0) {
+        *pfn = (void *) cuGetProcAddress_v2;
+        found = 1;
+    }
+    const struct gpus_symbol *best = NULL;
+    for (const struct gpus_symbol *s = gpus_symbols; !found && s->name != NULL; s++) {
+        if (strcmp(s->name, symbol) != 0 || s->per_thread) {
+            continue;
+        }
+        status_value = GPUS_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+        if (s->since <= cudaVersion && (best == NULL || s->since > best->since)) {
+            best = s;
+        }
+    }
+    if (best != NULL) {
+        *pfn = best->address;
+        found = 1;
+        if (flags & GPUS_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
+            /* the per-thread variant of the newest symbol, if cuda.h defines one */
+            size_t n = strlen(best->symbol);
+            for (const struct gpus_symbol *s = gpus_symbols; s->name != NULL; s++) {
+                if (s->per_thread && strncmp(s->symbol, best->symbol, n) == 0 && s->symbol[n] == '_') {
+                    *pfn = s->address;
+                }
+            }
+        }
+    }
+    if (status != NULL) {
+        *status = found ? GPUS_PROC_ADDRESS_SUCCESS : status_value;
+    }
+    return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                                 cuuint64_t flags, int *symbolStatus) {
+    return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+}
+
+/* The CUDA 11.3 form, without the status output. */
+GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    return lookup(symbol, pfn, cudaVersion, flags, NULL);
+}
+
+/* Private tables of the CUDA runtime: not provided yet, so runtime-API programs stop here clearly. */
+GPUS_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const void *pExportTableId) {
+    (void) pExportTableId;
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_SEQ_CST)) {
+        fprintf(stderr, "gpusockets: cuGetExportTable is not supported yet (CUDA runtime API programs need it; "
+                        "driver API programs work)\n");
+    }
+    if (ppExportTable != NULL) {
+        *ppExportTable = NULL;
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

@@ -1,0 +1,110 @@
+package io.gpusockets.frontend;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Where the C libcuda.so.1 enters Java: {@link #install} fills the library's table with one FFM
+ * upcall stub per API table entry, each calling the {@link CudaDriver} method of the same name.
+ * Every stub returns a CUresult: no Java exception ever crosses into C.
+ */
+public final class NativeEntry {
+    private static final MethodHandle DRIVER_FOR;
+    private static final MethodHandle INTERNAL_ERROR;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            DRIVER_FOR = l.findStatic(NativeEntry.class, "driverFor", MethodType.methodType(CudaDriver.class, int.class));
+            INTERNAL_ERROR = l.findStatic(NativeEntry.class, "internalError",
+                    MethodType.methodType(int.class, Throwable.class, String.class));
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private NativeEntry() {
+    }
+
+    /** Called once by libcuda.so.1 (through JNI, on its boot thread) with its table of {@code count} slots. */
+    public static void install(long tableAddress, int count) throws ReflectiveOperationException {
+        List<ApiFunction> functions = ApiTable.get().functions();
+        if (count != functions.size()) {
+            throw new IllegalStateException("libcuda.so.1 has " + count + " entries but the jars have "
+                    + functions.size() + ": they come from different builds");
+        }
+        MemorySegment table = MemorySegment.ofAddress(tableAddress).reinterpret(ADDRESS.byteSize() * count);
+        Linker linker = Linker.nativeLinker();
+        for (ApiFunction f : functions) {
+            MethodHandle stub = upcallTarget(f);
+            MemorySegment code = linker.upcallStub(stub, descriptor(f), Arena.global());
+            table.setAtIndex(ADDRESS, f.index(), code);
+        }
+    }
+
+    /** (args...) → CudaDriver.name(args...) on the current driver, with exceptions turned into CUDA_ERROR_UNKNOWN. */
+    static MethodHandle upcallTarget(ApiFunction f) throws ReflectiveOperationException {
+        List<Class<?>> types = new ArrayList<>();
+        for (ApiParam p : f.params()) {
+            types.add(javaType(p));
+        }
+        MethodType type = MethodType.methodType(int.class, types);
+        MethodHandle method = MethodHandles.publicLookup().findVirtual(CudaDriver.class, f.name(), type);
+        // driver first: (args...) → method(driverFor(index), args...)
+        MethodHandle driver = MethodHandles.insertArguments(DRIVER_FOR, 0, f.index());
+        MethodHandle call = MethodHandles.foldArguments(method, driver);
+        MethodHandle handler = MethodHandles.dropArguments(
+                MethodHandles.insertArguments(INTERNAL_ERROR, 1, f.name()), 1, types);
+        return MethodHandles.catchException(call, Throwable.class, handler);
+    }
+
+    private static Class<?> javaType(ApiParam p) {
+        if (p.out()) {
+            return MemorySegment.class;
+        }
+        return switch (p.type().javaType()) {
+            case "int" -> int.class;
+            case "long" -> long.class;
+            case "byte" -> byte.class;
+            case "short" -> short.class;
+            case "float" -> float.class;
+            default -> MemorySegment.class;
+        };
+    }
+
+    private static FunctionDescriptor descriptor(ApiFunction f) {
+        List<MemoryLayout> layouts = new ArrayList<>();
+        for (ApiParam p : f.params()) {
+            Class<?> t = javaType(p);
+            layouts.add(t == int.class ? ValueLayout.JAVA_INT : t == long.class ? ValueLayout.JAVA_LONG
+                    : t == byte.class ? ValueLayout.JAVA_BYTE : t == short.class ? ValueLayout.JAVA_SHORT
+                    : t == float.class ? ValueLayout.JAVA_FLOAT : ADDRESS);
+        }
+        return FunctionDescriptor.of(ValueLayout.JAVA_INT, layouts.toArray(MemoryLayout[]::new));
+    }
+
+    private static CudaDriver driverFor(int index) {
+        return NativeSession.driverFor(index);
+    }
+
+    private static int internalError(Throwable t, String function) {
+        NativeSession.reportInternalError(function, t);
+        return CuResult.CUDA_ERROR_UNKNOWN;
+    }
+}
