@@ -24,7 +24,10 @@
 #define GPUS_JVM_STACK (8u << 20)
 
 static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+/* upcall stubs by table index, made on first use by the resolver (slot 0 of the table Java fills) */
 static void *upcalls[GPUS_MAX_FUNCTIONS];
+typedef void *(*resolve_fn)(int index);
+static resolve_fn resolve;
 static int booted;
 static char boot_error[1024];
 
@@ -131,7 +134,6 @@ static void *boot_thread(void *arg) {
         {"-Xrs", NULL},                              /* leave the program's signals alone */
         {"--enable-native-access=ALL-UNNAMED", NULL},
         {"-XX:+UseSerialGC", NULL},                  /* few threads, small footprint */
-        {"-XX:TieredStopAtLevel=1", NULL},           /* quick start: C1 is plenty for a call stub */
         {"-XX:-UsePerfData", NULL},                  /* no hsperfdata file in the program's /tmp */
         {"-Xss2m", NULL},
     };
@@ -152,13 +154,15 @@ static void *boot_thread(void *arg) {
     jclass entry = (*env)->FindClass(env, "io/gpusockets/frontend/NativeEntry");
     jmethodID install = entry ? (*env)->GetStaticMethodID(env, entry, "install", "(JI)V") : NULL;
     if (install != NULL) {
-        (*env)->CallStaticVoidMethod(env, entry, install, (jlong) (uintptr_t) upcalls, (jint) gpus_function_count);
+        (*env)->CallStaticVoidMethod(env, entry, install, (jlong) (uintptr_t) &resolve, (jint) gpus_function_count);
     }
     if ((*env)->ExceptionCheck(env)) {
         (*env)->ExceptionDescribe(env);
         fail("the GPUsockets frontend classes failed to start (class path %s)%s", a->class_path, NULL);
     } else if (install == NULL) {
         fail("io.gpusockets.frontend.NativeEntry not found on the class path %s%s", a->class_path, NULL);
+    } else if (resolve == NULL) {
+        fail("the GPUsockets frontend gave no resolver%s%s", NULL, NULL);
     } else {
         booted = 1;
     }
@@ -204,8 +208,18 @@ static void boot(void) {
 }
 
 void *gpus_entry(int index) {
+    void *fn = __atomic_load_n(&upcalls[index], __ATOMIC_ACQUIRE);
+    if (fn != NULL) {
+        return fn;
+    }
     pthread_once(&boot_once, boot);
-    return booted && index >= 0 && index < gpus_function_count ? upcalls[index] : NULL;
+    if (!booted || index < 0 || index >= gpus_function_count) {
+        return NULL;
+    }
+    /* Stubs are made when a function is first called: a program pays only for what it uses. */
+    fn = resolve(index);
+    __atomic_store_n(&upcalls[index], fn, __ATOMIC_RELEASE);
+    return fn;
 }
 
 CUresult gpus_unavailable(int index) {

@@ -42,20 +42,41 @@ public final class NativeEntry {
     private NativeEntry() {
     }
 
-    /** Called once by libcuda.so.1 (through JNI, on its boot thread) with its table of {@code count} slots. */
-    public static void install(long tableAddress, int count) throws ReflectiveOperationException {
-        List<ApiFunction> functions = ApiTable.get().functions();
-        if (count != functions.size()) {
+    /**
+     * Called once by libcuda.so.1 (through JNI, on its boot thread): writes to {@code resolverSlot} the
+     * address of a function {@code void *resolve(int index)} that returns the upcall stub of a table
+     * entry, made on first request (the library caches it).
+     */
+    public static void install(long resolverSlot, int count) throws ReflectiveOperationException {
+        if (count != FUNCTIONS.size()) {
             throw new IllegalStateException("libcuda.so.1 has " + count + " entries but the jars have "
-                    + functions.size() + ": they come from different builds");
+                    + FUNCTIONS.size() + ": they come from different builds");
         }
-        MemorySegment table = MemorySegment.ofAddress(tableAddress).reinterpret(ADDRESS.byteSize() * count);
-        Linker linker = Linker.nativeLinker();
-        for (ApiFunction f : functions) {
-            MethodHandle stub = upcallTarget(f);
-            MemorySegment code = linker.upcallStub(stub, descriptor(f), Arena.global());
-            table.setAtIndex(ADDRESS, f.index(), code);
+        MethodHandle resolve = MethodHandles.lookup().findStatic(NativeEntry.class, "resolve",
+                MethodType.methodType(MemorySegment.class, int.class));
+        MemorySegment resolver = Linker.nativeLinker().upcallStub(resolve,
+                FunctionDescriptor.of(ADDRESS, ValueLayout.JAVA_INT), Arena.global());
+        MemorySegment.ofAddress(resolverSlot).reinterpret(ADDRESS.byteSize()).set(ADDRESS, 0, resolver);
+    }
+
+    private static final List<ApiFunction> FUNCTIONS = ApiTable.get().functions();
+    private static final MemorySegment[] STUBS = new MemorySegment[FUNCTIONS.size()];
+
+    /** The upcall stub of entry {@code index}; NULL (the library then answers as if unavailable) if it cannot be made. */
+    private static synchronized MemorySegment resolve(int index) {
+        if (index < 0 || index >= STUBS.length) {
+            return MemorySegment.NULL;
         }
+        if (STUBS[index] == null) {
+            ApiFunction f = FUNCTIONS.get(index);
+            try {
+                STUBS[index] = Linker.nativeLinker().upcallStub(upcallTarget(f), descriptor(f), Arena.global());
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                NativeSession.reportInternalError(f.name(), e);
+                return MemorySegment.NULL;
+            }
+        }
+        return STUBS[index];
     }
 
     /** (args...) → CudaDriver.name(args...) on the current driver, with exceptions turned into CUDA_ERROR_UNKNOWN. */
