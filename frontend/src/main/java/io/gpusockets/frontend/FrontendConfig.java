@@ -12,7 +12,8 @@ import java.util.Map;
  * How the frontend reaches its backend. Defaults come from the environment (or system properties of
  * the same name in lower case with dots, e.g. {@code gpusockets.server}):
  * <ul>
- *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated (the first is used for now);</li>
+ *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated; {@link FrontendDrivers} merges several
+ *       into one device list;</li>
  *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
  *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
@@ -82,5 +83,9 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
 
     public FrontendConfig withAsync(boolean on) {
         return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity);
+    }
+
+    public FrontendConfig withServers(List<String> uris) {
+        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity);
     }
 }
