@@ -23,6 +23,7 @@ import picocli.CommandLine.Spec;
  * system property {@value #LIBDIR_PROPERTY}, which the launchers set.
  */
 @Command(name = "run", mixinStandardHelpOptions = true, modelTransformer = RunCommand.StopAtProgram.class,
+        customSynopsis = "gpusockets run --server URI [--] PROGRAM [ARGS...]",
         description = {"Run PROGRAM with its CUDA driver calls going to the backend at --server, through the "
                 + "frontend's libcuda.so.1, without installing anything. Exits with PROGRAM's exit code.",
                 "Options after PROGRAM are PROGRAM's."})
@@ -38,7 +39,7 @@ final class RunCommand implements Callable<Integer> {
             description = "Backend: tcp://HOST:PORT or unix:///PATH; several, comma-separated, merge their devices.")
     String server;
 
-    @Parameters(arity = "1..*", paramLabel = "PROGRAM [ARGS...]", description = "The program and its arguments.")
+    @Parameters(arity = "1..*", paramLabel = "PROGRAM", description = "The program, then its arguments.")
     List<String> command;
 
     @Spec
