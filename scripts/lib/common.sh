@@ -54,3 +54,11 @@ mvnw_in() {
     shift
     (cd "$root" && MAVEN_OPTS="${MAVEN_OPTS:-} --sun-misc-unsafe-memory-access=allow" ./mvnw "$@")
 }
+
+# Whether a pom.xml, or a file under a src/ or native/ directory, of the checkout at $1 is newer than
+# the file $2 (build outputs, .git and dist are not looked at).
+sources_newer_than() {
+    local root=$1 stamp=$2
+    [[ -n $(find "$root" \( -name target -o -name .git -o -name dist -o -name node_modules \) -prune -o \
+        \( -name pom.xml -o -path '*/src/*' -o -path '*/native/*' \) -type f -newer "$stamp" -print -quit) ]]
+}

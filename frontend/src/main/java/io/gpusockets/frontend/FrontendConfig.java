@@ -13,7 +13,8 @@ import java.util.Map;
  * property of the same name in lower case with dots (e.g. {@code gpusockets.server}), else a
  * {@code NAME=value} line of {@value #CONFIG_FILE}:
  * <ul>
- *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated (the first is used for now);</li>
+ *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated; {@link FrontendDrivers} merges several
+ *       into one device list;</li>
  *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
  *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
@@ -107,5 +108,9 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
 
     public FrontendConfig withAsync(boolean on) {
         return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity);
+    }
+
+    public FrontendConfig withServers(List<String> uris) {
+        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity);
     }
 }

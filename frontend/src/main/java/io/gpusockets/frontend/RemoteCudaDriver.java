@@ -70,7 +70,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return connect(FrontendConfig.forServer(uri));
     }
 
-    /** Connects to the first backend of {@code config}. */
+    /** Connects to the first backend of {@code config} ({@link FrontendDrivers#connect} merges them all). */
     public static RemoteCudaDriver connect(FrontendConfig config) throws IOException {
         String uri = config.servers().getFirst();
         return new RemoteCudaDriver(BackendConnection.open(uri, config), config);

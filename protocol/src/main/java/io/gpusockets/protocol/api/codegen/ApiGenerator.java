@@ -16,7 +16,7 @@ import java.util.List;
  * <pre>
  *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend --out DIR
  * </pre>
- * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ApiInvoker};
+ * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ForwardingCudaDriver}, {@code ApiInvoker};
  * frontend: {@code GeneratedRemoteDriver}; backend: {@code NativeBindings}; native: the C trampolines
  * of the frontend's libcuda.so.1 ({@code gpusockets_exports.c}).
  */
@@ -48,6 +48,7 @@ public final class ApiGenerator {
             case "protocol" -> {
                 g.write("io.gpusockets.protocol.api", "CudaDriver", g.cudaDriver());
                 g.write("io.gpusockets.protocol.api", "UnsupportedCudaDriver", g.unsupportedDriver());
+                g.write("io.gpusockets.protocol.api", "ForwardingCudaDriver", g.forwardingDriver());
                 g.write("io.gpusockets.protocol.api", "ApiInvoker", g.invoker());
             }
             case "frontend" -> g.write("io.gpusockets.frontend", "GeneratedRemoteDriver", g.remoteDriver());
@@ -123,6 +124,26 @@ public final class ApiGenerator {
         b.append("    protected int unsupported() {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
         for (ApiFunction f : table.functions()) {
             b.append("    @Override\n    public ").append(signature(f)).append(" {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
+        }
+        return b.append("}\n").toString();
+    }
+
+    private String forwardingDriver() {
+        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
+        b.append("/**\n * A driver whose every method, hand-written and local ones included, funnels into {@link #forward}\n")
+                .append(" * with its table entry and its arguments in C order: for drivers that decide per call where it\n")
+                .append(" * goes (the frontend's MultiBackendDriver). {@link ApiInvoker} is the way back to a CudaDriver.\n */\n");
+        b.append("public abstract class ForwardingCudaDriver implements CudaDriver {\n");
+        b.append("    private static final ApiFunction[] FUNCTIONS = ApiTable.get().functions().toArray(new ApiFunction[0]);\n\n");
+        b.append("    /** Handles one call; {@code args} are boxed, in C order. */\n");
+        b.append("    protected abstract int forward(ApiFunction f, Object... args);\n\n");
+        for (ApiFunction f : table.functions()) {
+            b.append("    @Override\n    public final ").append(signature(f)).append(" {\n");
+            b.append("        return forward(FUNCTIONS[").append(f.index()).append("]");
+            if (!f.params().isEmpty()) {
+                b.append(", ").append(argNames(f));
+            }
+            b.append(");\n    }\n\n");
         }
         return b.append("}\n").toString();
     }
