@@ -50,6 +50,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     private final LocalCalls local = new LocalCalls();
     private final Map<Long, long[]> paramSizes = new ConcurrentHashMap<>();
     private final AtomicBoolean lossReported = new AtomicBoolean();
+    private final StreamCallbacks callbacks =
+            new StreamCallbacks((f, request) -> exchange(f, request, List.of(), List.of(), false));
 
     /** A client thread's lane; when the thread is gone the backend is told to end the lane. */
     private static final class LaneTicket {
@@ -205,12 +207,16 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     /** A call's CUresult and, when it waited, the rest of the reply body (its outputs). */
-    private record Reply(int result, ByteBuffer body) {
+    record Reply(int result, ByteBuffer body) {
     }
 
     /** Sends one request (and its bulk inputs), then, unless pipelined, waits for the reply. */
     private Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, List<MemorySegment> outBytes,
                            boolean noReply) {
+        if (callbacks.runningHere()) {
+            // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
+            return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
+        }
         int laneId = lane.get().id;
         try {
             BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
@@ -388,6 +394,27 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         }
     }
 
+    /** The file is read here, in the guest, and sent as an image (see {@link ModuleFiles}). */
+    @Override
+    public int cuModuleLoad(MemorySegment module, MemorySegment fname) {
+        return ModuleFiles.load(this, module, fname);
+    }
+
+    /**
+     * Runs {@code callback} in this process, in stream order, on a callback thread of this driver
+     * (see {@link StreamCallbacks}); the caller continues at once.
+     */
+    @Override
+    public int cuStreamAddCallback(long hStream, MemorySegment callback, MemorySegment userData, int flags) {
+        return callbacks.addCallback(hStream, callback, userData, flags);
+    }
+
+    /** As {@link #cuStreamAddCallback}, without a status; skipped if the stream failed. */
+    @Override
+    public int cuLaunchHostFunc(long hStream, MemorySegment fn, MemorySegment userData) {
+        return callbacks.launchHostFunc(hStream, fn, userData);
+    }
+
     // ---- answered locally (local in the API table) ----
 
     @Override
@@ -435,6 +462,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
 
     @Override
     public void close() {
+        lossReported.set(true);   // closing on purpose: nothing to report
+        callbacks.close();
         connection.close();
         local.close();
     }

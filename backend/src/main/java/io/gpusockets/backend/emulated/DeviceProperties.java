@@ -31,6 +31,10 @@ final class DeviceProperties {
     static final int MAX_BLOCKS_PER_MULTIPROCESSOR = 32;
     static final int REGISTERS_PER_MULTIPROCESSOR = 65536;
     static final int WARP_SIZE = 32;
+    static final int COMPUTE_CAPABILITY_MAJOR = 75;
+    static final int COMPUTE_CAPABILITY_MINOR = 76;
+    /** CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE as the H200 reports it; bounds CU_LIMIT_PERSISTING_L2_CACHE_SIZE. */
+    static final int MAX_PERSISTING_L2_CACHE_SIZE = 39321600;
     /** Highest CUdevice_attribute of cuda.h 13.0 (CU_DEVICE_ATTRIBUTE_MAX is one more). */
     static final int LAST_ATTRIBUTE = 147;
 
@@ -71,6 +75,7 @@ final class DeviceProperties {
             Map.entry(87, 2),                     // single to double precision performance ratio
             Map.entry(97, SHARED_MEMORY_PER_BLOCK_OPTIN),
             Map.entry(106, MAX_BLOCKS_PER_MULTIPROCESSOR),
+            Map.entry(108, MAX_PERSISTING_L2_CACHE_SIZE),
             Map.entry(111, RESERVED_SHARED_MEMORY_PER_BLOCK),
             Map.entry(131, -1),                   // NUMA id of device memory: none
             Map.entry(134, -1));                  // host NUMA id: none

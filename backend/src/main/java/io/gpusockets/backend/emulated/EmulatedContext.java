@@ -35,6 +35,8 @@ final class EmulatedContext {
     final String name;
     /** Handles of the streams, events, modules and functions created in this context. */
     final Map<Long, Object> owned = new ConcurrentHashMap<>();
+    /** Limits and cache preference (cuCtxGetLimit, cuCtxSetCacheConfig, ...). */
+    final ContextSettings settings = new ContextSettings();
 
     private final Object lock = new Object();
     private final EmulatedStream legacy;
@@ -112,6 +114,16 @@ final class EmulatedContext {
 
     /** Queues {@code op} on {@code stream} after {@code after} (may be null) and the implicit dependencies. */
     CompletableFuture<Void> enqueue(EmulatedStream stream, CompletableFuture<?> after, Runnable op, String what) {
+        return enqueue(stream, after, op, what, false);
+    }
+
+    /**
+     * As {@link #enqueue(EmulatedStream, CompletableFuture, Runnable, String)}; with {@code always},
+     * {@code op} runs even once the context has faulted or is being destroyed (stream callbacks, which
+     * CUDA calls exactly once, passing the error), and must not throw.
+     */
+    CompletableFuture<Void> enqueue(EmulatedStream stream, CompletableFuture<?> after, Runnable op, String what,
+                                    boolean always) {
         synchronized (lock) {
             checkAlive();
             checkStream(stream);
@@ -121,7 +133,11 @@ final class EmulatedContext {
             }
             CompletableFuture<Void> f = stream.submit(() -> {
                 joinAll(deps);
-                runGuarded(op, what);
+                if (always) {
+                    op.run();
+                } else {
+                    runGuarded(op, what);
+                }
             });
             stream.tail(f);
             return f;

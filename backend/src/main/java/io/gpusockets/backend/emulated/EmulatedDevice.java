@@ -5,6 +5,7 @@ import static io.gpusockets.backend.emulated.HostSegments.putInt;
 import static io.gpusockets.backend.emulated.HostSegments.putLong;
 import static io.gpusockets.backend.emulated.HostSegments.putLongIfPresent;
 import static io.gpusockets.backend.emulated.HostSegments.sized;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_FOUND;
@@ -15,6 +16,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
 
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
 import java.lang.System.Logger.Level;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -58,6 +60,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final Transfers transfers;
     private final Streams streams;
     private final Launcher launcher;
+    private final HostCallbacks callbacks;
+    private final StreamQueries streamQueries;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -83,6 +87,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.transfers = new Transfers(memory);
         this.streams = new Streams(handles, contexts);
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
+        this.callbacks = new HostCallbacks(contexts, streams);
+        this.streamQueries = new StreamQueries(contexts, streams);
     }
 
     /** One line for logs and banners, saying plainly that there is no GPU behind this driver. */
@@ -218,6 +224,67 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         });
     }
 
+    @Override
+    public int cuDeviceGetPCIBusId(MemorySegment pciBusId, int len, int dev) {
+        return run("cuDeviceGetPCIBusId", () -> {
+            contexts.checkDevice(dev);
+            if (len < PciBusIds.LENGTH_WITH_NUL) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "len=" + len + " below " + PciBusIds.LENGTH_WITH_NUL);
+            }
+            MemorySegment out = sized(pciBusId, PciBusIds.LENGTH_WITH_NUL, "pciBusId");
+            out.setString(0, PciBusIds.of(dev), StandardCharsets.US_ASCII);
+        });
+    }
+
+    @Override
+    public int cuDeviceGetByPCIBusId(MemorySegment dev, MemorySegment pciBusId) {
+        return run("cuDeviceGetByPCIBusId", () -> {
+            contexts.requireInit();
+            MemorySegment out = sized(dev, 4, "dev");
+            String id = HostSegments.cString(pciBusId, HostSegments.MAX_NAME, "pciBusId");
+            int ordinal = PciBusIds.ordinal(id, deviceCount);
+            if (ordinal < 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "no device at PCI address " + id);
+            }
+            out.set(HostSegments.INT, 0, ordinal);
+        });
+    }
+
+    /** Peer access is not emulated (no cuCtxEnablePeerAccess): 0, which is also what a device answers about itself. */
+    @Override
+    public int cuDeviceCanAccessPeer(MemorySegment canAccessPeer, int dev, int peerDev) {
+        return run("cuDeviceCanAccessPeer", () -> {
+            contexts.checkDevice(dev);
+            contexts.checkDevice(peerDev);
+            putInt(canAccessPeer, 0, "canAccessPeer");
+        });
+    }
+
+    @Override
+    public int cuDeviceComputeCapability(MemorySegment major, MemorySegment minor, int dev) {
+        return run("cuDeviceComputeCapability", () -> {
+            contexts.checkDevice(dev);
+            MemorySegment majorOut = sized(major, 4, "major");
+            MemorySegment minorOut = sized(minor, 4, "minor");
+            majorOut.set(HostSegments.INT, 0, DeviceProperties.attribute(DeviceProperties.COMPUTE_CAPABILITY_MAJOR, dev));
+            minorOut.set(HostSegments.INT, 0, DeviceProperties.attribute(DeviceProperties.COMPUTE_CAPABILITY_MINOR, dev));
+        });
+    }
+
+    /** CUdevprop: 14 ints, which are device attributes 1 to 14 in order. */
+    @Override
+    public int cuDeviceGetProperties(MemorySegment prop, int dev) {
+        return run("cuDeviceGetProperties", () -> {
+            contexts.checkDevice(dev);
+            MemorySegment out = sized(prop, 4L * DEVPROP_INTS, "prop");
+            for (int i = 0; i < DEVPROP_INTS; i++) {
+                out.set(HostSegments.INT, 4L * i, DeviceProperties.attribute(i + 1, dev));
+            }
+        });
+    }
+
+    private static final int DEVPROP_INTS = 14;
+
     // ---- contexts ------------------------------------------------------------------------------
 
     @Override
@@ -288,6 +355,40 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         });
     }
 
+    @Override
+    public int cuCtxGetLimit(MemorySegment pvalue, int limit) {
+        return run("cuCtxGetLimit", () -> {
+            MemorySegment out = sized(pvalue, 8, "pvalue");
+            out.set(HostSegments.LONG, 0, contexts.current().settings.limit(limit));
+        });
+    }
+
+    @Override
+    public int cuCtxSetLimit(int limit, long value) {
+        return run("cuCtxSetLimit", () -> contexts.current().settings.setLimit(limit, value, memory.capacity()));
+    }
+
+    @Override
+    public int cuCtxGetCacheConfig(MemorySegment pconfig) {
+        return run("cuCtxGetCacheConfig", () -> {
+            MemorySegment out = sized(pconfig, 4, "pconfig");
+            out.set(HostSegments.INT, 0, contexts.current().settings.cacheConfig());
+        });
+    }
+
+    @Override
+    public int cuCtxSetCacheConfig(int config) {
+        return run("cuCtxSetCacheConfig", () -> contexts.current().settings.cacheConfig(config));
+    }
+
+    @Override
+    public int cuCtxGetFlags(MemorySegment flags) {
+        return run("cuCtxGetFlags", () -> {
+            MemorySegment out = sized(flags, 4, "flags");
+            out.set(HostSegments.INT, 0, contexts.current().flags);
+        });
+    }
+
     // ---- modules and libraries -----------------------------------------------------------------
 
     @Override
@@ -310,6 +411,21 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private void loadModule(MemorySegment module, MemorySegment image) {
         MemorySegment out = sized(module, 8, "module");
         out.set(HostSegments.LONG, 0, modules.load(contexts.active(), image, null).handle);
+    }
+
+    /** Reads the file on this host; see {@link ModuleFiles} for the errors. */
+    @Override
+    public int cuModuleLoad(MemorySegment module, MemorySegment fname) {
+        return run("cuModuleLoad", () -> {
+            sized(module, 8, "module");
+            byte[] bytes = ModuleFiles.read(HostSegments.cString(fname, HostSegments.MAX_NAME, "fname"));
+            try (Arena arena = Arena.ofConfined()) {
+                // NUL-terminated, so that an empty file is an empty image rather than an unsized pointer
+                MemorySegment image = arena.allocate(bytes.length + 1L);
+                MemorySegment.copy(MemorySegment.ofArray(bytes), 0, image, 0, bytes.length);
+                loadModule(module, image);
+            }
+        });
     }
 
     @Override
@@ -678,5 +794,36 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuEventDestroy(long hEvent) {
         return run("cuEventDestroy", () -> streams.destroyEvent(hEvent));
+    }
+
+    @Override
+    public int cuStreamGetFlags(long hStream, MemorySegment flags) {
+        return run("cuStreamGetFlags", () -> {
+            MemorySegment out = sized(flags, 4, "flags");
+            out.set(HostSegments.INT, 0, streamQueries.flags(hStream));
+        });
+    }
+
+    @Override
+    public int cuStreamGetPriority(long hStream, MemorySegment priority) {
+        return run("cuStreamGetPriority", () -> {
+            MemorySegment out = sized(priority, 4, "priority");
+            out.set(HostSegments.INT, 0, streamQueries.priority(hStream));
+        });
+    }
+
+    @Override
+    public int cuEventRecordWithFlags(long hEvent, long hStream, int flags) {
+        return run("cuEventRecordWithFlags", () -> streamQueries.recordWithFlags(hEvent, hStream, flags));
+    }
+
+    @Override
+    public int cuStreamAddCallback(long hStream, MemorySegment callback, MemorySegment userData, int flags) {
+        return run("cuStreamAddCallback", () -> callbacks.addCallback(hStream, callback, userData, flags));
+    }
+
+    @Override
+    public int cuLaunchHostFunc(long hStream, MemorySegment fn, MemorySegment userData) {
+        return run("cuLaunchHostFunc", () -> callbacks.launchHostFunc(hStream, fn, userData));
     }
 }

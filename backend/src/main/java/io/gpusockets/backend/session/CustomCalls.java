@@ -26,10 +26,12 @@ final class CustomCalls {
 
     private final Session session;
     private final CudaDriver driver;
+    private final GuestSideCalls guestSide;
 
     CustomCalls(Session session) {
         this.session = session;
         this.driver = session.host().driver();
+        this.guestSide = new GuestSideCalls(session);
     }
 
     int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
@@ -63,6 +65,7 @@ final class CustomCalls {
             case "cuMemcpyDtoHAsync" -> copyOut(c, true);
             case "cuPointerGetAttribute" -> pointerAttribute(c);
             case "cuLaunchKernel" -> launch(c);
+            case "cuModuleLoad", "cuStreamAddCallback", "cuLaunchHostFunc" -> guestSide.handle(c);
             default -> throw new IllegalStateException("no custom backend handler for " + c.function.name());
         };
     }

@@ -39,6 +39,7 @@ public final class Session {
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
     private final PrimaryContexts primary;
+    private final HostCallbackGates callbackGates = new HostCallbackGates();
     private final CallDispatcher dispatcher;
     private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
     private final Semaphore bodyBudget;
@@ -81,6 +82,10 @@ public final class Session {
 
     PrimaryContexts primary() {
         return primary;
+    }
+
+    HostCallbackGates callbackGates() {
+        return callbackGates;
     }
 
     CallDispatcher dispatcher() {
@@ -208,6 +213,7 @@ public final class Session {
             return;
         }
         channel.close();
+        callbackGates.close();   // no stream may stay blocked on a guest that is gone
         List<Lane> all = new ArrayList<>(lanes.values());
         lanes.clear();
         for (Lane l : all) {

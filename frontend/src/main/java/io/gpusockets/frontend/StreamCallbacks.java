@@ -1,0 +1,201 @@
+package io.gpusockets.frontend;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Semaphore;
+import java.util.function.BiFunction;
+
+/**
+ * cuStreamAddCallback and cuLaunchHostFunc. The functions are C function pointers of the program, so
+ * they run here, in the guest, called through FFM downcalls, and in stream order:
+ *
+ * <ul>
+ *   <li>The calling thread only enqueues: the backend puts a gate into the stream (see the backend's
+ *   HostCallbackGates) and answers with its id. The caller continues at once, as with a local GPU;
+ *   work it queues on the stream afterwards waits behind the gate on the backend.</li>
+ *   <li>A worker thread of this connection (its own lane, started on first use) asks the backend for
+ *   the next gate the stream has reached, that is, once all work before the callback has completed;
+ *   it calls the function (a stream callback receives the stream handle the program passed, the
+ *   stream's status and userData) and then opens the gate, which lets later work on the stream run.</li>
+ * </ul>
+ *
+ * Callbacks therefore run one at a time, on that worker thread, never on the thread that enqueued
+ * them, as CUDA runs them on a driver thread; CUDA allows such serialization. A CUDA call made from
+ * inside a callback is refused with CUDA_ERROR_NOT_PERMITTED (CUDA forbids them; one that waited for
+ * the stream would wait for itself). As CUDA specifies, a stream callback runs exactly once and
+ * receives an error status if the stream failed, while a host function is skipped after an error.
+ * If the backend is lost, pending stream callbacks are called with
+ * {@link RemoteCudaDriver#CONNECTION_LOST}, so a program waiting for them is not left hanging.
+ *
+ * <p>Cost: the enqueue is one round trip on the caller's lane; each callback two more on the
+ * worker's. While a gate is outstanding the worker waits in a call, so it may be the thread that
+ * reads replies for the others (the connection has no reader thread): a hand-off per reply then.
+ */
+final class StreamCallbacks implements AutoCloseable {
+    static final int ENQUEUE = 0;
+    static final int AWAIT = 1;
+    static final int OPEN = 2;
+
+    private static final ApiFunction ADD_CALLBACK = ApiTable.get().byName("cuStreamAddCallback");
+    private static final ApiFunction HOST_FUNC = ApiTable.get().byName("cuLaunchHostFunc");
+    /** void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData), target first. */
+    private static final MethodHandle STREAM_CALLBACK =
+            Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, ADDRESS));
+    /** void (*CUhostFn)(void *userData), target first. */
+    private static final MethodHandle HOST_FN = Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS));
+
+    /** A callback the program enqueued, waiting for its gate. */
+    private record Pending(boolean hostFunction, long fn, long userData, long stream) {
+    }
+
+    /** Sends one request on the calling thread's lane and waits for its reply. */
+    private final BiFunction<ApiFunction, ByteBuffer, RemoteCudaDriver.Reply> exchange;
+    /** By gate id; the worker may hear of a gate before its enqueuer has filed it, hence futures. */
+    private final Map<Long, CompletableFuture<Pending>> pending = new ConcurrentHashMap<>();
+    /** Gates enqueued and not yet reported reached: how many AWAITs the worker may send. */
+    private final Semaphore outstanding = new Semaphore(0);
+    private Thread worker;   // guarded by this, started once
+    /** The worker while it is inside a program's callback. */
+    private volatile Thread inCallback;
+    private volatile boolean closed;
+
+    StreamCallbacks(BiFunction<ApiFunction, ByteBuffer, RemoteCudaDriver.Reply> exchange) {
+        this.exchange = exchange;
+    }
+
+    int addCallback(long stream, MemorySegment callback, MemorySegment userData, int flags) {
+        if (isNull(callback) || flags != 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream));
+    }
+
+    int launchHostFunc(long stream, MemorySegment fn, MemorySegment userData) {
+        if (isNull(fn)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return enqueue(HOST_FUNC, stream, 0, new Pending(true, fn.address(), userData.address(), stream));
+    }
+
+    private int enqueue(ApiFunction f, long stream, int flags, Pending p) {
+        ByteBuffer req = request().putInt(ENQUEUE).putLong(stream).putInt(flags).flip();
+        RemoteCudaDriver.Reply reply = exchange.apply(f, req);
+        if (reply.result() != CuResult.CUDA_SUCCESS) {
+            return reply.result();
+        }
+        long gate = reply.body().getLong();
+        slot(gate).complete(p);
+        startWorker();
+        outstanding.release();
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    private CompletableFuture<Pending> slot(long gate) {
+        return pending.computeIfAbsent(gate, g -> new CompletableFuture<>());
+    }
+
+    private synchronized void startWorker() {
+        if (worker == null) {
+            worker = Thread.ofPlatform().daemon().name("gpusockets-stream-callbacks").start(this::serve);
+        }
+    }
+
+    /** The worker: waits for reached gates, runs their callbacks, opens them. */
+    private void serve() {
+        try {
+            while (!closed) {
+                outstanding.acquire();
+                if (closed) {
+                    return;
+                }
+                RemoteCudaDriver.Reply reached = exchange.apply(ADD_CALLBACK, request().putInt(AWAIT).flip());
+                if (reached.result() != CuResult.CUDA_SUCCESS) {
+                    failAll(reached.result());
+                    return;
+                }
+                long gate = reached.body().getLong();
+                int status = reached.body().getInt();
+                Pending p = slot(gate).join();
+                pending.remove(gate);
+                inCallback = Thread.currentThread();
+                try {
+                    run(p, status);
+                } finally {
+                    inCallback = null;
+                }
+                RemoteCudaDriver.Reply opened = exchange.apply(ADD_CALLBACK, request().putInt(OPEN).putLong(gate).flip());
+                if (opened.result() == RemoteCudaDriver.CONNECTION_LOST) {
+                    failAll(opened.result());
+                    return;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * Whether the calling thread is inside a program's callback. CUDA calls from there are refused with
+     * CUDA_ERROR_NOT_PERMITTED, as CUDA specifies: one that waits for the stream would never return.
+     */
+    boolean runningHere() {
+        return inCallback == Thread.currentThread();
+    }
+
+    private static void run(Pending p, int status) {
+        try {
+            if (!p.hostFunction()) {
+                STREAM_CALLBACK.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.stream()), status,
+                        MemorySegment.ofAddress(p.userData()));
+            } else if (status == CuResult.CUDA_SUCCESS) {
+                HOST_FN.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.userData()));
+            }
+        } catch (Throwable t) {
+            System.err.println("gpusockets: a stream callback failed: " + t);
+        }
+    }
+
+    /** The backend is gone: stream callbacks still run once, with the error; host functions do not. */
+    private void failAll(int result) {
+        if (closed) {
+            return;
+        }
+        for (Long gate : pending.keySet()) {
+            CompletableFuture<Pending> f = pending.remove(gate);
+            if (f != null && f.isDone()) {
+                run(f.join(), result);
+            }
+        }
+    }
+
+    private static ByteBuffer request() {
+        return ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+    }
+
+    private static boolean isNull(MemorySegment fn) {
+        return !fn.isNative() || fn.address() == 0;
+    }
+
+    /**
+     * Stops the worker without calling anything more; call before closing the connection, which ends
+     * a wait the worker may be in. (No interrupt: it might close the channel under a reader.)
+     */
+    @Override
+    public void close() {
+        closed = true;
+        outstanding.release();
+    }
+}
