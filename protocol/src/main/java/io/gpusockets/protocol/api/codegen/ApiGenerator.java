@@ -269,8 +269,8 @@ public final class ApiGenerator {
             for (String symbol : f.exportedSymbols()) {
                 boolean perThreadStream = symbol.endsWith("_ptsz");
                 b.append("GPUS_EXPORT CUresult CUDAAPI ").append(symbol).append(proto).append(" {\n");
-                b.append("    void *fn = gpus_entry(").append(f.index()).append(");\n");
-                b.append("    if (fn == NULL) {\n        return gpus_unavailable(").append(f.index()).append(");\n    }\n");
+                b.append("    void *gpus_fn = gpus_entry(").append(f.index()).append(");\n");
+                b.append("    if (gpus_fn == NULL) {\n        return gpus_unavailable(").append(f.index()).append(");\n    }\n");
                 if (perThreadStream) {
                     for (ApiParam p : f.params()) {
                         if (!p.out() && p.type() == io.gpusockets.protocol.api.ParamType.STREAM) {
@@ -279,7 +279,7 @@ public final class ApiGenerator {
                         }
                     }
                 }
-                b.append("    return ((gpus_fn_").append(f.name()).append(") fn)(").append(String.join(", ", args)).append(");\n}\n\n");
+                b.append("    return ((gpus_fn_").append(f.name()).append(") gpus_fn)(").append(String.join(", ", args)).append(");\n}\n\n");
             }
         }
         b.append("const struct gpus_symbol gpus_symbols[] = {\n");
