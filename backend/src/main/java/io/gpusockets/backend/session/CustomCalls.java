@@ -26,10 +26,12 @@ final class CustomCalls {
 
     private final Session session;
     private final CudaDriver driver;
+    private final MemoryCalls memory;
 
     CustomCalls(Session session) {
         this.session = session;
         this.driver = session.host().driver();
+        this.memory = new MemoryCalls(session);
     }
 
     int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
@@ -63,6 +65,8 @@ final class CustomCalls {
             case "cuMemcpyDtoHAsync" -> copyOut(c, true);
             case "cuPointerGetAttribute" -> pointerAttribute(c);
             case "cuLaunchKernel" -> launch(c);
+            case "cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy3D", "cuMemcpy3DAsync", "cuTexObjectCreate",
+                 "cuTexObjectGetResourceDesc" -> memory.handle(c);
             default -> throw new IllegalStateException("no custom backend handler for " + c.function.name());
         };
     }
