@@ -48,6 +48,15 @@ final class BackendConnection implements AutoCloseable {
             this.waiter = waiter;
             this.destinations = destinations;
         }
+
+        /** Moves past {@code n} bytes written into the current destination (and past empty ones). */
+        void advance(long n) {
+            offset += n;
+            while (destination < destinations.size() && offset == destinations.get(destination).byteSize()) {
+                destination++;
+                offset = 0;
+            }
+        }
     }
 
     private final TransportUri uri;
@@ -208,14 +217,12 @@ final class BackendConnection implements AutoCloseable {
                     throw new ProtocolException("DATA frame for no waiting request: " + h);
                 }
                 MemorySegment dst = p.destinations.get(p.destination);
-                if (h.length() > dst.byteSize() - p.offset) {
-                    throw new ProtocolException("DATA frame overruns its destination: " + h);
-                }
-                channel.readBody(dst.asSlice(p.offset, h.length()).asByteBuffer());
-                p.offset += h.length();
-                if (p.offset == dst.byteSize()) {
-                    p.destination++;
-                    p.offset = 0;
+                if (h.length() <= dst.byteSize() - p.offset) {
+                    channel.readBody(dst.asSlice(p.offset, h.length()).asByteBuffer());
+                    p.advance(h.length());
+                } else {
+                    // spans destinations (the rows of a pitched copy): read whole, then scatter
+                    scatter(p, channel.readBody(h.length()), h);
                 }
             } else if (h.isReply()) {
                 ByteBuffer body = channel.readBody(h.length());
@@ -231,6 +238,21 @@ final class BackendConnection implements AutoCloseable {
             }
         } catch (IOException e) {
             throw fail(e);
+        }
+    }
+
+    private static void scatter(Pending p, ByteBuffer body, FrameHeader h) throws ProtocolException {
+        MemorySegment src = MemorySegment.ofBuffer(body);
+        long off = 0;
+        while (off < src.byteSize()) {
+            if (p.destination >= p.destinations.size()) {
+                throw new ProtocolException("DATA frame overruns its destinations: " + h);
+            }
+            MemorySegment dst = p.destinations.get(p.destination);
+            long n = Math.min(src.byteSize() - off, dst.byteSize() - p.offset);
+            MemorySegment.copy(src, off, dst, p.offset, n);
+            off += n;
+            p.advance(n);
         }
     }
 

@@ -48,6 +48,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     private final AtomicInteger laneIds = new AtomicInteger(1);
     private final ThreadLocal<LaneTicket> lane = ThreadLocal.withInitial(this::newLane);
     private final LocalCalls local = new LocalCalls();
+    private final RemoteMemory memory = new RemoteMemory(this);
     private final Map<Long, long[]> paramSizes = new ConcurrentHashMap<>();
     private final AtomicBoolean lossReported = new AtomicBoolean();
     private final StreamCallbacks callbacks =
@@ -166,6 +167,10 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                     req.putInt(s.length).put(s);
                 }
                 case BYTES -> {
+                    if (p.has("nullable") && ((MemorySegment) a).isNative() && ((MemorySegment) a).address() == 0) {
+                        req.putLong(0);
+                        continue;
+                    }
                     long n = ApiParam.evaluate(p.lengthExpression(), name -> longValue(args[f.paramIndex(name)]));
                     if (n < 0) {
                         return CuResult.CUDA_ERROR_INVALID_VALUE;
@@ -190,13 +195,19 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // program's memory before the call returns (pipelined DtoH is left to the sync that follows).
         boolean noReply = f.async() && connection.async() && outBytes.isEmpty();
         Reply reply = exchange(f, req.flip(), bulk, outBytes, noReply);
-        if (reply.result() == CuResult.CUDA_SUCCESS && reply.body() != null) {
-            for (int i = 0; i < params.size(); i++) {
-                ApiParam p = params.get(i);
-                if (p.out() && p.type() != ParamType.BYTES) {
-                    WireValues.getOut(reply.body(), p.type(), (MemorySegment) args[i]);
+        if (reply.result() == CuResult.CUDA_SUCCESS) {
+            long[] outs = new long[params.size()];
+            if (reply.body() != null) {
+                ByteBuffer body = reply.body();
+                for (int i = 0; i < params.size(); i++) {
+                    ApiParam p = params.get(i);
+                    if (p.out() && p.type() != ParamType.BYTES) {
+                        outs[i] = WireValues.outWireBytes(p.type()) == 4 ? body.getInt(body.position()) : body.getLong(body.position());
+                        WireValues.getOut(body, p.type(), (MemorySegment) args[i]);
+                    }
                 }
             }
+            memory.ranges().afterCall(f, args, reply.body() != null ? outs : null);
         }
         return reply.result();
     }
@@ -210,9 +221,29 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     record Reply(int result, ByteBuffer body) {
     }
 
-    /** Sends one request (and its bulk inputs), then, unless pipelined, waits for the reply. */
+    /** This thread's request buffer, cleared (for hand-written calls of this package). */
+    static ByteBuffer request() {
+        return REQUEST.get().clear();
+    }
+
+    /** Frames gather at most this many pieces of bulk input (IOV_MAX is 1024). */
+    private static final int MAX_GATHER = 1000;
+
+    /** Sends one request (and its bulk inputs, each in frames of its own), then, unless pipelined, waits for the reply. */
     private Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, List<MemorySegment> outBytes,
                            boolean noReply) {
+        return exchange(f, request, bulk, false, outBytes, noReply);
+    }
+
+    /**
+     * Sends one request and its bulk input as DATA frames of up to a chunk each, then, unless
+     * pipelined, waits for the reply; bulk outputs land in {@code outBytes} in order. With
+     * {@code gather} the bulk segments are the pieces of one input (the rows of a pitched copy) and
+     * consecutive pieces share frames; without it each segment is a parameter of its own and starts a
+     * new frame, as the backend's generic dispatch reads them.
+     */
+    Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, boolean gather,
+                   List<MemorySegment> outBytes, boolean noReply) {
         if (callbacks.runningHere()) {
             // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
             return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
@@ -223,11 +254,23 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             long requestId = p != null ? p.requestId : connection.nextRequestId();
             connection.send(f.opcode(), noReply ? FrameHeader.FLAG_NO_REPLY : 0, laneId, requestId, request);
             int chunk = connection.maxBody() / 4;
+            List<ByteBuffer> frame = new ArrayList<>();
+            long frameBytes = 0;
             for (MemorySegment b : bulk) {
-                for (long off = 0; off < b.byteSize(); off += chunk) {
-                    ByteBuffer part = b.asSlice(off, Math.min(chunk, b.byteSize() - off)).asByteBuffer();
-                    connection.send(Opcodes.DATA, 0, laneId, requestId, part);
+                for (long off = 0; off < b.byteSize(); ) {
+                    long n = Math.min(chunk - frameBytes, b.byteSize() - off);
+                    frame.add(b.asSlice(off, n).asByteBuffer());
+                    frameBytes += n;
+                    off += n;
+                    if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
+                        connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+                        frame.clear();
+                        frameBytes = 0;
+                    }
                 }
+            }
+            if (!frame.isEmpty()) {
+                connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
             }
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
@@ -415,16 +458,68 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return callbacks.launchHostFunc(hStream, fn, userData);
     }
 
+    // ---- copies with unified addressing and pitched copies (RemoteMemory) ----
+
+    @Override
+    public int cuMemcpy(long dst, long src, long byteCount) {
+        return memory.copy(dst, src, byteCount, 0, false);
+    }
+
+    @Override
+    public int cuMemcpyAsync(long dst, long src, long byteCount, long hStream) {
+        return memory.copy(dst, src, byteCount, hStream, true);
+    }
+
+    @Override
+    public int cuMemcpy2D(MemorySegment pCopy) {
+        return memory.copyPitched(pCopy, 0, false, false);
+    }
+
+    @Override
+    public int cuMemcpy2DAsync(MemorySegment pCopy, long hStream) {
+        return memory.copyPitched(pCopy, hStream, false, true);
+    }
+
+    @Override
+    public int cuMemcpy3D(MemorySegment pCopy) {
+        return memory.copyPitched(pCopy, 0, true, false);
+    }
+
+    @Override
+    public int cuMemcpy3DAsync(MemorySegment pCopy, long hStream) {
+        return memory.copyPitched(pCopy, hStream, true, true);
+    }
+
     // ---- answered locally (local in the API table) ----
 
     @Override
     public int cuMemAllocHost(MemorySegment pp, long bytesize) {
-        return local.allocHost(pp, bytesize);
+        return local.allocHost(pp, bytesize, 0);
     }
 
     @Override
     public int cuMemHostAlloc(MemorySegment pp, long bytesize, int flags) {
-        return local.allocHost(pp, bytesize);
+        return local.allocHost(pp, bytesize, flags);
+    }
+
+    @Override
+    public int cuMemHostRegister(MemorySegment p, long bytesize, int flags) {
+        return local.register(p, bytesize, flags);
+    }
+
+    @Override
+    public int cuMemHostUnregister(MemorySegment p) {
+        return local.unregister(p);
+    }
+
+    @Override
+    public int cuMemHostGetDevicePointer(MemorySegment pdptr, MemorySegment p, int flags) {
+        return local.devicePointer();
+    }
+
+    @Override
+    public int cuMemHostGetFlags(MemorySegment pFlags, MemorySegment p) {
+        return local.flags(pFlags, p);
     }
 
     @Override

@@ -42,7 +42,9 @@ import java.util.function.IntSupplier;
  * CUresult and never throws. Not here, by design: primary contexts (the backend virtualizes them),
  * pinned host memory and error strings (the frontend answers those). This class only adapts the C
  * shapes (out-pointers, NUL-terminated names); the behaviour lives in {@link Contexts},
- * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}.
+ * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}, and for
+ * unified and pitched copies, arrays and texture objects in {@link PitchedTransfers}, {@link CudaArrays}
+ * and {@link Textures}.
  */
 public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
     /** The device name every emulated device reports. */
@@ -62,6 +64,9 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final Launcher launcher;
     private final HostCallbacks callbacks;
     private final StreamQueries streamQueries;
+    private final CudaArrays arrays;
+    private final PitchedTransfers pitched;
+    private final Textures textures;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -89,6 +94,9 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
         this.callbacks = new HostCallbacks(contexts, streams);
         this.streamQueries = new StreamQueries(contexts, streams);
+        this.arrays = new CudaArrays(handles, contexts);
+        this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
+        this.textures = new Textures(handles, contexts, memory, arrays);
     }
 
     /** One line for logs and banners, saying plainly that there is no GPU behind this driver. */
@@ -825,5 +833,105 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuLaunchHostFunc(long hStream, MemorySegment fn, MemorySegment userData) {
         return run("cuLaunchHostFunc", () -> callbacks.launchHostFunc(hStream, fn, userData));
+    }
+
+    // ---- unified and pitched copies, arrays, texture objects (PitchedTransfers, CudaArrays, Textures)
+
+    @Override
+    public int cuMemcpy(long dst, long src, long byteCount) {
+        return run("cuMemcpy", () -> pitched.unified(dst, src, byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAsync(long dst, long src, long byteCount, long hStream) {
+        return run("cuMemcpyAsync", () -> pitched.unified(dst, src, byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpy2D(MemorySegment pCopy) {
+        return run("cuMemcpy2D", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy2DAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy2DAsync", () -> pitched.copy(pCopy, false, hStream));
+    }
+
+    @Override
+    public int cuMemcpy3D(MemorySegment pCopy) {
+        return run("cuMemcpy3D", () -> pitched.copy(pCopy, true, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy3DAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy3DAsync", () -> pitched.copy(pCopy, true, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D8(long dstDevice, long dstPitch, byte uc, long width, long height) {
+        return run("cuMemsetD2D8", () -> pitched.set2D(dstDevice, dstPitch, uc, 1, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D16(long dstDevice, long dstPitch, short us, long width, long height) {
+        return run("cuMemsetD2D16", () -> pitched.set2D(dstDevice, dstPitch, us, 2, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D32(long dstDevice, long dstPitch, int ui, long width, long height) {
+        return run("cuMemsetD2D32", () -> pitched.set2D(dstDevice, dstPitch, ui, 4, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D8Async(long dstDevice, long dstPitch, byte uc, long width, long height, long hStream) {
+        return run("cuMemsetD2D8Async", () -> pitched.set2D(dstDevice, dstPitch, uc, 1, width, height, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D16Async(long dstDevice, long dstPitch, short us, long width, long height, long hStream) {
+        return run("cuMemsetD2D16Async", () -> pitched.set2D(dstDevice, dstPitch, us, 2, width, height, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D32Async(long dstDevice, long dstPitch, int ui, long width, long height, long hStream) {
+        return run("cuMemsetD2D32Async", () -> pitched.set2D(dstDevice, dstPitch, ui, 4, width, height, hStream));
+    }
+
+    @Override
+    public int cuArrayCreate(MemorySegment pHandle, MemorySegment pAllocateArray) {
+        return run("cuArrayCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, arrays.create(pAllocateArray));
+        });
+    }
+
+    @Override
+    public int cuArrayGetDescriptor(MemorySegment pArrayDescriptor, long hArray) {
+        return run("cuArrayGetDescriptor", () -> arrays.descriptor(hArray)
+                .write(sized(pArrayDescriptor, io.gpusockets.protocol.structs.ArrayDescriptor.SIZE, "pArrayDescriptor")));
+    }
+
+    @Override
+    public int cuArrayDestroy(long hArray) {
+        return run("cuArrayDestroy", () -> arrays.destroy(hArray));
+    }
+
+    @Override
+    public int cuTexObjectCreate(MemorySegment pTexObject, MemorySegment pResDesc, MemorySegment pTexDesc,
+                                 MemorySegment pResViewDesc) {
+        return run("cuTexObjectCreate", () -> {
+            MemorySegment out = sized(pTexObject, 8, "pTexObject");
+            out.set(HostSegments.LONG, 0, textures.create(pResDesc, pTexDesc, pResViewDesc));
+        });
+    }
+
+    @Override
+    public int cuTexObjectDestroy(long texObject) {
+        return run("cuTexObjectDestroy", () -> textures.destroy(texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetResourceDesc(MemorySegment pResDesc, long texObject) {
+        return run("cuTexObjectGetResourceDesc", () -> textures.resourceDesc(pResDesc, texObject));
     }
 }

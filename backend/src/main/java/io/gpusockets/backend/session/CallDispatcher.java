@@ -137,7 +137,7 @@ final class CallDispatcher {
                         throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "not an allocation of this session");
                     }
                 } else if (p.has("range")) {
-                    c.deviceRange(values[i], ApiParam.evaluate(p.modifier("range"), name -> values[f.paramIndex(name)]));
+                    c.deviceRange(values[i], p.deviceSpan(name -> values[f.paramIndex(name)]));
                 } else {
                     c.deviceRange(values[i], 1);
                 }
@@ -148,7 +148,7 @@ final class CallDispatcher {
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (!p.out() && p.type().isBulk()) {
-                args[i] = c.receiveBulk(values[i]);
+                args[i] = bulkInput(c, p, values);
             }
         }
 
@@ -174,6 +174,25 @@ final class CallDispatcher {
         }
         afterSuccess(c, args, values);
         return r;
+    }
+
+    /**
+     * A bulk input off its DATA frames. A bytes input must have the length its expression gives (the
+     * driver reads that many), or 0 for NULL where the table allows it.
+     */
+    private static MemorySegment bulkInput(Call c, ApiParam p, long[] values)
+            throws ProtocolException, InterruptedException, CallRejected {
+        long n = values[c.function.paramIndex(p.name())];
+        if (p.type() == ParamType.BYTES) {
+            if (n == 0 && p.has("nullable")) {
+                return MemorySegment.NULL;
+            }
+            long expected = ApiParam.evaluate(p.lengthExpression(), name -> values[c.function.paramIndex(name)]);
+            if (n != expected) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, p.name() + ": " + n + " bytes, expected " + expected);
+            }
+        }
+        return c.receiveBulk(n);
     }
 
     /** Records what the call created or destroyed and writes its outputs. */

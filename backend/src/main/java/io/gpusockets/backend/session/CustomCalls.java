@@ -27,11 +27,13 @@ final class CustomCalls {
     private final Session session;
     private final CudaDriver driver;
     private final GuestSideCalls guestSide;
+    private final MemoryCalls memory;
 
     CustomCalls(Session session) {
         this.session = session;
         this.driver = session.host().driver();
         this.guestSide = new GuestSideCalls(session);
+        this.memory = new MemoryCalls(session);
     }
 
     int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
@@ -66,6 +68,8 @@ final class CustomCalls {
             case "cuPointerGetAttribute" -> pointerAttribute(c);
             case "cuLaunchKernel" -> launch(c);
             case "cuModuleLoad", "cuStreamAddCallback", "cuLaunchHostFunc" -> guestSide.handle(c);
+            case "cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy3D", "cuMemcpy3DAsync", "cuTexObjectCreate",
+                 "cuTexObjectGetResourceDesc" -> memory.handle(c);
             default -> throw new IllegalStateException("no custom backend handler for " + c.function.name());
         };
     }

@@ -53,6 +53,37 @@ public record ApiParam(String name, boolean out, ParamType type, Map<String, Str
         }
     }
 
+    /**
+     * The bytes a dptr input with a {@code range} modifier touches: {@code range} itself, or with
+     * {@code rows} and {@code pitch} a pitched block ({@link #pitchedSpan}). -1 when out of range.
+     */
+    public long deviceSpan(ToLongFunction<String> valueOf) {
+        long row = evaluate(modifier("range"), valueOf);
+        if (!has("rows")) {
+            return row;
+        }
+        return pitchedSpan(row, evaluate(modifier("rows"), valueOf), evaluate(modifier("pitch"), valueOf));
+    }
+
+    /**
+     * The extent of {@code rows} rows of {@code rowBytes} bytes, {@code pitch} bytes apart:
+     * {@code (rows-1)*pitch + rowBytes}, 0 when there are no rows or no bytes per row, -1 when a value
+     * is negative (a size_t above 2^63) or the result overflows.
+     */
+    public static long pitchedSpan(long rowBytes, long rows, long pitch) {
+        if (rowBytes < 0 || rows < 0 || pitch < 0) {
+            return -1;
+        }
+        if (rowBytes == 0 || rows == 0) {
+            return 0;
+        }
+        try {
+            return Math.addExact(Math.multiplyExact(rows - 1, pitch), rowBytes);
+        } catch (ArithmeticException e) {
+            return -1;
+        }
+    }
+
     private static long term(String t, ToLongFunction<String> valueOf) {
         return Character.isDigit(t.charAt(0)) ? Long.parseLong(t) : valueOf.applyAsLong(t);
     }

@@ -214,6 +214,9 @@ public final class ApiTable {
                     }
                 }
             }
+            if (p.has("rows") != p.has("pitch") || (p.has("rows") && !p.has("range"))) {
+                throw new IllegalArgumentException(f.name() + ": rows= and pitch= go together, with range=: " + p.name());
+            }
             if (p.type() == ParamType.BYTES && p.lengthExpression() == null) {
                 throw new IllegalArgumentException(f.name() + ": bytes parameter needs a length: " + p.name());
             }

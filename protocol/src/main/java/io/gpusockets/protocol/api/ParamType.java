@@ -19,6 +19,8 @@ public enum ParamType {
     EVENT("long", "JAVA_LONG", 8),
     LIB("long", "JAVA_LONG", 8),
     KERNEL("long", "JAVA_LONG", 8),
+    ARRAY("long", "JAVA_LONG", 8),
+    TEX("long", "JAVA_LONG", 8),
     BYTES("MemorySegment", "ADDRESS", 8),
     IMAGE("MemorySegment", "ADDRESS", 8),
     CSTR("MemorySegment", "ADDRESS", 0),
@@ -67,7 +69,7 @@ public enum ParamType {
 
     public boolean isHandle() {
         return switch (this) {
-            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL -> true;
+            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL, ARRAY, TEX -> true;
             default -> false;
         };
     }

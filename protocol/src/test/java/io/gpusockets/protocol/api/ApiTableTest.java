@@ -105,6 +105,19 @@ class ApiTableTest {
     }
 
     @Test
+    void pitchedRangesCoverRowsAtTheirPitch() {
+        ApiFunction f = table.byName("cuMemsetD2D32");
+        ApiParam dst = f.param("dstDevice");
+        java.util.Map<String, Long> v = java.util.Map.of("dstPitch", 512L, "Width", 10L, "Height", 3L);
+        assertEquals(2 * 512 + 40, dst.deviceSpan(v::get));
+        assertEquals(0, dst.deviceSpan(java.util.Map.of("dstPitch", 512L, "Width", 10L, "Height", 0L)::get));
+        assertEquals(-1, ApiParam.pitchedSpan(8, Long.MAX_VALUE, 2));
+        assertEquals(-1, ApiParam.pitchedSpan(-1, 1, 1));
+        var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(dptr[range=n;rows=n] p, size n)\n"));
+        assertTrue(e.getMessage().contains("rows="), e.getMessage());
+    }
+
+    @Test
     void evaluatesLengthExpressionsWithoutOverflow() {
         assertEquals(12, ApiParam.evaluate("N*4", n -> 3));
         assertEquals(16, ApiParam.evaluate("16", n -> 0));
