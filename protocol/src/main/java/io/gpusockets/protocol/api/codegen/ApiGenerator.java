@@ -123,7 +123,7 @@ public final class ApiGenerator {
         b.append("    /** What every method not overridden returns; CUDA_ERROR_NOT_SUPPORTED unless a subclass says otherwise. */\n");
         b.append("    protected int unsupported() {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
         for (ApiFunction f : table.functions()) {
-            b.append("    @Override\n    public ").append(signature(f)).append(" {\n        return CuResult.CUDA_ERROR_NOT_SUPPORTED;\n    }\n\n");
+            b.append("    @Override\n    public ").append(signature(f)).append(" {\n        return unsupported();\n    }\n\n");
         }
         return b.append("}\n").toString();
     }
