@@ -157,6 +157,10 @@ final class Call {
             Inbound in = nextChunk();
             try {
                 int len = in.body().remaining();
+                if (len > n - off) {
+                    throw new ProtocolException(name() + ": DATA frame of " + len + " bytes crosses the end of a "
+                            + n + "-byte parameter");
+                }
                 MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, dst, off, len);
                 off += len;
             } finally {

@@ -17,9 +17,7 @@ import java.nio.ByteOrder;
 import java.util.List;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
@@ -28,18 +26,7 @@ import org.junit.jupiter.api.Timeout;
  * session, and afterwards the backend is up and other sessions are untouched.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class BadInputTest {
-    private static BackendProcess backend;
-
-    @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start();
-    }
-
-    @AfterAll
-    static void stopBackend() throws Exception {
-        backend.close();
-    }
+class BadInputTest extends EmulatedBackendTest {
 
     @AfterEach
     void backendStillServes() throws Exception {

@@ -28,8 +28,6 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -43,19 +41,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * of a file in this process's file system.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class ContextStreamApiTest {
+class ContextStreamApiTest extends EmulatedBackendTest {
     private static final long MS = 1_000_000L;
-    private static BackendProcess backend;
-
-    @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start();
-    }
-
-    @AfterAll
-    static void stopBackend() throws Exception {
-        backend.close();
-    }
 
     private static int readInt(MemorySegment s) {
         return s.get(JAVA_INT, 0);

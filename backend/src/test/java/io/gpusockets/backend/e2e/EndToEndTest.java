@@ -21,8 +21,6 @@ import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -30,22 +28,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 /** A backend process (emulated device) driven through the Java frontend over tcp:// and unix://. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class EndToEndTest {
-    private static BackendProcess backend;
-
-    @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start();
-    }
-
-    @AfterAll
-    static void stopBackend() throws Exception {
-        backend.close();
-    }
-
-    private static RemoteCudaDriver connect(String scheme) throws IOException {
-        return RemoteCudaDriver.connect(backend.address(scheme));
-    }
+class EndToEndTest extends EmulatedBackendTest {
 
     @ParameterizedTest
     @ValueSource(strings = {"tcp", "unix"})

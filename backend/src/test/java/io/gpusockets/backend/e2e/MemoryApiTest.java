@@ -23,8 +23,6 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -36,23 +34,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * arrays, texture objects) through the Java frontend against a backend process on the emulated device.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
-class MemoryApiTest {
+class MemoryApiTest extends EmulatedBackendTest {
     private static final byte UNTOUCHED = (byte) 0x5A;
-    private static BackendProcess backend;
-
-    @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start();
-    }
-
-    @AfterAll
-    static void stopBackend() throws Exception {
-        backend.close();
-    }
-
-    private static RemoteCudaDriver connect(String scheme) throws Exception {
-        return RemoteCudaDriver.connect(backend.address(scheme));
-    }
 
     private static void expect(int expected, int actual, String what) {
         assertEquals(CuResult.name(expected), CuResult.name(actual), what);
