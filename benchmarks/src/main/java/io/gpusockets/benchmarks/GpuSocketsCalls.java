@@ -1,0 +1,96 @@
+package io.gpusockets.benchmarks;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.gpusockets.backend.workloads.Cu;
+import io.gpusockets.backend.workloads.DeviceBuffer;
+import io.gpusockets.backend.workloads.PrimaryContext;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import org.HdrHistogram.Histogram;
+
+/** The same questions asked through GPUsockets: a null call and 1 MiB copies, on one RemoteCudaDriver. */
+public final class GpuSocketsCalls implements AutoCloseable {
+    public static final long COPY_BYTES = 1L << 20;
+
+    private final RemoteCudaDriver cu;
+    private final PrimaryContext context;
+
+    private GpuSocketsCalls(RemoteCudaDriver cu, PrimaryContext context) {
+        this.cu = cu;
+        this.context = context;
+    }
+
+    /** Connects, cuInit, and makes device 0's primary context current on the calling thread. */
+    public static GpuSocketsCalls open(String uri) throws java.io.IOException {
+        RemoteCudaDriver cu = RemoteCudaDriver.connect(uri);
+        try {
+            Cu.check(cu.cuInit(0), "cuInit(0)");
+            return new GpuSocketsCalls(cu, PrimaryContext.retain(cu, 0));
+        } catch (RuntimeException e) {
+            cu.close();
+            throw e;
+        }
+    }
+
+    /** cuCtxGetDevice round trips; any result but CUDA_SUCCESS fails the run. */
+    public Latency nullCalls(int warmup, int count) {
+        Histogram h = new Histogram(3);
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment device = arena.allocate(JAVA_INT);
+            for (int i = 0; i < warmup + count; i++) {
+                long t0 = System.nanoTime();
+                int r = cu.cuCtxGetDevice(device);
+                long t1 = System.nanoTime();
+                if (r != CuResult.CUDA_SUCCESS) {
+                    Cu.check(r, "cuCtxGetDevice");
+                }
+                if (i >= warmup) {
+                    h.recordValue(t1 - t0);
+                }
+            }
+        }
+        return Latency.of(h);
+    }
+
+    /** GB/s of HtoD then DtoH, {@code reps} 1 MiB copies each from pageable memory; the data is checked once. */
+    public double[] copies(int warmup, int reps) {
+        try (Arena arena = Arena.ofConfined(); DeviceBuffer dev = DeviceBuffer.allocate(cu, COPY_BYTES)) {
+            MemorySegment src = arena.allocate(COPY_BYTES, 64);
+            MemorySegment dst = arena.allocate(COPY_BYTES, 64);
+            for (long i = 0; i < COPY_BYTES; i += Long.BYTES) {
+                src.set(JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
+            }
+            for (int i = 0; i < warmup; i++) {
+                dev.copyFrom(src);
+                dev.copyTo(dst);
+            }
+            long t0 = System.nanoTime();
+            for (int i = 0; i < reps; i++) {
+                dev.copyFrom(src);
+            }
+            long t1 = System.nanoTime();
+            for (int i = 0; i < reps; i++) {
+                dev.copyTo(dst);
+            }
+            long t2 = System.nanoTime();
+            long mismatch = src.mismatch(dst);
+            if (mismatch >= 0) {
+                throw new IllegalStateException("cuMemcpyDtoH returned different bytes: firstMismatch=" + mismatch);
+            }
+            return new double[] {(double) reps * COPY_BYTES / (t1 - t0), (double) reps * COPY_BYTES / (t2 - t1)};
+        }
+    }
+
+    @Override
+    public void close() {
+        try {
+            context.close();
+        } finally {
+            cu.close();
+        }
+    }
+}

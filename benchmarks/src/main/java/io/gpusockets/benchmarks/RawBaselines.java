@@ -1,0 +1,216 @@
+package io.gpusockets.benchmarks;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import java.io.EOFException;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.net.StandardProtocolFamily;
+import java.net.StandardSocketOptions;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicReference;
+import org.HdrHistogram.Histogram;
+
+/**
+ * What the transports do without GPUsockets on top: ping-pong of 64 bytes over a plain JDK socket
+ * and over a transport's Connection (framed by FrameChannel), and one-way streaming in 1 MiB writes.
+ * The far side is a thread of this process.
+ */
+public final class RawBaselines {
+    /** Bytes each way per round trip: a 24-byte frame header and a 40-byte body. */
+    public static final int PING_BYTES = 64;
+    public static final int STREAM_CHUNK = 1 << 20;
+    private static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(10);
+
+    private RawBaselines() {
+    }
+
+    /** Plain JDK SocketChannel ping-pong over TCP loopback (TCP_NODELAY) or a Unix socket in {@code tmpDir}. */
+    public static Latency socketPingPong(String scheme, Path tmpDir, int warmup, int count) throws IOException {
+        boolean tcp = scheme.equals("tcp");
+        Path socketFile = tmpDir.resolve("jdk-pingpong.sock");
+        SocketAddress bind = tcp ? new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)
+                : UnixDomainSocketAddress.of(socketFile);
+        try (ServerSocketChannel server = ServerSocketChannel.open(tcp ? StandardProtocolFamily.INET
+                : StandardProtocolFamily.UNIX).bind(bind);
+             SocketChannel client = SocketChannel.open(server.getLocalAddress());
+             SocketChannel peer = server.accept()) {
+            if (tcp) {
+                client.setOption(StandardSocketOptions.TCP_NODELAY, true);
+                peer.setOption(StandardSocketOptions.TCP_NODELAY, true);
+            }
+            Thread echo = Thread.ofPlatform().daemon().name("bench-socket-echo").start(() -> {
+                ByteBuffer b = ByteBuffer.allocateDirect(PING_BYTES);
+                try {
+                    while (true) {
+                        b.clear();
+                        if (!readFully(peer, b)) {
+                            return;
+                        }
+                        b.flip();
+                        while (b.hasRemaining()) {
+                            peer.write(b);
+                        }
+                    }
+                } catch (IOException ignored) {
+                    // the client closed: the run is over
+                }
+            });
+            ByteBuffer out = ByteBuffer.allocateDirect(PING_BYTES);
+            ByteBuffer in = ByteBuffer.allocateDirect(PING_BYTES);
+            Histogram h = new Histogram(3);
+            for (int i = 0; i < warmup + count; i++) {
+                long t0 = System.nanoTime();
+                out.clear();
+                while (out.hasRemaining()) {
+                    client.write(out);
+                }
+                in.clear();
+                if (!readFully(client, in)) {
+                    throw new EOFException("echo side closed");
+                }
+                long t1 = System.nanoTime();
+                if (i >= warmup) {
+                    h.recordValue(t1 - t0);
+                }
+            }
+            client.shutdownOutput();
+            join(echo);
+            return Latency.of(h);
+        } finally {
+            if (!tcp) {
+                Files.deleteIfExists(socketFile);
+            }
+        }
+    }
+
+    private static boolean readFully(SocketChannel ch, ByteBuffer b) throws IOException {
+        while (b.hasRemaining()) {
+            if (ch.read(b) < 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** 64-byte frames through FrameChannel over a Connection of {@code listen}'s transport, echoed by a thread. */
+    public static Latency framePingPong(TransportUri listen, int warmup, int count) throws IOException {
+        try (Listener listener = Transports.listen(listen)) {
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread echo = Thread.ofPlatform().daemon().name("bench-frame-echo").start(() -> {
+                try (FrameChannel ch = new FrameChannel(listener.accept())) {
+                    ByteBuffer body = ByteBuffer.allocateDirect(PING_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+                    while (true) {
+                        FrameHeader h = ch.readHeader();
+                        body.clear().limit(h.length());
+                        ch.readBody(body);
+                        body.flip();
+                        ch.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), body);
+                    }
+                } catch (EOFException done) {
+                    // the client closed between frames: the run is over
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            Histogram h = new Histogram(3);
+            try (FrameChannel ch = new FrameChannel(Transports.connect(listener.address(), CONNECT_TIMEOUT))) {
+                ByteBuffer body = ByteBuffer.allocateDirect(PING_BYTES - FrameHeader.BYTES);
+                ByteBuffer reply = ByteBuffer.allocateDirect(PING_BYTES);
+                for (int i = 0; i < warmup + count; i++) {
+                    long t0 = System.nanoTime();
+                    ch.send(1, 0, 0, i, body.clear());
+                    FrameHeader r = ch.readHeader();
+                    reply.clear().limit(r.length());
+                    ch.readBody(reply);
+                    long t1 = System.nanoTime();
+                    if (i >= warmup) {
+                        h.recordValue(t1 - t0);
+                    }
+                }
+            }
+            join(echo);
+            rethrow(failure.get());
+            return Latency.of(h);
+        }
+    }
+
+    /**
+     * GB/s of {@code chunks} 1 MiB writes over a Connection, timed from the first write to the reader's
+     * one-byte acknowledgement of the last (after {@code warmupChunks} untimed).
+     */
+    public static double stream(TransportUri listen, int warmupChunks, int chunks) throws IOException {
+        try (Listener listener = Transports.listen(listen)) {
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            Thread sink = Thread.ofPlatform().daemon().name("bench-stream-sink").start(() -> {
+                try (Connection c = listener.accept()) {
+                    ByteBuffer count = ByteBuffer.allocateDirect(Integer.BYTES);
+                    ByteBuffer chunk = ByteBuffer.allocateDirect(STREAM_CHUNK);
+                    while (true) {
+                        c.readFully(count.clear());
+                        for (int i = count.flip().getInt(); i > 0; i--) {
+                            c.readFully(chunk.clear());
+                        }
+                        c.write(ByteBuffer.allocate(1));
+                    }
+                } catch (EOFException done) {
+                    // the client closed between rounds
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            double gbs;
+            try (Connection c = Transports.connect(listener.address(), CONNECT_TIMEOUT)) {
+                ByteBuffer chunk = ByteBuffer.allocateDirect(STREAM_CHUNK);
+                for (int i = 0; i < chunk.capacity(); i += Long.BYTES) {
+                    chunk.putLong(i, i * 0x9E3779B97F4A7C15L);
+                }
+                streamRound(c, chunk, warmupChunks);
+                long t0 = System.nanoTime();
+                streamRound(c, chunk, chunks);
+                gbs = (double) chunks * STREAM_CHUNK / (System.nanoTime() - t0);
+            }
+            join(sink);
+            rethrow(failure.get());
+            return gbs;
+        }
+    }
+
+    private static void streamRound(Connection c, ByteBuffer chunk, int chunks) throws IOException {
+        c.write(ByteBuffer.allocate(Integer.BYTES).putInt(0, chunks));
+        for (int i = 0; i < chunks; i++) {
+            c.write(chunk.clear());
+        }
+        c.readFully(ByteBuffer.allocate(1));
+    }
+
+    private static void join(Thread t) {
+        try {
+            t.join(Duration.ofSeconds(5));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static void rethrow(Throwable t) throws IOException {
+        if (t instanceof IOException io) {
+            throw io;
+        }
+        if (t != null) {
+            throw new IOException("far side failed: " + t, t);
+        }
+    }
+}

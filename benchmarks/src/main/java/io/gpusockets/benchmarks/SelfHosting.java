@@ -1,0 +1,42 @@
+package io.gpusockets.benchmarks;
+
+import io.gpusockets.protocol.transport.TransportUri;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * How to listen on a scheme on this machine, so that a client in the same process can connect. Each
+ * endpoint gets its own {@code name} (the raw baselines and the backend listen side by side).
+ */
+public final class SelfHosting {
+
+    /** A listen URI, or why there is none. */
+    public record Recipe(TransportUri listen, String skipReason) {
+        public boolean hostable() {
+            return listen != null;
+        }
+    }
+
+    /** Schemes this table knows, whether or not their transport is on the class path. */
+    public static final List<String> KNOWN_SCHEMES = List.of("tcp", "unix", "fdunix", "ring", "vsock", "vchan");
+
+    private SelfHosting() {
+    }
+
+    public static Recipe recipe(String scheme, Path tmpDir, String name) {
+        return switch (scheme) {
+            case "tcp" -> listen("tcp://127.0.0.1:0");
+            case "unix" -> listen("unix://" + tmpDir.resolve(name + ".sock"));
+            case "fdunix" -> listen("fdunix://" + tmpDir.resolve(name + "-fd.sock"));
+            case "ring" -> listen("ring://bench-" + ProcessHandle.current().pid() + "-" + name);
+            case "vsock" -> new Recipe(null, "needs vsock loopback (CID 1), which neither the dev nor the GPU machine has;"
+                    + " measure it between a guest and its host");
+            case "vchan" -> new Recipe(null, "needs two Xen domains");
+            default -> new Recipe(null, "no self-hosting recipe for this scheme in " + SelfHosting.class.getSimpleName());
+        };
+    }
+
+    private static Recipe listen(String uri) {
+        return new Recipe(TransportUri.parse(uri), null);
+    }
+}

@@ -1,0 +1,228 @@
+package io.gpusockets.benchmarks;
+
+import io.gpusockets.backend.cli.DeviceChoice;
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.LocalDate;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.Callable;
+import java.util.stream.Stream;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * {@code bench-transports}: for each transport on the class path that can listen on this machine,
+ * measures side by side the raw transport (64-byte ping-pong, 1 MiB streaming; for tcp and unix also a
+ * plain JDK socket ping-pong) and GPUsockets on it (cuCtxGetDevice, 1 MiB cuMemcpyHtoD/DtoH against an
+ * in-process backend), prints a table per transport with GPUsockets / raw ratios, and checks the
+ * DESIGN §10 targets that one machine can check.
+ */
+@Command(name = "bench-transports", mixinStandardHelpOptions = true,
+        description = "Raw transport vs GPUsockets on every self-hostable transport: latency, throughput, ratios.")
+public final class TransportBench implements Callable<Integer> {
+
+    @Option(names = "--quick", description = "A tenth of the iterations (a smoke run, not figures to quote).")
+    boolean quick;
+
+    @Option(names = "--schemes", split = ",", paramLabel = "LIST",
+            description = "Schemes to measure, e.g. tcp,unix (default: every transport on the class path).")
+    List<String> schemes;
+
+    @Option(names = "--out", paramLabel = "DIR", description = "Also write DIR/results.csv and DIR/results.md.")
+    Path out;
+
+    @Option(names = "--device", paramLabel = "auto|native|emulated", defaultValue = "emulated",
+            description = "Driver of the in-process backend. Default: ${DEFAULT-VALUE}.")
+    DeviceChoice device;
+
+    private final PrintStream console = System.out;
+
+    /** Iteration counts; {@code --quick} divides them. */
+    record Sizes(int pingWarmup, int pings, int streamWarmup, int streamChunks, int copyWarmup, int copies) {
+        static final Sizes FULL = new Sizes(20_000, 50_000, 128, 1024, 16, 256);
+        static final Sizes QUICK = new Sizes(2_000, 5_000, 16, 128, 4, 32);
+    }
+
+    /** Held so that the level sticks: the backend's per-session INFO lines would interleave with the progress. */
+    private static final java.util.logging.Logger BACKEND_LOG = java.util.logging.Logger.getLogger("gpusockets");
+
+    public static void main(String[] args) {
+        System.setProperty("java.util.logging.SimpleFormatter.format", "%1$tT %4$s %3$s: %5$s%6$s%n");
+        BACKEND_LOG.setLevel(java.util.logging.Level.WARNING);
+        System.exit(new CommandLine(new TransportBench()).setCaseInsensitiveEnumValuesAllowed(true).execute(args));
+    }
+
+    @Override
+    public Integer call() throws Exception {
+        Sizes sizes = quick ? Sizes.QUICK : Sizes.FULL;
+        List<String> wanted = schemes != null ? schemes : defaultSchemes();
+        ResultTable table = new ResultTable();
+        List<String> notes = new ArrayList<>();
+        boolean failed = false;
+        Path tmp = Files.createTempDirectory("gpusockets-bench");
+        DriverHost host = device.open(null);
+        String machine = machine(host.description());
+        console.println("bench-transports: " + machine);
+        console.println("bench-transports: transports on the class path: " + Transports.byScheme().keySet()
+                + (quick ? "; --quick: a smoke run, not figures to quote" : ""));
+        try (BackendServer backend = new BackendServer(host, BackendServer.Options.DEFAULT)) {
+            for (String scheme : wanted) {
+                String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
+                        : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
+                if (skip != null) {
+                    notes.add(scheme + ": skipped (" + skip + ")");
+                    console.println("[" + scheme + "] skipped: " + skip);
+                    continue;
+                }
+                failed |= !runScheme(scheme, tmp, sizes, backend, table, notes);
+            }
+        } finally {
+            deleteTree(tmp);
+        }
+        console.println();
+        for (String t : table.transports()) {
+            console.println("== " + t + " ==");
+            console.print(table.text(t));
+            console.println();
+        }
+        List<Targets.Verdict> verdicts = Targets.check(table);
+        console.println("DESIGN §10 targets:");
+        verdicts.forEach(v -> console.println("  " + v));
+        if (verdicts.isEmpty()) {
+            console.println("  none measurable in this run");
+        }
+        notes.forEach(n -> console.println("note: " + n));
+        if (out != null) {
+            Files.createDirectories(out);
+            Files.writeString(out.resolve("results.csv"), table.csv());
+            Files.writeString(out.resolve("results.md"), markdown(machine, table, verdicts, notes));
+            console.println("bench-transports: wrote " + out.resolve("results.csv") + " and " + out.resolve("results.md"));
+        }
+        return failed ? 1 : 0;
+    }
+
+    /** Every step of one scheme; a failing step is reported and the others still run. */
+    private boolean runScheme(String scheme, Path tmp, Sizes s, BackendServer backend, ResultTable table,
+                              List<String> notes) {
+        boolean ok = true;
+        boolean plainSocket = scheme.equals("tcp") || scheme.equals("unix");
+        String[] pingBaselines = plainSocket ? new String[] {Workloads.SOCKET_PING_PONG, Workloads.FRAME_PING_PONG}
+                : new String[] {Workloads.FRAME_PING_PONG};
+        if (plainSocket) {
+            ok &= step(scheme, Workloads.SOCKET_PING_PONG, notes, () -> {
+                Latency l = RawBaselines.socketPingPong(scheme, tmp, s.pingWarmup(), s.pings());
+                table.add(Measurement.latency(scheme, Workloads.SOCKET_PING_PONG, l));
+                return latency(l);
+            });
+        }
+        ok &= step(scheme, Workloads.FRAME_PING_PONG, notes, () -> {
+            Latency l = RawBaselines.framePingPong(listen(scheme, tmp, "raw-ping"), s.pingWarmup(), s.pings());
+            table.add(Measurement.latency(scheme, Workloads.FRAME_PING_PONG, l,
+                    plainSocket ? new String[] {Workloads.SOCKET_PING_PONG} : new String[0]));
+            return latency(l);
+        });
+        ok &= step(scheme, Workloads.STREAM, notes, () -> {
+            double gbs = RawBaselines.stream(listen(scheme, tmp, "raw-stream"), s.streamWarmup(), s.streamChunks());
+            table.add(Measurement.throughput(scheme, Workloads.STREAM, gbs));
+            return String.format(Locale.ROOT, "%.2f GB/s", gbs);
+        });
+        String[] uri = new String[1];
+        ok &= step(scheme, "backend listen", notes, () -> {
+            uri[0] = backend.listen(listen(scheme, tmp, "backend")).toString();
+            return uri[0];
+        });
+        if (uri[0] == null) {
+            return false;
+        }
+        ok &= step(scheme, Workloads.NULL_CALL + " + " + Workloads.HTOD + "/" + Workloads.DTOH, notes, () -> {
+            try (GpuSocketsCalls calls = GpuSocketsCalls.open(uri[0])) {
+                Latency l = calls.nullCalls(s.pingWarmup(), s.pings());
+                table.add(Measurement.latency(scheme, Workloads.NULL_CALL, l, pingBaselines));
+                double[] gbs = calls.copies(s.copyWarmup(), s.copies());
+                table.add(Measurement.throughput(scheme, Workloads.HTOD, gbs[0], Workloads.STREAM));
+                table.add(Measurement.throughput(scheme, Workloads.DTOH, gbs[1], Workloads.STREAM));
+                return "null call " + latency(l) + String.format(Locale.ROOT, "; HtoD %.2f GB/s, DtoH %.2f GB/s",
+                        gbs[0], gbs[1]);
+            }
+        });
+        return ok;
+    }
+
+    private interface Step {
+        String run() throws Exception;
+    }
+
+    private boolean step(String scheme, String what, List<String> notes, Step step) {
+        console.printf("[%s] %s ...%n", scheme, what);
+        long t0 = System.nanoTime();
+        try {
+            String result = step.run();
+            console.printf("[%s] %s: %s (%.1f s)%n", scheme, what, result, (System.nanoTime() - t0) / 1e9);
+            return true;
+        } catch (Exception | LinkageError e) {
+            console.printf("[%s] %s FAILED: %s%n", scheme, what, e);
+            notes.add(scheme + ": " + what + " failed: " + e);
+            return false;
+        }
+    }
+
+    /** Every scheme on the class path, then the known ones that are not (so that their absence is printed). */
+    private static List<String> defaultSchemes() {
+        List<String> all = new ArrayList<>(Transports.byScheme().keySet());
+        SelfHosting.KNOWN_SCHEMES.stream().filter(s -> !all.contains(s)).forEach(all::add);
+        return all;
+    }
+
+    private static TransportUri listen(String scheme, Path tmp, String name) {
+        return SelfHosting.recipe(scheme, tmp, name).listen();
+    }
+
+    private static String latency(Latency l) {
+        return String.format(Locale.ROOT, "p50 %s µs, p99 %s µs, p99.9 %s µs (%d round trips)",
+                ResultTable.micros(l.p50Micros()), ResultTable.micros(l.p99Micros()),
+                ResultTable.micros(l.p999Micros()), l.count());
+    }
+
+    static String machine(String device) {
+        String cpu = "unknown CPU";
+        try (Stream<String> lines = Files.lines(Path.of("/proc/cpuinfo"))) {
+            cpu = lines.filter(l -> l.startsWith("model name")).map(l -> l.substring(l.indexOf(':') + 1).strip())
+                    .findFirst().orElse(cpu);
+        } catch (IOException | RuntimeException ignored) {
+            // not Linux: the model stays unknown
+        }
+        return String.format(Locale.ROOT, "%d cores (%s), JDK %s (%s), %s, backend device: %s",
+                Runtime.getRuntime().availableProcessors(), cpu, System.getProperty("java.runtime.version"),
+                System.getProperty("java.vm.name"), LocalDate.now(), device);
+    }
+
+    static String markdown(String machine, ResultTable table, List<Targets.Verdict> verdicts, List<String> notes) {
+        StringBuilder md = new StringBuilder("# bench-transports\n\n").append(machine).append("\n\n");
+        md.append(table.markdown()).append('\n');
+        md.append("Latencies are round trips; ratios compare p50 with p50 and GB/s with GB/s.\n\n");
+        md.append("## DESIGN §10 targets\n\n").append(Targets.markdown(verdicts));
+        if (!notes.isEmpty()) {
+            md.append('\n');
+            notes.forEach(n -> md.append("- ").append(n).append('\n'));
+        }
+        return md.toString();
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        try (Stream<Path> paths = Files.walk(dir)) {
+            for (Path p : paths.sorted(Comparator.reverseOrder()).toList()) {
+                Files.deleteIfExists(p);
+            }
+        }
+    }
+}
