@@ -37,23 +37,30 @@ public final class GpuSocketsCalls implements AutoCloseable {
     }
 
     /** cuCtxGetDevice round trips; any result but CUDA_SUCCESS fails the run. */
-    public Latency nullCalls(int warmup, int count) {
-        Histogram h = new Histogram(3);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment device = arena.allocate(JAVA_INT);
-            for (int i = 0; i < warmup + count; i++) {
-                long t0 = System.nanoTime();
-                int r = cu.cuCtxGetDevice(device);
-                long t1 = System.nanoTime();
-                if (r != CuResult.CUDA_SUCCESS) {
-                    Cu.check(r, "cuCtxGetDevice");
-                }
-                if (i >= warmup) {
-                    h.recordValue(t1 - t0);
+    public PingPong nullCalls() {
+        Arena arena = Arena.ofConfined();
+        MemorySegment device = arena.allocate(JAVA_INT);
+        return new PingPong() {
+            @Override
+            public void roundTrips(int n, Histogram into) {
+                for (int i = 0; i < n; i++) {
+                    long t0 = System.nanoTime();
+                    int r = cu.cuCtxGetDevice(device);
+                    long t1 = System.nanoTime();
+                    if (r != CuResult.CUDA_SUCCESS) {
+                        Cu.check(r, "cuCtxGetDevice");
+                    }
+                    if (into != null) {
+                        into.recordValue(t1 - t0);
+                    }
                 }
             }
-        }
-        return Latency.of(h);
+
+            @Override
+            public void close() {
+                arena.close();
+            }
+        };
     }
 
     /** GB/s of HtoD then DtoH, {@code reps} 1 MiB copies each from pageable memory; the data is checked once. */

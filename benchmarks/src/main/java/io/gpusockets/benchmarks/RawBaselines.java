@@ -39,40 +39,55 @@ public final class RawBaselines {
     }
 
     /** Plain JDK SocketChannel ping-pong over TCP loopback (TCP_NODELAY) or a Unix socket in {@code tmpDir}. */
-    public static Latency socketPingPong(String scheme, Path tmpDir, int warmup, int count) throws IOException {
-        boolean tcp = scheme.equals("tcp");
-        Path socketFile = tmpDir.resolve("jdk-pingpong.sock");
-        SocketAddress bind = tcp ? new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)
-                : UnixDomainSocketAddress.of(socketFile);
-        try (ServerSocketChannel server = ServerSocketChannel.open(tcp ? StandardProtocolFamily.INET
-                : StandardProtocolFamily.UNIX).bind(bind);
-             SocketChannel client = SocketChannel.open(server.getLocalAddress());
-             SocketChannel peer = server.accept()) {
+    public static PingPong socketPingPong(String scheme, Path tmpDir) throws IOException {
+        return new SocketPingPong(scheme, tmpDir);
+    }
+
+    private static final class SocketPingPong implements PingPong {
+        private final Path socketFile;
+        private final ServerSocketChannel server;
+        private final SocketChannel client;
+        private final SocketChannel peer;
+        private final Thread echo;
+        private final ByteBuffer out = ByteBuffer.allocateDirect(PING_BYTES);
+        private final ByteBuffer in = ByteBuffer.allocateDirect(PING_BYTES);
+
+        SocketPingPong(String scheme, Path tmpDir) throws IOException {
+            boolean tcp = scheme.equals("tcp");
+            socketFile = tcp ? null : tmpDir.resolve("jdk-pingpong.sock");
+            SocketAddress bind = tcp ? new InetSocketAddress(InetAddress.getLoopbackAddress(), 0)
+                    : UnixDomainSocketAddress.of(socketFile);
+            server = ServerSocketChannel.open(tcp ? StandardProtocolFamily.INET : StandardProtocolFamily.UNIX).bind(bind);
+            client = SocketChannel.open(server.getLocalAddress());
+            peer = server.accept();
             if (tcp) {
                 client.setOption(StandardSocketOptions.TCP_NODELAY, true);
                 peer.setOption(StandardSocketOptions.TCP_NODELAY, true);
             }
-            Thread echo = Thread.ofPlatform().daemon().name("bench-socket-echo").start(() -> {
-                ByteBuffer b = ByteBuffer.allocateDirect(PING_BYTES);
-                try {
-                    while (true) {
-                        b.clear();
-                        if (!readFully(peer, b)) {
-                            return;
-                        }
-                        b.flip();
-                        while (b.hasRemaining()) {
-                            peer.write(b);
-                        }
+            echo = Thread.ofPlatform().daemon().name("bench-socket-echo").start(this::echo);
+        }
+
+        private void echo() {
+            ByteBuffer b = ByteBuffer.allocateDirect(PING_BYTES);
+            try {
+                while (true) {
+                    b.clear();
+                    if (!readFully(peer, b)) {
+                        return;
                     }
-                } catch (IOException ignored) {
-                    // the client closed: the run is over
+                    b.flip();
+                    while (b.hasRemaining()) {
+                        peer.write(b);
+                    }
                 }
-            });
-            ByteBuffer out = ByteBuffer.allocateDirect(PING_BYTES);
-            ByteBuffer in = ByteBuffer.allocateDirect(PING_BYTES);
-            Histogram h = new Histogram(3);
-            for (int i = 0; i < warmup + count; i++) {
+            } catch (IOException ignored) {
+                // the client closed: the run is over
+            }
+        }
+
+        @Override
+        public void roundTrips(int n, Histogram into) throws IOException {
+            for (int i = 0; i < n; i++) {
                 long t0 = System.nanoTime();
                 out.clear();
                 while (out.hasRemaining()) {
@@ -83,16 +98,21 @@ public final class RawBaselines {
                     throw new EOFException("echo side closed");
                 }
                 long t1 = System.nanoTime();
-                if (i >= warmup) {
-                    h.recordValue(t1 - t0);
+                if (into != null) {
+                    into.recordValue(t1 - t0);
                 }
             }
-            client.shutdownOutput();
-            join(echo);
-            return Latency.of(h);
-        } finally {
-            if (!tcp) {
-                Files.deleteIfExists(socketFile);
+        }
+
+        @Override
+        public void close() throws IOException {
+            try (server; peer; client) {
+                client.shutdownOutput();
+                join(echo);
+            } finally {
+                if (socketFile != null) {
+                    Files.deleteIfExists(socketFile);
+                }
             }
         }
     }
@@ -107,44 +127,72 @@ public final class RawBaselines {
     }
 
     /** 64-byte frames through FrameChannel over a Connection of {@code listen}'s transport, echoed by a thread. */
-    public static Latency framePingPong(TransportUri listen, int warmup, int count) throws IOException {
-        try (Listener listener = Transports.listen(listen)) {
-            AtomicReference<Throwable> failure = new AtomicReference<>();
-            Thread echo = Thread.ofPlatform().daemon().name("bench-frame-echo").start(() -> {
-                try (FrameChannel ch = new FrameChannel(listener.accept())) {
-                    ByteBuffer body = ByteBuffer.allocateDirect(PING_BYTES).order(ByteOrder.LITTLE_ENDIAN);
-                    while (true) {
-                        FrameHeader h = ch.readHeader();
-                        body.clear().limit(h.length());
-                        ch.readBody(body);
-                        body.flip();
-                        ch.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), body);
-                    }
-                } catch (EOFException done) {
-                    // the client closed between frames: the run is over
-                } catch (Throwable t) {
-                    failure.set(t);
+    public static PingPong framePingPong(TransportUri listen) throws IOException {
+        Listener listener = Transports.listen(listen);
+        try {
+            return new FramePingPong(listener);
+        } catch (IOException | RuntimeException e) {
+            listener.close();
+            throw e;
+        }
+    }
+
+    private static final class FramePingPong implements PingPong {
+        private final Listener listener;
+        private final AtomicReference<Throwable> failure = new AtomicReference<>();
+        private final Thread echo;
+        private final FrameChannel channel;
+        private final ByteBuffer body = ByteBuffer.allocateDirect(PING_BYTES - FrameHeader.BYTES);
+        private final ByteBuffer reply = ByteBuffer.allocateDirect(PING_BYTES);
+        private long requestId;
+
+        FramePingPong(Listener listener) throws IOException {
+            this.listener = listener;
+            echo = Thread.ofPlatform().daemon().name("bench-frame-echo").start(this::echo);
+            channel = new FrameChannel(Transports.connect(listener.address(), CONNECT_TIMEOUT));
+        }
+
+        private void echo() {
+            try (FrameChannel ch = new FrameChannel(listener.accept())) {
+                ByteBuffer b = ByteBuffer.allocateDirect(PING_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+                while (true) {
+                    FrameHeader h = ch.readHeader();
+                    b.clear().limit(h.length());
+                    ch.readBody(b);
+                    b.flip();
+                    ch.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), b);
                 }
-            });
-            Histogram h = new Histogram(3);
-            try (FrameChannel ch = new FrameChannel(Transports.connect(listener.address(), CONNECT_TIMEOUT))) {
-                ByteBuffer body = ByteBuffer.allocateDirect(PING_BYTES - FrameHeader.BYTES);
-                ByteBuffer reply = ByteBuffer.allocateDirect(PING_BYTES);
-                for (int i = 0; i < warmup + count; i++) {
-                    long t0 = System.nanoTime();
-                    ch.send(1, 0, 0, i, body.clear());
-                    FrameHeader r = ch.readHeader();
-                    reply.clear().limit(r.length());
-                    ch.readBody(reply);
-                    long t1 = System.nanoTime();
-                    if (i >= warmup) {
-                        h.recordValue(t1 - t0);
-                    }
+            } catch (EOFException done) {
+                // the client closed between frames: the run is over
+            } catch (Throwable t) {
+                failure.set(t);
+            }
+        }
+
+        @Override
+        public void roundTrips(int n, Histogram into) throws IOException {
+            for (int i = 0; i < n; i++) {
+                long t0 = System.nanoTime();
+                channel.send(1, 0, 0, requestId++, body.clear());
+                FrameHeader r = channel.readHeader();
+                reply.clear().limit(r.length());
+                channel.readBody(reply);
+                long t1 = System.nanoTime();
+                if (into != null) {
+                    into.recordValue(t1 - t0);
                 }
             }
-            join(echo);
-            rethrow(failure.get());
-            return Latency.of(h);
+        }
+
+        @Override
+        public void close() throws IOException {
+            try {
+                channel.close();
+                join(echo);
+                rethrow(failure.get());
+            } finally {
+                listener.close();
+            }
         }
     }
 

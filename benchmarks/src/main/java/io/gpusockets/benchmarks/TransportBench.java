@@ -12,10 +12,13 @@ import java.nio.file.Path;
 import java.time.LocalDate;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
+import org.HdrHistogram.Histogram;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -111,51 +114,99 @@ public final class TransportBench implements Callable<Integer> {
         return failed ? 1 : 0;
     }
 
-    /** Every step of one scheme; a failing step is reported and the others still run. */
+    /**
+     * Every step of one scheme; a failing step is reported and the others still run. The three
+     * round-trip workloads are opened side by side and measured in interleaved rounds.
+     */
     private boolean runScheme(String scheme, Path tmp, Sizes s, BackendServer backend, ResultTable table,
                               List<String> notes) {
         boolean ok = true;
         boolean plainSocket = scheme.equals("tcp") || scheme.equals("unix");
-        String[] pingBaselines = plainSocket ? new String[] {Workloads.SOCKET_PING_PONG, Workloads.FRAME_PING_PONG}
-                : new String[] {Workloads.FRAME_PING_PONG};
-        if (plainSocket) {
-            ok &= step(scheme, Workloads.SOCKET_PING_PONG, notes, () -> {
-                Latency l = RawBaselines.socketPingPong(scheme, tmp, s.pingWarmup(), s.pings());
-                table.add(Measurement.latency(scheme, Workloads.SOCKET_PING_PONG, l));
-                return latency(l);
-            });
-        }
-        ok &= step(scheme, Workloads.FRAME_PING_PONG, notes, () -> {
-            Latency l = RawBaselines.framePingPong(listen(scheme, tmp, "raw-ping"), s.pingWarmup(), s.pings());
-            table.add(Measurement.latency(scheme, Workloads.FRAME_PING_PONG, l,
-                    plainSocket ? new String[] {Workloads.SOCKET_PING_PONG} : new String[0]));
-            return latency(l);
-        });
-        ok &= step(scheme, Workloads.STREAM, notes, () -> {
-            double gbs = RawBaselines.stream(listen(scheme, tmp, "raw-stream"), s.streamWarmup(), s.streamChunks());
-            table.add(Measurement.throughput(scheme, Workloads.STREAM, gbs));
-            return String.format(Locale.ROOT, "%.2f GB/s", gbs);
-        });
-        String[] uri = new String[1];
-        ok &= step(scheme, "backend listen", notes, () -> {
-            uri[0] = backend.listen(listen(scheme, tmp, "backend")).toString();
-            return uri[0];
-        });
-        if (uri[0] == null) {
-            return false;
-        }
-        ok &= step(scheme, Workloads.NULL_CALL + " + " + Workloads.HTOD + "/" + Workloads.DTOH, notes, () -> {
-            try (GpuSocketsCalls calls = GpuSocketsCalls.open(uri[0])) {
-                Latency l = calls.nullCalls(s.pingWarmup(), s.pings());
-                table.add(Measurement.latency(scheme, Workloads.NULL_CALL, l, pingBaselines));
-                double[] gbs = calls.copies(s.copyWarmup(), s.copies());
-                table.add(Measurement.throughput(scheme, Workloads.HTOD, gbs[0], Workloads.STREAM));
-                table.add(Measurement.throughput(scheme, Workloads.DTOH, gbs[1], Workloads.STREAM));
-                return "null call " + latency(l) + String.format(Locale.ROOT, "; HtoD %.2f GB/s, DtoH %.2f GB/s",
-                        gbs[0], gbs[1]);
+        Map<String, PingPong> pingPongs = new LinkedHashMap<>();
+        GpuSocketsCalls[] calls = new GpuSocketsCalls[1];
+        try {
+            if (plainSocket) {
+                ok &= step(scheme, "open " + Workloads.SOCKET_PING_PONG + " (plain JDK SocketChannel)", notes, () -> {
+                    pingPongs.put(Workloads.SOCKET_PING_PONG, RawBaselines.socketPingPong(scheme, tmp));
+                    return "ok";
+                });
             }
-        });
+            ok &= step(scheme, "open " + Workloads.FRAME_PING_PONG + " (FrameChannel over the Connection)", notes, () -> {
+                pingPongs.put(Workloads.FRAME_PING_PONG, RawBaselines.framePingPong(listen(scheme, tmp, "raw-ping")));
+                return "ok";
+            });
+            ok &= step(scheme, "start the backend's listener and connect RemoteCudaDriver", notes, () -> {
+                String uri = backend.listen(listen(scheme, tmp, "backend")).toString();
+                calls[0] = GpuSocketsCalls.open(uri);
+                pingPongs.put(Workloads.NULL_CALL, calls[0].nullCalls());
+                return uri;
+            });
+            if (!pingPongs.isEmpty()) {
+                ok &= step(scheme, "round trips: " + s.pingWarmup() + " warm-up + " + s.pings() + " measured each, in "
+                        + ROUNDS + " interleaved rounds", notes, () -> {
+                    Map<String, Histogram> h = interleave(pingPongs, s);
+                    StringBuilder summary = new StringBuilder();
+                    for (var e : h.entrySet()) {
+                        Latency l = Latency.of(e.getValue());
+                        table.add(Measurement.latency(scheme, e.getKey(), l, baselines(e.getKey(), plainSocket)));
+                        summary.append(String.format("%n    %-20s %s", e.getKey(), latency(l)));
+                    }
+                    return summary.toString();
+                });
+            }
+            ok &= step(scheme, Workloads.STREAM + " (" + s.streamChunks() + " MiB over the Connection)", notes, () -> {
+                double gbs = RawBaselines.stream(listen(scheme, tmp, "raw-stream"), s.streamWarmup(), s.streamChunks());
+                table.add(Measurement.throughput(scheme, Workloads.STREAM, gbs));
+                return String.format(Locale.ROOT, "%.2f GB/s", gbs);
+            });
+            if (calls[0] != null) {
+                ok &= step(scheme, Workloads.HTOD + " and " + Workloads.DTOH + " (" + s.copies() + " each)", notes, () -> {
+                    double[] gbs = calls[0].copies(s.copyWarmup(), s.copies());
+                    table.add(Measurement.throughput(scheme, Workloads.HTOD, gbs[0], Workloads.STREAM));
+                    table.add(Measurement.throughput(scheme, Workloads.DTOH, gbs[1], Workloads.STREAM));
+                    return String.format(Locale.ROOT, "HtoD %.2f GB/s, DtoH %.2f GB/s", gbs[0], gbs[1]);
+                });
+            }
+        } finally {
+            for (PingPong p : pingPongs.values()) {
+                ok &= step(scheme, "close", notes, () -> {
+                    p.close();
+                    return "ok";
+                }, false);
+            }
+            if (calls[0] != null) {
+                calls[0].close();
+            }
+        }
         return ok;
+    }
+
+    private static final int ROUNDS = 10;
+
+    /** Warm-up for each, then ROUNDS rounds in which each workload does its share in turn. */
+    static Map<String, Histogram> interleave(Map<String, PingPong> pingPongs, Sizes s) throws Exception {
+        Map<String, Histogram> out = new LinkedHashMap<>();
+        for (var e : pingPongs.entrySet()) {
+            e.getValue().roundTrips(s.pingWarmup(), null);
+            out.put(e.getKey(), new Histogram(3));
+        }
+        for (int r = 0; r < ROUNDS; r++) {
+            int n = s.pings() / ROUNDS + (r < s.pings() % ROUNDS ? 1 : 0);
+            for (var e : pingPongs.entrySet()) {
+                e.getValue().roundTrips(n, out.get(e.getKey()));
+            }
+        }
+        return out;
+    }
+
+    private static String[] baselines(String workload, boolean plainSocket) {
+        return switch (workload) {
+            case Workloads.FRAME_PING_PONG -> plainSocket ? new String[] {Workloads.SOCKET_PING_PONG} : new String[0];
+            case Workloads.NULL_CALL -> plainSocket
+                    ? new String[] {Workloads.SOCKET_PING_PONG, Workloads.FRAME_PING_PONG}
+                    : new String[] {Workloads.FRAME_PING_PONG};
+            default -> new String[0];
+        };
     }
 
     private interface Step {
@@ -163,11 +214,19 @@ public final class TransportBench implements Callable<Integer> {
     }
 
     private boolean step(String scheme, String what, List<String> notes, Step step) {
-        console.printf("[%s] %s ...%n", scheme, what);
+        return step(scheme, what, notes, step, true);
+    }
+
+    private boolean step(String scheme, String what, List<String> notes, Step step, boolean progress) {
+        if (progress) {
+            console.printf("[%s] %s ...%n", scheme, what);
+        }
         long t0 = System.nanoTime();
         try {
             String result = step.run();
-            console.printf("[%s] %s: %s (%.1f s)%n", scheme, what, result, (System.nanoTime() - t0) / 1e9);
+            if (progress) {
+                console.printf("[%s] %s: %s (%.1f s)%n", scheme, what, result, (System.nanoTime() - t0) / 1e9);
+            }
             return true;
         } catch (Exception | LinkageError e) {
             console.printf("[%s] %s FAILED: %s%n", scheme, what, e);
@@ -176,10 +235,13 @@ public final class TransportBench implements Callable<Integer> {
         }
     }
 
-    /** Every scheme on the class path, then the known ones that are not (so that their absence is printed). */
+    /**
+     * The schemes {@link SelfHosting} knows, in its order (those not on the class path are listed as
+     * skipped), then any other scheme on the class path, sorted.
+     */
     private static List<String> defaultSchemes() {
-        List<String> all = new ArrayList<>(Transports.byScheme().keySet());
-        SelfHosting.KNOWN_SCHEMES.stream().filter(s -> !all.contains(s)).forEach(all::add);
+        List<String> all = new ArrayList<>(SelfHosting.KNOWN_SCHEMES);
+        Transports.byScheme().keySet().stream().sorted().filter(s -> !all.contains(s)).forEach(all::add);
         return all;
     }
 
