@@ -151,7 +151,7 @@ public final class TransportBench implements Callable<Integer> {
                         table.add(Measurement.latency(scheme, e.getKey(), l, baselines(e.getKey(), plainSocket)));
                         summary.append(String.format("%n    %-20s %s", e.getKey(), latency(l)));
                     }
-                    return summary.toString();
+                    return "done" + summary;
                 });
             }
             ok &= step(scheme, Workloads.STREAM + " (" + s.streamChunks() + " MiB over the Connection)", notes, () -> {
