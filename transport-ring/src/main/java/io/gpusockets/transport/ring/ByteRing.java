@@ -53,6 +53,12 @@ final class ByteRing {
 
     /** {@code meta} is the metadata page, {@code ring} the ring's index in it, {@code data} its data area. */
     ByteRing(MemorySegment meta, int ring, MemorySegment data) {
+        // pieces well below the capacity let the consumer copy one while the producer fills the next
+        this(meta, ring, data, Math.min(data.byteSize() / 4, 256 << 10));
+    }
+
+    /** {@code maxPiece}: the most payload bytes in one record. */
+    ByteRing(MemorySegment meta, int ring, MemorySegment data, long maxPiece) {
         this.capacity = data.byteSize();
         RingDescriptor.checkCapacity(capacity);
         this.meta = meta;
@@ -61,8 +67,7 @@ final class ByteRing {
         this.tailOffset = base + TAIL_OFFSET;
         this.headOffset = base + HEAD_OFFSET;
         this.mask = capacity - 1;
-        // pieces well below the capacity let the consumer copy one while the producer fills the next
-        this.maxPiece = Math.min(capacity / 4, 256 << 10);
+        this.maxPiece = maxPiece;
         this.dataBell = new Doorbell(meta, tailOffset + LOW_WORD, base + CONSUMER_WAITING_OFFSET);
         this.spaceBell = new Doorbell(meta, headOffset + LOW_WORD, base + PRODUCER_WAITING_OFFSET);
         this.tail = (long) LONG.getAcquire(meta, tailOffset);
