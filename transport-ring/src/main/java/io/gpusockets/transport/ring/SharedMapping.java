@@ -100,10 +100,6 @@ final class SharedMapping implements AutoCloseable {
         return capacity;
     }
 
-    MemorySegment meta() {
-        return segment.asSlice(0, RingDescriptor.META_BYTES);
-    }
-
     /** The ring for direction {@code ring} ({@link RingDescriptor#CLIENT_TO_SERVER} or the other). */
     ByteRing ring(int ring) {
         return new ByteRing(segment, ring, segment.asSlice(RingDescriptor.ringDataOffset(ring, capacity), capacity));
