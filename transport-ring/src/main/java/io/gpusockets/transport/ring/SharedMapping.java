@@ -1,0 +1,130 @@
+package io.gpusockets.transport.ring;
+
+import static io.gpusockets.transport.ring.RingDescriptor.CAPACITY_OFFSET;
+import static io.gpusockets.transport.ring.RingDescriptor.MAGIC;
+import static io.gpusockets.transport.ring.RingDescriptor.MAGIC_OFFSET;
+import static io.gpusockets.transport.ring.RingDescriptor.VERSION;
+import static io.gpusockets.transport.ring.RingDescriptor.VERSION_OFFSET;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileChannel.MapMode;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.HexFormat;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * The file behind one connection's rings, mapped into this process. The server creates it (mode 0600,
+ * in /dev/shm where that is a writable directory, else java.io.tmpdir), the client opens it by the path
+ * the server sent, and the server unlinks it once the client acknowledged its mapping: from then on
+ * only the two mappings keep the memory alive, and nothing is left behind when both processes die.
+ */
+final class SharedMapping implements AutoCloseable {
+    private static final VarHandle INT = JAVA_INT.varHandle();
+    private static final Path SHM = Path.of("/dev/shm");
+
+    private final Arena arena;
+    private final MemorySegment segment;
+    private final long capacity;
+    private final Path path;
+
+    private SharedMapping(Arena arena, MemorySegment segment, long capacity, Path path) {
+        this.arena = arena;
+        this.segment = segment;
+        this.capacity = capacity;
+        this.path = path;
+    }
+
+    /** Creates, sizes and maps a new file for rings of {@code capacity} bytes, and writes the header. */
+    static SharedMapping create(String name, long capacity) throws IOException {
+        long size = RingDescriptor.mappingBytes(capacity);
+        Path dir = Files.isDirectory(SHM) && Files.isWritable(SHM) ? SHM : Path.of(System.getProperty("java.io.tmpdir"));
+        Path path = dir.resolve("gpusockets-ring-" + name + "-" + HexFormat.of().toHexDigits(ThreadLocalRandom.current().nextLong()));
+        Files.createFile(path, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        try {
+            SharedMapping mapping = map(path, size, capacity);
+            MemorySegment s = mapping.segment;
+            s.set(JAVA_LONG, CAPACITY_OFFSET, capacity);
+            s.set(JAVA_INT, VERSION_OFFSET, VERSION);
+            VarHandle.releaseFence();
+            s.set(JAVA_LONG, MAGIC_OFFSET, MAGIC);
+            return mapping;
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(path);
+            throw e;
+        }
+    }
+
+    /** Maps a file the server created and checks its header against what the server announced. */
+    static SharedMapping open(Path path, long capacity) throws IOException {
+        long size = RingDescriptor.mappingBytes(capacity);
+        if (!Files.isRegularFile(path) || Files.size(path) != size) {
+            throw new IOException("shared ring file is not a regular file of " + size + " bytes: path=" + path);
+        }
+        SharedMapping mapping = map(path, size, capacity);
+        MemorySegment s = mapping.segment;
+        long magic = s.get(JAVA_LONG, MAGIC_OFFSET);
+        VarHandle.acquireFence();
+        if (magic != MAGIC || s.get(JAVA_INT, VERSION_OFFSET) != VERSION || s.get(JAVA_LONG, CAPACITY_OFFSET) != capacity) {
+            mapping.close();
+            throw new IOException("shared ring file has a bad header (magic, version " + VERSION + " or capacity "
+                    + capacity + "): path=" + path);
+        }
+        return mapping;
+    }
+
+    private static SharedMapping map(Path path, long size, long capacity) throws IOException {
+        Arena arena = Arena.ofShared();
+        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            MemorySegment segment = channel.map(MapMode.READ_WRITE, 0, size, arena);
+            return new SharedMapping(arena, segment, capacity, path);
+        } catch (IOException | RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    Path path() {
+        return path;
+    }
+
+    long capacity() {
+        return capacity;
+    }
+
+    /** The ring for direction {@code ring} ({@link RingDescriptor#CLIENT_TO_SERVER} or the other). */
+    ByteRing ring(int ring) {
+        return new ByteRing(segment, ring, segment.asSlice(RingDescriptor.ringDataOffset(ring, capacity), capacity));
+    }
+
+    boolean closedFlag(long offset) {
+        return (int) INT.getAcquire(segment, offset) != 0;
+    }
+
+    void setClosedFlag(long offset) {
+        INT.setRelease(segment, offset, 1);
+    }
+
+    /** Removes the file; the mappings stay valid. */
+    void unlink() {
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException ignored) {
+            // the directory may have gone; nothing else to do
+        }
+    }
+
+    /** Unmaps. Callers make sure no thread of theirs still touches the rings. */
+    @Override
+    public void close() {
+        arena.close();
+    }
+}
