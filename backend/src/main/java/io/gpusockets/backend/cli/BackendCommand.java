@@ -19,7 +19,7 @@ import picocli.CommandLine.Option;
         description = "Serve the GPU to remote frontends until interrupted (SIGINT/SIGTERM).")
 final class BackendCommand implements Callable<Integer> {
     @Option(names = "--listen", paramLabel = "URI",
-            description = "Where to listen, repeatable: tcp://HOST:PORT (port 0 = any), unix:///PATH. Default: ${DEFAULT-VALUE}.",
+            description = "Where to listen, repeatable: tcp://HOST:PORT (port 0 = any), unix:///PATH, vsock://CID|any:PORT. Default: ${DEFAULT-VALUE}.",
             defaultValue = "tcp://127.0.0.1:7070")
     List<String> listen;
 
@@ -36,6 +36,9 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix:// (repeatable; default: any).")
     Set<Integer> allowUids = Set.of();
 
+    @Option(names = "--allow-cid", paramLabel = "CID", description = "Only these vsock CIDs may connect over vsock:// (repeatable; default: any).")
+    Set<Long> allowCids = Set.of();
+
     @Option(names = "--no-async", description = "Refuse pipelining: every call waits for its reply (debugging).")
     boolean noAsync;
 
@@ -49,7 +52,7 @@ final class BackendCommand implements Callable<Integer> {
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
-        BackendServer server = new BackendServer(host, new BackendServer.Options(limits, psk, allowUids, 10_000));
+        BackendServer server = new BackendServer(host, new BackendServer.Options(limits, psk, allowUids, 10_000, allowCids));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();

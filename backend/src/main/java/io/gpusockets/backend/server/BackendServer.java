@@ -5,6 +5,7 @@ import io.gpusockets.backend.session.Session;
 import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.protocol.wire.FrameChannel;
@@ -38,9 +39,15 @@ public final class BackendServer implements AutoCloseable {
      * @param preSharedKey     when non-null, frontends must prove they hold it (HMAC challenge)
      * @param allowedUids      for unix:// peers: uids allowed in (empty = any local user)
      * @param handshakeMillis  a peer that has not finished its handshake by then is dropped
+     * @param allowedCids      for vsock:// peers: CIDs allowed in (empty = any)
      */
-    public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
+    public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
+                          Set<Long> allowedCids) {
         public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(), 10_000);
+
+        public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
+            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of());
+        }
     }
 
     private final DriverHost host;
@@ -152,6 +159,8 @@ public final class BackendServer implements AutoCloseable {
                 && (c.peer().uid().isEmpty() || !options.allowedUids().contains(c.peer().uid().getAsInt()))) {
             refusal = "peer uid " + (c.peer().uid().isPresent() ? c.peer().uid().getAsInt() : "unknown")
                     + " is not allowed";
+        } else {
+            refusal = cidRefusal(options.allowedCids(), c.peer());
         }
         if (refusal != null) {
             LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
@@ -163,6 +172,18 @@ public final class BackendServer implements AutoCloseable {
                 async ? Handshake.FEATURE_ASYNC : 0, host.description()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return async;
+    }
+
+    /**
+     * Why a vsock peer is refused by the CID allow-list, or null. Only peers whose transport reports a CID
+     * are checked; the allow-list does not apply to tcp or unix peers (they have their own checks).
+     */
+    static String cidRefusal(Set<Long> allowedCids, PeerInfo peer) {
+        if (allowedCids.isEmpty() || peer.cid().isEmpty() || allowedCids.contains(peer.cid().getAsLong())) {
+            return null;
+        }
+        return "peer CID " + peer.cid().getAsLong() + " is not allowed (allowed: "
+                + allowedCids.stream().sorted().map(String::valueOf).collect(java.util.stream.Collectors.joining(", ")) + ")";
     }
 
     @Override

@@ -1,0 +1,229 @@
+package io.gpusockets.transport.vsock;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.PeerInfo;
+import java.io.EOFException;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Function;
+
+/**
+ * A {@link Connection} over a connected, non-blocking stream socket descriptor (AF_VSOCK or AF_UNIX).
+ *
+ * <p>Writers are serialized by a lock held across the whole gathering write (sendmsg with up to
+ * {@link #MAX_IOV} buffers a call), so one call's bytes stay together even when the kernel takes them in
+ * pieces; a write that fails part way has torn its unit, so the connection closes. Heap buffers go
+ * through a native staging buffer (one for the reader, one for writers); direct buffers are handed to
+ * the kernel where they lie.
+ *
+ * <p>Blocking is done by {@link FdWait}, never by a blocking syscall, so {@link #close()} (shutdown, then
+ * close once no call is in flight) unblocks readers and writers on platform and virtual threads alike.
+ * Interrupting a thread does not cancel its read or write.
+ */
+final class NativeSocketConnection implements Connection {
+    static final int MAX_IOV = 16;
+    static final int STAGE_BYTES = 64 << 10;
+
+    private final SocketFd fd;
+    private final PeerInfo peer;
+    private final ReentrantLock writeLock = new ReentrantLock();
+
+    private final MemorySegment readState;
+    private final MemorySegment readPoll;
+    private final MemorySegment readStage;
+
+    private final MemorySegment writeState;
+    private final MemorySegment writePoll;
+    private final MemorySegment writeStage;
+    private final MemorySegment iov;
+    private final MemorySegment msghdr;
+
+    private NativeSocketConnection(int descriptor, Function<SocketFd, PeerInfo> peerOf) {
+        Arena arena = Arena.ofShared();
+        this.fd = new SocketFd(descriptor, arena::close);
+        this.readState = NativeSockets.newCallState(arena);
+        this.readPoll = arena.allocate(SockAddr.POLLFD);
+        this.readStage = arena.allocate(STAGE_BYTES, 64);
+        this.writeState = NativeSockets.newCallState(arena);
+        this.writePoll = arena.allocate(SockAddr.POLLFD);
+        this.writeStage = arena.allocate(STAGE_BYTES, 64);
+        this.iov = arena.allocate(SockAddr.IOVEC, MAX_IOV);
+        this.msghdr = arena.allocate(SockAddr.MSGHDR);
+        msghdr.set(ADDRESS, SockAddr.MSG_IOV, iov);
+        PeerInfo p;
+        try {
+            p = peerOf.apply(fd);
+        } catch (RuntimeException e) {
+            fd.close();
+            throw e;
+        }
+        this.peer = p;
+    }
+
+    /** Takes ownership of a connected descriptor; {@code peerOf} asks the kernel who is at the other end. */
+    static NativeSocketConnection of(int descriptor, Function<SocketFd, PeerInfo> peerOf) {
+        return new NativeSocketConnection(descriptor, peerOf);
+    }
+
+    @Override
+    public void write(ByteBuffer... srcs) throws IOException {
+        writeLock.lock();
+        try {
+            if (!fd.acquire()) {
+                throw closed();
+            }
+            try {
+                writeAll(srcs);
+            } catch (IOException e) {
+                close();
+                throw e;
+            } finally {
+                fd.release();
+            }
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    private void writeAll(ByteBuffer[] srcs) throws IOException {
+        int first = 0;
+        while (true) {
+            while (first < srcs.length && !srcs[first].hasRemaining()) {
+                first++;
+            }
+            if (first == srcs.length) {
+                return;
+            }
+            int count = gather(srcs, first);
+            msghdr.set(JAVA_LONG, SockAddr.MSG_IOVLEN, count);
+            long n = NativeSockets.sendmsg(writeState, fd.fd(), msghdr);
+            if (n >= 0) {
+                advance(srcs, first, n);
+                continue;
+            }
+            int errno = NativeSockets.errno(writeState);
+            if (errno != Errno.EAGAIN) {
+                throw fd.isClosed() ? closed() : Errno.exception("write to " + peer.description(), errno);
+            }
+            if (FdWait.await(fd, NativeSockets.POLLOUT, writeState, writePoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                throw closed();
+            }
+        }
+    }
+
+    /** Fills the iovec array from srcs[first..]: direct buffers in place, heap buffers copied into the stage. */
+    private int gather(ByteBuffer[] srcs, int first) {
+        int count = 0;
+        long staged = 0;
+        long entry = SockAddr.IOVEC.byteSize();
+        for (int i = first; i < srcs.length && count < MAX_IOV; i++) {
+            ByteBuffer b = srcs[i];
+            int len = b.remaining();
+            if (len == 0) {
+                continue;
+            }
+            MemorySegment base;
+            if (b.isDirect()) {
+                base = MemorySegment.ofBuffer(b);
+            } else {
+                if (staged == STAGE_BYTES) {
+                    break;
+                }
+                len = (int) Math.min(len, STAGE_BYTES - staged);
+                base = writeStage.asSlice(staged, len);
+                MemorySegment.copy(MemorySegment.ofBuffer(b), 0, base, 0, len);
+                staged += len;
+            }
+            iov.set(ADDRESS, count * entry + SockAddr.IOV_BASE, base);
+            iov.set(JAVA_LONG, count * entry + SockAddr.IOV_LEN, len);
+            count++;
+        }
+        return count;
+    }
+
+    private static void advance(ByteBuffer[] srcs, int first, long written) {
+        for (int i = first; i < srcs.length && written > 0; i++) {
+            ByteBuffer b = srcs[i];
+            int take = (int) Math.min(b.remaining(), written);
+            b.position(b.position() + take);
+            written -= take;
+        }
+    }
+
+    @Override
+    public void readFully(ByteBuffer dst) throws IOException {
+        if (!fd.acquire()) {
+            throw closed();
+        }
+        try {
+            int wanted = dst.remaining();
+            while (dst.hasRemaining()) {
+                long n = receive(dst);
+                if (n > 0) {
+                    continue;
+                }
+                if (n == 0) {
+                    if (fd.isClosed()) {
+                        throw closed();
+                    }
+                    int got = wanted - dst.remaining();
+                    if (got == 0) {
+                        throw new EOFException("peer closed: " + peer.description());
+                    }
+                    throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
+                            + peer.description());
+                }
+                int errno = NativeSockets.errno(readState);
+                if (errno != Errno.EAGAIN) {
+                    throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
+                }
+                if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                    throw closed();
+                }
+            }
+        } finally {
+            fd.release();
+        }
+    }
+
+    /** One recv into dst; its result (bytes, 0 at end of stream, -1 with errno in readState). */
+    private long receive(ByteBuffer dst) {
+        if (dst.isDirect()) {
+            long n = NativeSockets.recv(readState, fd.fd(), MemorySegment.ofBuffer(dst), dst.remaining());
+            if (n > 0) {
+                dst.position(dst.position() + (int) n);
+            }
+            return n;
+        }
+        long n = NativeSockets.recv(readState, fd.fd(), readStage, Math.min(dst.remaining(), STAGE_BYTES));
+        if (n > 0) {
+            dst.put(readStage.asSlice(0, n).asByteBuffer());
+        }
+        return n;
+    }
+
+    private IOException closed() {
+        return new IOException("connection closed: " + peer.description());
+    }
+
+    @Override
+    public PeerInfo peer() {
+        return peer;
+    }
+
+    @Override
+    public void close() {
+        fd.close();
+    }
+
+    @Override
+    public String toString() {
+        return "NativeSocketConnection[" + peer.description() + ", " + fd + "]";
+    }
+}
