@@ -24,6 +24,8 @@ final class Call {
     final FrameHeader header;
     final ByteBuffer body;
     final ApiFunction function;
+    /** The thread running this call: its scratch and staging memory and its current context. */
+    final ExecutionThread exec;
     /** Outputs after the result slot; sent only when the call succeeds. */
     final ByteBuffer outs = ByteBuffer.allocate(256).order(ByteOrder.LITTLE_ENDIAN);
     private final SegmentAllocator scratch;
@@ -37,7 +39,8 @@ final class Call {
         this.header = header;
         this.body = body;
         this.function = function;
-        this.scratch = SegmentAllocator.slicingAllocator(lane.scratch);
+        this.exec = ExecutionThread.current(session.chunkBytes());
+        this.scratch = SegmentAllocator.slicingAllocator(exec.scratch);
     }
 
     String name() {

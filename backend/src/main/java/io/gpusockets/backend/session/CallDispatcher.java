@@ -31,9 +31,22 @@ final class CallDispatcher {
     private final ApiTable table = ApiTable.get();
     private final CustomCalls custom;
 
+    /** By table index: whether the reader thread may run the call itself when its lane is idle. */
+    private final boolean[] inline;
+
     CallDispatcher(Session session) {
         this.session = session;
         this.custom = new CustomCalls(session);
+        this.inline = new boolean[table.functions().size()];
+        for (ApiFunction f : table.functions()) {
+            inline[f.index()] = f.quick() && !f.local();
+        }
+    }
+
+    /** Whether a call with this opcode is quick enough to run on the session's reader thread. */
+    boolean runsInline(int opcode) {
+        ApiFunction f = table.byOpcode(opcode);
+        return f != null && inline[f.index()];
     }
 
     void execute(Lane lane, Inbound in) throws IOException, InterruptedException {
@@ -51,6 +64,8 @@ final class CallDispatcher {
             } else if (!h.wantsReply() && !(f.async() && session.asyncGranted())) {
                 throw new ProtocolException(f.name() + " sent without awaiting a reply but it is not asynchronous");
             } else {
+                // The lane's current context becomes this thread's (a no-op when it already is).
+                call.exec.apply(session.host().driver(), lane.topContext());
                 result = f.customBackend() ? custom.handle(call) : generic(call);
             }
         } catch (CallRejected e) {
@@ -169,8 +184,17 @@ final class CallDispatcher {
         }
 
         int r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+        if (f.name().equals("cuCtxCreate") || f.name().equals("cuCtxDestroy")) {
+            // Both change this thread's driver stack behind ExecutionThread.apply.
+            c.exec.invalidate();
+        }
         if (r != CuResult.CUDA_SUCCESS) {
             return r;
+        }
+        if (f.name().equals("cuCtxCreate")) {
+            c.lane.pushContext(((MemorySegment) args[0]).get(ValueLayout.JAVA_LONG, 0));
+        } else if (f.name().equals("cuCtxDestroy")) {
+            session.forgetContext((Long) args[0]);
         }
         afterSuccess(c, args, values);
         return r;
@@ -213,7 +237,7 @@ final class CallDispatcher {
             if (p.out() && t.isHandle()) {
                 long owner = p.has("owner") ? values[f.paramIndex(p.modifier("owner"))] : 0;
                 if (t != ParamType.CTX && context < 0) {
-                    context = session.currentContextId(c.scratch(8));
+                    context = session.currentContextId(c.lane);
                 }
                 values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && (p.has("alloc") || p.has("global"))) {
@@ -222,7 +246,7 @@ final class CallDispatcher {
                 long owner;
                 if (alloc) {
                     if (context < 0) {
-                        context = session.currentContextId(c.scratch(8));
+                        context = session.currentContextId(c.lane);
                     }
                     owner = context;
                 } else {

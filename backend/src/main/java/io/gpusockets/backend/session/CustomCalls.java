@@ -43,11 +43,46 @@ final class CustomCalls {
                 c.expectEnd();
                 long[] id = new long[1];
                 int r = session.primary().retain(dev, c.scratch(8), id);
+                c.exec.invalidate(); // creating the context changed this thread's driver stack
                 c.outs.putLong(id[0]);
                 yield r;
             }
-            case "cuDevicePrimaryCtxRelease" -> session.primary().release(deviceOnly(c));
-            case "cuDevicePrimaryCtxReset" -> session.primary().reset(deviceOnly(c));
+            case "cuCtxPushCurrent" -> {
+                long ctx = c.handle(ParamType.CTX, c.readLong(), false);
+                c.expectEnd();
+                c.lane.pushContext(ctx);
+                yield CuResult.CUDA_SUCCESS;
+            }
+            case "cuCtxPopCurrent" -> {
+                c.expectEnd();
+                long popped = c.lane.popContext();
+                if (popped == 0) {
+                    yield CuResult.CUDA_ERROR_INVALID_CONTEXT;
+                }
+                c.outs.putLong(session.handles().idOf(ParamType.CTX, popped));
+                yield CuResult.CUDA_SUCCESS;
+            }
+            case "cuCtxSetCurrent" -> {
+                long ctx = c.handle(ParamType.CTX, c.readLong(), true);
+                c.expectEnd();
+                c.lane.setContext(ctx);
+                yield CuResult.CUDA_SUCCESS;
+            }
+            case "cuCtxGetCurrent" -> {
+                c.expectEnd();
+                c.outs.putLong(session.handles().idOf(ParamType.CTX, c.lane.topContext()));
+                yield CuResult.CUDA_SUCCESS;
+            }
+            case "cuDevicePrimaryCtxRelease" -> {
+                int r = session.primary().release(deviceOnly(c));
+                c.exec.invalidate();
+                yield r;
+            }
+            case "cuDevicePrimaryCtxReset" -> {
+                int r = session.primary().reset(deviceOnly(c));
+                c.exec.invalidate();
+                yield r;
+            }
             case "cuDevicePrimaryCtxGetState" -> {
                 int dev = deviceOnly(c);
                 int[] flags = new int[1], active = new int[1];
@@ -121,7 +156,7 @@ final class CustomCalls {
         c.expectEnd();
         long stream = c.handle(ParamType.STREAM, streamId, true);
         c.deviceRange(src, count);
-        MemorySegment staging = c.lane.staging;
+        MemorySegment staging = c.exec.staging;
         for (long off = 0; off < count; ) {
             int len = (int) Math.min(staging.byteSize(), count - off);
             MemorySegment part = staging.asSlice(0, len);

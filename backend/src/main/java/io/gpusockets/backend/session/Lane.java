@@ -3,15 +3,15 @@ package io.gpusockets.backend.session;
 import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 
 /**
- * One client thread's calls, run in order on one backend thread.
+ * One client thread's calls, run in order: quick calls (the table's {@code quick}) on the session's
+ * reader thread when the lane is idle, everything else on the lane's own thread, started on first use.
+ * The lane's context stack lives here, not in a thread, so either thread can run its calls.
  *
- * <p>A lane is a platform thread, not a virtual one: CUDA keeps the current context per OS thread,
+ * <p>The lane's thread is a platform thread, not a virtual one: CUDA keeps the current context per OS thread,
  * and a virtual thread blocked inside a driver call (cuStreamSynchronize, a large copy) pins its
  * carrier, so lanes on virtual threads could stall each other once the carriers are used up.
  * Platform threads keep each lane's blocking calls to itself.
@@ -25,11 +25,19 @@ final class Lane implements Runnable {
     private final Thread thread;
     /** The first error of an asynchronous call not yet reported; returned by the next synchronizing call. */
     int latchedError;
-    /** Lane-thread-only memory for outputs and small inputs of one call at a time. */
-    MemorySegment scratch;
-    /** Lane-thread-only staging buffer for device-to-host chunks. */
-    MemorySegment staging;
     private volatile boolean ended;
+    private boolean started;
+    /**
+     * Calls queued for or running on this lane's thread. Only the session's reader adds to it, so when
+     * the reader sees 0 the lane is idle and the reader may run a quick call itself, in order.
+     */
+    final java.util.concurrent.atomic.AtomicInteger pending = new java.util.concurrent.atomic.AtomicInteger();
+    /**
+     * The lane's context stack (real driver values, top last), kept here rather than in a thread's
+     * driver state so that any thread can run the lane's calls: {@link ExecutionThread#apply} makes the
+     * top current before each call. Guarded by this lane's monitor.
+     */
+    private final java.util.ArrayDeque<Long> contexts = new java.util.ArrayDeque<>();
 
     Lane(Session session, int id) {
         this.session = session;
@@ -37,12 +45,46 @@ final class Lane implements Runnable {
         this.thread = Thread.ofPlatform().daemon().name("gpusockets-s" + session.id() + "-lane" + id).unstarted(this);
     }
 
-    void start() {
-        thread.start();
+    /** Queues a frame for the lane's thread (started on first use); calls count as pending until they finish there. */
+    synchronized void enqueue(Inbound in) {
+        if (in.header().opcode() != Opcodes.DATA) {
+            pending.incrementAndGet();
+        }
+        if (!started) {
+            started = true;
+            thread.start();
+        }
+        queue.add(in);
     }
 
-    void enqueue(Inbound in) {
-        queue.add(in);
+    synchronized long topContext() {
+        Long top = contexts.peekLast();
+        return top == null ? 0 : top;
+    }
+
+    synchronized void pushContext(long ctx) {
+        contexts.addLast(ctx);
+    }
+
+    /** Pops the top; 0 when the stack is empty. */
+    synchronized long popContext() {
+        Long top = contexts.pollLast();
+        return top == null ? 0 : top;
+    }
+
+    /** cuCtxSetCurrent: replaces the top (pushes onto an empty stack); 0 pops the top. */
+    synchronized void setContext(long ctx) {
+        if (ctx == 0) {
+            contexts.pollLast();
+        } else {
+            contexts.pollLast();
+            contexts.addLast(ctx);
+        }
+    }
+
+    /** Drops a destroyed context wherever it is on the stack. */
+    synchronized void forgetContext(long ctx) {
+        contexts.removeIf(c -> c == ctx);
     }
 
     /** Asks the lane to finish what is queued and stop. */
@@ -62,9 +104,7 @@ final class Lane implements Runnable {
 
     @Override
     public void run() {
-        try (Arena arena = Arena.ofConfined()) {
-            scratch = arena.allocate(SCRATCH_BYTES, 16);
-            staging = arena.allocate(session.chunkBytes(), 4096);
+        try {
             while (true) {
                 Inbound in = queue.take();
                 if (in.header().opcode() == Opcodes.LANE_END) {
@@ -74,6 +114,9 @@ final class Lane implements Runnable {
                     session.dispatcher().execute(this, in);
                 } finally {
                     session.release(in);
+                    if (in.header().opcode() != Opcodes.DATA) {
+                        pending.decrementAndGet();
+                    }
                 }
             }
         } catch (InterruptedException e) {

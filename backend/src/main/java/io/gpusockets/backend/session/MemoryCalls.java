@@ -137,7 +137,7 @@ final class MemoryCalls {
             this.async = async;
             this.stream = stream;
             this.hostIn = hostIn;
-            this.staging = c.lane.staging;
+            this.staging = c.exec.staging;
         }
 
         int run() throws ProtocolException, InterruptedException, IOException {
@@ -253,7 +253,7 @@ final class MemoryCalls {
         MemorySegment out = c.scratch(8);
         int r = driver.cuTexObjectCreate(out, res, tex, view);
         if (r == CuResult.CUDA_SUCCESS) {
-            long context = session.currentContextId(c.scratch(8));
+            long context = session.currentContextId(c.lane);
             c.outs.putLong(session.handles().intern(ParamType.TEX, out.get(ValueLayout.JAVA_LONG, 0), 0, context));
         }
         return r;

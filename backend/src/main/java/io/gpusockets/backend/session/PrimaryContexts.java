@@ -69,6 +69,7 @@ final class PrimaryContexts {
             return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy already
         }
         int r = session.host().driver().cuCtxDestroy(e.real());
+        session.forgetContext(e.real());
         session.dropHandle(id);
         return r;
     }

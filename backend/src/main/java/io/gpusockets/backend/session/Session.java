@@ -140,7 +140,18 @@ public final class Session {
                     throw e;
                 }
                 body.flip();
-                lane(h.lane()).enqueue(new Inbound(h, body, charge));
+                Inbound in = new Inbound(h, body, charge);
+                Lane lane = lane(h.lane());
+                if (op != Opcodes.DATA && lane.pending.get() == 0 && dispatcher.runsInline(op)) {
+                    // The lane is idle and the call is quick: run it here, without waking a thread.
+                    try {
+                        dispatcher.execute(lane, in);
+                    } finally {
+                        release(in);
+                    }
+                } else {
+                    lane.enqueue(in);
+                }
             }
         } catch (EOFException e) {
             reason = failure != null ? failure : "peer closed the connection";
@@ -167,7 +178,6 @@ public final class Session {
             }
             lane = new Lane(this, laneId);
             lanes.put(laneId, lane);
-            lane.start();
         }
         return lane;
     }
@@ -269,12 +279,15 @@ public final class Session {
         }
     }
 
-    /** The handle id of the calling lane thread's current context (0 if none or not the session's). */
-    long currentContextId(java.lang.foreign.MemorySegment scratch8) {
-        int r = host.driver().cuCtxGetCurrent(scratch8);
-        if (r != CuResult.CUDA_SUCCESS) {
-            return 0;
+    /** The handle id of a lane's current context (0 if none). */
+    long currentContextId(Lane lane) {
+        return handles.idOf(ParamType.CTX, lane.topContext());
+    }
+
+    /** A destroyed context leaves every lane's stack. */
+    void forgetContext(long real) {
+        for (Lane l : lanes.values()) {
+            l.forgetContext(real);
         }
-        return handles.idOf(ParamType.CTX, scratch8.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
     }
 }

@@ -21,11 +21,13 @@ import java.util.List;
  *                        returns it for the name; 0 for symbols every version has
  * @param perThread       "_ptds" or "_ptsz" when cuda.h defines a per-thread-default-stream variant of
  *                        the first symbol (exported as first symbol + suffix), else ""
+ * @param quick           returns without waiting for the device or for long host work: the backend may
+ *                        run it on the session's reader thread when its lane is idle
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
-                          String perThread) {
+                          String perThread, boolean quick) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {

@@ -25,7 +25,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Pattern NAME_TERM = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
-    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz");
+    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick");
 
     private static volatile ApiTable instance;
 
@@ -126,6 +126,7 @@ public final class ApiTable {
         boolean critical = false;
         Map<String, Integer> since = new LinkedHashMap<>();
         String perThread = "";
+        boolean quick = false;
         for (String attr : m.group(3).strip().split("\\s+")) {
             if (attr.isEmpty()) {
                 continue;
@@ -151,6 +152,7 @@ public final class ApiTable {
                     symbols = List.copyOf(names);
                 }
                 case "ptds", "ptsz" -> perThread = "_" + key;
+                case "quick" -> quick = true;
                 case "custom" -> {
                     if (value.equals("frontend")) {
                         customFrontend = true;
@@ -164,7 +166,7 @@ public final class ApiTable {
             }
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
-                sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread);
+                sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick);
         check(f);
         return f;
     }
