@@ -76,6 +76,7 @@ final class DemoCommand implements Callable<Integer> {
                     String listen = switch (scheme) {
                         case "tcp" -> "tcp://127.0.0.1:0";
                         case "unix" -> "unix://" + socketDir.resolve("backend.sock");
+                        case "fdunix" -> "fdunix://" + socketDir.resolve("backend-fd.sock");
                         case "ring" -> "ring://demo-" + ProcessHandle.current().pid();
                         default -> null; // transports that need a peer machine (vsock, vchan) are not self-hosted
                     };
@@ -102,6 +103,7 @@ final class DemoCommand implements Callable<Integer> {
             }
             if (socketDir != null) {
                 Files.deleteIfExists(socketDir.resolve("backend.sock"));
+                Files.deleteIfExists(socketDir.resolve("backend-fd.sock"));
                 Files.deleteIfExists(socketDir);
             }
         }
