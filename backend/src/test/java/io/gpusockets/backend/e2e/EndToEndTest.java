@@ -259,4 +259,40 @@ class EndToEndTest extends EmulatedBackendTest {
         assertThrows(IOException.class, () -> RemoteCudaDriver.connect(config));
         assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(3));
     }
+
+    @Test
+    void theContextStackFollowsTheLaneWhicheverBackendThreadRunsTheCall() throws Exception {
+        try (RemoteCudaDriver d = connect("tcp")) {
+            Cuda cu = new Cuda(d);
+            Cuda.ok(d.cuInit(0), "cuInit");
+            MemorySegment c = cu.cell();
+            Cuda.ok(d.cuCtxCreate(c, MemorySegment.NULL, 0, 0), "cuCtxCreate A");
+            long a = c.get(JAVA_LONG, 0);
+            long pa = cu.alloc(4096); // made in A (quick calls run on the reader, copies on the lane thread)
+            Cuda.ok(d.cuCtxCreate(c, MemorySegment.NULL, 0, 0), "cuCtxCreate B");
+            long b = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuCtxGetCurrent(c), "get");
+            assertEquals(b, c.get(JAVA_LONG, 0), "a new context is pushed");
+            byte[] data = new byte[4096];
+            new Random(11).nextBytes(data);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpyHtoD(pa, MemorySegment.ofArray(new byte[16]), 16),
+                    "A's memory is not B's");
+            Cuda.ok(d.cuCtxPopCurrent(c), "pop");
+            assertEquals(b, c.get(JAVA_LONG, 0));
+            Cuda.ok(d.cuCtxGetCurrent(c), "get");
+            assertEquals(a, c.get(JAVA_LONG, 0), "A is current again");
+            cu.put(pa, data);
+            assertArrayEquals(data, cu.get(pa, 4096));
+            Cuda.ok(d.cuCtxPushCurrent(b), "push B");
+            Cuda.ok(d.cuCtxSetCurrent(a), "set A over B");
+            Cuda.ok(d.cuCtxGetCurrent(c), "get");
+            assertEquals(a, c.get(JAVA_LONG, 0));
+            Cuda.ok(d.cuCtxDestroy(a), "destroy A");
+            Cuda.ok(d.cuCtxGetCurrent(c), "get");
+            assertEquals(0, c.get(JAVA_LONG, 0), "a destroyed context leaves the stack");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, d.cuCtxPushCurrent(a));
+            Cuda.ok(d.cuCtxDestroy(b), "destroy B");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, d.cuCtxPopCurrent(c), "empty stack");
+        }
+    }
 }
