@@ -17,10 +17,16 @@ final class ExecutionThread {
     static final long UNKNOWN = -1;
 
     private static final ThreadLocal<ExecutionThread> CURRENT = new ThreadLocal<>();
+    /**
+     * Bumped whenever a context is destroyed anywhere: the driver may hand out the same value for a
+     * later context, so a thread that still has the old one current must not take the new one for it.
+     */
+    private static final java.util.concurrent.atomic.AtomicLong DESTROYED = new java.util.concurrent.atomic.AtomicLong();
 
     final MemorySegment scratch;
     final MemorySegment staging;
     long appliedContext = UNKNOWN;
+    private long appliedEpoch;
 
     private ExecutionThread(int stagingBytes) {
         // GC-managed: the memory goes when the thread (and this object) does.
@@ -41,12 +47,19 @@ final class ExecutionThread {
 
     /** Makes {@code context} (a real driver value, 0 for none) current on this thread if it is not already. */
     int apply(CudaDriver driver, long context) {
-        if (appliedContext == context) {
+        long epoch = DESTROYED.get();
+        if (appliedContext == context && appliedEpoch == epoch) {
             return CuResult.CUDA_SUCCESS;
         }
         int r = driver.cuCtxSetCurrent(context);
         appliedContext = r == CuResult.CUDA_SUCCESS ? context : UNKNOWN;
+        appliedEpoch = epoch;
         return r;
+    }
+
+    /** A context was destroyed: every thread makes its lane's context current afresh on its next call. */
+    static void contextDestroyed() {
+        DESTROYED.incrementAndGet();
     }
 
     /** Forgets what is current: the driver's stack on this thread was changed behind {@link #apply}. */

@@ -257,6 +257,7 @@ public final class Session {
         int failed = 0;
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
             int r = host.driver().cuCtxDestroy(ctx.real());
+            ExecutionThread.contextDestroyed();
             if (r != CuResult.CUDA_SUCCESS) {
                 failed++;
                 LOG.log(Level.WARNING, "session " + id + ": cuCtxDestroy failed during cleanup: " + CuResult.name(r));
@@ -286,6 +287,7 @@ public final class Session {
 
     /** A destroyed context leaves every lane's stack. */
     void forgetContext(long real) {
+        ExecutionThread.contextDestroyed();
         for (Lane l : lanes.values()) {
             l.forgetContext(real);
         }
