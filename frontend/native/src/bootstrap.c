@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define GPUS_MAX_FUNCTIONS 4096
 #define GPUS_JVM_STACK (8u << 20)
@@ -61,51 +62,55 @@ static int install_prefix(char *out, size_t size) {
     return 0;
 }
 
-/* "-Djava.class.path=" followed by every PREFIX/lib/NAME.jar, ':'-separated. */
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Every PREFIX/lib/NAME.jar, ':'-separated, in name order: the class-data-sharing archive made at
+ * install time is only used with exactly the class path it was made with. */
 static char *jar_class_path(const char *prefix) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/lib", prefix);
-    DIR *d = opendir(dir);
-    if (d == NULL) {
+    struct dirent **entries;
+    int n = scandir(dir, &entries, NULL, NULL);
+    if (n < 0) {
         return NULL;
     }
-    size_t cap = 4096, len = 0;
+    char **names = calloc((size_t) n + 1, sizeof *names);
+    int jars = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(entries[i]->d_name);
+        if (names != NULL && len >= 5 && strcmp(entries[i]->d_name + len - 4, ".jar") == 0) {
+            names[jars++] = strdup(entries[i]->d_name);
+        }
+        free(entries[i]);
+    }
+    free(entries);
+    if (names == NULL || jars == 0) {
+        free(names);
+        return NULL;
+    }
+    qsort(names, (size_t) jars, sizeof *names, compare_names);
+    size_t cap = 1;
+    for (int i = 0; i < jars; i++) {
+        cap += strlen(dir) + strlen(names[i]) + 2;
+    }
     char *cp = malloc(cap);
-    if (cp == NULL) {
-        closedir(d);
-        return NULL;
-    }
-    cp[0] = '\0';
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".jar") != 0) {
-            continue;
+    size_t len = 0;
+    for (int i = 0; i < jars; i++) {
+        if (cp != NULL) {
+            len += (size_t) snprintf(cp + len, cap - len, "%s%s/%s", len ? ":" : "", dir, names[i]);
         }
-        size_t need = len + strlen(dir) + n + 3;
-        if (need > cap) {
-            cap = need * 2;
-            char *grown = realloc(cp, cap);
-            if (grown == NULL) {
-                free(cp);
-                closedir(d);
-                return NULL;
-            }
-            cp = grown;
-        }
-        len += (size_t) sprintf(cp + len, "%s%s/%s", len ? ":" : "", dir, e->d_name);
+        free(names[i]);
     }
-    closedir(d);
-    if (len == 0) {
-        free(cp);
-        return NULL;
-    }
+    free(names);
     return cp;
 }
 
 struct boot_args {
     char java_home[PATH_MAX];
     char *class_path;
+    char archive[PATH_MAX]; /* PREFIX/lib/gpusockets.jsa when it exists, else empty */
 };
 
 static void *boot_thread(void *arg) {
@@ -129,7 +134,11 @@ static void *boot_thread(void *arg) {
         return NULL;
     }
     snprintf(cp_option, cp_len, "-Djava.class.path=%s", a->class_path);
+    char archive_option[PATH_MAX + 32];
+    snprintf(archive_option, sizeof archive_option, "-XX:SharedArchiveFile=%s", a->archive);
     JavaVMOption options[] = {
+        {a->archive[0] ? archive_option : "-Xshare:auto", NULL}, /* classes of the frontend, pre-parsed */
+        {"-Xlog:cds=off,cds+dynamic=off", NULL},     /* a stale archive is skipped quietly */
         {cp_option, NULL},
         {"-Xrs", NULL},                              /* leave the program's signals alone */
         {"--enable-native-access=ALL-UNNAMED", NULL},
@@ -186,6 +195,14 @@ static void boot(void) {
     } else {
         fail("cannot tell where libcuda.so.1 is installed; set GPUSOCKETS_JAVA_HOME and GPUSOCKETS_CLASSPATH%s%s", NULL, NULL);
         return;
+    }
+    a.archive[0] = '\0';
+    if (have_prefix) {
+        char archive[PATH_MAX];
+        snprintf(archive, sizeof archive, "%s/lib/gpusockets.jsa", prefix);
+        if (access(archive, R_OK) == 0) {
+            snprintf(a.archive, sizeof a.archive, "%s", archive);
+        }
     }
     const char *cp = getenv("GPUSOCKETS_CLASSPATH");
     a.class_path = cp != NULL && *cp ? strdup(cp) : have_prefix ? jar_class_path(prefix) : NULL;

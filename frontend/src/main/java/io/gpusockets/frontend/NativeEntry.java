@@ -109,7 +109,7 @@ public final class NativeEntry {
         };
     }
 
-    private static FunctionDescriptor descriptor(ApiFunction f) {
+    static FunctionDescriptor descriptor(ApiFunction f) {
         List<MemoryLayout> layouts = new ArrayList<>();
         for (ApiParam p : f.params()) {
             Class<?> t = javaType(p);
