@@ -57,13 +57,15 @@ public final class Bench implements Callable<Integer> {
 
     static final String NATIVE = "native";
     static final int[] CLIENTS = {1, 2, 4, 8, 16};
-    /** Summary rows come in this order. */
-    static final List<String> SUMMARY_ORDER = List.of(Workloads.NULL_CALL, "launch-async", "launch-sync",
-            "memcpy-htod-pageable-16MiB", "memcpy-dtoh-pageable-16MiB", "memcpy-htod-pinned-16MiB",
-            "memcpy-dtoh-pinned-16MiB", "memcpy-htod-pageable-256MiB", "memcpy-dtoh-pageable-256MiB",
-            "memcpy-htod-pinned-256MiB", "memcpy-dtoh-pinned-256MiB", "memcpy-htod-pageable-8B", "module-load",
-            "clients-1", "clients-2", "clients-4", "clients-8", "clients-16",
-            "vector-add-1M", Workloads.FRAME_PING_PONG, Workloads.STREAM);
+    /** Summary rows, in this order: WORKLOAD (every metric) or WORKLOAD#METRIC; results.csv has everything. */
+    static final List<String> SUMMARY_ORDER = List.of(Workloads.NULL_CALL, "launch-async", "launch-sync#p50",
+            "launch-sync#p99", "memcpy-htod-pageable-8B#per-copy", "memcpy-dtoh-pageable-8B#per-copy",
+            "memcpy-htod-pageable-16MiB#throughput", "memcpy-dtoh-pageable-16MiB#throughput",
+            "memcpy-htod-pinned-16MiB#throughput", "memcpy-dtoh-pinned-16MiB#throughput",
+            "memcpy-htod-pageable-256MiB#throughput", "memcpy-dtoh-pageable-256MiB#throughput",
+            "memcpy-htod-pinned-256MiB#throughput", "memcpy-dtoh-pinned-256MiB#throughput", "module-load",
+            "clients-1", "clients-2", "clients-4", "clients-8", "clients-16", "vector-add-1M",
+            Workloads.FRAME_PING_PONG + "#p50", Workloads.STREAM);
 
     /** Iteration counts. */
     record Sizes(int pingWarmup, int pings, int launchWarmup, int launches, int syncWarmup, int syncs, long copyMax,

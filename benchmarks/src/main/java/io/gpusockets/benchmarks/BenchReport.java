@@ -156,12 +156,18 @@ public final class BenchReport {
         return md.toString();
     }
 
-    /** A row per metric of each workload in {@code order} that was measured (results.csv has them all). */
+    /**
+     * The rows {@code order} names that were measured: {@code WORKLOAD} (a row per metric) or
+     * {@code WORKLOAD#METRIC} (results.csv has them all).
+     */
     private List<SummaryRow> summaryRows(List<String> order) {
         List<SummaryRow> out = new ArrayList<>();
-        for (String workload : order) {
+        for (String entry : order) {
+            int hash = entry.indexOf('#');
+            String workload = hash < 0 ? entry : entry.substring(0, hash);
+            String metric = hash < 0 ? null : entry.substring(hash + 1);
             for (Value v : values) {
-                if (v.workload().equals(workload) && out.stream()
+                if (v.workload().equals(workload) && (metric == null || metric.equals(v.metric())) && out.stream()
                         .noneMatch(r -> r.workload().equals(workload) && r.metric().equals(v.metric()))) {
                     out.add(new SummaryRow(v.workload(), v.metric(), v.metric()));
                 }

@@ -61,7 +61,8 @@ class BenchReportTest {
 
     @Test
     void writesCsvSummaryAndPngPlots(@TempDir Path dir) throws IOException {
-        List<Path> files = sample().write(dir, "# heading", List.of(Workloads.NULL_CALL, "clients-16"));
+        List<Path> files = sample().write(dir, "# heading",
+                List.of(Workloads.NULL_CALL, "clients-16#throughput", "nothing-measured"));
         for (String name : List.of("results.csv", "summary.md", "latency.png", "bandwidth-htod.png",
                 "bandwidth-dtoh.png", "clients.png")) {
             Path f = dir.resolve(name);
