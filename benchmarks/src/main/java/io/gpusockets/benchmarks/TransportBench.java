@@ -185,13 +185,18 @@ public final class TransportBench implements Callable<Integer> {
 
     /** Warm-up for each, then ROUNDS rounds in which each workload does its share in turn. */
     static Map<String, Histogram> interleave(Map<String, PingPong> pingPongs, Sizes s) throws Exception {
+        return interleave(pingPongs, s.pingWarmup(), s.pings());
+    }
+
+    /** {@code warmup} untimed round trips each, then {@code pings} each in ROUNDS interleaved rounds. */
+    static Map<String, Histogram> interleave(Map<String, PingPong> pingPongs, int warmup, int pings) throws Exception {
         Map<String, Histogram> out = new LinkedHashMap<>();
         for (var e : pingPongs.entrySet()) {
-            e.getValue().roundTrips(s.pingWarmup(), null);
+            e.getValue().roundTrips(warmup, null);
             out.put(e.getKey(), new Histogram(3));
         }
         for (int r = 0; r < ROUNDS; r++) {
-            int n = s.pings() / ROUNDS + (r < s.pings() % ROUNDS ? 1 : 0);
+            int n = pings / ROUNDS + (r < pings % ROUNDS ? 1 : 0);
             for (var e : pingPongs.entrySet()) {
                 e.getValue().roundTrips(n, out.get(e.getKey()));
             }
