@@ -52,6 +52,10 @@ public final class Bench implements Callable<Integer> {
             description = "Driver: the real one (also measured natively, in-process) or the emulated device. Default: ${DEFAULT-VALUE}.")
     DeviceChoice device;
 
+    @Option(names = "--replot", paramLabel = "DIR",
+            description = "Only draw the PNG plots of an earlier run from DIR/plotdata.csv (e.g. one from a machine without java.desktop).")
+    Path replot;
+
     @Option(names = "--libcuda", paramLabel = "PATH", description = "libcuda.so.1 to load (default: the loader's).")
     String libcuda;
 
@@ -92,6 +96,11 @@ public final class Bench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if (replot != null) {
+            List<Path> files = BenchReport.plots(replot, BenchReport.readPlotCsv(replot.resolve("plotdata.csv")));
+            console.println("bench: drew " + String.join(", ", files.stream().map(Path::toString).toList()));
+            return 0;
+        }
         long start = System.nanoTime();
         Sizes sizes = quick ? Sizes.QUICK : Sizes.FULL;
         BenchReport report = new BenchReport();

@@ -202,57 +202,104 @@ public final class BenchReport {
         List<Path> files = new ArrayList<>();
         files.add(Files.writeString(dir.resolve("results.csv"), csv()));
         files.add(Files.writeString(dir.resolve("summary.md"), heading + "\n\n" + summary(rowOrder)));
-        files.addAll(plots(dir));
+        List<PlotPoint> points = plotPoints();
+        files.add(Files.writeString(dir.resolve("plotdata.csv"), plotCsv(points)));
+        try {
+            files.addAll(plots(dir, points));
+        } catch (LinkageError | RuntimeException | IOException e) {
+            // A runtime without java.desktop (the lean bundle): the data is kept; draw elsewhere with --replot.
+            System.err.println("bench: plots not drawn here (" + e + "); draw them from " + dir.resolve("plotdata.csv")
+                    + " with: scripts/bench --replot " + dir);
+        }
         return files;
     }
 
-    /** latency.png, bandwidth-htod.png / bandwidth-dtoh.png, clients.png: those with data. */
-    public synchronized List<Path> plots(Path dir) throws IOException {
-        System.setProperty("java.awt.headless", "true");
-        List<Path> files = new ArrayList<>();
-        if (!latencies.isEmpty()) {
-            XYChart chart = chart("Null call (cuCtxGetDevice) latency: percentile curve",
-                    "1 / (1 - quantile)   (10 = p90, 100 = p99, 1000 = p99.9)", "round trip, µs");
-            chart.getStyler().setXAxisLogarithmic(true).setYAxisLogarithmic(true);
-            for (var e : latencies.entrySet()) {
-                List<Double> x = new ArrayList<>();
-                List<Double> y = new ArrayList<>();
-                for (HistogramIterationValue v : e.getValue().percentiles(5)) {
-                    double q = v.getPercentileLevelIteratedTo() / 100.0;
-                    if (q >= 1.0 || q <= 0) {
-                        continue;
-                    }
-                    x.add(1 / (1 - q));
-                    y.add(Math.max(v.getValueIteratedTo(), 1) / 1e3);
-                }
-                if (!x.isEmpty()) {
-                    chart.addSeries(e.getKey(), x, y).setMarker(SeriesMarkers.NONE);
+    /** One point of a plot: plot file stem ("latency", "bandwidth-htod", "clients"), series, x, y. */
+    public record PlotPoint(String plot, String series, double x, double y) {
+    }
+
+    /** The plots' data, kept in plotdata.csv so that the plots can be drawn again elsewhere ({@code --replot}). */
+    public synchronized List<PlotPoint> plotPoints() {
+        List<PlotPoint> points = new ArrayList<>();
+        for (var e : latencies.entrySet()) {
+            for (HistogramIterationValue v : e.getValue().percentiles(5)) {
+                double q = v.getPercentileLevelIteratedTo() / 100.0;
+                if (q < 1.0 && q > 0) {
+                    points.add(new PlotPoint("latency", e.getKey(), 1 / (1 - q), Math.max(v.getValueIteratedTo(), 1) / 1e3));
                 }
             }
-            files.add(save(chart, dir.resolve("latency.png")));
         }
         for (var direction : bandwidth.entrySet()) {
-            XYChart chart = chart("cuMemcpy" + direction.getKey() + " bandwidth against size", "bytes per copy (log)",
-                    "GB/s");
-            chart.getStyler().setXAxisLogarithmic(true).setLegendPosition(Styler.LegendPosition.InsideNW);
+            String plot = "bandwidth-" + direction.getKey().toLowerCase(Locale.ROOT);
             for (var series : direction.getValue().entrySet()) {
-                List<Double> x = series.getValue().keySet().stream().map(Long::doubleValue).toList();
-                var line = chart.addSeries(series.getKey(), x, List.copyOf(series.getValue().values()));
-                if (series.getKey().endsWith("pinned")) {
+                series.getValue().forEach((bytes, gbs) -> points.add(new PlotPoint(plot, series.getKey(), bytes, gbs)));
+            }
+        }
+        clients.forEach((target, byCount) -> byCount.forEach(
+                (n, rate) -> points.add(new PlotPoint("clients", target, n, rate))));
+        return points;
+    }
+
+    static String plotCsv(List<PlotPoint> points) {
+        StringBuilder b = new StringBuilder("plot,series,x,y\n");
+        for (PlotPoint p : points) {
+            b.append(p.plot()).append(',').append(p.series().replace(',', ' ')).append(',')
+                    .append(p.x()).append(',').append(p.y()).append('\n');
+        }
+        return b.toString();
+    }
+
+    static List<PlotPoint> readPlotCsv(Path file) throws IOException {
+        List<PlotPoint> points = new ArrayList<>();
+        List<String> lines = Files.readAllLines(file);
+        for (String line : lines.subList(1, lines.size())) {
+            String[] f = line.split(",");
+            if (f.length == 4) {
+                points.add(new PlotPoint(f[0], f[1], Double.parseDouble(f[2]), Double.parseDouble(f[3])));
+            }
+        }
+        return points;
+    }
+
+    /** latency.png, bandwidth-htod.png / bandwidth-dtoh.png, clients.png: those with data. */
+    public List<Path> plots(Path dir) throws IOException {
+        return plots(dir, plotPoints());
+    }
+
+    /** Draws the plots of {@code points} into {@code dir} (needs the java.desktop module). */
+    public static List<Path> plots(Path dir, List<PlotPoint> points) throws IOException {
+        System.setProperty("java.awt.headless", "true");
+        Map<String, Map<String, List<PlotPoint>>> byPlot = new LinkedHashMap<>();
+        for (PlotPoint p : points) {
+            byPlot.computeIfAbsent(p.plot(), k -> new LinkedHashMap<>()).computeIfAbsent(p.series(), k -> new ArrayList<>()).add(p);
+        }
+        List<Path> files = new ArrayList<>();
+        for (var plot : byPlot.entrySet()) {
+            String name = plot.getKey();
+            XYChart chart;
+            if (name.equals("latency")) {
+                chart = chart("Null call (cuCtxGetDevice) latency: percentile curve",
+                        "1 / (1 - quantile)   (10 = p90, 100 = p99, 1000 = p99.9)", "round trip, µs");
+                chart.getStyler().setXAxisLogarithmic(true).setYAxisLogarithmic(true);
+            } else if (name.equals("clients")) {
+                chart = chart("Async empty-kernel launches, concurrent clients", "clients (log)", "aggregate launches/s");
+                chart.getStyler().setXAxisLogarithmic(true);
+            } else {
+                String direction = name.substring("bandwidth-".length()).equalsIgnoreCase("htod") ? "HtoD" : "DtoH";
+                chart = chart("cuMemcpy" + direction + " bandwidth against size", "bytes per copy (log)", "GB/s");
+                chart.getStyler().setXAxisLogarithmic(true);
+            }
+            for (var series : plot.getValue().entrySet()) {
+                List<Double> x = series.getValue().stream().map(PlotPoint::x).toList();
+                List<Double> y = series.getValue().stream().map(PlotPoint::y).toList();
+                var line = chart.addSeries(series.getKey(), x, y);
+                if (name.equals("latency")) {
+                    line.setMarker(SeriesMarkers.NONE);
+                } else if (series.getKey().endsWith("pinned")) {
                     line.setLineStyle(SeriesLines.DASH_DASH);
                 }
             }
-            files.add(save(chart, dir.resolve("bandwidth-" + direction.getKey().toLowerCase(Locale.ROOT) + ".png")));
-        }
-        if (!clients.isEmpty()) {
-            XYChart chart = chart("Async empty-kernel launches, concurrent clients", "clients (log)",
-                    "aggregate launches/s");
-            chart.getStyler().setXAxisLogarithmic(true).setLegendPosition(Styler.LegendPosition.InsideNW);
-            for (var e : clients.entrySet()) {
-                List<Double> x = e.getValue().keySet().stream().map(Integer::doubleValue).toList();
-                chart.addSeries(e.getKey(), x, List.copyOf(e.getValue().values()));
-            }
-            files.add(save(chart, dir.resolve("clients.png")));
+            files.add(save(chart, dir.resolve(name + ".png")));
         }
         return files;
     }

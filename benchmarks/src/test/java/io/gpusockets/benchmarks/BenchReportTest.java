@@ -81,6 +81,23 @@ class BenchReportTest {
     }
 
     @Test
+    void plotsCanBeDrawnAgainFromTheirDataFile(@TempDir Path dir) throws IOException {
+        BenchReport r = sample();
+        r.write(dir, "# heading", List.of(Workloads.NULL_CALL));
+        List<BenchReport.PlotPoint> saved = BenchReport.readPlotCsv(dir.resolve("plotdata.csv"));
+        assertEquals(r.plotPoints(), saved);
+        Path again = Files.createDirectory(dir.resolve("again"));
+        List<Path> pngs = BenchReport.plots(again, saved);
+        assertEquals(List.of("latency.png", "bandwidth-htod.png", "bandwidth-dtoh.png", "clients.png"),
+                pngs.stream().map(p -> p.getFileName().toString()).toList());
+        for (Path png : pngs) {
+            try (InputStream in = Files.newInputStream(png)) {
+                assertArrayEquals(PNG_SIGNATURE, in.readNBytes(8), png.toString());
+            }
+        }
+    }
+
+    @Test
     void copySizesGrowByFourFromEightBytesAndEndAtTheMaximum() {
         long[] quick = DriverBench.copySizes(16L << 20);
         assertEquals(8, quick[0]);
