@@ -157,8 +157,9 @@ final class CustomCalls {
      * <p>A large copy is double-buffered through two of the session's staging buffers: while chunk n is
      * being sent, chunk n+1 is already being copied from the device by cuMemcpyDtoHAsync, and
      * cuStreamSynchronize waits for it only once chunk n is sent (at that point it is the only copy
-     * this call has outstanding). The first chunk is small (a quarter of the copy, at most
-     * 1 MiB) so that sending starts early; the others fill a staging buffer (4 MiB). With pinned staging the real driver runs the
+     * this call has outstanding). A copy of up to 1 MiB is one chunk; above that the first
+     * chunk is small (a quarter of the copy, at most 1 MiB) so that sending starts early, and the
+     * others fill a staging buffer (4 MiB). With pinned staging the real driver runs the
      * DMA while this thread is in the transport; with pageable memory it would copy synchronously and
      * the pipeline would degrade to today's serial order, never to a wrong one.
      *
@@ -236,10 +237,15 @@ final class CustomCalls {
     }
 
     /**
-     * The first chunk of a pipelined copy: a quarter of the copy (so that even a 1 MiB copy overlaps
-     * its sending with the copy of the rest), at most {@code max}, a multiple of 4 KiB.
+     * The first chunk of a copy: the whole copy up to {@code max} (one receive chunk, 1 MiB: splitting
+     * it costs a frame and a synchronisation more than the overlap wins back on the emulated device);
+     * above that a quarter of the copy, at most {@code max}, a multiple of 4 KiB, so that sending
+     * starts early and the following chunks (up to a staging buffer each) overlap their sending.
      */
     static int firstChunk(long count, int max) {
+        if (count <= max) {
+            return (int) count;
+        }
         long quarter = Math.max(SMALL_COPY_OUT, (count / 4) & ~4095L);
         return (int) Math.min(count, Math.min(quarter, max));
     }
