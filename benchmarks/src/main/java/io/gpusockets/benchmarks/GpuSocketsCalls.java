@@ -65,10 +65,15 @@ public final class GpuSocketsCalls implements AutoCloseable {
 
     /** GB/s of HtoD then DtoH, {@code reps} 1 MiB copies each from pageable memory; the data is checked once. */
     public double[] copies(int warmup, int reps) {
-        try (Arena arena = Arena.ofConfined(); DeviceBuffer dev = DeviceBuffer.allocate(cu, COPY_BYTES)) {
-            MemorySegment src = arena.allocate(COPY_BYTES, 64);
-            MemorySegment dst = arena.allocate(COPY_BYTES, 64);
-            for (long i = 0; i < COPY_BYTES; i += Long.BYTES) {
+        return copies(COPY_BYTES, warmup, reps);
+    }
+
+    /** GB/s of HtoD then DtoH, {@code reps} copies of {@code bytes} each from pageable memory; the data is checked once. */
+    public double[] copies(long bytes, int warmup, int reps) {
+        try (Arena arena = Arena.ofConfined(); DeviceBuffer dev = DeviceBuffer.allocate(cu, bytes)) {
+            MemorySegment src = arena.allocate(bytes, 64);
+            MemorySegment dst = arena.allocate(bytes, 64);
+            for (long i = 0; i < bytes; i += Long.BYTES) {
                 src.set(JAVA_LONG, i, i * 0x9E3779B97F4A7C15L);
             }
             for (int i = 0; i < warmup; i++) {
@@ -88,7 +93,7 @@ public final class GpuSocketsCalls implements AutoCloseable {
             if (mismatch >= 0) {
                 throw new IllegalStateException("cuMemcpyDtoH returned different bytes: firstMismatch=" + mismatch);
             }
-            return new double[] {(double) reps * COPY_BYTES / (t1 - t0), (double) reps * COPY_BYTES / (t2 - t1)};
+            return new double[] {(double) reps * bytes / (t1 - t0), (double) reps * bytes / (t2 - t1)};
         }
     }
 

@@ -166,6 +166,13 @@ public final class TransportBench implements Callable<Integer> {
                     table.add(Measurement.throughput(scheme, Workloads.DTOH, gbs[1], Workloads.STREAM));
                     return String.format(Locale.ROOT, "HtoD %.2f GB/s, DtoH %.2f GB/s", gbs[0], gbs[1]);
                 });
+                int big = Math.max(2, s.copies() / 8);
+                ok &= step(scheme, Workloads.HTOD_16M + " and " + Workloads.DTOH_16M + " (" + big + " each)", notes, () -> {
+                    double[] gbs = calls[0].copies(16L << 20, Math.max(1, s.copyWarmup() / 4), big);
+                    table.add(Measurement.throughput(scheme, Workloads.HTOD_16M, gbs[0], Workloads.STREAM));
+                    table.add(Measurement.throughput(scheme, Workloads.DTOH_16M, gbs[1], Workloads.STREAM));
+                    return String.format(Locale.ROOT, "HtoD %.2f GB/s, DtoH %.2f GB/s", gbs[0], gbs[1]);
+                });
             }
         } finally {
             for (PingPong p : pingPongs.values()) {

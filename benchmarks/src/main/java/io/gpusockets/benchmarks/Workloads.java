@@ -12,6 +12,9 @@ public final class Workloads {
     public static final String STREAM = "stream-1MiB";
     public static final String HTOD = "memcpy-htod-1MiB";
     public static final String DTOH = "memcpy-dtoh-1MiB";
+    /** 16 MiB copies: the size of DESIGN §10's copy target and of the native figures in GPU.md. */
+    public static final String HTOD_16M = "memcpy-htod-16MiB";
+    public static final String DTOH_16M = "memcpy-dtoh-16MiB";
 
     private Workloads() {
     }

@@ -180,10 +180,10 @@ final class Call {
         }
     }
 
-    /** Sends {@code src} to the frontend as DATA frames of this call. */
+    /** Sends {@code src} to the frontend as DATA frames of this call, each at most a staging buffer long. */
     void sendData(MemorySegment src) throws IOException {
         long n = src.byteSize();
-        int chunk = session.chunkBytes();
+        int chunk = session.staging().bufferBytes();
         for (long off = 0; off < n; off += chunk) {
             MemorySegment part = src.asSlice(off, Math.min(chunk, n - off));
             session.send(Opcodes.DATA, 0, header.lane(), header.requestId(), part.asByteBuffer());

@@ -183,7 +183,18 @@ final class CallDispatcher {
             args[i] = c.scratch(size);
         }
 
-        int r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+        boolean destroy = f.name().equals("cuCtxDestroy");
+        if (destroy) {
+            session.beforeContextDestroy((Long) args[0]);
+        }
+        int r;
+        try {
+            r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+        } finally {
+            if (destroy) {
+                session.afterContextDestroy((Long) args[0]);
+            }
+        }
         if (f.name().equals("cuCtxCreate") || f.name().equals("cuCtxDestroy")) {
             // Both change this thread's driver stack behind ExecutionThread.apply.
             c.exec.invalidate();

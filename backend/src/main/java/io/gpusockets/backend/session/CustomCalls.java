@@ -148,7 +148,27 @@ final class CustomCalls {
         return result;
     }
 
-    /** Request: src u64, ByteCount u64 [, stream u64]; the data goes back in DATA frames before the reply. */
+    /** Copies out of at most this many bytes stage through the thread's own buffer, in one piece. */
+    static final int SMALL_COPY_OUT = 64 << 10;
+
+    /**
+     * Request: src u64, ByteCount u64 [, stream u64]; the data goes back in DATA frames before the reply.
+     *
+     * <p>A large copy is double-buffered through two of the session's staging buffers: while chunk n is
+     * being sent, chunk n+1 is already being copied from the device by cuMemcpyDtoHAsync, and
+     * cuStreamSynchronize waits for it only once chunk n is sent (at that point it is the only copy
+     * this call has outstanding). A copy of up to 1 MiB is one chunk; above that the first
+     * chunk is small (a quarter of the copy, at most 1 MiB) so that sending starts early, and the
+     * others fill a staging buffer (4 MiB). With pinned staging the real driver runs the
+     * DMA while this thread is in the transport; with pageable memory it would copy synchronously and
+     * the pipeline would degrade to today's serial order, never to a wrong one.
+     *
+     * <p>Stream semantics: the async variant queues every chunk on the caller's stream, as one
+     * cuMemcpyDtoHAsync would. The synchronous variant queues its chunks on the legacy default stream
+     * (handle 0), which is where cuMemcpyDtoH runs: each chunk still waits for all earlier work in the
+     * context's blocking streams, and the call returns only after the last chunk is complete and sent.
+     * A private stream would not do: it would not wait for work the client queued on its own streams.
+     */
     private int copyOut(Call c, boolean async) throws ProtocolException, CallRejected, IOException {
         long src = c.readLong();
         long count = c.readLong();
@@ -156,26 +176,88 @@ final class CustomCalls {
         c.expectEnd();
         long stream = c.handle(ParamType.STREAM, streamId, true);
         c.deviceRange(src, count);
-        MemorySegment staging = c.exec.staging;
-        for (long off = 0; off < count; ) {
-            int len = (int) Math.min(staging.byteSize(), count - off);
-            MemorySegment part = staging.asSlice(0, len);
-            int r;
-            if (async) {
-                r = driver.cuMemcpyDtoHAsync(part, src + off, len, stream);
-                if (r == CuResult.CUDA_SUCCESS) {
-                    r = driver.cuStreamSynchronize(stream);
-                }
-            } else {
-                r = driver.cuMemcpyDtoH(part, src + off, len);
+        if (count == 0) {
+            return CuResult.CUDA_SUCCESS;
+        }
+        if (count <= SMALL_COPY_OUT) {
+            MemorySegment part = c.exec.staging.asSlice(0, count);
+            int r = copyChunk(part, src, async, stream);
+            if (r == CuResult.CUDA_SUCCESS) {
+                c.sendData(part);
             }
+            return r;
+        }
+        StagingPool pool = session.staging();
+        long context = c.lane.topContext();
+        long copyStream = async ? stream : 0;
+        StagingPool.Buffer[] buf = new StagingPool.Buffer[2];
+        try {
+            buf[0] = pool.acquire(context);
+            long off = 0;
+            int len = firstChunk(count, Math.min(session.chunkBytes(), pool.bufferBytes()));
+            int r = copyChunk(buf[0].segment().asSlice(0, len), src, async, stream);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
-            c.sendData(part);
-            off += len;
+            for (int cur = 0; ; cur ^= 1) {
+                long nextOff = off + len;
+                int nextLen = (int) Math.min(pool.bufferBytes(), count - nextOff);
+                int next = CuResult.CUDA_SUCCESS;
+                if (nextLen > 0) {
+                    if (buf[cur ^ 1] == null) {
+                        buf[cur ^ 1] = pool.acquire(context);
+                    }
+                    next = driver.cuMemcpyDtoHAsync(buf[cur ^ 1].segment().asSlice(0, nextLen), src + nextOff, nextLen,
+                            copyStream);
+                }
+                try {
+                    c.sendData(buf[cur].segment().asSlice(0, len));
+                } catch (IOException | RuntimeException e) {
+                    if (nextLen > 0 && next == CuResult.CUDA_SUCCESS) {
+                        driver.cuStreamSynchronize(copyStream); // the buffer is not given back while the device writes it
+                    }
+                    throw e;
+                }
+                if (nextLen == 0) {
+                    return CuResult.CUDA_SUCCESS;
+                }
+                if (next == CuResult.CUDA_SUCCESS) {
+                    next = driver.cuStreamSynchronize(copyStream);
+                }
+                if (next != CuResult.CUDA_SUCCESS) {
+                    return next;
+                }
+                off = nextOff;
+                len = nextLen;
+            }
+        } finally {
+            pool.release(buf[0]);
+            pool.release(buf[1]);
         }
-        return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * The first chunk of a copy: the whole copy up to {@code max} (one receive chunk, 1 MiB: splitting
+     * it costs a frame and a synchronisation more than the overlap wins back on the emulated device);
+     * above that a quarter of the copy, at most {@code max}, a multiple of 4 KiB, so that sending
+     * starts early and the following chunks (up to a staging buffer each) overlap their sending.
+     */
+    static int firstChunk(long count, int max) {
+        if (count <= max) {
+            return (int) count;
+        }
+        long quarter = Math.max(SMALL_COPY_OUT, (count / 4) & ~4095L);
+        return (int) Math.min(count, Math.min(quarter, max));
+    }
+
+    /** One chunk into {@code part}, complete when this returns. */
+    private int copyChunk(MemorySegment part, long src, boolean async, long stream) {
+        long len = part.byteSize();
+        if (!async) {
+            return driver.cuMemcpyDtoH(part, src, len);
+        }
+        int r = driver.cuMemcpyDtoHAsync(part, src, len, stream);
+        return r == CuResult.CUDA_SUCCESS ? driver.cuStreamSynchronize(stream) : r;
     }
 
     /** Request: attribute i32, ptr u64. Reply: the value as u64 (a context as this session's handle id). */

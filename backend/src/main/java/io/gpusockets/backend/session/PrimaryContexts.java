@@ -68,7 +68,9 @@ final class PrimaryContexts {
         if (e == null) {
             return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy already
         }
+        session.beforeContextDestroy(e.real());
         int r = session.host().driver().cuCtxDestroy(e.real());
+        session.afterContextDestroy(e.real());
         session.forgetContext(e.real());
         session.dropHandle(id);
         return r;

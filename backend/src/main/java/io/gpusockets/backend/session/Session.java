@@ -45,6 +45,8 @@ public final class Session {
     private final Semaphore bodyBudget;
     private final java.util.Queue<ByteBuffer> dataPool = new java.util.concurrent.ConcurrentLinkedQueue<>();
     private final AtomicBoolean ended = new AtomicBoolean();
+    /** Host buffers device-to-host copies stage through (pinned where the driver allows). */
+    private final StagingPool staging;
     private volatile String failure;
 
     public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted) {
@@ -58,6 +60,29 @@ public final class Session {
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.bodyBudget = new Semaphore(limits.bodyBudget());
+        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
+    }
+
+    /**
+     * The size of the DATA frames a large device-to-host copy is sent in: 4 MiB (fewer frames, fewer
+     * driver calls) where the frame limit allows, never less than the receive chunk nor more than the limit.
+     */
+    static int outChunkBytes(int chunkBytes, int maxBody) {
+        return Math.min(Math.max(chunkBytes, 4 << 20), maxBody);
+    }
+
+    StagingPool staging() {
+        return staging;
+    }
+
+    /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first. */
+    void beforeContextDestroy(long real) {
+        staging.retire(real);
+    }
+
+    /** After {@code real} was destroyed (or its destruction was attempted). */
+    void afterContextDestroy(long real) {
+        staging.destroyed(real);
     }
 
     public long id() {
@@ -255,6 +280,8 @@ public final class Session {
         int streams = handles.count(ParamType.STREAM);
         int events = handles.count(ParamType.EVENT);
         int failed = 0;
+        staging.close(); // pinned buffers belong to contexts: free them while those still exist
+        String stagingSummary = staging.summary();
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
             int r = host.driver().cuCtxDestroy(ctx.real());
             ExecutionThread.contextDestroyed();
@@ -266,7 +293,7 @@ public final class Session {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */
