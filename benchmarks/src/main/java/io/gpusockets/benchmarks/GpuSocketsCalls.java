@@ -1,16 +1,13 @@
 package io.gpusockets.benchmarks;
 
-import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.backend.workloads.Cu;
 import io.gpusockets.backend.workloads.DeviceBuffer;
 import io.gpusockets.backend.workloads.PrimaryContext;
 import io.gpusockets.frontend.RemoteCudaDriver;
-import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import org.HdrHistogram.Histogram;
 
 /** The same questions asked through GPUsockets: a null call and 1 MiB copies, on one RemoteCudaDriver. */
 public final class GpuSocketsCalls implements AutoCloseable {
@@ -38,29 +35,7 @@ public final class GpuSocketsCalls implements AutoCloseable {
 
     /** cuCtxGetDevice round trips; any result but CUDA_SUCCESS fails the run. */
     public PingPong nullCalls() {
-        Arena arena = Arena.ofConfined();
-        MemorySegment device = arena.allocate(JAVA_INT);
-        return new PingPong() {
-            @Override
-            public void roundTrips(int n, Histogram into) {
-                for (int i = 0; i < n; i++) {
-                    long t0 = System.nanoTime();
-                    int r = cu.cuCtxGetDevice(device);
-                    long t1 = System.nanoTime();
-                    if (r != CuResult.CUDA_SUCCESS) {
-                        Cu.check(r, "cuCtxGetDevice");
-                    }
-                    if (into != null) {
-                        into.recordValue(t1 - t0);
-                    }
-                }
-            }
-
-            @Override
-            public void close() {
-                arena.close();
-            }
-        };
+        return DriverBench.nullCalls(cu);
     }
 
     /** GB/s of HtoD then DtoH, {@code reps} 1 MiB copies each from pageable memory; the data is checked once. */
