@@ -67,12 +67,10 @@ final class BackendConnection implements AutoCloseable {
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private final ReentrantLock readLock = new ReentrantLock();
     private volatile IOException broken;
-    private final FrameBatcher sender;
 
     private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async) {
         this.uri = uri;
         this.channel = channel;
-        this.sender = new FrameBatcher(channel);
         this.welcome = welcome;
         this.async = async;
     }
@@ -169,7 +167,7 @@ final class BackendConnection implements AutoCloseable {
             throw b;
         }
         try {
-            sender.send(opcode, flags, lane, requestId, body);
+            channel.send(opcode, flags, lane, requestId, body);
         } catch (IOException e) {
             throw fail(e);
         }
@@ -261,7 +259,6 @@ final class BackendConnection implements AutoCloseable {
     private IOException fail(IOException e) {
         if (broken == null) {
             broken = new IOException("connection to backend " + uri + " lost: " + e.getMessage(), e);
-            sender.close();
             channel.close();
             wakeWaiters();
         }
@@ -272,13 +269,12 @@ final class BackendConnection implements AutoCloseable {
     public void close() {
         if (broken == null) {
             try {
-                sender.send(Opcodes.GOODBYE, 0, 0, 0);
+                channel.send(Opcodes.GOODBYE, 0, 0, 0);
             } catch (IOException ignored) {
                 // closing anyway
             }
             broken = new IOException("connection to backend " + uri + " closed");
         }
-        sender.close();
         channel.close();
     }
 }

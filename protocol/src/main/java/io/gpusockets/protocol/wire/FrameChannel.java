@@ -54,16 +54,12 @@ public final class FrameChannel implements Closeable {
         if (length > maxBody) {
             throw new IllegalArgumentException("frame body too large: length=" + length + " max=" + maxBody);
         }
-        ByteBuffer h = putHeader(WRITE_HEADER.get().clear(), (int) length, opcode, flags, lane, requestId).flip();
+        ByteBuffer h = WRITE_HEADER.get().clear();
+        h.putInt((int) length).putInt(opcode).putInt(flags).putInt(lane).putLong(requestId).flip();
         ByteBuffer[] all = new ByteBuffer[body.length + 1];
         all[0] = h;
         System.arraycopy(body, 0, all, 1, body.length);
         connection.write(all);
-    }
-
-    /** Writes a frame header (see {@link FrameHeader}) into {@code dst}, which must be little-endian. */
-    public static ByteBuffer putHeader(ByteBuffer dst, int length, int opcode, int flags, int lane, long requestId) {
-        return dst.putInt(length).putInt(opcode).putInt(flags).putInt(lane).putLong(requestId);
     }
 
     /** Reads the next header. A length above the maximum is a protocol violation: the caller should close. */
