@@ -29,6 +29,9 @@ final class CallDispatcher {
 
     private final Session session;
     private final ApiTable table = ApiTable.get();
+    /** The two generic entries that change a thread's driver context stack behind ExecutionThread.apply. */
+    private final ApiFunction ctxCreate = table.byName("cuCtxCreate");
+    private final ApiFunction ctxDestroy = table.byName("cuCtxDestroy");
     private final CustomCalls custom;
 
     /** By table index: whether the reader thread may run the call itself when its lane is idle. */
@@ -183,7 +186,8 @@ final class CallDispatcher {
             args[i] = c.scratch(size);
         }
 
-        boolean destroy = f.name().equals("cuCtxDestroy");
+        boolean create = f == ctxCreate;
+        boolean destroy = f == ctxDestroy;
         if (destroy) {
             session.beforeContextDestroy((Long) args[0]);
         }
@@ -195,16 +199,16 @@ final class CallDispatcher {
                 session.afterContextDestroy((Long) args[0]);
             }
         }
-        if (f.name().equals("cuCtxCreate") || f.name().equals("cuCtxDestroy")) {
+        if (create || destroy) {
             // Both change this thread's driver stack behind ExecutionThread.apply.
             c.exec.invalidate();
         }
         if (r != CuResult.CUDA_SUCCESS) {
             return r;
         }
-        if (f.name().equals("cuCtxCreate")) {
+        if (create) {
             c.lane.pushContext(((MemorySegment) args[0]).get(ValueLayout.JAVA_LONG, 0));
-        } else if (f.name().equals("cuCtxDestroy")) {
+        } else if (destroy) {
             session.forgetContext((Long) args[0]);
         }
         afterSuccess(c, args, values);
