@@ -1,6 +1,5 @@
 package io.gpusockets.protocol.transport;
 
-import java.io.EOFException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.Pipe;
@@ -37,16 +36,7 @@ public final class PipeConnection implements Connection {
     public void write(ByteBuffer... srcs) throws IOException {
         writeLock.lock();
         try {
-            int first = 0;
-            while (true) {
-                while (first < srcs.length && !srcs[first].hasRemaining()) {
-                    first++;
-                }
-                if (first == srcs.length) {
-                    return;
-                }
-                out.write(srcs, first, srcs.length - first);
-            }
+            ChannelIo.writeFully(out, srcs);
         } finally {
             writeLock.unlock();
         }
@@ -54,16 +44,7 @@ public final class PipeConnection implements Connection {
 
     @Override
     public void readFully(ByteBuffer dst) throws IOException {
-        int wanted = dst.remaining();
-        while (dst.hasRemaining()) {
-            if (in.read(dst) < 0) {
-                int got = wanted - dst.remaining();
-                if (got == 0) {
-                    throw new EOFException("peer closed: " + name);
-                }
-                throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: " + name);
-            }
-        }
+        ChannelIo.readFully(in, dst, name);
     }
 
     @Override

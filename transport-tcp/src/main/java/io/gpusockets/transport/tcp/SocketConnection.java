@@ -1,9 +1,9 @@
 package io.gpusockets.transport.tcp;
 
+import io.gpusockets.protocol.transport.ChannelIo;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.transport.TransportUri;
-import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;
@@ -51,16 +51,7 @@ final class SocketConnection implements Connection {
     public void write(ByteBuffer... srcs) throws IOException {
         writeLock.lock();
         try {
-            int first = 0;
-            while (true) {
-                while (first < srcs.length && !srcs[first].hasRemaining()) {
-                    first++;
-                }
-                if (first == srcs.length) {
-                    return;
-                }
-                channel.write(srcs, first, srcs.length - first);
-            }
+            ChannelIo.writeFully(channel, srcs);
         } catch (IOException e) {
             close();
             throw e;
@@ -71,17 +62,7 @@ final class SocketConnection implements Connection {
 
     @Override
     public void readFully(ByteBuffer dst) throws IOException {
-        int wanted = dst.remaining();
-        while (dst.hasRemaining()) {
-            if (channel.read(dst) < 0) {
-                int got = wanted - dst.remaining();
-                if (got == 0) {
-                    throw new EOFException("peer closed: " + peer.description());
-                }
-                throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
-                        + peer.description());
-            }
-        }
+        ChannelIo.readFully(channel, dst, peer.description());
     }
 
     @Override
