@@ -33,13 +33,13 @@ final class Call {
     /** DATA bytes announced by the request and not yet taken off the lane. */
     private long bulkPending;
 
-    Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function) {
+    Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function, ExecutionThread exec) {
         this.session = session;
         this.lane = lane;
         this.header = header;
         this.body = body;
         this.function = function;
-        this.exec = ExecutionThread.current(session.chunkBytes());
+        this.exec = exec;
         this.scratch = SegmentAllocator.slicingAllocator(exec.scratch);
     }
 

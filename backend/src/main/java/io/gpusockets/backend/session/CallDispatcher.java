@@ -52,13 +52,14 @@ final class CallDispatcher {
         return f != null && inline[f.index()];
     }
 
-    void execute(Lane lane, Inbound in) throws IOException, InterruptedException {
+    /** Runs one call frame of {@code lane} on the calling thread, whose state is {@code exec}. */
+    void execute(Lane lane, Inbound in, ExecutionThread exec) throws IOException, InterruptedException {
         FrameHeader h = in.header();
         if (h.opcode() == Opcodes.DATA) {
             return; // data of a call that was refused before it read it: dropped
         }
         ApiFunction f = table.byOpcode(h.opcode());
-        Call call = new Call(session, lane, h, in.body(), f);
+        Call call = new Call(session, lane, h, in.body(), f, exec);
         int result;
         try {
             if (f == null || f.local()) {

@@ -104,6 +104,7 @@ final class Lane implements Runnable {
 
     @Override
     public void run() {
+        ExecutionThread exec = ExecutionThread.current(session.chunkBytes());
         try {
             while (true) {
                 Inbound in = queue.take();
@@ -111,7 +112,7 @@ final class Lane implements Runnable {
                     return;
                 }
                 try {
-                    session.dispatcher().execute(this, in);
+                    session.dispatcher().execute(this, in, exec);
                 } finally {
                     session.release(in);
                     if (in.header().opcode() != Opcodes.DATA) {

@@ -31,7 +31,12 @@ public final class ApiTable {
 
     private final List<ApiFunction> functions;
     private final Map<String, ApiFunction> byName;
-    private final Map<Integer, ApiFunction> byOpcode;
+    /**
+     * Opcode → function as an open-addressed table (linear probing, power-of-two size, at most a
+     * quarter full): looked up for every call frame on the backend, so without boxing or hashing objects.
+     */
+    private final int[] opcodeKeys;
+    private final ApiFunction[] opcodeValues;
     private final Map<String, ApiFunction> bySymbol;
 
     private ApiTable(List<ApiFunction> functions) {
@@ -54,7 +59,17 @@ public final class ApiTable {
             }
         }
         this.byName = Map.copyOf(names);
-        this.byOpcode = Map.copyOf(ops);
+        int slots = Integer.highestOneBit(Math.max(ops.size(), 1) * 4 - 1) << 1;
+        this.opcodeKeys = new int[slots];
+        this.opcodeValues = new ApiFunction[slots];
+        for (ApiFunction f : ops.values()) {
+            int i = slot(f.opcode());
+            while (opcodeValues[i] != null) {
+                i = (i + 1) & (slots - 1);
+            }
+            opcodeKeys[i] = f.opcode();
+            opcodeValues[i] = f;
+        }
         this.bySymbol = Map.copyOf(symbols);
     }
 
@@ -82,8 +97,20 @@ public final class ApiTable {
         return byName.get(name);
     }
 
+    /** The function with this wire opcode, or null. */
     public ApiFunction byOpcode(int opcode) {
-        return byOpcode.get(opcode);
+        int mask = opcodeKeys.length - 1;
+        for (int i = slot(opcode); ; i = (i + 1) & mask) {
+            ApiFunction f = opcodeValues[i];
+            if (f == null || opcodeKeys[i] == opcode) {
+                return f;
+            }
+        }
+    }
+
+    private int slot(int opcode) {
+        int h = opcode * 0x9E3779B9; // spread the name-derived bits over the low ones
+        return (h ^ (h >>> 16)) & (opcodeKeys.length - 1);
     }
 
     public ApiFunction bySymbol(String symbol) {

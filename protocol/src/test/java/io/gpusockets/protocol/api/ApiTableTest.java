@@ -2,6 +2,8 @@ package io.gpusockets.protocol.api;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
@@ -54,6 +56,28 @@ class ApiTableTest {
         }
         // A fixed value: changing the derivation would break every deployed frontend.
         assertEquals(0x58896ef3, table.byName("cuInit").opcode());
+    }
+
+    @Test
+    void everyOpcodeFindsItsFunctionAndNoOtherOpcodeFindsOne() {
+        Set<Integer> opcodes = new HashSet<>();
+        for (ApiFunction f : table.functions()) {
+            assertSame(f, table.byOpcode(f.opcode()), f.name());
+            opcodes.add(f.opcode());
+        }
+        java.util.Random random = new java.util.Random(5);
+        int misses = 0;
+        for (int i = 0; i < 100_000; i++) {
+            int op = random.nextInt();
+            if (!opcodes.contains(op)) {
+                assertNull(table.byOpcode(op), Integer.toHexString(op));
+                misses++;
+            }
+        }
+        assertTrue(misses > 99_000);
+        for (int op : new int[] {0, -1, io.gpusockets.protocol.wire.Opcodes.DATA, io.gpusockets.protocol.wire.Opcodes.GOODBYE}) {
+            assertNull(table.byOpcode(op));
+        }
     }
 
     @Test
