@@ -29,6 +29,13 @@ public final class Session {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
     /** Smallest charge against the body budget, so that empty frames cannot queue without bound. */
     private static final int MIN_CHARGE = 64;
+    /**
+     * Whether pipelined quick calls go to the lane's thread (the default) rather than run on the reader
+     * when the lane is idle. System property {@code gpusockets.backend.pipelinedToLane}, for measuring
+     * one against the other (benchmarks/RESULTS.md).
+     */
+    static final boolean PIPELINED_TO_LANE =
+            Boolean.parseBoolean(System.getProperty("gpusockets.backend.pipelinedToLane", "true"));
 
     private final long id;
     private final FrameChannel channel;
@@ -128,6 +135,8 @@ public final class Session {
     /** Reads frames until the connection ends, then cleans up. Runs on the session's own thread. */
     public void serve() {
         String reason = "peer closed the connection";
+        // This thread's state, fetched once: quick calls run here for every lane of the session.
+        ExecutionThread exec = ExecutionThread.current(chunkBytes());
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
@@ -167,10 +176,14 @@ public final class Session {
                 body.flip();
                 Inbound in = new Inbound(h, body, charge);
                 Lane lane = lane(h.lane());
-                if (op != Opcodes.DATA && lane.pending.get() == 0 && dispatcher.runsInline(op)) {
-                    // The lane is idle and the call is quick: run it here, without waking a thread.
+                if (op != Opcodes.DATA && (h.wantsReply() || !PIPELINED_TO_LANE) && lane.pending.get() == 0
+                        && dispatcher.runsInline(op)) {
+                    // The lane is idle, the call is quick and its caller waits: run it here, without waking
+                    // a thread. A pipelined call (no reply awaited) goes to the lane's thread even when
+                    // quick, so that this thread reads and queues the next frames while the driver runs it:
+                    // a burst of launches then costs the driver's time per launch, not the driver's plus ours.
                     try {
-                        dispatcher.execute(lane, in);
+                        dispatcher.execute(lane, in, exec);
                     } finally {
                         release(in);
                     }
