@@ -128,6 +128,13 @@ final class CustomCalls {
         }
         long stream = c.handle(ParamType.STREAM, streamId, true);
         c.deviceRange(dst, count);
+        if (!async && count > session.chunkBytes()) {
+            StagingPool.Buffer first = session.staging().acquire(c.lane.topContext());
+            if (first.pinned()) {
+                return copyInStaged(c, dst, count, first);
+            }
+            session.staging().release(first);
+        }
         int result = CuResult.CUDA_SUCCESS;
         long off = 0;
         while (off < count) {
@@ -146,6 +153,105 @@ final class CustomCalls {
             }
         }
         return result;
+    }
+
+    /** cuEventCreate flag: no timing, the cheapest event, enough to wait for. */
+    private static final int EVENT_DISABLE_TIMING = 0x2;
+
+    /**
+     * A synchronous copy of more than one DATA chunk, staged through two pinned buffers. Each chunk is
+     * copied into the current buffer and handed to the device at once by cuMemcpyHtoDAsync on the
+     * legacy default stream, which is where cuMemcpyHtoD runs (so it still follows earlier work in
+     * the context's blocking streams). The DMA of one chunk thus overlaps the receiving and copying of
+     * the next, and the driver never sees pageable memory, which it would copy once more into its own
+     * staging, synchronously, chunk by chunk.
+     *
+     * <p>A buffer is refilled only after an event recorded behind its last DMA has completed; the
+     * call returns once an event behind the last chunk has, and no buffer goes back to the pool while
+     * the device may still read it. After a failed call the rest of the data is still taken off the
+     * lane (and dropped), so that the frames stay in step.
+     */
+    private int copyInStaged(Call c, long dst, long count, StagingPool.Buffer first)
+            throws ProtocolException, InterruptedException {
+        StagingPool pool = session.staging();
+        long context = c.lane.topContext();
+        StagingPool.Buffer[] buf = {first, null};
+        long[] done = new long[2];       // per buffer: an event behind its last DMA (0: none made yet)
+        boolean[] busy = new boolean[2]; // per buffer: DMA issued from it and not yet waited for
+        int result = CuResult.CUDA_SUCCESS;
+        int cur = 0;
+        long fill = 0;
+        long off = 0;
+        try {
+            while (off < count) {
+                Inbound in = c.nextChunk();
+                try {
+                    int len = in.body().remaining();
+                    if (len > pool.bufferBytes()) {
+                        // Larger than a staging buffer (a frontend with bigger frames): the driver stages it.
+                        if (result == CuResult.CUDA_SUCCESS) {
+                            result = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, 0);
+                        }
+                        off += len;
+                        continue;
+                    }
+                    if (result == CuResult.CUDA_SUCCESS && fill + len > buf[cur].segment().byteSize()) {
+                        result = record(c, done, cur);
+                        cur ^= 1;
+                        fill = 0;
+                        if (buf[cur] == null) {
+                            buf[cur] = pool.acquire(context);
+                        } else if (result == CuResult.CUDA_SUCCESS && busy[cur]) {
+                            result = driver.cuEventSynchronize(done[cur]);
+                            busy[cur] = result != CuResult.CUDA_SUCCESS;
+                        }
+                    }
+                    if (result == CuResult.CUDA_SUCCESS) {
+                        MemorySegment slot = buf[cur].segment().asSlice(fill, len);
+                        MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, slot, 0, len);
+                        result = driver.cuMemcpyHtoDAsync(dst + off, slot, len, 0);
+                        busy[cur] |= result == CuResult.CUDA_SUCCESS;
+                        fill += len;
+                    }
+                    off += len;
+                } finally {
+                    c.release(in);
+                }
+            }
+            if (result == CuResult.CUDA_SUCCESS) {
+                result = record(c, done, cur);
+                if (result == CuResult.CUDA_SUCCESS) {
+                    // Stream order: once the last chunk's DMA is done, every earlier one is.
+                    result = driver.cuEventSynchronize(done[cur]);
+                    busy[0] = busy[1] = result != CuResult.CUDA_SUCCESS;
+                }
+            }
+            return result;
+        } finally {
+            if (busy[0] || busy[1]) {
+                driver.cuStreamSynchronize(0); // a failure or an abort left DMA in flight: wait for it first
+            }
+            for (long event : done) {
+                if (event != 0) {
+                    driver.cuEventDestroy(event);
+                }
+            }
+            pool.release(buf[0]);
+            pool.release(buf[1]);
+        }
+    }
+
+    /** Records buffer {@code i}'s event (made on first use) on the legacy default stream, behind its DMAs. */
+    private int record(Call c, long[] done, int i) {
+        if (done[i] == 0) {
+            MemorySegment cell = c.scratch(8);
+            int r = driver.cuEventCreate(cell, EVENT_DISABLE_TIMING);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            done[i] = cell.get(ValueLayout.JAVA_LONG, 0);
+        }
+        return driver.cuEventRecord(done[i], 0);
     }
 
     /** Copies out of at most this many bytes stage through the thread's own buffer, in one piece. */

@@ -51,13 +51,48 @@ class CopyOutStagingTest {
         final EmulatedDevice device = new EmulatedDevice();
         final Map<Long, Arena> live = new ConcurrentHashMap<>();
         final Map<Long, Long> contextOf = new ConcurrentHashMap<>();
+        final Map<Long, Long> sizeOf = new ConcurrentHashMap<>();
         final AtomicInteger allocated = new AtomicInteger();
         final AtomicInteger freed = new AtomicInteger();
         final List<String> violations = java.util.Collections.synchronizedList(new ArrayList<>());
+        /**
+         * Host-to-device copies from pinned memory still in flight as the real driver would see them: the
+         * device reads such a source by DMA after the call returns, until an event recorded behind it
+         * (or a synchronisation) says it is done. Reusing or freeing a source before then is recorded as
+         * a violation (the emulated device itself reads the source at once, so the data cannot show it).
+         */
+        final List<long[]> inFlight = new ArrayList<>();
+        final Map<Long, List<long[]>> coveredBy = new ConcurrentHashMap<>();
+        final AtomicInteger pinnedDmas = new AtomicInteger();
+
         final CudaDriver driver = (CudaDriver) Proxy.newProxyInstance(CudaDriver.class.getClassLoader(),
                 new Class<?>[] {CudaDriver.class}, (proxy, m, args) -> switch (m.getName()) {
                     case "cuMemAllocHost" -> allocHost((MemorySegment) args[0], (Long) args[1]);
                     case "cuMemFreeHost" -> freeHost((MemorySegment) args[0]);
+                    case "cuMemcpyHtoDAsync" -> {
+                        dmaFrom((MemorySegment) args[1], (Long) args[2]);
+                        yield forward(m, args);
+                    }
+                    case "cuEventRecord" -> {
+                        synchronized (inFlight) {
+                            coveredBy.put((Long) args[0], new ArrayList<>(inFlight));
+                        }
+                        yield forward(m, args);
+                    }
+                    case "cuEventSynchronize" -> {
+                        Object r = forward(m, args);
+                        synchronized (inFlight) {
+                            inFlight.removeAll(coveredBy.getOrDefault((Long) args[0], List.of()));
+                        }
+                        yield r;
+                    }
+                    case "cuStreamSynchronize", "cuCtxSynchronize" -> {
+                        Object r = forward(m, args);
+                        synchronized (inFlight) {
+                            inFlight.clear();
+                        }
+                        yield r;
+                    }
                     case "cuCtxDestroy" -> {
                         long ctx = (Long) args[0];
                         contextOf.forEach((p, c) -> {
@@ -69,6 +104,24 @@ class CopyOutStagingTest {
                     }
                     default -> forward(m, args);
                 });
+
+        private void dmaFrom(MemorySegment src, long n) {
+            long p = src.address();
+            boolean pinned = sizeOf.entrySet().stream()
+                    .anyMatch(e -> live.containsKey(e.getKey()) && p >= e.getKey() && p < e.getKey() + e.getValue());
+            if (!pinned) {
+                return;
+            }
+            pinnedDmas.incrementAndGet();
+            synchronized (inFlight) {
+                for (long[] r : inFlight) {
+                    if (p < r[1] && r[0] < p + n) {
+                        violations.add("pinned source 0x" + Long.toHexString(p) + "+" + n + " reused while its DMA may be in flight");
+                    }
+                }
+                inFlight.add(new long[] {p, p + n});
+            }
+        }
 
         private Object forward(java.lang.reflect.Method m, Object[] args) throws Throwable {
             try {
@@ -89,6 +142,7 @@ class CopyOutStagingTest {
                 long p = mem.allocate(size, 4096).address();
                 live.put(p, mem);
                 contextOf.put(p, cell.get(JAVA_LONG, 0));
+                sizeOf.put(p, size);
                 pp.reinterpret(8).set(JAVA_LONG, 0, p);
                 allocated.incrementAndGet();
                 return CuResult.CUDA_SUCCESS;
@@ -97,6 +151,14 @@ class CopyOutStagingTest {
 
         private int freeHost(MemorySegment p) {
             Arena mem = live.remove(p.address());
+            synchronized (inFlight) {
+                long base = p.address(), end = base + sizeOf.getOrDefault(base, 0L);
+                for (long[] r : inFlight) {
+                    if (r[0] < end && base < r[1]) {
+                        violations.add("pinned buffer 0x" + Long.toHexString(base) + " freed while a DMA from it may be in flight");
+                    }
+                }
+            }
             if (mem == null) {
                 violations.add("cuMemFreeHost of 0x" + Long.toHexString(p.address()) + ", not live");
                 return CuResult.CUDA_ERROR_INVALID_VALUE;
