@@ -75,9 +75,9 @@ public final class Bench implements Callable<Integer> {
     record Sizes(int pingWarmup, int pings, int launchWarmup, int launches, int syncWarmup, int syncs, long copyMax,
                  long copyBudget, int copyMaxReps, int moduleLoads, int clientWarmup, int clientLaunches,
                  int vectorAdds, int streamWarmup, int streamChunks) {
-        static final Sizes FULL = new Sizes(20_000, 50_000, 5_000, 100_000, 1_000, 20_000, 256L << 20, 1L << 30, 2_000,
+        static final Sizes FULL = new Sizes(20_000, 50_000, 50_000, 100_000, 1_000, 20_000, 256L << 20, 1L << 30, 2_000,
                 10, 500, 20_000, 5, 128, 1024);
-        static final Sizes QUICK = new Sizes(2_000, 5_000, 1_000, 10_000, 200, 2_000, 16L << 20, 32L << 20, 200,
+        static final Sizes QUICK = new Sizes(2_000, 5_000, 5_000, 10_000, 200, 2_000, 16L << 20, 32L << 20, 200,
                 3, 100, 5_000, 2, 16, 128);
     }
 
@@ -220,7 +220,8 @@ public final class Bench implements Callable<Integer> {
             }
             if (kernels[0] != null) {
                 long empty = kernels[0].function(DriverBench.EMPTY_KERNEL);
-                step(name, "launch-async: " + s.launches() + " gpus_empty launches, then cuCtxSynchronize", () -> {
+                step(name, "launch-async: " + s.launchWarmup() + " warm-up, then " + DriverBench.LAUNCH_ROUNDS + " rounds of "
+                        + s.launches() + " gpus_empty launches and a cuCtxSynchronize (median)", () -> {
                     double rate = DriverBench.asyncLaunches(cu, empty, s.launchWarmup(), s.launches());
                     report.add(name, "launch-async", "throughput", rate, "launches/s",
                             baselines(name, nativeDevice, "launch-async"));

@@ -71,14 +71,26 @@ final class DriverBench {
         };
     }
 
-    /** {@code n} async launches of gpus_empty (1×1) on the default stream, then one cuCtxSynchronize: launches/s. */
+    /** Measured rounds of {@link #asyncLaunches}: the median is reported, so one disturbed round does not decide. */
+    static final int LAUNCH_ROUNDS = 3;
+
+    /**
+     * {@code warmup} async launches of gpus_empty (1×1) on the default stream and a cuCtxSynchronize, then
+     * {@link #LAUNCH_ROUNDS} rounds of {@code n} launches each followed by one cuCtxSynchronize: the median
+     * launches/s. The warm-up must be long enough for the JIT to compile the launch path on both sides
+     * (tens of thousands of calls): a short one measures the interpreter.
+     */
     static double asyncLaunches(CudaDriver cu, long function, int warmup, int n) {
         launches(cu, function, warmup);
         Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
-        long t0 = System.nanoTime();
-        launches(cu, function, n);
-        Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
-        return n / ((System.nanoTime() - t0) / 1e9);
+        double[] rates = new double[LAUNCH_ROUNDS];
+        for (int round = 0; round < rates.length; round++) {
+            long t0 = System.nanoTime();
+            launches(cu, function, n);
+            Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
+            rates[round] = n / ((System.nanoTime() - t0) / 1e9);
+        }
+        return median(rates);
     }
 
     private static void launches(CudaDriver cu, long function, int n) {
@@ -107,15 +119,24 @@ final class DriverBench {
         return h;
     }
 
-    /** Copy sizes: 8 B × 4^k below {@code max}, then {@code max} itself. */
+    /**
+     * Copy sizes: 8 B × 4^k below {@code max}, then {@code max} itself, plus 16 MiB (the size of DESIGN
+     * §10's copy target, which the ×4 ladder steps over) when it lies below {@code max}.
+     */
     static long[] copySizes(long max) {
-        List<Long> sizes = new ArrayList<>();
+        java.util.TreeSet<Long> sizes = new java.util.TreeSet<>();
         for (long s = 8; s < max; s *= 4) {
             sizes.add(s);
+        }
+        if (TARGET_COPY_BYTES < max) {
+            sizes.add(TARGET_COPY_BYTES);
         }
         sizes.add(max);
         return sizes.stream().mapToLong(Long::longValue).toArray();
     }
+
+    /** DESIGN §10's copy size. */
+    static final long TARGET_COPY_BYTES = 16L << 20;
 
     /** How many copies of {@code bytes} to time: about {@code budget} bytes, at least 3, at most {@code maxReps}. */
     static int copyReps(long bytes, long budget, int maxReps) {

@@ -98,7 +98,7 @@ class BenchReportTest {
     }
 
     @Test
-    void copySizesGrowByFourFromEightBytesAndEndAtTheMaximum() {
+    void copySizesGrowByFourFromEightBytesIncludeSixteenMebibytesAndEndAtTheMaximum() {
         long[] quick = DriverBench.copySizes(16L << 20);
         assertEquals(8, quick[0]);
         assertEquals(16L << 20, quick[quick.length - 1]);
@@ -106,6 +106,9 @@ class BenchReportTest {
         long[] full = DriverBench.copySizes(256L << 20);
         assertEquals(256L << 20, full[full.length - 1]);
         assertEquals(128L << 20, full[full.length - 2]);
+        assertEquals(32L << 20, full[full.length - 4]);
+        assertEquals(16L << 20, full[full.length - 5], "the 16 MiB target size is measured in the full run too");
+        assertEquals(8L << 20, full[full.length - 6]);
     }
 
     @Test
