@@ -25,6 +25,14 @@ public interface Connection extends Closeable {
     /** Who is at the other end, as far as the transport can tell. */
     PeerInfo peer();
 
+    /**
+     * The window of memory both ends map, where the transport has one (ring://), else empty. It is
+     * handed out once: a later call returns empty. Whoever takes it releases it when done with it.
+     */
+    default java.util.Optional<SharedWindow> takeSharedWindow() {
+        return java.util.Optional.empty();
+    }
+
     /** Closes both directions; a thread blocked in read or write gets an IOException. Idempotent. */
     @Override
     void close();

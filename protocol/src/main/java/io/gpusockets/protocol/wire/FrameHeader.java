@@ -30,6 +30,16 @@ public record FrameHeader(int length, int opcode, int flags, int lane, long requ
     public static final int FLAG_REPLY = 1;
     /** The sender does not wait for a reply (pipelined asynchronous call); errors are latched on the lane. */
     public static final int FLAG_NO_REPLY = 2;
+    /**
+     * On DATA: the body is a window reference (offset u64, length u64) into the connection's
+     * {@link io.gpusockets.protocol.transport.SharedWindow}, not the bytes. On a call: the caller asks
+     * for its bulk output that way. Only on sessions that agreed to the window feature.
+     */
+    public static final int FLAG_WINDOW = 4;
+
+    public boolean inWindow() {
+        return (flags & FLAG_WINDOW) != 0;
+    }
 
     public boolean isReply() {
         return (flags & FLAG_REPLY) != 0;

@@ -14,7 +14,7 @@ import java.nio.file.Path;
 /**
  * The set-up exchange on the unix socket, both messages native-endian:
  * <pre>
- *   server to client: HELLO (int) | version (int) | capacity (long) | path length (int) | path (UTF-8)
+ *   server to client: HELLO (int) | version (int) | capacity (long) | window (long) | path length (int) | path (UTF-8)
  *   client to server: ACK (int), once the client has mapped the file and checked its header
  * </pre>
  * The channel is non-blocking from here on (the liveness probe must not block), so every step waits
@@ -26,35 +26,42 @@ final class Handshake {
     private static final int MAX_PATH = 4096;
 
     /** What the server announces. */
-    record Hello(long capacity, Path path) {
+    record Hello(long capacity, long window, Path path) {
     }
 
     private Handshake() {
     }
 
-    static void sendHello(SocketChannel channel, long capacity, Path path, long deadline) throws IOException {
+    static void sendHello(SocketChannel channel, long capacity, long window, Path path, long deadline) throws IOException {
         byte[] bytes = path.toString().getBytes(StandardCharsets.UTF_8);
-        ByteBuffer b = ByteBuffer.allocate(20 + bytes.length).order(ByteOrder.nativeOrder());
-        b.putInt(HELLO).putInt(RingDescriptor.VERSION).putLong(capacity).putInt(bytes.length).put(bytes).flip();
+        ByteBuffer b = ByteBuffer.allocate(28 + bytes.length).order(ByteOrder.nativeOrder());
+        b.putInt(HELLO).putInt(RingDescriptor.VERSION).putLong(capacity).putLong(window).putInt(bytes.length).put(bytes).flip();
         writeFully(channel, b, deadline);
     }
 
     static Hello receiveHello(SocketChannel channel, long deadline) throws IOException {
-        ByteBuffer fixed = readFully(channel, 20, deadline);
+        ByteBuffer fixed = readFully(channel, 16, deadline);
         int magic = fixed.getInt();
         int version = fixed.getInt();
         long capacity = fixed.getLong();
-        int length = fixed.getInt();
         if (magic != HELLO || version != RingDescriptor.VERSION) {
             throw new IOException("not a ring:// listener or another version: magic=" + Integer.toHexString(magic)
-                    + " version=" + version);
+                    + " version=" + version + " (this side speaks version " + RingDescriptor.VERSION + ")");
         }
+        ByteBuffer rest = readFully(channel, 12, deadline);
+        long window = rest.getLong();
+        int length = rest.getInt();
         RingDescriptor.checkCapacity(capacity);
+        try {
+            RingDescriptor.checkWindow(window);
+        } catch (IllegalArgumentException e) {
+            throw new IOException(e.getMessage());
+        }
         if (length <= 0 || length > MAX_PATH) {
             throw new IOException("bad shared file path length: length=" + length);
         }
         ByteBuffer path = readFully(channel, length, deadline);
-        return new Hello(capacity, Path.of(StandardCharsets.UTF_8.decode(path).toString()));
+        return new Hello(capacity, window, Path.of(StandardCharsets.UTF_8.decode(path).toString()));
     }
 
     static void sendAck(SocketChannel channel, long deadline) throws IOException {

@@ -13,11 +13,13 @@ import java.util.regex.Pattern;
  * @param uri       the address as given
  * @param name      the ring's name
  * @param capacity  bytes of each ring, the listener's choice (a client's {@code size} is checked, not used)
+ * @param window    bytes of the shared window, 0 for none; the listener's choice too
  * @param socket    where the listener's unix socket lives
  */
-record RingAddress(TransportUri uri, String name, long capacity, Path socket) {
+record RingAddress(TransportUri uri, String name, long capacity, long window, Path socket) {
     public static final String DIR_PROP_NAME = "gpusockets.ring.dir";
     public static final String SIZE_PROP_NAME = "gpusockets.ring.size";
+    public static final String WINDOW_PROP_NAME = "gpusockets.ring.window";
     /** sun_path holds 108 bytes including the terminating NUL. */
     static final int MAX_SOCKET_PATH = 107;
 
@@ -36,22 +38,27 @@ record RingAddress(TransportUri uri, String name, long capacity, Path socket) {
         }
         long capacity = parseSize(System.getProperty(SIZE_PROP_NAME, String.valueOf(RingDescriptor.DEFAULT_CAPACITY)),
                 SIZE_PROP_NAME, uri);
+        String windowText = System.getProperty(WINDOW_PROP_NAME, String.valueOf(RingDescriptor.DEFAULT_WINDOW));
         if (query >= 0) {
             for (String param : rest.substring(query + 1).split("&", -1)) {
                 if (param.startsWith("size=")) {
                     capacity = parseSize(param.substring(5), "size", uri);
+                } else if (param.startsWith("window=")) {
+                    windowText = param.substring(7);
                 } else {
-                    throw new IllegalArgumentException("unknown ring:// parameter (known: size): param=" + param + " uri=" + uri);
+                    throw new IllegalArgumentException("unknown ring:// parameter (known: size, window): param=" + param
+                            + " uri=" + uri);
                 }
             }
         }
+        long window = windowText.equals("0") ? 0 : parseSize(windowText, "window", uri);
         Path dir = Path.of(System.getProperty(DIR_PROP_NAME, System.getProperty("java.io.tmpdir")));
         Path socket = dir.resolve("gpusockets-ring-" + name + ".sock").toAbsolutePath();
         if (socket.toString().getBytes(StandardCharsets.UTF_8).length > MAX_SOCKET_PATH) {
             throw new IllegalArgumentException("socket path longer than " + MAX_SOCKET_PATH + " bytes (shorten the name or "
                     + DIR_PROP_NAME + "): path=" + socket + " uri=" + uri);
         }
-        return new RingAddress(uri, name, capacity, socket);
+        return new RingAddress(uri, name, capacity, window, socket);
     }
 
     /** {@code digits [k|m|g]}, binary multiples, a power of two within the descriptor's bounds. */

@@ -3,6 +3,7 @@ package io.gpusockets.transport.ring;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.PeerInfo;
 import java.io.EOFException;
+import java.lang.foreign.MemorySegment;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.AsynchronousCloseException;
@@ -44,6 +45,8 @@ final class RingConnection implements Connection {
     private final IdleStrategy readIdle;
     private final IdleStrategy writeIdle;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** Set once the shared window was handed out: from then on its taker unmaps it, not close(). */
+    private final AtomicBoolean windowTaken = new AtomicBoolean();
     private volatile boolean peerGone;
     private volatile long lastLivenessCheck = System.nanoTime();
 
@@ -143,6 +146,29 @@ final class RingConnection implements Connection {
         return peer;
     }
 
+    @Override
+    public java.util.Optional<io.gpusockets.protocol.transport.SharedWindow> takeSharedWindow() {
+        MemorySegment window = mapping.window();
+        if (window == null || !windowTaken.compareAndSet(false, true)) {
+            return java.util.Optional.empty();
+        }
+        if (closed.get()) {
+            mapping.closeWindow();
+            return java.util.Optional.empty();
+        }
+        return java.util.Optional.of(new io.gpusockets.protocol.transport.SharedWindow() {
+            @Override
+            public MemorySegment segment() {
+                return window;
+            }
+
+            @Override
+            public void release() {
+                mapping.closeWindow();
+            }
+        });
+    }
+
     /**
      * Sets this side's closed flag, wakes every sleeper on both rings (the peer's and ours), closes the
      * liveness socket, then unmaps once our own readers and writers have left (they notice within one
@@ -168,6 +194,9 @@ final class RingConnection implements Connection {
             write = read && writeLock.tryLock(CLOSE_GRACE_MILLIS, TimeUnit.MILLISECONDS);
             if (write) {
                 mapping.close();
+            }
+            if (!windowTaken.getAndSet(true)) {
+                mapping.closeWindow(); // never handed out: nobody else can be touching it
             }
         } catch (InterruptedException e) {
             interrupted = true;

@@ -18,6 +18,8 @@ import java.nio.ByteOrder;
  *  +---------------------------------------------------------------+
  *  |                 CAPACITY of each ring (64)                    |  16
  *  +---------------------------------------------------------------+
+ *  |                 WINDOW bytes (64), 0 for none                 |  24
+ *  +---------------------------------------------------------------+
  *  |          SERVER_CLOSED (32)  |  ...  CLIENT_CLOSED (32)       | 128 / 132 (written once each)
  *  +---------------------------------------------------------------+
  *  | ring r (r = 0 client-to-server, r = 1 server-to-client), base = 256 + 256 * r:
@@ -27,6 +29,8 @@ import java.nio.ByteOrder;
  *  |   base + 136  CONSUMER_WAITING (32): 1 while the consumer sleeps on TAIL (ring empty)
  *  +---------------------------------------------------------------+
  * Data of ring r: 4096 + r * CAPACITY .. 4096 + (r + 1) * CAPACITY, page aligned.
+ * Shared window: 4096 + 2 * CAPACITY .. + WINDOW, page aligned: bulk data that frames refer to by
+ * offset (see io.gpusockets.protocol.transport.SharedWindow); the rings never touch it.
  * </pre>
  *
  * HEAD and TAIL count bytes since the start and never wrap; a position's index in the data area is
@@ -55,11 +59,12 @@ import java.nio.ByteOrder;
  */
 public final class RingDescriptor {
     public static final long MAGIC = 0x3147_4E49_5255_5047L; // "GPURING1" in little-endian bytes
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
 
     public static final long MAGIC_OFFSET = 0;
     public static final long VERSION_OFFSET = 8;
     public static final long CAPACITY_OFFSET = 16;
+    public static final long WINDOW_OFFSET = 24;
     public static final long SERVER_CLOSED_OFFSET = 128;
     public static final long CLIENT_CLOSED_OFFSET = 132;
 
@@ -85,6 +90,8 @@ public final class RingDescriptor {
     public static final int MIN_CAPACITY = 4096;
     public static final long MAX_CAPACITY = 1L << 30;
     public static final int DEFAULT_CAPACITY = 4 << 20;
+    /** Shared window bytes unless configured: a 16 MiB copy fits it with room for a second. */
+    public static final int DEFAULT_WINDOW = 32 << 20;
 
     /** Ring index of the client-to-server direction; the other is server-to-client. */
     public static final int CLIENT_TO_SERVER = 0;
@@ -93,10 +100,28 @@ public final class RingDescriptor {
     private RingDescriptor() {
     }
 
-    /** Bytes of the whole mapping for rings of {@code capacity} each. */
-    public static long mappingBytes(long capacity) {
+    /** Bytes of the whole mapping for rings of {@code capacity} each and a shared window of {@code window}. */
+    public static long mappingBytes(long capacity, long window) {
         checkCapacity(capacity);
+        checkWindow(window);
+        return META_BYTES + 2 * capacity + window;
+    }
+
+    /** Where the shared window starts in the mapping. */
+    public static long windowOffset(long capacity) {
         return META_BYTES + 2 * capacity;
+    }
+
+    /** A window is 0 (none) or a power of two from 4 KiB to 1 GiB. */
+    public static void checkWindow(long window) {
+        if (window != 0) {
+            try {
+                checkCapacity(window);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException("shared window must be 0 or a power of two in [" + MIN_CAPACITY + ", "
+                        + MAX_CAPACITY + "]: window=" + window);
+            }
+        }
     }
 
     public static long ringMetaOffset(int ring) {

@@ -80,9 +80,9 @@ final class RingListener implements Listener {
         PeerCredentials.check(uid, address.uri().toString());
         long deadline = System.nanoTime() + HANDSHAKE_TIMEOUT_NANOS;
         channel.configureBlocking(false);
-        SharedMapping mapping = SharedMapping.create(address.name(), address.capacity());
+        SharedMapping mapping = SharedMapping.create(address.name(), address.capacity(), address.window());
         try {
-            Handshake.sendHello(channel, mapping.capacity(), mapping.path(), deadline);
+            Handshake.sendHello(channel, mapping.capacity(), mapping.windowBytes(), mapping.path(), deadline);
             Handshake.receiveAck(channel, deadline);
         } catch (IOException | RuntimeException e) {
             mapping.close();

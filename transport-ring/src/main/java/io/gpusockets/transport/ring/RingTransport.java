@@ -28,12 +28,19 @@ import java.util.function.Supplier;
  *   ring-uri = "ring://" name [ "?" param *( "&amp;" param ) ]
  *   name     = 1*( ALPHA / DIGIT / "." / "_" / "-" )        not "." or ".."
  *   param    = "size=" 1*10DIGIT [ "k" / "m" / "g" ]        binary multiples, case-insensitive
+ *   param    =/ "window=" ( "0" / 1*10DIGIT [ "k" / "m" / "g" ] )
  * </pre>
  * {@code size} is the capacity of each direction's ring: a power of two from 4 KiB to 1 GiB, default
  * 4 MiB or system property {@value RingAddress#SIZE_PROP_NAME}. The listener's size is the one used; a
  * client's is only validated. The set-up socket is {@code DIR/gpusockets-ring-NAME.sock}, DIR being
  * system property {@value RingAddress#DIR_PROP_NAME}, else java.io.tmpdir; client and listener must agree
  * on it. Example: {@code ring://backend-0?size=1m}.
+ *
+ * <p>{@code window} is the size of the {@link io.gpusockets.protocol.transport.SharedWindow} both sides
+ * map beside the rings (large copies place their data there instead of streaming it through a ring):
+ * 0, or a power of two from 4 KiB to 1 GiB; default 32 MiB or system property
+ * {@value RingAddress#WINDOW_PROP_NAME}. The listener's choice is used. Pages are only backed once
+ * touched, so an idle window costs no memory.
  *
  * <p>Peers must share our uid unless system property {@value PeerCredentials#PEER_UID_PROP_NAME} says
  * otherwise ({@code any}, or a number).
@@ -78,7 +85,7 @@ public final class RingTransport implements Transport {
             PeerCredentials.check(uid, uri.toString());
             channel.configureBlocking(false);
             Handshake.Hello hello = Handshake.receiveHello(channel, deadline);
-            mapping = SharedMapping.open(hello.path(), hello.capacity());
+            mapping = SharedMapping.open(hello.path(), hello.capacity(), hello.window());
             Handshake.sendAck(channel, deadline);
             return new RingConnection(mapping, false, channel, RingListener.peerInfo(uri, uid), idle);
         } catch (IOException | RuntimeException e) {

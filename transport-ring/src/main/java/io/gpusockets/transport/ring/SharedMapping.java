@@ -34,25 +34,31 @@ final class SharedMapping implements AutoCloseable {
     private final Arena arena;
     private final MemorySegment segment;
     private final long capacity;
+    /** The shared window's own mapping (null when there is none), unmapped apart from the rings. */
+    private final Arena windowArena;
+    private final MemorySegment window;
     private final Path path;
 
-    private SharedMapping(Arena arena, MemorySegment segment, long capacity, Path path) {
+    private SharedMapping(Arena arena, MemorySegment segment, long capacity, Arena windowArena, MemorySegment window, Path path) {
         this.arena = arena;
         this.segment = segment;
         this.capacity = capacity;
+        this.windowArena = windowArena;
+        this.window = window;
         this.path = path;
     }
 
-    /** Creates, sizes and maps a new file for rings of {@code capacity} bytes, and writes the header. */
-    static SharedMapping create(String name, long capacity) throws IOException {
-        long size = RingDescriptor.mappingBytes(capacity);
+    /** Creates, sizes and maps a new file for rings of {@code capacity} bytes and a window, and writes the header. */
+    static SharedMapping create(String name, long capacity, long window) throws IOException {
+        long size = RingDescriptor.mappingBytes(capacity, window);
         Path dir = Files.isDirectory(SHM) && Files.isWritable(SHM) ? SHM : Path.of(System.getProperty("java.io.tmpdir"));
         Path path = dir.resolve("gpusockets-ring-" + name + "-" + HexFormat.of().toHexDigits(ThreadLocalRandom.current().nextLong()));
         Files.createFile(path, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
         try {
-            SharedMapping mapping = map(path, size, capacity);
+            SharedMapping mapping = map(path, capacity, window);
             MemorySegment s = mapping.segment;
             s.set(JAVA_LONG, CAPACITY_OFFSET, capacity);
+            s.set(JAVA_LONG, RingDescriptor.WINDOW_OFFSET, window);
             s.set(JAVA_INT, VERSION_OFFSET, VERSION);
             VarHandle.releaseFence();
             s.set(JAVA_LONG, MAGIC_OFFSET, MAGIC);
@@ -64,30 +70,39 @@ final class SharedMapping implements AutoCloseable {
     }
 
     /** Maps a file the server created and checks its header against what the server announced. */
-    static SharedMapping open(Path path, long capacity) throws IOException {
-        long size = RingDescriptor.mappingBytes(capacity);
+    static SharedMapping open(Path path, long capacity, long window) throws IOException {
+        long size = RingDescriptor.mappingBytes(capacity, window);
         if (!Files.isRegularFile(path) || Files.size(path) != size) {
             throw new IOException("shared ring file is not a regular file of " + size + " bytes: path=" + path);
         }
-        SharedMapping mapping = map(path, size, capacity);
+        SharedMapping mapping = map(path, capacity, window);
         MemorySegment s = mapping.segment;
         long magic = s.get(JAVA_LONG, MAGIC_OFFSET);
         VarHandle.acquireFence();
-        if (magic != MAGIC || s.get(JAVA_INT, VERSION_OFFSET) != VERSION || s.get(JAVA_LONG, CAPACITY_OFFSET) != capacity) {
+        if (magic != MAGIC || s.get(JAVA_INT, VERSION_OFFSET) != VERSION || s.get(JAVA_LONG, CAPACITY_OFFSET) != capacity
+                || s.get(JAVA_LONG, RingDescriptor.WINDOW_OFFSET) != window) {
             mapping.close();
-            throw new IOException("shared ring file has a bad header (magic, version " + VERSION + " or capacity "
-                    + capacity + "): path=" + path);
+            mapping.closeWindow();
+            throw new IOException("shared ring file has a bad header (magic, version " + VERSION + ", capacity "
+                    + capacity + " or window " + window + "): path=" + path);
         }
         return mapping;
     }
 
-    private static SharedMapping map(Path path, long size, long capacity) throws IOException {
+    private static SharedMapping map(Path path, long capacity, long window) throws IOException {
+        long rings = RingDescriptor.windowOffset(capacity);
         Arena arena = Arena.ofShared();
+        Arena windowArena = window > 0 ? Arena.ofShared() : null;
         try (FileChannel channel = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-            MemorySegment segment = channel.map(MapMode.READ_WRITE, 0, size, arena);
-            return new SharedMapping(arena, segment, capacity, path);
+            // The window first: mapping past the end sizes the file to the whole layout.
+            MemorySegment windowSegment = window > 0 ? channel.map(MapMode.READ_WRITE, rings, window, windowArena) : null;
+            MemorySegment segment = channel.map(MapMode.READ_WRITE, 0, rings, arena);
+            return new SharedMapping(arena, segment, capacity, windowArena, windowSegment, path);
         } catch (IOException | RuntimeException e) {
             arena.close();
+            if (windowArena != null) {
+                windowArena.close();
+            }
             throw e;
         }
     }
@@ -98,6 +113,22 @@ final class SharedMapping implements AutoCloseable {
 
     long capacity() {
         return capacity;
+    }
+
+    long windowBytes() {
+        return window == null ? 0 : window.byteSize();
+    }
+
+    /** The shared window's mapping, or null. */
+    MemorySegment window() {
+        return window;
+    }
+
+    /** Unmaps the shared window (not the rings). Callers make sure nothing of theirs still touches it. Idempotent. */
+    void closeWindow() {
+        if (windowArena != null && windowArena.scope().isAlive()) {
+            windowArena.close();
+        }
     }
 
     /** The ring for direction {@code ring} ({@link RingDescriptor#CLIENT_TO_SERVER} or the other). */

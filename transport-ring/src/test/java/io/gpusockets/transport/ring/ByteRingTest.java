@@ -133,7 +133,11 @@ class ByteRingTest {
         assertThrows(IllegalArgumentException.class, () -> RingDescriptor.checkCapacity(3 * 4096));
         assertThrows(IllegalArgumentException.class, () -> RingDescriptor.checkCapacity(2048));
         assertThrows(IllegalArgumentException.class, () -> RingDescriptor.checkCapacity(1L << 31));
-        assertEquals(4096 + 2 * 65536, RingDescriptor.mappingBytes(65536));
+        assertEquals(4096 + 2 * 65536, RingDescriptor.mappingBytes(65536, 0));
+        assertEquals(4096 + 2 * 65536 + (1 << 20), RingDescriptor.mappingBytes(65536, 1 << 20));
+        assertEquals(0, RingDescriptor.windowOffset(65536) % 4096, "the window is page aligned");
+        assertThrows(IllegalArgumentException.class, () -> RingDescriptor.checkWindow(5000));
+        assertThrows(IllegalArgumentException.class, () -> RingDescriptor.checkWindow(-4096));
         assertEquals(0, RingDescriptor.ringDataOffset(0, 65536) % 4096, "data areas are page aligned");
         assertEquals(0, RingDescriptor.ringMetaOffset(1) % RingDescriptor.CACHE_LINE_PAIR);
     }

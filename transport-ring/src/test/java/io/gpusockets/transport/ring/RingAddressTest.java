@@ -28,6 +28,15 @@ class RingAddressTest {
         assertEquals(8192, RingAddress.of(TransportUri.parse("ring://x?size=8192")).capacity());
     }
 
+    @Test
+    void parsesTheSharedWindow() {
+        assertEquals(32 << 20, RingAddress.of(TransportUri.parse("ring://x")).window());
+        assertEquals(0, RingAddress.of(TransportUri.parse("ring://x?window=0")).window());
+        assertEquals(1 << 20, RingAddress.of(TransportUri.parse("ring://x?size=64k&window=1m")).window());
+        assertThrows(IllegalArgumentException.class, () -> RingAddress.of(TransportUri.parse("ring://x?window=3k")));
+        assertThrows(IllegalArgumentException.class, () -> RingAddress.of(TransportUri.parse("ring://x?window=")));
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"ring://a/b", "ring://..", "ring://a b", "ring://x?size=3k", "ring://x?size=2k",
             "ring://x?size=2g", "ring://x?size=", "ring://x?size=1t", "ring://x?color=red", "ring://x?size=99999999999g",

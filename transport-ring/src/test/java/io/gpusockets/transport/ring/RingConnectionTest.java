@@ -51,6 +51,50 @@ class RingConnectionTest {
     }
 
     @Test
+    void bothSidesSeeOneSharedWindowHandedOutOnceAndUsableUntilReleased() throws Exception {
+        RingTransport transport = new RingTransport();
+        TransportUri uri = TransportUri.parse(uri("window") + "&window=64k");
+        try (Listener listener = transport.listen(uri)) {
+            CompletableFuture<Connection> accepted = accept(listener);
+            try (Connection client = transport.connect(uri, Duration.ofSeconds(5)); Connection server = accepted.get(5, TimeUnit.SECONDS)) {
+                var clientWindow = client.takeSharedWindow().orElseThrow();
+                var serverWindow = server.takeSharedWindow().orElseThrow();
+                assertTrue(client.takeSharedWindow().isEmpty(), "handed out once");
+                assertEquals(64 << 10, clientWindow.segment().byteSize());
+                assertEquals(64 << 10, serverWindow.segment().byteSize());
+                clientWindow.segment().set(java.lang.foreign.ValueLayout.JAVA_LONG, 4096, 0x1122334455667788L);
+                assertEquals(0x1122334455667788L, serverWindow.segment().get(java.lang.foreign.ValueLayout.JAVA_LONG, 4096));
+                // The window does not share bytes with the rings: traffic leaves it alone.
+                client.write(ByteBuffer.allocate(60_000));
+                server.readFully(ByteBuffer.allocate(60_000));
+                assertEquals(0x1122334455667788L, serverWindow.segment().get(java.lang.foreign.ValueLayout.JAVA_LONG, 4096));
+                server.close();
+                // Closing the connection leaves a taken window mapped for its user...
+                assertEquals(0x1122334455667788L, serverWindow.segment().get(java.lang.foreign.ValueLayout.JAVA_LONG, 4096));
+                serverWindow.release();
+                serverWindow.release();
+                // ...until released.
+                assertThrows(IllegalStateException.class,
+                        () -> serverWindow.segment().get(java.lang.foreign.ValueLayout.JAVA_LONG, 4096));
+                clientWindow.release();
+            }
+        }
+    }
+
+    @Test
+    void windowZeroMeansNoWindow() throws Exception {
+        RingTransport transport = new RingTransport();
+        TransportUri uri = TransportUri.parse(uri("nowindow") + "&window=0");
+        try (Listener listener = transport.listen(uri)) {
+            CompletableFuture<Connection> accepted = accept(listener);
+            try (Connection client = transport.connect(uri, Duration.ofSeconds(5)); Connection server = accepted.get(5, TimeUnit.SECONDS)) {
+                assertTrue(client.takeSharedWindow().isEmpty());
+                assertTrue(server.takeSharedWindow().isEmpty());
+            }
+        }
+    }
+
+    @Test
     void sharedFileIsUnlinkedOnceBothSidesMappedIt() throws Exception {
         RingTransport transport = new RingTransport();
         TransportUri uri = uri("unlink");
