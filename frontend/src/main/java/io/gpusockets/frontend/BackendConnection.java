@@ -1,6 +1,7 @@
 package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.SharedWindow;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.protocol.wire.FrameChannel;
@@ -66,13 +67,41 @@ final class BackendConnection implements AutoCloseable {
     private final AtomicLong requestIds = new AtomicLong(1);
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private final ReentrantLock readLock = new ReentrantLock();
+    /** The connection's shared window when the backend agreed to use it, else null. */
+    private final SharedWindow window;
+    /** Held by the one call whose bulk data is in the window, from its request to its reply. */
+    private final ReentrantLock windowLock = new ReentrantLock();
     private volatile IOException broken;
 
-    private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async) {
+    private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async,
+                              SharedWindow window) {
         this.uri = uri;
         this.channel = channel;
         this.welcome = welcome;
         this.async = async;
+        this.window = window;
+    }
+
+    /**
+     * The shared window for one call's bulk data of {@code in} bytes going out and {@code out} coming
+     * back, if this connection has one, both fit and no other call holds it; the caller must give it
+     * back with {@link #releaseWindow} after the reply (the backend is done with it by then). Null when
+     * the call should send its data in the byte stream instead.
+     */
+    MemorySegment acquireWindow(long in, long out) {
+        if (window == null || in > window.segment().byteSize() || out > window.segment().byteSize()
+                || !windowLock.tryLock()) {
+            return null;
+        }
+        if (broken != null) {
+            windowLock.unlock();
+            return null;
+        }
+        return window.segment();
+    }
+
+    void releaseWindow() {
+        windowLock.unlock();
     }
 
     /** Connects and runs the handshake, all within the configured timeout. */
@@ -81,6 +110,7 @@ final class BackendConnection implements AutoCloseable {
         Connection c = Transports.connect(uri, config.connectTimeout());
         FrameChannel channel = new FrameChannel(c);
         ScheduledFuture<?> watchdog = WATCHDOG.schedule(c::close, config.connectTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        SharedWindow window = null;
         try {
             FrameHeader h = channel.readHeader();
             if (h.opcode() != Opcodes.SERVER_HELLO || h.length() > 4096) {
@@ -101,7 +131,8 @@ final class BackendConnection implements AutoCloseable {
             } else if (hello.authMethod() != Handshake.AUTH_NONE) {
                 throw new ProtocolException("backend " + uri + " asks for unknown auth method " + hello.authMethod());
             }
-            int features = config.async() ? Handshake.FEATURE_ASYNC : 0;
+            window = c.takeSharedWindow().orElse(null);
+            int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0);
             channel.send(Opcodes.HELLO, 0, 0, 0,
                     new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(), proof).encode());
             h = channel.readHeader();
@@ -114,13 +145,20 @@ final class BackendConnection implements AutoCloseable {
             }
             Handshake.Welcome welcome = Handshake.Welcome.decode(channel.readBody(h.length()));
             boolean async = (welcome.features() & Handshake.FEATURE_ASYNC) != 0;
+            if (window != null && (welcome.features() & Handshake.FEATURE_WINDOW) == 0) {
+                window.release();
+                window = null;
+            }
             if (!watchdog.cancel(false)) {
                 throw new IOException("timed out after " + config.connectTimeout().toMillis() + " ms");
             }
-            return new BackendConnection(uri, channel, welcome, async);
+            return new BackendConnection(uri, channel, welcome, async, window);
         } catch (IOException | RuntimeException e) {
             watchdog.cancel(false);
             c.close();
+            if (window != null) {
+                window.release();
+            }
             if (watchdog.isDone() && !watchdog.isCancelled()) {
                 throw new IOException("backend " + uri + " did not complete the handshake within "
                         + config.connectTimeout().toMillis() + " ms", e);
@@ -216,13 +254,17 @@ final class BackendConnection implements AutoCloseable {
                 if (p == null || p.destination >= p.destinations.size()) {
                     throw new ProtocolException("DATA frame for no waiting request: " + h);
                 }
+                if (h.inWindow()) {
+                    scatter(p, MemorySegment.ofBuffer(windowRef(h)), h);
+                    return;
+                }
                 MemorySegment dst = p.destinations.get(p.destination);
                 if (h.length() <= dst.byteSize() - p.offset) {
                     channel.readBody(dst.asSlice(p.offset, h.length()).asByteBuffer());
                     p.advance(h.length());
                 } else {
                     // spans destinations (the rows of a pitched copy): read whole, then scatter
-                    scatter(p, channel.readBody(h.length()), h);
+                    scatter(p, MemorySegment.ofBuffer(channel.readBody(h.length())), h);
                 }
             } else if (h.isReply()) {
                 ByteBuffer body = channel.readBody(h.length());
@@ -241,8 +283,21 @@ final class BackendConnection implements AutoCloseable {
         }
     }
 
-    private static void scatter(Pending p, ByteBuffer body, FrameHeader h) throws ProtocolException {
-        MemorySegment src = MemorySegment.ofBuffer(body);
+    /** The window bytes a window DATA frame refers to, checked against the window. */
+    private ByteBuffer windowRef(FrameHeader h) throws IOException {
+        if (window == null || h.length() != Handshake.WINDOW_REF_BYTES) {
+            throw new ProtocolException("window DATA frame " + (window == null ? "without a shared window" : "of bad length") + ": " + h);
+        }
+        ByteBuffer ref = channel.readBody(h.length()).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        long offset = ref.getLong(), length = ref.getLong();
+        long size = window.segment().byteSize();
+        if (offset < 0 || length <= 0 || offset > size || length > size - offset) {
+            throw new ProtocolException("window DATA frame outside the window: offset=" + offset + " length=" + length + " " + h);
+        }
+        return window.segment().asSlice(offset, length).asByteBuffer();
+    }
+
+    private static void scatter(Pending p, MemorySegment src, FrameHeader h) throws ProtocolException {
         long off = 0;
         while (off < src.byteSize()) {
             if (p.destination >= p.destinations.size()) {
@@ -276,5 +331,20 @@ final class BackendConnection implements AutoCloseable {
             broken = new IOException("connection to backend " + uri + " closed");
         }
         channel.close();
+        if (window != null) {
+            // No call can be using it: the window is taken only by calls, which fail once broken is set,
+            // and one still inside its exchange holds the lock until it has failed.
+            try {
+                if (windowLock.tryLock(5, TimeUnit.SECONDS)) {
+                    try {
+                        window.release();
+                    } finally {
+                        windowLock.unlock();
+                    }
+                } // else a call is stuck with it: leave it mapped rather than pull it away
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.WireValues;
 import java.io.IOException;
@@ -249,28 +250,36 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
         }
         int laneId = lane.get().id;
+        MemorySegment window = noReply ? null : windowFor(bulk, outBytes);
         try {
             BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
             long requestId = p != null ? p.requestId : connection.nextRequestId();
-            connection.send(f.opcode(), noReply ? FrameHeader.FLAG_NO_REPLY : 0, laneId, requestId, request);
+            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0);
+            connection.send(f.opcode(), flags, laneId, requestId, request);
             int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
             long frameBytes = 0;
+            long windowAt = 0; // where the current frame's bytes start in the window
             for (MemorySegment b : bulk) {
                 for (long off = 0; off < b.byteSize(); ) {
                     long n = Math.min(chunk - frameBytes, b.byteSize() - off);
-                    frame.add(b.asSlice(off, n).asByteBuffer());
+                    if (window != null) {
+                        MemorySegment.copy(b, off, window, windowAt + frameBytes, n);
+                        frame.add(EMPTY); // a placeholder: the frame's bytes are in the window
+                    } else {
+                        frame.add(b.asSlice(off, n).asByteBuffer());
+                    }
                     frameBytes += n;
                     off += n;
                     if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
-                        connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+                        windowAt = sendData(laneId, requestId, frame, window, windowAt, frameBytes);
                         frame.clear();
                         frameBytes = 0;
                     }
                 }
             }
             if (!frame.isEmpty()) {
-                connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+                sendData(laneId, requestId, frame, window, windowAt, frameBytes);
             }
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
@@ -279,7 +288,48 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             return new Reply(body.getInt(), body);
         } catch (IOException e) {
             return new Reply(lost(e), null);
+        } finally {
+            if (window != null) {
+                connection.releaseWindow();
+            }
         }
+    }
+
+    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+
+    /**
+     * Bulk data of at least this many bytes (in or out) goes through the connection's shared window
+     * when it has one: the bytes are copied once, into memory the backend reads (or writes) in place,
+     * instead of through a ring and out again. Smaller data rides in the byte stream, one frame.
+     */
+    static final long WINDOW_MIN_BYTES = 64 << 10;
+
+    /** The shared window for a call with this bulk data, held until the reply; null to use the byte stream. */
+    private MemorySegment windowFor(List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+        long in = 0, out = 0;
+        for (MemorySegment b : bulk) {
+            in += b.byteSize();
+        }
+        for (MemorySegment o : outBytes) {
+            out += o.byteSize();
+        }
+        return Math.max(in, out) >= WINDOW_MIN_BYTES ? connection.acquireWindow(in, out) : null;
+    }
+
+    /**
+     * Sends one DATA frame: {@code frame}'s buffers, or, with a window, a reference to the
+     * {@code bytes} already copied there at {@code windowAt}. Returns where the next frame starts.
+     */
+    private long sendData(int laneId, long requestId, List<ByteBuffer> frame, MemorySegment window, long windowAt,
+                          long bytes) throws IOException {
+        if (window == null) {
+            connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+            return 0;
+        }
+        ByteBuffer ref = ByteBuffer.allocate(Handshake.WINDOW_REF_BYTES).order(ByteOrder.LITTLE_ENDIAN)
+                .putLong(windowAt).putLong(bytes).flip();
+        connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, ref);
+        return windowAt + bytes;
     }
 
     // ---- hand-written calls (custom=frontend in the API table) ----

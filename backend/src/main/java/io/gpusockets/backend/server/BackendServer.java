@@ -6,6 +6,7 @@ import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
+import io.gpusockets.protocol.transport.SharedWindow;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.protocol.wire.FrameChannel;
@@ -54,6 +55,7 @@ public final class BackendServer implements AutoCloseable {
     private final Options options;
     private final List<Listener> listeners = new ArrayList<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+    private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private final AtomicLong nextSessionId = new AtomicLong(1);
     private final SecureRandom random = new SecureRandom();
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
@@ -107,9 +109,9 @@ public final class BackendServer implements AutoCloseable {
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
         ScheduledFuture<?> timeout = timers.schedule(c::close, options.handshakeMillis(), TimeUnit.MILLISECONDS);
-        Boolean async;
+        Integer features;
         try {
-            async = handshake(channel, c, id);
+            features = handshake(channel, c, id);
         } catch (java.io.EOFException e) {
             // a port probe or a client that gave up: nothing was said, nothing to warn about
             LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
@@ -122,22 +124,25 @@ public final class BackendServer implements AutoCloseable {
         } finally {
             timeout.cancel(false);
         }
-        if (async == null || closed) {
+        if (features == null || closed) {
             c.close();
             return;
         }
-        Session s = new Session(id, channel, host, options.limits(), peer, async);
+        // The shared window, when the frontend asked for it and this end of the connection has one too.
+        SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
+        Session s = new Session(id, channel, host, options.limits(), peer, (features & Handshake.FEATURE_ASYNC) != 0, window);
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
         try {
             s.serve();
         } finally {
             sessions.remove(s);
+            windowBytes.add(s.windowBytes());
         }
     }
 
-    /** Runs the handshake; returns whether async pipelining was granted, or null when refused. */
-    private Boolean handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
+    /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
+    private Integer handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
         int auth = options.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
@@ -168,10 +173,12 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         boolean async = options.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
-        ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(),
-                async ? Handshake.FEATURE_ASYNC : 0, host.description()).encode();
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
+        int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
+        ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
+                host.description()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
-        return async;
+        return features;
     }
 
     /**
@@ -184,6 +191,11 @@ public final class BackendServer implements AutoCloseable {
         }
         return "peer CID " + peer.cid().getAsLong() + " is not allowed (allowed: "
                 + allowedCids.stream().sorted().map(String::valueOf).collect(java.util.stream.Collectors.joining(", ")) + ")";
+    }
+
+    /** Bulk bytes that went through shared windows, both ways, in sessions that have ended. */
+    public long windowBytesCarried() {
+        return windowBytes.sum();
     }
 
     @Override

@@ -293,6 +293,10 @@ final class CustomCalls {
             }
             return r;
         }
+        MemorySegment window = session.window();
+        if (window != null && c.header.inWindow() && count <= window.byteSize()) {
+            return copyOutWindow(c, window, src, count, async, stream);
+        }
         StagingPool pool = session.staging();
         long context = c.lane.topContext();
         long copyStream = async ? stream : 0;
@@ -340,6 +344,29 @@ final class CustomCalls {
             pool.release(buf[0]);
             pool.release(buf[1]);
         }
+    }
+
+    /**
+     * A copy to the host placed in the shared window, as the frontend asked (it holds the window for
+     * this call until the reply): the driver copies each chunk straight into the window, and the
+     * frontend is told where it lies while the next chunk is being copied, so its copy into the
+     * program's memory overlaps the device's next one. No byte of it crosses the byte stream.
+     */
+    private int copyOutWindow(Call c, MemorySegment window, long src, long count, boolean async, long stream)
+            throws IOException {
+        int max = session.staging().bufferBytes();
+        long off = 0;
+        int len = firstChunk(count, Math.min(session.chunkBytes(), max));
+        while (off < count) {
+            int r = copyChunk(window.asSlice(off, len), src + off, async, stream);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            c.sendWindowData(off, len);
+            off += len;
+            len = (int) Math.min(max, count - off);
+        }
+        return CuResult.CUDA_SUCCESS;
     }
 
     /**

@@ -3,12 +3,15 @@ package io.gpusockets.backend.session;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.transport.SharedWindow;
 import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.io.EOFException;
 import java.io.IOException;
 import java.lang.System.Logger.Level;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -54,9 +57,22 @@ public final class Session {
     private final AtomicBoolean ended = new AtomicBoolean();
     /** Host buffers device-to-host copies stage through (pinned where the driver allows). */
     private final StagingPool staging;
+    /**
+     * Memory this session shares with its frontend (the connection's window), or null. DATA frames
+     * flagged FLAG_WINDOW refer to it; copies to the host may be placed in it. Only the frontend's own
+     * data is ever in it, so a frontend that writes it at the wrong time harms nobody else.
+     */
+    private final SharedWindow window;
+    /** Bulk bytes that went through the window, both ways. */
+    private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private volatile String failure;
 
     public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted) {
+        this(id, channel, host, limits, peer, asyncGranted, null);
+    }
+
+    public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted,
+                   SharedWindow window) {
         this.id = id;
         this.channel = channel;
         this.host = host;
@@ -68,6 +84,22 @@ public final class Session {
         this.dispatcher = new CallDispatcher(this);
         this.bodyBudget = new Semaphore(limits.bodyBudget());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
+        this.window = window;
+    }
+
+    /** The memory shared with the frontend, or null. */
+    MemorySegment window() {
+        return window == null ? null : window.segment();
+    }
+
+    /** Counts bulk bytes placed in or taken from the window. */
+    void windowCarried(long bytes) {
+        windowBytes.add(bytes);
+    }
+
+    /** Bulk bytes that went through the shared window so far, both ways. */
+    public long windowBytes() {
+        return windowBytes.sum();
     }
 
     /**
@@ -160,6 +192,11 @@ public final class Session {
                 if (op != Opcodes.DATA && h.length() > limits.maxCallBody()) {
                     throw new ProtocolException("call body too large: " + h + " max=" + limits.maxCallBody());
                 }
+                if (op == Opcodes.DATA && h.inWindow()) {
+                    Inbound in = windowData(h);
+                    lane(h.lane()).enqueue(in);
+                    continue;
+                }
                 boolean pooled = op == Opcodes.DATA && h.length() <= limits.chunkBytes();
                 // A pooled DATA buffer costs its whole capacity, so tiny DATA frames cannot pin many chunks.
                 int charge = pooled ? limits.chunkBytes() : Math.max(h.length(), MIN_CHARGE);
@@ -208,6 +245,30 @@ public final class Session {
         }
     }
 
+    /**
+     * A DATA frame whose bytes are in the shared window: its body names them (offset u64, length u64),
+     * checked against the window, and the bytes are used in place, never copied out first.
+     */
+    private Inbound windowData(FrameHeader h) throws IOException, InterruptedException {
+        if (window == null || h.length() != Handshake.WINDOW_REF_BYTES) {
+            channel.skipBody(h.length());
+            throw new ProtocolException("window DATA frame " + (window == null ? "on a session without a shared window"
+                    : "of bad length") + ": " + h);
+        }
+        ByteBuffer ref = channel.readBody(h.length()).order(ByteOrder.LITTLE_ENDIAN);
+        long offset = ref.getLong();
+        long length = ref.getLong();
+        long size = window.segment().byteSize();
+        if (offset < 0 || length <= 0 || offset > size || length > size - offset || length > Integer.MAX_VALUE) {
+            throw new ProtocolException("window DATA frame outside the window of " + size + " bytes: offset=" + offset
+                    + " length=" + length);
+        }
+        bodyBudget.acquire(MIN_CHARGE);
+        ByteBuffer body = window.segment().asSlice(offset, length).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
+        windowBytes.add(length);
+        return new Inbound(h, body, MIN_CHARGE);
+    }
+
     private Lane lane(int laneId) throws ProtocolException {
         Lane lane = lanes.get(laneId);
         if (lane == null) {
@@ -235,7 +296,7 @@ public final class Session {
 
     void release(Inbound in) {
         ByteBuffer body = in.body();
-        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes()) {
+        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes() && !in.header().inWindow()) {
             dataPool.offer(body);
         }
         if (in.charge() > 0) {
@@ -280,8 +341,13 @@ public final class Session {
             Thread.currentThread().interrupt();
         }
         String released = releaseAll();
+        if (window != null && !stuck) {
+            window.release(); // every lane has finished: nothing of ours touches it any more
+        }
+        long carried = windowBytes.sum();
         LOG.log(stuck ? Level.WARNING : Level.INFO, "session " + id + " ended (" + reason + "), peer " + peer
-                + ": released " + released + (stuck ? "; a lane was still inside a driver call" : ""));
+                + ": released " + released + (stuck ? "; a lane was still inside a driver call" : "")
+                + (carried > 0 ? "; " + carried + " bytes went through the shared window" : ""));
     }
 
     /** Destroys every context of the session; the driver frees everything made in them. */

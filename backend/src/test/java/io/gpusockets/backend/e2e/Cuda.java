@@ -31,6 +31,10 @@ final class Cuda {
         return arena.allocate(16);
     }
 
+    MemorySegment cell(long bytes) {
+        return arena.allocate(bytes, 16);
+    }
+
     int deviceCount() {
         MemorySegment c = cell();
         ok(d.cuDeviceGetCount(c), "cuDeviceGetCount");

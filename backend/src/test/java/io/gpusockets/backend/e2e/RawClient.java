@@ -33,7 +33,12 @@ final class RawClient implements AutoCloseable {
 
     /** Sends HELLO with the given version; returns the answer frame's header and body. */
     Frame hello(int version) throws IOException {
-        channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(version, 0, "raw test client", new byte[0]).encode());
+        return hello(version, 0);
+    }
+
+    /** Sends HELLO asking for {@code features}; returns the answer frame's header and body. */
+    Frame hello(int version, int features) throws IOException {
+        channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(version, features, "raw test client", new byte[0]).encode());
         FrameHeader h = channel.readHeader();
         return new Frame(h, channel.readBody(h.length()));
     }

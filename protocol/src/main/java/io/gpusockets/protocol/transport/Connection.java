@@ -33,6 +33,11 @@ public interface Connection extends Closeable {
         return java.util.Optional.empty();
     }
 
+    /** Whether {@link #takeSharedWindow} would hand out a window now. */
+    default boolean hasSharedWindow() {
+        return false;
+    }
+
     /** Closes both directions; a thread blocked in read or write gets an IOException. Idempotent. */
     @Override
     void close();

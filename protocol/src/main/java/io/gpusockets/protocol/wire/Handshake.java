@@ -29,6 +29,14 @@ public final class Handshake {
 
     /** Calls marked async may be sent without waiting for their reply (errors latched per lane). */
     public static final int FEATURE_ASYNC = 1;
+    /**
+     * Bulk data may go through the connection's shared window (DATA frames flagged
+     * {@link FrameHeader#FLAG_WINDOW}); asked for by a frontend whose connection has one, granted by a
+     * backend whose end of the connection has it too.
+     */
+    public static final int FEATURE_WINDOW = 2;
+    /** A window DATA body: offset u64, length u64. */
+    public static final int WINDOW_REF_BYTES = 16;
 
     public static final int MAX_STRING = 4096;
 

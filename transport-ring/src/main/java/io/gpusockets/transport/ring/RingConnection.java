@@ -147,6 +147,11 @@ final class RingConnection implements Connection {
     }
 
     @Override
+    public boolean hasSharedWindow() {
+        return mapping.window() != null && !windowTaken.get() && !closed.get();
+    }
+
+    @Override
     public java.util.Optional<io.gpusockets.protocol.transport.SharedWindow> takeSharedWindow() {
         MemorySegment window = mapping.window();
         if (window == null || !windowTaken.compareAndSet(false, true)) {
