@@ -29,6 +29,7 @@ public final class NativeEntry {
     private static final MethodHandle INTERNAL_ERROR;
 
     static {
+        StartupTrace.jvmReady();
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
             DRIVER_FOR = l.findStatic(NativeEntry.class, "driverFor", MethodType.methodType(CudaDriver.class, int.class));
@@ -45,18 +46,21 @@ public final class NativeEntry {
     /**
      * Called once by libcuda.so.1 (through JNI, on its boot thread): writes to {@code resolverSlot} the
      * address of a function {@code void *resolve(int index)} that returns the upcall stub of a table
-     * entry, made on first request (the library caches it).
+     * entry, made on first request (the library caches it). It also starts connecting to the backend
+     * on a thread of its own, so that the connect overlaps the making of the first stubs.
      */
     public static void install(long resolverSlot, int count) throws ReflectiveOperationException {
         if (count != FUNCTIONS.size()) {
             throw new IllegalStateException("libcuda.so.1 has " + count + " entries but the jars have "
                     + FUNCTIONS.size() + ": they come from different builds");
         }
+        NativeSession.connectEarly();
         MethodHandle resolve = MethodHandles.lookup().findStatic(NativeEntry.class, "resolve",
                 MethodType.methodType(MemorySegment.class, int.class));
         MemorySegment resolver = Linker.nativeLinker().upcallStub(resolve,
                 FunctionDescriptor.of(ADDRESS, ValueLayout.JAVA_INT), Arena.global());
         MemorySegment.ofAddress(resolverSlot).reinterpret(ADDRESS.byteSize()).set(ADDRESS, 0, resolver);
+        StartupTrace.installed();
     }
 
     private static final List<ApiFunction> FUNCTIONS = ApiTable.get().functions();
@@ -68,9 +72,11 @@ public final class NativeEntry {
             return MemorySegment.NULL;
         }
         if (STUBS[index] == null) {
+            long start = System.nanoTime();
             ApiFunction f = FUNCTIONS.get(index);
             try {
                 STUBS[index] = Linker.nativeLinker().upcallStub(upcallTarget(f), descriptor(f), Arena.global());
+                StartupTrace.stubMade(start);
             } catch (ReflectiveOperationException | RuntimeException e) {
                 NativeSession.reportInternalError(f.name(), e);
                 return MemorySegment.NULL;

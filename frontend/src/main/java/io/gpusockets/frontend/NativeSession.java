@@ -9,12 +9,19 @@ import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The driver behind libcuda.so.1's upcalls. It connects to the backend on the program's first
  * cuInit (or cuDriverGetVersion), within the connect timeout; until then, and for good when the
  * backend cannot be reached, calls get the answers a machine without a GPU gives.
+ *
+ * <p>The connect itself starts earlier, on a thread of its own, as soon as the JVM is up
+ * ({@link #connectEarly}, from the program's first CUDA call, nearly always cuInit): it then overlaps
+ * the making of the first upcall stubs. cuInit waits for it and reports its failure, as if it had
+ * connected itself; a program that never calls cuInit leaves an unused session open until it exits.
  */
 final class NativeSession {
     /** The CUDA version whose ABI libcuda.so.1 implements (cuda.h 13.0). */
@@ -24,6 +31,7 @@ final class NativeSession {
     private static final AtomicBoolean internalErrorReported = new AtomicBoolean();
 
     private static volatile CudaDriver connected;
+    private static FutureTask<CudaDriver> early;   // guarded by NativeSession.class
     private static volatile Unconnected unconnected = new Unconnected(false);
 
     private NativeSession() {
@@ -40,6 +48,21 @@ final class NativeSession {
         return unconnected;
     }
 
+    /** Starts the connect that cuInit will wait for, on a daemon thread (the program may exit without cuInit). */
+    static synchronized void connectEarly() {
+        if (early == null && connected == null) {
+            early = new FutureTask<>(NativeSession::open);
+            Thread.ofPlatform().daemon().name("gpusockets-connect").start(early);
+        }
+    }
+
+    private static CudaDriver open() throws IOException {
+        StartupTrace.connecting();
+        CudaDriver d = FrontendDrivers.connect(FrontendConfig.fromEnvironment(Map.of()));
+        StartupTrace.connected();
+        return d;
+    }
+
     private static synchronized CudaDriver connect() {
         if (connected != null) {
             return connected;
@@ -47,13 +70,42 @@ final class NativeSession {
         if (unconnected.failed) {
             return unconnected;
         }
+        long waitStart = System.nanoTime();
         try {
-            connected = FrontendDrivers.connect(FrontendConfig.fromEnvironment(Map.of()));
+            connected = early != null ? awaitEarly() : open();
+            StartupTrace.report(waitStart);
             return connected;
         } catch (IOException | RuntimeException e) {
             System.err.println("gpusockets: " + e.getMessage() + "; cuInit returns CUDA_ERROR_NO_DEVICE");
             unconnected = new Unconnected(true);
             return unconnected;
+        } finally {
+            early = null;
+        }
+    }
+
+    /** The early connect's driver, or what it threw; the connect timeout bounds the wait. */
+    private static CudaDriver awaitEarly() throws IOException {
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    return early.get();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } catch (ExecutionException e) {
+            switch (e.getCause()) {
+                case IOException io -> throw io;
+                case RuntimeException re -> throw re;
+                case Error err -> throw err;
+                default -> throw new IOException(e.getCause());
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 

@@ -51,11 +51,18 @@ final class StreamCallbacks implements AutoCloseable {
 
     private static final ApiFunction ADD_CALLBACK = ApiTable.get().byName("cuStreamAddCallback");
     private static final ApiFunction HOST_FUNC = ApiTable.get().byName("cuLaunchHostFunc");
-    /** void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData), target first. */
-    private static final MethodHandle STREAM_CALLBACK =
-            Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, ADDRESS));
-    /** void (*CUhostFn)(void *userData), target first. */
-    private static final MethodHandle HOST_FN = Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS));
+
+    /**
+     * The downcalls into the program's functions, made on the first callback: every connection has a
+     * StreamCallbacks, and making a downcall handle costs milliseconds of a program's start.
+     */
+    private static final class Downcalls {
+        /** void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData), target first. */
+        static final MethodHandle STREAM_CALLBACK =
+                Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, ADDRESS));
+        /** void (*CUhostFn)(void *userData), target first. */
+        static final MethodHandle HOST_FN = Linker.nativeLinker().downcallHandle(FunctionDescriptor.ofVoid(ADDRESS));
+    }
 
     /** A callback the program enqueued, waiting for its gate. */
     private record Pending(boolean hostFunction, long fn, long userData, long stream) {
@@ -158,10 +165,10 @@ final class StreamCallbacks implements AutoCloseable {
     private static void run(Pending p, int status) {
         try {
             if (!p.hostFunction()) {
-                STREAM_CALLBACK.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.stream()), status,
+                Downcalls.STREAM_CALLBACK.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.stream()), status,
                         MemorySegment.ofAddress(p.userData()));
             } else if (status == CuResult.CUDA_SUCCESS) {
-                HOST_FN.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.userData()));
+                Downcalls.HOST_FN.invokeExact(MemorySegment.ofAddress(p.fn()), MemorySegment.ofAddress(p.userData()));
             }
         } catch (Throwable t) {
             System.err.println("gpusockets: a stream callback failed: " + t);
