@@ -32,6 +32,8 @@ final class Call {
     private Arena arena;
     /** DATA bytes announced by the request and not yet taken off the lane. */
     private long bulkPending;
+    /** A chunk taken off the lane by {@link #peekChunk} and not yet handed out. */
+    private Inbound peeked;
 
     Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function, ExecutionThread exec) {
         this.session = session;
@@ -133,8 +135,21 @@ final class Call {
         bulkPending += n;
     }
 
+    /** The next DATA chunk of this call, without taking it: {@link #nextChunk} returns it next. */
+    Inbound peekChunk() throws ProtocolException, InterruptedException {
+        if (peeked == null) {
+            peeked = nextChunk();
+        }
+        return peeked;
+    }
+
     /** The next DATA chunk of this call (the caller must release it with {@link #release}). */
     Inbound nextChunk() throws ProtocolException, InterruptedException {
+        if (peeked != null) {
+            Inbound in = peeked;
+            peeked = null;
+            return in;
+        }
         Inbound in = lane.nextData(header.requestId());
         int n = in.body().remaining();
         if (n == 0 || n > bulkPending) {
@@ -199,6 +214,10 @@ final class Call {
     }
 
     void close() {
+        if (peeked != null) {
+            lane.release(peeked);
+            peeked = null;
+        }
         if (arena != null) {
             arena.close();
             arena = null;

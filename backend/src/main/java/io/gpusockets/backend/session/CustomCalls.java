@@ -128,6 +128,10 @@ final class CustomCalls {
         }
         long stream = c.handle(ParamType.STREAM, streamId, true);
         c.deviceRange(dst, count);
+        if (count > 0 && session.window() != null && c.peekChunk().header().inWindow()
+                && session.pinWindow(c.lane.topContext())) {
+            return copyInFromWindow(c, dst, count, async ? stream : 0);
+        }
         if (!async && count > session.chunkBytes()) {
             StagingPool.Buffer first = session.staging().acquire(c.lane.topContext());
             if (first.pinned()) {
@@ -153,6 +157,58 @@ final class CustomCalls {
             }
         }
         return result;
+    }
+
+    /**
+     * A copy to the device out of the page-locked shared window: the device reads each chunk by DMA
+     * where the frontend put it, with no copy on this side. The frontend reuses the window once the
+     * reply is in, so the call waits for its DMA first, through an event behind the last chunk on the
+     * copy's stream (the legacy default stream for the synchronous variant, where cuMemcpyHtoD runs;
+     * the caller's stream for the asynchronous one, which only a frontend that does not pipeline sends
+     * this way). It waits even when the call ends by an error or an abort. A chunk that is not in the
+     * window is pageable memory, which the driver has taken by the time its call returns.
+     */
+    private int copyInFromWindow(Call c, long dst, long count, long stream) throws ProtocolException, InterruptedException {
+        int result = CuResult.CUDA_SUCCESS;
+        boolean issued = false;
+        long off = 0;
+        try {
+            while (off < count) {
+                Inbound in = c.nextChunk();
+                try {
+                    int len = in.body().remaining();
+                    if (result == CuResult.CUDA_SUCCESS) {
+                        result = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, stream);
+                        issued |= result == CuResult.CUDA_SUCCESS && in.header().inWindow();
+                    }
+                    off += len;
+                } finally {
+                    c.release(in);
+                }
+            }
+        } finally {
+            if (issued) {
+                int r = waitFor(c, stream);
+                result = result == CuResult.CUDA_SUCCESS ? r : result;
+            }
+        }
+        return result;
+    }
+
+    /** Waits for the work queued so far on {@code stream} by this thread: an event recorded there, then synchronised. */
+    private int waitFor(Call c, long stream) {
+        long[] event = new long[1];
+        int r = record(c, event, 0, stream);
+        if (r == CuResult.CUDA_SUCCESS) {
+            r = driver.cuEventSynchronize(event[0]);
+        }
+        if (r != CuResult.CUDA_SUCCESS) {
+            r = driver.cuStreamSynchronize(stream); // still wait, however the event failed
+        }
+        if (event[0] != 0) {
+            driver.cuEventDestroy(event[0]);
+        }
+        return r;
     }
 
     /** cuEventCreate flag: no timing, the cheapest event, enough to wait for. */
@@ -243,6 +299,11 @@ final class CustomCalls {
 
     /** Records buffer {@code i}'s event (made on first use) on the legacy default stream, behind its DMAs. */
     private int record(Call c, long[] done, int i) {
+        return record(c, done, i, 0);
+    }
+
+    /** Records event {@code done[i]} (made on first use) on {@code stream}. */
+    private int record(Call c, long[] done, int i, long stream) {
         if (done[i] == 0) {
             MemorySegment cell = c.scratch(8);
             int r = driver.cuEventCreate(cell, EVENT_DISABLE_TIMING);
@@ -251,7 +312,7 @@ final class CustomCalls {
             }
             done[i] = cell.get(ValueLayout.JAVA_LONG, 0);
         }
-        return driver.cuEventRecord(done[i], 0);
+        return driver.cuEventRecord(done[i], stream);
     }
 
     /** Copies out of at most this many bytes stage through the thread's own buffer, in one piece. */
@@ -354,6 +415,7 @@ final class CustomCalls {
      */
     private int copyOutWindow(Call c, MemorySegment window, long src, long count, boolean async, long stream)
             throws IOException {
+        session.pinWindow(c.lane.topContext()); // page-locked, the device writes the window itself
         int max = session.staging().bufferBytes();
         long off = 0;
         int len = firstChunk(count, Math.min(session.chunkBytes(), max));

@@ -1,6 +1,7 @@
 package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameChannel;
 import io.gpusockets.protocol.transport.SharedWindow;
@@ -114,9 +115,61 @@ public final class Session {
         return staging;
     }
 
-    /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first. */
+    /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first, and the window's registration in it. */
     void beforeContextDestroy(long real) {
         staging.retire(real);
+        unpinWindow(real);
+    }
+
+    /** cuMemHostRegister flag: the registration is seen by every context, not only the registering one. */
+    private static final int MEMHOSTREGISTER_PORTABLE = 0x01;
+    /** The real context the shared window is page-locked in (cuMemHostRegister), 0 while it is not. Guarded by this. */
+    private long windowPinnedIn;
+    /** The driver refused to page-lock the window once: copies through it go through the driver's own staging. */
+    private boolean windowPinRefused;
+
+    /**
+     * Page-locks the shared window with the driver, once, portably (so that any context may DMA to
+     * and from it), in {@code context}, the caller's current context. Then the device reads and writes
+     * the window itself, with no copy on this side. False where the driver will not (the emulated
+     * device has no page-locking): copies through the window then go through the driver's staging.
+     */
+    synchronized boolean pinWindow(long context) {
+        if (windowPinnedIn != 0) {
+            return true;
+        }
+        if (window == null || windowPinRefused || context == 0) {
+            return false;
+        }
+        MemorySegment w = window.segment();
+        int r = host.driver().cuMemHostRegister(w, w.byteSize(), MEMHOSTREGISTER_PORTABLE);
+        if (r == CuResult.CUDA_SUCCESS) {
+            windowPinnedIn = context;
+            return true;
+        }
+        windowPinRefused = true;
+        LOG.log(r == CuResult.CUDA_ERROR_NOT_SUPPORTED ? Level.DEBUG : Level.INFO, "session " + id
+                + ": the shared window could not be page-locked (" + CuResult.name(r) + "); copies through it are staged by the driver");
+        return false;
+    }
+
+    /** Undoes {@link #pinWindow} if it was done in {@code context} (in any context when 0), from any thread. */
+    private synchronized void unpinWindow(long context) {
+        if (windowPinnedIn == 0 || (context != 0 && windowPinnedIn != context)) {
+            return;
+        }
+        CudaDriver driver = host.driver();
+        boolean pushed = driver.cuCtxPushCurrent(windowPinnedIn) == CuResult.CUDA_SUCCESS;
+        int r = driver.cuMemHostUnregister(window.segment());
+        if (pushed) {
+            try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+                driver.cuCtxPopCurrent(a.allocate(java.lang.foreign.ValueLayout.ADDRESS));
+            }
+        }
+        if (r != CuResult.CUDA_SUCCESS) {
+            LOG.log(Level.WARNING, "session " + id + ": cuMemHostUnregister of the shared window failed: " + CuResult.name(r));
+        }
+        windowPinnedIn = 0;
     }
 
     /** After {@code real} was destroyed (or its destruction was attempted). */
@@ -359,6 +412,7 @@ public final class Session {
         int streams = handles.count(ParamType.STREAM);
         int events = handles.count(ParamType.EVENT);
         int failed = 0;
+        unpinWindow(0);  // before its context may go, and before the window is unmapped
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {

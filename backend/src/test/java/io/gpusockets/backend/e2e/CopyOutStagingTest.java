@@ -69,6 +69,8 @@ class CopyOutStagingTest {
                 new Class<?>[] {CudaDriver.class}, (proxy, m, args) -> switch (m.getName()) {
                     case "cuMemAllocHost" -> allocHost((MemorySegment) args[0], (Long) args[1]);
                     case "cuMemFreeHost" -> freeHost((MemorySegment) args[0]);
+                    case "cuMemHostRegister" -> register((MemorySegment) args[0], (Long) args[1]);
+                    case "cuMemHostUnregister" -> unregister((MemorySegment) args[0]);
                     case "cuMemcpyHtoDAsync" -> {
                         dmaFrom((MemorySegment) args[1], (Long) args[2]);
                         yield forward(m, args);
@@ -105,10 +107,50 @@ class CopyOutStagingTest {
                     default -> forward(m, args);
                 });
 
+        /** Host ranges page-locked by cuMemHostRegister: base → size. */
+        final Map<Long, Long> registered = new ConcurrentHashMap<>();
+        final AtomicInteger registrations = new AtomicInteger();
+
+        private int register(MemorySegment p, long size) {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment cell = a.allocate(8);
+                if (device.cuCtxGetCurrent(cell) != CuResult.CUDA_SUCCESS || cell.get(JAVA_LONG, 0) == 0) {
+                    violations.add("cuMemHostRegister with no current context");
+                    return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+                }
+            }
+            for (var e : registered.entrySet()) {
+                if (p.address() < e.getKey() + e.getValue() && e.getKey() < p.address() + size) {
+                    violations.add("cuMemHostRegister of 0x" + Long.toHexString(p.address()) + ", already registered");
+                    return CuResult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+                }
+            }
+            registered.put(p.address(), size);
+            registrations.incrementAndGet();
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        private int unregister(MemorySegment p) {
+            Long size = registered.remove(p.address());
+            if (size == null) {
+                violations.add("cuMemHostUnregister of 0x" + Long.toHexString(p.address()) + ", not registered");
+                return CuResult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+            }
+            synchronized (inFlight) {
+                for (long[] r : inFlight) {
+                    if (r[0] < p.address() + size && p.address() < r[1]) {
+                        violations.add("cuMemHostUnregister of 0x" + Long.toHexString(p.address()) + " while a DMA from it may be in flight");
+                    }
+                }
+            }
+            return CuResult.CUDA_SUCCESS;
+        }
+
         private void dmaFrom(MemorySegment src, long n) {
             long p = src.address();
             boolean pinned = sizeOf.entrySet().stream()
-                    .anyMatch(e -> live.containsKey(e.getKey()) && p >= e.getKey() && p < e.getKey() + e.getValue());
+                    .anyMatch(e -> live.containsKey(e.getKey()) && p >= e.getKey() && p < e.getKey() + e.getValue())
+                    || registered.entrySet().stream().anyMatch(e -> p >= e.getKey() && p < e.getKey() + e.getValue());
             if (!pinned) {
                 return;
             }

@@ -89,6 +89,17 @@ class SharedWindowTest {
                         }
                     }
                 }
+                // Synchronous copies back to back, nothing in between: each reuses the window, so each must
+                // have waited for its DMA from the window before it returned.
+                for (int i = 0; i < 3; i++) {
+                    Cuda.ok(d.cuMemcpyHtoD(dptr + i * (2L << 20), host.asSlice(i * 7L, 2L << 20), 2L << 20), "back to back " + i);
+                    windowed += 2L << 20;
+                }
+                for (int i = 0; i < 3; i++) {
+                    assertArrayEquals(Arrays.copyOfRange(data, i * 7, i * 7 + (2 << 20)), cu.get(dptr + i * (2L << 20), 2 << 20),
+                            "back-to-back copy " + i);
+                    windowed += 2L << 20;
+                }
                 // Pitched copies gather their rows into the window, and scatter them out of it.
                 long pitch = 4096, width = 3000, height = 700;
                 MemorySegment rows = Arena.ofAuto().allocate(pitch * height);
@@ -125,6 +136,11 @@ class SharedWindowTest {
         if (pinned) {
             assertEquals(h.allocated.get(), h.freed.get(), "pinned buffers freed");
             assertEquals(Map.of(), h.live);
+            assertEquals(1, h.registrations.get(), "the window is page-locked once per session");
+            assertEquals(Map.of(), h.registered, "the window's registration is undone before the session ends");
+            assertTrue(h.pinnedDmas.get() > 0, "DMA straight from the window");
+        } else {
+            assertEquals(0, h.registrations.get());
         }
         h.device.close();
     }
