@@ -9,6 +9,7 @@ import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
+import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -71,6 +72,11 @@ final class BackendConnection implements AutoCloseable {
     private final SharedWindow window;
     /** Held by the one call whose bulk data is in the window, from its request to its reply. */
     private final ReentrantLock windowLock = new ReentrantLock();
+    /** Input slots in the window (0: no input through it); window input frames sent, ever (under windowLock). */
+    private final int inSlots;
+    private long inSent;
+    /** Window output frames copied out, ever (by whichever thread reads). */
+    private long outTaken;
     private volatile IOException broken;
 
     private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async,
@@ -80,17 +86,16 @@ final class BackendConnection implements AutoCloseable {
         this.welcome = welcome;
         this.async = async;
         this.window = window;
+        this.inSlots = window == null ? 0 : WindowSlots.inputSlots(window.segment().byteSize(), maxBody() / 4);
     }
 
     /**
-     * The shared window for one call's bulk data of {@code in} bytes going out and {@code out} coming
-     * back, if this connection has one, both fit and no other call holds it; the caller must give it
-     * back with {@link #releaseWindow} after the reply (the backend is done with it by then). Null when
-     * the call should send its data in the byte stream instead.
+     * The shared window for one call with bulk data going out ({@code in}) or coming back ({@code out}),
+     * if this connection has one with slots for it and no other call holds it; the caller gives it back
+     * with {@link #releaseWindow} after the reply. Null when the call should use the byte stream.
      */
-    MemorySegment acquireWindow(long in, long out) {
-        if (window == null || in > window.segment().byteSize() || out > window.segment().byteSize()
-                || !windowLock.tryLock()) {
+    MemorySegment acquireWindow(boolean in) {
+        if (window == null || (in && inSlots == 0) || !windowLock.tryLock()) {
             return null;
         }
         if (broken != null) {
@@ -99,6 +104,50 @@ final class BackendConnection implements AutoCloseable {
         }
         return window.segment();
     }
+
+    /** Bytes of one input slot: the chunk a DATA frame carries. */
+    long windowSlotBytes() {
+        return maxBody() / 4;
+    }
+
+    /**
+     * Where the next input frame goes in the window, once the backend is done with the frame that last
+     * used that slot; call {@link #inputSent} after sending it. Waits (spinning, then sleeping) while
+     * the backend is behind; throws when the connection breaks, the backend goes away, or it stops
+     * taking data for {@value #WINDOW_STALL_SECONDS} s.
+     */
+    long nextInputSlot() throws IOException {
+        long need = inSent - inSlots + 1;
+        MemorySegment w = window.segment();
+        long deadline = 0;
+        for (int spins = 0; WindowSlots.read(w, WindowSlots.IN_RELEASED_OFFSET) < need; spins++) {
+            if (spins < 200) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (broken != null) {
+                throw broken;
+            }
+            if (channel.connection().peerClosed()) {
+                throw fail(new IOException("backend closed the connection"));
+            }
+            long now = System.nanoTime();
+            if (deadline == 0) {
+                deadline = now + TimeUnit.SECONDS.toNanos(WINDOW_STALL_SECONDS);
+            } else if (now > deadline) {
+                throw fail(new IOException("backend took no bulk data from the shared window for " + WINDOW_STALL_SECONDS + " s"));
+            }
+            LockSupport.parkNanos(20_000);
+        }
+        return WindowSlots.inputSlotOffset((int) (inSent % inSlots), windowSlotBytes());
+    }
+
+    /** The frame for the slot {@link #nextInputSlot} gave is sent. */
+    void inputSent() {
+        inSent++;
+    }
+
+    private static final int WINDOW_STALL_SECONDS = 30;
 
     void releaseWindow() {
         windowLock.unlock();
@@ -256,6 +305,8 @@ final class BackendConnection implements AutoCloseable {
                 }
                 if (h.inWindow()) {
                     scatter(p, MemorySegment.ofBuffer(windowRef(h)), h);
+                    // copied out: the backend may fill that slot again
+                    WindowSlots.publish(window.segment(), WindowSlots.OUT_TAKEN_OFFSET, ++outTaken);
                     return;
                 }
                 MemorySegment dst = p.destinations.get(p.destination);
@@ -291,7 +342,7 @@ final class BackendConnection implements AutoCloseable {
         ByteBuffer ref = channel.readBody(h.length()).order(java.nio.ByteOrder.LITTLE_ENDIAN);
         long offset = ref.getLong(), length = ref.getLong();
         long size = window.segment().byteSize();
-        if (offset < 0 || length <= 0 || offset > size || length > size - offset) {
+        if (offset < WindowSlots.CONTROL_BYTES || length <= 0 || offset > size || length > size - offset) {
             throw new ProtocolException("window DATA frame outside the window: offset=" + offset + " length=" + length + " " + h);
         }
         return window.segment().asSlice(offset, length).asByteBuffer();

@@ -259,12 +259,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
             long frameBytes = 0;
-            long windowAt = 0; // where the current frame's bytes start in the window
+            long slot = -1; // with the window: where the current frame's bytes go
             for (MemorySegment b : bulk) {
                 for (long off = 0; off < b.byteSize(); ) {
                     long n = Math.min(chunk - frameBytes, b.byteSize() - off);
                     if (window != null) {
-                        MemorySegment.copy(b, off, window, windowAt + frameBytes, n);
+                        if (slot < 0) {
+                            slot = connection.nextInputSlot();
+                        }
+                        MemorySegment.copy(b, off, window, slot + frameBytes, n);
                         frame.add(EMPTY); // a placeholder: the frame's bytes are in the window
                     } else {
                         frame.add(b.asSlice(off, n).asByteBuffer());
@@ -272,14 +275,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                     frameBytes += n;
                     off += n;
                     if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
-                        windowAt = sendData(laneId, requestId, frame, window, windowAt, frameBytes);
+                        sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
                         frame.clear();
                         frameBytes = 0;
+                        slot = -1;
                     }
                 }
             }
             if (!frame.isEmpty()) {
-                sendData(laneId, requestId, frame, window, windowAt, frameBytes);
+                sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
             }
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
@@ -299,8 +303,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
 
     /**
      * Bulk data of at least this many bytes (in or out) goes through the connection's shared window
-     * when it has one: the bytes are copied once, into memory the backend reads (or writes) in place,
-     * instead of through a ring and out again. Smaller data rides in the byte stream, one frame.
+     * when it has one: it is copied once, into a few slots the backend's device reads (or writes)
+     * where they are, instead of through a ring and out again. Smaller data rides in the byte stream.
      */
     static final long WINDOW_MIN_BYTES = 64 << 10;
 
@@ -313,23 +317,22 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         for (MemorySegment o : outBytes) {
             out += o.byteSize();
         }
-        return Math.max(in, out) >= WINDOW_MIN_BYTES ? connection.acquireWindow(in, out) : null;
+        return Math.max(in, out) >= WINDOW_MIN_BYTES ? connection.acquireWindow(in > 0) : null;
     }
 
     /**
-     * Sends one DATA frame: {@code frame}'s buffers, or, with a window, a reference to the
-     * {@code bytes} already copied there at {@code windowAt}. Returns where the next frame starts.
+     * Sends one DATA frame: {@code frame}'s buffers, or, when {@code slot} is a window offset, a
+     * reference to the {@code bytes} already copied there.
      */
-    private long sendData(int laneId, long requestId, List<ByteBuffer> frame, MemorySegment window, long windowAt,
-                          long bytes) throws IOException {
-        if (window == null) {
+    private void sendData(int laneId, long requestId, List<ByteBuffer> frame, long slot, long bytes) throws IOException {
+        if (slot < 0) {
             connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
-            return 0;
+            return;
         }
         ByteBuffer ref = ByteBuffer.allocate(Handshake.WINDOW_REF_BYTES).order(ByteOrder.LITTLE_ENDIAN)
-                .putLong(windowAt).putLong(bytes).flip();
+                .putLong(slot).putLong(bytes).flip();
         connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, ref);
-        return windowAt + bytes;
+        connection.inputSent();
     }
 
     // ---- hand-written calls (custom=frontend in the API table) ----

@@ -4,6 +4,7 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.ProtocolException;
+import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -161,16 +162,17 @@ final class CustomCalls {
 
     /**
      * A copy to the device out of the page-locked shared window: the device reads each chunk by DMA
-     * where the frontend put it, with no copy on this side. The frontend reuses the window once the
-     * reply is in, so the call waits for its DMA first, through an event behind the last chunk on the
-     * copy's stream (the legacy default stream for the synchronous variant, where cuMemcpyHtoD runs;
-     * the caller's stream for the asynchronous one, which only a frontend that does not pipeline sends
-     * this way). It waits even when the call ends by an error or an abort. A chunk that is not in the
-     * window is pageable memory, which the driver has taken by the time its call returns.
+     * where the frontend put it, with no copy on this side. The frontend refills a slot once its
+     * chunk is released, so each chunk is released only after an event behind its DMA has completed
+     * (the DMA of 1 MiB takes a fraction of the time the frontend needs to fill the next slot). The
+     * copy runs on its stream: the legacy default stream for the synchronous variant, where
+     * cuMemcpyHtoD runs; the caller's stream for the asynchronous one, which only a frontend that does
+     * not pipeline sends this way. A chunk that is not in the window is pageable memory, which the
+     * driver has taken by the time its call returns.
      */
     private int copyInFromWindow(Call c, long dst, long count, long stream) throws ProtocolException, InterruptedException {
         int result = CuResult.CUDA_SUCCESS;
-        boolean issued = false;
+        long[] done = new long[1];
         long off = 0;
         try {
             while (off < count) {
@@ -179,7 +181,14 @@ final class CustomCalls {
                     int len = in.body().remaining();
                     if (result == CuResult.CUDA_SUCCESS) {
                         result = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, stream);
-                        issued |= result == CuResult.CUDA_SUCCESS && in.header().inWindow();
+                        if (result == CuResult.CUDA_SUCCESS && in.header().inWindow()) {
+                            result = record(c, done, 0, stream);
+                            int r = result == CuResult.CUDA_SUCCESS ? driver.cuEventSynchronize(done[0]) : result;
+                            if (r != CuResult.CUDA_SUCCESS) {
+                                driver.cuStreamSynchronize(stream); // the slot is not given back while the device reads it
+                                result = r;
+                            }
+                        }
                     }
                     off += len;
                 } finally {
@@ -187,28 +196,11 @@ final class CustomCalls {
                 }
             }
         } finally {
-            if (issued) {
-                int r = waitFor(c, stream);
-                result = result == CuResult.CUDA_SUCCESS ? r : result;
+            if (done[0] != 0) {
+                driver.cuEventDestroy(done[0]);
             }
         }
         return result;
-    }
-
-    /** Waits for the work queued so far on {@code stream} by this thread: an event recorded there, then synchronised. */
-    private int waitFor(Call c, long stream) {
-        long[] event = new long[1];
-        int r = record(c, event, 0, stream);
-        if (r == CuResult.CUDA_SUCCESS) {
-            r = driver.cuEventSynchronize(event[0]);
-        }
-        if (r != CuResult.CUDA_SUCCESS) {
-            r = driver.cuStreamSynchronize(stream); // still wait, however the event failed
-        }
-        if (event[0] != 0) {
-            driver.cuEventDestroy(event[0]);
-        }
-        return r;
     }
 
     /** cuEventCreate flag: no timing, the cheapest event, enough to wait for. */
@@ -336,7 +328,7 @@ final class CustomCalls {
      * context's blocking streams, and the call returns only after the last chunk is complete and sent.
      * A private stream would not do: it would not wait for work the client queued on its own streams.
      */
-    private int copyOut(Call c, boolean async) throws ProtocolException, CallRejected, IOException {
+    private int copyOut(Call c, boolean async) throws ProtocolException, CallRejected, IOException, InterruptedException {
         long src = c.readLong();
         long count = c.readLong();
         long streamId = async ? c.readLong() : 0;
@@ -355,8 +347,8 @@ final class CustomCalls {
             return r;
         }
         MemorySegment window = session.window();
-        if (window != null && c.header.inWindow() && count <= window.byteSize()) {
-            return copyOutWindow(c, window, src, count, async, stream);
+        if (window != null && c.header.inWindow() && WindowSlots.outputSlots(window.byteSize(), session.chunkBytes()) > 0) {
+            return copyOutWindow(c, src, count, async, stream);
         }
         StagingPool pool = session.staging();
         long context = c.lane.topContext();
@@ -409,24 +401,31 @@ final class CustomCalls {
 
     /**
      * A copy to the host placed in the shared window, as the frontend asked (it holds the window for
-     * this call until the reply): the driver copies each chunk straight into the window, and the
-     * frontend is told where it lies while the next chunk is being copied, so its copy into the
-     * program's memory overlaps the device's next one. No byte of it crosses the byte stream.
+     * this call until the reply): the device writes each chunk by DMA into the next of the window's
+     * output slots (page-locked), and the frontend is told where it lies; while it copies that chunk
+     * into the program's memory, the next chunk is already on its way into the next slot. A slot is
+     * reused once the frontend says it has taken the chunk in it. Falls back to the byte stream when the
+     * window has no output slots of this session's chunk size.
      */
-    private int copyOutWindow(Call c, MemorySegment window, long src, long count, boolean async, long stream)
-            throws IOException {
+    private int copyOutWindow(Call c, long src, long count, boolean async, long stream)
+            throws IOException, InterruptedException {
+        MemorySegment window = session.window();
+        long slotBytes = session.chunkBytes();
         session.pinWindow(c.lane.topContext()); // page-locked, the device writes the window itself
-        int max = session.staging().bufferBytes();
         long off = 0;
-        int len = firstChunk(count, Math.min(session.chunkBytes(), max));
         while (off < count) {
-            int r = copyChunk(window.asSlice(off, len), src + off, async, stream);
+            int len = (int) Math.min(slotBytes, count - off);
+            long slot = session.nextWindowOutputSlot(slotBytes);
+            if (slot < 0) {
+                throw new IllegalStateException("no output slot in the shared window"); // checked by the caller
+            }
+            int r = copyChunk(window.asSlice(slot, len), src + off, async, stream);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
-            c.sendWindowData(off, len);
+            c.sendWindowData(slot, len);
+            session.windowOutputSent();
             off += len;
-            len = (int) Math.min(max, count - off);
         }
         return CuResult.CUDA_SUCCESS;
     }

@@ -9,6 +9,7 @@ import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
+import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.EOFException;
 import java.io.IOException;
 import java.lang.System.Logger.Level;
@@ -92,6 +93,61 @@ public final class Session {
     MemorySegment window() {
         return window == null ? null : window.segment();
     }
+
+    /** Window input frames done with, ever; published to the frontend, which then reuses their slots. */
+    private long windowInReleased;
+    /** Window output frames sent, ever (by whichever lane holds the frontend's window call). */
+    private long windowOutSent;
+
+    private synchronized void windowInputDone() {
+        WindowSlots.publish(window.segment(), WindowSlots.IN_RELEASED_OFFSET, ++windowInReleased);
+    }
+
+    /**
+     * The window offset where the next output frame of {@code slotBytes} goes, once the frontend has
+     * copied out the frame that last used that slot (-1 when the window has no output slots of that
+     * size); call {@link #windowOutputSent} after sending it. Waits, spinning then sleeping; ends with
+     * an IOException when the frontend takes nothing for {@value #WINDOW_STALL_SECONDS} s or goes away.
+     */
+    long nextWindowOutputSlot(long slotBytes) throws IOException, InterruptedException {
+        MemorySegment w = window.segment();
+        int slots = WindowSlots.outputSlots(w.byteSize(), slotBytes);
+        if (slots == 0) {
+            return -1;
+        }
+        long sent;
+        synchronized (this) {
+            sent = windowOutSent;
+        }
+        long need = sent - slots + 1;
+        long deadline = 0;
+        for (int spins = 0; WindowSlots.read(w, WindowSlots.OUT_TAKEN_OFFSET) < need; spins++) {
+            if (spins < 200) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (Thread.interrupted()) {
+                throw new InterruptedException("session ending while waiting for the frontend to take window data");
+            }
+            if (ended.get() || channel.connection().peerClosed()) {
+                throw new IOException("frontend gone while window data was waiting for it");
+            }
+            long now = System.nanoTime();
+            if (deadline == 0) {
+                deadline = now + java.util.concurrent.TimeUnit.SECONDS.toNanos(WINDOW_STALL_SECONDS);
+            } else if (now > deadline) {
+                throw new IOException("frontend took no data from the shared window for " + WINDOW_STALL_SECONDS + " s");
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+        return WindowSlots.outputSlotOffset(w.byteSize(), (int) (sent % slots), slotBytes);
+    }
+
+    synchronized void windowOutputSent() {
+        windowOutSent++;
+    }
+
+    private static final int WINDOW_STALL_SECONDS = 30;
 
     /** Counts bulk bytes placed in or taken from the window. */
     void windowCarried(long bytes) {
@@ -312,7 +368,8 @@ public final class Session {
         long offset = ref.getLong();
         long length = ref.getLong();
         long size = window.segment().byteSize();
-        if (offset < 0 || length <= 0 || offset > size || length > size - offset || length > Integer.MAX_VALUE) {
+        if (offset < WindowSlots.CONTROL_BYTES || length <= 0 || offset > size || length > size - offset
+                || length > Integer.MAX_VALUE) {
             throw new ProtocolException("window DATA frame outside the window of " + size + " bytes: offset=" + offset
                     + " length=" + length);
         }
@@ -348,8 +405,12 @@ public final class Session {
     }
 
     void release(Inbound in) {
+        if (in.header().opcode() == Opcodes.DATA && in.header().inWindow()) {
+            windowInputDone(); // a frame of bytes in a window slot, which the frontend may now refill
+        }
         ByteBuffer body = in.body();
-        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes() && !in.header().inWindow()) {
+        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes()
+                && !(in.header().opcode() == Opcodes.DATA && in.header().inWindow())) {
             dataPool.offer(body);
         }
         if (in.charge() > 0) {

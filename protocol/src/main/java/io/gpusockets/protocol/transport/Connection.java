@@ -33,6 +33,14 @@ public interface Connection extends Closeable {
         return java.util.Optional.empty();
     }
 
+    /**
+     * Whether the peer is known to be gone (closed or dead), without reading: for a thread that waits on
+     * shared memory rather than on the connection. False when the transport cannot tell.
+     */
+    default boolean peerClosed() {
+        return false;
+    }
+
     /** Whether {@link #takeSharedWindow} would hand out a window now. */
     default boolean hasSharedWindow() {
         return false;

@@ -147,6 +147,11 @@ final class RingConnection implements Connection {
     }
 
     @Override
+    public boolean peerClosed() {
+        return closed.get() || peerGone();
+    }
+
+    @Override
     public boolean hasSharedWindow() {
         return mapping.window() != null && !windowTaken.get() && !closed.get();
     }

@@ -90,8 +90,8 @@ public final class RingDescriptor {
     public static final int MIN_CAPACITY = 4096;
     public static final long MAX_CAPACITY = 1L << 30;
     public static final int DEFAULT_CAPACITY = 4 << 20;
-    /** Shared window bytes unless configured: a 16 MiB copy fits it with room for a second. */
-    public static final int DEFAULT_WINDOW = 32 << 20;
+    /** Shared window bytes unless configured: four 1 MiB slots each way and their control page. */
+    public static final int DEFAULT_WINDOW = 16 << 20;
 
     /** Ring index of the client-to-server direction; the other is server-to-client. */
     public static final int CLIENT_TO_SERVER = 0;

@@ -38,7 +38,7 @@ import java.util.function.Supplier;
  *
  * <p>{@code window} is the size of the {@link io.gpusockets.protocol.transport.SharedWindow} both sides
  * map beside the rings (large copies place their data there instead of streaming it through a ring):
- * 0, or a power of two from 4 KiB to 1 GiB; default 32 MiB or system property
+ * 0, or a power of two from 4 KiB to 1 GiB; default 16 MiB or system property
  * {@value RingAddress#WINDOW_PROP_NAME}. The listener's choice is used. Pages are only backed once
  * touched, so an idle window costs no memory.
  *

@@ -30,7 +30,7 @@ class RingAddressTest {
 
     @Test
     void parsesTheSharedWindow() {
-        assertEquals(32 << 20, RingAddress.of(TransportUri.parse("ring://x")).window());
+        assertEquals(16 << 20, RingAddress.of(TransportUri.parse("ring://x")).window());
         assertEquals(0, RingAddress.of(TransportUri.parse("ring://x?window=0")).window());
         assertEquals(1 << 20, RingAddress.of(TransportUri.parse("ring://x?size=64k&window=1m")).window());
         assertThrows(IllegalArgumentException.class, () -> RingAddress.of(TransportUri.parse("ring://x?window=3k")));
