@@ -102,12 +102,40 @@ final class Lane implements Runnable {
         return !thread.isAlive();
     }
 
+    /**
+     * How long an idle lane thread polls its queue before it parks, where there are cores to spare: a
+     * parked thread takes tens of microseconds to wake on a virtual machine, which a client's next call
+     * (the sync after a launch, the next chunk of a copy) usually arrives well within. With two cores or
+     * fewer the lane parks at once: its polling would take the core the reader or the client needs.
+     */
+    static final long SPIN_NANOS = Runtime.getRuntime().availableProcessors() > 2
+            ? Long.getLong("gpusockets.backend.laneSpinMicros", 50) * 1000 : 0;
+
+    /** The next frame: polled for up to {@link #SPIN_NANOS}, then waited for. */
+    private Inbound next() throws InterruptedException {
+        Inbound in = queue.poll();
+        if (in != null) {
+            return in;
+        }
+        if (SPIN_NANOS > 0) {
+            long deadline = System.nanoTime() + SPIN_NANOS;
+            do {
+                Thread.onSpinWait();
+                in = queue.poll();
+                if (in != null) {
+                    return in;
+                }
+            } while (System.nanoTime() < deadline);
+        }
+        return queue.take();
+    }
+
     @Override
     public void run() {
         ExecutionThread exec = ExecutionThread.current(session.chunkBytes());
         try {
             while (true) {
-                Inbound in = queue.take();
+                Inbound in = next();
                 if (in.header().opcode() == Opcodes.LANE_END) {
                     return;
                 }
@@ -139,7 +167,7 @@ final class Lane implements Runnable {
      * consumes it. Any other frame here means the peer broke the protocol.
      */
     Inbound nextData(long requestId) throws ProtocolException, InterruptedException {
-        Inbound in = queue.take();
+        Inbound in = next();
         FrameHeader h = in.header();
         if (h.opcode() != Opcodes.DATA || h.requestId() != requestId) {
             session.release(in);
