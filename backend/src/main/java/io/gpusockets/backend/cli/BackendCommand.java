@@ -45,14 +45,24 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--max-lanes", paramLabel = "N", defaultValue = "256", description = "Client threads per session. Default: ${DEFAULT-VALUE}.")
     int maxLanes;
 
+    @Option(names = "--warm-contexts", paramLabel = "N", defaultValue = "1",
+            description = "Contexts to keep made ahead per device, so that a session's first context does not wait for the"
+                    + " driver to make one (each serves one session, which destroys it); 0 for none. Default: ${DEFAULT-VALUE}.")
+    int warmContexts;
+
     @Override
     public Integer call() throws Exception {
+        if (warmContexts < 0) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--warm-contexts must be 0 or more: " + warmContexts);
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
-        BackendServer server = new BackendServer(host, new BackendServer.Options(limits, psk, allowUids, 10_000, allowCids));
+        BackendServer server = new BackendServer(host, new BackendServer.Options(limits, psk, allowUids, 10_000, allowCids,
+                warmContexts));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();

@@ -1,5 +1,6 @@
 package io.gpusockets.backend.server;
 
+import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.backend.session.SessionLimits;
@@ -42,17 +43,28 @@ public final class BackendServer implements AutoCloseable {
      * @param handshakeMillis  a peer that has not finished its handshake by then is dropped
      * @param allowedCids      for vsock:// peers: CIDs allowed in (empty = any)
      */
+    /**
+     * @param warmContexts contexts to keep made ahead per device for sessions' first primary retain
+     *                     ({@link ContextPool}); 0 for none
+     */
     public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
-                          Set<Long> allowedCids) {
+                          Set<Long> allowedCids, int warmContexts) {
         public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(), 10_000);
 
         public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
-            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of());
+            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of(), 0);
+        }
+
+        public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
+                       Set<Long> allowedCids) {
+            this(limits, preSharedKey, allowedUids, handshakeMillis, allowedCids, 0);
         }
     }
 
     private final DriverHost host;
     private final Options options;
+    /** Contexts made ahead for sessions, or null. */
+    private final ContextPool contextPool;
     private final List<Listener> listeners = new ArrayList<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
@@ -65,6 +77,7 @@ public final class BackendServer implements AutoCloseable {
     public BackendServer(DriverHost host, Options options) {
         this.host = host;
         this.options = options;
+        this.contextPool = options.warmContexts() > 0 ? new ContextPool(host, options.warmContexts()) : null;
     }
 
     public DriverHost host() {
@@ -130,7 +143,8 @@ public final class BackendServer implements AutoCloseable {
         }
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
-        Session s = new Session(id, channel, host, options.limits(), peer, (features & Handshake.FEATURE_ASYNC) != 0, window);
+        Session s = new Session(id, channel, host, options.limits(), peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
+                contextPool);
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
         try {
@@ -210,5 +224,8 @@ public final class BackendServer implements AutoCloseable {
             s.end("backend shutting down");
         }
         timers.shutdownNow();
+        if (contextPool != null) {
+            contextPool.close();
+        }
     }
 }

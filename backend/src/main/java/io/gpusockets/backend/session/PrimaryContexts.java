@@ -28,14 +28,18 @@ final class PrimaryContexts {
     /** Retains on the calling lane thread; {@code out8} receives the handle id. */
     synchronized int retain(int dev, MemorySegment scratch8, long[] idOut) {
         if (handle[dev] == 0) {
-            CudaDriver d = session.host().driver();
-            int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
+            ContextPool pool = session.contextPool();
+            long real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
+            if (real == 0) {
+                CudaDriver d = session.host().driver();
+                int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+                real = scratch8.get(ValueLayout.JAVA_LONG, 0);
+                // cuCtxCreate made it current; a primary retain does not change the current context.
+                d.cuCtxPopCurrent(scratch8);
             }
-            long real = scratch8.get(ValueLayout.JAVA_LONG, 0);
-            // cuCtxCreate made it current; a primary retain does not change the current context.
-            d.cuCtxPopCurrent(scratch8);
             handle[dev] = session.handles().intern(ParamType.CTX, real, 0, 0);
         }
         refs[dev]++;

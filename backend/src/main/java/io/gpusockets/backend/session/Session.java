@@ -65,6 +65,7 @@ public final class Session {
      * data is ever in it, so a frontend that writes it at the wrong time harms nobody else.
      */
     private final SharedWindow window;
+    private final ContextPool contextPool;
     /** Bulk bytes that went through the window, both ways. */
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private volatile String failure;
@@ -75,6 +76,13 @@ public final class Session {
 
     public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted,
                    SharedWindow window) {
+        this(id, channel, host, limits, peer, asyncGranted, window, null);
+    }
+
+    /** With {@code contextPool} (may be null), where the session's primary contexts come from when it has one ready. */
+    public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted,
+                   SharedWindow window, ContextPool contextPool) {
+        this.contextPool = contextPool;
         this.id = id;
         this.channel = channel;
         this.host = host;
@@ -87,6 +95,10 @@ public final class Session {
         this.bodyBudget = new Semaphore(limits.bodyBudget());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
         this.window = window;
+    }
+
+    ContextPool contextPool() {
+        return contextPool;
     }
 
     /** The memory shared with the frontend, or null. */
