@@ -62,7 +62,12 @@ public final class Bench implements Callable<Integer> {
     static final String NATIVE = "native";
     static final int[] CLIENTS = {1, 2, 4, 8, 16};
     /** Summary rows, in this order: WORKLOAD (every metric) or WORKLOAD#METRIC; results.csv has everything. */
-    static final List<String> SUMMARY_ORDER = List.of(Workloads.NULL_CALL, "launch-async", "launch-sync#p50",
+    /** Async launches measured in rounds alternating with native ones (DriverBench.pairedLaunches). */
+    static final String PAIRED = "launch-async-paired";
+    /** Rounds each way of the paired launch measurement. */
+    static final int PAIRED_ROUNDS = 5;
+
+    static final List<String> SUMMARY_ORDER = List.of(Workloads.NULL_CALL, "launch-async", PAIRED, "launch-sync#p50",
             "launch-sync#p99", "memcpy-htod-pageable-8B#per-copy", "memcpy-dtoh-pageable-8B#per-copy",
             "memcpy-htod-pageable-16MiB#throughput", "memcpy-dtoh-pageable-16MiB#throughput",
             "memcpy-htod-pinned-16MiB#throughput", "memcpy-dtoh-pinned-16MiB#throughput",
@@ -82,6 +87,8 @@ public final class Bench implements Callable<Integer> {
     }
 
     private final PrintStream console = System.out;
+    /** The real driver, for workloads measured side by side with a remote target; null without a GPU. */
+    private CudaDriver nativeDriver;
     private final List<String> notes = new ArrayList<>();
     private boolean failed;
 
@@ -117,6 +124,7 @@ public final class Bench implements Callable<Integer> {
         }
         try (BackendServer backend = new BackendServer(host, BackendServer.Options.DEFAULT)) {
             if (nativeDevice) {
+                nativeDriver = host.driver();
                 DriverBench.Opener inProcess = () -> inProcess(host.driver());
                 runTarget(NATIVE, null, inProcess, sizes, report, true, tmp);
             }
@@ -227,6 +235,22 @@ public final class Bench implements Callable<Integer> {
                             baselines(name, nativeDevice, "launch-async"));
                     return String.format(Locale.ROOT, "%,.0f launches/s", rate);
                 });
+                if (!isNative && nativeDriver != null) {
+                    step(name, PAIRED + ": " + PAIRED_ROUNDS + " rounds of " + s.launches() + " launches natively, then over "
+                            + name + " (medians)", () -> {
+                        double[] rates;
+                        // The native side in its own primary context on this thread; the remote side's is the frontend's.
+                        try (PrimaryContext nativeContext = PrimaryContext.retain(nativeDriver, 0);
+                             Kernels nativeKernels = Kernels.load(nativeDriver)) {
+                            rates = DriverBench.pairedLaunches(nativeDriver, nativeKernels.function(DriverBench.EMPTY_KERNEL),
+                                    cu, empty, s.launchWarmup(), s.launches(), PAIRED_ROUNDS);
+                        }
+                        report.add(NATIVE, PAIRED + "-" + name, "throughput", rates[0], "launches/s");
+                        report.add(name, PAIRED, "throughput", rates[1], "launches/s", NATIVE + "/" + PAIRED + "-" + name);
+                        return String.format(Locale.ROOT, "native %,.0f, %s %,.0f launches/s: %.2f×", rates[0], name, rates[1],
+                                rates[1] / rates[0]);
+                    });
+                }
                 step(name, "launch-sync: gpus_empty launch + cuCtxSynchronize, " + s.syncs() + " times", () -> {
                     Histogram h = DriverBench.launchSync(cu, empty, s.syncWarmup(), s.syncs());
                     report.addLatency(name, "launch-sync", h, baselines(name, nativeDevice, "launch-sync"));

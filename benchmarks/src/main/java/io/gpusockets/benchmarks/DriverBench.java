@@ -93,6 +93,32 @@ final class DriverBench {
         return median(rates);
     }
 
+    /**
+     * Async launches natively and remotely in alternating rounds ({@code rounds} of {@code n} each way,
+     * after {@code warmup} each way), so that both meet the same machine: on a shared host the rate
+     * drifts by more than the difference measured minutes apart. Returns the median launches/s,
+     * {native, remote}.
+     */
+    static double[] pairedLaunches(CudaDriver nativeCu, long nativeFunction, CudaDriver remoteCu, long remoteFunction,
+                                   int warmup, int n, int rounds) {
+        launches(nativeCu, nativeFunction, warmup);
+        Cu.check(nativeCu.cuCtxSynchronize(), "cuCtxSynchronize");
+        launches(remoteCu, remoteFunction, warmup);
+        Cu.check(remoteCu.cuCtxSynchronize(), "cuCtxSynchronize");
+        double[] nat = new double[rounds];
+        double[] rem = new double[rounds];
+        for (int round = 0; round < rounds; round++) {
+            for (int side = 0; side < 2; side++) {
+                CudaDriver cu = side == 0 ? nativeCu : remoteCu;
+                long t0 = System.nanoTime();
+                launches(cu, side == 0 ? nativeFunction : remoteFunction, n);
+                Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
+                (side == 0 ? nat : rem)[round] = n / ((System.nanoTime() - t0) / 1e9);
+            }
+        }
+        return new double[] {median(nat), median(rem)};
+    }
+
     private static void launches(CudaDriver cu, long function, int n) {
         for (int i = 0; i < n; i++) {
             int r = cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, 0L, MemorySegment.NULL, MemorySegment.NULL);
