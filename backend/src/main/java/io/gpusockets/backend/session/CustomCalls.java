@@ -140,18 +140,31 @@ final class CustomCalls {
             }
             session.staging().release(first);
         }
+        // Each chunk is pageable memory: the driver has taken it once the call returns, async or not.
+        return eachChunk(c, count, (in, len, off, result) -> result != CuResult.CUDA_SUCCESS ? result
+                : async ? driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, stream)
+                : driver.cuMemcpyHtoD(dst + off, MemorySegment.ofBuffer(in.body()), len));
+    }
+
+    /** What a copy to the device does with one DATA chunk of {@code len} bytes bound for offset {@code off}. */
+    @FunctionalInterface
+    private interface ChunkStep {
+        /** Returns the call's result so far, given the result before this chunk. */
+        int take(Inbound in, int len, long off, int result) throws ProtocolException, InterruptedException;
+    }
+
+    /**
+     * Takes the call's {@code count} bytes of DATA off the lane chunk by chunk, in order, hands each to
+     * {@code step} with the result so far and releases it after. Chunks after a failure are still taken
+     * (and dropped by the step), so that the frames stay in step. Returns the last result.
+     */
+    private static int eachChunk(Call c, long count, ChunkStep step) throws ProtocolException, InterruptedException {
         int result = CuResult.CUDA_SUCCESS;
-        long off = 0;
-        while (off < count) {
+        for (long off = 0; off < count; ) {
             Inbound in = c.nextChunk();
             try {
                 int len = in.body().remaining();
-                if (result == CuResult.CUDA_SUCCESS) {
-                    MemorySegment src = MemorySegment.ofBuffer(in.body());
-                    // The chunk is pageable memory: the driver has taken it once the call returns, async or not.
-                    result = async ? driver.cuMemcpyHtoDAsync(dst + off, src, len, stream)
-                            : driver.cuMemcpyHtoD(dst + off, src, len);
-                }
+                result = step.take(in, len, off, result);
                 off += len;
             } finally {
                 c.release(in);
@@ -171,36 +184,27 @@ final class CustomCalls {
      * driver has taken by the time its call returns.
      */
     private int copyInFromWindow(Call c, long dst, long count, long stream) throws ProtocolException, InterruptedException {
-        int result = CuResult.CUDA_SUCCESS;
         long[] done = new long[1];
-        long off = 0;
         try {
-            while (off < count) {
-                Inbound in = c.nextChunk();
-                try {
-                    int len = in.body().remaining();
-                    if (result == CuResult.CUDA_SUCCESS) {
-                        result = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, stream);
-                        if (result == CuResult.CUDA_SUCCESS && in.header().inWindow()) {
-                            result = record(c, done, 0, stream);
-                            int r = result == CuResult.CUDA_SUCCESS ? driver.cuEventSynchronize(done[0]) : result;
-                            if (r != CuResult.CUDA_SUCCESS) {
-                                driver.cuStreamSynchronize(stream); // the slot is not given back while the device reads it
-                                result = r;
-                            }
-                        }
-                    }
-                    off += len;
-                } finally {
-                    c.release(in);
+            return eachChunk(c, count, (in, len, off, result) -> {
+                if (result != CuResult.CUDA_SUCCESS) {
+                    return result;
                 }
-            }
+                int r = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, stream);
+                if (r == CuResult.CUDA_SUCCESS && in.header().inWindow()) {
+                    r = record(c, done, 0, stream);
+                    r = r == CuResult.CUDA_SUCCESS ? driver.cuEventSynchronize(done[0]) : r;
+                    if (r != CuResult.CUDA_SUCCESS) {
+                        driver.cuStreamSynchronize(stream); // the slot is not given back while the device reads it
+                    }
+                }
+                return r;
+            });
         } finally {
             if (done[0] != 0) {
                 driver.cuEventDestroy(done[0]);
             }
         }
-        return result;
     }
 
     /** cuEventCreate flag: no timing, the cheapest event, enough to wait for. */
@@ -221,71 +225,85 @@ final class CustomCalls {
      */
     private int copyInStaged(Call c, long dst, long count, StagingPool.Buffer first)
             throws ProtocolException, InterruptedException {
-        StagingPool pool = session.staging();
-        long context = c.lane.topContext();
-        StagingPool.Buffer[] buf = {first, null};
-        long[] done = new long[2];       // per buffer: an event behind its last DMA (0: none made yet)
-        boolean[] busy = new boolean[2]; // per buffer: DMA issued from it and not yet waited for
-        int result = CuResult.CUDA_SUCCESS;
-        int cur = 0;
-        long fill = 0;
-        long off = 0;
+        StagedIn staged = new StagedIn(c, dst, first);
         try {
-            while (off < count) {
-                Inbound in = c.nextChunk();
-                try {
-                    int len = in.body().remaining();
-                    if (len > pool.bufferBytes()) {
-                        // Larger than a staging buffer (a frontend with bigger frames): the driver stages it.
-                        if (result == CuResult.CUDA_SUCCESS) {
-                            result = driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, 0);
-                        }
-                        off += len;
-                        continue;
-                    }
-                    if (result == CuResult.CUDA_SUCCESS && fill + len > buf[cur].segment().byteSize()) {
-                        result = record(c, done, cur);
-                        cur ^= 1;
-                        fill = 0;
-                        if (buf[cur] == null) {
-                            buf[cur] = pool.acquire(context);
-                        } else if (result == CuResult.CUDA_SUCCESS && busy[cur]) {
-                            result = driver.cuEventSynchronize(done[cur]);
-                            busy[cur] = result != CuResult.CUDA_SUCCESS;
-                        }
-                    }
-                    if (result == CuResult.CUDA_SUCCESS) {
-                        MemorySegment slot = buf[cur].segment().asSlice(fill, len);
-                        MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, slot, 0, len);
-                        result = driver.cuMemcpyHtoDAsync(dst + off, slot, len, 0);
-                        busy[cur] |= result == CuResult.CUDA_SUCCESS;
-                        fill += len;
-                    }
-                    off += len;
-                } finally {
-                    c.release(in);
-                }
-            }
-            if (result == CuResult.CUDA_SUCCESS) {
-                result = record(c, done, cur);
-                if (result == CuResult.CUDA_SUCCESS) {
-                    // Stream order: once the last chunk's DMA is done, every earlier one is.
-                    result = driver.cuEventSynchronize(done[cur]);
-                    busy[0] = busy[1] = result != CuResult.CUDA_SUCCESS;
-                }
-            }
-            return result;
+            int result = eachChunk(c, count, staged::take);
+            return result == CuResult.CUDA_SUCCESS ? staged.finish() : result;
         } finally {
+            staged.close();
+        }
+    }
+
+    /** The state of one {@link #copyInStaged}: two staging buffers, each with an event behind its DMAs. */
+    private final class StagedIn {
+        private final Call c;
+        private final long dst;
+        private final long context;
+        private final StagingPool.Buffer[] buf = new StagingPool.Buffer[2];
+        private final long[] done = new long[2];       // per buffer: an event behind its last DMA (0: none made yet)
+        private final boolean[] busy = new boolean[2]; // per buffer: DMA issued from it and not yet waited for
+        private int cur;
+        private long fill;
+
+        StagedIn(Call c, long dst, StagingPool.Buffer first) {
+            this.c = c;
+            this.dst = dst;
+            this.context = c.lane.topContext();
+            buf[0] = first;
+        }
+
+        int take(Inbound in, int len, long off, int result) {
+            if (result != CuResult.CUDA_SUCCESS) {
+                return result;
+            }
+            if (len > session.staging().bufferBytes()) {
+                // Larger than a staging buffer (a frontend with bigger frames): the driver stages it.
+                return driver.cuMemcpyHtoDAsync(dst + off, MemorySegment.ofBuffer(in.body()), len, 0);
+            }
+            if (fill + len > buf[cur].segment().byteSize()) {
+                int r = record(c, done, cur);
+                cur ^= 1;
+                fill = 0;
+                if (buf[cur] == null) {
+                    buf[cur] = session.staging().acquire(context);
+                } else if (r == CuResult.CUDA_SUCCESS && busy[cur]) {
+                    r = driver.cuEventSynchronize(done[cur]);
+                    busy[cur] = r != CuResult.CUDA_SUCCESS;
+                }
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+            }
+            MemorySegment slot = buf[cur].segment().asSlice(fill, len);
+            MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, slot, 0, len);
+            int r = driver.cuMemcpyHtoDAsync(dst + off, slot, len, 0);
+            busy[cur] |= r == CuResult.CUDA_SUCCESS;
+            fill += len;
+            return r;
+        }
+
+        /** Waits, through an event behind the last chunk, for every DMA of the copy (stream order). */
+        int finish() {
+            int r = record(c, done, cur);
+            if (r == CuResult.CUDA_SUCCESS) {
+                r = driver.cuEventSynchronize(done[cur]);
+                busy[0] = busy[1] = r != CuResult.CUDA_SUCCESS;
+            }
+            return r;
+        }
+
+        /** Gives the buffers back, after any DMA a failure or an abort left in flight, and destroys the events. */
+        void close() {
             if (busy[0] || busy[1]) {
-                driver.cuStreamSynchronize(0); // a failure or an abort left DMA in flight: wait for it first
+                driver.cuStreamSynchronize(0);
             }
             for (long event : done) {
                 if (event != 0) {
                     driver.cuEventDestroy(event);
                 }
             }
-            pool.release(buf[0]);
-            pool.release(buf[1]);
+            session.staging().release(buf[0]);
+            session.staging().release(buf[1]);
         }
     }
 

@@ -69,9 +69,7 @@ class ContextPoolTest {
                     cu.put(p, new byte[] {1, 2, 3});
                     assertEquals(3, cu.get(p, 3)[2]);
                 }
-                for (int k = 0; k < 500 && server.sessionCount() > 0; k++) {
-                    Thread.sleep(10);
-                }
+                CopyOutStagingTest.awaitNoSessions(server);
                 // the session's context is gone with it; a spare is (or soon will be) ready for the next
                 for (int k = 0; k < 200 && live.size() != 1; k++) {
                     Thread.sleep(10);

@@ -78,10 +78,7 @@ class CopyInStagingTest {
                 assertEquals("CUDA_ERROR_INVALID_VALUE", CuResult.name(d.cuMemcpyHtoD(dptr + 1, host, data.length)));
                 Cuda.ok(d.cuMemcpyHtoD(dptr, host, 3L * CHUNK), "cuMemcpyHtoD after a refused one");
             }
-            for (int i = 0; i < 500 && server.sessionCount() > 0; i++) {
-                Thread.sleep(10);
-            }
-            assertEquals(0, server.sessionCount(), "session still open");
+            CopyOutStagingTest.awaitNoSessions(server);
             assertEquals(freeBefore, h.deviceFree(), "device memory left allocated after the session");
         } finally {
             Files.deleteIfExists(dir.resolve("b.sock"));

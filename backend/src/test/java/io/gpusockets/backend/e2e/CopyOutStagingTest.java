@@ -229,7 +229,8 @@ class CopyOutStagingTest {
         return s;
     }
 
-    private static void awaitNoSessions(BackendServer s) throws InterruptedException {
+    /** Waits (5 s at most) until the backend has no session left; fails if one stays. */
+    static void awaitNoSessions(BackendServer s) throws InterruptedException {
         for (int i = 0; i < 500 && s.sessionCount() > 0; i++) {
             Thread.sleep(10);
         }

@@ -125,10 +125,7 @@ class SharedWindowTest {
                 Cuda.ok(d.cuModuleLoadData(module, image), "cuModuleLoadData through the window");
                 windowed += padded.length;
             }
-            for (int i = 0; i < 500 && server.sessionCount() > 0; i++) {
-                Thread.sleep(10);
-            }
-            assertEquals(0, server.sessionCount(), "session still open");
+            CopyOutStagingTest.awaitNoSessions(server);
             assertEquals(windowed, server.windowBytesCarried(), "bytes through the window");
             assertEquals(freeBefore, h.deviceFree(), "device memory left allocated after the session");
         }
