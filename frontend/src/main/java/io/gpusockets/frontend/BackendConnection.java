@@ -356,7 +356,7 @@ final class BackendConnection implements AutoCloseable {
             }
             MemorySegment dst = p.destinations.get(p.destination);
             long n = Math.min(src.byteSize() - off, dst.byteSize() - p.offset);
-            MemorySegment.copy(src, off, dst, p.offset, n);
+            SplitCopier.copy(src, off, dst, p.offset, n);
             off += n;
             p.advance(n);
         }

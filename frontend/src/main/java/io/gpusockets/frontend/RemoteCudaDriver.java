@@ -267,7 +267,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                         if (slot < 0) {
                             slot = connection.nextInputSlot();
                         }
-                        MemorySegment.copy(b, off, window, slot + frameBytes, n);
+                        SplitCopier.copy(b, off, window, slot + frameBytes, n);
                         frame.add(EMPTY); // a placeholder: the frame's bytes are in the window
                     } else {
                         frame.add(b.asSlice(off, n).asByteBuffer());
