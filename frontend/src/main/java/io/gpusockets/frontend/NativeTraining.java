@@ -2,8 +2,12 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.transport.TransportUri;
 import java.lang.foreign.Arena;
 import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.List;
 import java.util.Map;
 
@@ -29,6 +33,76 @@ public final class NativeTraining {
         } catch (Exception expected) {
             // nothing listens there
         }
-        System.out.println("trained " + functions.size() + " entries");
+        String sessions = withBackend();
+        System.out.println("trained " + functions.size() + " entries" + sessions);
+    }
+
+    /**
+     * Where the backend's jars are on the class path too (a bundle, or an install made from one): a
+     * program's first calls, over tcp and over ring, against a backend on the emulated device in this
+     * process, so that the handshake, the frames, the ring set-up and the shared window are in the
+     * archive as well. Reflection, since the backend depends on this module and not the other way.
+     */
+    private static String withBackend() {
+        try {
+            Class<?> hostClass = Class.forName("io.gpusockets.backend.session.DriverHost");
+            Class<?> optionsClass = Class.forName("io.gpusockets.backend.server.BackendServer$Options");
+            Class<?> serverClass = Class.forName("io.gpusockets.backend.server.BackendServer");
+            Object device = Class.forName("io.gpusockets.backend.emulated.EmulatedDevice").getConstructor().newInstance();
+            Object host = hostClass.getMethod("initialise", CudaDriver.class, String.class).invoke(null, device, "training");
+            Object options = optionsClass.getField("DEFAULT").get(null);
+            try (AutoCloseable server = (AutoCloseable) serverClass.getConstructor(hostClass, optionsClass).newInstance(host, options)) {
+                java.lang.reflect.Method listen = serverClass.getMethod("listen", TransportUri.class);
+                StringBuilder done = new StringBuilder();
+                for (String uri : List.of("tcp://127.0.0.1:0", "ring://training-" + ProcessHandle.current().pid())) {
+                    String bound = listen.invoke(server, TransportUri.parse(uri)).toString();
+                    try (RemoteCudaDriver d = RemoteCudaDriver.connect(bound)) {
+                        firstCalls(d);
+                        done.append(", ").append(TransportUri.parse(bound).scheme());
+                    } catch (Exception | LinkageError e) {
+                        done.append(", not ").append(uri).append(" (").append(e).append(')');
+                    }
+                }
+                return done.toString();
+            }
+        } catch (ClassNotFoundException e) {
+            return "; no backend on the class path: the connect path only";
+        } catch (Exception | LinkageError e) {
+            return "; the backend could not be trained with: " + e;
+        }
+    }
+
+    /** What a short program does first: query the device, make a context, copy small and large, launch nothing. */
+    private static void firstCalls(RemoteCudaDriver d) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment cell = a.allocate(256);
+            d.cuInit(0);
+            d.cuDriverGetVersion(cell);
+            d.cuDeviceGetCount(cell);
+            d.cuDeviceGet(cell, 0);
+            d.cuDeviceGetName(cell, 256, 0);
+            d.cuDeviceGetAttribute(cell, 75, 0);
+            d.cuDeviceTotalMem(cell, 0);
+            d.cuDevicePrimaryCtxRetain(cell, 0);
+            d.cuCtxSetCurrent(cell.get(ValueLayout.JAVA_LONG, 0));
+            d.cuCtxGetCurrent(cell);
+            d.cuCtxGetDevice(cell);
+            long bytes = 2 << 20;
+            d.cuMemAlloc(cell, bytes);
+            long dptr = cell.get(ValueLayout.JAVA_LONG, 0);
+            MemorySegment host = a.allocate(bytes);
+            for (long n : new long[] {8, bytes}) {
+                d.cuMemsetD8(dptr, (byte) 1, n);
+                d.cuMemcpyHtoD(dptr, host, n);
+                d.cuMemcpyDtoH(host, dptr, n);
+            }
+            d.cuStreamCreate(cell, 0);
+            long stream = cell.get(ValueLayout.JAVA_LONG, 0);
+            d.cuStreamSynchronize(stream);
+            d.cuStreamDestroy(stream);
+            d.cuCtxSynchronize();
+            d.cuMemFree(dptr);
+            d.cuDevicePrimaryCtxRelease(0);
+        }
     }
 }
