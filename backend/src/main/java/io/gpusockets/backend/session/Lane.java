@@ -107,9 +107,10 @@ final class Lane implements Runnable {
      * parked thread takes tens of microseconds to wake on a virtual machine, which a client's next call
      * (the sync after a launch, the next chunk of a copy) usually arrives well within. With two cores or
      * fewer the lane parks at once: its polling would take the core the reader or the client needs.
+     * System property {@code gpusockets.backend.laneSpinMicros} sets it on any machine.
      */
-    static final long SPIN_NANOS = Runtime.getRuntime().availableProcessors() > 2
-            ? Long.getLong("gpusockets.backend.laneSpinMicros", 50) * 1000 : 0;
+    static final long SPIN_NANOS = Long.getLong("gpusockets.backend.laneSpinMicros",
+            Runtime.getRuntime().availableProcessors() > 2 ? 50 : 0) * 1000;
 
     /** The next frame: polled for up to {@link #SPIN_NANOS}, then waited for. */
     private Inbound next() throws InterruptedException {
