@@ -118,8 +118,10 @@ public final class Session {
     /**
      * The window offset where the next output frame of {@code slotBytes} goes, once the frontend has
      * copied out the frame that last used that slot (-1 when the window has no output slots of that
-     * size); call {@link #windowOutputSent} after sending it. Waits, spinning then sleeping; ends with
-     * an IOException when the frontend takes nothing for {@value #WINDOW_STALL_SECONDS} s or goes away.
+     * size); call {@link #windowOutputSent} after sending it. Waits, spinning then sleeping, for as long
+     * as the frontend is there: it ends with an IOException when the frontend goes away or the session
+     * ends, and an InterruptedException when the lane is interrupted. A frontend that never takes its
+     * data holds only its own lane.
      */
     long nextWindowOutputSlot(long slotBytes) throws IOException, InterruptedException {
         MemorySegment w = window.segment();
@@ -132,7 +134,6 @@ public final class Session {
             sent = windowOutSent;
         }
         long need = sent - slots + 1;
-        long deadline = 0;
         for (int spins = 0; WindowSlots.read(w, WindowSlots.OUT_TAKEN_OFFSET) < need; spins++) {
             if (spins < 200) {
                 Thread.onSpinWait();
@@ -144,13 +145,7 @@ public final class Session {
             if (ended.get() || channel.connection().peerClosed()) {
                 throw new IOException("frontend gone while window data was waiting for it");
             }
-            long now = System.nanoTime();
-            if (deadline == 0) {
-                deadline = now + java.util.concurrent.TimeUnit.SECONDS.toNanos(WINDOW_STALL_SECONDS);
-            } else if (now > deadline) {
-                throw new IOException("frontend took no data from the shared window for " + WINDOW_STALL_SECONDS + " s");
-            }
-            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+            java.util.concurrent.locks.LockSupport.parkNanos(spins < 10_000 ? 20_000 : 1_000_000);
         }
         return WindowSlots.outputSlotOffset(w.byteSize(), (int) (sent % slots), slotBytes);
     }
@@ -158,8 +153,6 @@ public final class Session {
     synchronized void windowOutputSent() {
         windowOutSent++;
     }
-
-    private static final int WINDOW_STALL_SECONDS = 30;
 
     /** Counts bulk bytes placed in or taken from the window. */
     void windowCarried(long bytes) {
