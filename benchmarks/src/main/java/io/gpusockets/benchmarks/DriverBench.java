@@ -81,14 +81,10 @@ final class DriverBench {
      * (tens of thousands of calls): a short one measures the interpreter.
      */
     static double asyncLaunches(CudaDriver cu, long function, int warmup, int n) {
-        launches(cu, function, warmup);
-        Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+        launchRate(cu, function, warmup);
         double[] rates = new double[LAUNCH_ROUNDS];
         for (int round = 0; round < rates.length; round++) {
-            long t0 = System.nanoTime();
-            launches(cu, function, n);
-            Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
-            rates[round] = n / ((System.nanoTime() - t0) / 1e9);
+            rates[round] = launchRate(cu, function, n);
         }
         return median(rates);
     }
@@ -101,22 +97,23 @@ final class DriverBench {
      */
     static double[] pairedLaunches(CudaDriver nativeCu, long nativeFunction, CudaDriver remoteCu, long remoteFunction,
                                    int warmup, int n, int rounds) {
-        launches(nativeCu, nativeFunction, warmup);
-        Cu.check(nativeCu.cuCtxSynchronize(), "cuCtxSynchronize");
-        launches(remoteCu, remoteFunction, warmup);
-        Cu.check(remoteCu.cuCtxSynchronize(), "cuCtxSynchronize");
+        launchRate(nativeCu, nativeFunction, warmup);
+        launchRate(remoteCu, remoteFunction, warmup);
         double[] nat = new double[rounds];
         double[] rem = new double[rounds];
         for (int round = 0; round < rounds; round++) {
-            for (int side = 0; side < 2; side++) {
-                CudaDriver cu = side == 0 ? nativeCu : remoteCu;
-                long t0 = System.nanoTime();
-                launches(cu, side == 0 ? nativeFunction : remoteFunction, n);
-                Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
-                (side == 0 ? nat : rem)[round] = n / ((System.nanoTime() - t0) / 1e9);
-            }
+            nat[round] = launchRate(nativeCu, nativeFunction, n);
+            rem[round] = launchRate(remoteCu, remoteFunction, n);
         }
         return new double[] {median(nat), median(rem)};
+    }
+
+    /** {@code n} async launches of gpus_empty (1×1) on the default stream, then one cuCtxSynchronize: launches/s. */
+    private static double launchRate(CudaDriver cu, long function, int n) {
+        long t0 = System.nanoTime();
+        launches(cu, function, n);
+        Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after " + n + " launches");
+        return n / ((System.nanoTime() - t0) / 1e9);
     }
 
     private static void launches(CudaDriver cu, long function, int n) {

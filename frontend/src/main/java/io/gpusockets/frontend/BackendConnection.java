@@ -86,7 +86,7 @@ final class BackendConnection implements AutoCloseable {
         this.welcome = welcome;
         this.async = async;
         this.window = window;
-        this.inSlots = window == null ? 0 : WindowSlots.inputSlots(window.segment().byteSize(), maxBody() / 4);
+        this.inSlots = window == null ? 0 : WindowSlots.inputSlots(window.segment().byteSize(), windowSlotBytes());
     }
 
     /**
@@ -118,20 +118,12 @@ final class BackendConnection implements AutoCloseable {
      * goes away (the ring notices a dead peer within its liveness period).
      */
     long nextInputSlot() throws IOException {
-        long need = inSent - inSlots + 1;
-        MemorySegment w = window.segment();
-        for (int spins = 0; WindowSlots.read(w, WindowSlots.IN_RELEASED_OFFSET) < need; spins++) {
-            if (spins < 200) {
-                Thread.onSpinWait();
-                continue;
-            }
+        if (!WindowSlots.await(window.segment(), WindowSlots.IN_RELEASED_OFFSET, inSent - inSlots + 1,
+                () -> broken != null || channel.connection().peerClosed())) {
             if (broken != null) {
                 throw broken;
             }
-            if (channel.connection().peerClosed()) {
-                throw fail(new IOException("backend closed the connection"));
-            }
-            LockSupport.parkNanos(spins < 10_000 ? 20_000 : 1_000_000);
+            throw fail(new IOException("backend closed the connection"));
         }
         return WindowSlots.inputSlotOffset((int) (inSent % inSlots), windowSlotBytes());
     }
@@ -296,7 +288,7 @@ final class BackendConnection implements AutoCloseable {
                     throw new ProtocolException("DATA frame for no waiting request: " + h);
                 }
                 if (h.inWindow()) {
-                    scatter(p, MemorySegment.ofBuffer(windowRef(h)), h);
+                    scatter(p, windowRef(h), h);
                     // copied out: the backend may fill that slot again
                     WindowSlots.publish(window.segment(), WindowSlots.OUT_TAKEN_OFFSET, ++outTaken);
                     return;
@@ -327,17 +319,11 @@ final class BackendConnection implements AutoCloseable {
     }
 
     /** The window bytes a window DATA frame refers to, checked against the window. */
-    private ByteBuffer windowRef(FrameHeader h) throws IOException {
+    private MemorySegment windowRef(FrameHeader h) throws IOException {
         if (window == null || h.length() != Handshake.WINDOW_REF_BYTES) {
             throw new ProtocolException("window DATA frame " + (window == null ? "without a shared window" : "of bad length") + ": " + h);
         }
-        ByteBuffer ref = channel.readBody(h.length()).order(java.nio.ByteOrder.LITTLE_ENDIAN);
-        long offset = ref.getLong(), length = ref.getLong();
-        long size = window.segment().byteSize();
-        if (offset < WindowSlots.CONTROL_BYTES || length <= 0 || offset > size || length > size - offset) {
-            throw new ProtocolException("window DATA frame outside the window: offset=" + offset + " length=" + length + " " + h);
-        }
-        return window.segment().asSlice(offset, length).asByteBuffer();
+        return WindowSlots.resolve(window.segment(), channel.readBody(h.length()));
     }
 
     private static void scatter(Pending p, MemorySegment src, FrameHeader h) throws ProtocolException {

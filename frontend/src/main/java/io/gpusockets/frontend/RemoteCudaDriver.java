@@ -6,8 +6,8 @@ import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameHeader;
-import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.WindowSlots;
 import io.gpusockets.protocol.wire.WireValues;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -329,9 +329,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
             return;
         }
-        ByteBuffer ref = ByteBuffer.allocate(Handshake.WINDOW_REF_BYTES).order(ByteOrder.LITTLE_ENDIAN)
-                .putLong(slot).putLong(bytes).flip();
-        connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, ref);
+        connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, WindowSlots.ref(slot, bytes));
         connection.inputSent();
     }
 

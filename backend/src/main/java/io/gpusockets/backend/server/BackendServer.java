@@ -42,10 +42,8 @@ public final class BackendServer implements AutoCloseable {
      * @param allowedUids      for unix:// peers: uids allowed in (empty = any local user)
      * @param handshakeMillis  a peer that has not finished its handshake by then is dropped
      * @param allowedCids      for vsock:// peers: CIDs allowed in (empty = any)
-     */
-    /**
-     * @param warmContexts contexts to keep made ahead per device for sessions' first primary retain
-     *                     ({@link ContextPool}); 0 for none
+     * @param warmContexts     contexts to keep made ahead per device for sessions' first primary retain
+     *                         ({@link ContextPool}); 0 for none
      */
     public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
                           Set<Long> allowedCids, int warmContexts) {

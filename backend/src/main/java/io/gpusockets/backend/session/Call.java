@@ -207,10 +207,9 @@ final class Call {
 
     /** Tells the frontend that {@code length} bytes of this call's output are in the shared window at {@code offset}. */
     void sendWindowData(long offset, long length) throws IOException {
-        ByteBuffer ref = ByteBuffer.allocate(io.gpusockets.protocol.wire.Handshake.WINDOW_REF_BYTES)
-                .order(ByteOrder.LITTLE_ENDIAN).putLong(offset).putLong(length).flip();
-        session.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, header.lane(), header.requestId(), ref);
-        session.windowCarried(length);
+        session.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, header.lane(), header.requestId(),
+                io.gpusockets.protocol.wire.WindowSlots.ref(offset, length));
+        session.windowOutputSent(length);
     }
 
     void close() {

@@ -365,8 +365,9 @@ final class CustomCalls {
             return r;
         }
         MemorySegment window = session.window();
-        if (window != null && c.header.inWindow() && WindowSlots.outputSlots(window.byteSize(), session.chunkBytes()) > 0) {
-            return copyOutWindow(c, src, count, async, stream);
+        int slots = window == null ? 0 : WindowSlots.outputSlots(window.byteSize(), session.chunkBytes());
+        if (c.header.inWindow() && slots > 0) {
+            return copyOutWindow(c, window, slots, src, count, async, stream);
         }
         StagingPool pool = session.staging();
         long context = c.lane.topContext();
@@ -420,29 +421,22 @@ final class CustomCalls {
     /**
      * A copy to the host placed in the shared window, as the frontend asked (it holds the window for
      * this call until the reply): the device writes each chunk by DMA into the next of the window's
-     * output slots (page-locked), and the frontend is told where it lies; while it copies that chunk
-     * into the program's memory, the next chunk is already on its way into the next slot. A slot is
-     * reused once the frontend says it has taken the chunk in it. Falls back to the byte stream when the
-     * window has no output slots of this session's chunk size.
+     * {@code slots} output slots (page-locked), and the frontend is told where it lies; while it copies
+     * that chunk into the program's memory, the next chunk is already on its way into the next slot.
+     * A slot is reused once the frontend says it has taken the chunk in it.
      */
-    private int copyOutWindow(Call c, long src, long count, boolean async, long stream)
+    private int copyOutWindow(Call c, MemorySegment window, int slots, long src, long count, boolean async, long stream)
             throws IOException, InterruptedException {
-        MemorySegment window = session.window();
         long slotBytes = session.chunkBytes();
         session.pinWindow(c.lane.topContext()); // page-locked, the device writes the window itself
-        long off = 0;
-        while (off < count) {
+        for (long off = 0; off < count; ) {
             int len = (int) Math.min(slotBytes, count - off);
-            long slot = session.nextWindowOutputSlot(slotBytes);
-            if (slot < 0) {
-                throw new IllegalStateException("no output slot in the shared window"); // checked by the caller
-            }
+            long slot = session.nextWindowOutputSlot(slots, slotBytes);
             int r = copyChunk(window.asSlice(slot, len), src + off, async, stream);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
             c.sendWindowData(slot, len);
-            session.windowOutputSent();
             off += len;
         }
         return CuResult.CUDA_SUCCESS;

@@ -70,16 +70,10 @@ public final class Session {
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private volatile String failure;
 
-    public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted) {
-        this(id, channel, host, limits, peer, asyncGranted, null);
-    }
-
-    public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted,
-                   SharedWindow window) {
-        this(id, channel, host, limits, peer, asyncGranted, window, null);
-    }
-
-    /** With {@code contextPool} (may be null), where the session's primary contexts come from when it has one ready. */
+    /**
+     * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
+     * {@code contextPool}: where the session's primary contexts come from when it has one ready, or null.
+     */
     public Session(long id, FrameChannel channel, DriverHost host, SessionLimits limits, String peer, boolean asyncGranted,
                    SharedWindow window, ContextPool contextPool) {
         this.contextPool = contextPool;
@@ -116,46 +110,32 @@ public final class Session {
     }
 
     /**
-     * The window offset where the next output frame of {@code slotBytes} goes, once the frontend has
-     * copied out the frame that last used that slot (-1 when the window has no output slots of that
-     * size); call {@link #windowOutputSent} after sending it. Waits, spinning then sleeping, for as long
-     * as the frontend is there: it ends with an IOException when the frontend goes away or the session
-     * ends, and an InterruptedException when the lane is interrupted. A frontend that never takes its
-     * data holds only its own lane.
+     * The window offset where the next output frame goes, in one of {@code slots} output slots of
+     * {@code slotBytes}, once the frontend has copied out the frame that last used that slot; call
+     * {@link #windowOutputSent} after sending it. Waits for as long as the frontend is there: it ends
+     * with an IOException when the frontend goes away or the session ends, and an InterruptedException
+     * when the lane is interrupted. A frontend that never takes its data holds only its own lane.
      */
-    long nextWindowOutputSlot(long slotBytes) throws IOException, InterruptedException {
+    long nextWindowOutputSlot(int slots, long slotBytes) throws IOException, InterruptedException {
         MemorySegment w = window.segment();
-        int slots = WindowSlots.outputSlots(w.byteSize(), slotBytes);
-        if (slots == 0) {
-            return -1;
-        }
         long sent;
         synchronized (this) {
             sent = windowOutSent;
         }
-        long need = sent - slots + 1;
-        for (int spins = 0; WindowSlots.read(w, WindowSlots.OUT_TAKEN_OFFSET) < need; spins++) {
-            if (spins < 200) {
-                Thread.onSpinWait();
-                continue;
-            }
-            if (Thread.interrupted()) {
+        boolean[] interrupted = new boolean[1];
+        if (!WindowSlots.await(w, WindowSlots.OUT_TAKEN_OFFSET, sent - slots + 1,
+                () -> (interrupted[0] = Thread.interrupted()) || ended.get() || channel.connection().peerClosed())) {
+            if (interrupted[0]) {
                 throw new InterruptedException("session ending while waiting for the frontend to take window data");
             }
-            if (ended.get() || channel.connection().peerClosed()) {
-                throw new IOException("frontend gone while window data was waiting for it");
-            }
-            java.util.concurrent.locks.LockSupport.parkNanos(spins < 10_000 ? 20_000 : 1_000_000);
+            throw new IOException("frontend gone while window data was waiting for it");
         }
         return WindowSlots.outputSlotOffset(w.byteSize(), (int) (sent % slots), slotBytes);
     }
 
-    synchronized void windowOutputSent() {
+    /** An output frame of {@code bytes} was sent through the window. */
+    synchronized void windowOutputSent(long bytes) {
         windowOutSent++;
-    }
-
-    /** Counts bulk bytes placed in or taken from the window. */
-    void windowCarried(long bytes) {
         windowBytes.add(bytes);
     }
 
@@ -369,19 +349,10 @@ public final class Session {
             throw new ProtocolException("window DATA frame " + (window == null ? "on a session without a shared window"
                     : "of bad length") + ": " + h);
         }
-        ByteBuffer ref = channel.readBody(h.length()).order(ByteOrder.LITTLE_ENDIAN);
-        long offset = ref.getLong();
-        long length = ref.getLong();
-        long size = window.segment().byteSize();
-        if (offset < WindowSlots.CONTROL_BYTES || length <= 0 || offset > size || length > size - offset
-                || length > Integer.MAX_VALUE) {
-            throw new ProtocolException("window DATA frame outside the window of " + size + " bytes: offset=" + offset
-                    + " length=" + length);
-        }
+        MemorySegment bytes = WindowSlots.resolve(window.segment(), channel.readBody(h.length()));
         bodyBudget.acquire(MIN_CHARGE);
-        ByteBuffer body = window.segment().asSlice(offset, length).asByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
-        windowBytes.add(length);
-        return new Inbound(h, body, MIN_CHARGE);
+        windowBytes.add(bytes.byteSize());
+        return new Inbound(h, bytes.asByteBuffer().order(ByteOrder.LITTLE_ENDIAN), MIN_CHARGE);
     }
 
     private Lane lane(int laneId) throws ProtocolException {
@@ -410,12 +381,12 @@ public final class Session {
     }
 
     void release(Inbound in) {
-        if (in.header().opcode() == Opcodes.DATA && in.header().inWindow()) {
+        boolean inWindow = in.header().opcode() == Opcodes.DATA && in.header().inWindow();
+        if (inWindow) {
             windowInputDone(); // a frame of bytes in a window slot, which the frontend may now refill
         }
         ByteBuffer body = in.body();
-        if (body != null && body.isDirect() && body.capacity() == limits.chunkBytes()
-                && !(in.header().opcode() == Opcodes.DATA && in.header().inWindow())) {
+        if (!inWindow && body != null && body.isDirect() && body.capacity() == limits.chunkBytes()) {
             dataPool.offer(body);
         }
         if (in.charge() > 0) {

@@ -3,6 +3,10 @@ package io.gpusockets.protocol.wire;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 
 /**
  * How a session lays out its shared window ({@link io.gpusockets.protocol.transport.SharedWindow}):
@@ -59,5 +63,47 @@ public final class WindowSlots {
     /** Publishes a counter with release semantics (after the bytes it vouches for). */
     public static void publish(MemorySegment window, long offset, long value) {
         LONG.setRelease(window, offset, value);
+    }
+
+    /**
+     * Waits until the counter at {@code offset} reaches {@code value}: spinning briefly, then sleeping
+     * 20 µs, then 1 ms between looks, for as long as the other side takes (a copy behind a long kernel
+     * waits for the kernel). {@code stop}, asked between sleeps, ends the wait early. Returns true once
+     * the counter is there, false when {@code stop} said to give up.
+     */
+    public static boolean await(MemorySegment window, long offset, long value, BooleanSupplier stop) {
+        for (int spins = 0; read(window, offset) < value; spins++) {
+            if (spins < 200) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (stop.getAsBoolean()) {
+                return false;
+            }
+            LockSupport.parkNanos(spins < 10_000 ? 20_000 : 1_000_000);
+        }
+        return true;
+    }
+
+    /** The body of a window DATA frame: {@code length} bytes at {@code offset} ({@link Handshake#WINDOW_REF_BYTES}). */
+    public static ByteBuffer ref(long offset, long length) {
+        return ByteBuffer.allocate(Handshake.WINDOW_REF_BYTES).order(ByteOrder.LITTLE_ENDIAN)
+                .putLong(offset).putLong(length).flip();
+    }
+
+    /**
+     * The bytes a window DATA frame's body names, checked to lie past the control page and inside the
+     * window. The peer's numbers are not trusted: anything else is a protocol violation.
+     */
+    public static MemorySegment resolve(MemorySegment window, ByteBuffer ref) throws ProtocolException {
+        ref = ref.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        long offset = ref.getLong();
+        long length = ref.getLong();
+        long size = window.byteSize();
+        if (offset < CONTROL_BYTES || length <= 0 || offset > size || length > size - offset || length > Integer.MAX_VALUE) {
+            throw new ProtocolException("window DATA frame outside the window of " + size + " bytes: offset=" + offset
+                    + " length=" + length);
+        }
+        return window.asSlice(offset, length);
     }
 }
