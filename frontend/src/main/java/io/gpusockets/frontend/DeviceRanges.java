@@ -3,7 +3,12 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
 import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.ArrayDeque;
 import java.util.List;
 import java.util.Map;
@@ -62,12 +67,29 @@ final class DeviceRanges {
         this.verifier = verifier;
     }
 
+    private static final int POINTER_ATTRIBUTE_RANGE_START = 11;
+    private static final int POINTER_ATTRIBUTE_RANGE_SIZE = 12;
+
+    /** Ranges verified by asking {@code driver} (the backend) for the range around a pointer. */
+    static DeviceRanges askingBackend(CudaDriver driver) {
+        return new DeviceRanges(p -> {
+            try (Arena a = Arena.ofConfined()) {
+                MemorySegment start = a.allocate(8), size = a.allocate(8);
+                if (driver.cuPointerGetAttribute(start, POINTER_ATTRIBUTE_RANGE_START, p) != CuResult.CUDA_SUCCESS
+                        || driver.cuPointerGetAttribute(size, POINTER_ATTRIBUTE_RANGE_SIZE, p) != CuResult.CUDA_SUCCESS) {
+                    return null; // no device memory of the session
+                }
+                return new long[] {start.get(ValueLayout.JAVA_LONG, 0), size.get(ValueLayout.JAVA_LONG, 0)};
+            }
+        });
+    }
+
     private static boolean[] relevance(List<ApiFunction> functions) {
         boolean[] r = new boolean[functions.size()];
         for (ApiFunction f : functions) {
             r[f.index()] = invalidates(f);
             for (ApiParam p : f.params()) {
-                r[f.index()] |= p.type() == ParamType.DPTR && (p.has("alloc") || p.has("global") || p.has("free"));
+                r[f.index()] |= p.type() == ParamType.DPTR && (p.registersRange() || p.free());
             }
         }
         return r;
@@ -77,11 +99,11 @@ final class DeviceRanges {
     private static boolean invalidates(ApiFunction f) {
         for (ApiParam p : f.params()) {
             ParamType t = p.type();
-            if (!p.out() && p.has("destroy") && (t == ParamType.CTX || t == ParamType.MOD || t == ParamType.LIB)) {
+            if (!p.out() && p.destroy() && (t == ParamType.CTX || t == ParamType.MOD || t == ParamType.LIB)) {
                 return true;
             }
         }
-        return f.name().equals("cuDevicePrimaryCtxRelease") || f.name().equals("cuDevicePrimaryCtxReset");
+        return f.context().mayDestroy();
     }
 
     /**
@@ -99,13 +121,12 @@ final class DeviceRanges {
             if (p.type() != ParamType.DPTR) {
                 continue;
             }
-            if (p.out() && (p.has("alloc") || p.has("global")) && outs != null) {
-                String expr = p.modifier(p.has("alloc") ? "alloc" : "global");
-                long size = ApiParam.evaluate(expr, name -> valueOf(f, args, outs, name));
+            if (p.out() && p.registersRange() && outs != null) {
+                long size = p.rangeSize().evaluate(k -> valueOf(f, args, outs, k));
                 if (size > 0) {
                     add(outs[i], size);
                 }
-            } else if (!p.out() && p.has("free")) {
+            } else if (!p.out() && p.free()) {
                 Range r = ranges.remove(((Number) args[i]).longValue());
                 if (r != null) {
                     retire(r);
@@ -117,8 +138,7 @@ final class DeviceRanges {
         }
     }
 
-    private static long valueOf(ApiFunction f, Object[] args, long[] outs, String name) {
-        int i = f.paramIndex(name);
+    private static long valueOf(ApiFunction f, Object[] args, long[] outs, int i) {
         return f.params().get(i).out() ? outs[i] : args[i] instanceof Number n ? n.longValue() : 0;
     }
 

@@ -20,7 +20,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * (DEVICEMAP, IOMEMORY, cuMemHostGetDevicePointer) is not possible and fails with
  * CUDA_ERROR_NOT_SUPPORTED, with a note on stderr the first time.
  */
-final class LocalCalls implements AutoCloseable {
+final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors, AutoCloseable {
     static final int HOST_REGISTER_PORTABLE = 0x01;
     static final int HOST_REGISTER_DEVICEMAP = 0x02;
     static final int HOST_REGISTER_IOMEMORY = 0x04;
@@ -39,6 +39,53 @@ final class LocalCalls implements AutoCloseable {
     }
 
     private final ConcurrentSkipListMap<Long, HostBlock> blocks = new ConcurrentSkipListMap<>();
+
+    // ---- the table's local entries (areas host and errors) ----
+
+    @Override
+    public int cuMemAllocHost(MemorySegment pp, long bytesize) {
+        return allocHost(pp, bytesize, 0);
+    }
+
+    @Override
+    public int cuMemHostAlloc(MemorySegment pp, long bytesize, int flags) {
+        return allocHost(pp, bytesize, flags);
+    }
+
+    @Override
+    public int cuMemFreeHost(MemorySegment p) {
+        return freeHost(p);
+    }
+
+    @Override
+    public int cuMemHostRegister(MemorySegment p, long bytesize, int flags) {
+        return register(p, bytesize, flags);
+    }
+
+    @Override
+    public int cuMemHostUnregister(MemorySegment p) {
+        return unregister(p);
+    }
+
+    @Override
+    public int cuMemHostGetDevicePointer(MemorySegment pdptr, MemorySegment p, int flags) {
+        return devicePointer();
+    }
+
+    @Override
+    public int cuMemHostGetFlags(MemorySegment pFlags, MemorySegment p) {
+        return flags(pFlags, p);
+    }
+
+    @Override
+    public int cuGetErrorName(int error, MemorySegment pStr) {
+        return errorText(error, pStr, true);
+    }
+
+    @Override
+    public int cuGetErrorString(int error, MemorySegment pStr) {
+        return errorText(error, pStr, false);
+    }
 
     int allocHost(MemorySegment pp, long bytesize, int flags) {
         if (pp.isNative() && pp.address() == 0 || bytesize <= 0) {

@@ -8,6 +8,7 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ForwardingCudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.api.WireCodec;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -31,10 +32,11 @@ import java.util.List;
  *   <li>everything else (copies, allocations, launches by current context, synchronisation) goes to
  *       the backend of the calling thread's current context: device pointers are real addresses of
  *       one backend, so only the context can say whose they are;</li>
- *   <li>cuInit goes to all (first error), cuDriverGetVersion to all (the lowest), cuDeviceGetCount
- *       to all (the sum); local calls (host memory, error strings) to backend 0.</li>
+ *   <li>an entry with a merge rule goes to all: {@code merge=all} (cuInit) answers the first error,
+ *       {@code merge=lowest} (cuDriverGetVersion) the lowest answer, {@code merge=sum}
+ *       (cuDeviceGetCount) the sum; local calls (host memory, error strings) go to backend 0.</li>
  * </ul>
- * The context stack of each thread is kept here, as the driver keeps it; each backend's lane for
+ * The context stack of each thread is kept here, as the driver keeps it, by the entries' context rules; each backend's lane for
  * the thread holds at most one context, the top of this stack when it is that backend's, else
  * none. A handle of another backend than the current context's therefore meets no current context
  * there and is refused by that backend, as the real driver refuses another context's handle.
@@ -48,14 +50,6 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
     private static final int POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
     /** A lane whose current context is not known (after a failed switch): cleared before use. */
     private static final long UNKNOWN = -1;
-
-    /** Calls whose routing is not a matter of their parameters. */
-    private enum Special {
-        NONE, INIT, DRIVER_VERSION, DEVICE_COUNT, CTX_CREATE, CTX_DESTROY, CTX_SET_CURRENT, CTX_PUSH, CTX_POP,
-        POINTER_ATTRIBUTE
-    }
-
-    private static final Special[] SPECIAL = specials();
 
     private final CudaDriver[] backends;
     private final ThreadLocal<ThreadContexts> contexts;
@@ -80,26 +74,6 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
         this.contexts = ThreadLocal.withInitial(() -> new ThreadContexts(this.backends.length));
     }
 
-    private static Special[] specials() {
-        List<ApiFunction> functions = ApiTable.get().functions();
-        Special[] s = new Special[functions.size()];
-        for (ApiFunction f : functions) {
-            s[f.index()] = switch (f.name()) {
-                case "cuInit" -> Special.INIT;
-                case "cuDriverGetVersion" -> Special.DRIVER_VERSION;
-                case "cuDeviceGetCount" -> Special.DEVICE_COUNT;
-                case "cuCtxCreate" -> Special.CTX_CREATE;
-                case "cuCtxDestroy" -> Special.CTX_DESTROY;
-                case "cuCtxSetCurrent" -> Special.CTX_SET_CURRENT;
-                case "cuCtxPushCurrent" -> Special.CTX_PUSH;
-                case "cuCtxPopCurrent" -> Special.CTX_POP;
-                case "cuPointerGetAttribute" -> Special.POINTER_ATTRIBUTE;
-                default -> Special.NONE;
-            };
-        }
-        return s;
-    }
-
     public int backendCount() {
         return backends.length;
     }
@@ -118,17 +92,26 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
         if (f.local()) {
             return ApiInvoker.invoke(backends[0], f.index(), args);
         }
-        return switch (SPECIAL[f.index()]) {
-            case INIT -> everyBackend(f, args);
-            case DRIVER_VERSION -> lowestDriverVersion((MemorySegment) args[0]);
-            case DEVICE_COUNT -> deviceCount((MemorySegment) args[0]);
-            case CTX_CREATE -> createContext(f, args);
-            case CTX_DESTROY -> destroyContext(f, args);
-            case CTX_SET_CURRENT -> setCurrent((Long) args[0]);
-            case CTX_PUSH -> pushCurrent((Long) args[0]);
-            case CTX_POP -> popCurrent((MemorySegment) args[0]);
-            case POINTER_ATTRIBUTE -> pointerAttribute(f, args);
-            case NONE -> routed(f, args);
+        switch (f.merge()) {
+            case ALL -> {
+                return everyBackend(f, args);
+            }
+            case LOWEST -> {
+                return lowestOf(f, (MemorySegment) args[0]);
+            }
+            case SUM -> {
+                return deviceCount((MemorySegment) args[0]);
+            }
+            case NONE -> {
+            }
+        }
+        return switch (f.context()) {
+            case CREATE -> createContext(f, args);
+            case DESTROY -> destroyContext(f, args);
+            case SET -> setCurrent((Long) args[0]);
+            case PUSH -> pushCurrent((Long) args[0]);
+            case POP -> popCurrent((MemorySegment) args[0]);
+            case GET, RELEASE, RESET, NONE -> f.codec() == WireCodec.POINTER_ATTRIBUTE ? pointerAttribute(f, args) : routed(f, args);
         };
     }
 
@@ -255,7 +238,8 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
         return first;
     }
 
-    private int lowestDriverVersion(MemorySegment out) {
+    /** The lowest of every backend's answer to {@code f}, whose one output is an int (merge=lowest). */
+    private int lowestOf(ApiFunction f, MemorySegment out) {
         if (out.isNative() && out.address() == 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
@@ -263,7 +247,7 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
         try (Arena a = Arena.ofConfined()) {
             MemorySegment cell = a.allocate(ValueLayout.JAVA_INT);
             for (CudaDriver d : backends) {
-                int r = d.cuDriverGetVersion(cell);
+                int r = ApiInvoker.invoke(d, f.index(), new Object[] {cell});
                 if (r != CuResult.CUDA_SUCCESS) {
                     return r;
                 }

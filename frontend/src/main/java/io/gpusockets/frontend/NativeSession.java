@@ -26,8 +26,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 final class NativeSession {
     /** The CUDA version whose ABI libcuda.so.1 implements (cuda.h 13.0). */
     static final int API_VERSION = 13000;
-    private static final int CU_INIT = ApiTable.get().byName("cuInit").index();
-    private static final int CU_DRIVER_GET_VERSION = ApiTable.get().byName("cuDriverGetVersion").index();
+    /** By table index: the entries on which the frontend connects ({@code connects} in the table). */
+    private static final boolean[] CONNECTS = connecting();
     private static final AtomicBoolean internalErrorReported = new AtomicBoolean();
 
     private static volatile CudaDriver connected;
@@ -37,12 +37,21 @@ final class NativeSession {
     private NativeSession() {
     }
 
+    private static boolean[] connecting() {
+        var functions = ApiTable.get().functions();
+        boolean[] c = new boolean[functions.size()];
+        for (var f : functions) {
+            c[f.index()] = f.connects();
+        }
+        return c;
+    }
+
     static CudaDriver driverFor(int index) {
         CudaDriver d = connected;
         if (d != null) {
             return d;
         }
-        if (index == CU_INIT || index == CU_DRIVER_GET_VERSION) {
+        if (CONNECTS[index]) {
             return connect();
         }
         return unconnected;

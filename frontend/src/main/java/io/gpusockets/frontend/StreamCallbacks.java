@@ -4,7 +4,7 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import io.gpusockets.protocol.api.ApiFunction;
-import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -44,13 +44,13 @@ import java.util.function.BiFunction;
  * worker's. While a gate is outstanding the worker waits in a call, so it may be the thread that
  * reads replies for the others (the connection has no reader thread): a hand-off per reply then.
  */
-final class StreamCallbacks implements AutoCloseable {
+final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable {
     static final int ENQUEUE = 0;
     static final int AWAIT = 1;
     static final int OPEN = 2;
 
-    private static final ApiFunction ADD_CALLBACK = ApiTable.get().byName("cuStreamAddCallback");
-    private static final ApiFunction HOST_FUNC = ApiTable.get().byName("cuLaunchHostFunc");
+    private static final ApiFunction ADD_CALLBACK = ApiEntries.cuStreamAddCallback;
+    private static final ApiFunction HOST_FUNC = ApiEntries.cuLaunchHostFunc;
 
     /**
      * The downcalls into the program's functions, made on the first callback: every connection has a
@@ -69,7 +69,7 @@ final class StreamCallbacks implements AutoCloseable {
     }
 
     /** Sends one request on the calling thread's lane and waits for its reply. */
-    private final BiFunction<ApiFunction, ByteBuffer, RemoteCudaDriver.Reply> exchange;
+    private final BiFunction<ApiFunction, ByteBuffer, CallChannel.Reply> exchange;
     /** By gate id; the worker may hear of a gate before its enqueuer has filed it, hence futures. */
     private final Map<Long, CompletableFuture<Pending>> pending = new ConcurrentHashMap<>();
     /** Gates enqueued and not yet reported reached: how many AWAITs the worker may send. */
@@ -79,18 +79,22 @@ final class StreamCallbacks implements AutoCloseable {
     private volatile Thread inCallback;
     private volatile boolean closed;
 
-    StreamCallbacks(BiFunction<ApiFunction, ByteBuffer, RemoteCudaDriver.Reply> exchange) {
+    StreamCallbacks(BiFunction<ApiFunction, ByteBuffer, CallChannel.Reply> exchange) {
         this.exchange = exchange;
     }
 
-    int addCallback(long stream, MemorySegment callback, MemorySegment userData, int flags) {
+    /** Runs {@code callback} in this process, in stream order, on this driver's callback thread; the caller goes on at once. */
+    @Override
+    public int cuStreamAddCallback(long stream, MemorySegment callback, MemorySegment userData, int flags) {
         if (isNull(callback) || flags != 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream));
     }
 
-    int launchHostFunc(long stream, MemorySegment fn, MemorySegment userData) {
+    /** As {@link #cuStreamAddCallback}, without a status; skipped if the stream failed. */
+    @Override
+    public int cuLaunchHostFunc(long stream, MemorySegment fn, MemorySegment userData) {
         if (isNull(fn)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
@@ -99,7 +103,7 @@ final class StreamCallbacks implements AutoCloseable {
 
     private int enqueue(ApiFunction f, long stream, int flags, Pending p) {
         ByteBuffer req = request().putInt(ENQUEUE).putLong(stream).putInt(flags).flip();
-        RemoteCudaDriver.Reply reply = exchange.apply(f, req);
+        CallChannel.Reply reply = exchange.apply(f, req);
         if (reply.result() != CuResult.CUDA_SUCCESS) {
             return reply.result();
         }
@@ -128,7 +132,7 @@ final class StreamCallbacks implements AutoCloseable {
                 if (closed) {
                     return;
                 }
-                RemoteCudaDriver.Reply reached = exchange.apply(ADD_CALLBACK, request().putInt(AWAIT).flip());
+                CallChannel.Reply reached = exchange.apply(ADD_CALLBACK, request().putInt(AWAIT).flip());
                 if (reached.result() != CuResult.CUDA_SUCCESS) {
                     failAll(reached.result());
                     return;
@@ -143,7 +147,7 @@ final class StreamCallbacks implements AutoCloseable {
                 } finally {
                     inCallback = null;
                 }
-                RemoteCudaDriver.Reply opened = exchange.apply(ADD_CALLBACK, request().putInt(OPEN).putLong(gate).flip());
+                CallChannel.Reply opened = exchange.apply(ADD_CALLBACK, request().putInt(OPEN).putLong(gate).flip());
                 if (opened.result() == RemoteCudaDriver.CONNECTION_LOST) {
                     failAll(opened.result());
                     return;

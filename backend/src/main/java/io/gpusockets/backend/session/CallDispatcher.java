@@ -4,6 +4,7 @@ import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiInvoker;
 import io.gpusockets.protocol.api.ApiParam;
 import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.ContextRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameHeader;
@@ -20,26 +21,27 @@ import java.nio.ByteOrder;
 import java.util.List;
 
 /**
- * Serves calls on their lanes. Every entry of the API table goes through {@link #generic} unless the
- * table marks it custom=backend ({@link CustomCalls}). Before the driver sees anything, handles are
- * translated through the session's table and device ranges are checked against its allocations.
+ * Serves calls on their lanes. Every entry of the API table goes through the generic path unless the
+ * table marks it custom=backend: then its area's handler ({@link BackendHandlers}) runs, with the
+ * inputs decoded and checked by the same generic code. Before the driver or a handler sees anything,
+ * handles are translated through the session's table and device ranges are checked against its
+ * allocations. What a call does to contexts follows its table rule ({@link ContextRule}).
  */
 final class CallDispatcher {
     private static final System.Logger LOG = System.getLogger("gpusockets.dispatch");
 
     private final Session session;
     private final ApiTable table = ApiTable.get();
-    /** The two generic entries that change a thread's driver context stack behind ExecutionThread.apply. */
-    private final ApiFunction ctxCreate = table.byName("cuCtxCreate");
-    private final ApiFunction ctxDestroy = table.byName("cuCtxDestroy");
-    private final CustomCalls custom;
+    /** By table index: the hand-written handler of a custom=backend entry, else null. */
+    private final BackendHandlers.Handler[] handlers;
 
     /** By table index: whether the reader thread may run the call itself when its lane is idle. */
     private final boolean[] inline;
 
     CallDispatcher(Session session) {
         this.session = session;
-        this.custom = new CustomCalls(session);
+        this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
+                new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -67,10 +69,12 @@ final class CallDispatcher {
                 result = CuResult.CUDA_ERROR_NOT_SUPPORTED;
             } else if (!h.wantsReply() && !(f.async() && session.asyncGranted())) {
                 throw new ProtocolException(f.name() + " sent without awaiting a reply but it is not asynchronous");
+            } else if (f.guest()) {
+                throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "served in the guest by the frontend, never here");
             } else {
                 // The lane's current context becomes this thread's (a no-op when it already is).
                 call.exec.apply(session.host().driver(), lane.topContext());
-                result = f.customBackend() ? custom.handle(call) : generic(call);
+                result = f.customBackend() ? handwritten(call) : generic(call);
             }
         } catch (CallRejected e) {
             result = e.result;
@@ -108,14 +112,29 @@ final class CallDispatcher {
         session.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), head, outs);
     }
 
-    private int generic(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+    /** A custom=backend entry: its handler, given the decoded inputs unless its request has a codec of its own. */
+    private int handwritten(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        ApiFunction f = c.function;
+        Object[] args = null;
+        if (f.decodedForHandler()) {
+            args = new Object[f.params().size()];
+            decodeInputs(c, args, new long[args.length], true);
+        }
+        return handlers[f.index()].handle(c, args);
+    }
+
+    /**
+     * Reads the inputs off the request in C order into {@code args} (the driver's arguments) and
+     * {@code values} (their integer values), then checks and translates them: devices in range,
+     * handles issued to this session (replaced by the driver's values), device ranges inside its
+     * allocations. Bulk inputs (bytes, image) are announced: their length goes to {@code values}, and
+     * to {@code args} when {@code forHandler} (a handler takes the data itself).
+     */
+    private void decodeInputs(Call c, Object[] args, long[] values, boolean forHandler)
+            throws ProtocolException, CallRejected {
         ApiFunction f = c.function;
         List<ApiParam> params = f.params();
         int n = params.size();
-        Object[] args = new Object[n];
-        long[] values = new long[n];
-
-        // 1. inputs off the wire, in C order
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (p.out()) {
@@ -128,8 +147,11 @@ final class CallDispatcher {
                 case BYTES, IMAGE -> {
                     values[i] = c.readLong();
                     c.expectBulk(values[i]);
+                    if (forHandler) {
+                        args[i] = values[i];
+                    }
                 }
-                case PTR, HOSTPTR -> throw new IllegalStateException(f.name() + ": " + p + " needs a custom handler");
+                case PTR, HOSTPTR -> throw new IllegalStateException(f.name() + ": " + p + " needs a codec");
                 default -> {
                     Object v = WireValues.getScalar(c.body, p.type());
                     args[i] = v;
@@ -138,8 +160,6 @@ final class CallDispatcher {
             }
         }
         c.expectEnd();
-
-        // 2. validation and translation
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (p.out()) {
@@ -149,21 +169,30 @@ final class CallDispatcher {
             if (t == ParamType.DEV) {
                 c.device((int) values[i]);
             } else if (t.isHandle()) {
-                args[i] = c.handle(t, values[i], p.has("nullable"));
+                args[i] = c.handle(t, values[i], p.nullable());
             } else if (t == ParamType.DPTR) {
-                if (p.has("free")) {
+                if (p.free()) {
                     if (session.memory().allocationAt(values[i]) == null) {
                         throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "not an allocation of this session");
                     }
-                } else if (p.has("range")) {
-                    c.deviceRange(values[i], p.deviceSpan(name -> values[f.paramIndex(name)]));
+                } else if (p.range() != null) {
+                    c.deviceRange(values[i], p.deviceSpan(k -> values[k]));
                 } else {
                     c.deviceRange(values[i], 1);
                 }
             }
         }
+    }
 
-        // 3. bulk inputs (module images) off their DATA frames
+    private int generic(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        ApiFunction f = c.function;
+        List<ApiParam> params = f.params();
+        int n = params.size();
+        Object[] args = new Object[n];
+        long[] values = new long[n];
+        decodeInputs(c, args, values, false);
+
+        // bulk inputs (module images) off their DATA frames
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (!p.out() && p.type().isBulk()) {
@@ -171,7 +200,7 @@ final class CallDispatcher {
             }
         }
 
-        // 4. room for outputs
+        // room for outputs
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (!p.out()) {
@@ -179,7 +208,7 @@ final class CallDispatcher {
             }
             long size = p.type().outBytes();
             if (p.type() == ParamType.BYTES) {
-                size = ApiParam.evaluate(p.lengthExpression(), name -> values[f.paramIndex(name)]);
+                size = p.length().evaluate(k -> values[k]);
                 if (size < 0 || size > session.limits().maxOutBytes()) {
                     throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "output size out of range: " + size);
                 }
@@ -187,33 +216,42 @@ final class CallDispatcher {
             args[i] = c.scratch(size);
         }
 
-        boolean create = f == ctxCreate;
-        boolean destroy = f == ctxDestroy;
-        if (destroy) {
+        ContextRule rule = f.context();
+        if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
         int r;
         try {
             r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
         } finally {
-            if (destroy) {
+            if (rule == ContextRule.DESTROY) {
                 session.afterContextDestroy((Long) args[0]);
             }
         }
-        if (create || destroy) {
+        if (rule == ContextRule.CREATE || rule == ContextRule.DESTROY) {
             // Both change this thread's driver stack behind ExecutionThread.apply.
             c.exec.invalidate();
         }
         if (r != CuResult.CUDA_SUCCESS) {
             return r;
         }
-        if (create) {
-            c.lane.pushContext(((MemorySegment) args[0]).get(ValueLayout.JAVA_LONG, 0));
-        } else if (destroy) {
+        if (rule == ContextRule.CREATE) {
+            c.lane.pushContext(((MemorySegment) args[outContext(f).index()]).get(ValueLayout.JAVA_LONG, 0));
+        } else if (rule == ContextRule.DESTROY) {
             session.forgetContext((Long) args[0]);
         }
         afterSuccess(c, args, values);
         return r;
+    }
+
+    /** The context output of a context=create entry (the table checks there is one). */
+    private static ApiParam outContext(ApiFunction f) {
+        for (ApiParam p : f.params()) {
+            if (p.out() && p.type() == ParamType.CTX) {
+                return p;
+            }
+        }
+        throw new IllegalStateException(f.name() + ": context=create without a ctx output");
     }
 
     /**
@@ -222,12 +260,12 @@ final class CallDispatcher {
      */
     private static MemorySegment bulkInput(Call c, ApiParam p, long[] values)
             throws ProtocolException, InterruptedException, CallRejected {
-        long n = values[c.function.paramIndex(p.name())];
+        long n = values[p.index()];
         if (p.type() == ParamType.BYTES) {
-            if (n == 0 && p.has("nullable")) {
+            if (n == 0 && p.nullable()) {
                 return MemorySegment.NULL;
             }
-            long expected = ApiParam.evaluate(p.lengthExpression(), name -> values[c.function.paramIndex(name)]);
+            long expected = p.length().evaluate(k -> values[k]);
             if (n != expected) {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, p.name() + ": " + n + " bytes, expected " + expected);
             }
@@ -251,14 +289,14 @@ final class CallDispatcher {
             ApiParam p = params.get(i);
             ParamType t = p.type();
             if (p.out() && t.isHandle()) {
-                long owner = p.has("owner") ? values[f.paramIndex(p.modifier("owner"))] : 0;
+                long owner = p.owner() >= 0 ? values[p.owner()] : 0;
                 if (t != ParamType.CTX && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
                 values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX ? 0 : context);
-            } else if (p.out() && t == ParamType.DPTR && (p.has("alloc") || p.has("global"))) {
-                boolean alloc = p.has("alloc");
-                long size = ApiParam.evaluate(p.modifier(alloc ? "alloc" : "global"), name -> values[f.paramIndex(name)]);
+            } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
+                boolean alloc = p.alloc() != null;
+                long size = p.rangeSize().evaluate(k -> values[k]);
                 long owner;
                 if (alloc) {
                     if (context < 0) {
@@ -269,9 +307,9 @@ final class CallDispatcher {
                     owner = moduleParamValue(f, values);
                 }
                 session.memory().add(new SessionMemory.Range(values[i], size, owner, alloc));
-            } else if (!p.out() && t == ParamType.DPTR && p.has("free")) {
+            } else if (!p.out() && t == ParamType.DPTR && p.free()) {
                 session.memory().remove(values[i]);
-            } else if (!p.out() && t.isHandle() && p.has("destroy")) {
+            } else if (!p.out() && t.isHandle() && p.destroy()) {
                 session.dropHandle(values[i]);
             }
         }

@@ -39,7 +39,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class CopyOutStagingTest {
-    private static final int SMALL = 64 << 10;       // CustomCalls.SMALL_COPY_OUT
+    private static final int SMALL = 64 << 10;       // CopyCalls.SMALL_COPY_OUT
     private static final int RECEIVE_CHUNK = 1 << 20; // SessionLimits.DEFAULT.chunkBytes()
     private static final int STAGING = 4 << 20;       // the staging buffer and largest DATA frame
     private static final long[] SIZES = {0, 1, SMALL - 1, SMALL, SMALL + 1, 4 * SMALL + 4096 + 1,

@@ -23,11 +23,19 @@ import java.util.List;
  *                        the first symbol (exported as first symbol + suffix), else ""
  * @param quick           returns without waiting for the device or for long host work: the backend may
  *                        run it on the session's reader thread when its lane is idle
+ * @param area            the API area whose handler class holds the hand-written code (custom and
+ *                        local entries), e.g. {@code contexts}; "" for entries the generic code serves
+ * @param codec           the request layout: generic, or a hand-written codec both ends share
+ * @param context         what the call does to the thread's context stack or a context's life
+ * @param merge           how a frontend merging several backends answers it
+ * @param connects        the frontend connects to its backend on this call if it has not yet
+ * @param guest           its work happens in the guest (custom=frontend); the backend refuses it if sent
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
-                          String perThread, boolean quick) {
+                          String perThread, boolean quick, String area, WireCodec codec, ContextRule context,
+                          MergeRule merge, boolean connects, boolean guest) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {
@@ -57,6 +65,11 @@ public record ApiFunction(int index, String name, int opcode, List<String> symbo
     /** The symbol the backend binds in the real libcuda. */
     public String primarySymbol() {
         return symbols.getFirst();
+    }
+
+    /** Whether a hand-written backend handler receives this call's inputs decoded (false: it decodes its codec). */
+    public boolean decodedForHandler() {
+        return codec == WireCodec.GENERIC;
     }
 
     public ApiParam param(String paramName) {

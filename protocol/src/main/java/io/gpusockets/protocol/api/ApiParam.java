@@ -1,68 +1,52 @@
 package io.gpusockets.protocol.api;
 
-import java.util.Map;
-import java.util.function.ToLongFunction;
+import java.util.function.IntToLongFunction;
 
 /**
- * One parameter of an API table entry.
+ * One parameter of an API table entry, with its bracketed modifiers parsed into typed fields (the
+ * grammar is at the top of cuda-driver.api). Expressions name parameters by index ({@link Expr}).
  *
- * @param name      the parameter's name in cuda.h
- * @param out       whether the driver writes through it
- * @param type      its type
- * @param modifiers the bracketed modifiers, e.g. {@code range=ByteCount}, {@code destroy}
+ * @param name     the parameter's name in cuda.h
+ * @param index    its position in the entry, from 0
+ * @param out      whether the driver writes through it
+ * @param type     its type
+ * @param length   bytes: the length; null for other types
+ * @param range    dptr input: the bytes [p, p+range) that must lie in one session allocation; null
+ *                 when p itself must (or, with {@code free}, when p must be an allocation's base)
+ * @param rows     dptr input with {@code range}: rows of a pitched block, {@code pitch} apart; or null
+ * @param pitch    dptr input with {@code rows}: the pitch; or null
+ * @param alloc    dptr output: registers a new allocation of this many bytes; or null
+ * @param global   dptr output: registers a module global of this many bytes; or null
+ * @param owner    handle output: index of the handle parameter that owns it (dropped with it), or -1
+ * @param nullable handle input: 0 is allowed; bytes input: NULL travels as length 0
+ * @param destroy  handle input: dropped (with what it owns) after success
+ * @param free     dptr input: the base of an allocation, dropped after success
+ * @param optional output: the caller may pass NULL for it
  */
-public record ApiParam(String name, boolean out, ParamType type, Map<String, String> modifiers) {
+public record ApiParam(String name, int index, boolean out, ParamType type, Expr length, Expr range, Expr rows,
+                       Expr pitch, Expr alloc, Expr global, int owner, boolean nullable, boolean destroy,
+                       boolean free, boolean optional) {
 
-    public boolean has(String modifier) {
-        return modifiers.containsKey(modifier);
+    /** Whether a successful call registers a device range from this output ({@code alloc=} or {@code global=}). */
+    public boolean registersRange() {
+        return alloc != null || global != null;
     }
 
-    public String modifier(String modifier) {
-        return modifiers.get(modifier);
-    }
-
-    /** The length expression of a bytes parameter (its only bare modifier). */
-    public String lengthExpression() {
-        for (Map.Entry<String, String> e : modifiers.entrySet()) {
-            if (e.getValue().isEmpty() && !e.getKey().equals("nullable") && !e.getKey().equals("destroy")
-                    && !e.getKey().equals("free")) {
-                return e.getKey();
-            }
-        }
-        return null;
+    /** The size of the range a {@code alloc=} or {@code global=} output registers. */
+    public Expr rangeSize() {
+        return alloc != null ? alloc : global;
     }
 
     /**
-     * Evaluates a length expression: NAME, NUMBER, NAME*NUMBER or NAME*NAME. Products that overflow
-     * return -1 so that a range check fails rather than wraps.
+     * The bytes a dptr input with {@code range} touches: {@code range} itself, or with {@code rows}
+     * and {@code pitch} a pitched block ({@link #pitchedSpan}). -1 when out of range.
      */
-    public static long evaluate(String expression, ToLongFunction<String> valueOf) {
-        int star = expression.indexOf('*');
-        if (star < 0) {
-            return term(expression, valueOf);
-        }
-        long a = term(expression.substring(0, star), valueOf);
-        long b = term(expression.substring(star + 1), valueOf);
-        if (a < 0 || b < 0) {
-            return -1;
-        }
-        try {
-            return Math.multiplyExact(a, b);
-        } catch (ArithmeticException e) {
-            return -1;
-        }
-    }
-
-    /**
-     * The bytes a dptr input with a {@code range} modifier touches: {@code range} itself, or with
-     * {@code rows} and {@code pitch} a pitched block ({@link #pitchedSpan}). -1 when out of range.
-     */
-    public long deviceSpan(ToLongFunction<String> valueOf) {
-        long row = evaluate(modifier("range"), valueOf);
-        if (!has("rows")) {
+    public long deviceSpan(IntToLongFunction valueAt) {
+        long row = range.evaluate(valueAt);
+        if (rows == null) {
             return row;
         }
-        return pitchedSpan(row, evaluate(modifier("rows"), valueOf), evaluate(modifier("pitch"), valueOf));
+        return pitchedSpan(row, rows.evaluate(valueAt), pitch.evaluate(valueAt));
     }
 
     /**
@@ -84,12 +68,26 @@ public record ApiParam(String name, boolean out, ParamType type, Map<String, Str
         }
     }
 
-    private static long term(String t, ToLongFunction<String> valueOf) {
-        return Character.isDigit(t.charAt(0)) ? Long.parseLong(t) : valueOf.applyAsLong(t);
-    }
-
     @Override
     public String toString() {
-        return (out ? "out " : "") + type.name().toLowerCase() + (modifiers.isEmpty() ? "" : modifiers) + " " + name;
+        StringBuilder m = new StringBuilder();
+        append(m, length == null ? null : length.text());
+        append(m, range == null ? null : "range=" + range);
+        append(m, rows == null ? null : "rows=" + rows);
+        append(m, pitch == null ? null : "pitch=" + pitch);
+        append(m, alloc == null ? null : "alloc=" + alloc);
+        append(m, global == null ? null : "global=" + global);
+        append(m, owner < 0 ? null : "owner=" + owner);
+        append(m, nullable ? "nullable" : null);
+        append(m, destroy ? "destroy" : null);
+        append(m, free ? "free" : null);
+        append(m, optional ? "optional" : null);
+        return (out ? "out " : "") + type.name().toLowerCase() + (m.isEmpty() ? "" : "[" + m + "]") + " " + name;
+    }
+
+    private static void append(StringBuilder b, String s) {
+        if (s != null) {
+            b.append(b.isEmpty() ? "" : ";").append(s);
+        }
     }
 }

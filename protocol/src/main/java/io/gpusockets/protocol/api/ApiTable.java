@@ -5,7 +5,6 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -24,8 +23,8 @@ public final class ApiTable {
 
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
-    private static final Pattern NAME_TERM = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
-    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick");
+    private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick",
+            "area", "codec", "context", "merge", "connects", "guest");
 
     private static volatile ApiTable instance;
 
@@ -141,19 +140,36 @@ public final class ApiTable {
             throw new IllegalArgumentException("expected name(params) attributes: " + line);
         }
         String name = m.group(1);
-        List<ApiParam> params = new ArrayList<>();
+        List<String> texts = new ArrayList<>();
         String paramText = m.group(2).strip();
         if (!paramText.isEmpty()) {
             for (String p : paramText.split(",")) {
-                params.add(parseParam(p.strip()));
+                texts.add(p.strip());
             }
+        }
+        List<Matcher> matched = new ArrayList<>();
+        List<String> names = new ArrayList<>();
+        for (String t : texts) {
+            Matcher pm = PARAM.matcher(t);
+            if (!pm.matches()) {
+                throw new IllegalArgumentException("bad parameter: " + t);
+            }
+            matched.add(pm);
+            names.add(pm.group(4));
+        }
+        List<ApiParam> params = new ArrayList<>();
+        for (int i = 0; i < matched.size(); i++) {
+            params.add(parseParam(name, i, matched.get(i), names));
         }
         List<String> symbols = List.of(name);
         boolean async = false, sync = false, customFrontend = false, customBackend = false, local = false;
-        boolean critical = false;
+        boolean critical = false, quick = false, connects = false, guest = false;
         Map<String, Integer> since = new LinkedHashMap<>();
         String perThread = "";
-        boolean quick = false;
+        String area = "";
+        WireCodec codec = WireCodec.GENERIC;
+        ContextRule context = ContextRule.NONE;
+        MergeRule merge = MergeRule.NONE;
         for (String attr : m.group(3).strip().split("\\s+")) {
             if (attr.isEmpty()) {
                 continue;
@@ -168,15 +184,17 @@ public final class ApiTable {
                 case "sync" -> sync = true;
                 case "local" -> local = true;
                 case "critical" -> critical = true;
+                case "connects" -> connects = true;
+                case "guest" -> guest = true;
                 case "symbols" -> {
-                    List<String> names = new ArrayList<>();
+                    List<String> exported = new ArrayList<>();
                     for (String sym : value.split(",")) {
                         int at = sym.indexOf('@');
                         String symName = at < 0 ? sym : sym.substring(0, at);
-                        names.add(symName);
+                        exported.add(symName);
                         since.put(symName, at < 0 ? 0 : Integer.parseInt(sym.substring(at + 1)));
                     }
-                    symbols = List.copyOf(names);
+                    symbols = List.copyOf(exported);
                 }
                 case "ptds", "ptsz" -> perThread = "_" + key;
                 case "quick" -> quick = true;
@@ -189,71 +207,163 @@ public final class ApiTable {
                         throw new IllegalArgumentException("custom= takes frontend or backend: " + attr);
                     }
                 }
+                case "area" -> {
+                    if (!AREA.matcher(value).matches()) {
+                        throw new IllegalArgumentException("area= takes a lower-case name: " + attr);
+                    }
+                    area = value;
+                }
+                case "codec" -> codec = WireCodec.parse(value);
+                case "context" -> context = ContextRule.parse(value);
+                case "merge" -> merge = MergeRule.parse(value);
                 default -> throw new AssertionError(key);
             }
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
-                sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick);
+                sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,
+                context, merge, connects, guest);
         check(f);
         return f;
     }
 
-    private static ApiParam parseParam(String text) {
-        Matcher m = PARAM.matcher(text);
-        if (!m.matches()) {
-            throw new IllegalArgumentException("bad parameter: " + text);
-        }
+    private static final Pattern AREA = Pattern.compile("[a-z]+");
+    private static final Set<String> FLAGS = Set.of("nullable", "destroy", "free", "optional");
+    private static final Set<String> KEYED = Set.of("range", "rows", "pitch", "alloc", "global", "owner");
+
+    /** One parameter; {@code names} are all the entry's parameter names, which its expressions may use. */
+    private static ApiParam parseParam(String function, int index, Matcher m, List<String> names) {
+        String text = m.group(0);
         ParamType type;
         try {
             type = ParamType.valueOf(m.group(2).toUpperCase(Locale.ROOT));
         } catch (IllegalArgumentException e) {
             throw new IllegalArgumentException("unknown type: " + m.group(2) + " in " + text);
         }
-        Map<String, String> modifiers = new LinkedHashMap<>();
+        boolean out = m.group(1) != null;
+        Map<String, String> mods = new LinkedHashMap<>();
+        String length = null;
         if (m.group(3) != null) {
             for (String mod : m.group(3).split(";")) {
                 mod = mod.strip();
                 int eq = mod.indexOf('=');
-                modifiers.put(eq < 0 ? mod : mod.substring(0, eq), eq < 0 ? "" : mod.substring(eq + 1));
-            }
-        }
-        return new ApiParam(m.group(4), m.group(1) != null, type, Collections.unmodifiableMap(modifiers));
-    }
-
-    /** Checks that every expression names a parameter and that generic code can marshal the entry. */
-    private static void check(ApiFunction f) {
-        for (ApiParam p : f.params()) {
-            for (Map.Entry<String, String> e : p.modifiers().entrySet()) {
-                String expr = e.getValue().isEmpty() ? null : e.getValue();
-                if (e.getKey().equals("owner")) {
-                    if (f.param(expr) == null) {
-                        throw new IllegalArgumentException(f.name() + ": owner names no parameter: " + expr);
+                String key = eq < 0 ? mod : mod.substring(0, eq);
+                if (eq < 0 && !FLAGS.contains(key)) {
+                    if (type != ParamType.BYTES || length != null) {
+                        throw new IllegalArgumentException(function + ": unknown modifier " + key + " in " + text);
                     }
+                    length = key;
                     continue;
                 }
-                if (expr == null && p.type() == ParamType.BYTES && e.getKey().equals(p.lengthExpression())) {
-                    expr = e.getKey();
+                if (eq >= 0 && !KEYED.contains(key) || eq < 0 && !FLAGS.contains(key)) {
+                    throw new IllegalArgumentException(function + ": unknown modifier " + mod + " in " + text);
                 }
-                if (expr != null) {
-                    Matcher names = NAME_TERM.matcher(expr);
-                    while (names.find()) {
-                        if (f.param(names.group()) == null) {
-                            throw new IllegalArgumentException(f.name() + ": expression names no parameter: " + expr);
-                        }
-                    }
-                }
+                mods.put(key, eq < 0 ? "" : mod.substring(eq + 1));
             }
-            if (p.has("rows") != p.has("pitch") || (p.has("rows") && !p.has("range"))) {
-                throw new IllegalArgumentException(f.name() + ": rows= and pitch= go together, with range=: " + p.name());
+        }
+        if (type == ParamType.BYTES && length == null) {
+            throw new IllegalArgumentException(function + ": bytes parameter needs a length: " + m.group(4));
+        }
+        boolean dptrIn = type == ParamType.DPTR && !out;
+        boolean dptrOut = type == ParamType.DPTR && out;
+        boolean handle = type.isHandle();
+        only(function, text, mods, "range", dptrIn);
+        only(function, text, mods, "rows", dptrIn);
+        only(function, text, mods, "pitch", dptrIn);
+        only(function, text, mods, "free", dptrIn);
+        only(function, text, mods, "alloc", dptrOut);
+        only(function, text, mods, "global", dptrOut);
+        only(function, text, mods, "owner", handle && out);
+        only(function, text, mods, "destroy", handle && !out);
+        only(function, text, mods, "nullable", !out && (handle || type == ParamType.BYTES));
+        only(function, text, mods, "optional", out);
+        if (mods.containsKey("rows") != mods.containsKey("pitch") || (mods.containsKey("rows") && !mods.containsKey("range"))) {
+            throw new IllegalArgumentException(function + ": rows= and pitch= go together, with range=: " + m.group(4));
+        }
+        int owner = -1;
+        if (mods.containsKey("owner")) {
+            owner = names.indexOf(mods.get("owner"));
+            if (owner < 0) {
+                throw new IllegalArgumentException(function + ": owner names no parameter: " + mods.get("owner"));
             }
-            if (p.type() == ParamType.BYTES && p.lengthExpression() == null) {
-                throw new IllegalArgumentException(f.name() + ": bytes parameter needs a length: " + p.name());
-            }
+        }
+        return new ApiParam(m.group(4), index, out, type, expr(function, length, names), expr(function, mods.get("range"), names),
+                expr(function, mods.get("rows"), names), expr(function, mods.get("pitch"), names),
+                expr(function, mods.get("alloc"), names), expr(function, mods.get("global"), names), owner,
+                mods.containsKey("nullable"), mods.containsKey("destroy"), mods.containsKey("free"),
+                mods.containsKey("optional"));
+    }
+
+    private static void only(String function, String text, Map<String, String> mods, String key, boolean allowed) {
+        if (mods.containsKey(key) && !allowed) {
+            throw new IllegalArgumentException(function + ": modifier " + key + " does not apply to " + text);
+        }
+    }
+
+    private static Expr expr(String function, String text, List<String> names) {
+        if (text == null) {
+            return null;
+        }
+        try {
+            return Expr.parse(text, names);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException(function + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** Checks that generic code can marshal the entry and that its hand-written parts have a home. */
+    private static void check(ApiFunction f) {
+        boolean hand = f.customFrontend() || f.customBackend() || f.local();
+        if (hand && f.area().isEmpty()) {
+            throw new IllegalArgumentException(f.name() + ": custom and local entries need area=NAME, the API area "
+                    + "whose handler class holds the hand-written code");
+        }
+        if (!hand && !f.area().isEmpty()) {
+            throw new IllegalArgumentException(f.name() + ": area= names the handler of a custom or local entry");
+        }
+        if (f.guest() && (!f.customFrontend() || f.customBackend())) {
+            throw new IllegalArgumentException(f.name() + ": guest entries are custom=frontend and never reach a backend handler");
+        }
+        if (f.codec() != WireCodec.GENERIC && !(f.customFrontend() && f.customBackend())) {
+            throw new IllegalArgumentException(f.name() + ": codec= is written by the frontend and read by the backend: "
+                    + "it needs custom=frontend and custom=backend");
+        }
+        for (ApiParam p : f.params()) {
             boolean genericUnmarshallable = p.type() == ParamType.PTR || p.type() == ParamType.HOSTPTR;
             if (genericUnmarshallable && !f.customFrontend() && !f.local()) {
                 throw new IllegalArgumentException(f.name() + ": parameter " + p.name() + " of type "
                         + p.type() + " needs custom=frontend or local");
             }
+            if (genericUnmarshallable && f.customBackend() && f.codec() == WireCodec.GENERIC && !p.out()) {
+                throw new IllegalArgumentException(f.name() + ": parameter " + p.name() + " of type " + p.type()
+                        + " cannot be decoded for a backend handler: give the entry a codec=");
+            }
         }
+        switch (f.context()) {
+            case CREATE, POP, GET -> requireParam(f, true, ParamType.CTX);
+            case PUSH, SET -> requireParam(f, false, ParamType.CTX);
+            case DESTROY -> {
+                if (f.params().isEmpty() || f.params().getFirst().type() != ParamType.CTX || !f.params().getFirst().destroy()) {
+                    throw new IllegalArgumentException(f.name() + ": context=destroy needs ctx[destroy] as its first parameter");
+                }
+            }
+            case RELEASE, RESET -> requireParam(f, false, ParamType.DEV);
+            case NONE -> {
+            }
+        }
+        if ((f.merge() == MergeRule.LOWEST || f.merge() == MergeRule.SUM)
+                && (f.params().size() != 1 || !f.params().getFirst().out() || f.params().getFirst().type() != ParamType.I32)) {
+            throw new IllegalArgumentException(f.name() + ": merge=" + f.merge().name().toLowerCase(Locale.ROOT)
+                    + " needs one out i32 parameter");
+        }
+    }
+
+    private static void requireParam(ApiFunction f, boolean out, ParamType type) {
+        for (ApiParam p : f.params()) {
+            if (p.out() == out && p.type() == type) {
+                return;
+            }
+        }
+        throw new IllegalArgumentException(f.name() + ": context=" + f.context().name().toLowerCase(Locale.ROOT)
+                + " needs " + (out ? "an out " : "a ") + type.name().toLowerCase(Locale.ROOT) + " parameter");
     }
 }

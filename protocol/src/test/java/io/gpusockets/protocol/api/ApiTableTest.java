@@ -133,8 +133,9 @@ class ApiTableTest {
         ApiFunction f = table.byName("cuMemsetD2D32");
         ApiParam dst = f.param("dstDevice");
         java.util.Map<String, Long> v = java.util.Map.of("dstPitch", 512L, "Width", 10L, "Height", 3L);
-        assertEquals(2 * 512 + 40, dst.deviceSpan(v::get));
-        assertEquals(0, dst.deviceSpan(java.util.Map.of("dstPitch", 512L, "Width", 10L, "Height", 0L)::get));
+        assertEquals(2 * 512 + 40, dst.deviceSpan(i -> v.getOrDefault(f.params().get(i).name(), 0L)));
+        java.util.Map<String, Long> none = java.util.Map.of("dstPitch", 512L, "Width", 10L, "Height", 0L);
+        assertEquals(0, dst.deviceSpan(i -> none.getOrDefault(f.params().get(i).name(), 0L)));
         assertEquals(-1, ApiParam.pitchedSpan(8, Long.MAX_VALUE, 2));
         assertEquals(-1, ApiParam.pitchedSpan(-1, 1, 1));
         var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(dptr[range=n;rows=n] p, size n)\n"));
@@ -143,10 +144,86 @@ class ApiTableTest {
 
     @Test
     void evaluatesLengthExpressionsWithoutOverflow() {
-        assertEquals(12, ApiParam.evaluate("N*4", n -> 3));
-        assertEquals(16, ApiParam.evaluate("16", n -> 0));
-        assertEquals(-1, ApiParam.evaluate("a*b", n -> Long.MAX_VALUE / 2));
-        assertEquals(6, ApiParam.evaluate("a*b", n -> n.equals("a") ? 2 : 3));
+        assertEquals(12, Expr.parse("N*4", List.of("N")).evaluate(i -> 3));
+        assertEquals(16, Expr.parse("16", List.of()).evaluate(i -> 0));
+        assertEquals(-1, Expr.parse("a*b", List.of("a", "b")).evaluate(i -> Long.MAX_VALUE / 2));
+        assertEquals(6, Expr.parse("a*b", List.of("a", "b")).evaluate(i -> i == 0 ? 2 : 3));
+        assertEquals(-1, Expr.parse("a*2", List.of("a")).evaluate(i -> -5));
+        var e = assertThrows(IllegalArgumentException.class, () -> Expr.parse("a*c", List.of("a", "b")));
+        assertTrue(e.getMessage().contains("a*c"), e.getMessage());
         assertEquals(Arrays.asList("cuMemAlloc_v2"), table.byName("cuMemAlloc").symbols());
+    }
+
+    @Test
+    void modifiersAreParsedIntoTypedFieldsWithParameterIndices() {
+        ApiFunction pitch = table.byName("cuMemAllocPitch");
+        ApiParam dptr = pitch.param("dptr");
+        assertTrue(dptr.registersRange());
+        assertEquals(512L * 4, dptr.alloc().evaluate(i -> i == pitch.paramIndex("pPitch") ? 512 : 4));
+        ApiFunction global = table.byName("cuModuleGetGlobal");
+        assertTrue(global.param("dptr").optional() && global.param("bytes").optional());
+        assertNotNull(global.param("dptr").global());
+        ApiFunction getFunction = table.byName("cuModuleGetFunction");
+        assertEquals(getFunction.paramIndex("hmod"), getFunction.param("hfunc").owner());
+        assertTrue(table.byName("cuCtxDestroy").param("ctx").destroy());
+        assertTrue(table.byName("cuMemFree").param("dptr").free());
+        assertTrue(table.byName("cuCtxSetCurrent").param("ctx").nullable());
+        assertEquals("ByteCount", table.byName("cuMemcpyHtoD").param("srcHost").length().text());
+    }
+
+    @Test
+    void rejectsModifiersThatDoNotApplyOrDoNotExist() {
+        for (String bad : List.of("cuA(dptr[bogus] p)\n", "cuA(out dptr[range=n] p, size n)\n", "cuA(dptr[alloc=n] p, size n)\n",
+                "cuA(ctx[optional] c)\n", "cuA(out ctx[destroy] c)\n", "cuA(i32[nullable] x)\n", "cuA(bytes[n;m] b, size n, size m)\n",
+                "cuA(out func[owner=nobody] f)\n")) {
+            assertThrows(IllegalArgumentException.class, () -> ApiTable.parse(bad), bad);
+        }
+    }
+
+    @Test
+    void everyHandWrittenEntryNamesItsAreaAndOnlyThose() {
+        var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x) custom=backend\n"));
+        assertTrue(e.getMessage().contains("area="), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(ptr p) local\n"));
+        assertTrue(e.getMessage().contains("area="), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x) area=copies\n"));
+        assertTrue(e.getMessage().contains("custom or local"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x) custom=backend area=Copies\n"));
+        assertTrue(e.getMessage().contains("lower-case"), e.getMessage());
+        for (ApiFunction f : table.functions()) {
+            assertEquals(f.customFrontend() || f.customBackend() || f.local(), !f.area().isEmpty(), f.name());
+        }
+    }
+
+    @Test
+    void aBackendHandlerOfAnUntypedPointerNeedsACodecBothEndsShare() {
+        var e = assertThrows(IllegalArgumentException.class,
+                () -> ApiTable.parse("cuA(ptr p) custom=frontend custom=backend area=x\n"));
+        assertTrue(e.getMessage().contains("codec="), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x) custom=backend area=x codec=launch\n"));
+        assertTrue(e.getMessage().contains("custom=frontend and custom=backend"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class,
+                () -> ApiTable.parse("cuA(i32 x) custom=frontend custom=backend area=x codec=telepathy\n"));
+        assertTrue(e.getMessage().contains("codec="), e.getMessage());
+        assertEquals(WireCodec.LAUNCH, table.byName("cuLaunchKernel").codec());
+        assertEquals(WireCodec.GENERIC, table.byName("cuMemcpyHtoD").codec());
+    }
+
+    @Test
+    void contextAndMergeRulesAreCheckedAgainstTheParameters() {
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x) context=push\n"));
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(ctx c) context=destroy\n"));
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(ctx c) context=teleport\n"));
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(out i32 a, out i32 b) merge=sum\n"));
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(out i32 a) merge=max\n"));
+        assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(cstr s) custom=frontend custom=backend guest area=x\n"));
+        assertEquals(ContextRule.CREATE, table.byName("cuCtxCreate").context());
+        assertEquals(ContextRule.DESTROY, table.byName("cuCtxDestroy").context());
+        assertEquals(ContextRule.RESET, table.byName("cuDevicePrimaryCtxReset").context());
+        assertEquals(MergeRule.SUM, table.byName("cuDeviceGetCount").merge());
+        assertEquals(MergeRule.LOWEST, table.byName("cuDriverGetVersion").merge());
+        assertEquals(MergeRule.ALL, table.byName("cuInit").merge());
+        assertTrue(table.byName("cuInit").connects() && table.byName("cuDriverGetVersion").connects());
+        assertTrue(table.byName("cuModuleLoad").guest() && !table.byName("cuModuleLoad").customBackend());
     }
 }

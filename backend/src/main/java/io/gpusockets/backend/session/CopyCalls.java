@@ -2,133 +2,60 @@ package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.ProtocolException;
 import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.Set;
 
 /**
- * The entries marked custom=backend in the API table: virtual primary contexts, copies that stream
- * chunk by chunk between the transport and the device, pointer attributes whose output needs
- * translating, and kernel launches whose parameters are rebuilt as a native array.
+ * Area {@code copies}: copies between the program's host memory and the device, streamed chunk by
+ * chunk between the transport and the device. To the device a chunk is handed to the driver as it
+ * arrives: in place when it is in the page-locked shared window, else through two pinned staging
+ * buffers (a synchronous copy of several chunks) or as received. To the host chunks are
+ * double-buffered through pinned staging, or placed in the shared window's output slots.
  */
-final class CustomCalls {
-    /** cuPointerGetAttribute attributes a remote program can use; the others refer to its own host. */
-    private static final Set<Integer> POINTER_ATTRIBUTES = Set.of(1, 2, 3, 6, 7, 8, 9, 11, 12, 13);
-    private static final int POINTER_ATTRIBUTE_CONTEXT = 1;
-    /** Kernel parameter limits (CUDA 12.1+ allows 32764 bytes of parameters). */
-    static final int MAX_KERNEL_PARAMS = 1024;
-    static final int MAX_KERNEL_PARAM_BYTES = 32764;
-    static final int LAUNCH_KERNEL_PARAMS = 0;
-    static final int LAUNCH_EXTRA = 1;
-
+final class CopyCalls implements BackendHandlers.Copies {
     private final Session session;
     private final CudaDriver driver;
-    private final GuestSideCalls guestSide;
-    private final MemoryCalls memory;
 
-    CustomCalls(Session session) {
+    CopyCalls(Session session) {
         this.session = session;
         this.driver = session.host().driver();
-        this.guestSide = new GuestSideCalls(session);
-        this.memory = new MemoryCalls(session);
     }
 
-    int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
-        return switch (c.function.name()) {
-            case "cuDevicePrimaryCtxRetain" -> {
-                int dev = c.device(c.readInt());
-                c.expectEnd();
-                long[] id = new long[1];
-                int r = session.primary().retain(dev, c.scratch(8), id);
-                c.exec.invalidate(); // creating the context changed this thread's driver stack
-                c.outs.putLong(id[0]);
-                yield r;
-            }
-            case "cuCtxPushCurrent" -> {
-                long ctx = c.handle(ParamType.CTX, c.readLong(), false);
-                c.expectEnd();
-                c.lane.pushContext(ctx);
-                yield CuResult.CUDA_SUCCESS;
-            }
-            case "cuCtxPopCurrent" -> {
-                c.expectEnd();
-                long popped = c.lane.popContext();
-                if (popped == 0) {
-                    yield CuResult.CUDA_ERROR_INVALID_CONTEXT;
-                }
-                c.outs.putLong(session.handles().idOf(ParamType.CTX, popped));
-                yield CuResult.CUDA_SUCCESS;
-            }
-            case "cuCtxSetCurrent" -> {
-                long ctx = c.handle(ParamType.CTX, c.readLong(), true);
-                c.expectEnd();
-                c.lane.setContext(ctx);
-                yield CuResult.CUDA_SUCCESS;
-            }
-            case "cuCtxGetCurrent" -> {
-                c.expectEnd();
-                c.outs.putLong(session.handles().idOf(ParamType.CTX, c.lane.topContext()));
-                yield CuResult.CUDA_SUCCESS;
-            }
-            case "cuDevicePrimaryCtxRelease" -> {
-                int r = session.primary().release(deviceOnly(c));
-                c.exec.invalidate();
-                yield r;
-            }
-            case "cuDevicePrimaryCtxReset" -> {
-                int r = session.primary().reset(deviceOnly(c));
-                c.exec.invalidate();
-                yield r;
-            }
-            case "cuDevicePrimaryCtxGetState" -> {
-                int dev = deviceOnly(c);
-                int[] flags = new int[1], active = new int[1];
-                int r = session.primary().state(dev, flags, active);
-                c.outs.putInt(flags[0]).putInt(active[0]);
-                yield r;
-            }
-            case "cuDevicePrimaryCtxSetFlags" -> {
-                int dev = c.device(c.readInt());
-                int flags = c.readInt();
-                c.expectEnd();
-                yield session.primary().setFlags(dev, flags);
-            }
-            case "cuMemcpyHtoD" -> copyIn(c, false);
-            case "cuMemcpyHtoDAsync" -> copyIn(c, true);
-            case "cuMemcpyDtoH" -> copyOut(c, false);
-            case "cuMemcpyDtoHAsync" -> copyOut(c, true);
-            case "cuPointerGetAttribute" -> pointerAttribute(c);
-            case "cuLaunchKernel" -> launch(c);
-            case "cuModuleLoad", "cuStreamAddCallback", "cuLaunchHostFunc" -> guestSide.handle(c);
-            case "cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy3D", "cuMemcpy3DAsync", "cuTexObjectCreate",
-                 "cuTexObjectGetResourceDesc" -> memory.handle(c);
-            default -> throw new IllegalStateException("no custom backend handler for " + c.function.name());
-        };
+    @Override
+    public int cuMemcpyHtoD(Call c, long dstDevice, long srcHost, long byteCount)
+            throws ProtocolException, InterruptedException {
+        return copyIn(c, dstDevice, srcHost, byteCount, false, 0);
     }
 
-    private int deviceOnly(Call c) throws ProtocolException, CallRejected {
-        int dev = c.device(c.readInt());
-        c.expectEnd();
-        return dev;
+    @Override
+    public int cuMemcpyHtoDAsync(Call c, long dstDevice, long srcHost, long byteCount, long hStream)
+            throws ProtocolException, InterruptedException {
+        return copyIn(c, dstDevice, srcHost, byteCount, true, hStream);
     }
 
-    /** Request: dst u64, bulk length u64, ByteCount u64 [, stream u64]; the data follows in DATA frames. */
-    private int copyIn(Call c, boolean async) throws ProtocolException, CallRejected, InterruptedException {
-        long dst = c.readLong();
-        long bulk = c.readLong();
-        long count = c.readLong();
-        long streamId = async ? c.readLong() : 0;
-        c.expectEnd();
-        c.expectBulk(bulk);
+    @Override
+    public int cuMemcpyDtoH(Call c, long srcDevice, long byteCount) throws IOException, InterruptedException {
+        return copyOut(c, srcDevice, byteCount, false, 0);
+    }
+
+    @Override
+    public int cuMemcpyDtoHAsync(Call c, long srcDevice, long byteCount, long hStream)
+            throws IOException, InterruptedException {
+        return copyOut(c, srcDevice, byteCount, true, hStream);
+    }
+
+    /**
+     * A copy of {@code count} bytes to {@code dst} (checked), whose data follows in DATA frames of
+     * {@code bulk} bytes in all; {@code stream} (translated) for the async variant.
+     */
+    private int copyIn(Call c, long dst, long bulk, long count, boolean async, long stream)
+            throws ProtocolException, InterruptedException {
         if (bulk != count) {
             throw new ProtocolException(c.name() + ": data length " + bulk + " differs from ByteCount " + count);
         }
-        long stream = c.handle(ParamType.STREAM, streamId, true);
-        c.deviceRange(dst, count);
         if (count > 0 && session.window() != null && c.peekChunk().header().inWindow()
                 && session.pinWindow(c.lane.topContext())) {
             return copyInFromWindow(c, dst, count, async ? stream : 0);
@@ -329,7 +256,8 @@ final class CustomCalls {
     static final int SMALL_COPY_OUT = 64 << 10;
 
     /**
-     * Request: src u64, ByteCount u64 [, stream u64]; the data goes back in DATA frames before the reply.
+     * A copy of {@code count} bytes from {@code src} (checked) to the frontend, whose data goes back in
+     * DATA frames before the reply; {@code stream} (translated) for the async variant.
      *
      * <p>A large copy is double-buffered through two of the session's staging buffers: while chunk n is
      * being sent, chunk n+1 is already being copied from the device by cuMemcpyDtoHAsync, and
@@ -346,13 +274,7 @@ final class CustomCalls {
      * context's blocking streams, and the call returns only after the last chunk is complete and sent.
      * A private stream would not do: it would not wait for work the client queued on its own streams.
      */
-    private int copyOut(Call c, boolean async) throws ProtocolException, CallRejected, IOException, InterruptedException {
-        long src = c.readLong();
-        long count = c.readLong();
-        long streamId = async ? c.readLong() : 0;
-        c.expectEnd();
-        long stream = c.handle(ParamType.STREAM, streamId, true);
-        c.deviceRange(src, count);
+    private int copyOut(Call c, long src, long count, boolean async, long stream) throws IOException, InterruptedException {
         if (count == 0) {
             return CuResult.CUDA_SUCCESS;
         }
@@ -466,78 +388,4 @@ final class CustomCalls {
         return r == CuResult.CUDA_SUCCESS ? driver.cuStreamSynchronize(stream) : r;
     }
 
-    /** Request: attribute i32, ptr u64. Reply: the value as u64 (a context as this session's handle id). */
-    private int pointerAttribute(Call c) throws ProtocolException, CallRejected {
-        int attribute = c.readInt();
-        long ptr = c.readLong();
-        c.expectEnd();
-        if (!POINTER_ATTRIBUTES.contains(attribute)) {
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "pointer attribute " + attribute);
-        }
-        c.deviceRange(ptr, 1);
-        MemorySegment data = c.scratch(16);
-        int r = driver.cuPointerGetAttribute(data, attribute, ptr);
-        long value = data.get(ValueLayout.JAVA_LONG, 0);
-        if (attribute == POINTER_ATTRIBUTE_CONTEXT) {
-            value = session.handles().idOf(ParamType.CTX, value);
-        }
-        c.outs.putLong(value);
-        return r;
-    }
-
-    /**
-     * Request: f u64, grid x/y/z u32, block x/y/z u32, sharedMemBytes u32, stream u64, mode u32, then
-     * mode 0: count u32 and per parameter size u32 + bytes; mode 1: size u32 + the packed buffer.
-     */
-    private int launch(Call c) throws ProtocolException, CallRejected {
-        long fId = c.readLong();
-        int gx = c.readInt(), gy = c.readInt(), gz = c.readInt();
-        int bx = c.readInt(), by = c.readInt(), bz = c.readInt();
-        int shared = c.readInt();
-        long streamId = c.readLong();
-        int mode = c.readInt();
-        MemorySegment kernelParams = MemorySegment.NULL;
-        MemorySegment extra = MemorySegment.NULL;
-        if (mode == LAUNCH_KERNEL_PARAMS) {
-            int count = c.readInt();
-            if (count < 0 || count > MAX_KERNEL_PARAMS) {
-                throw new ProtocolException("cuLaunchKernel: parameter count out of range: count=" + count);
-            }
-            kernelParams = c.scratch(8L * Math.max(count, 1));
-            int total = 0;
-            for (int i = 0; i < count; i++) {
-                int size = c.readInt();
-                total += size;
-                if (size <= 0 || total > MAX_KERNEL_PARAM_BYTES || size > c.body.remaining()) {
-                    throw new ProtocolException("cuLaunchKernel: parameter size out of range: size=" + size);
-                }
-                MemorySegment value = c.scratch(size);
-                MemorySegment.copy(MemorySegment.ofBuffer(c.body.slice(c.body.position(), size)), 0, value, 0, size);
-                c.body.position(c.body.position() + size);
-                kernelParams.setAtIndex(ValueLayout.ADDRESS, i, value);
-            }
-        } else if (mode == LAUNCH_EXTRA) {
-            int size = c.readInt();
-            if (size < 0 || size > MAX_KERNEL_PARAM_BYTES || size > c.body.remaining()) {
-                throw new ProtocolException("cuLaunchKernel: extra buffer size out of range: size=" + size);
-            }
-            MemorySegment buffer = c.scratch(size);
-            MemorySegment.copy(MemorySegment.ofBuffer(c.body.slice(c.body.position(), size)), 0, buffer, 0, size);
-            c.body.position(c.body.position() + size);
-            MemorySegment sizeCell = c.scratch(8);
-            sizeCell.set(ValueLayout.JAVA_LONG, 0, size);
-            extra = c.scratch(40);
-            extra.setAtIndex(ValueLayout.JAVA_LONG, 0, 1); // CU_LAUNCH_PARAM_BUFFER_POINTER
-            extra.setAtIndex(ValueLayout.ADDRESS, 1, buffer);
-            extra.setAtIndex(ValueLayout.JAVA_LONG, 2, 2); // CU_LAUNCH_PARAM_BUFFER_SIZE
-            extra.setAtIndex(ValueLayout.ADDRESS, 3, sizeCell);
-            extra.setAtIndex(ValueLayout.JAVA_LONG, 4, 0); // CU_LAUNCH_PARAM_END
-        } else {
-            throw new ProtocolException("cuLaunchKernel: unknown parameter mode " + mode);
-        }
-        c.expectEnd();
-        long f = c.handle(ParamType.FUNC, fId, false);
-        long stream = c.handle(ParamType.STREAM, streamId, true);
-        return driver.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, kernelParams, extra);
-    }
 }

@@ -1,114 +1,60 @@
 package io.gpusockets.frontend;
 
+import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
-import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
 import io.gpusockets.protocol.wire.WireValues;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.util.AbstractList;
 import java.util.List;
 
 /**
- * The hand-written copies of the table's memory section: unified cuMemcpy(Async), and pitched
- * cuMemcpy2D/3D(Async). Pointers are classified with {@link DeviceRanges}; a host side is gathered
- * from (or scattered into) the program's pitched memory row by row, so that only the bytes the copy
- * moves travel, packed, and no guest address is sent.
+ * Area {@code pitched}: cuMemcpy2D/3D (and Async). A host side is gathered from (or scattered into)
+ * the program's pitched memory row by row, so that only the bytes the copy moves travel, packed, and
+ * no guest address is sent; UNIFIED sides are resolved by the device ranges the frontend has seen.
  */
-final class RemoteMemory {
-    private static final ApiFunction MEMCPY = ApiTable.get().byName("cuMemcpy");
-    private static final ApiFunction MEMCPY_ASYNC = ApiTable.get().byName("cuMemcpyAsync");
-    private static final ApiFunction MEMCPY_2D = ApiTable.get().byName("cuMemcpy2D");
-    private static final ApiFunction MEMCPY_2D_ASYNC = ApiTable.get().byName("cuMemcpy2DAsync");
-    private static final ApiFunction MEMCPY_3D = ApiTable.get().byName("cuMemcpy3D");
-    private static final ApiFunction MEMCPY_3D_ASYNC = ApiTable.get().byName("cuMemcpy3DAsync");
-    private static final int POINTER_ATTRIBUTE_RANGE_START = 11;
-    private static final int POINTER_ATTRIBUTE_RANGE_SIZE = 12;
-
-    private final RemoteCudaDriver driver;
+final class PitchedCalls implements FrontendHandlers.Pitched {
+    private final CallChannel channel;
+    /** For the host-to-host case's stream synchronisation. */
+    private final CudaDriver driver;
     private final DeviceRanges ranges;
 
-    RemoteMemory(RemoteCudaDriver driver) {
+    PitchedCalls(CallChannel channel, CudaDriver driver, DeviceRanges ranges) {
+        this.channel = channel;
         this.driver = driver;
-        this.ranges = new DeviceRanges(this::rangeOf);
+        this.ranges = ranges;
     }
-
-    DeviceRanges ranges() {
-        return ranges;
-    }
-
-    /** The session's range containing {@code p}, from the backend, or null when it is no device memory of the session. */
-    private long[] rangeOf(long p) {
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment start = a.allocate(8), size = a.allocate(8);
-            if (driver.cuPointerGetAttribute(start, POINTER_ATTRIBUTE_RANGE_START, p) != CuResult.CUDA_SUCCESS
-                    || driver.cuPointerGetAttribute(size, POINTER_ATTRIBUTE_RANGE_SIZE, p) != CuResult.CUDA_SUCCESS) {
-                return null;
-            }
-            return new long[] {start.get(ValueLayout.JAVA_LONG, 0), size.get(ValueLayout.JAVA_LONG, 0)};
-        }
-    }
-
-    // ---- cuMemcpy, cuMemcpyAsync ---------------------------------------------------------------
-
-    /**
-     * Device to device goes to the backend as this entry; one device side becomes cuMemcpyHtoD or
-     * cuMemcpyDtoH (Async with the stream); host to host is copied here (after the stream's work, for
-     * the async form).
-     */
-    int copy(long dst, long src, long byteCount, long stream, boolean async) {
-        if (byteCount < 0) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;
-        }
-        DeviceRanges.Kind dstKind = ranges.classify(dst), srcKind = ranges.classify(src);
-        if (dstKind == DeviceRanges.Kind.FREED || srcKind == DeviceRanges.Kind.FREED) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;
-        }
-        boolean dstDevice = dstKind == DeviceRanges.Kind.DEVICE;
-        boolean srcDevice = srcKind == DeviceRanges.Kind.DEVICE;
-        if (dstDevice && srcDevice) {
-            return async ? driver.call(MEMCPY_ASYNC, dst, src, byteCount, stream) : driver.call(MEMCPY, dst, src, byteCount);
-        }
-        if (byteCount == 0) {
-            return CuResult.CUDA_SUCCESS;
-        }
-        if ((!dstDevice && dst == 0) || (!srcDevice && src == 0)) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;
-        }
-        if (dstDevice) {
-            MemorySegment host = host(src, byteCount);
-            return async ? driver.cuMemcpyHtoDAsync(dst, host, byteCount, stream) : driver.cuMemcpyHtoD(dst, host, byteCount);
-        }
-        if (srcDevice) {
-            MemorySegment host = host(dst, byteCount);
-            return async ? driver.cuMemcpyDtoHAsync(host, src, byteCount, stream) : driver.cuMemcpyDtoH(host, src, byteCount);
-        }
-        if (async) {
-            int r = driver.cuStreamSynchronize(stream);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
-            }
-        }
-        MemorySegment.copy(host(src, byteCount), 0, host(dst, byteCount), 0, byteCount);
-        return CuResult.CUDA_SUCCESS;
-    }
-
-    private static MemorySegment host(long address, long bytes) {
-        return MemorySegment.ofAddress(address).reinterpret(bytes);
-    }
-
-    // ---- cuMemcpy2D, cuMemcpy3D (and Async) -----------------------------------------------------
 
     /**
      * Reads the program's CUDA_MEMCPY2D/3D, resolves UNIFIED sides, and sends the copy with a host
      * source's rows as DATA, or receives a host destination's rows into their places. A host-to-host
      * copy never leaves the guest.
      */
-    int copyPitched(MemorySegment pCopy, long stream, boolean is3D, boolean async) {
+    @Override
+    public int cuMemcpy2D(MemorySegment pCopy) {
+        return copy(pCopy, 0, false, false);
+    }
+
+    @Override
+    public int cuMemcpy2DAsync(MemorySegment pCopy, long hStream) {
+        return copy(pCopy, hStream, false, true);
+    }
+
+    @Override
+    public int cuMemcpy3D(MemorySegment pCopy) {
+        return copy(pCopy, 0, true, false);
+    }
+
+    @Override
+    public int cuMemcpy3DAsync(MemorySegment pCopy, long hStream) {
+        return copy(pCopy, hStream, true, true);
+    }
+
+    private int copy(MemorySegment pCopy, long stream, boolean is3D, boolean async) {
         if (pCopy.isNative() && pCopy.address() == 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
@@ -133,16 +79,17 @@ final class RemoteMemory {
         if (in == null || out == null) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        ByteBuffer req = RemoteCudaDriver.request();
+        ByteBuffer req = CallChannel.request();
         m.encode(req);
         if (async) {
             req.putLong(stream);
         }
         req.putLong(hostIn ? m.totalBytes() : 0);
-        ApiFunction f = is3D ? (async ? MEMCPY_3D_ASYNC : MEMCPY_3D) : (async ? MEMCPY_2D_ASYNC : MEMCPY_2D);
+        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
+                : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
         // Rows going to the device are captured once sent: that copy may be pipelined. Rows coming back are waited for.
-        boolean noReply = async && driver.pipelining() && !hostOut;
-        return driver.exchange(f, req.flip(), in, true, out, noReply).result();
+        boolean noReply = async && channel.pipelining() && !hostOut;
+        return channel.exchange(f, req.flip(), in, true, out, noReply).result();
     }
 
     /** A side with UNIFIED resolved to HOST or DEVICE by where its base pointer lies; null for an unknown type or freed memory. */
@@ -176,7 +123,7 @@ final class RemoteMemory {
         if (s.host() == 0 || m.rows() > Integer.MAX_VALUE) {
             return null;
         }
-        MemorySegment base = host(s.host() + start, extent);
+        MemorySegment base = CopyCalls.host(s.host() + start, extent);
         if (m.contiguous(s)) {
             return List.of(base.asSlice(0, m.totalBytes()));
         }
@@ -225,7 +172,7 @@ final class RemoteMemory {
         if (extent == 0) {
             return List.of();
         }
-        MemorySegment base = host(s.host() + start, extent);
+        MemorySegment base = CopyCalls.host(s.host() + start, extent);
         int count = (int) m.rows();
         return new AbstractList<>() {
             @Override

@@ -5,7 +5,6 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
-import io.gpusockets.protocol.structs.ResourceDesc;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -13,36 +12,41 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 
 /**
- * The custom=backend entries of the table's memory section: pitched 2D/3D copies and texture
- * objects. Both carry structs that name memory, so each named device span is checked against the
- * session's ranges and each array handle translated before the driver sees the struct.
+ * Area {@code pitched}: 2D and 3D copies. Their struct names memory, so each named device span is
+ * checked against the session's ranges and each array handle translated before the driver sees it.
  *
  * <p>Copies with a host side never touch guest addresses: the host side becomes this lane's staging
  * buffer, rows packed without gaps, and the copy is cut into pieces that fit it (whole slices, else
  * whole rows, else parts of a row), each piece a driver call of its own.
  */
-final class MemoryCalls {
+final class PitchedCalls implements BackendHandlers.Pitched {
     private final Session session;
     private final CudaDriver driver;
 
-    MemoryCalls(Session session) {
+    PitchedCalls(Session session) {
         this.session = session;
         this.driver = session.host().driver();
     }
 
-    int handle(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
-        return switch (c.function.name()) {
-            case "cuMemcpy2D" -> copy(c, false, false);
-            case "cuMemcpy2DAsync" -> copy(c, false, true);
-            case "cuMemcpy3D" -> copy(c, true, false);
-            case "cuMemcpy3DAsync" -> copy(c, true, true);
-            case "cuTexObjectCreate" -> createTexture(c);
-            case "cuTexObjectGetResourceDesc" -> resourceDesc(c);
-            default -> throw new IllegalStateException("no memory handler for " + c.function.name());
-        };
+    @Override
+    public int cuMemcpy2D(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, false, false);
     }
 
-    // ---- 2D and 3D copies ----------------------------------------------------------------------
+    @Override
+    public int cuMemcpy2DAsync(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, false, true);
+    }
+
+    @Override
+    public int cuMemcpy3D(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, true, false);
+    }
+
+    @Override
+    public int cuMemcpy3DAsync(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, true, true);
+    }
 
     /**
      * Request: the copy ({@link Memcpy3D#encode}), [stream u64,] bulk length u64; a host source's
@@ -218,63 +222,5 @@ final class MemoryCalls {
                 chunk = null;
             }
         }
-    }
-
-    // ---- texture objects -----------------------------------------------------------------------
-
-    /**
-     * Request (generic marshalling of bytes inputs): the three descriptor lengths u64, then their bytes
-     * as DATA. The resource's device span is checked, or its array handle translated, before the driver
-     * sees it. Reply: the texture object as this session's handle id.
-     */
-    private int createTexture(Call c) throws ProtocolException, CallRejected, InterruptedException {
-        long resLength = c.readLong(), texLength = c.readLong(), viewLength = c.readLong();
-        c.expectEnd();
-        c.expectBulk(resLength);
-        c.expectBulk(texLength);
-        c.expectBulk(viewLength);
-        if (resLength != ResourceDesc.SIZE || texLength != ResourceDesc.TEXTURE_DESC_SIZE
-                || (viewLength != 0 && viewLength != ResourceDesc.VIEW_DESC_SIZE)) {
-            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "descriptor lengths " + resLength + "/" + texLength + "/" + viewLength);
-        }
-        MemorySegment res = c.receiveBulk(resLength);
-        MemorySegment tex = c.receiveBulk(texLength);
-        MemorySegment view = viewLength == 0 ? MemorySegment.NULL : c.receiveBulk(viewLength);
-        long target = ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER);
-        switch (ResourceDesc.type(res)) {
-            case ResourceDesc.TYPE_ARRAY -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
-                    c.handle(ParamType.ARRAY, target, false));
-            case ResourceDesc.TYPE_LINEAR -> c.deviceRange(target, ResourceDesc.getLong(res, ResourceDesc.LINEAR_SIZE));
-            case ResourceDesc.TYPE_PITCH2D -> c.deviceRange(target, ResourceDesc.pitch2DSpan(res));
-            case ResourceDesc.TYPE_MIPMAPPED_ARRAY ->
-                    throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "mipmapped arrays are not forwarded");
-            default -> throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "resType " + ResourceDesc.type(res));
-        }
-        MemorySegment out = c.scratch(8);
-        int r = driver.cuTexObjectCreate(out, res, tex, view);
-        if (r == CuResult.CUDA_SUCCESS) {
-            long context = session.currentContextId(c.lane);
-            c.outs.putLong(session.handles().intern(ParamType.TEX, out.get(ValueLayout.JAVA_LONG, 0), 0, context));
-        }
-        return r;
-    }
-
-    /** Request: texObject u64. Reply: the 144-byte descriptor as DATA, an array handle as this session's id. */
-    private int resourceDesc(Call c) throws ProtocolException, CallRejected, IOException {
-        long tex = c.handle(ParamType.TEX, c.readLong(), false);
-        c.expectEnd();
-        MemorySegment res = c.scratch(ResourceDesc.SIZE);
-        int r = driver.cuTexObjectGetResourceDesc(res, tex);
-        if (r != CuResult.CUDA_SUCCESS) {
-            return r;
-        }
-        int type = ResourceDesc.type(res);
-        if (type == ResourceDesc.TYPE_ARRAY || type == ResourceDesc.TYPE_MIPMAPPED_ARRAY) {
-            long real = ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER);
-            ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
-                    type == ResourceDesc.TYPE_ARRAY ? session.handles().idOf(ParamType.ARRAY, real) : 0);
-        }
-        c.sendData(res.asSlice(0, ResourceDesc.SIZE));
-        return r;
     }
 }

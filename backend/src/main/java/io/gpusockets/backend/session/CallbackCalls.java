@@ -1,13 +1,11 @@
 package io.gpusockets.backend.session;
 
-import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.ProtocolException;
 
 /**
- * Entries whose real work happens in the guest, beside the program: cuModuleLoad (the frontend reads
- * the file and sends it as cuModuleLoadData; a backend never opens a path a client names) and the
- * host callbacks, for which the backend only holds the stream at a gate ({@link HostCallbackGates}).
+ * Area {@code callbacks}: host callbacks run in the guest, beside the program; the backend only holds
+ * the stream at a gate ({@link HostCallbackGates}) until the guest's callback has run.
  *
  * <p>Request bodies of cuStreamAddCallback and cuLaunchHostFunc start with an operation:
  * <pre>
@@ -16,21 +14,28 @@ import io.gpusockets.protocol.wire.ProtocolException;
  *   OPEN     op u32, gate u64               →  (nothing)
  * </pre>
  */
-final class GuestSideCalls {
+final class CallbackCalls implements BackendHandlers.Callbacks {
     static final int ENQUEUE = 0;
     static final int AWAIT = 1;
     static final int OPEN = 2;
 
     private final Session session;
 
-    GuestSideCalls(Session session) {
+    CallbackCalls(Session session) {
         this.session = session;
     }
 
-    int handle(Call c) throws ProtocolException, CallRejected, InterruptedException {
-        if (c.function.name().equals("cuModuleLoad")) {
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "module files are read by the frontend");
-        }
+    @Override
+    public int cuStreamAddCallback(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        return gate(c);
+    }
+
+    @Override
+    public int cuLaunchHostFunc(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        return gate(c);
+    }
+
+    private int gate(Call c) throws ProtocolException, CallRejected, InterruptedException {
         HostCallbackGates gates = session.callbackGates();
         int op = c.readInt();
         switch (op) {

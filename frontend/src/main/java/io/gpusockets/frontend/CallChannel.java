@@ -1,0 +1,205 @@
+package io.gpusockets.frontend;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.WindowSlots;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.ref.Cleaner;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+
+/**
+ * How one call travels: the calling thread's lane, its request frame, its bulk data as DATA frames
+ * (or through the connection's shared window), and its reply. The generic stubs and every
+ * hand-written call of the frontend send through here; what goes into a request is theirs.
+ */
+final class CallChannel {
+    private static final Cleaner LANE_CLEANER = Cleaner.create();
+    private static final int REQUEST_BUFFER = 64 << 10;
+    private static final ThreadLocal<ByteBuffer> REQUEST =
+            ThreadLocal.withInitial(() -> ByteBuffer.allocate(REQUEST_BUFFER).order(ByteOrder.LITTLE_ENDIAN));
+
+    private final BackendConnection connection;
+    private final AtomicInteger laneIds = new AtomicInteger(1);
+    private final ThreadLocal<LaneTicket> lane = ThreadLocal.withInitial(this::newLane);
+    private final AtomicBoolean lossReported = new AtomicBoolean();
+    /** Whether calls from the current thread are refused (a stream callback running here). */
+    private volatile BooleanSupplier refused = () -> false;
+
+    /** A client thread's lane; when the thread is gone the backend is told to end the lane. */
+    private static final class LaneTicket {
+        final int id;
+
+        LaneTicket(int id) {
+            this.id = id;
+        }
+    }
+
+    CallChannel(BackendConnection connection) {
+        this.connection = connection;
+    }
+
+    /** Calls from a thread for which {@code refused} holds fail with CUDA_ERROR_NOT_PERMITTED. */
+    void refuseWhen(BooleanSupplier refused) {
+        this.refused = refused;
+    }
+
+    BackendConnection connection() {
+        return connection;
+    }
+
+    /** Whether async calls are pipelined on this connection (asked for and granted). */
+    boolean pipelining() {
+        return connection.async();
+    }
+
+    /** This thread's request buffer, cleared. */
+    static ByteBuffer request() {
+        return REQUEST.get().clear();
+    }
+
+    /** A call's CUresult and, when it waited, the rest of the reply body (its outputs). */
+    record Reply(int result, ByteBuffer body) {
+    }
+
+    /** From now on a lost connection is not reported (the driver is closing on purpose). */
+    void closing() {
+        lossReported.set(true);
+    }
+
+    private LaneTicket newLane() {
+        int id = laneIds.getAndIncrement();
+        LaneTicket ticket = new LaneTicket(id);
+        BackendConnection conn = connection;
+        LANE_CLEANER.register(ticket, () -> {
+            try {
+                conn.send(Opcodes.LANE_END, 0, id, 0);
+            } catch (IOException ignored) {
+                // the connection is gone, and the lane with it
+            }
+        });
+        return ticket;
+    }
+
+    private int lost(IOException e) {
+        if (lossReported.compareAndSet(false, true)) {
+            System.err.println("gpusockets: " + e.getMessage() + "; CUDA calls now fail with "
+                    + CuResult.name(RemoteCudaDriver.CONNECTION_LOST));
+        }
+        return RemoteCudaDriver.CONNECTION_LOST;
+    }
+
+    /** Frames gather at most this many pieces of bulk input (IOV_MAX is 1024). */
+    private static final int MAX_GATHER = 1000;
+
+    /** Sends one request (and its bulk inputs, each in frames of its own), then, unless pipelined, waits for the reply. */
+    Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, List<MemorySegment> outBytes,
+                           boolean noReply) {
+        return exchange(f, request, bulk, false, outBytes, noReply);
+    }
+
+    /**
+     * Sends one request and its bulk input as DATA frames of up to a chunk each, then, unless
+     * pipelined, waits for the reply; bulk outputs land in {@code outBytes} in order. With
+     * {@code gather} the bulk segments are the pieces of one input (the rows of a pitched copy) and
+     * consecutive pieces share frames; without it each segment is a parameter of its own and starts a
+     * new frame, as the backend's generic dispatch reads them.
+     */
+    Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, boolean gather,
+                   List<MemorySegment> outBytes, boolean noReply) {
+        if (refused.getAsBoolean()) {
+            // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
+            return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
+        }
+        int laneId = lane.get().id;
+        MemorySegment window = noReply ? null : windowFor(bulk, outBytes);
+        try {
+            BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
+            long requestId = p != null ? p.requestId : connection.nextRequestId();
+            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0);
+            connection.send(f.opcode(), flags, laneId, requestId, request);
+            int chunk = connection.maxBody() / 4;
+            List<ByteBuffer> frame = new ArrayList<>();
+            long frameBytes = 0;
+            long slot = -1; // with the window: where the current frame's bytes go
+            for (MemorySegment b : bulk) {
+                for (long off = 0; off < b.byteSize(); ) {
+                    long n = Math.min(chunk - frameBytes, b.byteSize() - off);
+                    if (window != null) {
+                        if (slot < 0) {
+                            slot = connection.nextInputSlot();
+                        }
+                        SplitCopier.copy(b, off, window, slot + frameBytes, n);
+                        frame.add(EMPTY); // a placeholder: the frame's bytes are in the window
+                    } else {
+                        frame.add(b.asSlice(off, n).asByteBuffer());
+                    }
+                    frameBytes += n;
+                    off += n;
+                    if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
+                        sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
+                        frame.clear();
+                        frameBytes = 0;
+                        slot = -1;
+                    }
+                }
+            }
+            if (!frame.isEmpty()) {
+                sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
+            }
+            if (p == null) {
+                return new Reply(CuResult.CUDA_SUCCESS, null);
+            }
+            ByteBuffer body = connection.await(p).order(ByteOrder.LITTLE_ENDIAN);
+            return new Reply(body.getInt(), body);
+        } catch (IOException e) {
+            return new Reply(lost(e), null);
+        } finally {
+            if (window != null) {
+                connection.releaseWindow();
+            }
+        }
+    }
+
+    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+
+    /**
+     * Bulk data of at least this many bytes (in or out) goes through the connection's shared window
+     * when it has one: it is copied once, into a few slots the backend's device reads (or writes)
+     * where they are, instead of through a ring and out again. Smaller data rides in the byte stream.
+     */
+    static final long WINDOW_MIN_BYTES = 64 << 10;
+
+    /** The shared window for a call with this bulk data, held until the reply; null to use the byte stream. */
+    private MemorySegment windowFor(List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+        long in = 0, out = 0;
+        for (MemorySegment b : bulk) {
+            in += b.byteSize();
+        }
+        for (MemorySegment o : outBytes) {
+            out += o.byteSize();
+        }
+        return Math.max(in, out) >= WINDOW_MIN_BYTES ? connection.acquireWindow(in > 0) : null;
+    }
+
+    /**
+     * Sends one DATA frame: {@code frame}'s buffers, or, when {@code slot} is a window offset, a
+     * reference to the {@code bytes} already copied there.
+     */
+    private void sendData(int laneId, long requestId, List<ByteBuffer> frame, long slot, long bytes) throws IOException {
+        if (slot < 0) {
+            connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+            return;
+        }
+        connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, WindowSlots.ref(slot, bytes));
+        connection.inputSent();
+    }
+}

@@ -1,0 +1,127 @@
+package io.gpusockets.frontend;
+
+import io.gpusockets.protocol.api.ApiEntries;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.wire.WireValues;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Area {@code launches}: kernel launches. The parameters are copied at the call, as the driver
+ * does, by the sizes the backend reports for the function (cached), and pipelined when allowed.
+ */
+final class LaunchCalls implements FrontendHandlers.Launches {
+    private final CallChannel channel;
+    /** For the parameter-size query, a call of its own. */
+    private final CudaDriver driver;
+    private final Map<Long, long[]> paramSizes = new ConcurrentHashMap<>();
+
+    LaunchCalls(CallChannel channel, CudaDriver driver) {
+        this.channel = channel;
+        this.driver = driver;
+    }
+
+    /**
+     * Kernel parameters are copied at the call, as the driver does: sizes come from the backend
+     * (cuFuncGetParamInfo) once per function; {@code extra} launches send the packed buffer as is.
+     */
+    @Override
+    public int cuLaunchKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY,
+                              int blockDimZ, int sharedMemBytes, long hStream, MemorySegment kernelParams,
+                              MemorySegment extra) {
+        boolean hasParams = kernelParams.address() != 0 || (!kernelParams.isNative() && kernelParams.byteSize() > 0);
+        boolean hasExtra = extra.address() != 0 || (!extra.isNative() && extra.byteSize() > 0);
+        if (hasParams && hasExtra) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        long[] sizes = null;
+        if (!hasExtra) {
+            // Asked before the request buffer is filled: the query is a call of its own and uses it too.
+            sizes = paramSizes.get(f);
+            if (sizes == null) {
+                sizes = queryParamSizes(f);
+                if (sizes == null) {
+                    return CuResult.CUDA_ERROR_INVALID_HANDLE;
+                }
+                paramSizes.put(f, sizes);
+            }
+            if (sizes.length > 0 && !hasParams) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        ByteBuffer req = CallChannel.request();
+        req.putLong(f).putInt(gridDimX).putInt(gridDimY).putInt(gridDimZ)
+                .putInt(blockDimX).putInt(blockDimY).putInt(blockDimZ).putInt(sharedMemBytes).putLong(hStream);
+        if (hasExtra) {
+            int r = putExtra(req, extra);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+        } else {
+            req.putInt(0).putInt(sizes.length);
+            MemorySegment array = WireValues.sized(kernelParams, 8L * sizes.length);
+            for (int i = 0; i < sizes.length; i++) {
+                MemorySegment value = array.getAtIndex(ValueLayout.ADDRESS, i).reinterpret(sizes[i]);
+                req.putInt((int) sizes[i]);
+                req.put(value.asByteBuffer());
+            }
+        }
+        boolean noReply = channel.pipelining();
+        return channel.exchange(ApiEntries.cuLaunchKernel, req.flip(), List.of(), List.of(), noReply).result();
+    }
+
+    private static final int LAUNCH_PARAM_END = 0;
+    private static final int LAUNCH_PARAM_BUFFER_POINTER = 1;
+    private static final int LAUNCH_PARAM_BUFFER_SIZE = 2;
+    private static final int MAX_EXTRA_WORDS = 64;
+
+    private static int putExtra(ByteBuffer req, MemorySegment extra) {
+        MemorySegment e = WireValues.sized(extra, 8L * MAX_EXTRA_WORDS);
+        MemorySegment buffer = null;
+        long size = -1;
+        for (int i = 0; i + 1 < MAX_EXTRA_WORDS; i += 2) {
+            long key = e.getAtIndex(ValueLayout.JAVA_LONG, i);
+            if (key == LAUNCH_PARAM_END) {
+                break;
+            }
+            MemorySegment value = e.getAtIndex(ValueLayout.ADDRESS, i + 1);
+            if (key == LAUNCH_PARAM_BUFFER_POINTER) {
+                buffer = value;
+            } else if (key == LAUNCH_PARAM_BUFFER_SIZE) {
+                size = value.reinterpret(8).get(ValueLayout.JAVA_LONG, 0);
+            } else {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        if (buffer == null || size < 0 || size > 32764 || size + 64 > req.remaining()) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        req.putInt(1).putInt((int) size).put(buffer.reinterpret(size).asByteBuffer());
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** Parameter sizes of a function, from cuFuncGetParamInfo until it answers INVALID_VALUE. */
+    private long[] queryParamSizes(long f) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment offset = a.allocate(8), size = a.allocate(8);
+            List<Long> sizes = new ArrayList<>();
+            for (int i = 0; i < 1024; i++) {
+                int r = driver.cuFuncGetParamInfo(f, i, offset, size);
+                if (r == CuResult.CUDA_ERROR_INVALID_VALUE) {
+                    break;
+                }
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return null;
+                }
+                sizes.add(size.get(ValueLayout.JAVA_LONG, 0));
+            }
+            return sizes.stream().mapToLong(Long::longValue).toArray();
+        }
+    }
+}

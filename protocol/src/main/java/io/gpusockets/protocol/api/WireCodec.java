@@ -1,0 +1,31 @@
+package io.gpusockets.protocol.api;
+
+/**
+ * The request layout of an entry (table attribute {@code codec=}): the generic one the table
+ * describes, or a hand-written one with its own class in {@code io.gpusockets.protocol.calls}, which
+ * both ends use. A backend handler of an entry with its own codec receives the raw request and decodes
+ * it with that class; every other handler receives its inputs decoded and checked.
+ */
+public enum WireCodec {
+    /** Inputs in C order as the table describes them. */
+    GENERIC,
+    /** {@code launch}: cuLaunchKernel's parameters or packed {@code extra} buffer. */
+    LAUNCH,
+    /** {@code pointer-attribute}: an attribute and a device pointer; the value comes back as u64. */
+    POINTER_ATTRIBUTE,
+    /** {@code pitched-copy}: a CUDA_MEMCPY2D/3D with its host side packed as DATA. */
+    PITCHED_COPY,
+    /** {@code host-callback}: the gate operations of a host callback. */
+    HOST_CALLBACK;
+
+    static WireCodec parse(String value) {
+        return switch (value) {
+            case "launch" -> LAUNCH;
+            case "pointer-attribute" -> POINTER_ATTRIBUTE;
+            case "pitched-copy" -> PITCHED_COPY;
+            case "host-callback" -> HOST_CALLBACK;
+            default -> throw new IllegalArgumentException(
+                    "codec= takes launch, pointer-attribute, pitched-copy or host-callback: " + value);
+        };
+    }
+}
