@@ -1,0 +1,118 @@
+package io.gpusockets.protocol.calls;
+
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.nio.ByteBuffer;
+
+/**
+ * The bodies of cuStreamAddCallback and cuLaunchHostFunc, which both carry the same three
+ * operations (the program's function runs in the guest; the backend only holds the stream at a gate):
+ *
+ * <pre>
+ *  request                                         reply (after the CUresult)
+ *  ENQUEUE  op u32 = 0 | stream u64 | flags u32      gate u64
+ *           0          4            12        16     0        8
+ *  AWAIT    op u32 = 1                               gate u64 | status i32   (blocks until a gate is reached)
+ *           0          4                             0        8            12
+ *  OPEN     op u32 = 2 | gate u64                    (nothing)
+ *           0          4          12
+ * </pre>
+ *
+ * {@code stream} is a session handle id (0: the legacy stream), {@code status} the stream's CUresult
+ * handed to the callback. All fields little-endian, no padding.
+ */
+public final class HostCallbackOps {
+    public static final int ENQUEUE = 0;
+    public static final int AWAIT = 1;
+    public static final int OPEN = 2;
+
+    public static final int OP_OFFSET = 0;
+    /** ENQUEUE's stream, and OPEN's gate, follow the op. */
+    public static final int STREAM_OFFSET = 4;
+    public static final int FLAGS_OFFSET = 12;
+    public static final int GATE_OFFSET = 4;
+    public static final int ENQUEUE_BYTES = 16;
+    public static final int AWAIT_BYTES = 4;
+    public static final int OPEN_BYTES = 12;
+    /** In the replies: ENQUEUE's and AWAIT's gate, AWAIT's status. */
+    public static final int REPLY_GATE_OFFSET = 0;
+    public static final int REPLY_STATUS_OFFSET = 8;
+    public static final int ENQUEUE_REPLY_BYTES = 8;
+    public static final int AWAIT_REPLY_BYTES = 12;
+
+    private HostCallbackOps() {
+    }
+
+    /** A decoded request: one record per operation. */
+    public sealed interface Request permits Enqueue, Await, Open {
+    }
+
+    /** Put a gate into {@code stream} ({@code flags}: cuStreamAddCallback's, 0 for a host function). */
+    public record Enqueue(long stream, int flags) implements Request {
+    }
+
+    /** Wait for the next gate a stream has reached. */
+    public record Await() implements Request {
+    }
+
+    /** Open {@code gate}, letting later work on its stream run. */
+    public record Open(long gate) implements Request {
+    }
+
+    /** AWAIT's reply: the gate reached and the stream's status. */
+    public record Reached(long gate, int status) {
+    }
+
+    private static final Await AWAIT_REQUEST = new Await();
+
+    // ---- requests (frontend writes, backend reads) -----------------------------------------------
+
+    public static void putEnqueue(ByteBuffer b, long stream, int flags) {
+        b.putInt(ENQUEUE).putLong(stream).putInt(flags);
+    }
+
+    public static void putAwait(ByteBuffer b) {
+        b.putInt(AWAIT);
+    }
+
+    public static void putOpen(ByteBuffer b, long gate) {
+        b.putInt(OPEN).putLong(gate);
+    }
+
+    /**
+     * Reads a request: its op and that op's fields. Throws ProtocolException naming an unknown op,
+     * {@link java.nio.BufferUnderflowException} on a truncated body.
+     */
+    public static Request read(ByteBuffer b) throws ProtocolException {
+        int op = b.getInt();
+        return switch (op) {
+            case ENQUEUE -> {
+                long stream = b.getLong();
+                int flags = b.getInt();
+                yield new Enqueue(stream, flags);
+            }
+            case AWAIT -> AWAIT_REQUEST;
+            case OPEN -> new Open(b.getLong());
+            default -> throw new ProtocolException("cuStreamAddCallback/cuLaunchHostFunc: unknown operation: op=" + op);
+        };
+    }
+
+    // ---- replies (backend writes after the CUresult, frontend reads) -------------------------------
+
+    public static void putEnqueueReply(ByteBuffer b, long gate) {
+        b.putLong(gate);
+    }
+
+    public static long readEnqueueReply(ByteBuffer b) {
+        return b.getLong();
+    }
+
+    public static void putAwaitReply(ByteBuffer b, long gate, int status) {
+        b.putLong(gate).putInt(status);
+    }
+
+    public static Reached readAwaitReply(ByteBuffer b) {
+        long gate = b.getLong();
+        int status = b.getInt();
+        return new Reached(gate, status);
+    }
+}
