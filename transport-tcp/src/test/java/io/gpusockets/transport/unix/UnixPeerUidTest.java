@@ -1,4 +1,4 @@
-package io.gpusockets.transport.tcp;
+package io.gpusockets.transport.unix;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 

@@ -1,4 +1,4 @@
-package io.gpusockets.transport.tcp;
+package io.gpusockets.transport.unix;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.transport.tcp.SocketTransport;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.StandardProtocolFamily;

@@ -1,5 +1,6 @@
-package io.gpusockets.transport.tcp;
+package io.gpusockets.transport.unix;
 
+import io.gpusockets.transport.tcp.Endpoint;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.ConnectException;
@@ -26,7 +27,7 @@ import java.util.Objects;
  * owner (and root) can connect. Put the socket in a directory whose permissions admit exactly the
  * intended users, and authorize each connection by {@code PeerInfo.uid}.
  */
-final class UnixSocketFile {
+public final class UnixSocketFile {
     private static final int S_IFMT = 0170000;
     private static final int S_IFSOCK = 0140000;
 
@@ -39,7 +40,7 @@ final class UnixSocketFile {
     }
 
     /** Removes a stale socket file at the endpoint's path; throws if the path is taken by anything else. */
-    static void removeIfStale(Endpoint endpoint) throws IOException {
+    public static void removeIfStale(Endpoint endpoint) throws IOException {
         Path path = Path.of(endpoint.uri().path());
         if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) {
             return;
@@ -55,12 +56,12 @@ final class UnixSocketFile {
     }
 
     /** Remembers the file just bound at {@code path}. */
-    static UnixSocketFile bound(Path path) throws IOException {
+    public static UnixSocketFile bound(Path path) throws IOException {
         return new UnixSocketFile(path, fileKey(path));
     }
 
     /** Deletes the file if it is still the one this listener bound. Never throws. */
-    void deleteIfStillOurs() {
+    public void deleteIfStillOurs() {
         try {
             if (Objects.equals(fileKey(path), fileKey)) {
                 Files.deleteIfExists(path);

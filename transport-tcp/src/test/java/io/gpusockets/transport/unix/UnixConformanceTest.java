@@ -1,4 +1,4 @@
-package io.gpusockets.transport.tcp;
+package io.gpusockets.transport.unix;
 
 import io.gpusockets.protocol.transport.TransportConformanceSuite;
 import io.gpusockets.protocol.transport.TransportUri;

@@ -1,4 +1,4 @@
-package io.gpusockets.transport.tcp;
+package io.gpusockets.transport.unix;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -20,14 +20,14 @@ import jdk.net.ExtendedSocketOptions;
  * directory service (LDAP, sssd) knows get no uid: {@code PeerInfo.uid} stays empty, so a backend that
  * authorizes by uid refuses them rather than guessing.
  */
-final class UnixPeerUid {
+public final class UnixPeerUid {
     private static final Path PASSWD = Path.of("/etc/passwd");
 
     private UnixPeerUid() {
     }
 
     /** The peer's uid, or empty where the platform does not report credentials. */
-    static OptionalInt of(SocketChannel channel) {
+    public static OptionalInt of(SocketChannel channel) {
         String name;
         try {
             name = channel.getOption(ExtendedSocketOptions.SO_PEERCRED).user().getName();
