@@ -1,12 +1,12 @@
 package io.gpusockets.benchmarks;
 
-import io.gpusockets.backend.cli.DeviceChoice;
 import io.gpusockets.backend.driver.NativeCudaDriver;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.DriverHost;
-import io.gpusockets.backend.workloads.Cu;
-import io.gpusockets.backend.workloads.Kernels;
-import io.gpusockets.backend.workloads.PrimaryContext;
+import io.gpusockets.cli.DeviceChoice;
+import io.gpusockets.cli.workloads.Cu;
+import io.gpusockets.cli.workloads.Kernels;
+import io.gpusockets.cli.workloads.PrimaryContext;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.transport.Transports;

@@ -4,11 +4,11 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import io.gpusockets.backend.workloads.Cu;
-import io.gpusockets.backend.workloads.DeviceBuffer;
-import io.gpusockets.backend.workloads.Kernels;
-import io.gpusockets.backend.workloads.PrimaryContext;
-import io.gpusockets.backend.workloads.VectorAdd;
+import io.gpusockets.cli.workloads.Cu;
+import io.gpusockets.cli.workloads.DeviceBuffer;
+import io.gpusockets.cli.workloads.Kernels;
+import io.gpusockets.cli.workloads.PrimaryContext;
+import io.gpusockets.cli.workloads.VectorAdd;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import java.lang.foreign.Arena;

@@ -2,9 +2,9 @@ package io.gpusockets.benchmarks;
 
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import io.gpusockets.backend.workloads.Cu;
-import io.gpusockets.backend.workloads.DeviceBuffer;
-import io.gpusockets.backend.workloads.PrimaryContext;
+import io.gpusockets.cli.workloads.Cu;
+import io.gpusockets.cli.workloads.DeviceBuffer;
+import io.gpusockets.cli.workloads.PrimaryContext;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;

@@ -1,8 +1,8 @@
 package io.gpusockets.benchmarks;
 
-import io.gpusockets.backend.cli.DeviceChoice;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import java.io.IOException;
@@ -14,8 +14,8 @@ import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.stream.Stream;
 import org.HdrHistogram.Histogram;

@@ -48,7 +48,7 @@ public final class NativeTraining {
             Class<?> hostClass = Class.forName("io.gpusockets.backend.session.DriverHost");
             Class<?> optionsClass = Class.forName("io.gpusockets.backend.server.BackendServer$Options");
             Class<?> serverClass = Class.forName("io.gpusockets.backend.server.BackendServer");
-            Object device = Class.forName("io.gpusockets.backend.emulated.EmulatedDevice").getConstructor().newInstance();
+            Object device = Class.forName("io.gpusockets.emulated.EmulatedDevice").getConstructor().newInstance();
             Object host = hostClass.getMethod("initialise", CudaDriver.class, String.class).invoke(null, device, "training");
             Object options = optionsClass.getField("DEFAULT").get(null);
             try (AutoCloseable server = (AutoCloseable) serverClass.getConstructor(hostClass, optionsClass).newInstance(host, options)) {

@@ -13,7 +13,7 @@ import java.net.UnknownHostException;
  * A {@code tcp://host:port} or {@code unix:///path} URI resolved to what the JDK socket channels take.
  * Host names are resolved here, before any connect deadline starts.
  */
-record Endpoint(TransportUri uri, SocketAddress address, ProtocolFamily family) {
+public record Endpoint(TransportUri uri, SocketAddress address, ProtocolFamily family) {
 
     static Endpoint of(TransportUri uri) throws UnknownHostException {
         return switch (uri.scheme()) {

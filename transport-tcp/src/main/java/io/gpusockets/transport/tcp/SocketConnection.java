@@ -4,6 +4,7 @@ import io.gpusockets.protocol.transport.ChannelIo;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.transport.unix.UnixPeerUid;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardSocketOptions;

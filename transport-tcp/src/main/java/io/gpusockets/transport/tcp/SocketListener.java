@@ -3,6 +3,7 @@ package io.gpusockets.transport.tcp;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.transport.unix.UnixSocketFile;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.net.StandardProtocolFamily;

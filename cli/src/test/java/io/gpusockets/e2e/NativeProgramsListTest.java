@@ -1,0 +1,72 @@
+package io.gpusockets.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Keeps {@code frontend/native/tests} consistent without building anything, so that it holds where
+ * NativeProgramsTest is skipped: every program is listed in programs.list, every listed program has
+ * a source, and every one the harness runs has a golden file that ends with PASS.
+ */
+class NativeProgramsListTest {
+    private final NativePrograms programs = NativePrograms.locate();
+
+    @Test
+    void everyProgramIsListedAndEveryListedProgramExists() throws Exception {
+        Set<String> listed = new TreeSet<>();
+        for (String target : List.of("emulated", "gpu")) {
+            for (NativePrograms.Entry e : programs.entries(target)) {
+                listed.add(e.name());
+                assertNotNull(programs.source(e.name()), () -> "programs.list names " + e.name() + ", which has no source");
+            }
+        }
+        Set<String> sources = new TreeSet<>();
+        for (Path dir : List.of(programs.tests, programs.tests.resolve("gpu"))) {
+            try (var files = Files.list(dir)) {
+                files.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".c"))
+                        .forEach(n -> sources.add(n.substring(0, n.length() - 2)));
+            }
+        }
+        sources.remove("no_backend");   // run by the harness and the script on their own
+        assertEquals(sources, listed, "programs in frontend/native/tests (and gpu/) vs those in programs.list");
+    }
+
+    @Test
+    void everyProgramTheHarnessRunsHasAGoldenFileEndingWithPass() throws Exception {
+        Set<String> seen = new HashSet<>();
+        for (NativePrograms.Entry e : programs.entries("emulated")) {
+            assertTrue(seen.add(e.name()), () -> e.name() + " is listed twice for the emulated device");
+            assertTrue(programs.source(e.name()).getParent().equals(programs.tests),
+                    () -> e.name() + " runs on the emulated device, so its source belongs in tests/, not tests/gpu/");
+            Path golden = programs.golden(e.name());
+            assertTrue(Files.isRegularFile(golden), () -> "no golden file " + golden);
+            String text = Files.readString(golden, StandardCharsets.UTF_8);
+            assertTrue(text.endsWith("\nPASS\n"), () -> golden + " does not end with a PASS line");
+            assertTrue(e.args().stream().allMatch(a -> !a.contains("{") || a.equals("{ptx}")),
+                    () -> e.name() + ": only {ptx} exists on the emulated device: " + e.args());
+        }
+    }
+
+    @Test
+    void goldenFilesBelongToListedPrograms() throws Exception {
+        Set<String> emulated = new TreeSet<>();
+        programs.entries("emulated").forEach(e -> emulated.add(e.name()));
+        try (var files = Files.list(programs.tests.resolve("expected"))) {
+            for (Path p : files.toList()) {
+                String n = p.getFileName().toString();
+                assertTrue(n.endsWith(".out") && emulated.contains(n.substring(0, n.length() - 4)),
+                        () -> p + " is no golden file of a program the harness runs");
+            }
+        }
+    }
+}

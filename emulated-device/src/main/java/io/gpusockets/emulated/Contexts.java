@@ -1,0 +1,188 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_DEINITIALIZED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_CONTEXT;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_INITIALIZED;
+
+import java.util.ArrayDeque;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Driver state and contexts: whether cuInit ran, the live contexts, and each calling thread's
+ * context stack, which behaves as CUDA's: cuCtxCreate and cuCtxPushCurrent push, cuCtxPopCurrent
+ * pops, cuCtxSetCurrent replaces the top (NULL pops it), and destroying a context pops it only from
+ * the calling thread's stack; other threads keep a dangling handle that fails with
+ * CUDA_ERROR_INVALID_CONTEXT. The backend relies on this to give each lane its own current context.
+ */
+final class Contexts {
+    private final int deviceCount;
+    private final Handles handles;
+    private final EmulatedMemory memory;
+    private final Modules modules;
+    private final Set<EmulatedContext> live = ConcurrentHashMap.newKeySet();
+    private final AtomicInteger serial = new AtomicInteger();
+    private final ThreadLocal<ArrayDeque<EmulatedContext>> stacks = ThreadLocal.withInitial(ArrayDeque::new);
+    private volatile boolean initialized;
+    private volatile boolean closed;
+
+    Contexts(int deviceCount, Handles handles, EmulatedMemory memory, Modules modules) {
+        this.deviceCount = deviceCount;
+        this.handles = handles;
+        this.memory = memory;
+        this.modules = modules;
+    }
+
+    void init(int flags) {
+        if (closed) {
+            throw new CudaError(CUDA_ERROR_DEINITIALIZED, "the emulated device was closed");
+        }
+        if (flags != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=" + flags + " must be 0");
+        }
+        initialized = true;
+    }
+
+    void requireInit() {
+        if (closed) {
+            throw new CudaError(CUDA_ERROR_DEINITIALIZED, "the emulated device was closed");
+        }
+        if (!initialized) {
+            throw new CudaError(CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called");
+        }
+    }
+
+    void checkDevice(int dev) {
+        requireInit();
+        if (dev < 0 || dev >= deviceCount) {
+            throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "device=" + dev + " of " + deviceCount);
+        }
+    }
+
+    /** The calling thread's current context. */
+    EmulatedContext current() {
+        requireInit();
+        EmulatedContext c = stacks.get().peek();
+        if (c == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "no context is current to the calling thread");
+        }
+        if (c.destroyed()) {
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "the current context " + c.name + " was destroyed");
+        }
+        return c;
+    }
+
+    /** The current context, refusing new work once it has faulted. */
+    EmulatedContext active() {
+        EmulatedContext c = current();
+        c.throwIfFaulted();
+        return c;
+    }
+
+    /** The handle at the top of the calling thread's stack (maybe of a context destroyed elsewhere), or 0. */
+    long currentHandle() {
+        requireInit();
+        EmulatedContext c = stacks.get().peek();
+        return c == null ? 0 : c.handle;
+    }
+
+    EmulatedContext find(long handle) {
+        requireInit();
+        EmulatedContext c = handles.find(handle, EmulatedContext.class);
+        if (c == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "ctx=0x" + Long.toHexString(handle) + " is not a live context");
+        }
+        return c;
+    }
+
+    /** A live handle of {@code type} (stream, event, module, library, kernel), else CUDA_ERROR_INVALID_HANDLE. */
+    <T> T lookup(long handle, Class<T> type, String what) {
+        requireInit();
+        T t = handles.find(handle, type);
+        if (t == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, what + "=0x" + Long.toHexString(handle) + " is not a live handle");
+        }
+        return t;
+    }
+
+    /** Creates a context on {@code dev} and pushes it on the calling thread's stack. */
+    long create(int flags, int dev) {
+        checkDevice(dev);
+        if ((flags & ~0xFF) != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=0x" + Integer.toHexString(flags));
+        }
+        long h = handles.issue();
+        EmulatedContext c = handles.register(h, new EmulatedContext(h, dev, flags, serial.incrementAndGet()));
+        live.add(c);
+        stacks.get().push(c);
+        return h;
+    }
+
+    void destroy(long handle) {
+        EmulatedContext c = find(handle);
+        ArrayDeque<EmulatedContext> stack = stacks.get();
+        if (stack.peek() == c) {
+            stack.pop();   // as if cuCtxPopCurrent were called
+        }
+        destroy(c);
+    }
+
+    /** Waits for the context's queued work (long sleeps stop early), then frees all it owns. */
+    private void destroy(EmulatedContext c) {
+        if (!handles.remove(c.handle, c)) {
+            return;   // another thread got here first
+        }
+        live.remove(c);
+        List<EmulatedStream> streams = c.markDestroyed();
+        for (EmulatedStream s : streams) {
+            s.tail().join();
+        }
+        streams.forEach(EmulatedStream::destroy);
+        for (Allocation a : memory.unmapAll(c)) {
+            memory.release(a);
+        }
+        for (Map.Entry<Long, Object> e : c.owned.entrySet()) {
+            handles.remove(e.getKey(), e.getValue());
+        }
+        c.owned.clear();
+        modules.forget(c);
+    }
+
+    void push(long handle) {
+        stacks.get().push(find(handle));
+    }
+
+    /** Pops the calling thread's current context. */
+    EmulatedContext pop() {
+        requireInit();
+        ArrayDeque<EmulatedContext> stack = stacks.get();
+        if (stack.isEmpty()) {
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "the calling thread's context stack is empty");
+        }
+        return stack.pop();
+    }
+
+    void set(long handle) {
+        requireInit();
+        EmulatedContext c = handle == 0 ? null : find(handle);
+        ArrayDeque<EmulatedContext> stack = stacks.get();
+        stack.poll();   // NULL just pops the top (a no-op on an empty stack)
+        if (c != null) {
+            stack.push(c);
+        }
+    }
+
+    /** Device shutdown: every context goes; later calls answer CUDA_ERROR_DEINITIALIZED. */
+    void close() {
+        closed = true;
+        for (EmulatedContext c : List.copyOf(live)) {
+            destroy(c);
+        }
+    }
+}

@@ -1,0 +1,34 @@
+package io.gpusockets.emulated;
+
+import io.gpusockets.protocol.structs.ArrayDescriptor;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A CUDA array: rows of {@code width} elements, {@code max(height, 1)} of them, packed in host memory
+ * of its own (no device address: arrays are reached only through copies and texture objects). The
+ * memory is freed by the garbage collector once neither the handle table nor queued work refers to
+ * it, so a copy queued before cuArrayDestroy still finds it.
+ */
+final class EmulatedArray {
+    final long handle;
+    final EmulatedContext context;
+    final ArrayDescriptor descriptor;
+    final int elementBytes;
+    final MemorySegment memory;
+
+    EmulatedArray(long handle, EmulatedContext context, ArrayDescriptor descriptor, int elementBytes, MemorySegment memory) {
+        this.handle = handle;
+        this.context = context;
+        this.descriptor = descriptor;
+        this.elementBytes = elementBytes;
+        this.memory = memory;
+    }
+
+    long rowBytes() {
+        return descriptor.width() * elementBytes;
+    }
+
+    long rows() {
+        return Math.max(descriptor.height(), 1);
+    }
+}

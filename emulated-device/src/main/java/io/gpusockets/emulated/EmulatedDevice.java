@@ -1,0 +1,937 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.emulated.HostSegments.isNull;
+import static io.gpusockets.emulated.HostSegments.putInt;
+import static io.gpusockets.emulated.HostSegments.putLong;
+import static io.gpusockets.emulated.HostSegments.putLongIfPresent;
+import static io.gpusockets.emulated.HostSegments.sized;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_FOUND;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_READY;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_UNKNOWN;
+import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+
+import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import java.lang.System.Logger.Level;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.charset.StandardCharsets;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.IntSupplier;
+
+/**
+ * A CUDA device in Java, so that everything above the driver (dispatcher, sessions, transports,
+ * frontend, the C library) runs and is tested on machines without a GPU. It says so: its name is
+ * {@value DeviceProperties#NAME}.
+ *
+ * <p>What is real: contexts with CUDA's per-thread context stack; memory at device-like addresses
+ * backed by native host memory, every access checked against the allocations of the context;
+ * streams that run concurrently and keep CUDA's ordering (legacy default stream, per-thread stream,
+ * NON_BLOCKING streams, events with real timestamps); PTX modules parsed for their entries'
+ * parameter layouts and their variables. What is not: kernels run only if {@link EmulatedKernels}
+ * has a Java version of the entry (those of {@code gpusockets_kernels.cu}); any other launch fails
+ * with CUDA_ERROR_NOT_SUPPORTED and {@link #lastErrorDetail()} names the kernel. Cubin and fatbin
+ * images are refused the same way.
+ *
+ * <p>Thread-safe; each calling thread has its own context stack, as in CUDA. Every method returns a
+ * CUresult and never throws. Not here, by design: primary contexts (the backend virtualizes them),
+ * pinned host memory and error strings (the frontend answers those). This class only adapts the C
+ * shapes (out-pointers, NUL-terminated names); the behaviour lives in {@link Contexts},
+ * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}, and for
+ * unified and pitched copies, arrays and texture objects in {@link PitchedTransfers}, {@link CudaArrays}
+ * and {@link Textures}.
+ */
+public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
+    /** The device name every emulated device reports. */
+    public static final String NAME = DeviceProperties.NAME;
+    public static final long DEFAULT_MEMORY_BYTES = 8L << 30;
+
+    private static final System.Logger LOG = System.getLogger(EmulatedDevice.class.getName());
+
+    private final int deviceCount;
+    private final DeviceProperties properties;
+    private final EmulatedMemory memory;
+    private final Modules modules;
+    private final Contexts contexts;
+    private final Allocations allocations;
+    private final Transfers transfers;
+    private final Streams streams;
+    private final Launcher launcher;
+    private final HostCallbacks callbacks;
+    private final StreamQueries streamQueries;
+    private final CudaArrays arrays;
+    private final PitchedTransfers pitched;
+    private final Textures textures;
+    private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
+
+    /** One device advertising 8 GiB. */
+    public EmulatedDevice() {
+        this(1, DEFAULT_MEMORY_BYTES);
+    }
+
+    /**
+     * @param deviceCount          devices to present (at least 1)
+     * @param memoryBytesPerDevice memory each advertises and may hand out; host memory is used only as allocated
+     */
+    public EmulatedDevice(int deviceCount, long memoryBytesPerDevice) {
+        if (deviceCount < 1 || memoryBytesPerDevice < EmulatedMemory.ALIGNMENT) {
+            throw new IllegalArgumentException("deviceCount=" + deviceCount + " memoryBytesPerDevice=" + memoryBytesPerDevice);
+        }
+        Handles handles = new Handles();
+        this.deviceCount = deviceCount;
+        this.properties = new DeviceProperties(deviceCount);
+        this.memory = new EmulatedMemory(deviceCount, memoryBytesPerDevice);
+        this.modules = new Modules(handles, memory);
+        this.contexts = new Contexts(deviceCount, handles, memory, modules);
+        this.allocations = new Allocations(contexts, memory);
+        this.transfers = new Transfers(memory);
+        this.streams = new Streams(handles, contexts);
+        this.launcher = new Launcher(handles, contexts, streams, modules, memory);
+        this.callbacks = new HostCallbacks(contexts, streams);
+        this.streamQueries = new StreamQueries(contexts, streams);
+        this.arrays = new CudaArrays(handles, contexts);
+        this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
+        this.textures = new Textures(handles, contexts, memory, arrays);
+    }
+
+    /** One line for logs and banners, saying plainly that there is no GPU behind this driver. */
+    public String description() {
+        return NAME + ": " + deviceCount + " device(s) of " + (memory.capacity() >> 20) + " MiB host-backed memory,"
+                + " compute capability 9.0 as seen by programs; PTX kernels run as Java code for "
+                + new TreeSet<>(EmulatedKernels.names());
+    }
+
+    /**
+     * Why the calling thread's most recent failed call failed (e.g. which kernel has no Java version,
+     * or what faulted), or null. Not cleared by successful calls: read it right after the failure.
+     */
+    public String lastErrorDetail() {
+        return lastDetail.get();
+    }
+
+    public int deviceCount() {
+        return deviceCount;
+    }
+
+    public long memoryBytesPerDevice() {
+        return memory.capacity();
+    }
+
+    /** Entry names the emulated device can run. */
+    public static Set<String> emulatedKernels() {
+        return Set.copyOf(EmulatedKernels.names());
+    }
+
+    /** Destroys every context (waiting for their queued work) and library; later calls return CUDA_ERROR_DEINITIALIZED. */
+    @Override
+    public void close() {
+        contexts.close();
+        modules.unloadAll();
+    }
+
+    /** Runs a driver call: CudaError becomes its code; nothing else may escape to a caller. */
+    private int call(String function, IntSupplier body) {
+        try {
+            return body.getAsInt();
+        } catch (CudaError e) {
+            lastDetail.set(function + ": " + e.getMessage());
+            LOG.log(Level.DEBUG, "{0} -> {1}: {2}", function, e.code, e.getMessage());
+            return e.code;
+        } catch (RuntimeException e) {
+            lastDetail.set(function + ": " + e);
+            LOG.log(Level.WARNING, function + " failed unexpectedly", e);
+            return CUDA_ERROR_UNKNOWN;
+        }
+    }
+
+    /** A call with no result but its success. */
+    private int run(String function, Runnable body) {
+        return call(function, () -> {
+            body.run();
+            return CUDA_SUCCESS;
+        });
+    }
+
+    private static String name(MemorySegment name) {
+        return HostSegments.cString(name, HostSegments.MAX_NAME, "name");
+    }
+
+    // ---- initialization and devices ------------------------------------------------------------
+
+    @Override
+    public int cuInit(int flags) {
+        return run("cuInit", () -> contexts.init(flags));
+    }
+
+    @Override
+    public int cuDriverGetVersion(MemorySegment driverVersion) {
+        return run("cuDriverGetVersion", () -> putInt(driverVersion, DeviceProperties.DRIVER_VERSION, "driverVersion"));
+    }
+
+    @Override
+    public int cuDeviceGet(MemorySegment device, int ordinal) {
+        return run("cuDeviceGet", () -> {
+            contexts.checkDevice(ordinal);
+            putInt(device, ordinal, "device");
+        });
+    }
+
+    @Override
+    public int cuDeviceGetCount(MemorySegment count) {
+        return run("cuDeviceGetCount", () -> {
+            contexts.requireInit();
+            putInt(count, deviceCount, "count");
+        });
+    }
+
+    @Override
+    public int cuDeviceGetName(MemorySegment name, int len, int dev) {
+        return run("cuDeviceGetName", () -> {
+            contexts.checkDevice(dev);
+            if (len <= 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "len=" + len);
+            }
+            byte[] text = NAME.getBytes(StandardCharsets.UTF_8);
+            int n = Math.min(len - 1, text.length);   // truncated like the real driver, always NUL-terminated
+            MemorySegment out = sized(name, n + 1L, "name");
+            MemorySegment.copy(MemorySegment.ofArray(text), 0, out, 0, n);
+            out.set(ValueLayout.JAVA_BYTE, n, (byte) 0);
+        });
+    }
+
+    @Override
+    public int cuDeviceGetUuid(MemorySegment uuid, int dev) {
+        return run("cuDeviceGetUuid", () -> {
+            contexts.checkDevice(dev);
+            MemorySegment.copy(MemorySegment.ofArray(properties.uuid(dev)), 0, sized(uuid, 16, "uuid"), 0, 16);
+        });
+    }
+
+    @Override
+    public int cuDeviceTotalMem(MemorySegment bytes, int dev) {
+        return run("cuDeviceTotalMem", () -> {
+            contexts.checkDevice(dev);
+            putLong(bytes, memory.capacity(), "bytes");
+        });
+    }
+
+    @Override
+    public int cuDeviceGetAttribute(MemorySegment pi, int attrib, int dev) {
+        return run("cuDeviceGetAttribute", () -> {
+            contexts.checkDevice(dev);
+            Integer value = DeviceProperties.attribute(attrib, dev);
+            if (value == null) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attrib=" + attrib + " is no CUdevice_attribute");
+            }
+            putInt(pi, value, "pi");
+        });
+    }
+
+    @Override
+    public int cuDeviceGetPCIBusId(MemorySegment pciBusId, int len, int dev) {
+        return run("cuDeviceGetPCIBusId", () -> {
+            contexts.checkDevice(dev);
+            if (len < PciBusIds.LENGTH_WITH_NUL) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "len=" + len + " below " + PciBusIds.LENGTH_WITH_NUL);
+            }
+            MemorySegment out = sized(pciBusId, PciBusIds.LENGTH_WITH_NUL, "pciBusId");
+            out.setString(0, PciBusIds.of(dev), StandardCharsets.US_ASCII);
+        });
+    }
+
+    @Override
+    public int cuDeviceGetByPCIBusId(MemorySegment dev, MemorySegment pciBusId) {
+        return run("cuDeviceGetByPCIBusId", () -> {
+            contexts.requireInit();
+            MemorySegment out = sized(dev, 4, "dev");
+            String id = HostSegments.cString(pciBusId, HostSegments.MAX_NAME, "pciBusId");
+            int ordinal = PciBusIds.ordinal(id, deviceCount);
+            if (ordinal < 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "no device at PCI address " + id);
+            }
+            out.set(HostSegments.INT, 0, ordinal);
+        });
+    }
+
+    /** Peer access is not emulated (no cuCtxEnablePeerAccess): 0, which is also what a device answers about itself. */
+    @Override
+    public int cuDeviceCanAccessPeer(MemorySegment canAccessPeer, int dev, int peerDev) {
+        return run("cuDeviceCanAccessPeer", () -> {
+            contexts.checkDevice(dev);
+            contexts.checkDevice(peerDev);
+            putInt(canAccessPeer, 0, "canAccessPeer");
+        });
+    }
+
+    @Override
+    public int cuDeviceComputeCapability(MemorySegment major, MemorySegment minor, int dev) {
+        return run("cuDeviceComputeCapability", () -> {
+            contexts.checkDevice(dev);
+            MemorySegment majorOut = sized(major, 4, "major");
+            MemorySegment minorOut = sized(minor, 4, "minor");
+            majorOut.set(HostSegments.INT, 0, DeviceProperties.attribute(DeviceProperties.COMPUTE_CAPABILITY_MAJOR, dev));
+            minorOut.set(HostSegments.INT, 0, DeviceProperties.attribute(DeviceProperties.COMPUTE_CAPABILITY_MINOR, dev));
+        });
+    }
+
+    /** CUdevprop: 14 ints, which are device attributes 1 to 14 in order. */
+    @Override
+    public int cuDeviceGetProperties(MemorySegment prop, int dev) {
+        return run("cuDeviceGetProperties", () -> {
+            contexts.checkDevice(dev);
+            MemorySegment out = sized(prop, 4L * DEVPROP_INTS, "prop");
+            for (int i = 0; i < DEVPROP_INTS; i++) {
+                out.set(HostSegments.INT, 4L * i, DeviceProperties.attribute(i + 1, dev));
+            }
+        });
+    }
+
+    private static final int DEVPROP_INTS = 14;
+
+    // ---- contexts ------------------------------------------------------------------------------
+
+    @Override
+    public int cuCtxCreate(MemorySegment pctx, MemorySegment ctxCreateParams, int flags, int dev) {
+        return run("cuCtxCreate", () -> {
+            MemorySegment out = sized(pctx, 8, "pctx");
+            if (!isNull(ctxCreateParams)) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "ctxCreateParams (execution affinity, CIG) are not emulated");
+            }
+            out.set(HostSegments.LONG, 0, contexts.create(flags, dev));
+        });
+    }
+
+    @Override
+    public int cuCtxDestroy(long ctx) {
+        return run("cuCtxDestroy", () -> contexts.destroy(ctx));
+    }
+
+    @Override
+    public int cuCtxPushCurrent(long ctx) {
+        return run("cuCtxPushCurrent", () -> contexts.push(ctx));
+    }
+
+    @Override
+    public int cuCtxPopCurrent(MemorySegment pctx) {
+        return run("cuCtxPopCurrent", () -> {
+            MemorySegment out = isNull(pctx) ? null : sized(pctx, 8, "pctx");
+            long popped = contexts.pop().handle;
+            if (out != null) {
+                out.set(HostSegments.LONG, 0, popped);
+            }
+        });
+    }
+
+    @Override
+    public int cuCtxSetCurrent(long ctx) {
+        return run("cuCtxSetCurrent", () -> contexts.set(ctx));
+    }
+
+    @Override
+    public int cuCtxGetCurrent(MemorySegment pctx) {
+        return run("cuCtxGetCurrent", () -> putLong(pctx, contexts.currentHandle(), "pctx"));
+    }
+
+    @Override
+    public int cuCtxGetDevice(MemorySegment device) {
+        return run("cuCtxGetDevice", () -> putInt(device, contexts.current().device, "device"));
+    }
+
+    @Override
+    public int cuCtxSynchronize() {
+        return run("cuCtxSynchronize", () -> {
+            EmulatedContext c = contexts.current();
+            c.allWork().join();
+            c.throwIfFaulted();
+        });
+    }
+
+    @Override
+    public int cuCtxGetApiVersion(long ctx, MemorySegment version) {
+        return run("cuCtxGetApiVersion", () -> {
+            if (ctx == 0) {
+                contexts.current();
+            } else {
+                contexts.find(ctx);
+            }
+            putInt(version, DeviceProperties.CONTEXT_API_VERSION, "version");
+        });
+    }
+
+    @Override
+    public int cuCtxGetLimit(MemorySegment pvalue, int limit) {
+        return run("cuCtxGetLimit", () -> {
+            MemorySegment out = sized(pvalue, 8, "pvalue");
+            out.set(HostSegments.LONG, 0, contexts.current().settings.limit(limit));
+        });
+    }
+
+    @Override
+    public int cuCtxSetLimit(int limit, long value) {
+        return run("cuCtxSetLimit", () -> contexts.current().settings.setLimit(limit, value, memory.capacity()));
+    }
+
+    @Override
+    public int cuCtxGetCacheConfig(MemorySegment pconfig) {
+        return run("cuCtxGetCacheConfig", () -> {
+            MemorySegment out = sized(pconfig, 4, "pconfig");
+            out.set(HostSegments.INT, 0, contexts.current().settings.cacheConfig());
+        });
+    }
+
+    @Override
+    public int cuCtxSetCacheConfig(int config) {
+        return run("cuCtxSetCacheConfig", () -> contexts.current().settings.cacheConfig(config));
+    }
+
+    @Override
+    public int cuCtxGetFlags(MemorySegment flags) {
+        return run("cuCtxGetFlags", () -> {
+            MemorySegment out = sized(flags, 4, "flags");
+            out.set(HostSegments.INT, 0, contexts.current().flags);
+        });
+    }
+
+    // ---- modules and libraries -----------------------------------------------------------------
+
+    @Override
+    public int cuModuleLoadData(MemorySegment module, MemorySegment image) {
+        return run("cuModuleLoadData", () -> loadModule(module, image));
+    }
+
+    /** JIT options have nothing to act on: PTX is not compiled here. */
+    @Override
+    public int cuModuleLoadDataEx(MemorySegment module, MemorySegment image, int numOptions, MemorySegment options,
+                                  MemorySegment optionValues) {
+        return run("cuModuleLoadDataEx", () -> loadModule(module, image));
+    }
+
+    @Override
+    public int cuModuleLoadFatBinary(MemorySegment module, MemorySegment fatCubin) {
+        return run("cuModuleLoadFatBinary", () -> loadModule(module, fatCubin));
+    }
+
+    private void loadModule(MemorySegment module, MemorySegment image) {
+        MemorySegment out = sized(module, 8, "module");
+        out.set(HostSegments.LONG, 0, modules.load(contexts.active(), image, null).handle);
+    }
+
+    /** Reads the file on this host; see {@link ModuleFiles} for the errors. */
+    @Override
+    public int cuModuleLoad(MemorySegment module, MemorySegment fname) {
+        return run("cuModuleLoad", () -> {
+            sized(module, 8, "module");
+            byte[] bytes = ModuleFiles.read(HostSegments.cString(fname, HostSegments.MAX_NAME, "fname"));
+            try (Arena arena = Arena.ofConfined()) {
+                // NUL-terminated, so that an empty file is an empty image rather than an unsized pointer
+                MemorySegment image = arena.allocate(bytes.length + 1L);
+                MemorySegment.copy(MemorySegment.ofArray(bytes), 0, image, 0, bytes.length);
+                loadModule(module, image);
+            }
+        });
+    }
+
+    @Override
+    public int cuModuleUnload(long hmod) {
+        return run("cuModuleUnload", () -> {
+            EmulatedModule m = contexts.lookup(hmod, EmulatedModule.class, "hmod");
+            if (m.library != null) {
+                throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "hmod belongs to a library: use cuLibraryUnload");
+            }
+            modules.unload(m);
+        });
+    }
+
+    @Override
+    public int cuModuleGetFunction(MemorySegment hfunc, long hmod, MemorySegment name) {
+        return run("cuModuleGetFunction", () -> {
+            EmulatedModule m = contexts.lookup(hmod, EmulatedModule.class, "hmod");
+            MemorySegment out = sized(hfunc, 8, "hfunc");
+            out.set(HostSegments.LONG, 0, modules.function(m, name(name)).handle);
+        });
+    }
+
+    @Override
+    public int cuModuleGetGlobal(MemorySegment dptr, MemorySegment bytes, long hmod, MemorySegment name) {
+        return run("cuModuleGetGlobal", () -> {
+            EmulatedModule m = contexts.lookup(hmod, EmulatedModule.class, "hmod");
+            String n = name(name);
+            Allocation a = m.globals.get(n);
+            if (a == null) {
+                throw new CudaError(CUDA_ERROR_NOT_FOUND, "no .global or .const variable named " + n + " in the module");
+            }
+            putLongIfPresent(dptr, a.base(), "dptr");
+            putLongIfPresent(bytes, a.size(), "bytes");
+        });
+    }
+
+    @Override
+    public int cuLibraryLoadData(MemorySegment library, MemorySegment code, MemorySegment jitOptions,
+                                 MemorySegment jitOptionsValues, int numJitOptions, MemorySegment libraryOptions,
+                                 MemorySegment libraryOptionValues, int numLibraryOptions) {
+        return run("cuLibraryLoadData", () -> {
+            contexts.requireInit();
+            MemorySegment out = sized(library, 8, "library");
+            out.set(HostSegments.LONG, 0, modules.loadLibrary(code).handle);
+        });
+    }
+
+    @Override
+    public int cuLibraryUnload(long library) {
+        return run("cuLibraryUnload", () -> modules.unloadLibrary(contexts.lookup(library, EmulatedLibrary.class, "library")));
+    }
+
+    @Override
+    public int cuLibraryGetKernel(MemorySegment pKernel, long library, MemorySegment name) {
+        return run("cuLibraryGetKernel", () -> {
+            EmulatedLibrary lib = contexts.lookup(library, EmulatedLibrary.class, "library");
+            MemorySegment out = sized(pKernel, 8, "pKernel");
+            out.set(HostSegments.LONG, 0, modules.kernel(lib, name(name)).handle());
+        });
+    }
+
+    @Override
+    public int cuLibraryGetModule(MemorySegment pMod, long library) {
+        return run("cuLibraryGetModule", () -> {
+            EmulatedLibrary lib = contexts.lookup(library, EmulatedLibrary.class, "library");
+            MemorySegment out = sized(pMod, 8, "pMod");
+            out.set(HostSegments.LONG, 0, modules.libraryModule(lib, contexts.current()).handle);
+        });
+    }
+
+    @Override
+    public int cuKernelGetFunction(MemorySegment pFunc, long kernel) {
+        return run("cuKernelGetFunction", () -> {
+            contexts.lookup(kernel, EmulatedLibrary.Kernel.class, "kernel");
+            MemorySegment out = sized(pFunc, 8, "pFunc");
+            out.set(HostSegments.LONG, 0, launcher.function(kernel).handle);
+        });
+    }
+
+    // ---- functions and launches ----------------------------------------------------------------
+
+    @Override
+    public int cuFuncGetAttribute(MemorySegment pi, int attrib, long hfunc) {
+        return run("cuFuncGetAttribute", () -> putInt(pi, launcher.attribute(hfunc, attrib), "pi"));
+    }
+
+    @Override
+    public int cuFuncSetAttribute(long hfunc, int attrib, int value) {
+        return run("cuFuncSetAttribute", () -> launcher.setAttribute(hfunc, attrib, value));
+    }
+
+    @Override
+    public int cuFuncGetParamInfo(long func, long paramIndex, MemorySegment paramOffset, MemorySegment paramSize) {
+        return run("cuFuncGetParamInfo", () -> {
+            PtxModule.Param p = launcher.param(func, paramIndex);
+            putLong(paramOffset, p.offset(), "paramOffset");
+            putLongIfPresent(paramSize, p.size(), "paramSize");
+        });
+    }
+
+    @Override
+    public int cuOccupancyMaxActiveBlocksPerMultiprocessor(MemorySegment numBlocks, long func, int blockSize,
+                                                           long dynamicSMemSize) {
+        return run("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                () -> putInt(numBlocks, launcher.occupancy(func, blockSize, dynamicSMemSize), "numBlocks"));
+    }
+
+    @Override
+    public int cuLaunchKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY, int blockDimZ,
+                              int sharedMemBytes, long hStream, MemorySegment kernelParams, MemorySegment extra) {
+        return run("cuLaunchKernel", () -> launcher.launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                sharedMemBytes, hStream, kernelParams, extra));
+    }
+
+    // ---- memory --------------------------------------------------------------------------------
+
+    @Override
+    public int cuMemAlloc(MemorySegment dptr, long bytesize) {
+        return run("cuMemAlloc", () -> {
+            MemorySegment out = sized(dptr, 8, "dptr");
+            out.set(HostSegments.LONG, 0, allocations.allocate(bytesize));
+        });
+    }
+
+    @Override
+    public int cuMemAllocPitch(MemorySegment dptr, MemorySegment pPitch, long widthInBytes, long height, int elementSizeBytes) {
+        return run("cuMemAllocPitch", () -> {
+            MemorySegment out = sized(dptr, 8, "dptr");
+            MemorySegment pitchOut = sized(pPitch, 8, "pPitch");
+            long[] basePitch = allocations.allocatePitch(widthInBytes, height, elementSizeBytes);
+            out.set(HostSegments.LONG, 0, basePitch[0]);
+            pitchOut.set(HostSegments.LONG, 0, basePitch[1]);
+        });
+    }
+
+    @Override
+    public int cuMemFree(long dptr) {
+        return run("cuMemFree", () -> allocations.free(dptr));
+    }
+
+    @Override
+    public int cuMemGetInfo(MemorySegment free, MemorySegment total) {
+        return run("cuMemGetInfo", () -> {
+            long[] info = allocations.info();
+            putLong(free, info[0], "free");
+            putLong(total, info[1], "total");
+        });
+    }
+
+    @Override
+    public int cuMemGetAddressRange(MemorySegment pbase, MemorySegment psize, long dptr) {
+        return run("cuMemGetAddressRange", () -> {
+            Allocation a = allocations.range(dptr);
+            putLongIfPresent(pbase, a.base(), "pbase");
+            putLongIfPresent(psize, a.size(), "psize");
+        });
+    }
+
+    @Override
+    public int cuPointerGetAttribute(MemorySegment data, int attribute, long ptr) {
+        return run("cuPointerGetAttribute", () -> {
+            Allocation a = allocations.pointer(ptr);
+            switch (attribute) {
+                case 1 -> putLong(data, a.owner().handle, "data");          // CONTEXT
+                case 2 -> putInt(data, 2, "data");                           // MEMORY_TYPE: CU_MEMORYTYPE_DEVICE
+                case 3 -> putLong(data, ptr, "data");                        // DEVICE_POINTER
+                case 7 -> putLong(data, a.id(), "data");                     // BUFFER_ID
+                case 8 -> putInt(data, 0, "data");                           // IS_MANAGED
+                case 9 -> putInt(data, a.owner().device, "data");            // DEVICE_ORDINAL
+                case 11 -> putLong(data, a.base(), "data");                  // RANGE_START_ADDR
+                case 12 -> putLong(data, a.size(), "data");                  // RANGE_SIZE
+                case 13 -> putInt(data, 1, "data");                          // MAPPED
+                default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE,
+                        "attribute=" + attribute + " is not answered by the emulated device");
+            }
+        });
+    }
+
+    // Synchronous copies and sets wait for the legacy stream's work, so they also report a fault of earlier work.
+
+    @Override
+    public int cuMemcpyHtoD(long dstDevice, MemorySegment srcHost, long byteCount) {
+        return run("cuMemcpyHtoD", () -> {
+            EmulatedContext c = contexts.active();
+            if (byteCount != 0) {
+                transfers.htod(c, dstDevice, srcHost, byteCount);
+            }
+            c.throwIfFaulted();
+        });
+    }
+
+    @Override
+    public int cuMemcpyDtoH(MemorySegment dstHost, long srcDevice, long byteCount) {
+        return run("cuMemcpyDtoH", () -> {
+            EmulatedContext c = contexts.active();
+            if (byteCount != 0) {
+                transfers.dtoh(c, dstHost, srcDevice, byteCount);
+            }
+            c.throwIfFaulted();
+        });
+    }
+
+    @Override
+    public int cuMemcpyDtoD(long dstDevice, long srcDevice, long byteCount) {
+        return run("cuMemcpyDtoD", () -> {
+            EmulatedContext c = contexts.active();
+            if (byteCount != 0) {
+                transfers.dtod(c, dstDevice, srcDevice, byteCount);
+            }
+            c.throwIfFaulted();
+        });
+    }
+
+    @Override
+    public int cuMemcpyHtoDAsync(long dstDevice, MemorySegment srcHost, long byteCount, long hStream) {
+        return run("cuMemcpyHtoDAsync", () -> {
+            EmulatedContext c = contexts.active();
+            EmulatedStream s = streams.resolve(hStream, c);
+            if (byteCount != 0) {
+                transfers.htodAsync(c, s, dstDevice, srcHost, byteCount);
+            }
+        });
+    }
+
+    @Override
+    public int cuMemcpyDtoHAsync(MemorySegment dstHost, long srcDevice, long byteCount, long hStream) {
+        return run("cuMemcpyDtoHAsync", () -> {
+            EmulatedContext c = contexts.active();
+            EmulatedStream s = streams.resolve(hStream, c);
+            if (byteCount != 0) {
+                transfers.dtohAsync(c, s, dstHost, srcDevice, byteCount);
+            }
+        });
+    }
+
+    @Override
+    public int cuMemcpyDtoDAsync(long dstDevice, long srcDevice, long byteCount, long hStream) {
+        return run("cuMemcpyDtoDAsync", () -> {
+            EmulatedContext c = contexts.active();
+            EmulatedStream s = streams.resolve(hStream, c);
+            if (byteCount != 0) {
+                transfers.dtodAsync(c, s, dstDevice, srcDevice, byteCount);
+            }
+        });
+    }
+
+    @Override
+    public int cuMemsetD8(long dstDevice, byte uc, long n) {
+        return run("cuMemsetD8", () -> memset(dstDevice, uc, 1, n, SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD16(long dstDevice, short us, long n) {
+        return run("cuMemsetD16", () -> memset(dstDevice, us, 2, n, SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD32(long dstDevice, int ui, long n) {
+        return run("cuMemsetD32", () -> memset(dstDevice, ui, 4, n, SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD8Async(long dstDevice, byte uc, long n, long hStream) {
+        return run("cuMemsetD8Async", () -> memset(dstDevice, uc, 1, n, hStream));
+    }
+
+    @Override
+    public int cuMemsetD16Async(long dstDevice, short us, long n, long hStream) {
+        return run("cuMemsetD16Async", () -> memset(dstDevice, us, 2, n, hStream));
+    }
+
+    @Override
+    public int cuMemsetD32Async(long dstDevice, int ui, long n, long hStream) {
+        return run("cuMemsetD32Async", () -> memset(dstDevice, ui, 4, n, hStream));
+    }
+
+    /** Stands for "no stream": the synchronous form, on the legacy stream and waited for. */
+    private static final long SYNCHRONOUS = -1;
+
+    private void memset(long dst, long value, int width, long n, long hStream) {
+        EmulatedContext c = contexts.active();
+        boolean async = hStream != SYNCHRONOUS;
+        EmulatedStream s = async ? streams.resolve(hStream, c) : c.legacyStream();
+        if (n != 0) {
+            transfers.set(c, s, async, dst, value, width, n);
+        }
+        if (!async) {
+            c.throwIfFaulted();
+        }
+    }
+
+    // ---- streams and events --------------------------------------------------------------------
+
+    @Override
+    public int cuStreamCreate(MemorySegment phStream, int flags) {
+        return run("cuStreamCreate", () -> {
+            MemorySegment out = sized(phStream, 8, "phStream");
+            out.set(HostSegments.LONG, 0, streams.create(flags, 0));
+        });
+    }
+
+    @Override
+    public int cuStreamCreateWithPriority(MemorySegment phStream, int flags, int priority) {
+        return run("cuStreamCreateWithPriority", () -> {
+            MemorySegment out = sized(phStream, 8, "phStream");
+            out.set(HostSegments.LONG, 0, streams.create(flags, priority));
+        });
+    }
+
+    @Override
+    public int cuStreamDestroy(long hStream) {
+        return run("cuStreamDestroy", () -> streams.destroy(hStream));
+    }
+
+    @Override
+    public int cuStreamSynchronize(long hStream) {
+        return call("cuStreamSynchronize", () -> streams.synchronize(hStream));
+    }
+
+    @Override
+    public int cuStreamQuery(long hStream) {
+        return call("cuStreamQuery", () -> streams.query(hStream));
+    }
+
+    @Override
+    public int cuStreamWaitEvent(long hStream, long hEvent, int flags) {
+        return run("cuStreamWaitEvent", () -> streams.waitEvent(hStream, hEvent, flags));
+    }
+
+    @Override
+    public int cuEventCreate(MemorySegment phEvent, int flags) {
+        return run("cuEventCreate", () -> {
+            MemorySegment out = sized(phEvent, 8, "phEvent");
+            out.set(HostSegments.LONG, 0, streams.createEvent(flags));
+        });
+    }
+
+    @Override
+    public int cuEventRecord(long hEvent, long hStream) {
+        return run("cuEventRecord", () -> streams.record(hEvent, hStream));
+    }
+
+    @Override
+    public int cuEventSynchronize(long hEvent) {
+        return call("cuEventSynchronize", () -> streams.synchronizeEvent(hEvent));
+    }
+
+    @Override
+    public int cuEventQuery(long hEvent) {
+        return call("cuEventQuery", () -> streams.queryEvent(hEvent));
+    }
+
+    @Override
+    public int cuEventElapsedTime(MemorySegment pMilliseconds, long hStart, long hEnd) {
+        return call("cuEventElapsedTime", () -> {
+            MemorySegment out = sized(pMilliseconds, 4, "pMilliseconds");
+            Float ms = streams.elapsed(hStart, hEnd);
+            if (ms == null) {
+                return CUDA_ERROR_NOT_READY;
+            }
+            out.set(HostSegments.FLOAT, 0, ms);
+            return CUDA_SUCCESS;
+        });
+    }
+
+    @Override
+    public int cuEventDestroy(long hEvent) {
+        return run("cuEventDestroy", () -> streams.destroyEvent(hEvent));
+    }
+
+    @Override
+    public int cuStreamGetFlags(long hStream, MemorySegment flags) {
+        return run("cuStreamGetFlags", () -> {
+            MemorySegment out = sized(flags, 4, "flags");
+            out.set(HostSegments.INT, 0, streamQueries.flags(hStream));
+        });
+    }
+
+    @Override
+    public int cuStreamGetPriority(long hStream, MemorySegment priority) {
+        return run("cuStreamGetPriority", () -> {
+            MemorySegment out = sized(priority, 4, "priority");
+            out.set(HostSegments.INT, 0, streamQueries.priority(hStream));
+        });
+    }
+
+    @Override
+    public int cuEventRecordWithFlags(long hEvent, long hStream, int flags) {
+        return run("cuEventRecordWithFlags", () -> streamQueries.recordWithFlags(hEvent, hStream, flags));
+    }
+
+    @Override
+    public int cuStreamAddCallback(long hStream, MemorySegment callback, MemorySegment userData, int flags) {
+        return run("cuStreamAddCallback", () -> callbacks.addCallback(hStream, callback, userData, flags));
+    }
+
+    @Override
+    public int cuLaunchHostFunc(long hStream, MemorySegment fn, MemorySegment userData) {
+        return run("cuLaunchHostFunc", () -> callbacks.launchHostFunc(hStream, fn, userData));
+    }
+
+    // ---- unified and pitched copies, arrays, texture objects (PitchedTransfers, CudaArrays, Textures)
+
+    @Override
+    public int cuMemcpy(long dst, long src, long byteCount) {
+        return run("cuMemcpy", () -> pitched.unified(dst, src, byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAsync(long dst, long src, long byteCount, long hStream) {
+        return run("cuMemcpyAsync", () -> pitched.unified(dst, src, byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpy2D(MemorySegment pCopy) {
+        return run("cuMemcpy2D", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy2DAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy2DAsync", () -> pitched.copy(pCopy, false, hStream));
+    }
+
+    @Override
+    public int cuMemcpy3D(MemorySegment pCopy) {
+        return run("cuMemcpy3D", () -> pitched.copy(pCopy, true, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy3DAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy3DAsync", () -> pitched.copy(pCopy, true, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D8(long dstDevice, long dstPitch, byte uc, long width, long height) {
+        return run("cuMemsetD2D8", () -> pitched.set2D(dstDevice, dstPitch, uc, 1, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D16(long dstDevice, long dstPitch, short us, long width, long height) {
+        return run("cuMemsetD2D16", () -> pitched.set2D(dstDevice, dstPitch, us, 2, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D32(long dstDevice, long dstPitch, int ui, long width, long height) {
+        return run("cuMemsetD2D32", () -> pitched.set2D(dstDevice, dstPitch, ui, 4, width, height, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemsetD2D8Async(long dstDevice, long dstPitch, byte uc, long width, long height, long hStream) {
+        return run("cuMemsetD2D8Async", () -> pitched.set2D(dstDevice, dstPitch, uc, 1, width, height, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D16Async(long dstDevice, long dstPitch, short us, long width, long height, long hStream) {
+        return run("cuMemsetD2D16Async", () -> pitched.set2D(dstDevice, dstPitch, us, 2, width, height, hStream));
+    }
+
+    @Override
+    public int cuMemsetD2D32Async(long dstDevice, long dstPitch, int ui, long width, long height, long hStream) {
+        return run("cuMemsetD2D32Async", () -> pitched.set2D(dstDevice, dstPitch, ui, 4, width, height, hStream));
+    }
+
+    @Override
+    public int cuArrayCreate(MemorySegment pHandle, MemorySegment pAllocateArray) {
+        return run("cuArrayCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, arrays.create(pAllocateArray));
+        });
+    }
+
+    @Override
+    public int cuArrayGetDescriptor(MemorySegment pArrayDescriptor, long hArray) {
+        return run("cuArrayGetDescriptor", () -> arrays.descriptor(hArray)
+                .write(sized(pArrayDescriptor, io.gpusockets.protocol.structs.ArrayDescriptor.SIZE, "pArrayDescriptor")));
+    }
+
+    @Override
+    public int cuArrayDestroy(long hArray) {
+        return run("cuArrayDestroy", () -> arrays.destroy(hArray));
+    }
+
+    @Override
+    public int cuTexObjectCreate(MemorySegment pTexObject, MemorySegment pResDesc, MemorySegment pTexDesc,
+                                 MemorySegment pResViewDesc) {
+        return run("cuTexObjectCreate", () -> {
+            MemorySegment out = sized(pTexObject, 8, "pTexObject");
+            out.set(HostSegments.LONG, 0, textures.create(pResDesc, pTexDesc, pResViewDesc));
+        });
+    }
+
+    @Override
+    public int cuTexObjectDestroy(long texObject) {
+        return run("cuTexObjectDestroy", () -> textures.destroy(texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetResourceDesc(MemorySegment pResDesc, long texObject) {
+        return run("cuTexObjectGetResourceDesc", () -> textures.resourceDesc(pResDesc, texObject));
+    }
+}

@@ -1,0 +1,143 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_CONTEXT;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The emulated devices' address space. Device pointers are not host addresses: they are handed out
+ * from a range of their own, 256-byte aligned like cuMemAlloc's, and never reused while the device
+ * lives, so a stale pointer cannot alias a newer allocation. Each device has its own budget of the
+ * advertised size; beyond it allocation fails with CUDA_ERROR_OUT_OF_MEMORY even if the host has room.
+ *
+ * <p>Resolution is per context: a context sees only its own allocations, as a GPU context sees only
+ * its own page tables, so one tenant's pointer is an illegal address in another tenant's kernel.
+ */
+final class EmulatedMemory {
+    static final long BASE = 0x7e00_0000_0000L;
+    /** Top of the range: 2 TiB of addresses in all, kept below the 47-bit user-space limit. */
+    static final long LIMIT = 0x7fff_ffff_0000L;
+    static final long ALIGNMENT = 256;
+
+    private final long capacity;
+    private final AtomicLong[] used;
+    private final ConcurrentSkipListMap<Long, Allocation> byBase = new ConcurrentSkipListMap<>();
+    private final AtomicLong ids = new AtomicLong(1);
+    private long nextAddress = BASE;   // guarded by this
+
+    EmulatedMemory(int deviceCount, long capacityPerDevice) {
+        this.capacity = capacityPerDevice;
+        this.used = new AtomicLong[deviceCount];
+        for (int i = 0; i < deviceCount; i++) {
+            used[i] = new AtomicLong();
+        }
+    }
+
+    long capacity() {
+        return capacity;
+    }
+
+    long used(int device) {
+        return used[device].get();
+    }
+
+    /** Zero-filled memory (unlike cuMemAlloc's): a tenant never sees what another left behind. */
+    Allocation allocate(EmulatedContext owner, long size, Allocation.Kind kind) {
+        if (size <= 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "bytesize=" + size + " must be positive");
+        }
+        AtomicLong budget = used[owner.device];
+        long before;
+        do {
+            before = budget.get();
+            if (size > capacity - before) {
+                throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "bytesize=" + size + " exceeds free=" + (capacity - before)
+                        + " of the advertised " + capacity + " bytes");
+            }
+        } while (!budget.compareAndSet(before, before + size));
+        long base;
+        try {
+            base = reserveAddresses(size);
+        } catch (CudaError e) {
+            budget.addAndGet(-size);
+            throw e;
+        }
+        Arena arena = Arena.ofShared();
+        MemorySegment host;
+        try {
+            host = arena.allocate(size, ALIGNMENT);
+        } catch (OutOfMemoryError | IllegalArgumentException e) {
+            arena.close();
+            budget.addAndGet(-size);
+            throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "host memory for bytesize=" + size + " unavailable: " + e.getMessage());
+        }
+        Allocation a = new Allocation(base, size, ids.getAndIncrement(), kind, owner, arena, host);
+        byBase.put(base, a);
+        // The context may have died meanwhile; its cleanup (unmapAll) may or may not have seen this one.
+        if (owner.destroyed()) {
+            if (unmap(a)) {
+                release(a);
+            }
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "context " + owner.name + " was destroyed");
+        }
+        return a;
+    }
+
+    private synchronized long reserveAddresses(long size) {
+        long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
+        if (rounded <= 0 || rounded > LIMIT - nextAddress) {
+            throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "device address range exhausted (addresses are never reused)");
+        }
+        long base = nextAddress;
+        nextAddress += rounded;
+        return base;
+    }
+
+    /** The allocation (of any context) containing {@code address}, or null. */
+    Allocation find(long address) {
+        Map.Entry<Long, Allocation> e = byBase.floorEntry(address);
+        if (e == null) {
+            return null;
+        }
+        Allocation a = e.getValue();
+        return address < a.end() ? a : null;
+    }
+
+    /** Host memory behind [address, address+bytes) if it lies in one allocation of {@code context}, else null. */
+    MemorySegment resolve(EmulatedContext context, long address, long bytes) {
+        Allocation a = find(address);
+        if (a == null || a.owner() != context || !a.contains(address, bytes)) {
+            return null;
+        }
+        return a.host().asSlice(address - a.base(), bytes);
+    }
+
+    /** Takes the allocation out of the address space; {@link #release} frees it once no queued work can use it. */
+    boolean unmap(Allocation a) {
+        return byBase.remove(a.base(), a);
+    }
+
+    void release(Allocation a) {
+        a.arena().close();
+        used[a.owner().device].addAndGet(-a.size());
+    }
+
+    /** Every allocation owned by {@code context}, unmapped; the caller releases them. */
+    List<Allocation> unmapAll(EmulatedContext context) {
+        List<Allocation> taken = new ArrayList<>();
+        for (Allocation a : byBase.values()) {
+            if (a.owner() == context && unmap(a)) {
+                taken.add(a);
+            }
+        }
+        return taken;
+    }
+}

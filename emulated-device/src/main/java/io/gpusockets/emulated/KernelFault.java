@@ -1,0 +1,28 @@
+package io.gpusockets.emulated;
+
+import io.gpusockets.protocol.api.CuResult;
+
+/**
+ * A kernel (or a queued copy) touched memory it may not: it becomes the context's sticky error, as a
+ * GPU fault does, and is reported by the next synchronizing call rather than by the launch.
+ */
+final class KernelFault extends RuntimeException {
+    private static final long serialVersionUID = 1L;
+
+    final int code;
+
+    KernelFault(int code, String detail) {
+        super(detail, null, false, false);
+        this.code = code;
+    }
+
+    static KernelFault illegalAddress(long address, long bytes) {
+        return new KernelFault(CuResult.CUDA_ERROR_ILLEGAL_ADDRESS,
+                "address=0x" + Long.toHexString(address) + " bytes=" + bytes + " is not inside one allocation of the context");
+    }
+
+    static KernelFault misaligned(long address, long alignment) {
+        return new KernelFault(CuResult.CUDA_ERROR_MISALIGNED_ADDRESS,
+                "address=0x" + Long.toHexString(address) + " is not aligned to " + alignment + " bytes");
+    }
+}

@@ -1,0 +1,108 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+
+import java.lang.System.Logger.Level;
+import java.lang.foreign.MemorySegment;
+import java.util.List;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Functions and launches: resolving a CUfunction (or a CUkernel, which stands for its function in
+ * the current context), answering its attributes and parameter layout, and queuing a launch. A
+ * launch of an entry without a Java kernel fails at once with CUDA_ERROR_NOT_SUPPORTED naming the
+ * kernel; a fault while the kernel runs becomes the context's sticky error.
+ */
+final class Launcher {
+    private static final System.Logger LOG = System.getLogger(Launcher.class.getName());
+
+    private final Handles handles;
+    private final Contexts contexts;
+    private final Streams streams;
+    private final Modules modules;
+    private final EmulatedMemory memory;
+    private final Set<String> warnedKernels = ConcurrentHashMap.newKeySet();
+
+    Launcher(Handles handles, Contexts contexts, Streams streams, Modules modules, EmulatedMemory memory) {
+        this.handles = handles;
+        this.contexts = contexts;
+        this.streams = streams;
+        this.modules = modules;
+        this.memory = memory;
+    }
+
+    EmulatedFunction function(long handle) {
+        contexts.requireInit();
+        EmulatedFunction f = handles.find(handle, EmulatedFunction.class);
+        if (f != null) {
+            return f;
+        }
+        EmulatedLibrary.Kernel k = handles.find(handle, EmulatedLibrary.Kernel.class);
+        if (k != null) {
+            return modules.function(modules.libraryModule(k.library(), contexts.current()), k.name());
+        }
+        throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "function=0x" + Long.toHexString(handle) + " is not a live function");
+    }
+
+    int attribute(long hfunc, int attrib) {
+        Integer value = function(hfunc).attribute(attrib);
+        if (value == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attrib=" + attrib + " is no CUfunction_attribute");
+        }
+        return value;
+    }
+
+    void setAttribute(long hfunc, int attrib, int value) {
+        if (!function(hfunc).setAttribute(attrib, value)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attrib=" + attrib + " value=" + value + " cannot be set");
+        }
+    }
+
+    PtxModule.Param param(long func, long index) {
+        List<PtxModule.Param> params = function(func).entry.params();
+        if (index < 0 || index >= params.size()) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "paramIndex=" + index + " of " + params.size() + " parameters");
+        }
+        return params.get((int) index);
+    }
+
+    int occupancy(long func, int blockSize, long dynamicSharedBytes) {
+        EmulatedFunction f = function(func);
+        if (blockSize <= 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "blockSize=" + blockSize);
+        }
+        return Occupancy.blocksPerMultiprocessor(f.entry.maxThreadsPerBlock(), blockSize, dynamicSharedBytes);
+    }
+
+    void launch(long f, int gx, int gy, int gz, int bx, int by, int bz, int shared, long hStream,
+                MemorySegment kernelParams, MemorySegment extra) {
+        EmulatedContext c = contexts.current();
+        EmulatedFunction fn = function(f);
+        if (fn.module.context != c) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "function " + fn.entry.name() + " belongs to another context");
+        }
+        EmulatedStream s = streams.resolve(hStream, c);
+        String name = fn.entry.name();
+        if (fn.kernel == null) {
+            String why = "kernel " + name + " has no Java implementation in the emulated device (it runs "
+                    + new TreeSet<>(EmulatedKernels.names()) + ")";
+            if (warnedKernels.add(name)) {   // once per name: a program may retry in a loop
+                LOG.log(Level.WARNING, why);
+            }
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, why);
+        }
+        String mismatch = fn.kernel.mismatch(fn.entry);
+        if (mismatch != null) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, mismatch);
+        }
+        KernelLaunch launch = KernelLaunch.prepare(gx, gy, gz, bx, by, bz, shared, fn.maxDynamicShared(), fn.entry,
+                kernelParams, extra, c, memory);
+        c.throwIfFaulted();
+        EmulatedKernels.Body body = fn.kernel.body();
+        c.enqueue(s, null, () -> body.run(launch), "kernel " + name);
+    }
+}

@@ -1,0 +1,170 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_READY;
+import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The stream and event calls. Stream handles 0 and 1 name the current context's legacy default
+ * stream and 2 the calling thread's per-thread stream; created streams and events are handles of
+ * the context that was current when they were made. Work may only be queued on a stream of the
+ * current context.
+ */
+final class Streams {
+    static final long LEGACY = 1;
+    static final long PER_THREAD = 2;
+
+    private final Handles handles;
+    private final Contexts contexts;
+
+    Streams(Handles handles, Contexts contexts) {
+        this.handles = handles;
+        this.contexts = contexts;
+    }
+
+    /** A stream of {@code c} to queue work on. */
+    EmulatedStream resolve(long handle, EmulatedContext c) {
+        if (handle == 0 || handle == LEGACY) {
+            return c.legacyStream();
+        }
+        if (handle == PER_THREAD) {
+            return c.perThreadStream();
+        }
+        EmulatedStream s = contexts.lookup(handle, EmulatedStream.class, "hStream");
+        if (s.context != c) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "hStream belongs to another context than the current one");
+        }
+        return s;
+    }
+
+    /** A created stream can be waited for without its context being current; the special ones need one. */
+    private EmulatedStream toWaitFor(long handle) {
+        return handle >= 0 && handle <= PER_THREAD ? resolve(handle, contexts.current()) : contexts.lookup(handle, EmulatedStream.class, "hStream");
+    }
+
+    /** Completion of what synchronizing {@code s} waits for: the legacy stream also waits for blocking streams' earlier work. */
+    private static CompletableFuture<Void> completion(EmulatedStream s) {
+        return s.kind == EmulatedStream.Kind.LEGACY ? s.context.barrier(s) : s.tail();
+    }
+
+    /** Priorities are kept but change no scheduling: each stream has its own thread anyway. */
+    long create(int flags, int priority) {
+        EmulatedContext c = contexts.current();
+        if ((flags & ~EmulatedStream.NON_BLOCKING) != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=0x" + Integer.toHexString(flags));
+        }
+        long h = handles.issue();
+        EmulatedStream s = c.createStream(h, flags, Math.clamp(priority, -5, 0));
+        try {
+            handles.own(c, h, s);
+        } catch (CudaError e) {
+            c.destroyStream(s);
+            throw e;
+        }
+        return h;
+    }
+
+    void destroy(long handle) {
+        EmulatedStream s = contexts.lookup(handle, EmulatedStream.class, "hStream");
+        if (handles.remove(handle, s)) {
+            s.context.owned.remove(handle);
+            s.context.destroyStream(s);
+        }
+    }
+
+    int synchronize(long handle) {
+        EmulatedStream s = toWaitFor(handle);
+        completion(s).join();
+        s.context.throwIfFaulted();
+        return CUDA_SUCCESS;
+    }
+
+    int query(long handle) {
+        EmulatedStream s = toWaitFor(handle);
+        s.context.throwIfFaulted();
+        return completion(s).isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    }
+
+    void waitEvent(long hStream, long hEvent, int flags) {
+        EmulatedContext c = contexts.active();
+        EmulatedStream s = resolve(hStream, c);
+        EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        if ((flags & ~1) != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=0x" + Integer.toHexString(flags));
+        }
+        EmulatedEvent.Recording r = e.recording();
+        if (r != null) {   // an event never recorded is complete: nothing to wait for
+            c.enqueue(s, r.reached, () -> { }, "cuStreamWaitEvent");
+        }
+    }
+
+    long createEvent(int flags) {
+        EmulatedContext c = contexts.current();
+        if ((flags & ~EmulatedEvent.VALID_FLAGS) != 0
+                || ((flags & EmulatedEvent.INTERPROCESS) != 0 && (flags & EmulatedEvent.DISABLE_TIMING) == 0)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=0x" + Integer.toHexString(flags));
+        }
+        long h = handles.issue();
+        handles.own(c, h, new EmulatedEvent(h, c, flags));
+        return h;
+    }
+
+    void record(long hEvent, long hStream) {
+        EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        EmulatedContext c = contexts.active();
+        if (e.context != c) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "hEvent belongs to another context than the current one");
+        }
+        EmulatedStream s = resolve(hStream, c);
+        EmulatedEvent.Recording r = new EmulatedEvent.Recording();
+        r.reached = c.enqueue(s, null, () -> r.nanos = System.nanoTime(), "cuEventRecord");
+        e.recording(r);
+    }
+
+    int synchronizeEvent(long hEvent) {
+        EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        EmulatedEvent.Recording r = e.recording();
+        if (r != null) {
+            r.reached.join();
+        }
+        e.context.throwIfFaulted();
+        return CUDA_SUCCESS;
+    }
+
+    int queryEvent(long hEvent) {
+        EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        e.context.throwIfFaulted();
+        EmulatedEvent.Recording r = e.recording();
+        return r == null || r.reached.isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    }
+
+    /** Milliseconds between two completed recordings, or null while either is still pending. */
+    Float elapsed(long hStart, long hEnd) {
+        EmulatedEvent start = contexts.lookup(hStart, EmulatedEvent.class, "hStart");
+        EmulatedEvent end = contexts.lookup(hEnd, EmulatedEvent.class, "hEnd");
+        if (!start.timing() || !end.timing()) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "an event was created with CU_EVENT_DISABLE_TIMING");
+        }
+        EmulatedEvent.Recording a = start.recording();
+        EmulatedEvent.Recording b = end.recording();
+        if (a == null || b == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "an event has not been recorded");
+        }
+        if (!a.reached.isDone() || !b.reached.isDone()) {
+            return null;
+        }
+        start.context.throwIfFaulted();
+        end.context.throwIfFaulted();
+        return (b.nanos - a.nanos) / 1_000_000f;
+    }
+
+    void destroyEvent(long hEvent) {
+        EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        if (handles.remove(hEvent, e)) {
+            e.context.owned.remove(hEvent);
+        }
+    }
+}
