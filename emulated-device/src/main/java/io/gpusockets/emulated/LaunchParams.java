@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 
+import io.gpusockets.protocol.calls.LaunchRequest;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
@@ -17,9 +18,9 @@ import java.lang.foreign.ValueLayout;
  * Both may arrive zero-length from native code; they are widened to what the signature implies.
  */
 final class LaunchParams {
-    static final long PARAM_END = 0;
-    static final long PARAM_BUFFER_POINTER = 1;
-    static final long PARAM_BUFFER_SIZE = 2;
+    static final long PARAM_END = LaunchRequest.CU_LAUNCH_PARAM_END;
+    static final long PARAM_BUFFER_POINTER = LaunchRequest.CU_LAUNCH_PARAM_BUFFER_POINTER;
+    static final long PARAM_BUFFER_SIZE = LaunchRequest.CU_LAUNCH_PARAM_BUFFER_SIZE;
     /** More key/value pairs than any real {@code extra} array holds: bounds a walk over garbage. */
     private static final int MAX_EXTRA_PAIRS = 16;
 

@@ -4,6 +4,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
+import io.gpusockets.protocol.calls.ModuleImageKind;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -12,16 +13,11 @@ import java.nio.charset.StandardCharsets;
  * Turns a module image handed to cuModuleLoadData* / cuLibraryLoadData into PTX text. Only PTX is
  * understood: compiled code (cubin ELF, fatbin, the fatbin wrapper) cannot run on a Java device.
  * A zero-length segment (from native code) is PTX's own convention, a NUL-terminated string, scanned
- * up to {@link #MAX_PTX} bytes; the magic numbers are read one byte at a time and only while they
- * match, so a short string is never read past its NUL.
+ * up to {@link #MAX_PTX} bytes; the format is told by {@link ModuleImageKind}, which reads the magic
+ * numbers one byte at a time and only while they match, so a short string is never read past its NUL.
  */
 final class ModuleImage {
     static final long MAX_PTX = 64L << 20;
-
-    private static final byte[] ELF = {0x7f, 'E', 'L', 'F'};
-    /** Fatbin data (0xBA55ED50) and the fatbin wrapper struct (0x466243B1), as little-endian bytes. */
-    private static final byte[] FATBIN = {0x50, (byte) 0xED, 0x55, (byte) 0xBA};
-    private static final byte[] FATBIN_WRAPPER = {(byte) 0xB1, 0x43, 0x62, 0x46};
 
     private ModuleImage() {
     }
@@ -32,9 +28,12 @@ final class ModuleImage {
         }
         boolean unsized = image.byteSize() == 0 && image.isNative();
         MemorySegment bytes = unsized ? image.reinterpret(MAX_PTX) : image;
-        String kind = startsWith(bytes, ELF) ? "a cubin (ELF)"
-                : startsWith(bytes, FATBIN) ? "a fatbin"
-                : startsWith(bytes, FATBIN_WRAPPER) ? "a fatbin wrapper" : null;
+        String kind = switch (ModuleImageKind.of(bytes)) {
+            case CUBIN_ELF -> "a cubin (ELF)";
+            case FATBIN -> "a fatbin";
+            case FATBIN_WRAPPER -> "a fatbin wrapper";
+            case PTX -> null;
+        };
         if (kind != null) {
             throw new CudaError(CUDA_ERROR_NOT_SUPPORTED,
                     "image is " + kind + "; the emulated device runs PTX text only (compile with -ptx)");
@@ -50,14 +49,5 @@ final class ModuleImage {
             throw new CudaError(CUDA_ERROR_INVALID_IMAGE, "image is empty");
         }
         return new String(bytes.asSlice(0, length).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
-    }
-
-    private static boolean startsWith(MemorySegment bytes, byte[] magic) {
-        for (int i = 0; i < magic.length; i++) {
-            if (i >= bytes.byteSize() || bytes.get(ValueLayout.JAVA_BYTE, i) != magic[i]) {
-                return false;
-            }
-        }
-        return true;
     }
 }

@@ -6,6 +6,7 @@ import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.PointerAttributeRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -67,16 +68,13 @@ final class DeviceRanges {
         this.verifier = verifier;
     }
 
-    private static final int POINTER_ATTRIBUTE_RANGE_START = 11;
-    private static final int POINTER_ATTRIBUTE_RANGE_SIZE = 12;
-
     /** Ranges verified by asking {@code driver} (the backend) for the range around a pointer. */
     static DeviceRanges askingBackend(CudaDriver driver) {
         return new DeviceRanges(p -> {
             try (Arena a = Arena.ofConfined()) {
                 MemorySegment start = a.allocate(8), size = a.allocate(8);
-                if (driver.cuPointerGetAttribute(start, POINTER_ATTRIBUTE_RANGE_START, p) != CuResult.CUDA_SUCCESS
-                        || driver.cuPointerGetAttribute(size, POINTER_ATTRIBUTE_RANGE_SIZE, p) != CuResult.CUDA_SUCCESS) {
+                if (driver.cuPointerGetAttribute(start, PointerAttributeRequest.RANGE_START_ADDR, p) != CuResult.CUDA_SUCCESS
+                        || driver.cuPointerGetAttribute(size, PointerAttributeRequest.RANGE_SIZE, p) != CuResult.CUDA_SUCCESS) {
                     return null; // no device memory of the session
                 }
                 return new long[] {start.get(ValueLayout.JAVA_LONG, 0), size.get(ValueLayout.JAVA_LONG, 0)};

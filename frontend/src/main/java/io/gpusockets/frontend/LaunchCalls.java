@@ -3,7 +3,7 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.wire.WireValues;
+import io.gpusockets.protocol.calls.LaunchRequest;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
@@ -56,54 +56,17 @@ final class LaunchCalls implements FrontendHandlers.Launches {
             }
         }
         ByteBuffer req = CallChannel.request();
-        req.putLong(f).putInt(gridDimX).putInt(gridDimY).putInt(gridDimZ)
-                .putInt(blockDimX).putInt(blockDimY).putInt(blockDimZ).putInt(sharedMemBytes).putLong(hStream);
+        LaunchRequest.putHeader(req, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream);
         if (hasExtra) {
-            int r = putExtra(req, extra);
+            int r = LaunchRequest.putExtra(req, extra);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
         } else {
-            req.putInt(0).putInt(sizes.length);
-            MemorySegment array = WireValues.sized(kernelParams, 8L * sizes.length);
-            for (int i = 0; i < sizes.length; i++) {
-                MemorySegment value = array.getAtIndex(ValueLayout.ADDRESS, i).reinterpret(sizes[i]);
-                req.putInt((int) sizes[i]);
-                req.put(value.asByteBuffer());
-            }
+            LaunchRequest.putKernelParams(req, sizes, kernelParams);
         }
         boolean noReply = channel.pipelining();
         return channel.exchange(ApiEntries.cuLaunchKernel, req.flip(), List.of(), List.of(), noReply).result();
-    }
-
-    private static final int LAUNCH_PARAM_END = 0;
-    private static final int LAUNCH_PARAM_BUFFER_POINTER = 1;
-    private static final int LAUNCH_PARAM_BUFFER_SIZE = 2;
-    private static final int MAX_EXTRA_WORDS = 64;
-
-    private static int putExtra(ByteBuffer req, MemorySegment extra) {
-        MemorySegment e = WireValues.sized(extra, 8L * MAX_EXTRA_WORDS);
-        MemorySegment buffer = null;
-        long size = -1;
-        for (int i = 0; i + 1 < MAX_EXTRA_WORDS; i += 2) {
-            long key = e.getAtIndex(ValueLayout.JAVA_LONG, i);
-            if (key == LAUNCH_PARAM_END) {
-                break;
-            }
-            MemorySegment value = e.getAtIndex(ValueLayout.ADDRESS, i + 1);
-            if (key == LAUNCH_PARAM_BUFFER_POINTER) {
-                buffer = value;
-            } else if (key == LAUNCH_PARAM_BUFFER_SIZE) {
-                size = value.reinterpret(8).get(ValueLayout.JAVA_LONG, 0);
-            } else {
-                return CuResult.CUDA_ERROR_INVALID_VALUE;
-            }
-        }
-        if (buffer == null || size < 0 || size > 32764 || size + 64 > req.remaining()) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;
-        }
-        req.putInt(1).putInt((int) size).put(buffer.reinterpret(size).asByteBuffer());
-        return CuResult.CUDA_SUCCESS;
     }
 
     /** Parameter sizes of a function, from cuFuncGetParamInfo until it answers INVALID_VALUE. */
@@ -111,7 +74,7 @@ final class LaunchCalls implements FrontendHandlers.Launches {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
             MemorySegment offset = a.allocate(8), size = a.allocate(8);
             List<Long> sizes = new ArrayList<>();
-            for (int i = 0; i < 1024; i++) {
+            for (int i = 0; i < LaunchRequest.MAX_PARAMS; i++) {
                 int r = driver.cuFuncGetParamInfo(f, i, offset, size);
                 if (r == CuResult.CUDA_ERROR_INVALID_VALUE) {
                     break;

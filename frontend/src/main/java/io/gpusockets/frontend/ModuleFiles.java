@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.calls.ModuleImageKind;
 import io.gpusockets.protocol.wire.WireValues;
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -37,7 +38,7 @@ final class ModuleFiles {
         }
         try (FileChannel in = FileChannel.open(path, StandardOpenOption.READ); Arena arena = Arena.ofConfined()) {
             long size = in.size();
-            if (size == 0 || size > ModuleImages.MAX_IMAGE) {
+            if (size == 0 || size > ModuleImageKind.MAX_IMAGE) {
                 return CuResult.CUDA_ERROR_INVALID_IMAGE;
             }
             // Zeroed, so PTX text ends in a NUL; at least 16 bytes, so the format probe stays inside it.

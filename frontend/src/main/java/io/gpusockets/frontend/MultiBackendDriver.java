@@ -9,6 +9,7 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ForwardingCudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.api.WireCodec;
+import io.gpusockets.protocol.calls.PointerAttributeRequest;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -46,8 +47,6 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
     public static final int MAX_BACKENDS = 255;
     private static final int TAG_SHIFT = 56;
     private static final long HANDLE_MASK = (1L << TAG_SHIFT) - 1;
-    private static final int POINTER_ATTRIBUTE_CONTEXT = 1;
-    private static final int POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
     /** A lane whose current context is not known (after a failed switch): cleared before use. */
     private static final long UNKNOWN = -1;
 
@@ -440,8 +439,8 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
             return r;
         }
         return switch (attribute) {
-            case POINTER_ATTRIBUTE_CONTEXT -> tagHandle((MemorySegment) args[0], b);
-            case POINTER_ATTRIBUTE_DEVICE_ORDINAL -> globalDevice((MemorySegment) args[0], b);
+            case PointerAttributeRequest.CONTEXT -> tagHandle((MemorySegment) args[0], b);
+            case PointerAttributeRequest.DEVICE_ORDINAL -> globalDevice((MemorySegment) args[0], b);
             default -> CuResult.CUDA_SUCCESS;
         };
     }

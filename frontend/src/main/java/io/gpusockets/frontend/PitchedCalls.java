@@ -4,6 +4,7 @@ import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.calls.PitchedCopyRequest;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
 import io.gpusockets.protocol.wire.WireValues;
@@ -80,11 +81,7 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         ByteBuffer req = CallChannel.request();
-        m.encode(req);
-        if (async) {
-            req.putLong(stream);
-        }
-        req.putLong(hostIn ? m.totalBytes() : 0);
+        PitchedCopyRequest.put(req, m, async, stream, PitchedCopyRequest.bulkBytes(m));
         ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
                 : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
         // Rows going to the device are captured once sent: that copy may be pipelined. Rows coming back are waited for.

@@ -5,6 +5,7 @@ import io.gpusockets.protocol.api.ApiParam;
 import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.ModuleImageKind;
 import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.WindowSlots;
@@ -145,7 +146,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                     }
                 }
                 case IMAGE -> {
-                    MemorySegment image = ModuleImages.image((MemorySegment) a);
+                    MemorySegment image = ModuleImageKind.image((MemorySegment) a);
                     if (image == null) {
                         return CuResult.CUDA_ERROR_INVALID_IMAGE;
                     }

@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.calls.HostCallbackOps;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -45,10 +46,6 @@ import java.util.function.BiFunction;
  * reads replies for the others (the connection has no reader thread): a hand-off per reply then.
  */
 final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable {
-    static final int ENQUEUE = 0;
-    static final int AWAIT = 1;
-    static final int OPEN = 2;
-
     private static final ApiFunction ADD_CALLBACK = ApiEntries.cuStreamAddCallback;
     private static final ApiFunction HOST_FUNC = ApiEntries.cuLaunchHostFunc;
 
@@ -102,12 +99,14 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
     }
 
     private int enqueue(ApiFunction f, long stream, int flags, Pending p) {
-        ByteBuffer req = request().putInt(ENQUEUE).putLong(stream).putInt(flags).flip();
+        ByteBuffer req = request();
+        HostCallbackOps.putEnqueue(req, stream, flags);
+        req.flip();
         CallChannel.Reply reply = exchange.apply(f, req);
         if (reply.result() != CuResult.CUDA_SUCCESS) {
             return reply.result();
         }
-        long gate = reply.body().getLong();
+        long gate = HostCallbackOps.readEnqueueReply(reply.body());
         slot(gate).complete(p);
         startWorker();
         outstanding.release();
@@ -132,13 +131,14 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
                 if (closed) {
                     return;
                 }
-                CallChannel.Reply reached = exchange.apply(ADD_CALLBACK, request().putInt(AWAIT).flip());
+                CallChannel.Reply reached = exchange.apply(ADD_CALLBACK, awaitRequest());
                 if (reached.result() != CuResult.CUDA_SUCCESS) {
                     failAll(reached.result());
                     return;
                 }
-                long gate = reached.body().getLong();
-                int status = reached.body().getInt();
+                HostCallbackOps.Reached r = HostCallbackOps.readAwaitReply(reached.body());
+                long gate = r.gate();
+                int status = r.status();
                 Pending p = slot(gate).join();
                 pending.remove(gate);
                 inCallback = Thread.currentThread();
@@ -147,7 +147,7 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
                 } finally {
                     inCallback = null;
                 }
-                CallChannel.Reply opened = exchange.apply(ADD_CALLBACK, request().putInt(OPEN).putLong(gate).flip());
+                CallChannel.Reply opened = exchange.apply(ADD_CALLBACK, openRequest(gate));
                 if (opened.result() == RemoteCudaDriver.CONNECTION_LOST) {
                     failAll(opened.result());
                     return;
@@ -190,6 +190,18 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
                 run(f.join(), result);
             }
         }
+    }
+
+    private static ByteBuffer awaitRequest() {
+        ByteBuffer b = request();
+        HostCallbackOps.putAwait(b);
+        return b.flip();
+    }
+
+    private static ByteBuffer openRequest(long gate) {
+        ByteBuffer b = request();
+        HostCallbackOps.putOpen(b, gate);
+        return b.flip();
     }
 
     private static ByteBuffer request() {

@@ -3,6 +3,7 @@ package io.gpusockets.frontend;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
+import io.gpusockets.protocol.calls.ModuleImageKind;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
@@ -34,7 +35,7 @@ class ModuleImagesTest {
     void findsTheLengthOfACubinFromItsElfHeaders() throws IOException {
         byte[] cubin = resource("/images/kernels.cubin");
         try (Arena arena = Arena.ofConfined()) {
-            assertEquals(cubin.length, ModuleImages.image(asBarePointer(arena, cubin)).byteSize());
+            assertEquals(cubin.length, ModuleImageKind.image(asBarePointer(arena, cubin)).byteSize());
         }
     }
 
@@ -42,7 +43,7 @@ class ModuleImagesTest {
     void findsTheLengthOfAFatbinFromItsHeader() throws IOException {
         byte[] fatbin = resource("/images/kernels.fatbin");
         try (Arena arena = Arena.ofConfined()) {
-            assertEquals(fatbin.length, ModuleImages.image(asBarePointer(arena, fatbin)).byteSize());
+            assertEquals(fatbin.length, ModuleImageKind.image(asBarePointer(arena, fatbin)).byteSize());
         }
     }
 
@@ -52,10 +53,10 @@ class ModuleImagesTest {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment inner = asBarePointer(arena, fatbin);
             MemorySegment wrapper = arena.allocate(24, 8);
-            wrapper.set(ValueLayout.JAVA_INT, 0, ModuleImages.FATBIN_WRAPPER_MAGIC);
+            wrapper.set(ValueLayout.JAVA_INT, 0, ModuleImageKind.FATBIN_WRAPPER_MAGIC);
             wrapper.set(ValueLayout.JAVA_INT, 4, 1);
             wrapper.set(ValueLayout.ADDRESS, 8, inner);
-            MemorySegment image = ModuleImages.image(MemorySegment.ofAddress(wrapper.address()));
+            MemorySegment image = ModuleImageKind.image(MemorySegment.ofAddress(wrapper.address()));
             assertEquals(inner.address(), image.address());
             assertEquals(fatbin.length, image.byteSize());
         }
@@ -68,13 +69,13 @@ class ModuleImagesTest {
         System.arraycopy(ptx, 0, withNul, 0, ptx.length);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment bare = asBarePointer(arena, withNul);
-            assertEquals(withNul.length, ModuleImages.image(bare).byteSize());
+            assertEquals(withNul.length, ModuleImageKind.image(bare).byteSize());
         }
     }
 
     @Test
     void refusesNullAndUnterminatedJavaImages() {
-        assertNull(ModuleImages.image(MemorySegment.NULL));
-        assertNull(ModuleImages.image(MemorySegment.ofArray(".version 9.0 no terminator".getBytes())));
+        assertNull(ModuleImageKind.image(MemorySegment.NULL));
+        assertNull(ModuleImageKind.image(MemorySegment.ofArray(".version 9.0 no terminator".getBytes())));
     }
 }

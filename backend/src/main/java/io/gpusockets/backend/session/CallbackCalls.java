@@ -1,24 +1,17 @@
 package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.HostCallbackOps;
 import io.gpusockets.protocol.wire.ProtocolException;
 
 /**
  * Area {@code callbacks}: host callbacks run in the guest, beside the program; the backend only holds
  * the stream at a gate ({@link HostCallbackGates}) until the guest's callback has run.
  *
- * <p>Request bodies of cuStreamAddCallback and cuLaunchHostFunc start with an operation:
- * <pre>
- *   ENQUEUE  op u32, stream u64, flags u32  →  gate u64
- *   AWAIT    op u32                         →  gate u64, status i32   (blocks the lane until a gate is reached)
- *   OPEN     op u32, gate u64               →  (nothing)
- * </pre>
+ * <p>Requests and replies are {@link HostCallbackOps}'s: enqueue a gate, await the next gate
+ * reached (blocking the lane), open a gate.
  */
 final class CallbackCalls implements BackendHandlers.Callbacks {
-    static final int ENQUEUE = 0;
-    static final int AWAIT = 1;
-    static final int OPEN = 2;
-
     private final Session session;
 
     CallbackCalls(Session session) {
@@ -37,31 +30,23 @@ final class CallbackCalls implements BackendHandlers.Callbacks {
 
     private int gate(Call c) throws ProtocolException, CallRejected, InterruptedException {
         HostCallbackGates gates = session.callbackGates();
-        int op = c.readInt();
-        switch (op) {
-            case ENQUEUE -> {
-                long streamId = c.readLong();
-                int flags = c.readInt();
-                c.expectEnd();
-                long stream = c.handle(ParamType.STREAM, streamId, true);
+        HostCallbackOps.Request op = HostCallbackOps.read(c.body);
+        c.expectEnd();
+        return switch (op) {
+            case HostCallbackOps.Enqueue e -> {
+                long stream = c.handle(ParamType.STREAM, e.stream(), true);
                 long[] id = new long[1];
-                int r = gates.enqueue(session.host().driver(), stream, flags, id);
-                c.outs.putLong(id[0]);
-                return r;
+                int r = gates.enqueue(session.host().driver(), stream, e.flags(), id);
+                HostCallbackOps.putEnqueueReply(c.outs, id[0]);
+                yield r;
             }
-            case AWAIT -> {
-                c.expectEnd();
+            case HostCallbackOps.Await a -> {
                 long[] gate = new long[2];
                 int r = gates.await(gate);
-                c.outs.putLong(gate[0]).putInt((int) gate[1]);
-                return r;
+                HostCallbackOps.putAwaitReply(c.outs, gate[0], (int) gate[1]);
+                yield r;
             }
-            case OPEN -> {
-                long gate = c.readLong();
-                c.expectEnd();
-                return gates.open(gate);
-            }
-            default -> throw new ProtocolException(c.name() + ": unknown operation " + op);
-        }
+            case HostCallbackOps.Open o -> gates.open(o.gate());
+        };
     }
 }

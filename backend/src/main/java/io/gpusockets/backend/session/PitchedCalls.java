@@ -3,6 +3,7 @@ package io.gpusockets.backend.session;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.PitchedCopyRequest;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
 import io.gpusockets.protocol.wire.ProtocolException;
@@ -49,14 +50,15 @@ final class PitchedCalls implements BackendHandlers.Pitched {
     }
 
     /**
-     * Request: the copy ({@link Memcpy3D#encode}), [stream u64,] bulk length u64; a host source's
-     * rows follow as DATA (packed), a host destination's go back as DATA before the reply.
+     * The request is {@link PitchedCopyRequest}'s; a host source's rows follow as DATA (packed), a
+     * host destination's go back as DATA before the reply.
      */
     private int copy(Call c, boolean is3D, boolean async)
             throws ProtocolException, CallRejected, InterruptedException, IOException {
-        Memcpy3D m = Memcpy3D.decode(c.body);
-        long streamId = async ? c.readLong() : 0;
-        long bulk = c.readLong();
+        PitchedCopyRequest.Request q = PitchedCopyRequest.read(c.body, async);
+        Memcpy3D m = q.copy();
+        long streamId = q.stream();
+        long bulk = q.bulkBytes();
         c.expectEnd();
         c.expectBulk(bulk);
         long total = m.totalBytes();
