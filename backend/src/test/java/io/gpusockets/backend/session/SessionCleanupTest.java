@@ -137,7 +137,7 @@ class SessionCleanupTest {
     }
 
     @Test
-    void sessionEndReleasesEverythingOnce() {
+    void sessionEndDestroysWhatTheSessionMade() {
         Session s = SessionTestKit.session(driver);
         long a = s.handles().intern(ParamType.CTX, CTX_A, 0, 0);
         s.memory().add(new SessionMemory.Range(0x7000_0000L, 100, a, true));
