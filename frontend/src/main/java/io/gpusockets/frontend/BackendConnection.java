@@ -9,7 +9,6 @@ import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Handshake;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
-import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -69,14 +68,7 @@ final class BackendConnection implements AutoCloseable {
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private final ReentrantLock readLock = new ReentrantLock();
     /** The connection's shared window when the backend agreed to use it, else null. */
-    private final SharedWindow window;
-    /** Held by the one call whose bulk data is in the window, from its request to its reply. */
-    private final ReentrantLock windowLock = new ReentrantLock();
-    /** Input slots in the window (0: no input through it); window input frames sent, ever (under windowLock). */
-    private final int inSlots;
-    private long inSent;
-    /** Window output frames copied out, ever (by whichever thread reads). */
-    private long outTaken;
+    private final FrontendWindow window;
     private volatile IOException broken;
 
     private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async,
@@ -85,8 +77,7 @@ final class BackendConnection implements AutoCloseable {
         this.channel = channel;
         this.welcome = welcome;
         this.async = async;
-        this.window = window;
-        this.inSlots = window == null ? 0 : WindowSlots.inputSlots(window.segment().byteSize(), windowSlotBytes());
+        this.window = window == null ? null : new FrontendWindow(window, windowSlotBytes());
     }
 
     /**
@@ -95,11 +86,11 @@ final class BackendConnection implements AutoCloseable {
      * with {@link #releaseWindow} after the reply. Null when the call should use the byte stream.
      */
     MemorySegment acquireWindow(boolean in) {
-        if (window == null || (in && inSlots == 0) || !windowLock.tryLock()) {
+        if (window == null || !window.tryHold(in)) {
             return null;
         }
         if (broken != null) {
-            windowLock.unlock();
+            window.letGo();
             return null;
         }
         return window.segment();
@@ -111,30 +102,29 @@ final class BackendConnection implements AutoCloseable {
     }
 
     /**
-     * Where the next input frame goes in the window, once the backend is done with the frame that last
-     * used that slot; call {@link #inputSent} after sending it. Waits (spinning, then sleeping) while
-     * the backend is behind, for as long as it is: a copy behind a long kernel on the legacy stream
-     * waits for the kernel, as it would natively. Throws when the connection breaks or the backend
-     * goes away (the ring notices a dead peer within its liveness period).
+     * Where the next input frame goes in the window ({@link FrontendWindow#nextInputSlot}); call
+     * {@link #inputSent} after sending it. Throws when the connection breaks or the backend goes away
+     * (the ring notices a dead peer within its liveness period).
      */
     long nextInputSlot() throws IOException {
-        if (!WindowSlots.await(window.segment(), WindowSlots.IN_RELEASED_OFFSET, inSent - inSlots + 1,
-                () -> broken != null || channel.connection().peerClosed())) {
+        long slot = window.nextInputSlot(() -> broken != null || channel.connection().peerClosed());
+        if (slot < 0) {
             if (broken != null) {
                 throw broken;
             }
             throw fail(new IOException("backend closed the connection"));
         }
-        return WindowSlots.inputSlotOffset((int) (inSent % inSlots), windowSlotBytes());
+        return slot;
     }
 
     /** The frame for the slot {@link #nextInputSlot} gave is sent. */
     void inputSent() {
-        inSent++;
+        window.inputSent();
     }
 
+    /** Gives back the window {@link #acquireWindow} lent. */
     void releaseWindow() {
-        windowLock.unlock();
+        window.letGo();
     }
 
     /** Connects and runs the handshake, all within the configured timeout. */
@@ -289,8 +279,7 @@ final class BackendConnection implements AutoCloseable {
                 }
                 if (h.inWindow()) {
                     scatter(p, windowRef(h), h);
-                    // copied out: the backend may fill that slot again
-                    WindowSlots.publish(window.segment(), WindowSlots.OUT_TAKEN_OFFSET, ++outTaken);
+                    window.outputTaken(); // copied out: the backend may fill that slot again
                     return;
                 }
                 MemorySegment dst = p.destinations.get(p.destination);
@@ -323,7 +312,7 @@ final class BackendConnection implements AutoCloseable {
         if (window == null || h.length() != Handshake.WINDOW_REF_BYTES) {
             throw new ProtocolException("window DATA frame " + (window == null ? "without a shared window" : "of bad length") + ": " + h);
         }
-        return WindowSlots.resolve(window.segment(), channel.readBody(h.length()));
+        return window.resolve(channel.readBody(h.length()));
     }
 
     private static void scatter(Pending p, MemorySegment src, FrameHeader h) throws ProtocolException {
@@ -361,19 +350,7 @@ final class BackendConnection implements AutoCloseable {
         }
         channel.close();
         if (window != null) {
-            // No call can be using it: the window is taken only by calls, which fail once broken is set,
-            // and one still inside its exchange holds the lock until it has failed.
-            try {
-                if (windowLock.tryLock(5, TimeUnit.SECONDS)) {
-                    try {
-                        window.release();
-                    } finally {
-                        windowLock.unlock();
-                    }
-                } // else a call is stuck with it: leave it mapped rather than pull it away
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+            window.close(); // broken is set: no call takes it any more
         }
     }
 }

@@ -19,6 +19,15 @@ import java.util.Map;
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
  *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
  * </ul>
+ * Three more settings are the process's, not a connection's, and are system properties only; their
+ * names, defaults and parsing are here too:
+ * <ul>
+ *   <li>{@value #CONFIG_FILE_PROP}: the config file read above, default {@value #CONFIG_FILE};</li>
+ *   <li>{@value #COPY_THREADS_PROP}: threads that copy large pieces through the shared window
+ *       ({@link SplitCopier}): 1 or 2, default 2 with more than two cores, else 1 (other values: the default);</li>
+ *   <li>{@value #STARTUP_TRACE_PROP}: set by libcuda.so.1 to its own start times (two CLOCK_MONOTONIC
+ *       nanosecond values, comma-separated) when GPUSOCKETS_TRACE_STARTUP=1 ({@link StartupTrace}).</li>
+ * </ul>
  *
  * @param servers        backend URIs
  * @param connectTimeout bound on connect plus handshake
@@ -35,6 +44,9 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
     /** System-wide settings for guests (one NAME=value per line, # comments). */
     public static final String CONFIG_FILE = "/etc/gpusockets/frontend.conf";
+    public static final String CONFIG_FILE_PROP = "gpusockets.config";
+    public static final String COPY_THREADS_PROP = "gpusockets.frontend.copyThreads";
+    public static final String STARTUP_TRACE_PROP = "gpusockets.startup.trace";
 
     public FrontendConfig {
         servers = List.copyOf(servers);
@@ -89,7 +101,7 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     }
 
     private static String fileSetting(String name) {
-        Path file = Path.of(System.getProperty("gpusockets.config", CONFIG_FILE));
+        Path file = Path.of(System.getProperty(CONFIG_FILE_PROP, CONFIG_FILE));
         if (!Files.isReadable(file)) {
             return null;
         }
@@ -104,6 +116,45 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
             return null;
         }
         return null;
+    }
+
+    /** {@value #COPY_THREADS_PROP} of this JVM ({@link #copyThreads(String, int)}). */
+    static int copyThreads() {
+        return copyThreads(System.getProperty(COPY_THREADS_PROP), Runtime.getRuntime().availableProcessors());
+    }
+
+    /**
+     * Threads for large window copies, given the property's {@code value} (null when unset) on
+     * {@code cores} cores: "1" or "2" as asked, else 2 where there are more than two cores, since on two
+     * cores a second copier takes the core the program or the backend needs.
+     */
+    static int copyThreads(String value, int cores) {
+        return switch (value == null ? "" : value) {
+            case "1" -> 1;
+            case "2" -> 2;
+            default -> cores > 2 ? 2 : 1;
+        };
+    }
+
+    /**
+     * The start times libcuda.so.1 handed over in {@value #STARTUP_TRACE_PROP} (its first call, the Java
+     * runtime loaded), or null when the property is absent (tracing off); now, twice, when they do not
+     * parse. Read as the frontend starts: a property look-up, nothing more, when tracing is off.
+     */
+    static long[] startupTraceTimes() {
+        return startupTraceTimes(System.getProperty(STARTUP_TRACE_PROP));
+    }
+
+    static long[] startupTraceTimes(String s) {
+        if (s == null) {
+            return null;
+        }
+        try {
+            int comma = s.indexOf(',');
+            return new long[] {Long.parseLong(s.substring(0, comma)), Long.parseLong(s.substring(comma + 1))};
+        } catch (RuntimeException e) {
+            return new long[] {System.nanoTime(), System.nanoTime()};
+        }
     }
 
     public FrontendConfig withAsync(boolean on) {

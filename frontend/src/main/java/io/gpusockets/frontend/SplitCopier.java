@@ -13,8 +13,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>The helper is started on first use and polls for work for {@link #SPIN_NANOS} after each piece
  * (a parked thread takes tens of microseconds to wake), then parks. One caller at a time splits its
  * copies; another caller meanwhile, or a piece under {@link #MIN_SPLIT_BYTES}, is copied on the
- * calling thread alone. Used only where there are more than two cores (system property
- * {@code gpusockets.frontend.copyThreads}: 1 for never, 2 for always).
+ * calling thread alone. Used where {@link FrontendConfig#copyThreads()} says 2: by default only
+ * where there are more than two cores ({@value FrontendConfig#COPY_THREADS_PROP}: 1 for never, 2 for always).
  */
 final class SplitCopier {
     /** Pieces smaller than this are not worth a hand-off. */
@@ -22,7 +22,7 @@ final class SplitCopier {
     static final long SPIN_NANOS = 200_000;
 
     /** The copier of this process, or null where copies stay on one thread. */
-    static final SplitCopier SHARED = enabled() ? new SplitCopier() : null;
+    static final SplitCopier SHARED = FrontendConfig.copyThreads() > 1 ? new SplitCopier() : null;
 
     private final ReentrantLock use = new ReentrantLock();
     private Thread helper;
@@ -35,15 +35,6 @@ final class SplitCopier {
     private volatile int seq;
     private volatile int done;
     private volatile Throwable failure;
-
-    private static boolean enabled() {
-        String threads = System.getProperty("gpusockets.frontend.copyThreads", "");
-        return switch (threads) {
-            case "1" -> false;
-            case "2" -> true;
-            default -> Runtime.getRuntime().availableProcessors() > 2;
-        };
-    }
 
     /** {@code bytes} from {@code src} at {@code srcOffset} to {@code dst} at {@code dstOffset}, as MemorySegment.copy. */
     static void copy(MemorySegment src, long srcOffset, MemorySegment dst, long dstOffset, long bytes) {

@@ -3,12 +3,12 @@ package io.gpusockets.frontend;
 /**
  * GPUSOCKETS_TRACE_STARTUP=1: where the start of a program's first CUDA call went, as one stderr line
  * printed when cuInit has connected. libcuda.so.1 hands over its own times (its first call, the Java
- * runtime loaded) in the property {@code gpusockets.startup.trace}; both sides read CLOCK_MONOTONIC
+ * runtime loaded) in the property {@value FrontendConfig#STARTUP_TRACE_PROP}; both sides read CLOCK_MONOTONIC
  * ({@link System#nanoTime} on Linux), so the times compare. Off (the property is absent), every
  * method returns at once.
  */
 final class StartupTrace {
-    private static final long[] NATIVE = nativeTimes(System.getProperty("gpusockets.startup.trace"));
+    private static final long[] NATIVE = FrontendConfig.startupTraceTimes();
     static final boolean ON = NATIVE != null;
 
     private static long jvmReady;
@@ -19,18 +19,6 @@ final class StartupTrace {
     private static long connectEnd;
 
     private StartupTrace() {
-    }
-
-    private static long[] nativeTimes(String s) {
-        if (s == null) {
-            return null;
-        }
-        try {
-            int comma = s.indexOf(',');
-            return new long[] {Long.parseLong(s.substring(0, comma)), Long.parseLong(s.substring(comma + 1))};
-        } catch (RuntimeException e) {
-            return new long[] {System.nanoTime(), System.nanoTime()};
-        }
     }
 
     static synchronized void jvmReady() {

@@ -50,4 +50,40 @@ class FrontendConfigTest {
                 FrontendConfig.SERVER_ENV, "tcp://a:1", FrontendConfig.PSK_FILE_ENV, "/nonexistent/psk")));
         assertTrue(e.getMessage().contains("/nonexistent/psk"), e.getMessage());
     }
+
+    @Test
+    void copyThreadsAsAskedElseByCores() {
+        assertEquals(1, FrontendConfig.copyThreads("1", 64));
+        assertEquals(2, FrontendConfig.copyThreads("2", 2));
+        assertEquals(2, FrontendConfig.copyThreads(null, 3));
+        assertEquals(1, FrontendConfig.copyThreads(null, 2));
+        assertEquals(1, FrontendConfig.copyThreads("many", 2), "an unknown value means the default");
+    }
+
+    @Test
+    void startupTraceOffWhenAbsentAndTimesWhenSet() {
+        assertEquals(null, FrontendConfig.startupTraceTimes(null));
+        long[] t = FrontendConfig.startupTraceTimes("100,250");
+        assertEquals(100, t[0]);
+        assertEquals(250, t[1]);
+        assertEquals(2, FrontendConfig.startupTraceTimes("garbled").length, "a bad value still traces, from now");
+    }
+
+    @Test
+    void configFileFromItsProperty(@TempDir Path dir) throws Exception {
+        Path file = dir.resolve("frontend.conf");
+        Files.writeString(file, "# test\nGPUSOCKETS_SERVER=tcp://from-file:9\n");
+        String before = System.getProperty(FrontendConfig.CONFIG_FILE_PROP);
+        System.setProperty(FrontendConfig.CONFIG_FILE_PROP, file.toString());
+        try {
+            Map<String, String> noServer = new HashMap<>();
+            assertEquals(List.of("tcp://from-file:9"), FrontendConfig.fromEnvironment(noServer).servers());
+        } finally {
+            if (before == null) {
+                System.clearProperty(FrontendConfig.CONFIG_FILE_PROP);
+            } else {
+                System.setProperty(FrontendConfig.CONFIG_FILE_PROP, before);
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 package io.gpusockets.backend.server;
 
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
@@ -37,6 +38,9 @@ public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
 
     /**
+     * The command line's way in, kept as it is: the same settings as {@link BackendSettings}, without the
+     * lanes' tuning, which {@link #toSettings} takes from system properties.
+     *
      * @param limits           per-session bounds
      * @param preSharedKey     when non-null, frontends must prove they hold it (HMAC challenge)
      * @param allowedUids      for unix:// peers: uids allowed in (empty = any local user)
@@ -47,20 +51,27 @@ public final class BackendServer implements AutoCloseable {
      */
     public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
                           Set<Long> allowedCids, int warmContexts) {
-        public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(), 10_000);
+        public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(),
+                BackendSettings.HANDSHAKE_MILLIS_DEFAULT);
 
         public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
-            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of(), 0);
+            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of(), BackendSettings.WARM_CONTEXTS_DEFAULT);
         }
 
         public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
                        Set<Long> allowedCids) {
-            this(limits, preSharedKey, allowedUids, handshakeMillis, allowedCids, 0);
+            this(limits, preSharedKey, allowedUids, handshakeMillis, allowedCids, BackendSettings.WARM_CONTEXTS_DEFAULT);
+        }
+
+        /** These options, with the rest from this JVM's system properties ({@link BackendSettings#fromSystemProperties}). */
+        public BackendSettings toSettings() {
+            return BackendSettings.fromSystemProperties().withLimits(limits)
+                    .withServer(preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts);
         }
     }
 
     private final DriverHost host;
-    private final Options options;
+    private final BackendSettings settings;
     /** Contexts made ahead for sessions, or null. */
     private final ContextPool contextPool;
     private final List<Listener> listeners = new ArrayList<>();
@@ -72,10 +83,15 @@ public final class BackendServer implements AutoCloseable {
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
 
-    public BackendServer(DriverHost host, Options options) {
+    public BackendServer(DriverHost host, BackendSettings settings) {
         this.host = host;
-        this.options = options;
-        this.contextPool = options.warmContexts() > 0 ? new ContextPool(host, options.warmContexts()) : null;
+        this.settings = settings;
+        this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
+    }
+
+    /** With {@code options}' settings, the rest from system properties ({@link Options#toSettings}). */
+    public BackendServer(DriverHost host, Options options) {
+        this(host, options.toSettings());
     }
 
     public DriverHost host() {
@@ -119,7 +135,7 @@ public final class BackendServer implements AutoCloseable {
         long id = nextSessionId.getAndIncrement();
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
-        ScheduledFuture<?> timeout = timers.schedule(c::close, options.handshakeMillis(), TimeUnit.MILLISECONDS);
+        ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
         Integer features;
         try {
             features = handshake(channel, c, id);
@@ -141,7 +157,7 @@ public final class BackendServer implements AutoCloseable {
         }
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
-        Session s = new Session(id, channel, host, options.limits(), peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
+        Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                 contextPool);
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
@@ -157,7 +173,7 @@ public final class BackendServer implements AutoCloseable {
     private Integer handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
-        int auth = options.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
+        int auth = settings.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
         channel.send(Opcodes.SERVER_HELLO, 0, 0, 0,
                 new Handshake.ServerHello(Handshake.PROTOCOL_VERSION, Handshake.PROTOCOL_VERSION, auth, nonce).encode());
         FrameHeader h = channel.readHeader();
@@ -170,21 +186,21 @@ public final class BackendServer implements AutoCloseable {
             refusal = "unsupported protocol version " + hello.version() + " (this backend speaks version "
                     + Handshake.PROTOCOL_VERSION + ")";
         } else if (auth == Handshake.AUTH_PSK
-                && !Handshake.proofMatches(options.preSharedKey(), nonce, hello.identity(), hello.proof())) {
+                && !Handshake.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
             refusal = "authentication failed: the pre-shared key does not match";
-        } else if (!options.allowedUids().isEmpty()
-                && (c.peer().uid().isEmpty() || !options.allowedUids().contains(c.peer().uid().getAsInt()))) {
+        } else if (!settings.allowedUids().isEmpty()
+                && (c.peer().uid().isEmpty() || !settings.allowedUids().contains(c.peer().uid().getAsInt()))) {
             refusal = "peer uid " + (c.peer().uid().isPresent() ? c.peer().uid().getAsInt() : "unknown")
                     + " is not allowed";
         } else {
-            refusal = cidRefusal(options.allowedCids(), c.peer());
+            refusal = cidRefusal(settings.allowedCids(), c.peer());
         }
         if (refusal != null) {
             LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
             channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
             return null;
         }
-        boolean async = options.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
+        boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,

@@ -209,7 +209,7 @@ final class Call {
     void sendWindowData(long offset, long length) throws IOException {
         session.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, header.lane(), header.requestId(),
                 io.gpusockets.protocol.wire.WindowSlots.ref(offset, length));
-        session.windowOutputSent(length);
+        session.window().outputSent(length);
     }
 
     void close() {

@@ -57,7 +57,7 @@ final class CopyCalls implements BackendHandlers.Copies {
             throw new ProtocolException(c.name() + ": data length " + bulk + " differs from ByteCount " + count);
         }
         if (count > 0 && session.window() != null && c.peekChunk().header().inWindow()
-                && session.pinWindow(c.lane.topContext())) {
+                && session.window().pin(c.lane.topContext())) {
             return copyInFromWindow(c, dst, count, async ? stream : 0);
         }
         if (!async && count > session.chunkBytes()) {
@@ -286,7 +286,7 @@ final class CopyCalls implements BackendHandlers.Copies {
             }
             return r;
         }
-        MemorySegment window = session.window();
+        MemorySegment window = session.window() == null ? null : session.window().segment();
         int slots = window == null ? 0 : WindowSlots.outputSlots(window.byteSize(), session.chunkBytes());
         if (c.header.inWindow() && slots > 0) {
             return copyOutWindow(c, window, slots, src, count, async, stream);
@@ -350,10 +350,10 @@ final class CopyCalls implements BackendHandlers.Copies {
     private int copyOutWindow(Call c, MemorySegment window, int slots, long src, long count, boolean async, long stream)
             throws IOException, InterruptedException {
         long slotBytes = session.chunkBytes();
-        session.pinWindow(c.lane.topContext()); // page-locked, the device writes the window itself
+        session.window().pin(c.lane.topContext()); // page-locked, the device writes the window itself
         for (long off = 0; off < count; ) {
             int len = (int) Math.min(slotBytes, count - off);
-            long slot = session.nextWindowOutputSlot(slots, slotBytes);
+            long slot = session.window().nextOutputSlot(slots, slotBytes);
             int r = copyChunk(window.asSlice(slot, len), src + off, async, stream);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;

@@ -28,6 +28,12 @@ final class Lane implements Runnable {
     private volatile boolean ended;
     private boolean started;
     /**
+     * How long an idle lane thread polls its queue before it parks ({@link BackendSettings#laneSpinMicros}):
+     * a parked thread takes tens of microseconds to wake on a virtual machine, which a client's next call
+     * (the sync after a launch, the next chunk of a copy) usually arrives well within.
+     */
+    private final long spinNanos;
+    /**
      * Calls queued for or running on this lane's thread. Only the session's reader adds to it, so when
      * the reader sees 0 the lane is idle and the reader may run a quick call itself, in order.
      */
@@ -42,6 +48,7 @@ final class Lane implements Runnable {
     Lane(Session session, int id) {
         this.session = session;
         this.id = id;
+        this.spinNanos = session.settings().laneSpinNanos();
         this.thread = Thread.ofPlatform().daemon().name("gpusockets-s" + session.id() + "-lane" + id).unstarted(this);
     }
 
@@ -102,24 +109,14 @@ final class Lane implements Runnable {
         return !thread.isAlive();
     }
 
-    /**
-     * How long an idle lane thread polls its queue before it parks, where there are cores to spare: a
-     * parked thread takes tens of microseconds to wake on a virtual machine, which a client's next call
-     * (the sync after a launch, the next chunk of a copy) usually arrives well within. With two cores or
-     * fewer the lane parks at once: its polling would take the core the reader or the client needs.
-     * System property {@code gpusockets.backend.laneSpinMicros} sets it on any machine.
-     */
-    static final long SPIN_NANOS = Long.getLong("gpusockets.backend.laneSpinMicros",
-            Runtime.getRuntime().availableProcessors() > 2 ? 50 : 0) * 1000;
-
-    /** The next frame: polled for up to {@link #SPIN_NANOS}, then waited for. */
+    /** The next frame: polled for up to {@link #spinNanos}, then waited for. */
     private Inbound next() throws InterruptedException {
         Inbound in = queue.poll();
         if (in != null) {
             return in;
         }
-        if (SPIN_NANOS > 0) {
-            long deadline = System.nanoTime() + SPIN_NANOS;
+        if (spinNanos > 0) {
+            long deadline = System.nanoTime() + spinNanos;
             do {
                 Thread.onSpinWait();
                 in = queue.poll();

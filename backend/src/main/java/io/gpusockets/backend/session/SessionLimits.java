@@ -1,7 +1,7 @@
 package io.gpusockets.backend.session;
 
 /**
- * Bounds that keep one frontend from exhausting the backend.
+ * Bounds that keep one frontend from exhausting the backend; part of {@link BackendSettings}.
  *
  * @param maxLanes        client threads (lanes) per session
  * @param bodyBudget      bytes of received but unprocessed frame bodies per session; the reader stops

@@ -1,0 +1,89 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * The lanes of one session by id: made on a lane's first frame up to the session's lane limit,
+ * dropped on LANE_END, and all stopped when the session ends. Only the session's reader adds lanes.
+ */
+final class Lanes {
+    /** How long an ending lane may take to finish the call it is in before it is interrupted. */
+    static final long FINISH_MILLIS = 2000;
+    /** How long an interrupted lane may take to stop before it counts as stuck inside the driver. */
+    static final long INTERRUPTED_FINISH_MILLIS = 10_000;
+
+    private final Session session;
+    private final int max;
+    private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
+
+    Lanes(Session session, int max) {
+        this.session = session;
+        this.max = max;
+    }
+
+    /** The lane {@code id}, made on first use; a frontend past the limit breaks the protocol. */
+    Lane lane(int id) throws ProtocolException {
+        Lane lane = lanes.get(id);
+        if (lane == null) {
+            if (lanes.size() >= max) {
+                throw new ProtocolException("too many lanes: max=" + max);
+            }
+            lane = new Lane(session, id);
+            lanes.put(id, lane);
+        }
+        return lane;
+    }
+
+    /** LANE_END: the lane finishes what is queued and stops; an unknown id is ignored. */
+    void end(int id) {
+        Lane lane = lanes.remove(id);
+        if (lane != null) {
+            lane.end();
+        }
+    }
+
+    int size() {
+        return lanes.size();
+    }
+
+    /** A destroyed context leaves every lane's stack. */
+    void forgetContext(long real) {
+        for (Lane l : lanes.values()) {
+            l.forgetContext(real);
+        }
+    }
+
+    /**
+     * Stops every lane for the session's end and waits for their threads; returns true when one is
+     * still running afterwards (inside a driver call that did not return). {@link #FINISH_MILLIS}
+     * and {@link #INTERRUPTED_FINISH_MILLIS} bound the waits.
+     */
+    boolean endAll() {
+        return endAll(FINISH_MILLIS, INTERRUPTED_FINISH_MILLIS);
+    }
+
+    boolean endAll(long finishMillis, long interruptedFinishMillis) {
+        List<Lane> all = new ArrayList<>(lanes.values());
+        lanes.clear();
+        for (Lane l : all) {
+            l.end();
+        }
+        boolean stuck = false;
+        try {
+            for (Lane l : all) {
+                // A lane inside a long driver call finishes it first; a lane waiting for data that will never come is interrupted.
+                if (!l.join(finishMillis)) {
+                    l.interrupt();
+                    stuck |= !l.join(interruptedFinishMillis);
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        return stuck;
+    }
+}

@@ -1,0 +1,42 @@
+package io.gpusockets.backend.session;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import java.nio.ByteBuffer;
+import org.junit.jupiter.api.Test;
+
+class DataBufferPoolTest {
+    private static final int CHUNK = 4096;
+    private final DataBufferPool pool = new DataBufferPool(CHUNK);
+
+    @Test
+    void smallDataBodiesReuseOneDirectChunk() {
+        ByteBuffer b = pool.bodyFor(new FrameHeader(10, Opcodes.DATA, 0, 1, 1));
+        assertTrue(b.isDirect());
+        assertEquals(CHUNK, b.capacity());
+        assertEquals(10, b.limit());
+        pool.offer(b);
+        assertSame(b, pool.bodyFor(new FrameHeader(CHUNK, Opcodes.DATA, 0, 1, 2)));
+        assertEquals(0, pool.freeCount());
+    }
+
+    @Test
+    void otherBodiesAreNotPooled() {
+        ByteBuffer big = pool.bodyFor(new FrameHeader(CHUNK + 1, Opcodes.DATA, 0, 1, 1));
+        assertTrue(big.isDirect());
+        assertEquals(CHUNK + 1, big.capacity());
+        ByteBuffer call = pool.bodyFor(new FrameHeader(10, ApiTable.get().byName("cuInit").opcode(), 0, 1, 1));
+        assertFalse(call.isDirect());
+        pool.offer(big);
+        pool.offer(call);
+        pool.offer(ByteBuffer.allocate(CHUNK));
+        pool.offer(null);
+        assertEquals(0, pool.freeCount());
+    }
+}

@@ -1,0 +1,149 @@
+package io.gpusockets.backend.session;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+class SessionCleanupTest {
+    private static final long CTX_A = 0xA000;
+    private static final long CTX_B = 0xB000;
+
+    /** Records the calls that give things back, in order; {@code failDestroy} is refused. */
+    static final class RecordingDriver extends UnsupportedCudaDriver {
+        final List<String> calls = new ArrayList<>();
+        final Arena arena = Arena.ofShared();
+        long failDestroy;
+
+        @Override
+        public synchronized int cuCtxDestroy(long ctx) {
+            calls.add("cuCtxDestroy " + Long.toHexString(ctx));
+            return ctx == failDestroy ? CuResult.CUDA_ERROR_INVALID_CONTEXT : CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemAllocHost(MemorySegment pp, long bytesize) {
+            pp.set(ValueLayout.JAVA_LONG, 0, arena.allocate(bytesize).address());
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemFreeHost(MemorySegment p) {
+            calls.add("cuMemFreeHost");
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemHostRegister(MemorySegment p, long bytesize, int flags) {
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemHostUnregister(MemorySegment p) {
+            calls.add("cuMemHostUnregister");
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public int cuCtxPushCurrent(long ctx) {
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public int cuCtxPopCurrent(MemorySegment pctx) {
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    private final RecordingDriver driver = new RecordingDriver();
+    private final SessionHandles handles = new SessionHandles(3);
+    private final SessionMemory memory = new SessionMemory();
+    private final StagingPool staging = new StagingPool(driver, 3, 4096);
+
+    /** Two contexts; in the first a module, a stream, an event and two allocations of 100 and 200 bytes. */
+    private void populate() {
+        long a = handles.intern(ParamType.CTX, CTX_A, 0, 0);
+        handles.intern(ParamType.CTX, CTX_B, 0, 0);
+        handles.intern(ParamType.MOD, 0x10, 0, a);
+        handles.intern(ParamType.STREAM, 0x20, 0, a);
+        handles.intern(ParamType.EVENT, 0x30, 0, a);
+        memory.add(new SessionMemory.Range(0x7000_0000L, 100, a, true));
+        memory.add(new SessionMemory.Range(0x7000_1000L, 200, a, true));
+    }
+
+    @Test
+    void releaseAllDestroysEveryContextAndSaysWhatWentWithThem() {
+        populate();
+        SessionCleanup cleanup = new SessionCleanup(3, driver, handles, memory, staging, null);
+        assertEquals("2 context(s), 2 allocation(s) (300 bytes), 1 module(s)/librar(ies), 1 stream(s), 1 event(s)",
+                cleanup.releaseAll());
+        assertEquals(List.of("cuCtxDestroy a000", "cuCtxDestroy b000"), driver.calls.stream().sorted().toList());
+        for (ParamType kind : List.of(ParamType.CTX, ParamType.MOD, ParamType.STREAM, ParamType.EVENT)) {
+            assertEquals(0, handles.count(kind), kind + " handles left after the end");
+        }
+        assertEquals(0, memory.allocationCount());
+    }
+
+    @Test
+    void releaseAllCountsContextsTheDriverRefusedToDestroy() {
+        populate();
+        driver.failDestroy = CTX_B;
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null).releaseAll();
+        assertTrue(released.endsWith(", 1 context(s) failed to destroy"), released);
+        assertEquals(0, handles.count(ParamType.CTX), "a context that failed to destroy is still forgotten");
+    }
+
+    @Test
+    void windowAndPinnedStagingGoBeforeTheirContexts() {
+        populate();
+        SessionTestKit.HeapWindow shared = new SessionTestKit.HeapWindow(1 << 20);
+        SessionWindow window = new SessionWindow(3, shared, driver, () -> false);
+        assertTrue(window.pin(CTX_A));
+        staging.release(staging.acquire(CTX_A));
+        String released = new SessionCleanup(3, driver, handles, memory, staging, window).releaseAll();
+        assertTrue(released.endsWith(", 1/1 pinned staging buffer(s) freed"), released);
+        assertEquals(List.of("cuMemHostUnregister", "cuMemFreeHost"), driver.calls.subList(0, 2),
+                "the window and the staging buffers must go while their contexts exist: " + driver.calls);
+        assertEquals(4, driver.calls.size());
+        assertEquals(0, window.pinnedIn());
+    }
+
+    @Test
+    void dropHandleForgetsWhatTheHandleOwned() {
+        populate();
+        long a = handles.idOf(ParamType.CTX, CTX_A);
+        new SessionCleanup(3, driver, handles, memory, staging, null).dropHandle(a);
+        assertEquals(1, handles.count(ParamType.CTX));
+        assertEquals(0, handles.count(ParamType.MOD));
+        assertEquals(0, memory.allocationCount(), "allocations of a dropped context are still reachable");
+        assertTrue(driver.calls.isEmpty(), "dropping a handle calls the driver");
+    }
+
+    @Test
+    void endLineKeepsItsWording() {
+        assertEquals("session 7 ended (clean close), peer unix:///run/g.sock (uid 0): released 0 context(s)",
+                SessionCleanup.endLine(7, "clean close", "unix:///run/g.sock (uid 0)", "0 context(s)", false, 0));
+        assertEquals("session 7 ended (peer closed the connection), peer p: released R; a lane was still inside a driver call;"
+                        + " 42 bytes went through the shared window",
+                SessionCleanup.endLine(7, "peer closed the connection", "p", "R", true, 42));
+    }
+
+    @Test
+    void sessionEndDestroysWhatTheSessionMade() {
+        Session s = SessionTestKit.session(driver);
+        long a = s.handles().intern(ParamType.CTX, CTX_A, 0, 0);
+        s.memory().add(new SessionMemory.Range(0x7000_0000L, 100, a, true));
+        s.end("test");
+        s.end("again");
+        assertEquals(List.of("cuCtxDestroy a000"), driver.calls);
+        assertEquals(0, s.handles().count(ParamType.CTX));
+    }
+}
