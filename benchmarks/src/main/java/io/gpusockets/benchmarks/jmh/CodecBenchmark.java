@@ -1,14 +1,17 @@
 package io.gpusockets.benchmarks.jmh;
 
+import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
-import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.LaunchRequest;
 import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.ProtocolException;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -26,18 +29,17 @@ import org.openjdk.jmh.infra.Blackhole;
 
 /**
  * Encoding and decoding one frame (24-byte {@link FrameHeader} + body) in memory, no I/O: a
- * cuLaunchKernel request with 4 kernel parameters laid out as {@code RemoteCudaDriver} and
- * {@code CustomCalls} do, and a cuMemAlloc request and reply through the table-driven path
- * ({@link ApiTable} parameters, {@link WireValues}) that {@code RemoteCudaDriver} and
- * {@code CallDispatcher} use. Mirrors of those loops, not calls into them: they sit behind a
- * connection and a session.
+ * cuLaunchKernel request with 4 kernel parameters through {@link LaunchRequest}, the codec both
+ * ends use, and a cuMemAlloc request and reply through the table-driven path (the entry's
+ * parameters, {@link WireValues}) that {@code RemoteCudaDriver} and {@code CallDispatcher} use
+ * (mirrors of those loops, which sit behind a connection and a session).
  */
 @State(Scope.Thread)
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
 public class CodecBenchmark {
-    private static final ApiFunction LAUNCH = ApiTable.get().byName("cuLaunchKernel");
-    private static final ApiFunction MEM_ALLOC = ApiTable.get().byName("cuMemAlloc");
+    private static final ApiFunction LAUNCH = ApiEntries.cuLaunchKernel;
+    private static final ApiFunction MEM_ALLOC = ApiEntries.cuMemAlloc;
     /** Kernel parameters of a typical vector add: three device pointers and an element count. */
     private static final long[] PARAM_SIZES = {8, 8, 8, 4};
 
@@ -48,7 +50,10 @@ public class CodecBenchmark {
     private final Object[] memAllocArgs = new Object[2];
     private Arena arena;
     private MemorySegment[] paramValues;
-    private MemorySegment[] paramScratch;
+    /** The program's void*[] of parameter pointers. */
+    private MemorySegment kernelParams;
+    /** Where the decoder copies the parameters, reused by each decode. */
+    private MemorySegment paramScratch;
     private MemorySegment dptrCell;
     private long requestId;
 
@@ -56,12 +61,15 @@ public class CodecBenchmark {
     public void setUp() {
         arena = Arena.ofConfined();
         paramValues = new MemorySegment[PARAM_SIZES.length];
-        paramScratch = new MemorySegment[PARAM_SIZES.length];
         for (int i = 0; i < PARAM_SIZES.length; i++) {
             paramValues[i] = arena.allocate(PARAM_SIZES[i], 8);
             paramValues[i].fill((byte) (i + 1));
-            paramScratch[i] = arena.allocate(PARAM_SIZES[i], 8);
         }
+        kernelParams = arena.allocate(ValueLayout.ADDRESS, PARAM_SIZES.length);
+        for (int i = 0; i < PARAM_SIZES.length; i++) {
+            kernelParams.setAtIndex(ValueLayout.ADDRESS, i, paramValues[i]);
+        }
+        paramScratch = arena.allocate(4096, 16);
         dptrCell = arena.allocate(ValueLayout.JAVA_LONG);
         dptrCell.set(ValueLayout.JAVA_LONG, 0, 0x7f00_1234_5000L);
         memAllocArgs[0] = dptrCell;
@@ -82,33 +90,18 @@ public class CodecBenchmark {
     @Benchmark
     public ByteBuffer encodeLaunchRequest() {
         ByteBuffer b = frame.clear().position(FrameHeader.BYTES);
-        b.putLong(0x10L).putInt(4096).putInt(1).putInt(1).putInt(256).putInt(1).putInt(1).putInt(0).putLong(0L);
-        b.putInt(0).putInt(PARAM_SIZES.length);
-        for (int i = 0; i < PARAM_SIZES.length; i++) {
-            b.putInt((int) PARAM_SIZES[i]);
-            b.put(paramValues[i].asByteBuffer());
-        }
+        LaunchRequest.putHeader(b, 0x10L, 4096, 1, 1, 256, 1, 1, 0, 0L);
+        LaunchRequest.putKernelParams(b, PARAM_SIZES, kernelParams);
         return putHeader(b, LAUNCH.opcode(), 0);
     }
 
     @Benchmark
-    public long decodeLaunchRequest() {
+    public long decodeLaunchRequest() throws ProtocolException {
         ByteBuffer b = launchRequest.clear();
         FrameHeader h = readHeader(b);
-        long sum = h.requestId() + h.length();
-        sum += b.getLong();
-        for (int i = 0; i < 6; i++) {
-            sum += b.getInt();
-        }
-        sum += b.getInt() + b.getLong() + b.getInt();
-        int count = b.getInt();
-        for (int i = 0; i < count; i++) {
-            int size = b.getInt();
-            MemorySegment.copy(MemorySegment.ofBuffer(b.slice(b.position(), size)), 0, paramScratch[i], 0, size);
-            b.position(b.position() + size);
-            sum += size;
-        }
-        return sum;
+        LaunchRequest.Header launch = LaunchRequest.readHeader(b);
+        MemorySegment params = LaunchRequest.readKernelParams(b, SegmentAllocator.slicingAllocator(paramScratch));
+        return h.requestId() + h.length() + launch.function() + launch.gridX() + params.address();
     }
 
     @Benchmark
