@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusockets.backend.server.BackendServer;
 import java.util.Properties;
@@ -89,10 +88,18 @@ class BackendSettingsTest {
     }
 
     @Test
-    void theTestJvmsPropertiesAreTheSource() {
-        String spin = System.getProperty(BackendSettings.LANE_SPIN_MICROS_PROP);
-        assumeTrue(spin != null, "run without the surefire configuration");
-        assertEquals(Long.parseLong(spin), BackendSettings.fromSystemProperties().laneSpinMicros());
-        assertEquals(Long.parseLong(spin), BackendServer.Options.DEFAULT.toSettings().laneSpinMicros());
+    void theJvmsSystemPropertiesAreTheSource() {
+        String before = System.getProperty(BackendSettings.LANE_SPIN_MICROS_PROP);
+        System.setProperty(BackendSettings.LANE_SPIN_MICROS_PROP, "37");
+        try {
+            assertEquals(37, BackendSettings.fromSystemProperties().laneSpinMicros());
+            assertEquals(37, BackendServer.Options.DEFAULT.toSettings().laneSpinMicros());
+        } finally {
+            if (before == null) {
+                System.clearProperty(BackendSettings.LANE_SPIN_MICROS_PROP);
+            } else {
+                System.setProperty(BackendSettings.LANE_SPIN_MICROS_PROP, before);
+            }
+        }
     }
 }
