@@ -3,7 +3,6 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiInvoker;
 import io.gpusockets.protocol.api.ApiParam;
-import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ForwardingCudaDriver;

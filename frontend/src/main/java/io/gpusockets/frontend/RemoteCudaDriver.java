@@ -2,26 +2,17 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
-import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.calls.ModuleImageKind;
-import io.gpusockets.protocol.wire.FrameHeader;
-import io.gpusockets.protocol.wire.Opcodes;
-import io.gpusockets.protocol.wire.WindowSlots;
 import io.gpusockets.protocol.wire.WireValues;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.lang.ref.Cleaner;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The CUDA driver API of a remote GPU. Every call goes to the backend except those the API table

@@ -3,8 +3,8 @@ package io.gpusockets.frontend;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
-import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiEntries;
+import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.calls.HostCallbackOps;
 import java.lang.foreign.FunctionDescriptor;

@@ -5,11 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.gpusockets.protocol.transport.SharedWindow;
+import io.gpusockets.protocol.transport.HeapWindow;
 import io.gpusockets.protocol.wire.ProtocolException;
 import io.gpusockets.protocol.wire.WindowSlots;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -19,25 +17,6 @@ import org.junit.jupiter.api.Test;
 class FrontendWindowTest {
     private static final long SIZE = 1 << 20;
     private static final long SLOT = 64 << 10;
-
-    static final class HeapWindow implements SharedWindow {
-        final MemorySegment segment;
-        volatile boolean released;
-
-        HeapWindow(long bytes) {
-            segment = Arena.ofAuto().allocate(bytes, 4096);
-        }
-
-        @Override
-        public MemorySegment segment() {
-            return segment;
-        }
-
-        @Override
-        public void release() {
-            released = true;
-        }
-    }
 
     private final HeapWindow shared = new HeapWindow(SIZE);
     private final FrontendWindow window = new FrontendWindow(shared, SLOT);
@@ -107,6 +86,6 @@ class FrontendWindowTest {
     @Test
     void closeUnmapsTheWindowWhenNoCallHoldsIt() {
         window.close();
-        assertTrue(shared.released);
+        assertTrue(shared.released());
     }
 }

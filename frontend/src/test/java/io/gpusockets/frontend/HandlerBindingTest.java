@@ -1,6 +1,5 @@
 package io.gpusockets.frontend;
 
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -11,33 +10,26 @@ import org.junit.jupiter.api.Test;
 
 /** The frontend's hand-written calls are bound to the API table at build time. */
 class HandlerBindingTest {
-    private static final Path TABLE = Path.of("../protocol/src/main/api/cuda-driver.api");
-    private static final String GENERATED = "io/gpusockets/frontend/FrontendHandlers.java";
-    private static final Path LAUNCHES = Path.of("src/main/java/io/gpusockets/frontend/LaunchCalls.java");
+    private static final HandlerCompilation.Side FRONTEND = new HandlerCompilation.Side(
+            Path.of("../protocol/src/main/api/cuda-driver.api"), "frontend", "io/gpusockets/frontend/FrontendHandlers.java");
+    private static final Path SOURCES = Path.of("src/main/java/io/gpusockets/frontend");
 
     @Test
     void theRealHandlersCompileAgainstTheTableAsItIs() throws Exception {
-        HandlerCompilation.Result r = HandlerCompilation.compile(TABLE, "", "frontend", GENERATED, List.of(LAUNCHES));
-        assertTrue(r.compiled(), r.diagnostics());
+        FRONTEND.assertCompiles(SOURCES.resolve("LaunchCalls.java"));
     }
 
     @Test
     void aTableLineWhoseHandlerMethodIsMissingDoesNotBuild() throws Exception {
-        HandlerCompilation.Result r = HandlerCompilation.compile(TABLE,
-                "cuLaunchSomethingElse(func f, ptr how) custom=frontend area=launches", "frontend", GENERATED, List.of(LAUNCHES));
-        assertFalse(r.compiled());
-        assertTrue(r.diagnostics().contains("LaunchCalls") && r.diagnostics().contains("cuLaunchSomethingElse"),
-                r.diagnostics());
+        FRONTEND.assertFailsWith("cuLaunchSomethingElse(func f, ptr how) custom=frontend area=launches",
+                List.of(SOURCES.resolve("LaunchCalls.java")), "LaunchCalls", "cuLaunchSomethingElse");
     }
 
     @Test
     void aNewAreaWithoutItsHandlerDoesNotBuild() throws Exception {
         // RemoteCudaDriver builds the FrontendHandlers record, one component per area.
-        Path driver = Path.of("src/main/java/io/gpusockets/frontend/RemoteCudaDriver.java");
-        HandlerCompilation.Result r = HandlerCompilation.compile(TABLE,
-                "cuGraphLaunch(ptr graph) custom=frontend area=graphs", "frontend", GENERATED, List.of(driver));
-        assertFalse(r.compiled());
-        assertTrue(r.diagnostics().contains("FrontendHandlers"), r.diagnostics());
+        FRONTEND.assertFailsWith("cuGraphLaunch(ptr graph) custom=frontend area=graphs",
+                List.of(SOURCES.resolve("RemoteCudaDriver.java")), "FrontendHandlers");
     }
 
     @Test

@@ -4,12 +4,11 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.calls.PitchedCopyRequest;
-import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
+import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 
 /**

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import io.gpusockets.protocol.transport.HeapWindow;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -104,7 +105,7 @@ class SessionCleanupTest {
     @Test
     void windowAndPinnedStagingGoBeforeTheirContexts() {
         populate();
-        SessionTestKit.HeapWindow shared = new SessionTestKit.HeapWindow(1 << 20);
+        HeapWindow shared = new HeapWindow(1 << 20);
         SessionWindow window = new SessionWindow(3, shared, driver, () -> false);
         assertTrue(window.pin(CTX_A));
         staging.release(staging.acquire(CTX_A));

@@ -7,8 +7,6 @@ import io.gpusockets.protocol.transport.SharedWindow;
 import io.gpusockets.protocol.wire.FrameChannel;
 import java.io.EOFException;
 import java.io.IOException;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
@@ -70,26 +68,6 @@ final class SessionTestKit {
         @Override
         public void close() {
             closed.countDown();
-        }
-    }
-
-    /** A window in this process's memory. */
-    static final class HeapWindow implements SharedWindow {
-        private final MemorySegment segment;
-        volatile boolean released;
-
-        HeapWindow(long bytes) {
-            segment = Arena.ofAuto().allocate(bytes, 4096);
-        }
-
-        @Override
-        public MemorySegment segment() {
-            return segment;
-        }
-
-        @Override
-        public void release() {
-            released = true;
         }
     }
 }

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import io.gpusockets.protocol.transport.HeapWindow;
 import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
 import io.gpusockets.protocol.wire.ProtocolException;
@@ -55,7 +56,7 @@ class SessionWindowTest {
         }
     }
 
-    private final SessionTestKit.HeapWindow shared = new SessionTestKit.HeapWindow(SIZE);
+    private final HeapWindow shared = new HeapWindow(SIZE);
     private final AtomicBoolean gone = new AtomicBoolean();
     private final PinDriver driver = new PinDriver();
     private final SessionWindow window = new SessionWindow(1, shared, driver, gone::get);
@@ -114,7 +115,7 @@ class SessionWindowTest {
         s.end("test");
         ExecutionException e = assertThrows(ExecutionException.class, () -> next.get(5, TimeUnit.SECONDS));
         assertInstanceOf(java.io.IOException.class, e.getCause());
-        assertTrue(shared.released, "the window was not unmapped at the session's end");
+        assertTrue(shared.released(), "the window was not unmapped at the session's end");
     }
 
     @Test

@@ -82,8 +82,8 @@ final class RingListener implements Listener {
         channel.configureBlocking(false);
         SharedMapping mapping = SharedMapping.create(address.name(), address.capacity(), address.window());
         try {
-            Handshake.sendHello(channel, mapping.capacity(), mapping.windowBytes(), mapping.path(), deadline);
-            Handshake.receiveAck(channel, deadline);
+            RingSetup.sendHello(channel, mapping.capacity(), mapping.windowBytes(), mapping.path(), deadline);
+            RingSetup.receiveAck(channel, deadline);
         } catch (IOException | RuntimeException e) {
             mapping.close();
             throw e;

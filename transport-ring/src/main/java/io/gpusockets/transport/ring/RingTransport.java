@@ -84,9 +84,9 @@ public final class RingTransport implements Transport {
             OptionalInt uid = PeerCredentials.uidOf(channel);
             PeerCredentials.check(uid, uri.toString());
             channel.configureBlocking(false);
-            Handshake.Hello hello = Handshake.receiveHello(channel, deadline);
+            RingSetup.Hello hello = RingSetup.receiveHello(channel, deadline);
             mapping = SharedMapping.open(hello.path(), hello.capacity(), hello.window());
-            Handshake.sendAck(channel, deadline);
+            RingSetup.sendAck(channel, deadline);
             return new RingConnection(mapping, false, channel, RingListener.peerInfo(uri, uid), idle);
         } catch (IOException | RuntimeException e) {
             if (mapping != null) {

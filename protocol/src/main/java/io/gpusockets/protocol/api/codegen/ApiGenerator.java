@@ -60,11 +60,11 @@ public final class ApiGenerator {
             }
             case "frontend" -> {
                 g.write("io.gpusockets.frontend", "GeneratedRemoteDriver", g.remoteDriver());
-                g.write("io.gpusockets.frontend", "FrontendHandlers", g.frontendHandlers());
+                g.write("io.gpusockets.frontend", "FrontendHandlers", new HandlerEmitter(table).frontendHandlers());
             }
             case "backend" -> {
                 g.write("io.gpusockets.backend.driver", "NativeBindings", g.nativeBindings());
-                g.write("io.gpusockets.backend.session", "BackendHandlers", g.backendHandlers());
+                g.write("io.gpusockets.backend.session", "BackendHandlers", new HandlerEmitter(table).backendHandlers());
             }
             case "native" -> g.writeFile("gpusockets_exports.c", g.nativeExports());
             default -> throw new IllegalArgumentException("unknown --emit: " + emit);
@@ -90,11 +90,11 @@ public final class ApiGenerator {
         }
     }
 
-    private static String javaType(ApiParam p) {
+    static String javaType(ApiParam p) {
         return p.out() ? "MemorySegment" : p.type().javaType();
     }
 
-    private static String signature(ApiFunction f) {
+    static String signature(ApiFunction f) {
         List<String> ps = new ArrayList<>();
         for (ApiParam p : f.params()) {
             ps.add(javaType(p) + " " + p.name());
@@ -102,7 +102,7 @@ public final class ApiGenerator {
         return "int " + f.name() + "(" + String.join(", ", ps) + ")";
     }
 
-    private static String argNames(ApiFunction f) {
+    static String argNames(ApiFunction f) {
         List<String> ps = new ArrayList<>();
         for (ApiParam p : f.params()) {
             ps.add(p.name());
@@ -110,11 +110,12 @@ public final class ApiGenerator {
         return String.join(", ", ps);
     }
 
-    private static String doc(ApiFunction f) {
-        return "    /** {@code " + String.join("}, {@code ", f.symbols()) + "}" + (f.async() ? "; async" : "")
-                + (f.customFrontend() || f.customBackend() ? "; hand-written "
-                + (f.customFrontend() ? "frontend " : "") + (f.customBackend() ? "backend" : "") : "")
-                + (f.local() ? "; answered locally by the frontend" : "") + ". */\n";
+    static String doc(ApiFunction f) {
+        String hand = f.customFrontend() && f.customBackend() ? "; hand-written in the frontend and the backend"
+                : f.customFrontend() ? "; hand-written in the frontend" : f.customBackend() ? "; hand-written in the backend" : "";
+        return "    /** {@code " + String.join("}, {@code ", f.symbols()) + "}" + (f.async() ? "; async" : "") + hand
+                + (f.local() ? "; answered locally by the frontend" : "")
+                + (f.area().isEmpty() ? "" : " (area " + f.area() + ")") + ". */\n";
     }
 
     private String cudaDriver() {
@@ -161,6 +162,17 @@ public final class ApiGenerator {
         return b.append("}\n").toString();
     }
 
+    static String boxed(String t) {
+        return switch (t) {
+            case "int" -> "Integer";
+            case "long" -> "Long";
+            case "byte" -> "Byte";
+            case "short" -> "Short";
+            case "float" -> "Float";
+            default -> t;
+        };
+    }
+
     private String entries() {
         StringBuilder b = new StringBuilder();
         b.append("/**\n * Every table entry as a constant named for its function, so that code which names an entry (a\n")
@@ -202,15 +214,7 @@ public final class ApiGenerator {
             List<String> casts = new ArrayList<>();
             for (int i = 0; i < f.params().size(); i++) {
                 String t = javaType(f.params().get(i));
-                String boxed = switch (t) {
-                    case "int" -> "Integer";
-                    case "long" -> "Long";
-                    case "byte" -> "Byte";
-                    case "short" -> "Short";
-                    case "float" -> "Float";
-                    default -> t;
-                };
-                casts.add("(" + boxed + ") a[" + i + "]");
+                casts.add("(" + boxed(t) + ") a[" + i + "]");
             }
             b.append("            case ").append(f.index()).append(" -> d.").append(f.name()).append("(")
                     .append(String.join(", ", casts)).append(");\n");
@@ -218,26 +222,6 @@ public final class ApiGenerator {
         b.append("            default -> throw new IllegalArgumentException(\"no API function at index \" + index);\n");
         b.append("        };\n    }\n}\n");
         return b.toString();
-    }
-
-    /** The API areas of the entries {@code side} selects, in table order of first appearance. */
-    private List<String> areas(java.util.function.Predicate<ApiFunction> side) {
-        List<String> areas = new ArrayList<>();
-        for (ApiFunction f : table.functions()) {
-            if (side.test(f) && !areas.contains(f.area())) {
-                areas.add(f.area());
-            }
-        }
-        return areas;
-    }
-
-    /** {@code contexts} → {@code Contexts}: the area's interface name. */
-    private static String type(String area) {
-        return Character.toUpperCase(area.charAt(0)) + area.substring(1);
-    }
-
-    private static boolean frontendHandled(ApiFunction f) {
-        return f.customFrontend() || f.local();
     }
 
     private String remoteDriver() {
@@ -258,7 +242,7 @@ public final class ApiGenerator {
                 .append("        this.handlers = java.util.Objects.requireNonNull(handlers);\n    }\n\n");
         for (ApiFunction f : table.functions()) {
             b.append(doc(f)).append("    @Override\n    public final ").append(signature(f)).append(" {\n");
-            if (frontendHandled(f)) {
+            if (HandlerEmitter.frontendHandled(f)) {
                 b.append("        return handlers.").append(f.area()).append("().").append(f.name()).append("(")
                         .append(argNames(f)).append(");\n    }\n\n");
                 continue;
@@ -276,141 +260,6 @@ public final class ApiGenerator {
         b.append("    }\n\n    private static void check(int index, String name) {\n")
                 .append("        if (index >= FUNCTIONS.length || !FUNCTIONS[index].name().equals(name)) {\n")
                 .append("            throw new IllegalStateException(\"generated code is stale at \" + name);\n        }\n    }\n}\n");
-        return b.toString();
-    }
-
-    private String frontendHandlers() {
-        List<String> areas = areas(ApiGenerator::frontendHandled);
-        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
-        b.append("/**\n * The frontend's hand-written calls (custom=frontend and local in the table), one interface per\n")
-                .append(" * API area with one method per entry, each implemented by the class named for its area. The\n")
-                .append(" * record holds one implementation per area: a new area, or a new entry in one, does not compile\n")
-                .append(" * until its handler exists.\n */\n");
-        List<String> components = new ArrayList<>();
-        for (String area : areas) {
-            components.add(type(area) + " " + area);
-        }
-        b.append("public record FrontendHandlers(").append(String.join(", ", components)).append(") {\n");
-        b.append("    public FrontendHandlers {\n");
-        for (String area : areas) {
-            b.append("        java.util.Objects.requireNonNull(").append(area).append(", \"").append(area).append("\");\n");
-        }
-        b.append("    }\n");
-        for (String area : areas) {
-            b.append("\n    /** Area {@code ").append(area).append("}. */\n");
-            b.append("    public interface ").append(type(area)).append(" {\n");
-            for (ApiFunction f : table.functions()) {
-                if (frontendHandled(f) && f.area().equals(area)) {
-                    b.append("    ").append(doc(f)).append("        ").append(signature(f)).append(";\n");
-                }
-            }
-            b.append("    }\n");
-        }
-        return b.append("}\n").toString();
-    }
-
-    /** Java type of an input a backend handler receives decoded; null for placeholders (null, zero). */
-    private static String decodedType(ApiParam p) {
-        return switch (p.type()) {
-            case NULL, ZERO -> null;
-            case CSTR -> "MemorySegment";
-            case BYTES, IMAGE -> "long";
-            case PTR, HOSTPTR -> throw new IllegalStateException("no decoded form: " + p);
-            default -> p.type().javaType();
-        };
-    }
-
-    private static String boxed(String t) {
-        return switch (t) {
-            case "int" -> "Integer";
-            case "long" -> "Long";
-            case "byte" -> "Byte";
-            case "short" -> "Short";
-            case "float" -> "Float";
-            default -> t;
-        };
-    }
-
-    private static String handlerSignature(ApiFunction f) {
-        List<String> ps = new ArrayList<>();
-        ps.add("Call c");
-        if (f.decodedForHandler()) {
-            for (ApiParam p : f.params()) {
-                String t = p.out() ? null : decodedType(p);
-                if (t != null) {
-                    ps.add(t + " " + p.name());
-                }
-            }
-        }
-        return "int " + f.name() + "(" + String.join(", ", ps) + ")";
-    }
-
-    private static String handlerDoc(ApiFunction f) {
-        StringBuilder d = new StringBuilder("        /** {@code ").append(f.name()).append("(");
-        List<String> ps = new ArrayList<>();
-        for (ApiParam p : f.params()) {
-            ps.add(p.toString());
-        }
-        d.append(String.join(", ", ps)).append(")}");
-        if (!f.decodedForHandler()) {
-            d.append("; its request is in the ").append(f.codec()).append(" codec's layout, which the handler decodes");
-        }
-        return d.append(". */\n").toString();
-    }
-
-    private String backendHandlers() {
-        List<String> areas = areas(ApiFunction::customBackend);
-        StringBuilder b = new StringBuilder();
-        b.append("import io.gpusockets.protocol.wire.ProtocolException;\nimport java.io.IOException;\n")
-                .append("import java.lang.foreign.MemorySegment;\n\n");
-        b.append("/**\n * The backend's hand-written calls (custom=backend in the table): one interface per API area with\n")
-                .append(" * one method per entry, each implemented by the class named for its area, and {@link #bind},\n")
-                .append(" * which makes the dispatch array indexed by table entry. A new area, or a new entry in one, does\n")
-                .append(" * not compile until its handler exists.\n *\n")
-                .append(" * <p>A handler receives its inputs in C order, decoded by the generic dispatch: handles translated\n")
-                .append(" * to the driver's values, devices and device ranges checked, bytes and image inputs as their\n")
-                .append(" * announced length (the data follows as DATA frames, taken through the call). Its outputs go to\n")
-                .append(" * {@code c.outs} in C order. An entry with a codec of its own gets only the call and decodes it.\n */\n");
-        b.append("final class BackendHandlers {\n    private BackendHandlers() {\n    }\n\n");
-        b.append("    /** One hand-written call; {@code args} holds its decoded inputs by parameter index (null for outputs). */\n");
-        b.append("    @FunctionalInterface\n    interface Handler {\n")
-                .append("        int handle(Call c, Object[] args) throws ProtocolException, CallRejected, InterruptedException, IOException;\n    }\n");
-        for (String area : areas) {
-            b.append("\n    /** Area {@code ").append(area).append("}. */\n    interface ").append(type(area)).append(" {\n");
-            for (ApiFunction f : table.functions()) {
-                if (f.customBackend() && f.area().equals(area)) {
-                    b.append(handlerDoc(f)).append("        ").append(handlerSignature(f))
-                            .append("\n                throws ProtocolException, CallRejected, InterruptedException, IOException;\n\n");
-                }
-            }
-            b.setLength(b.length() - 1);
-            b.append("    }\n");
-        }
-        List<String> params = new ArrayList<>();
-        for (String area : areas) {
-            params.add(type(area) + " " + area);
-        }
-        b.append("\n    /** The handler of each table entry by index; null where the generic dispatch serves it. */\n");
-        b.append("    static Handler[] bind(").append(String.join(", ", params)).append(") {\n");
-        b.append("        Handler[] h = new Handler[").append(table.functions().size()).append("];\n");
-        for (ApiFunction f : table.functions()) {
-            if (!f.customBackend()) {
-                continue;
-            }
-            List<String> args = new ArrayList<>();
-            args.add("c");
-            if (f.decodedForHandler()) {
-                for (ApiParam p : f.params()) {
-                    String t = p.out() ? null : decodedType(p);
-                    if (t != null) {
-                        args.add("(" + boxed(t) + ") a[" + p.index() + "]");
-                    }
-                }
-            }
-            b.append("        h[").append(f.index()).append("] = (c, a) -> ").append(f.area()).append(".").append(f.name())
-                    .append("(").append(String.join(", ", args)).append("); // ").append(f.name()).append("\n");
-        }
-        b.append("        return h;\n    }\n}\n");
         return b.toString();
     }
 

@@ -24,6 +24,33 @@ public final class HandlerCompilation {
     public record Result(boolean compiled, String diagnostics) {
     }
 
+    /** The generated class {@code generated} of side {@code emit} ("frontend" or "backend") and the module's table. */
+    public record Side(Path table, String emit, String generated) {
+        /** Asserts that {@code sources} compile against the declarations generated from the table as it is. */
+        public void assertCompiles(Path... sources) throws IOException {
+            Result r = compile(table, "", emit, generated, List.of(sources));
+            if (!r.compiled()) {
+                throw new AssertionError("the real handlers do not compile against the table:\n" + r.diagnostics());
+            }
+        }
+
+        /**
+         * Asserts that {@code sources} do not compile once {@code line} is added to the table, and that the
+         * compiler's complaint names each of {@code names} (the class lacking the handler, the function).
+         */
+        public void assertFailsWith(String line, List<Path> sources, String... names) throws IOException {
+            Result r = compile(table, line, emit, generated, sources);
+            if (r.compiled()) {
+                throw new AssertionError("built although the table gained a line without its handler: " + line);
+            }
+            for (String name : names) {
+                if (!r.diagnostics().contains(name)) {
+                    throw new AssertionError("the build failure does not name " + name + ":\n" + r.diagnostics());
+                }
+            }
+        }
+    }
+
     /**
      * Generates {@code emit}'s sources from {@code table} with {@code extraLines} appended, then
      * compiles {@code generated} (a path under the output directory, e.g.

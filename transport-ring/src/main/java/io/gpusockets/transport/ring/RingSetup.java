@@ -20,7 +20,7 @@ import java.nio.file.Path;
  * The channel is non-blocking from here on (the liveness probe must not block), so every step waits
  * on a selector against one deadline.
  */
-final class Handshake {
+final class RingSetup {
     static final int HELLO = 0x474E_5248; // "HRNG"
     static final int ACK = 0x4B43_4152;   // "RACK"
     private static final int MAX_PATH = 4096;
@@ -29,7 +29,7 @@ final class Handshake {
     record Hello(long capacity, long window, Path path) {
     }
 
-    private Handshake() {
+    private RingSetup() {
     }
 
     static void sendHello(SocketChannel channel, long capacity, long window, Path path, long deadline) throws IOException {
