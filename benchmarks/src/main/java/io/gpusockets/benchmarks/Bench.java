@@ -2,6 +2,7 @@ package io.gpusockets.benchmarks;
 
 import io.gpusockets.backend.driver.NativeCudaDriver;
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.cli.workloads.Cu;
@@ -122,7 +123,7 @@ public final class Bench implements Callable<Integer> {
             notes.add("no GPU (emulated device): no native column; ratios are to each transport's raw baseline"
                     + " (frame ping-pong, 1 MiB stream) or to its own single client");
         }
-        try (BackendServer backend = new BackendServer(host, BackendServer.Options.DEFAULT)) {
+        try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
             if (nativeDevice) {
                 nativeDriver = host.driver();
                 DriverBench.Opener inProcess = () -> inProcess(host.driver());

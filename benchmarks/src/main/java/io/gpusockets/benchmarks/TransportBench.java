@@ -1,6 +1,7 @@
 package io.gpusockets.benchmarks;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -78,7 +79,7 @@ public final class TransportBench implements Callable<Integer> {
         console.println("bench-transports: " + machine);
         console.println("bench-transports: transports on the class path: " + Transports.byScheme().keySet()
                 + (quick ? "; --quick: a smoke run, not figures to quote" : ""));
-        try (BackendServer backend = new BackendServer(host, BackendServer.Options.DEFAULT)) {
+        try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
             for (String scheme : wanted) {
                 String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
                         : SelfHosting.recipe(scheme, tmp, "probe").skipReason();

@@ -1,6 +1,7 @@
 package io.gpusockets.cli;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -62,8 +63,8 @@ final class BackendCommand implements Callable<Integer> {
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
-        BackendServer server = new BackendServer(host, new BackendServer.Options(limits, psk, allowUids, 10_000, allowCids,
-                warmContexts));
+        BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
+                .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();

@@ -1,6 +1,7 @@
 package io.gpusockets.cli;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.workloads.DeviceQuery;
 import io.gpusockets.cli.workloads.MemcpyRoundTrips;
@@ -70,7 +71,7 @@ final class DemoCommand implements Callable<Integer> {
                 out.println("demo: started a backend with " + (emulated
                         ? "the EMULATED device (no GPU here: " + describeNoGpu() + ")"
                         : "the REAL driver: " + host.description()));
-                backend = new BackendServer(host, BackendServer.Options.DEFAULT);
+                backend = new BackendServer(host, BackendSettings.fromSystemProperties());
                 socketDir = Files.createTempDirectory("gpusockets-demo");
                 for (String scheme : Transports.byScheme().keySet()) {
                     String listen = switch (scheme) {

@@ -1,11 +1,10 @@
 package io.gpusockets.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
-import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CudaDriver;
@@ -54,7 +53,8 @@ class ContextPoolTest {
                 });
         Path dir = Files.createTempDirectory("gpusockets-pool");
         int sessions = 5;
-        BackendServer.Options options = new BackendServer.Options(SessionLimits.DEFAULT, null, Set.of(), 10_000, Set.of(), 1);
+        BackendSettings options = BackendSettings.fromSystemProperties()
+                .withServer(null, Set.of(), Set.of(), BackendSettings.HANDSHAKE_MILLIS_DEFAULT, 1);
         try (BackendServer server = new BackendServer(DriverHost.initialise(counting, "emulated"), options)) {
             String address = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
             for (int i = 0; i < 200 && created.get() < 1; i++) {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
@@ -45,7 +46,7 @@ class CopyInStagingTest {
         long max = java.util.Arrays.stream(SIZES).max().orElseThrow();
         byte[] data = new byte[(int) max + 64];
         new Random(11).nextBytes(data);
-        try (BackendServer server = new BackendServer(DriverHost.initialise(driver, "emulated"), BackendServer.Options.DEFAULT)) {
+        try (BackendServer server = new BackendServer(DriverHost.initialise(driver, "emulated"), BackendSettings.fromSystemProperties())) {
             long freeBefore = h.deviceFree();
             String address = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
             try (RemoteCudaDriver d = RemoteCudaDriver.connect(address)) {

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
@@ -224,7 +225,7 @@ class CopyOutStagingTest {
     private static BackendServer server(PinnedHost h, boolean pinned, Path dir, String[] address) throws Exception {
         CudaDriver d = pinned ? h.driver : h.device;
         BackendServer s = new BackendServer(DriverHost.initialise(d, "emulated" + (pinned ? " (pinned host)" : "")),
-                BackendServer.Options.DEFAULT);
+                BackendSettings.fromSystemProperties());
         address[0] = s.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
         return s;
     }

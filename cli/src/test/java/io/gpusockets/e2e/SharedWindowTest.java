@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
@@ -53,7 +54,7 @@ class SharedWindowTest {
         new Random(3).nextBytes(data);
         long windowed = 0;
         try (BackendServer server = new BackendServer(DriverHost.initialise(pinned ? h.driver : h.device, "emulated"),
-                BackendServer.Options.DEFAULT)) {
+                BackendSettings.fromSystemProperties())) {
             long freeBefore = h.deviceFree();
             String address = server.listen(TransportUri.parse(ringUri("copies", "?size=1m&window=8m"))).toString();
             try (RemoteCudaDriver d = RemoteCudaDriver.connect(address)) {
@@ -167,7 +168,7 @@ class SharedWindowTest {
     @Test
     void windowReferencesOutsideItOrWithoutItCloseThatSessionOnly() throws Exception {
         try (BackendServer server = new BackendServer(DriverHost.initialise(new io.gpusockets.emulated.EmulatedDevice(),
-                "emulated"), BackendServer.Options.DEFAULT)) {
+                "emulated"), BackendSettings.fromSystemProperties())) {
             String address = server.listen(TransportUri.parse(ringUri("bad", "?size=64k&window=64k"))).toString();
             long[][] refs = {{0, 0}, {-1, 16}, {60 << 10, 8 << 10}, {Long.MAX_VALUE, 1}, {0, (64 << 10) + 1}};
             for (int i = 0; i <= refs.length; i++) {

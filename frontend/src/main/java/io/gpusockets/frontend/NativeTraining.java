@@ -46,12 +46,12 @@ public final class NativeTraining {
     private static String withBackend() {
         try {
             Class<?> hostClass = Class.forName("io.gpusockets.backend.session.DriverHost");
-            Class<?> optionsClass = Class.forName("io.gpusockets.backend.server.BackendServer$Options");
+            Class<?> settingsClass = Class.forName("io.gpusockets.backend.session.BackendSettings");
             Class<?> serverClass = Class.forName("io.gpusockets.backend.server.BackendServer");
             Object device = Class.forName("io.gpusockets.emulated.EmulatedDevice").getConstructor().newInstance();
             Object host = hostClass.getMethod("initialise", CudaDriver.class, String.class).invoke(null, device, "training");
-            Object options = optionsClass.getField("DEFAULT").get(null);
-            try (AutoCloseable server = (AutoCloseable) serverClass.getConstructor(hostClass, optionsClass).newInstance(host, options)) {
+            Object settings = settingsClass.getMethod("fromSystemProperties").invoke(null);
+            try (AutoCloseable server = (AutoCloseable) serverClass.getConstructor(hostClass, settingsClass).newInstance(host, settings)) {
                 java.lang.reflect.Method listen = serverClass.getMethod("listen", TransportUri.class);
                 StringBuilder done = new StringBuilder();
                 for (String uri : List.of("tcp://127.0.0.1:0", "ring://training-" + ProcessHandle.current().pid())) {

@@ -4,7 +4,6 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
-import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
@@ -37,39 +36,6 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
 
-    /**
-     * The command line's way in, kept as it is: the same settings as {@link BackendSettings}, without the
-     * lanes' tuning, which {@link #toSettings} takes from system properties.
-     *
-     * @param limits           per-session bounds
-     * @param preSharedKey     when non-null, frontends must prove they hold it (HMAC challenge)
-     * @param allowedUids      for unix:// peers: uids allowed in (empty = any local user)
-     * @param handshakeMillis  a peer that has not finished its handshake by then is dropped
-     * @param allowedCids      for vsock:// peers: CIDs allowed in (empty = any)
-     * @param warmContexts     contexts to keep made ahead per device for sessions' first primary retain
-     *                         ({@link ContextPool}); 0 for none
-     */
-    public record Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
-                          Set<Long> allowedCids, int warmContexts) {
-        public static final Options DEFAULT = new Options(SessionLimits.DEFAULT, null, Set.of(),
-                BackendSettings.HANDSHAKE_MILLIS_DEFAULT);
-
-        public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis) {
-            this(limits, preSharedKey, allowedUids, handshakeMillis, Set.of(), BackendSettings.WARM_CONTEXTS_DEFAULT);
-        }
-
-        public Options(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, long handshakeMillis,
-                       Set<Long> allowedCids) {
-            this(limits, preSharedKey, allowedUids, handshakeMillis, allowedCids, BackendSettings.WARM_CONTEXTS_DEFAULT);
-        }
-
-        /** These options, with the rest from this JVM's system properties ({@link BackendSettings#fromSystemProperties}). */
-        public BackendSettings toSettings() {
-            return BackendSettings.fromSystemProperties().withLimits(limits)
-                    .withServer(preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts);
-        }
-    }
-
     private final DriverHost host;
     private final BackendSettings settings;
     /** Contexts made ahead for sessions, or null. */
@@ -87,11 +53,6 @@ public final class BackendServer implements AutoCloseable {
         this.host = host;
         this.settings = settings;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
-    }
-
-    /** With {@code options}' settings, the rest from system properties ({@link Options#toSettings}). */
-    public BackendServer(DriverHost host, Options options) {
-        this(host, options.toSettings());
     }
 
     public DriverHost host() {

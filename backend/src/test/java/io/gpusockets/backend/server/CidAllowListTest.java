@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import io.gpusockets.protocol.transport.PeerInfo;
+import io.gpusockets.backend.session.BackendSettings;
 import java.util.OptionalInt;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
@@ -34,6 +35,6 @@ class CidAllowListTest {
 
     @Test
     void optionsKeepTheirFourArgumentFormWithAnEmptyCidList() {
-        assertEquals(Set.of(), BackendServer.Options.DEFAULT.allowedCids());
+        assertEquals(Set.of(), BackendSettings.fromSystemProperties().allowedCids());
     }
 }

@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.gpusockets.backend.server.BackendServer;
 import java.util.Properties;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
@@ -75,16 +74,16 @@ class BackendSettingsTest {
     }
 
     @Test
-    void optionsKeepTheirValuesAndTakeTheTuningFromSystemProperties() {
+    void theServerGroupKeepsItsValuesAndTheTuningItsOwn() {
         byte[] psk = {1, 2, 3};
-        BackendServer.Options o = new BackendServer.Options(SessionLimits.DEFAULT, psk, Set.of(1000), 1234, Set.of(3L), 2);
-        BackendSettings s = o.toSettings();
+        BackendSettings tuned = BackendSettings.fromProperties(props("gpusockets.backend.laneSpinMicros", "7"), 16);
+        BackendSettings s = tuned.withServer(psk, Set.of(1000), Set.of(3L), 1234, 2);
         assertArrayEquals(psk, s.preSharedKey());
         assertEquals(Set.of(1000), s.allowedUids());
         assertEquals(Set.of(3L), s.allowedCids());
         assertEquals(1234, s.handshakeMillis());
         assertEquals(2, s.warmContexts());
-        assertEquals(BackendSettings.fromSystemProperties().laneSpinMicros(), s.laneSpinMicros());
+        assertEquals(7, s.laneSpinMicros());
     }
 
     @Test
@@ -93,7 +92,6 @@ class BackendSettingsTest {
         System.setProperty(BackendSettings.LANE_SPIN_MICROS_PROP, "37");
         try {
             assertEquals(37, BackendSettings.fromSystemProperties().laneSpinMicros());
-            assertEquals(37, BackendServer.Options.DEFAULT.toSettings().laneSpinMicros());
         } finally {
             if (before == null) {
                 System.clearProperty(BackendSettings.LANE_SPIN_MICROS_PROP);
