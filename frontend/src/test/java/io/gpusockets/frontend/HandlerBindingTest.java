@@ -11,7 +11,7 @@ import org.junit.jupiter.api.Test;
 /** The frontend's hand-written calls are bound to the API table at build time. */
 class HandlerBindingTest {
     private static final HandlerCompilation.Side FRONTEND = new HandlerCompilation.Side(
-            Path.of("../protocol/src/main/api/cuda-driver.api"), "frontend", "io/gpusockets/frontend/FrontendHandlers.java");
+            "frontend", "io/gpusockets/frontend/FrontendHandlers.java");
     private static final Path SOURCES = Path.of("src/main/java/io/gpusockets/frontend");
 
     @Test

@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 /** The backend's hand-written calls are bound to the API table at build time, not found by name at run time. */
 class HandlerBindingTest {
     private static final HandlerCompilation.Side BACKEND = new HandlerCompilation.Side(
-            Path.of("../protocol/src/main/api/cuda-driver.api"), "backend", "io/gpusockets/backend/session/BackendHandlers.java");
+            "backend", "io/gpusockets/backend/session/BackendHandlers.java");
     private static final Path SESSION = Path.of("src/main/java/io/gpusockets/backend/session");
 
     @Test

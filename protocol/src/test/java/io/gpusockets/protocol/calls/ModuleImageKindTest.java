@@ -3,27 +3,20 @@ package io.gpusockets.protocol.calls;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 
 /**
- * The cases of the frontend's ModuleImagesTest, on synthetic images built from the layouts, and on
- * the frontend's nvcc-built fixtures when this runs inside the source tree.
+ * Image kinds and extents on synthetic images built from the layouts; the frontend's ModuleImagesTest
+ * runs the same codec on its nvcc-built fixtures.
  */
 class ModuleImageKindTest {
-    /** Where the frontend keeps its fixtures, seen from this module's directory (Maven runs tests there). */
-    private static final Path FRONTEND = Path.of("..", "frontend", "src");
-
     /** The image at the start of a larger buffer full of garbage, seen through a zero-length pointer as C hands it over. */
     private static MemorySegment asBarePointer(Arena arena, byte[] image) {
         MemorySegment buffer = arena.allocate(image.length + 4096L);
@@ -184,40 +177,5 @@ class ModuleImageKindTest {
         assertNull(ModuleImageKind.image(MemorySegment.NULL));
         assertEquals(-1, ModuleImageKind.length(MemorySegment.NULL));
         assertNull(ModuleImageKind.image(MemorySegment.ofArray(".version 9.0 no terminator".getBytes(StandardCharsets.UTF_8))));
-    }
-
-    // ---- the frontend's nvcc-built fixtures, when present ----------------------------------------
-
-    private static byte[] fixture(String path) throws IOException {
-        Path p = FRONTEND.resolve(path);
-        assumeTrue(Files.isRegularFile(p), "no " + p);
-        return Files.readAllBytes(p);
-    }
-
-    @Test
-    void measuresTheFrontendsCubinAndFatbin() throws IOException {
-        byte[] cubin = fixture("test/resources/images/kernels.cubin");
-        byte[] fatbin = fixture("test/resources/images/kernels.fatbin");
-        try (Arena a = Arena.ofConfined()) {
-            assertEquals(ModuleImageKind.CUBIN_ELF, ModuleImageKind.of(asBarePointer(a, cubin)));
-            assertEquals(cubin.length, ModuleImageKind.image(asBarePointer(a, cubin)).byteSize());
-            assertEquals(ModuleImageKind.FATBIN, ModuleImageKind.of(asBarePointer(a, fatbin)));
-            assertEquals(fatbin.length, ModuleImageKind.image(asBarePointer(a, fatbin)).byteSize());
-            MemorySegment inner = asBarePointer(a, fatbin);
-            MemorySegment image = ModuleImageKind.image(wrapper(a, ModuleImageKind.FATBIN_WRAPPER_MAGIC, inner));
-            assertEquals(inner.address(), image.address());
-            assertEquals(fatbin.length, image.byteSize());
-        }
-    }
-
-    @Test
-    void measuresTheShippedPtx() throws IOException {
-        byte[] ptx = fixture("main/resources/io/gpusockets/kernels/gpusockets_kernels.ptx");
-        byte[] withNul = new byte[ptx.length + 1];
-        System.arraycopy(ptx, 0, withNul, 0, ptx.length);
-        try (Arena a = Arena.ofConfined()) {
-            assertEquals(ModuleImageKind.PTX, ModuleImageKind.of(asBarePointer(a, withNul)));
-            assertEquals(withNul.length, ModuleImageKind.image(asBarePointer(a, withNul)).byteSize());
-        }
     }
 }

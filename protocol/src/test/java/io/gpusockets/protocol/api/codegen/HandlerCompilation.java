@@ -1,7 +1,10 @@
 package io.gpusockets.protocol.api.codegen;
 
+import io.gpusockets.protocol.api.ApiTable;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -24,11 +27,11 @@ public final class HandlerCompilation {
     public record Result(boolean compiled, String diagnostics) {
     }
 
-    /** The generated class {@code generated} of side {@code emit} ("frontend" or "backend") and the module's table. */
-    public record Side(Path table, String emit, String generated) {
+    /** The generated class {@code generated} of side {@code emit} ("frontend" or "backend"), from the shipped table. */
+    public record Side(String emit, String generated) {
         /** Asserts that {@code sources} compile against the declarations generated from the table as it is. */
         public void assertCompiles(Path... sources) throws IOException {
-            Result r = compile(table, "", emit, generated, List.of(sources));
+            Result r = compile("", emit, generated, List.of(sources));
             if (!r.compiled()) {
                 throw new AssertionError("the real handlers do not compile against the table:\n" + r.diagnostics());
             }
@@ -39,7 +42,7 @@ public final class HandlerCompilation {
          * compiler's complaint names each of {@code names} (the class lacking the handler, the function).
          */
         public void assertFailsWith(String line, List<Path> sources, String... names) throws IOException {
-            Result r = compile(table, line, emit, generated, sources);
+            Result r = compile(line, emit, generated, sources);
             if (r.compiled()) {
                 throw new AssertionError("built although the table gained a line without its handler: " + line);
             }
@@ -52,15 +55,19 @@ public final class HandlerCompilation {
     }
 
     /**
-     * Generates {@code emit}'s sources from {@code table} with {@code extraLines} appended, then
-     * compiles {@code generated} (a path under the output directory, e.g.
+     * Generates {@code emit}'s sources from the table the protocol jar ships with {@code extraLines}
+     * appended, then compiles {@code generated} (a path under the output directory, e.g.
      * {@code io/gpusockets/backend/session/BackendHandlers.java}) together with {@code sources}.
      */
-    public static Result compile(Path table, String extraLines, String emit, String generated, List<Path> sources)
+    public static Result compile(String extraLines, String emit, String generated, List<Path> sources)
             throws IOException {
         Path dir = Files.createTempDirectory("gpusockets-handlers");
         Path tableCopy = dir.resolve("cuda-driver.api");
-        Files.writeString(tableCopy, Files.readString(table) + "\n" + extraLines + "\n");
+        String table;
+        try (InputStream in = ApiTable.class.getResourceAsStream(ApiTable.RESOURCE)) {
+            table = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+        Files.writeString(tableCopy, table + "\n" + extraLines + "\n");
         Path out = dir.resolve("generated");
         ApiGenerator.main(new String[] {"--table", tableCopy.toString(), "--emit", emit, "--out", out.toString()});
         Files.createDirectories(dir.resolve("classes"));
