@@ -19,11 +19,6 @@ final class CopyCalls implements FrontendHandlers.Copies {
         this.ranges = ranges;
     }
 
-    /**
-     * Device to device goes to the backend as this entry; one device side becomes cuMemcpyHtoD or
-     * cuMemcpyDtoH (Async with the stream); host to host is copied here (after the stream's work, for
-     * the async form).
-     */
     @Override
     public int cuMemcpy(long dst, long src, long byteCount) {
         return copy(dst, src, byteCount, 0, false);
@@ -34,6 +29,11 @@ final class CopyCalls implements FrontendHandlers.Copies {
         return copy(dst, src, byteCount, hStream, true);
     }
 
+    /**
+     * Device to device goes to the backend as this entry; one device side becomes cuMemcpyHtoD or
+     * cuMemcpyDtoH (Async with the stream); host to host is copied here (after the stream's work, for
+     * the async form).
+     */
     private int copy(long dst, long src, long byteCount, long stream, boolean async) {
         if (byteCount < 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;

@@ -30,11 +30,6 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
         this.ranges = ranges;
     }
 
-    /**
-     * Reads the program's CUDA_MEMCPY2D/3D, resolves UNIFIED sides, and sends the copy with a host
-     * source's rows as DATA, or receives a host destination's rows into their places. A host-to-host
-     * copy never leaves the guest.
-     */
     @Override
     public int cuMemcpy2D(MemorySegment pCopy) {
         return copy(pCopy, 0, false, false);
@@ -55,6 +50,11 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
         return copy(pCopy, hStream, true, true);
     }
 
+    /**
+     * Reads the program's CUDA_MEMCPY2D/3D, resolves UNIFIED sides, and sends the copy with a host
+     * source's rows as DATA, or receives a host destination's rows into their places. A host-to-host
+     * copy never leaves the guest.
+     */
     private int copy(MemorySegment pCopy, long stream, boolean is3D, boolean async) {
         if (pCopy.isNative() && pCopy.address() == 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
