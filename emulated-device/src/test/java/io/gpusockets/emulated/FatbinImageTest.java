@@ -32,6 +32,12 @@ class FatbinImageTest {
             }
             """;
 
+    /** 400 kernels: about 470 KB of PTX, so a zstd frame of several 128 KB blocks. */
+    static final String LARGE_SOURCE = "#define K(n) extern \"C\" __global__ void k##n(float *p, const float *q, int m) {"
+            + " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < m) { float x = q[i];"
+            + " for (int j = 0; j < (n % 7) + 1; j++) x = x * 1.0001f * n + __sinf(x + j); p[i] = x + n; } }\n"
+            + java.util.stream.IntStream.range(0, 400).mapToObj(i -> "K(" + i + ")").collect(Collectors.joining(" ")) + "\n";
+
     @TempDir
     static Path dir;
     static Map<String, byte[]> built;
@@ -44,14 +50,18 @@ class FatbinImageTest {
         }
         Nvcc nvcc = new Nvcc(dir);
         Path cu = nvcc.write("k.cu", SOURCE);
+        Path large = nvcc.write("large.cu", LARGE_SOURCE);
         Map<String, String[]> what = new LinkedHashMap<>();
+        for (String mode : List.of("default", "speed", "none")) {
+            what.put("large-" + mode, new String[] {"-fatbin", "-gencode", "arch=compute_90,code=compute_90",
+                    "-compress-mode=" + mode, large.toString()});
+        }
         what.put("default", new String[] {"-fatbin", "-gencode", "arch=compute_90,code=compute_90"});
         what.put("none", new String[] {"-fatbin", "-gencode", "arch=compute_90,code=compute_90", "-compress-mode=none"});
         what.put("speed", new String[] {"-fatbin", "-gencode", "arch=compute_90,code=compute_90", "-compress-mode=speed"});
         what.put("multi", new String[] {"-fatbin", "-gencode", "arch=compute_80,code=sm_80", "-gencode",
                 "arch=compute_80,code=compute_80", "-gencode", "arch=compute_90,code=compute_90", "-gencode",
                 "arch=compute_100,code=compute_100"});
-        what.put("only80", new String[] {"-fatbin", "-gencode", "arch=compute_80,code=compute_80"});
         what.put("only100", new String[] {"-fatbin", "-gencode", "arch=compute_100,code=compute_100"});
         what.put("sass", new String[] {"-fatbin", "-gencode", "arch=compute_90,code=sm_90"});
         what.put("cubin", new String[] {"-cubin", "-arch=sm_90"});
@@ -59,8 +69,11 @@ class FatbinImageTest {
         what.put("ptx", new String[] {"-ptx", "-arch=compute_90"});
         Map<Path, Process> compiles = new LinkedHashMap<>();
         for (Map.Entry<String, String[]> e : what.entrySet()) {
-            String[] args = java.util.Arrays.copyOf(e.getValue(), e.getValue().length + 1);
-            args[args.length - 1] = cu.toString();
+            String[] args = e.getValue();
+            if (!e.getKey().startsWith("large")) {
+                args = java.util.Arrays.copyOf(args, args.length + 1);
+                args[args.length - 1] = cu.toString();
+            }
             compiles.put(dir.resolve(e.getKey()), nvcc.start(dir.resolve(e.getKey()), args));
         }
         Nvcc.await(compiles);
@@ -127,6 +140,18 @@ class FatbinImageTest {
         assertEquals(ptxOf(fatbin("none")), ptxOf(f));
     }
 
+    /** Several zstd blocks: tables and offsets repeated from block to block, four Huffman streams. */
+    @Test
+    void largePtxExpandsTheSameInEveryCompressionMode() {
+        String plain = ptxOf(fatbin("large-none"));
+        assertTrue(plain.length() > 300_000, "PTX of " + plain.length() + " chars");
+        for (String mode : List.of("default", "speed")) {
+            byte[] f = fatbin("large-" + mode);
+            assertTrue(f.length < plain.length() / 4, mode + " compresses");
+            assertEquals(plain, ptxOf(f), mode);
+        }
+    }
+
     @Test
     void picksTheHighestPtxNotAboveComputeCapabilityNine() {
         byte[] f = fatbin("multi");
@@ -134,8 +159,6 @@ class FatbinImageTest {
                 entries(f).toString(), "the entries as nvcc orders them");
         String ptx = ptxOf(f);
         assertTrue(ptx.contains(".target sm_90"), ptx);
-        String only80 = ptxOf(fatbin("only80"));
-        assertTrue(only80.contains(".target sm_80"), "older PTX runs: it is JIT-compatible");
     }
 
     @Test
@@ -228,6 +251,12 @@ class FatbinImageTest {
     @Test
     void aHandBuiltFatbinIsReadAsNvccWritesIt() {
         assertEquals(new String(TINY_PTX).replace("\0", ""), ptxOf(handBuilt(1, 0x11, TINY_PTX, 0, 0)));
+        byte[] arch80 = withInt(handBuilt(1, 0x11, TINY_PTX, 0, 0), 16 + 0x1C, 80);
+        assertEquals(new String(TINY_PTX).replace("\0", ""), ptxOf(arch80), "older PTX runs (the driver JIT-compiles it)");
+        CudaError newer = refusal(withInt(arch80, 16 + 0x1C, 91));
+        assertEquals(CUDA_ERROR_NO_BINARY_FOR_GPU, newer.code, newer.getMessage());
+        CudaError sass = refusal(handBuilt(2, 0x11, TINY_PTX, 0, 0));
+        assertEquals(CUDA_ERROR_NO_BINARY_FOR_GPU, sass.code, sass.getMessage());
     }
 
     @Test
@@ -246,6 +275,11 @@ class FatbinImageTest {
         twoEntries = java.util.Arrays.copyOf(twoEntries, twoEntries.length + 8);
         assertInvalid(twoEntries, "an entry count beyond what fits");
         assertInvalid(handBuilt(1, 0x11, new byte[] {0, 0, 0, 0}, 0, 0), "empty PTX");
+        for (long fatSize : new long[] {good.length - 16 + 1, Long.MAX_VALUE, -16}) {
+            CudaError e = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(with(good, 8, null, fatSize))),
+                    "FatbinImage itself bounds fatSize " + fatSize);
+            assertEquals(CUDA_ERROR_INVALID_IMAGE, e.code);
+        }
         CudaError wrongMagic = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(withInt(good, 0, 0x12345678))));
         assertEquals(CUDA_ERROR_INVALID_IMAGE, wrongMagic.code);
     }
