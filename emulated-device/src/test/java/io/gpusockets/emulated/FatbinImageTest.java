@@ -236,7 +236,7 @@ class FatbinImageTest {
         assertEquals(CUDA_ERROR_INVALID_IMAGE, e.code, why + ": " + e.getMessage());
     }
 
-    static byte[] with(byte[] image, int offset, ValueLayout.OfLong layout, long value) {
+    static byte[] with(byte[] image, int offset, long value) {
         byte[] copy = image.clone();
         MemorySegment.ofArray(copy).set(ValueLayout.JAVA_LONG_UNALIGNED, offset, value);
         return copy;
@@ -265,18 +265,18 @@ class FatbinImageTest {
         assertInvalid(java.util.Arrays.copyOf(good, 12), "header cut short");
         assertInvalid(java.util.Arrays.copyOf(good, 40), "entry header cut short");
         assertInvalid(java.util.Arrays.copyOf(good, good.length - 1), "fatSize past the end");
-        assertInvalid(with(good, 8, null, Long.MAX_VALUE), "fatSize overflowing");
-        assertInvalid(with(good, 8, null, -16), "fatSize negative");
-        assertInvalid(with(good, 16 + 8, null, TINY_PTX.length + 1), "entry size past the fatbin");
-        assertInvalid(with(good, 16 + 8, null, Long.MIN_VALUE + 8), "entry size overflowing");
+        assertInvalid(with(good, 8, Long.MAX_VALUE), "fatSize overflowing");
+        assertInvalid(with(good, 8, -16), "fatSize negative");
+        assertInvalid(with(good, 16 + 8, TINY_PTX.length + 1), "entry size past the fatbin");
+        assertInvalid(with(good, 16 + 8, Long.MIN_VALUE + 8), "entry size overflowing");
         assertInvalid(withInt(good, 16 + 4, 0x10), "entry header smaller than its fields");
         assertInvalid(withInt(good, 16 + 4, -1), "entry header past the end");
-        byte[] twoEntries = with(good, 8, null, 0x40 + TINY_PTX.length + 8); // a second entry of 8 bytes
+        byte[] twoEntries = with(good, 8, 0x40 + TINY_PTX.length + 8); // a second entry of 8 bytes
         twoEntries = java.util.Arrays.copyOf(twoEntries, twoEntries.length + 8);
         assertInvalid(twoEntries, "an entry count beyond what fits");
         assertInvalid(handBuilt(1, 0x11, new byte[] {0, 0, 0, 0}, 0, 0), "empty PTX");
         for (long fatSize : new long[] {good.length - 16 + 1, Long.MAX_VALUE, -16}) {
-            CudaError e = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(with(good, 8, null, fatSize))),
+            CudaError e = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(with(good, 8, fatSize))),
                     "FatbinImage itself bounds fatSize " + fatSize);
             assertEquals(CUDA_ERROR_INVALID_IMAGE, e.code);
         }
@@ -325,7 +325,4 @@ class FatbinImageTest {
         }
     }
 
-    static String names(List<FatbinImage.Entry> entries) {
-        return entries.stream().map(FatbinImage.Entry::toString).collect(Collectors.joining(", "));
-    }
 }

@@ -13,7 +13,8 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Test helper: runs nvcc (from PATH, else /usr/local/cuda/bin) in a test class's temporary folder.
+ * Test helper: runs nvcc (the environment's NVCC if set, else from PATH, else /usr/local/cuda/bin) in a
+ * test class's temporary folder.
  * Without nvcc the calling test is skipped (assumption), saying so. Several compiles can be started
  * at once ({@link #start}) and waited for ({@link #await}), since each takes about a second.
  */
@@ -25,6 +26,11 @@ final class Nvcc {
     }
 
     static Path find() {
+        String named = System.getenv("NVCC");
+        if (named != null) {
+            Path p = Path.of(named);
+            return Files.isExecutable(p) ? p : null;
+        }
         for (String d : System.getenv().getOrDefault("PATH", "").split(java.io.File.pathSeparator)) {
             Path p = Path.of(d.isEmpty() ? "." : d, "nvcc");
             if (Files.isExecutable(p)) {
@@ -36,7 +42,7 @@ final class Nvcc {
     }
 
     static void assumeNvcc() {
-        assumeTrue(find() != null, "nvcc is not installed (PATH, /usr/local/cuda/bin): the fatbin tests need it");
+        assumeTrue(find() != null, "nvcc is not installed (NVCC, PATH, /usr/local/cuda/bin): the fatbin tests need it");
     }
 
     Path write(String name, String text) throws IOException {
