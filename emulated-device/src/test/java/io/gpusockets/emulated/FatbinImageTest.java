@@ -297,6 +297,30 @@ class FatbinImageTest {
         assertInvalid(handBuilt(1, 0x8011, lz4, 6, 5), "not a zstd frame");
     }
 
+    /**
+     * Corrupting bytes of a large compressed fatbin (several zstd blocks, repeated tables) gives PTX
+     * or a CudaError, never another exception ({@code -Dfatbin.fuzz=N} flips more).
+     */
+    @Test
+    void corruptedLargeFatbinsNeverThrowAnythingElse() {
+        int flips = Integer.getInteger("fatbin.fuzz", 40);
+        for (String name : List.of("large-default", "large-speed")) {
+            byte[] f = fatbin(name);
+            java.util.Random random = new java.util.Random(7);
+            for (int i = 0; i < flips; i++) {
+                byte[] c = f.clone();
+                for (int k = 0; k < 1 + i % 3; k++) {
+                    c[16 + 0x50 + random.nextInt(f.length - 16 - 0x50)] ^= (byte) (1 + random.nextInt(255));
+                }
+                try {
+                    ptxOf(c);
+                } catch (CudaError expected) {
+                    assertEquals(CUDA_ERROR_INVALID_IMAGE, expected.code, expected.getMessage());
+                }
+            }
+        }
+    }
+
     /** Corrupting any byte of a real compressed fatbin gives PTX or a CudaError, never another exception. */
     @Test
     void corruptedCompressedFatbinsNeverThrowAnythingElse() {
