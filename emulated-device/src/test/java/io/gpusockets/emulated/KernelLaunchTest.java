@@ -252,19 +252,26 @@ class KernelLaunchTest {
     }
 
     @Test
-    void unknownKernelFailsWithNotSupportedNamingIt() {
+    void aKernelOutsideTheInterpretersSubsetFailsWithNotSupportedNamingItsInstructionAndLine() {
         String ptx = """
                 .version 8.0
                 .target sm_80
                 .address_size 64
-                .visible .entry my_custom_kernel(.param .u64 p) { ret; }
+                .visible .entry my_custom_kernel(.param .u64 p)
+                {
+                    .reg .b32 %r<2>;
+                    mov.u32 %r1, 1;
+                    brkpt;
+                }
                 """;
         MemorySegment out = e.arena.allocate(8);
         e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
         long custom = out.get(ValueLayout.JAVA_LONG, 0);
         long f = e.function(custom, "my_custom_kernel");
         assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L));
-        assertTrue(e.device.lastErrorDetail().contains("my_custom_kernel"), e.device.lastErrorDetail());
+        String detail = e.device.lastErrorDetail();
+        assertTrue(detail.contains("my_custom_kernel") && detail.contains("brkpt") && detail.contains("line 8"), detail);
+        assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L), "a second launch fails the same");
         e.ok(e.device.cuCtxSynchronize());
         assertEquals(CUDA_ERROR_NOT_FOUND, e.device.cuModuleGetFunction(out, custom, e.nativeString("nope")));
     }
