@@ -277,6 +277,24 @@ class KernelLaunchTest {
     }
 
     @Test
+    void aJavaKernelTakesPrecedenceOverItsPtxBody() {
+        String ptx = """
+                .version 8.0
+                .target sm_80
+                .address_size 64
+                .visible .entry gpus_fill_u32(.param .u64 p, .param .u32 v, .param .u32 n)
+                {
+                    ret;
+                }
+                """;
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
+        long p = e.alloc(4 * 4);
+        e.ok(e.launch(e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_fill_u32"), 1, 4, 0, 0, p, 7, 4));
+        assertArrayEquals(new int[] {7, 7, 7, 7}, e.downloadInts(p, 4), "the Java fill ran, not the empty PTX body");
+    }
+
+    @Test
     void aKernelNameWithAnotherSignatureIsNotRunAsTheShippedOne() {
         String ptx = ".version 8.0\n.target sm_80\n.visible .entry gpus_fill_u32(.param .u64 p, .param .u64 n) { ret; }\n";
         MemorySegment out = e.arena.allocate(8);

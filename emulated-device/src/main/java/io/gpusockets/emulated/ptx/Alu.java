@@ -69,7 +69,7 @@ final class Alu {
             case Insn.PRMT -> permute(a, b, c);
             case Insn.SELP -> (c & 1) != 0 ? a : b;
             case Insn.SLCT -> (Types.isFloat(in.type2) ? Float.intBitsToFloat((int) c) >= 0f : (int) c >= 0) ? a : b;
-            case Insn.CVT -> Convert.convert(in, a);
+            case Insn.CVT -> norm(Convert.convert(in, a), t);   // a narrow result is extended into its register
             case Insn.CVTA -> a + in.offset;
             default -> throw new IllegalStateException(in.toString());
         };

@@ -19,6 +19,11 @@ final class Statements {
     private Statements() {
     }
 
+    private static boolean lineDirective(String body, int i, String name) {
+        int end = i + name.length();
+        return body.startsWith(name, i) && end < body.length() && Character.isWhitespace(body.charAt(end));
+    }
+
     static List<Statement> split(String body, int firstLine) {
         List<Statement> out = new ArrayList<>();
         StringBuilder s = new StringBuilder();
@@ -34,7 +39,7 @@ final class Statements {
             if (blank && !Character.isWhitespace(c)) {
                 start = line;
                 s.setLength(0);
-                if (body.startsWith(".loc", i) || body.startsWith(".section", i)) {
+                if (lineDirective(body, i, ".loc") || lineDirective(body, i, ".section")) {
                     int end = body.indexOf('\n', i);
                     i = (end < 0 ? n : end) - 1;
                     continue;
