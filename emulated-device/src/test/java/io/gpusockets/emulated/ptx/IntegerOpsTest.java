@@ -75,10 +75,10 @@ class IntegerOpsTest {
                 st.global.u32 [%rd1+12], %r6;
                 shl.b32 %r7, %r1, 31;
                 st.global.u32 [%rd1+16], %r7;
-                """, 0x8000_00F1, 40, 5);
-        assertEquals(0, r[0], "shl by 40");
-        assertEquals(0, r[1], "shr.u32 by 40");
-        assertEquals(-1, r[2], "shr.s32 by 40 fills with the sign");
+                """, 0x8000_00F1, 70, 5);
+        assertEquals(0, r[0], "shl by 70");
+        assertEquals(0, r[1], "shr.u32 by 70");
+        assertEquals(-1, r[2], "shr.s32 by 70 fills with the sign");
         assertEquals(0x8000_00F1 >> 4, r[3]);
         assertEquals(0x8000_0000, r[4]);
     }

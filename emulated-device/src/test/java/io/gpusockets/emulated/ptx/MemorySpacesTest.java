@@ -132,4 +132,19 @@ class MemorySpacesTest {
         rig.ok(rig.device.cuCtxSynchronize());
         assertEquals(0, rig.ints(out, 1)[0], "no part of the kernel ran");
     }
+
+    @Test
+    void aModifierTheInterpreterDoesNotKnowIsNeverIgnored() {
+        String ptx = Rig.HEADER + """
+                .visible .entry k()
+                {
+                    .reg .f32 %f<4>;
+                    max.NaN.f32 %f1, %f2, %f3;
+                    ret;
+                }
+                """;
+        long f = rig.function(rig.module(ptx), "k");
+        assertEquals(CUDA_ERROR_NOT_SUPPORTED, rig.launch(f, new int[] {1, 1, 1}, new int[] {1, 1, 1}, 0));
+        assertTrue(rig.device.lastErrorDetail().contains("modifier .NaN"), rig.device.lastErrorDetail());
+    }
 }

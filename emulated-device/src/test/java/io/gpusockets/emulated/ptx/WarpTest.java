@@ -49,10 +49,12 @@ class WarpTest {
                 mul.lo.s32 %r3, %r1, 100;
                 JOIN:
                 shfl.sync.idx.b32 %r4, %r3, 3, 31, -1;
-                st.global.u32 [%rd1], %r4;
+                shfl.sync.idx.b32 %r5, %r3, 4, 31, -1;
+                add.s32 %r6, %r4, %r5;
+                st.global.u32 [%rd1], %r6;
                 """, 32, 1);
         for (int i = 0; i < 32; i++) {
-            assertEquals(30, r[i], "every lane took lane 3's value after reconverging, lane " + i);
+            assertEquals(30 + 400, r[i], "every lane read lanes 3 (odd path) and 4 (even path) after reconverging, lane " + i);
         }
     }
 
@@ -130,6 +132,30 @@ class WarpTest {
             expected[i] = 1000 + 127 - i;
         }
         assertArrayEquals(expected, r);
+    }
+
+    @Test
+    void globalAtomicsFromCtasRunningOnSeveralCoresLoseNoUpdate() {
+        String ptx = Rig.HEADER + """
+                .visible .entry k(.param .u64 out)
+                {
+                    .reg .pred %p<2>;
+                    .reg .b32 %r<8>;
+                    .reg .b64 %rd<4>;
+                    ld.param.u64 %rd1, [out];
+                    mov.u32 %r1, 0;
+                LOOP:
+                    atom.global.add.u32 %r2, [%rd1], 1;
+                    add.s32 %r1, %r1, 1;
+                    setp.lt.u32 %p1, %r1, 64;
+                    @%p1 bra LOOP;
+                    ret;
+                }
+                """;
+        long f = rig.function(rig.module(ptx), "k");
+        long out = rig.upload(new int[1]);
+        rig.run(f, 64, 128, out);
+        assertEquals(64 * 128 * 64, rig.ints(out, 1)[0]);
     }
 
     @Test
