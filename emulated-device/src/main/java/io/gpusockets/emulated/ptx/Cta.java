@@ -38,6 +38,8 @@ final class Cta {
     private final int[][] pcs;
     private final int[] live;
     private final int[] waiting;
+    /** Per warp: the PC of all its live lanes while they are converged, else -1 (then {@code pcs} holds each lane's). */
+    private final int[] convergedPc;
     private final MemorySegment shared;
     private final long sharedBytes;
     private final MemorySegment local;
@@ -59,6 +61,7 @@ final class Cta {
         this.pcs = new int[warpCount][32];
         this.live = new int[warpCount];
         this.waiting = new int[warpCount];
+        this.convergedPc = new int[warpCount];
         this.sharedBytes = program.staticShared + launch.dynamicShared();
         this.shared = MemorySegment.ofArray(new byte[(int) sharedBytes]);
         this.local = MemorySegment.ofArray(new byte[(int) (program.localBytes * threads)]);
@@ -79,7 +82,7 @@ final class Cta {
             int lanes = Math.min(32, threads - 32 * w);
             live[w] = lanes == 32 ? -1 : (1 << lanes) - 1;
             waiting[w] = 0;
-            java.util.Arrays.fill(pcs[w], 0);
+            convergedPc[w] = 0;
             fillSpecials(w, cx, cy, cz);
         }
         while (true) {
@@ -135,24 +138,42 @@ final class Cta {
         }
     }
 
+    /**
+     * Runs warp {@code w} until none of its live lanes is ready. While every live lane is at one PC
+     * (converged, the common case) that PC is kept per warp and the lanes' PCs are not touched; a
+     * branch taken by some of the lanes only, or a guarded barrier, makes the warp diverge, and it is
+     * converged again once min-PC scheduling finds every live lane at the same instruction.
+     */
     private void runWarp(int w) {
         long[] r = regs[w];
         int[] pc = pcs[w];
+        int converged = convergedPc[w];
         while (true) {
             int ready = live[w] & ~waiting[w];
             if (ready == 0) {
+                convergedPc[w] = converged;
                 return;
             }
-            int min = Integer.MAX_VALUE;
-            for (int m = ready; m != 0; m &= m - 1) {
-                min = Math.min(min, pc[Integer.numberOfTrailingZeros(m)]);
-            }
-            int mask = 0;
-            for (int m = ready; m != 0; m &= m - 1) {
-                int l = Integer.numberOfTrailingZeros(m);
-                if (pc[l] == min) {
-                    mask |= 1 << l;
-                    pc[l] = min + 1;
+            int min;
+            int mask;
+            if (converged >= 0) {
+                min = converged;
+                mask = ready;
+            } else {
+                min = Integer.MAX_VALUE;
+                mask = 0;
+                for (int m = ready; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    int p = pc[l];
+                    if (p < min) {
+                        min = p;
+                        mask = 1 << l;
+                    } else if (p == min) {
+                        mask |= 1 << l;
+                    }
+                }
+                if (mask == ready && waiting[w] == 0) {
+                    converged = min;
                 }
             }
             Insn in = code[min];
@@ -168,7 +189,26 @@ final class Cta {
                 }
             }
             instructions += Integer.bitCount(exec);
-            execute(w, in, exec, mask, r, pc);
+            int next = min + 1;
+            if (converged >= 0) {
+                if (exec != mask && (in.op == Insn.BRA || in.op == Insn.BAR) && exec != 0) {
+                    converged = -1;   // some lanes branch or wait, the others go on: diverge
+                    for (int m = mask; m != 0; m &= m - 1) {
+                        pc[Integer.numberOfTrailingZeros(m)] = next;
+                    }
+                    execute(w, in, exec, mask, r, pc);
+                } else if (in.op == Insn.BRA) {
+                    converged = exec == 0 ? next : in.target;
+                } else {
+                    converged = next;
+                    execute(w, in, exec, mask, r, pc);
+                }
+            } else {
+                for (int m = mask; m != 0; m &= m - 1) {
+                    pc[Integer.numberOfTrailingZeros(m)] = next;
+                }
+                execute(w, in, exec, mask, r, pc);
+            }
             if ((++steps & 0xFFFFF) == 0 && memory.cancelled()) {
                 java.util.Arrays.fill(live, 0);
                 return;
