@@ -172,8 +172,8 @@ final class Alu {
             case Insn.DIV -> x / y;
             case Insn.MIN -> Float.isNaN(x) ? y : Float.isNaN(y) ? x : Math.min(x, y);
             case Insn.MAX -> Float.isNaN(x) ? y : Float.isNaN(y) ? x : Math.max(x, y);
-            case Insn.ABS -> Float.intBitsToFloat((int) ra & 0x7FFF_FFFF);
-            case Insn.NEG -> Float.intBitsToFloat((int) ra ^ 0x8000_0000);
+            case Insn.ABS -> Float.intBitsToFloat(Float.floatToRawIntBits(x) & 0x7FFF_FFFF);   // x: flushed if .ftz
+            case Insn.NEG -> Float.intBitsToFloat(Float.floatToRawIntBits(x) ^ 0x8000_0000);
             case Insn.RCP -> 1f / x;
             case Insn.SQRT -> (float) Math.sqrt(x);
             case Insn.RSQRT -> (float) (1.0 / Math.sqrt(x));

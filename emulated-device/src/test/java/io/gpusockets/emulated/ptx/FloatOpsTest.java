@@ -73,7 +73,10 @@ class FloatOpsTest {
                 st.global.f32 [%rd1+24], %f10;
                 sqrt.rn.f32 %f11, %f2;
                 st.global.f32 [%rd1+28], %f11;
-                """, Float.intBitsToFloat(0x7FC0_1234), Float.MIN_VALUE, 8);
+                neg.f32 %f12, %f2;
+                abs.ftz.f32 %f13, %f12;
+                st.global.f32 [%rd1+32], %f13;
+                """, Float.intBitsToFloat(0x7FC0_1234), Float.MIN_VALUE, 9);
         assertEquals(0x7FFF_FFFF, r[0], "NaN + x is the canonical NaN");
         assertEquals(2, r[1], "denormal + denormal");
         assertEquals(0x8000_0000, r[2], "-0 + -0 = -0");
@@ -82,6 +85,7 @@ class FloatOpsTest {
         assertEquals(1, r[5], "min(NaN, x) = x");
         assertEquals(bits(Float.NEGATIVE_INFINITY), r[6], "x / -0");
         assertEquals(bits((float) Math.sqrt(Float.MIN_VALUE)), r[7]);
+        assertEquals(0, r[8], "abs.ftz of a negative denormal is +0");
     }
 
     @Test
