@@ -15,8 +15,11 @@ final class Alu {
     // setp comparisons
     static final int EQ = 1, NE = 2, LT = 3, LE = 4, GT = 5, GE = 6, LO = 7, LS = 8, HI = 9, HS = 10;
     static final int EQU = 11, NEU = 12, LTU = 13, LEU = 14, GTU = 15, GEU = 16, NUM = 17, NAN = 18;
-    // setp/atom combining and atom ops
+    // setp's combining with a third predicate
     static final int BOOL_AND = 1, BOOL_OR = 2, BOOL_XOR = 3;
+    // atom/red operations (Insn.mod)
+    static final int ATOM_ADD = 1, ATOM_MIN = 2, ATOM_MAX = 3, ATOM_AND = 4, ATOM_OR = 5, ATOM_XOR = 6;
+    static final int ATOM_EXCH = 7, ATOM_CAS = 8, ATOM_INC = 9, ATOM_DEC = 10;
 
     private Alu() {
     }
@@ -298,16 +301,16 @@ final class Alu {
         long o = norm(old, t);
         long v = norm(b, t);
         return switch (in.mod) {
-            case Insn.ADD -> o + v;
-            case Insn.MIN -> lessThan(o, v, t) ? o : v;
-            case Insn.MAX -> lessThan(o, v, t) ? v : o;
-            case Insn.AND -> o & v;
-            case Insn.OR -> o | v;
-            case Insn.XOR -> o ^ v;
-            case Insn.MOV -> v;   // exch
-            case Insn.SELP -> o == v ? c : o;   // cas: compare b, swap in c
-            case Insn.BFI -> Long.compareUnsigned(o, v) >= 0 ? 0 : o + 1;   // inc
-            case Insn.BFE -> o == 0 || Long.compareUnsigned(o, v) > 0 ? v : o - 1;   // dec
+            case ATOM_ADD -> o + v;
+            case ATOM_MIN -> lessThan(o, v, t) ? o : v;
+            case ATOM_MAX -> lessThan(o, v, t) ? v : o;
+            case ATOM_AND -> o & v;
+            case ATOM_OR -> o | v;
+            case ATOM_XOR -> o ^ v;
+            case ATOM_EXCH -> v;
+            case ATOM_CAS -> o == v ? norm(c, t) : o;   // compare with b, swap in c
+            case ATOM_INC -> Long.compareUnsigned(o, v) >= 0 ? 0 : o + 1;
+            case ATOM_DEC -> o == 0 || Long.compareUnsigned(o, v) > 0 ? v : o - 1;
             default -> throw new IllegalStateException(in.toString());
         };
     }

@@ -483,7 +483,7 @@ final class Builders {
         if (op < 0) {
             throw new PtxUnsupported("atomic operation");
         }
-        in.mod = new int[] {Insn.ADD, Insn.MIN, Insn.MAX, Insn.AND, Insn.OR, Insn.XOR, Insn.MOV, Insn.SELP, Insn.BFI, Insn.BFE}[op];
+        in.mod = Alu.ATOM_ADD + op;   // the order of takeOne's options above
         in.type = m.type();
         if (Types.isFloat(in.type) && op != 0 || in.type == Types.PRED || Types.size(in.type) < 4
                 || (op == 8 || op == 9) && in.type != (Types.U << 4 | 4)) {
