@@ -1,11 +1,17 @@
 package io.gpusockets.emulated;
 
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+
+import io.gpusockets.emulated.ptx.PtxKernel;
+import io.gpusockets.emulated.ptx.PtxUnsupported;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A kernel of a loaded module. {@code kernel} is its Java implementation, or null when the emulated
- * device has none: the function can still be queried, only launching it fails (NOT_SUPPORTED).
+ * device has none: it then runs from its PTX ({@link #interpreted}), parsed at the first launch.
  */
 final class EmulatedFunction {
     static final int MAX_THREADS_PER_BLOCK = 0;
@@ -31,11 +37,52 @@ final class EmulatedFunction {
             MAX_DYNAMIC_SHARED_SIZE_BYTES, DeviceProperties.SHARED_MEMORY_PER_BLOCK,
             PREFERRED_SHARED_MEMORY_CARVEOUT, -1));
 
+    /** The parsed entry, or the reason it cannot run; set at the first launch. */
+    private volatile Object interpreted;
+
     EmulatedFunction(long handle, EmulatedModule module, PtxModule.Entry entry) {
         this.handle = handle;
         this.module = module;
         this.entry = entry;
         this.kernel = EmulatedKernels.find(entry.name());
+    }
+
+    /** The entry parsed for the PTX interpreter; CUDA_ERROR_NOT_SUPPORTED naming what it cannot run. */
+    PtxKernel interpreted() {
+        Object parsed = interpreted;
+        if (parsed == null) {
+            synchronized (this) {
+                parsed = interpreted;
+                if (parsed == null) {
+                    parsed = parse();
+                    interpreted = parsed;
+                }
+            }
+        }
+        if (parsed instanceof PtxKernel k) {
+            return k;
+        }
+        throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, (String) parsed);
+    }
+
+    private Object parse() {
+        PtxModule.Source body = module.ptx.bodies.get(entry.name());
+        if (body == null) {
+            return "kernel " + entry.name() + ": no body in the module";
+        }
+        Map<String, Long> params = new LinkedHashMap<>();
+        for (PtxModule.Param p : entry.params()) {
+            params.put(p.name(), p.offset());
+        }
+        Map<String, Long> globals = new LinkedHashMap<>();
+        module.globals.forEach((name, a) -> globals.put(name, a.base()));
+        List<Map.Entry<String, Integer>> shared = module.ptx.sharedDeclarations.stream()
+                .map(s -> Map.entry(s.text(), s.line())).toList();
+        try {
+            return PtxKernel.compile(entry.name(), body.text(), body.line(), params, globals, shared);
+        } catch (PtxUnsupported e) {
+            return "kernel " + entry.name() + " cannot run on the emulated device: " + e.getMessage();
+        }
     }
 
     long maxDynamicShared() {

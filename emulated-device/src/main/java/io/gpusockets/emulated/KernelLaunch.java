@@ -106,6 +106,19 @@ final class KernelLaunch {
         return m;
     }
 
+    /** The launch's own copy of the parameter buffer. */
+    MemorySegment paramBuffer() {
+        return params;
+    }
+
+    EmulatedContext context() {
+        return context;
+    }
+
+    EmulatedMemory memory() {
+        return memory;
+    }
+
     /** True once the context is being destroyed: long-running kernels stop early. */
     boolean cancelled() {
         return context.destroyed();

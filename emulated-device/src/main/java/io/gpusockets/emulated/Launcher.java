@@ -4,18 +4,20 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
+import io.gpusockets.emulated.ptx.PtxKernel;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Set;
-import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Functions and launches: resolving a CUfunction (or a CUkernel, which stands for its function in
- * the current context), answering its attributes and parameter layout, and queuing a launch. A
- * launch of an entry without a Java kernel fails at once with CUDA_ERROR_NOT_SUPPORTED naming the
- * kernel; a fault while the kernel runs becomes the context's sticky error.
+ * the current context), answering its attributes and parameter layout, and queuing a launch. An
+ * entry with a Java kernel ({@link EmulatedKernels}) runs that; any other runs from its PTX through
+ * the interpreter (io.gpusockets.emulated.ptx), and one it cannot run fails at once with
+ * CUDA_ERROR_NOT_SUPPORTED naming the instruction and line; a fault while the kernel runs becomes
+ * the context's sticky error.
  */
 final class Launcher {
     private static final System.Logger LOG = System.getLogger(Launcher.class.getName());
@@ -88,12 +90,22 @@ final class Launcher {
         EmulatedStream s = streams.resolve(hStream, c);
         String name = fn.entry.name();
         if (fn.kernel == null) {
-            String why = "kernel " + name + " has no Java implementation in the emulated device (it runs "
-                    + new TreeSet<>(EmulatedKernels.names()) + ")";
-            if (warnedKernels.add(name)) {   // once per name: a program may retry in a loop
-                LOG.log(Level.WARNING, why);
+            PtxKernel program;
+            try {
+                program = fn.interpreted();
+            } catch (CudaError e) {
+                if (warnedKernels.add(name)) {   // once per name: a program may retry in a loop
+                    LOG.log(Level.WARNING, e.getMessage());
+                }
+                throw e;
             }
-            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, why);
+            KernelLaunch launch = KernelLaunch.prepare(gx, gy, gz, bx, by, bz, shared, fn.maxDynamicShared(), fn.entry,
+                    kernelParams, extra, c, memory);
+            c.throwIfFaulted();
+            PtxKernel.Launch run = new PtxKernel.Launch(launch.gridX, launch.gridY, launch.gridZ, launch.blockX, launch.blockY,
+                    launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory));
+            c.enqueue(s, null, () -> program.run(run), "kernel " + name);
+            return;
         }
         String mismatch = fn.kernel.mismatch(fn.entry);
         if (mismatch != null) {

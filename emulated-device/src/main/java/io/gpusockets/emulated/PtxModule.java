@@ -15,7 +15,7 @@ import java.util.regex.Pattern;
 /**
  * What the emulated device needs from a PTX module: each {@code .entry} with its parameter layout,
  * and each module-scope {@code .global}/{@code .const} variable with its size and initial bytes.
- * Instruction bodies are skipped; kernels run as Java code chosen by entry name ({@link EmulatedKernels}).
+ * Entry bodies are kept as text for the PTX interpreter, which parses one at its first launch.
  *
  * <p>Parameter layout follows the CUDA ABI: each parameter starts at the next offset that is a
  * multiple of its own alignment ({@code .align N} if given, else its element size), which is what
@@ -42,9 +42,13 @@ final class PtxModule {
     record Global(String name, long size, long alignment, byte[] initial) {
     }
 
+    /** Source text (comments removed, lines kept) of an entry body or a module-scope {@code .shared} declaration. */
+    record Source(String text, int line) {
+    }
+
     private static final Pattern VERSION = Pattern.compile("(?m)^\\s*\\.version\\s+(\\d+)\\.(\\d+)");
     private static final Pattern TARGET = Pattern.compile("(?m)^\\s*\\.target\\s+([\\w, ]+)");
-    private static final Pattern LINE_DIRECTIVE = Pattern.compile("(?m)^\\s*\\.(version|target|address_size|file)\\b.*$");
+    private static final Pattern LINE_DIRECTIVE = Pattern.compile("(?m)^[ \\t]*\\.(version|target|address_size|file)\\b.*$");
     private static final Pattern ENTRY = Pattern.compile("\\.entry\\s+([A-Za-z_$%][\\w$%]*)\\s*");
     private static final Pattern THREAD_LIMIT = Pattern.compile("\\.(maxntid|reqntid)\\s+(\\d+)(?:\\s*,\\s*(\\d+))?(?:\\s*,\\s*(\\d+))?");
     private static final Pattern SM = Pattern.compile("sm_(\\d+)");
@@ -54,12 +58,19 @@ final class PtxModule {
     final String target;
     final Map<String, Entry> entries;
     final Map<String, Global> globals;
+    /** Each entry's body, braces included, for the PTX interpreter (io.gpusockets.emulated.ptx). */
+    final Map<String, Source> bodies;
+    /** Module-scope {@code .shared} declarations (each CTA of every entry gets them). */
+    final List<Source> sharedDeclarations;
 
-    private PtxModule(int ptxVersion, String target, Map<String, Entry> entries, Map<String, Global> globals) {
+    private PtxModule(int ptxVersion, String target, Map<String, Entry> entries, Map<String, Global> globals,
+                      Map<String, Source> bodies, List<Source> sharedDeclarations) {
         this.ptxVersion = ptxVersion;
         this.target = target;
         this.entries = Collections.unmodifiableMap(entries);
         this.globals = Collections.unmodifiableMap(globals);
+        this.bodies = Collections.unmodifiableMap(bodies);
+        this.sharedDeclarations = List.copyOf(sharedDeclarations);
     }
 
     /** The SM version of the first {@code .target} (sm_90 → 90), or 0. */
@@ -82,27 +93,48 @@ final class PtxModule {
 
         Map<String, Entry> entries = new LinkedHashMap<>();
         Map<String, Global> globals = new LinkedHashMap<>();
+        Map<String, Source> bodies = new LinkedHashMap<>();
+        List<Source> shared = new ArrayList<>();
         StringBuilder statement = new StringBuilder();
         int n = text.length();
+        int line = 1;
+        int statementLine = 1;
+        boolean started = false;
         for (int i = 0; i < n; i++) {
             char c = text.charAt(i);
+            if (c == '\n') {
+                line++;
+            } else if (!started && !Character.isWhitespace(c)) {
+                started = true;
+                statementLine = line;
+            }
             if (c == ';') {
-                declareVariables(statement.toString(), globals);
+                String s = statement.toString();
+                declareVariables(s, globals);
+                if (tokens(s).contains(".shared")) {
+                    shared.add(new Source(s, statementLine));
+                }
                 statement.setLength(0);
+                started = false;
             } else if (c == '{') {
                 int close = matchingBrace(text, i);
                 if (statement.indexOf("=") >= 0) {
                     statement.append(text, i, close + 1);   // an initializer list, the statement goes on
                 } else {
-                    declareEntry(statement.toString(), entries);   // a function (or section) body: skipped
+                    String entry = declareEntry(statement.toString(), entries);
+                    if (entry != null) {
+                        bodies.put(entry, new Source(text.substring(i, close + 1), line));
+                    }
                     statement.setLength(0);
+                    started = false;
                 }
+                line += (int) text.substring(i, close + 1).chars().filter(ch -> ch == '\n').count();
                 i = close;
             } else {
                 statement.append(c);
             }
         }
-        return new PtxModule(ptxVersion, target, entries, globals);
+        return new PtxModule(ptxVersion, target, entries, globals, bodies, shared);
     }
 
     private static int matchingBrace(String text, int open) {
@@ -134,8 +166,14 @@ final class PtxModule {
                 i = (end < 0 ? n : end) - 1;
             } else if (c == '/' && i + 1 < n && s.charAt(i + 1) == '*') {
                 int end = s.indexOf("*/", i + 2);
-                i = end < 0 ? n : end + 1;
+                int stop = end < 0 ? n : end + 2;
                 out.append(' ');
+                for (int k = i; k < stop; k++) {
+                    if (s.charAt(k) == '\n') {
+                        out.append('\n');   // keep line numbers for the interpreter's messages
+                    }
+                }
+                i = stop - 1;
             } else {
                 out.append(c);
             }
@@ -143,10 +181,11 @@ final class PtxModule {
         return out.toString();
     }
 
-    private static void declareEntry(String header, Map<String, Entry> entries) {
+    /** Declares the entry whose header this is and returns its name, or null for a .func or a section. */
+    private static String declareEntry(String header, Map<String, Entry> entries) {
         Matcher m = ENTRY.matcher(header);
         if (!m.find()) {
-            return;   // a .func or a section
+            return null;
         }
         String name = m.group(1);
         List<Param> params = new ArrayList<>();
@@ -179,6 +218,7 @@ final class PtxModule {
         if (entries.putIfAbsent(name, new Entry(name, List.copyOf(params), maxThreads)) != null) {
             throw new CudaError(CUDA_ERROR_INVALID_PTX, "entry " + name + " declared twice");
         }
+        return name;
     }
 
     /** {@code .param [.align N] TYPE [.ptr [.space] [.align N]] name[[K]]} placed at the next aligned offset. */

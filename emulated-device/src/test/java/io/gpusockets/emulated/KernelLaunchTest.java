@@ -253,21 +253,46 @@ class KernelLaunchTest {
     }
 
     @Test
-    void unknownKernelFailsWithNotSupportedNamingIt() {
+    void aKernelOutsideTheInterpretersSubsetFailsWithNotSupportedNamingItsInstructionAndLine() {
         String ptx = """
                 .version 8.0
                 .target sm_80
                 .address_size 64
-                .visible .entry my_custom_kernel(.param .u64 p) { ret; }
+                .visible .entry my_custom_kernel(.param .u64 p)
+                {
+                    .reg .b32 %r<2>;
+                    mov.u32 %r1, 1;
+                    brkpt;
+                }
                 """;
         MemorySegment out = e.arena.allocate(8);
         e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
         long custom = out.get(ValueLayout.JAVA_LONG, 0);
         long f = e.function(custom, "my_custom_kernel");
         assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L));
-        assertTrue(e.device.lastErrorDetail().contains("my_custom_kernel"), e.device.lastErrorDetail());
+        String detail = e.device.lastErrorDetail();
+        assertTrue(detail.contains("my_custom_kernel") && detail.contains("brkpt") && detail.contains("line 8"), detail);
+        assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L), "a second launch fails the same");
         e.ok(e.device.cuCtxSynchronize());
         assertEquals(CUDA_ERROR_NOT_FOUND, e.device.cuModuleGetFunction(out, custom, e.nativeString("nope")));
+    }
+
+    @Test
+    void aJavaKernelTakesPrecedenceOverItsPtxBody() {
+        String ptx = """
+                .version 8.0
+                .target sm_80
+                .address_size 64
+                .visible .entry gpus_fill_u32(.param .u64 p, .param .u32 v, .param .u32 n)
+                {
+                    ret;
+                }
+                """;
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
+        long p = e.alloc(4 * 4);
+        e.ok(e.launch(e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_fill_u32"), 1, 4, 0, 0, p, 7, 4));
+        assertArrayEquals(new int[] {7, 7, 7, 7}, e.downloadInts(p, 4), "the Java fill ran, not the empty PTX body");
     }
 
     @Test

@@ -1,0 +1,39 @@
+package io.gpusockets.emulated;
+
+import io.gpusockets.emulated.ptx.GlobalMemory;
+
+/** Device memory for the PTX interpreter: the launching context's allocations, faults as Java kernels get them. */
+final class KernelMemory implements GlobalMemory {
+    private final EmulatedContext context;
+    private final EmulatedMemory memory;
+
+    KernelMemory(EmulatedContext context, EmulatedMemory memory) {
+        this.context = context;
+        this.memory = memory;
+    }
+
+    @Override
+    public Region region(long address, long bytes) {
+        Allocation a = memory.find(address);
+        if (a == null || a.owner() != context || !a.contains(address, bytes)) {
+            throw KernelFault.illegalAddress(address, bytes);
+        }
+        return new Region(a.base(), a.end(), a.host());
+    }
+
+    @Override
+    public RuntimeException illegalAddress(String space, long address, long bytes) {
+        return new KernelFault(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_ILLEGAL_ADDRESS,
+                "." + space + " address=0x" + Long.toHexString(address) + " bytes=" + bytes + " is outside the kernel's " + space + " memory");
+    }
+
+    @Override
+    public RuntimeException misaligned(long address, long alignment) {
+        return KernelFault.misaligned(address, alignment);
+    }
+
+    @Override
+    public boolean cancelled() {
+        return context.destroyed();
+    }
+}

@@ -1,0 +1,317 @@
+package io.gpusockets.emulated.ptx;
+
+import static io.gpusockets.emulated.ptx.Types.norm;
+
+/**
+ * Lane-by-lane semantics of the ALU instructions, comparisons and conversions, from raw register
+ * values (each operand is extended here by the type the instruction reads it as). Results follow the
+ * PTX ISA: integer results wrap, shifts clamp their count, float arithmetic is IEEE round-to-nearest
+ * (Java's float/double operators and Math.fma), NaN results are the canonical NaN the GPU writes.
+ */
+final class Alu {
+    static final int CANONICAL_NAN_F32 = 0x7FFF_FFFF;
+    static final long CANONICAL_NAN_F64 = 0x7FFF_FFFF_FFFF_FFFFL;
+
+    // setp comparisons
+    static final int EQ = 1, NE = 2, LT = 3, LE = 4, GT = 5, GE = 6, LO = 7, LS = 8, HI = 9, HS = 10;
+    static final int EQU = 11, NEU = 12, LTU = 13, LEU = 14, GTU = 15, GEU = 16, NUM = 17, NAN = 18;
+    // setp's combining with a third predicate
+    static final int BOOL_AND = 1, BOOL_OR = 2, BOOL_XOR = 3;
+    // atom/red operations (Insn.mod)
+    static final int ATOM_ADD = 1, ATOM_MIN = 2, ATOM_MAX = 3, ATOM_AND = 4, ATOM_OR = 5, ATOM_XOR = 6;
+    static final int ATOM_EXCH = 7, ATOM_CAS = 8, ATOM_INC = 9, ATOM_DEC = 10;
+
+    private Alu() {
+    }
+
+    static long eval(Insn in, long a, long b, long c, long e) {
+        int t = in.type;
+        if (Types.isFloat(t) && in.op != Insn.MOV && in.op != Insn.SELP && in.op != Insn.CVT && in.op != Insn.SLCT) {
+            return Types.size(t) == 4 ? f32(in, a, b, c) : f64(in, a, b, c);
+        }
+        int bits = Types.bits(t);
+        boolean s = Types.signed(t);
+        return switch (in.op) {
+            case Insn.MOV -> a;
+            case Insn.ADD -> in.sat ? saturate32(norm(a, t) + norm(b, t)) : a + b;
+            case Insn.SUB -> in.sat ? saturate32(norm(a, t) - norm(b, t)) : a - b;
+            case Insn.MUL -> a * b;
+            case Insn.MUL_HI -> mulHi(norm(a, t), norm(b, t), t);
+            case Insn.MUL_WIDE -> norm(a, t) * norm(b, t);
+            case Insn.MAD -> a * b + c;
+            case Insn.MAD_HI -> mulHi(norm(a, t), norm(b, t), t) + c;
+            case Insn.MAD_WIDE -> norm(a, t) * norm(b, t) + c;
+            case Insn.DIV -> divide(norm(a, t), norm(b, t), t);
+            case Insn.REM -> remainder(norm(a, t), norm(b, t), t);
+            case Insn.MIN -> lessThan(norm(a, t), norm(b, t), t) ? a : b;
+            case Insn.MAX -> lessThan(norm(a, t), norm(b, t), t) ? b : a;
+            case Insn.ABS -> Math.abs(norm(a, t));
+            case Insn.NEG -> -a;
+            case Insn.AND -> a & b;
+            case Insn.OR -> a | b;
+            case Insn.XOR -> a ^ b;
+            case Insn.NOT -> t == Types.PRED ? a ^ 1 : ~a;
+            case Insn.CNOT -> norm(a, t) == 0 ? 1 : 0;
+            case Insn.SHL -> {
+                long n = b & 0xFFFF_FFFFL;
+                yield n >= bits ? 0 : a << n;
+            }
+            case Insn.SHR -> {
+                long n = b & 0xFFFF_FFFFL;
+                long v = norm(a, t);
+                if (s) {
+                    yield n >= bits ? (v < 0 ? -1 : 0) : v >> n;
+                }
+                yield n >= bits ? 0 : v >>> n;
+            }
+            case Insn.POPC -> Long.bitCount(norm(a, t));
+            case Insn.CLZ -> bits == 32 ? Integer.numberOfLeadingZeros((int) a) : Long.numberOfLeadingZeros(a);
+            case Insn.BREV -> bits == 32 ? Integer.reverse((int) a) & 0xFFFF_FFFFL : Long.reverse(a);
+            case Insn.BFE -> bitFieldExtract(norm(a, t), b & 0xFF, c & 0xFF, bits, s);
+            case Insn.BFI -> bitFieldInsert(a, b, c & 0xFF, e & 0xFF, bits);
+            case Insn.PRMT -> permute(a, b, c);
+            case Insn.SELP -> (c & 1) != 0 ? a : b;
+            case Insn.SLCT -> (Types.isFloat(in.type2) ? Float.intBitsToFloat((int) c) >= 0f : (int) c >= 0) ? a : b;
+            case Insn.CVT -> norm(Convert.convert(in, a), t);   // a narrow result is extended into its register
+            case Insn.CVTA -> a + in.offset;
+            default -> throw new IllegalStateException(in.toString());
+        };
+    }
+
+    private static long saturate32(long v) {
+        return Math.max(Integer.MIN_VALUE, Math.min(Integer.MAX_VALUE, v));
+    }
+
+    private static long mulHi(long a, long b, int t) {
+        int bits = Types.bits(t);
+        if (bits == 64) {
+            return Types.signed(t) ? Math.multiplyHigh(a, b) : Math.unsignedMultiplyHigh(a, b);
+        }
+        long p = a * b;   // exact: both operands have at most 32 significant bits
+        return Types.signed(t) ? p >> bits : p >>> bits;
+    }
+
+    /** Division by zero is undefined in PTX; the result here is all ones (what the GPU yields for .u32). */
+    private static long divide(long a, long b, int t) {
+        if (b == 0) {
+            return -1;
+        }
+        if (Types.bits(t) == 64 && !Types.signed(t)) {
+            return Long.divideUnsigned(a, b);
+        }
+        return a / b;
+    }
+
+    private static long remainder(long a, long b, int t) {
+        if (b == 0) {
+            return a;
+        }
+        if (Types.bits(t) == 64 && !Types.signed(t)) {
+            return Long.remainderUnsigned(a, b);
+        }
+        return a % b;
+    }
+
+    static boolean lessThan(long a, long b, int t) {
+        return Types.bits(t) == 64 && !Types.signed(t) ? Long.compareUnsigned(a, b) < 0 : a < b;
+    }
+
+    private static long bitFieldExtract(long a, long pos, long len, int bits, boolean signed) {
+        int msb = bits - 1;
+        if (len == 0) {
+            return 0;
+        }
+        long sbit = signed ? (a >>> Math.min(pos + len - 1, msb)) & 1 : 0;
+        long d = 0;
+        for (int i = 0; i <= msb; i++) {
+            long bit = (i < len && pos + i <= msb) ? (a >>> (pos + i)) & 1 : sbit;
+            d |= bit << i;
+        }
+        return d;
+    }
+
+    private static long bitFieldInsert(long a, long b, long pos, long len, int bits) {
+        long d = b;
+        for (long i = 0; i < len && pos + i < bits; i++) {
+            long bit = 1L << (pos + i);
+            d = ((a >>> i) & 1) != 0 ? d | bit : d & ~bit;
+        }
+        return d;
+    }
+
+    /** prmt.b32 default mode: four byte selectors over the eight bytes {b, a}; bit 3 replicates a sign. */
+    private static long permute(long a, long b, long c) {
+        long bytes = (a & 0xFFFF_FFFFL) | (b & 0xFFFF_FFFFL) << 32;
+        long d = 0;
+        for (int i = 0; i < 4; i++) {
+            int sel = (int) (c >>> (4 * i)) & 15;
+            long v = (bytes >>> (8 * (sel & 7))) & 0xFF;
+            if ((sel & 8) != 0) {
+                v = (v & 0x80) != 0 ? 0xFF : 0;
+            }
+            d |= v << (8 * i);
+        }
+        return d;
+    }
+
+    static float ftz(float x) {
+        return Math.abs(x) < Float.MIN_NORMAL ? Math.copySign(0f, x) : x;
+    }
+
+    private static long f32(Insn in, long ra, long rb, long rc) {
+        float x = Float.intBitsToFloat((int) ra);
+        float y = Float.intBitsToFloat((int) rb);
+        float z = Float.intBitsToFloat((int) rc);
+        if (in.ftz) {
+            x = ftz(x);
+            y = ftz(y);
+            z = ftz(z);
+        }
+        float r = switch (in.op) {
+            case Insn.ADD -> x + y;
+            case Insn.SUB -> x - y;
+            case Insn.MUL -> x * y;
+            case Insn.MAD, Insn.FMA -> Math.fma(x, y, z);
+            case Insn.DIV -> x / y;
+            case Insn.MIN -> Float.isNaN(x) ? y : Float.isNaN(y) ? x : Math.min(x, y);
+            case Insn.MAX -> Float.isNaN(x) ? y : Float.isNaN(y) ? x : Math.max(x, y);
+            case Insn.ABS -> Float.intBitsToFloat(Float.floatToRawIntBits(x) & 0x7FFF_FFFF);   // x: flushed if .ftz
+            case Insn.NEG -> Float.intBitsToFloat(Float.floatToRawIntBits(x) ^ 0x8000_0000);
+            case Insn.RCP -> 1f / x;
+            case Insn.SQRT -> (float) Math.sqrt(x);
+            case Insn.RSQRT -> (float) (1.0 / Math.sqrt(x));
+            case Insn.EX2 -> (float) Math.pow(2.0, x);
+            case Insn.LG2 -> (float) (Math.log(x) / Math.log(2.0));
+            case Insn.SIN -> (float) Math.sin(x);
+            case Insn.COS -> (float) Math.cos(x);
+            case Insn.TANH -> (float) Math.tanh(x);
+            case Insn.COPYSIGN -> Math.copySign(y, x);
+            default -> throw new IllegalStateException(in.toString());
+        };
+        if (in.op == Insn.ABS || in.op == Insn.NEG) {
+            return Float.floatToRawIntBits(r) & 0xFFFF_FFFFL;
+        }
+        if (in.sat) {
+            r = Float.isNaN(r) ? 0f : Math.max(0f, Math.min(1f, r));
+        }
+        if (in.ftz) {
+            r = ftz(r);
+        }
+        return Float.isNaN(r) ? CANONICAL_NAN_F32 : Float.floatToRawIntBits(r) & 0xFFFF_FFFFL;
+    }
+
+    private static long f64(Insn in, long ra, long rb, long rc) {
+        double x = Double.longBitsToDouble(ra);
+        double y = Double.longBitsToDouble(rb);
+        double z = Double.longBitsToDouble(rc);
+        double r = switch (in.op) {
+            case Insn.ADD -> x + y;
+            case Insn.SUB -> x - y;
+            case Insn.MUL -> x * y;
+            case Insn.MAD, Insn.FMA -> Math.fma(x, y, z);
+            case Insn.DIV -> x / y;
+            case Insn.MIN -> Double.isNaN(x) ? y : Double.isNaN(y) ? x : Math.min(x, y);
+            case Insn.MAX -> Double.isNaN(x) ? y : Double.isNaN(y) ? x : Math.max(x, y);
+            case Insn.ABS -> Double.longBitsToDouble(ra & Long.MAX_VALUE);
+            case Insn.NEG -> Double.longBitsToDouble(ra ^ Long.MIN_VALUE);
+            case Insn.RCP -> 1.0 / x;
+            case Insn.SQRT -> Math.sqrt(x);
+            case Insn.RSQRT -> 1.0 / Math.sqrt(x);
+            case Insn.COPYSIGN -> Math.copySign(y, x);
+            default -> throw new IllegalStateException(in.toString());
+        };
+        if (in.op == Insn.ABS || in.op == Insn.NEG) {
+            return Double.doubleToRawLongBits(r);
+        }
+        if (in.sat) {
+            r = Double.isNaN(r) ? 0.0 : Math.max(0.0, Math.min(1.0, r));
+        }
+        return Double.isNaN(r) ? CANONICAL_NAN_F64 : Double.doubleToRawLongBits(r);
+    }
+
+    /** setp's comparison of a and b by the instruction's type. */
+    static boolean compare(Insn in, long ra, long rb) {
+        int t = in.type;
+        int cmp = in.mod;
+        if (Types.isFloat(t)) {
+            double x;
+            double y;
+            if (Types.size(t) == 4) {
+                float fx = Float.intBitsToFloat((int) ra);
+                float fy = Float.intBitsToFloat((int) rb);
+                if (in.ftz) {
+                    fx = ftz(fx);
+                    fy = ftz(fy);
+                }
+                x = fx;
+                y = fy;
+            } else {
+                x = Double.longBitsToDouble(ra);
+                y = Double.longBitsToDouble(rb);
+            }
+            boolean nan = Double.isNaN(x) || Double.isNaN(y);
+            return switch (cmp) {
+                case EQ -> !nan && x == y;
+                case NE -> !nan && x != y;
+                case LT -> !nan && x < y;
+                case LE -> !nan && x <= y;
+                case GT -> !nan && x > y;
+                case GE -> !nan && x >= y;
+                case EQU -> nan || x == y;
+                case NEU -> nan || x != y;
+                case LTU -> nan || x < y;
+                case LEU -> nan || x <= y;
+                case GTU -> nan || x > y;
+                case GEU -> nan || x >= y;
+                case NUM -> !nan;
+                case NAN -> nan;
+                default -> throw new IllegalStateException(in.toString());
+            };
+        }
+        long a = norm(ra, t);
+        long b = norm(rb, t);
+        boolean unsigned = !Types.signed(t) || cmp >= LO && cmp <= HS;
+        int order;
+        if (unsigned) {
+            int ut = Types.U << 4 | Types.size(t);
+            order = Long.compareUnsigned(norm(ra, ut), norm(rb, ut));
+        } else {
+            order = Long.compare(a, b);
+        }
+        return switch (cmp) {
+            case EQ -> order == 0;
+            case NE -> order != 0;
+            case LT, LO -> order < 0;
+            case LE, LS -> order <= 0;
+            case GT, HI -> order > 0;
+            case GE, HS -> order >= 0;
+            default -> throw new IllegalStateException(in.toString());
+        };
+    }
+
+    /** The value an atomic writes, from the old value and the operands; {@code in.mod} is the op. */
+    static long atomic(Insn in, long old, long b, long c) {
+        int t = in.type;
+        if (Types.isFloat(t)) {
+            if (Types.size(t) == 4) {
+                return Float.floatToRawIntBits(Float.intBitsToFloat((int) old) + Float.intBitsToFloat((int) b)) & 0xFFFF_FFFFL;
+            }
+            return Double.doubleToRawLongBits(Double.longBitsToDouble(old) + Double.longBitsToDouble(b));
+        }
+        long o = norm(old, t);
+        long v = norm(b, t);
+        return switch (in.mod) {
+            case ATOM_ADD -> o + v;
+            case ATOM_MIN -> lessThan(o, v, t) ? o : v;
+            case ATOM_MAX -> lessThan(o, v, t) ? v : o;
+            case ATOM_AND -> o & v;
+            case ATOM_OR -> o | v;
+            case ATOM_XOR -> o ^ v;
+            case ATOM_EXCH -> v;
+            case ATOM_CAS -> o == v ? norm(c, t) : o;   // compare with b, swap in c
+            case ATOM_INC -> Long.compareUnsigned(o, v) >= 0 ? 0 : o + 1;
+            case ATOM_DEC -> o == 0 || Long.compareUnsigned(o, v) > 0 ? v : o - 1;
+            default -> throw new IllegalStateException(in.toString());
+        };
+    }
+}

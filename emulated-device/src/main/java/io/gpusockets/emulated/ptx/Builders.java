@@ -1,0 +1,502 @@
+package io.gpusockets.emulated.ptx;
+
+import java.util.List;
+
+/**
+ * Fills an {@link Insn} from its opcode and operands, one method per instruction family, checking
+ * that every modifier, type and operand form is one the interpreter executes exactly.
+ */
+final class Builders {
+    /** Generic addresses of shared and local memory: windows no device allocation can reach. */
+    static final long SHARED_WINDOW = 0x5000_0000_0000L;
+    static final long LOCAL_WINDOW = 0x5100_0000_0000L;
+    static final long WINDOW_BYTES = 1L << 32;
+
+    private final Operands ops;
+    private final Symbols symbols;
+
+    Builders(Operands ops, Symbols symbols) {
+        this.ops = ops;
+        this.symbols = symbols;
+    }
+
+    /** Builds {@code in}; returns the branch label to resolve, or null. */
+    String build(Insn in, String text) throws PtxUnsupported {
+        String[] p = PtxParser.pieces(text);
+        if (p[0] != null) {
+            in.guardNegated = p[0].startsWith("!");
+            in.guard = ops.source(in.guardNegated ? p[0].substring(1) : p[0], Types.PRED);
+        }
+        String opcode = p[1];
+        String name = opcode.contains(".") ? opcode.substring(0, opcode.indexOf('.')) : opcode;
+        Mods m = new Mods(PtxParser.modifiers(opcode));
+        List<String> o = Operands.split(p[2]);
+        switch (name) {
+            case "mov" -> mov(in, m, o);
+            case "ld", "ldu" -> load(in, m, o);
+            case "st" -> store(in, m, o);
+            case "add", "sub" -> arithmetic(in, m, o, name.equals("add") ? Insn.ADD : Insn.SUB);
+            case "mul" -> multiply(in, m, o, false);
+            case "mad" -> multiply(in, m, o, true);
+            case "fma" -> {
+                requireRound(m, true);
+                floatFlags(in, m);
+                alu(in, m.type(), Insn.FMA, o, 3);
+            }
+            case "div" -> divide(in, m, o);
+            case "rem" -> alu(in, m.type(), Insn.REM, o, 2);
+            case "min", "max" -> {
+                in.ftz = m.take("ftz");
+                alu(in, m.type(), name.equals("min") ? Insn.MIN : Insn.MAX, o, 2);
+            }
+            case "abs", "neg" -> {
+                in.ftz = m.take("ftz");
+                alu(in, m.type(), name.equals("abs") ? Insn.ABS : Insn.NEG, o, 1);
+            }
+            case "and" -> alu(in, m.type(), Insn.AND, o, 2);
+            case "or" -> alu(in, m.type(), Insn.OR, o, 2);
+            case "xor" -> alu(in, m.type(), Insn.XOR, o, 2);
+            case "not" -> alu(in, m.type(), Insn.NOT, o, 1);
+            case "cnot" -> alu(in, m.type(), Insn.CNOT, o, 1);
+            case "shl" -> alu(in, m.type(), Insn.SHL, o, 2);
+            case "shr" -> alu(in, m.type(), Insn.SHR, o, 2);
+            case "popc" -> alu(in, m.type(), Insn.POPC, o, 1);
+            case "clz" -> alu(in, m.type(), Insn.CLZ, o, 1);
+            case "brev" -> alu(in, m.type(), Insn.BREV, o, 1);
+            case "bfe" -> alu(in, m.type(), Insn.BFE, o, 3);
+            case "bfi" -> alu(in, m.type(), Insn.BFI, o, 4);
+            case "prmt" -> alu(in, m.type(), Insn.PRMT, o, 3);
+            case "copysign" -> alu(in, m.type(), Insn.COPYSIGN, o, 2);
+            case "rcp", "sqrt" -> {
+                if (m.takeOne("rn", "approx") < 0) {
+                    throw new PtxUnsupported(name + " rounding other than .rn/.approx");
+                }
+                floatFlags(in, m);
+                alu(in, m.type(), name.equals("rcp") ? Insn.RCP : Insn.SQRT, o, 1);
+            }
+            case "rsqrt", "ex2", "lg2", "sin", "cos", "tanh" -> {
+                if (!m.take("approx")) {
+                    throw new PtxUnsupported(name + " without .approx");
+                }
+                in.ftz = m.take("ftz");
+                int op = switch (name) {
+                    case "rsqrt" -> Insn.RSQRT;
+                    case "ex2" -> Insn.EX2;
+                    case "lg2" -> Insn.LG2;
+                    case "sin" -> Insn.SIN;
+                    case "cos" -> Insn.COS;
+                    default -> Insn.TANH;
+                };
+                alu(in, m.type(), op, o, 1);
+            }
+            case "selp" -> {
+                int t = m.type();
+                in.op = Insn.SELP;
+                in.type = t;
+                count(o, 4);
+                in.d = ops.destination(o.get(0));
+                in.a = ops.source(o.get(1), t);
+                in.b = ops.source(o.get(2), t);
+                in.c = ops.source(o.get(3), Types.PRED);
+            }
+            case "slct" -> {
+                in.ftz = m.take("ftz");
+                List<Integer> t = m.types();
+                if (t.size() != 2) {
+                    throw new PtxUnsupported("slct needs two types");
+                }
+                in.op = Insn.SLCT;
+                in.type = t.get(0);
+                in.type2 = t.get(1);
+                count(o, 4);
+                in.d = ops.destination(o.get(0));
+                in.a = ops.source(o.get(1), in.type);
+                in.b = ops.source(o.get(2), in.type);
+                in.c = ops.source(o.get(3), in.type2);
+            }
+            case "cvt" -> convert(in, m, o);
+            case "cvta" -> cvta(in, m, o);
+            case "setp" -> setp(in, m, o);
+            case "bra" -> {
+                m.take("uni");
+                in.op = Insn.BRA;
+                count(o, 1);
+                m.done();
+                return o.getFirst();
+            }
+            case "ret", "exit" -> in.op = Insn.EXIT;
+            case "bar", "barrier" -> barrier(in, m, o);
+            case "membar", "fence" -> in.op = Insn.NOP;   // one memory order: every access is immediately visible
+            case "shfl" -> shuffle(in, m, o);
+            case "vote" -> vote(in, m, o);
+            case "activemask" -> {
+                m.type();
+                in.op = Insn.ACTIVEMASK;
+                count(o, 1);
+                in.d = ops.destination(o.getFirst());
+            }
+            case "atom", "red" -> atomic(in, m, o, name.equals("atom"));
+            default -> throw new PtxUnsupported("instruction " + name + " is not supported by the emulated device");
+        }
+        m.done();
+        return null;
+    }
+
+    private static void count(List<String> o, int n) throws PtxUnsupported {
+        if (o.size() != n) {
+            throw new PtxUnsupported(n + " operands expected, found " + o.size());
+        }
+    }
+
+    private void alu(Insn in, int type, int op, List<String> o, int sources) throws PtxUnsupported {
+        in.op = op;
+        in.type = type;
+        count(o, sources + 1);
+        in.d = ops.destination(o.get(0));
+        int shiftType = Types.U << 4 | 4;
+        boolean u32Rest = op == Insn.SHL || op == Insn.SHR || op == Insn.BFE || op == Insn.BFI;
+        in.a = ops.source(o.get(1), type);
+        if (sources > 1) {
+            in.b = ops.source(o.get(2), u32Rest && op != Insn.BFI ? shiftType : type);
+        }
+        if (sources > 2) {
+            in.c = ops.source(o.get(3), u32Rest ? shiftType : type);
+        }
+        if (sources > 3) {
+            in.e = ops.source(o.get(4), shiftType);
+        }
+    }
+
+    /** .rn (or none where the ISA allows); directed rounding is not covered. */
+    private static void requireRound(Mods m, boolean required) throws PtxUnsupported {
+        if (m.takeOne("rz", "rm", "rp") >= 0) {
+            throw new PtxUnsupported("rounding .rz/.rm/.rp");
+        }
+        if (!m.take("rn") && required) {
+            throw new PtxUnsupported("no rounding modifier");
+        }
+    }
+
+    private static void floatFlags(Insn in, Mods m) {
+        in.ftz = m.take("ftz");
+        in.sat = m.take("sat");
+    }
+
+    private void arithmetic(Insn in, Mods m, List<String> o, int op) throws PtxUnsupported {
+        if (m.take("cc")) {
+            throw new PtxUnsupported("carry (.cc)");
+        }
+        requireRound(m, false);
+        floatFlags(in, m);
+        int t = m.type();
+        if (in.sat && !Types.isFloat(t) && t != (Types.S << 4 | 4)) {
+            throw new PtxUnsupported(".sat on a type other than .s32/.f32/.f64");
+        }
+        alu(in, t, op, o, 2);
+    }
+
+    private void multiply(Insn in, Mods m, List<String> o, boolean add) throws PtxUnsupported {
+        int mode = m.takeOne("lo", "hi", "wide");
+        if (m.take("cc")) {
+            throw new PtxUnsupported("carry (.cc)");
+        }
+        requireRound(m, false);
+        floatFlags(in, m);
+        int t = m.type();
+        int op = add ? Insn.MAD : Insn.MUL;
+        if (!Types.isFloat(t)) {
+            if (in.sat) {
+                throw new PtxUnsupported(".sat on an integer mul/mad");
+            }
+            op = mode == 1 ? (add ? Insn.MAD_HI : Insn.MUL_HI) : mode == 2 ? (add ? Insn.MAD_WIDE : Insn.MUL_WIDE) : op;
+        } else if (mode >= 0) {
+            throw new PtxUnsupported(".lo/.hi/.wide on a float type");
+        }
+        alu(in, t, op, o, add ? 3 : 2);
+        if (op == Insn.MAD_WIDE) {
+            in.c = ops.source(o.get(3), Types.kind(t) << 4 | 2 * Types.size(t));
+        }
+    }
+
+    private void divide(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int mode = m.takeOne("rn", "approx", "full");
+        if (m.takeOne("rz", "rm", "rp") >= 0) {
+            throw new PtxUnsupported("rounding .rz/.rm/.rp");
+        }
+        floatFlags(in, m);
+        int t = m.type();
+        if (Types.isFloat(t) && mode < 0) {
+            throw new PtxUnsupported("div of a float type without .rn/.approx/.full");
+        }
+        alu(in, t, Insn.DIV, o, 2);
+    }
+
+    private void mov(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int t = m.type();
+        in.type = t;
+        count(o, 2);
+        String d = o.get(0);
+        String a = o.get(1);
+        if (d.startsWith("{")) {
+            in.op = Insn.UNPACK;
+            in.vec = slots(ops.vector(d), true, t);
+            in.a = ops.source(a, t);
+        } else if (a.startsWith("{")) {
+            in.op = Insn.PACK;
+            in.d = ops.destination(d);
+            in.vec = slots(ops.vector(a), false, t);
+        } else if (!symbols.registers.containsKey(a) && Symbols.specialKind(a) < -1) {
+            in.op = Insn.CLOCK;
+            in.mod = -2 - Symbols.specialKind(a);
+            in.d = ops.destination(d);
+        } else {
+            in.op = Insn.MOV;
+            in.d = ops.destination(d);
+            in.a = ops.source(a, t);
+        }
+    }
+
+    private int[] slots(List<String> names, boolean destinations, int type) throws PtxUnsupported {
+        int[] out = new int[names.size()];
+        for (int i = 0; i < out.length; i++) {
+            String n = names.get(i);
+            out[i] = destinations ? (n.equals("_") ? -1 : ops.destination(n)) : ops.source(n, type);
+        }
+        return out;
+    }
+
+    private int space(Mods m) {
+        return switch (m.takeOne("global", "shared", "local", "param", "const")) {
+            case 0 -> Insn.GLOBAL;
+            case 1 -> Insn.SHARED;
+            case 2 -> Insn.LOCAL;
+            case 3 -> Insn.PARAM;
+            case 4 -> Insn.CONST;
+            default -> Insn.GENERIC;
+        };
+    }
+
+    private void memory(Insn in, Mods m) throws PtxUnsupported {
+        in.space = space(m);
+        if (m.take("shared::cta")) {
+            in.space = Insn.SHARED;
+        }
+        m.dropNoEffect();
+        if (in.space == Insn.CONST) {
+            in.space = Insn.GLOBAL;   // .const variables live in device memory at their cuModuleGetGlobal address
+        }
+    }
+
+    private void load(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        memory(in, m);
+        int vec = m.vector();
+        in.type = m.type();
+        in.op = Insn.LD;
+        count(o, 2);
+        int[] d = vec == 1 ? new int[] {ops.destination(o.get(0))} : slots(ops.vector(o.get(0)), true, in.type);
+        if (d.length != vec) {
+            throw new PtxUnsupported("vector of " + d.length + " for .v" + vec);
+        }
+        in.vec = d;
+        addressed(in, o.get(1));
+    }
+
+    private void store(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        memory(in, m);
+        int vec = m.vector();
+        in.type = m.type();
+        in.op = Insn.ST;
+        count(o, 2);
+        int[] s = vec == 1 ? new int[] {ops.source(o.get(1), in.type)} : slots(ops.vector(o.get(1)), false, in.type);
+        if (s.length != vec) {
+            throw new PtxUnsupported("vector of " + s.length + " for .v" + vec);
+        }
+        in.vec = s;
+        addressed(in, o.get(0));
+    }
+
+    private void addressed(Insn in, String op) throws PtxUnsupported {
+        int symbolSpace = ops.address(in, op);
+        if (in.space == Insn.GENERIC && symbolSpace >= 0) {
+            in.space = symbolSpace;   // [var] without a space: the variable's own space
+        }
+        if (in.space == Insn.PARAM && in.op != Insn.LD) {
+            throw new PtxUnsupported("st/atom on .param");
+        }
+    }
+
+    private void convert(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int round = m.takeOne("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi") + 1;
+        floatFlags(in, m);
+        List<Integer> t = m.types();
+        if (t.size() != 2) {
+            throw new PtxUnsupported("cvt needs two types");
+        }
+        int dst = t.get(0);
+        int src = t.get(1);
+        boolean fd = Types.isFloat(dst);
+        boolean fs = Types.isFloat(src);
+        if (dst == Types.PRED || src == Types.PRED) {
+            throw new PtxUnsupported("cvt of .pred");
+        }
+        if (fs && !fd && round < Insn.RNI) {
+            throw new PtxUnsupported("float to integer cvt without .rni/.rzi/.rmi/.rpi");
+        }
+        if (!fs && fd && (round == 0 || round >= Insn.RNI)) {
+            throw new PtxUnsupported("integer to float cvt without .rn/.rz/.rm/.rp");
+        }
+        if (!fs && fd && Types.size(src) == 8 && round != Insn.RN) {
+            throw new PtxUnsupported("64-bit integer to float cvt with directed rounding");
+        }
+        if (!fs && fd && Types.size(dst) == 8 && round != Insn.RN && Types.size(src) == 8) {
+            throw new PtxUnsupported("64-bit integer to f64 with directed rounding");
+        }
+        if (fs && fd && Types.size(src) == 8 && Types.size(dst) == 4 && (round == 0 || round >= Insn.RNI)) {
+            throw new PtxUnsupported("f64 to f32 cvt without .rn/.rz/.rm/.rp");
+        }
+        if (fs && fd && Types.size(dst) >= Types.size(src) && round > 0 && round < Insn.RNI) {
+            throw new PtxUnsupported("cvt rounding ." + List.of("rn", "rz", "rm", "rp").get(round - 1) + " on a widening float cvt");
+        }
+        in.op = Insn.CVT;
+        in.type = dst;
+        in.type2 = src;
+        in.mod = round;
+        count(o, 2);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), src);
+    }
+
+    private void cvta(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        boolean to = m.take("to");
+        int space = space(m);
+        in.type = m.type();
+        long window = switch (space) {
+            case Insn.GLOBAL, Insn.CONST -> 0;
+            case Insn.SHARED -> SHARED_WINDOW;
+            case Insn.LOCAL -> LOCAL_WINDOW;
+            default -> throw new PtxUnsupported("cvta of the .param or generic space");
+        };
+        in.op = Insn.CVTA;
+        in.offset = to ? -window : window;
+        count(o, 2);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), in.type);
+    }
+
+    private void setp(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int cmp = m.takeOne("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
+                "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan") + 1;
+        if (cmp == 0) {
+            throw new PtxUnsupported("setp without a comparison");
+        }
+        in.type2 = m.takeOne("and", "or", "xor") + 1;
+        in.ftz = m.take("ftz");
+        in.type = m.type();
+        if (!Types.isFloat(in.type) && cmp > Alu.HS) {
+            throw new PtxUnsupported("unordered comparison on an integer type");
+        }
+        in.op = Insn.SETP;
+        in.mod = cmp;
+        if (o.size() != 3 + (in.type2 > 0 ? 1 : 0)) {
+            throw new PtxUnsupported("setp operand count");
+        }
+        String[] dst = o.get(0).split("\\|");
+        in.d = ops.destination(dst[0].trim());
+        in.d2 = dst.length > 1 ? ops.destination(dst[1].trim()) : -1;
+        in.a = ops.source(o.get(1), in.type);
+        in.b = ops.source(o.get(2), in.type);
+        if (in.type2 > 0) {
+            String c = o.get(3);
+            in.negC = c.startsWith("!");
+            in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);
+        }
+    }
+
+    private void barrier(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (m.take("warp")) {
+            m.take("sync");
+            in.op = Insn.NOP;   // warps run in lockstep
+            return;
+        }
+        if (!m.take("sync")) {
+            throw new PtxUnsupported("barrier other than .sync (arrive, red)");
+        }
+        m.dropNoEffect();
+        if (o.size() != 1) {
+            throw new PtxUnsupported("barrier with a thread count");
+        }
+        in.op = Insn.BAR;
+        ops.source(o.getFirst(), Types.U << 4 | 4);
+    }
+
+    private void shuffle(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (!m.take("sync")) {
+            throw new PtxUnsupported("shfl without .sync");
+        }
+        int mode = m.takeOne("up", "down", "bfly", "idx");
+        if (mode < 0) {
+            throw new PtxUnsupported("shfl mode");
+        }
+        in.type = m.type();
+        if (Types.size(in.type) != 4) {
+            throw new PtxUnsupported("shfl of a type other than .b32");
+        }
+        in.op = Insn.SHFL;
+        in.mod = mode;
+        count(o, 5);
+        String[] dst = o.get(0).split("\\|");
+        in.d = ops.destination(dst[0].trim());
+        in.d2 = dst.length > 1 ? ops.destination(dst[1].trim()) : -1;
+        int u32 = Types.U << 4 | 4;
+        in.a = ops.source(o.get(1), in.type);
+        in.b = ops.source(o.get(2), u32);
+        in.c = ops.source(o.get(3), u32);
+        in.e = ops.source(o.get(4), u32);
+    }
+
+    private void vote(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (!m.take("sync")) {
+            throw new PtxUnsupported("vote without .sync");
+        }
+        int mode = m.takeOne("all", "any", "uni", "ballot");
+        if (mode < 0) {
+            throw new PtxUnsupported("vote mode");
+        }
+        in.type = m.type();
+        in.op = Insn.VOTE;
+        in.mod = mode;
+        count(o, 3);
+        in.d = ops.destination(o.get(0));
+        String a = o.get(1);
+        in.negA = a.startsWith("!");
+        in.a = ops.source(in.negA ? a.substring(1) : a, Types.PRED);
+        in.e = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    private void atomic(Insn in, Mods m, List<String> o, boolean returns) throws PtxUnsupported {
+        in.space = space(m);
+        if (in.space != Insn.GLOBAL && in.space != Insn.SHARED && in.space != Insn.GENERIC) {
+            throw new PtxUnsupported("atomic on the ." + List.of("", "global", "shared", "local", "param", "const").get(in.space) + " space");
+        }
+        m.dropNoEffect();
+        int op = m.takeOne("add", "min", "max", "and", "or", "xor", "exch", "cas", "inc", "dec");
+        if (op < 0) {
+            throw new PtxUnsupported("atomic operation");
+        }
+        in.mod = Alu.ATOM_ADD + op;   // the order of takeOne's options above
+        in.type = m.type();
+        if (Types.isFloat(in.type) && op != 0 || in.type == Types.PRED || Types.size(in.type) < 4
+                || (op == 8 || op == 9) && in.type != (Types.U << 4 | 4)) {
+            throw new PtxUnsupported("atomic type for this operation");
+        }
+        in.op = Insn.ATOM;
+        int first = returns ? 1 : 0;
+        count(o, first + (op == 7 ? 3 : 2));
+        in.vec = new int[] {returns ? ops.destination(o.get(0)) : -1};
+        addressed(in, o.get(first));
+        in.b = ops.source(o.get(first + 1), in.type);
+        if (op == 7) {
+            in.c = ops.source(o.get(first + 2), in.type);
+        }
+    }
+}

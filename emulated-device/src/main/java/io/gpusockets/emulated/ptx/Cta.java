@@ -1,0 +1,518 @@
+package io.gpusockets.emulated.ptx;
+
+import static io.gpusockets.emulated.ptx.Types.norm;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+
+/**
+ * Runs the CTAs of one launch, one at a time, on one host thread (a launch has one per core).
+ *
+ * <p>Threads are grouped in warps of 32 that execute in lockstep with an active mask, scheduled
+ * min-PC first: each step runs the instruction at the smallest PC among the warp's live lanes that
+ * are not waiting at a barrier, for the lanes at that PC, so divergent lanes reconverge where their
+ * paths meet. (Min-PC reconvergence as described for GPGPU-Sim and Ocelot's emulator: facts only.)
+ * A warp runs until all its live lanes wait at {@code bar.sync} or have exited; when every warp of
+ * the CTA is in that state the barrier opens (exited threads count as arrived).
+ *
+ * <p>Registers are longs, {@code regs[w][slot * 32 + lane]}. Memory: .global through the context's
+ * checked {@link GlobalMemory} (the last allocation is cached), .shared per CTA, .local per thread,
+ * .param the launch's parameter bytes; generic addresses of shared and local memory lie in windows
+ * of their own ({@link Builders#SHARED_WINDOW}), anything else generic is global.
+ */
+final class Cta {
+    private static final Object GLOBAL_ATOMICS = new Object();
+    private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final String[] SPACES = {"generic", "global", "shared", "local", "param", "const"};
+
+    private final Program program;
+    private final Insn[] code;
+    private final PtxKernel.Launch launch;
+    private final GlobalMemory memory;
+    private final int threads;
+    private final int warpCount;
+    private final long[][] regs;
+    private final int[][] pcs;
+    private final int[] live;
+    private final int[] waiting;
+    /** Per warp: the PC of all its live lanes while they are converged, else -1 (then {@code pcs} holds each lane's). */
+    private final int[] convergedPc;
+    private final MemorySegment shared;
+    private final long sharedBytes;
+    private final MemorySegment local;
+    private final long[] scratch = new long[32];
+    private long cachedBase;
+    private long cachedLength;
+    private MemorySegment cachedHost;
+    private long steps;
+    long instructions;
+
+    Cta(Program program, PtxKernel.Launch launch) {
+        this.program = program;
+        this.code = program.code;
+        this.launch = launch;
+        this.memory = launch.memory();
+        this.threads = launch.blockX() * launch.blockY() * launch.blockZ();
+        this.warpCount = (threads + 31) / 32;
+        this.regs = new long[warpCount][program.slots * 32];
+        this.pcs = new int[warpCount][32];
+        this.live = new int[warpCount];
+        this.waiting = new int[warpCount];
+        this.convergedPc = new int[warpCount];
+        this.sharedBytes = program.staticShared + launch.dynamicShared();
+        this.shared = MemorySegment.ofArray(new byte[(int) sharedBytes]);
+        this.local = MemorySegment.ofArray(new byte[(int) (program.localBytes * threads)]);
+        for (long[] r : regs) {
+            for (int i = 0; i < program.constSlots.length; i++) {
+                java.util.Arrays.fill(r, program.constSlots[i] * 32, program.constSlots[i] * 32 + 32, program.constValues[i]);
+            }
+        }
+    }
+
+    /** Runs CTA {@code index} (x fastest) to completion. */
+    void run(long index) {
+        long cx = index % launch.gridX();
+        long cy = index / launch.gridX() % launch.gridY();
+        long cz = index / (launch.gridX() * launch.gridY());
+        shared.fill((byte) 0);
+        for (int w = 0; w < warpCount; w++) {
+            int lanes = Math.min(32, threads - 32 * w);
+            live[w] = lanes == 32 ? -1 : (1 << lanes) - 1;
+            waiting[w] = 0;
+            convergedPc[w] = 0;
+            fillSpecials(w, cx, cy, cz);
+        }
+        while (true) {
+            boolean alive = false;
+            for (int w = 0; w < warpCount; w++) {
+                if ((live[w] & ~waiting[w]) != 0) {
+                    runWarp(w);
+                }
+                alive |= live[w] != 0;
+            }
+            if (!alive) {
+                return;
+            }
+            for (int w = 0; w < warpCount; w++) {
+                waiting[w] = 0;   // every warp waits or has exited: the barrier opens
+            }
+        }
+    }
+
+    private void fillSpecials(int w, long cx, long cy, long cz) {
+        long[] r = regs[w];
+        int bx = launch.blockX();
+        int by = launch.blockY();
+        for (int i = 0; i < program.specialSlots.length; i++) {
+            int base = program.specialSlots[i] * 32;
+            int kind = program.specialKinds[i];
+            for (int l = 0; l < 32; l++) {
+                int t = 32 * w + l;
+                r[base + l] = switch (kind) {
+                    case Program.TID_X -> t % bx;
+                    case Program.TID_Y -> t / bx % by;
+                    case Program.TID_Z -> t / (bx * by);
+                    case Program.NTID_X -> bx;
+                    case Program.NTID_Y -> by;
+                    case Program.NTID_Z -> launch.blockZ();
+                    case Program.CTAID_X -> cx;
+                    case Program.CTAID_Y -> cy;
+                    case Program.CTAID_Z -> cz;
+                    case Program.NCTAID_X -> launch.gridX();
+                    case Program.NCTAID_Y -> launch.gridY();
+                    case Program.NCTAID_Z -> launch.gridZ();
+                    case Program.LANEID -> l;
+                    case Program.WARPID -> w;
+                    case Program.NWARPID -> warpCount;
+                    case Program.LANEMASK_EQ -> 1L << l;
+                    case Program.LANEMASK_LE -> (2L << l) - 1;
+                    case Program.LANEMASK_LT -> (1L << l) - 1;
+                    case Program.LANEMASK_GE -> ~((1L << l) - 1) & 0xFFFF_FFFFL;
+                    case Program.LANEMASK_GT -> ~((2L << l) - 1) & 0xFFFF_FFFFL;
+                    default -> 0;
+                };
+            }
+        }
+    }
+
+    /**
+     * Runs warp {@code w} until none of its live lanes is ready. While every live lane is at one PC
+     * (converged, the common case) that PC is kept per warp and the lanes' PCs are not touched; a
+     * branch taken by some of the lanes only, or a guarded barrier, makes the warp diverge, and it is
+     * converged again once min-PC scheduling finds every live lane at the same instruction.
+     */
+    private void runWarp(int w) {
+        long[] r = regs[w];
+        int[] pc = pcs[w];
+        int converged = convergedPc[w];
+        while (true) {
+            int ready = live[w] & ~waiting[w];
+            if (ready == 0) {
+                convergedPc[w] = converged;
+                return;
+            }
+            int min;
+            int mask;
+            if (converged >= 0) {
+                min = converged;
+                mask = ready;
+            } else {
+                min = Integer.MAX_VALUE;
+                mask = 0;
+                for (int m = ready; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    int p = pc[l];
+                    if (p < min) {
+                        min = p;
+                        mask = 1 << l;
+                    } else if (p == min) {
+                        mask |= 1 << l;
+                    }
+                }
+                if (mask == ready && waiting[w] == 0) {
+                    converged = min;
+                }
+            }
+            Insn in = code[min];
+            int exec = mask;
+            if (in.guard >= 0) {
+                exec = 0;
+                int g = in.guard * 32;
+                for (int m = mask; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (((r[g + l] & 1) != 0) != in.guardNegated) {
+                        exec |= 1 << l;
+                    }
+                }
+            }
+            instructions += Integer.bitCount(exec);
+            int next = min + 1;
+            if (converged >= 0) {
+                if (exec != mask && (in.op == Insn.BRA || in.op == Insn.BAR) && exec != 0) {
+                    converged = -1;   // some lanes branch or wait, the others go on: diverge
+                    for (int m = mask; m != 0; m &= m - 1) {
+                        pc[Integer.numberOfTrailingZeros(m)] = next;
+                    }
+                    execute(w, in, exec, mask, r, pc);
+                } else if (in.op == Insn.BRA) {
+                    converged = exec == 0 ? next : in.target;
+                } else {
+                    converged = next;
+                    execute(w, in, exec, mask, r, pc);
+                }
+            } else {
+                for (int m = mask; m != 0; m &= m - 1) {
+                    pc[Integer.numberOfTrailingZeros(m)] = next;
+                }
+                execute(w, in, exec, mask, r, pc);
+            }
+            if ((++steps & 0xFFFFF) == 0 && memory.cancelled()) {
+                java.util.Arrays.fill(live, 0);
+                return;
+            }
+        }
+    }
+
+    private void execute(int w, Insn in, int exec, int mask, long[] r, int[] pc) {
+        if (in.op < Insn.ALU_END) {
+            int d = in.d * 32;
+            int a = in.a * 32;
+            int b = in.b * 32;
+            int c = in.c * 32;
+            int e = in.e * 32;
+            for (int m = exec; m != 0; m &= m - 1) {
+                int l = Integer.numberOfTrailingZeros(m);
+                r[d + l] = Alu.eval(in, r[a + l], b < 0 ? 0 : r[b + l], c < 0 ? 0 : r[c + l], e < 0 ? 0 : r[e + l]);
+            }
+            return;
+        }
+        switch (in.op) {
+            case Insn.SETP -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    boolean t = Alu.compare(in, r[in.a * 32 + l], r[in.b * 32 + l]);
+                    boolean p = t;
+                    boolean q = !t;
+                    if (in.type2 > 0) {
+                        boolean cv = ((r[in.c * 32 + l] & 1) != 0) != in.negC;
+                        p = combine(in.type2, t, cv);
+                        q = combine(in.type2, !t, cv);
+                    }
+                    r[in.d * 32 + l] = p ? 1 : 0;
+                    if (in.d2 >= 0) {
+                        r[in.d2 * 32 + l] = q ? 1 : 0;
+                    }
+                }
+            }
+            case Insn.LD -> {
+                int size = Types.size(in.type);
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    aligned(address, (long) size * in.vec.length);
+                    for (int k = 0; k < in.vec.length; k++) {
+                        long v = norm(load(in.space, address + (long) k * size, size, w, l), in.type);
+                        if (in.vec[k] >= 0) {
+                            r[in.vec[k] * 32 + l] = v;
+                        }
+                    }
+                }
+            }
+            case Insn.ST -> {
+                int size = Types.size(in.type);
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    aligned(address, (long) size * in.vec.length);
+                    for (int k = 0; k < in.vec.length; k++) {
+                        store(in.space, address + (long) k * size, size, r[in.vec[k] * 32 + l], w, l);
+                    }
+                }
+            }
+            case Insn.ATOM -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long old = atomic(in, (r[in.a * 32 + l] & in.addressMask) + in.offset, r[in.b * 32 + l],
+                            in.c < 0 ? 0 : r[in.c * 32 + l], w, l);
+                    if (in.vec[0] >= 0) {
+                        r[in.vec[0] * 32 + l] = norm(old, in.type);
+                    }
+                }
+            }
+            case Insn.BRA -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    pc[Integer.numberOfTrailingZeros(m)] = in.target;
+                }
+            }
+            case Insn.EXIT -> live[w] &= ~exec;
+            case Insn.BAR -> waiting[w] |= exec;
+            case Insn.SHFL -> shuffle(in, exec, r);
+            case Insn.VOTE -> vote(in, exec, r);
+            case Insn.ACTIVEMASK -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    r[in.d * 32 + Integer.numberOfTrailingZeros(m)] = mask & 0xFFFF_FFFFL;
+                }
+            }
+            case Insn.PACK -> {
+                int bits = Types.bits(in.type) / in.vec.length;
+                long part = bits == 64 ? -1L : (1L << bits) - 1;
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long v = 0;
+                    for (int k = 0; k < in.vec.length; k++) {
+                        v |= (r[in.vec[k] * 32 + l] & part) << (k * bits);
+                    }
+                    r[in.d * 32 + l] = v;
+                }
+            }
+            case Insn.UNPACK -> {
+                int bits = Types.bits(in.type) / in.vec.length;
+                long part = (1L << bits) - 1;
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long v = r[in.a * 32 + l];
+                    for (int k = 0; k < in.vec.length; k++) {
+                        if (in.vec[k] >= 0) {
+                            r[in.vec[k] * 32 + l] = (v >>> (k * bits)) & part;
+                        }
+                    }
+                }
+            }
+            case Insn.CLOCK -> {
+                long now = System.nanoTime();
+                for (int m = exec; m != 0; m &= m - 1) {
+                    r[in.d * 32 + Integer.numberOfTrailingZeros(m)] = in.mod == Program.CLOCK ? now & 0xFFFF_FFFFL : now;
+                }
+            }
+            case Insn.NOP -> {
+            }
+            default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    private static boolean combine(int op, boolean x, boolean c) {
+        return switch (op) {
+            case Alu.BOOL_AND -> x && c;
+            case Alu.BOOL_OR -> x || c;
+            default -> x ^ c;
+        };
+    }
+
+    /** shfl.sync as the PTX ISA defines it: source lane j from b, clamp and segment mask from c. */
+    private void shuffle(Insn in, int exec, long[] r) {
+        long[] src = scratch;
+        System.arraycopy(r, in.a * 32, src, 0, 32);
+        for (int m = exec; m != 0; m &= m - 1) {
+            int lane = Integer.numberOfTrailingZeros(m);
+            int b = (int) r[in.b * 32 + lane] & 31;
+            int cv = (int) r[in.c * 32 + lane];
+            int clamp = cv & 31;
+            int segmask = (cv >>> 8) & 31;
+            int maxLane = (lane & segmask) | (clamp & ~segmask);
+            int minLane = lane & segmask;
+            int j;
+            boolean ok;
+            switch (in.mod) {
+                case 0 -> {
+                    j = lane - b;
+                    ok = j >= maxLane;
+                }
+                case 1 -> {
+                    j = lane + b;
+                    ok = j <= maxLane;
+                }
+                case 2 -> {
+                    j = lane ^ b;
+                    ok = j <= maxLane;
+                }
+                default -> {
+                    j = minLane | (b & ~segmask);
+                    ok = j <= maxLane;
+                }
+            }
+            if (!ok) {
+                j = lane;
+            }
+            r[in.d * 32 + lane] = src[j];
+            if (in.d2 >= 0) {
+                r[in.d2 * 32 + lane] = ok ? 1 : 0;
+            }
+        }
+    }
+
+    private void vote(Insn in, int exec, long[] r) {
+        int ballot = 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            int member = (int) r[in.e * 32 + l];
+            if ((member >>> l & 1) != 0 && ((r[in.a * 32 + l] & 1) != 0) != in.negA) {
+                ballot |= 1 << l;
+            }
+        }
+        int members = 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            members |= (int) r[in.e * 32 + l] & (1 << l);
+        }
+        long v = switch (in.mod) {
+            case 0 -> ballot == members ? 1 : 0;
+            case 1 -> ballot != 0 ? 1 : 0;
+            case 2 -> ballot == 0 || ballot == members ? 1 : 0;
+            default -> ballot & 0xFFFF_FFFFL;
+        };
+        for (int m = exec; m != 0; m &= m - 1) {
+            r[in.d * 32 + Integer.numberOfTrailingZeros(m)] = v;
+        }
+    }
+
+    private void aligned(long address, long bytes) {
+        if ((address & (bytes - 1)) != 0 && Long.bitCount(bytes) == 1) {
+            throw memory.misaligned(address, bytes);
+        }
+    }
+
+    private long atomic(Insn in, long address, long b, long c, int w, int l) {
+        int size = Types.size(in.type);
+        aligned(address, size);
+        int space = resolvedSpace(in.space, address);
+        if (space == Insn.GLOBAL) {
+            synchronized (GLOBAL_ATOMICS) {
+                long old = load(Insn.GLOBAL, address, size, w, l);
+                store(Insn.GLOBAL, address, size, Alu.atomic(in, old, b, c), w, l);
+                return old;
+            }
+        }
+        long old = load(space, address, size, w, l);   // shared: this CTA's own, one thread runs it
+        store(space, address, size, Alu.atomic(in, old, b, c), w, l);
+        return old;
+    }
+
+    private static int resolvedSpace(int space, long address) {
+        if (space != Insn.GENERIC) {
+            return space;
+        }
+        if (Long.compareUnsigned(address - Builders.SHARED_WINDOW, Builders.WINDOW_BYTES) < 0) {
+            return Insn.SHARED + 16;
+        }
+        if (Long.compareUnsigned(address - Builders.LOCAL_WINDOW, Builders.WINDOW_BYTES) < 0) {
+            return Insn.LOCAL + 16;
+        }
+        return Insn.GLOBAL;
+    }
+
+    private long load(int space, long address, int size, int w, int l) {
+        return switch (resolvedSpace(space, address)) {
+            case Insn.GLOBAL -> get(global(address, size), address - cachedBase, size);
+            case Insn.SHARED -> get(shared, sharedOffset(address, size), size);
+            case Insn.SHARED + 16 -> get(shared, sharedOffset(address - Builders.SHARED_WINDOW, size), size);
+            case Insn.LOCAL -> get(local, localOffset(address, size, w, l), size);
+            case Insn.LOCAL + 16 -> get(local, localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size);
+            case Insn.PARAM -> get(launch.params(), paramOffset(address, size), size);
+            default -> throw new IllegalStateException("space " + space);
+        };
+    }
+
+    private void store(int space, long address, int size, long value, int w, int l) {
+        switch (resolvedSpace(space, address)) {
+            case Insn.GLOBAL -> put(global(address, size), address - cachedBase, size, value);
+            case Insn.SHARED -> put(shared, sharedOffset(address, size), size, value);
+            case Insn.SHARED + 16 -> put(shared, sharedOffset(address - Builders.SHARED_WINDOW, size), size, value);
+            case Insn.LOCAL -> put(local, localOffset(address, size, w, l), size, value);
+            case Insn.LOCAL + 16 -> put(local, localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size, value);
+            default -> throw new IllegalStateException("space " + space);
+        }
+    }
+
+    private MemorySegment global(long address, int size) {
+        long offset = address - cachedBase;
+        if (cachedHost == null || offset < 0 || offset > cachedLength - size) {
+            GlobalMemory.Region region = memory.region(address, size);
+            cachedBase = region.base();
+            cachedLength = region.end() - region.base();
+            cachedHost = region.host();
+        }
+        return cachedHost;
+    }
+
+    private long sharedOffset(long offset, int size) {
+        if (offset < 0 || offset > sharedBytes - size) {
+            throw memory.illegalAddress(SPACES[Insn.SHARED], offset, size);
+        }
+        return offset;
+    }
+
+    private long localOffset(long offset, int size, int w, int l) {
+        if (offset < 0 || offset > program.localBytes - size) {
+            throw memory.illegalAddress(SPACES[Insn.LOCAL], offset, size);
+        }
+        return (32L * w + l) * program.localBytes + offset;
+    }
+
+    private long paramOffset(long offset, int size) {
+        if (offset < 0 || offset > launch.params().byteSize() - size) {
+            throw memory.illegalAddress(SPACES[Insn.PARAM], offset, size);
+        }
+        return offset;
+    }
+
+    private static long get(MemorySegment s, long offset, int size) {
+        return switch (size) {
+            case 1 -> s.get(ValueLayout.JAVA_BYTE, offset) & 0xFFL;
+            case 2 -> s.get(SHORT, offset) & 0xFFFFL;
+            case 4 -> s.get(INT, offset) & 0xFFFF_FFFFL;
+            default -> s.get(LONG, offset);
+        };
+    }
+
+    private static void put(MemorySegment s, long offset, int size, long v) {
+        switch (size) {
+            case 1 -> s.set(ValueLayout.JAVA_BYTE, offset, (byte) v);
+            case 2 -> s.set(SHORT, offset, (short) v);
+            case 4 -> s.set(INT, offset, (int) v);
+            default -> s.set(LONG, offset, v);
+        }
+    }
+}

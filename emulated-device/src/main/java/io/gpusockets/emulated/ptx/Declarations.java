@@ -1,0 +1,167 @@
+package io.gpusockets.emulated.ptx;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Body directives: {@code .reg} (register slots, {@code %r<N>} ranges included) and {@code .shared}/
+ * {@code .local} variables, laid out in declaration order at their alignment; {@code .extern .shared}
+ * arrays all start where dynamic shared memory does (after the static variables, 16-aligned).
+ */
+final class Declarations {
+    /** Dynamic shared memory's offset, known once every static variable is placed. */
+    static final long DYNAMIC = Long.MIN_VALUE;
+
+    long sharedBytes;
+    long localBytes;
+    final List<String> externShared = new ArrayList<>();
+    private final Symbols symbols;
+
+    Declarations(Symbols symbols) {
+        this.symbols = symbols;
+    }
+
+    /** Handles a directive statement; returns false when it is not one the interpreter knows. */
+    boolean declare(String statement) throws PtxUnsupported {
+        List<String> tokens = tokens(statement);
+        String first = tokens.getFirst();
+        switch (first) {
+            case ".reg" -> registers(tokens);
+            case ".shared", ".local", ".extern", ".align" -> variable(tokens);
+            case ".pragma" -> {
+            }
+            default -> {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private void registers(List<String> tokens) throws PtxUnsupported {
+        int type = 0;
+        int vector = 1;
+        for (int i = 1; i < tokens.size(); i++) {
+            String t = tokens.get(i);
+            if (t.startsWith(".v")) {
+                vector = Integer.parseInt(t.substring(2));
+            } else if (t.startsWith(".")) {
+                type = Types.parse(t.substring(1));
+                if (type <= 0) {
+                    throw new PtxUnsupported("register type " + t);
+                }
+            } else if (!t.equals(",")) {
+                if (vector != 1) {
+                    throw new PtxUnsupported("vector registers");
+                }
+                int lt = t.indexOf('<');
+                if (lt > 0) {
+                    String base = t.substring(0, lt);
+                    int count = Integer.parseInt(t.substring(lt + 1, t.length() - 1));
+                    for (int k = 0; k < count; k++) {
+                        add(base + k, type);
+                    }
+                } else {
+                    add(t, type);
+                }
+            }
+        }
+    }
+
+    private void add(String name, int type) throws PtxUnsupported {
+        if (symbols.registers.putIfAbsent(name, symbols.newSlot(Types.size(type))) != null) {
+            throw new PtxUnsupported("register " + name + " declared twice (nested scopes)");
+        }
+    }
+
+    private void variable(List<String> tokens) throws PtxUnsupported {
+        boolean external = tokens.contains(".extern");
+        int space = tokens.contains(".shared") ? Insn.SHARED : tokens.contains(".local") ? Insn.LOCAL : -1;
+        if (space < 0) {
+            throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+        }
+        long align = 0;
+        long element = 0;
+        long count = 1;
+        String name = null;
+        for (int i = 0; i < tokens.size(); i++) {
+            String t = tokens.get(i);
+            if (t.equals(".align")) {
+                align = Long.parseLong(tokens.get(++i));
+            } else if (t.startsWith(".v")) {
+                count *= Long.parseLong(t.substring(2));
+            } else if (t.startsWith(".") && Types.parse(t.substring(1)) != 0) {
+                int type = Types.parse(t.substring(1));
+                element = type < 0 ? 2 : Types.size(type);   // f16 data is only bytes here
+            } else if (t.startsWith("[")) {
+                String inner = t.substring(1, t.length() - 1).trim();
+                count = inner.isEmpty() ? 0 : count * Long.parseLong(inner);
+            } else if (!t.startsWith(".") && !t.equals("=")) {
+                if (name != null) {
+                    throw new PtxUnsupported("declaration of several variables or an initializer: " + String.join(" ", tokens));
+                }
+                name = t;
+            }
+        }
+        if (name == null || element == 0) {
+            throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+        }
+        if (tokens.contains("=")) {
+            throw new PtxUnsupported("initialized " + (space == Insn.SHARED ? ".shared" : ".local") + " variable " + name);
+        }
+        align = align == 0 ? element : align;
+        if (external) {
+            if (space != Insn.SHARED) {
+                throw new PtxUnsupported(".extern .local variable " + name);
+            }
+            externShared.add(name);
+            symbols.symbols.put(name, new Symbols.Symbol(Insn.SHARED, DYNAMIC));
+            return;
+        }
+        long size = element * count;
+        if (space == Insn.SHARED) {
+            sharedBytes = (sharedBytes + align - 1) / align * align;
+            symbols.symbols.put(name, new Symbols.Symbol(Insn.SHARED, sharedBytes));
+            sharedBytes += size;
+        } else {
+            localBytes = (localBytes + align - 1) / align * align;
+            symbols.symbols.put(name, new Symbols.Symbol(Insn.LOCAL, localBytes));
+            localBytes += size;
+        }
+    }
+
+    /** Places the extern shared arrays; returns where dynamic shared memory starts. */
+    long finishShared() {
+        long dynamic = (sharedBytes + 15) / 16 * 16;
+        for (String name : externShared) {
+            symbols.symbols.put(name, new Symbols.Symbol(Insn.SHARED, dynamic));
+        }
+        return dynamic;
+    }
+
+    static List<String> tokens(String s) {
+        List<String> out = new ArrayList<>();
+        int n = s.length();
+        int i = 0;
+        while (i < n) {
+            char c = s.charAt(i);
+            if (Character.isWhitespace(c)) {
+                i++;
+            } else if (c == ',' || c == '=') {
+                out.add(String.valueOf(c));
+                i++;
+            } else if (c == '[') {
+                int end = s.indexOf(']', i);
+                out.add(s.substring(i, end + 1));
+                i = end + 1;
+            } else {
+                int j = i;
+                while (j < n && !Character.isWhitespace(s.charAt(j)) && ",=[".indexOf(s.charAt(j)) < 0) {
+                    j++;
+                }
+                out.add(s.substring(i, j));
+                i = j;
+            }
+        }
+        return out;
+    }
+}

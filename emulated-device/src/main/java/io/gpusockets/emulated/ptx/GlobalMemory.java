@@ -1,0 +1,25 @@
+package io.gpusockets.emulated.ptx;
+
+import java.lang.foreign.MemorySegment;
+
+/**
+ * Device memory as a running kernel sees it, supplied by the emulated device: the allocation that
+ * holds an access, or the fault to throw (it becomes the context's sticky error).
+ */
+public interface GlobalMemory {
+    /** Host memory of one allocation: device addresses [base, end) map to {@code host} from offset 0. */
+    record Region(long base, long end, MemorySegment host) {
+    }
+
+    /** The allocation of the launching context holding [address, address+bytes); throws the fault if none. */
+    Region region(long address, long bytes);
+
+    /** The fault for an access outside the memory it may touch ({@code space} names it). */
+    RuntimeException illegalAddress(String space, long address, long bytes);
+
+    /** The fault for an access not aligned to its size. */
+    RuntimeException misaligned(long address, long alignment);
+
+    /** True once the context is being destroyed: a running kernel stops. */
+    boolean cancelled();
+}

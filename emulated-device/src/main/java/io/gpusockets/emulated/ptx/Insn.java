@@ -1,0 +1,123 @@
+package io.gpusockets.emulated.ptx;
+
+/**
+ * One parsed instruction with its operands resolved: registers, immediates, special registers and
+ * symbol addresses are all register slots (immediates and addresses are constant slots filled once
+ * per warp), labels are instruction indices. Unused slot fields are -1.
+ */
+final class Insn {
+    // Operation codes. ALU operations (below ALU_END) compute d from a, b, c, e lane by lane.
+    static final int MOV = 0;
+    static final int ADD = 1;
+    static final int SUB = 2;
+    static final int MUL = 3;
+    static final int MUL_HI = 4;
+    static final int MUL_WIDE = 5;
+    static final int MAD = 6;
+    static final int MAD_HI = 7;
+    static final int MAD_WIDE = 8;
+    static final int DIV = 9;
+    static final int REM = 10;
+    static final int MIN = 11;
+    static final int MAX = 12;
+    static final int ABS = 13;
+    static final int NEG = 14;
+    static final int AND = 15;
+    static final int OR = 16;
+    static final int XOR = 17;
+    static final int NOT = 18;
+    static final int CNOT = 19;
+    static final int SHL = 20;
+    static final int SHR = 21;
+    static final int POPC = 22;
+    static final int CLZ = 23;
+    static final int BREV = 24;
+    static final int BFE = 25;
+    static final int BFI = 26;
+    static final int PRMT = 27;
+    static final int FMA = 28;
+    static final int RCP = 29;
+    static final int SQRT = 30;
+    static final int RSQRT = 31;
+    static final int EX2 = 32;
+    static final int LG2 = 33;
+    static final int SIN = 34;
+    static final int COS = 35;
+    static final int TANH = 36;
+    static final int SELP = 37;
+    static final int SLCT = 38;
+    static final int CVT = 39;
+    static final int CVTA = 40;
+    static final int COPYSIGN = 41;
+    static final int ALU_END = 42;
+    static final int SETP = 50;
+    static final int LD = 51;
+    static final int ST = 52;
+    static final int ATOM = 53;
+    static final int BRA = 54;
+    static final int EXIT = 55;
+    static final int BAR = 56;
+    static final int SHFL = 57;
+    static final int VOTE = 58;
+    static final int ACTIVEMASK = 59;
+    static final int NOP = 60;
+    static final int PACK = 61;
+    static final int UNPACK = 62;
+    static final int CLOCK = 63;
+
+    // State spaces of ld/st/atom.
+    static final int GENERIC = 0;
+    static final int GLOBAL = 1;
+    static final int SHARED = 2;
+    static final int LOCAL = 3;
+    static final int PARAM = 4;
+    static final int CONST = 5;
+
+    // Rounding (cvt and float ops).
+    static final int RN = 1;
+    static final int RZ = 2;
+    static final int RM = 3;
+    static final int RP = 4;
+    static final int RNI = 5;
+    static final int RZI = 6;
+    static final int RMI = 7;
+    static final int RPI = 8;
+
+    final int line;
+    final String text;
+    int op;
+    /** The instruction type; for cvt the destination type; for mul/mad.wide the operands' type. */
+    int type;
+    /** cvt's source type; slct's selector type; setp's second compare-combining op. */
+    int type2;
+    /** Sub-operation: setp's comparison, cvt's rounding, shfl/vote mode, atom op, special register. */
+    int mod;
+    boolean ftz;
+    boolean sat;
+    int d = -1;
+    int d2 = -1;
+    int a = -1;
+    int b = -1;
+    int c = -1;
+    int e = -1;
+    boolean negA;
+    boolean negC;
+    int[] vec;
+    int space;
+    long offset;
+    /** Mask applied to the address register (32-bit registers address shared/local by their low bits). */
+    long addressMask = -1L;
+    int guard = -1;
+    boolean guardNegated;
+    int target = -1;
+
+    Insn(int line, String text) {
+        this.line = line;
+        this.text = text;
+    }
+
+    @Override
+    public String toString() {
+        return "line " + line + ": " + text;
+    }
+}

@@ -1,0 +1,40 @@
+package io.gpusockets.emulated.ptx;
+
+/**
+ * One entry parsed for the interpreter: its instructions (an implicit exit at the end), how many
+ * register slots a lane has, the constant slots (immediates, symbol addresses) with their values,
+ * the special-register slots with what fills them, and the entry's shared and local memory sizes.
+ */
+final class Program {
+    // Special registers filled per warp.
+    static final int TID_X = 0, TID_Y = 1, TID_Z = 2, NTID_X = 3, NTID_Y = 4, NTID_Z = 5;
+    static final int CTAID_X = 6, CTAID_Y = 7, CTAID_Z = 8, NCTAID_X = 9, NCTAID_Y = 10, NCTAID_Z = 11;
+    static final int LANEID = 12, WARPID = 13, NWARPID = 14, LANEMASK_EQ = 15, LANEMASK_LE = 16;
+    static final int LANEMASK_LT = 17, LANEMASK_GE = 18, LANEMASK_GT = 19, ZERO = 20;
+    // Specials read when the instruction runs (Insn.CLOCK's mod).
+    static final int CLOCK = 1, CLOCK64 = 2, GLOBALTIMER = 3;
+
+    final String entry;
+    final Insn[] code;
+    final int slots;
+    final int[] constSlots;
+    final long[] constValues;
+    final int[] specialSlots;
+    final int[] specialKinds;
+    /** Bytes of static shared memory; dynamic (extern) shared memory starts at this offset. */
+    final long staticShared;
+    final long localBytes;
+
+    Program(String entry, Insn[] code, int slots, int[] constSlots, long[] constValues, int[] specialSlots,
+            int[] specialKinds, long staticShared, long localBytes) {
+        this.entry = entry;
+        this.code = code;
+        this.slots = slots;
+        this.constSlots = constSlots;
+        this.constValues = constValues;
+        this.specialSlots = specialSlots;
+        this.specialKinds = specialKinds;
+        this.staticShared = staticShared;
+        this.localBytes = localBytes;
+    }
+}

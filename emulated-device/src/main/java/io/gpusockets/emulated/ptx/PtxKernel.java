@@ -1,0 +1,103 @@
+package io.gpusockets.emulated.ptx;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * An entry of a PTX module, parsed for the interpreter. {@link #compile} throws
+ * {@link PtxUnsupported} for anything outside the covered subset; {@link #run} executes a grid,
+ * its CTAs spread over the host's cores (the launching thread takes part), and rethrows the first
+ * fault a CTA raised (the others stop at their next CTA).
+ */
+public final class PtxKernel {
+    /** One launch: grid and block dimensions, dynamic shared bytes, parameter bytes, device memory. */
+    public record Launch(long gridX, long gridY, long gridZ, int blockX, int blockY, int blockZ, long dynamicShared,
+                         MemorySegment params, GlobalMemory memory) {
+    }
+
+    private static final int CORES = Runtime.getRuntime().availableProcessors();
+    private static final ExecutorService POOL = Executors.newFixedThreadPool(Math.max(1, CORES - 1), r -> {
+        Thread t = new Thread(r, "gpusockets-ptx-cta");
+        t.setDaemon(true);
+        return t;
+    });
+
+    private final Program program;
+
+    private PtxKernel(Program program) {
+        this.program = program;
+    }
+
+    /**
+     * Parses an entry body.
+     *
+     * @param params       parameter name to its offset in the parameter buffer
+     * @param globals      module variable (.global/.const) name to its device address
+     * @param moduleShared module-scope .shared declarations, each with its line
+     */
+    public static PtxKernel compile(String entry, String body, int firstLine, Map<String, Long> params,
+                                    Map<String, Long> globals, List<Map.Entry<String, Integer>> moduleShared) throws PtxUnsupported {
+        return new PtxKernel(PtxParser.parse(entry, body, firstLine, params, globals, moduleShared));
+    }
+
+    /** Bytes of static shared memory the entry declares. */
+    public long staticSharedBytes() {
+        return program.staticShared;
+    }
+
+    /** Runs the grid; returns the thread-instructions executed. */
+    public long run(Launch launch) {
+        long ctas = launch.gridX() * launch.gridY() * launch.gridZ();
+        int workers = (int) Math.min(CORES, ctas);
+        AtomicLong next = new AtomicLong();
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<RuntimeException> failure = new AtomicReference<>();
+        AtomicLong executed = new AtomicLong();
+        Runnable worker = () -> {
+            try {
+                Cta cta = new Cta(program, launch);
+                long i;
+                while (!stop.get() && (i = next.getAndIncrement()) < ctas) {
+                    cta.run(i);
+                }
+                executed.addAndGet(cta.instructions);
+            } catch (Throwable e) {
+                stop.set(true);
+                failure.compareAndSet(null, e instanceof RuntimeException re ? re : new IllegalStateException(e));
+            }
+        };
+        // A helper that has not started once the launching thread ran out of CTAs is skipped, not awaited.
+        List<AtomicBoolean> claims = new ArrayList<>();
+        List<CompletableFuture<Void>> done = new ArrayList<>();
+        for (int k = 1; k < workers; k++) {
+            AtomicBoolean claim = new AtomicBoolean();
+            CompletableFuture<Void> finished = new CompletableFuture<>();
+            claims.add(claim);
+            done.add(finished);
+            POOL.execute(() -> {
+                if (claim.compareAndSet(false, true)) {
+                    worker.run();
+                    finished.complete(null);
+                }
+            });
+        }
+        worker.run();
+        for (int k = 0; k < claims.size(); k++) {
+            if (!claims.get(k).compareAndSet(false, true)) {
+                done.get(k).join();
+            }
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        return executed.get();
+    }
+}

@@ -1,0 +1,84 @@
+package io.gpusockets.emulated.ptx;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The names an entry's operands resolve to: registers (slots), symbols (a state space and an
+ * address in it), immediates and special registers (constant and special slots, shared by value).
+ */
+final class Symbols {
+    record Symbol(int space, long address) {
+    }
+
+    final Map<String, Integer> registers = new HashMap<>();
+    /** Bytes of each slot's register (4 for .b32): 32-bit address registers are masked. */
+    final List<Integer> slotBytes = new ArrayList<>();
+    final Map<String, Symbol> symbols = new HashMap<>();
+    final Map<Long, Integer> constants = new HashMap<>();
+    final Map<Integer, Integer> specials = new HashMap<>();
+    final List<Integer> constSlots = new ArrayList<>();
+    final List<Long> constValues = new ArrayList<>();
+    final List<Integer> specialSlots = new ArrayList<>();
+    final List<Integer> specialKinds = new ArrayList<>();
+
+    int newSlot(int bytes) {
+        slotBytes.add(bytes);
+        return slotBytes.size() - 1;
+    }
+
+    int constant(long value) {
+        return constants.computeIfAbsent(value, v -> {
+            int slot = newSlot(8);
+            constSlots.add(slot);
+            constValues.add(v);
+            return slot;
+        });
+    }
+
+    int special(int kind) {
+        return specials.computeIfAbsent(kind, k -> {
+            int slot = newSlot(4);
+            specialSlots.add(slot);
+            specialKinds.add(k);
+            return slot;
+        });
+    }
+
+    static int[] ints(List<Integer> list) {
+        return list.stream().mapToInt(Integer::intValue).toArray();
+    }
+
+    /** Static special registers by name, or -1; dynamic ones (%clock...) are -2 - their Program code. */
+    static int specialKind(String name) {
+        return switch (name) {
+            case "%tid.x" -> Program.TID_X;
+            case "%tid.y" -> Program.TID_Y;
+            case "%tid.z" -> Program.TID_Z;
+            case "%ntid.x" -> Program.NTID_X;
+            case "%ntid.y" -> Program.NTID_Y;
+            case "%ntid.z" -> Program.NTID_Z;
+            case "%ctaid.x" -> Program.CTAID_X;
+            case "%ctaid.y" -> Program.CTAID_Y;
+            case "%ctaid.z" -> Program.CTAID_Z;
+            case "%nctaid.x" -> Program.NCTAID_X;
+            case "%nctaid.y" -> Program.NCTAID_Y;
+            case "%nctaid.z" -> Program.NCTAID_Z;
+            case "%laneid" -> Program.LANEID;
+            case "%warpid" -> Program.WARPID;
+            case "%nwarpid" -> Program.NWARPID;
+            case "%lanemask_eq" -> Program.LANEMASK_EQ;
+            case "%lanemask_le" -> Program.LANEMASK_LE;
+            case "%lanemask_lt" -> Program.LANEMASK_LT;
+            case "%lanemask_ge" -> Program.LANEMASK_GE;
+            case "%lanemask_gt" -> Program.LANEMASK_GT;
+            case "%smid", "%gridid" -> Program.ZERO;
+            case "%clock" -> -2 - Program.CLOCK;
+            case "%clock64" -> -2 - Program.CLOCK64;
+            case "%globaltimer" -> -2 - Program.GLOBALTIMER;
+            default -> -1;
+        };
+    }
+}
