@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
 import io.gpusockets.emulated.ptx.PtxKernel;
@@ -101,6 +102,11 @@ final class Launcher {
             }
             KernelLaunch launch = KernelLaunch.prepare(gx, gy, gz, bx, by, bz, shared, fn.maxDynamicShared(), fn.entry,
                     kernelParams, extra, c, memory);
+            String tooBig = program.resourceProblem(launch.blockX * launch.blockY * launch.blockZ, launch.sharedMemBytes,
+                    DeviceProperties.SHARED_MEMORY_PER_BLOCK_OPTIN);
+            if (tooBig != null) {
+                throw new CudaError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, tooBig);
+            }
             c.throwIfFaulted();
             PtxKernel.Launch run = new PtxKernel.Launch(launch.gridX, launch.gridY, launch.gridZ, launch.blockX, launch.blockY,
                     launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory));

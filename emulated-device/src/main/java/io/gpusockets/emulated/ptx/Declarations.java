@@ -57,6 +57,9 @@ final class Declarations {
                 if (lt > 0) {
                     String base = t.substring(0, lt);
                     int count = Integer.parseInt(t.substring(lt + 1, t.length() - 1));
+                    if (count < 0 || count > Symbols.MAX_SLOTS) {
+                        throw new PtxUnsupported("register range " + t + " (at most " + Symbols.MAX_SLOTS + ")");
+                    }
                     for (int k = 0; k < count; k++) {
                         add(base + k, type);
                     }
@@ -68,10 +71,16 @@ final class Declarations {
     }
 
     private void add(String name, int type) throws PtxUnsupported {
-        if (symbols.registers.putIfAbsent(name, symbols.newSlot(Types.size(type))) != null) {
+        if (symbols.registers.putIfAbsent(name, symbols.newRegister(Types.size(type))) != null) {
             throw new PtxUnsupported("register " + name + " declared twice (nested scopes)");
         }
     }
+
+    /**
+     * Largest .shared or .local variable: far above what a block may use (the launch checks the
+     * totals against the device's limits), low enough that sizes cannot overflow when added up.
+     */
+    static final long MAX_VARIABLE_BYTES = 1L << 30;
 
     private void variable(List<String> tokens) throws PtxUnsupported {
         boolean external = tokens.contains(".extern");
@@ -117,15 +126,25 @@ final class Declarations {
             symbols.symbols.put(name, new Symbols.Symbol(Insn.SHARED, DYNAMIC));
             return;
         }
+        if (count < 0 || align <= 0 || align > MAX_VARIABLE_BYTES || count > MAX_VARIABLE_BYTES / element) {
+            throw new PtxUnsupported("variable " + name + " of " + count + " elements of " + element + " bytes (at most "
+                    + MAX_VARIABLE_BYTES + " bytes)");
+        }
         long size = element * count;
         if (space == Insn.SHARED) {
             sharedBytes = (sharedBytes + align - 1) / align * align;
             symbols.symbols.put(name, new Symbols.Symbol(Insn.SHARED, sharedBytes));
             sharedBytes += size;
+            if (sharedBytes > MAX_VARIABLE_BYTES) {
+                throw new PtxUnsupported(".shared variables of more than " + MAX_VARIABLE_BYTES + " bytes");
+            }
         } else {
             localBytes = (localBytes + align - 1) / align * align;
             symbols.symbols.put(name, new Symbols.Symbol(Insn.LOCAL, localBytes));
             localBytes += size;
+            if (localBytes > MAX_VARIABLE_BYTES) {
+                throw new PtxUnsupported(".local variables of more than " + MAX_VARIABLE_BYTES + " bytes");
+            }
         }
     }
 

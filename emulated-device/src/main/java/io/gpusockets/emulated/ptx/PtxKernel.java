@@ -48,6 +48,39 @@ public final class PtxKernel {
         return new PtxKernel(PtxParser.parse(entry, body, firstLine, params, globals, moduleShared));
     }
 
+    /** Most .local memory a thread may have, as on the device (512 KiB). */
+    static final long MAX_LOCAL_PER_THREAD = 512 << 10;
+    /**
+     * Most host memory one CTA's registers and .local memory may take. A CTA runs on each of the
+     * host's cores at once, so a launch holds at most this times the core count.
+     */
+    static final long MAX_CTA_STATE_BYTES = 64L << 20;
+
+    /**
+     * Why a block of {@code threads} threads with {@code dynamicShared} bytes of dynamic shared memory
+     * cannot be run (the driver's CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES), or null: shared memory over
+     * what a block may have ({@code maxSharedPerBlock}), .local over the device's per-thread limit,
+     * or registers and .local together over {@link #MAX_CTA_STATE_BYTES}.
+     */
+    public String resourceProblem(int threads, long dynamicShared, long maxSharedPerBlock) {
+        long shared = program.staticShared + dynamicShared;
+        if (shared > maxSharedPerBlock) {
+            return program.entry + " uses " + shared + " bytes of shared memory (" + program.staticShared + " static), over the "
+                    + maxSharedPerBlock + " a block may have";
+        }
+        if (program.localBytes > MAX_LOCAL_PER_THREAD) {
+            return program.entry + " uses " + program.localBytes + " bytes of local memory per thread, over "
+                    + MAX_LOCAL_PER_THREAD;
+        }
+        long lanes = (threads + 31L) / 32 * 32;
+        long state = lanes * program.slots * 8L + program.localBytes * threads;
+        if (state > MAX_CTA_STATE_BYTES) {
+            return program.entry + " needs " + state + " bytes of registers and local memory for a block of " + threads
+                    + " threads, over the emulated device's " + MAX_CTA_STATE_BYTES;
+        }
+        return null;
+    }
+
     /** Bytes of static shared memory the entry declares. */
     public long staticSharedBytes() {
         return program.staticShared;

@@ -24,6 +24,22 @@ final class Symbols {
     final List<Integer> specialSlots = new ArrayList<>();
     final List<Integer> specialKinds = new ArrayList<>();
 
+    /**
+     * Most register, constant and special slots one entry may have. PTX comes from clients: a
+     * declaration such as {@code .reg .b32 %r<2000000000>} must not make the backend allocate its
+     * registers (nvcc's entries use hundreds to a few thousand).
+     */
+    static final int MAX_SLOTS = 1 << 16;
+
+    /** A declared register's slot; refused past {@link #MAX_SLOTS}. */
+    int newRegister(int bytes) throws PtxUnsupported {
+        if (slotBytes.size() >= MAX_SLOTS) {
+            throw new PtxUnsupported("more than " + MAX_SLOTS + " registers in one entry");
+        }
+        return newSlot(bytes);
+    }
+
+    /** A slot for a constant or special register: bounded by the entry's instructions, which read them. */
     int newSlot(int bytes) {
         slotBytes.add(bytes);
         return slotBytes.size() - 1;
