@@ -71,6 +71,10 @@ final class DemoCommand implements Callable<Integer> {
                 out.println("demo: started a backend with " + (emulated
                         ? "the EMULATED device (no GPU here: " + describeNoGpu() + ")"
                         : "the REAL driver: " + host.description()));
+                if (emulated) {
+                    // the demo launches shipped kernels only, so here they all run as Java code
+                    out.println("demo: " + EmulatedDevice.KERNELS);
+                }
                 backend = new BackendServer(host, BackendSettings.fromSystemProperties());
                 socketDir = Files.createTempDirectory("gpusockets-demo");
                 for (String scheme : Transports.byScheme().keySet()) {

@@ -57,14 +57,34 @@ final class NativePrograms {
         return libDir.resolve("libcuda.so.1");
     }
 
-    /** The source of a program: in tests/, or tests/gpu/ for GPU-only ones; null if neither exists. */
+    /**
+     * The source of a program: in tests/, tests/cuda/ for those with kernels of their own, or
+     * tests/gpu/ for GPU-only ones; null if none exists.
+     */
     Path source(String name) {
-        Path p = tests.resolve(name + ".c");
-        if (Files.isRegularFile(p)) {
-            return p;
+        for (Path dir : List.of(tests, cudaDir(), tests.resolve("gpu"))) {
+            Path p = dir.resolve(name + ".c");
+            if (Files.isRegularFile(p)) {
+                return p;
+            }
         }
-        p = tests.resolve("gpu").resolve(name + ".c");
-        return Files.isRegularFile(p) ? p : null;
+        return null;
+    }
+
+    /** tests/cuda/: programs whose kernels (NAME.cu beside NAME.c) nvcc builds during the run. */
+    Path cudaDir() {
+        return tests.resolve("cuda");
+    }
+
+    /** Whether the program is one of tests/cuda/, with a kernel source of its own. */
+    boolean hasOwnKernels(String name) {
+        Path src = source(name);
+        return src != null && src.getParent().equals(cudaDir());
+    }
+
+    /** The kernels of a tests/cuda/ program: cuda/NAME.cu. */
+    Path kernelSource(String name) {
+        return cudaDir().resolve(name + ".cu");
     }
 
     Path golden(String name) {
@@ -96,6 +116,41 @@ final class NativePrograms {
     /** Arguments with {ptx} replaced by the shipped PTX file. */
     List<String> arguments(Entry e) {
         return e.args().stream().map(a -> a.replace("{ptx}", ptx.toString())).toList();
+    }
+
+    /** Arguments with {ptx} replaced by the shipped PTX file and {cu} by the program's fatbin. */
+    List<String> arguments(Entry e, Path fatbin) {
+        return arguments(e).stream().map(a -> a.replace("{cu}", fatbin.toString())).toList();
+    }
+
+    /** nvcc: the one on the PATH, else /usr/local/cuda/bin/nvcc; null if neither is there. */
+    static Path nvcc() {
+        for (String dir : System.getenv().getOrDefault("PATH", "").split(java.io.File.pathSeparator)) {
+            if (!dir.isEmpty() && Files.isExecutable(Path.of(dir, "nvcc"))) {
+                return Path.of(dir, "nvcc");
+            }
+        }
+        Path p = Path.of("/usr/local/cuda/bin/nvcc");
+        return Files.isExecutable(p) ? p : null;
+    }
+
+    /**
+     * Builds cuda/NAME.cu into {@code dir}/NAME.fatbin with {@code nvcc -arch=sm_90 -fatbin} (sm_90
+     * SASS and compute_90 PTX: the emulated device runs the PTX); throws AssertionError with nvcc's output.
+     */
+    static Path buildFatbin(Path nvcc, Path cu, Path fatbin, Path dir) {
+        List<String> cmd = List.of(nvcc.toString(), "-arch=sm_90", "-fatbin", "-o", fatbin.toString(), cu.toString());
+        Run r;
+        try {
+            r = run(cmd, Map.of(), dir, 300);
+        } catch (IOException e) {
+            throw new AssertionError("cannot run nvcc for " + cu + ": " + e, e);
+        }
+        if (r.exit() != 0) {
+            throw new AssertionError("nvcc failed (exit " + r.exit() + "):\n" + String.join(" ", cmd) + "\n" + r.stdout()
+                    + r.stderr());
+        }
+        return fatbin;
     }
 
     /** Whether gcc runs; null if so, else why not. */

@@ -31,14 +31,14 @@ class NativeProgramsListTest {
             }
         }
         Set<String> sources = new TreeSet<>();
-        for (Path dir : List.of(programs.tests, programs.tests.resolve("gpu"))) {
+        for (Path dir : List.of(programs.tests, programs.cudaDir(), programs.tests.resolve("gpu"))) {
             try (var files = Files.list(dir)) {
                 files.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".c"))
                         .forEach(n -> sources.add(n.substring(0, n.length() - 2)));
             }
         }
         sources.remove("no_backend");   // run by the harness and the script on their own
-        assertEquals(sources, listed, "programs in frontend/native/tests (and gpu/) vs those in programs.list");
+        assertEquals(sources, listed, "programs in frontend/native/tests (and cuda/, gpu/) vs those in programs.list");
     }
 
     @Test
@@ -46,14 +46,22 @@ class NativeProgramsListTest {
         Set<String> seen = new HashSet<>();
         for (NativePrograms.Entry e : programs.entries("emulated")) {
             assertTrue(seen.add(e.name()), () -> e.name() + " is listed twice for the emulated device");
-            assertTrue(programs.source(e.name()).getParent().equals(programs.tests),
-                    () -> e.name() + " runs on the emulated device, so its source belongs in tests/, not tests/gpu/");
+            Path dir = programs.source(e.name()).getParent();
+            assertTrue(dir.equals(programs.tests) || dir.equals(programs.cudaDir()),
+                    () -> e.name() + " runs on the emulated device, so its source belongs in tests/ or tests/cuda/, not tests/gpu/");
             Path golden = programs.golden(e.name());
             assertTrue(Files.isRegularFile(golden), () -> "no golden file " + golden);
             String text = Files.readString(golden, StandardCharsets.UTF_8);
             assertTrue(text.endsWith("\nPASS\n"), () -> golden + " does not end with a PASS line");
-            assertTrue(e.args().stream().allMatch(a -> !a.contains("{") || a.equals("{ptx}")),
-                    () -> e.name() + ": only {ptx} exists on the emulated device: " + e.args());
+            if (programs.hasOwnKernels(e.name())) {
+                assertTrue(Files.isRegularFile(programs.kernelSource(e.name())),
+                        () -> e.name() + " is in tests/cuda/, so its kernels belong in " + programs.kernelSource(e.name()));
+                assertTrue(e.args().stream().allMatch(a -> !a.contains("{") || a.equals("{ptx}") || a.equals("{cu}")),
+                        () -> e.name() + ": only {ptx} and {cu} exist for tests/cuda/ programs on the emulated device: " + e.args());
+            } else {
+                assertTrue(e.args().stream().allMatch(a -> !a.contains("{") || a.equals("{ptx}")),
+                        () -> e.name() + ": only {ptx} exists on the emulated device: " + e.args());
+            }
         }
     }
 

@@ -25,7 +25,8 @@ import org.junit.jupiter.api.TestFactory;
  * and over unix://. Each must exit 0 and print exactly its golden file
  * ({@code frontend/native/tests/expected/NAME.out}, ending with PASS). {@code no_backend} runs
  * against a closed port and a missing socket: cuInit must fail with CUDA_ERROR_NO_DEVICE within
- * 5 s, with one line on stderr naming the address.
+ * 5 s, with one line on stderr naming the address. The programs of {@code tests/cuda/}, whose
+ * kernels nvcc builds, run in {@link CudaProgramsTest}.
  *
  * <p>Skipped (with the reason) when {@code frontend/target/native/libcuda.so.1} has not been built,
  * or gcc or {@code /usr/local/cuda/include/cuda.h} is missing.
@@ -84,7 +85,9 @@ class NativeProgramsTest {
 
     @TestFactory
     Stream<DynamicNode> programsPrintTheirGoldenOutput() throws Exception {
-        List<NativePrograms.Entry> entries = programs.entries("emulated");
+        // tests/cuda/ programs (kernels of their own, built by nvcc) run in CudaProgramsTest
+        List<NativePrograms.Entry> entries = programs.entries("emulated").stream()
+                .filter(e -> !programs.hasOwnKernels(e.name())).toList();
         return Stream.of("tcp", "unix").map(scheme -> DynamicContainer.dynamicContainer("over " + scheme,
                 entries.stream().map(e -> DynamicTest.dynamicTest(e.name() + " (" + scheme + ")", () -> runProgram(e, scheme)))));
     }

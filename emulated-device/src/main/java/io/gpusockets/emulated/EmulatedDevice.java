@@ -99,11 +99,18 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.textures = new Textures(handles, contexts, memory, arrays);
     }
 
+    /**
+     * How kernels run here, for banners: the shipped kernels (gpusockets_kernels.cu, which the demo
+     * and the workloads launch) by their Java versions in {@link EmulatedKernels}, any other entry by
+     * the PTX interpreter.
+     */
+    public static final String KERNELS = "kernels: the shipped demo kernels run as Java code, others are interpreted from their PTX";
+
     /** One line for logs and banners, saying plainly that there is no GPU behind this driver. */
     public String description() {
         return NAME + ": " + deviceCount + " device(s) of " + (memory.capacity() >> 20) + " MiB host-backed memory,"
-                + " compute capability 9.0 as seen by programs; PTX kernels run as Java code for "
-                + new TreeSet<>(EmulatedKernels.names());
+                + " compute capability 9.0 as seen by programs; kernels: the shipped demo kernels "
+                + new TreeSet<>(EmulatedKernels.names()) + " run as Java code, others are interpreted from their PTX";
     }
 
     /**

@@ -1,0 +1,7 @@
+// vector_add's kernel: c[i] = a[i] + b[i] for i < n.
+extern "C" __global__ void vector_add(const float *a, const float *b, float *c, unsigned int n) {
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        c[i] = a[i] + b[i];
+    }
+}
