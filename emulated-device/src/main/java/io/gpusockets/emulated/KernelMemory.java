@@ -33,6 +33,11 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public RuntimeException fault(String detail) {
+        return new KernelFault(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_ILLEGAL_ADDRESS, detail);
+    }
+
+    @Override
     public boolean cancelled() {
         return context.destroyed();
     }

@@ -20,6 +20,12 @@ public interface GlobalMemory {
     /** The fault for an access not aligned to its size. */
     RuntimeException misaligned(long address, long alignment);
 
+    /**
+     * The fault for a kernel that cannot go on (call depth or stack exceeded, a bad free): as on a
+     * device, the launch fails with CUDA_ERROR_ILLEGAL_ADDRESS, the context's sticky error.
+     */
+    RuntimeException fault(String detail);
+
     /** True once the context is being destroyed: a running kernel stops. */
     boolean cancelled();
 }
