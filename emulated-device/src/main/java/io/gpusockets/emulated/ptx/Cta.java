@@ -450,8 +450,28 @@ final class Cta {
         return s;
     }
 
+    /** vprintf, malloc, free: their arguments are the caller's call-site variables, 8 bytes each. */
     private void externCall(Calls.Site site, int w, int l, long base) {
-        throw new IllegalStateException("extern " + site.callee);
+        MemorySegment stack = stack(w, l, frameTop[w][l]);
+        long first = stack.get(LONG, base + site.argOffsets[0]);
+        switch (site.extern) {
+            case Calls.VPRINTF -> {
+                int result = -1;   // a NULL format prints nothing and returns -1
+                if (first != 0) {
+                    long args = stack.get(LONG, base + site.argOffsets[1]);
+                    DevicePrintf.Result printed = DevicePrintf.format((address, size) -> load(Insn.GENERIC, address, size, w, l),
+                            first, args);
+                    // One write per call: PrintStream writes hold its lock, so calls of other threads never interleave with it.
+                    System.out.write(printed.text(), 0, printed.text().length);
+                    System.out.flush();
+                    result = printed.arguments();
+                }
+                if (site.returnOffset >= 0) {
+                    stack.set(INT, base + site.returnOffset, result);
+                }
+            }
+            default -> throw new IllegalStateException("extern " + site.callee);
+        }
     }
 
     private static boolean combine(int op, boolean x, boolean c) {
