@@ -38,6 +38,24 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public long malloc(long size) {
+        try {
+            return context.heap(memory).malloc(size);
+        } catch (CudaError e) {
+            return 0;   // no device memory left for the heap: every malloc fails
+        }
+    }
+
+    @Override
+    public boolean free(long address) {
+        try {
+            return context.heap(memory).free(address);
+        } catch (CudaError e) {
+            return address == 0;
+        }
+    }
+
+    @Override
     public boolean cancelled() {
         return context.destroyed();
     }

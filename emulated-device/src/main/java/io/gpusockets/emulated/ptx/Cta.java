@@ -13,11 +13,15 @@ import java.nio.ByteOrder;
  * min-PC first: each step runs the instruction at the smallest PC among the warp's live lanes that
  * are not waiting at a barrier, for the lanes at that PC, so divergent lanes reconverge where their
  * paths meet. (Min-PC reconvergence as described for GPGPU-Sim and Ocelot's emulator: facts only.)
+ * With device functions the key is (call depth, PC): the deepest lanes go first, then the smallest
+ * PC among them, so lanes inside a call run it to its return before the others go on, and lanes
+ * that return meet the others after the call ({@link Calls}).
  * A warp runs until all its live lanes wait at {@code bar.sync} or have exited; when every warp of
  * the CTA is in that state the barrier opens (exited threads count as arrived).
  *
  * <p>Registers are longs, {@code regs[w][slot * 32 + lane]}. Memory: .global through the context's
- * checked {@link GlobalMemory} (the last allocation is cached), .shared per CTA, .local per thread,
+ * checked {@link GlobalMemory} (the last allocation is cached), .shared per CTA, .local per thread
+ * (a stack of call frames),
  * .param the launch's parameter bytes; generic addresses of shared and local memory lie in windows
  * of their own ({@link Builders#SHARED_WINDOW}), anything else generic is global.
  */
@@ -468,6 +472,18 @@ final class Cta {
                 }
                 if (site.returnOffset >= 0) {
                     stack.set(INT, base + site.returnOffset, result);
+                }
+            }
+            case Calls.MALLOC -> {
+                long block = memory.malloc(first);
+                if (site.returnOffset >= 0) {
+                    stack.set(LONG, base + site.returnOffset, block);
+                }
+            }
+            case Calls.FREE -> {
+                if (!memory.free(first)) {
+                    throw memory.fault("free(0x" + Long.toHexString(first) + ") by thread " + (32 * w + l)
+                            + ": not a block malloc returned, or freed already");
                 }
             }
             default -> throw new IllegalStateException("extern " + site.callee);

@@ -26,6 +26,12 @@ public interface GlobalMemory {
      */
     RuntimeException fault(String detail);
 
+    /** The device heap's malloc: a block of at least {@code size} bytes of device memory, or 0 when the heap is exhausted. */
+    long malloc(long size);
+
+    /** The device heap's free; false when {@code address} is not a block malloc returned (free(0) does nothing). */
+    boolean free(long address);
+
     /** True once the context is being destroyed: a running kernel stops. */
     boolean cancelled();
 }

@@ -54,11 +54,13 @@ final class PtxParser {
             if (f == null) {
                 site.extern = switch (callee) {
                     case "vprintf" -> Calls.VPRINTF;
+                    case "malloc" -> Calls.MALLOC;
+                    case "free" -> Calls.FREE;
                     default -> 0;
                 };
                 if (site.extern == 0 || !externs.contains(callee)) {
                     throw new PtxUnsupported("line " + in.line + ": call to " + (externs.contains(callee) ? "extern function " : "undefined function ")
-                            + callee + " (of the extern functions only vprintf is covered)");
+                            + callee + " (of the extern functions vprintf, malloc and free are covered)");
                 }
                 long[] want = switch (site.extern) {
                     case Calls.VPRINTF -> new long[] {8, 8, 4};
