@@ -56,6 +56,17 @@ class PrintfTest {
             }
             """;
 
+    /** printf inside a device function called at depth 2: its argument buffer lies in a deeper frame of the thread's stack. */
+    static final String NESTED = """
+            #include <stdio.h>
+            __device__ __noinline__ int show(int t, const char *who, double x) { return printf("%s %d %.2f\\n", who, t, x); }
+            __device__ __noinline__ int outer(int t) {
+                int r = printf("outer %d\\n", t);
+                return r + show(t, "inner", t * 0.5);
+            }
+            extern "C" __global__ void k(int *r) { r[threadIdx.x] = outer(threadIdx.x); }
+            """;
+
     Rig rig;
 
     @BeforeEach
@@ -123,6 +134,24 @@ class PrintfTest {
             assertEquals(4, r[t], "printf returns the number of arguments, thread " + t);
         }
         assertEquals(0, r[256], "printf without arguments returns 0");
+    }
+
+    @Test
+    void printfInsideNestedDeviceFunctionsReadsItsOwnFramesArguments(@TempDir Path dir) throws IOException, InterruptedException {
+        String ptx = CallsTest.nvcc(dir, NESTED);
+        assertTrue(ptx.contains("_Z4showiPKcd"), "show stayed a function");
+        long f = rig.function(rig.module(ptx), "k");
+        long ret = rig.alloc(4L * 4);
+        String out = captured(() -> rig.run(f, 1, 4, ret));
+        StringBuilder expected = new StringBuilder();
+        for (int t = 0; t < 4; t++) {
+            expected.append("outer ").append(t).append('\n');
+        }
+        for (int t = 0; t < 4; t++) {
+            expected.append(String.format("inner %d %.2f%n", t, t * 0.5));
+        }
+        assertEquals(expected.toString(), out, "a warp runs each printf for its lanes in lane order");
+        assertEquals(java.util.List.of(4, 4, 4, 4), java.util.Arrays.stream(rig.ints(ret, 4)).boxed().toList());
     }
 
     /** Without gcc and nvcc: the formatter against outputs glibc prints (taken from glibc 2.39). */
