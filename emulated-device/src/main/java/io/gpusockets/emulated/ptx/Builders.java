@@ -19,10 +19,6 @@ final class Builders {
     private final Declarations declarations;
     private final boolean entry;
 
-    Builders(Operands ops, Symbols symbols) {
-        this(ops, symbols, new Calls.Func("entry"), null, true);
-    }
-
     Builders(Operands ops, Symbols symbols, Calls.Func function, Declarations declarations, boolean entry) {
         this.ops = ops;
         this.symbols = symbols;
