@@ -59,6 +59,18 @@ final class EmulatedContext {
         return destroyed;
     }
 
+    private DeviceHeap heap;   // guarded by lock; made at a kernel's first malloc
+
+    /** The device heap for kernels' malloc/free, allocated in this context's memory at first use. */
+    DeviceHeap heap(EmulatedMemory memory) {
+        synchronized (lock) {
+            if (heap == null) {
+                heap = new DeviceHeap(memory.allocate(this, settings.limit(ContextSettings.MALLOC_HEAP_SIZE), Allocation.Kind.GLOBAL));
+            }
+            return heap;
+        }
+    }
+
     EmulatedStream legacyStream() {
         return legacy;
     }

@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
+import io.gpusockets.emulated.ptx.PtxFunction;
 import io.gpusockets.emulated.ptx.PtxKernel;
 import io.gpusockets.emulated.ptx.PtxUnsupported;
 import java.util.LinkedHashMap;
@@ -79,10 +80,18 @@ final class EmulatedFunction {
         List<Map.Entry<String, Integer>> shared = module.ptx.sharedDeclarations.stream()
                 .map(s -> Map.entry(s.text(), s.line())).toList();
         try {
-            return PtxKernel.compile(entry.name(), body.text(), body.line(), params, globals, shared);
+            Map<String, PtxFunction> funcs = new LinkedHashMap<>();
+            module.ptx.funcs.forEach((name, f) -> funcs.put(name, new PtxFunction(name, functionParams(f.returns()),
+                    functionParams(f.params()), f.body().text(), f.body().line())));
+            return PtxKernel.compile(entry.name(), body.text(), body.line(), params, globals, shared, funcs,
+                    java.util.Set.copyOf(module.ptx.externFuncs));
         } catch (PtxUnsupported e) {
             return "kernel " + entry.name() + " cannot run on the emulated device: " + e.getMessage();
         }
+    }
+
+    private static List<PtxFunction.Param> functionParams(List<PtxModule.Param> list) {
+        return list.stream().map(p -> new PtxFunction.Param(p.name(), p.size(), p.alignment())).toList();
     }
 
     long maxDynamicShared() {

@@ -33,6 +33,29 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public RuntimeException fault(String detail) {
+        return new KernelFault(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_ILLEGAL_ADDRESS, detail);
+    }
+
+    @Override
+    public long malloc(long size) {
+        try {
+            return context.heap(memory).malloc(size);
+        } catch (CudaError e) {
+            return 0;   // no device memory left for the heap: every malloc fails
+        }
+    }
+
+    @Override
+    public boolean free(long address) {
+        try {
+            return context.heap(memory).free(address);
+        } catch (CudaError e) {
+            return address == 0;
+        }
+    }
+
+    @Override
     public boolean cancelled() {
         return context.destroyed();
     }

@@ -46,10 +46,15 @@ final class PtxModule {
     record Source(String text, int line) {
     }
 
+    /** A {@code .func} definition: its return and parameter lists (each parameter's name, size, alignment) and body. */
+    record Func(String name, List<Param> returns, List<Param> params, Source body) {
+    }
+
     private static final Pattern VERSION = Pattern.compile("(?m)^\\s*\\.version\\s+(\\d+)\\.(\\d+)");
     private static final Pattern TARGET = Pattern.compile("(?m)^\\s*\\.target\\s+([\\w, ]+)");
     private static final Pattern LINE_DIRECTIVE = Pattern.compile("(?m)^[ \\t]*\\.(version|target|address_size|file)\\b.*$");
     private static final Pattern ENTRY = Pattern.compile("\\.entry\\s+([A-Za-z_$%][\\w$%]*)\\s*");
+    private static final Pattern FUNC = Pattern.compile("\\.func\\s*(?:\\([^)]*\\)\\s*)?([A-Za-z_$%][\\w$%]*)\\s*");
     private static final Pattern THREAD_LIMIT = Pattern.compile("\\.(maxntid|reqntid)\\s+(\\d+)(?:\\s*,\\s*(\\d+))?(?:\\s*,\\s*(\\d+))?");
     private static final Pattern SM = Pattern.compile("sm_(\\d+)");
     private static final Pattern TOKEN = Pattern.compile("\\.[A-Za-z_][\\w]*|[A-Za-z_$%][\\w$%]*|\\d+|\\[\\s*\\d*\\s*]|[(),]");
@@ -62,15 +67,22 @@ final class PtxModule {
     final Map<String, Source> bodies;
     /** Module-scope {@code .shared} declarations (each CTA of every entry gets them). */
     final List<Source> sharedDeclarations;
+    /** {@code .func} definitions by name. */
+    final Map<String, Func> funcs;
+    /** Names of {@code .extern .func} declarations (vprintf, malloc, free...). */
+    final List<String> externFuncs;
 
     private PtxModule(int ptxVersion, String target, Map<String, Entry> entries, Map<String, Global> globals,
-                      Map<String, Source> bodies, List<Source> sharedDeclarations) {
+                      Map<String, Source> bodies, List<Source> sharedDeclarations, Map<String, Func> funcs,
+                      List<String> externFuncs) {
         this.ptxVersion = ptxVersion;
         this.target = target;
         this.entries = Collections.unmodifiableMap(entries);
         this.globals = Collections.unmodifiableMap(globals);
         this.bodies = Collections.unmodifiableMap(bodies);
         this.sharedDeclarations = List.copyOf(sharedDeclarations);
+        this.funcs = Collections.unmodifiableMap(funcs);
+        this.externFuncs = List.copyOf(externFuncs);
     }
 
     /** The SM version of the first {@code .target} (sm_90 → 90), or 0. */
@@ -95,6 +107,8 @@ final class PtxModule {
         Map<String, Global> globals = new LinkedHashMap<>();
         Map<String, Source> bodies = new LinkedHashMap<>();
         List<Source> shared = new ArrayList<>();
+        Map<String, Func> funcs = new LinkedHashMap<>();
+        List<String> externs = new ArrayList<>();
         StringBuilder statement = new StringBuilder();
         int n = text.length();
         int line = 1;
@@ -111,8 +125,16 @@ final class PtxModule {
             if (c == ';') {
                 String s = statement.toString();
                 declareVariables(s, globals);
-                if (tokens(s).contains(".shared")) {
+                List<String> words = tokens(s);
+                if (words.contains(".shared")) {
                     shared.add(new Source(s, statementLine));
+                }
+                int func = words.indexOf(".func");
+                if (func >= 0 && words.contains(".extern")) {
+                    Matcher fm = FUNC.matcher(s);
+                    if (fm.find()) {
+                        externs.add(fm.group(1));
+                    }
                 }
                 statement.setLength(0);
                 started = false;
@@ -124,6 +146,8 @@ final class PtxModule {
                     String entry = declareEntry(statement.toString(), entries);
                     if (entry != null) {
                         bodies.put(entry, new Source(text.substring(i, close + 1), line));
+                    } else {
+                        declareFunc(statement.toString(), new Source(text.substring(i, close + 1), line), funcs);
                     }
                     statement.setLength(0);
                     started = false;
@@ -134,7 +158,7 @@ final class PtxModule {
                 statement.append(c);
             }
         }
-        return new PtxModule(ptxVersion, target, entries, globals, bodies, shared);
+        return new PtxModule(ptxVersion, target, entries, globals, bodies, shared, funcs, externs);
     }
 
     private static int matchingBrace(String text, int open) {
@@ -219,6 +243,37 @@ final class PtxModule {
             throw new CudaError(CUDA_ERROR_INVALID_PTX, "entry " + name + " declared twice");
         }
         return name;
+    }
+
+    /** Records the {@code .func} whose header this is (a section or other block is ignored). */
+    private static void declareFunc(String header, Source body, Map<String, Func> funcs) {
+        Matcher m = FUNC.matcher(header);
+        if (!m.find()) {
+            return;
+        }
+        String name = m.group(1);
+        int open = header.indexOf('(', header.indexOf(".func"));
+        List<Param> returns = open >= 0 && open < m.start(1) ? paramList(name, header, open) : List.of();
+        int rest = m.end();
+        List<Param> params = rest < header.length() && header.charAt(rest) == '(' ? paramList(name, header, rest) : List.of();
+        if (funcs.putIfAbsent(name, new Func(name, returns, params, body)) != null) {
+            throw new CudaError(CUDA_ERROR_INVALID_PTX, "function " + name + " defined twice");
+        }
+    }
+
+    private static List<Param> paramList(String name, String header, int open) {
+        int close = header.indexOf(')', open);
+        if (close < 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_PTX, "function " + name + ": parameter list not closed");
+        }
+        String list = header.substring(open + 1, close).trim();
+        List<Param> out = new ArrayList<>();
+        if (!list.isEmpty()) {
+            for (String declaration : list.split(",")) {
+                out.add(param(name, declaration.trim(), 0));
+            }
+        }
+        return out;
     }
 
     /** {@code .param [.align N] TYPE [.ptr [.space] [.align N]] name[[K]]} placed at the next aligned offset. */

@@ -14,10 +14,17 @@ final class Builders {
 
     private final Operands ops;
     private final Symbols symbols;
+    /** The function being built and its declarations (call-site .param sizes); entry is a function too. */
+    private final Calls.Func function;
+    private final Declarations declarations;
+    private final boolean entry;
 
-    Builders(Operands ops, Symbols symbols) {
+    Builders(Operands ops, Symbols symbols, Calls.Func function, Declarations declarations, boolean entry) {
         this.ops = ops;
         this.symbols = symbols;
+        this.function = function;
+        this.declarations = declarations;
+        this.entry = entry;
     }
 
     /** Builds {@code in}; returns the branch label to resolve, or null. */
@@ -124,7 +131,12 @@ final class Builders {
                 m.done();
                 return o.getFirst();
             }
-            case "ret", "exit" -> in.op = Insn.EXIT;
+            case "ret" -> in.op = entry ? Insn.EXIT : Insn.RET;
+            case "exit" -> in.op = Insn.EXIT;
+            case "call" -> {
+                m.take("uni");
+                call(in, p[2]);
+            }
             case "bar", "barrier" -> barrier(in, m, o);
             case "membar", "fence" -> in.op = Insn.NOP;   // one memory order: every access is immediately visible
             case "shfl" -> shuffle(in, m, o);
@@ -320,6 +332,9 @@ final class Builders {
         if (in.space == Insn.GENERIC && symbolSpace >= 0) {
             in.space = symbolSpace;   // [var] without a space: the variable's own space
         }
+        if (in.space == Insn.PARAM && symbolSpace == Insn.LOCAL) {
+            in.space = Insn.LOCAL;   // a .func's parameter or a call site's: a variable of the frame
+        }
         if (in.space == Insn.PARAM && in.op != Insn.LD) {
             throw new PtxUnsupported("st/atom on .param");
         }
@@ -376,11 +391,84 @@ final class Builders {
             case Insn.LOCAL -> LOCAL_WINDOW;
             default -> throw new PtxUnsupported("cvta of the .param or generic space");
         };
-        in.op = Insn.CVTA;
+        in.op = space == Insn.LOCAL ? Insn.CVTA_LOCAL : Insn.CVTA;
         in.offset = to ? -window : window;
         count(o, 2);
         in.d = ops.destination(o.get(0));
         in.a = ops.source(o.get(1), in.type);
+    }
+
+    /** {@code call (ret), f, (a, b)}, {@code call f, (a)}, {@code call f}: direct calls only. */
+    private void call(Insn in, String text) throws PtxUnsupported {
+        List<String> parts = new java.util.ArrayList<>();
+        int depth = 0;
+        StringBuilder cur = new StringBuilder();
+        for (char ch : text.toCharArray()) {
+            if (ch == '(') {
+                depth++;
+            } else if (ch == ')') {
+                depth--;
+            }
+            if (ch == ',' && depth == 0) {
+                parts.add(cur.toString().trim());
+                cur.setLength(0);
+            } else {
+                cur.append(ch);
+            }
+        }
+        if (!cur.toString().isBlank()) {
+            parts.add(cur.toString().trim());
+        }
+        int i = 0;
+        String ret = null;
+        if (!parts.isEmpty() && parts.getFirst().startsWith("(")) {
+            ret = inner(parts.get(i++));
+        }
+        if (i >= parts.size()) {
+            throw new PtxUnsupported("call without a function");
+        }
+        String callee = parts.get(i++);
+        if (callee.startsWith("%") || symbols.registers.containsKey(callee)) {
+            throw new PtxUnsupported("indirect call through register " + callee + " (only direct calls are covered)");
+        }
+        List<String> args = i < parts.size() && parts.get(i).startsWith("(") ? Operands.split(inner(parts.get(i++))) : List.of();
+        if (i < parts.size()) {
+            throw new PtxUnsupported("call with a prototype or target list (indirect calls are not covered)");
+        }
+        long[] offsets = new long[args.size()];
+        long[] sizes = new long[args.size()];
+        for (int k = 0; k < args.size(); k++) {
+            offsets[k] = callVariable(args.get(k));
+            sizes[k] = declarations.callParams.get(args.get(k))[0];
+        }
+        long retOffset = -1;
+        long retSize = 0;
+        if (ret != null) {
+            List<String> rets = Operands.split(ret);
+            if (rets.size() != 1) {
+                throw new PtxUnsupported("call with " + rets.size() + " return values");
+            }
+            retOffset = callVariable(rets.getFirst());
+            retSize = declarations.callParams.get(rets.getFirst())[0];
+        }
+        in.op = Insn.CALL;
+        in.call = new Calls.Site(callee, function, offsets, sizes, retOffset, retSize);
+    }
+
+    private static String inner(String group) throws PtxUnsupported {
+        if (!group.startsWith("(") || !group.endsWith(")")) {
+            throw new PtxUnsupported("call operand " + group);
+        }
+        return group.substring(1, group.length() - 1).trim();
+    }
+
+    /** A call argument or return variable: a .param declared in this body; its frame offset. */
+    private long callVariable(String name) throws PtxUnsupported {
+        Symbols.Symbol sym = symbols.symbols.get(name);
+        if (sym == null || sym.space() != Insn.LOCAL || declarations == null || !declarations.callParams.containsKey(name)) {
+            throw new PtxUnsupported("call argument " + name + " is not a .param variable of the call sequence");
+        }
+        return sym.address();
     }
 
     private void setp(Insn in, Mods m, List<String> o) throws PtxUnsupported {

@@ -13,11 +13,15 @@ import java.nio.ByteOrder;
  * min-PC first: each step runs the instruction at the smallest PC among the warp's live lanes that
  * are not waiting at a barrier, for the lanes at that PC, so divergent lanes reconverge where their
  * paths meet. (Min-PC reconvergence as described for GPGPU-Sim and Ocelot's emulator: facts only.)
+ * With device functions the key is (call depth, PC): the deepest lanes go first, then the smallest
+ * PC among them, so lanes inside a call run it to its return before the others go on, and lanes
+ * that return meet the others after the call ({@link Calls}).
  * A warp runs until all its live lanes wait at {@code bar.sync} or have exited; when every warp of
  * the CTA is in that state the barrier opens (exited threads count as arrived).
  *
  * <p>Registers are longs, {@code regs[w][slot * 32 + lane]}. Memory: .global through the context's
- * checked {@link GlobalMemory} (the last allocation is cached), .shared per CTA, .local per thread,
+ * checked {@link GlobalMemory} (the last allocation is cached), .shared per CTA, .local per thread
+ * (a stack of call frames),
  * .param the launch's parameter bytes; generic addresses of shared and local memory lie in windows
  * of their own ({@link Builders#SHARED_WINDOW}), anything else generic is global.
  */
@@ -42,8 +46,15 @@ final class Cta {
     private final int[] convergedPc;
     private final MemorySegment shared;
     private final long sharedBytes;
-    private final MemorySegment local;
+    /** Per lane: its local memory (the stack of frames, grown on demand), the current frame's [base, top), call depth and frames. */
+    private final MemorySegment[][] stacks;
+    private final long[][] frameBase;
+    private final long[][] frameTop;
+    private final int[][] depth;
+    private final Calls.Frame[][] frames;
     private final long[] scratch = new long[32];
+    /** Bytes of all lanes' stacks (local memory and call frames) allocated so far. */
+    private long stackBytes;
     private long cachedBase;
     private long cachedLength;
     private MemorySegment cachedHost;
@@ -64,7 +75,11 @@ final class Cta {
         this.convergedPc = new int[warpCount];
         this.sharedBytes = program.staticShared + launch.dynamicShared();
         this.shared = MemorySegment.ofArray(new byte[(int) sharedBytes]);
-        this.local = MemorySegment.ofArray(new byte[(int) (program.localBytes * threads)]);
+        this.stacks = new MemorySegment[warpCount][32];
+        this.frameBase = new long[warpCount][32];
+        this.frameTop = new long[warpCount][32];
+        this.depth = new int[warpCount][32];
+        this.frames = new Calls.Frame[warpCount][32];
         for (long[] r : regs) {
             for (int i = 0; i < program.constSlots.length; i++) {
                 java.util.Arrays.fill(r, program.constSlots[i] * 32, program.constSlots[i] * 32 + 32, program.constValues[i]);
@@ -83,6 +98,10 @@ final class Cta {
             live[w] = lanes == 32 ? -1 : (1 << lanes) - 1;
             waiting[w] = 0;
             convergedPc[w] = 0;
+            java.util.Arrays.fill(frameBase[w], 0);
+            java.util.Arrays.fill(frameTop[w], program.localBytes);
+            java.util.Arrays.fill(depth[w], 0);
+            java.util.Arrays.fill(frames[w], null);
             fillSpecials(w, cx, cy, cz);
         }
         while (true) {
@@ -160,15 +179,21 @@ final class Cta {
                 min = converged;
                 mask = ready;
             } else {
+                // The deepest call frames first, then the smallest PC: lanes inside a call run it to its
+                // return before the others go on, and lanes at one depth and PC run together.
+                int[] dp = depth[w];
                 min = Integer.MAX_VALUE;
+                int deepest = -1;
                 mask = 0;
                 for (int m = ready; m != 0; m &= m - 1) {
                     int l = Integer.numberOfTrailingZeros(m);
                     int p = pc[l];
-                    if (p < min) {
+                    int dl = dp[l];
+                    if (dl > deepest || dl == deepest && p < min) {
+                        deepest = dl;
                         min = p;
                         mask = 1 << l;
-                    } else if (p == min) {
+                    } else if (dl == deepest && p == min) {
                         mask |= 1 << l;
                     }
                 }
@@ -191,8 +216,11 @@ final class Cta {
             instructions += Integer.bitCount(exec);
             int next = min + 1;
             if (converged >= 0) {
-                if (exec != mask && (in.op == Insn.BRA || in.op == Insn.BAR) && exec != 0) {
-                    converged = -1;   // some lanes branch or wait, the others go on: diverge
+                if (exec != mask && (in.op == Insn.BRA || in.op == Insn.BAR) && exec != 0
+                        || in.op == Insn.CALL || in.op == Insn.RET) {
+                    // some lanes branch or wait, the others go on; or a call or return, whose targets
+                    // are per lane: diverge (the next min-PC scan converges the warp again)
+                    converged = -1;
                     for (int m = mask; m != 0; m &= m - 1) {
                         pc[Integer.numberOfTrailingZeros(m)] = next;
                     }
@@ -288,6 +316,26 @@ final class Cta {
                 }
             }
             case Insn.EXIT -> live[w] &= ~exec;
+            case Insn.CALL -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    call(in, w, Integer.numberOfTrailingZeros(m), r, pc);
+                }
+            }
+            case Insn.RET -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (!ret(w, l, r, pc)) {
+                        live[w] &= ~(1 << l);
+                    }
+                }
+            }
+            case Insn.CVTA_LOCAL -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long v = in.offset > 0 ? r[in.a * 32 + l] + frameBase[w][l] + in.offset : r[in.a * 32 + l] + in.offset - frameBase[w][l];
+                    r[in.d * 32 + l] = Types.size(in.type) == 4 ? v & 0xFFFF_FFFFL : v;
+                }
+            }
             case Insn.BAR -> waiting[w] |= exec;
             case Insn.SHFL -> shuffle(in, exec, r);
             case Insn.VOTE -> vote(in, exec, r);
@@ -330,6 +378,125 @@ final class Cta {
             case Insn.NOP -> {
             }
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** A call by lane l: a device function gets a frame after the caller's; an extern one runs here. */
+    private void call(Insn in, int w, int l, long[] r, int[] pc) {
+        Calls.Site site = in.call;
+        long base = frameBase[w][l];
+        if (site.extern != 0) {
+            externCall(site, w, l, base);
+            return;
+        }
+        Calls.Func f = site.target;
+        if (depth[w][l] + 1 >= Calls.MAX_DEPTH) {
+            throw memory.fault("call of " + f.name + " (line " + in.line + ") by thread " + (32 * w + l) + " exceeds the call depth limit of "
+                    + Calls.MAX_DEPTH + " frames");
+        }
+        long nb = base + site.caller.frameBytes;
+        long nt = nb + f.frameBytes;
+        if (nt > Calls.MAX_STACK_BYTES) {
+            throw memory.fault("call of " + f.name + " (line " + in.line + ") by thread " + (32 * w + l) + " overflows the "
+                    + Calls.MAX_STACK_BYTES + "-byte stack");
+        }
+        MemorySegment stack = stack(w, l, nt);
+        for (int k = 0; k < site.argOffsets.length; k++) {
+            MemorySegment.copy(stack, base + site.argOffsets[k], stack, nb + f.paramOffsets[k], f.paramSizes[k]);
+        }
+        int[] regsOf = f.registers;
+        long[] saved = new long[regsOf.length];
+        for (int k = 0; k < regsOf.length; k++) {
+            saved[k] = r[regsOf[k] * 32 + l];
+        }
+        frames[w][l] = new Calls.Frame(frames[w][l], pc[l], base, frameTop[w][l], saved, site);
+        depth[w][l]++;
+        frameBase[w][l] = nb;
+        frameTop[w][l] = nt;
+        pc[l] = in.target;
+    }
+
+    /** ret of lane l: back to the caller with the return value; false when the lane is in the entry (it exits). */
+    private boolean ret(int w, int l, long[] r, int[] pc) {
+        Calls.Frame fr = frames[w][l];
+        if (fr == null) {
+            return false;
+        }
+        Calls.Site site = fr.site();
+        Calls.Func f = site.target;
+        MemorySegment stack = stacks[w][l];
+        if (site.returnOffset >= 0) {
+            MemorySegment.copy(stack, frameBase[w][l] + f.returnOffset, stack, fr.base() + site.returnOffset, f.returnSize);
+        }
+        int[] regsOf = f.registers;
+        long[] saved = fr.saved();
+        for (int k = 0; k < regsOf.length; k++) {
+            r[regsOf[k] * 32 + l] = saved[k];
+        }
+        frames[w][l] = fr.parent();
+        depth[w][l]--;
+        frameBase[w][l] = fr.base();
+        frameTop[w][l] = fr.top();
+        pc[l] = fr.returnPc();
+        return true;
+    }
+
+    /** Lane l's local memory, at least {@code bytes} long. */
+    private MemorySegment stack(int w, int l, long bytes) {
+        MemorySegment s = stacks[w][l];
+        if (s == null || s.byteSize() < bytes) {
+            long size = Math.max(Math.max(64, bytes), s == null ? 0 : Math.min(Calls.MAX_STACK_BYTES, 2 * s.byteSize()));
+            // The block's stacks together stay within what one CTA may hold: client PTX recursing in every
+            // thread of a large block must not make the backend allocate without bound.
+            long added = size - (s == null ? 0 : s.byteSize());
+            if (stackBytes + added > PtxKernel.MAX_CTA_STATE_BYTES) {
+                throw memory.fault("the call stacks of a block of " + threads + " threads would exceed the emulated device's "
+                        + PtxKernel.MAX_CTA_STATE_BYTES + " bytes (thread " + (32 * w + l) + ", " + bytes + " bytes)");
+            }
+            stackBytes += added;
+            MemorySegment grown = MemorySegment.ofArray(new byte[(int) size]);
+            if (s != null) {
+                MemorySegment.copy(s, 0, grown, 0, s.byteSize());
+            }
+            stacks[w][l] = grown;
+            s = grown;
+        }
+        return s;
+    }
+
+    /** vprintf, malloc, free: their arguments are the caller's call-site variables, 8 bytes each. */
+    private void externCall(Calls.Site site, int w, int l, long base) {
+        MemorySegment stack = stack(w, l, frameTop[w][l]);
+        long first = stack.get(LONG, base + site.argOffsets[0]);
+        switch (site.extern) {
+            case Calls.VPRINTF -> {
+                int result = -1;   // a NULL format prints nothing and returns -1
+                if (first != 0) {
+                    long args = stack.get(LONG, base + site.argOffsets[1]);
+                    DevicePrintf.Result printed = DevicePrintf.format((address, size) -> load(Insn.GENERIC, address, size, w, l),
+                            first, args);
+                    // One write per call: PrintStream writes hold its lock, so calls of other threads never interleave with it.
+                    System.out.write(printed.text(), 0, printed.text().length);
+                    System.out.flush();
+                    result = printed.arguments();
+                }
+                if (site.returnOffset >= 0) {
+                    stack.set(INT, base + site.returnOffset, result);
+                }
+            }
+            case Calls.MALLOC -> {
+                long block = memory.malloc(first);
+                if (site.returnOffset >= 0) {
+                    stack.set(LONG, base + site.returnOffset, block);
+                }
+            }
+            case Calls.FREE -> {
+                if (!memory.free(first)) {
+                    throw memory.fault("free(0x" + Long.toHexString(first) + ") by thread " + (32 * w + l)
+                            + ": not a block malloc returned, or freed already");
+                }
+            }
+            default -> throw new IllegalStateException("extern " + site.callee);
         }
     }
 
@@ -448,8 +615,8 @@ final class Cta {
             case Insn.GLOBAL -> get(global(address, size), address - cachedBase, size);
             case Insn.SHARED -> get(shared, sharedOffset(address, size), size);
             case Insn.SHARED + 16 -> get(shared, sharedOffset(address - Builders.SHARED_WINDOW, size), size);
-            case Insn.LOCAL -> get(local, localOffset(address, size, w, l), size);
-            case Insn.LOCAL + 16 -> get(local, localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size);
+            case Insn.LOCAL -> get(stack(w, l, frameTop[w][l]), localOffset(address + frameBase[w][l], size, w, l), size);
+            case Insn.LOCAL + 16 -> get(stack(w, l, frameTop[w][l]), localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size);
             case Insn.PARAM -> get(launch.params(), paramOffset(address, size), size);
             default -> throw new IllegalStateException("space " + space);
         };
@@ -460,8 +627,8 @@ final class Cta {
             case Insn.GLOBAL -> put(global(address, size), address - cachedBase, size, value);
             case Insn.SHARED -> put(shared, sharedOffset(address, size), size, value);
             case Insn.SHARED + 16 -> put(shared, sharedOffset(address - Builders.SHARED_WINDOW, size), size, value);
-            case Insn.LOCAL -> put(local, localOffset(address, size, w, l), size, value);
-            case Insn.LOCAL + 16 -> put(local, localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size, value);
+            case Insn.LOCAL -> put(stack(w, l, frameTop[w][l]), localOffset(address + frameBase[w][l], size, w, l), size, value);
+            case Insn.LOCAL + 16 -> put(stack(w, l, frameTop[w][l]), localOffset(address - Builders.LOCAL_WINDOW, size, w, l), size, value);
             default -> throw new IllegalStateException("space " + space);
         }
     }
@@ -484,11 +651,12 @@ final class Cta {
         return offset;
     }
 
+    /** An offset in the lane's stack: it must lie in the live frames, [0, the current frame's top). */
     private long localOffset(long offset, int size, int w, int l) {
-        if (offset < 0 || offset > program.localBytes - size) {
+        if (offset < 0 || offset > frameTop[w][l] - size) {
             throw memory.illegalAddress(SPACES[Insn.LOCAL], offset, size);
         }
-        return (32L * w + l) * program.localBytes + offset;
+        return offset;
     }
 
     private long paramOffset(long offset, int size) {

@@ -13,12 +13,42 @@ final class Declarations {
     static final long DYNAMIC = Long.MIN_VALUE;
 
     long sharedBytes;
+    /**
+     * Bytes of the function's frame: its parameters and return values (a .func's), then its .local
+     * variables in declaration order, then the call sites' .param variables ({@link #finishFrame}).
+     */
     long localBytes;
     final List<String> externShared = new ArrayList<>();
+    /** Call-site .param variables: name to {size, alignment}; one name declared in several call sequences is one variable, as large as the largest. */
+    final java.util.Map<String, long[]> callParams = new java.util.LinkedHashMap<>();
     private final Symbols symbols;
+    private final boolean function;
 
     Declarations(Symbols symbols) {
+        this(symbols, false);
+    }
+
+    Declarations(Symbols symbols, boolean function) {
         this.symbols = symbols;
+        this.function = function;
+    }
+
+    /** Places a .func's parameter or return value in the frame; returns its frame offset. */
+    long frameVariable(String name, long size, long align) {
+        localBytes = (localBytes + align - 1) / align * align;
+        long offset = localBytes;
+        symbols.symbols.put(name, new Symbols.Symbol(Insn.LOCAL, offset));
+        localBytes += size;
+        return offset;
+    }
+
+    /** Places the call sites' .param variables after the locals; returns the frame's size (16-aligned). */
+    long finishFrame() {
+        for (java.util.Map.Entry<String, long[]> e : callParams.entrySet()) {
+            frameVariable(e.getKey(), e.getValue()[0], e.getValue()[1]);
+        }
+        localBytes = (localBytes + 15) / 16 * 16;
+        return localBytes;
     }
 
     /** Handles a directive statement; returns false when it is not one the interpreter knows. */
@@ -28,6 +58,7 @@ final class Declarations {
         switch (first) {
             case ".reg" -> registers(tokens);
             case ".shared", ".local", ".extern", ".align" -> variable(tokens);
+            case ".param" -> callParam(tokens);
             case ".pragma" -> {
             }
             default -> {
@@ -71,9 +102,47 @@ final class Declarations {
     }
 
     private void add(String name, int type) throws PtxUnsupported {
-        if (symbols.registers.putIfAbsent(name, symbols.newRegister(Types.size(type))) != null) {
-            throw new PtxUnsupported("register " + name + " declared twice (nested scopes)");
+        Integer slot = symbols.registers.get(name);
+        if (slot == null) {
+            symbols.registers.put(name, symbols.newRegister(Types.size(type)));
+        } else if (symbols.slotBytes.get(slot) != Types.size(type)) {
+            // nvcc declares one scratch register (temp_param_reg) in every call sequence: those share a slot
+            throw new PtxUnsupported("register " + name + " declared twice with different types (nested scopes)");
         }
+    }
+
+    /** {@code .param [.align N] .type name[[K]]} in a call sequence. */
+    private void callParam(List<String> tokens) throws PtxUnsupported {
+        long align = 0;
+        long element = 0;
+        long count = 1;
+        String name = null;
+        for (int i = 1; i < tokens.size(); i++) {
+            String t = tokens.get(i);
+            if (t.equals(".align")) {
+                align = Long.parseLong(tokens.get(++i));
+            } else if (t.startsWith(".v")) {
+                count *= Long.parseLong(t.substring(2));
+            } else if (t.startsWith(".") && Types.parse(t.substring(1)) != 0) {
+                int type = Types.parse(t.substring(1));
+                element = type < 0 ? 2 : Types.size(type);
+            } else if (t.startsWith("[")) {
+                count *= Long.parseLong(t.substring(1, t.length() - 1).trim());
+            } else if (!t.startsWith(".") && name == null) {
+                name = t;
+            } else {
+                throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+            }
+        }
+        if (name == null || element == 0) {
+            throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+        }
+        if (count < 0 || count > MAX_VARIABLE_BYTES / element || align < 0 || align > MAX_VARIABLE_BYTES) {
+            throw new PtxUnsupported("call parameter " + name + " of " + count + " elements of " + element + " bytes");
+        }
+        long size = element * count;
+        long a = align == 0 ? element : align;
+        callParams.merge(name, new long[] {size, a}, (x, y) -> new long[] {Math.max(x[0], y[0]), Math.max(x[1], y[1])});
     }
 
     /**
@@ -87,6 +156,9 @@ final class Declarations {
         int space = tokens.contains(".shared") ? Insn.SHARED : tokens.contains(".local") ? Insn.LOCAL : -1;
         if (space < 0) {
             throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+        }
+        if (space == Insn.SHARED && function) {
+            throw new PtxUnsupported(".shared variable declared in a .func");
         }
         long align = 0;
         long element = 0;

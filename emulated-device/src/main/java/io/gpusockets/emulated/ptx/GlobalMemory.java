@@ -20,6 +20,18 @@ public interface GlobalMemory {
     /** The fault for an access not aligned to its size. */
     RuntimeException misaligned(long address, long alignment);
 
+    /**
+     * The fault for a kernel that cannot go on (call depth or stack exceeded, a bad free): as on a
+     * device, the launch fails with CUDA_ERROR_ILLEGAL_ADDRESS, the context's sticky error.
+     */
+    RuntimeException fault(String detail);
+
+    /** The device heap's malloc: a block of at least {@code size} bytes of device memory, or 0 when the heap is exhausted. */
+    long malloc(long size);
+
+    /** The device heap's free; false when {@code address} is not a block malloc returned (free(0) does nothing). */
+    boolean free(long address);
+
     /** True once the context is being destroyed: a running kernel stops. */
     boolean cancelled();
 }

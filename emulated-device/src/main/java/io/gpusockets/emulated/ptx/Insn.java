@@ -64,6 +64,12 @@ final class Insn {
     static final int PACK = 61;
     static final int UNPACK = 62;
     static final int CLOCK = 63;
+    /** call: {@link #call} says what and with which arguments. */
+    static final int CALL = 64;
+    /** ret from a .func (in the entry, ret is EXIT). */
+    static final int RET = 65;
+    /** cvta of the .local space: the frame's place in the thread's stack is added (subtracted by cvta.to). */
+    static final int CVTA_LOCAL = 66;
 
     // State spaces of ld/st/atom.
     static final int GENERIC = 0;
@@ -110,6 +116,7 @@ final class Insn {
     int guard = -1;
     boolean guardNegated;
     int target = -1;
+    Calls.Site call;
 
     Insn(int line, String text) {
         this.line = line;

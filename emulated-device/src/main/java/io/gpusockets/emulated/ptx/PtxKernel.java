@@ -45,7 +45,19 @@ public final class PtxKernel {
      */
     public static PtxKernel compile(String entry, String body, int firstLine, Map<String, Long> params,
                                     Map<String, Long> globals, List<Map.Entry<String, Integer>> moduleShared) throws PtxUnsupported {
-        return new PtxKernel(PtxParser.parse(entry, body, firstLine, params, globals, moduleShared));
+        return compile(entry, body, firstLine, params, globals, moduleShared, Map.of(), java.util.Set.of());
+    }
+
+    /**
+     * Parses an entry body and the device functions it calls.
+     *
+     * @param funcs   the module's .func definitions by name
+     * @param externs the module's .extern .func names
+     */
+    public static PtxKernel compile(String entry, String body, int firstLine, Map<String, Long> params,
+                                    Map<String, Long> globals, List<Map.Entry<String, Integer>> moduleShared,
+                                    Map<String, PtxFunction> funcs, java.util.Set<String> externs) throws PtxUnsupported {
+        return new PtxKernel(PtxParser.parse(entry, body, firstLine, params, globals, moduleShared, funcs, externs));
     }
 
     /** Most .local memory a thread may have, as on the device (512 KiB). */

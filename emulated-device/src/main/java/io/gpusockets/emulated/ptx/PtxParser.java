@@ -20,12 +20,16 @@ final class PtxParser {
      * @param params   the entry's parameters: name to offset in the parameter buffer
      * @param globals  the module's .global/.const variables: name to device address
      * @param moduleShared module-scope .shared declarations (text, line)
+     * @param funcs    the module's .func definitions by name (those the entry calls are parsed)
+     * @param externs  the module's .extern .func names
      */
     static Program parse(String entry, String body, int firstLine, Map<String, Long> params, Map<String, Long> globals,
-                         List<Map.Entry<String, Integer>> moduleShared) throws PtxUnsupported {
-        Symbols symbols = new Symbols();
+                         List<Map.Entry<String, Integer>> moduleShared, Map<String, PtxFunction> funcs,
+                         java.util.Set<String> externs) throws PtxUnsupported {
+        Symbols root = new Symbols();
+        globals.forEach((name, address) -> root.symbols.put(name, new Symbols.Symbol(Insn.GLOBAL, address)));
+        Symbols symbols = new Symbols(root);
         params.forEach((name, offset) -> symbols.symbols.put(name, new Symbols.Symbol(Insn.PARAM, offset)));
-        globals.forEach((name, address) -> symbols.symbols.put(name, new Symbols.Symbol(Insn.GLOBAL, address)));
         Declarations declarations = new Declarations(symbols);
         for (Map.Entry<String, Integer> s : moduleShared) {
             try {
@@ -34,12 +38,94 @@ final class PtxParser {
                 throw new PtxUnsupported("line " + s.getValue() + ": " + e.getMessage());
             }
         }
+        List<Insn> code = new ArrayList<>();
+        Calls.Func main = new Calls.Func(entry);
+        long staticShared = body(entry, body, firstLine, symbols, declarations, main, true, code);
+        Map<String, Calls.Func> linked = new HashMap<>();
+        linked.put(entry, main);   // a kernel does not call itself (that is a launch), so the name is free
+        for (int i = 0; i < code.size(); i++) {
+            Insn in = code.get(i);
+            if (in.op != Insn.CALL) {
+                continue;
+            }
+            Calls.Site site = in.call;
+            String callee = site.callee;
+            PtxFunction f = funcs.get(callee);
+            if (f == null) {
+                site.extern = switch (callee) {
+                    case "vprintf" -> Calls.VPRINTF;
+                    case "malloc" -> Calls.MALLOC;
+                    case "free" -> Calls.FREE;
+                    default -> 0;
+                };
+                if (site.extern == 0 || !externs.contains(callee)) {
+                    throw new PtxUnsupported("line " + in.line + ": call to " + (externs.contains(callee) ? "extern function " : "undefined function ")
+                            + callee + " (of the extern functions vprintf, malloc and free are covered)");
+                }
+                long[] want = switch (site.extern) {
+                    case Calls.VPRINTF -> new long[] {8, 8, 4};
+                    case Calls.MALLOC -> new long[] {8, 8};
+                    default -> new long[] {8, 0};
+                };
+                if (site.argSizes.length != want.length - 1 || site.returnSize != (site.returnOffset < 0 ? 0 : want[want.length - 1])
+                        || java.util.Arrays.stream(site.argSizes).anyMatch(sz -> sz != 8)) {
+                    throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with other arguments than its declaration");
+                }
+                continue;
+            }
+            Calls.Func target = linked.get(callee);
+            if (target == null || target == main) {
+                target = new Calls.Func(callee);
+                linked.put(callee, target);
+                Symbols fs = new Symbols(root);
+                Declarations fd = new Declarations(fs, true);
+                target.paramOffsets = new long[f.params().size()];
+                target.paramSizes = new long[f.params().size()];
+                if (f.returns().size() > 1) {
+                    throw new PtxUnsupported("function " + callee + " with several return values");
+                }
+                for (PtxFunction.Param r : f.returns()) {
+                    target.returnOffset = fd.frameVariable(r.name(), r.size(), r.alignment());
+                    target.returnSize = r.size();
+                }
+                for (int k = 0; k < f.params().size(); k++) {
+                    PtxFunction.Param q = f.params().get(k);
+                    target.paramOffsets[k] = fd.frameVariable(q.name(), q.size(), q.alignment());
+                    target.paramSizes[k] = q.size();
+                }
+                target.entryPc = code.size();
+                body(callee, f.body(), f.line(), fs, fd, target, false, code);
+            }
+            if (site.argSizes.length != target.paramSizes.length) {
+                throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with " + site.argSizes.length + " arguments, it has "
+                        + target.paramSizes.length);
+            }
+            for (int k = 0; k < site.argSizes.length; k++) {
+                if (site.argSizes[k] < target.paramSizes[k]) {
+                    throw new PtxUnsupported("line " + in.line + ": argument " + k + " of " + callee + " is smaller than the parameter");
+                }
+            }
+            if (site.returnOffset >= 0 && (target.returnOffset < 0 || site.returnSize < target.returnSize)) {
+                throw new PtxUnsupported("line " + in.line + ": call of " + callee + " expects a return value it does not have");
+            }
+            site.target = target;
+            in.target = target.entryPc;
+        }
+        return new Program(entry, code.toArray(new Insn[0]), symbols.slotBytes.size(), Symbols.ints(symbols.constSlots),
+                symbols.constValues.stream().mapToLong(Long::longValue).toArray(), Symbols.ints(symbols.specialSlots),
+                Symbols.ints(symbols.specialKinds), staticShared, main.frameBytes);
+    }
+
+    /** Parses one function's body onto {@code code}; returns the static shared bytes (the entry's). */
+    private static long body(String name, String body, int firstLine, Symbols symbols, Declarations declarations, Calls.Func function,
+                             boolean entry, List<Insn> code) throws PtxUnsupported {
         String text = body.trim();
         if (text.startsWith("{") && text.endsWith("}")) {
             text = text.substring(1, text.length() - 1);
         }
         List<Statements.Statement> statements = Statements.split(text, firstLine);
         List<Statements.Statement> instructions = new ArrayList<>();
+        java.util.Set<String> before = new java.util.HashSet<>(symbols.registers.keySet());
         for (Statements.Statement s : statements) {
             if (!s.label() && s.text().startsWith(".")) {
                 boolean known;
@@ -55,12 +141,15 @@ final class PtxParser {
                 instructions.add(s);
             }
         }
-        long staticShared = declarations.finishShared();
+        long staticShared = entry ? declarations.finishShared() : 0;
+        function.frameBytes = declarations.finishFrame();
+        function.registers = symbols.registers.entrySet().stream().filter(e -> !before.contains(e.getKey()))
+                .mapToInt(Map.Entry::getValue).sorted().toArray();
 
+        int first = code.size();
         Map<String, Integer> labels = new HashMap<>();
-        List<Insn> code = new ArrayList<>();
         List<String> targets = new ArrayList<>();
-        Builders builders = new Builders(new Operands(symbols), symbols);
+        Builders builders = new Builders(new Operands(symbols), symbols, function, declarations, entry);
         for (Statements.Statement s : instructions) {
             if (s.label()) {
                 labels.put(s.text(), code.size());
@@ -74,12 +163,12 @@ final class PtxParser {
             }
             code.add(in);
         }
-        Insn exit = new Insn(firstLine, "(end of " + entry + ")");
-        exit.op = Insn.EXIT;
-        code.add(exit);
+        Insn end = new Insn(firstLine, "(end of " + name + ")");
+        end.op = entry ? Insn.EXIT : Insn.RET;
+        code.add(end);
         targets.add(null);
-        for (int i = 0; i < code.size(); i++) {
-            String label = targets.get(i);
+        for (int i = first; i < code.size(); i++) {
+            String label = targets.get(i - first);
             if (label != null) {
                 Integer target = labels.get(label);
                 if (target == null) {
@@ -88,9 +177,7 @@ final class PtxParser {
                 code.get(i).target = target;
             }
         }
-        return new Program(entry, code.toArray(new Insn[0]), symbols.slotBytes.size(), Symbols.ints(symbols.constSlots),
-                symbols.constValues.stream().mapToLong(Long::longValue).toArray(), Symbols.ints(symbols.specialSlots),
-                Symbols.ints(symbols.specialKinds), staticShared, declarations.localBytes);
+        return staticShared;
     }
 
     /** Splits "@!%p1 add.s32 a, b" into guard, opcode and operand text. */

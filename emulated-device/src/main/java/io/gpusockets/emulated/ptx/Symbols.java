@@ -15,14 +15,40 @@ final class Symbols {
 
     final Map<String, Integer> registers = new HashMap<>();
     /** Bytes of each slot's register (4 for .b32): 32-bit address registers are masked. */
-    final List<Integer> slotBytes = new ArrayList<>();
-    final Map<String, Symbol> symbols = new HashMap<>();
-    final Map<Long, Integer> constants = new HashMap<>();
-    final Map<Integer, Integer> specials = new HashMap<>();
-    final List<Integer> constSlots = new ArrayList<>();
-    final List<Long> constValues = new ArrayList<>();
-    final List<Integer> specialSlots = new ArrayList<>();
-    final List<Integer> specialKinds = new ArrayList<>();
+    final List<Integer> slotBytes;
+    final Map<String, Symbol> symbols;
+    final Map<Long, Integer> constants;
+    final Map<Integer, Integer> specials;
+    final List<Integer> constSlots;
+    final List<Long> constValues;
+    final List<Integer> specialSlots;
+    final List<Integer> specialKinds;
+
+    Symbols() {
+        slotBytes = new ArrayList<>();
+        symbols = new HashMap<>();
+        constants = new HashMap<>();
+        specials = new HashMap<>();
+        constSlots = new ArrayList<>();
+        constValues = new ArrayList<>();
+        specialSlots = new ArrayList<>();
+        specialKinds = new ArrayList<>();
+    }
+
+    /**
+     * The names of one function of the program: its own registers and a copy of {@code outer}'s
+     * symbols, sharing the slot numbering and the constant and special slots with it.
+     */
+    Symbols(Symbols outer) {
+        slotBytes = outer.slotBytes;
+        symbols = new HashMap<>(outer.symbols);
+        constants = outer.constants;
+        specials = outer.specials;
+        constSlots = outer.constSlots;
+        constValues = outer.constValues;
+        specialSlots = outer.specialSlots;
+        specialKinds = outer.specialKinds;
+    }
 
     /**
      * Most register, constant and special slots one entry may have. PTX comes from clients: a
