@@ -113,11 +113,30 @@ final class Declarations {
 
     /** {@code .param [.align N] .type name[[K]]} in a call sequence. */
     private void callParam(List<String> tokens) throws PtxUnsupported {
+        Sized v = sized(tokens, 1, true);
+        if (v.count < 0 || v.count > MAX_VARIABLE_BYTES / v.element || v.align < 0 || v.align > MAX_VARIABLE_BYTES) {
+            throw new PtxUnsupported("call parameter " + v.name + " of " + v.count + " elements of " + v.element + " bytes");
+        }
+        long size = v.element * v.count;
+        long a = v.align == 0 ? v.element : v.align;
+        callParams.merge(v.name, new long[] {size, a}, (x, y) -> new long[] {Math.max(x[0], y[0]), Math.max(x[1], y[1])});
+    }
+
+    /** What a declaration says of one variable: alignment (0: its element's), element bytes, element count, name. */
+    private record Sized(long align, long element, long count, String name) {
+    }
+
+    /**
+     * Reads {@code [.align N] [.vK] .type name[[K]]} from {@code tokens} starting at {@code from}. With
+     * {@code strict} any other token is refused; without it other directives and an initializer's
+     * {@code =} are passed over (the caller judges them), and {@code name[]} has no elements.
+     */
+    private static Sized sized(List<String> tokens, int from, boolean strict) throws PtxUnsupported {
         long align = 0;
         long element = 0;
         long count = 1;
         String name = null;
-        for (int i = 1; i < tokens.size(); i++) {
+        for (int i = from; i < tokens.size(); i++) {
             String t = tokens.get(i);
             if (t.equals(".align")) {
                 align = Long.parseLong(tokens.get(++i));
@@ -125,24 +144,21 @@ final class Declarations {
                 count *= Long.parseLong(t.substring(2));
             } else if (t.startsWith(".") && Types.parse(t.substring(1)) != 0) {
                 int type = Types.parse(t.substring(1));
-                element = type < 0 ? 2 : Types.size(type);
+                element = type < 0 ? 2 : Types.size(type);   // f16 data is only bytes here
             } else if (t.startsWith("[")) {
-                count *= Long.parseLong(t.substring(1, t.length() - 1).trim());
-            } else if (!t.startsWith(".") && name == null) {
+                String inner = t.substring(1, t.length() - 1).trim();
+                count = inner.isEmpty() && !strict ? 0 : count * Long.parseLong(inner);
+            } else if (!t.startsWith(".") && !t.equals("=") && name == null) {
                 name = t;
-            } else {
-                throw new PtxUnsupported("declaration " + String.join(" ", tokens));
+            } else if (strict || !t.startsWith(".") && !t.equals("=")) {
+                throw new PtxUnsupported((name != null && !strict ? "declaration of several variables or an initializer: "
+                        : "declaration ") + String.join(" ", tokens));
             }
         }
         if (name == null || element == 0) {
             throw new PtxUnsupported("declaration " + String.join(" ", tokens));
         }
-        if (count < 0 || count > MAX_VARIABLE_BYTES / element || align < 0 || align > MAX_VARIABLE_BYTES) {
-            throw new PtxUnsupported("call parameter " + name + " of " + count + " elements of " + element + " bytes");
-        }
-        long size = element * count;
-        long a = align == 0 ? element : align;
-        callParams.merge(name, new long[] {size, a}, (x, y) -> new long[] {Math.max(x[0], y[0]), Math.max(x[1], y[1])});
+        return new Sized(align, element, count, name);
     }
 
     /**
@@ -160,32 +176,11 @@ final class Declarations {
         if (space == Insn.SHARED && function) {
             throw new PtxUnsupported(".shared variable declared in a .func");
         }
-        long align = 0;
-        long element = 0;
-        long count = 1;
-        String name = null;
-        for (int i = 0; i < tokens.size(); i++) {
-            String t = tokens.get(i);
-            if (t.equals(".align")) {
-                align = Long.parseLong(tokens.get(++i));
-            } else if (t.startsWith(".v")) {
-                count *= Long.parseLong(t.substring(2));
-            } else if (t.startsWith(".") && Types.parse(t.substring(1)) != 0) {
-                int type = Types.parse(t.substring(1));
-                element = type < 0 ? 2 : Types.size(type);   // f16 data is only bytes here
-            } else if (t.startsWith("[")) {
-                String inner = t.substring(1, t.length() - 1).trim();
-                count = inner.isEmpty() ? 0 : count * Long.parseLong(inner);
-            } else if (!t.startsWith(".") && !t.equals("=")) {
-                if (name != null) {
-                    throw new PtxUnsupported("declaration of several variables or an initializer: " + String.join(" ", tokens));
-                }
-                name = t;
-            }
-        }
-        if (name == null || element == 0) {
-            throw new PtxUnsupported("declaration " + String.join(" ", tokens));
-        }
+        Sized v = sized(tokens, 0, false);
+        long element = v.element;
+        long count = v.count;
+        String name = v.name;
+        long align = v.align;
         if (tokens.contains("=")) {
             throw new PtxUnsupported("initialized " + (space == Insn.SHARED ? ".shared" : ".local") + " variable " + name);
         }
