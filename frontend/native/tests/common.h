@@ -180,6 +180,16 @@ static inline CUmodule load_ptx_module(const char *path) {
     return mod;
 }
 
+/* A module from the image file at path (a fatbin or cubin, its bytes read into memory as they are). */
+static inline CUmodule load_image_module(const char *path) {
+    size_t size;
+    unsigned char *image = read_file(path, &size, 0);
+    CUmodule mod;
+    CHECK(cuModuleLoadData(&mod, image));
+    free(image);
+    return mod;
+}
+
 static inline CUfunction get_function(CUmodule mod, const char *name) {
     CUfunction f;
     CHECK(cuModuleGetFunction(&f, mod, name));

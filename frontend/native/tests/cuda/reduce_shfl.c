@@ -30,11 +30,7 @@ int main(int argc, char **argv) {
     double t0 = now_ms();
     CUdevice dev;
     use_primary_context(&dev);
-    size_t size;
-    unsigned char *image = read_file(argv[1], &size, 0);
-    CUmodule mod;
-    CHECK(cuModuleLoadData(&mod, image));
-    free(image);
+    CUmodule mod = load_image_module(argv[1]);
     CUfunction partial = get_function(mod, "reduce_partial");
     CUfunction final = get_function(mod, "reduce_final");
 

@@ -14,11 +14,7 @@ int main(int argc, char **argv) {
     double t0 = now_ms();
     CUdevice dev;
     use_primary_context(&dev);
-    size_t size;
-    unsigned char *image = read_file(argv[1], &size, 0);
-    CUmodule mod;
-    CHECK(cuModuleLoadData(&mod, image));
-    free(image);
+    CUmodule mod = load_image_module(argv[1]);
     CUfunction scan_blocks = get_function(mod, "scan_blocks");
     CUfunction add_offsets = get_function(mod, "add_offsets");
 

@@ -41,17 +41,10 @@ class CudaProgramsTest {
     @BeforeAll
     static void setUp() throws Exception {
         programs = NativePrograms.locate();
-        Path cudaH = Path.of(NativePrograms.CUDA_INCLUDE, "cuda.h");
-        String noGcc = NativePrograms.gccMissing();
         nvcc = NativePrograms.nvcc();
-        if (!Files.isRegularFile(programs.library())) {
-            skipReason = programs.library() + " does not exist: the C libcuda.so.1 is not built (yet), so its programs cannot run";
-        } else if (noGcc != null) {
-            skipReason = "the CUDA programs need gcc: " + noGcc;
-        } else if (nvcc == null) {
+        skipReason = programs.cannotRun("the CUDA programs");
+        if (skipReason == null && nvcc == null) {
             skipReason = "the CUDA programs need nvcc to build their kernels: none on the PATH or at /usr/local/cuda/bin/nvcc";
-        } else if (!Files.isRegularFile(cudaH)) {
-            skipReason = "the CUDA programs need the CUDA headers: " + cudaH + " does not exist";
         }
         if (skipReason != null) {
             System.err.println("CudaProgramsTest: skipped: " + skipReason);

@@ -154,6 +154,23 @@ final class NativePrograms {
     }
 
     /** Whether gcc runs; null if so, else why not. */
+    /**
+     * Why {@code what} (C programs built from this tree) cannot be built and run here, or null: the
+     * C libcuda.so.1 not built, no gcc, or no CUDA headers.
+     */
+    String cannotRun(String what) {
+        Path cudaH = Path.of(CUDA_INCLUDE, "cuda.h");
+        String noGcc = gccMissing();
+        if (!Files.isRegularFile(library())) {
+            return library() + " does not exist: the C libcuda.so.1 is not built (yet), so its programs cannot run";
+        } else if (noGcc != null) {
+            return what + " need gcc: " + noGcc;
+        } else if (!Files.isRegularFile(cudaH)) {
+            return what + " need the CUDA headers: " + cudaH + " does not exist";
+        }
+        return null;
+    }
+
     static String gccMissing() {
         try {
             Process p = new ProcessBuilder("gcc", "--version").redirectErrorStream(true)

@@ -45,15 +45,7 @@ class NativeProgramsTest {
     @BeforeAll
     static void setUp() throws Exception {
         programs = NativePrograms.locate();
-        Path cudaH = Path.of(NativePrograms.CUDA_INCLUDE, "cuda.h");
-        String noGcc = NativePrograms.gccMissing();
-        if (!Files.isRegularFile(programs.library())) {
-            skipReason = programs.library() + " does not exist: the C libcuda.so.1 is not built (yet), so its programs cannot run";
-        } else if (noGcc != null) {
-            skipReason = "the C programs need gcc: " + noGcc;
-        } else if (!Files.isRegularFile(cudaH)) {
-            skipReason = "the C programs need the CUDA headers: " + cudaH + " does not exist";
-        }
+        skipReason = programs.cannotRun("the C programs");
         if (skipReason != null) {
             System.err.println("NativeProgramsTest: skipped: " + skipReason);
             return;
