@@ -64,10 +64,6 @@ final class Call {
         return arena.allocate(Math.max(bytes, 8), 16);
     }
 
-    int readInt() {
-        return body.getInt();
-    }
-
     long readLong() {
         return body.getLong();
     }
