@@ -98,8 +98,13 @@ public final class PtxKernel {
         return program.staticShared;
     }
 
-    /** Runs the grid; returns the thread-instructions executed. */
+    /** Runs the grid with the engine {@link PtxEngine#current} picks; returns the thread-instructions executed. */
     public long run(Launch launch) {
+        PtxEngine.current();
+        return interpret(launch);
+    }
+
+    private long interpret(Launch launch) {
         long ctas = launch.gridX() * launch.gridY() * launch.gridZ();
         int workers = (int) Math.min(CORES, ctas);
         AtomicLong next = new AtomicLong();
@@ -140,6 +145,7 @@ public final class PtxKernel {
                 done.get(k).join();
             }
         }
+        PtxEngine.count(false, executed.get());
         if (failure.get() != null) {
             throw failure.get();
         }
