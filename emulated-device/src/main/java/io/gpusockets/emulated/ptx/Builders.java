@@ -503,7 +503,7 @@ final class Builders {
     private void barrier(Insn in, Mods m, List<String> o) throws PtxUnsupported {
         if (m.take("warp")) {
             m.take("sync");
-            in.op = Insn.NOP;   // warps run in lockstep
+            in.op = Insn.WARPSYNC;
             return;
         }
         if (!m.take("sync")) {

@@ -337,8 +337,10 @@ final class Cta {
                 }
             }
             case Insn.BAR -> waiting[w] |= exec;
-            case Insn.SHFL -> shuffle(in, exec, r);
-            case Insn.VOTE -> vote(in, exec, r);
+            case Insn.SHFL -> WarpOps.shuffle(in.mod, exec, r, in.a * 32, in.b * 32, in.c * 32, in.d * 32, in.d2 * 32, scratch);
+            case Insn.VOTE -> WarpOps.vote(in.mod, in.negA, exec, r, in.a * 32, in.e * 32, in.d * 32);
+            case Insn.WARPSYNC -> {
+            }
             case Insn.ACTIVEMASK -> {
                 for (int m = exec; m != 0; m &= m - 1) {
                     r[in.d * 32 + Integer.numberOfTrailingZeros(m)] = mask & 0xFFFF_FFFFL;
@@ -506,73 +508,6 @@ final class Cta {
             case Alu.BOOL_OR -> x || c;
             default -> x ^ c;
         };
-    }
-
-    /** shfl.sync as the PTX ISA defines it: source lane j from b, clamp and segment mask from c. */
-    private void shuffle(Insn in, int exec, long[] r) {
-        long[] src = scratch;
-        System.arraycopy(r, in.a * 32, src, 0, 32);
-        for (int m = exec; m != 0; m &= m - 1) {
-            int lane = Integer.numberOfTrailingZeros(m);
-            int b = (int) r[in.b * 32 + lane] & 31;
-            int cv = (int) r[in.c * 32 + lane];
-            int clamp = cv & 31;
-            int segmask = (cv >>> 8) & 31;
-            int maxLane = (lane & segmask) | (clamp & ~segmask);
-            int minLane = lane & segmask;
-            int j;
-            boolean ok;
-            switch (in.mod) {
-                case 0 -> {
-                    j = lane - b;
-                    ok = j >= maxLane;
-                }
-                case 1 -> {
-                    j = lane + b;
-                    ok = j <= maxLane;
-                }
-                case 2 -> {
-                    j = lane ^ b;
-                    ok = j <= maxLane;
-                }
-                default -> {
-                    j = minLane | (b & ~segmask);
-                    ok = j <= maxLane;
-                }
-            }
-            if (!ok) {
-                j = lane;
-            }
-            r[in.d * 32 + lane] = src[j];
-            if (in.d2 >= 0) {
-                r[in.d2 * 32 + lane] = ok ? 1 : 0;
-            }
-        }
-    }
-
-    private void vote(Insn in, int exec, long[] r) {
-        int ballot = 0;
-        for (int m = exec; m != 0; m &= m - 1) {
-            int l = Integer.numberOfTrailingZeros(m);
-            int member = (int) r[in.e * 32 + l];
-            if ((member >>> l & 1) != 0 && ((r[in.a * 32 + l] & 1) != 0) != in.negA) {
-                ballot |= 1 << l;
-            }
-        }
-        int members = 0;
-        for (int m = exec; m != 0; m &= m - 1) {
-            int l = Integer.numberOfTrailingZeros(m);
-            members |= (int) r[in.e * 32 + l] & (1 << l);
-        }
-        long v = switch (in.mod) {
-            case 0 -> ballot == members ? 1 : 0;
-            case 1 -> ballot != 0 ? 1 : 0;
-            case 2 -> ballot == 0 || ballot == members ? 1 : 0;
-            default -> ballot & 0xFFFF_FFFFL;
-        };
-        for (int m = exec; m != 0; m &= m - 1) {
-            r[in.d * 32 + Integer.numberOfTrailingZeros(m)] = v;
-        }
     }
 
     private void aligned(long address, long bytes) {

@@ -70,6 +70,11 @@ final class Insn {
     static final int RET = 65;
     /** cvta of the .local space: the frame's place in the thread's stack is added (subtracted by cvta.to). */
     static final int CVTA_LOCAL = 66;
+    /**
+     * bar.warp.sync (__syncwarp): nothing for the interpreter, whose warps run in lockstep; a
+     * warp-wide meeting point for the compiled engine, which runs a warp's threads one after another.
+     */
+    static final int WARPSYNC = 67;
 
     // State spaces of ld/st/atom.
     static final int GENERIC = 0;

@@ -1,0 +1,78 @@
+package io.gpusockets.emulated.ptx;
+
+/**
+ * The warp-wide instructions' semantics over a warp's register values laid out lane-major: the
+ * values of one operand for lanes 0..31 at {@code r[base + lane]} (the interpreter's registers,
+ * or a warp's operands gathered by the compiled engine). Offsets of an absent operand are negative.
+ */
+final class WarpOps {
+    private WarpOps() {
+    }
+
+    /** shfl.sync as the PTX ISA defines it: source lane j from b, clamp and segment mask from c. */
+    static void shuffle(int mode, int exec, long[] r, int a, int b, int c, int d, int d2, long[] scratch) {
+        long[] src = scratch;
+        System.arraycopy(r, a, src, 0, 32);
+        for (int m = exec; m != 0; m &= m - 1) {
+            int lane = Integer.numberOfTrailingZeros(m);
+            int delta = (int) r[b + lane] & 31;
+            int cv = (int) r[c + lane];
+            int clamp = cv & 31;
+            int segmask = (cv >>> 8) & 31;
+            int maxLane = (lane & segmask) | (clamp & ~segmask);
+            int minLane = lane & segmask;
+            int j;
+            boolean ok;
+            switch (mode) {
+                case 0 -> {
+                    j = lane - delta;
+                    ok = j >= maxLane;
+                }
+                case 1 -> {
+                    j = lane + delta;
+                    ok = j <= maxLane;
+                }
+                case 2 -> {
+                    j = lane ^ delta;
+                    ok = j <= maxLane;
+                }
+                default -> {
+                    j = minLane | (delta & ~segmask);
+                    ok = j <= maxLane;
+                }
+            }
+            if (!ok) {
+                j = lane;
+            }
+            r[d + lane] = src[j];
+            if (d2 >= 0) {
+                r[d2 + lane] = ok ? 1 : 0;
+            }
+        }
+    }
+
+    static void vote(int mode, boolean negA, int exec, long[] r, int a, int e, int d) {
+        int ballot = 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            int member = (int) r[e + l];
+            if ((member >>> l & 1) != 0 && ((r[a + l] & 1) != 0) != negA) {
+                ballot |= 1 << l;
+            }
+        }
+        int members = 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            members |= (int) r[e + l] & (1 << l);
+        }
+        long v = switch (mode) {
+            case 0 -> ballot == members ? 1 : 0;
+            case 1 -> ballot != 0 ? 1 : 0;
+            case 2 -> ballot == 0 || ballot == members ? 1 : 0;
+            default -> ballot & 0xFFFF_FFFFL;
+        };
+        for (int m = exec; m != 0; m &= m - 1) {
+            r[d + Integer.numberOfTrailingZeros(m)] = v;
+        }
+    }
+}
