@@ -25,12 +25,13 @@ import java.nio.ByteOrder;
  * .param the launch's parameter bytes; generic addresses of shared and local memory lie in windows
  * of their own ({@link Builders#SHARED_WINDOW}), anything else generic is global.
  */
-final class Cta {
-    private static final Object GLOBAL_ATOMICS = new Object();
+final class Cta implements PtxKernel.CtaRunner {
+    /** Held by every atomic on global memory, of either engine: one atomic at a time across the host's threads. */
+    static final Object GLOBAL_ATOMICS = new Object();
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
-    private static final String[] SPACES = {"generic", "global", "shared", "local", "param", "const"};
+    static final String[] SPACES = {"generic", "global", "shared", "local", "param", "const"};
 
     private final Program program;
     private final Insn[] code;
@@ -87,8 +88,19 @@ final class Cta {
         }
     }
 
+    @Override
+    public long instructions() {
+        return instructions;
+    }
+
+    @Override
+    public boolean cancelled() {
+        return false;   // a cancelled CTA ends its lanes; the next CTA notices again
+    }
+
     /** Runs CTA {@code index} (x fastest) to completion. */
-    void run(long index) {
+    @Override
+    public void run(long index) {
         long cx = index % launch.gridX();
         long cy = index / launch.gridX() % launch.gridY();
         long cz = index / (launch.gridX() * launch.gridY());
@@ -601,7 +613,7 @@ final class Cta {
         return offset;
     }
 
-    private static long get(MemorySegment s, long offset, int size) {
+    static long get(MemorySegment s, long offset, int size) {
         return switch (size) {
             case 1 -> s.get(ValueLayout.JAVA_BYTE, offset) & 0xFFL;
             case 2 -> s.get(SHORT, offset) & 0xFFFFL;
@@ -610,7 +622,7 @@ final class Cta {
         };
     }
 
-    private static void put(MemorySegment s, long offset, int size, long v) {
+    static void put(MemorySegment s, long offset, int size, long v) {
         switch (size) {
             case 1 -> s.set(ValueLayout.JAVA_BYTE, offset, (byte) v);
             case 2 -> s.set(SHORT, offset, (short) v);

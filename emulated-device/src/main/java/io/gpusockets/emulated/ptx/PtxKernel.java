@@ -30,10 +30,62 @@ public final class PtxKernel {
         return t;
     });
 
+    /** What runs a launch's CTAs on one host thread: the interpreter's {@link Cta} or the compiled {@link JitCta}. */
+    interface CtaRunner {
+        /** Runs CTA {@code index} (x fastest) to completion. */
+        void run(long index);
+
+        /** Thread-instructions run so far. */
+        long instructions();
+
+        /** True once a CTA stopped because the context is being destroyed: the launch stops. */
+        boolean cancelled();
+    }
+
+    private static final System.Logger LOG = System.getLogger("gpusockets.emulated");
+
     private final Program program;
+    /** The compiled entry once compiled, {@link #NOT_COMPILED} when the compiler does not take it. */
+    private volatile Object compiled;
+    private static final Object NOT_COMPILED = new Object();
+    private volatile String notCompiledBecause;
 
     private PtxKernel(Program program) {
         this.program = program;
+    }
+
+    /** The compiled entry, compiling it on first use; null when the compiler does not take it ({@link #notCompiledBecause}). */
+    private JitCompiler.Compiled compiled() {
+        Object c = compiled;
+        if (c == null) {
+            synchronized (this) {
+                c = compiled;
+                if (c == null) {
+                    try {
+                        c = JitCompiler.compile(program);
+                    } catch (PtxUnsupported e) {
+                        notCompiledBecause = e.getMessage();
+                        LOG.log(System.Logger.Level.DEBUG, () -> "interpreted, not compiled: " + e.getMessage());
+                        c = NOT_COMPILED;
+                    }
+                    compiled = c;
+                }
+            }
+        }
+        return c instanceof JitCompiler.Compiled k ? k : null;
+    }
+
+    /**
+     * Whether launches of this entry run compiled under {@link PtxEngine#AUTO} (compiling it now if
+     * it was not yet); {@link #notCompiledBecause} says why not.
+     */
+    public boolean compiles() {
+        return compiled() != null;
+    }
+
+    /** Why the compiler does not take this entry, or null (also null before {@link #compiles} was asked). */
+    public String notCompiledBecause() {
+        return notCompiledBecause;
     }
 
     /**
@@ -100,11 +152,14 @@ public final class PtxKernel {
 
     /** Runs the grid with the engine {@link PtxEngine#current} picks; returns the thread-instructions executed. */
     public long run(Launch launch) {
-        PtxEngine.current();
-        return interpret(launch);
+        JitCompiler.Compiled jit = PtxEngine.current() == PtxEngine.INTERPRETER ? null : compiled();
+        if (jit == null) {
+            return run(launch, false, () -> new Cta(program, launch));
+        }
+        return run(launch, true, () -> new JitCta(program, jit.code(), jit.meets(), jit.sites(), launch));
     }
 
-    private long interpret(Launch launch) {
+    private long run(Launch launch, boolean compiledEngine, java.util.function.Supplier<CtaRunner> runners) {
         long ctas = launch.gridX() * launch.gridY() * launch.gridZ();
         int workers = (int) Math.min(CORES, ctas);
         AtomicLong next = new AtomicLong();
@@ -113,12 +168,15 @@ public final class PtxKernel {
         AtomicLong executed = new AtomicLong();
         Runnable worker = () -> {
             try {
-                Cta cta = new Cta(program, launch);
+                CtaRunner cta = runners.get();
                 long i;
                 while (!stop.get() && (i = next.getAndIncrement()) < ctas) {
                     cta.run(i);
+                    if (cta.cancelled()) {
+                        stop.set(true);
+                    }
                 }
-                executed.addAndGet(cta.instructions);
+                executed.addAndGet(cta.instructions());
             } catch (Throwable e) {
                 stop.set(true);
                 failure.compareAndSet(null, e instanceof RuntimeException re ? re : new IllegalStateException(e));
@@ -145,7 +203,7 @@ public final class PtxKernel {
                 done.get(k).join();
             }
         }
-        PtxEngine.count(false, executed.get());
+        PtxEngine.count(compiledEngine, executed.get());
         if (failure.get() != null) {
             throw failure.get();
         }

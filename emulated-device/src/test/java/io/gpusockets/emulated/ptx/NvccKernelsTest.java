@@ -13,7 +13,6 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.io.TempDir;
 
 /** Kernels as nvcc -O3 compiles them, run by the interpreter and checked against CPU references. */
 class NvccKernelsTest {
@@ -80,18 +79,30 @@ class NvccKernelsTest {
     Rig rig;
     long module;
 
+    /** SOURCE as nvcc -ptx -arch=compute_90 -O3 compiles it (once per JVM); the test is skipped without nvcc. */
+    static synchronized String ptx() throws IOException, InterruptedException {
+        if (ptx == null) {
+            Path nvcc = Path.of(System.getProperty("gpusockets.nvcc", "/usr/local/bin/nvcc"));
+            assumeTrue(Files.isExecutable(nvcc), "nvcc not found at " + nvcc + ": the nvcc-compiled kernel tests need it");
+            Path dir = Files.createTempDirectory("gpusockets-nvcc-kernels");
+            Path cu = dir.resolve("kernels.cu");
+            Files.writeString(cu, SOURCE);
+            Path out = dir.resolve("kernels.ptx");
+            Process p = new ProcessBuilder(nvcc.toString(), "-ptx", "-arch=compute_90", "-O3", cu.toString(), "-o", out.toString())
+                    .redirectErrorStream(true).start();
+            String log = new String(p.getInputStream().readAllBytes());
+            assumeTrue(p.waitFor(120, TimeUnit.SECONDS) && p.exitValue() == 0, "nvcc failed: " + log);
+            ptx = Files.readString(out);
+            Files.delete(cu);
+            Files.delete(out);
+            Files.delete(dir);
+        }
+        return ptx;
+    }
+
     @BeforeAll
-    static void compile(@TempDir Path dir) throws IOException, InterruptedException {
-        Path nvcc = Path.of(System.getProperty("gpusockets.nvcc", "/usr/local/bin/nvcc"));
-        assumeTrue(Files.isExecutable(nvcc), "nvcc not found at " + nvcc + ": the nvcc-compiled kernel tests need it");
-        Path cu = dir.resolve("kernels.cu");
-        Files.writeString(cu, SOURCE);
-        Path out = dir.resolve("kernels.ptx");
-        Process p = new ProcessBuilder(nvcc.toString(), "-ptx", "-arch=compute_90", "-O3", cu.toString(), "-o", out.toString())
-                .redirectErrorStream(true).start();
-        String log = new String(p.getInputStream().readAllBytes());
-        assumeTrue(p.waitFor(120, TimeUnit.SECONDS) && p.exitValue() == 0, "nvcc failed: " + log);
-        ptx = Files.readString(out);
+    static void compile() throws IOException, InterruptedException {
+        ptx();
     }
 
     @BeforeEach

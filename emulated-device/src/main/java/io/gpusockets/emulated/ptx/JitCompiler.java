@@ -1,0 +1,1008 @@
+package io.gpusockets.emulated.ptx;
+
+import static java.lang.constant.ConstantDescs.CD_boolean;
+import static java.lang.constant.ConstantDescs.CD_int;
+import static java.lang.constant.ConstantDescs.CD_long;
+import static java.lang.constant.ConstantDescs.CD_void;
+
+import java.lang.classfile.ClassFile;
+import java.lang.classfile.ClassHierarchyResolver;
+import java.lang.classfile.CodeBuilder;
+import java.lang.classfile.Label;
+import java.lang.classfile.instruction.SwitchCase;
+import java.lang.constant.ClassDesc;
+import java.lang.constant.MethodTypeDesc;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.List;
+
+/**
+ * Compiles an entry ({@link Program}) to JVM bytecode with the JDK's {@code java.lang.classfile}
+ * API: one hidden class per entry, whose {@link JitCode#run} runs one thread. PTX registers become
+ * JVM locals, branches become jumps, and the JVM's own compiler then makes machine code of it, so a
+ * thread runs at the speed of ordinary Java code rather than an instruction at a time through the
+ * interpreter's dispatch.
+ *
+ * <p>Semantics are the interpreter's: each instruction gives the same raw register bits (the
+ * hottest forms through {@link JitOps}, every other ALU form through {@link Alu} itself), memory
+ * goes through the same checks ({@link JitCta}), and thread-instructions are counted alike.
+ * Instructions a warp or block must meet at end the thread's run: the registers live across them
+ * (a backward liveness analysis) are saved, {@link JitCta} carries the instruction out for the
+ * threads that met, and the threads resume after it.
+ *
+ * <p>Not compiled (the interpreter runs these): entries with .local memory, device-function calls,
+ * or any instruction outside {@link #supported}; code too large for the JVM to compile
+ * ({@link #MAX_BYTECODE} bytes, the JVM's limit for methods it compiles to machine code).
+ */
+final class JitCompiler {
+    /** HotSpot compiles no method with more bytecode than this (-XX:HugeMethodLimit, on by default). */
+    static final int MAX_BYTECODE = 8000;
+    /** Backward branches between checks whether the context is being destroyed. */
+    private static final int FUEL = 1 << 16;
+
+    /** The compiled entry: its code, whether it has meeting points, and how many global-memory sites it caches. */
+    record Compiled(JitCode code, boolean meets, int sites) {
+    }
+
+    private static final ClassDesc CD_CODE = ClassDesc.of(JitCode.class.getName());
+    private static final ClassDesc CD_CTA = ClassDesc.of(JitCta.class.getName());
+    private static final ClassDesc CD_OPS = ClassDesc.of(JitOps.class.getName());
+    private static final ClassDesc CD_ALU = ClassDesc.of(Alu.class.getName());
+    private static final ClassDesc CD_TYPES = ClassDesc.of(Types.class.getName());
+    private static final ClassDesc CD_INSN = ClassDesc.of(Insn.class.getName());
+    private static final ClassDesc CD_INSNS = CD_INSN.arrayType();
+    private static final ClassDesc CD_LONGS = CD_long.arrayType();
+    private static final MethodTypeDesc JJ_J = MethodTypeDesc.of(CD_long, CD_long, CD_long);
+    private static final MethodTypeDesc JJJ_J = MethodTypeDesc.of(CD_long, CD_long, CD_long, CD_long);
+    private static final MethodTypeDesc J_J = MethodTypeDesc.of(CD_long, CD_long);
+    private static final MethodTypeDesc NORM = MethodTypeDesc.of(CD_long, CD_long, CD_int);
+
+    // Locals of run(JitCta cta, long[] regs, int t, int at).
+    private static final int THIS = 0;
+    private static final int CTA = 1;
+    private static final int REGS = 2;
+    private static final int T = 3;
+    private static final int AT = 4;
+    private static final int COUNT = 5;
+    private static final int FUEL_LOCAL = 7;
+    private static final int ADDRESS = 8;
+    private static final int FLAG = 10;
+    private static final int FIRST_SLOT = 12;
+
+    private final Program program;
+    private final Insn[] code;
+    private final int n;
+    private final boolean[] constant;
+    private final long[] constantOf;
+    private final int[] specialOf;
+    /** JVM local of each register slot the code uses (special registers included), or -1. */
+    private final int[] local;
+    private final int[] site;
+    private int sites;
+    private BitSet[] liveIn;
+    private BitSet[] liveOut;
+    private Label[] labels;
+    private boolean[] leader;
+    private int[] blockCount;
+
+    private JitCompiler(Program program) {
+        this.program = program;
+        this.code = program.code;
+        this.n = code.length;
+        this.constant = new boolean[program.slots];
+        this.constantOf = new long[program.slots];
+        this.specialOf = new int[program.slots];
+        java.util.Arrays.fill(specialOf, -1);
+        for (int i = 0; i < program.constSlots.length; i++) {
+            constant[program.constSlots[i]] = true;
+            constantOf[program.constSlots[i]] = program.constValues[i];
+        }
+        for (int i = 0; i < program.specialSlots.length; i++) {
+            specialOf[program.specialSlots[i]] = program.specialKinds[i];
+        }
+        this.local = new int[program.slots];
+        java.util.Arrays.fill(local, -1);
+        this.site = new int[n];
+    }
+
+    /** Compiles the entry, or says why not (the interpreter runs it then). */
+    static Compiled compile(Program program) throws PtxUnsupported {
+        return new JitCompiler(program).build();
+    }
+
+    private static boolean meeting(int op) {
+        return op == Insn.BAR || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK || op == Insn.WARPSYNC;
+    }
+
+    /** Why the compiler does not take instruction {@code in}, or null. */
+    private static String supported(Insn in) {
+        if (in.op < Insn.ALU_END) {
+            return null;
+        }
+        return switch (in.op) {
+            case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
+                 Insn.PACK, Insn.UNPACK, Insn.CLOCK -> null;
+            case Insn.LD -> in.space == Insn.LOCAL ? ".local memory" : null;
+            case Insn.ST -> in.space == Insn.LOCAL || in.space == Insn.PARAM ? "a store to ." + Cta.SPACES[in.space] : null;
+            case Insn.ATOM -> in.space == Insn.GLOBAL || in.space == Insn.SHARED || in.space == Insn.GENERIC ? null : "atomic space";
+            case Insn.CALL, Insn.RET -> "device-function calls";
+            case Insn.CVTA_LOCAL -> ".local memory";
+            default -> "op " + in.op;
+        };
+    }
+
+    private Compiled build() throws PtxUnsupported {
+        if (program.localBytes > 0) {
+            throw new PtxUnsupported(program.entry + ": .local memory is not compiled");
+        }
+        boolean meets = false;
+        for (Insn in : code) {
+            String why = supported(in);
+            if (why != null) {
+                throw new PtxUnsupported(program.entry + ": " + why + " (" + in + ") is not compiled");
+            }
+            meets |= meeting(in.op);
+        }
+        int next = FIRST_SLOT;
+        for (Insn in : code) {
+            for (int s : slotsOf(in)) {
+                if (s >= 0 && !constant[s] && local[s] < 0) {
+                    local[s] = next;
+                    next += 2;
+                }
+            }
+        }
+        if (next > 60000) {
+            throw new PtxUnsupported(program.entry + ": too many registers to compile");
+        }
+        for (int i = 0; i < n; i++) {
+            Insn in = code[i];
+            boolean global = in.space == Insn.GLOBAL || in.space == Insn.GENERIC;
+            site[i] = (in.op == Insn.LD || in.op == Insn.ST || in.op == Insn.ATOM) && global ? sites++ : -1;
+        }
+        if (meets) {
+            liveness();
+        }
+        blocks();
+        byte[] bytes = classBytes();
+        dump(bytes);
+        try {
+            MethodHandles.Lookup lookup = MethodHandles.lookup().defineHiddenClass(bytes, true);
+            JitCode jit = (JitCode) lookup.findConstructor(lookup.lookupClass(), MethodType.methodType(void.class, Insn[].class))
+                    .invoke(code);
+            return new Compiled(jit, meets, sites);
+        } catch (Throwable e) {
+            throw new IllegalStateException(program.entry + ": the generated class does not load: " + e, e);
+        }
+    }
+
+    /** With -D{@value #DUMP_PROPERTY}=DIR, each generated class is also written there (ENTRY.class), for javap. */
+    static final String DUMP_PROPERTY = "gpusockets.emulated.ptx.dump";
+
+    private void dump(byte[] bytes) {
+        String dir = System.getProperty(DUMP_PROPERTY);
+        if (dir != null) {
+            try {
+                java.nio.file.Path d = java.nio.file.Path.of(dir);
+                java.nio.file.Files.createDirectories(d);
+                java.nio.file.Files.write(d.resolve(program.entry.replaceAll("[^A-Za-z0-9_$]", "_") + ".class"), bytes);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
+    }
+
+    /** Every slot an instruction names (sources, destinations, guard). */
+    private static List<Integer> slotsOf(Insn in) {
+        List<Integer> out = new ArrayList<>();
+        for (int s : new int[] {in.d, in.d2, in.a, in.b, in.c, in.e, in.guard}) {
+            out.add(s);
+        }
+        if (in.vec != null) {
+            for (int s : in.vec) {
+                out.add(s);
+            }
+        }
+        return out;
+    }
+
+    /** A slot with a JVM local of its own: registers, and special registers (computed once, kept like registers). */
+    private boolean register(int s) {
+        return s >= 0 && !constant[s];
+    }
+
+    private void use(BitSet b, int s) {
+        if (register(s)) {
+            b.set(s);
+        }
+    }
+
+    private void uses(Insn in, BitSet b) {
+        use(b, in.guard);
+        switch (in.op) {
+            case Insn.SETP -> {
+                use(b, in.a);
+                use(b, in.b);
+                if (in.type2 > 0) {
+                    use(b, in.c);
+                }
+            }
+            case Insn.LD, Insn.UNPACK -> use(b, in.a);
+            case Insn.ST, Insn.PACK -> {
+                use(b, in.a);
+                for (int s : in.vec) {
+                    use(b, s);
+                }
+            }
+            case Insn.ATOM, Insn.SHFL -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+                use(b, in.e);
+            }
+            case Insn.VOTE -> {
+                use(b, in.a);
+                use(b, in.e);
+            }
+            default -> {
+                if (in.op < Insn.ALU_END) {
+                    use(b, in.a);
+                    use(b, in.b);
+                    use(b, in.c);
+                    use(b, in.e);
+                }
+            }
+        }
+    }
+
+    private void defs(Insn in, BitSet b) {
+        switch (in.op) {
+            case Insn.SETP, Insn.SHFL -> {
+                use(b, in.d);
+                use(b, in.d2);
+            }
+            case Insn.LD, Insn.UNPACK, Insn.ATOM -> {
+                for (int s : in.vec) {
+                    use(b, s);
+                }
+            }
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK -> use(b, in.d);
+            default -> {
+                if (in.op < Insn.ALU_END) {
+                    use(b, in.d);
+                }
+            }
+        }
+    }
+
+    private int[] successors(int i) {
+        Insn in = code[i];
+        boolean guarded = in.guard >= 0;
+        if (in.op == Insn.BRA) {
+            return guarded && i + 1 < n ? new int[] {in.target, i + 1} : new int[] {in.target};
+        }
+        if (in.op == Insn.EXIT && !guarded || i + 1 >= n) {
+            return new int[0];
+        }
+        return new int[] {i + 1};
+    }
+
+    /** Registers live into and out of each instruction (a guarded definition kills nothing). */
+    private void liveness() {
+        liveIn = new BitSet[n];
+        liveOut = new BitSet[n];
+        BitSet[] use = new BitSet[n];
+        BitSet[] kill = new BitSet[n];
+        for (int i = 0; i < n; i++) {
+            liveIn[i] = new BitSet();
+            liveOut[i] = new BitSet();
+            use[i] = new BitSet();
+            kill[i] = new BitSet();
+            uses(code[i], use[i]);
+            if (code[i].guard < 0) {
+                defs(code[i], kill[i]);
+            }
+        }
+        boolean changed = true;
+        while (changed) {
+            changed = false;
+            for (int i = n - 1; i >= 0; i--) {
+                BitSet out = new BitSet();
+                for (int s : successors(i)) {
+                    out.or(liveIn[s]);
+                }
+                BitSet in = (BitSet) out.clone();
+                in.andNot(kill[i]);
+                in.or(use[i]);
+                if (!in.equals(liveIn[i]) || !out.equals(liveOut[i])) {
+                    liveIn[i] = in;
+                    liveOut[i] = out;
+                    changed = true;
+                }
+            }
+        }
+    }
+
+    /** Basic blocks, for counting: each leader adds the unguarded instructions up to the next leader. */
+    private void blocks() {
+        leader = new boolean[n + 1];
+        leader[0] = true;
+        leader[n] = true;
+        for (int i = 0; i < n; i++) {
+            Insn in = code[i];
+            if (in.op == Insn.BRA) {
+                leader[in.target] = true;
+            }
+            if (in.op == Insn.BRA || in.op == Insn.EXIT || meeting(in.op) || in.guard >= 0) {
+                leader[i + 1] = true;
+            }
+        }
+        blockCount = new int[n + 1];
+        int start = 0;
+        for (int i = 0; i <= n; i++) {
+            if (i > 0 && leader[i]) {
+                start = i;
+            }
+            if (i < n && code[i].guard < 0) {
+                blockCount[start]++;
+            }
+        }
+    }
+
+    private byte[] classBytes() throws PtxUnsupported {
+        ClassFile cf = ClassFile.of(ClassFile.ClassHierarchyResolverOption.of(
+                ClassHierarchyResolver.defaultResolver().orElse(ClassHierarchyResolver.ofClassLoading(JitCompiler.class.getClassLoader()))));
+        ClassDesc self = ClassDesc.of(JitCompiler.class.getPackageName() + ".JitKernel");
+        byte[] bytes = cf.build(self, cb -> {
+            cb.withFlags(ClassFile.ACC_FINAL | ClassFile.ACC_SYNTHETIC);
+            cb.withSuperclass(CD_CODE);
+            cb.withMethodBody("<init>", MethodTypeDesc.of(CD_void, CD_INSNS), ClassFile.ACC_PUBLIC, c -> {
+                c.aload(0);
+                c.aload(1);
+                c.invokespecial(CD_CODE, "<init>", MethodTypeDesc.of(CD_void, CD_INSNS));
+                c.return_();
+            });
+            cb.withMethodBody("run", MethodTypeDesc.of(CD_int, CD_CTA, CD_LONGS, CD_int, CD_int), ClassFile.ACC_FINAL, this::emitRun);
+        });
+        var model = cf.parse(bytes);
+        for (var m : model.methods()) {
+            if (m.methodName().equalsString("run")) {
+                int length = m.findAttribute(java.lang.classfile.Attributes.code()).orElseThrow().codeLength();
+                if (length > MAX_BYTECODE) {
+                    throw new PtxUnsupported(program.entry + ": " + length + " bytes of bytecode, over the " + MAX_BYTECODE
+                            + " the JVM compiles");
+                }
+            }
+        }
+        return bytes;
+    }
+
+    private void emitRun(CodeBuilder c) {
+        labels = new Label[n + 1];
+        for (int i = 0; i <= n; i++) {
+            labels[i] = c.newLabel();
+        }
+        c.lconst_0();
+        c.lstore(COUNT);
+        c.loadConstant(FUEL);
+        c.istore(FUEL_LOCAL);
+        c.lconst_0();
+        c.lstore(ADDRESS);
+        c.iconst_0();
+        c.istore(FLAG);
+        for (int s = 0; s < program.slots; s++) {
+            if (local[s] < 0) {
+                continue;
+            }
+            c.lconst_0();
+            c.lstore(local[s]);
+        }
+        Label start = c.newLabel();
+        List<Integer> resumes = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            if (meeting(code[i].op)) {
+                resumes.add(i);
+            }
+        }
+        Label[] resumeLabels = new Label[resumes.size()];
+        if (!resumes.isEmpty()) {
+            List<SwitchCase> cases = new ArrayList<>();
+            for (int k = 0; k < resumes.size(); k++) {
+                resumeLabels[k] = c.newLabel();
+                cases.add(SwitchCase.of(resumes.get(k) + 1, resumeLabels[k]));
+            }
+            c.iload(AT);
+            c.lookupswitch(start, cases);
+            for (int k = 0; k < resumes.size(); k++) {
+                int i = resumes.get(k);
+                c.labelBinding(resumeLabels[k]);
+                BitSet live = liveOut[i];
+                for (int s = live.nextSetBit(0); s >= 0; s = live.nextSetBit(s + 1)) {
+                    c.aload(REGS);
+                    c.loadConstant(s);
+                    c.laload();
+                    c.lstore(local[s]);
+                }
+                c.goto_(labels[i + 1]);
+            }
+        }
+        // A thread's start: its special registers, which the resume points then load like registers.
+        c.labelBinding(start);
+        for (int s = 0; s < program.slots; s++) {
+            if (local[s] >= 0 && specialOf[s] >= 0) {
+                special(c, specialOf[s]);
+                c.lstore(local[s]);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            emitInstruction(c, i);
+        }
+        c.labelBinding(labels[n]);
+        if (blockCount[n] > 0) {
+            addCount(c, blockCount[n]);
+        }
+        exit(c, 0);
+    }
+
+    /** Special register {@code kind} of thread T, inline for the common ones. */
+    private static void special(CodeBuilder c, int kind) {
+        switch (kind) {
+            case Program.TID_X -> {
+                c.iload(T);
+                ctaInt(c, "bx");
+                c.irem();
+                c.i2l();
+            }
+            case Program.TID_Y -> {
+                c.iload(T);
+                ctaInt(c, "bx");
+                c.idiv();
+                ctaInt(c, "by");
+                c.irem();
+                c.i2l();
+            }
+            case Program.TID_Z -> {
+                c.iload(T);
+                ctaInt(c, "bxy");
+                c.idiv();
+                c.i2l();
+            }
+            case Program.NTID_X -> {
+                ctaInt(c, "bx");
+                c.i2l();
+            }
+            case Program.NTID_Y -> {
+                ctaInt(c, "by");
+                c.i2l();
+            }
+            case Program.CTAID_X, Program.CTAID_Y, Program.CTAID_Z -> {
+                c.aload(CTA);
+                c.getfield(CD_CTA, kind == Program.CTAID_X ? "cx" : kind == Program.CTAID_Y ? "cy" : "cz", CD_long);
+            }
+            case Program.LANEID -> {
+                c.iload(T);
+                c.loadConstant(31);
+                c.iand();
+                c.i2l();
+            }
+            case Program.WARPID -> {
+                c.iload(T);
+                c.iconst_5();
+                c.ishr();
+                c.i2l();
+            }
+            default -> {
+                c.aload(CTA);
+                c.loadConstant(kind);
+                c.iload(T);
+                c.invokevirtual(CD_CTA, "special", MethodTypeDesc.of(CD_long, CD_int, CD_int));
+            }
+        }
+    }
+
+    private static void ctaInt(CodeBuilder c, String field) {
+        c.aload(CTA);
+        c.getfield(CD_CTA, field, CD_int);
+    }
+
+    private void addCount(CodeBuilder c, int k) {
+        c.lload(COUNT);
+        c.loadConstant((long) k);
+        c.ladd();
+        c.lstore(COUNT);
+    }
+
+    /** Adds the count to the CTA's and returns {@code result}. */
+    private static void exit(CodeBuilder c, int result) {
+        c.aload(CTA);
+        c.dup();
+        c.getfield(CD_CTA, "instructions", CD_long);
+        c.lload(COUNT);
+        c.ladd();
+        c.putfield(CD_CTA, "instructions", CD_long);
+        c.loadConstant(result);
+        c.ireturn();
+    }
+
+    private void load(CodeBuilder c, int slot) {
+        if (slot < 0) {
+            c.lconst_0();
+        } else if (constant[slot]) {
+            c.loadConstant(constantOf[slot]);
+        } else {
+            c.lload(local[slot]);
+        }
+    }
+
+    private void store(CodeBuilder c, int slot) {
+        c.lstore(local[slot]);
+    }
+
+    /** {@link Types#norm} of the long on the stack, inline. */
+    private static void norm(CodeBuilder c, int type) {
+        switch (type) {
+            case Types.S << 4 | 1 -> {
+                c.l2i();
+                c.i2b();
+                c.i2l();
+            }
+            case Types.S << 4 | 2 -> {
+                c.l2i();
+                c.i2s();
+                c.i2l();
+            }
+            case Types.S << 4 | 4 -> {
+                c.l2i();
+                c.i2l();
+            }
+            case Types.U << 4 | 1, Types.B << 4 | 1 -> mask(c, 0xFFL);
+            case Types.U << 4 | 2, Types.B << 4 | 2 -> mask(c, 0xFFFFL);
+            case Types.U << 4 | 4, Types.B << 4 | 4, Types.F << 4 | 4 -> mask(c, 0xFFFF_FFFFL);
+            case Types.PRED -> mask(c, 1L);
+            default -> {
+                if (Types.size(type) != 8) {   // a type norm would extend in a way not written out here
+                    c.loadConstant(type);
+                    c.invokestatic(CD_TYPES, "norm", NORM);
+                }
+            }
+        }
+    }
+
+    private static void mask(CodeBuilder c, long m) {
+        c.loadConstant(m);
+        c.land();
+    }
+
+    /** A loaded value, zero-extended from its size already, extended by the instruction's type. */
+    private static void loaded(CodeBuilder c, int type) {
+        if (Types.signed(type) || type == Types.PRED || Types.size(type) == 8) {
+            norm(c, type);
+        }
+    }
+
+    private void ops(CodeBuilder c, String name, MethodTypeDesc type) {
+        c.invokestatic(CD_OPS, name, type);
+    }
+
+    private void emitInstruction(CodeBuilder c, int i) {
+        Insn in = code[i];
+        c.labelBinding(labels[i]);
+        if (leader[i] && blockCount[i] > 0) {
+            addCount(c, blockCount[i]);
+        }
+        if (in.guard >= 0) {
+            load(c, in.guard);
+            c.l2i();
+            c.iconst_1();
+            c.iand();
+            if (in.guardNegated) {
+                c.ifne(labels[i + 1]);
+            } else {
+                c.ifeq(labels[i + 1]);
+            }
+            addCount(c, 1);
+        }
+        if (in.op < Insn.ALU_END) {
+            alu(c, i, in);
+            return;
+        }
+        switch (in.op) {
+            case Insn.SETP -> setp(c, i, in);
+            case Insn.LD -> ld(c, i, in);
+            case Insn.ST -> st(c, i, in);
+            case Insn.ATOM -> atom(c, i, in);
+            case Insn.BRA -> branch(c, i, in);
+            case Insn.EXIT -> exit(c, 0);
+            case Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC -> {
+                BitSet live = liveIn[i];
+                for (int s = live.nextSetBit(0); s >= 0; s = live.nextSetBit(s + 1)) {
+                    c.aload(REGS);
+                    c.loadConstant(s);
+                    c.lload(local[s]);
+                    c.lastore();
+                }
+                exit(c, i + 1);
+            }
+            case Insn.PACK -> {
+                int bits = Types.bits(in.type) / in.vec.length;
+                long part = bits == 64 ? -1L : (1L << bits) - 1;
+                c.lconst_0();
+                for (int k = 0; k < in.vec.length; k++) {
+                    load(c, in.vec[k]);
+                    c.loadConstant(part);
+                    c.land();
+                    c.loadConstant(k * bits);
+                    c.lshl();
+                    c.lor();
+                }
+                store(c, in.d);
+            }
+            case Insn.UNPACK -> {
+                int bits = Types.bits(in.type) / in.vec.length;
+                long part = (1L << bits) - 1;
+                load(c, in.a);
+                c.lstore(ADDRESS);
+                for (int k = 0; k < in.vec.length; k++) {
+                    if (in.vec[k] >= 0) {
+                        c.lload(ADDRESS);
+                        c.loadConstant(k * bits);
+                        c.lushr();
+                        c.loadConstant(part);
+                        c.land();
+                        store(c, in.vec[k]);
+                    }
+                }
+            }
+            case Insn.CLOCK -> {
+                c.invokestatic(ClassDesc.of("java.lang.System"), "nanoTime", MethodTypeDesc.of(CD_long));
+                if (in.mod == Program.CLOCK) {
+                    c.loadConstant(0xFFFF_FFFFL);
+                    c.land();
+                }
+                store(c, in.d);
+            }
+            case Insn.NOP -> {
+            }
+            default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    private void branch(CodeBuilder c, int i, Insn in) {
+        if (in.target > i) {
+            c.goto_(labels[in.target]);
+            return;
+        }
+        // A backward branch: now and then, see whether the context is being destroyed.
+        c.iinc(FUEL_LOCAL, -1);
+        c.iload(FUEL_LOCAL);
+        c.ifgt(labels[in.target]);
+        c.aload(CTA);
+        c.invokevirtual(CD_CTA, "poll", MethodTypeDesc.of(CD_void));
+        c.loadConstant(FUEL);
+        c.istore(FUEL_LOCAL);
+        c.goto_(labels[in.target]);
+    }
+
+    /** (a & mask) + offset into ADDRESS, and the alignment check of {@code bytes}. */
+    private void address(CodeBuilder c, Insn in, long bytes) {
+        load(c, in.a);
+        if (in.addressMask != -1L) {
+            c.loadConstant(in.addressMask);
+            c.land();
+        }
+        if (in.offset != 0) {
+            c.loadConstant(in.offset);
+            c.ladd();
+        }
+        c.lstore(ADDRESS);
+        if (bytes > 1 && Long.bitCount(bytes) == 1) {
+            Label ok = c.newLabel();
+            c.lload(ADDRESS);
+            c.loadConstant(bytes - 1);
+            c.land();
+            c.lconst_0();
+            c.lcmp();
+            c.ifeq(ok);
+            c.aload(CTA);
+            c.lload(ADDRESS);
+            c.loadConstant(bytes);
+            c.invokevirtual(CD_CTA, "misaligned", MethodTypeDesc.of(ClassDesc.of("java.lang.RuntimeException"), CD_long, CD_long));
+            c.athrow();
+            c.labelBinding(ok);
+        }
+    }
+
+    /** Pushes the CTA, the site where the space needs one, and ADDRESS + delta. */
+    private void access(CodeBuilder c, int i, Insn in, long delta) {
+        c.aload(CTA);
+        if (in.space == Insn.GLOBAL || in.space == Insn.GENERIC) {
+            c.loadConstant(site[i]);
+        }
+        c.lload(ADDRESS);
+        if (delta != 0) {
+            c.loadConstant(delta);
+            c.ladd();
+        }
+    }
+
+    private void ld(CodeBuilder c, int i, Insn in) {
+        int size = Types.size(in.type);
+        address(c, in, (long) size * in.vec.length);
+        for (int k = 0; k < in.vec.length; k++) {
+            access(c, i, in, (long) k * size);
+            c.loadConstant(size);
+            switch (in.space) {
+                case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "ldGlobal", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
+                case Insn.GENERIC -> c.invokevirtual(CD_CTA, "ldGeneric", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
+                case Insn.SHARED -> c.invokevirtual(CD_CTA, "ldShared", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+                case Insn.PARAM -> c.invokevirtual(CD_CTA, "ldParam", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+                default -> throw new IllegalStateException(in.toString());
+            }
+            if (in.vec[k] >= 0) {
+                loaded(c, in.type);
+                store(c, in.vec[k]);
+            } else {
+                c.pop2();
+            }
+        }
+    }
+
+    private void st(CodeBuilder c, int i, Insn in) {
+        int size = Types.size(in.type);
+        address(c, in, (long) size * in.vec.length);
+        for (int k = 0; k < in.vec.length; k++) {
+            access(c, i, in, (long) k * size);
+            c.loadConstant(size);
+            load(c, in.vec[k]);
+            switch (in.space) {
+                case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "stGlobal", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
+                case Insn.GENERIC -> c.invokevirtual(CD_CTA, "stGeneric", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
+                case Insn.SHARED -> c.invokevirtual(CD_CTA, "stShared", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
+                default -> throw new IllegalStateException(in.toString());
+            }
+        }
+    }
+
+    private void atom(CodeBuilder c, int i, Insn in) {
+        address(c, in, 1);
+        c.aload(CTA);
+        c.loadConstant(i);
+        c.loadConstant(Math.max(site[i], 0));
+        c.lload(ADDRESS);
+        load(c, in.b);
+        load(c, in.c);
+        c.invokevirtual(CD_CTA, "atom", MethodTypeDesc.of(CD_long, CD_int, CD_int, CD_long, CD_long, CD_long));
+        if (in.vec[0] >= 0) {
+            norm(c, in.type);
+            store(c, in.vec[0]);
+        } else {
+            c.pop2();
+        }
+    }
+
+    private static boolean plainFloat(Insn in) {
+        return !in.ftz && !in.sat && (in.mod == 0 || in.mod == Insn.RN);
+    }
+
+    private void setp(CodeBuilder c, int i, Insn in) {
+        int t = in.type;
+        if (t == (Types.F << 4 | 4) && !in.ftz) {
+            load(c, in.a);
+            load(c, in.b);
+            c.loadConstant(in.mod);
+            ops(c, "compareF32", MethodTypeDesc.of(CD_boolean, CD_long, CD_long, CD_int));
+        } else if (t == (Types.F << 4 | 8)) {
+            load(c, in.a);
+            load(c, in.b);
+            c.loadConstant(in.mod);
+            ops(c, "compareF64", MethodTypeDesc.of(CD_boolean, CD_long, CD_long, CD_int));
+        } else if (!Types.isFloat(t)) {
+            load(c, in.a);
+            load(c, in.b);
+            c.loadConstant(t);
+            c.loadConstant(in.mod);
+            ops(c, "compareInt", MethodTypeDesc.of(CD_boolean, CD_long, CD_long, CD_int, CD_int));
+        } else {
+            insn(c, i);
+            load(c, in.a);
+            load(c, in.b);
+            c.invokestatic(CD_ALU, "compare", MethodTypeDesc.of(CD_boolean, CD_INSN, CD_long, CD_long));
+        }
+        c.istore(FLAG);
+        if (in.type2 > 0) {
+            c.loadConstant(in.type2);
+            c.iload(FLAG);
+            load(c, in.c);
+            c.loadConstant(in.negC ? 1 : 0);
+            ops(c, "combine", MethodTypeDesc.of(CD_long, CD_int, CD_boolean, CD_long, CD_boolean));
+            if (in.d2 >= 0) {
+                c.loadConstant(in.type2);
+                c.iload(FLAG);
+                c.iconst_1();
+                c.ixor();
+                load(c, in.c);
+                c.loadConstant(in.negC ? 1 : 0);
+                ops(c, "combine", MethodTypeDesc.of(CD_long, CD_int, CD_boolean, CD_long, CD_boolean));
+                store(c, in.d2);
+            }
+            store(c, in.d);
+            return;
+        }
+        c.iload(FLAG);
+        c.i2l();
+        store(c, in.d);
+        if (in.d2 >= 0) {
+            c.iload(FLAG);
+            c.iconst_1();
+            c.ixor();
+            c.i2l();
+            store(c, in.d2);
+        }
+    }
+
+    /** Pushes code[i], the instruction itself, for the helpers that read it. */
+    private static void insn(CodeBuilder c, int i) {
+        c.aload(THIS);
+        c.getfield(CD_CODE, "code", CD_INSNS);
+        c.loadConstant(i);
+        c.aaload();
+    }
+
+    private void generic(CodeBuilder c, int i, Insn in) {
+        insn(c, i);
+        load(c, in.a);
+        load(c, in.b);
+        load(c, in.c);
+        load(c, in.e);
+        c.invokestatic(CD_ALU, "eval", MethodTypeDesc.of(CD_long, CD_INSN, CD_long, CD_long, CD_long, CD_long));
+        store(c, in.d);
+    }
+
+    private void alu(CodeBuilder c, int i, Insn in) {
+        int t = in.type;
+        String f = null;
+        int arity = 2;
+        if (in.op == Insn.MOV) {
+            load(c, in.a);
+            store(c, in.d);
+            return;
+        }
+        if (in.op == Insn.SELP) {
+            load(c, in.a);
+            load(c, in.b);
+            load(c, in.c);
+            ops(c, "selp", JJJ_J);
+            store(c, in.d);
+            return;
+        }
+        if (in.op == Insn.CVTA) {
+            load(c, in.a);
+            c.loadConstant(in.offset);
+            c.ladd();
+            store(c, in.d);
+            return;
+        }
+        boolean f32 = t == (Types.F << 4 | 4);
+        boolean f64 = t == (Types.F << 4 | 8);
+        if ((f32 || f64) && plainFloat(in)) {
+            String w = f32 ? "F32" : "F64";
+            switch (in.op) {
+                case Insn.ADD -> f = "add" + w;
+                case Insn.SUB -> f = "sub" + w;
+                case Insn.MUL -> f = "mul" + w;
+                case Insn.DIV -> f = "div" + w;
+                case Insn.MIN -> f = "min" + w;
+                case Insn.MAX -> f = "max" + w;
+                case Insn.FMA, Insn.MAD -> {
+                    f = "fma" + w;
+                    arity = 3;
+                }
+                case Insn.NEG, Insn.ABS -> {
+                    load(c, in.a);
+                    if (f32) {
+                        ops(c, in.op == Insn.NEG ? "negF32" : "absF32", J_J);
+                    } else {
+                        c.loadConstant(in.op == Insn.NEG ? Long.MIN_VALUE : Long.MAX_VALUE);
+                        if (in.op == Insn.NEG) {
+                            c.lxor();
+                        } else {
+                            c.land();
+                        }
+                    }
+                    store(c, in.d);
+                    return;
+                }
+                default -> {
+                }
+            }
+            if (f != null) {
+                load(c, in.a);
+                load(c, in.b);
+                if (arity == 3) {
+                    load(c, in.c);
+                }
+                ops(c, f, arity == 3 ? JJJ_J : JJ_J);
+                store(c, in.d);
+                return;
+            }
+        } else if (!Types.isFloat(t) && !in.sat) {
+            int bits = Types.bits(t);
+            switch (in.op) {
+                case Insn.ADD, Insn.SUB, Insn.MUL, Insn.AND, Insn.OR, Insn.XOR -> {
+                    load(c, in.a);
+                    load(c, in.b);
+                    switch (in.op) {
+                        case Insn.ADD -> c.ladd();
+                        case Insn.SUB -> c.lsub();
+                        case Insn.MUL -> c.lmul();
+                        case Insn.AND -> c.land();
+                        case Insn.OR -> c.lor();
+                        default -> c.lxor();
+                    }
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.MAD -> {
+                    load(c, in.a);
+                    load(c, in.b);
+                    c.lmul();
+                    load(c, in.c);
+                    c.ladd();
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.MUL_WIDE, Insn.MAD_WIDE -> {
+                    load(c, in.a);
+                    norm(c, t);
+                    load(c, in.b);
+                    norm(c, t);
+                    c.lmul();
+                    if (in.op == Insn.MAD_WIDE) {
+                        load(c, in.c);
+                        c.ladd();
+                    }
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.NOT -> {
+                    load(c, in.a);
+                    c.loadConstant(t == Types.PRED ? 1L : -1L);
+                    c.lxor();
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.SHL -> {
+                    load(c, in.a);
+                    load(c, in.b);
+                    c.loadConstant(bits);
+                    ops(c, "shl", MethodTypeDesc.of(CD_long, CD_long, CD_long, CD_int));
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.SHR -> {
+                    load(c, in.a);
+                    norm(c, t);
+                    load(c, in.b);
+                    c.loadConstant(bits);
+                    c.loadConstant(Types.signed(t) ? 1 : 0);
+                    ops(c, "shr", MethodTypeDesc.of(CD_long, CD_long, CD_long, CD_int, CD_boolean));
+                    store(c, in.d);
+                    return;
+                }
+                case Insn.MIN, Insn.MAX -> {
+                    load(c, in.a);
+                    load(c, in.b);
+                    c.loadConstant(t);
+                    ops(c, in.op == Insn.MIN ? "min" : "max", MethodTypeDesc.of(CD_long, CD_long, CD_long, CD_int));
+                    store(c, in.d);
+                    return;
+                }
+                default -> {
+                }
+            }
+        }
+        generic(c, i, in);
+    }
+}

@@ -1,0 +1,415 @@
+package io.gpusockets.emulated.ptx;
+
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+
+/**
+ * Runs the CTAs of one launch with an entry's {@link JitCode}, one CTA at a time, on one host thread
+ * (a launch has one per core, as {@link Cta} does for the interpreter), and gives the generated code
+ * its memory accesses and special registers.
+ *
+ * <p>Threads run one after another, each as far as it can go: to its exit, or to an instruction it
+ * must meet others at. Warp-wide instructions ({@code shfl.sync}, {@code vote.sync},
+ * {@code activemask}, {@code bar.warp.sync}) are carried out once none of the warp's threads can go
+ * on, for the threads waiting at the lowest such instruction (as the interpreter's min-PC order
+ * would meet them); {@code bar.sync} opens once every thread of the block waits there or has
+ * exited. Between meeting points the threads of a warp do not run in lockstep: this is the
+ * independent thread scheduling the PTX ISA gives targets from sm_70 on, which nvcc's compute_90
+ * code is written for (warp-synchronous code without {@code __syncwarp} is not).
+ *
+ * <p>Memory: .global through the context's checked {@link GlobalMemory}, with the allocation each
+ * load or store instruction last touched cached per instruction; .shared per CTA; .param the
+ * launch's parameter bytes; generic shared addresses in {@link Builders#SHARED_WINDOW}. An entry
+ * with .local memory or calls is not compiled.
+ */
+final class JitCta implements PtxKernel.CtaRunner {
+    private static final int READY = 0;
+    private static final int WAITING = 1;
+    private static final int EXITED = 2;
+
+    private final Program program;
+    private final JitCode jit;
+    private final boolean meets;
+    private final PtxKernel.Launch launch;
+    private final GlobalMemory memory;
+    private final int threads;
+    private final int warps;
+    final int bx;
+    final int by;
+    final int bxy;
+    /** Shared memory as 32-bit little-endian words: plain array accesses keep the compiled code small. */
+    private final int[] shared;
+    private final long sharedBytes;
+    private final MemorySegment params;
+    private final long[] siteBase;
+    private final long[] siteLength;
+    private final MemorySegment[] siteHost;
+    /** Per slot: its constant's value, and whether it is one; per slot: its special register kind, or -1. */
+    private final long[] constantOf;
+    private final boolean[] constant;
+    private final int[] specialOf;
+    private final long[][] regs;
+    private final int[] state;
+    private final int[] resume;
+    private final int[] waitAt;
+    private final long[] lanes = new long[6 * 32];
+    private final long[] scratch = new long[32];
+    long cx;
+    long cy;
+    long cz;
+    private boolean cancelled;
+    /** Thread-instructions run so far: the generated code adds its count when a thread returns. */
+    long instructions;
+
+    JitCta(Program program, JitCode jit, boolean meets, int sites, PtxKernel.Launch launch) {
+        this.program = program;
+        this.jit = jit;
+        this.meets = meets;
+        this.launch = launch;
+        this.memory = launch.memory();
+        this.bx = launch.blockX();
+        this.by = launch.blockY();
+        this.bxy = bx * by;
+        this.threads = bx * by * launch.blockZ();
+        this.warps = (threads + 31) / 32;
+        this.sharedBytes = program.staticShared + launch.dynamicShared();
+        this.shared = new int[(int) ((sharedBytes + 7) / 4)];
+        this.params = launch.params();
+        this.siteBase = new long[sites];
+        this.siteLength = new long[sites];
+        this.siteHost = new MemorySegment[sites];
+        this.constantOf = new long[program.slots];
+        this.constant = new boolean[program.slots];
+        this.specialOf = new int[program.slots];
+        Arrays.fill(specialOf, -1);
+        for (int i = 0; i < program.constSlots.length; i++) {
+            constant[program.constSlots[i]] = true;
+            constantOf[program.constSlots[i]] = program.constValues[i];
+        }
+        for (int i = 0; i < program.specialSlots.length; i++) {
+            specialOf[program.specialSlots[i]] = program.specialKinds[i];
+        }
+        this.regs = meets ? new long[threads][program.slots] : null;
+        this.state = new int[threads];
+        this.resume = new int[threads];
+        this.waitAt = new int[threads];
+    }
+
+    @Override
+    public long instructions() {
+        return instructions;
+    }
+
+    @Override
+    public boolean cancelled() {
+        return cancelled;
+    }
+
+    /** Runs CTA {@code index} (x fastest) to completion. */
+    @Override
+    public void run(long index) {
+        cx = index % launch.gridX();
+        cy = index / launch.gridX() % launch.gridY();
+        cz = index / (launch.gridX() * launch.gridY());
+        Arrays.fill(shared, 0);
+        try {
+            if (!meets) {
+                for (int t = 0; t < threads; t++) {
+                    jit.run(this, null, t, 0);
+                }
+                return;
+            }
+            Arrays.fill(state, READY);
+            Arrays.fill(resume, 0);
+            for (long[] r : regs) {
+                Arrays.fill(r, 0);
+            }
+            while (true) {
+                for (int w = 0; w < warps; w++) {
+                    runWarp(w);
+                }
+                boolean released = false;
+                for (int t = 0; t < threads; t++) {
+                    if (state[t] == WAITING) {   // at bar.sync: every thread waits there or has exited
+                        state[t] = READY;
+                        resume[t] = waitAt[t] + 1;
+                        released = true;
+                    }
+                }
+                if (!released) {
+                    return;
+                }
+            }
+        } catch (Cancelled c) {
+            cancelled = true;
+        }
+    }
+
+    /** Runs warp {@code w}'s threads until each waits at bar.sync or has exited. */
+    private void runWarp(int w) {
+        int first = 32 * w;
+        int end = Math.min(threads, first + 32);
+        while (true) {
+            for (int t = first; t < end; t++) {
+                if (state[t] == READY) {
+                    int r = jit.run(this, regs[t], t, resume[t]);
+                    if (r == 0) {
+                        state[t] = EXITED;
+                    } else {
+                        state[t] = WAITING;
+                        waitAt[t] = r - 1;
+                    }
+                }
+            }
+            int lowest = Integer.MAX_VALUE;
+            for (int t = first; t < end; t++) {
+                if (state[t] == WAITING && program.code[waitAt[t]].op != Insn.BAR) {
+                    lowest = Math.min(lowest, waitAt[t]);
+                }
+            }
+            if (lowest == Integer.MAX_VALUE) {
+                return;
+            }
+            int mask = 0;
+            for (int t = first; t < end; t++) {
+                if (state[t] == WAITING && waitAt[t] == lowest) {
+                    mask |= 1 << (t - first);
+                    state[t] = READY;
+                    resume[t] = lowest + 1;
+                }
+            }
+            meet(program.code[lowest], first, end, mask);
+        }
+    }
+
+    /** A warp-wide instruction for the lanes in {@code mask} of the warp of threads [first, end). */
+    private void meet(Insn in, int first, int end, int mask) {
+        switch (in.op) {
+            case Insn.SHFL -> {
+                gather(in.a, 0, first, end, -1);
+                gather(in.b, 32, first, end, mask);
+                gather(in.c, 64, first, end, mask);
+                WarpOps.shuffle(in.mod, mask, lanes, 0, 32, 64, 128, in.d2 >= 0 ? 160 : -1, scratch);
+                scatter(in.d, 128, first, mask);
+                scatter(in.d2, 160, first, mask);
+            }
+            case Insn.VOTE -> {
+                gather(in.a, 0, first, end, mask);
+                gather(in.e, 96, first, end, mask);
+                WarpOps.vote(in.mod, in.negA, mask, lanes, 0, 96, 128);
+                scatter(in.d, 128, first, mask);
+            }
+            case Insn.ACTIVEMASK -> {
+                Arrays.fill(lanes, 128, 160, mask & 0xFFFF_FFFFL);
+                scatter(in.d, 128, first, mask);
+            }
+            case Insn.WARPSYNC -> {
+            }
+            default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** Operand {@code slot} of the warp's lanes (those in {@code mask}; all when -1) into lanes[base + lane]. */
+    private void gather(int slot, int base, int first, int end, int mask) {
+        for (int t = first; t < end; t++) {
+            int l = t - first;
+            if ((mask >>> l & 1) != 0) {
+                lanes[base + l] = value(slot, t);
+            }
+        }
+    }
+
+    private void scatter(int slot, int base, int first, int mask) {
+        if (slot < 0) {
+            return;
+        }
+        for (int m = mask; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            regs[first + l][slot] = lanes[base + l];
+        }
+    }
+
+    private long value(int slot, int t) {
+        if (constant[slot]) {
+            return constantOf[slot];
+        }
+        if (specialOf[slot] >= 0) {
+            return special(specialOf[slot], t);
+        }
+        return regs[t][slot];
+    }
+
+    /** Special register {@code kind} ({@link Program}'s kinds) of thread t of the current CTA. */
+    long special(int kind, int t) {
+        int l = t & 31;
+        return switch (kind) {
+            case Program.TID_X -> t % bx;
+            case Program.TID_Y -> t / bx % by;
+            case Program.TID_Z -> t / (bx * by);
+            case Program.NTID_X -> bx;
+            case Program.NTID_Y -> by;
+            case Program.NTID_Z -> launch.blockZ();
+            case Program.CTAID_X -> cx;
+            case Program.CTAID_Y -> cy;
+            case Program.CTAID_Z -> cz;
+            case Program.NCTAID_X -> launch.gridX();
+            case Program.NCTAID_Y -> launch.gridY();
+            case Program.NCTAID_Z -> launch.gridZ();
+            case Program.LANEID -> l;
+            case Program.WARPID -> t >> 5;
+            case Program.NWARPID -> warps;
+            case Program.LANEMASK_EQ -> 1L << l;
+            case Program.LANEMASK_LE -> (2L << l) - 1;
+            case Program.LANEMASK_LT -> (1L << l) - 1;
+            case Program.LANEMASK_GE -> ~((1L << l) - 1) & 0xFFFF_FFFFL;
+            case Program.LANEMASK_GT -> ~((2L << l) - 1) & 0xFFFF_FFFFL;
+            default -> 0;
+        };
+    }
+
+    /** Thrown by {@link #poll} once the context is being destroyed: the CTA stops, and the launch with it. */
+    static final class Cancelled extends RuntimeException {
+        Cancelled() {
+            super("the context is being destroyed", null, false, false);
+        }
+    }
+
+    /** Called by loops now and then: a kernel that never ends stops when its context is destroyed. */
+    void poll() {
+        if (memory.cancelled()) {
+            throw new Cancelled();
+        }
+    }
+
+    RuntimeException misaligned(long address, long bytes) {
+        return memory.misaligned(address, bytes);
+    }
+
+    // Loads return the bytes zero-extended (the generated code extends them by the instruction's type).
+
+    long ldGlobal(int site, long address, int size) {
+        long off = address - siteBase[site];
+        if (off < 0 || off > siteLength[site] - size) {
+            off = refill(site, address, size);
+        }
+        return Cta.get(siteHost[site], off, size);
+    }
+
+    void stGlobal(int site, long address, int size, long v) {
+        long off = address - siteBase[site];
+        if (off < 0 || off > siteLength[site] - size) {
+            off = refill(site, address, size);
+        }
+        Cta.put(siteHost[site], off, size, v);
+    }
+
+    private long refill(int site, long address, int size) {
+        GlobalMemory.Region r = memory.region(address, size);
+        siteBase[site] = r.base();
+        siteLength[site] = r.end() - r.base();
+        siteHost[site] = r.host();
+        return address - r.base();
+    }
+
+    private long sharedOffset(long offset, int size) {
+        if (offset < 0 || offset > sharedBytes - size) {
+            throw memory.illegalAddress(Cta.SPACES[Insn.SHARED], offset, size);
+        }
+        return offset;
+    }
+
+    // Shared accesses are aligned to their size (the generated code checks it first), so none straddles a word but .b64.
+
+    long ldShared(long offset, int size) {
+        int o = (int) sharedOffset(offset, size);
+        int w = shared[o >> 2];
+        return switch (size) {
+            case 4 -> w & 0xFFFF_FFFFL;
+            case 8 -> w & 0xFFFF_FFFFL | (long) shared[(o >> 2) + 1] << 32;
+            case 2 -> w >>> ((o & 2) * 8) & 0xFFFF;
+            default -> w >>> ((o & 3) * 8) & 0xFF;
+        };
+    }
+
+    void stShared(long offset, int size, long v) {
+        int o = (int) sharedOffset(offset, size);
+        int i = o >> 2;
+        switch (size) {
+            case 4 -> shared[i] = (int) v;
+            case 8 -> {
+                shared[i] = (int) v;
+                shared[i + 1] = (int) (v >>> 32);
+            }
+            case 2 -> {
+                int shift = (o & 2) * 8;
+                shared[i] = shared[i] & ~(0xFFFF << shift) | ((int) v & 0xFFFF) << shift;
+            }
+            default -> {
+                int shift = (o & 3) * 8;
+                shared[i] = shared[i] & ~(0xFF << shift) | ((int) v & 0xFF) << shift;
+            }
+        }
+    }
+
+    long ldParam(long offset, int size) {
+        if (offset < 0 || offset > params.byteSize() - size) {
+            throw memory.illegalAddress(Cta.SPACES[Insn.PARAM], offset, size);
+        }
+        return Cta.get(params, offset, size);
+    }
+
+    /** A generic address: a shared one lies in the shared window; the local window holds nothing (no .local here). */
+    private static boolean inWindow(long address, long window) {
+        return Long.compareUnsigned(address - window, Builders.WINDOW_BYTES) < 0;
+    }
+
+    long ldGeneric(int site, long address, int size) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            return ldShared(address - Builders.SHARED_WINDOW, size);
+        }
+        if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
+        }
+        return ldGlobal(site, address, size);
+    }
+
+    void stGeneric(int site, long address, int size, long v) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            stShared(address - Builders.SHARED_WINDOW, size, v);
+        } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
+        } else {
+            stGlobal(site, address, size, v);
+        }
+    }
+
+    /** atom/red of instruction {@code index} at {@code address}: the old value, raw. */
+    long atom(int index, int site, long address, long b, long c) {
+        Insn in = program.code[index];
+        int size = Types.size(in.type);
+        if ((address & (size - 1)) != 0) {
+            throw memory.misaligned(address, size);
+        }
+        int space = in.space;
+        if (space == Insn.GENERIC) {
+            if (inWindow(address, Builders.SHARED_WINDOW)) {
+                space = Insn.SHARED;
+                address -= Builders.SHARED_WINDOW;
+            } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
+                throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
+            } else {
+                space = Insn.GLOBAL;
+            }
+        }
+        if (space == Insn.SHARED) {   // this CTA's own: one thread runs it
+            long old = ldShared(address, size);
+            stShared(address, size, Alu.atomic(in, old, b, c));
+            return old;
+        }
+        synchronized (Cta.GLOBAL_ATOMICS) {
+            long old = ldGlobal(site, address, size);
+            stGlobal(site, address, size, Alu.atomic(in, old, b, c));
+            return old;
+        }
+    }
+}
