@@ -817,6 +817,8 @@ final class JitCompiler {
             load(c, in.c);
             c.loadConstant(in.negC ? 1 : 0);
             ops(c, "combine", MethodTypeDesc.of(CD_long, CD_int, CD_boolean, CD_long, CD_boolean));
+            // both are computed before either is written (c may be d or d2), and d is written first (d may be d2)
+            c.lstore(ADDRESS);
             if (in.d2 >= 0) {
                 c.loadConstant(in.type2);
                 c.iload(FLAG);
@@ -825,9 +827,12 @@ final class JitCompiler {
                 load(c, in.c);
                 c.loadConstant(in.negC ? 1 : 0);
                 ops(c, "combine", MethodTypeDesc.of(CD_long, CD_int, CD_boolean, CD_long, CD_boolean));
+            }
+            c.lload(ADDRESS);
+            store(c, in.d);
+            if (in.d2 >= 0) {
                 store(c, in.d2);
             }
-            store(c, in.d);
             return;
         }
         c.iload(FLAG);

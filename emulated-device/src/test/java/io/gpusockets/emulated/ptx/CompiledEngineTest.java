@@ -1,0 +1,239 @@
+package io.gpusockets.emulated.ptx;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_ILLEGAL_ADDRESS;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_MISALIGNED_ADDRESS;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The compiled engine where it differs from the interpreter in how it runs: threads of a warp one
+ * after another between meeting points (divergent shuffles, votes and __syncwarp exchanges), faults
+ * raised from generated code, kernels that never end, and entries it leaves to the interpreter.
+ */
+class CompiledEngineTest {
+    private static final String OUT_KERNEL = Rig.HEADER + """
+            .visible .entry k(.param .u64 out)
+            {
+                .reg .pred %p<8>;
+                .reg .b32 %r<32>;
+                .reg .b64 %rd<16>;
+                .shared .align 4 .b8 buf[1024];
+                ld.param.u64 %rd2, [out];
+                cvta.to.global.u64 %rd2, %rd2;
+                mov.u32 %r1, %tid.x;
+                mul.wide.u32 %rd3, %r1, 4;
+                add.s64 %rd1, %rd2, %rd3;
+            BODY
+                ret;
+            }
+            """;
+
+    private static void same(String what, String body, int threads, int slots) {
+        String ptx = OUT_KERNEL.replace("BODY", body);
+        EnginesTest.same(what, rig -> {
+            long f = rig.function(rig.module(ptx), "k");
+            long out = rig.upload(new int[threads * slots]);
+            rig.run(f, 1, threads, out);
+            return out;
+        }, 4L * threads * slots);
+    }
+
+    @Test
+    void divergentShufflesMeetOnlyTheLanesThatReachThem() {
+        // lanes below 16 shuffle among themselves (mask 0xffff, clamped to lane 15); the others take
+        // another shuffle. (A source lane outside the mask is undefined in PTX, so none is read.)
+        same("divergent shuffles", """
+                    mov.u32 %r9, %laneid;
+                    setp.lt.u32 %p1, %r9, 16;
+                    @!%p1 bra HIGH;
+                    shfl.sync.down.b32 %r2|%p2, %r1, 3, 15, 65535;
+                    selp.u32 %r3, 1, 0, %p2;
+                    bra.uni JOIN;
+                HIGH:
+                    mul.lo.s32 %r4, %r1, 7;
+                    shfl.sync.bfly.b32 %r2|%p2, %r4, 5, 31, -65536;
+                    selp.u32 %r3, 2, 0, %p2;
+                JOIN:
+                    shfl.sync.idx.b32 %r5, %r2, 9, 31, -1;
+                    add.s32 %r6, %r2, %r5;
+                    add.s32 %r6, %r6, %r3;
+                    st.global.u32 [%rd1], %r6;
+                """, 64, 1);
+    }
+
+    @Test
+    void votesAndActivemaskInsideDivergentCodeOfAPartialWarp() {
+        same("votes", """
+                    and.b32 %r2, %r1, 3;
+                    setp.eq.s32 %p1, %r2, 0;
+                    @%p1 bra SKIP;
+                    activemask.b32 %r3;
+                    setp.gt.u32 %p2, %r1, 20;
+                    vote.sync.ballot.b32 %r4, %p2, %r3;
+                    vote.sync.any.pred %p3, %p2, %r3;
+                    vote.sync.all.pred %p4, %p2, %r3;
+                    selp.u32 %r5, 1, 0, %p3;
+                    selp.u32 %r6, 2, 0, %p4;
+                    xor.b32 %r3, %r3, %r4;
+                    add.s32 %r3, %r3, %r5;
+                    add.s32 %r3, %r3, %r6;
+                    st.global.u32 [%rd1], %r3;
+                SKIP:
+                """, 45, 1);
+    }
+
+    @Test
+    void syncwarpOrdersAWarpsSharedMemoryExchange() {
+        // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
+        // point, a lane running ahead would read a slot not yet written
+        String body = """
+                    mov.u32 %r7, buf;
+                    shl.b32 %r2, %r1, 2;
+                    add.s32 %r3, %r7, %r2;
+                    mul.lo.s32 %r4, %r1, 3;
+                    add.s32 %r4, %r4, 1;
+                    st.shared.u32 [%r3], %r4;
+                    bar.warp.sync -1;
+                    add.s32 %r5, %r1, 1;
+                    and.b32 %r5, %r5, 31;
+                    shl.b32 %r5, %r5, 2;
+                    add.s32 %r5, %r7, %r5;
+                    ld.shared.u32 %r6, [%r5];
+                    st.global.u32 [%rd1], %r6;
+                """;
+        same("syncwarp", body, 32, 1);
+        try (Rig rig = new Rig()) {
+            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", body)), "k");
+            long out = rig.upload(new int[32]);
+            rig.run(f, 1, 32, out);
+            int[] got = rig.ints(out, 32);
+            for (int i = 0; i < 32; i++) {
+                assertEquals(3 * ((i + 1) % 32) + 1, got[i], "lane " + i);
+            }
+        }
+    }
+
+    @Test
+    void faultsFromCompiledCodeAreTheInterpretersErrors() {
+        String oob = """
+                    mul.wide.u32 %rd4, %r1, 1024;
+                    add.s64 %rd5, %rd1, %rd4;
+                    st.global.u32 [%rd5], %r1;
+                """;
+        String shared = """
+                    mov.u32 %r7, buf;
+                    shl.b32 %r2, %r1, 6;
+                    add.s32 %r3, %r7, %r2;
+                    ld.shared.u32 %r4, [%r3];
+                    st.global.u32 [%rd1], %r4;
+                """;
+        String misaligned = """
+                    add.s64 %rd5, %rd1, 2;
+                    st.global.u32 [%rd5], %r1;
+                """;
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, compiledResult(oob), "a store past the allocation");
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, compiledResult(shared), "a load past the shared memory");
+        assertEquals(CUDA_ERROR_MISALIGNED_ADDRESS, compiledResult(misaligned), "a misaligned store");
+    }
+
+    /** The synchronising call's result after running {@code body} compiled (asserting it was compiled). */
+    private static int compiledResult(String body) {
+        String before = System.getProperty(PtxEngine.PROPERTY);
+        System.setProperty(PtxEngine.PROPERTY, "jit");
+        try (Rig rig = new Rig()) {
+            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", body)), "k");
+            long out = rig.upload(new int[32]);
+            long compiled = PtxEngine.statistics().compiledLaunches();
+            rig.ok(rig.launch(f, new int[] {1, 1, 1}, new int[] {32, 1, 1}, 0, out));
+            int rc = rig.device.cuCtxSynchronize();
+            assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "compiled");
+            return rc;
+        } finally {
+            restore(before);
+        }
+    }
+
+    private static void restore(String before) {
+        if (before == null) {
+            System.clearProperty(PtxEngine.PROPERTY);
+        } else {
+            System.setProperty(PtxEngine.PROPERTY, before);
+        }
+    }
+
+    @Test
+    void aCompiledKernelThatNeverEndsStopsWhenItsContextIsDestroyed() throws Exception {
+        String spin = """
+                LOOP:
+                    add.s32 %r2, %r2, 1;
+                    bra.uni LOOP;
+                """;
+        Rig rig = new Rig();
+        try {
+            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", spin)), "k");
+            long out = rig.upload(new int[64]);
+            long compiled = PtxEngine.statistics().compiledLaunches();
+            rig.ok(rig.launch(f, new int[] {4, 1, 1}, new int[] {64, 1, 1}, 0, out));
+            Thread.sleep(300);
+            MemorySegment ctx = rig.arena.allocate(8);
+            rig.ok(rig.device.cuCtxGetCurrent(ctx));
+            long start = System.nanoTime();
+            CompletableFuture<Integer> destroyed = CompletableFuture.supplyAsync(() -> rig.device.cuCtxDestroy(ctx.get(
+                    java.lang.foreign.ValueLayout.JAVA_LONG, 0)));
+            destroyed.get(20, TimeUnit.SECONDS);
+            assertTrue(System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20), "destroyed in time");
+            assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "the spinning launch ran compiled");
+        } finally {
+            rig.close();
+        }
+    }
+
+    @Test
+    void entriesWithCallsOrLocalMemoryRunInterpretedUnderJit() {
+        String ptx = Rig.HEADER + """
+                .func (.param .b32 r) twice(.param .b32 x)
+                {
+                    .reg .b32 %v<3>;
+                    ld.param.b32 %v1, [x];
+                    add.s32 %v2, %v1, %v1;
+                    st.param.b32 [r], %v2;
+                    ret;
+                }
+                .visible .entry k(.param .u64 out)
+                {
+                    .reg .b32 %r<8>;
+                    .reg .b64 %rd<8>;
+                    ld.param.u64 %rd1, [out];
+                    mov.u32 %r1, %tid.x;
+                    {
+                    .param .b32 a;
+                    st.param.b32 [a], %r1;
+                    .param .b32 b;
+                    call (b), twice, (a);
+                    ld.param.b32 %r2, [b];
+                    }
+                    mul.wide.u32 %rd2, %r1, 4;
+                    add.s64 %rd3, %rd1, %rd2;
+                    st.global.u32 [%rd3], %r2;
+                    ret;
+                }
+                """;
+        EnginesTest.Outcome o = EnginesTest.runWith(PtxEngine.JIT, rig -> {
+            long f = rig.function(rig.module(ptx), "k");
+            long out = rig.upload(new int[32]);
+            rig.run(f, 1, 32, out);
+            return out;
+        }, 128);
+        assertEquals(1, o.interpretedLaunches(), "interpreted");
+        assertEquals(0, o.compiledLaunches(), "not compiled");
+        java.nio.IntBuffer got = java.nio.ByteBuffer.wrap(o.output()).order(java.nio.ByteOrder.LITTLE_ENDIAN).asIntBuffer();
+        for (int i = 0; i < 32; i++) {
+            assertEquals(2 * i, got.get(i), "thread " + i);
+        }
+    }
+}
