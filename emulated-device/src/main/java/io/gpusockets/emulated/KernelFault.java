@@ -3,8 +3,9 @@ package io.gpusockets.emulated;
 import io.gpusockets.protocol.api.CuResult;
 
 /**
- * A kernel (or a queued copy) touched memory it may not: it becomes the context's sticky error, as a
- * GPU fault does, and is reported by the next synchronizing call rather than by the launch.
+ * A kernel (or a queued copy) touched memory it may not, or a kernel's assert() failed: it becomes the
+ * context's sticky error, as a GPU fault does, and is reported by the next synchronizing call rather
+ * than by the launch.
  */
 final class KernelFault extends RuntimeException {
     private static final long serialVersionUID = 1L;
@@ -19,6 +20,11 @@ final class KernelFault extends RuntimeException {
     static KernelFault illegalAddress(long address, long bytes) {
         return new KernelFault(CuResult.CUDA_ERROR_ILLEGAL_ADDRESS,
                 "address=0x" + Long.toHexString(address) + " bytes=" + bytes + " is not inside one allocation of the context");
+    }
+
+    /** A device-side assert() failed: CUDA_ERROR_ASSERT, sticky like a memory fault. */
+    static KernelFault assertion(String detail) {
+        return new KernelFault(CuResult.CUDA_ERROR_ASSERT, detail);
     }
 
     static KernelFault misaligned(long address, long alignment) {

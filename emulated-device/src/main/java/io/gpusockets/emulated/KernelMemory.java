@@ -38,6 +38,11 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public RuntimeException assertion(String detail) {
+        return KernelFault.assertion(detail);
+    }
+
+    @Override
     public long malloc(long size) {
         try {
             return context.heap(memory).malloc(size);

@@ -7,7 +7,8 @@ package io.gpusockets.emulated.ptx;
  * arguments from the caller's call-site variables into the callee's frame (placed right after the
  * caller's), saves the callee's registers for the lane (so each active frame has registers of its
  * own, recursion included) and jumps; {@code ret} copies the return value back, restores them and
- * returns. Extern functions (vprintf, malloc, free) run in Java on the caller's call-site variables.
+ * returns. Extern functions (vprintf, malloc, free, __assertfail) run in Java on the caller's
+ * call-site variables.
  */
 final class Calls {
     /** Most frames a thread may have (the kernel's own counts as one); one more is a kernel fault. */
@@ -18,6 +19,8 @@ final class Calls {
     static final int VPRINTF = 1;
     static final int MALLOC = 2;
     static final int FREE = 3;
+    /** assert() failing: {@code __assertfail(message, file, line, function, charSize)} ends the launch with CUDA_ERROR_ASSERT. */
+    static final int ASSERTFAIL = 4;
 
     private Calls() {
     }

@@ -5,6 +5,7 @@ import static io.gpusockets.emulated.ptx.Types.norm;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 
 /**
  * Runs the CTAs of one launch, one at a time, on one host thread (a launch has one per core).
@@ -61,6 +62,10 @@ final class Cta implements PtxKernel.CtaRunner {
     private MemorySegment cachedHost;
     private long steps;
     long instructions;
+    /** The CTA {@link #run} runs (x fastest), for the block index of an assertion message. */
+    private long ctaIndex;
+    /** The fault detail of the first failed assert() of the call instruction being executed, else null. */
+    private String assertion;
 
     Cta(Program program, PtxKernel.Launch launch) {
         this.program = program;
@@ -101,6 +106,7 @@ final class Cta implements PtxKernel.CtaRunner {
     /** Runs CTA {@code index} (x fastest) to completion. */
     @Override
     public void run(long index) {
+        ctaIndex = index;
         long cx = index % launch.gridX();
         long cy = index / launch.gridX() % launch.gridY();
         long cz = index / (launch.gridX() * launch.gridY());
@@ -332,6 +338,12 @@ final class Cta implements PtxKernel.CtaRunner {
                 for (int m = exec; m != 0; m &= m - 1) {
                     call(in, w, Integer.numberOfTrailingZeros(m), r, pc);
                 }
+                if (assertion != null) {
+                    // every lane of the warp that failed its assert() here has printed its message: the launch ends
+                    String detail = assertion;
+                    assertion = null;
+                    throw memory.assertion(detail);
+                }
             }
             case Insn.RET -> {
                 for (int m = exec; m != 0; m &= m - 1) {
@@ -478,7 +490,7 @@ final class Cta implements PtxKernel.CtaRunner {
         return s;
     }
 
-    /** vprintf, malloc, free: their arguments are the caller's call-site variables, 8 bytes each. */
+    /** vprintf, malloc, free, __assertfail: their arguments are the caller's call-site variables (8 bytes each, __assertfail's line 4). */
     private void externCall(Calls.Site site, int w, int l, long base) {
         MemorySegment stack = stack(w, l, frameTop[w][l]);
         long first = stack.get(LONG, base + site.argOffsets[0]);
@@ -510,8 +522,43 @@ final class Cta implements PtxKernel.CtaRunner {
                             + ": not a block malloc returned, or freed already");
                 }
             }
+            case Calls.ASSERTFAIL -> {
+                // What the CUDA driver prints for each thread whose assert() failed (on stderr, the CUDA C++
+                // Programming Guide says), e.g. "k.cu:12: void k(int *): block: [1,0,0], thread: [5,0,0] Assertion `x < n` failed."
+                String message = cString(first, w, l);
+                String file = cString(stack.get(LONG, base + site.argOffsets[1]), w, l);
+                int line = stack.get(INT, base + site.argOffsets[2]);
+                String function = cString(stack.get(LONG, base + site.argOffsets[3]), w, l);
+                int t = 32 * w + l;
+                int bx = launch.blockX();
+                int by = launch.blockY();
+                long gx = launch.gridX();
+                long gy = launch.gridY();
+                String text = file + ":" + Integer.toUnsignedString(line) + ": " + function + ": block: [" + ctaIndex % gx + ","
+                        + ctaIndex / gx % gy + "," + ctaIndex / (gx * gy) + "], thread: [" + t % bx + "," + t / bx % by + ","
+                        + t / (bx * by) + "] Assertion `" + message + "` failed.";
+                byte[] bytes = (text + "\n").getBytes(StandardCharsets.UTF_8);
+                System.err.write(bytes, 0, bytes.length);
+                System.err.flush();
+                if (assertion == null) {
+                    assertion = "device-side assert: " + text;
+                }
+            }
             default -> throw new IllegalStateException("extern " + site.callee);
         }
+    }
+
+    /** A NUL-terminated string at a generic address of lane l (at most 4096 bytes of it), read through the checked memory. */
+    private String cString(long address, int w, int l) {
+        java.io.ByteArrayOutputStream s = new java.io.ByteArrayOutputStream();
+        for (int i = 0; i < 4096; i++) {
+            int b = (int) load(Insn.GENERIC, address + i, 1, w, l) & 0xFF;
+            if (b == 0) {
+                break;
+            }
+            s.write(b);
+        }
+        return s.toString(StandardCharsets.UTF_8);
     }
 
     private static boolean combine(int op, boolean x, boolean c) {

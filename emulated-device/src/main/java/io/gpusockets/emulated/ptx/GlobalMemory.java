@@ -26,6 +26,12 @@ public interface GlobalMemory {
      */
     RuntimeException fault(String detail);
 
+    /**
+     * The fault for a device-side assert() that failed ({@code __assertfail}): as on a device, the
+     * launch fails with CUDA_ERROR_ASSERT, the context's sticky error.
+     */
+    RuntimeException assertion(String detail);
+
     /** The device heap's malloc: a block of at least {@code size} bytes of device memory, or 0 when the heap is exhausted. */
     long malloc(long size);
 

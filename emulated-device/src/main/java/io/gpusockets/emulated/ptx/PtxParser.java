@@ -56,19 +56,25 @@ final class PtxParser {
                     case "vprintf" -> Calls.VPRINTF;
                     case "malloc" -> Calls.MALLOC;
                     case "free" -> Calls.FREE;
+                    case "__assertfail" -> Calls.ASSERTFAIL;
                     default -> 0;
                 };
                 if (site.extern == 0 || !externs.contains(callee)) {
                     throw new PtxUnsupported("line " + in.line + ": call to " + (externs.contains(callee) ? "extern function " : "undefined function ")
-                            + callee + " (of the extern functions vprintf, malloc and free are covered)");
+                            + callee + " (of the extern functions vprintf, malloc, free and __assertfail are covered)");
                 }
-                long[] want = switch (site.extern) {
-                    case Calls.VPRINTF -> new long[] {8, 8, 4};
-                    case Calls.MALLOC -> new long[] {8, 8};
-                    default -> new long[] {8, 0};
+                // The parameter sizes of each extern as nvcc declares it, and its return value's (0: none).
+                long[] args = switch (site.extern) {
+                    case Calls.VPRINTF -> new long[] {8, 8};                  // format, argument buffer -> int
+                    case Calls.MALLOC, Calls.FREE -> new long[] {8};          // size -> pointer; pointer
+                    default -> new long[] {8, 8, 4, 8, 8};                    // message, file, line, function, charSize
                 };
-                if (site.argSizes.length != want.length - 1 || site.returnSize != (site.returnOffset < 0 ? 0 : want[want.length - 1])
-                        || java.util.Arrays.stream(site.argSizes).anyMatch(sz -> sz != 8)) {
+                long returns = switch (site.extern) {
+                    case Calls.VPRINTF -> 4;
+                    case Calls.MALLOC -> 8;
+                    default -> 0;
+                };
+                if (!Arrays.equals(site.argSizes, args) || site.returnSize != (site.returnOffset < 0 ? 0 : returns)) {
                     throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with other arguments than its declaration");
                 }
                 continue;
