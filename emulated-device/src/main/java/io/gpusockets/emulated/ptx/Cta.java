@@ -79,7 +79,7 @@ final class Cta implements PtxKernel.CtaRunner {
         this.live = new int[warpCount];
         this.waiting = new int[warpCount];
         this.convergedPc = new int[warpCount];
-        this.sharedBytes = program.staticShared + launch.dynamicShared();
+        this.sharedBytes = PtxKernel.sharedBound(program.staticShared + launch.dynamicShared());
         this.shared = MemorySegment.ofArray(new byte[(int) sharedBytes]);
         this.stacks = new MemorySegment[warpCount][32];
         this.frameBase = new long[warpCount][32];

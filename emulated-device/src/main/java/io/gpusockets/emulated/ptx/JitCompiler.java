@@ -586,8 +586,24 @@ final class JitCompiler {
         c.invokestatic(CD_OPS, name, type);
     }
 
+    /** Within the current basic block: base slots a shared access tested, with the alignment tested. */
+    private final java.util.Map<Integer, Integer> testedBase = new java.util.HashMap<>();
+    private final BitSet scratchDefs = new BitSet();
+
     private void emitInstruction(CodeBuilder c, int i) {
         Insn in = code[i];
+        if (leader[i]) {
+            testedBase.clear();
+        }
+        emitBody(c, i, in);
+        scratchDefs.clear();
+        defs(in, scratchDefs);
+        for (int s = scratchDefs.nextSetBit(0); s >= 0; s = scratchDefs.nextSetBit(s + 1)) {
+            testedBase.remove(s);
+        }
+    }
+
+    private void emitBody(CodeBuilder c, int i, Insn in) {
         c.labelBinding(labels[i]);
         if (leader[i] && blockCount[i] > 0) {
             addCount(c, blockCount[i]);
@@ -727,9 +743,42 @@ final class JitCompiler {
         }
     }
 
+    /** A scalar .shared access whose constant offset keeps the base's alignment: JitCta tests only the base. */
+    private static boolean sharedAtBase(Insn in, int size) {
+        return in.space == Insn.SHARED && in.vec.length == 1 && (in.offset & (0xFFFF_FFFF_8000_0000L | (size - 1))) == 0;
+    }
+
+    /** Pushes the CTA, (a & mask) and the constant offset. */
+    private void base(CodeBuilder c, Insn in) {
+        c.aload(CTA);
+        load(c, in.a);
+        if (in.addressMask != -1L) {
+            c.loadConstant(in.addressMask);
+            c.land();
+        }
+        c.loadConstant(in.offset);
+    }
+
     private void ld(CodeBuilder c, int i, Insn in) {
         int size = Types.size(in.type);
-        address(c, in, (long) size * in.vec.length);
+        if (sharedAtBase(in, size)) {
+            base(c, in);
+            c.loadConstant(size);
+            // a base an earlier unguarded access of this block tested for this alignment needs no test again
+            boolean tested = testedBase.getOrDefault(in.a, 0) >= size;
+            c.invokevirtual(CD_CTA, tested ? "ldSharedTested" : "ldSharedAt", MethodTypeDesc.of(CD_long, CD_long, CD_long, CD_int));
+            if (in.guard < 0 && !tested) {
+                testedBase.put(in.a, size);
+            }
+            if (in.vec[0] >= 0) {
+                loaded(c, in.type);
+                store(c, in.vec[0]);
+            } else {
+                c.pop2();
+            }
+            return;
+        }
+        address(c, in, in.vec.length > 1 ? (long) size * in.vec.length : 1);   // a scalar's alignment: JitCta checks it
         for (int k = 0; k < in.vec.length; k++) {
             access(c, i, in, (long) k * size);
             c.loadConstant(size);
@@ -751,7 +800,14 @@ final class JitCompiler {
 
     private void st(CodeBuilder c, int i, Insn in) {
         int size = Types.size(in.type);
-        address(c, in, (long) size * in.vec.length);
+        if (sharedAtBase(in, size)) {
+            base(c, in);
+            c.loadConstant(size);
+            load(c, in.vec[0]);
+            c.invokevirtual(CD_CTA, "stSharedAt", MethodTypeDesc.of(CD_void, CD_long, CD_long, CD_int, CD_long));
+            return;
+        }
+        address(c, in, in.vec.length > 1 ? (long) size * in.vec.length : 1);
         for (int k = 0; k < in.vec.length; k++) {
             access(c, i, in, (long) k * size);
             c.loadConstant(size);

@@ -72,8 +72,8 @@ final class JitCta implements PtxKernel.CtaRunner {
         this.bxy = bx * by;
         this.threads = bx * by * launch.blockZ();
         this.warps = (threads + 31) / 32;
-        this.sharedBytes = program.staticShared + launch.dynamicShared();
-        this.shared = new int[(int) ((sharedBytes + 7) / 4)];
+        this.sharedBytes = PtxKernel.sharedBound(program.staticShared + launch.dynamicShared());
+        this.shared = new int[(int) (sharedBytes / 4)];
         this.params = launch.params();
         this.siteBase = new long[sites];
         this.siteLength = new long[sites];
@@ -286,10 +286,18 @@ final class JitCta implements PtxKernel.CtaRunner {
     }
 
     // Loads return the bytes zero-extended (the generated code extends them by the instruction's type).
+    // Each access checks its alignment (to its size: a vector's whole alignment the generated code
+    // checks before) and its bounds in one test; the slow path says which fault it is, alignment
+    // first, as the interpreter does.
+
+    /** True when [offset, offset + size) is not inside [0, limit) or offset is not a multiple of size. */
+    private static boolean outside(long offset, int size, long limit, long address) {
+        return (offset | (limit - size - offset)) < 0 | (address & (size - 1)) != 0;
+    }
 
     long ldGlobal(int site, long address, int size) {
         long off = address - siteBase[site];
-        if (off < 0 || off > siteLength[site] - size) {
+        if (outside(off, size, siteLength[site], address)) {
             off = refill(site, address, size);
         }
         return Cta.get(siteHost[site], off, size);
@@ -297,13 +305,16 @@ final class JitCta implements PtxKernel.CtaRunner {
 
     void stGlobal(int site, long address, int size, long v) {
         long off = address - siteBase[site];
-        if (off < 0 || off > siteLength[site] - size) {
+        if (outside(off, size, siteLength[site], address)) {
             off = refill(site, address, size);
         }
         Cta.put(siteHost[site], off, size, v);
     }
 
     private long refill(int site, long address, int size) {
+        if ((address & (size - 1)) != 0) {
+            throw memory.misaligned(address, size);
+        }
         GlobalMemory.Region r = memory.region(address, size);
         siteBase[site] = r.base();
         siteLength[site] = r.end() - r.base();
@@ -311,48 +322,140 @@ final class JitCta implements PtxKernel.CtaRunner {
         return address - r.base();
     }
 
-    private long sharedOffset(long offset, int size) {
-        if (offset < 0 || offset > sharedBytes - size) {
-            throw memory.illegalAddress(Cta.SPACES[Insn.SHARED], offset, size);
+    /**
+     * Shared accesses test what the array's own bounds check does not: the offset below 2^31 and
+     * aligned to the size, in one test; the array's length (the bound in 4-byte words, a multiple
+     * of 8 bytes: {@link PtxKernel#sharedBound}) then bounds it exactly.
+     */
+    private static final long SHARED_HIGH = 0xFFFF_FFFF_8000_0000L;
+
+    private RuntimeException sharedFault(long offset, int size) {
+        if ((offset & (size - 1)) != 0) {
+            return memory.misaligned(offset, size);
         }
-        return offset;
+        return memory.illegalAddress(Cta.SPACES[Insn.SHARED], offset, size);
     }
 
-    // Shared accesses are aligned to their size (the generated code checks it first), so none straddles a word but .b64.
+    /**
+     * A shared load at base + k where k (an instruction's constant offset) is aligned and below
+     * 2^31: only the base is tested, so the compiled code tests a base once for all the accesses
+     * through it (an offset at or past 2^31 wraps the int negative: the array's check refuses it).
+     */
+    long ldSharedAt(long base, long k, int size) {
+        if ((base & (SHARED_HIGH | (size - 1))) != 0) {
+            throw sharedFault(base + k, size);
+        }
+        int o = (int) (base + k);
+        try {
+            int w = shared[o >> 2];
+            return switch (size) {
+                case 4 -> w & 0xFFFF_FFFFL;
+                case 8 -> w & 0xFFFF_FFFFL | (long) shared[(o >> 2) + 1] << 32;
+                case 2 -> w >>> ((o & 2) * 8) & 0xFFFF;
+                default -> w >>> ((o & 3) * 8) & 0xFF;
+            };
+        } catch (ArrayIndexOutOfBoundsException e) {
+            throw sharedFault(base + k, size);
+        }
+    }
+
+    /** {@link #ldSharedAt} after an earlier access of this basic block tested the same base for this size. */
+    long ldSharedTested(long base, long k, int size) {
+        int o = (int) (base + k);
+        try {
+            int w = shared[o >> 2];
+            return switch (size) {
+                case 4 -> w & 0xFFFF_FFFFL;
+                case 8 -> w & 0xFFFF_FFFFL | (long) shared[(o >> 2) + 1] << 32;
+                case 2 -> w >>> ((o & 2) * 8) & 0xFFFF;
+                default -> w >>> ((o & 3) * 8) & 0xFF;
+            };
+        } catch (ArrayIndexOutOfBoundsException e) {
+            throw sharedFault(base + k, size);
+        }
+    }
+
+    /** A shared store at base + k, k as for {@link #ldSharedAt}. */
+    void stSharedAt(long base, long k, int size, long v) {
+        if (size == 8) {
+            stShared(base + k, size, v);
+            return;
+        }
+        if ((base & (SHARED_HIGH | (size - 1))) != 0) {
+            throw sharedFault(base + k, size);
+        }
+        int o = (int) (base + k);
+        int i = o >> 2;
+        try {
+            switch (size) {
+                case 4 -> shared[i] = (int) v;
+                case 2 -> {
+                    int shift = (o & 2) * 8;
+                    shared[i] = shared[i] & ~(0xFFFF << shift) | ((int) v & 0xFFFF) << shift;
+                }
+                default -> {
+                    int shift = (o & 3) * 8;
+                    shared[i] = shared[i] & ~(0xFF << shift) | ((int) v & 0xFF) << shift;
+                }
+            }
+        } catch (ArrayIndexOutOfBoundsException e) {
+            throw sharedFault(base + k, size);
+        }
+    }
 
     long ldShared(long offset, int size) {
-        int o = (int) sharedOffset(offset, size);
-        int w = shared[o >> 2];
-        return switch (size) {
-            case 4 -> w & 0xFFFF_FFFFL;
-            case 8 -> w & 0xFFFF_FFFFL | (long) shared[(o >> 2) + 1] << 32;
-            case 2 -> w >>> ((o & 2) * 8) & 0xFFFF;
-            default -> w >>> ((o & 3) * 8) & 0xFF;
-        };
+        if ((offset & (SHARED_HIGH | (size - 1))) != 0) {
+            throw sharedFault(offset, size);
+        }
+        int o = (int) offset;
+        try {
+            int w = shared[o >> 2];
+            return switch (size) {
+                case 4 -> w & 0xFFFF_FFFFL;
+                case 8 -> w & 0xFFFF_FFFFL | (long) shared[(o >> 2) + 1] << 32;
+                case 2 -> w >>> ((o & 2) * 8) & 0xFFFF;
+                default -> w >>> ((o & 3) * 8) & 0xFF;
+            };
+        } catch (ArrayIndexOutOfBoundsException e) {
+            throw sharedFault(offset, size);
+        }
     }
 
     void stShared(long offset, int size, long v) {
-        int o = (int) sharedOffset(offset, size);
+        if ((offset & (SHARED_HIGH | (size - 1))) != 0) {
+            throw sharedFault(offset, size);
+        }
+        int o = (int) offset;
         int i = o >> 2;
-        switch (size) {
-            case 4 -> shared[i] = (int) v;
-            case 8 -> {
-                shared[i] = (int) v;
-                shared[i + 1] = (int) (v >>> 32);
+        try {
+            switch (size) {
+                case 4 -> shared[i] = (int) v;
+                case 8 -> {
+                    if (i + 1 >= shared.length) {   // both words in bounds before either is written
+                        throw sharedFault(offset, size);
+                    }
+                    shared[i] = (int) v;
+                    shared[i + 1] = (int) (v >>> 32);
+                }
+                case 2 -> {
+                    int shift = (o & 2) * 8;
+                    shared[i] = shared[i] & ~(0xFFFF << shift) | ((int) v & 0xFFFF) << shift;
+                }
+                default -> {
+                    int shift = (o & 3) * 8;
+                    shared[i] = shared[i] & ~(0xFF << shift) | ((int) v & 0xFF) << shift;
+                }
             }
-            case 2 -> {
-                int shift = (o & 2) * 8;
-                shared[i] = shared[i] & ~(0xFFFF << shift) | ((int) v & 0xFFFF) << shift;
-            }
-            default -> {
-                int shift = (o & 3) * 8;
-                shared[i] = shared[i] & ~(0xFF << shift) | ((int) v & 0xFF) << shift;
-            }
+        } catch (ArrayIndexOutOfBoundsException e) {
+            throw sharedFault(offset, size);
         }
     }
 
     long ldParam(long offset, int size) {
-        if (offset < 0 || offset > params.byteSize() - size) {
+        if (outside(offset, size, params.byteSize(), offset)) {
+            if ((offset & (size - 1)) != 0) {
+                throw memory.misaligned(offset, size);
+            }
             throw memory.illegalAddress(Cta.SPACES[Insn.PARAM], offset, size);
         }
         return Cta.get(params, offset, size);
@@ -363,23 +466,28 @@ final class JitCta implements PtxKernel.CtaRunner {
         return Long.compareUnsigned(address - window, Builders.WINDOW_BYTES) < 0;
     }
 
-    long ldGeneric(int site, long address, int size) {
-        if (inWindow(address, Builders.SHARED_WINDOW)) {
-            return ldShared(address - Builders.SHARED_WINDOW, size);
+    private long generic(long address, int size) {
+        if ((address & (size - 1)) != 0) {
+            throw memory.misaligned(address, size);
         }
         if (inWindow(address, Builders.LOCAL_WINDOW)) {
             throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
         }
-        return ldGlobal(site, address, size);
+        return address;
+    }
+
+    long ldGeneric(int site, long address, int size) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            return ldShared(generic(address, size) - Builders.SHARED_WINDOW, size);
+        }
+        return ldGlobal(site, generic(address, size), size);
     }
 
     void stGeneric(int site, long address, int size, long v) {
         if (inWindow(address, Builders.SHARED_WINDOW)) {
-            stShared(address - Builders.SHARED_WINDOW, size, v);
-        } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
-            throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
+            stShared(generic(address, size) - Builders.SHARED_WINDOW, size, v);
         } else {
-            stGlobal(site, address, size, v);
+            stGlobal(site, generic(address, size), size, v);
         }
     }
 

@@ -145,6 +145,15 @@ public final class PtxKernel {
         return null;
     }
 
+    /**
+     * The bytes of shared memory a block's accesses may touch: what it has, rounded up to 8. A GPU
+     * allocates shared memory in far larger units and faults only past those; both engines bound
+     * accesses by this, so that they agree, and the compiled one's words hold every byte of it.
+     */
+    static long sharedBound(long bytes) {
+        return (bytes + 7) & ~7L;
+    }
+
     /** Bytes of static shared memory the entry declares. */
     public long staticSharedBytes() {
         return program.staticShared;
