@@ -43,12 +43,45 @@ final class Builders {
             case "ld", "ldu" -> load(in, m, o);
             case "st" -> store(in, m, o);
             case "add", "sub" -> arithmetic(in, m, o, name.equals("add") ? Insn.ADD : Insn.SUB);
+            case "addc", "subc" -> carried(in, m, o, name.equals("addc") ? Insn.ADD_CARRY : Insn.SUB_CARRY, Insn.CARRY_IN);
             case "mul" -> multiply(in, m, o, false);
             case "mad" -> multiply(in, m, o, true);
+            case "madc" -> {
+                int half = m.takeOne("lo", "hi");
+                if (half < 0) {
+                    throw new PtxUnsupported("madc without .lo/.hi");
+                }
+                carried(in, m, o, Insn.MAD_CARRY, Insn.CARRY_IN | (half == 1 ? Insn.CARRY_HI : 0));
+            }
+            case "mul24", "mad24" -> {
+                int half = m.takeOne("lo", "hi");
+                if (half < 0) {
+                    throw new PtxUnsupported(name + " without .lo/.hi");
+                }
+                in.sat = m.take("sat");
+                int t = m.type();
+                if (t != (Types.U << 4 | 4) && t != (Types.S << 4 | 4)) {
+                    throw new PtxUnsupported(name + " of a type other than .u32/.s32");
+                }
+                boolean mad = name.equals("mad24");
+                if (in.sat && !(mad && half == 1 && Types.signed(t))) {
+                    throw new PtxUnsupported(".sat other than mad24.hi.sat.s32");
+                }
+                alu(in, t, mad ? Insn.MAD24 : Insn.MUL24, o, mad ? 3 : 2);
+                in.mod = half;
+            }
+            case "sad" -> {
+                int t = m.type();
+                if (Types.kind(t) != Types.U && Types.kind(t) != Types.S || Types.size(t) == 1) {
+                    throw new PtxUnsupported("sad of a type other than .u16/.u32/.u64/.s16/.s32/.s64");
+                }
+                alu(in, t, Insn.SAD, o, 3);
+            }
             case "fma" -> {
-                requireRound(m, true);
+                int round = round(m, true);
                 floatFlags(in, m);
-                alu(in, m.type(), Insn.FMA, o, 3);
+                alu(in, floatType(m, round), Insn.FMA, o, 3);
+                in.mod = round;
             }
             case "div" -> divide(in, m, o);
             case "rem" -> alu(in, m.type(), Insn.REM, o, 2);
@@ -75,11 +108,13 @@ final class Builders {
             case "prmt" -> alu(in, m.type(), Insn.PRMT, o, 3);
             case "copysign" -> alu(in, m.type(), Insn.COPYSIGN, o, 2);
             case "rcp", "sqrt" -> {
-                if (m.takeOne("rn", "approx") < 0) {
-                    throw new PtxUnsupported(name + " rounding other than .rn/.approx");
+                int round = m.takeOne("rn", "rz", "rm", "rp", "approx") + 1;
+                if (round == 0) {
+                    throw new PtxUnsupported(name + " without a rounding modifier or .approx");
                 }
                 floatFlags(in, m);
-                alu(in, m.type(), name.equals("rcp") ? Insn.RCP : Insn.SQRT, o, 1);
+                alu(in, floatType(m, round), name.equals("rcp") ? Insn.RCP : Insn.SQRT, o, 1);
+                in.mod = round > Insn.RP ? 0 : round;   // .approx: computed as .rn
             }
             case "rsqrt", "ex2", "lg2", "sin", "cos", "tanh" -> {
                 if (!m.take("approx")) {
@@ -179,14 +214,23 @@ final class Builders {
         }
     }
 
-    /** .rn (or none where the ISA allows); directed rounding is not covered. */
-    private static void requireRound(Mods m, boolean required) throws PtxUnsupported {
-        if (m.takeOne("rz", "rm", "rp") >= 0) {
-            throw new PtxUnsupported("rounding .rz/.rm/.rp");
-        }
-        if (!m.take("rn") && required) {
+    /** A float rounding modifier as Insn.RN..RP, 0 for none (round to nearest), refused where the ISA requires one. */
+    private static int round(Mods m, boolean required) throws PtxUnsupported {
+        int round = m.takeOne("rn", "rz", "rm", "rp") + 1;
+        if (round == 0 && required) {
             throw new PtxUnsupported("no rounding modifier");
         }
+        return round;
+    }
+
+    /** The instruction's type, which must be .f32/.f64 when a rounding modifier was given. */
+    private static int floatType(Mods m, int round) throws PtxUnsupported {
+        int t = m.type();
+        if (round > 0 && !Types.isFloat(t)) {
+            throw new PtxUnsupported("rounding ." + List.of("rn", "rz", "rm", "rp", "approx", "full").get(round - 1)
+                    + " on a type other than .f32/.f64");
+        }
+        return t;
     }
 
     private static void floatFlags(Insn in, Mods m) {
@@ -196,25 +240,31 @@ final class Builders {
 
     private void arithmetic(Insn in, Mods m, List<String> o, int op) throws PtxUnsupported {
         if (m.take("cc")) {
-            throw new PtxUnsupported("carry (.cc)");
+            carried(in, m, o, op == Insn.ADD ? Insn.ADD_CARRY : Insn.SUB_CARRY, Insn.CARRY_OUT);
+            return;
         }
-        requireRound(m, false);
+        int round = round(m, false);
         floatFlags(in, m);
-        int t = m.type();
+        int t = floatType(m, round);
         if (in.sat && !Types.isFloat(t) && t != (Types.S << 4 | 4)) {
             throw new PtxUnsupported(".sat on a type other than .s32/.f32/.f64");
         }
         alu(in, t, op, o, 2);
+        in.mod = round;
     }
 
     private void multiply(Insn in, Mods m, List<String> o, boolean add) throws PtxUnsupported {
         int mode = m.takeOne("lo", "hi", "wide");
         if (m.take("cc")) {
-            throw new PtxUnsupported("carry (.cc)");
+            if (!add || mode < 0 || mode == 2) {
+                throw new PtxUnsupported("carry (.cc) on mul or mad.wide, or mad.cc without .lo/.hi");
+            }
+            carried(in, m, o, Insn.MAD_CARRY, Insn.CARRY_OUT | (mode == 1 ? Insn.CARRY_HI : 0));
+            return;
         }
-        requireRound(m, false);
+        int round = round(m, false);
         floatFlags(in, m);
-        int t = m.type();
+        int t = floatType(m, round);
         int op = add ? Insn.MAD : Insn.MUL;
         if (!Types.isFloat(t)) {
             if (in.sat) {
@@ -225,22 +275,48 @@ final class Builders {
             throw new PtxUnsupported(".lo/.hi/.wide on a float type");
         }
         alu(in, t, op, o, add ? 3 : 2);
+        in.mod = round;
         if (op == Insn.MAD_WIDE) {
             in.c = ops.source(o.get(3), Types.kind(t) << 4 | 2 * Types.size(t));
         }
     }
 
-    private void divide(Insn in, Mods m, List<String> o) throws PtxUnsupported {
-        int mode = m.takeOne("rn", "approx", "full");
-        if (m.takeOne("rz", "rm", "rp") >= 0) {
-            throw new PtxUnsupported("rounding .rz/.rm/.rp");
+    /** The hidden register of this function's carry flag (CC.CF), made on first use; saved around calls like the others. */
+    private static final String CARRY_REGISTER = "%%cc";
+
+    /** add.cc/addc(.cc), sub.cc/subc(.cc), mad.cc/madc(.cc): {@code flags} the CARRY_ bits known so far. */
+    private void carried(Insn in, Mods m, List<String> o, int op, int flags) throws PtxUnsupported {
+        if (m.take("cc")) {
+            flags |= Insn.CARRY_OUT;
         }
-        floatFlags(in, m);
         int t = m.type();
-        if (Types.isFloat(t) && mode < 0) {
-            throw new PtxUnsupported("div of a float type without .rn/.approx/.full");
+        if (Types.kind(t) != Types.U && Types.kind(t) != Types.S || Types.size(t) < 4) {
+            throw new PtxUnsupported("carry arithmetic on a type other than .u32/.s32/.u64/.s64");
+        }
+        alu(in, t, op, o, op == Insn.MAD_CARRY ? 3 : 2);
+        in.mod = flags;
+        Integer slot = symbols.registers.get(CARRY_REGISTER);
+        if (slot == null) {
+            slot = symbols.newRegister(4);
+            symbols.registers.put(CARRY_REGISTER, slot);
+            if (function.registers != null) {
+                int[] regs = java.util.Arrays.copyOf(function.registers, function.registers.length + 1);
+                regs[regs.length - 1] = slot;
+                function.registers = regs;
+            }
+        }
+        in.carry = slot;
+    }
+
+    private void divide(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int mode = m.takeOne("rn", "rz", "rm", "rp", "approx", "full") + 1;
+        floatFlags(in, m);
+        int t = floatType(m, mode);
+        if (Types.isFloat(t) && mode == 0) {
+            throw new PtxUnsupported("div of a float type without a rounding modifier or .approx/.full");
         }
         alu(in, t, Insn.DIV, o, 2);
+        in.mod = mode > Insn.RP ? 0 : mode;   // .approx/.full: computed as .rn
     }
 
     private void mov(Insn in, Mods m, List<String> o) throws PtxUnsupported {

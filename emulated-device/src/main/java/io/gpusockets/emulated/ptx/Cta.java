@@ -377,7 +377,25 @@ final class Cta {
             }
             case Insn.NOP -> {
             }
+            case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carryChain(in, exec, r);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** add.cc/addc, sub.cc/subc, mad.cc/madc lane by lane: d, and the carry flag in slot {@code in.carry} read and/or written. */
+    private static void carryChain(Insn in, int exec, long[] r) {
+        int f = in.carry * 32;
+        boolean out = (in.mod & Insn.CARRY_OUT) != 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            long a = r[in.a * 32 + l];
+            long b = r[in.b * 32 + l];
+            long c = in.c < 0 ? 0 : r[in.c * 32 + l];
+            long cf = r[f + l];
+            r[in.d * 32 + l] = Alu.carrySum(in, a, b, c, cf);
+            if (out) {
+                r[f + l] = Alu.carryFlag(in, a, b, c, cf);
+            }
         }
     }
 

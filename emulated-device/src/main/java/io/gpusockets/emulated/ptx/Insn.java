@@ -49,7 +49,13 @@ final class Insn {
     static final int CVT = 39;
     static final int CVTA = 40;
     static final int COPYSIGN = 41;
-    static final int ALU_END = 42;
+    /** mul24.lo/.hi (.u32/.s32): 24-bit operands (sign-extended from bit 23 for .s32); mod 1: .hi, bits 47..16 of the 48-bit product. */
+    static final int MUL24 = 42;
+    /** mad24.lo/.hi: mul24 plus c; .sat (mad24.hi.sat.s32 only) clamps the sum to the s32 range. */
+    static final int MAD24 = 43;
+    /** sad (.u16/.u32/.u64/.s16/.s32/.s64): c + |a - b|. */
+    static final int SAD = 44;
+    static final int ALU_END = 45;
     static final int SETP = 50;
     static final int LD = 51;
     static final int ST = 52;
@@ -70,6 +76,21 @@ final class Insn {
     static final int RET = 65;
     /** cvta of the .local space: the frame's place in the thread's stack is added (subtracted by cvta.to). */
     static final int CVTA_LOCAL = 66;
+    /*
+     * The carry chain (.u32/.s32/.u64/.s64): not ALU operations, since they read and write the carry flag CC.CF,
+     * a hidden register of the function whose slot is {@link #carry}. {@code mod} holds CARRY_IN (the flag is
+     * added, or subtracted as a borrow), CARRY_OUT (.cc: the carry, or borrow, out of the operation is written to
+     * the flag) and CARRY_HI (mad: the high half of a * b). Sources a, b (and c for mad), destination d, type.
+     */
+    /** add.cc, addc, addc.cc: d = a + b (+ CF). */
+    static final int ADD_CARRY = 70;
+    /** sub.cc, subc, subc.cc: d = a - b (- CF); CF is the borrow. */
+    static final int SUB_CARRY = 71;
+    /** mad.lo.cc, mad.hi.cc, madc.lo, madc.hi, madc.lo.cc, madc.hi.cc: d = (a * b).lo or .hi + c (+ CF), CF out of that addition. */
+    static final int MAD_CARRY = 72;
+    static final int CARRY_IN = 1;
+    static final int CARRY_OUT = 2;
+    static final int CARRY_HI = 4;
 
     // State spaces of ld/st/atom.
     static final int GENERIC = 0;
@@ -117,6 +138,8 @@ final class Insn {
     boolean guardNegated;
     int target = -1;
     Calls.Site call;
+    /** The carry flag's register slot (ADD_CARRY, SUB_CARRY, MAD_CARRY), or -1. */
+    int carry = -1;
 
     Insn(int line, String text) {
         this.line = line;
