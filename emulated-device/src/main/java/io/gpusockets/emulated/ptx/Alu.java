@@ -27,6 +27,12 @@ final class Alu {
 
     static long eval(Insn in, long a, long b, long c, long e) {
         int t = in.type;
+        if (in.op == Insn.HALF) {
+            return Half.eval(in, a, b, c);
+        }
+        if (in.op == Insn.CVT_HALF) {
+            return Half.convert(in, a, b);
+        }
         if (Types.isFloat(t) && in.op != Insn.MOV && in.op != Insn.SELP && in.op != Insn.CVT && in.op != Insn.SLCT) {
             return Types.size(t) == 4 ? f32(in, a, b, c) : f64(in, a, b, c);
         }
@@ -282,10 +288,14 @@ final class Alu {
     static boolean compare(Insn in, long ra, long rb) {
         int t = in.type;
         int cmp = in.mod;
-        if (Types.isFloat(t)) {
+        if (Types.isFloat(t) || Types.isHalf(t)) {
             double x;
             double y;
-            if (Types.size(t) == 4) {
+            if (Types.isHalf(t)) {
+                double[] v = Half.operands(in, ra, rb);
+                x = v[0];
+                y = v[1];
+            } else if (Types.size(t) == 4) {
                 float fx = Float.intBitsToFloat((int) ra);
                 float fy = Float.intBitsToFloat((int) rb);
                 if (in.ftz) {

@@ -38,6 +38,14 @@ final class Builders {
         String name = opcode.contains(".") ? opcode.substring(0, opcode.indexOf('.')) : opcode;
         Mods m = new Mods(PtxParser.modifiers(opcode));
         List<String> o = Operands.split(p[2]);
+        if (HALF_OPS.contains(name)) {
+            int half = m.halfType();
+            if (half != 0) {
+                halfArithmetic(in, m, o, name, half);
+                m.done();
+                return null;
+            }
+        }
         switch (name) {
             case "mov" -> mov(in, m, o);
             case "ld", "ldu" -> load(in, m, o);
@@ -187,6 +195,86 @@ final class Builders {
         }
         m.done();
         return null;
+    }
+
+    /** The instructions with .f16/.f16x2/.bf16/.bf16x2 forms, computed by {@link Half}. */
+    private static final java.util.Set<String> HALF_OPS = java.util.Set.of("add", "sub", "mul", "fma", "neg", "abs", "min", "max");
+
+    /**
+     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat}, neg/abs/min/max{.ftz} of .f16/.f16x2; the same without
+     * .ftz/.sat for .bf16/.bf16x2. Rounding is to nearest only (what the ISA defines for these).
+     */
+    private void halfArithmetic(Insn in, Mods m, List<String> o, String name, int type) throws PtxUnsupported {
+        boolean arithmetic = !name.equals("neg") && !name.equals("abs") && !name.equals("min") && !name.equals("max");
+        if (arithmetic) {
+            if (m.takeOne("rz", "rm", "rp") >= 0) {
+                throw new PtxUnsupported("directed rounding of ." + (Half.bf(type) ? "bf16" : "f16") + " arithmetic");
+            }
+            if (!m.take("rn") && name.equals("fma")) {
+                throw new PtxUnsupported("fma without .rn");
+            }
+            in.sat = m.take("sat");
+        }
+        in.ftz = m.take("ftz");
+        if (Half.bf(type) && (in.ftz || in.sat)) {
+            throw new PtxUnsupported(".ftz/.sat on .bf16");
+        }
+        int sources = switch (name) {
+            case "fma" -> 3;
+            case "neg", "abs" -> 1;
+            default -> 2;
+        };
+        alu(in, type, Insn.HALF, o, sources);
+        in.mod = switch (name) {
+            case "add" -> Insn.ADD;
+            case "sub" -> Insn.SUB;
+            case "mul" -> Insn.MUL;
+            case "fma" -> Insn.FMA;
+            case "neg" -> Insn.NEG;
+            case "abs" -> Insn.ABS;
+            case "min" -> Insn.MIN;
+            default -> Insn.MAX;
+        };
+    }
+
+    /**
+     * cvt to or from .f16/.bf16: from f32/f64 and integers with .rn/.rz/.rm/.rp (two f32 into an x2: cvt.rn.f16x2.f32
+     * d, a, b), to f32/f64 exactly, to integers with .rni/.rzi/.rmi/.rpi; .ftz (an f32 source), .sat.
+     */
+    private void convertHalf(Insn in, List<String> o, int dst, int src, int round) throws PtxUnsupported {
+        boolean toHalf = Types.isHalf(dst);
+        if (toHalf && Types.isHalf(src)) {
+            throw new PtxUnsupported("cvt between half types");
+        }
+        if (Types.isHalf(src) && Types.size(src) != 2 || src == Types.PRED || dst == Types.PRED) {
+            throw new PtxUnsupported("cvt from a packed half type or of .pred");
+        }
+        if (toHalf && (round == 0 || round >= Insn.RNI)) {
+            throw new PtxUnsupported("cvt to a half type without .rn/.rz/.rm/.rp");
+        }
+        if (toHalf && Types.size(dst) == 4 && src != (Types.F << 4 | 4)) {
+            throw new PtxUnsupported("cvt to .f16x2/.bf16x2 from a type other than .f32");
+        }
+        if (!toHalf && Types.isFloat(dst) && (round != 0 || in.sat)) {
+            throw new PtxUnsupported("rounding or .sat on a widening cvt from a half type");
+        }
+        if (!toHalf && !Types.isFloat(dst) && round < Insn.RNI) {
+            throw new PtxUnsupported("half to integer cvt without .rni/.rzi/.rmi/.rpi");
+        }
+        if (in.ftz && src != (Types.F << 4 | 4)) {
+            throw new PtxUnsupported(".ftz on a cvt whose source is not .f32");
+        }
+        in.op = Insn.CVT_HALF;
+        in.type = dst;
+        in.type2 = src;
+        in.mod = round;
+        boolean pair = toHalf && Types.size(dst) == 4;
+        count(o, pair ? 3 : 2);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), src);
+        if (pair) {
+            in.b = ops.source(o.get(2), src);
+        }
     }
 
     private static void count(List<String> o, int n) throws PtxUnsupported {
@@ -419,12 +507,17 @@ final class Builders {
     private void convert(Insn in, Mods m, List<String> o) throws PtxUnsupported {
         int round = m.takeOne("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi") + 1;
         floatFlags(in, m);
+        m.allowHalves();
         List<Integer> t = m.types();
         if (t.size() != 2) {
             throw new PtxUnsupported("cvt needs two types");
         }
         int dst = t.get(0);
         int src = t.get(1);
+        if (Types.isHalf(dst) || Types.isHalf(src)) {
+            convertHalf(in, o, dst, src, round);
+            return;
+        }
         boolean fd = Types.isFloat(dst);
         boolean fs = Types.isFloat(src);
         if (dst == Types.PRED || src == Types.PRED) {
@@ -555,8 +648,15 @@ final class Builders {
         }
         in.type2 = m.takeOne("and", "or", "xor") + 1;
         in.ftz = m.take("ftz");
+        m.allowHalves();
         in.type = m.type();
-        if (!Types.isFloat(in.type) && cmp > Alu.HS) {
+        if (Types.isHalf(in.type) && (Types.size(in.type) != 2 || Half.bf(in.type) && in.ftz)) {
+            throw new PtxUnsupported("setp of .f16x2/.bf16x2 (two predicates), or .ftz on .bf16");
+        }
+        if ((Types.isFloat(in.type) || Types.isHalf(in.type)) && cmp >= Alu.LO && cmp <= Alu.HS) {
+            throw new PtxUnsupported("unsigned comparison on a float type");
+        }
+        if (!Types.isFloat(in.type) && !Types.isHalf(in.type) && cmp > Alu.HS) {
             throw new PtxUnsupported("unordered comparison on an integer type");
         }
         in.op = Insn.SETP;

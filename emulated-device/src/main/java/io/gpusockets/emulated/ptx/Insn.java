@@ -55,7 +55,17 @@ final class Insn {
     static final int MAD24 = 43;
     /** sad (.u16/.u32/.u64/.s16/.s32/.s64): c + |a - b|. */
     static final int SAD = 44;
-    static final int ALU_END = 45;
+    /**
+     * Arithmetic of .f16/.f16x2/.bf16/.bf16x2 ({@link Half}): mod is the operation (ADD, SUB, MUL, FMA, NEG, ABS,
+     * MIN, MAX), always rounded to nearest; ftz, sat (f16 only); an x2 type does it on both halves.
+     */
+    static final int HALF = 45;
+    /**
+     * cvt with a half type on one side ({@link Half#convert}): type the destination, type2 the source, mod the
+     * rounding as for CVT; an x2 destination packs two f32 sources: b into the low half, a into the high half.
+     */
+    static final int CVT_HALF = 46;
+    static final int ALU_END = 47;
     static final int SETP = 50;
     static final int LD = 51;
     static final int ST = 52;
