@@ -682,8 +682,12 @@ final class Builders {
             in.op = Insn.NOP;   // warps run in lockstep
             return;
         }
+        if (m.take("red")) {
+            reduction(in, m, o);
+            return;
+        }
         if (!m.take("sync")) {
-            throw new PtxUnsupported("barrier other than .sync (arrive, red)");
+            throw new PtxUnsupported("barrier other than .sync and .red (arrive)");
         }
         m.dropNoEffect();
         if (o.size() != 1) {
@@ -691,6 +695,34 @@ final class Builders {
         }
         in.op = Insn.BAR;
         ops.source(o.getFirst(), Types.U << 4 | 4);
+    }
+
+    /** bar.red.popc.u32 d, a, {!}c and bar.red.and/.or.pred p, a, {!}c: every thread of the CTA; no thread count, no guard. */
+    private void reduction(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        m.take("sync");
+        m.dropNoEffect();
+        int op = m.takeOne("popc", "and", "or") + 1;
+        if (op == 0) {
+            throw new PtxUnsupported("bar.red without .popc/.and/.or");
+        }
+        int t = m.type();
+        if (op == Insn.BAR_POPC ? t != (Types.U << 4 | 4) : t != Types.PRED) {
+            throw new PtxUnsupported("bar.red type (.popc.u32, .and.pred, .or.pred)");
+        }
+        if (o.size() != 3) {
+            throw new PtxUnsupported("bar.red with a thread count (" + o.size() + " operands)");
+        }
+        if (in.guard >= 0) {
+            throw new PtxUnsupported("guarded bar.red");
+        }
+        in.op = Insn.BAR_RED;
+        in.mod = op;
+        in.type = t;
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), Types.U << 4 | 4);
+        String c = o.get(2);
+        in.negC = c.startsWith("!");
+        in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);
     }
 
     private void shuffle(Insn in, Mods m, List<String> o) throws PtxUnsupported {

@@ -98,6 +98,14 @@ final class Insn {
     static final int SUB_CARRY = 71;
     /** mad.lo.cc, mad.hi.cc, madc.lo, madc.hi, madc.lo.cc, madc.hi.cc: d = (a * b).lo or .hi + c (+ CF), CF out of that addition. */
     static final int MAD_CARRY = 72;
+    /**
+     * bar.red.popc.u32 / bar.red.and.pred / bar.red.or.pred (mod BAR_POPC, BAR_AND, BAR_OR), all threads of the CTA:
+     * c the predicate (negC), d the result; the thread waits like BAR. Barrier id in a (any id: all barriers are CTA-wide).
+     */
+    static final int BAR_RED = 73;
+    static final int BAR_POPC = 1;
+    static final int BAR_AND = 2;
+    static final int BAR_OR = 3;
     static final int CARRY_IN = 1;
     static final int CARRY_OUT = 2;
     static final int CARRY_HI = 4;

@@ -467,6 +467,58 @@ class HalfTest {
     }
 
     @Test
+    void nvccHalfIntrinsicsMatchTheReference() throws Exception {
+        String ptx = CallsTest.nvcc(java.nio.file.Files.createTempDirectory("half"), """
+                #include <cuda_fp16.h>
+                #include <cuda_bf16.h>
+                extern "C" __global__ void k(const unsigned short* in, const float* f, unsigned short* out, int n) {
+                    int i = blockIdx.x * blockDim.x + threadIdx.x;
+                    if (i >= n) return;
+                    __half x = __ushort_as_half(in[3 * i]), y = __ushort_as_half(in[3 * i + 1]), z = __ushort_as_half(in[3 * i + 2]);
+                    __nv_bfloat16 bx = __ushort_as_bfloat16(in[3 * i]), by = __ushort_as_bfloat16(in[3 * i + 1]);
+                    unsigned short* o = out + 8 * i;
+                    o[0] = __half_as_ushort(__hadd(x, y));
+                    o[1] = __half_as_ushort(__hmul(x, y));
+                    o[2] = __half_as_ushort(__hfma(x, y, z));
+                    __half2 p = __hadd2(__halves2half2(x, y), __halves2half2(z, x));
+                    o[3] = __half_as_ushort(__high2half(p));
+                    o[4] = __half_as_ushort(__float2half_rz(f[i]));
+                    o[5] = __bfloat16_as_ushort(__float2bfloat16(f[i]));
+                    o[6] = __bfloat16_as_ushort(__hmul(bx, by));
+                    o[7] = __hlt(x, y) ? 1 : 0;
+                }
+                """);
+        Random random = new Random(11);
+        int n = 2000;
+        short[] h = new short[3 * n];
+        float[] f = new float[n];
+        for (int i = 0; i < 3 * n; i++) {
+            h[i] = (short) random.nextInt(1 << 16);
+        }
+        for (int i = 0; i < n; i++) {
+            f[i] = i % 2 == 0 ? Float.intBitsToFloat(random.nextInt()) : (float) ((random.nextDouble() - 0.5) * Math.pow(2, random.nextInt(50) - 25));
+        }
+        long fn = rig.function(rig.module(ptx), "k");
+        long out = rig.alloc(16L * n);
+        rig.run(fn, (n + 127) / 128, 128, rig.upload(rig.arena.allocateFrom(ValueLayout.JAVA_SHORT, h)), rig.upload(f), out, n);
+        var r = rig.download(out, 16L * n);
+        for (int i = 0; i < n; i++) {
+            int x = h[3 * i] & 0xFFFF;
+            int y = h[3 * i + 1] & 0xFFFF;
+            int z = h[3 * i + 2] & 0xFFFF;
+            String at = String.format(" of %04x %04x %04x / %s", x, y, z, f[i]);
+            assertEquals(arithmetic("add", x, y, 0, false), u16(r, 16L * i), "__hadd" + at);
+            assertEquals(arithmetic("mul", x, y, 0, false), u16(r, 16L * i + 2), "__hmul" + at);
+            assertEquals(arithmetic("fma", x, y, z, false), u16(r, 16L * i + 4), "__hfma" + at);
+            assertEquals(arithmetic("add", y, x, 0, false), u16(r, 16L * i + 6), "__hadd2 high" + at);
+            assertEquals(fromFloat(f[i], "rz", false), u16(r, 16L * i + 8), "__float2half_rz" + at);
+            assertEquals(fromFloat(f[i], "rn", true), u16(r, 16L * i + 10), "__float2bfloat16" + at);
+            assertEquals(arithmetic("mul", x, y, 0, true), u16(r, 16L * i + 12), "bf16 __hmul" + at);
+            assertEquals(value(x, false) < value(y, false) ? 1 : 0, u16(r, 16L * i + 14), "__hlt" + at);
+        }
+    }
+
+    @Test
     void formsThatAreNotCoveredAreRefused() {
         for (String insn : new String[] {"add.rz.f16 %rs1, %rs2, %rs3;", "fma.f16 %rs1, %rs2, %rs2, %rs3;", "add.ftz.bf16 %rs1, %rs2, %rs3;",
                 "fma.rn.relu.f16 %rs1, %rs2, %rs2, %rs3;", "min.NaN.f16 %rs1, %rs2, %rs3;", "cvt.f16.f32 %rs1, %r1;", "cvt.rn.bf16.f16 %rs1, %rs2;",
