@@ -33,6 +33,9 @@ final class Alu {
         if (in.op == Insn.CVT_HALF) {
             return Half.convert(in, a, b);
         }
+        if (in.op == Insn.SET) {
+            return set(in, a, b, c);
+        }
         if (Types.isFloat(t) && in.op != Insn.MOV && in.op != Insn.SELP && in.op != Insn.CVT && in.op != Insn.SLCT) {
             return Types.size(t) == 4 ? f32(in, a, b, c) : f64(in, a, b, c);
         }
@@ -89,6 +92,43 @@ final class Alu {
                 yield (lessThan(x, y, t) ? y - x : x - y) + c;
             }
             default -> throw new IllegalStateException(in.toString());
+        };
+    }
+
+    /**
+     * set: the comparison (combined with predicate c when the op has a BoolOp) as the destination type's true
+     * (all ones for an integer, 1.0 for a float) or 0; .f16x2/.bf16x2 sources compare each half into a half of d.
+     */
+    private static long set(Insn in, long a, long b, long c) {
+        int src = in.type2;
+        int dst = in.type;
+        int cmp = in.mod & 0xFF;
+        int bool = in.mod >> 8;
+        boolean cv = ((c & 1) != 0) != in.negC;
+        if (Types.isHalf(src) && Types.size(src) == 4) {
+            int element = Types.kind(src) << 4 | 2;
+            long one = Types.isHalf(dst) ? (Half.bf(dst) ? 0x3F80 : 0x3C00) : 0xFFFF;
+            long d = 0;
+            for (int k = 0; k < 2; k++) {
+                boolean r = compare(element, cmp, in.ftz, a >>> (16 * k) & 0xFFFF, b >>> (16 * k) & 0xFFFF);
+                if (bool != 0 ? setCombine(bool, r, cv) : r) {
+                    d |= one << (16 * k);
+                }
+            }
+            return d;
+        }
+        boolean r = compare(src, cmp, in.ftz, a, b);
+        if (bool != 0 ? setCombine(bool, r, cv) : r) {
+            return Types.isFloat(dst) ? 0x3F80_0000L : Types.isHalf(dst) ? (Half.bf(dst) ? 0x3F80 : 0x3C00) : -1L;
+        }
+        return 0;
+    }
+
+    private static boolean setCombine(int op, boolean x, boolean c) {
+        return switch (op) {
+            case BOOL_AND -> x && c;
+            case BOOL_OR -> x || c;
+            default -> x ^ c;
         };
     }
 
@@ -286,19 +326,22 @@ final class Alu {
 
     /** setp's comparison of a and b by the instruction's type. */
     static boolean compare(Insn in, long ra, long rb) {
-        int t = in.type;
-        int cmp = in.mod;
+        return compare(in.type, in.mod, in.ftz, ra, rb);
+    }
+
+    /** Comparison {@code cmp} of a and b as type {@code t} (a scalar type; .ftz flushes f32/f16 operands). */
+    static boolean compare(int t, int cmp, boolean ftz, long ra, long rb) {
         if (Types.isFloat(t) || Types.isHalf(t)) {
             double x;
             double y;
             if (Types.isHalf(t)) {
-                double[] v = Half.operands(in, ra, rb);
+                double[] v = Half.operands(t, ftz, ra, rb);
                 x = v[0];
                 y = v[1];
             } else if (Types.size(t) == 4) {
                 float fx = Float.intBitsToFloat((int) ra);
                 float fy = Float.intBitsToFloat((int) rb);
-                if (in.ftz) {
+                if (ftz) {
                     fx = ftz(fx);
                     fy = ftz(fy);
                 }
@@ -324,7 +367,7 @@ final class Alu {
                 case GEU -> nan || x >= y;
                 case NUM -> !nan;
                 case NAN -> nan;
-                default -> throw new IllegalStateException(in.toString());
+                default -> throw new IllegalStateException("comparison " + cmp);
             };
         }
         long a = norm(ra, t);
@@ -344,7 +387,7 @@ final class Alu {
             case LE, LS -> order <= 0;
             case GT, HI -> order > 0;
             case GE, HS -> order >= 0;
-            default -> throw new IllegalStateException(in.toString());
+            default -> throw new IllegalStateException("comparison " + cmp);
         };
     }
 

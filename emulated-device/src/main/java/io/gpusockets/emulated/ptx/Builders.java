@@ -167,6 +167,7 @@ final class Builders {
             case "cvt" -> convert(in, m, o);
             case "cvta" -> cvta(in, m, o);
             case "setp" -> setp(in, m, o);
+            case "set" -> set(in, m, o);
             case "bra" -> {
                 m.take("uni");
                 in.op = Insn.BRA;
@@ -201,11 +202,12 @@ final class Builders {
     private static final java.util.Set<String> HALF_OPS = java.util.Set.of("add", "sub", "mul", "fma", "neg", "abs", "min", "max");
 
     /**
-     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat}, neg/abs/min/max{.ftz} of .f16/.f16x2; the same without
+     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat|.relu}, neg/abs/min/max{.ftz} of .f16/.f16x2; the same without
      * .ftz/.sat for .bf16/.bf16x2. Rounding is to nearest only (what the ISA defines for these).
      */
     private void halfArithmetic(Insn in, Mods m, List<String> o, String name, int type) throws PtxUnsupported {
         boolean arithmetic = !name.equals("neg") && !name.equals("abs") && !name.equals("min") && !name.equals("max");
+        int relu = 0;
         if (arithmetic) {
             if (m.takeOne("rz", "rm", "rp") >= 0) {
                 throw new PtxUnsupported("directed rounding of ." + (Half.bf(type) ? "bf16" : "f16") + " arithmetic");
@@ -214,6 +216,12 @@ final class Builders {
                 throw new PtxUnsupported("fma without .rn");
             }
             in.sat = m.take("sat");
+            if (name.equals("fma") && m.take("relu")) {
+                if (in.sat) {
+                    throw new PtxUnsupported("fma with .relu and .sat");
+                }
+                relu = Insn.HALF_RELU;
+            }
         }
         in.ftz = m.take("ftz");
         if (Half.bf(type) && (in.ftz || in.sat)) {
@@ -234,7 +242,7 @@ final class Builders {
             case "abs" -> Insn.ABS;
             case "min" -> Insn.MIN;
             default -> Insn.MAX;
-        };
+        } | relu;
     }
 
     /**
@@ -244,7 +252,18 @@ final class Builders {
     private void convertHalf(Insn in, List<String> o, int dst, int src, int round) throws PtxUnsupported {
         boolean toHalf = Types.isHalf(dst);
         if (toHalf && Types.isHalf(src)) {
-            throw new PtxUnsupported("cvt between half types");
+            // only the rounding to an integral value in the same scalar type (cvt.rni.f16.f16: hrint, htrunc...)
+            if (dst != src || Types.size(dst) != 2 || round < Insn.RNI || in.sat || in.ftz) {
+                throw new PtxUnsupported("cvt between half types other than cvt.rni/rzi/rmi/rpi of .f16/.bf16 to itself");
+            }
+            in.op = Insn.CVT_HALF;
+            in.type = dst;
+            in.type2 = src;
+            in.mod = round;
+            count(o, 2);
+            in.d = ops.destination(o.get(0));
+            in.a = ops.source(o.get(1), src);
+            return;
         }
         if (Types.isHalf(src) && Types.size(src) != 2 || src == Types.PRED || dst == Types.PRED) {
             throw new PtxUnsupported("cvt from a packed half type or of .pred");
@@ -670,6 +689,59 @@ final class Builders {
         in.a = ops.source(o.get(1), in.type);
         in.b = ops.source(o.get(2), in.type);
         if (in.type2 > 0) {
+            String c = o.get(3);
+            in.negC = c.startsWith("!");
+            in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);
+        }
+    }
+
+    /**
+     * set.CmpOp{.BoolOp}{.ftz}.dtype.stype d, a, b{, {!}c}: integer, f32/f64 and .f16/.bf16 sources into a u32/s32/f32
+     * (or u16/s16/f16/bf16) d; .f16x2/.bf16x2 sources into the same pair type or a u32/s32 mask.
+     */
+    private void set(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int cmp = m.takeOne("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
+                "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan") + 1;
+        if (cmp == 0) {
+            throw new PtxUnsupported("set without a comparison");
+        }
+        int bool = m.takeOne("and", "or", "xor") + 1;
+        in.ftz = m.take("ftz");
+        m.allowHalves();
+        List<Integer> t = m.types();
+        if (t.size() != 2) {
+            throw new PtxUnsupported("set needs two types");
+        }
+        int dst = t.get(0);
+        int src = t.get(1);
+        int u32 = Types.U << 4 | 4;
+        int s32 = Types.S << 4 | 4;
+        boolean floating = Types.isFloat(src) || Types.isHalf(src);
+        boolean ok;
+        if (Types.isHalf(src) && Types.size(src) == 4) {
+            ok = dst == src || dst == u32 || dst == s32;
+        } else {
+            ok = src != Types.PRED && (dst == u32 || dst == s32 || dst == (Types.F << 4 | 4) || dst == Types.F16 || dst == Types.BF16
+                    || Types.isHalf(src) && (dst == (Types.U << 4 | 2) || dst == (Types.S << 4 | 2)));
+        }
+        if (!ok) {
+            throw new PtxUnsupported("set of these destination and source types");
+        }
+        if (floating && cmp >= Alu.LO && cmp <= Alu.HS || !floating && cmp > Alu.HS) {
+            throw new PtxUnsupported("set comparison for the source type");
+        }
+        if (in.ftz && src != (Types.F << 4 | 4) && Types.kind(src) != Types.H) {
+            throw new PtxUnsupported(".ftz on set of a source other than .f32/.f16");
+        }
+        in.op = Insn.SET;
+        in.type = dst;
+        in.type2 = src;
+        in.mod = cmp | bool << 8;
+        count(o, bool > 0 ? 4 : 3);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), src);
+        in.b = ops.source(o.get(2), src);
+        if (bool > 0) {
             String c = o.get(3);
             in.negC = c.startsWith("!");
             in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);

@@ -110,7 +110,7 @@ final class Half {
         double dy = decode(y, bf);
         double hi;
         int lo = 0;
-        switch (in.mod) {
+        switch (in.mod & ~Insn.HALF_RELU) {
             case Insn.NEG -> {
                 return x ^ 0x8000;
             }
@@ -144,6 +144,9 @@ final class Half {
             default -> throw new IllegalStateException(in.toString());
         }
         int r = encode(hi, lo, Insn.RN, bf);
+        if ((in.mod & Insn.HALF_RELU) != 0 && r != NAN && (r & 0x8000) != 0) {
+            r = 0;
+        }
         if (in.sat) {
             r = saturate(r, bf);
         }
@@ -168,6 +171,9 @@ final class Half {
         int src = in.type2;
         if (Types.isHalf(dst)) {
             boolean bf = bf(dst);
+            if (dst == src) {   // cvt.rni.f16.f16...: an integral value of the format is one of its values
+                return encode(Convert.roundIntegral(decode((int) a, bf), in.mod), 0, Insn.RN, bf);
+            }
             if (Types.size(dst) == 4) {
                 return (long) toHalf(in, b, src, bf) | (long) toHalf(in, a, src, bf) << 16;
             }
@@ -215,11 +221,11 @@ final class Half {
     }
 
     /** setp of two .f16/.bf16 values: as the float comparison of their exact values (ftz flushes them first). */
-    static double[] operands(Insn in, long ra, long rb) {
-        boolean bf = bf(in.type);
+    static double[] operands(int type, boolean ftz, long ra, long rb) {
+        boolean bf = bf(type);
         int x = (int) ra & 0xFFFF;
         int y = (int) rb & 0xFFFF;
-        if (in.ftz) {
+        if (ftz) {
             x = flush(x, bf);
             y = flush(y, bf);
         }

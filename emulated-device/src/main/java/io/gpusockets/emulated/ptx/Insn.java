@@ -60,12 +60,21 @@ final class Insn {
      * MIN, MAX), always rounded to nearest; ftz, sat (f16 only); an x2 type does it on both halves.
      */
     static final int HALF = 45;
+    /** Added to HALF's mod for fma.rn.relu: a negative result is +0 (NaN stays the canonical NaN). */
+    static final int HALF_RELU = 0x100;
     /**
      * cvt with a half type on one side ({@link Half#convert}): type the destination, type2 the source, mod the
-     * rounding as for CVT; an x2 destination packs two f32 sources: b into the low half, a into the high half.
+     * rounding as for CVT; an x2 destination packs two f32 sources: b into the low half, a into the high half;
+     * a half type to itself is cvt.rni/rzi/rmi/rpi (rounding to an integral value).
      */
     static final int CVT_HALF = 46;
-    static final int ALU_END = 47;
+    /**
+     * set.CmpOp{.BoolOp}.dtype.stype: type the destination type, type2 the source, mod the comparison (Alu.EQ...)
+     * plus the BoolOp (Alu.BOOL_AND...) times 256 with c the predicate (negC); d is all ones (integer dtype), 1.0
+     * (f32/f16/bf16 dtype) or 0; an .f16x2/.bf16x2 source gives one result per half (0xFFFF for an integer dtype).
+     */
+    static final int SET = 47;
+    static final int ALU_END = 48;
     static final int SETP = 50;
     static final int LD = 51;
     static final int ST = 52;

@@ -86,7 +86,13 @@ final class Rounding {
                 if (!Double.isFinite(x) || !Double.isFinite(y)) {
                     return hi;
                 }
-                lo = Double.isFinite(hi) ? (int) Math.signum(twoSumError(x, y, hi)) : overflow(hi);
+                if (!Double.isFinite(hi)) {
+                    lo = overflow(hi);
+                } else {
+                    double error = twoSumError(x, y, hi);
+                    // TwoSum's intermediates can overflow next to the largest finite values: then exactly
+                    lo = Double.isFinite(error) ? (int) Math.signum(error) : exact(x).add(exact(y)).compareTo(exact(hi));
+                }
                 zeroA = x;
                 zeroB = y;
             }

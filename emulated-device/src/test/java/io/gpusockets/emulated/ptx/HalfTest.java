@@ -519,11 +519,143 @@ class HalfTest {
     }
 
     @Test
+    void nvccHalf2ComparisonsIntegralRoundingAndRelu() throws Exception {
+        String ptx = CallsTest.nvcc(java.nio.file.Files.createTempDirectory("half2"), """
+                #include <cuda_fp16.h>
+                #include <cuda_bf16.h>
+                extern "C" __global__ void k(const unsigned* in, unsigned* out) {
+                    int i = blockIdx.x * blockDim.x + threadIdx.x;
+                    __half2 a = *(const __half2*)&in[2 * i], b = *(const __half2*)&in[2 * i + 1];
+                    __nv_bfloat162 c = *(const __nv_bfloat162*)&in[2 * i], d = *(const __nv_bfloat162*)&in[2 * i + 1];
+                    __half2 r = __hlt2(a, b);
+                    out[8 * i] = *(unsigned*)&r;
+                    out[8 * i + 1] = __hle2_mask(a, b);
+                    out[8 * i + 2] = __hbgtu2(a, b);
+                    __nv_bfloat162 q = __hge2(c, d);
+                    out[8 * i + 3] = *(unsigned*)&q;
+                    __half h = hrint(__low2half(a)), t = htrunc(__high2half(a));
+                    out[8 * i + 4] = __half_as_ushort(h) | (__half_as_ushort(t) << 16);
+                    out[8 * i + 5] = __half_as_ushort(__hfma_relu(__low2half(a), __low2half(b), __high2half(b)));
+                    out[8 * i + 6] = __bfloat16_as_ushort(hfloor(__low2bfloat16(c)));
+                    out[8 * i + 7] = __hisnan(__low2half(a)) + 2 * __hisinf(__high2half(a));
+                }
+                """);
+        Random random = new Random(5);
+        int n = 1024;
+        int[] in = new int[2 * n];
+        int[] special = {0x7C00, 0xFC00, 0x7E00, 0x3C00, 0x0001, 0x8000, 0, 0x7F80, 0x7FC0, 0x4140};
+        for (int i = 0; i < in.length; i++) {
+            in[i] = random.nextInt(4) == 0 ? special[random.nextInt(special.length)] | special[random.nextInt(special.length)] << 16 : random.nextInt();
+        }
+        long fn = rig.function(rig.module(ptx), "k");
+        long out = rig.alloc(32L * n);
+        rig.run(fn, n / 128, 128, rig.upload(in), out);
+        int[] r = rig.ints(out, 8 * n);
+        for (int i = 0; i < n; i++) {
+            int a = in[2 * i];
+            int b = in[2 * i + 1];
+            int[] ah = {a & 0xFFFF, a >>> 16};
+            int[] bh = {b & 0xFFFF, b >>> 16};
+            int lt = 0;
+            int le = 0;
+            int gtu = 1;
+            int ge = 0;
+            for (int k = 0; k < 2; k++) {
+                double x = value(ah[k], false);
+                double y = value(bh[k], false);
+                lt |= (x < y ? 0x3C00 : 0) << (16 * k);
+                le |= (x <= y ? 0xFFFF : 0) << (16 * k);
+                gtu &= Double.isNaN(x) || Double.isNaN(y) || x > y ? 1 : 0;
+                ge |= (value(ah[k], true) >= value(bh[k], true) ? 0x3F80 : 0) << (16 * k);
+            }
+            String at = String.format(" of %08x %08x", a, b);
+            assertEquals(lt, r[8 * i], "__hlt2" + at);
+            assertEquals(le, r[8 * i + 1], "__hle2_mask" + at);
+            assertEquals(gtu, r[8 * i + 2], "__hbgtu2" + at);
+            assertEquals(ge, r[8 * i + 3], "bf16 __hge2" + at);
+            double lo = value(ah[0], false);
+            double hi = value(ah[1], false);
+            int rint = Double.isNaN(lo) ? Half.NAN : Float.floatToFloat16((float) Math.rint(lo)) & 0xFFFF;
+            int trunc = Double.isNaN(hi) ? Half.NAN : Float.floatToFloat16((float) (hi < 0 ? Math.ceil(hi) : Math.floor(hi))) & 0xFFFF;
+            assertEquals(rint | trunc << 16, r[8 * i + 4], "hrint, htrunc" + at);
+            int fma = arithmetic("fma", ah[0], bh[0], bh[1], false);
+            assertEquals(fma != Half.NAN && (fma & 0x8000) != 0 ? 0 : fma, r[8 * i + 5], "__hfma_relu" + at);
+            double c = value(ah[0], true);
+            assertEquals(Double.isNaN(c) ? Half.NAN : Float.floatToRawIntBits((float) Math.floor(c)) >>> 16, r[8 * i + 6], "bf16 hfloor" + at);
+            // __hisinf is 1 for +inf and -1 for -inf
+            assertEquals((Double.isNaN(lo) ? 1 : 0) + 2 * (Double.isInfinite(hi) ? (hi > 0 ? 1 : -1) : 0), r[8 * i + 7], "__hisnan, __hisinf" + at);
+        }
+    }
+
+    @Test
+    void setComparesIntoMasksOrOnesAndIntegralRoundingAndRelu() {
+        String ptx = Rig.HEADER + """
+                .visible .entry k(.param .u64 out)
+                {
+                    .reg .pred %p<4>;
+                    .reg .b16 %rs<16>;
+                    .reg .b32 %r<32>;
+                    .reg .f32 %f<4>;
+                    .reg .b64 %rd<4>;
+                    ld.param.u64 %rd1, [out];
+                    mov.b32 %r1, 0x7E003C00;      // {1.0, NaN}
+                    mov.b32 %r2, 0x40004000;      // {2.0, 2.0}
+                    set.lt.f16x2.f16x2 %r3, %r1, %r2;
+                    st.global.u32 [%rd1], %r3;
+                    set.ltu.u32.f16x2 %r4, %r1, %r2;
+                    st.global.u32 [%rd1+4], %r4;
+                    mov.b32 %r5, 0x7FC03F80;      // bf16 {1.0, NaN}
+                    set.ge.bf16x2.bf16x2 %r6, %r2, %r5;
+                    st.global.u32 [%rd1+8], %r6;
+                    mov.f32 %f1, 0f3F800000;
+                    set.gt.u32.f32 %r7, %f1, 0f00000000;
+                    st.global.u32 [%rd1+12], %r7;
+                    set.gt.f32.s32 %r8, -1, 2;
+                    st.global.u32 [%rd1+16], %r8;
+                    setp.eq.u32 %p1, 1, 1;
+                    set.lo.xor.s32.u32 %r9, 1, -1, %p1;
+                    st.global.u32 [%rd1+20], %r9;
+                    set.eq.f32.f32 %r10, %f1, %f1;
+                    st.global.u32 [%rd1+24], %r10;
+                    mov.b16 %rs1, 0xC140;         // -2.625
+                    cvt.rni.f16.f16 %rs2, %rs1;
+                    cvt.rzi.f16.f16 %rs3, %rs1;
+                    cvt.rmi.bf16.bf16 %rs4, %rs1;  // bf16 0xC140 is -12.0
+                    cvt.rpi.f16.f16 %rs5, %rs1;
+                    mov.b32 %r11, {%rs2, %rs3};
+                    mov.b32 %r12, {%rs4, %rs5};
+                    st.global.u32 [%rd1+28], %r11;
+                    st.global.u32 [%rd1+32], %r12;
+                    mov.b16 %rs6, 0x3C00;
+                    fma.rn.relu.f16 %rs7, %rs1, %rs6, %rs6;   // -2.625 + 1 < 0: 0
+                    fma.rn.relu.f16 %rs8, %rs6, %rs6, %rs6;   // 2
+                    mov.b32 %r13, {%rs7, %rs8};
+                    st.global.u32 [%rd1+36], %r13;
+                    ret;
+                }
+                """;
+        long f = rig.function(rig.module(ptx), "k");
+        long out = rig.upload(new int[10]);
+        rig.run(f, 1, 1, out);
+        int[] r = rig.ints(out, 10);
+        assertEquals(0x0000_3C00, r[0], "{1 < 2, NaN < 2} as f16 ones");
+        assertEquals(0xFFFF_FFFF, r[1], "ltu: NaN counts as true; a u32 mask");
+        assertEquals(0x0000_3F80, r[2], "{2 >= 1, 2 >= NaN} as bf16 ones");
+        assertEquals(-1, r[3], "set.gt.u32.f32 true: all ones");
+        assertEquals(0, r[4], "-1 > 2 is false");
+        assertEquals(0, r[5], "1 <u 0xFFFFFFFF is true, xor true: false");
+        assertEquals(0x3F80_0000, r[6], "1.0f for true");
+        assertEquals(0xC000_C200, r[7], "rni(-2.625) = -3, rzi = -2");
+        assertEquals(0xC000_C140, r[8], "rmi of bf16 -12 is itself; rpi(-2.625) = -2");
+        assertEquals(0x4000_0000, r[9], "relu: 0, then 2");
+    }
+
+    @Test
     void formsThatAreNotCoveredAreRefused() {
         for (String insn : new String[] {"add.rz.f16 %rs1, %rs2, %rs3;", "fma.f16 %rs1, %rs2, %rs2, %rs3;", "add.ftz.bf16 %rs1, %rs2, %rs3;",
-                "fma.rn.relu.f16 %rs1, %rs2, %rs2, %rs3;", "min.NaN.f16 %rs1, %rs2, %rs3;", "cvt.f16.f32 %rs1, %r1;", "cvt.rn.bf16.f16 %rs1, %rs2;",
+                "fma.rn.relu.sat.f16 %rs1, %rs2, %rs2, %rs3;", "cvt.rn.relu.f16.f32 %rs1, %r1;", "min.NaN.f16 %rs1, %rs2, %rs3;", "cvt.f16.f32 %rs1, %r1;", "cvt.rn.bf16.f16 %rs1, %rs2;",
                 "ex2.approx.f16 %rs1, %rs2;", "setp.lt.f16x2 %p1|%p2, %r1, %r2;", "add.f16 %rs1, %rs2, 0x3C00;", "ld.global.f16 %rs1, [%rd1];",
-                "cvt.rn.f16.f16 %rs1, %rs2;", "and.f16 %rs1, %rs2, %rs3;"}) {
+                "cvt.rn.f16.f16 %rs1, %rs2;", "cvt.rni.f16x2.f16x2 %r1, %r2;", "set.lt.pred.f32 %p1, %r1, %r2;", "and.f16 %rs1, %rs2, %rs3;"}) {
             String ptx = Rig.HEADER + ".visible .entry k()\n{\n    .reg .pred %p<4>;\n    .reg .b16 %rs<4>;\n    .reg .b32 %r<4>;\n"
                     + "    .reg .b64 %rd<4>;\n    " + insn + "\n    ret;\n}\n";
             assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED,
