@@ -144,7 +144,11 @@ final class Insn {
     int type;
     /** cvt's source type; slct's selector type; setp's second compare-combining op. */
     int type2;
-    /** Sub-operation: setp's comparison, cvt's rounding, shfl/vote mode, atom op, special register. */
+    /**
+     * Sub-operation: setp's comparison, cvt's rounding, shfl/vote mode, atom op, special register; the rounding of
+     * f32/f64 ADD, SUB, MUL, MAD, FMA, DIV, RCP, SQRT (0 or RN: to nearest, Java's operators; RZ/RM/RP: directed,
+     * {@link Rounding}); HALF's operation, MUL24/MAD24's .hi (1), SET's comparison and BoolOp, the carry flags.
+     */
     int mod;
     boolean ftz;
     boolean sat;

@@ -141,6 +141,41 @@ class CarryTest {
     }
 
     @Test
+    void nvccInt128ArithmeticMatchesBigInteger() throws Exception {
+        String ptx = CallsTest.nvcc(java.nio.file.Files.createTempDirectory("int128"), """
+                extern "C" __global__ void k(const unsigned long long* in, unsigned long long* out) {
+                    int i = threadIdx.x;
+                    unsigned __int128 a = ((unsigned __int128) in[4 * i + 1] << 64) | in[4 * i];
+                    unsigned __int128 b = ((unsigned __int128) in[4 * i + 3] << 64) | in[4 * i + 2];
+                    unsigned __int128 s = a + b, d = a - b, p = a * b;
+                    out[6 * i] = (unsigned long long) s;
+                    out[6 * i + 1] = (unsigned long long) (s >> 64);
+                    out[6 * i + 2] = (unsigned long long) d;
+                    out[6 * i + 3] = (unsigned long long) (d >> 64);
+                    out[6 * i + 4] = (unsigned long long) p;
+                    out[6 * i + 5] = (unsigned long long) (p >> 64);
+                }
+                """);
+        Random random = new Random(9);
+        int n = 256;
+        long[] in = new long[4 * n];
+        for (int i = 0; i < in.length; i++) {
+            in[i] = random.nextInt(3) == 0 ? (random.nextBoolean() ? -1L : 0) : random.nextLong();
+        }
+        long f = rig.function(rig.module(ptx), "k");
+        long out = rig.alloc(48L * n);
+        rig.run(f, 1, n, rig.upload(in), out);
+        long[] r = rig.longs(out, 6 * n);
+        for (int i = 0; i < n; i++) {
+            BigInteger a = u128(in[4 * i], in[4 * i + 1]);
+            BigInteger b = u128(in[4 * i + 2], in[4 * i + 3]);
+            assertEquals(a.add(b).mod(TWO_128), u128(r[6 * i], r[6 * i + 1]), "a + b, " + i);
+            assertEquals(a.subtract(b).mod(TWO_128), u128(r[6 * i + 2], r[6 * i + 3]), "a - b, " + i);
+            assertEquals(a.multiply(b).mod(TWO_128), u128(r[6 * i + 4], r[6 * i + 5]), "a * b, " + i);
+        }
+    }
+
+    @Test
     void signedHighHalvesMul24Mad24AndSad() {
         String ptx = Rig.HEADER + """
                 .visible .entry k(.param .u64 out)

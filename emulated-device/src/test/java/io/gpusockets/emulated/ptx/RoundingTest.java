@@ -310,6 +310,92 @@ class RoundingTest {
     }
 
     @Test
+    void nvccDirectedRoundingIntrinsics() throws Exception {
+        String ptx = CallsTest.nvcc(java.nio.file.Files.createTempDirectory("rounding"), """
+                extern "C" __global__ void k(const float* f, const double* d, float* fo, double* dout) {
+                    int i = blockIdx.x * blockDim.x + threadIdx.x;
+                    float x = f[2 * i], y = f[2 * i + 1];
+                    double u = d[2 * i], v = d[2 * i + 1];
+                    fo[6 * i] = __fadd_rd(x, y);
+                    fo[6 * i + 1] = __fmul_ru(x, y);
+                    fo[6 * i + 2] = __fdiv_rz(x, y);
+                    fo[6 * i + 3] = __fsqrt_ru(x);
+                    fo[6 * i + 4] = __frcp_rd(y);
+                    fo[6 * i + 5] = __fmaf_rz(x, y, x);
+                    dout[6 * i] = __dadd_ru(u, v);
+                    dout[6 * i + 1] = __dmul_rz(u, v);
+                    dout[6 * i + 2] = __ddiv_rd(u, v);
+                    dout[6 * i + 3] = __dsqrt_rd(u);
+                    dout[6 * i + 4] = __drcp_ru(v);
+                    dout[6 * i + 5] = __fma_rd(u, v, u);
+                }
+                """);
+        double[][] fin = inputs(false);
+        double[][] din = inputs(true);
+        int n = Math.min(fin.length, din.length) / 128 * 128;
+        float[] f = new float[2 * n];
+        double[] d = new double[2 * n];
+        for (int i = 0; i < n; i++) {
+            f[2 * i] = (float) fin[i][0];
+            f[2 * i + 1] = (float) fin[i][1];
+            d[2 * i] = din[i][0];
+            d[2 * i + 1] = din[i][1];
+        }
+        long fn = rig.function(rig.module(ptx), "k");
+        long fo = rig.alloc(24L * n);
+        long dout = rig.alloc(48L * n);
+        rig.run(fn, n / 128, 128, rig.upload(f), rig.upload(rig.arena.allocateFrom(ValueLayout.JAVA_DOUBLE, d)), fo, dout);
+        int[] fr = rig.ints(fo, 6 * n);
+        long[] dr = rig.longs(dout, 6 * n);
+        String[][] fops = {{"add", "rm"}, {"mul", "rp"}, {"div", "rz"}, {"sqrt", "rp"}, {"rcp", "rm"}, {"fma", "rz"}};
+        String[][] dops = {{"add", "rp"}, {"mul", "rz"}, {"div", "rm"}, {"sqrt", "rm"}, {"rcp", "rp"}, {"fma", "rm"}};
+        for (int i = 0; i < n; i++) {
+            for (int k = 0; k < 6; k++) {
+                double x = f[2 * i];
+                double y = f[2 * i + 1];
+                double e = k == 4 ? expected("rcp", fops[k][1], y, 0, 0, false) : expected(fops[k][0], fops[k][1], x, y, x, false);
+                assertEquals(bitsOf(e, false), fr[6 * i + k] & 0xFFFF_FFFFL, fops[k][0] + "." + fops[k][1] + ".f32 of " + x + ", " + y);
+                double u = d[2 * i];
+                double v = d[2 * i + 1];
+                double g = k == 4 ? expected("rcp", dops[k][1], v, 0, 0, true) : expected(dops[k][0], dops[k][1], u, v, u, true);
+                assertEquals(bitsOf(g, true), dr[6 * i + k], dops[k][0] + "." + dops[k][1] + ".f64 of " + u + ", " + v);
+            }
+        }
+    }
+
+    @Test
+    void ftzAndSatApplyAfterTheDirectedRounding() {
+        double[][] in = {{0x1p-126, -0x1p-127, 0}, {0.75, 0.5, 0}};
+        String ptx = Rig.HEADER + """
+                .visible .entry k(.param .u64 out, .param .u64 in)
+                {
+                    .reg .f32 %f<8>;
+                    .reg .b64 %rd<4>;
+                    ld.param.u64 %rd1, [out];
+                    ld.param.u64 %rd2, [in];
+                    ld.global.f32 %f1, [%rd2];
+                    ld.global.f32 %f2, [%rd2+4];
+                    ld.global.f32 %f3, [%rd2+8];
+                    ld.global.f32 %f4, [%rd2+12];
+                    add.rp.f32 %f5, %f1, %f2;
+                    st.global.f32 [%rd1], %f5;
+                    add.rp.ftz.f32 %f6, %f1, %f2;
+                    st.global.f32 [%rd1+4], %f6;
+                    add.rz.sat.f32 %f7, %f3, %f4;
+                    st.global.f32 [%rd1+8], %f7;
+                    ret;
+                }
+                """;
+        long f = rig.function(rig.module(ptx), "k");
+        long out = rig.upload(new int[3]);
+        rig.run(f, 1, 1, out, rig.upload(new float[] {(float) in[0][0], (float) in[0][1], (float) in[1][0], (float) in[1][1]}));
+        int[] r = rig.ints(out, 3);
+        assertEquals(Float.floatToRawIntBits(0x1p-127f), r[0], "a denormal result");
+        assertEquals(Float.floatToRawIntBits(0x1p-126f), r[1], ".ftz flushes the denormal operand -2^-127 first: 2^-126 + 0");
+        assertEquals(Float.floatToRawIntBits(1f), r[2], ".sat clamps 1.25 to 1");
+    }
+
+    @Test
     void directedRoundingOnIntegerTypesIsRefused() {
         String ptx = Rig.HEADER + """
                 .visible .entry k()
