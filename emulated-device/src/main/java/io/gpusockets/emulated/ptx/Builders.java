@@ -202,7 +202,7 @@ final class Builders {
     private static final java.util.Set<String> HALF_OPS = java.util.Set.of("add", "sub", "mul", "fma", "neg", "abs", "min", "max");
 
     /**
-     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat|.relu}, neg/abs/min/max{.ftz} of .f16/.f16x2; the same without
+     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat|.relu}, neg/abs{.ftz}, min/max{.ftz}{.NaN} of .f16/.f16x2; the same without
      * .ftz/.sat for .bf16/.bf16x2. Rounding is to nearest only (what the ISA defines for these).
      */
     private void halfArithmetic(Insn in, Mods m, List<String> o, String name, int type) throws PtxUnsupported {
@@ -226,6 +226,9 @@ final class Builders {
         in.ftz = m.take("ftz");
         if (Half.bf(type) && (in.ftz || in.sat)) {
             throw new PtxUnsupported(".ftz/.sat on .bf16");
+        }
+        if ((name.equals("min") || name.equals("max")) && m.take("NaN")) {
+            relu = Insn.HALF_NAN;   // min.NaN/max.NaN: a NaN operand gives the canonical NaN
         }
         int sources = switch (name) {
             case "fma" -> 3;
@@ -280,8 +283,8 @@ final class Builders {
         if (!toHalf && !Types.isFloat(dst) && round < Insn.RNI) {
             throw new PtxUnsupported("half to integer cvt without .rni/.rzi/.rmi/.rpi");
         }
-        if (in.ftz && src != (Types.F << 4 | 4)) {
-            throw new PtxUnsupported(".ftz on a cvt whose source is not .f32");
+        if (in.ftz && src != (Types.F << 4 | 4) && !(Types.isHalf(src) && dst == (Types.F << 4 | 4))) {
+            throw new PtxUnsupported(".ftz on a cvt whose source is not .f32");   // f16/bf16 to f32: no f32 denormal results
         }
         in.op = Insn.CVT_HALF;
         in.type = dst;

@@ -110,7 +110,7 @@ final class Half {
         double dy = decode(y, bf);
         double hi;
         int lo = 0;
-        switch (in.mod & ~Insn.HALF_RELU) {
+        switch (in.mod & 0xFF) {
             case Insn.NEG -> {
                 return x ^ 0x8000;
             }
@@ -118,13 +118,13 @@ final class Half {
                 return x & 0x7FFF;
             }
             case Insn.MIN, Insn.MAX -> {
-                if (Double.isNaN(dx) && Double.isNaN(dy)) {
+                if (Double.isNaN(dx) && Double.isNaN(dy) || (in.mod & Insn.HALF_NAN) != 0 && (Double.isNaN(dx) || Double.isNaN(dy))) {
                     return NAN;
                 }
                 if (Double.isNaN(dx) || Double.isNaN(dy)) {
                     return Double.isNaN(dx) ? y : x;
                 }
-                double m = in.mod == Insn.MIN ? Math.min(dx, dy) : Math.max(dx, dy);   // -0 below +0
+                double m = (in.mod & 0xFF) == Insn.MIN ? Math.min(dx, dy) : Math.max(dx, dy);   // -0 below +0
                 return Double.doubleToRawLongBits(m) == Double.doubleToRawLongBits(dx) ? x : y;
             }
             case Insn.ADD, Insn.SUB -> {

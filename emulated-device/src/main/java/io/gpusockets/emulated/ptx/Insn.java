@@ -62,6 +62,8 @@ final class Insn {
     static final int HALF = 45;
     /** Added to HALF's mod for fma.rn.relu: a negative result is +0 (NaN stays the canonical NaN). */
     static final int HALF_RELU = 0x100;
+    /** Added to HALF's mod for min.NaN/max.NaN: a NaN operand makes the result the canonical NaN. */
+    static final int HALF_NAN = 0x200;
     /**
      * cvt with a half type on one side ({@link Half#convert}): type the destination, type2 the source, mod the
      * rounding as for CVT; an x2 destination packs two f32 sources: b into the low half, a into the high half;

@@ -631,13 +631,23 @@ class HalfTest {
                     fma.rn.relu.f16 %rs8, %rs6, %rs6, %rs6;   // 2
                     mov.b32 %r13, {%rs7, %rs8};
                     st.global.u32 [%rd1+36], %r13;
+                    mov.b16 %rs9, 0x7E00;
+                    min.NaN.f16 %rs10, %rs1, %rs9;
+                    max.f16 %rs11, %rs1, %rs9;
+                    mov.b32 %r14, {%rs10, %rs11};
+                    st.global.u32 [%rd1+40], %r14;
+                    mov.b32 %r15, 0x7FC03F80;       // bf16 {1, NaN}
+                    max.NaN.bf16x2 %r16, %r15, %r15;
+                    st.global.u32 [%rd1+44], %r16;
+                    cvt.ftz.f32.f16 %f2, %rs1;
+                    st.global.f32 [%rd1+48], %f2;
                     ret;
                 }
                 """;
         long f = rig.function(rig.module(ptx), "k");
-        long out = rig.upload(new int[10]);
+        long out = rig.upload(new int[13]);
         rig.run(f, 1, 1, out);
-        int[] r = rig.ints(out, 10);
+        int[] r = rig.ints(out, 13);
         assertEquals(0x0000_3C00, r[0], "{1 < 2, NaN < 2} as f16 ones");
         assertEquals(0xFFFF_FFFF, r[1], "ltu: NaN counts as true; a u32 mask");
         assertEquals(0x0000_3F80, r[2], "{2 >= 1, 2 >= NaN} as bf16 ones");
@@ -648,12 +658,15 @@ class HalfTest {
         assertEquals(0xC000_C200, r[7], "rni(-2.625) = -3, rzi = -2");
         assertEquals(0xC000_C140, r[8], "rmi of bf16 -12 is itself; rpi(-2.625) = -2");
         assertEquals(0x4000_0000, r[9], "relu: 0, then 2");
+        assertEquals(0xC140_7FFF, r[10], "min.NaN with a NaN: the canonical NaN; max without .NaN: the number");
+        assertEquals(0x7FFF_3F80, r[11], "max.NaN.bf16x2 per half");
+        assertEquals(Float.floatToRawIntBits(-2.625f), r[12], "cvt.ftz.f32.f16");
     }
 
     @Test
     void formsThatAreNotCoveredAreRefused() {
         for (String insn : new String[] {"add.rz.f16 %rs1, %rs2, %rs3;", "fma.f16 %rs1, %rs2, %rs2, %rs3;", "add.ftz.bf16 %rs1, %rs2, %rs3;",
-                "fma.rn.relu.sat.f16 %rs1, %rs2, %rs2, %rs3;", "cvt.rn.relu.f16.f32 %rs1, %r1;", "min.NaN.f16 %rs1, %rs2, %rs3;", "cvt.f16.f32 %rs1, %r1;", "cvt.rn.bf16.f16 %rs1, %rs2;",
+                "fma.rn.relu.sat.f16 %rs1, %rs2, %rs2, %rs3;", "cvt.rn.relu.f16.f32 %rs1, %r1;", "min.xorsign.abs.f16 %rs1, %rs2, %rs3;", "min.NaN.f32 %r1, %r2, %r3;", "cvt.f16.f32 %rs1, %r1;", "cvt.rn.bf16.f16 %rs1, %rs2;",
                 "ex2.approx.f16 %rs1, %rs2;", "setp.lt.f16x2 %p1|%p2, %r1, %r2;", "add.f16 %rs1, %rs2, 0x3C00;", "ld.global.f16 %rs1, [%rd1];",
                 "cvt.rn.f16.f16 %rs1, %rs2;", "cvt.rni.f16x2.f16x2 %r1, %r2;", "set.lt.pred.f32 %p1, %r1, %r2;", "and.f16 %rs1, %rs2, %rs3;"}) {
             String ptx = Rig.HEADER + ".visible .entry k()\n{\n    .reg .pred %p<4>;\n    .reg .b16 %rs<4>;\n    .reg .b32 %r<4>;\n"
