@@ -6,7 +6,8 @@ import static io.gpusockets.emulated.ptx.Types.norm;
  * Lane-by-lane semantics of the ALU instructions, comparisons and conversions, from raw register
  * values (each operand is extended here by the type the instruction reads it as). Results follow the
  * PTX ISA: integer results wrap, shifts clamp their count, float arithmetic is IEEE round-to-nearest
- * (Java's float/double operators and Math.fma), NaN results are the canonical NaN the GPU writes.
+ * (Java's float/double operators and Math.fma) or, where {@code in.mod} is .rz/.rm/.rp, directed
+ * ({@link Rounding}), NaN results are the canonical NaN the GPU writes.
  */
 final class Alu {
     static final int CANONICAL_NAN_F32 = 0x7FFF_FFFF;
@@ -26,6 +27,15 @@ final class Alu {
 
     static long eval(Insn in, long a, long b, long c, long e) {
         int t = in.type;
+        if (in.op == Insn.HALF) {
+            return Half.eval(in, a, b, c);
+        }
+        if (in.op == Insn.CVT_HALF) {
+            return Half.convert(in, a, b);
+        }
+        if (in.op == Insn.SET) {
+            return set(in, a, b, c);
+        }
         if (Types.isFloat(t) && in.op != Insn.MOV && in.op != Insn.SELP && in.op != Insn.CVT && in.op != Insn.SLCT) {
             return Types.size(t) == 4 ? f32(in, a, b, c) : f64(in, a, b, c);
         }
@@ -74,8 +84,93 @@ final class Alu {
             case Insn.SLCT -> (Types.isFloat(in.type2) ? Float.intBitsToFloat((int) c) >= 0f : (int) c >= 0) ? a : b;
             case Insn.CVT -> norm(Convert.convert(in, a), t);   // a narrow result is extended into its register
             case Insn.CVTA -> a + in.offset;
+            case Insn.MUL24 -> mul24(in, a, b);
+            case Insn.MAD24 -> in.sat ? saturate32((int) mul24(in, a, b) + norm(c, t)) : mul24(in, a, b) + c;
+            case Insn.SAD -> {
+                long x = norm(a, t);
+                long y = norm(b, t);
+                yield (lessThan(x, y, t) ? y - x : x - y) + c;
+            }
             default -> throw new IllegalStateException(in.toString());
         };
+    }
+
+    /**
+     * set: the comparison (combined with predicate c when the op has a BoolOp) as the destination type's true
+     * (all ones for an integer, 1.0 for a float) or 0; .f16x2/.bf16x2 sources compare each half into a half of d.
+     */
+    private static long set(Insn in, long a, long b, long c) {
+        int src = in.type2;
+        int dst = in.type;
+        int cmp = in.mod & 0xFF;
+        int bool = in.mod >> 8;
+        boolean cv = ((c & 1) != 0) != in.negC;
+        if (Types.isHalf(src) && Types.size(src) == 4) {
+            int element = Types.kind(src) << 4 | 2;
+            long one = Types.isHalf(dst) ? (Half.bf(dst) ? 0x3F80 : 0x3C00) : 0xFFFF;
+            long d = 0;
+            for (int k = 0; k < 2; k++) {
+                boolean r = compare(element, cmp, in.ftz, a >>> (16 * k) & 0xFFFF, b >>> (16 * k) & 0xFFFF);
+                if (bool != 0 ? setCombine(bool, r, cv) : r) {
+                    d |= one << (16 * k);
+                }
+            }
+            return d;
+        }
+        boolean r = compare(src, cmp, in.ftz, a, b);
+        if (bool != 0 ? setCombine(bool, r, cv) : r) {
+            return Types.isFloat(dst) ? 0x3F80_0000L : Types.isHalf(dst) ? (Half.bf(dst) ? 0x3F80 : 0x3C00) : -1L;
+        }
+        return 0;
+    }
+
+    private static boolean setCombine(int op, boolean x, boolean c) {
+        return switch (op) {
+            case BOOL_AND -> x && c;
+            case BOOL_OR -> x || c;
+            default -> x ^ c;
+        };
+    }
+
+    /** The 48-bit product of the low 24 bits of a and b (sign-extended for .s32): its low 32 bits, or bits 47..16 for .hi. */
+    private static long mul24(Insn in, long a, long b) {
+        boolean s = Types.signed(in.type);
+        long x = s ? a << 40 >> 40 : a & 0xFF_FFFF;
+        long y = s ? b << 40 >> 40 : b & 0xFF_FFFF;
+        long p = x * y;
+        return in.mod == 1 ? (s ? p >> 16 : p >>> 16) : p;
+    }
+
+    /** The addend carry ops add to or subtract from b (mad: c): a, or a * b's low or high half. */
+    private static long carryFirst(Insn in, long a, long b) {
+        if (in.op != Insn.MAD_CARRY) {
+            return a;
+        }
+        int t = in.type;
+        return (in.mod & Insn.CARRY_HI) != 0 ? mulHi(norm(a, t), norm(b, t), t) : a * b;
+    }
+
+    /** add.cc/addc, sub.cc/subc, mad.cc/madc: the result (raw; the flag comes from {@link #carryFlag}). */
+    static long carrySum(Insn in, long a, long b, long c, long cf) {
+        long x = carryFirst(in, a, b);
+        long y = in.op == Insn.MAD_CARRY ? c : b;
+        long cin = (in.mod & Insn.CARRY_IN) != 0 ? cf & 1 : 0;
+        return in.op == Insn.SUB_CARRY ? x - y - cin : x + y + cin;
+    }
+
+    /** The carry (sub: the borrow) out of the type's width of the operation {@link #carrySum} computes. */
+    static long carryFlag(Insn in, long a, long b, long c, long cf) {
+        long x = carryFirst(in, a, b);
+        long y = in.op == Insn.MAD_CARRY ? c : b;
+        long cin = (in.mod & Insn.CARRY_IN) != 0 ? cf & 1 : 0;
+        boolean sub = in.op == Insn.SUB_CARRY;
+        if (Types.size(in.type) == 4) {
+            long xs = x & 0xFFFF_FFFFL;
+            long ys = y & 0xFFFF_FFFFL;
+            return sub ? (xs - ys - cin < 0 ? 1 : 0) : (xs + ys + cin) >>> 32;
+        }
+        long s = sub ? x - y - cin : x + y + cin;
+        return sub ? ((~x & y) | ((~x | y) & s)) >>> 63 : ((x & y) | ((x | y) & ~s)) >>> 63;
     }
 
     private static long saturate32(long v) {
@@ -167,7 +262,7 @@ final class Alu {
             y = ftz(y);
             z = ftz(z);
         }
-        float r = switch (in.op) {
+        float r = in.mod > Insn.RN ? Rounding.f32(in.op, in.mod, x, y, z) : switch (in.op) {
             case Insn.ADD -> x + y;
             case Insn.SUB -> x - y;
             case Insn.MUL -> x * y;
@@ -204,7 +299,7 @@ final class Alu {
         double x = Double.longBitsToDouble(ra);
         double y = Double.longBitsToDouble(rb);
         double z = Double.longBitsToDouble(rc);
-        double r = switch (in.op) {
+        double r = in.mod > Insn.RN ? Rounding.f64(in.op, in.mod, x, y, z) : switch (in.op) {
             case Insn.ADD -> x + y;
             case Insn.SUB -> x - y;
             case Insn.MUL -> x * y;
@@ -231,15 +326,22 @@ final class Alu {
 
     /** setp's comparison of a and b by the instruction's type. */
     static boolean compare(Insn in, long ra, long rb) {
-        int t = in.type;
-        int cmp = in.mod;
-        if (Types.isFloat(t)) {
+        return compare(in.type, in.mod, in.ftz, ra, rb);
+    }
+
+    /** Comparison {@code cmp} of a and b as type {@code t} (a scalar type; .ftz flushes f32/f16 operands). */
+    static boolean compare(int t, int cmp, boolean ftz, long ra, long rb) {
+        if (Types.isFloat(t) || Types.isHalf(t)) {
             double x;
             double y;
-            if (Types.size(t) == 4) {
+            if (Types.isHalf(t)) {
+                double[] v = Half.operands(t, ftz, ra, rb);
+                x = v[0];
+                y = v[1];
+            } else if (Types.size(t) == 4) {
                 float fx = Float.intBitsToFloat((int) ra);
                 float fy = Float.intBitsToFloat((int) rb);
-                if (in.ftz) {
+                if (ftz) {
                     fx = ftz(fx);
                     fy = ftz(fy);
                 }
@@ -265,7 +367,7 @@ final class Alu {
                 case GEU -> nan || x >= y;
                 case NUM -> !nan;
                 case NAN -> nan;
-                default -> throw new IllegalStateException(in.toString());
+                default -> throw new IllegalStateException("comparison " + cmp);
             };
         }
         long a = norm(ra, t);
@@ -285,7 +387,7 @@ final class Alu {
             case LE, LS -> order <= 0;
             case GT, HI -> order > 0;
             case GE, HS -> order >= 0;
-            default -> throw new IllegalStateException(in.toString());
+            default -> throw new IllegalStateException("comparison " + cmp);
         };
     }
 

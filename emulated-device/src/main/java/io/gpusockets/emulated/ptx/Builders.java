@@ -38,17 +38,58 @@ final class Builders {
         String name = opcode.contains(".") ? opcode.substring(0, opcode.indexOf('.')) : opcode;
         Mods m = new Mods(PtxParser.modifiers(opcode));
         List<String> o = Operands.split(p[2]);
+        if (HALF_OPS.contains(name)) {
+            int half = m.halfType();
+            if (half != 0) {
+                halfArithmetic(in, m, o, name, half);
+                m.done();
+                return null;
+            }
+        }
         switch (name) {
             case "mov" -> mov(in, m, o);
             case "ld", "ldu" -> load(in, m, o);
             case "st" -> store(in, m, o);
             case "add", "sub" -> arithmetic(in, m, o, name.equals("add") ? Insn.ADD : Insn.SUB);
+            case "addc", "subc" -> carried(in, m, o, name.equals("addc") ? Insn.ADD_CARRY : Insn.SUB_CARRY, Insn.CARRY_IN);
             case "mul" -> multiply(in, m, o, false);
             case "mad" -> multiply(in, m, o, true);
+            case "madc" -> {
+                int half = m.takeOne("lo", "hi");
+                if (half < 0) {
+                    throw new PtxUnsupported("madc without .lo/.hi");
+                }
+                carried(in, m, o, Insn.MAD_CARRY, Insn.CARRY_IN | (half == 1 ? Insn.CARRY_HI : 0));
+            }
+            case "mul24", "mad24" -> {
+                int half = m.takeOne("lo", "hi");
+                if (half < 0) {
+                    throw new PtxUnsupported(name + " without .lo/.hi");
+                }
+                in.sat = m.take("sat");
+                int t = m.type();
+                if (t != (Types.U << 4 | 4) && t != (Types.S << 4 | 4)) {
+                    throw new PtxUnsupported(name + " of a type other than .u32/.s32");
+                }
+                boolean mad = name.equals("mad24");
+                if (in.sat && !(mad && half == 1 && Types.signed(t))) {
+                    throw new PtxUnsupported(".sat other than mad24.hi.sat.s32");
+                }
+                alu(in, t, mad ? Insn.MAD24 : Insn.MUL24, o, mad ? 3 : 2);
+                in.mod = half;
+            }
+            case "sad" -> {
+                int t = m.type();
+                if (Types.kind(t) != Types.U && Types.kind(t) != Types.S || Types.size(t) == 1) {
+                    throw new PtxUnsupported("sad of a type other than .u16/.u32/.u64/.s16/.s32/.s64");
+                }
+                alu(in, t, Insn.SAD, o, 3);
+            }
             case "fma" -> {
-                requireRound(m, true);
+                int round = round(m, true);
                 floatFlags(in, m);
-                alu(in, m.type(), Insn.FMA, o, 3);
+                alu(in, floatType(m, round), Insn.FMA, o, 3);
+                in.mod = round;
             }
             case "div" -> divide(in, m, o);
             case "rem" -> alu(in, m.type(), Insn.REM, o, 2);
@@ -75,11 +116,13 @@ final class Builders {
             case "prmt" -> alu(in, m.type(), Insn.PRMT, o, 3);
             case "copysign" -> alu(in, m.type(), Insn.COPYSIGN, o, 2);
             case "rcp", "sqrt" -> {
-                if (m.takeOne("rn", "approx") < 0) {
-                    throw new PtxUnsupported(name + " rounding other than .rn/.approx");
+                int round = m.takeOne("rn", "rz", "rm", "rp", "approx") + 1;
+                if (round == 0) {
+                    throw new PtxUnsupported(name + " without a rounding modifier or .approx");
                 }
                 floatFlags(in, m);
-                alu(in, m.type(), name.equals("rcp") ? Insn.RCP : Insn.SQRT, o, 1);
+                alu(in, floatType(m, round), name.equals("rcp") ? Insn.RCP : Insn.SQRT, o, 1);
+                in.mod = round > Insn.RP ? 0 : round;   // .approx: computed as .rn
             }
             case "rsqrt", "ex2", "lg2", "sin", "cos", "tanh" -> {
                 if (!m.take("approx")) {
@@ -124,6 +167,7 @@ final class Builders {
             case "cvt" -> convert(in, m, o);
             case "cvta" -> cvta(in, m, o);
             case "setp" -> setp(in, m, o);
+            case "set" -> set(in, m, o);
             case "bra" -> {
                 m.take("uni");
                 in.op = Insn.BRA;
@@ -154,6 +198,107 @@ final class Builders {
         return null;
     }
 
+    /** The instructions with .f16/.f16x2/.bf16/.bf16x2 forms, computed by {@link Half}. */
+    private static final java.util.Set<String> HALF_OPS = java.util.Set.of("add", "sub", "mul", "fma", "neg", "abs", "min", "max");
+
+    /**
+     * add/sub/mul{.rn}{.ftz}{.sat}, fma.rn{.ftz}{.sat|.relu}, neg/abs{.ftz}, min/max{.ftz}{.NaN} of .f16/.f16x2; the same without
+     * .ftz/.sat for .bf16/.bf16x2. Rounding is to nearest only (what the ISA defines for these).
+     */
+    private void halfArithmetic(Insn in, Mods m, List<String> o, String name, int type) throws PtxUnsupported {
+        boolean arithmetic = !name.equals("neg") && !name.equals("abs") && !name.equals("min") && !name.equals("max");
+        int relu = 0;
+        if (arithmetic) {
+            if (m.takeOne("rz", "rm", "rp") >= 0) {
+                throw new PtxUnsupported("directed rounding of ." + (Half.bf(type) ? "bf16" : "f16") + " arithmetic");
+            }
+            if (!m.take("rn") && name.equals("fma")) {
+                throw new PtxUnsupported("fma without .rn");
+            }
+            in.sat = m.take("sat");
+            if (name.equals("fma") && m.take("relu")) {
+                if (in.sat) {
+                    throw new PtxUnsupported("fma with .relu and .sat");
+                }
+                relu = Insn.HALF_RELU;
+            }
+        }
+        in.ftz = m.take("ftz");
+        if (Half.bf(type) && (in.ftz || in.sat)) {
+            throw new PtxUnsupported(".ftz/.sat on .bf16");
+        }
+        if ((name.equals("min") || name.equals("max")) && m.take("NaN")) {
+            relu = Insn.HALF_NAN;   // min.NaN/max.NaN: a NaN operand gives the canonical NaN
+        }
+        int sources = switch (name) {
+            case "fma" -> 3;
+            case "neg", "abs" -> 1;
+            default -> 2;
+        };
+        alu(in, type, Insn.HALF, o, sources);
+        in.mod = switch (name) {
+            case "add" -> Insn.ADD;
+            case "sub" -> Insn.SUB;
+            case "mul" -> Insn.MUL;
+            case "fma" -> Insn.FMA;
+            case "neg" -> Insn.NEG;
+            case "abs" -> Insn.ABS;
+            case "min" -> Insn.MIN;
+            default -> Insn.MAX;
+        } | relu;
+    }
+
+    /**
+     * cvt to or from .f16/.bf16: from f32/f64 and integers with .rn/.rz/.rm/.rp (two f32 into an x2: cvt.rn.f16x2.f32
+     * d, a, b), to f32/f64 exactly, to integers with .rni/.rzi/.rmi/.rpi; .ftz (an f32 source), .sat.
+     */
+    private void convertHalf(Insn in, List<String> o, int dst, int src, int round) throws PtxUnsupported {
+        boolean toHalf = Types.isHalf(dst);
+        if (toHalf && Types.isHalf(src)) {
+            // only the rounding to an integral value in the same scalar type (cvt.rni.f16.f16: hrint, htrunc...)
+            if (dst != src || Types.size(dst) != 2 || round < Insn.RNI || in.sat || in.ftz) {
+                throw new PtxUnsupported("cvt between half types other than cvt.rni/rzi/rmi/rpi of .f16/.bf16 to itself");
+            }
+            in.op = Insn.CVT_HALF;
+            in.type = dst;
+            in.type2 = src;
+            in.mod = round;
+            count(o, 2);
+            in.d = ops.destination(o.get(0));
+            in.a = ops.source(o.get(1), src);
+            return;
+        }
+        if (Types.isHalf(src) && Types.size(src) != 2 || src == Types.PRED || dst == Types.PRED) {
+            throw new PtxUnsupported("cvt from a packed half type or of .pred");
+        }
+        if (toHalf && (round == 0 || round >= Insn.RNI)) {
+            throw new PtxUnsupported("cvt to a half type without .rn/.rz/.rm/.rp");
+        }
+        if (toHalf && Types.size(dst) == 4 && src != (Types.F << 4 | 4)) {
+            throw new PtxUnsupported("cvt to .f16x2/.bf16x2 from a type other than .f32");
+        }
+        if (!toHalf && Types.isFloat(dst) && (round != 0 || in.sat)) {
+            throw new PtxUnsupported("rounding or .sat on a widening cvt from a half type");
+        }
+        if (!toHalf && !Types.isFloat(dst) && round < Insn.RNI) {
+            throw new PtxUnsupported("half to integer cvt without .rni/.rzi/.rmi/.rpi");
+        }
+        if (in.ftz && src != (Types.F << 4 | 4) && !(Types.isHalf(src) && dst == (Types.F << 4 | 4))) {
+            throw new PtxUnsupported(".ftz on a cvt whose source is not .f32");   // f16/bf16 to f32: no f32 denormal results
+        }
+        in.op = Insn.CVT_HALF;
+        in.type = dst;
+        in.type2 = src;
+        in.mod = round;
+        boolean pair = toHalf && Types.size(dst) == 4;
+        count(o, pair ? 3 : 2);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), src);
+        if (pair) {
+            in.b = ops.source(o.get(2), src);
+        }
+    }
+
     private static void count(List<String> o, int n) throws PtxUnsupported {
         if (o.size() != n) {
             throw new PtxUnsupported(n + " operands expected, found " + o.size());
@@ -179,14 +324,23 @@ final class Builders {
         }
     }
 
-    /** .rn (or none where the ISA allows); directed rounding is not covered. */
-    private static void requireRound(Mods m, boolean required) throws PtxUnsupported {
-        if (m.takeOne("rz", "rm", "rp") >= 0) {
-            throw new PtxUnsupported("rounding .rz/.rm/.rp");
-        }
-        if (!m.take("rn") && required) {
+    /** A float rounding modifier as Insn.RN..RP, 0 for none (round to nearest), refused where the ISA requires one. */
+    private static int round(Mods m, boolean required) throws PtxUnsupported {
+        int round = m.takeOne("rn", "rz", "rm", "rp") + 1;
+        if (round == 0 && required) {
             throw new PtxUnsupported("no rounding modifier");
         }
+        return round;
+    }
+
+    /** The instruction's type, which must be .f32/.f64 when a rounding modifier was given. */
+    private static int floatType(Mods m, int round) throws PtxUnsupported {
+        int t = m.type();
+        if (round > 0 && !Types.isFloat(t)) {
+            throw new PtxUnsupported("rounding ." + List.of("rn", "rz", "rm", "rp", "approx", "full").get(round - 1)
+                    + " on a type other than .f32/.f64");
+        }
+        return t;
     }
 
     private static void floatFlags(Insn in, Mods m) {
@@ -196,25 +350,31 @@ final class Builders {
 
     private void arithmetic(Insn in, Mods m, List<String> o, int op) throws PtxUnsupported {
         if (m.take("cc")) {
-            throw new PtxUnsupported("carry (.cc)");
+            carried(in, m, o, op == Insn.ADD ? Insn.ADD_CARRY : Insn.SUB_CARRY, Insn.CARRY_OUT);
+            return;
         }
-        requireRound(m, false);
+        int round = round(m, false);
         floatFlags(in, m);
-        int t = m.type();
+        int t = floatType(m, round);
         if (in.sat && !Types.isFloat(t) && t != (Types.S << 4 | 4)) {
             throw new PtxUnsupported(".sat on a type other than .s32/.f32/.f64");
         }
         alu(in, t, op, o, 2);
+        in.mod = round;
     }
 
     private void multiply(Insn in, Mods m, List<String> o, boolean add) throws PtxUnsupported {
         int mode = m.takeOne("lo", "hi", "wide");
         if (m.take("cc")) {
-            throw new PtxUnsupported("carry (.cc)");
+            if (!add || mode < 0 || mode == 2) {
+                throw new PtxUnsupported("carry (.cc) on mul or mad.wide, or mad.cc without .lo/.hi");
+            }
+            carried(in, m, o, Insn.MAD_CARRY, Insn.CARRY_OUT | (mode == 1 ? Insn.CARRY_HI : 0));
+            return;
         }
-        requireRound(m, false);
+        int round = round(m, false);
         floatFlags(in, m);
-        int t = m.type();
+        int t = floatType(m, round);
         int op = add ? Insn.MAD : Insn.MUL;
         if (!Types.isFloat(t)) {
             if (in.sat) {
@@ -225,22 +385,48 @@ final class Builders {
             throw new PtxUnsupported(".lo/.hi/.wide on a float type");
         }
         alu(in, t, op, o, add ? 3 : 2);
+        in.mod = round;
         if (op == Insn.MAD_WIDE) {
             in.c = ops.source(o.get(3), Types.kind(t) << 4 | 2 * Types.size(t));
         }
     }
 
-    private void divide(Insn in, Mods m, List<String> o) throws PtxUnsupported {
-        int mode = m.takeOne("rn", "approx", "full");
-        if (m.takeOne("rz", "rm", "rp") >= 0) {
-            throw new PtxUnsupported("rounding .rz/.rm/.rp");
+    /** The hidden register of this function's carry flag (CC.CF), made on first use; saved around calls like the others. */
+    private static final String CARRY_REGISTER = "%%cc";
+
+    /** add.cc/addc(.cc), sub.cc/subc(.cc), mad.cc/madc(.cc): {@code flags} the CARRY_ bits known so far. */
+    private void carried(Insn in, Mods m, List<String> o, int op, int flags) throws PtxUnsupported {
+        if (m.take("cc")) {
+            flags |= Insn.CARRY_OUT;
         }
-        floatFlags(in, m);
         int t = m.type();
-        if (Types.isFloat(t) && mode < 0) {
-            throw new PtxUnsupported("div of a float type without .rn/.approx/.full");
+        if (Types.kind(t) != Types.U && Types.kind(t) != Types.S || Types.size(t) < 4) {
+            throw new PtxUnsupported("carry arithmetic on a type other than .u32/.s32/.u64/.s64");
+        }
+        alu(in, t, op, o, op == Insn.MAD_CARRY ? 3 : 2);
+        in.mod = flags;
+        Integer slot = symbols.registers.get(CARRY_REGISTER);
+        if (slot == null) {
+            slot = symbols.newRegister(4);
+            symbols.registers.put(CARRY_REGISTER, slot);
+            if (function.registers != null) {
+                int[] regs = java.util.Arrays.copyOf(function.registers, function.registers.length + 1);
+                regs[regs.length - 1] = slot;
+                function.registers = regs;
+            }
+        }
+        in.carry = slot;
+    }
+
+    private void divide(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int mode = m.takeOne("rn", "rz", "rm", "rp", "approx", "full") + 1;
+        floatFlags(in, m);
+        int t = floatType(m, mode);
+        if (Types.isFloat(t) && mode == 0) {
+            throw new PtxUnsupported("div of a float type without a rounding modifier or .approx/.full");
         }
         alu(in, t, Insn.DIV, o, 2);
+        in.mod = mode > Insn.RP ? 0 : mode;   // .approx/.full: computed as .rn
     }
 
     private void mov(Insn in, Mods m, List<String> o) throws PtxUnsupported {
@@ -343,12 +529,17 @@ final class Builders {
     private void convert(Insn in, Mods m, List<String> o) throws PtxUnsupported {
         int round = m.takeOne("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi") + 1;
         floatFlags(in, m);
+        m.allowHalves();
         List<Integer> t = m.types();
         if (t.size() != 2) {
             throw new PtxUnsupported("cvt needs two types");
         }
         int dst = t.get(0);
         int src = t.get(1);
+        if (Types.isHalf(dst) || Types.isHalf(src)) {
+            convertHalf(in, o, dst, src, round);
+            return;
+        }
         boolean fd = Types.isFloat(dst);
         boolean fs = Types.isFloat(src);
         if (dst == Types.PRED || src == Types.PRED) {
@@ -479,8 +670,15 @@ final class Builders {
         }
         in.type2 = m.takeOne("and", "or", "xor") + 1;
         in.ftz = m.take("ftz");
+        m.allowHalves();
         in.type = m.type();
-        if (!Types.isFloat(in.type) && cmp > Alu.HS) {
+        if (Types.isHalf(in.type) && (Types.size(in.type) != 2 || Half.bf(in.type) && in.ftz)) {
+            throw new PtxUnsupported("setp of .f16x2/.bf16x2 (two predicates), or .ftz on .bf16");
+        }
+        if ((Types.isFloat(in.type) || Types.isHalf(in.type)) && cmp >= Alu.LO && cmp <= Alu.HS) {
+            throw new PtxUnsupported("unsigned comparison on a float type");
+        }
+        if (!Types.isFloat(in.type) && !Types.isHalf(in.type) && cmp > Alu.HS) {
             throw new PtxUnsupported("unordered comparison on an integer type");
         }
         in.op = Insn.SETP;
@@ -500,14 +698,71 @@ final class Builders {
         }
     }
 
+    /**
+     * set.CmpOp{.BoolOp}{.ftz}.dtype.stype d, a, b{, {!}c}: integer, f32/f64 and .f16/.bf16 sources into a u32/s32/f32
+     * (or u16/s16/f16/bf16) d; .f16x2/.bf16x2 sources into the same pair type or a u32/s32 mask.
+     */
+    private void set(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int cmp = m.takeOne("eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs",
+                "equ", "neu", "ltu", "leu", "gtu", "geu", "num", "nan") + 1;
+        if (cmp == 0) {
+            throw new PtxUnsupported("set without a comparison");
+        }
+        int bool = m.takeOne("and", "or", "xor") + 1;
+        in.ftz = m.take("ftz");
+        m.allowHalves();
+        List<Integer> t = m.types();
+        if (t.size() != 2) {
+            throw new PtxUnsupported("set needs two types");
+        }
+        int dst = t.get(0);
+        int src = t.get(1);
+        int u32 = Types.U << 4 | 4;
+        int s32 = Types.S << 4 | 4;
+        boolean floating = Types.isFloat(src) || Types.isHalf(src);
+        boolean ok;
+        if (Types.isHalf(src) && Types.size(src) == 4) {
+            ok = dst == src || dst == u32 || dst == s32;
+        } else {
+            ok = src != Types.PRED && (dst == u32 || dst == s32 || dst == (Types.F << 4 | 4) || dst == Types.F16 || dst == Types.BF16
+                    || Types.isHalf(src) && (dst == (Types.U << 4 | 2) || dst == (Types.S << 4 | 2)));
+        }
+        if (!ok) {
+            throw new PtxUnsupported("set of these destination and source types");
+        }
+        if (floating && cmp >= Alu.LO && cmp <= Alu.HS || !floating && cmp > Alu.HS) {
+            throw new PtxUnsupported("set comparison for the source type");
+        }
+        if (in.ftz && src != (Types.F << 4 | 4) && Types.kind(src) != Types.H) {
+            throw new PtxUnsupported(".ftz on set of a source other than .f32/.f16");
+        }
+        in.op = Insn.SET;
+        in.type = dst;
+        in.type2 = src;
+        in.mod = cmp | bool << 8;
+        count(o, bool > 0 ? 4 : 3);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), src);
+        in.b = ops.source(o.get(2), src);
+        if (bool > 0) {
+            String c = o.get(3);
+            in.negC = c.startsWith("!");
+            in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);
+        }
+    }
+
     private void barrier(Insn in, Mods m, List<String> o) throws PtxUnsupported {
         if (m.take("warp")) {
             m.take("sync");
             in.op = Insn.WARPSYNC;
             return;
         }
+        if (m.take("red")) {
+            reduction(in, m, o);
+            return;
+        }
         if (!m.take("sync")) {
-            throw new PtxUnsupported("barrier other than .sync (arrive, red)");
+            throw new PtxUnsupported("barrier other than .sync and .red (arrive)");
         }
         m.dropNoEffect();
         if (o.size() != 1) {
@@ -515,6 +770,34 @@ final class Builders {
         }
         in.op = Insn.BAR;
         ops.source(o.getFirst(), Types.U << 4 | 4);
+    }
+
+    /** bar.red.popc.u32 d, a, {!}c and bar.red.and/.or.pred p, a, {!}c: every thread of the CTA; no thread count, no guard. */
+    private void reduction(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        m.take("sync");
+        m.dropNoEffect();
+        int op = m.takeOne("popc", "and", "or") + 1;
+        if (op == 0) {
+            throw new PtxUnsupported("bar.red without .popc/.and/.or");
+        }
+        int t = m.type();
+        if (op == Insn.BAR_POPC ? t != (Types.U << 4 | 4) : t != Types.PRED) {
+            throw new PtxUnsupported("bar.red type (.popc.u32, .and.pred, .or.pred)");
+        }
+        if (o.size() != 3) {
+            throw new PtxUnsupported("bar.red with a thread count (" + o.size() + " operands)");
+        }
+        if (in.guard >= 0) {
+            throw new PtxUnsupported("guarded bar.red");
+        }
+        in.op = Insn.BAR_RED;
+        in.mod = op;
+        in.type = t;
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), Types.U << 4 | 4);
+        String c = o.get(2);
+        in.negC = c.startsWith("!");
+        in.c = ops.source(in.negC ? c.substring(1) : c, Types.PRED);
     }
 
     private void shuffle(Insn in, Mods m, List<String> o) throws PtxUnsupported {

@@ -95,7 +95,7 @@ final class Convert {
         };
     }
 
-    private static long floatToInt(double x, int dst) {
+    static long floatToInt(double x, int dst) {
         if (Double.isNaN(x)) {
             return 0;
         }

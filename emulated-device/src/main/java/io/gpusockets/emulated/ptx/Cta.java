@@ -111,6 +111,7 @@ final class Cta implements PtxKernel.CtaRunner {
         long cy = index / launch.gridX() % launch.gridY();
         long cz = index / (launch.gridX() * launch.gridY());
         shared.fill((byte) 0);
+        reductionArrived = null;   // no bar.red of this CTA yet
         for (int w = 0; w < warpCount; w++) {
             int lanes = Math.min(32, threads - 32 * w);
             live[w] = lanes == 32 ? -1 : (1 << lanes) - 1;
@@ -403,7 +404,72 @@ final class Cta implements PtxKernel.CtaRunner {
             }
             case Insn.NOP -> {
             }
+            case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carryChain(in, exec, r);
+            case Insn.BAR_RED -> barrierReduction(in, w, exec, r);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** bar.red: per warp the lanes that arrived at the current reduction and their destination slot; its counts so far. */
+    private int[] reductionArrived;
+    private int[] reductionDestination;
+    private long reductionTrue;
+    private long reductionCount;
+
+    /**
+     * bar.red: the lanes wait as at bar.sync; their predicates are counted, and every thread that arrived at this
+     * reduction gets the result so far, so the last arrival leaves the final one in all (a thread that exits instead
+     * changes nothing). A lane arriving again starts the next reduction: it only can once the last one opened.
+     */
+    private void barrierReduction(Insn in, int w, int exec, long[] r) {
+        if (reductionArrived == null) {
+            reductionArrived = new int[warpCount];
+            reductionDestination = new int[warpCount];
+            reductionTrue = 0;
+            reductionCount = 0;
+        } else if ((reductionArrived[w] & exec) != 0) {
+            java.util.Arrays.fill(reductionArrived, 0);
+            reductionTrue = 0;
+            reductionCount = 0;
+        }
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            if (((r[in.c * 32 + l] & 1) != 0) != in.negC) {
+                reductionTrue++;
+            }
+            reductionCount++;
+        }
+        reductionArrived[w] |= exec;
+        reductionDestination[w] = in.d;
+        waiting[w] |= exec;
+        long v = switch (in.mod) {
+            case Insn.BAR_POPC -> reductionTrue;
+            case Insn.BAR_AND -> reductionTrue == reductionCount ? 1 : 0;
+            default -> reductionTrue > 0 ? 1 : 0;
+        };
+        for (int x = 0; x < warpCount; x++) {
+            long[] rx = regs[x];
+            int d = reductionDestination[x] * 32;
+            for (int m = reductionArrived[x]; m != 0; m &= m - 1) {
+                rx[d + Integer.numberOfTrailingZeros(m)] = v;
+            }
+        }
+    }
+
+    /** add.cc/addc, sub.cc/subc, mad.cc/madc lane by lane: d, and the carry flag in slot {@code in.carry} read and/or written. */
+    private static void carryChain(Insn in, int exec, long[] r) {
+        int f = in.carry * 32;
+        boolean out = (in.mod & Insn.CARRY_OUT) != 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            long a = r[in.a * 32 + l];
+            long b = r[in.b * 32 + l];
+            long c = in.c < 0 ? 0 : r[in.c * 32 + l];
+            long cf = r[f + l];
+            r[in.d * 32 + l] = Alu.carrySum(in, a, b, c, cf);
+            if (out) {
+                r[f + l] = Alu.carryFlag(in, a, b, c, cf);
+            }
         }
     }
 

@@ -49,7 +49,34 @@ final class Insn {
     static final int CVT = 39;
     static final int CVTA = 40;
     static final int COPYSIGN = 41;
-    static final int ALU_END = 42;
+    /** mul24.lo/.hi (.u32/.s32): 24-bit operands (sign-extended from bit 23 for .s32); mod 1: .hi, bits 47..16 of the 48-bit product. */
+    static final int MUL24 = 42;
+    /** mad24.lo/.hi: mul24 plus c; .sat (mad24.hi.sat.s32 only) clamps the sum to the s32 range. */
+    static final int MAD24 = 43;
+    /** sad (.u16/.u32/.u64/.s16/.s32/.s64): c + |a - b|. */
+    static final int SAD = 44;
+    /**
+     * Arithmetic of .f16/.f16x2/.bf16/.bf16x2 ({@link Half}): mod is the operation (ADD, SUB, MUL, FMA, NEG, ABS,
+     * MIN, MAX), always rounded to nearest; ftz, sat (f16 only); an x2 type does it on both halves.
+     */
+    static final int HALF = 45;
+    /** Added to HALF's mod for fma.rn.relu: a negative result is +0 (NaN stays the canonical NaN). */
+    static final int HALF_RELU = 0x100;
+    /** Added to HALF's mod for min.NaN/max.NaN: a NaN operand makes the result the canonical NaN. */
+    static final int HALF_NAN = 0x200;
+    /**
+     * cvt with a half type on one side ({@link Half#convert}): type the destination, type2 the source, mod the
+     * rounding as for CVT; an x2 destination packs two f32 sources: b into the low half, a into the high half;
+     * a half type to itself is cvt.rni/rzi/rmi/rpi (rounding to an integral value).
+     */
+    static final int CVT_HALF = 46;
+    /**
+     * set.CmpOp{.BoolOp}.dtype.stype: type the destination type, type2 the source, mod the comparison (Alu.EQ...)
+     * plus the BoolOp (Alu.BOOL_AND...) times 256 with c the predicate (negC); d is all ones (integer dtype), 1.0
+     * (f32/f16/bf16 dtype) or 0; an .f16x2/.bf16x2 source gives one result per half (0xFFFF for an integer dtype).
+     */
+    static final int SET = 47;
+    static final int ALU_END = 48;
     static final int SETP = 50;
     static final int LD = 51;
     static final int ST = 52;
@@ -75,6 +102,29 @@ final class Insn {
      * warp-wide meeting point for the compiled engine, which runs a warp's threads one after another.
      */
     static final int WARPSYNC = 67;
+    /*
+     * The carry chain (.u32/.s32/.u64/.s64): not ALU operations, since they read and write the carry flag CC.CF,
+     * a hidden register of the function whose slot is {@link #carry}. {@code mod} holds CARRY_IN (the flag is
+     * added, or subtracted as a borrow), CARRY_OUT (.cc: the carry, or borrow, out of the operation is written to
+     * the flag) and CARRY_HI (mad: the high half of a * b). Sources a, b (and c for mad), destination d, type.
+     */
+    /** add.cc, addc, addc.cc: d = a + b (+ CF). */
+    static final int ADD_CARRY = 70;
+    /** sub.cc, subc, subc.cc: d = a - b (- CF); CF is the borrow. */
+    static final int SUB_CARRY = 71;
+    /** mad.lo.cc, mad.hi.cc, madc.lo, madc.hi, madc.lo.cc, madc.hi.cc: d = (a * b).lo or .hi + c (+ CF), CF out of that addition. */
+    static final int MAD_CARRY = 72;
+    /**
+     * bar.red.popc.u32 / bar.red.and.pred / bar.red.or.pred (mod BAR_POPC, BAR_AND, BAR_OR), all threads of the CTA:
+     * c the predicate (negC), d the result; the thread waits like BAR. Barrier id in a (any id: all barriers are CTA-wide).
+     */
+    static final int BAR_RED = 73;
+    static final int BAR_POPC = 1;
+    static final int BAR_AND = 2;
+    static final int BAR_OR = 3;
+    static final int CARRY_IN = 1;
+    static final int CARRY_OUT = 2;
+    static final int CARRY_HI = 4;
 
     // State spaces of ld/st/atom.
     static final int GENERIC = 0;
@@ -101,7 +151,11 @@ final class Insn {
     int type;
     /** cvt's source type; slct's selector type; setp's second compare-combining op. */
     int type2;
-    /** Sub-operation: setp's comparison, cvt's rounding, shfl/vote mode, atom op, special register. */
+    /**
+     * Sub-operation: setp's comparison, cvt's rounding, shfl/vote mode, atom op, special register; the rounding of
+     * f32/f64 ADD, SUB, MUL, MAD, FMA, DIV, RCP, SQRT (0 or RN: to nearest, Java's operators; RZ/RM/RP: directed,
+     * {@link Rounding}); HALF's operation, MUL24/MAD24's .hi (1), SET's comparison and BoolOp, the carry flags.
+     */
     int mod;
     boolean ftz;
     boolean sat;
@@ -122,6 +176,8 @@ final class Insn {
     boolean guardNegated;
     int target = -1;
     Calls.Site call;
+    /** The carry flag's register slot (ADD_CARRY, SUB_CARRY, MAD_CARRY), or -1. */
+    int carry = -1;
 
     Insn(int line, String text) {
         this.line = line;

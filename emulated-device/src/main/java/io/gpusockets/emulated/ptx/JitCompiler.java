@@ -838,6 +838,12 @@ final class JitCompiler {
         }
     }
 
+    /** .u/.s/.b types (and .pred): what the integer forms here cover; halves and floats go elsewhere. */
+    private static boolean integer(int t) {
+        int k = Types.kind(t);
+        return k == Types.U || k == Types.S || k == Types.B || t == Types.PRED;
+    }
+
     private static boolean plainFloat(Insn in) {
         return !in.ftz && !in.sat && (in.mod == 0 || in.mod == Insn.RN);
     }
@@ -854,7 +860,7 @@ final class JitCompiler {
             load(c, in.b);
             c.loadConstant(in.mod);
             ops(c, "compareF64", MethodTypeDesc.of(CD_boolean, CD_long, CD_long, CD_int));
-        } else if (!Types.isFloat(t)) {
+        } else if (integer(t)) {
             load(c, in.a);
             load(c, in.b);
             c.loadConstant(t);
@@ -988,7 +994,7 @@ final class JitCompiler {
                 store(c, in.d);
                 return;
             }
-        } else if (!Types.isFloat(t) && !in.sat) {
+        } else if (integer(t) && !in.sat) {
             int bits = Types.bits(t);
             switch (in.op) {
                 case Insn.ADD, Insn.SUB, Insn.MUL, Insn.AND, Insn.OR, Insn.XOR -> {

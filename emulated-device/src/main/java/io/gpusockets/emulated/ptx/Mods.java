@@ -15,6 +15,8 @@ final class Mods {
             "relaxed", "acquire", "release", "acq_rel", "weak", "cta", "gpu", "sys", "cluster", "uni", "aligned", "sync");
 
     private final List<String> mods;
+    /** Whether {@link #types} takes .f16/.f16x2/.bf16/.bf16x2 (only instructions that execute them ask for it). */
+    private boolean halves;
 
     Mods(List<String> mods) {
         this.mods = new ArrayList<>(mods);
@@ -44,7 +46,7 @@ final class Mods {
         for (var it = mods.iterator(); it.hasNext(); ) {
             String m = it.next();
             int t = Types.parse(m);
-            if (t < 0) {
+            if (t < 0 || Types.isHalf(t) && !halves) {
                 throw new PtxUnsupported("type ." + m);
             }
             if (t > 0) {
@@ -53,6 +55,22 @@ final class Mods {
             }
         }
         return out;
+    }
+
+    void allowHalves() {
+        halves = true;
+    }
+
+    /** A .f16/.f16x2/.bf16/.bf16x2 type among the modifiers, removed; 0 when there is none. */
+    int halfType() {
+        for (var it = mods.iterator(); it.hasNext(); ) {
+            int t = Types.parse(it.next());
+            if (t > 0 && Types.isHalf(t)) {
+                it.remove();
+                return t;
+            }
+        }
+        return 0;
     }
 
     int type() throws PtxUnsupported {

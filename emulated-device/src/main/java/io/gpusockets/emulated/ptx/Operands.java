@@ -73,6 +73,9 @@ final class Operands {
     }
 
     static long immediate(String op, int type) throws PtxUnsupported {
+        if (Types.isHalf(type)) {
+            throw new PtxUnsupported("immediate operand " + op + " of a .f16/.bf16 type");
+        }
         String s = op.trim();
         String lower = s.toLowerCase();
         try {

@@ -11,6 +11,14 @@ final class Types {
     static final int B = 3;
     static final int F = 4;
     static final int PRED = 5 << 4 | 1;
+    /** IEEE binary16 (.f16, and .f16x2: two of them in a .b32, the first in the low half). */
+    static final int H = 6;
+    /** bfloat16 (.bf16, .bf16x2): the high half of an f32. */
+    static final int BF = 7;
+    static final int F16 = H << 4 | 2;
+    static final int F16X2 = H << 4 | 4;
+    static final int BF16 = BF << 4 | 2;
+    static final int BF16X2 = BF << 4 | 4;
 
     private Types() {
     }
@@ -27,7 +35,7 @@ final class Types {
         return (t & 15) * 8;
     }
 
-    /** The type a modifier names ({@code u32}), 0 when it names none, -1 for a type not covered (f16...). */
+    /** The type a modifier names ({@code u32}), 0 when it names none, -1 for a type not covered (b128, e4m3...). */
     static int parse(String m) {
         return switch (m) {
             case "u8" -> U << 4 | 1;
@@ -45,7 +53,11 @@ final class Types {
             case "f32" -> F << 4 | 4;
             case "f64" -> F << 4 | 8;
             case "pred" -> PRED;
-            case "f16", "f16x2", "bf16", "bf16x2", "b128", "e4m3", "e5m2", "tf32", "e4m3x2", "e5m2x2" -> -1;
+            case "f16" -> F16;
+            case "f16x2" -> F16X2;
+            case "bf16" -> BF16;
+            case "bf16x2" -> BF16X2;
+            case "b128", "e4m3", "e5m2", "tf32", "e4m3x2", "e5m2x2" -> -1;
             default -> 0;
         };
     }
@@ -58,6 +70,11 @@ final class Types {
         return kind(t) == F;
     }
 
+    /** .f16, .f16x2, .bf16, .bf16x2: not {@link #isFloat} (that is .f32/.f64); only the instructions that opt in take them. */
+    static boolean isHalf(int t) {
+        return kind(t) == H || kind(t) == BF;
+    }
+
     /** {@code v} extended by type {@code t}: sign for .s, zero for .u/.b/.f, 0/1 for .pred. */
     static long norm(long v, int t) {
         return switch (t) {
@@ -65,8 +82,8 @@ final class Types {
             case S << 4 | 2 -> (short) v;
             case S << 4 | 4 -> (int) v;
             case U << 4 | 1, B << 4 | 1 -> v & 0xFF;
-            case U << 4 | 2, B << 4 | 2 -> v & 0xFFFF;
-            case U << 4 | 4, B << 4 | 4, F << 4 | 4 -> v & 0xFFFF_FFFFL;
+            case U << 4 | 2, B << 4 | 2, F16, BF16 -> v & 0xFFFF;
+            case U << 4 | 4, B << 4 | 4, F << 4 | 4, F16X2, BF16X2 -> v & 0xFFFF_FFFFL;
             case PRED -> v & 1;
             default -> v;
         };

@@ -120,7 +120,7 @@ class MemorySpacesTest {
                     .reg .b64 %rd<4>;
                     ld.param.u64 %rd1, [out];
                     st.global.u32 [%rd1], 7;
-                    add.rz.f32 %f1, %f2, %f3;
+                    add.rz.s32 %f1, %f2, %f3;
                     ret;
                 }
                 """;
@@ -128,7 +128,7 @@ class MemorySpacesTest {
         long out = rig.upload(new int[1]);
         assertEquals(CUDA_ERROR_NOT_SUPPORTED, rig.launch(f, new int[] {1, 1, 1}, new int[] {1, 1, 1}, 0, out));
         String detail = rig.device.lastErrorDetail();
-        assertTrue(detail.contains("line 10") && detail.contains("add.rz.f32") && detail.contains(".rz"), detail);
+        assertTrue(detail.contains("line 10") && detail.contains("add.rz.s32") && detail.contains(".rz"), detail);
         rig.ok(rig.device.cuCtxSynchronize());
         assertEquals(0, rig.ints(out, 1)[0], "no part of the kernel ran");
     }
