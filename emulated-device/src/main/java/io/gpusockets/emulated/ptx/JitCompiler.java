@@ -113,7 +113,8 @@ final class JitCompiler {
     }
 
     private static boolean meeting(int op) {
-        return op == Insn.BAR || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK || op == Insn.WARPSYNC;
+        return op == Insn.BAR || op == Insn.BAR_RED || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK
+                || op == Insn.WARPSYNC;
     }
 
     /** Why the compiler does not take instruction {@code in}, or null. */
@@ -123,7 +124,8 @@ final class JitCompiler {
         }
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
-                 Insn.PACK, Insn.UNPACK, Insn.CLOCK -> null;
+                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> null;
+            case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> in.space == Insn.LOCAL ? ".local memory" : null;
             case Insn.ST -> in.space == Insn.LOCAL || in.space == Insn.PARAM ? "a store to ." + Cta.SPACES[in.space] : null;
             case Insn.ATOM -> in.space == Insn.GLOBAL || in.space == Insn.SHARED || in.space == Insn.GENERIC ? null : "atomic space";
@@ -197,7 +199,7 @@ final class JitCompiler {
     /** Every slot an instruction names (sources, destinations, guard). */
     private static List<Integer> slotsOf(Insn in) {
         List<Integer> out = new ArrayList<>();
-        for (int s : new int[] {in.d, in.d2, in.a, in.b, in.c, in.e, in.guard}) {
+        for (int s : new int[] {in.d, in.d2, in.a, in.b, in.c, in.e, in.guard, in.carry}) {
             out.add(s);
         }
         if (in.vec != null) {
@@ -246,6 +248,13 @@ final class JitCompiler {
                 use(b, in.a);
                 use(b, in.e);
             }
+            case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+                use(b, in.carry);
+            }
+            case Insn.BAR_RED -> use(b, in.c);
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.a);
@@ -268,7 +277,13 @@ final class JitCompiler {
                     use(b, s);
                 }
             }
-            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK -> use(b, in.d);
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED -> use(b, in.d);
+            case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
+                use(b, in.d);
+                if ((in.mod & Insn.CARRY_OUT) != 0) {
+                    use(b, in.carry);
+                }
+            }
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.d);
@@ -631,7 +646,8 @@ final class JitCompiler {
             case Insn.ATOM -> atom(c, i, in);
             case Insn.BRA -> branch(c, i, in);
             case Insn.EXIT -> exit(c, 0);
-            case Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC -> {
+            case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carry(c, i, in);
+            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC -> {
                 BitSet live = liveIn[i];
                 for (int s = live.nextSetBit(0); s >= 0; s = live.nextSetBit(s + 1)) {
                     c.aload(REGS);
@@ -683,6 +699,29 @@ final class JitCompiler {
             }
             default -> throw new IllegalStateException(in.toString());
         }
+    }
+
+    /** The carry chain through {@link Alu}: the sum and the flag from the same sources, then d and the flag written. */
+    private void carry(CodeBuilder c, int i, Insn in) {
+        MethodTypeDesc type = MethodTypeDesc.of(CD_long, CD_INSN, CD_long, CD_long, CD_long, CD_long);
+        insn(c, i);
+        load(c, in.a);
+        load(c, in.b);
+        load(c, in.c);
+        load(c, in.carry);
+        c.invokestatic(CD_ALU, "carrySum", type);
+        c.lstore(ADDRESS);
+        if ((in.mod & Insn.CARRY_OUT) != 0) {
+            insn(c, i);
+            load(c, in.a);
+            load(c, in.b);
+            load(c, in.c);
+            load(c, in.carry);
+            c.invokestatic(CD_ALU, "carryFlag", type);
+            store(c, in.carry);
+        }
+        c.lload(ADDRESS);
+        store(c, in.d);
     }
 
     private void branch(CodeBuilder c, int i, Insn in) {

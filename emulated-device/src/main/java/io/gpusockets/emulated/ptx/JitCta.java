@@ -128,6 +128,7 @@ final class JitCta implements PtxKernel.CtaRunner {
                 for (int w = 0; w < warps; w++) {
                     runWarp(w);
                 }
+                reduceAtBarrier();
                 boolean released = false;
                 for (int t = 0; t < threads; t++) {
                     if (state[t] == WAITING) {   // at bar.sync: every thread waits there or has exited
@@ -163,7 +164,7 @@ final class JitCta implements PtxKernel.CtaRunner {
             }
             int lowest = Integer.MAX_VALUE;
             for (int t = first; t < end; t++) {
-                if (state[t] == WAITING && program.code[waitAt[t]].op != Insn.BAR) {
+                if (state[t] == WAITING && !blockWide(program.code[waitAt[t]].op)) {
                     lowest = Math.min(lowest, waitAt[t]);
                 }
             }
@@ -179,6 +180,41 @@ final class JitCta implements PtxKernel.CtaRunner {
                 }
             }
             meet(program.code[lowest], first, end, mask);
+        }
+    }
+
+    private static boolean blockWide(int op) {
+        return op == Insn.BAR || op == Insn.BAR_RED;
+    }
+
+    /**
+     * bar.red: the threads waiting at one get the reduction of the predicate over every thread that
+     * arrived at the barrier (exited threads do not count), as the interpreter gives it.
+     */
+    private void reduceAtBarrier() {
+        long truths = 0;
+        long arrived = 0;
+        for (int t = 0; t < threads; t++) {
+            Insn in = program.code[waitAt[t]];
+            if (state[t] == WAITING && in.op == Insn.BAR_RED) {
+                arrived++;
+                if (((value(in.c, t) & 1) != 0) != in.negC) {
+                    truths++;
+                }
+            }
+        }
+        if (arrived == 0) {
+            return;
+        }
+        for (int t = 0; t < threads; t++) {
+            Insn in = program.code[waitAt[t]];
+            if (state[t] == WAITING && in.op == Insn.BAR_RED) {
+                regs[t][in.d] = switch (in.mod) {
+                    case Insn.BAR_POPC -> truths;
+                    case Insn.BAR_AND -> truths == arrived ? 1 : 0;
+                    default -> truths > 0 ? 1 : 0;
+                };
+            }
         }
     }
 

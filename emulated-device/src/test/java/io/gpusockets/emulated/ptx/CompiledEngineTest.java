@@ -88,6 +88,26 @@ class CompiledEngineTest {
     }
 
     @Test
+    void barrierReductionsOverABlockWithExitedThreads() {
+        // threads 70.. exit first; the others reduce (tid % 3 == 0) three ways at two barriers
+        same("bar.red", """
+                    setp.ge.u32 %p5, %r1, 70;
+                    @%p5 bra DONE;
+                    rem.u32 %r2, %r1, 3;
+                    setp.eq.u32 %p1, %r2, 0;
+                    bar.red.popc.u32 %r3, 0, %p1;
+                    bar.red.and.pred %p2, 1, %p1;
+                    bar.red.or.pred %p3, 0, !%p1;
+                    selp.u32 %r4, 1000, 0, %p2;
+                    selp.u32 %r5, 100000, 0, %p3;
+                    add.s32 %r3, %r3, %r4;
+                    add.s32 %r3, %r3, %r5;
+                    st.global.u32 [%rd1], %r3;
+                DONE:
+                """, 96, 1);
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written

@@ -11,8 +11,9 @@ import org.junit.jupiter.api.Test;
  * run by both engines: the compiled engine must give the interpreter's bits in every register and
  * the same thread-instruction count ({@link EnginesTest#same}).
  *
- * <p>Registers: %r1..%r8 (.b32), %l1..%l5 (.b64), %f1..%f6 (.f32), %d1..%d4 (.f64), %p1..%p4.
- * A template's R, L, F, D, P stand for a random register of that class; I5 for a shift-sized immediate.
+ * <p>Registers: %r1..%r8 (.b32), %l1..%l5 (.b64), %f1..%f6 (.f32), %d1..%d4 (.f64), %p1..%p4, %h1..%h4
+ * (.b16, for halves). A template's R, L, F, D, P, H stand for a random register of that class; I5
+ * for a shift-sized immediate.
  */
 class RandomProgramsTest {
     private static final List<String> TEMPLATES = List.of(
@@ -47,7 +48,15 @@ class RandomProgramsTest {
             "setp.gtu.f32 P, F, F", "setp.nan.f32 P, F, F", "setp.num.f64 P, D, D", "setp.neu.f64 P, D, D",
             "setp.le.ftz.f32 P, F, F", "setp.ge.f64 P, D, D", "setp.lt.and.s32 P, R, R, P", "setp.ne.or.f32 P, F, F, !P",
             "setp.eq.xor.s32 P|P, R, R, P", "setp.gt.s32 P|P, R, R", "and.pred P, P, P", "or.pred P, P, P",
-            "xor.pred P, P, P", "not.pred P, P", "mov.pred P, P");
+            "xor.pred P, P, P", "not.pred P, P", "mov.pred P, P",
+            "mul24.lo.s32 R, R, R", "mul24.hi.u32 R, R, R", "mad24.lo.u32 R, R, R, R", "sad.u32 R, R, R, R", "sad.s32 R, R, R, R",
+            "add.rz.f32 F, F, F", "sub.rm.f32 F, F, F", "mul.rp.f32 F, F, F", "fma.rz.f32 F, F, F, F", "div.rm.f32 F, F, F",
+            "sqrt.rp.f32 F, F", "rcp.rz.f32 F, F", "add.rm.f64 D, D, D", "fma.rp.f64 D, D, D, D", "div.rz.f64 D, D, D",
+            "sqrt.rm.f64 D, D", "add.cc.u32 R, R, R", "addc.cc.u32 R, R, R", "addc.u32 R, R, R", "sub.cc.u32 R, R, R",
+            "subc.u32 R, R, R", "mad.lo.cc.u32 R, R, R, R", "madc.hi.u32 R, R, R, R", "add.cc.u64 L, L, L", "addc.u64 L, L, L",
+            "cvt.rn.f16.f32 H, F", "cvt.f32.f16 F, H", "add.f16 H, H, H", "mul.rn.f16 H, H, H", "fma.rn.f16 H, H, H, H",
+            "neg.f16 H, H", "min.f16 H, H, H", "cvt.rn.bf16.f32 H, F", "cvt.f32.bf16 F, H", "fma.rn.bf16 H, H, H, H",
+            "setp.lt.f16 P, H, H", "cvt.rzi.s32.f16 R, H", "cvt.rz.f16.f64 H, D");
 
     private static final int[] INTS = {0, 1, -1, 2, 31, 32, 33, 63, 64, 0x80, 0xFF, 0x7FFF_FFFF, 0x8000_0000, 0x1234_5678,
         0xFFFF_0000, 7, -7, 100, 65535, 65536};
@@ -74,6 +83,7 @@ class RandomProgramsTest {
                     .reg .b64 %a<4>;
                     .reg .f32 %f<7>;
                     .reg .f64 %d<5>;
+                    .reg .b16 %h<5>;
                     mov.u32 %t1, %tid.x;
                     ld.param.u64 %a1, [in];
                     mul.wide.u32 %a2, %t1, %IN;
@@ -91,6 +101,10 @@ class RandomProgramsTest {
                     setp.lt.s32 %p2, %r2, %r3;
                     setp.gt.f32 %p3, %f1, %f2;
                     setp.eq.s64 %p4, %l1, 0;
+                    cvt.u16.u32 %h1, %r5;
+                    cvt.u16.u32 %h2, %r6;
+                    cvt.rn.f16.f32 %h3, %f3;
+                    cvt.rn.bf16.f32 %h4, %f4;
                 """.replace("%IN", String.valueOf(IN)));
         for (int i = 0; i < length; i++) {
             String t = TEMPLATES.get(r.nextInt(TEMPLATES.size()));
@@ -106,6 +120,7 @@ class RandomProgramsTest {
                     case 'F' -> line.append("%f").append(1 + r.nextInt(6));
                     case 'D' -> line.append("%d").append(1 + r.nextInt(4));
                     case 'P' -> line.append("%p").append(1 + r.nextInt(4));
+                    case 'H' -> line.append("%h").append(1 + r.nextInt(4));
                     case 'I' -> {
                         line.append(new int[] {0, 1, 5, 31, 32, 40}[r.nextInt(6)]);
                         k++;   // the 5 of I5
@@ -128,6 +143,15 @@ class RandomProgramsTest {
                     st.global.v2.u64 [%a1+80], {%l4, %l5};
                     st.global.v2.f64 [%a1+96], {%d1, %d2};
                     st.global.v2.f64 [%a1+112], {%d3, %d4};
+                    cvt.u32.u16 %t2, %h1;
+                    cvt.u32.u16 %t3, %h2;
+                    xor.b32 %r1, %r1, %t2;
+                    xor.b32 %r2, %r2, %t3;
+                    cvt.u32.u16 %t2, %h3;
+                    cvt.u32.u16 %t3, %h4;
+                    xor.b32 %r3, %r3, %t2;
+                    xor.b32 %r4, %r4, %t3;
+                    st.global.v4.u32 [%a1], {%r1, %r2, %r3, %r4};
                     selp.u32 %t2, 1, 0, %p1;
                     st.global.u32 [%a1+128], %t2;
                     selp.u32 %t2, 1, 0, %p2;
@@ -166,7 +190,7 @@ class RandomProgramsTest {
         for (String t : TEMPLATES) {
             String ptx = program(new Random(t.hashCode()), 0).replace("    ld.param.u64 %a1, [out];",
                     "    " + t.replace("R", "%r1").replace("L", "%l1").replace("F", "%f1").replace("D", "%d1")
-                            .replace("P", "%p1").replace("I5", "3") + ";\n    ld.param.u64 %a1, [out];");
+                            .replace("P", "%p1").replace("H", "%h1").replace("I5", "3") + ";\n    ld.param.u64 %a1, [out];");
             try (Rig rig = new Rig()) {
                 long f = rig.function(rig.module(ptx), "k");
                 rig.run(f, 1, THREADS, rig.upload(rig.arena.allocateFrom(ValueLayout.JAVA_BYTE, inputs(new Random(1)))),
