@@ -166,7 +166,8 @@ public final class PtxBench implements Callable<Integer> {
                     || loadAfter != null && Double.parseDouble(loadAfter.split(" ")[0]) > cores + 1;
             notes.add("load average (1, 5, 15 min) at the start " + loadBefore + ", at the end " + loadAfter + ", on " + cores
                     + " cores (the launches themselves keep up to " + cores + " busy)"
-                    + (busy ? ": other processes shared the CPUs, so the times are slower than on an idle machine" : ""));
+                    + (busy ? ": other processes (or a run just before) may have shared the CPUs, so the times may be slower than on an"
+                            + " idle machine" : ""));
         }
         console.println();
         console.println(report.table());
