@@ -261,7 +261,7 @@ public final class BenchReport {
         return points;
     }
 
-    /** latency.png, bandwidth-htod.png / bandwidth-dtoh.png, clients.png: those with data. */
+    /** latency.png, bandwidth-htod.png / bandwidth-dtoh.png, clients.png (emulated-ptx.png for bench emulated-ptx): those with data. */
     public List<Path> plots(Path dir) throws IOException {
         return plots(dir, plotPoints());
     }
@@ -276,6 +276,11 @@ public final class BenchReport {
         List<Path> files = new ArrayList<>();
         for (var plot : byPlot.entrySet()) {
             String name = plot.getKey();
+            if (name.equals(PtxBench.PLOT)) {
+                // bench emulated-ptx's bar chart (its plotdata.csv has only this plot)
+                files.add(PtxBench.draw(dir, plot.getValue().values().stream().flatMap(List::stream).toList()));
+                continue;
+            }
             XYChart chart;
             if (name.equals("latency")) {
                 chart = chart("Null call (cuCtxGetDevice) latency: percentile curve",
