@@ -42,8 +42,11 @@ final class JitCompiler {
     /** Backward branches between checks whether the context is being destroyed. */
     private static final int FUEL = 1 << 16;
 
-    /** The compiled entry: its code, whether it has meeting points, and how many global-memory sites it caches. */
-    record Compiled(JitCode code, boolean meets, int sites) {
+    /**
+     * The compiled entry: its code, whether it has meeting points, warp-wide ones and bar.red among
+     * them, and how many global-memory sites it caches.
+     */
+    record Compiled(JitCode code, boolean meets, boolean warpWide, boolean reductions, int sites) {
     }
 
     private static final ClassDesc CD_CODE = ClassDesc.of(JitCode.class.getName());
@@ -140,12 +143,16 @@ final class JitCompiler {
             throw new PtxUnsupported(program.entry + ": .local memory is not compiled");
         }
         boolean meets = false;
+        boolean warpWide = false;
+        boolean reductions = false;
         for (Insn in : code) {
             String why = supported(in);
             if (why != null) {
                 throw new PtxUnsupported(program.entry + ": " + why + " (" + in + ") is not compiled");
             }
             meets |= meeting(in.op);
+            warpWide |= meeting(in.op) && in.op != Insn.BAR && in.op != Insn.BAR_RED;
+            reductions |= in.op == Insn.BAR_RED;
         }
         int next = FIRST_SLOT;
         for (Insn in : code) {
@@ -174,7 +181,7 @@ final class JitCompiler {
             MethodHandles.Lookup lookup = MethodHandles.lookup().defineHiddenClass(bytes, true);
             JitCode jit = (JitCode) lookup.findConstructor(lookup.lookupClass(), MethodType.methodType(void.class, Insn[].class))
                     .invoke(code);
-            return new Compiled(jit, meets, sites);
+            return new Compiled(jit, meets, warpWide, reductions, sites);
         } catch (Throwable e) {
             throw new IllegalStateException(program.entry + ": the generated class does not load: " + e, e);
         }

@@ -30,6 +30,8 @@ final class JitCta implements PtxKernel.CtaRunner {
     private final Program program;
     private final JitCode jit;
     private final boolean meets;
+    private final boolean warpWide;
+    private final boolean reductions;
     private final PtxKernel.Launch launch;
     private final GlobalMemory memory;
     private final int threads;
@@ -61,10 +63,13 @@ final class JitCta implements PtxKernel.CtaRunner {
     /** Thread-instructions run so far: the generated code adds its count when a thread returns. */
     long instructions;
 
-    JitCta(Program program, JitCode jit, boolean meets, int sites, PtxKernel.Launch launch) {
+    JitCta(Program program, JitCompiler.Compiled compiled, PtxKernel.Launch launch) {
         this.program = program;
-        this.jit = jit;
-        this.meets = meets;
+        this.jit = compiled.code();
+        this.meets = compiled.meets();
+        this.warpWide = compiled.warpWide();
+        this.reductions = compiled.reductions();
+        int sites = compiled.sites();
         this.launch = launch;
         this.memory = launch.memory();
         this.bx = launch.blockX();
@@ -128,7 +133,9 @@ final class JitCta implements PtxKernel.CtaRunner {
                 for (int w = 0; w < warps; w++) {
                     runWarp(w);
                 }
-                reduceAtBarrier();
+                if (reductions) {
+                    reduceAtBarrier();
+                }
                 boolean released = false;
                 for (int t = 0; t < threads; t++) {
                     if (state[t] == WAITING) {   // at bar.sync: every thread waits there or has exited
@@ -161,6 +168,9 @@ final class JitCta implements PtxKernel.CtaRunner {
                         waitAt[t] = r - 1;
                     }
                 }
+            }
+            if (!warpWide) {
+                return;
             }
             int lowest = Integer.MAX_VALUE;
             for (int t = first; t < end; t++) {

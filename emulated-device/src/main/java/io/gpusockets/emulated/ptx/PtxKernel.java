@@ -165,7 +165,7 @@ public final class PtxKernel {
         if (jit == null) {
             return run(launch, false, () -> new Cta(program, launch));
         }
-        return run(launch, true, () -> new JitCta(program, jit.code(), jit.meets(), jit.sites(), launch));
+        return run(launch, true, () -> new JitCta(program, jit, launch));
     }
 
     private long run(Launch launch, boolean compiledEngine, java.util.function.Supplier<CtaRunner> runners) {
