@@ -8,6 +8,7 @@ import io.gpusockets.cli.workloads.MemcpyRoundTrips;
 import io.gpusockets.cli.workloads.NullCalls;
 import io.gpusockets.cli.workloads.WorkloadSuite;
 import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.emulated.ptx.PtxEngine;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
@@ -61,6 +62,8 @@ final class DemoCommand implements Callable<Integer> {
         List<String> uris = new ArrayList<>();
         BackendServer backend = null;
         Path socketDir = null;
+        boolean emulatedHere = false;
+        PtxEngine.Statistics ptxBefore = PtxEngine.statistics();
         try {
             if (server != null) {
                 uris.add(server);
@@ -72,8 +75,8 @@ final class DemoCommand implements Callable<Integer> {
                         ? "the EMULATED device (no GPU here: " + describeNoGpu() + ")"
                         : "the REAL driver: " + host.description()));
                 if (emulated) {
-                    // the demo launches shipped kernels only, so here they all run as Java code
                     out.println("demo: " + EmulatedDevice.KERNELS);
+                    emulatedHere = true;
                 }
                 backend = new BackendServer(host, BackendSettings.fromSystemProperties());
                 socketDir = Files.createTempDirectory("gpusockets-demo");
@@ -98,6 +101,9 @@ final class DemoCommand implements Callable<Integer> {
                 rows.add(run(uri, out));
             }
             printTable(out, rows);
+            if (emulatedHere) {
+                out.println("demo: " + ptxLaunches(ptxBefore, PtxEngine.statistics()));
+            }
             boolean ok = rows.stream().allMatch(Row::passed);
             out.println(ok ? "demo: every check passed" : "demo: FAILED (see above)");
             out.flush();
@@ -112,6 +118,16 @@ final class DemoCommand implements Callable<Integer> {
                 Files.deleteIfExists(socketDir);
             }
         }
+    }
+
+    /** What ran from PTX on the emulated device during the demo, from its engines' statistics. */
+    static String ptxLaunches(PtxEngine.Statistics before, PtxEngine.Statistics after) {
+        long compiled = after.compiledLaunches() - before.compiledLaunches();
+        long interpreted = after.interpretedLaunches() - before.interpretedLaunches();
+        long instructions = after.compiledInstructions() - before.compiledInstructions() + after.interpretedInstructions()
+                - before.interpretedInstructions();
+        return String.format("kernels: %d launches ran from their PTX on the emulated device (%d compiled to JVM bytecode, "
+                + "%d interpreted), %,d thread-instructions", compiled + interpreted, compiled, interpreted, instructions);
     }
 
     private String describeNoGpu() {

@@ -100,17 +100,18 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     /**
-     * How kernels run here, for banners: the shipped kernels (gpusockets_kernels.cu, which the demo
-     * and the workloads launch) by their Java versions in {@link EmulatedKernels}, any other entry by
-     * the PTX interpreter.
+     * How kernels run here, for banners: from their PTX (compiled to JVM bytecode where the compiler
+     * covers them, else interpreted: io.gpusockets.emulated.ptx), but for gpus_sleep and gpus_empty,
+     * which run as Java code ({@link EmulatedKernels}).
      */
-    public static final String KERNELS = "kernels: the shipped demo kernels run as Java code, others are interpreted from their PTX";
+    public static final String KERNELS = "kernels: run from their PTX (compiled to JVM bytecode, else interpreted); "
+            + "gpus_sleep and gpus_empty run as Java code";
 
     /** One line for logs and banners, saying plainly that there is no GPU behind this driver. */
     public String description() {
         return NAME + ": " + deviceCount + " device(s) of " + (memory.capacity() >> 20) + " MiB host-backed memory,"
-                + " compute capability 9.0 as seen by programs; kernels: the shipped demo kernels "
-                + new TreeSet<>(EmulatedKernels.names()) + " run as Java code, others are interpreted from their PTX";
+                + " compute capability 9.0 as seen by programs; kernels run from their PTX (compiled to JVM bytecode, else"
+                + " interpreted), but " + new TreeSet<>(EmulatedKernels.names()) + ", which run as Java code";
     }
 
     /**
@@ -129,7 +130,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return memory.capacity();
     }
 
-    /** Entry names the emulated device can run. */
+    /** Entry names the emulated device runs as Java code instead of from their PTX. */
     public static Set<String> emulatedKernels() {
         return Set.copyOf(EmulatedKernels.names());
     }

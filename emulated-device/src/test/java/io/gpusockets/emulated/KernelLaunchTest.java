@@ -279,29 +279,31 @@ class KernelLaunchTest {
 
     @Test
     void aJavaKernelTakesPrecedenceOverItsPtxBody() {
+        // gpus_sleep's PTX body here returns at once; the Java kernel parks for the time asked
         String ptx = """
                 .version 8.0
                 .target sm_80
                 .address_size 64
-                .visible .entry gpus_fill_u32(.param .u64 p, .param .u32 v, .param .u32 n)
+                .visible .entry gpus_sleep(.param .u64 ns)
                 {
                     ret;
                 }
                 """;
         MemorySegment out = e.arena.allocate(8);
         e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
-        long p = e.alloc(4 * 4);
-        e.ok(e.launch(e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_fill_u32"), 1, 4, 0, 0, p, 7, 4));
-        assertArrayEquals(new int[] {7, 7, 7, 7}, e.downloadInts(p, 4), "the Java fill ran, not the empty PTX body");
+        long start = System.nanoTime();
+        e.ok(e.launch(e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_sleep"), 1, 1, 0, 0, 200_000_000L));
+        e.ok(e.device.cuCtxSynchronize());
+        assertTrue(System.nanoTime() - start >= 200_000_000L, "the Java sleep ran, not the empty PTX body");
     }
 
     @Test
     void aKernelNameWithAnotherSignatureIsNotRunAsTheShippedOne() {
-        String ptx = ".version 8.0\n.target sm_80\n.visible .entry gpus_fill_u32(.param .u64 p, .param .u64 n) { ret; }\n";
+        String ptx = ".version 8.0\n.target sm_80\n.visible .entry gpus_sleep(.param .u32 ns, .param .u64 n) { ret; }\n";
         MemorySegment out = e.arena.allocate(8);
         e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));
-        long f = e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_fill_u32");
-        assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L, 0L));
+        long f = e.function(out.get(ValueLayout.JAVA_LONG, 0), "gpus_sleep");
+        assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0, 0L));
     }
 
     /** Compiled images are read (FatbinImageTest has nvcc's); these are cut short, so invalid. */
