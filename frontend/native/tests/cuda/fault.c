@@ -1,6 +1,6 @@
 /*
- * fault: a kernel that stores out of bounds (1 GiB past the end of a 4 KiB allocation, by
- * store_far of fault.cu). The launch itself may succeed; the next synchronizing call must return
+ * fault: a kernel that stores out of bounds (to address 16, in the first page, which no allocation
+ * holds: store_far of fault.cu). The launch itself may succeed; the next synchronizing call must return
  * CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU, and the error is sticky: the following
  * cuCtxSynchronize returns it again. A well-behaved kernel (fill_one) runs and is checked first.
  * The program prints what it got and exits 0 without using the broken context any more.
@@ -33,8 +33,9 @@ int main(int argc, char **argv) {
     }
     printf("fill_one n=%u ok\n", n);
 
-    unsigned long long offset = (1ull << 30) / sizeof(unsigned int) + n; /* 1 GiB past the end */
-    void *p2[] = {&p, &offset};
+    CUdeviceptr null_page = 0;
+    unsigned long long offset = 4; /* address 16: the first page, which no allocation holds */
+    void *p2[] = {&null_page, &offset};
     CUresult launch = cuLaunchKernel(store_far, 1, 1, 1, 32, 1, 1, 0, NULL, p2, NULL);
     CUresult sync = launch == CUDA_SUCCESS ? cuCtxSynchronize() : launch;
     fprintf(stderr, "store_far: launch %s, then cuCtxSynchronize %s\n", err_name(launch), err_name(sync));
