@@ -1,12 +1,15 @@
 package io.gpusockets.emulated.ptx;
 
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_LAUNCH_FAILED;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Path;
 import java.util.Random;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /**
  * lop3, dp4a/dp2a, bfind, bmsk, szext, fns, testp and isspacep at their edges, against the PTX ISA's
@@ -111,7 +114,7 @@ class BitOpsTest {
         }
     }
 
-    private static int dp4a(int a, int b, int c, boolean sa, boolean sb) {
+    static int dp4a(int a, int b, int c, boolean sa, boolean sb) {
         int d = c;
         for (int i = 0; i < 4; i++) {
             int x = sa ? (byte) (a >> 8 * i) : a >> 8 * i & 0xFF;
@@ -121,7 +124,7 @@ class BitOpsTest {
         return d;
     }
 
-    private static int dp2a(int a, int b, int c, boolean sa, boolean sb, boolean hi) {
+    static int dp2a(int a, int b, int c, boolean sa, boolean sb, boolean hi) {
         int d = c;
         for (int i = 0; i < 2; i++) {
             int x = sa ? (short) (a >> 16 * i) : a >> 16 * i & 0xFFFF;
@@ -298,7 +301,7 @@ class BitOpsTest {
         assertEquals(-3, r[8 * 11 + 3], "szext.clamp.s32 of 0b101, 3");
     }
 
-    private static int fns(int mask, int base, int offset) {
+    static int fns(int mask, int base, int offset) {
         if (offset == 0) {
             return base >= 0 && base < 32 && (mask >>> base & 1) != 0 ? base : -1;
         }
@@ -444,6 +447,59 @@ class BitOpsTest {
         // .const: module .const variables are global allocations here, and cvta.const leaves their address as it is
         assertEquals("[1, 2, 4, 1, 1, 1]", java.util.Arrays.toString(rig.ints(out, 6)),
                 "global, shared (its last word), local, a .const variable (global here), null, a 32-bit address");
+    }
+
+    @Test
+    void nvccsWarpMatchDotProductAndFnsIntrinsicsGiveTheReferenceResults(@TempDir Path dir) throws Exception {
+        String ptx = CallsTest.nvcc(dir, """
+                extern "C" __global__ void k(const unsigned *in, unsigned *out, int bad) {
+                    unsigned t = threadIdx.x + blockIdx.x * blockDim.x;
+                    unsigned v = in[t];
+                    unsigned any = __match_any_sync(__activemask(), v % 5);
+                    int pred;
+                    unsigned all = __match_all_sync(0xffffffffu, (unsigned long long) (v >> 31) << 40, &pred);
+                    int dp = __dp4a((int) v, (int) (v * 2654435761u), (int) t);
+                    unsigned dp2 = __dp2a_hi(v, v ^ 0x5a5a5a5au, t);
+                    unsigned f = __fns(v, t % 32, (int) (t % 7) - 3);
+                    __nanosleep(10);
+                    if ((int) t == bad) __trap();
+                    out[5 * t] = any; out[5 * t + 1] = all ^ (unsigned) (pred << 4); out[5 * t + 2] = dp; out[5 * t + 3] = dp2; out[5 * t + 4] = f;
+                }
+                """);
+        for (String insn : new String[] {"match.any.sync.b32", "match.all.sync.b64", "dp4a.s32.s32", "dp2a.hi.u32.u32", "fns.b32",
+            "nanosleep.u32", "trap;"}) {
+            assertTrue(ptx.contains(insn), "nvcc emits " + insn);
+        }
+        int n = 3 * 64;
+        Random random = new Random(6);
+        int[] in = new int[n];
+        for (int t = 0; t < n; t++) {
+            in[t] = random.nextInt(4) == 0 ? EDGES[random.nextInt(EDGES.length)] : random.nextInt();
+        }
+        for (int t = 64; t < 96; t++) {
+            in[t] &= 0x7FFF_FFFF;   // one warp whose top bits all agree
+        }
+        long f = rig.function(rig.module(ptx), "k");
+        long out = rig.upload(new int[5 * n]);
+        rig.run(f, 3, 64, rig.upload(in), out, -1);
+        int[] r = rig.ints(out, 5 * n);
+        for (int t = 0; t < n; t++) {
+            int w = t / 32 * 32;
+            int any = 0;
+            boolean same = true;
+            for (int u = w; u < w + 32; u++) {
+                any |= (Integer.remainderUnsigned(in[u], 5) == Integer.remainderUnsigned(in[t], 5) ? 1 : 0) << (u - w);
+                same &= in[u] >>> 31 == in[t] >>> 31;
+            }
+            int v = in[t];
+            assertEquals(any, r[5 * t], "__match_any_sync " + t);
+            assertEquals(same ? ~0x10 : 0, r[5 * t + 1], "__match_all_sync: the mask, the predicate in bit 4 " + t);
+            assertEquals(dp4a(v, v * (int) 2654435761L, t, true, true), r[5 * t + 2], "__dp4a " + t);
+            assertEquals(dp2a(v, v ^ 0x5a5a5a5a, t, false, false, true), r[5 * t + 3], "__dp2a_hi " + t);
+            assertEquals(fns(v, t % 32, t % 7 - 3), r[5 * t + 4], "__fns " + t);
+        }
+        assertEquals(CUDA_ERROR_LAUNCH_FAILED, rig.launch(f, new int[] {3, 1, 1}, new int[] {64, 1, 1}, 0, rig.upload(in), out, 77) == 0
+                ? rig.device.cuCtxSynchronize() : -1, "__trap() in thread 77");
     }
 
     private int refused(String line) {
