@@ -3,7 +3,7 @@ package io.gpusockets.emulated;
 import io.gpusockets.protocol.api.CuResult;
 
 /**
- * A kernel (or a queued copy) touched memory it may not, or a kernel's assert() failed: it becomes the
+ * A kernel (or a queued copy) touched memory it may not, a kernel's assert() failed or it trapped: it becomes the
  * context's sticky error, as a GPU fault does, and is reported by the next synchronizing call rather
  * than by the launch.
  */
@@ -25,6 +25,11 @@ final class KernelFault extends RuntimeException {
     /** A device-side assert() failed: CUDA_ERROR_ASSERT, sticky like a memory fault. */
     static KernelFault assertion(String detail) {
         return new KernelFault(CuResult.CUDA_ERROR_ASSERT, detail);
+    }
+
+    /** A thread executed trap (__trap()) or brkpt: CUDA_ERROR_LAUNCH_FAILED, sticky like a memory fault. */
+    static KernelFault trap(String detail) {
+        return new KernelFault(CuResult.CUDA_ERROR_LAUNCH_FAILED, detail);
     }
 
     static KernelFault misaligned(long address, long alignment) {

@@ -43,6 +43,11 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public RuntimeException trap(String detail) {
+        return KernelFault.trap(detail);
+    }
+
+    @Override
     public long malloc(long size) {
         try {
             return context.heap(memory).malloc(size);

@@ -262,7 +262,7 @@ class KernelLaunchTest {
                 {
                     .reg .b32 %r<2>;
                     mov.u32 %r1, 1;
-                    brkpt;
+                    pmevent 1;
                 }
                 """;
         MemorySegment out = e.arena.allocate(8);
@@ -271,7 +271,7 @@ class KernelLaunchTest {
         long f = e.function(custom, "my_custom_kernel");
         assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L));
         String detail = e.device.lastErrorDetail();
-        assertTrue(detail.contains("my_custom_kernel") && detail.contains("brkpt") && detail.contains("line 8"), detail);
+        assertTrue(detail.contains("my_custom_kernel") && detail.contains("pmevent") && detail.contains("line 8"), detail);
         assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.launch(f, 1, 1, 0, 0, 0L), "a second launch fails the same");
         e.ok(e.device.cuCtxSynchronize());
         assertEquals(CUDA_ERROR_NOT_FOUND, e.device.cuModuleGetFunction(out, custom, e.nativeString("nope")));

@@ -36,6 +36,9 @@ final class Alu {
         if (in.op == Insn.SET) {
             return set(in, a, b, c);
         }
+        if (in.op >= Insn.LOP3) {
+            return bits(in, a, b, c);
+        }
         if (Types.isFloat(t) && in.op != Insn.MOV && in.op != Insn.SELP && in.op != Insn.CVT && in.op != Insn.SLCT) {
             return Types.size(t) == 4 ? f32(in, a, b, c) : f64(in, a, b, c);
         }
@@ -90,6 +93,150 @@ final class Alu {
                 long x = norm(a, t);
                 long y = norm(b, t);
                 yield (lessThan(x, y, t) ? y - x : x - y) + c;
+            }
+            default -> throw new IllegalStateException(in.toString());
+        };
+    }
+
+    /** lop3, dp4a, dp2a, bfind, bmsk, szext, testp, isspacep, fns: the PTX ISA's pseudo-code for each, on 32-bit results. */
+    private static long bits(Insn in, long a, long b, long c) {
+        return switch (in.op) {
+            case Insn.LOP3 -> {
+                long d = 0;
+                for (int i = 0; i < 8; i++) {
+                    if ((in.mod >>> i & 1) != 0) {   // minterm i: a's bit is i's bit 2, b's bit 1, c's bit 0
+                        d |= ((i & 4) != 0 ? a : ~a) & ((i & 2) != 0 ? b : ~b) & ((i & 1) != 0 ? c : ~c);
+                    }
+                }
+                yield d & 0xFFFF_FFFFL;
+            }
+            case Insn.DP4A -> {
+                boolean sa = Types.signed(in.type);
+                boolean sb = Types.signed(in.type2);
+                long d = c;
+                for (int i = 0; i < 4; i++) {
+                    long x = a >>> (8 * i) & 0xFF;
+                    long y = b >>> (8 * i) & 0xFF;
+                    d += (sa ? (byte) x : x) * (sb ? (byte) y : y);
+                }
+                yield d & 0xFFFF_FFFFL;
+            }
+            case Insn.DP2A -> {
+                boolean sa = Types.signed(in.type);
+                boolean sb = Types.signed(in.type2);
+                int sel = in.mod == 1 ? 2 : 0;
+                long d = c;
+                for (int i = 0; i < 2; i++) {
+                    long x = a >>> (16 * i) & 0xFFFF;
+                    long y = b >>> (8 * (sel + i)) & 0xFF;
+                    d += (sa ? (short) x : x) * (sb ? (byte) y : y);
+                }
+                yield d & 0xFFFF_FFFFL;
+            }
+            case Insn.BFIND -> {
+                int msb = Types.bits(in.type) - 1;
+                long v = norm(a, in.type);
+                if (Types.signed(in.type) && v < 0) {
+                    v = ~v;   // the most significant bit that differs from the sign
+                }
+                if (msb == 31) {
+                    v &= 0xFFFF_FFFFL;
+                }
+                if (v == 0) {
+                    yield 0xFFFF_FFFFL;
+                }
+                int pos = 63 - Long.numberOfLeadingZeros(v);
+                yield in.mod == 1 ? msb - pos : pos;
+            }
+            case Insn.BMSK -> {
+                long ua = a & 0xFFFF_FFFFL;
+                long ub = b & 0xFFFF_FFFFL;
+                int a1 = (int) (ua & 31);
+                int b1 = (int) (ub & 31);
+                int mask0 = -1 << a1;
+                int sum = a1 + b1;
+                int mask1 = sum >= 32 ? 0 : -1 << sum;
+                boolean positionOverflow = false;
+                boolean widthOverflow = false;
+                if (in.mod == 0) {   // .clamp
+                    if (ua >= 32) {
+                        positionOverflow = true;
+                        mask0 = 0;
+                    }
+                    widthOverflow = ub >= 32;
+                }
+                if (sum >= 32 || positionOverflow || widthOverflow) {
+                    mask1 = 0;
+                } else if (b1 == 0) {
+                    mask1 = -1;
+                }
+                yield (mask0 & ~mask1) & 0xFFFF_FFFFL;
+            }
+            case Insn.SZEXT -> {
+                long ub = b & 0xFFFF_FFFFL;
+                int b1 = (int) (ub & 31);
+                boolean tooLarge = ub >= 32 && in.mod == 0;
+                int mask = tooLarge ? 0 : -1 << b1;
+                boolean sign = b1 != 0 && !tooLarge && Types.signed(in.type) && (a >>> ((b1 - 1) & 31) & 1) != 0;
+                yield (((int) a & ~mask) | (sign ? mask : 0)) & 0xFFFF_FFFFL;
+            }
+            case Insn.TESTP -> {
+                boolean f32 = Types.size(in.type) == 4;
+                long bits = f32 ? a & 0xFFFF_FFFFL : a;
+                long exponent = f32 ? bits >>> 23 & 0xFF : bits >>> 52 & 0x7FF;
+                long mantissa = f32 ? bits & 0x7F_FFFF : bits & 0xF_FFFF_FFFF_FFFFL;
+                long top = f32 ? 0xFF : 0x7FF;
+                boolean nan = exponent == top && mantissa != 0;
+                boolean infinite = exponent == top && mantissa == 0;
+                boolean r = switch (in.mod) {
+                    case Insn.TESTP_FINITE -> exponent != top;
+                    case Insn.TESTP_INFINITE -> infinite;
+                    case Insn.TESTP_NUMBER -> !nan;
+                    case Insn.TESTP_NOTANUMBER -> nan;
+                    case Insn.TESTP_NORMAL -> exponent != 0 && exponent != top;
+                    default -> exponent == 0 && mantissa != 0;   // subnormal: not zero
+                };
+                yield r ? 1 : 0;
+            }
+            case Insn.ISSPACEP -> {
+                long v = norm(a, in.type);
+                boolean shared = Long.compareUnsigned(v - Builders.SHARED_WINDOW, Builders.WINDOW_BYTES) < 0;
+                boolean local = Long.compareUnsigned(v - Builders.LOCAL_WINDOW, Builders.WINDOW_BYTES) < 0;
+                boolean r = switch (in.mod) {
+                    case Insn.SHARED -> shared;
+                    case Insn.LOCAL -> local;
+                    case Insn.GLOBAL -> !shared && !local;   // everything else generic is global
+                    // .const: module .const variables are global allocations here and cvta.const leaves their address
+                    // as it is, so a generic address is never a constant-space one (it answers true to .global);
+                    // .param: no generic address reaches the parameters (cvta of .param is not supported).
+                    default -> false;
+                };
+                yield r ? 1 : 0;
+            }
+            case Insn.FNS -> {
+                int mask = (int) a;
+                int base = (int) b;
+                int offset = (int) c;
+                long d = 0xFFFF_FFFFL;
+                if (offset == 0) {
+                    if (base >= 0 && base < 32 && (mask >>> base & 1) != 0) {
+                        d = base;
+                    }
+                } else {
+                    // |offset| - 1 further set bits are passed over (a base past 31, undefined in PTX, finds nothing)
+                    long count = Math.abs((long) offset) - 1;
+                    int inc = offset > 0 ? 1 : -1;
+                    for (int pos = base; pos >= 0 && pos < 32; pos += inc) {
+                        if ((mask >>> pos & 1) != 0) {
+                            if (count == 0) {
+                                d = pos;
+                                break;
+                            }
+                            count--;
+                        }
+                    }
+                }
+                yield d;
             }
             default -> throw new IllegalStateException(in.toString());
         };

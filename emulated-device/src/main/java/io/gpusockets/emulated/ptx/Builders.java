@@ -192,6 +192,76 @@ final class Builders {
                 in.d = ops.destination(o.getFirst());
             }
             case "atom", "red" -> atomic(in, m, o, name.equals("atom"));
+            case "lop3" -> lop3(in, m, o);
+            case "dp4a", "dp2a" -> dotProduct(in, m, o, name.equals("dp2a"));
+            case "bfind" -> {
+                in.mod = m.take("shiftamt") ? 1 : 0;
+                int t = m.type();
+                if (Types.kind(t) != Types.U && Types.kind(t) != Types.S || Types.size(t) < 4) {
+                    throw new PtxUnsupported("bfind of a type other than .u32/.s32/.u64/.s64");
+                }
+                int mod = in.mod;
+                alu(in, t, Insn.BFIND, o, 1);
+                in.mod = mod;
+            }
+            case "bmsk", "szext" -> {
+                int mode = m.takeOne("clamp", "wrap");
+                if (mode < 0) {
+                    throw new PtxUnsupported(name + " without .clamp/.wrap");
+                }
+                int t = m.type();
+                boolean ok = name.equals("bmsk") ? t == (Types.B << 4 | 4) : t == (Types.U << 4 | 4) || t == (Types.S << 4 | 4);
+                if (!ok) {
+                    throw new PtxUnsupported(name + " of a type other than " + (name.equals("bmsk") ? ".b32" : ".u32/.s32"));
+                }
+                alu(in, t, name.equals("bmsk") ? Insn.BMSK : Insn.SZEXT, o, 2);
+                in.mod = mode;
+            }
+            case "testp" -> {
+                int op = m.takeOne("finite", "infinite", "number", "notanumber", "normal", "subnormal");
+                if (op < 0) {
+                    throw new PtxUnsupported("testp without .finite/.infinite/.number/.notanumber/.normal/.subnormal");
+                }
+                int t = m.type();
+                if (!Types.isFloat(t)) {
+                    throw new PtxUnsupported("testp of a type other than .f32/.f64");
+                }
+                in.op = Insn.TESTP;
+                in.type = t;
+                in.mod = op;
+                count(o, 2);
+                in.d = ops.destination(o.get(0));
+                in.a = ops.source(o.get(1), t);
+            }
+            case "isspacep" -> isspacep(in, m, o);
+            case "fns" -> {
+                if (m.type() != (Types.B << 4 | 4)) {
+                    throw new PtxUnsupported("fns of a type other than .b32");
+                }
+                in.op = Insn.FNS;
+                in.type = Types.B << 4 | 4;
+                count(o, 4);
+                in.d = ops.destination(o.get(0));
+                in.a = ops.source(o.get(1), Types.B << 4 | 4);
+                in.b = ops.source(o.get(2), Types.S << 4 | 4);
+                in.c = ops.source(o.get(3), Types.S << 4 | 4);
+            }
+            case "trap", "brkpt" -> {
+                count(o, 0);
+                in.op = Insn.TRAP;
+                in.mod = name.equals("brkpt") ? 1 : 0;
+            }
+            case "nanosleep" -> {
+                // a hint: the thread may sleep up to the given time; not sleeping at all is one of the behaviours allowed
+                if (m.type() != (Types.U << 4 | 4)) {
+                    throw new PtxUnsupported("nanosleep of a type other than .u32");
+                }
+                count(o, 1);
+                ops.source(o.getFirst(), Types.U << 4 | 4);
+                in.op = Insn.NOP;
+            }
+            case "prefetch", "prefetchu", "discard", "applypriority" -> cacheHint(in, m, o, name);
+            case "match" -> match(in, m, o);
             default -> throw new PtxUnsupported("instruction " + name + " is not supported by the emulated device");
         }
         m.done();
@@ -842,6 +912,126 @@ final class Builders {
         in.negA = a.startsWith("!");
         in.a = ops.source(in.negA ? a.substring(1) : a, Types.PRED);
         in.e = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    /** lop3.b32 d, a, b, c, immLut (an immediate 0..255); the predicate form lop3.BoolOp.b32 d|p, ..., q is not covered. */
+    private void lop3(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (m.takeOne("or", "and") >= 0 || !o.isEmpty() && o.getFirst().contains("|")) {
+            throw new PtxUnsupported("lop3 with a predicate result (lop3.or/.and.b32 d|p)");
+        }
+        if (m.type() != (Types.B << 4 | 4)) {
+            throw new PtxUnsupported("lop3 of a type other than .b32");
+        }
+        count(o, 5);
+        String lut = o.get(4);
+        if (lut.startsWith("%") || symbols.registers.containsKey(lut) || symbols.symbols.containsKey(lut)) {
+            throw new PtxUnsupported("lop3 with a truth table other than an immediate");
+        }
+        long v = Operands.immediate(lut, Types.B << 4 | 4);
+        if (v < 0 || v > 255) {
+            throw new PtxUnsupported("lop3 truth table " + lut + " outside 0..255");
+        }
+        alu(in, Types.B << 4 | 4, Insn.LOP3, o.subList(0, 4), 3);
+        in.mod = (int) v;
+    }
+
+    /** dp4a.atype.btype d, a, b, c and dp2a.lo/.hi.atype.btype d, a, b, c (atype, btype .u32/.s32; c and d .s32 if either is). */
+    private void dotProduct(Insn in, Mods m, List<String> o, boolean two) throws PtxUnsupported {
+        int half = two ? m.takeOne("lo", "hi") : 0;
+        if (half < 0) {
+            throw new PtxUnsupported("dp2a without .lo/.hi");
+        }
+        List<Integer> t = m.types();
+        int u32 = Types.U << 4 | 4;
+        int s32 = Types.S << 4 | 4;
+        if (t.size() != 2 || t.get(0) != u32 && t.get(0) != s32 || t.get(1) != u32 && t.get(1) != s32) {
+            throw new PtxUnsupported((two ? "dp2a" : "dp4a") + " types other than .u32/.s32 .u32/.s32");
+        }
+        in.op = two ? Insn.DP2A : Insn.DP4A;
+        in.type = t.get(0);
+        in.type2 = t.get(1);
+        in.mod = half;
+        count(o, 4);
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), in.type);
+        in.b = ops.source(o.get(2), in.type2);
+        in.c = ops.source(o.get(3), in.type == s32 || in.type2 == s32 ? s32 : u32);
+    }
+
+    /** isspacep.global/.shared(::cta/::cluster)/.local/.const/.param p, a (a .u32 or .u64 generic address). */
+    private void isspacep(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int space = m.takeOne("global", "shared", "shared::cta", "shared::cluster", "local", "const", "param");
+        if (space < 0) {
+            throw new PtxUnsupported("isspacep of a space other than .global/.shared/.local/.const/.param");
+        }
+        in.op = Insn.ISSPACEP;
+        in.mod = switch (space) {
+            case 0 -> Insn.GLOBAL;
+            case 1, 2, 3 -> Insn.SHARED;   // a cluster is one CTA here: its shared window is the CTA's
+            case 4 -> Insn.LOCAL;
+            case 5 -> Insn.CONST;
+            default -> Insn.PARAM;
+        };
+        count(o, 2);
+        in.d = ops.destination(o.get(0));
+        Integer reg = symbols.registers.get(o.get(1));
+        in.type = reg != null && symbols.slotBytes.get(reg) == 4 ? Types.U << 4 | 4 : Types.U << 4 | 8;
+        in.a = ops.source(o.get(1), in.type);
+    }
+
+    /**
+     * prefetch{.global|.local}.L1/.L2 [a], prefetch.global.L2::evict_last/evict_normal [a], prefetchu.L1 [a],
+     * discard.global.L2 [a], 128, applypriority.global.L2::evict_normal [a], 128: hints about caches this device has
+     * none of, so no-ops (a discarded line reads as what memory holds, one of the values the ISA allows).
+     */
+    private void cacheHint(Insn in, Mods m, List<String> o, String name) throws PtxUnsupported {
+        boolean sized = name.equals("discard") || name.equals("applypriority");
+        int space = m.takeOne("global", "local");
+        if (name.equals("prefetchu") || sized) {
+            if (space == 1) {
+                throw new PtxUnsupported(name + " of the .local space");
+            }
+        }
+        boolean level = switch (name) {
+            case "prefetchu" -> m.take("L1");
+            case "discard" -> m.take("L2");
+            case "applypriority" -> m.take("L2::evict_normal");
+            default -> m.take("L1") || m.take("L2") || space != 1 && (m.take("L2::evict_last") || m.take("L2::evict_normal"));
+        };
+        if (!level) {
+            throw new PtxUnsupported(name + " without a cache level this form takes");
+        }
+        count(o, sized ? 2 : 1);
+        if (sized && Operands.immediate(o.get(1), Types.U << 4 | 8) != 128) {
+            throw new PtxUnsupported(name + " of a size other than 128");
+        }
+        Insn probe = new Insn(in.line, in.text);
+        ops.address(probe, o.get(0));   // the address must parse; nothing is accessed
+        in.op = Insn.NOP;
+    }
+
+    /** match.any.sync.b32/.b64 d, a, membermask and match.all.sync.b32/.b64 d{|p}, a, membermask. */
+    private void match(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int mode = m.takeOne("any", "all");
+        if (mode < 0 || !m.take("sync")) {
+            throw new PtxUnsupported("match other than match.any.sync/match.all.sync");
+        }
+        int t = m.type();
+        if (t != (Types.B << 4 | 4) && t != (Types.B << 4 | 8)) {
+            throw new PtxUnsupported("match of a type other than .b32/.b64");
+        }
+        count(o, 3);
+        String[] dst = o.get(0).split("\\|");
+        if (dst.length > 1 && mode == 0) {
+            throw new PtxUnsupported("match.any with a predicate destination");
+        }
+        in.op = Insn.MATCH;
+        in.mod = mode;
+        in.type = t;
+        in.d = ops.destination(dst[0].trim());
+        in.d2 = dst.length > 1 ? ops.destination(dst[1].trim()) : -1;
+        in.a = ops.source(o.get(1), t);
+        in.b = ops.source(o.get(2), Types.U << 4 | 4);
     }
 
     private void atomic(Insn in, Mods m, List<String> o, boolean returns) throws PtxUnsupported {

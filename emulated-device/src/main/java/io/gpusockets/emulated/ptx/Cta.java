@@ -170,6 +170,10 @@ final class Cta implements PtxKernel.CtaRunner {
                     case Program.LANEMASK_LT -> (1L << l) - 1;
                     case Program.LANEMASK_GE -> ~((1L << l) - 1) & 0xFFFF_FFFFL;
                     case Program.LANEMASK_GT -> ~((2L << l) - 1) & 0xFFFF_FFFFL;
+                    case Program.DYNAMIC_SMEM_SIZE -> launch.dynamicShared();
+                    case Program.TOTAL_SMEM_SIZE -> program.staticShared + launch.dynamicShared();
+                    case Program.SMID -> ctaIndex % Program.SM_COUNT;
+                    case Program.NSMID -> Program.SM_COUNT;
                     default -> 0;
                 };
             }
@@ -405,9 +409,26 @@ final class Cta implements PtxKernel.CtaRunner {
             case Insn.NOP -> {
             }
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carryChain(in, exec, r);
+            case Insn.MATCH -> WarpOps.match(in.mod == 1, Types.size(in.type) == 8, exec, r, in.a * 32, in.b * 32, in.d * 32,
+                    in.d2 * 32);
+            case Insn.TRAP -> {
+                if (exec != 0) {
+                    throw memory.trap(trapDetail(in, 32 * w + Integer.numberOfTrailingZeros(exec), launch, ctaIndex));
+                }
+            }
             case Insn.BAR_RED -> barrierReduction(in, w, exec, r);
             default -> throw new IllegalStateException(in.toString());
         }
+    }
+
+    /** What a trap (brkpt) fault says: the instruction, the first thread that executed it and its block. */
+    static String trapDetail(Insn in, int t, PtxKernel.Launch launch, long ctaIndex) {
+        int bx = launch.blockX();
+        int by = launch.blockY();
+        long gx = launch.gridX();
+        long gy = launch.gridY();
+        return (in.mod == 1 ? "brkpt" : "trap") + " (line " + in.line + ") executed by thread [" + t % bx + "," + t / bx % by + ","
+                + t / (bx * by) + "] of block [" + ctaIndex % gx + "," + ctaIndex / gx % gy + "," + ctaIndex / (gx * gy) + "]";
     }
 
     /** bar.red: per warp the lanes that arrived at the current reduction and their destination slot; its counts so far. */

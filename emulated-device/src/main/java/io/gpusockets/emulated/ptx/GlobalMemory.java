@@ -32,6 +32,12 @@ public interface GlobalMemory {
      */
     RuntimeException assertion(String detail);
 
+    /**
+     * The fault for a {@code trap} (or {@code brkpt}) a thread executed ({@code __trap()}): as on a device, the launch
+     * fails with CUDA_ERROR_LAUNCH_FAILED, the context's sticky error.
+     */
+    RuntimeException trap(String detail);
+
     /** The device heap's malloc: a block of at least {@code size} bytes of device memory, or 0 when the heap is exhausted. */
     long malloc(long size);
 

@@ -76,32 +76,57 @@ final class Insn {
      * (f32/f16/bf16 dtype) or 0; an .f16x2/.bf16x2 source gives one result per half (0xFFFF for an integer dtype).
      */
     static final int SET = 47;
-    static final int ALU_END = 48;
-    static final int SETP = 50;
-    static final int LD = 51;
-    static final int ST = 52;
-    static final int ATOM = 53;
-    static final int BRA = 54;
-    static final int EXIT = 55;
-    static final int BAR = 56;
-    static final int SHFL = 57;
-    static final int VOTE = 58;
-    static final int ACTIVEMASK = 59;
-    static final int NOP = 60;
-    static final int PACK = 61;
-    static final int UNPACK = 62;
-    static final int CLOCK = 63;
+    /** lop3.b32 d, a, b, c, immLut: mod the 8-bit truth table (bit (a << 2 | b << 1 | c) of it per bit position). */
+    static final int LOP3 = 48;
+    /** dp4a.atype.btype: c + the four byte products of a and b; type atype, type2 btype (.u32/.s32: bytes zero/sign-extended). */
+    static final int DP4A = 49;
+    /** dp2a.lo/.hi.atype.btype: c + a's two 16-bit halves times bytes 0, 1 (.lo, mod 0) or 2, 3 (.hi, mod 1) of b. */
+    static final int DP2A = 50;
+    /** bfind(.shiftamt).u32/.s32/.u64/.s64: the most significant non-sign bit's position (mod 1: 31/63 minus it), else 0xFFFFFFFF. */
+    static final int BFIND = 51;
+    /** bmsk.clamp/.wrap.b32 (mod 0/1): the mask of b bits starting at bit a. */
+    static final int BMSK = 52;
+    /** szext.clamp/.wrap (mod 0/1) .u32/.s32: the low b bits of a, zero- or sign-extended. */
+    static final int SZEXT = 53;
+    /** testp.op.f32/.f64 into a predicate; mod the TESTP_ class. */
+    static final int TESTP = 54;
+    /** isspacep.space: whether generic address a lies in space mod (GLOBAL, SHARED, LOCAL, CONST, PARAM). */
+    static final int ISSPACEP = 55;
+    /** fns.b32 d, mask, base, offset: the position of the offset-th set bit of mask from base, else 0xFFFFFFFF. */
+    static final int FNS = 56;
+    static final int ALU_END = 57;
+    // testp classes (TESTP's mod)
+    static final int TESTP_FINITE = 0;
+    static final int TESTP_INFINITE = 1;
+    static final int TESTP_NUMBER = 2;
+    static final int TESTP_NOTANUMBER = 3;
+    static final int TESTP_NORMAL = 4;
+    static final int TESTP_SUBNORMAL = 5;
+    static final int SETP = 60;
+    static final int LD = 61;
+    static final int ST = 62;
+    static final int ATOM = 63;
+    static final int BRA = 64;
+    static final int EXIT = 65;
+    static final int BAR = 66;
+    static final int SHFL = 67;
+    static final int VOTE = 68;
+    static final int ACTIVEMASK = 69;
+    static final int NOP = 70;
+    static final int PACK = 71;
+    static final int UNPACK = 72;
+    static final int CLOCK = 73;
     /** call: {@link #call} says what and with which arguments. */
-    static final int CALL = 64;
+    static final int CALL = 74;
     /** ret from a .func (in the entry, ret is EXIT). */
-    static final int RET = 65;
+    static final int RET = 75;
     /** cvta of the .local space: the frame's place in the thread's stack is added (subtracted by cvta.to). */
-    static final int CVTA_LOCAL = 66;
+    static final int CVTA_LOCAL = 76;
     /**
      * bar.warp.sync (__syncwarp): nothing for the interpreter, whose warps run in lockstep; a
      * warp-wide meeting point for the compiled engine, which runs a warp's threads one after another.
      */
-    static final int WARPSYNC = 67;
+    static final int WARPSYNC = 77;
     /*
      * The carry chain (.u32/.s32/.u64/.s64): not ALU operations, since they read and write the carry flag CC.CF,
      * a hidden register of the function whose slot is {@link #carry}. {@code mod} holds CARRY_IN (the flag is
@@ -109,16 +134,23 @@ final class Insn {
      * the flag) and CARRY_HI (mad: the high half of a * b). Sources a, b (and c for mad), destination d, type.
      */
     /** add.cc, addc, addc.cc: d = a + b (+ CF). */
-    static final int ADD_CARRY = 70;
+    static final int ADD_CARRY = 80;
     /** sub.cc, subc, subc.cc: d = a - b (- CF); CF is the borrow. */
-    static final int SUB_CARRY = 71;
+    static final int SUB_CARRY = 81;
     /** mad.lo.cc, mad.hi.cc, madc.lo, madc.hi, madc.lo.cc, madc.hi.cc: d = (a * b).lo or .hi + c (+ CF), CF out of that addition. */
-    static final int MAD_CARRY = 72;
+    static final int MAD_CARRY = 82;
     /**
      * bar.red.popc.u32 / bar.red.and.pred / bar.red.or.pred (mod BAR_POPC, BAR_AND, BAR_OR), all threads of the CTA:
      * c the predicate (negC), d the result; the thread waits like BAR. Barrier id in a (any id: all barriers are CTA-wide).
      */
-    static final int BAR_RED = 73;
+    static final int BAR_RED = 83;
+    /**
+     * match.any.sync / match.all.sync (mod 0 / 1) .b32/.b64 d{|p}, a, membermask: warp-wide ({@link WarpOps#match});
+     * a the value, b the member mask, d the lane mask, d2 match.all's optional predicate.
+     */
+    static final int MATCH = 84;
+    /** trap, brkpt: the launch fails (the sticky CUDA_ERROR_LAUNCH_FAILED) when a thread executes it; mod 1 for brkpt. */
+    static final int TRAP = 85;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;

@@ -117,7 +117,7 @@ final class JitCompiler {
 
     private static boolean meeting(int op) {
         return op == Insn.BAR || op == Insn.BAR_RED || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK
-                || op == Insn.WARPSYNC;
+                || op == Insn.WARPSYNC || op == Insn.MATCH;
     }
 
     /** Why the compiler does not take instruction {@code in}, or null. */
@@ -127,7 +127,7 @@ final class JitCompiler {
         }
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
-                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> null;
+                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> in.space == Insn.LOCAL ? ".local memory" : null;
             case Insn.ST -> in.space == Insn.LOCAL || in.space == Insn.PARAM ? "a store to ." + Cta.SPACES[in.space] : null;
@@ -255,6 +255,10 @@ final class JitCompiler {
                 use(b, in.a);
                 use(b, in.e);
             }
+            case Insn.MATCH -> {
+                use(b, in.a);
+                use(b, in.b);
+            }
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
                 use(b, in.a);
                 use(b, in.b);
@@ -275,7 +279,7 @@ final class JitCompiler {
 
     private void defs(Insn in, BitSet b) {
         switch (in.op) {
-            case Insn.SETP, Insn.SHFL -> {
+            case Insn.SETP, Insn.SHFL, Insn.MATCH -> {
                 use(b, in.d);
                 use(b, in.d2);
             }
@@ -357,7 +361,7 @@ final class JitCompiler {
             if (in.op == Insn.BRA) {
                 leader[in.target] = true;
             }
-            if (in.op == Insn.BRA || in.op == Insn.EXIT || meeting(in.op) || in.guard >= 0) {
+            if (in.op == Insn.BRA || in.op == Insn.EXIT || in.op == Insn.TRAP || meeting(in.op) || in.guard >= 0) {
                 leader[i + 1] = true;
             }
         }
@@ -654,7 +658,7 @@ final class JitCompiler {
             case Insn.BRA -> branch(c, i, in);
             case Insn.EXIT -> exit(c, 0);
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carry(c, i, in);
-            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC -> {
+            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH -> {
                 BitSet live = liveIn[i];
                 for (int s = live.nextSetBit(0); s >= 0; s = live.nextSetBit(s + 1)) {
                     c.aload(REGS);
@@ -703,6 +707,14 @@ final class JitCompiler {
                 store(c, in.d);
             }
             case Insn.NOP -> {
+            }
+            case Insn.TRAP -> {
+                // the launch fails: JitCta makes the fault (reached only when the guard, if any, holds)
+                c.aload(CTA);
+                c.loadConstant(i);
+                c.iload(T);
+                c.invokevirtual(CD_CTA, "trap", MethodTypeDesc.of(ClassDesc.of("java.lang.RuntimeException"), CD_int, CD_int));
+                c.athrow();
             }
             default -> throw new IllegalStateException(in.toString());
         }

@@ -9,7 +9,7 @@ import java.util.Arrays;
  * its memory accesses and special registers.
  *
  * <p>Threads run one after another, each as far as it can go: to its exit, or to an instruction it
- * must meet others at. Warp-wide instructions ({@code shfl.sync}, {@code vote.sync},
+ * must meet others at. Warp-wide instructions ({@code shfl.sync}, {@code vote.sync}, {@code match.sync},
  * {@code activemask}, {@code bar.warp.sync}) are carried out once none of the warp's threads can go
  * on, for the threads waiting at the lowest such instruction (as the interpreter's min-PC order
  * would meet them); {@code bar.sync} opens once every thread of the block waits there or has
@@ -245,6 +245,13 @@ final class JitCta implements PtxKernel.CtaRunner {
                 WarpOps.vote(in.mod, in.negA, mask, lanes, 0, 96, 128);
                 scatter(in.d, 128, first, mask);
             }
+            case Insn.MATCH -> {
+                gather(in.a, 0, first, end, mask);
+                gather(in.b, 32, first, end, mask);
+                WarpOps.match(in.mod == 1, Types.size(in.type) == 8, mask, lanes, 0, 32, 128, in.d2 >= 0 ? 160 : -1);
+                scatter(in.d, 128, first, mask);
+                scatter(in.d2, 160, first, mask);
+            }
             case Insn.ACTIVEMASK -> {
                 Arrays.fill(lanes, 128, 160, mask & 0xFFFF_FFFFL);
                 scatter(in.d, 128, first, mask);
@@ -309,6 +316,10 @@ final class JitCta implements PtxKernel.CtaRunner {
             case Program.LANEMASK_LT -> (1L << l) - 1;
             case Program.LANEMASK_GE -> ~((1L << l) - 1) & 0xFFFF_FFFFL;
             case Program.LANEMASK_GT -> ~((2L << l) - 1) & 0xFFFF_FFFFL;
+            case Program.DYNAMIC_SMEM_SIZE -> launch.dynamicShared();
+            case Program.TOTAL_SMEM_SIZE -> program.staticShared + launch.dynamicShared();
+            case Program.SMID -> (cx + launch.gridX() * (cy + launch.gridY() * cz)) % Program.SM_COUNT;
+            case Program.NSMID -> Program.SM_COUNT;
             default -> 0;
         };
     }
@@ -325,6 +336,12 @@ final class JitCta implements PtxKernel.CtaRunner {
         if (memory.cancelled()) {
             throw new Cancelled();
         }
+    }
+
+    /** trap/brkpt (instruction {@code index}) executed by thread t: the fault the generated code throws. */
+    RuntimeException trap(int index, int t) {
+        long index0 = cx + launch.gridX() * (cy + launch.gridY() * cz);
+        return memory.trap(Cta.trapDetail(program.code[index], t, launch, index0));
     }
 
     RuntimeException misaligned(long address, long bytes) {

@@ -11,6 +11,15 @@ final class Program {
     static final int CTAID_X = 6, CTAID_Y = 7, CTAID_Z = 8, NCTAID_X = 9, NCTAID_Y = 10, NCTAID_Z = 11;
     static final int LANEID = 12, WARPID = 13, NWARPID = 14, LANEMASK_EQ = 15, LANEMASK_LE = 16;
     static final int LANEMASK_LT = 17, LANEMASK_GE = 18, LANEMASK_GT = 19, ZERO = 20;
+    /**
+     * %dynamic_smem_size (the launch's sharedMemBytes), %total_smem_size (static plus dynamic shared bytes, not
+     * rounded to an allocation unit), %smid (the CTA's linear index modulo {@link #SM_COUNT}: PTX allows any value
+     * below %nsmid, and CTAs spread over the SMs this way), %nsmid ({@link #SM_COUNT}). %gridid is {@link #ZERO}:
+     * any launch number is allowed, and one launch's CTAs agree on it.
+     */
+    static final int DYNAMIC_SMEM_SIZE = 21, TOTAL_SMEM_SIZE = 22, SMID = 23, NSMID = 24;
+    /** The multiprocessor count the device advertises (DeviceProperties.MULTIPROCESSOR_COUNT). */
+    static final int SM_COUNT = 132;
     // Specials read when the instruction runs (Insn.CLOCK's mod).
     static final int CLOCK = 1, CLOCK64 = 2, GLOBALTIMER = 3;
 

@@ -116,7 +116,11 @@ final class Symbols {
             case "%lanemask_lt" -> Program.LANEMASK_LT;
             case "%lanemask_ge" -> Program.LANEMASK_GE;
             case "%lanemask_gt" -> Program.LANEMASK_GT;
-            case "%smid", "%gridid" -> Program.ZERO;
+            case "%gridid" -> Program.ZERO;
+            case "%smid" -> Program.SMID;
+            case "%nsmid" -> Program.NSMID;
+            case "%dynamic_smem_size" -> Program.DYNAMIC_SMEM_SIZE;
+            case "%total_smem_size" -> Program.TOTAL_SMEM_SIZE;
             case "%clock" -> -2 - Program.CLOCK;
             case "%clock64" -> -2 - Program.CLOCK64;
             case "%globaltimer" -> -2 - Program.GLOBALTIMER;

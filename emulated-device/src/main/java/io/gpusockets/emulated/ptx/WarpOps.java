@@ -51,6 +51,42 @@ final class WarpOps {
         }
     }
 
+    /**
+     * match.any.sync / match.all.sync (all) over the lanes in {@code exec}: values a (the low 32 bits unless wide),
+     * member masks at {@code mask}. The lanes compared with lane l are the executing lanes in l's member mask (a
+     * non-exited member that does not execute it is undefined in PTX: it is left out). match.any: d is the set of them
+     * whose value equals l's; match.all: d is that set (its member mask when every member takes part) if all their
+     * values equal l's, else 0, and the predicate at {@code p} (absent when negative) says which.
+     */
+    static void match(boolean all, boolean wide, int exec, long[] r, int a, int mask, int d, int p) {
+        long valueMask = wide ? -1L : 0xFFFF_FFFFL;
+        long[] result = new long[32];
+        int equal = 0;
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            int members = (int) r[mask + l] & exec;
+            long v = r[a + l] & valueMask;
+            int same = 0;
+            for (int k = members; k != 0; k &= k - 1) {
+                int j = Integer.numberOfTrailingZeros(k);
+                if ((r[a + j] & valueMask) == v) {
+                    same |= 1 << j;
+                }
+            }
+            if (same == members) {
+                equal |= 1 << l;
+            }
+            result[l] = all ? (same == members ? members & 0xFFFF_FFFFL : 0) : same & 0xFFFF_FFFFL;
+        }
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            if (all && p >= 0) {
+                r[p + l] = equal >>> l & 1;
+            }
+            r[d + l] = result[l];
+        }
+    }
+
     static void vote(int mode, boolean negA, int exec, long[] r, int a, int e, int d) {
         int ballot = 0;
         for (int m = exec; m != 0; m &= m - 1) {

@@ -88,6 +88,63 @@ class CompiledEngineTest {
     }
 
     @Test
+    void matchInsideDivergentCodeOfAPartialWarpWith64BitValues() {
+        // lanes below 16 match b32 values among themselves; the others match b64 values (equal low words,
+        // high words by tid / 8) and match.all over theirs; then all meet at a match over the active mask
+        same("match", """
+                    mov.u32 %r9, %laneid;
+                    setp.lt.u32 %p1, %r9, 16;
+                    @!%p1 bra HIGH;
+                    rem.u32 %r2, %r1, 3;
+                    match.any.sync.b32 %r3, %r2, 0xffff;
+                    match.all.sync.b32 %r4|%p2, %r2, 0xffff;
+                    bra.uni JOIN;
+                HIGH:
+                    shr.u32 %r5, %r1, 3;
+                    cvt.u64.u32 %rd4, %r5;
+                    shl.b64 %rd4, %rd4, 33;
+                    or.b64 %rd4, %rd4, 5;
+                    match.any.sync.b64 %r3, %rd4, 0xffff0000;
+                    match.all.sync.b64 %r4|%p2, %rd4, 0xffff0000;
+                    and.b32 %r6, %r9, 0xffffff00;
+                    match.all.sync.b64 %r7, %rd4, %r6;
+                    xor.b32 %r4, %r4, %r7;
+                JOIN:
+                    selp.u32 %r8, 0x10000, 0, %p2;
+                    activemask.b32 %r10;
+                    and.b32 %r11, %r1, 1;
+                    match.any.sync.b32 %r12, %r11, %r10;
+                    add.s32 %r3, %r3, %r4;
+                    add.s32 %r3, %r3, %r8;
+                    xor.b32 %r3, %r3, %r12;
+                    st.global.u32 [%rd1], %r3;
+                """, 45, 1);
+    }
+
+    @Test
+    void aGuardedTrapNotTakenAndCacheHintsCompileAsNoOps() {
+        same("trap not taken, hints", """
+                    setp.gt.u32 %p1, %r1, 1000;
+                    @%p1 trap;
+                    @%p1 brkpt;
+                    nanosleep.u32 %r1;
+                    prefetch.global.L2 [%rd1];
+                    prefetch.L1 [%rd1+4];
+                    prefetch.global.L2::evict_last [%rd1];
+                    prefetchu.L1 [%rd1];
+                    discard.global.L2 [%rd2], 128;
+                    applypriority.global.L2::evict_normal [%rd2], 128;
+                    mov.u32 %r2, %smid;
+                    mov.u32 %r3, %nsmid;
+                    mov.u32 %r4, %total_smem_size;
+                    mad.lo.s32 %r5, %r3, 1000, %r2;
+                    add.s32 %r5, %r5, %r4;
+                    add.s32 %r5, %r5, %r1;
+                    st.global.u32 [%rd1], %r5;
+                """, 64, 1);
+    }
+
+    @Test
     void barrierReductionsOverABlockWithExitedThreads() {
         // threads 70.. exit first; the others reduce (tid % 3 == 0) three ways at two barriers
         same("bar.red", """

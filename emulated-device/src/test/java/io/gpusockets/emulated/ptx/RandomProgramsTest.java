@@ -13,7 +13,7 @@ import org.junit.jupiter.api.Test;
  *
  * <p>Registers: %r1..%r8 (.b32), %l1..%l5 (.b64), %f1..%f6 (.f32), %d1..%d4 (.f64), %p1..%p4, %h1..%h4
  * (.b16, for halves). A template's R, L, F, D, P, H stand for a random register of that class; I5
- * for a shift-sized immediate.
+ * for a shift-sized immediate, X for an 8-bit one.
  */
 class RandomProgramsTest {
     private static final List<String> TEMPLATES = List.of(
@@ -56,7 +56,16 @@ class RandomProgramsTest {
             "subc.u32 R, R, R", "mad.lo.cc.u32 R, R, R, R", "madc.hi.u32 R, R, R, R", "add.cc.u64 L, L, L", "addc.u64 L, L, L",
             "cvt.rn.f16.f32 H, F", "cvt.f32.f16 F, H", "add.f16 H, H, H", "mul.rn.f16 H, H, H", "fma.rn.f16 H, H, H, H",
             "neg.f16 H, H", "min.f16 H, H, H", "cvt.rn.bf16.f32 H, F", "cvt.f32.bf16 F, H", "fma.rn.bf16 H, H, H, H",
-            "setp.lt.f16 P, H, H", "cvt.rzi.s32.f16 R, H", "cvt.rz.f16.f64 H, D");
+            "setp.lt.f16 P, H, H", "cvt.rzi.s32.f16 R, H", "cvt.rz.f16.f64 H, D",
+            "lop3.b32 R, R, R, R, X", "lop3.b32 R, R, 0x0ff0, R, X", "dp4a.u32.u32 R, R, R, R", "dp4a.u32.s32 R, R, R, R",
+            "dp4a.s32.u32 R, R, R, R", "dp4a.s32.s32 R, R, R, R", "dp2a.lo.u32.u32 R, R, R, R", "dp2a.hi.u32.s32 R, R, R, R",
+            "dp2a.lo.s32.u32 R, R, R, R", "dp2a.hi.s32.s32 R, R, R, R", "bfind.u32 R, R", "bfind.s32 R, R",
+            "bfind.shiftamt.u32 R, R", "bfind.u64 R, L", "bfind.s64 R, L", "bfind.shiftamt.s64 R, L", "bmsk.clamp.b32 R, R, R",
+            "bmsk.wrap.b32 R, R, R", "bmsk.clamp.b32 R, R, I5", "szext.clamp.s32 R, R, R", "szext.wrap.u32 R, R, R",
+            "szext.wrap.s32 R, R, I5", "szext.clamp.u32 R, R, R", "fns.b32 R, R, R, R", "fns.b32 R, R, I5, R",
+            "testp.finite.f32 P, F", "testp.infinite.f32 P, F", "testp.number.f64 P, D", "testp.notanumber.f32 P, F",
+            "testp.normal.f64 P, D", "testp.subnormal.f32 P, F", "testp.subnormal.f64 P, D", "isspacep.global P, L",
+            "isspacep.shared P, L", "isspacep.local P, L", "isspacep.const P, R");
 
     private static final int[] INTS = {0, 1, -1, 2, 31, 32, 33, 63, 64, 0x80, 0xFF, 0x7FFF_FFFF, 0x8000_0000, 0x1234_5678,
         0xFFFF_0000, 7, -7, 100, 65535, 65536};
@@ -121,6 +130,7 @@ class RandomProgramsTest {
                     case 'D' -> line.append("%d").append(1 + r.nextInt(4));
                     case 'P' -> line.append("%p").append(1 + r.nextInt(4));
                     case 'H' -> line.append("%h").append(1 + r.nextInt(4));
+                    case 'X' -> line.append(r.nextInt(256));
                     case 'I' -> {
                         line.append(new int[] {0, 1, 5, 31, 32, 40}[r.nextInt(6)]);
                         k++;   // the 5 of I5
@@ -190,7 +200,7 @@ class RandomProgramsTest {
         for (String t : TEMPLATES) {
             String ptx = program(new Random(t.hashCode()), 0).replace("    ld.param.u64 %a1, [out];",
                     "    " + t.replace("R", "%r1").replace("L", "%l1").replace("F", "%f1").replace("D", "%d1")
-                            .replace("P", "%p1").replace("H", "%h1").replace("I5", "3") + ";\n    ld.param.u64 %a1, [out];");
+                            .replace("P", "%p1").replace("H", "%h1").replace("I5", "3").replace("X", "0x96") + ";\n    ld.param.u64 %a1, [out];");
             try (Rig rig = new Rig()) {
                 long f = rig.function(rig.module(ptx), "k");
                 rig.run(f, 1, THREADS, rig.upload(rig.arena.allocateFrom(ValueLayout.JAVA_BYTE, inputs(new Random(1)))),

@@ -113,6 +113,59 @@ class WarpTest {
     }
 
     @Test
+    void matchGroupsTheLanesOfEqualValuesFullAndPartialWarps() {
+        // 40 threads: a full warp and 8 lanes of a second. b32 values tid / 4 % 3; b64 values differing only in
+        // their high word (tid % 2) << 32; match.all over a uniform value, over one that is not, and over the
+        // lanes 8..15 only (every member equal).
+        int[] r = run("""
+                shr.u32 %r2, %r1, 2;
+                rem.u32 %r2, %r2, 3;
+                match.any.sync.b32 %r3, %r2, -1;
+                st.global.u32 [%rd1], %r3;
+                and.b32 %r4, %r1, 1;
+                cvt.u64.u32 %rd4, %r4;
+                shl.b64 %rd4, %rd4, 32;
+                or.b64 %rd4, %rd4, 7;
+                match.any.sync.b64 %r5, %rd4, -1;
+                st.global.u32 [%rd1+160], %r5;
+                match.all.sync.b64 %r6|%p1, 7, -1;
+                selp.u32 %r7, 1, 0, %p1;
+                st.global.u32 [%rd1+320], %r6;
+                match.all.sync.b32 %r8|%p2, %r2, -1;
+                selp.u32 %r9, 1, 0, %p2;
+                shl.b32 %r9, %r9, 1;
+                or.b32 %r7, %r7, %r9;
+                st.global.u32 [%rd1+480], %r8;
+                shr.u32 %r10, %r1, 3;
+                setp.eq.u32 %p3, %r10, 1;
+                @!%p3 bra SKIP;
+                match.all.sync.b32 %r11|%p4, %r10, 0xff00;
+                selp.u32 %r12, 4, 0, %p4;
+                or.b32 %r7, %r7, %r12;
+                st.global.u32 [%rd1+640], %r11;
+                SKIP:
+                st.global.u32 [%rd1+800], %r7;
+                """, 40, 6);
+        for (int t = 0; t < 40; t++) {
+            int warp = t / 32;
+            int lanes = warp == 0 ? -1 : 0xFF;
+            int any = 0;
+            int parity = 0;
+            for (int u = 32 * warp; u < Math.min(40, 32 * warp + 32); u++) {
+                any |= (u / 4 % 3 == t / 4 % 3 ? 1 : 0) << (u % 32);
+                parity |= (u % 2 == t % 2 ? 1 : 0) << (u % 32);
+            }
+            assertEquals(any, r[t], "match.any.b32 " + t);
+            assertEquals(parity, r[40 + t], "match.any.b64 tells values apart by the high word " + t);
+            assertEquals(lanes, r[80 + t], "match.all.b64 of a uniform value: the lanes taking part " + t);
+            assertEquals(0, r[120 + t], "match.all.b32 of values that differ (in both warps) " + t);
+            boolean group = t / 8 == 1;
+            assertEquals(group ? 0xFF00 : 0, r[160 + t], "match.all over lanes 8..15 " + t);
+            assertEquals(1 | (group ? 4 : 0), r[200 + t], "match.all's predicates " + t);
+        }
+    }
+
+    @Test
     void barrierOrdersSharedMemoryAcrossWarps() {
         int[] r = run("""
                 mov.u32 %r2, buf;
