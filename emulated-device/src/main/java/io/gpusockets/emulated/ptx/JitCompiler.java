@@ -86,6 +86,7 @@ final class JitCompiler {
     private int sites;
     private BitSet[] liveIn;
     private BitSet[] liveOut;
+    private BitSet[] dirtyIn;
     private Label[] labels;
     private boolean[] leader;
     private int[] blockCount;
@@ -173,6 +174,7 @@ final class JitCompiler {
         }
         if (meets) {
             liveness();
+            dirtiness();
         }
         blocks();
         byte[] bytes = classBytes();
@@ -346,6 +348,45 @@ final class JitCompiler {
                     liveIn[i] = in;
                     liveOut[i] = out;
                     changed = true;
+                }
+            }
+        }
+    }
+
+    /**
+     * Registers that may differ from the thread's saved copy in {@code regs} at each instruction:
+     * the special registers at the start (computed into locals; regs holds zeros, as every other
+     * register's local does), then whatever an instruction defines; a meeting point's resume loads
+     * the live registers from regs, so none is dirty after it. A meeting point saves only the live
+     * registers that are dirty there: the others are in regs already.
+     */
+    private void dirtiness() {
+        dirtyIn = new BitSet[n];
+        for (int i = 0; i < n; i++) {
+            dirtyIn[i] = new BitSet();
+        }
+        for (int s = 0; s < program.slots; s++) {
+            if (local[s] >= 0 && specialOf[s] >= 0) {
+                dirtyIn[0].set(s);
+            }
+        }
+        boolean changed = true;
+        BitSet out = new BitSet();
+        while (changed) {
+            changed = false;
+            for (int i = 0; i < n; i++) {
+                Insn in = code[i];
+                out.clear();
+                out.or(dirtyIn[i]);
+                defs(in, out);
+                for (int succ : successors(i)) {
+                    if (meeting(in.op) && in.guard < 0 && succ == i + 1) {
+                        continue;   // reached only through the resume, which leaves nothing dirty
+                    }
+                    BitSet target = dirtyIn[succ];
+                    int before = target.cardinality();
+                    target.or(out);
+                    changed |= target.cardinality() != before;
                 }
             }
         }
@@ -659,8 +700,9 @@ final class JitCompiler {
             case Insn.EXIT -> exit(c, 0);
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carry(c, i, in);
             case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH -> {
-                BitSet live = liveIn[i];
-                for (int s = live.nextSetBit(0); s >= 0; s = live.nextSetBit(s + 1)) {
+                BitSet save = (BitSet) liveIn[i].clone();
+                save.and(dirtyIn[i]);
+                for (int s = save.nextSetBit(0); s >= 0; s = save.nextSetBit(s + 1)) {
                     c.aload(REGS);
                     c.loadConstant(s);
                     c.lload(local[s]);

@@ -165,6 +165,28 @@ class CompiledEngineTest {
     }
 
     @Test
+    void registersChangedBetweenBarriersOnSomePathsOnlyAreSavedAcrossTheNext() {
+        // %r5 changes between the barriers only for odd threads (a guarded add, and a branch for
+        // threads above 40); %r6 never changes after the first barrier: both must survive the second
+        same("saves across barriers", """
+                    mul.lo.s32 %r5, %r1, 3;
+                    add.s32 %r6, %r1, 1000;
+                    bar.sync 0;
+                    and.b32 %r2, %r1, 1;
+                    setp.eq.s32 %p1, %r2, 1;
+                    @%p1 add.s32 %r5, %r5, 7;
+                    setp.gt.u32 %p2, %r1, 40;
+                    @!%p2 bra SKIP;
+                    shl.b32 %r5, %r5, 1;
+                SKIP:
+                    bar.sync 0;
+                    bar.sync 0;
+                    add.s32 %r7, %r5, %r6;
+                    st.global.u32 [%rd1], %r7;
+                """, 64, 1);
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written
