@@ -87,6 +87,7 @@ final class JitCompiler {
     private BitSet[] liveIn;
     private BitSet[] liveOut;
     private BitSet[] dirtyIn;
+    private boolean[] nanBlind;
     private Label[] labels;
     private boolean[] leader;
     private int[] blockCount;
@@ -172,6 +173,7 @@ final class JitCompiler {
             boolean global = in.space == Insn.GLOBAL || in.space == Insn.GENERIC;
             site[i] = (in.op == Insn.LD || in.op == Insn.ST || in.op == Insn.ATOM) && global ? sites++ : -1;
         }
+        nanBlindness();
         if (meets) {
             liveness();
             dirtiness();
@@ -350,6 +352,38 @@ final class JitCompiler {
                     changed = true;
                 }
             }
+        }
+    }
+
+    /**
+     * Float registers whose NaN payload nothing can see: every instruction that reads one is f32/f64
+     * add, sub, mul, fma or div in the round-to-nearest form {@link JitOps} computes (which makes any
+     * NaN the canonical one in its own result) or a setp (which sees only whether it is a NaN). Their
+     * add/sub/mul/fma results skip the NaN canonicalisation (the next instruction does it); a
+     * register any other instruction reads (a store, a mov, a shuffle...) keeps it.
+     */
+    private void nanBlindness() {
+        nanBlind = new boolean[program.slots];
+        boolean[] read = new boolean[program.slots];
+        boolean[] seen = new boolean[program.slots];
+        BitSet u = new BitSet();
+        for (Insn in : code) {
+            u.clear();
+            uses(in, u);
+            boolean f = in.type == (Types.F << 4 | 4) || in.type == (Types.F << 4 | 8);
+            boolean blind = in.op == Insn.SETP && Types.isFloat(in.type)
+                    || f && plainFloat(in) && (in.op == Insn.ADD || in.op == Insn.SUB || in.op == Insn.MUL || in.op == Insn.FMA
+                    || in.op == Insn.MAD || in.op == Insn.DIV);
+            for (int s = u.nextSetBit(0); s >= 0; s = u.nextSetBit(s + 1)) {
+                if (s == in.guard || in.op == Insn.SETP && s == in.c) {
+                    continue;   // a guard or a combined predicate is no float operand
+                }
+                seen[s] = true;
+                read[s] |= !blind;
+            }
+        }
+        for (int s = 0; s < program.slots; s++) {
+            nanBlind[s] = seen[s] && !read[s];
         }
     }
 
@@ -1090,7 +1124,9 @@ final class JitCompiler {
                 if (arity == 3) {
                     load(c, in.c);
                 }
-                ops(c, f, arity == 3 ? JJJ_J : JJ_J);
+                boolean raw = nanBlind[in.d] && (in.op == Insn.ADD || in.op == Insn.SUB || in.op == Insn.MUL || in.op == Insn.FMA
+                        || in.op == Insn.MAD);
+                ops(c, raw ? f + "Raw" : f, arity == 3 ? JJJ_J : JJ_J);
                 store(c, in.d);
                 return;
             }

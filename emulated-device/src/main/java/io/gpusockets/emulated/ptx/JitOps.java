@@ -69,6 +69,40 @@ final class JitOps {
         return a & 0x7FFF_FFFFL;
     }
 
+    // The same without canonicalising a NaN, for registers only such instructions read (JitCompiler.nanBlindness).
+
+    static long addF32Raw(long a, long b) {
+        return Float.floatToRawIntBits(fl(a) + fl(b)) & 0xFFFF_FFFFL;
+    }
+
+    static long subF32Raw(long a, long b) {
+        return Float.floatToRawIntBits(fl(a) - fl(b)) & 0xFFFF_FFFFL;
+    }
+
+    static long mulF32Raw(long a, long b) {
+        return Float.floatToRawIntBits(fl(a) * fl(b)) & 0xFFFF_FFFFL;
+    }
+
+    static long fmaF32Raw(long a, long b, long c) {
+        return Float.floatToRawIntBits(Math.fma(fl(a), fl(b), fl(c))) & 0xFFFF_FFFFL;
+    }
+
+    static long addF64Raw(long a, long b) {
+        return Double.doubleToRawLongBits(db(a) + db(b));
+    }
+
+    static long subF64Raw(long a, long b) {
+        return Double.doubleToRawLongBits(db(a) - db(b));
+    }
+
+    static long mulF64Raw(long a, long b) {
+        return Double.doubleToRawLongBits(db(a) * db(b));
+    }
+
+    static long fmaF64Raw(long a, long b, long c) {
+        return Double.doubleToRawLongBits(Math.fma(db(a), db(b), db(c)));
+    }
+
     static long addF64(long a, long b) {
         return f64(db(a) + db(b));
     }

@@ -187,6 +187,23 @@ class CompiledEngineTest {
     }
 
     @Test
+    void aNanPayloadNoInstructionSeesIsNotCanonicalisedButOneAMovSeesIs() {
+        // %r4 is read only by an fma (its payload is invisible); %r6 also by a mov.b32: canonical
+        same("NaN payloads", """
+                    mov.b32 %r2, 0x7FC01234;
+                    cvt.rn.f32.u32 %r3, %r1;
+                    add.f32 %r4, %r2, %r3;
+                    fma.rn.f32 %r5, %r4, %r3, %r3;
+                    add.f32 %r6, %r2, %r3;
+                    fma.rn.f32 %r7, %r6, %r3, %r3;
+                    mov.b32 %r8, %r6;
+                    xor.b32 %r9, %r5, %r7;
+                    xor.b32 %r9, %r9, %r8;
+                    st.global.u32 [%rd1], %r9;
+                """, 32, 1);
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written
