@@ -129,7 +129,7 @@ final class PtxParser {
         if (text.startsWith("{") && text.endsWith("}")) {
             text = text.substring(1, text.length() - 1);
         }
-        List<Statements.Statement> statements = Statements.split(text, firstLine);
+        List<Statements.Statement> statements = Shadowing.rename(Statements.scoped(text, firstLine));
         List<Statements.Statement> instructions = new ArrayList<>();
         java.util.Set<String> before = new java.util.HashSet<>(symbols.registers.keySet());
         for (Statements.Statement s : statements) {

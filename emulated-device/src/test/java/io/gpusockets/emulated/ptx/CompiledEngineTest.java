@@ -204,6 +204,35 @@ class CompiledEngineTest {
     }
 
     @Test
+    void aRegisterRedeclaredInANestedScopeIsAnotherRegisterThere() {
+        // nvcc's inline-PTX blocks redeclare %p1 inside a body whose %p<8> has one: the outer %p1
+        // (tid == 5) must survive the block, whose own %p1 is tid != 0
+        String ptx = OUT_KERNEL.replace("BODY", """
+                    setp.eq.u32 %p1, %r1, 5;
+                    {
+                    .reg .pred %p1;
+                    setp.ne.u32 %p1, %r1, 0;
+                    bar.red.popc.u32 %r3, 0, %p1;
+                    }
+                    selp.u32 %r4, 100, 0, %p1;
+                    add.s32 %r4, %r4, %r3;
+                    st.global.u32 [%rd1], %r4;
+                """);
+        for (PtxEngine engine : new PtxEngine[] {PtxEngine.INTERPRETER, PtxEngine.JIT}) {
+            EnginesTest.Outcome o = EnginesTest.runWith(engine, rig -> {
+                long f = rig.function(rig.module(ptx), "k");
+                long out = rig.upload(new int[64]);
+                rig.run(f, 1, 64, out);
+                return out;
+            }, 4L * 64);
+            java.nio.IntBuffer got = java.nio.ByteBuffer.wrap(o.output()).order(java.nio.ByteOrder.LITTLE_ENDIAN).asIntBuffer();
+            for (int t = 0; t < 64; t++) {
+                assertEquals((t == 5 ? 100 : 0) + 63, got.get(t), engine + ", thread " + t);
+            }
+        }
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written
