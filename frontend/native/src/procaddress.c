@@ -4,12 +4,41 @@
  * one; its per-thread-default-stream variant when the flags ask for it. Needs no JVM.
  */
 #include "gpusockets.h"
+#include "procaddress_variants.h"
 
 #include <stdio.h>
 #include <string.h>
 
+/* The per-thread-default-stream variants (_ptsz/_ptds) came with CUDA 7.0: the driver answers a
+ * per-thread request at an older version "version not sufficient" (seen on driver 580). */
+#define GPUS_PER_THREAD_SINCE 7000
+
+/* The oldest variant cudaTypedefs.h lists for `name`; 0 when it lists none. */
+static int first_variant(const char *name) {
+    int v = 0;
+    for (size_t i = 0; i < sizeof gpus_variants / sizeof gpus_variants[0]; i++) {
+        if ((v == 0 || gpus_variants[i].version < v) && strcmp(gpus_variants[i].name, name) == 0) {
+            v = gpus_variants[i].version;
+        }
+    }
+    return v;
+}
+
+/* The version of the ABI variant a request for `name` at `version` gets: the newest cudaTypedefs.h
+ * lists not above it; 0 when it lists none. */
+static int variant_of(const char *name, int version) {
+    int v = 0;
+    for (size_t i = 0; i < sizeof gpus_variants / sizeof gpus_variants[0]; i++) {
+        if (gpus_variants[i].version <= version && gpus_variants[i].version > v && strcmp(gpus_variants[i].name, name) == 0) {
+            v = gpus_variants[i].version;
+        }
+    }
+    return v;
+}
+
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                                  cuuint64_t flags, int *symbolStatus);
+GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, int *status) {
     if (symbol == NULL || pfn == NULL) {
@@ -18,7 +47,8 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
     *pfn = NULL;
     int found = 0, status_value = GPUS_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (strcmp(symbol, "cuGetProcAddress") == 0) {
-        *pfn = (void *) cuGetProcAddress_v2;
+        /* before 12.0 the 4-argument form: handing out _v2 would write through a fifth argument never passed */
+        *pfn = cudaVersion >= 12000 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
         found = 1;
     }
     const struct gpus_symbol *best = NULL;
@@ -31,6 +61,11 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
             best = s;
         }
     }
+    /* a symbol exported since 0 is the name's first variant */
+    if (best != NULL && variant_of(symbol, cudaVersion) > (best->since == 0 ? first_variant(symbol) : best->since)) {
+        best = NULL; /* the request's ABI is a newer variant than any this library exports: not an older one */
+        status_value = GPUS_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    }
     if (best != NULL) {
         *pfn = best->address;
         found = 1;
@@ -39,6 +74,13 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
             size_t n = strlen(best->symbol);
             for (const struct gpus_symbol *s = gpus_symbols; s->name != NULL; s++) {
                 if (s->per_thread && strncmp(s->symbol, best->symbol, n) == 0 && s->symbol[n] == '_') {
+                    if (cudaVersion < GPUS_PER_THREAD_SINCE) {
+                        *pfn = NULL; /* as the driver answers: success, "version not sufficient", no pointer */
+                        if (status != NULL) {
+                            *status = GPUS_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+                        }
+                        return CUDA_SUCCESS;
+                    }
                     *pfn = s->address;
                 }
             }
