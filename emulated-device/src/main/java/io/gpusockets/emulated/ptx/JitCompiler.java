@@ -144,6 +144,9 @@ final class JitCompiler {
         if (program.localBytes > 0) {
             throw new PtxUnsupported(program.entry + ": .local memory is not compiled");
         }
+        if (n > MAX_BYTECODE) {   // every instruction but a nop takes several bytes: over the limit for sure
+            throw new PtxUnsupported(program.entry + ": " + n + " instructions, too many to compile");
+        }
         boolean meets = false;
         boolean warpWide = false;
         boolean reductions = false;

@@ -67,6 +67,12 @@ public final class PtxKernel {
                         notCompiledBecause = e.getMessage();
                         LOG.log(System.Logger.Level.DEBUG, () -> "interpreted, not compiled: " + e.getMessage());
                         c = NOT_COMPILED;
+                    } catch (RuntimeException | LinkageError e) {
+                        // the class file API refusing the code (a method over 64 KiB) or the JVM refusing the
+                        // class: the interpreter runs the entry; the results are the same, only slower
+                        notCompiledBecause = program.entry + ": the compiler failed: " + e;
+                        LOG.log(System.Logger.Level.WARNING, () -> "interpreted, not compiled: " + notCompiledBecause);
+                        c = NOT_COMPILED;
                     }
                     compiled = c;
                 }

@@ -233,6 +233,28 @@ class CompiledEngineTest {
     }
 
     @Test
+    void anEntryTooLargeToCompileRunsInterpretedWithItsResult() {
+        // 30000 adds: far past the 8000 bytes of bytecode HotSpot compiles, and past a method's 64 KiB
+        StringBuilder body = new StringBuilder("    mov.u32 %r2, 0;\n");
+        for (int i = 0; i < 30000; i++) {
+            body.append("    add.s32 %r2, %r2, %r1;\n");
+        }
+        body.append("    st.global.u32 [%rd1], %r2;\n");
+        String ptx = OUT_KERNEL.replace("BODY", body);
+        EnginesTest.Outcome o = EnginesTest.runWith(PtxEngine.JIT, rig -> {
+            long f = rig.function(rig.module(ptx), "k");
+            long out = rig.upload(new int[32]);
+            rig.run(f, 1, 32, out);
+            return out;
+        }, 128);
+        assertEquals(1, o.interpretedLaunches(), "interpreted");
+        java.nio.IntBuffer got = java.nio.ByteBuffer.wrap(o.output()).order(java.nio.ByteOrder.LITTLE_ENDIAN).asIntBuffer();
+        for (int t = 0; t < 32; t++) {
+            assertEquals(30000 * t, got.get(t), "thread " + t);
+        }
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written
