@@ -32,7 +32,7 @@ import java.util.List;
  * (a backward liveness analysis) are saved, {@link JitCta} carries the instruction out for the
  * threads that met, and the threads resume after it.
  *
- * <p>Not compiled (the interpreter runs these): entries with .local memory, device-function calls,
+ * <p>Not compiled (the interpreter runs these): entries with device-function calls,
  * or any instruction outside {@link #supported}; code too large for the JVM to compile
  * ({@link #MAX_BYTECODE} bytes, the JVM's limit for methods it compiles to machine code).
  */
@@ -131,19 +131,16 @@ final class JitCompiler {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
                  Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
-            case Insn.LD -> in.space == Insn.LOCAL ? ".local memory" : null;
-            case Insn.ST -> in.space == Insn.LOCAL || in.space == Insn.PARAM ? "a store to ." + Cta.SPACES[in.space] : null;
+            case Insn.LD -> null;
+            case Insn.ST -> in.space == Insn.PARAM ? "a store to .param" : null;
             case Insn.ATOM -> in.space == Insn.GLOBAL || in.space == Insn.SHARED || in.space == Insn.GENERIC ? null : "atomic space";
             case Insn.CALL, Insn.RET -> "device-function calls";
-            case Insn.CVTA_LOCAL -> ".local memory";
+            case Insn.CVTA_LOCAL -> null;
             default -> "op " + in.op;
         };
     }
 
     private Compiled build() throws PtxUnsupported {
-        if (program.localBytes > 0) {
-            throw new PtxUnsupported(program.entry + ": .local memory is not compiled");
-        }
         if (n > MAX_BYTECODE) {   // every instruction but a nop takes several bytes: over the limit for sure
             throw new PtxUnsupported(program.entry + ": " + n + " instructions, too many to compile");
         }
@@ -273,6 +270,7 @@ final class JitCompiler {
                 use(b, in.carry);
             }
             case Insn.BAR_RED -> use(b, in.c);
+            case Insn.CVTA_LOCAL -> use(b, in.a);
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.a);
@@ -295,7 +293,7 @@ final class JitCompiler {
                     use(b, s);
                 }
             }
-            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED -> use(b, in.d);
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL -> use(b, in.d);
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
                 use(b, in.d);
                 if ((in.mod & Insn.CARRY_OUT) != 0) {
@@ -736,6 +734,16 @@ final class JitCompiler {
             case Insn.BRA -> branch(c, i, in);
             case Insn.EXIT -> exit(c, 0);
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> carry(c, i, in);
+            case Insn.CVTA_LOCAL -> {
+                // a compiled entry makes no calls: its frame starts at 0 of the thread's local memory
+                load(c, in.a);
+                c.loadConstant(in.offset);
+                c.ladd();
+                if (Types.size(in.type) == 4) {
+                    mask(c, 0xFFFF_FFFFL);
+                }
+                store(c, in.d);
+            }
             case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH -> {
                 BitSet save = (BitSet) liveIn[i].clone();
                 save.and(dirtyIn[i]);
@@ -924,6 +932,7 @@ final class JitCompiler {
                 case Insn.GENERIC -> c.invokevirtual(CD_CTA, "ldGeneric", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
                 case Insn.SHARED -> c.invokevirtual(CD_CTA, "ldShared", MethodTypeDesc.of(CD_long, CD_long, CD_int));
                 case Insn.PARAM -> c.invokevirtual(CD_CTA, "ldParam", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+                case Insn.LOCAL -> c.invokevirtual(CD_CTA, "ldLocal", MethodTypeDesc.of(CD_long, CD_long, CD_int));
                 default -> throw new IllegalStateException(in.toString());
             }
             if (in.vec[k] >= 0) {
@@ -953,6 +962,7 @@ final class JitCompiler {
                 case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "stGlobal", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
                 case Insn.GENERIC -> c.invokevirtual(CD_CTA, "stGeneric", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
                 case Insn.SHARED -> c.invokevirtual(CD_CTA, "stShared", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
+                case Insn.LOCAL -> c.invokevirtual(CD_CTA, "stLocal", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
                 default -> throw new IllegalStateException(in.toString());
             }
         }

@@ -19,8 +19,8 @@ import java.util.Arrays;
  *
  * <p>Memory: .global through the context's checked {@link GlobalMemory}, with the allocation each
  * load or store instruction last touched cached per instruction; .shared per CTA; .param the
- * launch's parameter bytes; generic shared addresses in {@link Builders#SHARED_WINDOW}. An entry
- * with .local memory or calls is not compiled.
+ * launch's parameter bytes; .local per thread (one frame: an entry with calls is not compiled);
+ * generic shared and local addresses in their windows ({@link Builders#SHARED_WINDOW}).
  */
 final class JitCta implements PtxKernel.CtaRunner {
     private static final int READY = 0;
@@ -51,6 +51,10 @@ final class JitCta implements PtxKernel.CtaRunner {
     private final boolean[] constant;
     private final int[] specialOf;
     private final long[][] regs;
+    /** Per thread: its .local memory (a compiled entry makes no calls, so one frame of localBytes), made on first use. */
+    private final java.lang.foreign.MemorySegment[] locals;
+    /** The thread the generated code is running: its local memory is the one accessed. */
+    private int thread;
     private final int[] state;
     private final int[] resume;
     private final int[] waitAt;
@@ -95,6 +99,7 @@ final class JitCta implements PtxKernel.CtaRunner {
             specialOf[program.specialSlots[i]] = program.specialKinds[i];
         }
         this.regs = meets ? new long[threads][program.slots] : null;
+        this.locals = program.localBytes > 0 ? new MemorySegment[threads] : null;
         this.state = new int[threads];
         this.resume = new int[threads];
         this.waitAt = new int[threads];
@@ -120,6 +125,7 @@ final class JitCta implements PtxKernel.CtaRunner {
         try {
             if (!meets) {
                 for (int t = 0; t < threads; t++) {
+                    thread = t;
                     jit.run(this, null, t, 0);
                 }
                 return;
@@ -160,6 +166,7 @@ final class JitCta implements PtxKernel.CtaRunner {
         while (true) {
             for (int t = first; t < end; t++) {
                 if (state[t] == READY) {
+                    thread = t;
                     int r = jit.run(this, regs[t], t, resume[t]);
                     if (r == 0) {
                         state[t] = EXITED;
@@ -524,7 +531,37 @@ final class JitCta implements PtxKernel.CtaRunner {
         return Cta.get(params, offset, size);
     }
 
-    /** A generic address: a shared one lies in the shared window; the local window holds nothing (no .local here). */
+    private MemorySegment local() {
+        MemorySegment s = locals == null ? null : locals[thread];
+        if (s == null) {
+            if (locals == null) {
+                return MemorySegment.ofArray(new byte[0]);
+            }
+            s = MemorySegment.ofArray(new byte[(int) program.localBytes]);
+            locals[thread] = s;
+        }
+        return s;
+    }
+
+    private long localOffset(long offset, int size) {
+        if (outside(offset, size, program.localBytes, offset)) {
+            if ((offset & (size - 1)) != 0) {
+                throw memory.misaligned(offset, size);
+            }
+            throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], offset, size);
+        }
+        return offset;
+    }
+
+    long ldLocal(long offset, int size) {
+        return Cta.get(local(), localOffset(offset, size), size);
+    }
+
+    void stLocal(long offset, int size, long v) {
+        Cta.put(local(), localOffset(offset, size), size, v);
+    }
+
+    /** A generic address: shared and local ones lie in their windows, everything else is global. */
     private static boolean inWindow(long address, long window) {
         return Long.compareUnsigned(address - window, Builders.WINDOW_BYTES) < 0;
     }
@@ -533,9 +570,6 @@ final class JitCta implements PtxKernel.CtaRunner {
         if ((address & (size - 1)) != 0) {
             throw memory.misaligned(address, size);
         }
-        if (inWindow(address, Builders.LOCAL_WINDOW)) {
-            throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
-        }
         return address;
     }
 
@@ -543,12 +577,17 @@ final class JitCta implements PtxKernel.CtaRunner {
         if (inWindow(address, Builders.SHARED_WINDOW)) {
             return ldShared(generic(address, size) - Builders.SHARED_WINDOW, size);
         }
+        if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            return ldLocal(generic(address, size) - Builders.LOCAL_WINDOW, size);
+        }
         return ldGlobal(site, generic(address, size), size);
     }
 
     void stGeneric(int site, long address, int size, long v) {
         if (inWindow(address, Builders.SHARED_WINDOW)) {
             stShared(generic(address, size) - Builders.SHARED_WINDOW, size, v);
+        } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            stLocal(generic(address, size) - Builders.LOCAL_WINDOW, size, v);
         } else {
             stGlobal(site, generic(address, size), size, v);
         }
@@ -567,10 +606,16 @@ final class JitCta implements PtxKernel.CtaRunner {
                 space = Insn.SHARED;
                 address -= Builders.SHARED_WINDOW;
             } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
-                throw memory.illegalAddress(Cta.SPACES[Insn.LOCAL], address - Builders.LOCAL_WINDOW, size);
+                space = Insn.LOCAL;
+                address -= Builders.LOCAL_WINDOW;
             } else {
                 space = Insn.GLOBAL;
             }
+        }
+        if (space == Insn.LOCAL) {   // the thread's own
+            long old = ldLocal(address, size);
+            stLocal(address, size, Alu.atomic(in, old, b, c));
+            return old;
         }
         if (space == Insn.SHARED) {   // this CTA's own: one thread runs it
             long old = ldShared(address, size);

@@ -255,6 +255,65 @@ class CompiledEngineTest {
     }
 
     @Test
+    void localMemoryPerThreadAcrossABarrierThroughLocalAndGenericAddresses() {
+        String ptx = Rig.HEADER + """
+                .visible .entry k(.param .u64 out)
+                {
+                    .local .align 8 .b8 arr[64];
+                    .reg .pred %p<4>;
+                    .reg .b32 %r<16>;
+                    .reg .b64 %rd<16>;
+                    ld.param.u64 %rd1, [out];
+                    mov.u32 %r1, %tid.x;
+                    mov.u64 %rd2, arr;
+                    cvta.local.u64 %rd3, %rd2;
+                    mov.u32 %r2, 0;
+                FILL:
+                    mul.lo.s32 %r3, %r1, %r2;
+                    mul.wide.u32 %rd4, %r2, 4;
+                    add.s64 %rd5, %rd2, %rd4;
+                    st.local.u32 [%rd5], %r3;
+                    add.s32 %r2, %r2, 1;
+                    setp.lt.u32 %p1, %r2, 16;
+                    @%p1 bra FILL;
+                    bar.sync 0;
+                    mul.lo.s32 %r4, %r1, 7;
+                    and.b32 %r4, %r4, 15;
+                    mul.wide.u32 %rd6, %r4, 4;
+                    add.s64 %rd7, %rd3, %rd6;
+                    ld.u32 %r5, [%rd7];
+                    atom.add.u32 %r6, [%rd7], 5;
+                    ld.local.u32 %r7, [%rd2+60];
+                    ld.u32 %r8, [%rd7];
+                    add.s32 %r9, %r5, %r7;
+                    add.s32 %r9, %r9, %r8;
+                    add.s32 %r9, %r9, %r6;
+                    mul.wide.u32 %rd8, %r1, 4;
+                    add.s64 %rd9, %rd1, %rd8;
+                    st.global.u32 [%rd9], %r9;
+                    ret;
+                }
+                """;
+        EnginesTest.same(".local", rig -> {
+            long f = rig.function(rig.module(ptx), "k");
+            long out = rig.upload(new int[96]);
+            rig.run(f, 1, 96, out);
+            return out;
+        }, 4L * 96);
+        try (Rig rig = new Rig()) {
+            long f = rig.function(rig.module(ptx), "k");
+            long out = rig.upload(new int[96]);
+            rig.run(f, 1, 96, out);
+            int[] got = rig.ints(out, 96);
+            for (int t = 0; t < 96; t++) {
+                int k = t * 7 & 15;
+                int last = t * 15 + (k == 15 ? 5 : 0);   // arr[15], read after the atomic add when k is 15
+                assertEquals(t * k + last + (t * k + 5) + t * k, got[t], "thread " + t);
+            }
+        }
+    }
+
+    @Test
     void syncwarpOrdersAWarpsSharedMemoryExchange() {
         // each lane writes its slot, __syncwarp, then reads its neighbour's: without the meeting
         // point, a lane running ahead would read a slot not yet written
