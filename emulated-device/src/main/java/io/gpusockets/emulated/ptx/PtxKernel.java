@@ -48,13 +48,12 @@ public final class PtxKernel {
     /** The compiled entry once compiled, {@link #NOT_COMPILED} when the compiler does not take it. */
     private volatile Object compiled;
     private static final Object NOT_COMPILED = new Object();
-    private volatile String notCompiledBecause;
 
     private PtxKernel(Program program) {
         this.program = program;
     }
 
-    /** The compiled entry, compiling it on first use; null when the compiler does not take it ({@link #notCompiledBecause}). */
+    /** The compiled entry, compiling it on first use; null when the compiler does not take it (logged why). */
     private JitCompiler.Compiled compiled() {
         Object c = compiled;
         if (c == null) {
@@ -64,14 +63,13 @@ public final class PtxKernel {
                     try {
                         c = JitCompiler.compile(program);
                     } catch (PtxUnsupported e) {
-                        notCompiledBecause = e.getMessage();
                         LOG.log(System.Logger.Level.DEBUG, () -> "interpreted, not compiled: " + e.getMessage());
                         c = NOT_COMPILED;
                     } catch (RuntimeException | LinkageError e) {
                         // the class file API refusing the code (a method over 64 KiB) or the JVM refusing the
                         // class: the interpreter runs the entry; the results are the same, only slower
-                        notCompiledBecause = program.entry + ": the compiler failed: " + e;
-                        LOG.log(System.Logger.Level.WARNING, () -> "interpreted, not compiled: " + notCompiledBecause);
+                        LOG.log(System.Logger.Level.WARNING, () -> "interpreted, not compiled: " + program.entry
+                                + ": the compiler failed: " + e);
                         c = NOT_COMPILED;
                     }
                     compiled = c;
@@ -79,19 +77,6 @@ public final class PtxKernel {
             }
         }
         return c instanceof JitCompiler.Compiled k ? k : null;
-    }
-
-    /**
-     * Whether launches of this entry run compiled under {@link PtxEngine#AUTO} (compiling it now if
-     * it was not yet); {@link #notCompiledBecause} says why not.
-     */
-    public boolean compiles() {
-        return compiled() != null;
-    }
-
-    /** Why the compiler does not take this entry, or null (also null before {@link #compiles} was asked). */
-    public String notCompiledBecause() {
-        return notCompiledBecause;
     }
 
     /**

@@ -72,8 +72,11 @@ final class Shadowing {
         List<Statements.Statement> out = new ArrayList<>();
         for (Statements.Statement s : split.statements()) {
             String text = s.text();
+            // innermost scope first: a name it renamed no longer matches an enclosing scope's rename
             for (int k = s.scope(); k >= 0; k = parents.get(k)) {
-                text = apply(text, renames.get(k), s.scope(), k, parents, renames);
+                for (Map.Entry<String, String> e : renames.get(k).entrySet()) {
+                    text = replaceName(text, e.getKey(), e.getValue());
+                }
             }
             out.add(new Statements.Statement(text, s.line(), s.label(), s.scope()));
         }
@@ -89,24 +92,6 @@ final class Shadowing {
             }
         }
         return false;
-    }
-
-    /**
-     * Applies scope k's renames to a statement of scope {@code inner}, except for names a scope
-     * between them (nearer the statement) renamed already: the innermost declaration wins.
-     */
-    private static String apply(String text, Map<String, String> r, int inner, int k, List<Integer> parents,
-                                List<Map<String, String>> renames) {
-        for (Map.Entry<String, String> e : r.entrySet()) {
-            boolean nearer = false;
-            for (int j = inner; j != k; j = parents.get(j)) {
-                nearer |= renames.get(j).containsKey(e.getKey());
-            }
-            if (!nearer) {
-                text = replaceName(text, e.getKey(), e.getValue());
-            }
-        }
-        return text;
     }
 
     /** Replaces whole-name occurrences of {@code name} (not a prefix of a longer name). */
