@@ -345,7 +345,7 @@ class CompiledEngineTest {
     }
 
     @Test
-    void faultsFromCompiledCodeAreTheInterpretersErrors() {
+    void faultsFromCompiledCodeAreTheInterpretersErrors() throws Exception {
         String oob = """
                     mul.wide.u32 %rd4, %r1, 1024;
                     add.s64 %rd5, %rd1, %rd4;
@@ -368,7 +368,7 @@ class CompiledEngineTest {
     }
 
     @Test
-    void aSharedBaseTestedOnceIsTestedAgainOnceItChanges() {
+    void aSharedBaseTestedOnceIsTestedAgainOnceItChanges() throws Exception {
         // two loads through %r3: the second after %r3 moved to a misaligned address in the same block
         String body = """
                     mov.u32 %r7, buf;
@@ -385,7 +385,7 @@ class CompiledEngineTest {
     }
 
     @Test
-    void sharedAccessesAreBoundedByTheBlocksSharedBytesRoundedUpToEight() {
+    void sharedAccessesAreBoundedByTheBlocksSharedBytesRoundedUpToEight() throws Exception {
         // 1024 static bytes: [1020, 1024) is the last word; 1024 is past it
         String last = """
                     mov.u32 %r7, buf;
@@ -398,41 +398,32 @@ class CompiledEngineTest {
         assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, interpretedResult(past));
     }
 
-    private static int interpretedResult(String body) {
-        String before = System.getProperty(PtxEngine.PROPERTY);
-        System.setProperty(PtxEngine.PROPERTY, "interpreter");
-        try (Rig rig = new Rig()) {
-            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", body)), "k");
-            rig.ok(rig.launch(f, new int[] {1, 1, 1}, new int[] {32, 1, 1}, 0, rig.upload(new int[32])));
-            return rig.device.cuCtxSynchronize();
-        } finally {
-            restore(before);
-        }
+    private static int interpretedResult(String body) throws Exception {
+        return result(PtxEngine.INTERPRETER, body);
     }
 
-    /** The synchronising call's result after running {@code body} compiled (asserting it was compiled). */
-    private static int compiledResult(String body) {
-        String before = System.getProperty(PtxEngine.PROPERTY);
-        System.setProperty(PtxEngine.PROPERTY, "jit");
-        try (Rig rig = new Rig()) {
-            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", body)), "k");
-            long out = rig.upload(new int[32]);
-            long compiled = PtxEngine.statistics().compiledLaunches();
-            rig.ok(rig.launch(f, new int[] {1, 1, 1}, new int[] {32, 1, 1}, 0, out));
-            int rc = rig.device.cuCtxSynchronize();
-            assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "compiled");
-            return rc;
-        } finally {
-            restore(before);
-        }
+    private static int compiledResult(String body) throws Exception {
+        return result(PtxEngine.JIT, body);
     }
 
-    private static void restore(String before) {
-        if (before == null) {
-            System.clearProperty(PtxEngine.PROPERTY);
-        } else {
-            System.setProperty(PtxEngine.PROPERTY, before);
-        }
+    /** The synchronising call's result after running {@code body} with {@code engine} (asserting that engine ran it). */
+    private static int result(PtxEngine engine, String body) throws Exception {
+        return EnginesTest.withEngine(engine, () -> {
+            try (Rig rig = new Rig()) {
+                long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", body)), "k");
+                long out = rig.upload(new int[32]);
+                PtxEngine.Statistics before = PtxEngine.statistics();
+                rig.ok(rig.launch(f, new int[] {1, 1, 1}, new int[] {32, 1, 1}, 0, out));
+                int rc = rig.device.cuCtxSynchronize();
+                PtxEngine.Statistics after = PtxEngine.statistics();
+                if (engine == PtxEngine.JIT) {
+                    assertEquals(before.compiledLaunches() + 1, after.compiledLaunches(), "compiled");
+                } else {
+                    assertEquals(before.interpretedLaunches() + 1, after.interpretedLaunches(), "interpreted");
+                }
+                return rc;
+            }
+        });
     }
 
     @Test
@@ -442,30 +433,28 @@ class CompiledEngineTest {
                     add.s32 %r2, %r2, 1;
                     bra.uni LOOP;
                 """;
-        String before = System.getProperty(PtxEngine.PROPERTY);
-        System.setProperty(PtxEngine.PROPERTY, "jit");
-        Rig rig = new Rig();
-        try {
-            long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", spin)), "k");
-            long out = rig.upload(new int[64]);
-            long compiled = PtxEngine.statistics().compiledLaunches();
-            rig.ok(rig.launch(f, new int[] {4, 1, 1}, new int[] {64, 1, 1}, 0, out));
-            Thread.sleep(300);
-            MemorySegment ctx = rig.arena.allocate(8);
-            rig.ok(rig.device.cuCtxGetCurrent(ctx));
-            long start = System.nanoTime();
-            CompletableFuture<Integer> destroyed = CompletableFuture.supplyAsync(() -> rig.device.cuCtxDestroy(ctx.get(
-                    java.lang.foreign.ValueLayout.JAVA_LONG, 0)));
-            destroyed.get(20, TimeUnit.SECONDS);
-            // the launch is counted when its CTAs have all returned: it must end, compiled, soon after
-            while (PtxEngine.statistics().compiledLaunches() == compiled && System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20)) {
-                Thread.sleep(10);
+        EnginesTest.withEngine(PtxEngine.JIT, () -> {
+            try (Rig rig = new Rig()) {
+                long f = rig.function(rig.module(OUT_KERNEL.replace("BODY", spin)), "k");
+                long out = rig.upload(new int[64]);
+                long compiled = PtxEngine.statistics().compiledLaunches();
+                rig.ok(rig.launch(f, new int[] {4, 1, 1}, new int[] {64, 1, 1}, 0, out));
+                Thread.sleep(300);
+                MemorySegment ctx = rig.arena.allocate(8);
+                rig.ok(rig.device.cuCtxGetCurrent(ctx));
+                long start = System.nanoTime();
+                CompletableFuture<Integer> destroyed = CompletableFuture.supplyAsync(() -> rig.device.cuCtxDestroy(ctx.get(
+                        java.lang.foreign.ValueLayout.JAVA_LONG, 0)));
+                destroyed.get(20, TimeUnit.SECONDS);
+                // the launch is counted when its CTAs have all returned: it must end, compiled, soon after
+                while (PtxEngine.statistics().compiledLaunches() == compiled
+                        && System.nanoTime() - start < TimeUnit.SECONDS.toNanos(20)) {
+                    Thread.sleep(10);
+                }
+                assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "the spinning launch ended, compiled");
             }
-            assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "the spinning launch ended, compiled");
-        } finally {
-            rig.close();
-            restore(before);
-        }
+            return null;
+        });
     }
 
     @Test

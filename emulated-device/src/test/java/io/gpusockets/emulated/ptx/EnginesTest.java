@@ -17,22 +17,38 @@ class EnginesTest {
     record Outcome(byte[] output, long interpretedLaunches, long compiledLaunches, long instructions) {
     }
 
-    static Outcome runWith(PtxEngine engine, Function<Rig, Long> body, long bytes) {
+    /** {@code body} with {@link PtxEngine#PROPERTY} set to {@code engine}, the property restored after. */
+    static <T> T withEngine(PtxEngine engine, java.util.concurrent.Callable<T> body) throws Exception {
         String before = System.getProperty(PtxEngine.PROPERTY);
         System.setProperty(PtxEngine.PROPERTY, engine.name().toLowerCase(java.util.Locale.ROOT));
-        try (Rig rig = new Rig()) {
-            PtxEngine.Statistics s0 = PtxEngine.statistics();
-            long out = body.apply(rig);
-            PtxEngine.Statistics s1 = PtxEngine.statistics();
-            return new Outcome(rig.download(out, bytes).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
-                    s1.interpretedLaunches() - s0.interpretedLaunches(), s1.compiledLaunches() - s0.compiledLaunches(),
-                    s1.interpretedInstructions() - s0.interpretedInstructions() + s1.compiledInstructions() - s0.compiledInstructions());
+        try {
+            return body.call();
         } finally {
             if (before == null) {
                 System.clearProperty(PtxEngine.PROPERTY);
             } else {
                 System.setProperty(PtxEngine.PROPERTY, before);
             }
+        }
+    }
+
+    static Outcome runWith(PtxEngine engine, Function<Rig, Long> body, long bytes) {
+        try {
+            return withEngine(engine, () -> {
+                try (Rig rig = new Rig()) {
+                    PtxEngine.Statistics s0 = PtxEngine.statistics();
+                    long out = body.apply(rig);
+                    PtxEngine.Statistics s1 = PtxEngine.statistics();
+                    return new Outcome(rig.download(out, bytes).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                            s1.interpretedLaunches() - s0.interpretedLaunches(), s1.compiledLaunches() - s0.compiledLaunches(),
+                            s1.interpretedInstructions() - s0.interpretedInstructions() + s1.compiledInstructions()
+                                    - s0.compiledInstructions());
+                }
+            });
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
         }
     }
 
