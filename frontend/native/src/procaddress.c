@@ -13,27 +13,24 @@
  * per-thread request at an older version "version not sufficient" (seen on driver 580). */
 #define GPUS_PER_THREAD_SINCE 7000
 
-/* The oldest variant cudaTypedefs.h lists for `name`; 0 when it lists none. */
-static int first_variant(const char *name) {
-    int v = 0;
+/* For a request of `name` at `version`: the version of the ABI variant it gets (the newest
+ * cudaTypedefs.h lists not above it) in *chosen, and the name's oldest listed variant in *first;
+ * 0 where none is listed. */
+static void variants(const char *name, int version, int *chosen, int *first) {
+    *chosen = 0;
+    *first = 0;
     for (size_t i = 0; i < sizeof gpus_variants / sizeof gpus_variants[0]; i++) {
-        if ((v == 0 || gpus_variants[i].version < v) && strcmp(gpus_variants[i].name, name) == 0) {
-            v = gpus_variants[i].version;
+        int v = gpus_variants[i].version;
+        if (strcmp(gpus_variants[i].name, name) != 0) {
+            continue;
+        }
+        if (*first == 0 || v < *first) {
+            *first = v;
+        }
+        if (v <= version && v > *chosen) {
+            *chosen = v;
         }
     }
-    return v;
-}
-
-/* The version of the ABI variant a request for `name` at `version` gets: the newest cudaTypedefs.h
- * lists not above it; 0 when it lists none. */
-static int variant_of(const char *name, int version) {
-    int v = 0;
-    for (size_t i = 0; i < sizeof gpus_variants / sizeof gpus_variants[0]; i++) {
-        if (gpus_variants[i].version <= version && gpus_variants[i].version > v && strcmp(gpus_variants[i].name, name) == 0) {
-            v = gpus_variants[i].version;
-        }
-    }
-    return v;
 }
 
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
@@ -61,8 +58,12 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
             best = s;
         }
     }
+    int chosen = 0, first = 0;
+    if (best != NULL) {
+        variants(symbol, cudaVersion, &chosen, &first);
+    }
     /* a symbol exported since 0 is the name's first variant */
-    if (best != NULL && variant_of(symbol, cudaVersion) > (best->since == 0 ? first_variant(symbol) : best->since)) {
+    if (best != NULL && chosen > (best->since == 0 ? first : best->since)) {
         best = NULL; /* the request's ABI is a newer variant than any this library exports: not an older one */
         status_value = GPUS_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     }
