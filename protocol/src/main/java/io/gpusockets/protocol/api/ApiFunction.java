@@ -30,12 +30,15 @@ import java.util.List;
  * @param merge           how a frontend merging several backends answers it
  * @param connects        the frontend connects to its backend on this call if it has not yet
  * @param guest           its work happens in the guest (custom=frontend); the backend refuses it if sent
+ * @param serves          the cuda.h name whose cuGetProcAddress requests this entry's symbols answer:
+ *                        the entry's own name, or (attribute {@code serves=NAME@VERSION}) an older name
+ *                        whose newer ABI variant has a signature of its own, e.g. cuCtxGetDevice_v2
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
                           String perThread, boolean quick, String area, WireCodec codec, ContextRule context,
-                          MergeRule merge, boolean connects, boolean guest) {
+                          MergeRule merge, boolean connects, boolean guest, String serves) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {

@@ -24,7 +24,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick",
-            "area", "codec", "context", "merge", "connects", "guest");
+            "area", "codec", "context", "merge", "connects", "guest", "serves");
 
     private static volatile ApiTable instance;
 
@@ -166,6 +166,8 @@ public final class ApiTable {
         boolean critical = false, quick = false, connects = false, guest = false;
         Map<String, Integer> since = new LinkedHashMap<>();
         String perThread = "";
+        String serves = name;
+        int servesSince = -1;
         String area = "";
         WireCodec codec = WireCodec.GENERIC;
         ContextRule context = ContextRule.NONE;
@@ -197,6 +199,14 @@ public final class ApiTable {
                     symbols = List.copyOf(exported);
                 }
                 case "ptds", "ptsz" -> perThread = "_" + key;
+                case "serves" -> {
+                    int at = value.indexOf('@');
+                    if (at <= 0 || !value.startsWith("cu")) {
+                        throw new IllegalArgumentException("serves= takes NAME@VERSION: " + attr);
+                    }
+                    serves = value.substring(0, at);
+                    servesSince = Integer.parseInt(value.substring(at + 1));
+                }
                 case "quick" -> quick = true;
                 case "custom" -> {
                     if (value.equals("frontend")) {
@@ -219,9 +229,18 @@ public final class ApiTable {
                 default -> throw new AssertionError(key);
             }
         }
+        if (servesSince >= 0) {
+            // an ABI variant with a signature of its own: its symbols answer the older name's requests
+            for (String s : symbols) {
+                since.putIfAbsent(s, servesSince);
+                if (since.get(s) == 0) {
+                    since.put(s, servesSince);
+                }
+            }
+        }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
                 sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,
-                context, merge, connects, guest);
+                context, merge, connects, guest, serves);
         check(f);
         return f;
     }

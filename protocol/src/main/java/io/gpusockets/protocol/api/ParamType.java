@@ -21,6 +21,12 @@ public enum ParamType {
     KERNEL("long", "JAVA_LONG", 8),
     ARRAY("long", "JAVA_LONG", 8),
     TEX("long", "JAVA_LONG", 8),
+    POOL("long", "JAVA_LONG", 8),
+    GRAPH("long", "JAVA_LONG", 8),
+    GNODE("long", "JAVA_LONG", 8),
+    GEXEC("long", "JAVA_LONG", 8),
+    LINK("long", "JAVA_LONG", 8),
+    MEMH("long", "JAVA_LONG", 8),
     BYTES("MemorySegment", "ADDRESS", 8),
     IMAGE("MemorySegment", "ADDRESS", 8),
     CSTR("MemorySegment", "ADDRESS", 0),
@@ -69,7 +75,7 @@ public enum ParamType {
 
     public boolean isHandle() {
         return switch (this) {
-            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL, ARRAY, TEX -> true;
+            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL, ARRAY, TEX, POOL, GRAPH, GNODE, GEXEC, LINK, MEMH -> true;
             default -> false;
         };
     }

@@ -330,7 +330,7 @@ public final class ApiGenerator {
         for (ApiFunction f : fs) {
             for (String symbol : f.exportedSymbols()) {
                 boolean perThread = !f.perThread().isEmpty() && symbol.endsWith(f.perThread());
-                b.append("    {\"").append(f.name()).append("\", \"").append(symbol).append("\", ")
+                b.append("    {\"").append(f.serves()).append("\", \"").append(symbol).append("\", ")
                         .append(f.since(symbol)).append(", ").append(perThread ? 1 : 0).append(", (void *) ")
                         .append(symbol).append("},\n");
             }
