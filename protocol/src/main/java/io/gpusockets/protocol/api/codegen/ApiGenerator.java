@@ -286,6 +286,16 @@ public final class ApiGenerator {
         return !p.out() && p.type().isHandle() ? "unsigned long long" : cType(p);
     }
 
+    /** The name of the entry's first input parameter of a type (the generator's table check guarantees one). */
+    private static String firstOfType(ApiFunction f, io.gpusockets.protocol.api.ParamType type) {
+        for (ApiParam p : f.params()) {
+            if (!p.out() && p.type() == type) {
+                return p.name();
+            }
+        }
+        throw new IllegalArgumentException(f.name() + ": context rule " + f.context() + " needs a " + type + " input");
+    }
+
     private String nativeExports() {
         List<ApiFunction> fs = table.functions();
         StringBuilder b = new StringBuilder();
@@ -323,7 +333,15 @@ public final class ApiGenerator {
                         }
                     }
                 }
-                b.append("    return ((gpus_fn_").append(f.name()).append(") gpus_fn)(").append(String.join(", ", args)).append(");\n}\n\n");
+                // context-local storage (export_tables.c) ends with its context: destructors first
+                if (f.context() == io.gpusockets.protocol.api.ContextRule.DESTROY) {
+                    b.append("    gpus_cls_context_gone(").append(firstOfType(f, io.gpusockets.protocol.api.ParamType.CTX)).append(");\n");
+                } else if (f.context() == io.gpusockets.protocol.api.ContextRule.RESET) {
+                    b.append("    gpus_cls_primary_reset(").append(firstOfType(f, io.gpusockets.protocol.api.ParamType.DEV)).append(");\n");
+                }
+                b.append("    CUresult gpus_r = ((gpus_fn_").append(f.name()).append(") gpus_fn)(").append(String.join(", ", args)).append(");\n");
+                b.append("    if (gpus_tracing()) {\n        gpus_trace(\"").append(symbol).append(" -> %d\", gpus_r);\n    }\n");
+                b.append("    return gpus_r;\n}\n\n");
             }
         }
         b.append("const struct gpus_symbol gpus_symbols[] = {\n");
