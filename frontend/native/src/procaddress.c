@@ -138,3 +138,16 @@ GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn,
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
     return traced(symbol, pfn, cudaVersion, flags, NULL);
 }
+
+CUresult gpus_not_forwarded(int index) {
+    static unsigned char said[1024];
+    if (index < 0 || index >= gpus_not_forwarded_count) {
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    const struct gpus_not_forwarded_entry *e = &gpus_not_forwarded_entries[index];
+    if (index >= (int) sizeof said || !__atomic_exchange_n(&said[index], 1, __ATOMIC_SEQ_CST)) {
+        fprintf(stderr, "gpusockets: %s is not forwarded (%s); it returns error %d\n", e->name, e->reason, e->error);
+    }
+    gpus_trace("%s -> %d (not forwarded)", e->name, e->error);
+    return e->error;
+}
