@@ -122,14 +122,14 @@ int main() {
     printf("reverse_blocks: checksum %016llx\n", (unsigned long long) fnv1a(hc, n * sizeof(float)));
 
     // memset, device-to-device copies at offsets
-    CK(cudaMemset(c, 0x7f, 4096));
+    CK(cudaMemset(c, 0x7f, 8192));
     CK(cudaMemcpy(c + 1024, a + 3, 333 * sizeof(float), cudaMemcpyDeviceToDevice));
-    CK(cudaMemcpy(hc, c, 4096, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hc, c, 8192, cudaMemcpyDeviceToHost));
     int same = memcmp(hc + 1024, ha + 3, 333 * sizeof(float)) == 0;
     unsigned char *bytes = (unsigned char *) hc;
     int set = 1;
-    for (int i = 0; i < 4096; i++) {
-        if ((i < 4096 && (i < 1024 * 4 || i >= (1024 + 333) * 4)) && bytes[i] != 0x7f) {
+    for (int i = 0; i < 8192; i++) {
+        if ((i < 1024 * 4 || i >= (1024 + 333) * 4) && bytes[i] != 0x7f) {
             set = 0;
         }
     }

@@ -1,38 +1,57 @@
-// Error paths of the runtime API through the driver underneath: each must give the error a GPU
-// gives, and the runtime must go on working afterwards.
+// Error paths of the runtime API through the driver underneath. Each line prints the error the
+// call gave (stdout): the golden file holds what the H200 gives, so a remote driver must give the
+// same; the runtime must go on working afterwards (checked).
 #include "common.cuh"
 
 __global__ void touch(int *p) {
     p[threadIdx.x] = threadIdx.x;
 }
 
+#define REPORT(label, call)                                              \
+    do {                                                                 \
+        cudaError_t report_e_ = (call);                                  \
+        printf("%s: %s\n", (label), cudaGetErrorName(report_e_));        \
+    } while (0)
+
 int main() {
     int *d = NULL;
     CK(cudaMalloc(&d, 1024 * sizeof(int)));
-    // a launch with too many threads per block is refused, and the error is not sticky
+    // launches the device refuses; the errors are not sticky
     touch<<<1, 4096>>>(d);
-    EXPECT("launch of 4096 threads per block", cudaGetLastError(), cudaErrorInvalidConfiguration);
-    EXPECT("after reading it", cudaGetLastError(), cudaSuccess);
+    REPORT("launch of 4096 threads per block", cudaGetLastError());
+    REPORT("after reading it", cudaGetLastError());
     touch<<<1, 64, 1 << 30>>>(d);
-    EXPECT("launch asking for 1 GiB of shared memory", cudaPeekAtLastError(), cudaErrorInvalidValue);
-    EXPECT("peek does not clear it", cudaGetLastError(), cudaErrorInvalidValue);
+    REPORT("launch asking for 1 GiB of shared memory (peek)", cudaPeekAtLastError());
+    REPORT("launch asking for 1 GiB of shared memory (get)", cudaGetLastError());
+    touch<<<dim3(1, 1 << 17), 32>>>(d);
+    REPORT("grid y of 2^17", cudaGetLastError());
     // an allocation far beyond the device's memory
     void *huge = NULL;
-    EXPECT("cudaMalloc of 1 PiB", cudaMalloc(&huge, (size_t) 1 << 50), cudaErrorMemoryAllocation);
-    EXPECT("the allocation error is cleared by cudaGetLastError", cudaGetLastError(), cudaErrorMemoryAllocation);
+    REPORT("cudaMalloc of 1 PiB", cudaMalloc(&huge, (size_t) 1 << 50));
+    REPORT("then cudaGetLastError", cudaGetLastError());
     // freeing what was never allocated, copying past an allocation's end
-    EXPECT("cudaFree of a pointer inside an allocation", cudaFree(d + 1), cudaErrorInvalidValue);
+    REPORT("cudaFree of a pointer inside an allocation", cudaFree(d + 1));
     cudaGetLastError();
     int host[2048];
-    EXPECT("cudaMemcpy past the allocation's end", cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost),
-           cudaErrorInvalidValue);
+    REPORT("cudaMemcpy past the allocation's end", cudaMemcpy(host, d, sizeof host, cudaMemcpyDeviceToHost));
     cudaGetLastError();
-    EXPECT("cudaSetDevice of a missing device", cudaSetDevice(99), cudaErrorInvalidDevice);
+    REPORT("cudaMemset past the allocation's end", cudaMemset(d + 1000, 0, 4096));
     cudaGetLastError();
-    cudaStream_t s;
-    CK(cudaStreamCreate(&s));
-    CK(cudaStreamDestroy(s));
-    EXPECT("cudaEventRecord on a NULL event", cudaEventRecord(NULL, 0), cudaErrorInvalidResourceHandle);
+    REPORT("cudaSetDevice of a missing device", cudaSetDevice(99));
+    cudaGetLastError();
+    cudaDeviceProp prop;
+    REPORT("cudaGetDeviceProperties of a missing device", cudaGetDeviceProperties(&prop, 99));
+    cudaGetLastError();
+    REPORT("cudaEventRecord on a NULL event", cudaEventRecord(NULL, 0));
+    cudaGetLastError();
+    cudaEvent_t e;
+    CK(cudaEventCreate(&e));
+    REPORT("cudaEventQuery of an event never recorded", cudaEventQuery(e));
+    float ms = 0;
+    REPORT("cudaEventElapsedTime of unrecorded events", cudaEventElapsedTime(&ms, e, e));
+    cudaGetLastError();
+    CK(cudaEventDestroy(e));
+    REPORT("cudaFuncGetAttributes of a host function", cudaFuncGetAttributes(NULL, (const void *) main));
     cudaGetLastError();
     // error names and strings come from cudart itself
     printf("names: %s %s %s\n", cudaGetErrorName(cudaErrorInvalidValue), cudaGetErrorName(cudaErrorIllegalAddress),
