@@ -116,6 +116,9 @@ class MemoryApiTest extends EmulatedBackendTest {
             long kept = cu.alloc(256), freed = cu.alloc(256);
             Cuda.ok(d.cuMemFree(freed), "cuMemFree");
             expect(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy(host.address(), freed, 16), "a freed pointer");
+            expect(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemFree(freed), "freeing it again");
+            // cudart's cudaFree(0) reaches the driver as cuMemFree(0): a no-op that succeeds
+            Cuda.ok(d.cuMemFree(0), "cuMemFree(0)");
 
             MemorySegment ctx = cu.cell();
             Cuda.ok(d.cuCtxCreate(ctx, MemorySegment.NULL, 0, 0), "cuCtxCreate");

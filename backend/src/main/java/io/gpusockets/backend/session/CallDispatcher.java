@@ -172,7 +172,8 @@ final class CallDispatcher {
                 args[i] = c.handle(t, values[i], p.nullable());
             } else if (t == ParamType.DPTR) {
                 if (p.free()) {
-                    if (session.memory().allocationAt(values[i]) == null) {
+                    // freeing NULL is a no-op the driver answers with success (cudart's cudaFree(0) does it)
+                    if (values[i] != 0 && session.memory().allocationAt(values[i]) == null) {
                         throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "not an allocation of this session");
                     }
                 } else if (p.range() != null) {
