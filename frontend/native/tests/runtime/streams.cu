@@ -5,11 +5,17 @@
 // default (legacy) stream and with --default-stream per-thread (the _ptsz/_ptds entry points).
 #include "common.cuh"
 
-// Spins about `ms` milliseconds of device time (clock64 at the device's rate), then writes v.
-__global__ void slow_fill(int *p, int n, int v, long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) {
+// Thread 0 waits `ns` nanoseconds of the device's global timer (the others wait for it at the
+// barrier, so a device that runs threads one by one waits once), then the block writes v.
+__global__ void slow_fill(int *p, int n, int v, unsigned long long ns) {
+    if (threadIdx.x == 0) {
+        unsigned long long start, now;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+        do {
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        } while (now - start < ns);
     }
+    __syncthreads();
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         p[i] = v;
     }
@@ -35,9 +41,7 @@ static void CUDART_CB note(void *arg) {
 }
 
 int main() {
-    int rate_khz = 0;
-    CK(cudaDeviceGetAttribute(&rate_khz, cudaDevAttrClockRate, 0));
-    long long cycles = (long long) rate_khz * 30; // about 30 ms
+    unsigned long long cycles = 30ull * 1000 * 1000; // 30 ms
     cudaStream_t s1, s2;
     CK(cudaStreamCreate(&s1));
     CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
