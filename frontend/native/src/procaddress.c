@@ -83,10 +83,12 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
         *pfn = best->address;
         found = 1;
         if (flags & GPUS_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
-            /* the per-thread variant of the newest symbol, if cuda.h defines one */
+            /* the per-thread variant of the newest symbol, if cuda.h defines one: exactly that symbol
+             * plus _ptsz or _ptds (a longer name that starts with it, e.g. NAME_v2_ptsz, is not it) */
             size_t n = strlen(best->symbol);
             for (const struct gpus_symbol *s = gpus_symbols; s->name != NULL; s++) {
-                if (s->per_thread && strncmp(s->symbol, best->symbol, n) == 0 && s->symbol[n] == '_') {
+                if (s->per_thread && strncmp(s->symbol, best->symbol, n) == 0
+                    && (strcmp(s->symbol + n, "_ptsz") == 0 || strcmp(s->symbol + n, "_ptds") == 0)) {
                     if (cudaVersion < GPUS_PER_THREAD_SINCE) {
                         *pfn = NULL; /* as the driver answers: success, "version not sufficient", no pointer */
                         if (status != NULL) {
