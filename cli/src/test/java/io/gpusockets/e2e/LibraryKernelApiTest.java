@@ -196,6 +196,26 @@ class LibraryKernelApiTest extends EmulatedBackendTest {
         }
     }
 
+    /** cudaDeviceReset destroys the primary context; cudart keeps its libraries and CUkernels and launches them again. */
+    @Test
+    void librariesAndKernelsOutliveTheContextTheyWereLoadedIn() throws Exception {
+        try (RemoteCudaDriver d = connect("tcp")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long lib = loadLibrary(cu, nativeBytes(cu, Cuda.kernelsPtx()));
+            long k = kernel(cu, lib, "gpus_fill_u32");
+            fill(cu, k, cu.alloc(4 * 8), 1, 8);
+            Cuda.ok(d.cuDevicePrimaryCtxReset(0), "cuDevicePrimaryCtxReset");
+            cu.primaryContext();
+            long p = cu.alloc(4 * 8);
+            fill(cu, k, p, 2, 8);
+            assertFilled(cu, p, 2, 8);
+            MemorySegment v = cu.cell();
+            Cuda.ok(d.cuKernelGetLibrary(v, k), "cuKernelGetLibrary");
+            assertEquals(lib, readLong(v));
+        }
+    }
+
     @Test
     void anotherSessionsKernelIsRefused() throws Exception {
         try (RemoteCudaDriver a = connect("tcp"); RemoteCudaDriver b = connect("tcp")) {

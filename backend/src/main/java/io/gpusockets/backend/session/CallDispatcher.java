@@ -294,8 +294,10 @@ final class CallDispatcher {
                 if (t != ParamType.CTX && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
-                // Libraries are context-independent (the driver loads them into every context): made in none.
-                values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX || t == ParamType.LIB ? 0 : context);
+                // Libraries and their kernels are context-independent (the driver loads them into every
+                // context, and cudart keeps them across a primary context's reset): made in none.
+                boolean contextFree = t == ParamType.CTX || t == ParamType.LIB || t == ParamType.KERNEL;
+                values[i] = session.handles().intern(t, values[i], owner, contextFree ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
                 boolean alloc = p.alloc() != null;
                 long size = p.rangeSize().evaluate(k -> values[k]);
