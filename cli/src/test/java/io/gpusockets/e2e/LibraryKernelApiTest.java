@@ -216,6 +216,44 @@ class LibraryKernelApiTest extends EmulatedBackendTest {
         }
     }
 
+    private static final String PTX_WITH_A_VARIABLE = """
+            .version 8.0
+            .target sm_90
+            .address_size 64
+            .visible .global .align 4 .u32 counter = 5;
+            .visible .entry touch()
+            {
+                ret;
+            }
+            """;
+
+    /** The driver frees a library's variable with the library or the context: the session loses its range with either. */
+    @Test
+    void aLibraryVariableIsReachableOnlyWhileItsLibraryAndContextLive() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            byte[] ptx = (PTX_WITH_A_VARIABLE + "\0").getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+            MemorySegment g = cu.cell(), size = cu.cell();
+            MemorySegment four = cu.arena.allocate(4);
+            for (boolean byReset : new boolean[] {false, true}) {
+                long lib = loadLibrary(cu, nativeBytes(cu, ptx));
+                Cuda.ok(d.cuLibraryGetGlobal(g, size, lib, cu.arena.allocateFrom("counter")), "cuLibraryGetGlobal");
+                assertEquals(4, readLong(size));
+                assertEquals(5, java.nio.ByteBuffer.wrap(cu.get(readLong(g), 4)).order(ByteOrder.LITTLE_ENDIAN).getInt());
+                Cuda.ok(d.cuMemcpyHtoD(readLong(g), four, 4), "write the variable");
+                if (byReset) {
+                    Cuda.ok(d.cuDevicePrimaryCtxReset(0), "cuDevicePrimaryCtxReset");
+                    cu.primaryContext();
+                } else {
+                    Cuda.ok(d.cuLibraryUnload(lib), "cuLibraryUnload");
+                }
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpyHtoD(readLong(g), four, 4),
+                        byReset ? "the context is gone" : "the library is gone");
+            }
+        }
+    }
+
     @Test
     void anotherSessionsKernelIsRefused() throws Exception {
         try (RemoteCudaDriver a = connect("tcp"); RemoteCudaDriver b = connect("tcp")) {

@@ -48,6 +48,33 @@ final class LibraryCalls implements BackendHandlers.Libraries {
         return r;
     }
 
+    /**
+     * The variable's range is registered as owned by the library's module in the current context
+     * (interned owned by the library, made in the context): the driver frees the variable when the
+     * library is unloaded or the context destroyed, and the range must not outlive either, or the
+     * session could reach memory the driver has since given to someone else.
+     */
+    @Override
+    public int cuLibraryGetGlobal(Call c, long library, MemorySegment name) {
+        MemorySegment mod = c.scratch(8), dptr = c.scratch(8), bytes = c.scratch(8);
+        int r = driver.cuLibraryGetModule(mod, library);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        r = driver.cuLibraryGetGlobal(dptr, bytes, library, name);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long libId = session.handles().idOf(ParamType.LIB, library);
+        long context = session.currentContextId(c.lane);
+        long modId = session.handles().intern(ParamType.MOD, mod.get(ValueLayout.JAVA_LONG, 0), libId, context);
+        session.handles().claim(modId, libId, context);
+        long base = dptr.get(ValueLayout.JAVA_LONG, 0), size = bytes.get(ValueLayout.JAVA_LONG, 0);
+        session.memory().add(new SessionMemory.Range(base, size, modId, false));
+        c.outs.putLong(base).putLong(size);
+        return r;
+    }
+
     /** Reply: the name's length u32, its bytes (no NUL) as DATA. */
     @Override
     public int cuKernelGetName(Call c, long hfunc) throws CallRejected, IOException {
