@@ -7,7 +7,6 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ForwardingCudaDriver;
 import io.gpusockets.protocol.api.ParamType;
-import io.gpusockets.protocol.api.WireCodec;
 import io.gpusockets.protocol.calls.LaunchConfigRequest;
 import io.gpusockets.protocol.calls.PointerAttributeRequest;
 import io.gpusockets.protocol.wire.WireValues;
