@@ -187,6 +187,31 @@ class MultiBackendTest {
         }
     }
 
+    /** The stream inside a CUlaunchConfig is a handle too: untagged on its way, and refused for another backend. */
+    @Test
+    void launchesWithALaunchConfigOnTheSecondBackend() throws Exception {
+        try (MultiBackendDriver d = merged(false)) {
+            Cuda cu = new Cuda(d);
+            createContext(cu, 0);
+            long stream0 = cu.stream();
+            createContext(cu, 1);
+            long f1 = cu.function(cu.loadKernels(), "gpus_empty");
+            long stream1 = cu.stream();
+            MemorySegment config = cu.arena.allocate(56, 8);
+            int[] dims = {1, 1, 1, 32, 1, 1, 0};
+            for (int i = 0; i < dims.length; i++) {
+                config.set(JAVA_INT, 4L * i, dims[i]);
+            }
+            config.set(JAVA_LONG, 32, stream1);
+            Cuda.ok(d.cuLaunchKernelEx(config, f1, MemorySegment.NULL, MemorySegment.NULL), "cuLaunchKernelEx on backend 1");
+            Cuda.ok(d.cuStreamSynchronize(stream1), "sync");
+            assertEquals(stream1, config.get(JAVA_LONG, 32), "the program's config is left as it was");
+            config.set(JAVA_LONG, 32, stream0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuLaunchKernelEx(config, f1, MemorySegment.NULL, MemorySegment.NULL),
+                    "backend 0's stream with backend 1's function");
+        }
+    }
+
     @Test
     void keepsOneContextStackAcrossBackends() throws Exception {
         try (MultiBackendDriver d = merged(true)) {

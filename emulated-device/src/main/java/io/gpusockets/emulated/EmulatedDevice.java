@@ -67,6 +67,9 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final CudaArrays arrays;
     private final PitchedTransfers pitched;
     private final Textures textures;
+    private final KernelQueries kernelQueries;
+    private final LaunchOptions launchOptions;
+    private final ContextQueries contextQueries;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -97,6 +100,9 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.arrays = new CudaArrays(handles, contexts);
         this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
         this.textures = new Textures(handles, contexts, memory, arrays);
+        this.kernelQueries = new KernelQueries(contexts, modules, launcher);
+        this.launchOptions = new LaunchOptions(launcher);
+        this.contextQueries = new ContextQueries(contexts, streams);
     }
 
     /**
@@ -559,6 +565,230 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                               int sharedMemBytes, long hStream, MemorySegment kernelParams, MemorySegment extra) {
         return run("cuLaunchKernel", () -> launcher.launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                 sharedMemBytes, hStream, kernelParams, extra));
+    }
+
+    // ---- issue 11: libraries, kernels, launches ----
+    // (KernelQueries, LaunchOptions, ContextQueries; cuCtxRecordEvent/cuCtxWaitEvent stay NOT_SUPPORTED:
+    // a context-wide event over non-blocking streams is not modelled, and a legacy-stream stand-in would be wrong)
+
+    @Override
+    public int cuLibraryGetGlobal(MemorySegment dptr, MemorySegment bytes, long library, MemorySegment name) {
+        return run("cuLibraryGetGlobal", () -> {
+            Allocation a = kernelQueries.global(library, name(name));
+            putLongIfPresent(dptr, a.base(), "dptr");
+            putLongIfPresent(bytes, a.size(), "bytes");
+        });
+    }
+
+    @Override
+    public int cuLibraryGetKernelCount(MemorySegment count, long lib) {
+        return run("cuLibraryGetKernelCount", () -> putInt(count, kernelQueries.kernelCount(lib), "count"));
+    }
+
+    @Override
+    public int cuLibraryEnumerateKernels(MemorySegment kernels, int numKernels, long lib) {
+        return run("cuLibraryEnumerateKernels",
+                () -> KernelQueries.putHandles(kernels, numKernels, kernelQueries.kernels(lib, numKernels)));
+    }
+
+    @Override
+    public int cuKernelGetAttribute(MemorySegment pi, int attrib, long kernel, int dev) {
+        return run("cuKernelGetAttribute", () -> putInt(pi, kernelQueries.kernelAttribute(attrib, kernel, dev), "pi"));
+    }
+
+    @Override
+    public int cuKernelSetAttribute(int attrib, int val, long kernel, int dev) {
+        return run("cuKernelSetAttribute", () -> kernelQueries.setKernelAttribute(attrib, val, kernel, dev));
+    }
+
+    @Override
+    public int cuKernelSetCacheConfig(long kernel, int config, int dev) {
+        return run("cuKernelSetCacheConfig", () -> kernelQueries.kernelCacheConfig(kernel, config, dev));
+    }
+
+    @Override
+    public int cuKernelGetName(MemorySegment name, long hfunc) {
+        return run("cuKernelGetName", () -> sized(name, 8, "name").set(ValueLayout.ADDRESS, 0, kernelQueries.kernelName(hfunc)));
+    }
+
+    @Override
+    public int cuKernelGetParamInfo(long kernel, long paramIndex, MemorySegment paramOffset, MemorySegment paramSize) {
+        return run("cuKernelGetParamInfo", () -> {
+            kernelQueries.kernel(kernel);
+            PtxModule.Param p = launcher.param(kernel, paramIndex);
+            putLong(paramOffset, p.offset(), "paramOffset");
+            putLongIfPresent(paramSize, p.size(), "paramSize");
+        });
+    }
+
+    @Override
+    public int cuKernelGetLibrary(MemorySegment pLib, long kernel) {
+        return run("cuKernelGetLibrary", () -> putLong(pLib, kernelQueries.kernelLibrary(kernel), "pLib"));
+    }
+
+    @Override
+    public int cuModuleGetFunctionCount(MemorySegment count, long mod) {
+        return run("cuModuleGetFunctionCount", () -> putInt(count, kernelQueries.functionCount(mod), "count"));
+    }
+
+    @Override
+    public int cuModuleEnumerateFunctions(MemorySegment functions, int numFunctions, long mod) {
+        return run("cuModuleEnumerateFunctions",
+                () -> KernelQueries.putHandles(functions, numFunctions, kernelQueries.functions(mod, numFunctions)));
+    }
+
+    @Override
+    public int cuFuncGetModule(MemorySegment hmod, long hfunc) {
+        return run("cuFuncGetModule", () -> putLong(hmod, kernelQueries.functionModule(hfunc), "hmod"));
+    }
+
+    @Override
+    public int cuFuncGetName(MemorySegment name, long hfunc) {
+        return run("cuFuncGetName", () -> sized(name, 8, "name").set(ValueLayout.ADDRESS, 0, kernelQueries.functionName(hfunc)));
+    }
+
+    @Override
+    public int cuFuncIsLoaded(MemorySegment state, long function) {
+        return run("cuFuncIsLoaded", () -> putInt(state, kernelQueries.loadingState(function), "state"));
+    }
+
+    @Override
+    public int cuFuncLoad(long function) {
+        return run("cuFuncLoad", () -> kernelQueries.loadingState(function));
+    }
+
+    @Override
+    public int cuFuncSetCacheConfig(long hfunc, int config) {
+        return run("cuFuncSetCacheConfig", () -> kernelQueries.functionCacheConfig(hfunc, config));
+    }
+
+    @Override
+    public int cuFuncSetSharedMemConfig(long hfunc, int config) {
+        return run("cuFuncSetSharedMemConfig", () -> kernelQueries.functionSharedConfig(hfunc, config));
+    }
+
+    @Override
+    public int cuLaunchCooperativeKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY,
+                                         int blockDimZ, int sharedMemBytes, long hStream, MemorySegment kernelParams) {
+        return run("cuLaunchCooperativeKernel", () -> launchOptions.cooperative(f, gridDimX, gridDimY, gridDimZ, blockDimX,
+                blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams));
+    }
+
+    @Override
+    public int cuLaunchKernelEx(MemorySegment config, long f, MemorySegment kernelParams, MemorySegment extra) {
+        return run("cuLaunchKernelEx", () -> launchOptions.launchEx(config, f, kernelParams, extra));
+    }
+
+    @Override
+    public int cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(MemorySegment numBlocks, long func, int blockSize,
+                                                                    long dynamicSMemSize, int flags) {
+        return run("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+                () -> putInt(numBlocks, launchOptions.activeBlocks(func, blockSize, dynamicSMemSize, flags), "numBlocks"));
+    }
+
+    @Override
+    public int cuOccupancyMaxPotentialBlockSize(MemorySegment minGridSize, MemorySegment blockSize, long func,
+                                                MemorySegment blockSizeToDynamicSMemSize, long dynamicSMemSize,
+                                                int blockSizeLimit) {
+        return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                dynamicSMemSize, blockSizeLimit, 0);
+    }
+
+    @Override
+    public int cuOccupancyMaxPotentialBlockSizeWithFlags(MemorySegment minGridSize, MemorySegment blockSize, long func,
+                                                         MemorySegment blockSizeToDynamicSMemSize, long dynamicSMemSize,
+                                                         int blockSizeLimit, int flags) {
+        return run("cuOccupancyMaxPotentialBlockSize", () -> {
+            sized(minGridSize, 4, "minGridSize");
+            sized(blockSize, 4, "blockSize");
+            int[] r = launchOptions.potentialBlockSize(func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, flags);
+            putInt(minGridSize, r[0], "minGridSize");
+            putInt(blockSize, r[1], "blockSize");
+        });
+    }
+
+    @Override
+    public int cuOccupancyAvailableDynamicSMemPerBlock(MemorySegment dynamicSmemSize, long func, int numBlocks, int blockSize) {
+        return run("cuOccupancyAvailableDynamicSMemPerBlock",
+                () -> putLong(dynamicSmemSize, launchOptions.availableDynamicShared(func, numBlocks, blockSize), "dynamicSmemSize"));
+    }
+
+    @Override
+    public int cuOccupancyMaxPotentialClusterSize(MemorySegment clusterSize, long func, MemorySegment config) {
+        return run("cuOccupancyMaxPotentialClusterSize",
+                () -> putInt(clusterSize, launchOptions.maxClusterSize(func, config), "clusterSize"));
+    }
+
+    @Override
+    public int cuOccupancyMaxActiveClusters(MemorySegment numClusters, long func, MemorySegment config) {
+        return run("cuOccupancyMaxActiveClusters",
+                () -> putInt(numClusters, launchOptions.maxActiveClusters(func, config), "numClusters"));
+    }
+
+    @Override
+    public int cuCtxGetDevice_v2(MemorySegment device, long ctx) {
+        return run("cuCtxGetDevice_v2", () -> putInt(device, contextQueries.context(ctx).device, "device"));
+    }
+
+    @Override
+    public int cuCtxSynchronize_v2(long ctx) {
+        return run("cuCtxSynchronize_v2", () -> contextQueries.synchronize(ctx));
+    }
+
+    @Override
+    public int cuCtxGetId(long ctx, MemorySegment ctxId) {
+        return run("cuCtxGetId", () -> putLong(ctxId, contextQueries.contextId(ctx), "ctxId"));
+    }
+
+    @Override
+    public int cuStreamGetId(long hStream, MemorySegment streamId) {
+        return run("cuStreamGetId", () -> putLong(streamId, contextQueries.streamId(hStream), "streamId"));
+    }
+
+    @Override
+    public int cuStreamGetCtx(long hStream, MemorySegment pctx) {
+        return run("cuStreamGetCtx", () -> putLong(pctx, contextQueries.stream(hStream).context.handle, "pctx"));
+    }
+
+    /** No green contexts here: pGreenCtx is NULL. */
+    @Override
+    public int cuStreamGetCtx_v2(long hStream, MemorySegment pCtx, MemorySegment pGreenCtx) {
+        return run("cuStreamGetCtx_v2", () -> {
+            long ctx = contextQueries.stream(hStream).context.handle;
+            putLongIfPresent(pCtx, ctx, "pCtx");
+            putLongIfPresent(pGreenCtx, 0, "pGreenCtx");
+        });
+    }
+
+    @Override
+    public int cuStreamGetDevice(long hStream, MemorySegment device) {
+        return run("cuStreamGetDevice", () -> putInt(device, contextQueries.stream(hStream).context.device, "device"));
+    }
+
+    @Override
+    public int cuCtxGetStreamPriorityRange(MemorySegment leastPriority, MemorySegment greatestPriority) {
+        return run("cuCtxGetStreamPriorityRange", () -> {
+            contexts.current();
+            if (!isNull(leastPriority)) {
+                putInt(leastPriority, ContextQueries.LEAST_PRIORITY, "leastPriority");
+            }
+            if (!isNull(greatestPriority)) {
+                putInt(greatestPriority, ContextQueries.GREATEST_PRIORITY, "greatestPriority");
+            }
+        });
+    }
+
+    @Override
+    public int cuCtxGetSharedMemConfig(MemorySegment pConfig) {
+        return run("cuCtxGetSharedMemConfig", () -> {
+            contexts.current();
+            putInt(pConfig, ContextQueries.SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE, "pConfig");
+        });
+    }
+
+    @Override
+    public int cuCtxSetSharedMemConfig(int config) {
+        return run("cuCtxSetSharedMemConfig", () -> contextQueries.checkSharedMemConfig(config));
     }
 
     // ---- memory --------------------------------------------------------------------------------

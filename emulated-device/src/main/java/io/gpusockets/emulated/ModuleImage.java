@@ -2,6 +2,8 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NO_BINARY_FOR_GPU;
 
 import io.gpusockets.protocol.calls.ModuleImageKind;
 import java.lang.foreign.MemorySegment;
@@ -33,7 +35,7 @@ final class ModuleImage {
         ModuleImageKind kind = ModuleImageKind.of(image);
         return switch (kind) {
             case PTX -> ptx(unsized ? image.reinterpret(MAX_PTX) : image, unsized);
-            case FATBIN -> FatbinImage.ptx(extent(image, unsized, "fatbin"), capability());
+            case FATBIN -> fatbinPtx(image, unsized);
             case CUBIN_ELF -> FatbinImage.elfPtx(extent(image, unsized, "cubin"));
             case FATBIN_WRAPPER -> {
                 // The wrapper holds a pointer into the caller's process: only a bare pointer from
@@ -46,9 +48,52 @@ final class ModuleImage {
                 if (fatbin == null || ModuleImageKind.of(fatbin) != ModuleImageKind.FATBIN) {
                     throw new CudaError(CUDA_ERROR_INVALID_IMAGE, "the fatbin wrapper does not point to a valid fatbin");
                 }
-                yield FatbinImage.ptx(fatbin, capability());
+                yield fatbinPtx(fatbin, false);
             }
         };
+    }
+
+    /**
+     * The PTX of a fatbin. An -rdc program's image is its device-linked fatbin (SASS only: nvlink
+     * emits no PTX) followed by the prelinked fatbins of its translation units
+     * ({@link ModuleImageKind#image}); without PTX of its own, the one of those that has PTX is taken.
+     * Several would need their PTX linked, which is not done here.
+     */
+    private static String fatbinPtx(MemorySegment image, boolean unsized) {
+        MemorySegment first = extent(image, unsized, "fatbin");
+        try {
+            return FatbinImage.ptx(first, capability());
+        } catch (CudaError noPtx) {
+            if (unsized || noPtx.code != CUDA_ERROR_NO_BINARY_FOR_GPU || first.byteSize() >= image.byteSize()) {
+                throw noPtx;
+            }
+            String found = null;
+            int withPtx = 0;
+            for (long off = first.byteSize(); off < image.byteSize(); ) {
+                MemorySegment rest = image.asSlice(off);
+                if (rest.byteSize() < ModuleImageKind.FATBIN_MIN_BYTES || ModuleImageKind.of(rest) != ModuleImageKind.FATBIN) {
+                    throw noPtx;   // not a run of fatbins: what follows is not ours to read
+                }
+                MemorySegment next = extent(rest, false, "prelinked fatbin");
+                try {
+                    found = FatbinImage.ptx(next, capability());
+                    withPtx++;
+                } catch (CudaError none) {
+                    if (none.code != CUDA_ERROR_NO_BINARY_FOR_GPU) {
+                        throw none;
+                    }
+                }
+                off += next.byteSize();
+            }
+            if (withPtx > 1) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "an -rdc image of " + withPtx + " translation units with PTX: "
+                        + "the emulated device does not link PTX across translation units");
+            }
+            if (found == null) {
+                throw noPtx;
+            }
+            return found;
+        }
     }
 
     /** The emulated device's compute capability as major * 10 + minor (90). */

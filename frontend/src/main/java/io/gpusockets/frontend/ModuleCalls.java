@@ -1,19 +1,31 @@
 package io.gpusockets.frontend;
 
-import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ApiEntries;
+import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Area {@code modules}: module loads that need the guest. cuModuleLoad reads its file here and sends
- * it as an image ({@link ModuleFiles}); a backend never opens a path a client names. JIT options of
- * cuModuleLoadDataEx are not forwarded.
+ * it as an image ({@link ModuleFiles}); a backend never opens a path a client names, and so does
+ * cuLibraryLoadFromFile. JIT options of cuModuleLoadDataEx and the JIT and library options of
+ * cuLibraryLoadData are checked and not forwarded. The module loading mode is the guest program's.
  */
 final class ModuleCalls implements FrontendHandlers.Modules {
-    private final CudaDriver driver;
+    /** Most options of one kind a load may pass (cuda.h defines 33 JIT options and 2 library options). */
+    static final int MAX_OPTIONS = 64;
+    /** CUlibraryOption values: CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE, CU_LIBRARY_BINARY_IS_PRESERVED. */
+    static final int LIBRARY_NUM_OPTIONS = 2;
+    /** CUmoduleLoadingMode (cuda.h): CU_MODULE_EAGER_LOADING, CU_MODULE_LAZY_LOADING. */
+    static final int EAGER_LOADING = 1;
+    static final int LAZY_LOADING = 2;
+    private static final AtomicBoolean MANAGED_NOTED = new AtomicBoolean();
 
-    ModuleCalls(CudaDriver driver) {
+    private final RemoteCudaDriver driver;
+
+    ModuleCalls(RemoteCudaDriver driver) {
         this.driver = driver;
     }
 
@@ -22,7 +34,13 @@ final class ModuleCalls implements FrontendHandlers.Modules {
     public int cuModuleLoadDataEx(MemorySegment module, MemorySegment image, int numOptions, MemorySegment options,
                                   MemorySegment optionValues) {
         int r = driver.cuModuleLoadData(module, image);
-        if (numOptions > 0 && options.address() != 0 && optionValues.address() != 0) {
+        clearJitLogs(numOptions, options, optionValues);
+        return r;
+    }
+
+    /** JIT log-size options come back as 0 and log buffers empty: nothing was compiled here. */
+    private static void clearJitLogs(int numOptions, MemorySegment options, MemorySegment optionValues) {
+        if (numOptions > 0 && numOptions <= MAX_OPTIONS && options.address() != 0 && optionValues.address() != 0) {
             MemorySegment opts = WireValues.sized(options, 4L * numOptions);
             MemorySegment vals = WireValues.sized(optionValues, 8L * numOptions);
             for (int i = 0; i < numOptions; i++) {
@@ -37,7 +55,6 @@ final class ModuleCalls implements FrontendHandlers.Modules {
                 }
             }
         }
-        return r;
     }
 
     private static final int JIT_INFO_LOG_BUFFER = 3;
@@ -49,5 +66,93 @@ final class ModuleCalls implements FrontendHandlers.Modules {
     @Override
     public int cuModuleLoad(MemorySegment module, MemorySegment fname) {
         return ModuleFiles.load(driver, module, fname);
+    }
+
+    /**
+     * The options are checked as the driver checks them (a count needs its array; library options
+     * must be known ones) and then dropped: JIT options only tune or log a JIT compile, and
+     * CU_LIBRARY_BINARY_IS_PRESERVED, which cudart passes, would let the driver keep pointing at the
+     * image instead of copying it; on the backend the image is a wire buffer freed after the call,
+     * so it is never passed there (the driver then copies), and the host table of
+     * CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE lives in the guest, out of the driver's reach.
+     */
+    @Override
+    public int cuLibraryLoadData(MemorySegment library, MemorySegment code, MemorySegment jitOptions,
+                                 MemorySegment jitOptionsValues, int numJitOptions, MemorySegment libraryOptions,
+                                 MemorySegment libraryOptionValues, int numLibraryOptions) {
+        int r = checkOptions(jitOptions, numJitOptions, libraryOptions, numLibraryOptions);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        r = driver.call(ApiEntries.cuLibraryLoadData, library, code, MemorySegment.NULL, MemorySegment.NULL, 0,
+                MemorySegment.NULL, MemorySegment.NULL, 0);
+        clearJitLogs(numJitOptions, jitOptions, jitOptionsValues);
+        return r;
+    }
+
+    /** The file is read here, in the guest, and loaded as cuLibraryLoadData loads an image (see {@link ModuleFiles}). */
+    @Override
+    public int cuLibraryLoadFromFile(MemorySegment library, MemorySegment fileName, MemorySegment jitOptions,
+                                     MemorySegment jitOptionsValues, int numJitOptions, MemorySegment libraryOptions,
+                                     MemorySegment libraryOptionValues, int numLibraryOptions) {
+        int r = checkOptions(jitOptions, numJitOptions, libraryOptions, numLibraryOptions);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        return ModuleFiles.load(library, fileName, image -> cuLibraryLoadData(library, image, jitOptions, jitOptionsValues,
+                numJitOptions, MemorySegment.NULL, MemorySegment.NULL, 0));
+    }
+
+    private static int checkOptions(MemorySegment jitOptions, int numJitOptions, MemorySegment libraryOptions,
+                                    int numLibraryOptions) {
+        // unsigned int counts: a negative int is a count beyond any bound
+        if (numJitOptions < 0 || numJitOptions > MAX_OPTIONS || numLibraryOptions < 0 || numLibraryOptions > MAX_OPTIONS
+                || (numJitOptions > 0 && jitOptions.address() == 0) || (numLibraryOptions > 0 && libraryOptions.address() == 0)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        if (numLibraryOptions > 0) {
+            MemorySegment opts = WireValues.sized(libraryOptions, 4L * numLibraryOptions);
+            for (int i = 0; i < numLibraryOptions; i++) {
+                int opt = opts.getAtIndex(ValueLayout.JAVA_INT, i);
+                if (opt < 0 || opt >= LIBRARY_NUM_OPTIONS) {
+                    return CuResult.CUDA_ERROR_INVALID_VALUE;
+                }
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** The driver's: CUDA_MODULE_LOADING=EAGER loads eagerly; LAZY, unset or anything else is lazy (the default since CUDA 12.2). */
+    @Override
+    public int cuModuleGetLoadingMode(MemorySegment mode) {
+        if (mode.isNative() && mode.address() == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        WireValues.sized(mode, 4).set(ValueLayout.JAVA_INT, 0, loadingMode(System.getenv("CUDA_MODULE_LOADING")));
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** The mode a CUDA_MODULE_LOADING value selects (null: unset). */
+    static int loadingMode(String value) {
+        return "EAGER".equals(value) ? EAGER_LOADING : LAZY_LOADING;
+    }
+
+    /**
+     * Managed memory is memory the host and device share by page migration: the guest's pages cannot
+     * migrate to a remote GPU, so a library's managed variables are not offered (stderr says so once).
+     */
+    @Override
+    public int cuLibraryGetManaged(MemorySegment dptr, MemorySegment bytes, long library, MemorySegment name) {
+        if (MANAGED_NOTED.compareAndSet(false, true)) {
+            System.err.println("gpusockets: managed memory (cuLibraryGetManaged) cannot be shared with a remote GPU: "
+                    + "CUDA_ERROR_NOT_SUPPORTED");
+        }
+        return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+    }
+
+    /** A unified function is device code callable from the host through a pointer: the backend's code cannot run here. */
+    @Override
+    public int cuLibraryGetUnifiedFunction(MemorySegment fptr, long library, MemorySegment symbol) {
+        return CuResult.CUDA_ERROR_NOT_SUPPORTED;
     }
 }

@@ -16,7 +16,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 
 /**
- * cuModuleLoad: the program's file is read here, in the guest, into native memory (never the Java
+ * cuModuleLoad and cuLibraryLoadFromFile: the program's file is read here, in the guest, into native memory (never the Java
  * heap) and loaded as cuModuleLoadData would load it; the backend never sees the path. The errors
  * are the real driver's (driver 580): a missing or unreadable file is CUDA_ERROR_FILE_NOT_FOUND, a
  * directory CUDA_ERROR_OUT_OF_MEMORY (sic), an empty file CUDA_ERROR_INVALID_IMAGE.
@@ -26,7 +26,12 @@ final class ModuleFiles {
     }
 
     static int load(CudaDriver driver, MemorySegment module, MemorySegment fname) {
-        if (isNull(module)) {
+        return load(module, fname, image -> driver.cuModuleLoadData(module, image));
+    }
+
+    /** Reads the file as {@link #load(CudaDriver, MemorySegment, MemorySegment)} does and hands its image to {@code loader}. */
+    static int load(MemorySegment out, MemorySegment fname, java.util.function.ToIntFunction<MemorySegment> loader) {
+        if (isNull(out)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         Path path = path(fname);
@@ -50,7 +55,7 @@ final class ModuleFiles {
                 }
                 off += n;
             }
-            return driver.cuModuleLoadData(module, image);
+            return loader.applyAsInt(image);
         } catch (IOException e) {
             return CuResult.CUDA_ERROR_FILE_NOT_FOUND;
         }

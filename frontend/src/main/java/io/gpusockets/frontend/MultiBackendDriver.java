@@ -7,7 +7,7 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ForwardingCudaDriver;
 import io.gpusockets.protocol.api.ParamType;
-import io.gpusockets.protocol.api.WireCodec;
+import io.gpusockets.protocol.calls.LaunchConfigRequest;
 import io.gpusockets.protocol.calls.PointerAttributeRequest;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.Arena;
@@ -109,7 +109,11 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
             case SET -> setCurrent((Long) args[0]);
             case PUSH -> pushCurrent((Long) args[0]);
             case POP -> popCurrent((MemorySegment) args[0]);
-            case GET, RELEASE, RESET, NONE -> f.codec() == WireCodec.POINTER_ATTRIBUTE ? pointerAttribute(f, args) : routed(f, args);
+            case GET, RELEASE, RESET, NONE -> switch (f.codec()) {
+                case POINTER_ATTRIBUTE -> pointerAttribute(f, args);
+                case LAUNCH_CONFIG -> launchConfig(f, args);
+                default -> routed(f, args);
+            };
         };
     }
 
@@ -442,6 +446,72 @@ public final class MultiBackendDriver extends ForwardingCudaDriver implements Au
             case PointerAttributeRequest.DEVICE_ORDINAL -> globalDevice((MemorySegment) args[0], b);
             default -> CuResult.CUDA_SUCCESS;
         };
+    }
+
+    /**
+     * A call taking a CUlaunchConfig (its first pointer): the stream and the event attributes inside
+     * it are handles too. They are untagged in a copy of the config and its attributes (the
+     * program's structs are left alone) and must name the same backend as the function.
+     */
+    private int launchConfig(ApiFunction f, Object[] args) {
+        int at = -1;
+        for (int i = 0; i < f.params().size() && at < 0; i++) {
+            if (!f.params().get(i).out() && f.params().get(i).type() == ParamType.PTR) {
+                at = i;
+            }
+        }
+        MemorySegment config = (MemorySegment) args[at];
+        if (config.isNative() && config.address() == 0) {
+            return routed(f, args);
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment c = a.allocate(LaunchConfigRequest.CONFIG_BYTES, 8);
+            MemorySegment.copy(WireValues.sized(config, LaunchConfigRequest.CONFIG_BYTES), 0, c, 0, LaunchConfigRequest.CONFIG_BYTES);
+            int n = c.get(ValueLayout.JAVA_INT, LaunchConfigRequest.NUM_ATTRS_OFFSET);
+            MemorySegment attrs = c.get(ValueLayout.ADDRESS, LaunchConfigRequest.ATTRS_OFFSET);
+            if (n < 0 || n > LaunchConfigRequest.MAX_ATTRIBUTES || (n > 0 && attrs.address() == 0)) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+            long bytes = (long) n * LaunchConfigRequest.ATTRIBUTE_BYTES;
+            MemorySegment copy = a.allocate(Math.max(bytes, 8), 8);
+            if (n > 0) {
+                MemorySegment.copy(attrs.reinterpret(bytes), 0, copy, 0, bytes);
+            }
+            c.set(ValueLayout.ADDRESS, LaunchConfigRequest.ATTRS_OFFSET, n == 0 ? MemorySegment.NULL : copy);
+            List<Long> handleOffsets = new java.util.ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                int id = copy.get(ValueLayout.JAVA_INT, (long) i * LaunchConfigRequest.ATTRIBUTE_BYTES);
+                if (id == LaunchConfigRequest.PROGRAMMATIC_EVENT || id == LaunchConfigRequest.LAUNCH_COMPLETION_EVENT) {
+                    handleOffsets.add((long) i * LaunchConfigRequest.ATTRIBUTE_BYTES + LaunchConfigRequest.VALUE_OFFSET);
+                }
+            }
+            int target = -1;
+            for (int k = -1; k < handleOffsets.size(); k++) {
+                MemorySegment holder = k < 0 ? c : copy;
+                long off = k < 0 ? LaunchConfigRequest.STREAM_OFFSET : handleOffsets.get(k);
+                long h = holder.get(ValueLayout.JAVA_LONG, off);
+                int b = backendOf(h);
+                if (b < 0) {
+                    continue;
+                }
+                if (b >= backends.length || target >= 0 && target != b) {
+                    return CuResult.CUDA_ERROR_INVALID_HANDLE;
+                }
+                target = b;
+                holder.set(ValueLayout.JAVA_LONG, off, h & HANDLE_MASK);
+            }
+            Object[] routedArgs = args.clone();
+            routedArgs[at] = c;
+            int b = route(f, routedArgs);
+            if (b < 0) {
+                return -b;
+            }
+            if (target >= 0 && target != b) {
+                return CuResult.CUDA_ERROR_INVALID_HANDLE;
+            }
+            int r = ApiInvoker.invoke(backends[b], f.index(), routedArgs);
+            return r == CuResult.CUDA_SUCCESS ? outputs(f, routedArgs, b) : r;
+        }
     }
 
     @Override

@@ -99,7 +99,10 @@ final class Call {
         return dev;
     }
 
-    /** The real driver value behind a handle id of this session. Streams 0, 1 and 2 are the special default streams. */
+    /**
+     * The real driver value behind a handle id of this session. Streams 0, 1 and 2 are the special
+     * default streams; a FUNC parameter also takes the session's KERNEL ids.
+     */
     long handle(ParamType kind, long id, boolean nullable) throws CallRejected {
         if (id == 0 && (nullable || kind == ParamType.STREAM)) {
             return 0;
@@ -108,6 +111,11 @@ final class Call {
             return id;
         }
         SessionHandles.Entry e = session.handles().get(id, kind);
+        if (e == null && kind == ParamType.FUNC) {
+            // The driver takes a CUkernel wherever it takes a CUfunction (cudart launches CUkernels): the
+            // session's kernel id stands for its real CUkernel, which the driver resolves in the current context.
+            e = session.handles().get(id, ParamType.KERNEL);
+        }
         if (e == null) {
             throw new CallRejected(kind == ParamType.CTX ? CuResult.CUDA_ERROR_INVALID_CONTEXT
                     : CuResult.CUDA_ERROR_INVALID_HANDLE, kind + " handle not issued to this session: " + id);

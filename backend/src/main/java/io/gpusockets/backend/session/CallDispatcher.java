@@ -41,7 +41,8 @@ final class CallDispatcher {
     CallDispatcher(Session session) {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
-                new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session));
+                new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
+                new LibraryCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -294,7 +295,10 @@ final class CallDispatcher {
                 if (t != ParamType.CTX && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
-                values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX ? 0 : context);
+                // Libraries and their kernels are context-independent (the driver loads them into every
+                // context, and cudart keeps them across a primary context's reset): made in none.
+                boolean contextFree = t == ParamType.CTX || t == ParamType.LIB || t == ParamType.KERNEL;
+                values[i] = session.handles().intern(t, values[i], owner, contextFree ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
                 boolean alloc = p.alloc() != null;
                 long size = p.rangeSize().evaluate(k -> values[k]);
@@ -329,10 +333,11 @@ final class CallDispatcher {
         }
     }
 
+    /** The module's (or library's) id a global= range belongs to: it goes when they are unloaded. */
     private static long moduleParamValue(ApiFunction f, long[] values) {
         for (int i = 0; i < f.params().size(); i++) {
             ApiParam p = f.params().get(i);
-            if (!p.out() && p.type() == ParamType.MOD) {
+            if (!p.out() && (p.type() == ParamType.MOD || p.type() == ParamType.LIB)) {
                 return values[i];
             }
         }

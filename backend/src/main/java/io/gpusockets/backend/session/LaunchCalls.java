@@ -1,13 +1,20 @@
 package io.gpusockets.backend.session;
 
+import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.LaunchConfigRequest;
 import io.gpusockets.protocol.calls.LaunchRequest;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SegmentAllocator;
+import java.lang.foreign.ValueLayout;
 
-/** Area {@code launches}: kernel launches, whose parameters are rebuilt as the native arrays the driver reads. */
+/**
+ * Area {@code launches}: kernel launches, whose parameters are rebuilt as the native arrays the
+ * driver reads, and the calls that take a CUlaunchConfig, whose attributes are checked here: events
+ * translated, an access-policy window's device range checked, graph-only and unknown ids refused.
+ */
 final class LaunchCalls implements BackendHandlers.Launches {
     private final CudaDriver driver;
 
@@ -32,5 +39,94 @@ final class LaunchCalls implements BackendHandlers.Launches {
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         return driver.cuLaunchKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ(),
                 h.sharedMemBytes(), stream, kernelParams, extra);
+    }
+
+    /** As {@link #cuLaunchKernel}; a cooperative launch takes no {@code extra}. */
+    @Override
+    public int cuLaunchCooperativeKernel(Call c) throws ProtocolException, CallRejected {
+        LaunchRequest.Header h = LaunchRequest.readHeader(c.body);
+        if (h.mode() != LaunchRequest.MODE_KERNEL_PARAMS) {
+            throw new ProtocolException("cuLaunchCooperativeKernel: mode=" + h.mode() + " (only kernel parameters)");
+        }
+        MemorySegment kernelParams = LaunchRequest.readKernelParams(c.body, (bytes, alignment) -> c.scratch(bytes));
+        c.expectEnd();
+        long f = c.handle(ParamType.FUNC, h.function(), false);
+        long stream = c.handle(ParamType.STREAM, h.stream(), true);
+        return driver.cuLaunchCooperativeKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ(),
+                h.sharedMemBytes(), stream, kernelParams);
+    }
+
+    /** The request is {@link LaunchConfigRequest}'s: attributes, then {@link LaunchRequest}'s header and parameters. */
+    @Override
+    public int cuLaunchKernelEx(Call c) throws ProtocolException, CallRejected {
+        SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
+        LaunchConfigRequest.Attributes attrs = LaunchConfigRequest.readAttributes(c.body, scratch);
+        LaunchRequest.Header h = LaunchRequest.readHeader(c.body);
+        MemorySegment kernelParams = MemorySegment.NULL;
+        MemorySegment extra = MemorySegment.NULL;
+        if (h.mode() == LaunchRequest.MODE_KERNEL_PARAMS) {
+            kernelParams = LaunchRequest.readKernelParams(c.body, scratch);
+        } else {
+            extra = LaunchRequest.readExtra(c.body, scratch);
+        }
+        c.expectEnd();
+        MemorySegment config = config(c, scratch, attrs, h);
+        return driver.cuLaunchKernelEx(config, c.handle(ParamType.FUNC, h.function(), false), kernelParams, extra);
+    }
+
+    @Override
+    public int cuOccupancyMaxPotentialClusterSize(Call c) throws ProtocolException, CallRejected {
+        return clusterQuery(c, true);
+    }
+
+    @Override
+    public int cuOccupancyMaxActiveClusters(Call c) throws ProtocolException, CallRejected {
+        return clusterQuery(c, false);
+    }
+
+    /** The two cluster occupancy queries: a config without parameters; reply the i32 answer. */
+    private int clusterQuery(Call c, boolean size) throws ProtocolException, CallRejected {
+        SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
+        LaunchConfigRequest.Attributes attrs = LaunchConfigRequest.readAttributes(c.body, scratch);
+        LaunchRequest.Header h = LaunchRequest.readHeader(c.body);
+        if (h.mode() != LaunchRequest.MODE_KERNEL_PARAMS || c.body.getInt() != 0) {
+            throw new ProtocolException("cluster occupancy: parameters are not part of this request");
+        }
+        c.expectEnd();
+        MemorySegment config = config(c, scratch, attrs, h);
+        long f = c.handle(ParamType.FUNC, h.function(), false);
+        MemorySegment out = c.scratch(4);
+        int r = size ? driver.cuOccupancyMaxPotentialClusterSize(out, f, config) : driver.cuOccupancyMaxActiveClusters(out, f, config);
+        if (r == CuResult.CUDA_SUCCESS) {
+            c.outs.putInt(out.get(ValueLayout.JAVA_INT, 0));
+        }
+        return r;
+    }
+
+    /** The native CUlaunchConfig, its stream and attributes checked and translated. */
+    private static MemorySegment config(Call c, SegmentAllocator scratch, LaunchConfigRequest.Attributes attrs,
+                                        LaunchRequest.Header h) throws CallRejected {
+        for (int i = 0; i < attrs.count(); i++) {
+            MemorySegment v = attrs.value(i);
+            switch (attrs.id(i)) {
+                case LaunchConfigRequest.PROGRAMMATIC_EVENT, LaunchConfigRequest.LAUNCH_COMPLETION_EVENT ->
+                        v.set(ValueLayout.JAVA_LONG, 0, c.handle(ParamType.EVENT, v.get(ValueLayout.JAVA_LONG, 0), false));
+                case LaunchConfigRequest.ACCESS_POLICY_WINDOW -> {
+                    long base = v.get(ValueLayout.JAVA_LONG, 0), bytes = v.get(ValueLayout.JAVA_LONG, 8);
+                    if (bytes != 0) {
+                        c.deviceRange(base, bytes);
+                    }
+                }
+                // plain values: ignore, cooperative, synchronization policy, cluster dimension, cluster scheduling,
+                // programmatic serialization, priority, memory sync domain map and domain, preferred cluster
+                // dimension, shared memory carveout, NVLink-centric scheduling
+                case 0, 2, 3, 4, 5, 6, 8, 9, 10, 11, 14, 16 -> {
+                }
+                default -> throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                        "launch attribute " + attrs.id(i) + " is not forwarded");
+            }
+        }
+        long stream = c.handle(ParamType.STREAM, h.stream(), true);
+        return LaunchConfigRequest.config(scratch, h, stream, attrs);
     }
 }

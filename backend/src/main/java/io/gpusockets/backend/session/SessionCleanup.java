@@ -8,7 +8,8 @@ import java.util.HashSet;
 import java.util.Set;
 
 /**
- * What a session gives back to the driver: at its end, every context it made (the driver frees the
+ * What a session gives back to the driver: at its end, every library it loaded (libraries belong to
+ * no context), then every context it made (the driver frees the
  * memory, modules, streams and events made in them), after the window's page-locking and the pinned
  * staging buffers that belong to those contexts; during its life, one handle with everything it
  * owned. Also the wording of the line the end logs, which users and tests read.
@@ -43,11 +44,21 @@ final class SessionCleanup {
         int streams = handles.count(ParamType.STREAM);
         int events = handles.count(ParamType.EVENT);
         int failed = 0;
+        int libFailed = 0;
         if (window != null) {
             window.unpin(0);  // before its context may go, and before the window is unmapped
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
+        // Libraries belong to no context: cuCtxDestroy leaves them loaded, so they go first, explicitly.
+        for (SessionHandles.Entry lib : handles.all(ParamType.LIB)) {
+            int r = driver.cuLibraryUnload(lib.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                libFailed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuLibraryUnload failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(lib.id());
+        }
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
             int r = driver.cuCtxDestroy(ctx.real());
             ExecutionThread.contextDestroyed();
@@ -59,7 +70,8 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
+                + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */

@@ -45,6 +45,19 @@ public final class SessionHandles {
         return newId;
     }
 
+    /**
+     * Makes an issued handle belong to {@code owner} and {@code context} (ids, 0 = none) when it
+     * belongs to neither yet: a module first met through a query that could not say whose it is.
+     */
+    public synchronized void claim(long id, long owner, long context) {
+        Entry e = byId.get(id);
+        if (e != null && e.owner() == 0 && e.context() == 0) {
+            byId.put(id, new Entry(id, e.kind(), e.real(), owner, context));
+        } else if (e != null && e.owner() == 0) {
+            byId.put(id, new Entry(id, e.kind(), e.real(), owner, e.context()));
+        }
+    }
+
     /** The entry for an id of the given kind, or null. */
     public synchronized Entry get(long id, ParamType kind) {
         Entry e = byId.get(id);

@@ -62,6 +62,14 @@ class SessionCleanupTest {
         public int cuCtxPopCurrent(MemorySegment pctx) {
             return CuResult.CUDA_SUCCESS;
         }
+
+        @Override
+        public synchronized int cuLibraryUnload(long library) {
+            calls.add("cuLibraryUnload " + Long.toHexString(library));
+            return library == failUnload ? CuResult.CUDA_ERROR_INVALID_HANDLE : CuResult.CUDA_SUCCESS;
+        }
+
+        long failUnload;
     }
 
     private final RecordingDriver driver = new RecordingDriver();
@@ -126,6 +134,24 @@ class SessionCleanupTest {
         assertEquals(0, handles.count(ParamType.MOD));
         assertEquals(0, memory.allocationCount(), "allocations of a dropped context are still reachable");
         assertTrue(driver.calls.isEmpty(), "dropping a handle calls the driver");
+    }
+
+    /** Libraries belong to no context: cuCtxDestroy would leave them loaded in the driver. */
+    @Test
+    void librariesAreUnloadedBeforeTheContextsAndTheirKernelsGoWithThem() {
+        populate();
+        long lib = handles.intern(ParamType.LIB, 0x40, 0, 0);
+        handles.intern(ParamType.KERNEL, 0x41, lib, 0);
+        long failing = handles.intern(ParamType.LIB, 0x50, 0, 0);
+        driver.failUnload = 0x50;
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null).releaseAll();
+        assertEquals(List.of("cuLibraryUnload 40", "cuLibraryUnload 50"), driver.calls.subList(0, 2).stream().sorted().toList(),
+                "libraries first: " + driver.calls);
+        assertEquals(4, driver.calls.size());
+        assertTrue(released.contains("3 module(s)/librar(ies)") && released.endsWith(", 1 librar(ies) failed to unload"), released);
+        assertEquals(0, handles.count(ParamType.LIB));
+        assertEquals(0, handles.count(ParamType.KERNEL));
+        assertTrue(failing != 0);
     }
 
     @Test

@@ -237,6 +237,10 @@ public final class ApiTable {
                     since.put(s, servesSince);
                 }
             }
+            if (!perThread.isEmpty()) {
+                // its per-thread variant too (cuStreamGetCtx_v2_ptsz answers cuStreamGetCtx from 12050 on only)
+                since.putIfAbsent(symbols.getFirst() + perThread, servesSince);
+            }
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
                 sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,

@@ -11,6 +11,8 @@ public enum WireCodec {
     GENERIC,
     /** {@code launch}: cuLaunchKernel's parameters or packed {@code extra} buffer. */
     LAUNCH,
+    /** {@code launch-config}: a CUlaunchConfig with its attributes, then cuLaunchKernelEx's parameters (if any). */
+    LAUNCH_CONFIG,
     /** {@code pointer-attribute}: an attribute and a device pointer; the value comes back as u64. */
     POINTER_ATTRIBUTE,
     /** {@code pitched-copy}: a CUDA_MEMCPY2D/3D with its host side packed as DATA. */
@@ -21,11 +23,12 @@ public enum WireCodec {
     static WireCodec parse(String value) {
         return switch (value) {
             case "launch" -> LAUNCH;
+            case "launch-config" -> LAUNCH_CONFIG;
             case "pointer-attribute" -> POINTER_ATTRIBUTE;
             case "pitched-copy" -> PITCHED_COPY;
             case "host-callback" -> HOST_CALLBACK;
             default -> throw new IllegalArgumentException(
-                    "codec= takes launch, pointer-attribute, pitched-copy or host-callback: " + value);
+                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy or host-callback: " + value);
         };
     }
 }

@@ -11,9 +11,10 @@ import java.lang.foreign.ValueLayout;
  * <pre>
  *  fatbin (FATBIN_MAGIC)       fatbin wrapper (FATBIN_WRAPPER_MAGIC)   cubin (ELF64, "\x7fELF")
  *   0  magic u32                0  magic u32                            0x00  magic "\x7fELF"
- *   4  version u16              4  version u32                          0x04  EI_CLASS u8 (2: 64-bit)
+ *   4  version u16              4  version u32 (1, or 2 for -rdc)       0x04  EI_CLASS u8 (2: 64-bit)
  *   6  headerSize u16           8  fatbin pointer (the image)           0x20  e_phoff u64
- *   8  fatSize u64             16  filename pointer                     0x28  e_shoff u64
+ *   8  fatSize u64             16  v1: filename pointer; v2: NULL-      0x28  e_shoff u64
+ *                                  terminated array of prelinked fatbins
  *  16  ... (headerSize bytes)                                           0x36  e_phentsize u16
  *  length = headerSize + fatSize                                        0x38  e_phnum u16
  *                                                                       0x3A  e_shentsize u16
@@ -52,7 +53,14 @@ public enum ModuleImageKind {
     public static final int FATBIN_FAT_SIZE_OFFSET = 8;
     /** Bytes a fatbin must have for its length to be read. */
     public static final int FATBIN_MIN_BYTES = 16;
+    public static final int WRAPPER_VERSION_OFFSET = 4;
     public static final int WRAPPER_FATBIN_OFFSET = 8;
+    /** Version 2 (FATBINC_LINK_VERSION, -rdc builds): the pointer at 16 is a NULL-terminated array of prelinked fatbins. */
+    public static final int WRAPPER_LINK_VERSION = 2;
+    public static final int WRAPPER_FATBINS_OFFSET = 16;
+    public static final int WRAPPER_V2_BYTES = 24;
+    /** Most prelinked fatbins a version-2 wrapper may list (one per translation unit). */
+    public static final int MAX_PRELINKED = 4096;
     /** Bytes a wrapper must have for its fatbin pointer to be read. */
     public static final int WRAPPER_MIN_BYTES = 16;
 
@@ -109,7 +117,8 @@ public enum ModuleImageKind {
 
     /**
      * The image to send: {@code image} itself, cut to its true length, or for a fatbin wrapper the
-     * fatbin it points to (one level: a wrapper around a wrapper is refused). Returns null for NULL,
+     * fatbin it points to (one level: a wrapper around a wrapper is refused), for a version-2
+     * wrapper followed by its prelinked fatbins ({@link #linked}). Returns null for NULL,
      * a NULL inner pointer, an image whose length cannot be found in its bounds (PTX without a NUL,
      * a truncated header, a length of 0), or one above {@link #MAX_IMAGE}. A native segment shorter
      * than 16 bytes is a bare pointer from C and is read up to {@link #MAX_IMAGE} as its content says.
@@ -127,13 +136,63 @@ public enum ModuleImageKind {
             if (inner.address() == 0) {
                 return null;
             }
+            int version = s.get(INT, WRAPPER_VERSION_OFFSET);
+            MemorySegment fatbins = s.byteSize() >= WRAPPER_V2_BYTES && version == WRAPPER_LINK_VERSION
+                    ? s.get(ValueLayout.ADDRESS_UNALIGNED, WRAPPER_FATBINS_OFFSET) : MemorySegment.NULL;
             s = widened(inner);
             if (of(s) == FATBIN_WRAPPER) {
                 return null;
             }
+            if (fatbins.address() != 0) {
+                return linked(s, fatbins);
+            }
         }
         long length = length(s);
         return length < 0 ? null : s.asSlice(0, length);
+    }
+
+    /**
+     * A version-2 (-rdc) wrapper's image: its device-linked fatbin, then the prelinked fatbins of
+     * its NULL-terminated array, back to back in one new segment. The driver reads the first (its
+     * header gives its length) and so loads what it would load from the wrapper when that fatbin
+     * has code for the device; a reader that needs the translation units' PTX (the emulated device:
+     * nvlink's output is SASS only) finds it in the fatbins that follow. Null when any is invalid,
+     * there are more than {@link #MAX_PRELINKED}, or they exceed {@link #MAX_IMAGE} together.
+     */
+    private static MemorySegment linked(MemorySegment first, MemorySegment fatbinArray) {
+        MemorySegment array = fatbinArray.reinterpret(8L * (MAX_PRELINKED + 1));
+        java.util.List<MemorySegment> parts = new java.util.ArrayList<>();
+        parts.add(first);
+        for (int i = 0; ; i++) {
+            if (i > MAX_PRELINKED) {
+                return null;
+            }
+            MemorySegment p = array.getAtIndex(ValueLayout.ADDRESS, i);
+            if (p.address() == 0) {
+                break;
+            }
+            parts.add(widened(p));
+        }
+        long total = 0;
+        for (int i = 0; i < parts.size(); i++) {
+            MemorySegment part = parts.get(i);
+            long n = of(part) == FATBIN ? length(part) : -1;
+            if (n < 0 || n > MAX_IMAGE - total) {
+                return null;
+            }
+            parts.set(i, part.asSlice(0, n));
+            total += n;
+        }
+        if (parts.size() == 1) {
+            return parts.getFirst();
+        }
+        MemorySegment all = java.lang.foreign.Arena.ofAuto().allocate(total, 8);
+        long off = 0;
+        for (MemorySegment part : parts) {
+            MemorySegment.copy(part, 0, all, off, part.byteSize());
+            off += part.byteSize();
+        }
+        return all;
     }
 
     /**
