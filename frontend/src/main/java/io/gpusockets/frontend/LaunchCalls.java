@@ -24,10 +24,12 @@ final class LaunchCalls implements FrontendHandlers.Launches {
     /** For the parameter-size query, a call of its own. */
     private final CudaDriver driver;
     private final Map<Long, long[]> paramSizes = new ConcurrentHashMap<>();
+    private final LaunchLimits limits;
 
     LaunchCalls(CallChannel channel, CudaDriver driver) {
         this.channel = channel;
         this.driver = driver;
+        this.limits = new LaunchLimits(driver);
     }
 
     /**
@@ -39,6 +41,10 @@ final class LaunchCalls implements FrontendHandlers.Launches {
     public int cuLaunchKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY,
                               int blockDimZ, int sharedMemBytes, long hStream, MemorySegment kernelParams,
                               MemorySegment extra) {
+        int bad = limits.check(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
         Params p = params(f, kernelParams, extra);
         if (p.error != CuResult.CUDA_SUCCESS) {
             return p.error;
@@ -57,6 +63,10 @@ final class LaunchCalls implements FrontendHandlers.Launches {
     @Override
     public int cuLaunchCooperativeKernel(long f, int gridDimX, int gridDimY, int gridDimZ, int blockDimX, int blockDimY,
                                          int blockDimZ, int sharedMemBytes, long hStream, MemorySegment kernelParams) {
+        int bad = limits.check(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
         Params p = params(f, kernelParams, MemorySegment.NULL);
         if (p.error != CuResult.CUDA_SUCCESS) {
             return p.error;

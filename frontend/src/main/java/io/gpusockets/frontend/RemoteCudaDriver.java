@@ -105,6 +105,11 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                 }
                 continue;
             }
+            if (f.async() && p.type().isHandle() && !p.nullable() && p.type() != ParamType.STREAM
+                    && p.type() != ParamType.CTX && (Long) a == 0) {
+                // a pipelined call gets no reply: refuse a NULL handle now, as the driver does at the call
+                return CuResult.CUDA_ERROR_INVALID_HANDLE;
+            }
             switch (p.type()) {
                 case NULL -> {
                     if (((MemorySegment) a).address() != 0) {
