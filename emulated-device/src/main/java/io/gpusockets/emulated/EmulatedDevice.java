@@ -536,7 +536,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     @Override
     public int cuFuncGetAttribute(MemorySegment pi, int attrib, long hfunc) {
-        return run("cuFuncGetAttribute", () -> putInt(pi, launcher.attribute(hfunc, attrib), "pi"));
+        return run("cuFuncGetAttribute", () -> {
+            launcher.requireNotKernel(hfunc);
+            putInt(pi, launcher.attribute(hfunc, attrib), "pi");
+        });
     }
 
     @Override
@@ -547,6 +550,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuFuncGetParamInfo(long func, long paramIndex, MemorySegment paramOffset, MemorySegment paramSize) {
         return run("cuFuncGetParamInfo", () -> {
+            launcher.requireNotKernel(func);
             PtxModule.Param p = launcher.param(func, paramIndex);
             putLong(paramOffset, p.offset(), "paramOffset");
             putLongIfPresent(paramSize, p.size(), "paramSize");

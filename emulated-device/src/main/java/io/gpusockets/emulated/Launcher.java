@@ -51,6 +51,19 @@ final class Launcher {
         throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "function=0x" + Long.toHexString(handle) + " is not a live function");
     }
 
+    /**
+     * Refuses a CUkernel where only a CUfunction is taken: the real driver (580, seen on the H200)
+     * answers cuFuncGetAttribute and cuFuncGetParamInfo of a CUkernel with CUDA_ERROR_INVALID_HANDLE
+     * (cuKernelGetAttribute and cuKernelGetParamInfo take those), though it launches one.
+     */
+    void requireNotKernel(long handle) {
+        contexts.requireInit();
+        if (handles.find(handle, EmulatedLibrary.Kernel.class) != null) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "function=0x" + Long.toHexString(handle)
+                    + " is a CUkernel: the driver takes it here only through the cuKernel* queries");
+        }
+    }
+
     int attribute(long hfunc, int attrib) {
         Integer value = function(hfunc).attribute(attrib);
         if (value == null) {

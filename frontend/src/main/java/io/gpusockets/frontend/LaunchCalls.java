@@ -168,8 +168,15 @@ final class LaunchCalls implements FrontendHandlers.Launches {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
             MemorySegment offset = a.allocate(8), size = a.allocate(8);
             List<Long> sizes = new ArrayList<>();
+            // A CUkernel (cudart launches those) is asked through cuKernelGetParamInfo: the real driver
+            // refuses it in cuFuncGetParamInfo with CUDA_ERROR_INVALID_HANDLE (seen on the H200, driver 580).
+            boolean kernel = false;
             for (int i = 0; i < LaunchRequest.MAX_PARAMS; i++) {
-                int r = driver.cuFuncGetParamInfo(f, i, offset, size);
+                int r = kernel ? driver.cuKernelGetParamInfo(f, i, offset, size) : driver.cuFuncGetParamInfo(f, i, offset, size);
+                if (i == 0 && !kernel && r == CuResult.CUDA_ERROR_INVALID_HANDLE) {
+                    kernel = true;
+                    r = driver.cuKernelGetParamInfo(f, i, offset, size);
+                }
                 if (r == CuResult.CUDA_ERROR_INVALID_VALUE) {
                     break;
                 }
