@@ -43,7 +43,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
         bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, new LaunchCalls(channel, this),
-                local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges)));
+                local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new PoolCalls(channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */

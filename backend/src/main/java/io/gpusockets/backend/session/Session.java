@@ -35,6 +35,8 @@ public final class Session {
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
+    private final SessionPools pools = new SessionPools();
+    private final SessionVmm vmm = new SessionVmm();
     private final PrimaryContexts primary;
     private final HostCallbackGates callbackGates = new HostCallbackGates();
     private final CallDispatcher dispatcher;
@@ -74,7 +76,7 @@ public final class Session {
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
-        this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window);
+        this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm);
     }
 
     ContextPool contextPool() {
@@ -130,6 +132,14 @@ public final class Session {
 
     SessionLimits limits() {
         return limits;
+    }
+
+    SessionPools pools() {
+        return pools;
+    }
+
+    SessionVmm vmm() {
+        return vmm;
     }
 
     SessionHandles handles() {

@@ -5,6 +5,8 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import java.lang.System.Logger.Level;
 import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -23,9 +25,18 @@ final class SessionCleanup {
     private final StagingPool staging;
     /** The shared window, or null. */
     private final SessionWindow window;
+    private final SessionPools pools;
+    private final SessionVmm vmm;
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
                    SessionWindow window) {
+        this(sessionId, driver, handles, memory, staging, window, new SessionPools(), new SessionVmm());
+    }
+
+    SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
+                   SessionWindow window, SessionPools pools, SessionVmm vmm) {
+        this.pools = pools;
+        this.vmm = vmm;
         this.sessionId = sessionId;
         this.driver = driver;
         this.handles = handles;
@@ -48,6 +59,9 @@ final class SessionCleanup {
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
+        // What the driver does not free with a context goes first, while the contexts still exist.
+        String poolSummary = releasePools();
+        String vmmSummary = releaseVmm();
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
             int r = driver.cuCtxDestroy(ctx.real());
             ExecutionThread.contextDestroyed();
@@ -59,7 +73,84 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+                + stagingSummary + poolSummary + vmmSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+    }
+
+    /**
+     * Frees the session's outstanding stream-ordered allocations (in the context each was made in, after
+     * its work: cuMemFree does not wait for it on pool memory), then destroys its pools. Neither goes
+     * with a context.
+     */
+    private String releasePools() {
+        int freed = 0;
+        int failed = 0;
+        for (var e : pools.takeAllocations().entrySet()) {
+            boolean pushed = e.getKey() != 0 && driver.cuCtxPushCurrent(e.getKey()) == CuResult.CUDA_SUCCESS;
+            driver.cuCtxSynchronize();
+            for (SessionPools.AsyncAllocation a : e.getValue()) {
+                if (driver.cuMemFree(a.base()) == CuResult.CUDA_SUCCESS) {
+                    freed++;
+                } else {
+                    failed++;
+                }
+                memory.remove(a.base());
+            }
+            if (pushed) {
+                try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                    driver.cuCtxPopCurrent(arena.allocate(8));
+                }
+            }
+        }
+        int destroyed = 0;
+        for (SessionPools.Pool p : pools.takePools()) {
+            int r = driver.cuMemPoolDestroy(p.real());
+            if (r == CuResult.CUDA_SUCCESS) {
+                destroyed++;
+            } else {
+                failed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuMemPoolDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(handles.idOf(ParamType.POOL, p.real()));
+        }
+        if (freed + destroyed + failed == 0) {
+            return "";
+        }
+        return ", " + freed + " async allocation(s), " + destroyed + " pool(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
+    }
+
+    /** Unmaps the session's mappings, releases its allocation handles (each reference), frees its reservations: in that order. */
+    private String releaseVmm() {
+        int failed = 0;
+        List<SessionVmm.Mapping> mappings = vmm.takeMappings();
+        for (SessionVmm.Mapping m : mappings) {
+            if (driver.cuMemUnmap(m.base(), m.size()) != CuResult.CUDA_SUCCESS) {
+                failed++;
+            }
+            memory.remove(m.base());
+        }
+        Map<Long, Integer> references = vmm.takeReferences();
+        for (var e : references.entrySet()) {
+            for (int i = 0; i < e.getValue(); i++) {
+                if (driver.cuMemRelease(e.getKey()) != CuResult.CUDA_SUCCESS) {
+                    failed++;
+                }
+            }
+            dropHandle(handles.idOf(ParamType.MEMH, e.getKey()));
+        }
+        List<SessionVmm.Reservation> reservations = vmm.takeReservations();
+        for (SessionVmm.Reservation r : reservations) {
+            if (driver.cuMemAddressFree(r.base, r.size) != CuResult.CUDA_SUCCESS) {
+                failed++;
+            }
+        }
+        if (mappings.size() + references.size() + reservations.size() == 0) {
+            return "";
+        }
+        if (failed > 0) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": " + failed + " VMM release(s) failed during cleanup");
+        }
+        return ", " + mappings.size() + " mapping(s), " + references.size() + " VMM handle(s), " + reservations.size()
+                + " reservation(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */
