@@ -23,6 +23,7 @@ class SessionCleanupTest {
         final List<String> calls = new ArrayList<>();
         final Arena arena = Arena.ofShared();
         long failDestroy;
+        final List<Long> pushed = new ArrayList<>();
 
         @Override
         public synchronized int cuCtxDestroy(long ctx) {
@@ -55,6 +56,43 @@ class SessionCleanupTest {
 
         @Override
         public int cuCtxPushCurrent(long ctx) {
+            pushed.add(ctx);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuCtxSynchronize() {
+            calls.add("cuCtxSynchronize");
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemFree(long dptr) {
+            calls.add("cuMemFree " + Long.toHexString(dptr));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemPoolDestroy(long pool) {
+            calls.add("cuMemPoolDestroy " + Long.toHexString(pool));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemUnmap(long ptr, long size) {
+            calls.add("cuMemUnmap " + Long.toHexString(ptr));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemRelease(long handle) {
+            calls.add("cuMemRelease " + Long.toHexString(handle));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemAddressFree(long ptr, long size) {
+            calls.add("cuMemAddressFree " + Long.toHexString(ptr));
             return CuResult.CUDA_SUCCESS;
         }
 
@@ -115,6 +153,34 @@ class SessionCleanupTest {
                 "the window and the staging buffers must go while their contexts exist: " + driver.calls);
         assertEquals(4, driver.calls.size());
         assertEquals(0, window.pinnedIn());
+    }
+
+    @Test
+    void poolsAndVmmObjectsGoBeforeTheContextsInTheDriversOrder() {
+        populate();
+        SessionPools pools = new SessionPools();
+        SessionVmm vmm = new SessionVmm();
+        pools.add(new SessionPools.Pool(0x50, 0, true));
+        handles.intern(ParamType.POOL, 0x50, 0, 0);
+        pools.allocated(new SessionPools.AsyncAllocation(0x7100_0000L, 0x50, CTX_A));
+        memory.add(new SessionMemory.Range(0x7100_0000L, 64, 0, true));
+        vmm.reserved(0x7200_0000L, 4 << 20);
+        vmm.referenced(0x60);
+        vmm.referenced(0x60);   // created and retained: released twice
+        handles.intern(ParamType.MEMH, 0x60, 0, 0);
+        vmm.mapped(vmm.reservationHolding(0x7200_0000L, 2 << 20), new SessionVmm.Mapping(0x7200_0000L, 2 << 20, 0x60));
+        memory.add(new SessionMemory.Range(0x7200_0000L, 2 << 20, 0, false));
+
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm).releaseAll();
+        assertTrue(released.contains(", 1 async allocation(s), 1 pool(s), 1 mapping(s), 1 VMM handle(s), 1 reservation(s)"), released);
+        assertEquals(List.of("cuCtxSynchronize", "cuMemFree 71000000", "cuMemPoolDestroy 50",
+                "cuMemUnmap 72000000", "cuMemRelease 60", "cuMemRelease 60", "cuMemAddressFree 72000000"),
+                driver.calls.subList(0, 7), driver.calls.toString());
+        assertTrue(driver.calls.get(7).startsWith("cuCtxDestroy"), "contexts last: " + driver.calls);
+        assertTrue(driver.pushed.contains(CTX_A), "the async allocation is freed in its own context");
+        assertEquals(0, handles.count(ParamType.POOL));
+        assertEquals(0, handles.count(ParamType.MEMH));
+        assertTrue(!memory.contains(0x7200_0000L, 1) && !memory.contains(0x7100_0000L, 1), "no range survives");
     }
 
     @Test
