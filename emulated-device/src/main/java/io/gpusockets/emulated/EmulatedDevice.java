@@ -783,6 +783,33 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuStreamBatchMemOp", () -> memOps.batch(stream, count, paramArray, flags));
     }
 
+    // The _v2 stream memory operations have the same ABI and meaning (they need no device attribute).
+
+    @Override
+    public int cuStreamWriteValue32_v2(long stream, long addr, int value, int flags) {
+        return cuStreamWriteValue32(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWriteValue64_v2(long stream, long addr, long value, int flags) {
+        return cuStreamWriteValue64(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWaitValue32_v2(long stream, long addr, int value, int flags) {
+        return cuStreamWaitValue32(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWaitValue64_v2(long stream, long addr, long value, int flags) {
+        return cuStreamWaitValue64(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamBatchMemOp_v2(long stream, int count, MemorySegment paramArray, int flags) {
+        return cuStreamBatchMemOp(stream, count, paramArray, flags);
+    }
+
     // ---- memory --------------------------------------------------------------------------------
 
     @Override

@@ -19,7 +19,19 @@ final class MemopsCalls implements BackendHandlers.Memops {
     }
 
     @Override
+    public int cuStreamBatchMemOp_v2(Call c, long stream, int count, long paramArrayLength, int flags)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuStreamBatchMemOp_v2(stream, count, checked(c, count, paramArrayLength), flags);
+    }
+
+    @Override
     public int cuStreamBatchMemOp(Call c, long stream, int count, long paramArrayLength, int flags)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuStreamBatchMemOp(stream, count, checked(c, count, paramArrayLength), flags);
+    }
+
+    /** The operations, each address checked to be a device range of the session. */
+    private static MemorySegment checked(Call c, int count, long paramArrayLength)
             throws ProtocolException, CallRejected, InterruptedException {
         if (count <= 0 || count > BatchMemOp.MAX_BATCH || paramArrayLength != (long) count * BatchMemOp.SIZE) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count + " with " + paramArrayLength + " bytes");
@@ -36,6 +48,6 @@ final class MemopsCalls implements BackendHandlers.Memops {
                 BatchMemOp.clearAlias(ops, at);
             }
         }
-        return driver.cuStreamBatchMemOp(stream, count, ops, flags);
+        return ops;
     }
 }
