@@ -77,18 +77,19 @@ final class SessionCleanup {
     }
 
     /**
-     * Frees the session's outstanding stream-ordered allocations (in the context each was made in, after
-     * its work: cuMemFree does not wait for it on pool memory), then destroys its pools. Neither goes
-     * with a context.
+     * Frees the session's outstanding stream-ordered allocations, in the context each was made in and in
+     * stream order on its legacy stream (so after the work that may still use them, and without waiting
+     * on the host: a stream held by a wait that never completes must not hold the session's end), then
+     * destroys its pools (the driver releases a pool once its pending frees have run). Neither goes with
+     * a context.
      */
     private String releasePools() {
         int freed = 0;
         int failed = 0;
         for (var e : pools.takeAllocations().entrySet()) {
             boolean pushed = e.getKey() != 0 && driver.cuCtxPushCurrent(e.getKey()) == CuResult.CUDA_SUCCESS;
-            driver.cuCtxSynchronize();
             for (SessionPools.AsyncAllocation a : e.getValue()) {
-                if (driver.cuMemFree(a.base()) == CuResult.CUDA_SUCCESS) {
+                if (driver.cuMemFreeAsync(a.base(), 0) == CuResult.CUDA_SUCCESS) {
                     freed++;
                 } else {
                     failed++;

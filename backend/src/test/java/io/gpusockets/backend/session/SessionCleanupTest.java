@@ -61,14 +61,8 @@ class SessionCleanupTest {
         }
 
         @Override
-        public synchronized int cuCtxSynchronize() {
-            calls.add("cuCtxSynchronize");
-            return CuResult.CUDA_SUCCESS;
-        }
-
-        @Override
-        public synchronized int cuMemFree(long dptr) {
-            calls.add("cuMemFree " + Long.toHexString(dptr));
+        public synchronized int cuMemFreeAsync(long dptr, long stream) {
+            calls.add("cuMemFreeAsync " + Long.toHexString(dptr) + " " + stream);
             return CuResult.CUDA_SUCCESS;
         }
 
@@ -173,10 +167,10 @@ class SessionCleanupTest {
 
         String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm).releaseAll();
         assertTrue(released.contains(", 1 async allocation(s), 1 pool(s), 1 mapping(s), 1 VMM handle(s), 1 reservation(s)"), released);
-        assertEquals(List.of("cuCtxSynchronize", "cuMemFree 71000000", "cuMemPoolDestroy 50",
+        assertEquals(List.of("cuMemFreeAsync 71000000 0", "cuMemPoolDestroy 50",
                 "cuMemUnmap 72000000", "cuMemRelease 60", "cuMemRelease 60", "cuMemAddressFree 72000000"),
-                driver.calls.subList(0, 7), driver.calls.toString());
-        assertTrue(driver.calls.get(7).startsWith("cuCtxDestroy"), "contexts last: " + driver.calls);
+                driver.calls.subList(0, 6), driver.calls.toString());
+        assertTrue(driver.calls.get(6).startsWith("cuCtxDestroy"), "contexts last: " + driver.calls);
         assertTrue(driver.pushed.contains(CTX_A), "the async allocation is freed in its own context");
         assertEquals(0, handles.count(ParamType.POOL));
         assertEquals(0, handles.count(ParamType.MEMH));
