@@ -87,7 +87,7 @@ final class SessionCleanup {
         int freed = 0;
         int failed = 0;
         for (var e : pools.takeAllocations().entrySet()) {
-            boolean pushed = e.getKey() != 0 && driver.cuCtxPushCurrent(e.getKey()) == CuResult.CUDA_SUCCESS;
+            boolean pushed = pushContextFor(e.getKey());
             for (SessionPools.AsyncAllocation a : e.getValue()) {
                 if (driver.cuMemFreeAsync(a.base(), 0) == CuResult.CUDA_SUCCESS) {
                     freed++;
@@ -117,6 +117,22 @@ final class SessionCleanup {
             return "";
         }
         return ", " + freed + " async allocation(s), " + destroyed + " pool(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
+    }
+
+    /**
+     * Makes {@code context} current, or, when the program destroyed it, another live context of the
+     * session (pool memory belongs to the device, not to the context that allocated it).
+     */
+    private boolean pushContextFor(long context) {
+        if (context != 0 && handles.idOf(ParamType.CTX, context) != 0 && driver.cuCtxPushCurrent(context) == CuResult.CUDA_SUCCESS) {
+            return true;
+        }
+        for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
+            if (driver.cuCtxPushCurrent(ctx.real()) == CuResult.CUDA_SUCCESS) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Unmaps the session's mappings, releases its allocation handles (each reference), frees its reservations: in that order. */
