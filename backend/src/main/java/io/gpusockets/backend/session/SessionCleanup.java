@@ -89,6 +89,9 @@ final class SessionCleanup {
         for (var e : pools.takeAllocations().entrySet()) {
             boolean pushed = pushContextFor(e.getKey());
             for (SessionPools.AsyncAllocation a : e.getValue()) {
+                if (memory.allocationAt(a.base()) == null) {
+                    continue;   // freed by cuMemFree meanwhile
+                }
                 if (driver.cuMemFreeAsync(a.base(), 0) == CuResult.CUDA_SUCCESS) {
                     freed++;
                 } else {

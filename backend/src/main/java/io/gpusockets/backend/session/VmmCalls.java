@@ -13,7 +13,8 @@ import java.util.List;
 /**
  * Area {@code vmm}: the virtual memory management API on the session's own objects ({@link SessionVmm}).
  * A map must lie inside a reservation of the session, without overlapping a mapping, and name a handle
- * the session holds; the mapped range is a session device range from the map until its unmap. Only
+ * the session holds; the mapped range is a session device range from the map until its unmap (adjacent
+ * mappings form one span, {@link SessionMemory#MAPPING}). Only
  * pinned device memory without IPC handle types is created; exporting or importing shareable handles is
  * refused (they name objects of the backend's host).
  */
@@ -127,7 +128,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemMap(ptr, size, offset, handle, flags);
         if (r == CuResult.CUDA_SUCCESS) {
             vmm.mapped(res, new SessionVmm.Mapping(ptr, size, handle));
-            session.memory().add(new SessionMemory.Range(ptr, size, 0, false));
+            session.memory().add(new SessionMemory.Range(ptr, size, SessionMemory.MAPPING, false));
         }
         return r;
     }
