@@ -261,6 +261,7 @@ class PoolsAndVmmApiTest extends EmulatedBackendTest {
             assertEquals(256, values.get(JAVA_LONG, 96));
             Cuda.ok(d.cuPointerGetAttributes(attrs.length, a, slots, 0x7f00_1234_0000L), "not the session's: NULL values");
             assertEquals(0, values.get(JAVA_INT, 16));
+            assertEquals(0x7f00_1234_0000L, values.get(JAVA_LONG, 48), "HOST_POINTER of memory the driver does not know: itself");
             MemorySegment p2p = cu.arena.allocateFrom(JAVA_INT, 5);
             expect(CuResult.CUDA_ERROR_NOT_SUPPORTED, d.cuPointerGetAttributes(1, p2p, slots, p), "P2P tokens are not forwarded");
 
@@ -322,6 +323,6 @@ class PoolsAndVmmApiTest extends EmulatedBackendTest {
             Cuda.ok(d.cuStreamWaitValue32(waiter, flag, 77, 1), "never satisfied");
         }
         String line = backend.awaitLog("session " + session + " ended", 10_000);
-        assertTrue(line.contains("2 stream(s)"), line);
+        assertTrue(line.contains("2 stream(s)") && line.contains("2 stream wait(s) released"), line);
     }
 }

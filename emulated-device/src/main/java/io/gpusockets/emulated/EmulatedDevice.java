@@ -728,7 +728,9 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                     throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attribute=" + attribute + " is not answered by the emulated device");
                 }
                 MemorySegment slot = MemorySegment.ofAddress(slots.getAtIndex(HostSegments.LONG, i)).reinterpret(size);
-                if (!known || attribute == 4) {
+                if (!known && attribute == 4) {
+                    slot.set(HostSegments.LONG, 0, ptr);   // as the driver: memory it does not know is the host's own
+                } else if (!known || attribute == 4) {
                     slot.fill((byte) 0);   // as the driver: a pointer that is no device memory gets NULL values, not an error
                 } else {
                     int r = cuPointerGetAttribute(slot, attribute, ptr);

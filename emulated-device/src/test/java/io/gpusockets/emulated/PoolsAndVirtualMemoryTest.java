@@ -223,6 +223,7 @@ class PoolsAndVirtualMemoryTest {
             assertEquals(0, values.get(ValueLayout.JAVA_LONG, 80));
             e.ok(e.device.cuPointerGetAttributes(attrs.length, a, slots, 0x1234));
             assertEquals(0, values.get(ValueLayout.JAVA_INT, 0), "no device memory: NULL values, success");
+            assertEquals(0x1234, values.get(ValueLayout.JAVA_LONG, 80), "the host pointer of memory the driver does not know is itself");
         }
     }
 

@@ -45,8 +45,9 @@ final class PointerCalls implements BackendHandlers.Pointers {
 
     /**
      * Request and reply are {@link PointerAttributeRequest#readSeveral}'s. As the driver, a pointer that is
-     * none of the session's answers success with every value 0 (the driver is not asked, so nothing of
-     * another session shows); a context comes back as this session's handle id, a host pointer as 0.
+     * none of the session's answers success with every value 0 but HOST_POINTER, the pointer itself (the
+     * driver is not asked, so nothing of another session shows); for the session's memory a context comes
+     * back as this session's handle id, a host pointer as 0 (none is mapped into the guest).
      */
     @Override
     public int cuPointerGetAttributes(Call c) throws ProtocolException, CallRejected {
@@ -61,7 +62,12 @@ final class PointerCalls implements BackendHandlers.Pointers {
         }
         long[] values = new long[n];
         int r = CuResult.CUDA_SUCCESS;
-        if (n > 0 && session.memory().contains(q.ptr(), 1)) {
+        boolean ours = session.memory().contains(q.ptr(), 1);
+        for (int i = 0; i < n && !ours; i++) {
+            // as the driver answers for memory it does not know (seen on the H200): the host pointer is the pointer
+            values[i] = attributes[i] == HOST_POINTER ? q.ptr() : 0;
+        }
+        if (n > 0 && ours) {
             MemorySegment attrs = c.scratch(4L * n);
             MemorySegment slots = c.scratch(16L * n);
             MemorySegment data = c.scratch(8L * n);

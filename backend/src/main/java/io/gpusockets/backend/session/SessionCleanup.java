@@ -27,16 +27,18 @@ final class SessionCleanup {
     private final SessionWindow window;
     private final SessionPools pools;
     private final SessionVmm vmm;
+    private final SessionWaits waits;
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
                    SessionWindow window) {
-        this(sessionId, driver, handles, memory, staging, window, new SessionPools(), new SessionVmm());
+        this(sessionId, driver, handles, memory, staging, window, new SessionPools(), new SessionVmm(), new SessionWaits());
     }
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
-                   SessionWindow window, SessionPools pools, SessionVmm vmm) {
+                   SessionWindow window, SessionPools pools, SessionVmm vmm, SessionWaits waits) {
         this.pools = pools;
         this.vmm = vmm;
+        this.waits = waits;
         this.sessionId = sessionId;
         this.driver = driver;
         this.handles = handles;
@@ -59,7 +61,9 @@ final class SessionCleanup {
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
-        // What the driver does not free with a context goes first, while the contexts still exist.
+        // Streams held by waits are let go (cuCtxDestroy would block on them); then what the driver does
+        // not free with a context goes, while the contexts still exist.
+        String waitSummary = releaseWaits();
         String poolSummary = releasePools();
         String vmmSummary = releaseVmm();
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
@@ -73,7 +77,46 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + stagingSummary + poolSummary + vmmSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+                + stagingSummary + waitSummary + poolSummary + vmmSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+    }
+
+    /**
+     * Writes, on a NON_BLOCKING stream of each context (which waits for no other stream), a value that
+     * satisfies each wait the session queued, so no stream of the session stays blocked: the driver's
+     * cuCtxDestroy does not return while one is (a wait no value can satisfy stays, and is logged).
+     */
+    private String releaseWaits() {
+        int written = 0;
+        int unreleasable = 0;
+        for (var e : waits.take().entrySet()) {
+            if (handles.idOf(ParamType.CTX, e.getKey()) == 0 || driver.cuCtxPushCurrent(e.getKey()) != CuResult.CUDA_SUCCESS) {
+                continue;
+            }
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                java.lang.foreign.MemorySegment out = arena.allocate(8);
+                if (driver.cuStreamCreate(out, 1) == CuResult.CUDA_SUCCESS) {
+                    long stream = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    for (SessionWaits.Wait w : e.getValue()) {
+                        Long v = w.releasing();
+                        if (v == null) {
+                            unreleasable++;
+                        } else if (memory.contains(w.address(), w.width())) {
+                            int r = w.width() == 4 ? driver.cuStreamWriteValue32_v2(stream, w.address(), (int) (long) v, 0)
+                                    : driver.cuStreamWriteValue64_v2(stream, w.address(), v, 0);
+                            written += r == CuResult.CUDA_SUCCESS ? 1 : 0;
+                        }
+                    }
+                    driver.cuStreamSynchronize(stream);
+                    driver.cuStreamDestroy(stream);
+                }
+                driver.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+        if (unreleasable > 0) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": " + unreleasable + " stream wait(s) no value can satisfy;"
+                    + " destroying their context may block");
+        }
+        return written == 0 ? "" : ", " + written + " stream wait(s) released";
     }
 
     /**

@@ -67,6 +67,37 @@ class SessionCleanupTest {
         }
 
         @Override
+        public synchronized int cuStreamCreate(MemorySegment phStream, int flags) {
+            calls.add("cuStreamCreate " + flags);
+            phStream.set(ValueLayout.JAVA_LONG, 0, 0x5500);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamWriteValue32_v2(long stream, long addr, int value, int flags) {
+            calls.add("cuStreamWriteValue32_v2 " + Long.toHexString(stream) + " " + Long.toHexString(addr) + " " + value);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamWriteValue64_v2(long stream, long addr, long value, int flags) {
+            calls.add("cuStreamWriteValue64_v2 " + Long.toHexString(stream) + " " + Long.toHexString(addr) + " " + value);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamSynchronize(long stream) {
+            calls.add("cuStreamSynchronize " + Long.toHexString(stream));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamDestroy(long stream) {
+            calls.add("cuStreamDestroy " + Long.toHexString(stream));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
         public synchronized int cuMemPoolDestroy(long pool) {
             calls.add("cuMemPoolDestroy " + Long.toHexString(pool));
             return CuResult.CUDA_SUCCESS;
@@ -165,7 +196,7 @@ class SessionCleanupTest {
         vmm.mapped(vmm.reservationHolding(0x7200_0000L, 2 << 20), new SessionVmm.Mapping(0x7200_0000L, 2 << 20, 0x60));
         memory.add(new SessionMemory.Range(0x7200_0000L, 2 << 20, 0, false));
 
-        String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm).releaseAll();
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm, new SessionWaits()).releaseAll();
         assertTrue(released.contains(", 1 async allocation(s), 1 pool(s), 1 mapping(s), 1 VMM handle(s), 1 reservation(s)"), released);
         assertEquals(List.of("cuMemFreeAsync 71000000 0", "cuMemPoolDestroy 50",
                 "cuMemUnmap 72000000", "cuMemRelease 60", "cuMemRelease 60", "cuMemAddressFree 72000000"),
@@ -175,6 +206,23 @@ class SessionCleanupTest {
         assertEquals(0, handles.count(ParamType.POOL));
         assertEquals(0, handles.count(ParamType.MEMH));
         assertTrue(!memory.contains(0x7200_0000L, 1) && !memory.contains(0x7100_0000L, 1), "no range survives");
+    }
+
+    @Test
+    void pendingWaitsAreReleasedOnAStreamOfTheirOwnBeforeTheContextsGo() {
+        populate();
+        SessionWaits waits = new SessionWaits();
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0000L, 5, SessionWaits.GEQ, 4));
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0008L, 6, SessionWaits.NOR, 8));
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0010L, 0, SessionWaits.AND, 4));    // nothing satisfies it
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7fff_0000L, 1, SessionWaits.EQ, 4));     // no longer the session's
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null, new SessionPools(), new SessionVmm(), waits)
+                .releaseAll();
+        assertTrue(released.contains(", 2 stream wait(s) released"), released);
+        assertEquals(List.of("cuStreamCreate 1", "cuStreamWriteValue32_v2 5500 70000000 5", "cuStreamWriteValue64_v2 5500 70000008 0",
+                "cuStreamSynchronize 5500", "cuStreamDestroy 5500"), driver.calls.subList(0, 5), driver.calls.toString());
+        assertTrue(driver.calls.get(5).startsWith("cuCtxDestroy"), driver.calls.toString());
+        assertEquals(0, waits.count());
     }
 
     @Test
