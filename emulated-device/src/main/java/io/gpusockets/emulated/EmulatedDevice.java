@@ -70,6 +70,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final KernelQueries kernelQueries;
     private final LaunchOptions launchOptions;
     private final ContextQueries contextQueries;
+    private final MemoryPools pools;
+    private final VirtualMemory vmm;
+    private final StreamMemOps memOps;
+    private final PeerCopies peers;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -103,6 +107,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.kernelQueries = new KernelQueries(contexts, modules, launcher);
         this.launchOptions = new LaunchOptions(launcher);
         this.contextQueries = new ContextQueries(contexts, streams);
+        this.pools = new MemoryPools(handles, contexts, streams, memory, deviceCount);
+        this.vmm = new VirtualMemory(handles, contexts, memory, deviceCount);
+        this.memOps = new StreamMemOps(contexts, streams, memory);
+        this.peers = new PeerCopies(contexts, streams, memory);
     }
 
     /**
@@ -793,6 +801,254 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuCtxSetSharedMemConfig(int config) {
         return run("cuCtxSetSharedMemConfig", () -> contextQueries.checkSharedMemConfig(config));
+    }
+
+    // ---- issue 11: memory pools, VMM ----------------------------------------------------------
+    // Stream-ordered allocation and pools (MemoryPools), VMM (VirtualMemory), peer copies (PeerCopies),
+    // stream memory operations (StreamMemOps); managed memory is not offered.
+
+    @Override
+    public int cuMemAllocAsync(MemorySegment dptr, long bytesize, long hStream) {
+        return run("cuMemAllocAsync", () -> sized(dptr, 8, "dptr").set(HostSegments.LONG, 0, pools.allocate(bytesize, 0, hStream)));
+    }
+
+    @Override
+    public int cuMemAllocFromPoolAsync(MemorySegment dptr, long bytesize, long pool, long hStream) {
+        return run("cuMemAllocFromPoolAsync", () -> {
+            MemorySegment out = sized(dptr, 8, "dptr");
+            if (pool == 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "pool is NULL");
+            }
+            out.set(HostSegments.LONG, 0, pools.allocate(bytesize, pool, hStream));
+        });
+    }
+
+    @Override
+    public int cuMemFreeAsync(long dptr, long hStream) {
+        return run("cuMemFreeAsync", () -> pools.freeAsync(dptr, hStream));
+    }
+
+    @Override
+    public int cuMemPoolCreate(MemorySegment pool, MemorySegment poolProps) {
+        return run("cuMemPoolCreate", () -> sized(pool, 8, "pool").set(HostSegments.LONG, 0, pools.create(poolProps)));
+    }
+
+    @Override
+    public int cuMemPoolDestroy(long pool) {
+        return run("cuMemPoolDestroy", () -> pools.destroy(pool));
+    }
+
+    @Override
+    public int cuMemPoolSetAttribute(long pool, int attr, MemorySegment value) {
+        return run("cuMemPoolSetAttribute", () -> pools.setAttribute(pool, attr, value));
+    }
+
+    @Override
+    public int cuMemPoolGetAttribute(long pool, int attr, MemorySegment value) {
+        return run("cuMemPoolGetAttribute", () -> pools.getAttribute(pool, attr, value));
+    }
+
+    @Override
+    public int cuMemPoolTrimTo(long pool, long minBytesToKeep) {
+        return run("cuMemPoolTrimTo", () -> pools.trimTo(pool, minBytesToKeep));
+    }
+
+    @Override
+    public int cuMemPoolSetAccess(long pool, MemorySegment map, long count) {
+        return run("cuMemPoolSetAccess", () -> pools.setAccess(pool, map, count));
+    }
+
+    @Override
+    public int cuMemPoolGetAccess(MemorySegment flags, long memPool, MemorySegment location) {
+        return run("cuMemPoolGetAccess", () -> {
+            MemorySegment out = sized(flags, 4, "flags");
+            out.set(HostSegments.INT, 0, pools.getAccess(memPool, location));
+        });
+    }
+
+    @Override
+    public int cuDeviceGetDefaultMemPool(MemorySegment poolOut, int dev) {
+        return run("cuDeviceGetDefaultMemPool", () -> sized(poolOut, 8, "pool_out").set(HostSegments.LONG, 0, pools.defaultPool(dev)));
+    }
+
+    @Override
+    public int cuDeviceGetMemPool(MemorySegment pool, int dev) {
+        return run("cuDeviceGetMemPool", () -> sized(pool, 8, "pool").set(HostSegments.LONG, 0, pools.currentPool(dev)));
+    }
+
+    @Override
+    public int cuDeviceSetMemPool(int dev, long pool) {
+        return run("cuDeviceSetMemPool", () -> pools.setCurrent(dev, pool));
+    }
+
+    @Override
+    public int cuMemGetAllocationGranularity(MemorySegment granularity, MemorySegment prop, int option) {
+        return run("cuMemGetAllocationGranularity", () -> {
+            MemorySegment out = sized(granularity, 8, "granularity");
+            out.set(HostSegments.LONG, 0, vmm.granularity(prop, option));
+        });
+    }
+
+    @Override
+    public int cuMemCreate(MemorySegment handle, long size, MemorySegment prop, long flags) {
+        return run("cuMemCreate", () -> {
+            MemorySegment out = sized(handle, 8, "handle");
+            out.set(HostSegments.LONG, 0, vmm.create(size, prop, flags));
+        });
+    }
+
+    @Override
+    public int cuMemRelease(long handle) {
+        return run("cuMemRelease", () -> vmm.release(handle));
+    }
+
+    @Override
+    public int cuMemAddressReserve(MemorySegment ptr, long size, long alignment, long addr, long flags) {
+        return run("cuMemAddressReserve", () -> {
+            MemorySegment out = sized(ptr, 8, "ptr");
+            out.set(HostSegments.LONG, 0, vmm.reserve(size, alignment, addr, flags));
+        });
+    }
+
+    @Override
+    public int cuMemAddressFree(long ptr, long size) {
+        return run("cuMemAddressFree", () -> vmm.free(ptr, size));
+    }
+
+    @Override
+    public int cuMemMap(long ptr, long size, long offset, long handle, long flags) {
+        return run("cuMemMap", () -> vmm.map(ptr, size, offset, handle, flags));
+    }
+
+    @Override
+    public int cuMemUnmap(long ptr, long size) {
+        return run("cuMemUnmap", () -> vmm.unmap(ptr, size));
+    }
+
+    @Override
+    public int cuMemSetAccess(long ptr, long size, MemorySegment desc, long count) {
+        return run("cuMemSetAccess", () -> vmm.setAccess(ptr, size, desc, count));
+    }
+
+    @Override
+    public int cuMemGetAccess(MemorySegment flags, MemorySegment location, long ptr) {
+        return run("cuMemGetAccess", () -> {
+            MemorySegment out = sized(flags, 8, "flags");
+            out.set(HostSegments.LONG, 0, vmm.getAccess(location, ptr));
+        });
+    }
+
+    @Override
+    public int cuMemRetainAllocationHandle(MemorySegment handle, long addr) {
+        return run("cuMemRetainAllocationHandle", () -> {
+            MemorySegment out = sized(handle, 8, "handle");
+            out.set(HostSegments.LONG, 0, vmm.retain(addr));
+        });
+    }
+
+    @Override
+    public int cuMemGetAllocationPropertiesFromHandle(MemorySegment prop, long handle) {
+        return run("cuMemGetAllocationPropertiesFromHandle", () -> vmm.properties(prop, handle));
+    }
+
+    @Override
+    public int cuPointerGetAttributes(int numAttributes, MemorySegment attributes, MemorySegment data, long ptr) {
+        return run("cuPointerGetAttributes", () -> {
+            if (numAttributes < 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "numAttributes=" + numAttributes);
+            }
+            MemorySegment attrs = sized(attributes, 4L * numAttributes, "attributes");
+            MemorySegment slots = sized(data, 8L * numAttributes, "data");
+            boolean known = memory.find(ptr) != null;
+            for (int i = 0; i < numAttributes; i++) {
+                int attribute = attrs.getAtIndex(HostSegments.INT, i);
+                int size = attribute == 4 ? 8 : io.gpusockets.protocol.calls.PointerAttributeRequest.valueBytes(attribute);
+                if (size == 0) {
+                    throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attribute=" + attribute + " is not answered by the emulated device");
+                }
+                MemorySegment slot = MemorySegment.ofAddress(slots.getAtIndex(HostSegments.LONG, i)).reinterpret(size);
+                if (!known && attribute == 4) {
+                    slot.set(HostSegments.LONG, 0, ptr);   // as the driver: memory it does not know is the host's own
+                } else if (!known || attribute == 4) {
+                    slot.fill((byte) 0);   // as the driver: a pointer that is no device memory gets NULL values, not an error
+                } else {
+                    int r = cuPointerGetAttribute(slot, attribute, ptr);
+                    if (r != CUDA_SUCCESS) {
+                        throw new CudaError(r, "attribute=" + attribute);
+                    }
+                }
+            }
+        });
+    }
+
+    @Override
+    public int cuMemcpyPeer(long dstDevice, long dstContext, long srcDevice, long srcContext, long byteCount) {
+        return run("cuMemcpyPeer", () -> peers.copy(dstDevice, dstContext, srcDevice, srcContext, byteCount));
+    }
+
+    @Override
+    public int cuMemcpyPeerAsync(long dstDevice, long dstContext, long srcDevice, long srcContext, long byteCount, long hStream) {
+        return run("cuMemcpyPeerAsync", () -> peers.copyAsync(dstDevice, dstContext, srcDevice, srcContext, byteCount, hStream));
+    }
+
+    /** The emulated device offers no managed memory (the backend, which a remote program reaches, refuses it before). */
+    @Override
+    public int cuMemAllocManaged(MemorySegment dptr, long bytesize, int flags) {
+        return call("cuMemAllocManaged", () -> {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "managed memory is not emulated");
+        });
+    }
+
+    @Override
+    public int cuStreamWriteValue32(long stream, long addr, int value, int flags) {
+        return run("cuStreamWriteValue32", () -> memOps.writeValue(stream, addr, value, 4, flags));
+    }
+
+    @Override
+    public int cuStreamWriteValue64(long stream, long addr, long value, int flags) {
+        return run("cuStreamWriteValue64", () -> memOps.writeValue(stream, addr, value, 8, flags));
+    }
+
+    @Override
+    public int cuStreamWaitValue32(long stream, long addr, int value, int flags) {
+        return run("cuStreamWaitValue32", () -> memOps.waitValue(stream, addr, value, 4, flags));
+    }
+
+    @Override
+    public int cuStreamWaitValue64(long stream, long addr, long value, int flags) {
+        return run("cuStreamWaitValue64", () -> memOps.waitValue(stream, addr, value, 8, flags));
+    }
+
+    @Override
+    public int cuStreamBatchMemOp(long stream, int count, MemorySegment paramArray, int flags) {
+        return run("cuStreamBatchMemOp", () -> memOps.batch(stream, count, paramArray, flags));
+    }
+
+    // The _v2 stream memory operations have the same ABI and meaning (they need no device attribute).
+
+    @Override
+    public int cuStreamWriteValue32_v2(long stream, long addr, int value, int flags) {
+        return cuStreamWriteValue32(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWriteValue64_v2(long stream, long addr, long value, int flags) {
+        return cuStreamWriteValue64(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWaitValue32_v2(long stream, long addr, int value, int flags) {
+        return cuStreamWaitValue32(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamWaitValue64_v2(long stream, long addr, long value, int flags) {
+        return cuStreamWaitValue64(stream, addr, value, flags);
+    }
+
+    @Override
+    public int cuStreamBatchMemOp_v2(long stream, int count, MemorySegment paramArray, int flags) {
+        return cuStreamBatchMemOp(stream, count, paramArray, flags);
     }
 
     // ---- memory --------------------------------------------------------------------------------

@@ -91,14 +91,43 @@ final class EmulatedMemory {
         return a;
     }
 
-    private synchronized long reserveAddresses(long size) {
+    private long reserveAddresses(long size) {
+        return reserveAddresses(size, ALIGNMENT);
+    }
+
+    /** A fresh range of addresses aligned to {@code alignment} (a power of two, at least {@link #ALIGNMENT}), never reused. */
+    synchronized long reserveAddresses(long size, long alignment) {
+        long start = (nextAddress + alignment - 1) & -alignment;
         long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
-        if (rounded <= 0 || rounded > LIMIT - nextAddress) {
+        if (rounded <= 0 || start < nextAddress || rounded > LIMIT - start) {
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "device address range exhausted (addresses are never reused)");
         }
-        long base = nextAddress;
-        nextAddress += rounded;
-        return base;
+        nextAddress = start + rounded;
+        return start;
+    }
+
+    /** Takes {@code size} bytes of the device's budget (memory that is not an allocation of its own: VMM physical memory). */
+    void charge(int device, long size) {
+        AtomicLong budget = used[device];
+        long before;
+        do {
+            before = budget.get();
+            if (size > capacity - before) {
+                throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "size=" + size + " exceeds free=" + (capacity - before)
+                        + " of the advertised " + capacity + " bytes");
+            }
+        } while (!budget.compareAndSet(before, before + size));
+    }
+
+    void uncharge(int device, long size) {
+        used[device].addAndGet(-size);
+    }
+
+    /** Makes a VMM mapping resolvable: a MAPPED allocation over host memory owned by its physical allocation. */
+    Allocation addMapped(EmulatedContext owner, long base, long size, Arena arena, MemorySegment host) {
+        Allocation a = new Allocation(base, size, ids.getAndIncrement(), Allocation.Kind.MAPPED, owner, arena, host);
+        byBase.put(base, a);
+        return a;
     }
 
     /** The allocation (of any context) containing {@code address}, or null. */
@@ -126,6 +155,9 @@ final class EmulatedMemory {
     }
 
     void release(Allocation a) {
+        if (a.kind() == Allocation.Kind.MAPPED) {
+            return; // its memory and budget are its physical allocation's
+        }
         a.arena().close();
         used[a.owner().device].addAndGet(-a.size());
     }

@@ -41,4 +41,49 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         }
         return reply.result();
     }
+
+    /** HOST_POINTER: always NULL here (no device memory is mapped into the guest); the backend answers 0. */
+    private static final int HOST_POINTER = 4;
+
+    /**
+     * Each value travels as u64 and is written, in the program's size, where {@code data[i]} points. An
+     * attribute that is not forwarded refuses the whole call with CUDA_ERROR_NOT_SUPPORTED before anything is sent.
+     */
+    @Override
+    public int cuPointerGetAttributes(int numAttributes, MemorySegment attributes, MemorySegment data, long ptr) {
+        if (numAttributes < 0 || numAttributes > PointerAttributeRequest.MAX_ATTRIBUTES) {
+            return numAttributes < 0 ? CuResult.CUDA_ERROR_INVALID_VALUE : CuResult.CUDA_ERROR_NOT_SUPPORTED;
+        }
+        if (numAttributes > 0 && ((attributes.isNative() && attributes.address() == 0) || (data.isNative() && data.address() == 0))) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        int[] attrs = new int[numAttributes];
+        MemorySegment a = WireValues.sized(attributes, 4L * numAttributes);
+        MemorySegment slots = WireValues.sized(data, 8L * numAttributes);
+        for (int i = 0; i < numAttributes; i++) {
+            attrs[i] = a.getAtIndex(ValueLayout.JAVA_INT_UNALIGNED, i);
+            if ((PointerAttributeRequest.valueBytes(attrs[i]) == 0 && attrs[i] != HOST_POINTER)
+                    || slots.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i) == 0) {
+                return PointerAttributeRequest.valueBytes(attrs[i]) == 0 && attrs[i] != HOST_POINTER
+                        ? CuResult.CUDA_ERROR_NOT_SUPPORTED : CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        ByteBuffer req = CallChannel.request();
+        PointerAttributeRequest.putSeveral(req, attrs, ptr);
+        req.flip();
+        CallChannel.Reply reply = channel.exchange(ApiEntries.cuPointerGetAttributes, req, List.of(), List.of(), false);
+        if (reply.result() == CuResult.CUDA_SUCCESS) {
+            for (int i = 0; i < numAttributes; i++) {
+                long v = PointerAttributeRequest.readValue(reply.body());
+                int size = attrs[i] == HOST_POINTER ? 8 : PointerAttributeRequest.valueBytes(attrs[i]);
+                MemorySegment d = MemorySegment.ofAddress(slots.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i)).reinterpret(size);
+                if (size == 8) {
+                    d.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, v);
+                } else {
+                    d.set(ValueLayout.JAVA_INT_UNALIGNED, 0, (int) v);
+                }
+            }
+        }
+        return reply.result();
+    }
 }

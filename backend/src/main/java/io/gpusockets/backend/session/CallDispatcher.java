@@ -42,7 +42,8 @@ final class CallDispatcher {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
-                new LibraryCalls(session));
+                new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session), new ManagedCalls(session),
+                new MemopsCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();

@@ -39,4 +39,59 @@ final class PointerCalls implements BackendHandlers.Pointers {
         PointerAttributeRequest.putValue(c.outs, value);
         return r;
     }
+
+    /** HOST_POINTER (cuda.h CU_POINTER_ATTRIBUTE_HOST_POINTER): the backend's host address is nobody's business; 0. */
+    static final int HOST_POINTER = 4;
+
+    /**
+     * Request and reply are {@link PointerAttributeRequest#readSeveral}'s. As the driver, a pointer that is
+     * none of the session's answers success with every value 0 but HOST_POINTER, the pointer itself (the
+     * driver is not asked, so nothing of another session shows); for the session's memory a context comes
+     * back as this session's handle id, a host pointer as 0 (none is mapped into the guest).
+     */
+    @Override
+    public int cuPointerGetAttributes(Call c) throws ProtocolException, CallRejected {
+        PointerAttributeRequest.Several q = PointerAttributeRequest.readSeveral(c.body);
+        c.expectEnd();
+        int[] attributes = q.attributes();
+        int n = attributes.length;
+        for (int a : attributes) {
+            if (PointerAttributeRequest.valueBytes(a) == 0 && a != HOST_POINTER) {
+                throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "pointer attribute " + a);
+            }
+        }
+        long[] values = new long[n];
+        int r = CuResult.CUDA_SUCCESS;
+        boolean ours = session.memory().contains(q.ptr(), 1);
+        for (int i = 0; i < n && !ours; i++) {
+            // as the driver answers for memory it does not know (seen on the H200): the host pointer is the pointer
+            values[i] = attributes[i] == HOST_POINTER ? q.ptr() : 0;
+        }
+        if (n > 0 && ours) {
+            MemorySegment attrs = c.scratch(4L * n);
+            MemorySegment slots = c.scratch(16L * n);
+            MemorySegment data = c.scratch(8L * n);
+            for (int i = 0; i < n; i++) {
+                attrs.setAtIndex(ValueLayout.JAVA_INT, i, attributes[i]);
+                data.setAtIndex(ValueLayout.JAVA_LONG, i, slots.address() + 16L * i);
+            }
+            r = driver.cuPointerGetAttributes(n, attrs, data, q.ptr());
+            for (int i = 0; i < n && r == CuResult.CUDA_SUCCESS; i++) {
+                long v = PointerAttributeRequest.valueBytes(attributes[i]) == 4
+                        ? slots.get(ValueLayout.JAVA_INT, 16L * i) : slots.get(ValueLayout.JAVA_LONG, 16L * i);
+                if (attributes[i] == PointerAttributeRequest.CONTEXT) {
+                    v = session.handles().idOf(ParamType.CTX, v);
+                } else if (attributes[i] == HOST_POINTER) {
+                    v = 0;
+                }
+                values[i] = v;
+            }
+        }
+        if (r == CuResult.CUDA_SUCCESS) {
+            for (long v : values) {
+                PointerAttributeRequest.putValue(c.outs, v);
+            }
+        }
+        return r;
+    }
 }

@@ -35,6 +35,9 @@ public final class Session {
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
+    private final SessionPools pools = new SessionPools();
+    private final SessionVmm vmm = new SessionVmm();
+    private final SessionWaits waits = new SessionWaits();
     private final PrimaryContexts primary;
     private final HostCallbackGates callbackGates = new HostCallbackGates();
     private final CallDispatcher dispatcher;
@@ -74,7 +77,7 @@ public final class Session {
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
-        this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window);
+        this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
     }
 
     ContextPool contextPool() {
@@ -130,6 +133,18 @@ public final class Session {
 
     SessionLimits limits() {
         return limits;
+    }
+
+    SessionPools pools() {
+        return pools;
+    }
+
+    SessionVmm vmm() {
+        return vmm;
+    }
+
+    SessionWaits waits() {
+        return waits;
     }
 
     SessionHandles handles() {

@@ -5,6 +5,8 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import java.lang.System.Logger.Level;
 import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -24,9 +26,20 @@ final class SessionCleanup {
     private final StagingPool staging;
     /** The shared window, or null. */
     private final SessionWindow window;
+    private final SessionPools pools;
+    private final SessionVmm vmm;
+    private final SessionWaits waits;
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
                    SessionWindow window) {
+        this(sessionId, driver, handles, memory, staging, window, new SessionPools(), new SessionVmm(), new SessionWaits());
+    }
+
+    SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
+                   SessionWindow window, SessionPools pools, SessionVmm vmm, SessionWaits waits) {
+        this.pools = pools;
+        this.vmm = vmm;
+        this.waits = waits;
         this.sessionId = sessionId;
         this.driver = driver;
         this.handles = handles;
@@ -50,6 +63,11 @@ final class SessionCleanup {
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
+        // Streams held by waits are let go (cuCtxDestroy would block on them); then what the driver does
+        // not free with a context goes, while the contexts still exist.
+        String waitSummary = releaseWaits();
+        String poolSummary = releasePools();
+        String vmmSummary = releaseVmm();
         // Libraries belong to no context: cuCtxDestroy leaves them loaded, so they go first, explicitly.
         for (SessionHandles.Entry lib : handles.all(ParamType.LIB)) {
             int r = driver.cuLibraryUnload(lib.real());
@@ -70,8 +88,145 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
+                + stagingSummary + waitSummary + poolSummary + vmmSummary
+                + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
                 + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");
+    }
+
+    /**
+     * Writes, on a NON_BLOCKING stream of each context (which waits for no other stream), a value that
+     * satisfies each wait the session queued, so no stream of the session stays blocked: the driver's
+     * cuCtxDestroy does not return while one is (a wait no value can satisfy stays, and is logged).
+     */
+    private String releaseWaits() {
+        int written = 0;
+        int unreleasable = 0;
+        for (var e : waits.take().entrySet()) {
+            if (handles.idOf(ParamType.CTX, e.getKey()) == 0 || driver.cuCtxPushCurrent(e.getKey()) != CuResult.CUDA_SUCCESS) {
+                continue;
+            }
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                java.lang.foreign.MemorySegment out = arena.allocate(8);
+                if (driver.cuStreamCreate(out, 1) == CuResult.CUDA_SUCCESS) {
+                    long stream = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    for (SessionWaits.Wait w : e.getValue()) {
+                        Long v = w.releasing();
+                        if (v == null) {
+                            unreleasable++;
+                        } else if (memory.contains(w.address(), w.width())) {
+                            int r = w.width() == 4 ? driver.cuStreamWriteValue32_v2(stream, w.address(), (int) (long) v, 0)
+                                    : driver.cuStreamWriteValue64_v2(stream, w.address(), v, 0);
+                            written += r == CuResult.CUDA_SUCCESS ? 1 : 0;
+                        }
+                    }
+                    driver.cuStreamSynchronize(stream);
+                    driver.cuStreamDestroy(stream);
+                }
+                driver.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+        if (unreleasable > 0) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": " + unreleasable + " stream wait(s) no value can satisfy;"
+                    + " destroying their context may block");
+        }
+        return written == 0 ? "" : ", " + written + " stream wait(s) released";
+    }
+
+    /**
+     * Frees the session's outstanding stream-ordered allocations, in the context each was made in and in
+     * stream order on its legacy stream (so after the work that may still use them, and without waiting
+     * on the host: a stream held by a wait that never completes must not hold the session's end), then
+     * destroys its pools (the driver releases a pool once its pending frees have run). Neither goes with
+     * a context.
+     */
+    private String releasePools() {
+        int freed = 0;
+        int failed = 0;
+        for (var e : pools.takeAllocations().entrySet()) {
+            boolean pushed = pushContextFor(e.getKey());
+            for (SessionPools.AsyncAllocation a : e.getValue()) {
+                if (memory.allocationAt(a.base()) == null) {
+                    continue;   // freed by cuMemFree meanwhile
+                }
+                if (driver.cuMemFreeAsync(a.base(), 0) == CuResult.CUDA_SUCCESS) {
+                    freed++;
+                } else {
+                    failed++;
+                }
+                memory.remove(a.base());
+            }
+            if (pushed) {
+                try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                    driver.cuCtxPopCurrent(arena.allocate(8));
+                }
+            }
+        }
+        int destroyed = 0;
+        for (SessionPools.Pool p : pools.takePools()) {
+            int r = driver.cuMemPoolDestroy(p.real());
+            if (r == CuResult.CUDA_SUCCESS) {
+                destroyed++;
+            } else {
+                failed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuMemPoolDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(handles.idOf(ParamType.POOL, p.real()));
+        }
+        if (freed + destroyed + failed == 0) {
+            return "";
+        }
+        return ", " + freed + " async allocation(s), " + destroyed + " pool(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
+    }
+
+    /**
+     * Makes {@code context} current, or, when the program destroyed it, another live context of the
+     * session (pool memory belongs to the device, not to the context that allocated it).
+     */
+    private boolean pushContextFor(long context) {
+        if (context != 0 && handles.idOf(ParamType.CTX, context) != 0 && driver.cuCtxPushCurrent(context) == CuResult.CUDA_SUCCESS) {
+            return true;
+        }
+        for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
+            if (driver.cuCtxPushCurrent(ctx.real()) == CuResult.CUDA_SUCCESS) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Unmaps the session's mappings, releases its allocation handles (each reference), frees its reservations: in that order. */
+    private String releaseVmm() {
+        int failed = 0;
+        List<SessionVmm.Mapping> mappings = vmm.takeMappings();
+        for (SessionVmm.Mapping m : mappings) {
+            if (driver.cuMemUnmap(m.base(), m.size()) != CuResult.CUDA_SUCCESS) {
+                failed++;
+            }
+            memory.remove(m.base());
+        }
+        Map<Long, Integer> references = vmm.takeReferences();
+        for (var e : references.entrySet()) {
+            for (int i = 0; i < e.getValue(); i++) {
+                if (driver.cuMemRelease(e.getKey()) != CuResult.CUDA_SUCCESS) {
+                    failed++;
+                }
+            }
+            dropHandle(handles.idOf(ParamType.MEMH, e.getKey()));
+        }
+        List<SessionVmm.Reservation> reservations = vmm.takeReservations();
+        for (SessionVmm.Reservation r : reservations) {
+            if (driver.cuMemAddressFree(r.base, r.size) != CuResult.CUDA_SUCCESS) {
+                failed++;
+            }
+        }
+        if (mappings.size() + references.size() + reservations.size() == 0) {
+            return "";
+        }
+        if (failed > 0) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": " + failed + " VMM release(s) failed during cleanup");
+        }
+        return ", " + mappings.size() + " mapping(s), " + references.size() + " VMM handle(s), " + reservations.size()
+                + " reservation(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */

@@ -20,6 +20,12 @@ public final class SessionMemory {
         }
     }
 
+    /**
+     * The owner of a VMM mapping's range: no context or module frees it. Adjacent mappings form one
+     * device span (a copy or set may cross from one into the next, as on the GPU's page tables).
+     */
+    static final long MAPPING = -1;
+
     private final TreeMap<Long, Range> ranges = new TreeMap<>();
     private long allocatedBytes;
 
@@ -36,7 +42,29 @@ public final class SessionMemory {
             return false;
         }
         Map.Entry<Long, Range> e = ranges.floorEntry(p);
-        return e != null && e.getValue().contains(p, n);
+        if (e == null) {
+            return false;
+        }
+        Range r = e.getValue();
+        if (r.contains(p, n)) {
+            return true;
+        }
+        // a span over adjacent VMM mappings
+        if (r.owner() != MAPPING || p - r.base() >= r.size()) {
+            return false;
+        }
+        long end = p + n;
+        if (end < p) {
+            return false;
+        }
+        while (r.base() + r.size() < end) {
+            Range next = ranges.get(r.base() + r.size());
+            if (next == null || next.owner() != MAPPING) {
+                return false;
+            }
+            r = next;
+        }
+        return true;
     }
 
     /** The freeable allocation that starts exactly at {@code base}, or null. */

@@ -23,6 +23,7 @@ class SessionCleanupTest {
         final List<String> calls = new ArrayList<>();
         final Arena arena = Arena.ofShared();
         long failDestroy;
+        final List<Long> pushed = new ArrayList<>();
 
         @Override
         public synchronized int cuCtxDestroy(long ctx) {
@@ -55,6 +56,68 @@ class SessionCleanupTest {
 
         @Override
         public int cuCtxPushCurrent(long ctx) {
+            pushed.add(ctx);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemFreeAsync(long dptr, long stream) {
+            calls.add("cuMemFreeAsync " + Long.toHexString(dptr) + " " + stream);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamCreate(MemorySegment phStream, int flags) {
+            calls.add("cuStreamCreate " + flags);
+            phStream.set(ValueLayout.JAVA_LONG, 0, 0x5500);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamWriteValue32_v2(long stream, long addr, int value, int flags) {
+            calls.add("cuStreamWriteValue32_v2 " + Long.toHexString(stream) + " " + Long.toHexString(addr) + " " + value);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamWriteValue64_v2(long stream, long addr, long value, int flags) {
+            calls.add("cuStreamWriteValue64_v2 " + Long.toHexString(stream) + " " + Long.toHexString(addr) + " " + value);
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamSynchronize(long stream) {
+            calls.add("cuStreamSynchronize " + Long.toHexString(stream));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuStreamDestroy(long stream) {
+            calls.add("cuStreamDestroy " + Long.toHexString(stream));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemPoolDestroy(long pool) {
+            calls.add("cuMemPoolDestroy " + Long.toHexString(pool));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemUnmap(long ptr, long size) {
+            calls.add("cuMemUnmap " + Long.toHexString(ptr));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemRelease(long handle) {
+            calls.add("cuMemRelease " + Long.toHexString(handle));
+            return CuResult.CUDA_SUCCESS;
+        }
+
+        @Override
+        public synchronized int cuMemAddressFree(long ptr, long size) {
+            calls.add("cuMemAddressFree " + Long.toHexString(ptr));
             return CuResult.CUDA_SUCCESS;
         }
 
@@ -123,6 +186,51 @@ class SessionCleanupTest {
                 "the window and the staging buffers must go while their contexts exist: " + driver.calls);
         assertEquals(4, driver.calls.size());
         assertEquals(0, window.pinnedIn());
+    }
+
+    @Test
+    void poolsAndVmmObjectsGoBeforeTheContextsInTheDriversOrder() {
+        populate();
+        SessionPools pools = new SessionPools();
+        SessionVmm vmm = new SessionVmm();
+        pools.add(new SessionPools.Pool(0x50, 0, true));
+        handles.intern(ParamType.POOL, 0x50, 0, 0);
+        pools.allocated(new SessionPools.AsyncAllocation(0x7100_0000L, 0x50, CTX_A));
+        memory.add(new SessionMemory.Range(0x7100_0000L, 64, 0, true));
+        vmm.reserved(0x7200_0000L, 4 << 20);
+        vmm.referenced(0x60);
+        vmm.referenced(0x60);   // created and retained: released twice
+        handles.intern(ParamType.MEMH, 0x60, 0, 0);
+        vmm.mapped(vmm.reservationHolding(0x7200_0000L, 2 << 20), new SessionVmm.Mapping(0x7200_0000L, 2 << 20, 0x60));
+        memory.add(new SessionMemory.Range(0x7200_0000L, 2 << 20, 0, false));
+
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm, new SessionWaits()).releaseAll();
+        assertTrue(released.contains(", 1 async allocation(s), 1 pool(s), 1 mapping(s), 1 VMM handle(s), 1 reservation(s)"), released);
+        assertEquals(List.of("cuMemFreeAsync 71000000 0", "cuMemPoolDestroy 50",
+                "cuMemUnmap 72000000", "cuMemRelease 60", "cuMemRelease 60", "cuMemAddressFree 72000000"),
+                driver.calls.subList(0, 6), driver.calls.toString());
+        assertTrue(driver.calls.get(6).startsWith("cuCtxDestroy"), "contexts last: " + driver.calls);
+        assertTrue(driver.pushed.contains(CTX_A), "the async allocation is freed in its own context");
+        assertEquals(0, handles.count(ParamType.POOL));
+        assertEquals(0, handles.count(ParamType.MEMH));
+        assertTrue(!memory.contains(0x7200_0000L, 1) && !memory.contains(0x7100_0000L, 1), "no range survives");
+    }
+
+    @Test
+    void pendingWaitsAreReleasedOnAStreamOfTheirOwnBeforeTheContextsGo() {
+        populate();
+        SessionWaits waits = new SessionWaits();
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0000L, 5, SessionWaits.GEQ, 4));
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0008L, 6, SessionWaits.NOR, 8));
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7000_0010L, 0, SessionWaits.AND, 4));    // nothing satisfies it
+        waits.queued(new SessionWaits.Wait(CTX_A, 0x7fff_0000L, 1, SessionWaits.EQ, 4));     // no longer the session's
+        String released = new SessionCleanup(3, driver, handles, memory, staging, null, new SessionPools(), new SessionVmm(), waits)
+                .releaseAll();
+        assertTrue(released.contains(", 2 stream wait(s) released"), released);
+        assertEquals(List.of("cuStreamCreate 1", "cuStreamWriteValue32_v2 5500 70000000 5", "cuStreamWriteValue64_v2 5500 70000008 0",
+                "cuStreamSynchronize 5500", "cuStreamDestroy 5500"), driver.calls.subList(0, 5), driver.calls.toString());
+        assertTrue(driver.calls.get(5).startsWith("cuCtxDestroy"), driver.calls.toString());
+        assertEquals(0, waits.count());
     }
 
     @Test

@@ -18,7 +18,11 @@ public enum WireCodec {
     /** {@code pitched-copy}: a CUDA_MEMCPY2D/3D with its host side packed as DATA. */
     PITCHED_COPY,
     /** {@code host-callback}: the gate operations of a host callback. */
-    HOST_CALLBACK;
+    HOST_CALLBACK,
+    /** {@code pool-attribute}: a pool, a CUmemPool_attribute and its value as u64 (PoolAttributeRequest). */
+    POOL_ATTRIBUTE,
+    /** {@code pointer-attributes}: several pointer attributes of one pointer, values as u64 (PointerAttributeRequest). */
+    POINTER_ATTRIBUTES;
 
     static WireCodec parse(String value) {
         return switch (value) {
@@ -27,8 +31,10 @@ public enum WireCodec {
             case "pointer-attribute" -> POINTER_ATTRIBUTE;
             case "pitched-copy" -> PITCHED_COPY;
             case "host-callback" -> HOST_CALLBACK;
+            case "pool-attribute" -> POOL_ATTRIBUTE;
+            case "pointer-attributes" -> POINTER_ATTRIBUTES;
             default -> throw new IllegalArgumentException(
-                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy or host-callback: " + value);
+                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy, host-callback, pool-attribute or pointer-attributes: " + value);
         };
     }
 }

@@ -87,4 +87,36 @@ public final class PointerAttributeRequest {
     public static long readValue(ByteBuffer b) {
         return b.getLong();
     }
+
+    /**
+     * cuPointerGetAttributes, several attributes of one pointer: request {@code count u32 | ptr u64 |
+     * attribute i32 x count}, reply {@code value u64 x count} (an attribute not forwarded answers 0 with
+     * its slot left alone by the frontend, as the driver leaves those it cannot answer).
+     */
+    public static final int MAX_ATTRIBUTES = 32;
+
+    /** A decoded cuPointerGetAttributes request. */
+    public record Several(int[] attributes, long ptr) {
+    }
+
+    public static void putSeveral(ByteBuffer b, int[] attributes, long ptr) {
+        b.putInt(attributes.length).putLong(ptr);
+        for (int a : attributes) {
+            b.putInt(a);
+        }
+    }
+
+    /** Reads a cuPointerGetAttributes request; the count is bounded by {@link #MAX_ATTRIBUTES} before anything is allocated. */
+    public static Several readSeveral(ByteBuffer b) throws io.gpusockets.protocol.wire.ProtocolException {
+        int n = b.getInt();
+        if (n < 0 || n > MAX_ATTRIBUTES) {
+            throw new io.gpusockets.protocol.wire.ProtocolException("cuPointerGetAttributes: numAttributes=" + n + " out of range");
+        }
+        long ptr = b.getLong();
+        int[] attributes = new int[n];
+        for (int i = 0; i < n; i++) {
+            attributes[i] = b.getInt();
+        }
+        return new Several(attributes, ptr);
+    }
 }

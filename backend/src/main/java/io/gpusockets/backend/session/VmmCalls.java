@@ -1,0 +1,223 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.structs.MemoryProps;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.List;
+
+/**
+ * Area {@code vmm}: the virtual memory management API on the session's own objects ({@link SessionVmm}).
+ * A map must lie inside a reservation of the session, without overlapping a mapping, and name a handle
+ * the session holds; the mapped range is a session device range from the map until its unmap (adjacent
+ * mappings form one span, {@link SessionMemory#MAPPING}). Only
+ * pinned device memory without IPC handle types is created; exporting or importing shareable handles is
+ * refused (they name objects of the backend's host).
+ */
+final class VmmCalls implements BackendHandlers.Vmm {
+    private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
+
+    private final Session session;
+    private final CudaDriver driver;
+    private final SessionVmm vmm;
+
+    VmmCalls(Session session) {
+        this.session = session;
+        this.driver = session.host().driver();
+        this.vmm = session.vmm();
+    }
+
+    private MemorySegment allocationProp(Call c, long length) throws ProtocolException, CallRejected, InterruptedException {
+        if (length != MemoryProps.ALLOCATION_PROP_SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "prop of " + length + " bytes");
+        }
+        MemorySegment prop = c.receiveBulk(length);
+        String refusal = MemoryProps.allocationRefusal(prop, session.host().deviceCount());
+        if (refusal != null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, refusal);
+        }
+        if (!MemoryProps.validDevice(prop, session.host().deviceCount())) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_DEVICE, "location.id is no device");
+        }
+        return prop;
+    }
+
+    @Override
+    public int cuMemGetAllocationGranularity(Call c, long propLength, int option)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment prop = allocationProp(c, propLength);
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuMemGetAllocationGranularity(out, prop, option);
+        if (r == CuResult.CUDA_SUCCESS) {
+            c.outs.putLong(out.get(ValueLayout.JAVA_LONG, 0));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemCreate(Call c, long size, long propLength, long flags)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment prop = allocationProp(c, propLength);
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuMemCreate(out, size, prop, flags);
+        if (r == CuResult.CUDA_SUCCESS) {
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            vmm.referenced(real);
+            c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
+        }
+        return r;
+    }
+
+    /** One of the session's references goes; with the last, the handle id stops naming it. */
+    @Override
+    public int cuMemRelease(Call c, long handle) throws CallRejected {
+        if (!vmm.holds(handle)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the session holds no reference to this handle");
+        }
+        int r = driver.cuMemRelease(handle);
+        if (r == CuResult.CUDA_SUCCESS && vmm.unreferenced(handle) == 0) {
+            session.dropHandle(session.handles().idOf(ParamType.MEMH, handle));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemAddressReserve(Call c, long size, long alignment, long addr, long flags) {
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuMemAddressReserve(out, size, alignment, addr, flags);
+        if (r == CuResult.CUDA_SUCCESS) {
+            long base = out.get(ValueLayout.JAVA_LONG, 0);
+            vmm.reserved(base, size);
+            c.outs.putLong(base);
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemAddressFree(Call c, long ptr, long size) throws CallRejected {
+        SessionVmm.Reservation res = vmm.reservationAt(ptr, size);
+        if (res == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d is no reservation of this session", ptr, size));
+        }
+        if (vmm.overlapsMapping(res, ptr, size)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the reservation still has mappings: unmap them first");
+        }
+        int r = driver.cuMemAddressFree(ptr, size);
+        if (r == CuResult.CUDA_SUCCESS) {
+            vmm.freed(res);
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemMap(Call c, long ptr, long size, long offset, long handle, long flags) throws CallRejected {
+        SessionVmm.Reservation res = vmm.reservationHolding(ptr, size);
+        if (res == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d is not inside a reservation of this session", ptr, size));
+        }
+        if (!vmm.holds(handle)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_HANDLE, "the session holds no reference to this handle");
+        }
+        if (vmm.overlapsMapping(res, ptr, size)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the range overlaps a mapping");
+        }
+        int r = driver.cuMemMap(ptr, size, offset, handle, flags);
+        if (r == CuResult.CUDA_SUCCESS) {
+            vmm.mapped(res, new SessionVmm.Mapping(ptr, size, handle));
+            session.memory().add(new SessionMemory.Range(ptr, size, SessionMemory.MAPPING, false));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemUnmap(Call c, long ptr, long size) throws CallRejected {
+        SessionVmm.Reservation res = vmm.reservationHolding(ptr, size);
+        List<SessionVmm.Mapping> ms = res == null ? null : vmm.mappingsCovering(res, ptr, size);
+        if (ms == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d is not a union of whole mappings of this session", ptr, size));
+        }
+        int r = driver.cuMemUnmap(ptr, size);
+        if (r == CuResult.CUDA_SUCCESS) {
+            vmm.unmapped(res, ms);
+            for (SessionVmm.Mapping m : ms) {
+                session.memory().remove(m.base());
+            }
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemSetAccess(Call c, long ptr, long size, long descLength, long count)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (count <= 0 || count > PoolCalls.MAX_ACCESS_DESCS || descLength != count * MemoryProps.ACCESS_DESC_SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count + " with " + descLength + " bytes");
+        }
+        if (vmm.reservationHolding(ptr, size) == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d is not inside a reservation of this session", ptr, size));
+        }
+        MemorySegment desc = c.receiveBulk(descLength);
+        PoolCalls.checkAccessDescs(desc, count, session.host().deviceCount());
+        return driver.cuMemSetAccess(ptr, size, desc, count);
+    }
+
+    @Override
+    public int cuMemGetAccess(Call c, long locationLength, long ptr) throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment location = PoolCalls.locationBytes(c, locationLength, session.host().deviceCount());
+        if (vmm.reservationHolding(ptr, 1) == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is not inside a reservation of this session", ptr));
+        }
+        MemorySegment flags = c.scratch(8);
+        int r = driver.cuMemGetAccess(flags, location, ptr);
+        if (r == CuResult.CUDA_SUCCESS) {
+            c.outs.putLong(flags.get(ValueLayout.JAVA_LONG, 0));
+        }
+        return r;
+    }
+
+    /** The address must lie in a mapping of the session; the new reference is the session's to release. */
+    @Override
+    public int cuMemRetainAllocationHandle(Call c, long addr) throws CallRejected {
+        SessionVmm.Mapping m = vmm.mappingAt(addr);
+        if (m == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is in no mapping of this session", addr));
+        }
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuMemRetainAllocationHandle(out, addr);
+        if (r == CuResult.CUDA_SUCCESS) {
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            vmm.referenced(real);
+            c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemGetAllocationPropertiesFromHandle(Call c, long handle) throws IOException {
+        MemorySegment prop = c.scratch(MemoryProps.ALLOCATION_PROP_SIZE);
+        int r = driver.cuMemGetAllocationPropertiesFromHandle(prop, handle);
+        if (r == CuResult.CUDA_SUCCESS) {
+            prop.set(ValueLayout.JAVA_LONG_UNALIGNED, MemoryProps.WIN32, 0); // a host pointer of the backend: never sent
+            c.sendData(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuMemExportToShareableHandle(Call c, long handle, int handleType, long flags) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);
+    }
+
+    @Override
+    public int cuMemImportFromShareableHandle(Call c, int shHandleType) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);
+    }
+
+    @Override
+    public int cuMemGetHandleForAddressRange(Call c, long dptr, long size, int handleType, long flags) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "dma-buf handles name objects of the backend's host and cannot cross machines");
+    }
+}

@@ -1,0 +1,328 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+
+import io.gpusockets.protocol.structs.MemoryProps;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+/**
+ * The VMM API on host-backed memory. cuMemCreate makes a physical allocation (native host memory,
+ * charged to the device's budget, a multiple of the 2 MiB granularity the H200 reports);
+ * cuMemAddressReserve hands out device-like addresses from the same space as cuMemAlloc, never
+ * reused; cuMemMap binds part of a physical allocation to part of a reservation; cuMemSetAccess makes
+ * a mapping resolvable (as a MAPPED allocation of the current context, the one its kernels and copies
+ * then reach), and PROT_NONE or cuMemUnmap takes that away. A physical allocation is freed when it is
+ * released as often as it was created or retained and no mapping uses it. Read-only access is not
+ * emulated (CUDA_ERROR_NOT_SUPPORTED), since the emulated memory cannot refuse a write.
+ */
+final class VirtualMemory {
+    static final long GRANULARITY = 2L << 20;
+
+    /** A physical allocation. */
+    static final class Physical {
+        final long handle;
+        final int device;
+        final long size;
+        final Arena arena;
+        final MemorySegment host;
+        int references = 1;     // guarded by VirtualMemory.this
+        int mappings;           // guarded by VirtualMemory.this
+
+        Physical(long handle, int device, long size, Arena arena, MemorySegment host) {
+            this.handle = handle;
+            this.device = device;
+            this.size = size;
+            this.arena = arena;
+            this.host = host;
+        }
+    }
+
+    /** A mapping of [offset, offset+size) of {@code physical} at {@code base}; {@code visible} once access is set. */
+    static final class Mapping {
+        final long base;
+        final long size;
+        final long offset;
+        final Physical physical;
+        Allocation visible;
+
+        Mapping(long base, long size, long offset, Physical physical) {
+            this.base = base;
+            this.size = size;
+            this.offset = offset;
+            this.physical = physical;
+        }
+    }
+
+    record Reservation(long base, long size, TreeMap<Long, Mapping> mappings) {
+        boolean contains(long p, long n) {
+            return n > 0 && p >= base && p - base <= size - n;
+        }
+    }
+
+    private final Handles handles;
+    private final Contexts contexts;
+    private final EmulatedMemory memory;
+    private final int deviceCount;
+    private final TreeMap<Long, Reservation> reservations = new TreeMap<>();   // guarded by this
+
+    VirtualMemory(Handles handles, Contexts contexts, EmulatedMemory memory, int deviceCount) {
+        this.handles = handles;
+        this.contexts = contexts;
+        this.memory = memory;
+        this.deviceCount = deviceCount;
+    }
+
+    private int checkedProp(MemorySegment prop) {
+        contexts.requireInit();
+        MemorySegment s = HostSegments.sized(prop, MemoryProps.ALLOCATION_PROP_SIZE, "prop");
+        String refusal = MemoryProps.allocationRefusal(s, deviceCount);
+        if (refusal != null) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, refusal);
+        }
+        if (!MemoryProps.validDevice(s, deviceCount)) {
+            throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "prop.location.id is no device");
+        }
+        return MemoryProps.Location.read(s, MemoryProps.LOCATION).id();
+    }
+
+    /** Minimum and recommended are both 2 MiB, as on the H200. */
+    long granularity(MemorySegment prop, int option) {
+        checkedProp(prop);
+        if (option != 0 && option != 1) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "option=" + option);
+        }
+        return GRANULARITY;
+    }
+
+    private static void checkAligned(long value, String what) {
+        if (value <= 0 || value % GRANULARITY != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + "=" + value + " must be a positive multiple of " + GRANULARITY);
+        }
+    }
+
+    long create(long size, MemorySegment prop, long flags) {
+        int device = checkedProp(prop);
+        checkAligned(size, "size");
+        if (flags != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
+        }
+        memory.charge(device, size);
+        Arena arena = Arena.ofShared();
+        MemorySegment host;
+        try {
+            host = arena.allocate(size, EmulatedMemory.ALIGNMENT);
+        } catch (OutOfMemoryError | IllegalArgumentException e) {
+            arena.close();
+            memory.uncharge(device, size);
+            throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "host memory for size=" + size + " unavailable: " + e.getMessage());
+        }
+        long h = handles.issue();
+        handles.register(h, new Physical(h, device, size, arena, host));
+        return h;
+    }
+
+    private Physical physical(long handle) {
+        contexts.requireInit();
+        Physical p = handles.find(handle, Physical.class);
+        if (p == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "handle=0x" + Long.toHexString(handle) + " is no live allocation handle");
+        }
+        return p;
+    }
+
+    synchronized void release(long handle) {
+        Physical p = physical(handle);
+        p.references--;
+        if (p.references == 0) {
+            handles.remove(handle, p);
+            freeIfUnused(p);
+        }
+    }
+
+    private void freeIfUnused(Physical p) {
+        if (p.references == 0 && p.mappings == 0) {
+            p.arena.close();
+            memory.uncharge(p.device, p.size);
+        }
+    }
+
+    /** {@code addr} is a hint CUDA may ignore, as here; alignment 0 means the granularity. */
+    synchronized long reserve(long size, long alignment, long addr, long flags) {
+        contexts.requireInit();
+        checkAligned(size, "size");
+        if (alignment != 0 && (alignment < 0 || Long.bitCount(alignment) != 1)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "alignment=" + alignment + " must be 0 or a power of two");
+        }
+        if (flags != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
+        }
+        long base = memory.reserveAddresses(size, Math.max(alignment, GRANULARITY));
+        reservations.put(base, new Reservation(base, size, new TreeMap<>()));
+        return base;
+    }
+
+    synchronized void free(long ptr, long size) {
+        contexts.requireInit();
+        Reservation r = reservations.get(ptr);
+        if (r == null || r.size() != size) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "0x" + Long.toHexString(ptr) + "+" + size + " is no address reservation");
+        }
+        if (!r.mappings().isEmpty()) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "the reservation still has mappings");
+        }
+        reservations.remove(ptr);
+    }
+
+    private Reservation holding(long ptr, long size) {
+        Map.Entry<Long, Reservation> e = reservations.floorEntry(ptr);
+        if (e == null || !e.getValue().contains(ptr, size)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "0x" + Long.toHexString(ptr) + "+" + size + " is not inside one reservation");
+        }
+        return e.getValue();
+    }
+
+    synchronized void map(long ptr, long size, long offset, long handle, long flags) {
+        contexts.requireInit();
+        checkAligned(size, "size");
+        if ((ptr % GRANULARITY) != 0 || offset < 0 || (offset % GRANULARITY) != 0 || flags != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "ptr, offset must be aligned to " + GRANULARITY + " and flags 0");
+        }
+        Reservation r = holding(ptr, size);
+        Physical p = physical(handle);
+        if (offset > p.size - size) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "offset=" + offset + "+size=" + size + " exceeds the allocation's " + p.size);
+        }
+        Map.Entry<Long, Mapping> before = r.mappings().floorEntry(ptr);
+        Map.Entry<Long, Mapping> after = r.mappings().ceilingEntry(ptr);
+        if ((before != null && before.getKey() + before.getValue().size > ptr) || (after != null && after.getKey() < ptr + size)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "the range is already mapped");
+        }
+        r.mappings().put(ptr, new Mapping(ptr, size, offset, p));
+        p.mappings++;
+    }
+
+    /** The mappings making up exactly [ptr, ptr+size). */
+    private List<Mapping> covering(Reservation r, long ptr, long size) {
+        List<Mapping> out = new ArrayList<>();
+        long at = ptr;
+        for (Mapping m : r.mappings().tailMap(ptr, true).values()) {
+            if (m.base != at || m.base + m.size > ptr + size) {
+                break;
+            }
+            out.add(m);
+            at += m.size;
+            if (at == ptr + size) {
+                return out;
+            }
+        }
+        throw new CudaError(CUDA_ERROR_INVALID_VALUE, "0x" + Long.toHexString(ptr) + "+" + size + " is not a union of whole mappings");
+    }
+
+    synchronized void unmap(long ptr, long size) {
+        contexts.requireInit();
+        Reservation r = holding(ptr, size);
+        for (Mapping m : covering(r, ptr, size)) {
+            hide(m);
+            r.mappings().remove(m.base);
+            m.physical.mappings--;
+            freeIfUnused(m.physical);
+        }
+    }
+
+    private void hide(Mapping m) {
+        if (m.visible != null) {
+            memory.unmap(m.visible);
+            m.visible = null;
+        }
+    }
+
+    synchronized void setAccess(long ptr, long size, MemorySegment desc, long count) {
+        EmulatedContext c = contexts.current();
+        if (count <= 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "count=" + count);
+        }
+        List<Mapping> ms = covering(holding(ptr, size), ptr, size);
+        MemorySegment d = HostSegments.sized(desc, count * MemoryProps.ACCESS_DESC_SIZE, "desc");
+        for (long i = 0; i < count; i++) {
+            long at = i * MemoryProps.ACCESS_DESC_SIZE;
+            MemoryProps.Location l = MemoryProps.Location.read(d, at);
+            if (l.type() != MemoryProps.LOCATION_TYPE_DEVICE) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "desc[" + i + "].location.type=" + l.type() + ": only devices are emulated");
+            }
+            if (l.id() < 0 || l.id() >= deviceCount) {
+                throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "desc[" + i + "].location.id=" + l.id());
+            }
+            int flags = d.get(HostSegments.INT, at + MemoryProps.ACCESS_FLAGS);
+            if (flags == MemoryProps.ACCESS_READ) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "read-only access is not emulated");
+            }
+            if (flags != MemoryProps.ACCESS_NONE && flags != MemoryProps.ACCESS_READWRITE) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, "desc[" + i + "].flags=" + flags);
+            }
+        }
+        for (long i = 0; i < count; i++) {
+            long at = i * MemoryProps.ACCESS_DESC_SIZE;
+            int device = MemoryProps.Location.read(d, at).id();
+            boolean grant = d.get(HostSegments.INT, at + MemoryProps.ACCESS_FLAGS) == MemoryProps.ACCESS_READWRITE;
+            if (device != c.device) {
+                continue;   // only the current context's device is reached through a mapping here
+            }
+            for (Mapping m : ms) {
+                hide(m);
+                if (grant) {
+                    m.visible = memory.addMapped(c, m.base, m.size, m.physical.arena, m.physical.host.asSlice(m.offset, m.size));
+                }
+            }
+        }
+    }
+
+    synchronized long getAccess(MemorySegment location, long ptr) {
+        contexts.requireInit();
+        MemoryProps.Location l = MemoryProps.Location.read(HostSegments.sized(location, MemoryProps.LOCATION_SIZE, "location"), 0);
+        if (l.type() != MemoryProps.LOCATION_TYPE_DEVICE || l.id() < 0 || l.id() >= deviceCount) {
+            throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "location type=" + l.type() + " id=" + l.id());
+        }
+        Mapping m = mappingAt(ptr);
+        return m != null && m.visible != null && m.visible.owner().device == l.id() ? MemoryProps.ACCESS_READWRITE : MemoryProps.ACCESS_NONE;
+    }
+
+    private Mapping mappingAt(long ptr) {
+        Map.Entry<Long, Reservation> e = reservations.floorEntry(ptr);
+        if (e == null || !e.getValue().contains(ptr, 1)) {
+            return null;
+        }
+        Map.Entry<Long, Mapping> m = e.getValue().mappings().floorEntry(ptr);
+        return m != null && ptr < m.getKey() + m.getValue().size ? m.getValue() : null;
+    }
+
+    synchronized long retain(long addr) {
+        contexts.requireInit();
+        Mapping m = mappingAt(addr);
+        if (m == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "addr=0x" + Long.toHexString(addr) + " is in no mapping");
+        }
+        if (m.physical.references == 0) {
+            handles.register(m.physical.handle, m.physical);   // released but still mapped: the handle comes back
+        }
+        m.physical.references++;
+        return m.physical.handle;
+    }
+
+    void properties(MemorySegment prop, long handle) {
+        Physical p = physical(handle);
+        MemorySegment s = HostSegments.sized(prop, MemoryProps.ALLOCATION_PROP_SIZE, "prop").fill((byte) 0);
+        s.set(HostSegments.INT, MemoryProps.TYPE, MemoryProps.ALLOCATION_TYPE_PINNED);
+        s.set(HostSegments.INT, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_NONE);
+        s.set(HostSegments.INT, MemoryProps.LOCATION, MemoryProps.LOCATION_TYPE_DEVICE);
+        s.set(HostSegments.INT, MemoryProps.LOCATION + 4, p.device);
+    }
+}

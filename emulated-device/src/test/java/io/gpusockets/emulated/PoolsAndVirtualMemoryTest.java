@@ -1,0 +1,326 @@
+package io.gpusockets.emulated;
+
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_ILLEGAL_ADDRESS;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_READY;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.protocol.calls.PoolAttributeRequest;
+import io.gpusockets.protocol.structs.BatchMemOp;
+import io.gpusockets.protocol.structs.MemoryProps;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** Issue 11 on the emulated device: pools and stream-ordered allocation, VMM, peer copies, pointer attributes, stream memory operations. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class PoolsAndVirtualMemoryTest {
+    private static final long MIB2 = 2L << 20;
+
+    private static long readLong(MemorySegment s) {
+        return s.get(ValueLayout.JAVA_LONG, 0);
+    }
+
+    private static MemorySegment poolProps(Emulated e, int allocType, int handleTypes, int locType, int dev) {
+        MemorySegment p = e.arena.allocate(MemoryProps.POOL_PROPS_SIZE, 8);
+        p.set(ValueLayout.JAVA_INT, 0, allocType);
+        p.set(ValueLayout.JAVA_INT, 4, handleTypes);
+        p.set(ValueLayout.JAVA_INT, 8, locType);
+        p.set(ValueLayout.JAVA_INT, 12, dev);
+        return p;
+    }
+
+    private static MemorySegment allocationProp(Emulated e, int type, int handleTypes, int dev) {
+        MemorySegment p = e.arena.allocate(MemoryProps.ALLOCATION_PROP_SIZE, 8);
+        p.set(ValueLayout.JAVA_INT, 0, type);
+        p.set(ValueLayout.JAVA_INT, 4, handleTypes);
+        p.set(ValueLayout.JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+        p.set(ValueLayout.JAVA_INT, 12, dev);
+        return p;
+    }
+
+    private static MemorySegment access(Emulated e, int dev, int flags) {
+        MemorySegment d = e.arena.allocate(MemoryProps.ACCESS_DESC_SIZE, 4);
+        d.set(ValueLayout.JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+        d.set(ValueLayout.JAVA_INT, 4, dev);
+        d.set(ValueLayout.JAVA_INT, 8, flags);
+        return d;
+    }
+
+    private static long poolAttr(Emulated e, long pool, int attr) {
+        MemorySegment v = e.arena.allocate(8).fill((byte) 0);
+        e.ok(e.device.cuMemPoolGetAttribute(pool, attr, v));
+        return PoolAttributeRequest.valueBytes(attr) == 4 ? v.get(ValueLayout.JAVA_INT, 0) : readLong(v);
+    }
+
+    @Test
+    void asyncAllocationIsUsableInStreamOrderAndItsFreeTakesEffectWhenTheStreamGetsThere() {
+        try (Emulated e = new Emulated()) {
+            long s = e.stream(0);
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuMemAllocAsync(out, 4096, s));
+            long p = readLong(out);
+            e.ok(e.device.cuMemsetD32Async(p, 0x01020304, 1024, s));
+            MemorySegment host = e.arena.allocate(4096);
+            e.ok(e.device.cuMemcpyDtoHAsync(host, p, 4096, s));
+            e.ok(e.device.cuMemFreeAsync(p, s));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemFreeAsync(p, s), "a free already queued");
+            e.ok(e.device.cuStreamSynchronize(s));
+            assertEquals(0x01020304, host.get(ValueLayout.JAVA_INT, 4092));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemsetD8(p, (byte) 0, 1), "freed");
+
+            long pool = defaultPool(e, 0);
+            assertEquals(0, poolAttr(e, pool, PoolAttributeRequest.USED_MEM_CURRENT));
+            assertTrue(poolAttr(e, pool, PoolAttributeRequest.USED_MEM_HIGH) >= 4096);
+            MemorySegment zero = e.arena.allocate(8).fill((byte) 0);
+            e.ok(e.device.cuMemPoolSetAttribute(pool, PoolAttributeRequest.USED_MEM_HIGH, zero));
+            assertEquals(0, poolAttr(e, pool, PoolAttributeRequest.USED_MEM_HIGH));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemPoolSetAttribute(pool, PoolAttributeRequest.USED_MEM_CURRENT, zero),
+                    "read-only");
+            assertEquals(1, poolAttr(e, pool, PoolAttributeRequest.REUSE_ALLOW_OPPORTUNISTIC));
+            MemorySegment threshold = e.arena.allocateFrom(ValueLayout.JAVA_LONG, 1L << 30);
+            e.ok(e.device.cuMemPoolSetAttribute(pool, PoolAttributeRequest.RELEASE_THRESHOLD, threshold));
+            assertEquals(1L << 30, poolAttr(e, pool, PoolAttributeRequest.RELEASE_THRESHOLD));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemPoolDestroy(pool), "a default pool is not destroyed");
+        }
+    }
+
+    private static long defaultPool(Emulated e, int dev) {
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuDeviceGetDefaultMemPool(out, dev));
+        return readLong(out);
+    }
+
+    @Test
+    void createdPoolsServeAllocationsBecomeCurrentPerDeviceAndRefuseWhatIsNotEmulated() {
+        try (Emulated e = new Emulated(new EmulatedDevice(2, 1L << 30))) {
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuMemPoolCreate(out, poolProps(e, 1, 0, 1, 0)));
+            long pool = readLong(out);
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemPoolCreate(out, poolProps(e, 1, 1, 1, 0)), "POSIX fd handles");
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemPoolCreate(out, poolProps(e, 2, 0, 1, 0)), "managed");
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemPoolCreate(out, poolProps(e, 1, 0, 2, 0)), "host location");
+            assertEquals(CUDA_ERROR_INVALID_DEVICE, e.device.cuMemPoolCreate(out, poolProps(e, 1, 0, 1, 2)));
+
+            e.ok(e.device.cuMemAllocFromPoolAsync(out, 1000, pool, 0));
+            long p = readLong(out);
+            assertEquals(1000, poolAttr(e, pool, PoolAttributeRequest.USED_MEM_CURRENT));
+            assertEquals(CUDA_ERROR_INVALID_DEVICE, e.device.cuDeviceSetMemPool(1, pool), "a pool of device 0");
+            e.ok(e.device.cuDeviceSetMemPool(0, pool));
+            e.ok(e.device.cuDeviceGetMemPool(out, 0));
+            assertEquals(pool, readLong(out));
+            e.ok(e.device.cuMemAllocAsync(out, 24, 0));
+            assertEquals(1024, poolAttr(e, pool, PoolAttributeRequest.USED_MEM_CURRENT), "cuMemAllocAsync uses the current pool");
+            e.ok(e.device.cuMemFree(p));   // cuMemFree takes pool memory too
+            e.ok(e.device.cuCtxSynchronize());
+            assertEquals(24, poolAttr(e, pool, PoolAttributeRequest.USED_MEM_CURRENT));
+
+            MemorySegment flags = e.arena.allocate(4);
+            MemorySegment loc1 = e.arena.allocate(8);
+            loc1.set(ValueLayout.JAVA_INT, 0, 1);
+            loc1.set(ValueLayout.JAVA_INT, 4, 1);
+            e.ok(e.device.cuMemPoolGetAccess(flags, pool, loc1));
+            assertEquals(0, flags.get(ValueLayout.JAVA_INT, 0));
+            e.ok(e.device.cuMemPoolSetAccess(pool, access(e, 1, 3), 1));
+            e.ok(e.device.cuMemPoolGetAccess(flags, pool, loc1));
+            assertEquals(3, flags.get(ValueLayout.JAVA_INT, 0));
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemPoolSetAccess(pool, access(e, 1, 1), 1), "read-only");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemPoolSetAccess(pool, access(e, 0, 0), 1), "own device");
+            e.ok(e.device.cuMemPoolTrimTo(pool, 0));
+
+            e.ok(e.device.cuMemPoolDestroy(pool));
+            e.ok(e.device.cuDeviceGetMemPool(out, 0));
+            assertEquals(defaultPool(e, 0), readLong(out), "destroying the current pool makes the default current");
+            assertEquals(CUDA_ERROR_INVALID_HANDLE, e.device.cuMemAllocFromPoolAsync(out, 8, pool, 0));
+            assertEquals(CUDA_ERROR_INVALID_HANDLE, e.device.cuMemPoolTrimTo(e.context, 0), "a context is no pool");
+        }
+    }
+
+    @Test
+    void mappedMemoryIsReachableAfterSetAccessByCopiesAndKernelsAndGoneAfterUnmap() {
+        try (Emulated e = new Emulated()) {
+            MemorySegment prop = allocationProp(e, 1, 0, 0);
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuMemGetAllocationGranularity(out, prop, 1));
+            assertEquals(MIB2, readLong(out));
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemCreate(out, MIB2, allocationProp(e, 1, 1, 0), 0), "fd export");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemCreate(out, 4096, prop, 0), "not a granularity multiple");
+            long before = e.freeBytes();
+            e.ok(e.device.cuMemCreate(out, 2 * MIB2, prop, 0));
+            long handle = readLong(out);
+            assertEquals(before - 2 * MIB2, e.freeBytes());
+
+            e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, 0, 0));
+            long va = readLong(out);
+            assertEquals(0, va % MIB2);
+            e.ok(e.device.cuMemMap(va + MIB2, 2 * MIB2, 0, handle, 0));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemMap(va + 2 * MIB2, MIB2, 0, handle, 0), "overlaps");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemMap(va + 3 * MIB2, 2 * MIB2, 0, handle, 0), "past the reservation");
+            long p = va + MIB2;
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemsetD8(p, (byte) 1, 16), "not accessible before cuMemSetAccess");
+            e.ok(e.device.cuMemSetAccess(p, 2 * MIB2, access(e, 0, 3), 1));
+            MemorySegment loc = e.arena.allocate(8);
+            loc.set(ValueLayout.JAVA_INT, 0, 1);
+            e.ok(e.device.cuMemGetAccess(out, loc, p));
+            assertEquals(3, readLong(out));
+
+            long module = e.loadShippedModule();
+            e.ok(e.launch(e.function(module, "gpus_fill_u32"), 1, 64, 0, 0, p + 4096, 0xCAFEF00D, 64));
+            e.ok(e.device.cuCtxSynchronize());
+            int[] got = e.downloadInts(p + 4096, 64);
+            for (int v : got) {
+                assertEquals(0xCAFEF00D, v);
+            }
+
+            e.ok(e.device.cuMemRetainAllocationHandle(out, p + 12345));
+            assertEquals(handle, readLong(out));
+            MemorySegment props = e.arena.allocate(32);
+            e.ok(e.device.cuMemGetAllocationPropertiesFromHandle(props, handle));
+            assertEquals(1, props.get(ValueLayout.JAVA_INT, 0));
+            assertEquals(1, props.get(ValueLayout.JAVA_INT, 8));
+            e.ok(e.device.cuMemRelease(handle));
+            e.ok(e.device.cuMemRelease(handle));
+            assertEquals(before - 2 * MIB2, e.freeBytes(), "still mapped: the memory stays");
+            assertEquals(CUDA_ERROR_INVALID_HANDLE, e.device.cuMemRelease(handle));
+
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemUnmap(p, MIB2), "a part of a mapping");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemAddressFree(va, 4 * MIB2), "still mapped");
+            e.ok(e.device.cuMemUnmap(p, 2 * MIB2));
+            assertEquals(before, e.freeBytes(), "unmapped and released: freed");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemsetD8(p, (byte) 1, 16));
+            e.ok(e.device.cuMemAddressFree(va, 4 * MIB2));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemAddressFree(va, 4 * MIB2));
+        }
+    }
+
+    @Test
+    void pointerAttributesComeSeveralAtOnceAndAnUnknownPointerGetsNullValues() {
+        try (Emulated e = new Emulated()) {
+            long p = e.alloc(256);
+            int[] attrs = {2, 3, 9, 11, 12, 4};
+            MemorySegment a = e.arena.allocateFrom(ValueLayout.JAVA_INT, attrs);
+            MemorySegment slots = e.arena.allocate(8L * attrs.length);
+            MemorySegment values = e.arena.allocate(16L * attrs.length).fill((byte) 0x55);
+            for (int i = 0; i < attrs.length; i++) {
+                slots.setAtIndex(ValueLayout.JAVA_LONG, i, values.address() + 16L * i);
+            }
+            e.ok(e.device.cuPointerGetAttributes(attrs.length, a, slots, p + 8));
+            assertEquals(2, values.get(ValueLayout.JAVA_INT, 0));
+            assertEquals(p + 8, values.get(ValueLayout.JAVA_LONG, 16));
+            assertEquals(0, values.get(ValueLayout.JAVA_INT, 32));
+            assertEquals(p, values.get(ValueLayout.JAVA_LONG, 48));
+            assertEquals(256, values.get(ValueLayout.JAVA_LONG, 64));
+            assertEquals(0, values.get(ValueLayout.JAVA_LONG, 80));
+            e.ok(e.device.cuPointerGetAttributes(attrs.length, a, slots, 0x1234));
+            assertEquals(0, values.get(ValueLayout.JAVA_INT, 0), "no device memory: NULL values, success");
+            assertEquals(0x1234, values.get(ValueLayout.JAVA_LONG, 80), "the host pointer of memory the driver does not know is itself");
+        }
+    }
+
+    @Test
+    void peerCopiesJoinTwoContexts() {
+        try (Emulated e = new Emulated(new EmulatedDevice(2, 1L << 30))) {
+            long a = e.alloc(64);
+            e.upload(a, new float[] {1, 2, 3, 4});
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuCtxCreate(out, MemorySegment.NULL, 0, 1));
+            long other = readLong(out);
+            long b = e.alloc(64);   // in the new (current) context
+            e.ok(e.device.cuMemcpyPeer(b, other, a, e.context, 16));
+            assertArrayEquals(new float[] {1, 2, 3, 4}, e.downloadFloats(b, 4));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemcpyPeer(b, e.context, a, e.context, 16), "b is not the first context's");
+            e.ok(e.device.cuMemsetD32(b, 0, 4));
+            e.ok(e.device.cuMemcpyPeerAsync(b, other, a, e.context, 16, 0));
+            e.ok(e.device.cuCtxSynchronize());
+            assertArrayEquals(new float[] {1, 2, 3, 4}, e.downloadFloats(b, 4));
+        }
+    }
+
+    @Test
+    void aWaitHoldsItsStreamUntilAWriteOnAnotherStreamReleasesIt() throws Exception {
+        try (Emulated e = new Emulated()) {
+            long flag = e.alloc(16);
+            long data = e.alloc(16);
+            e.ok(e.device.cuMemsetD8(flag, (byte) 0, 16));
+            long waiter = e.stream(1);
+            long writer = e.stream(1);
+            e.ok(e.device.cuStreamWaitValue32(waiter, flag, 5, StreamMemOps.WAIT_GEQ));
+            e.ok(e.device.cuStreamWriteValue64(waiter, data, 0x1122334455667788L, 0));
+            assertEquals(CUDA_ERROR_NOT_READY, e.device.cuStreamQuery(waiter));
+            e.ok(e.device.cuStreamWriteValue32(writer, flag, 4, 0));
+            e.ok(e.device.cuStreamSynchronize(writer));
+            assertEquals(CUDA_ERROR_NOT_READY, e.device.cuStreamQuery(waiter), "4 < 5");
+
+            MemorySegment batch = e.arena.allocate(2L * BatchMemOp.SIZE, 8).fill((byte) 0);
+            batch.set(ValueLayout.JAVA_INT, 0, BatchMemOp.WRITE_VALUE_32);
+            batch.set(ValueLayout.JAVA_LONG, 8, flag);
+            batch.set(ValueLayout.JAVA_INT, 16, 7);
+            batch.set(ValueLayout.JAVA_INT, BatchMemOp.SIZE, BatchMemOp.BARRIER);
+            e.ok(e.device.cuStreamBatchMemOp(writer, 2, batch, 0));
+            e.ok(e.device.cuStreamSynchronize(waiter));
+            MemorySegment host = e.arena.allocate(8);
+            e.ok(e.device.cuMemcpyDtoH(host, data, 8));
+            assertEquals(0x1122334455667788L, readLong(host));
+
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuStreamWriteValue32(writer, flag + 2, 1, 0), "misaligned");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuStreamWriteValue32(writer, 0x1000, 1, 0), "not device memory");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuStreamWaitValue32(writer, flag, 1, 7), "no such condition");
+        }
+    }
+
+    @Test
+    void conditionsFollowCuda() {
+        assertTrue(StreamMemOps.holds(StreamMemOps.WAIT_GEQ, 0, 0xFFFF_FFFFL, 4), "cyclic: 0 is after 0xFFFFFFFF");
+        assertTrue(StreamMemOps.holds(StreamMemOps.WAIT_EQ, 7, 7, 8));
+        assertTrue(StreamMemOps.holds(StreamMemOps.WAIT_AND, 6, 2, 4));
+        assertTrue(!StreamMemOps.holds(StreamMemOps.WAIT_AND, 4, 2, 4));
+        assertTrue(StreamMemOps.holds(StreamMemOps.WAIT_NOR, 0, 1, 4));
+        assertTrue(!StreamMemOps.holds(StreamMemOps.WAIT_NOR, 0xFFFF_FFFEL, 1, 4));
+    }
+
+    @Test
+    void aWaitThatNeverCompletesDoesNotKeepItsContextFromBeingDestroyed() throws Exception {
+        Emulated e = new Emulated();
+        try {
+            long flag = e.alloc(4);
+            e.ok(e.device.cuMemsetD32(flag, 0, 1));
+            long s = e.stream(1);
+            e.ok(e.device.cuStreamWaitValue32(s, flag, 1, StreamMemOps.WAIT_EQ));
+            int r = CompletableFuture.supplyAsync(() -> e.device.cuCtxDestroy(e.context)).get(30, TimeUnit.SECONDS);
+            assertEquals(CUDA_SUCCESS, r);
+        } finally {
+            e.close();
+        }
+    }
+
+    @Test
+    void managedMemoryIsNotOffered() {
+        try (Emulated e = new Emulated()) {
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemAllocManaged(e.arena.allocate(8), 64, 1));
+            assertNotEquals(null, e.device.lastErrorDetail());
+        }
+    }
+
+    @Test
+    void anAsyncAllocationUsedAfterItsStreamOrderedFreeFaults() {
+        try (Emulated e = new Emulated()) {
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuMemAllocAsync(out, 64, 0));
+            long p = readLong(out);
+            long module = e.loadShippedModule();
+            e.ok(e.device.cuMemFreeAsync(p, 0));
+            e.ok(e.launch(e.function(module, "gpus_fill_u32"), 1, 1, 0, 0, p, 1, 1));
+            assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuCtxSynchronize(), "used after its stream-ordered free");
+        }
+    }
+}

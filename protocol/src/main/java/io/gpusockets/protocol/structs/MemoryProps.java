@@ -1,0 +1,112 @@
+package io.gpusockets.protocol.structs;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * The property structs of memory pools and the VMM API (cuda.h 13.0), as they travel (bytes) and how
+ * both the backend and the emulated device read them. What is forwarded: pinned memory on a device,
+ * no IPC handle types; anything else is refused by {@link #poolRefusal} / {@link #allocationRefusal}.
+ *
+ * <pre>
+ * CUmemLocation (8)          CUmemPoolProps (88)                  CUmemAllocationProp (32)
+ *  0 type   i32               0 allocType        i32               0 type                  i32
+ *  4 id     i32               4 handleTypes      i32               4 requestedHandleTypes  i32
+ *                             8 location         CUmemLocation     8 location              CUmemLocation
+ * CUmemAccessDesc (12)       16 win32SecurityAttributes ptr       16 win32HandleMetaData   ptr
+ *  0 location CUmemLocation  24 maxSize          size_t           24 allocFlags.compressionType u8
+ *  8 flags    i32            32 usage            u16              25 allocFlags.gpuDirectRDMACapable u8
+ *                            34 reserved[54]                      26 allocFlags.usage      u16
+ *                                                                 28 allocFlags.reserved[4]
+ * </pre>
+ */
+public final class MemoryProps {
+    public static final int LOCATION_SIZE = 8;
+    public static final int ACCESS_DESC_SIZE = 12;
+    public static final int POOL_PROPS_SIZE = 88;
+    public static final int ALLOCATION_PROP_SIZE = 32;
+
+    public static final int LOCATION_TYPE_DEVICE = 1;
+    public static final int ALLOCATION_TYPE_PINNED = 1;
+    public static final int HANDLE_TYPE_NONE = 0;
+    public static final int ACCESS_NONE = 0;
+    public static final int ACCESS_READ = 1;
+    public static final int ACCESS_READWRITE = 3;
+
+    /** CUmemAllocationProp / CUmemPoolProps field offsets (shared up to the win32 pointer). */
+    public static final long TYPE = 0, HANDLE_TYPES = 4, LOCATION = 8, WIN32 = 16;
+    public static final long POOL_MAX_SIZE = 24, POOL_USAGE = 32;
+    public static final long ALLOC_COMPRESSION = 24, ALLOC_USAGE = 26;
+    public static final long ACCESS_FLAGS = 8;
+
+    /** One CUmemLocation. */
+    public record Location(int type, int id) {
+        public static Location read(MemorySegment s, long offset) {
+            return new Location(s.get(ValueLayout.JAVA_INT_UNALIGNED, offset), s.get(ValueLayout.JAVA_INT_UNALIGNED, offset + 4));
+        }
+
+        /** A CUmemLocation passed by value as one u64 (type in the low half, as x86-64 and AArch64 pass it). */
+        public static Location unpack(long packed) {
+            return new Location((int) packed, (int) (packed >>> 32));
+        }
+
+        public boolean isDevice(int deviceCount) {
+            return type == LOCATION_TYPE_DEVICE && id >= 0 && id < deviceCount;
+        }
+    }
+
+    private MemoryProps() {
+    }
+
+    private static int i32(MemorySegment s, long offset) {
+        return s.get(ValueLayout.JAVA_INT_UNALIGNED, offset);
+    }
+
+    /** Why a CUmemPoolProps is not served (null: it is): a message naming the field. */
+    public static String poolRefusal(MemorySegment props, int deviceCount) {
+        String common = common(props, deviceCount, "allocType", "handleTypes");
+        if (common != null) {
+            return common;
+        }
+        int usage = props.get(ValueLayout.JAVA_SHORT_UNALIGNED, POOL_USAGE) & 0xffff;
+        return usage == 0 ? null : "usage=" + usage + " (only 0 is served)";
+    }
+
+    /** Why a CUmemAllocationProp is not served (null: it is). */
+    public static String allocationRefusal(MemorySegment prop, int deviceCount) {
+        String common = common(prop, deviceCount, "type", "requestedHandleTypes");
+        if (common != null) {
+            return common;
+        }
+        int compression = prop.get(ValueLayout.JAVA_BYTE, ALLOC_COMPRESSION) & 0xff;
+        int usage = prop.get(ValueLayout.JAVA_SHORT_UNALIGNED, ALLOC_USAGE) & 0xffff;
+        if (compression != 0 || usage != 0) {
+            return "allocFlags compressionType=" + compression + " usage=" + usage + " (only 0 is served)";
+        }
+        return null;
+    }
+
+    private static String common(MemorySegment s, int deviceCount, String typeName, String handleName) {
+        int type = i32(s, TYPE);
+        if (type != ALLOCATION_TYPE_PINNED) {
+            return typeName + "=" + type + " (only CU_MEM_ALLOCATION_TYPE_PINNED is served)";
+        }
+        int handles = i32(s, HANDLE_TYPES);
+        if (handles != HANDLE_TYPE_NONE) {
+            return handleName + "=" + handles + " (IPC handles cannot cross machines: only CU_MEM_HANDLE_TYPE_NONE is served)";
+        }
+        Location l = Location.read(s, LOCATION);
+        if (l.type() != LOCATION_TYPE_DEVICE) {
+            return "location.type=" + l.type() + " (only CU_MEM_LOCATION_TYPE_DEVICE is served)";
+        }
+        if (s.get(ValueLayout.JAVA_LONG_UNALIGNED, WIN32) != 0) {
+            return "win32 attributes must be NULL";
+        }
+        return null;
+    }
+
+    /** Whether the location's device ordinal is one of {@code deviceCount}. */
+    public static boolean validDevice(MemorySegment s, int deviceCount) {
+        return Location.read(s, LOCATION).isDevice(deviceCount);
+    }
+}
