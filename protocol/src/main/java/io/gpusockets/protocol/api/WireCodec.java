@@ -16,7 +16,9 @@ public enum WireCodec {
     /** {@code pitched-copy}: a CUDA_MEMCPY2D/3D with its host side packed as DATA. */
     PITCHED_COPY,
     /** {@code host-callback}: the gate operations of a host callback. */
-    HOST_CALLBACK;
+    HOST_CALLBACK,
+    /** {@code graph}: node arrays, in/out counts and kernel node parameters of the graph calls (GraphRequest). */
+    GRAPH;
 
     static WireCodec parse(String value) {
         return switch (value) {
@@ -24,8 +26,9 @@ public enum WireCodec {
             case "pointer-attribute" -> POINTER_ATTRIBUTE;
             case "pitched-copy" -> PITCHED_COPY;
             case "host-callback" -> HOST_CALLBACK;
+            case "graph" -> GRAPH;
             default -> throw new IllegalArgumentException(
-                    "codec= takes launch, pointer-attribute, pitched-copy or host-callback: " + value);
+                    "codec= takes launch, pointer-attribute, pitched-copy, host-callback or graph: " + value);
         };
     }
 }
