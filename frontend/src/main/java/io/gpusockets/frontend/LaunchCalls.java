@@ -69,6 +69,18 @@ final class LaunchCalls implements FrontendHandlers.Launches {
         return channel.exchange(ApiEntries.cuLaunchKernel, req.flip(), List.of(), List.of(), noReply).result();
     }
 
+    /** Parameter sizes of {@code f} (cached), or null when the backend does not know it (graph kernel nodes use this too). */
+    long[] paramSizesOf(long f) {
+        long[] sizes = paramSizes.get(f);
+        if (sizes == null) {
+            sizes = queryParamSizes(f);
+            if (sizes != null) {
+                paramSizes.put(f, sizes);
+            }
+        }
+        return sizes;
+    }
+
     /** Parameter sizes of a function, from cuFuncGetParamInfo until it answers INVALID_VALUE. */
     private long[] queryParamSizes(long f) {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {

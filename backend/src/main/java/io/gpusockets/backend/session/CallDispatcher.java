@@ -41,7 +41,8 @@ final class CallDispatcher {
     CallDispatcher(Session session) {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
-                new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session));
+                new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
+                new GraphCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -290,10 +291,12 @@ final class CallDispatcher {
             ParamType t = p.type();
             if (p.out() && t.isHandle()) {
                 long owner = p.owner() >= 0 ? values[p.owner()] : 0;
-                if (t != ParamType.CTX && context < 0) {
+                // Graphs and their nodes belong to no context: cuCtxDestroy leaves them (SessionCleanup destroys them).
+                boolean contextless = t == ParamType.CTX || t == ParamType.GRAPH || t == ParamType.GNODE;
+                if (!contextless && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
-                values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX ? 0 : context);
+                values[i] = session.handles().intern(t, values[i], owner, contextless ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
                 boolean alloc = p.alloc() != null;
                 long size = p.rangeSize().evaluate(k -> values[k]);

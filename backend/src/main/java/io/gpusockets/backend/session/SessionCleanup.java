@@ -42,12 +42,24 @@ final class SessionCleanup {
         int modules = handles.count(ParamType.MOD) + handles.count(ParamType.LIB);
         int streams = handles.count(ParamType.STREAM);
         int events = handles.count(ParamType.EVENT);
+        int graphs = handles.count(ParamType.GRAPH);
+        int execs = handles.count(ParamType.GEXEC);
         int failed = 0;
         if (window != null) {
             window.unpin(0);  // before its context may go, and before the window is unmapped
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
+        // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
+        failed += destroyExecGraphs(-1);
+        for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
+            int r = driver.cuGraphDestroy(g.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                failed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuGraphDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(g.id());
+        }
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
             int r = driver.cuCtxDestroy(ctx.real());
             ExecutionThread.contextDestroyed();
@@ -59,7 +71,28 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
-                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
+                + (graphs + execs > 0 ? ", " + graphs + " graph(s), " + execs + " exec graph(s)" : "")
+                + stagingSummary + (failed > 0 ? ", " + failed + " object(s) failed to destroy" : "");
+    }
+
+    /**
+     * Destroys the exec graphs made in context {@code contextId} (-1: all), before the context goes:
+     * whether cuCtxDestroy frees them is not documented, so they never outlive it. Returns the failures.
+     */
+    int destroyExecGraphs(long contextId) {
+        int failed = 0;
+        for (SessionHandles.Entry x : handles.all(ParamType.GEXEC)) {
+            if (contextId >= 0 && x.context() != contextId) {
+                continue;
+            }
+            int r = driver.cuGraphExecDestroy(x.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                failed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuGraphExecDestroy failed: " + CuResult.name(r));
+            }
+            dropHandle(x.id());
+        }
+        return failed;
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */
