@@ -131,6 +131,26 @@ final class GraphCalls implements FrontendHandlers.Graphs {
     // ---- kernel nodes -------------------------------------------------------------------------
 
     /**
+     * Asks for the function's parameter sizes before the request buffer is filled: the query is a call
+     * of its own and uses that buffer too. Returns CUDA_SUCCESS or the error to answer.
+     */
+    private int knowSizes(MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment p = WireValues.sized(nodeParams, GraphRequest.KNP_SIZE);
+        long func = p.get(LONG, GraphRequest.KNP_FUNC);
+        long kern = p.get(LONG, GraphRequest.KNP_KERN);
+        if ((func == 0) == (kern == 0)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;   // exactly one of func and kern
+        }
+        if (p.get(LONG, GraphRequest.KNP_EXTRA) == 0 && launches.paramSizesOf(func != 0 ? func : kern) == null) {
+            return CuResult.CUDA_ERROR_INVALID_HANDLE;
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
      * Appends the kernel-node block of a CUDA_KERNEL_NODE_PARAMS (v2): kind, ctx, the launch header and
      * the parameter values, copied now. Returns CUDA_SUCCESS or the error to answer.
      */
@@ -153,7 +173,7 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         }
         long[] sizes = null;
         if (!hasExtra) {
-            sizes = launches.paramSizesOf(f);
+            sizes = launches.paramSizesOf(f);   // cached by knowSizes: no call here
             if (sizes == null) {
                 return CuResult.CUDA_ERROR_INVALID_HANDLE;
             }
@@ -183,8 +203,12 @@ final class GraphCalls implements FrontendHandlers.Graphs {
                 || (numDependencies > 0 && isNull(dependencies))) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
+        int bad = knowSizes(nodeParams);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
         ByteBuffer req = CallChannel.request().putLong(hGraph).putLong(numDependencies);
-        int bad = putKernelNode(req, nodeParams);
+        bad = putKernelNode(req, nodeParams);
         if (bad != CuResult.CUDA_SUCCESS) {
             return bad;
         }
@@ -199,8 +223,12 @@ final class GraphCalls implements FrontendHandlers.Graphs {
 
     @Override
     public int cuGraphKernelNodeSetParams(long hNode, MemorySegment nodeParams) {
+        int bad = knowSizes(nodeParams);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
         ByteBuffer req = CallChannel.request().putLong(hNode);
-        int bad = putKernelNode(req, nodeParams);
+        bad = putKernelNode(req, nodeParams);
         if (bad != CuResult.CUDA_SUCCESS) {
             return bad;
         }
@@ -209,8 +237,12 @@ final class GraphCalls implements FrontendHandlers.Graphs {
 
     @Override
     public int cuGraphExecKernelNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        int bad = knowSizes(nodeParams);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
         ByteBuffer req = CallChannel.request().putLong(hGraphExec).putLong(hNode);
-        int bad = putKernelNode(req, nodeParams);
+        bad = putKernelNode(req, nodeParams);
         if (bad != CuResult.CUDA_SUCCESS) {
             return bad;
         }

@@ -101,24 +101,29 @@ final class GraphCalls implements BackendHandlers.Graphs {
     /** A capture in which the backend refused work ends invalidated, its graph destroyed. */
     @Override
     public int cuStreamEndCapture(Call c, long hStream) {
-        MemorySegment status = c.scratch(4);
-        MemorySegment id = c.scratch(8);
-        long captureId = driver.cuStreamGetCaptureInfo_v1(hStream, status, id) == CuResult.CUDA_SUCCESS
-                && status.get(ValueLayout.JAVA_INT, 0) != 0 ? id.get(LONG, 0) : 0;
+        MemorySegment status = c.scratch(4), id = c.scratch(8), capturing = c.scratch(8), deps = c.scratch(8),
+                count = c.scratch(8);
+        capturing.set(LONG, 0, 0);
+        boolean active = driver.cuStreamGetCaptureInfo_v2(hStream, status, id, capturing, deps, count) == CuResult.CUDA_SUCCESS
+                && status.get(ValueLayout.JAVA_INT, 0) != 0;
+        long captureId = active ? id.get(LONG, 0) : 0;
         MemorySegment out = c.scratch(8);
         out.set(LONG, 0, 0);
         int r = driver.cuStreamEndCapture(hStream, out);
         boolean refused = captureId != 0 && session.captureGuard().takeRefused(captureId);
         long graph = out.get(LONG, 0);
-        if (refused) {
-            if (r == CuResult.CUDA_SUCCESS && graph != 0) {
-                driver.cuGraphDestroy(graph);
+        if (refused && r == CuResult.CUDA_SUCCESS && graph != 0) {
+            driver.cuGraphDestroy(graph);
+        }
+        if (refused || r != CuResult.CUDA_SUCCESS) {
+            // The graph captured into is gone; an id cuStreamGetCaptureInfo issued for it goes too.
+            long stale = active ? handles().idOf(ParamType.GRAPH, capturing.get(LONG, 0)) : 0;
+            if (stale != 0) {
+                session.dropHandle(stale);
             }
             return r == CuResult.CUDA_SUCCESS ? CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
         }
-        if (r == CuResult.CUDA_SUCCESS) {
-            c.outs.putLong(handles().intern(ParamType.GRAPH, graph, 0, 0));
-        }
+        c.outs.putLong(handles().intern(ParamType.GRAPH, graph, 0, 0));
         return r;
     }
 
