@@ -94,6 +94,11 @@ final class Captures {
     }
 
     void begin(EmulatedStream s, int mode, EmulatedGraph graph) {
+        begin(s, mode, graph, List.of());
+    }
+
+    /** cuStreamBeginCaptureToGraph: into an existing graph, the first node depending on {@code dependencies}. */
+    void begin(EmulatedStream s, int mode, EmulatedGraph graph, List<EmulatedGraph.Node> dependencies) {
         checkMode(mode);
         if (s.kind == EmulatedStream.Kind.LEGACY) {
             throw new CudaError(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "the legacy default stream cannot be captured");
@@ -103,7 +108,17 @@ final class Captures {
                 throw new CudaError(CUDA_ERROR_ILLEGAL_STATE, "the stream is already capturing");
             }
             Sequence q = new Sequence(ids.incrementAndGet(), mode, Thread.currentThread(), s, graph);
-            q.streams.put(s, new LinkedHashSet<>());
+            for (Sequence other : active) {
+                if (other.graph == graph) {
+                    throw new CudaError(CUDA_ERROR_ILLEGAL_STATE, "the graph is already being captured into");
+                }
+            }
+            for (EmulatedGraph.Node n : dependencies) {
+                if (n.graph != graph) {
+                    throw new CudaError(CUDA_ERROR_INVALID_VALUE, "a dependency is not a node of hGraph");
+                }
+            }
+            q.streams.put(s, new LinkedHashSet<>(dependencies));
             active.add(q);
             s.capture = q;
         }

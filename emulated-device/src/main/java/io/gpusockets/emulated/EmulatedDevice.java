@@ -1039,6 +1039,75 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     @Override
+    public int cuStreamBeginCaptureToGraph(long hStream, long hGraph, MemorySegment dependencies, MemorySegment dependencyData,
+                                           long numDependencies, int mode) {
+        return run("cuStreamBeginCaptureToGraph", () -> {
+            checkDefaultEdges(dependencyData, numDependencies);
+            graphs.beginCaptureToGraph(hStream, hGraph, dependencies, numDependencies, mode);
+        });
+    }
+
+    @Override
+    public int cuGraphEventRecordNodeGetEvent(long hNode, MemorySegment eventOut) {
+        return run("cuGraphEventRecordNodeGetEvent", () -> putLong(eventOut,
+                graphs.eventNode(hNode, EmulatedGraph.EVENT_RECORD).event.handle, "event_out"));
+    }
+
+    @Override
+    public int cuGraphEventRecordNodeSetEvent(long hNode, long event) {
+        return run("cuGraphEventRecordNodeSetEvent", () -> graphs.setEvent(hNode, EmulatedGraph.EVENT_RECORD, event));
+    }
+
+    @Override
+    public int cuGraphEventWaitNodeGetEvent(long hNode, MemorySegment eventOut) {
+        return run("cuGraphEventWaitNodeGetEvent", () -> putLong(eventOut,
+                graphs.eventNode(hNode, EmulatedGraph.WAIT_EVENT).event.handle, "event_out"));
+    }
+
+    @Override
+    public int cuGraphEventWaitNodeSetEvent(long hNode, long event) {
+        return run("cuGraphEventWaitNodeSetEvent", () -> graphs.setEvent(hNode, EmulatedGraph.WAIT_EVENT, event));
+    }
+
+    @Override
+    public int cuGraphExecEventRecordNodeSetEvent(long hGraphExec, long hNode, long event) {
+        return run("cuGraphExecEventRecordNodeSetEvent",
+                () -> graphs.execSetEvent(hGraphExec, hNode, EmulatedGraph.EVENT_RECORD, event));
+    }
+
+    @Override
+    public int cuGraphExecEventWaitNodeSetEvent(long hGraphExec, long hNode, long event) {
+        return run("cuGraphExecEventWaitNodeSetEvent",
+                () -> graphs.execSetEvent(hGraphExec, hNode, EmulatedGraph.WAIT_EVENT, event));
+    }
+
+    @Override
+    public int cuGraphNodeFindInClone(MemorySegment phNode, long hOriginalNode, long hClonedGraph) {
+        return run("cuGraphNodeFindInClone", () -> putLong(phNode, graphs.findInClone(hOriginalNode, hClonedGraph), "phNode"));
+    }
+
+    @Override
+    public int cuGraphNodeSetEnabled(long hGraphExec, long hNode, int isEnabled) {
+        return run("cuGraphNodeSetEnabled", () -> graphs.enabledStep(hGraphExec, hNode).enabled = isEnabled != 0);
+    }
+
+    @Override
+    public int cuGraphNodeGetEnabled(long hGraphExec, long hNode, MemorySegment isEnabled) {
+        return run("cuGraphNodeGetEnabled", () -> putInt(isEnabled, graphs.enabledStep(hGraphExec, hNode).enabled ? 1 : 0,
+                "isEnabled"));
+    }
+
+    @Override
+    public int cuGraphExecGetFlags(long hGraphExec, MemorySegment flags) {
+        return run("cuGraphExecGetFlags", () -> putLong(flags, graphs.exec(hGraphExec).flags, "flags"));
+    }
+
+    @Override
+    public int cuGraphMemsetNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemsetNodeGetParams", () -> graphs.memsetGetParams(hNode, nodeParams));
+    }
+
+    @Override
     public int cuGraphExecUpdate(long hGraphExec, long hGraph, MemorySegment resultInfo) {
         return run("cuGraphExecUpdate", () -> graphs.execUpdate(hGraphExec, hGraph, resultInfo));
     }

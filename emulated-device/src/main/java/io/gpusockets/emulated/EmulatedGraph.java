@@ -49,7 +49,11 @@ final class EmulatedGraph {
     }
 
     final long handle;
+    /** Made by cuStreamBeginCapture (not given by the caller): a capture that fails drops it. */
+    volatile boolean madeByCapture;
     private final Handles handles;
+    /** For a clone: each node of the original graph and its copy here (cuGraphNodeFindInClone). */
+    private final Map<Node, Node> originals = new java.util.concurrent.ConcurrentHashMap<>();
     private final List<Node> nodes = new ArrayList<>();   // guarded by this; in creation order
 
     EmulatedGraph(long handle, Handles handles) {
@@ -229,6 +233,7 @@ final class EmulatedGraph {
             handles.register(m.handle, m);
             g.nodes.add(m);
             map.put(n, m);
+            g.originals.put(n, m);
         }
         for (Node n : nodes) {
             Node m = map.get(n);
@@ -238,6 +243,15 @@ final class EmulatedGraph {
             }
         }
         return g;
+    }
+
+    /** cuGraphNodeFindInClone: the copy here of {@code original}, a node of the graph this one was cloned from. */
+    synchronized Node copyOf(Node original) {
+        Node m = originals.get(original);
+        if (m == null || !nodes.contains(m)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hOriginalNode has no copy in hClonedGraph");
+        }
+        return m;
     }
 
     /** {@code from} and the nodes it depends on, directly or not. */

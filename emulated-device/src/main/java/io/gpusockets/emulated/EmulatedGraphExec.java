@@ -20,6 +20,7 @@ final class EmulatedGraphExec {
         volatile Runnable op;
         volatile EmulatedEvent event;
         volatile Object params;
+        volatile boolean enabled = true;
 
         Step(EmulatedGraph.Node source) {
             this.source = source;
@@ -83,6 +84,9 @@ final class EmulatedGraphExec {
     /** One launch, on a stream thread. */
     void run() {
         for (Step s : steps) {
+            if (!s.enabled) {
+                continue;
+            }
             switch (s.type) {
                 case EmulatedGraph.EVENT_RECORD -> {
                     EmulatedEvent.Recording r = new EmulatedEvent.Recording();

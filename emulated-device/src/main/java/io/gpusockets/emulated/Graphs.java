@@ -59,6 +59,7 @@ final class Graphs {
         EmulatedStream s = streams.resolve(hStream, c);
         long h = handles.issue();
         EmulatedGraph g = handles.register(h, new EmulatedGraph(h, handles));
+        g.madeByCapture = true;
         try {
             captures.begin(s, mode, g);
         } catch (CudaError e) {
@@ -74,7 +75,7 @@ final class Graphs {
         try {
             return captures.end(s).handle;
         } catch (CudaError e) {
-            if (g != null && captures.graphOf(s) == null) {   // the stream left the capture: its graph goes
+            if (g != null && g.madeByCapture && captures.graphOf(s) == null) {   // the stream left the capture: its graph goes
                 g.destroy();
                 handles.remove(g.handle, g);
             }
@@ -83,6 +84,14 @@ final class Graphs {
     }
 
     /** {status, id, graph handle} of the stream's capture. */
+    void beginCaptureToGraph(long hStream, long hGraph, MemorySegment dependencies, long count, int mode) {
+        EmulatedContext c = contexts.active();
+        EmulatedStream s = streams.resolve(hStream, c);
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        captures.begin(s, mode, g, nodes(dependencies, count, "dependencies"));
+    }
+
+    /** The graph a capture into an existing graph ends with is that graph: it stays the caller's. */
     long[] captureInfo(long hStream) {
         EmulatedContext c = contexts.current();
         EmulatedStream s = streams.resolve(hStream, c);
@@ -206,6 +215,48 @@ final class Graphs {
         node.op = prep.op();
     }
 
+    EmulatedGraph.Node eventNode(long hNode, int type) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != type) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not an event " + (type == EmulatedGraph.EVENT_RECORD
+                    ? "record" : "wait") + " node");
+        }
+        return n;
+    }
+
+    void setEvent(long hNode, int type, long hEvent) {
+        eventNode(hNode, type).event = contexts.lookup(hEvent, EmulatedEvent.class, "event");
+    }
+
+    void execSetEvent(long hExec, long hNode, int type, long hEvent) {
+        EmulatedGraphExec.Step s = exec(hExec).step(eventNode(hNode, type));
+        if (s == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a node of the graph hGraphExec was made from");
+        }
+        s.event = contexts.lookup(hEvent, EmulatedEvent.class, "event");
+    }
+
+    long findInClone(long hOriginal, long hClone) {
+        return graph(hClone, "hClonedGraph").copyOf(node(hOriginal, "hOriginalNode")).handle;
+    }
+
+    /** Kernel, memcpy and memset nodes may be disabled in an exec graph, as the driver allows. */
+    EmulatedGraphExec.Step enabledStep(long hExec, long hNode) {
+        EmulatedGraphExec.Step s = exec(hExec).step(node(hNode, "hNode"));
+        if (s == null || (s.type != EmulatedGraph.KERNEL && s.type != EmulatedGraph.MEMCPY && s.type != EmulatedGraph.MEMSET)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no kernel, memcpy or memset node of hGraphExec's graph");
+        }
+        return s;
+    }
+
+    void memsetGetParams(long hNode, MemorySegment out) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEMSET || !(n.params instanceof byte[] b)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memset node made with cuGraphAddMemsetNode");
+        }
+        HostSegments.sized(out, MEMSET_SIZE, "nodeParams").copyFrom(MemorySegment.ofArray(b));
+    }
+
     void kernelGetParams(long hNode, MemorySegment out) {
         EmulatedGraph.Node n = node(hNode, "hNode");
         if (n.type != EmulatedGraph.KERNEL || !(n.params instanceof KernelParams k)) {
@@ -278,6 +329,7 @@ final class Graphs {
         EmulatedGraph.Node node = g.add(EmulatedGraph.MEMSET, d);
         node.context = c;
         node.what = "memset node";
+        node.params = p.toArray(ValueLayout.JAVA_BYTE);
         node.op = () -> {
             for (long r = 0; r < height; r++) {
                 MemorySegment row = memory.resolve(c, dst + r * pitch, rowBytes);

@@ -396,4 +396,45 @@ class GraphCaptureTest {
         e.ok(e.device.cuStreamSynchronize(s));
         assertArrayEquals(all(3f), e.downloadFloats(z, N));
     }
+
+    @Test
+    void captureIntoAnExistingGraphAfterItsNodesAndExecGraphNodeSwitches() {
+        long graph = out8(o -> e.device.cuGraphCreate(o, 0));
+        long set = out8(o -> e.device.cuGraphAddMemsetNode(o, graph, MemorySegment.NULL, 0, memsetParams(1f), 0));
+        MemorySegment back = e.arena.allocate(Graphs.MEMSET_SIZE);
+        e.ok(e.device.cuGraphMemsetNodeGetParams(set, back));
+        assertEquals(Float.floatToIntBits(1f), back.get(ValueLayout.JAVA_INT, 16));
+        long s = e.stream(0);
+        e.ok(e.device.cuStreamBeginCaptureToGraph(s, graph, handles(set), MemorySegment.NULL, 1, GLOBAL));
+        e.ok(saxpy(s, 2f));
+        assertEquals(graph, endCapture(s), "the same graph");
+        long[] ns = nodes(graph);
+        assertEquals(2, ns.length);
+        MemorySegment count = e.arena.allocate(8), dep = e.arena.allocate(8);
+        count.set(ValueLayout.JAVA_LONG, 0, 1);
+        e.ok(e.device.cuGraphNodeGetDependencies_v1(ns[1], dep, count));
+        assertEquals(set, dep.get(ValueLayout.JAVA_LONG, 0));
+
+        long exec = instantiate(graph);
+        MemorySegment flags = e.arena.allocate(8);
+        e.ok(e.device.cuGraphExecGetFlags(exec, flags));
+        assertEquals(0, flags.get(ValueLayout.JAVA_LONG, 0));
+        e.ok(e.device.cuGraphNodeSetEnabled(exec, ns[1], 0));
+        MemorySegment on = e.arena.allocate(4);
+        e.ok(e.device.cuGraphNodeGetEnabled(exec, ns[1], on));
+        assertEquals(0, on.get(ValueLayout.JAVA_INT, 0));
+        e.ok(e.device.cuGraphLaunch(exec, s));
+        e.ok(e.device.cuStreamSynchronize(s));
+        assertArrayEquals(all(1f), ys(), "the disabled kernel did not run");
+        e.ok(e.device.cuGraphNodeSetEnabled(exec, ns[1], 1));
+        e.ok(e.device.cuGraphLaunch(exec, s));
+        e.ok(e.device.cuStreamSynchronize(s));
+        assertArrayEquals(all(3f), ys());
+
+        long clone = out8(o -> e.device.cuGraphClone(o, graph));
+        long copy = out8(o -> e.device.cuGraphNodeFindInClone(o, ns[1], clone));
+        assertEquals(EmulatedGraph.KERNEL, type(copy));
+        MemorySegment out = e.arena.allocate(8);
+        assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuGraphNodeFindInClone(out, ns[1], graph), "graph is no clone");
+    }
 }

@@ -192,6 +192,15 @@ final class GraphCalls implements BackendHandlers.Graphs {
         return driver.cuStreamUpdateCaptureDependencies_v1(hStream, deps, numDependencies, flags);
     }
 
+    @Override
+    public int cuStreamBeginCaptureToGraph(Call c, long hStream, long hGraph, long dependencies, long dependencyData,
+                                           long numDependencies, int mode)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment deps = nodes(c, dependencies, numDependencies, graphId(hGraph), "dependencies");
+        return driver.cuStreamBeginCaptureToGraph(hStream, hGraph, deps, edgeData(c, dependencyData, numDependencies),
+                numDependencies, mode);
+    }
+
     /** The mode is the lane's thread's, as in CUDA (a lane is one thread of the program). */
     @Override
     public int cuThreadExchangeStreamCaptureMode(Call c) throws ProtocolException {
