@@ -172,6 +172,14 @@ class GraphsApiTest extends EmulatedBackendTest {
             MemorySegment kp = r.kernelParams(10f);
             long k2 = r.out(o -> d.cuGraphAddKernelNode(o, g, MemorySegment.NULL, 0, kp), "kernel node");
             kp.fill((byte) 0);   // the program reuses its struct: the node keeps what it was given
+            MemorySegment back = r.cu.cell(72);
+            Cuda.ok(d.cuGraphKernelNodeGetParams(k2, back), "cuGraphKernelNodeGetParams");
+            assertEquals(r.saxpy, back.get(JAVA_LONG, 0));
+            assertEquals(N, back.get(JAVA_INT, 20));
+            MemorySegment values = MemorySegment.ofAddress(back.get(JAVA_LONG, 40)).reinterpret(32);
+            assertEquals(10f, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 0)).reinterpret(4).get(JAVA_FLOAT, 0));
+            assertEquals(r.y, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 2)).reinterpret(8).get(JAVA_LONG, 0));
+            assertEquals(N, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 3)).reinterpret(4).get(JAVA_INT, 0));
             MemorySegment set = r.cu.cell(40);
             set.fill((byte) 0);
             set.set(JAVA_LONG, 0, r.y);

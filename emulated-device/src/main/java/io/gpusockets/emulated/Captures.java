@@ -201,6 +201,18 @@ final class Captures {
         }
     }
 
+    /** An event record or wait node (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL in a capture). */
+    void recordEventNode(EmulatedStream s, int type, EmulatedEvent e) {
+        synchronized (lock) {
+            Sequence q = liveLocked(s, type == EmulatedGraph.EVENT_RECORD ? "cuEventRecordWithFlags" : "cuStreamWaitEvent");
+            Set<EmulatedGraph.Node> set = q.streams.get(s);
+            EmulatedGraph.Node n = q.graph.addCaptured(type, e.context, null, "event node", set);
+            n.event = e;
+            set.clear();
+            set.add(n);
+        }
+    }
+
     private Sequence liveLocked(EmulatedStream s, String what) {
         Sequence q = s.capture;
         if (q == null) {

@@ -890,6 +890,11 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     @Override
+    public int cuGraphKernelNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphKernelNodeGetParams", () -> graphs.kernelGetParams(hNode, nodeParams));
+    }
+
+    @Override
     public int cuGraphKernelNodeSetParams(long hNode, MemorySegment nodeParams) {
         return run("cuGraphKernelNodeSetParams", () -> graphs.kernelSetParams(hNode, nodeParams));
     }

@@ -98,6 +98,13 @@ final class Streams {
         if ((flags & ~1) != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=0x" + Integer.toHexString(flags));
         }
+        if ((flags & 1) != 0 && s.capture != null) {   // CU_EVENT_WAIT_EXTERNAL in a capture: an event wait node
+            contexts.captures.recordEventNode(s, EmulatedGraph.WAIT_EVENT, e);
+            return;
+        }
+        if (e.captured == null && e.recording() == null) {
+            return;   // never recorded: nothing to wait for, in a capture or not
+        }
         if (contexts.captures.waitEvent(s, e.captured)) {
             return;   // the stream joined the capture the event was recorded in, or took its nodes
         }

@@ -227,6 +227,26 @@ class GraphCaptureTest {
     }
 
     @Test
+    void externalEventFlagsInACaptureBecomeEventNodes() {
+        long s = e.stream(0);
+        long ev = e.event(0);
+        e.ok(e.device.cuStreamBeginCapture(s, GLOBAL));
+        e.ok(saxpy(s, 1f));
+        e.ok(e.device.cuEventRecordWithFlags(ev, s, 1));     // CU_EVENT_RECORD_EXTERNAL
+        e.ok(e.device.cuStreamWaitEvent(s, ev, 1));          // CU_EVENT_WAIT_EXTERNAL
+        long graph = endCapture(s);
+        long[] ns = nodes(graph);
+        assertEquals(3, ns.length);
+        assertEquals(EmulatedGraph.EVENT_RECORD, type(ns[1]));
+        assertEquals(EmulatedGraph.WAIT_EVENT, type(ns[2]));
+        long exec = instantiate(graph);
+        e.ok(e.device.cuGraphLaunch(exec, s));
+        e.ok(e.device.cuStreamSynchronize(s));
+        e.ok(e.device.cuEventQuery(ev));
+        assertArrayEquals(all(1f), ys());
+    }
+
+    @Test
     void legacyStreamWorkWouldDependOnACapturingBlockingStream() {
         long s = e.stream(0);
         e.ok(e.device.cuStreamBeginCapture(s, RELAXED));
@@ -290,6 +310,12 @@ class GraphCaptureTest {
         long graph = out8(o -> e.device.cuGraphCreate(o, 0));
         long k2 = out8(o -> e.device.cuGraphAddKernelNode(o, graph, MemorySegment.NULL, 0, kernelParams(10f)));
         long k1 = out8(o -> e.device.cuGraphAddKernelNode(o, graph, MemorySegment.NULL, 0, kernelParams(2f)));
+        MemorySegment back = e.arena.allocate(Graphs.KNP_SIZE);
+        e.ok(e.device.cuGraphKernelNodeGetParams(k2, back));
+        assertEquals(saxpy, back.get(ValueLayout.JAVA_LONG, 0));
+        MemorySegment values = MemorySegment.ofAddress(back.get(ValueLayout.JAVA_LONG, 40)).reinterpret(32);
+        assertEquals(10f, MemorySegment.ofAddress(values.getAtIndex(ValueLayout.JAVA_LONG, 0)).reinterpret(4)
+                .get(ValueLayout.JAVA_FLOAT, 0), "the node's own copy of the value");
         long set = out8(o -> e.device.cuGraphAddMemsetNode(o, graph, MemorySegment.NULL, 0, memsetParams(1f), 0));
         long empty = out8(o -> e.device.cuGraphAddEmptyNode(o, graph, handles(set), 1));
         // set -> empty -> k1 -> k2: y = (1 + 2) + 10 = 13 only in that order

@@ -221,6 +221,59 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         return r.result();
     }
 
+    /** The values cuGraphKernelNodeGetParams points the program at, per node, until its next such call on the node. */
+    private final java.util.Map<Long, Arena> nodeValues = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @Override
+    public int cuGraphKernelNodeGetParams(long hNode, MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment block = Arena.ofAuto().allocate(GraphRequest.MAX_KERNEL_PARAM_DATA, 16);
+        ByteBuffer req = CallChannel.request().putLong(hNode);
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphKernelNodeGetParams, req.flip(), List.of(), List.of(block), false);
+        if (r.result() != CuResult.CUDA_SUCCESS) {
+            return r.result();
+        }
+        ByteBuffer b = r.body();
+        long func = b.getLong(), kern = b.getLong(), ctx = b.getLong();
+        int[] dims = new int[7];
+        for (int i = 0; i < 7; i++) {
+            dims[i] = b.getInt();
+        }
+        int count = b.getInt();
+        int valueBytes = b.getInt();
+        if (count < 0 || count > LaunchRequest.MAX_PARAMS || valueBytes < 0 || 4L * count + valueBytes > block.byteSize()) {
+            return CuResult.CUDA_ERROR_UNKNOWN;
+        }
+        Arena arena = Arena.ofAuto();
+        MemorySegment pointers = arena.allocate(8L * Math.max(1, count), 8);
+        long at = 4L * count;
+        for (int i = 0; i < count; i++) {
+            int size = block.get(ValueLayout.JAVA_INT_UNALIGNED, 4L * i);
+            if (size < 0 || at + size > 4L * count + valueBytes) {
+                return CuResult.CUDA_ERROR_UNKNOWN;
+            }
+            MemorySegment value = arena.allocate(Math.max(1, size), 16);
+            MemorySegment.copy(block, at, value, 0, size);
+            pointers.setAtIndex(LONG, i, value.address());
+            at += size;
+        }
+        nodeValues.put(hNode, arena);
+        MemorySegment p = WireValues.sized(nodeParams, GraphRequest.KNP_SIZE);
+        p.asSlice(0, GraphRequest.KNP_SIZE).fill((byte) 0);
+        p.set(LONG, GraphRequest.KNP_FUNC, func);
+        for (int i = 0; i < 3; i++) {
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_GRID + 4L * i, dims[i]);
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_BLOCK + 4L * i, dims[3 + i]);
+        }
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_SHARED, dims[6]);
+        p.set(LONG, GraphRequest.KNP_PARAMS, count == 0 ? 0 : pointers.address());
+        p.set(LONG, GraphRequest.KNP_KERN, kern);
+        p.set(LONG, GraphRequest.KNP_CTX, ctx);
+        return CuResult.CUDA_SUCCESS;
+    }
+
     @Override
     public int cuGraphKernelNodeSetParams(long hNode, MemorySegment nodeParams) {
         int bad = knowSizes(nodeParams);

@@ -319,6 +319,77 @@ final class GraphCalls implements BackendHandlers.Graphs {
         return added(c, driver.cuGraphAddKernelNode(out, graph, deps, n, params), out, g);
     }
 
+    /**
+     * The node's parameters with its handles as this session's ids and the parameter values copied
+     * out of the driver's arrays by the function's parameter sizes (GraphRequest). A node made with
+     * {@code extra} is not answered (CUDA_ERROR_NOT_SUPPORTED).
+     */
+    @Override
+    public int cuGraphKernelNodeGetParams(Call c) throws ProtocolException, CallRejected, IOException {
+        long node = node(c.readLong(), 0, "hNode");
+        c.expectEnd();
+        MemorySegment p = c.scratch(GraphRequest.KNP_SIZE);
+        p.fill((byte) 0);
+        int r = driver.cuGraphKernelNodeGetParams(node, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long func = p.get(LONG, GraphRequest.KNP_FUNC), kern = p.get(LONG, GraphRequest.KNP_KERN);
+        long params = p.get(LONG, GraphRequest.KNP_PARAMS), extra = p.get(LONG, GraphRequest.KNP_EXTRA);
+        if (params == 0 && extra != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a kernel node made with extra: its parameters are not answered");
+        }
+        long sized = func;
+        if (sized == 0 && kern != 0) {
+            MemorySegment f = c.scratch(8);
+            int k = driver.cuKernelGetFunction(f, kern);
+            if (k != CuResult.CUDA_SUCCESS) {
+                return k;
+            }
+            sized = f.get(LONG, 0);
+        }
+        MemorySegment offset = c.scratch(8), size = c.scratch(8);
+        long[] sizes = new long[LaunchRequest.MAX_PARAMS];
+        int count = 0;
+        long total = 0;
+        while (count < LaunchRequest.MAX_PARAMS && params != 0
+                && driver.cuFuncGetParamInfo(sized, count, offset, size) == CuResult.CUDA_SUCCESS) {
+            sizes[count] = size.get(LONG, 0);
+            total += sizes[count];
+            count++;
+        }
+        if (total > LaunchRequest.MAX_PARAM_BYTES) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "kernel parameters of " + total + " bytes");
+        }
+        MemorySegment block = c.scratch(4L * count + total);
+        long at = 4L * count;
+        MemorySegment pointers = MemorySegment.ofAddress(params).reinterpret(8L * count);
+        for (int i = 0; i < count; i++) {
+            block.set(ValueLayout.JAVA_INT_UNALIGNED, 4L * i, (int) sizes[i]);
+            // The driver's own copy of the value, in this process: its address comes from the driver, not the wire.
+            MemorySegment.copy(MemorySegment.ofAddress(pointers.getAtIndex(LONG, i)).reinterpret(sizes[i]), 0, block, at, sizes[i]);
+            at += sizes[i];
+        }
+        long context = session.currentContextId(c.lane);
+        long funcId = func == 0 ? 0 : handles().idOf(ParamType.FUNC, func);
+        if (func != 0 && funcId == 0) {
+            funcId = handles().intern(ParamType.FUNC, func, 0, context);   // a function the capture named, not the program
+        }
+        c.outs.putLong(funcId).putLong(kern == 0 ? 0 : handles().idOf(ParamType.KERNEL, kern))
+                .putLong(handles().idOf(ParamType.CTX, p.get(LONG, GraphRequest.KNP_CTX)));
+        for (int i = 0; i < 3; i++) {
+            c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_GRID + 4L * i));
+        }
+        for (int i = 0; i < 3; i++) {
+            c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_BLOCK + 4L * i));
+        }
+        c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_SHARED)).putInt(count).putInt((int) total);
+        if (block.byteSize() > 0) {
+            c.sendData(block);
+        }
+        return r;
+    }
+
     @Override
     public int cuGraphKernelNodeSetParams(Call c) throws ProtocolException, CallRejected {
         long node = node(c.readLong(), 0, "hNode");

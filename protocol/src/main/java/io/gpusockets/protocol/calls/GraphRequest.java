@@ -17,6 +17,10 @@ import java.nio.ByteBuffer;
  *   a {@link LaunchRequest} body: header (function = func or kern, stream 0) and the parameter values
  *   then, for AddKernelNode, numDependencies*8 bytes of DATA; reply: the node id u64
  *
+ * kernel node parameters (cuGraphKernelNodeGetParams): node u64
+ *   reply: func id u64, kern id u64, ctx id u64, grid 3 x u32, block 3 x u32, sharedMemBytes u32, count u32, valueBytes u32;
+ *   DATA: count sizes (u32 each), then the values back to back (valueBytes in all)
+ *
  * node query (cuGraphGetNodes, cuGraphGetRootNodes, cuGraphNodeGet{Dependencies,DependentNodes}[_v1]):
  *   handle u64 (graph or node), room i64 (COUNT_ONLY: the program passed a NULL array), edges u32 (1: edge data wanted)
  *   reply: total u64, returned u64 (= min(room, total)); DATA: returned ids, then returned*8 bytes of edge data if wanted
@@ -48,6 +52,8 @@ public final class GraphRequest {
     /** CUDA_KERNEL_NODE_PARAMS (v2): layout (cuda.h 13.0). */
     public static final long KNP_SIZE = 72, KNP_FUNC = 0, KNP_GRID = 8, KNP_BLOCK = 20, KNP_SHARED = 32,
             KNP_PARAMS = 40, KNP_EXTRA = 48, KNP_KERN = 56, KNP_CTX = 64;
+    /** Most bytes of cuGraphKernelNodeGetParams' DATA: the sizes and the values. */
+    public static final int MAX_KERNEL_PARAM_DATA = 4 * LaunchRequest.MAX_PARAMS + LaunchRequest.MAX_PARAM_BYTES;
     /** sizeof(CUgraphExecUpdateResultInfo). */
     public static final int UPDATE_INFO_BYTES = 24;
 
