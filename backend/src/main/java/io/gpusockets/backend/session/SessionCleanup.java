@@ -51,11 +51,11 @@ final class SessionCleanup {
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
         // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
-        failed += destroyExecGraphs(-1);
+        int graphsFailed = destroyExecGraphs(-1);
         for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
             int r = driver.cuGraphDestroy(g.real());
             if (r != CuResult.CUDA_SUCCESS) {
-                failed++;
+                graphsFailed++;
                 LOG.log(Level.WARNING, "session " + sessionId + ": cuGraphDestroy failed during cleanup: " + CuResult.name(r));
             }
             dropHandle(g.id());
@@ -72,7 +72,8 @@ final class SessionCleanup {
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
                 + (graphs + execs > 0 ? ", " + graphs + " graph(s), " + execs + " exec graph(s)" : "")
-                + stagingSummary + (failed > 0 ? ", " + failed + " object(s) failed to destroy" : "");
+                + (graphsFailed > 0 ? ", " + graphsFailed + " graph(s) failed to destroy" : "")
+                + stagingSummary + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "");
     }
 
     /**
