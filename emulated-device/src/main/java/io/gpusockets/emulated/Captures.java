@@ -75,6 +75,8 @@ final class Captures {
 
     private final Object lock = new Object();
     private final Set<Sequence> active = new LinkedHashSet<>();    // guarded by lock
+    /** active.size(), readable without the lock: queuing and unsafe-call checks cost nothing while no capture runs. */
+    private volatile int activeCount;
     private final AtomicLong ids = new AtomicLong();
     private final ThreadLocal<int[]> threadMode = ThreadLocal.withInitial(() -> new int[] {MODE_GLOBAL});
 
@@ -120,6 +122,7 @@ final class Captures {
             }
             q.streams.put(s, new LinkedHashSet<>(dependencies));
             active.add(q);
+            activeCount = active.size();
             s.capture = q;
         }
     }
@@ -182,6 +185,7 @@ final class Captures {
 
     private void finishLocked(Sequence q) {
         active.remove(q);
+        activeCount = active.size();
         for (EmulatedStream t : q.streams.keySet()) {
             t.capture = null;
         }
@@ -314,6 +318,9 @@ final class Captures {
      * capturing makes that an implicit dependency on the capture, which is refused.
      */
     void checkLegacy(EmulatedContext c, Iterable<EmulatedStream> blockingStreams) {
+        if (activeCount == 0) {
+            return;
+        }
         synchronized (lock) {
             if (active.isEmpty()) {
                 return;
@@ -337,6 +344,9 @@ final class Captures {
      * sequence prohibits it for the calling thread, by the thread's capture mode.
      */
     void checkUnsafe(String what) {
+        if (activeCount == 0) {
+            return;
+        }
         int mode = threadMode.get()[0];
         if (mode == MODE_RELAXED) {
             return;

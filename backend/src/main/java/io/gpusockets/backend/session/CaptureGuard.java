@@ -18,9 +18,23 @@ import java.util.concurrent.ConcurrentHashMap;
 final class CaptureGuard {
     /** Capture ids (cuStreamGetCaptureInfo) in which work was refused; each leaves at its cuStreamEndCapture. */
     private final Set<Long> refused = ConcurrentHashMap.newKeySet();
+    /**
+     * Set by the session's first cuStreamBeginCapture*: only then can one of its streams capture (a
+     * stream joins a capture only through a capture's event, and captures never span sessions), so
+     * until then host copies need no capture query.
+     */
+    private volatile boolean capturing;
+
+    /** Called before each cuStreamBeginCapture* of the session reaches the driver. */
+    void captureBegins() {
+        capturing = true;
+    }
 
     /** Refuses {@code what} when {@code stream} (a driver handle) is capturing. */
     void refuseHostWork(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
+        if (!capturing) {
+            return;
+        }
         MemorySegment status = c.scratch(4);
         MemorySegment id = c.scratch(8);
         if (driver.cuStreamGetCaptureInfo_v1(stream, status, id) != CuResult.CUDA_SUCCESS

@@ -98,6 +98,18 @@ final class GraphCalls implements BackendHandlers.Graphs {
 
     // ---- capture ------------------------------------------------------------------------------
 
+    @Override
+    public int cuStreamBeginCapture(Call c, long hStream, int mode) {
+        session.captureGuard().captureBegins();
+        return driver.cuStreamBeginCapture(hStream, mode);
+    }
+
+    @Override
+    public int cuStreamBeginCapture_v1(Call c, long hStream) {
+        session.captureGuard().captureBegins();
+        return driver.cuStreamBeginCapture_v1(hStream);
+    }
+
     /** A capture in which the backend refused work ends invalidated, its graph destroyed. */
     @Override
     public int cuStreamEndCapture(Call c, long hStream) {
@@ -197,6 +209,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
                                            long numDependencies, int mode)
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment deps = nodes(c, dependencies, numDependencies, graphId(hGraph), "dependencies");
+        session.captureGuard().captureBegins();
         return driver.cuStreamBeginCaptureToGraph(hStream, hGraph, deps, edgeData(c, dependencyData, numDependencies),
                 numDependencies, mode);
     }
