@@ -195,13 +195,14 @@ final class Captures {
      * Records {@code op}, queued on capturing {@code s}, as a node depending on the stream's set, which
      * then holds only the new node. Refused once the sequence is invalidated.
      */
-    void record(EmulatedStream s, int type, EmulatedContext c, Runnable op, String what) {
+    EmulatedGraph.Node record(EmulatedStream s, int type, EmulatedContext c, Runnable op, String what) {
         synchronized (lock) {
             Sequence q = liveLocked(s, what);
             EmulatedGraph.Node n = q.graph.addCaptured(type, c, op, what, q.streams.get(s));
             Set<EmulatedGraph.Node> set = q.streams.get(s);
             set.clear();
             set.add(n);
+            return n;
         }
     }
 

@@ -195,6 +195,11 @@ final class EmulatedContext {
         }
     }
 
+    /** Records {@code op} in {@code stream}'s capture (the stream is capturing) and returns its node. */
+    EmulatedGraph.Node capture(EmulatedStream stream, Runnable op, String what) {
+        return captures.record(stream, nodeType(what), this, () -> runGuarded(op, what), what);
+    }
+
     /** What a capturing stream's queue call returns: the work is recorded, not queued. */
     private static final CompletableFuture<Void> CAPTURED = CompletableFuture.completedFuture(null);
 

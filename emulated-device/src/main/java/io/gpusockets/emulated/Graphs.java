@@ -195,7 +195,11 @@ final class Graphs {
         }
         Launcher.Prepared prep = launcher.prepare(c, func != 0 ? func : kern, dims[0], dims[1], dims[2], dims[3], dims[4],
                 dims[5], shared, params, extra);
-        // The node's own copy of the values, behind an array of pointers, for cuGraphKernelNodeGetParams.
+        return new Object[] {prep, paramsOf(prep, func, kern, ctx, dims, shared), c};
+    }
+
+    /** The node's own copy of the values, behind an array of pointers, for cuGraphKernelNodeGetParams. */
+    static KernelParams paramsOf(Launcher.Prepared prep, long func, long kern, long ctx, int[] dims, int shared) {
         List<PtxModule.Param> ps = prep.function().entry.params();
         Arena arena = Arena.ofAuto();
         MemorySegment buffer = arena.allocate(Math.max(1, prep.launch().paramBuffer().byteSize()), 16);
@@ -204,7 +208,7 @@ final class Graphs {
         for (int i = 0; i < ps.size(); i++) {
             pointers.setAtIndex(ValueLayout.JAVA_LONG, i, buffer.address() + ps.get(i).offset());
         }
-        return new Object[] {prep, new KernelParams(func, kern, ctx, dims, shared, pointers), c};
+        return new KernelParams(func, kern, ctx, dims, shared, pointers);
     }
 
     private static void setKernel(EmulatedGraph.Node node, Object[] k) {

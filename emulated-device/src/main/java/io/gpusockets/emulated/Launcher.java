@@ -86,6 +86,12 @@ final class Launcher {
         EmulatedContext c = contexts.current();
         Prepared p = prepare(c, f, gx, gy, gz, bx, by, bz, shared, kernelParams, extra);
         EmulatedStream s = streams.resolve(hStream, c);
+        if (s.capture != null) {   // a kernel node that cuGraphKernelNodeGetParams can answer
+            EmulatedGraph.Node n = c.capture(s, p.op(), p.what());
+            boolean isFunction = handles.find(f, EmulatedFunction.class) != null;
+            n.params = Graphs.paramsOf(p, isFunction ? f : 0, isFunction ? 0 : f, 0, new int[] {gx, gy, gz, bx, by, bz}, shared);
+            return;
+        }
         c.enqueue(s, null, p.op(), p.what());
     }
 

@@ -127,6 +127,11 @@ class GraphCaptureTest {
         assertEquals(EmulatedGraph.KERNEL, type(ns[1]));
         assertEquals(EmulatedGraph.KERNEL, type(ns[2]));
 
+        MemorySegment kp = e.arena.allocate(Graphs.KNP_SIZE);
+        e.ok(e.device.cuGraphKernelNodeGetParams(ns[1], kp));
+        assertEquals(saxpy, kp.get(ValueLayout.JAVA_LONG, 0), "a captured launch answers its parameters too");
+        assertEquals(N, kp.get(ValueLayout.JAVA_INT, 20));
+
         long exec = instantiate(graph);
         for (int i = 0; i < 3; i++) {
             e.ok(e.device.cuMemsetD32(y, Float.floatToIntBits(-9f), N));
