@@ -20,7 +20,9 @@ final class Allocations {
         this.memory = memory;
     }
 
+    /** Allocating and freeing are "potentially unsafe" during a capture (Captures). */
     long allocate(long bytes) {
+        contexts.captures.checkUnsafe("cuMemAlloc");
         return memory.allocate(contexts.active(), bytes, Allocation.Kind.ALLOCATED).base();
     }
 
@@ -43,6 +45,7 @@ final class Allocations {
     /** Like cudaFree, waits for the context's queued work (which may still use the memory) before freeing. */
     void free(long dptr) {
         EmulatedContext c = contexts.current();
+        contexts.captures.checkUnsafe("cuMemFree");
         if (dptr == 0) {
             return;
         }

@@ -26,6 +26,8 @@ final class Contexts {
     private final Handles handles;
     private final EmulatedMemory memory;
     private final Modules modules;
+    /** The device's stream-capture sequences, which every context's queuing consults. */
+    final Captures captures = new Captures();
     private final Set<EmulatedContext> live = ConcurrentHashMap.newKeySet();
     private final AtomicInteger serial = new AtomicInteger();
     private final ThreadLocal<ArrayDeque<EmulatedContext>> stacks = ThreadLocal.withInitial(ArrayDeque::new);
@@ -118,7 +120,7 @@ final class Contexts {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=0x" + Integer.toHexString(flags));
         }
         long h = handles.issue();
-        EmulatedContext c = handles.register(h, new EmulatedContext(h, dev, flags, serial.incrementAndGet()));
+        EmulatedContext c = handles.register(h, new EmulatedContext(h, dev, flags, serial.incrementAndGet(), captures));
         live.add(c);
         stacks.get().push(c);
         return h;

@@ -47,7 +47,10 @@ final class EmulatedContext {
     private volatile int stickyError = CUDA_SUCCESS;
     private volatile String stickyDetail;
 
-    EmulatedContext(long handle, int device, int flags, int serial) {
+    private final Captures captures;
+
+    EmulatedContext(long handle, int device, int flags, int serial, Captures captures) {
+        this.captures = captures;
         this.handle = handle;
         this.device = device;
         this.flags = flags;
@@ -136,9 +139,16 @@ final class EmulatedContext {
      */
     CompletableFuture<Void> enqueue(EmulatedStream stream, CompletableFuture<?> after, Runnable op, String what,
                                     boolean always) {
+        if (stream.capture != null) {
+            captures.record(stream, nodeType(what), this, () -> runGuarded(op, what), what);
+            return CAPTURED;
+        }
         synchronized (lock) {
             checkAlive();
             checkStream(stream);
+            if (stream.kind == EmulatedStream.Kind.LEGACY) {
+                captures.checkLegacy(this, streams);
+            }
             List<CompletableFuture<?>> deps = dependenciesLocked(stream);
             if (after != null && !after.isDone()) {
                 deps.add(after);
@@ -162,11 +172,18 @@ final class EmulatedContext {
      * only by the caller. A placeholder takes the stream's tail so later work still orders after it.
      */
     void runInline(EmulatedStream stream, Runnable op) {
+        if (stream.kind == EmulatedStream.Kind.LEGACY) {
+            captures.checkUnsafe("a synchronous copy or set");
+        }
+        refuseInCapture(stream, "work on host memory");
         CompletableFuture<Void> placeholder = new CompletableFuture<>();
         List<CompletableFuture<?>> deps;
         synchronized (lock) {
             checkAlive();
             checkStream(stream);
+            if (stream.kind == EmulatedStream.Kind.LEGACY) {
+                captures.checkLegacy(this, streams);
+            }
             deps = dependenciesLocked(stream);
             stream.tail(placeholder);
         }
@@ -175,6 +192,38 @@ final class EmulatedContext {
             op.run();
         } finally {
             placeholder.complete(null);
+        }
+    }
+
+    /** Records {@code op} in {@code stream}'s capture (the stream is capturing) and returns its node. */
+    EmulatedGraph.Node capture(EmulatedStream stream, Runnable op, String what) {
+        return captures.record(stream, nodeType(what), this, () -> runGuarded(op, what), what);
+    }
+
+    /** What a capturing stream's queue call returns: the work is recorded, not queued. */
+    private static final CompletableFuture<Void> CAPTURED = CompletableFuture.completedFuture(null);
+
+    /** The CUgraphNodeType a captured call becomes, by what it is (the names its queuing passes). */
+    private static int nodeType(String what) {
+        if (what.startsWith("kernel ")) {
+            return EmulatedGraph.KERNEL;
+        } else if (what.startsWith("cuMemset")) {
+            return EmulatedGraph.MEMSET;
+        } else if (what.startsWith("cuMemcpy")) {
+            return EmulatedGraph.MEMCPY;
+        } else if (what.equals("cuGraphLaunch")) {
+            return EmulatedGraph.GRAPH;
+        }
+        return EmulatedGraph.EMPTY;
+    }
+
+    /**
+     * Work that touches host memory cannot be captured (a graph launched later could not reach the
+     * guest's memory behind the backend): refused in a capturing stream, which invalidates the capture.
+     */
+    void refuseInCapture(EmulatedStream stream, String what) {
+        if (stream.capture != null) {
+            captures.refuse(stream, what, "host memory or host code cannot be part of a graph here");
         }
     }
 

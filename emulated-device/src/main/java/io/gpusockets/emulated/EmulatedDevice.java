@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.emulated.HostSegments.isNull;
 import static io.gpusockets.emulated.HostSegments.putInt;
+import static io.gpusockets.emulated.HostSegments.putIntIfPresent;
 import static io.gpusockets.emulated.HostSegments.putLong;
 import static io.gpusockets.emulated.HostSegments.putLongIfPresent;
 import static io.gpusockets.emulated.HostSegments.sized;
@@ -74,6 +75,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final VirtualMemory vmm;
     private final StreamMemOps memOps;
     private final PeerCopies peers;
+    private final Graphs graphs;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -111,6 +113,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.vmm = new VirtualMemory(handles, contexts, memory, deviceCount);
         this.memOps = new StreamMemOps(contexts, streams, memory);
         this.peers = new PeerCopies(contexts, streams, memory);
+        this.graphs = new Graphs(handles, contexts, streams, launcher, memory);
     }
 
     /**
@@ -373,6 +376,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     public int cuCtxSynchronize() {
         return run("cuCtxSynchronize", () -> {
             EmulatedContext c = contexts.current();
+            contexts.captures.checkUnsafe("cuCtxSynchronize");
             c.allWork().join();
             c.throwIfFaulted();
         });
@@ -1226,6 +1230,386 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         if (!async) {
             c.throwIfFaulted();
         }
+    }
+
+    // ---- issue 11: stream capture and graphs ----
+    // Capture and graph logic: Captures, EmulatedGraph, EmulatedGraphExec, Graphs.
+
+    @Override
+    public int cuStreamBeginCapture(long hStream, int mode) {
+        return run("cuStreamBeginCapture", () -> graphs.beginCapture(hStream, mode));
+    }
+
+    @Override
+    public int cuStreamBeginCapture_v1(long hStream) {
+        return run("cuStreamBeginCapture", () -> graphs.beginCapture(hStream, Captures.MODE_GLOBAL));
+    }
+
+    @Override
+    public int cuStreamEndCapture(long hStream, MemorySegment phGraph) {
+        return run("cuStreamEndCapture", () -> {
+            MemorySegment out = sized(phGraph, 8, "phGraph");
+            out.set(HostSegments.LONG, 0, 0L);
+            out.set(HostSegments.LONG, 0, graphs.endCapture(hStream));
+        });
+    }
+
+    @Override
+    public int cuStreamIsCapturing(long hStream, MemorySegment captureStatus) {
+        return run("cuStreamIsCapturing", () -> putInt(captureStatus, (int) graphs.captureInfo(hStream)[0], "captureStatus"));
+    }
+
+    @Override
+    public int cuStreamGetCaptureInfo_v1(long hStream, MemorySegment captureStatus, MemorySegment id) {
+        return run("cuStreamGetCaptureInfo", () -> {
+            long[] info = graphs.captureInfo(hStream);
+            putInt(captureStatus, (int) info[0], "captureStatus_out");
+            putLongIfPresent(id, info[1], "id_out");
+        });
+    }
+
+    @Override
+    public int cuStreamGetCaptureInfo_v2(long hStream, MemorySegment captureStatus, MemorySegment id, MemorySegment graph,
+                                         MemorySegment dependencies, MemorySegment numDependencies) {
+        return cuStreamGetCaptureInfo(hStream, captureStatus, id, graph, dependencies, MemorySegment.NULL, numDependencies);
+    }
+
+    /** The dependency array lives in memory of the calling thread's, valid until its next such call, as the driver's. */
+    @Override
+    public int cuStreamGetCaptureInfo(long hStream, MemorySegment captureStatus, MemorySegment id, MemorySegment graph,
+                                      MemorySegment dependencies, MemorySegment edgeData, MemorySegment numDependencies) {
+        return run("cuStreamGetCaptureInfo", () -> {
+            long[] info = graphs.captureInfo(hStream);
+            java.util.List<EmulatedGraph.Node> deps = info[0] == Captures.STATUS_ACTIVE ? graphs.captureDependencies(hStream)
+                    : java.util.List.of();
+            putIntIfPresent(captureStatus, (int) info[0], "captureStatus_out");
+            putLongIfPresent(id, info[1], "id_out");
+            putLongIfPresent(graph, info[2], "graph_out");
+            MemorySegment array = MemorySegment.NULL;
+            MemorySegment data = MemorySegment.NULL;
+            if (!deps.isEmpty()) {
+                Arena arena = Arena.ofAuto();   // the previous call's arrays may go now
+                captureArrays.set(arena);
+                array = arena.allocate(8L * deps.size(), 8);
+                data = arena.allocate(8L * deps.size(), 8);
+                for (int i = 0; i < deps.size(); i++) {
+                    array.setAtIndex(ValueLayout.JAVA_LONG, i, deps.get(i).handle);
+                }
+            }
+            putLongIfPresent(dependencies, array.address(), "dependencies_out");
+            putLongIfPresent(edgeData, data.address(), "edgeData_out");
+            putLongIfPresent(numDependencies, deps.size(), "numDependencies_out");
+        });
+    }
+
+    /** Per thread: the arrays cuStreamGetCaptureInfo hands out (a fresh auto arena each call; the old one is collected). */
+    private final ThreadLocal<Arena> captureArrays = new ThreadLocal<>();
+
+    @Override
+    public int cuStreamUpdateCaptureDependencies(long hStream, MemorySegment dependencies, MemorySegment dependencyData,
+                                                 long numDependencies, int flags) {
+        return run("cuStreamUpdateCaptureDependencies", () -> {
+            checkDefaultEdges(dependencyData, numDependencies);
+            graphs.updateCaptureDependencies(hStream, dependencies, numDependencies, flags);
+        });
+    }
+
+    @Override
+    public int cuStreamUpdateCaptureDependencies_v1(long hStream, MemorySegment dependencies, long numDependencies, int flags) {
+        return run("cuStreamUpdateCaptureDependencies", () -> graphs.updateCaptureDependencies(hStream, dependencies,
+                numDependencies, flags));
+    }
+
+    /** Edge data other than the default (all zero: full dependency, no ports) is not modelled. */
+    private static void checkDefaultEdges(MemorySegment edgeData, long n) {
+        if (isNull(edgeData) || n <= 0 || n > Graphs.MAX_NODES) {
+            return;
+        }
+        MemorySegment e = sized(edgeData, 8 * n, "edgeData");
+        for (long i = 0; i < n; i++) {
+            if (e.get(ValueLayout.JAVA_LONG_UNALIGNED, 8 * i) != 0) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "edge data other than the default (programmatic edges, ports)");
+            }
+        }
+    }
+
+    @Override
+    public int cuThreadExchangeStreamCaptureMode(MemorySegment mode) {
+        return run("cuThreadExchangeStreamCaptureMode", () -> {
+            MemorySegment m = sized(mode, 4, "mode");
+            m.set(ValueLayout.JAVA_INT, 0, contexts.captures.exchangeMode(m.get(ValueLayout.JAVA_INT, 0)));
+        });
+    }
+
+    @Override
+    public int cuGraphCreate(MemorySegment phGraph, int flags) {
+        return run("cuGraphCreate", () -> putLong(phGraph, graphs.create(flags), "phGraph"));
+    }
+
+    @Override
+    public int cuGraphDestroy(long hGraph) {
+        return run("cuGraphDestroy", () -> graphs.destroy(hGraph));
+    }
+
+    @Override
+    public int cuGraphInstantiateWithFlags(MemorySegment phGraphExec, long hGraph, long flags) {
+        return run("cuGraphInstantiateWithFlags", () -> putLong(phGraphExec, graphs.instantiate(hGraph, flags), "phGraphExec"));
+    }
+
+    @Override
+    public int cuGraphLaunch(long hGraphExec, long hStream) {
+        return run("cuGraphLaunch", () -> graphs.launch(hGraphExec, hStream));
+    }
+
+    @Override
+    public int cuGraphUpload(long hGraphExec, long hStream) {
+        return run("cuGraphUpload", () -> graphs.upload(hGraphExec, hStream));
+    }
+
+    @Override
+    public int cuGraphExecDestroy(long hGraphExec) {
+        return run("cuGraphExecDestroy", () -> graphs.execDestroy(hGraphExec));
+    }
+
+    @Override
+    public int cuGraphAddEmptyNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies) {
+        return run("cuGraphAddEmptyNode", () -> putLong(phGraphNode,
+                graphs.addEmpty(hGraph, dependencies, numDependencies), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddKernelNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                    MemorySegment nodeParams) {
+        return run("cuGraphAddKernelNode", () -> putLong(phGraphNode,
+                graphs.addKernel(hGraph, dependencies, numDependencies, nodeParams), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphKernelNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphKernelNodeGetParams", () -> graphs.kernelGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphKernelNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphKernelNodeSetParams", () -> graphs.kernelSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecKernelNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return run("cuGraphExecKernelNodeSetParams", () -> graphs.execKernelSetParams(hGraphExec, hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphAddMemsetNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                    MemorySegment memsetParams, long ctx) {
+        return run("cuGraphAddMemsetNode", () -> putLong(phGraphNode,
+                graphs.addMemset(hGraph, dependencies, numDependencies, memsetParams, ctx), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddMemcpyNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                    MemorySegment copyParams, long ctx) {
+        return run("cuGraphAddMemcpyNode", () -> putLong(phGraphNode,
+                graphs.addMemcpy(hGraph, dependencies, numDependencies, copyParams, ctx), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddEventRecordNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies,
+                                         long numDependencies, long event) {
+        return run("cuGraphAddEventRecordNode", () -> putLong(phGraphNode,
+                graphs.addEvent(hGraph, dependencies, numDependencies, event, true), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddEventWaitNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies,
+                                       long numDependencies, long event) {
+        return run("cuGraphAddEventWaitNode", () -> putLong(phGraphNode,
+                graphs.addEvent(hGraph, dependencies, numDependencies, event, false), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddChildGraphNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies,
+                                        long numDependencies, long childGraph) {
+        return run("cuGraphAddChildGraphNode", () -> putLong(phGraphNode,
+                graphs.addChild(hGraph, dependencies, numDependencies, childGraph), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphAddDependencies(long hGraph, MemorySegment from, MemorySegment to, MemorySegment edgeData,
+                                      long numDependencies) {
+        return run("cuGraphAddDependencies", () -> {
+            checkDefaultEdges(edgeData, numDependencies);
+            graphs.addDependencies(hGraph, from, to, numDependencies);
+        });
+    }
+
+    @Override
+    public int cuGraphAddDependencies_v1(long hGraph, MemorySegment from, MemorySegment to, long numDependencies) {
+        return run("cuGraphAddDependencies", () -> graphs.addDependencies(hGraph, from, to, numDependencies));
+    }
+
+    @Override
+    public int cuGraphRemoveDependencies(long hGraph, MemorySegment from, MemorySegment to, MemorySegment edgeData,
+                                         long numDependencies) {
+        return run("cuGraphRemoveDependencies", () -> {
+            checkDefaultEdges(edgeData, numDependencies);
+            graphs.removeDependencies(hGraph, from, to, numDependencies);
+        });
+    }
+
+    @Override
+    public int cuGraphRemoveDependencies_v1(long hGraph, MemorySegment from, MemorySegment to, long numDependencies) {
+        return run("cuGraphRemoveDependencies", () -> graphs.removeDependencies(hGraph, from, to, numDependencies));
+    }
+
+    @Override
+    public int cuGraphGetNodes(long hGraph, MemorySegment nodes, MemorySegment numNodes) {
+        return run("cuGraphGetNodes", () -> Graphs.answer(Graphs.handlesOf(graphs.graph(hGraph, "hGraph").nodes()),
+                nodes, numNodes));
+    }
+
+    @Override
+    public int cuGraphGetRootNodes(long hGraph, MemorySegment rootNodes, MemorySegment numRootNodes) {
+        return run("cuGraphGetRootNodes", () -> Graphs.answer(Graphs.handlesOf(graphs.graph(hGraph, "hGraph").roots()),
+                rootNodes, numRootNodes));
+    }
+
+    @Override
+    public int cuGraphGetEdges(long hGraph, MemorySegment from, MemorySegment to, MemorySegment edgeData, MemorySegment numEdges) {
+        return run("cuGraphGetEdges", () -> Graphs.answerEdges(graphs.graph(hGraph, "hGraph").edges(), from, to, edgeData,
+                numEdges));
+    }
+
+    @Override
+    public int cuGraphGetEdges_v1(long hGraph, MemorySegment from, MemorySegment to, MemorySegment numEdges) {
+        return cuGraphGetEdges(hGraph, from, to, MemorySegment.NULL, numEdges);
+    }
+
+    @Override
+    public int cuGraphNodeGetDependencies(long hNode, MemorySegment dependencies, MemorySegment edgeData,
+                                          MemorySegment numDependencies) {
+        return run("cuGraphNodeGetDependencies", () -> {
+            EmulatedGraph.Node n = graphs.node(hNode, "hNode");
+            java.util.List<Long> deps = Graphs.handlesOf(n.graph.dependencies(n));
+            Graphs.answer(deps, dependencies, numDependencies);
+            zeroEdges(edgeData, dependencies, numDependencies);
+        });
+    }
+
+    @Override
+    public int cuGraphNodeGetDependencies_v1(long hNode, MemorySegment dependencies, MemorySegment numDependencies) {
+        return cuGraphNodeGetDependencies(hNode, dependencies, MemorySegment.NULL, numDependencies);
+    }
+
+    @Override
+    public int cuGraphNodeGetDependentNodes(long hNode, MemorySegment dependentNodes, MemorySegment edgeData,
+                                            MemorySegment numDependentNodes) {
+        return run("cuGraphNodeGetDependentNodes", () -> {
+            EmulatedGraph.Node n = graphs.node(hNode, "hNode");
+            Graphs.answer(Graphs.handlesOf(n.graph.dependents(n)), dependentNodes, numDependentNodes);
+            zeroEdges(edgeData, dependentNodes, numDependentNodes);
+        });
+    }
+
+    @Override
+    public int cuGraphNodeGetDependentNodes_v1(long hNode, MemorySegment dependentNodes, MemorySegment numDependentNodes) {
+        return cuGraphNodeGetDependentNodes(hNode, dependentNodes, MemorySegment.NULL, numDependentNodes);
+    }
+
+    /** Edge data of the answered edges: all default (zero). */
+    private static void zeroEdges(MemorySegment edgeData, MemorySegment array, MemorySegment count) {
+        if (!isNull(edgeData) && !isNull(array)) {
+            sized(edgeData, 8 * sized(count, 8, "count").get(ValueLayout.JAVA_LONG, 0), "edgeData").fill((byte) 0);
+        }
+    }
+
+    @Override
+    public int cuGraphNodeGetType(long hNode, MemorySegment type) {
+        return run("cuGraphNodeGetType", () -> putInt(type, graphs.nodeType(hNode), "type"));
+    }
+
+    @Override
+    public int cuGraphClone(MemorySegment phGraphClone, long originalGraph) {
+        return run("cuGraphClone", () -> putLong(phGraphClone, graphs.clone(originalGraph), "phGraphClone"));
+    }
+
+    @Override
+    public int cuGraphDestroyNode(long hNode) {
+        return run("cuGraphDestroyNode", () -> graphs.destroyNode(hNode));
+    }
+
+    @Override
+    public int cuStreamBeginCaptureToGraph(long hStream, long hGraph, MemorySegment dependencies, MemorySegment dependencyData,
+                                           long numDependencies, int mode) {
+        return run("cuStreamBeginCaptureToGraph", () -> {
+            checkDefaultEdges(dependencyData, numDependencies);
+            graphs.beginCaptureToGraph(hStream, hGraph, dependencies, numDependencies, mode);
+        });
+    }
+
+    @Override
+    public int cuGraphEventRecordNodeGetEvent(long hNode, MemorySegment eventOut) {
+        return run("cuGraphEventRecordNodeGetEvent", () -> putLong(eventOut,
+                graphs.eventNode(hNode, EmulatedGraph.EVENT_RECORD).event.handle, "event_out"));
+    }
+
+    @Override
+    public int cuGraphEventRecordNodeSetEvent(long hNode, long event) {
+        return run("cuGraphEventRecordNodeSetEvent", () -> graphs.setEvent(hNode, EmulatedGraph.EVENT_RECORD, event));
+    }
+
+    @Override
+    public int cuGraphEventWaitNodeGetEvent(long hNode, MemorySegment eventOut) {
+        return run("cuGraphEventWaitNodeGetEvent", () -> putLong(eventOut,
+                graphs.eventNode(hNode, EmulatedGraph.WAIT_EVENT).event.handle, "event_out"));
+    }
+
+    @Override
+    public int cuGraphEventWaitNodeSetEvent(long hNode, long event) {
+        return run("cuGraphEventWaitNodeSetEvent", () -> graphs.setEvent(hNode, EmulatedGraph.WAIT_EVENT, event));
+    }
+
+    @Override
+    public int cuGraphExecEventRecordNodeSetEvent(long hGraphExec, long hNode, long event) {
+        return run("cuGraphExecEventRecordNodeSetEvent",
+                () -> graphs.execSetEvent(hGraphExec, hNode, EmulatedGraph.EVENT_RECORD, event));
+    }
+
+    @Override
+    public int cuGraphExecEventWaitNodeSetEvent(long hGraphExec, long hNode, long event) {
+        return run("cuGraphExecEventWaitNodeSetEvent",
+                () -> graphs.execSetEvent(hGraphExec, hNode, EmulatedGraph.WAIT_EVENT, event));
+    }
+
+    @Override
+    public int cuGraphNodeFindInClone(MemorySegment phNode, long hOriginalNode, long hClonedGraph) {
+        return run("cuGraphNodeFindInClone", () -> putLong(phNode, graphs.findInClone(hOriginalNode, hClonedGraph), "phNode"));
+    }
+
+    @Override
+    public int cuGraphNodeSetEnabled(long hGraphExec, long hNode, int isEnabled) {
+        return run("cuGraphNodeSetEnabled", () -> graphs.enabledStep(hGraphExec, hNode).enabled = isEnabled != 0);
+    }
+
+    @Override
+    public int cuGraphNodeGetEnabled(long hGraphExec, long hNode, MemorySegment isEnabled) {
+        return run("cuGraphNodeGetEnabled", () -> putInt(isEnabled, graphs.enabledStep(hGraphExec, hNode).enabled ? 1 : 0,
+                "isEnabled"));
+    }
+
+    @Override
+    public int cuGraphExecGetFlags(long hGraphExec, MemorySegment flags) {
+        return run("cuGraphExecGetFlags", () -> putLong(flags, graphs.exec(hGraphExec).flags, "flags"));
+    }
+
+    @Override
+    public int cuGraphMemsetNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemsetNodeGetParams", () -> graphs.memsetGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecUpdate(long hGraphExec, long hGraph, MemorySegment resultInfo) {
+        return run("cuGraphExecUpdate", () -> graphs.execUpdate(hGraphExec, hGraph, resultInfo));
     }
 
     // ---- streams and events --------------------------------------------------------------------

@@ -18,6 +18,8 @@ final class EmulatedEvent {
     final EmulatedContext context;
     final int flags;
     private volatile Recording recording;   // null until first recorded
+    /** Set when last recorded in a capturing stream: what a wait on it joins. */
+    volatile Captures.CapturedRecord captured;
 
     EmulatedEvent(long handle, EmulatedContext context, int flags) {
         this.handle = handle;

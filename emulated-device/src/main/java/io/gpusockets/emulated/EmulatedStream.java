@@ -29,6 +29,8 @@ final class EmulatedStream {
     /** Written under the context's lock; volatile so a synchronizing caller may read it without. */
     private volatile CompletableFuture<Void> tail = CompletableFuture.completedFuture(null);
     private volatile boolean destroyed;
+    /** The capture sequence this stream is in, or null; written under {@link Captures}' lock. */
+    volatile Captures.Sequence capture;
 
     EmulatedStream(long handle, EmulatedContext context, Kind kind, int flags, int priority, String name) {
         this.handle = handle;

@@ -40,6 +40,7 @@ final class HostCallbacks {
         EmulatedContext c = contexts.active();
         EmulatedStream s = streams.resolve(hStream, c);
         checkFunction(callback, "callback");
+        c.refuseInCapture(s, "cuStreamAddCallback");
         if (flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags + " must be 0");
         }
@@ -61,6 +62,7 @@ final class HostCallbacks {
         EmulatedContext c = contexts.active();
         EmulatedStream s = streams.resolve(hStream, c);
         checkFunction(fn, "fn");
+        c.refuseInCapture(s, "cuLaunchHostFunc");
         MemorySegment target = MemorySegment.ofAddress(fn.address());
         MemorySegment data = MemorySegment.ofAddress(userData.address());
         c.enqueue(s, null, () -> {

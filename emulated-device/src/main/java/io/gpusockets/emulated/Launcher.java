@@ -97,11 +97,28 @@ final class Launcher {
     void launch(long f, int gx, int gy, int gz, int bx, int by, int bz, int shared, long hStream,
                 MemorySegment kernelParams, MemorySegment extra) {
         EmulatedContext c = contexts.current();
+        Prepared p = prepare(c, f, gx, gy, gz, bx, by, bz, shared, kernelParams, extra);
+        EmulatedStream s = streams.resolve(hStream, c);
+        if (s.capture != null) {   // a kernel node that cuGraphKernelNodeGetParams can answer
+            EmulatedGraph.Node n = c.capture(s, p.op(), p.what());
+            boolean isFunction = handles.find(f, EmulatedFunction.class) != null;
+            n.params = Graphs.paramsOf(p, isFunction ? f : 0, isFunction ? 0 : f, 0, new int[] {gx, gy, gz, bx, by, bz}, shared);
+            return;
+        }
+        c.enqueue(s, null, p.op(), p.what());
+    }
+
+    /** A launch checked and its parameters copied, ready to run (and to run again: graph nodes replay it). */
+    record Prepared(EmulatedFunction function, KernelLaunch launch, Runnable op, String what) {
+    }
+
+    /** Checks a launch of {@code f} in {@code c} and copies its parameters, as cuLaunchKernel does at the call. */
+    Prepared prepare(EmulatedContext c, long f, int gx, int gy, int gz, int bx, int by, int bz, int shared,
+                     MemorySegment kernelParams, MemorySegment extra) {
         EmulatedFunction fn = function(f);
         if (fn.module.context != c) {
             throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "function " + fn.entry.name() + " belongs to another context");
         }
-        EmulatedStream s = streams.resolve(hStream, c);
         String name = fn.entry.name();
         if (fn.kernel == null) {
             PtxKernel program;
@@ -123,8 +140,7 @@ final class Launcher {
             c.throwIfFaulted();
             PtxKernel.Launch run = new PtxKernel.Launch(launch.gridX, launch.gridY, launch.gridZ, launch.blockX, launch.blockY,
                     launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory));
-            c.enqueue(s, null, () -> program.run(run), "kernel " + name);
-            return;
+            return new Prepared(fn, launch, () -> program.run(run), "kernel " + name);
         }
         String mismatch = fn.kernel.mismatch(fn.entry);
         if (mismatch != null) {
@@ -134,6 +150,6 @@ final class Launcher {
                 kernelParams, extra, c, memory);
         c.throwIfFaulted();
         EmulatedKernels.Body body = fn.kernel.body();
-        c.enqueue(s, null, () -> body.run(launch), "kernel " + name);
+        return new Prepared(fn, launch, () -> body.run(launch), "kernel " + name);
     }
 }

@@ -128,6 +128,9 @@ final class PitchedTransfers {
         }
         resolve(c, src, false);   // refused now if the memory is not there now
         resolve(c, dst, false);
+        if (src.type() == Memcpy3D.HOST || dst.type() == Memcpy3D.HOST) {
+            c.refuseInCapture(s, name);
+        }
         if (src.type() != Memcpy3D.HOST) {
             c.enqueue(s, null, () -> move(m, src.view(), resolve(c, src, true), dst.view(), resolve(c, dst, true)), name);
             return;

@@ -44,6 +44,13 @@ final class StreamQueries {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=0x" + Integer.toHexString(flags));
         }
         if (flags == RECORD_EXTERNAL) {
+            EmulatedContext c = contexts.active();
+            EmulatedStream s = streams.resolve(hStream, c);
+            if (s.capture != null) {   // in a capture: an event record node of the graph
+                EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+                contexts.captures.recordEventNode(s, EmulatedGraph.EVENT_RECORD, e);
+                return;
+            }
             // What the real driver answers outside stream capture.
             throw new CudaError(CUDA_ERROR_ILLEGAL_STATE, "CU_EVENT_RECORD_EXTERNAL outside stream capture");
         }

@@ -70,6 +70,7 @@ final class Streams {
     void destroy(long handle) {
         EmulatedStream s = contexts.lookup(handle, EmulatedStream.class, "hStream");
         if (handles.remove(handle, s)) {
+            contexts.captures.forget(s);
             s.context.owned.remove(handle);
             s.context.destroyStream(s);
         }
@@ -77,6 +78,7 @@ final class Streams {
 
     int synchronize(long handle) {
         EmulatedStream s = toWaitFor(handle);
+        contexts.captures.checkNotCapturing(s, "cuStreamSynchronize");
         completion(s).join();
         s.context.throwIfFaulted();
         return CUDA_SUCCESS;
@@ -84,6 +86,7 @@ final class Streams {
 
     int query(long handle) {
         EmulatedStream s = toWaitFor(handle);
+        contexts.captures.checkNotCapturing(s, "cuStreamQuery");
         s.context.throwIfFaulted();
         return completion(s).isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     }
@@ -94,6 +97,16 @@ final class Streams {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         if ((flags & ~1) != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=0x" + Integer.toHexString(flags));
+        }
+        if ((flags & 1) != 0 && s.capture != null) {   // CU_EVENT_WAIT_EXTERNAL in a capture: an event wait node
+            contexts.captures.recordEventNode(s, EmulatedGraph.WAIT_EVENT, e);
+            return;
+        }
+        if (e.captured == null && e.recording() == null) {
+            return;   // never recorded: nothing to wait for, in a capture or not
+        }
+        if (contexts.captures.waitEvent(s, e.captured)) {
+            return;   // the stream joined the capture the event was recorded in, or took its nodes
         }
         EmulatedEvent.Recording r = e.recording();
         if (r != null) {   // an event never recorded is complete: nothing to wait for
@@ -119,6 +132,11 @@ final class Streams {
             throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "hEvent belongs to another context than the current one");
         }
         EmulatedStream s = resolve(hStream, c);
+        if (s.capture != null) {
+            e.captured = contexts.captures.recordEvent(s);
+            return;
+        }
+        e.captured = null;
         EmulatedEvent.Recording r = new EmulatedEvent.Recording();
         r.reached = c.enqueue(s, null, () -> r.nanos = System.nanoTime(), "cuEventRecord");
         e.recording(r);
@@ -126,6 +144,7 @@ final class Streams {
 
     int synchronizeEvent(long hEvent) {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        checkNotCaptured(e);
         EmulatedEvent.Recording r = e.recording();
         if (r != null) {
             r.reached.join();
@@ -136,6 +155,7 @@ final class Streams {
 
     int queryEvent(long hEvent) {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
+        checkNotCaptured(e);
         e.context.throwIfFaulted();
         EmulatedEvent.Recording r = e.recording();
         return r == null || r.reached.isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -159,6 +179,15 @@ final class Streams {
         start.context.throwIfFaulted();
         end.context.throwIfFaulted();
         return (b.nanos - a.nanos) / 1_000_000f;
+    }
+
+    /** An event last recorded in a capture that is still going stands for no work that runs. */
+    private static void checkNotCaptured(EmulatedEvent e) {
+        Captures.CapturedRecord r = e.captured;
+        if (r != null && r.sequence().graph != null && r.sequence().origin.capture == r.sequence()) {
+            throw new CudaError(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_CAPTURED_EVENT,
+                    "the event was last recorded in a capturing stream");
+        }
     }
 
     void destroyEvent(long hEvent) {

@@ -68,6 +68,7 @@ final class Transfers {
 
     /** The source is copied now: the caller may reuse its buffer as soon as the call returns. */
     void htodAsync(EmulatedContext c, EmulatedStream s, long dst, MemorySegment src, long bytes) {
+        c.refuseInCapture(s, "cuMemcpyHtoDAsync");
         device(c, dst, bytes, "dstDevice");
         MemorySegment host = HostSegments.sized(src, bytes, "srcHost");
         Arena arena = Arena.ofShared();
@@ -86,6 +87,7 @@ final class Transfers {
      * thread cannot be written from a stream thread: then the copy is done now, still in stream order.
      */
     void dtohAsync(EmulatedContext c, EmulatedStream s, MemorySegment dst, long src, long bytes) {
+        c.refuseInCapture(s, "cuMemcpyDtoHAsync");
         device(c, src, bytes, "srcDevice");
         MemorySegment host = HostSegments.sized(dst, bytes, "dstHost");
         if (host.isAccessibleBy(OTHER_THREAD)) {

@@ -163,6 +163,18 @@ final class LaunchCalls implements FrontendHandlers.Launches {
         return CuResult.CUDA_SUCCESS;
     }
 
+    /** Parameter sizes of {@code f} (cached), or null when the backend does not know it (graph kernel nodes use this too). */
+    long[] paramSizesOf(long f) {
+        long[] sizes = paramSizes.get(f);
+        if (sizes == null) {
+            sizes = queryParamSizes(f);
+            if (sizes != null) {
+                paramSizes.put(f, sizes);
+            }
+        }
+        return sizes;
+    }
+
     /** Parameter sizes of a function, from cuFuncGetParamInfo until it answers INVALID_VALUE. */
     private long[] queryParamSizes(long f) {
         try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {

@@ -42,9 +42,10 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.callbacks = new StreamCallbacks((f, request) -> channel.exchange(f, request, List.of(), List.of(), false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
-        bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, new LaunchCalls(channel, this),
+        LaunchCalls launches = new LaunchCalls(channel, this);
+        bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, launches,
                 local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel)));
+                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */

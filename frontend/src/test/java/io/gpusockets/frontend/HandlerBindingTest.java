@@ -28,13 +28,13 @@ class HandlerBindingTest {
     @Test
     void aNewAreaWithoutItsHandlerDoesNotBuild() throws Exception {
         // RemoteCudaDriver builds the FrontendHandlers record, one component per area.
-        FRONTEND.assertFailsWith("cuGraphLaunch(ptr graph) custom=frontend area=graphs",
+        FRONTEND.assertFailsWith("cuGraphDebugDotPrint(ptr graph) custom=frontend area=debugging",
                 List.of(SOURCES.resolve("RemoteCudaDriver.java")), "FrontendHandlers");
     }
 
     @Test
     void everyAreaMustHaveAnImplementation() {
-        var e = assertThrows(NullPointerException.class, () -> new FrontendHandlers(null, null, null, null, null, null, null, null, null, null, null));
+        var e = assertThrows(NullPointerException.class, () -> new FrontendHandlers(null, null, null, null, null, null, null, null, null, null, null, null));
         assertTrue(e.getMessage().contains("modules"), e.getMessage());
     }
 }

@@ -43,7 +43,7 @@ final class CallDispatcher {
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
                 new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session), new ManagedCalls(session),
-                new MemopsCalls(session));
+                new MemopsCalls(session), new GraphCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -293,13 +293,15 @@ final class CallDispatcher {
             ParamType t = p.type();
             if (p.out() && t.isHandle()) {
                 long owner = p.owner() >= 0 ? values[p.owner()] : 0;
-                if (t != ParamType.CTX && context < 0) {
+                // Graphs and their nodes belong to no context: cuCtxDestroy leaves them (SessionCleanup destroys them).
+                // Libraries and their kernels are context-independent too (the driver loads them into every
+                // context, and cudart keeps them across a primary context's reset).
+                boolean contextless = t == ParamType.CTX || t == ParamType.GRAPH || t == ParamType.GNODE
+                        || t == ParamType.LIB || t == ParamType.KERNEL;
+                if (!contextless && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
-                // Libraries and their kernels are context-independent (the driver loads them into every
-                // context, and cudart keeps them across a primary context's reset): made in none.
-                boolean contextFree = t == ParamType.CTX || t == ParamType.LIB || t == ParamType.KERNEL;
-                values[i] = session.handles().intern(t, values[i], owner, contextFree ? 0 : context);
+                values[i] = session.handles().intern(t, values[i], owner, contextless ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
                 boolean alloc = p.alloc() != null;
                 long size = p.rangeSize().evaluate(k -> values[k]);

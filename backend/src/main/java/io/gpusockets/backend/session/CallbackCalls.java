@@ -35,6 +35,7 @@ final class CallbackCalls implements BackendHandlers.Callbacks {
         return switch (op) {
             case HostCallbackOps.Enqueue e -> {
                 long stream = c.handle(ParamType.STREAM, e.stream(), true);
+                session.captureGuard().refuseHostWork(c, session.host().driver(), stream, c.name());
                 long[] id = new long[1];
                 int r = gates.enqueue(session.host().driver(), stream, e.flags(), id);
                 HostCallbackOps.putEnqueueReply(c.outs, id[0]);

@@ -32,7 +32,8 @@ final class CopyCalls implements BackendHandlers.Copies {
 
     @Override
     public int cuMemcpyHtoDAsync(Call c, long dstDevice, long srcHost, long byteCount, long hStream)
-            throws ProtocolException, InterruptedException {
+            throws ProtocolException, InterruptedException, CallRejected {
+        session.captureGuard().refuseHostWork(c, session.host().driver(), hStream, "cuMemcpyHtoDAsync");
         return copyIn(c, dstDevice, srcHost, byteCount, true, hStream);
     }
 
@@ -43,7 +44,8 @@ final class CopyCalls implements BackendHandlers.Copies {
 
     @Override
     public int cuMemcpyDtoHAsync(Call c, long srcDevice, long byteCount, long hStream)
-            throws IOException, InterruptedException {
+            throws IOException, InterruptedException, CallRejected {
+        session.captureGuard().refuseHostWork(c, session.host().driver(), hStream, "cuMemcpyDtoHAsync");
         return copyOut(c, srcDevice, byteCount, true, hStream);
     }
 

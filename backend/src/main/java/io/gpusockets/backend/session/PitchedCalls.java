@@ -77,6 +77,9 @@ final class PitchedCalls implements BackendHandlers.Pitched {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "host-to-host copies stay on the frontend");
         }
         long stream = c.handle(ParamType.STREAM, streamId, true);
+        if (async && (hostIn || hostOut)) {
+            session.captureGuard().refuseHostWork(c, session.host().driver(), stream, c.name());
+        }
         Memcpy3D checked = m.with(checkSide(c, m, m.src()), checkSide(c, m, m.dst()));
         MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
         if (!hostIn && !hostOut) {
@@ -92,7 +95,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
     }
 
     /** A device side's whole touched span must lie in one session range; an array side's handle is translated. */
-    private static Side checkSide(Call c, Memcpy3D m, Side s) throws CallRejected {
+    static Side checkSide(Call c, Memcpy3D m, Side s) throws CallRejected {
         switch (s.memoryType()) {
             case Memcpy3D.HOST -> {
                 return s;

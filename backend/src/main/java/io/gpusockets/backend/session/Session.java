@@ -40,6 +40,7 @@ public final class Session {
     private final SessionWaits waits = new SessionWaits();
     private final PrimaryContexts primary;
     private final HostCallbackGates callbackGates = new HostCallbackGates();
+    private final CaptureGuard captureGuard = new CaptureGuard();
     private final CallDispatcher dispatcher;
     private final Lanes lanes;
     private final DataBufferPool dataBuffers;
@@ -106,8 +107,14 @@ public final class Session {
         return staging;
     }
 
+    /** Captures in which the backend refused host work (GraphCalls, CopyCalls, PitchedCalls, CallbackCalls). */
+    CaptureGuard captureGuard() {
+        return captureGuard;
+    }
+
     /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first, and the window's registration in it. */
     void beforeContextDestroy(long real) {
+        cleanup.destroyExecGraphs(handles.idOf(ParamType.CTX, real));
         staging.retire(real);
         if (window != null) {
             window.unpin(real);

@@ -56,6 +56,8 @@ final class SessionCleanup {
         int modules = handles.count(ParamType.MOD) + handles.count(ParamType.LIB);
         int streams = handles.count(ParamType.STREAM);
         int events = handles.count(ParamType.EVENT);
+        int graphs = handles.count(ParamType.GRAPH);
+        int execs = handles.count(ParamType.GEXEC);
         int failed = 0;
         int libFailed = 0;
         if (window != null) {
@@ -68,6 +70,16 @@ final class SessionCleanup {
         String waitSummary = releaseWaits();
         String poolSummary = releasePools();
         String vmmSummary = releaseVmm();
+        // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
+        int graphsFailed = destroyExecGraphs(-1);
+        for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
+            int r = driver.cuGraphDestroy(g.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                graphsFailed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuGraphDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            dropHandle(g.id());
+        }
         // Libraries belong to no context: cuCtxDestroy leaves them loaded, so they go first, explicitly.
         for (SessionHandles.Entry lib : handles.all(ParamType.LIB)) {
             int r = driver.cuLibraryUnload(lib.real());
@@ -88,6 +100,8 @@ final class SessionCleanup {
         }
         return contexts + " context(s), " + allocations + " allocation(s) (" + bytes + " bytes), " + modules
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
+                + (graphs + execs > 0 ? ", " + graphs + " graph(s), " + execs + " exec graph(s)" : "")
+                + (graphsFailed > 0 ? ", " + graphsFailed + " graph(s) failed to destroy" : "")
                 + stagingSummary + waitSummary + poolSummary + vmmSummary
                 + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
                 + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");
@@ -227,6 +241,26 @@ final class SessionCleanup {
         }
         return ", " + mappings.size() + " mapping(s), " + references.size() + " VMM handle(s), " + reservations.size()
                 + " reservation(s)" + (failed > 0 ? " (" + failed + " failed)" : "");
+    }
+
+    /**
+     * Destroys the exec graphs made in context {@code contextId} (-1: all), before the context goes:
+     * whether cuCtxDestroy frees them is not documented, so they never outlive it. Returns the failures.
+     */
+    int destroyExecGraphs(long contextId) {
+        int failed = 0;
+        for (SessionHandles.Entry x : handles.all(ParamType.GEXEC)) {
+            if (contextId >= 0 && x.context() != contextId) {
+                continue;
+            }
+            int r = driver.cuGraphExecDestroy(x.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                failed++;
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuGraphExecDestroy failed: " + CuResult.name(r));
+            }
+            dropHandle(x.id());
+        }
+        return failed;
     }
 
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */

@@ -17,7 +17,7 @@ class HandlerBindingTest {
 
     @Test
     void everyCustomEntryAndOnlyThoseHasAHandlerInTheDispatchArray() {
-        BackendHandlers.Handler[] h = BackendHandlers.bind(null, null, null, null, null, null, null, null, null, null, null, null);
+        BackendHandlers.Handler[] h = BackendHandlers.bind(null, null, null, null, null, null, null, null, null, null, null, null, null);
         for (ApiFunction f : ApiTable.get().functions()) {
             assertEquals(f.customBackend(), h[f.index()] != null, f.name());
         }
@@ -38,7 +38,7 @@ class HandlerBindingTest {
     @Test
     void aNewAreaWithoutItsHandlerClassDoesNotBuild() throws Exception {
         // CallDispatcher passes one handler per area to bind(): a new area changes bind's parameters.
-        BACKEND.assertFailsWith("cuGraphLaunch(u64 graph) custom=backend area=graphs",
+        BACKEND.assertFailsWith("cuGraphDebugDotPrint(u64 graph) custom=backend area=debugging",
                 List.of(SESSION.resolve("CallDispatcher.java")), "bind");
     }
 }

@@ -22,7 +22,9 @@ public enum WireCodec {
     /** {@code pool-attribute}: a pool, a CUmemPool_attribute and its value as u64 (PoolAttributeRequest). */
     POOL_ATTRIBUTE,
     /** {@code pointer-attributes}: several pointer attributes of one pointer, values as u64 (PointerAttributeRequest). */
-    POINTER_ATTRIBUTES;
+    POINTER_ATTRIBUTES,
+    /** {@code graph}: node arrays, in/out counts and kernel node parameters of the graph calls (GraphRequest). */
+    GRAPH;
 
     static WireCodec parse(String value) {
         return switch (value) {
@@ -33,8 +35,10 @@ public enum WireCodec {
             case "host-callback" -> HOST_CALLBACK;
             case "pool-attribute" -> POOL_ATTRIBUTE;
             case "pointer-attributes" -> POINTER_ATTRIBUTES;
+            case "graph" -> GRAPH;
             default -> throw new IllegalArgumentException(
-                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy, host-callback, pool-attribute or pointer-attributes: " + value);
+                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy, host-callback, pool-attribute, "
+                            + "pointer-attributes or graph: " + value);
         };
     }
 }

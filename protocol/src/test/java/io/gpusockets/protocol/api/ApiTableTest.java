@@ -100,18 +100,17 @@ class ApiTableTest {
         for (ApiFunction f : table.functions()) {
             for (String symbol : f.symbols()) {
                 assertTrue(Pattern.compile("CUresult CUDAAPI " + symbol + "\\(").matcher(text).find()
-                        || Pattern.compile("#define " + f.serves() + "\\s+(__CUDA_API_\\w+\\()?" + symbol + "\\b").matcher(text).find(),
+                        || Pattern.compile("#define \\w+\\s+(__CUDA_API_\\w+\\()?" + symbol + "\\b").matcher(text).find(),
                         symbol + " not in cuda.h");
             }
-            // Per-thread-default-stream variants exactly where cuda.h defines them.
-            // (An entry serving a newer ABI of another name, serves=NAME@V, follows that name's define.)
+            // Per-thread-default-stream variants exactly where cuda.h defines them (for an ABI variant, of the name it serves).
             var perThread = Pattern.compile("#define " + f.serves() + "\\s+__CUDA_API_(PTDS|PTSZ)\\(").matcher(text);
             assertEquals(perThread.find() ? "_" + perThread.group(1).toLowerCase() : "", f.perThread(), f.name());
             // The first symbol is the one cuda.h maps the name to, when it maps it at all.
             // (Not for an entry whose newer ABI is an entry of its own, serves=NAME@V: that one has the mapped symbol.)
             var define = Pattern.compile("#define " + f.name() + "\\s+(?:__CUDA_API_\\w+\\()?(\\w+)").matcher(text);
             boolean servedByNewer = table.functions().stream().anyMatch(g -> g != f && g.serves().equals(f.name()));
-            if (define.find() && !servedByNewer) {
+            if (f.serves().equals(f.name()) && define.find() && !servedByNewer) {
                 assertEquals(define.group(1), f.primarySymbol(), f.name());
             }
         }

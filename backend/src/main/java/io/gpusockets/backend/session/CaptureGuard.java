@@ -1,0 +1,53 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Work the backend cannot let into a graph: a copy to or from host memory (the host side is the
+ * guest's, staged through buffers the backend reuses at once) or a host function (its gate waits for
+ * a guest callback that a later graph launch never asks for). On a capturing stream such a call is
+ * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and its capture is remembered as invalidated:
+ * cuStreamEndCapture then destroys the graph and answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
+ * driver does for a capture in which an unsupported call was made. One per session.
+ */
+final class CaptureGuard {
+    /** Capture ids (cuStreamGetCaptureInfo) in which work was refused; each leaves at its cuStreamEndCapture. */
+    private final Set<Long> refused = ConcurrentHashMap.newKeySet();
+    /**
+     * Set by the session's first cuStreamBeginCapture*: only then can one of its streams capture (a
+     * stream joins a capture only through a capture's event, and captures never span sessions), so
+     * until then host copies need no capture query.
+     */
+    private volatile boolean capturing;
+
+    /** Called before each cuStreamBeginCapture* of the session reaches the driver. */
+    void captureBegins() {
+        capturing = true;
+    }
+
+    /** Refuses {@code what} when {@code stream} (a driver handle) is capturing. */
+    void refuseHostWork(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
+        if (!capturing) {
+            return;
+        }
+        MemorySegment status = c.scratch(4);
+        MemorySegment id = c.scratch(8);
+        if (driver.cuStreamGetCaptureInfo_v1(stream, status, id) != CuResult.CUDA_SUCCESS
+                || status.get(ValueLayout.JAVA_INT, 0) == 0) {
+            return;   // not capturing (or not a stream the driver knows: the call itself reports that)
+        }
+        refused.add(id.get(ValueLayout.JAVA_LONG, 0));
+        throw new CallRejected(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what + " on a capturing stream: host memory and"
+                + " host functions cannot be part of a graph through gpusockets (the graph runs later, away from the guest)");
+    }
+
+    /** Whether work was refused in capture {@code id}; forgets it. */
+    boolean takeRefused(long id) {
+        return refused.remove(id);
+    }
+}

@@ -1,0 +1,652 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.calls.GraphRequest;
+import io.gpusockets.protocol.calls.LaunchRequest;
+import io.gpusockets.protocol.structs.Memcpy3D;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.lang.foreign.ValueLayout;
+
+/**
+ * Area {@code graphs}: stream capture and graphs. Node handles from the wire are this session's ids,
+ * each checked to be a node of the graph the call names before the driver sees it; node handles the
+ * driver answers become ids owned by their graph (dropped with it). Graphs and nodes belong to no
+ * context; an exec graph belongs to the context it was instantiated in (see {@link SessionCleanup}).
+ */
+final class GraphCalls implements BackendHandlers.Graphs {
+    private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
+
+    private final Session session;
+    private final CudaDriver driver;
+
+    GraphCalls(Session session) {
+        this.session = session;
+        this.driver = session.host().driver();
+    }
+
+    private SessionHandles handles() {
+        return session.handles();
+    }
+
+    /** The id of a graph given as its driver handle (the dispatcher translated it). */
+    private long graphId(long real) {
+        return handles().idOf(ParamType.GRAPH, real);
+    }
+
+    /**
+     * {@code n} node ids, {@code bytes} of DATA, each a node of graph {@code graphId} (0: any graph of
+     * the session), rewritten in place to the driver's handles; NULL when there are none.
+     */
+    private MemorySegment nodes(Call c, long bytes, long n, long graphId, String what)
+            throws ProtocolException, InterruptedException, CallRejected {
+        GraphRequest.count(n, what);
+        if (bytes == 0) {
+            if (n != 0) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, what + " is NULL with a count of " + n);
+            }
+            return MemorySegment.NULL;
+        }
+        if (bytes != 8 * n) {
+            throw new ProtocolException(c.name() + ": " + what + " of " + bytes + " bytes for " + n + " nodes");
+        }
+        MemorySegment a = c.receiveBulk(bytes);
+        for (long i = 0; i < n; i++) {
+            a.setAtIndex(LONG, i, node(a.getAtIndex(LONG, i), graphId, what + "[" + i + "]"));
+        }
+        return a;
+    }
+
+    /** The driver handle of node {@code id}, which must belong to graph {@code graphId} (0: any). */
+    private long node(long id, long graphId, String what) throws CallRejected {
+        SessionHandles.Entry e = handles().get(id, ParamType.GNODE);
+        if (e == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_HANDLE, what + ": not a graph node of this session: " + id);
+        }
+        if (graphId != 0 && e.owner() != graphId) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, what + ": a node of another graph");
+        }
+        return e.real();
+    }
+
+    private long internNode(long real, long graphId) {
+        return handles().intern(ParamType.GNODE, real, graphId, 0);
+    }
+
+    /** Edge data travels as the driver reads it (CUgraphEdgeData, 8 bytes each); NULL when absent. */
+    private static MemorySegment edgeData(Call c, long bytes, long n) throws ProtocolException, InterruptedException, CallRejected {
+        if (bytes == 0) {
+            return MemorySegment.NULL;
+        }
+        if (bytes != GraphRequest.EDGE_DATA_BYTES * n) {
+            throw new ProtocolException(c.name() + ": edge data of " + bytes + " bytes for " + n + " edges");
+        }
+        return c.receiveBulk(bytes);
+    }
+
+    /** Writes the new node's id, owned by its graph. */
+    private int added(Call c, int r, MemorySegment out, long graphId) {
+        if (r == CuResult.CUDA_SUCCESS) {
+            c.outs.putLong(internNode(out.get(LONG, 0), graphId));
+        }
+        return r;
+    }
+
+    // ---- capture ------------------------------------------------------------------------------
+
+    @Override
+    public int cuStreamBeginCapture(Call c, long hStream, int mode) {
+        session.captureGuard().captureBegins();
+        return driver.cuStreamBeginCapture(hStream, mode);
+    }
+
+    @Override
+    public int cuStreamBeginCapture_v1(Call c, long hStream) {
+        session.captureGuard().captureBegins();
+        return driver.cuStreamBeginCapture_v1(hStream);
+    }
+
+    /** A capture in which the backend refused work ends invalidated, its graph destroyed. */
+    @Override
+    public int cuStreamEndCapture(Call c, long hStream) {
+        MemorySegment status = c.scratch(4), id = c.scratch(8), capturing = c.scratch(8), deps = c.scratch(8),
+                count = c.scratch(8);
+        capturing.set(LONG, 0, 0);
+        boolean active = driver.cuStreamGetCaptureInfo_v2(hStream, status, id, capturing, deps, count) == CuResult.CUDA_SUCCESS
+                && status.get(ValueLayout.JAVA_INT, 0) != 0;
+        long captureId = active ? id.get(LONG, 0) : 0;
+        MemorySegment out = c.scratch(8);
+        out.set(LONG, 0, 0);
+        int r = driver.cuStreamEndCapture(hStream, out);
+        boolean refused = captureId != 0 && session.captureGuard().takeRefused(captureId);
+        long graph = out.get(LONG, 0);
+        if (refused && r == CuResult.CUDA_SUCCESS && graph != 0) {
+            driver.cuGraphDestroy(graph);
+        }
+        if (refused || r != CuResult.CUDA_SUCCESS) {
+            // The graph captured into is gone; an id cuStreamGetCaptureInfo issued for it goes too.
+            long stale = active ? handles().idOf(ParamType.GRAPH, capturing.get(LONG, 0)) : 0;
+            if (stale != 0) {
+                session.dropHandle(stale);
+            }
+            return r == CuResult.CUDA_SUCCESS ? CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : r;
+        }
+        c.outs.putLong(handles().intern(ParamType.GRAPH, graph, 0, 0));
+        return r;
+    }
+
+    @Override
+    public int cuStreamGetCaptureInfo(Call c) throws ProtocolException, CallRejected, IOException {
+        return captureInfo(c, true);
+    }
+
+    @Override
+    public int cuStreamGetCaptureInfo_v2(Call c) throws ProtocolException, CallRejected, IOException {
+        return captureInfo(c, false);
+    }
+
+    private int captureInfo(Call c, boolean v3) throws ProtocolException, CallRejected, IOException {
+        long stream = c.handle(ParamType.STREAM, c.readLong(), true);
+        int want = c.body.getInt();
+        c.expectEnd();
+        MemorySegment status = c.scratch(4), id = c.scratch(8), graph = c.scratch(8), deps = c.scratch(8),
+                edges = c.scratch(8), count = c.scratch(8);
+        graph.set(LONG, 0, 0);
+        count.set(LONG, 0, 0);
+        boolean wantDeps = (want & GraphRequest.WANT_DEPENDENCIES) != 0;
+        boolean wantEdges = v3 && (want & GraphRequest.WANT_EDGE_DATA) != 0;
+        int r = v3 ? driver.cuStreamGetCaptureInfo(stream, status, id, graph, deps, wantEdges ? edges : MemorySegment.NULL, count)
+                : driver.cuStreamGetCaptureInfo_v2(stream, status, id, graph, deps, count);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        int st = status.get(ValueLayout.JAVA_INT, 0);
+        long realGraph = st == 0 ? 0 : graph.get(LONG, 0);
+        // The graph being captured into is the session's from now on (it may be added to, or ends as EndCapture's).
+        long graphId = handles().intern(ParamType.GRAPH, realGraph, 0, 0);
+        long n = st == 0 ? 0 : count.get(LONG, 0);
+        if (n < 0 || n > GraphRequest.MAX_NODES) {
+            return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+        }
+        c.outs.putInt(st).putLong(id.get(LONG, 0)).putLong(graphId).putLong(n);
+        if (wantDeps && n > 0) {
+            MemorySegment real = deps.get(ValueLayout.ADDRESS, 0).reinterpret(8 * n);
+            MemorySegment ids = c.scratch(8 * n);
+            for (long i = 0; i < n; i++) {
+                ids.setAtIndex(LONG, i, internNode(real.getAtIndex(LONG, i), graphId));
+            }
+            c.sendData(ids);
+            if (wantEdges) {
+                MemorySegment e = edges.get(ValueLayout.ADDRESS, 0);
+                c.sendData(e.address() == 0 ? c.scratch(8 * n).fill((byte) 0) : e.reinterpret(8 * n));
+            }
+        }
+        return r;
+    }
+
+    @Override
+    public int cuStreamUpdateCaptureDependencies(Call c, long hStream, long dependencies, long dependencyData,
+                                                 long numDependencies, int flags)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment deps = nodes(c, dependencies, numDependencies, 0, "dependencies");
+        return driver.cuStreamUpdateCaptureDependencies(hStream, deps, edgeData(c, dependencyData, numDependencies),
+                numDependencies, flags);
+    }
+
+    @Override
+    public int cuStreamUpdateCaptureDependencies_v1(Call c, long hStream, long dependencies, long numDependencies, int flags)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment deps = nodes(c, dependencies, numDependencies, 0, "dependencies");
+        return driver.cuStreamUpdateCaptureDependencies_v1(hStream, deps, numDependencies, flags);
+    }
+
+    @Override
+    public int cuStreamBeginCaptureToGraph(Call c, long hStream, long hGraph, long dependencies, long dependencyData,
+                                           long numDependencies, int mode)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment deps = nodes(c, dependencies, numDependencies, graphId(hGraph), "dependencies");
+        session.captureGuard().captureBegins();
+        return driver.cuStreamBeginCaptureToGraph(hStream, hGraph, deps, edgeData(c, dependencyData, numDependencies),
+                numDependencies, mode);
+    }
+
+    /** The mode is the lane's thread's, as in CUDA (a lane is one thread of the program). */
+    @Override
+    public int cuThreadExchangeStreamCaptureMode(Call c) throws ProtocolException {
+        int mode = c.body.getInt();
+        c.expectEnd();
+        MemorySegment m = c.scratch(4);
+        m.set(ValueLayout.JAVA_INT, 0, mode);
+        int r = driver.cuThreadExchangeStreamCaptureMode(m);
+        if (r == CuResult.CUDA_SUCCESS) {
+            c.outs.putInt(m.get(ValueLayout.JAVA_INT, 0));
+        }
+        return r;
+    }
+
+    // ---- nodes --------------------------------------------------------------------------------
+
+    @Override
+    public int cuGraphAddEmptyNode(Call c, long hGraph, long dependencies, long numDependencies)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddEmptyNode(out, hGraph, deps, numDependencies), out, g);
+    }
+
+    @Override
+    public int cuGraphAddEventRecordNode(Call c, long hGraph, long dependencies, long numDependencies, long event)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddEventRecordNode(out, hGraph, deps, numDependencies, event), out, g);
+    }
+
+    @Override
+    public int cuGraphAddEventWaitNode(Call c, long hGraph, long dependencies, long numDependencies, long event)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddEventWaitNode(out, hGraph, deps, numDependencies, event), out, g);
+    }
+
+    @Override
+    public int cuGraphAddChildGraphNode(Call c, long hGraph, long dependencies, long numDependencies, long childGraph)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddChildGraphNode(out, hGraph, deps, numDependencies, childGraph), out, g);
+    }
+
+    /** CUDA_MEMSET_NODE_PARAMS: the rows it sets, (height-1)*pitch + width*elementSize bytes from dst, lie in one allocation. */
+    @Override
+    public int cuGraphAddMemsetNode(Call c, long hGraph, long dependencies, long numDependencies, long memsetParams, long ctx)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        if (memsetParams != 40) {
+            throw new ProtocolException(c.name() + ": memsetParams of " + memsetParams + " bytes");
+        }
+        MemorySegment p = c.receiveBulk(40);
+        long dst = p.get(LONG, 0), pitch = p.get(LONG, 8);
+        int es = p.get(ValueLayout.JAVA_INT_UNALIGNED, 20);
+        long width = p.get(LONG, 24), height = p.get(LONG, 32);
+        if ((es != 1 && es != 2 && es != 4) || width <= 0 || height <= 0 || width > (Long.MAX_VALUE / es) / height
+                || (height > 1 && (pitch < width * es || pitch > (Long.MAX_VALUE - width * es) / (height - 1)))) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "memset node of width=" + width + " height=" + height
+                    + " pitch=" + pitch + " elementSize=" + es);
+        }
+        c.deviceRange(dst, (height - 1) * pitch + width * es);
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddMemsetNode(out, hGraph, deps, numDependencies, p, ctx), out, g);
+    }
+
+    /**
+     * CUDA_MEMCPY3D: device (or unified device) and array sides only, each checked as a pitched copy's
+     * are. A host side is refused: the copy would run at graph launch, long after the guest's data went
+     * through the backend's staging, and a remote GPU cannot read or write guest memory then.
+     */
+    @Override
+    public int cuGraphAddMemcpyNode(Call c, long hGraph, long dependencies, long numDependencies, long copyParams, long ctx)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        if (copyParams != Memcpy3D.SIZE_3D) {
+            throw new ProtocolException(c.name() + ": copyParams of " + copyParams + " bytes");
+        }
+        MemorySegment p = c.receiveBulk(Memcpy3D.SIZE_3D);
+        Memcpy3D m = Memcpy3D.read3D(p);
+        if (m.src().memoryType() == Memcpy3D.HOST || m.dst().memoryType() == Memcpy3D.HOST) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a memcpy node with a host side: a graph runs later,"
+                    + " where guest memory cannot be reached; copy host memory outside the graph");
+        }
+        if (m.totalBytes() < 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "copy extent out of range");
+        }
+        Memcpy3D checked = m.with(PitchedCalls.checkSide(c, m, m.src()), PitchedCalls.checkSide(c, m, m.dst()));
+        MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
+        desc.copyFrom(p);
+        checked.write3D(desc);
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddMemcpyNode(out, hGraph, deps, numDependencies, desc, ctx), out, g);
+    }
+
+    @Override
+    public int cuGraphAddKernelNode(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        long g = c.readLong();
+        long n = GraphRequest.count(c.readLong(), "numDependencies");
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        MemorySegment params = kernelNodeParams(c);
+        c.expectEnd();
+        c.expectBulk(8 * n);
+        MemorySegment deps = nodes(c, 8 * n, n, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddKernelNode(out, graph, deps, n, params), out, g);
+    }
+
+    /**
+     * The node's parameters with its handles as this session's ids and the parameter values copied
+     * out of the driver's arrays by the function's parameter sizes (GraphRequest). A node made with
+     * {@code extra} is not answered (CUDA_ERROR_NOT_SUPPORTED).
+     */
+    @Override
+    public int cuGraphKernelNodeGetParams(Call c) throws ProtocolException, CallRejected, IOException {
+        long node = node(c.readLong(), 0, "hNode");
+        c.expectEnd();
+        MemorySegment p = c.scratch(GraphRequest.KNP_SIZE);
+        p.fill((byte) 0);
+        int r = driver.cuGraphKernelNodeGetParams(node, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long func = p.get(LONG, GraphRequest.KNP_FUNC), kern = p.get(LONG, GraphRequest.KNP_KERN);
+        long params = p.get(LONG, GraphRequest.KNP_PARAMS), extra = p.get(LONG, GraphRequest.KNP_EXTRA);
+        if (params == 0 && extra != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a kernel node made with extra: its parameters are not answered");
+        }
+        long sized = func;
+        if (sized == 0 && kern != 0) {
+            MemorySegment f = c.scratch(8);
+            int k = driver.cuKernelGetFunction(f, kern);
+            if (k != CuResult.CUDA_SUCCESS) {
+                return k;
+            }
+            sized = f.get(LONG, 0);
+        }
+        MemorySegment offset = c.scratch(8), size = c.scratch(8);
+        long[] sizes = new long[LaunchRequest.MAX_PARAMS];
+        int count = 0;
+        long total = 0;
+        while (count < LaunchRequest.MAX_PARAMS && params != 0
+                && driver.cuFuncGetParamInfo(sized, count, offset, size) == CuResult.CUDA_SUCCESS) {
+            sizes[count] = size.get(LONG, 0);
+            total += sizes[count];
+            count++;
+        }
+        if (total > LaunchRequest.MAX_PARAM_BYTES) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "kernel parameters of " + total + " bytes");
+        }
+        MemorySegment block = c.scratch(4L * count + total);
+        long at = 4L * count;
+        MemorySegment pointers = MemorySegment.ofAddress(params).reinterpret(8L * count);
+        for (int i = 0; i < count; i++) {
+            block.set(ValueLayout.JAVA_INT_UNALIGNED, 4L * i, (int) sizes[i]);
+            // The driver's own copy of the value, in this process: its address comes from the driver, not the wire.
+            MemorySegment.copy(MemorySegment.ofAddress(pointers.getAtIndex(LONG, i)).reinterpret(sizes[i]), 0, block, at, sizes[i]);
+            at += sizes[i];
+        }
+        long context = session.currentContextId(c.lane);
+        long funcId = func == 0 ? 0 : handles().idOf(ParamType.FUNC, func);
+        if (func != 0 && funcId == 0) {
+            funcId = handles().intern(ParamType.FUNC, func, 0, context);   // a function the capture named, not the program
+        }
+        c.outs.putLong(funcId).putLong(kern == 0 ? 0 : handles().idOf(ParamType.KERNEL, kern))
+                .putLong(handles().idOf(ParamType.CTX, p.get(LONG, GraphRequest.KNP_CTX)));
+        for (int i = 0; i < 3; i++) {
+            c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_GRID + 4L * i));
+        }
+        for (int i = 0; i < 3; i++) {
+            c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_BLOCK + 4L * i));
+        }
+        c.outs.putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_SHARED)).putInt(count).putInt((int) total);
+        if (block.byteSize() > 0) {
+            c.sendData(block);
+        }
+        return r;
+    }
+
+    @Override
+    public int cuGraphKernelNodeSetParams(Call c) throws ProtocolException, CallRejected {
+        long node = node(c.readLong(), 0, "hNode");
+        MemorySegment params = kernelNodeParams(c);
+        c.expectEnd();
+        return driver.cuGraphKernelNodeSetParams(node, params);
+    }
+
+    @Override
+    public int cuGraphExecKernelNodeSetParams(Call c) throws ProtocolException, CallRejected {
+        long exec = c.handle(ParamType.GEXEC, c.readLong(), false);
+        long node = node(c.readLong(), 0, "hNode");
+        MemorySegment params = kernelNodeParams(c);
+        c.expectEnd();
+        return driver.cuGraphExecKernelNodeSetParams(exec, node, params);
+    }
+
+    /** A CUDA_KERNEL_NODE_PARAMS rebuilt here: the function or kernel translated, the parameter values in backend memory. */
+    private MemorySegment kernelNodeParams(Call c) throws ProtocolException, CallRejected {
+        SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
+        GraphRequest.KernelNode k = GraphRequest.readKernelNode(c.body, scratch);
+        LaunchRequest.Header h = k.header();
+        MemorySegment p = c.scratch(GraphRequest.KNP_SIZE);
+        p.fill((byte) 0);
+        long f = k.kind() == GraphRequest.KIND_KERNEL ? c.handle(ParamType.KERNEL, h.function(), false)
+                : c.handle(ParamType.FUNC, h.function(), false);
+        p.set(LONG, k.kind() == GraphRequest.KIND_KERNEL ? GraphRequest.KNP_KERN : GraphRequest.KNP_FUNC, f);
+        int[] dims = {h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ()};
+        for (int i = 0; i < 3; i++) {
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_GRID + 4L * i, dims[i]);
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_BLOCK + 4L * i, dims[3 + i]);
+        }
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.KNP_SHARED, h.sharedMemBytes());
+        p.set(LONG, GraphRequest.KNP_PARAMS, k.kernelParams().address());
+        p.set(LONG, GraphRequest.KNP_EXTRA, k.extra().address());
+        p.set(LONG, GraphRequest.KNP_CTX, c.handle(ParamType.CTX, k.ctx(), true));
+        return p;
+    }
+
+    @Override
+    public int cuGraphAddDependencies(Call c, long hGraph, long from, long to, long edgeData, long numDependencies)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment a = nodes(c, from, numDependencies, g, "from");
+        MemorySegment b = nodes(c, to, numDependencies, g, "to");
+        return driver.cuGraphAddDependencies(hGraph, a, b, edgeData(c, edgeData, numDependencies), numDependencies);
+    }
+
+    @Override
+    public int cuGraphAddDependencies_v1(Call c, long hGraph, long from, long to, long numDependencies)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment a = nodes(c, from, numDependencies, g, "from");
+        MemorySegment b = nodes(c, to, numDependencies, g, "to");
+        return driver.cuGraphAddDependencies_v1(hGraph, a, b, numDependencies);
+    }
+
+    @Override
+    public int cuGraphRemoveDependencies(Call c, long hGraph, long from, long to, long edgeData, long numDependencies)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment a = nodes(c, from, numDependencies, g, "from");
+        MemorySegment b = nodes(c, to, numDependencies, g, "to");
+        return driver.cuGraphRemoveDependencies(hGraph, a, b, edgeData(c, edgeData, numDependencies), numDependencies);
+    }
+
+    @Override
+    public int cuGraphRemoveDependencies_v1(Call c, long hGraph, long from, long to, long numDependencies)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment a = nodes(c, from, numDependencies, g, "from");
+        MemorySegment b = nodes(c, to, numDependencies, g, "to");
+        return driver.cuGraphRemoveDependencies_v1(hGraph, a, b, numDependencies);
+    }
+
+    // ---- queries ------------------------------------------------------------------------------
+
+    /** One of the array queries: {@code query} fills (array or NULL, edge data or NULL, count). */
+    private interface Query {
+        int run(MemorySegment array, MemorySegment edges, MemorySegment count);
+    }
+
+    /** The node-query layout (GraphRequest): the graph the answered nodes belong to is {@code graphId}. */
+    private int nodeQuery(Call c, long room, boolean edges, long graphId, Query q) throws IOException {
+        MemorySegment count = c.scratch(8);
+        if (room == GraphRequest.COUNT_ONLY) {
+            count.set(LONG, 0, 0);
+            int r = q.run(MemorySegment.NULL, MemorySegment.NULL, count);
+            if (r == CuResult.CUDA_SUCCESS) {
+                c.outs.putLong(count.get(LONG, 0)).putLong(0);
+            }
+            return r;
+        }
+        MemorySegment array = c.scratch(8 * Math.max(1, room));
+        MemorySegment data = edges ? c.scratch(8 * Math.max(1, room)).fill((byte) 0) : MemorySegment.NULL;
+        count.set(LONG, 0, room);
+        int r = q.run(room == 0 ? MemorySegment.NULL : array, room == 0 ? MemorySegment.NULL : data, count);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        // The driver leaves *count at the total when the room is smaller; it wrote min(room, total).
+        long total = count.get(LONG, 0);
+        long k = Math.min(room, total);
+        for (long i = 0; i < k; i++) {
+            array.setAtIndex(LONG, i, internNode(array.getAtIndex(LONG, i), graphId));
+        }
+        c.outs.putLong(total).putLong(k);
+        if (k > 0) {
+            c.sendData(array.asSlice(0, 8 * k));
+            if (edges) {
+                c.sendData(data.asSlice(0, 8 * k));
+            }
+        }
+        return r;
+    }
+
+    @Override
+    public int cuGraphGetNodes(Call c) throws ProtocolException, CallRejected, IOException {
+        long g = c.readLong();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        long room = GraphRequest.room(c.readLong());
+        c.body.getInt();
+        c.expectEnd();
+        return nodeQuery(c, room, false, g, (a, e, n) -> driver.cuGraphGetNodes(graph, a, n));
+    }
+
+    @Override
+    public int cuGraphGetRootNodes(Call c) throws ProtocolException, CallRejected, IOException {
+        long g = c.readLong();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        long room = GraphRequest.room(c.readLong());
+        c.body.getInt();
+        c.expectEnd();
+        return nodeQuery(c, room, false, g, (a, e, n) -> driver.cuGraphGetRootNodes(graph, a, n));
+    }
+
+    private interface NodeQuery {
+        int run(long node, MemorySegment array, MemorySegment edges, MemorySegment count);
+    }
+
+    private int neighbours(Call c, NodeQuery q) throws ProtocolException, CallRejected, IOException {
+        long id = c.readLong();
+        long room = GraphRequest.room(c.readLong());
+        boolean edges = c.body.getInt() != 0;
+        c.expectEnd();
+        long node = node(id, 0, "hNode");
+        long graphId = handles().get(id, ParamType.GNODE).owner();
+        return nodeQuery(c, room, edges, graphId, (a, e, n) -> q.run(node, a, e, n));
+    }
+
+    @Override
+    public int cuGraphNodeGetDependencies(Call c) throws ProtocolException, CallRejected, IOException {
+        return neighbours(c, driver::cuGraphNodeGetDependencies);
+    }
+
+    @Override
+    public int cuGraphNodeGetDependencies_v1(Call c) throws ProtocolException, CallRejected, IOException {
+        return neighbours(c, (node, a, e, n) -> driver.cuGraphNodeGetDependencies_v1(node, a, n));
+    }
+
+    @Override
+    public int cuGraphNodeGetDependentNodes(Call c) throws ProtocolException, CallRejected, IOException {
+        return neighbours(c, driver::cuGraphNodeGetDependentNodes);
+    }
+
+    @Override
+    public int cuGraphNodeGetDependentNodes_v1(Call c) throws ProtocolException, CallRejected, IOException {
+        return neighbours(c, (node, a, e, n) -> driver.cuGraphNodeGetDependentNodes_v1(node, a, n));
+    }
+
+    @Override
+    public int cuGraphGetEdges(Call c) throws ProtocolException, CallRejected, IOException {
+        return edges(c, true);
+    }
+
+    @Override
+    public int cuGraphGetEdges_v1(Call c) throws ProtocolException, CallRejected, IOException {
+        return edges(c, false);
+    }
+
+    private int edges(Call c, boolean v2) throws ProtocolException, CallRejected, IOException {
+        long g = c.readLong();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        long room = GraphRequest.room(c.readLong());
+        boolean edges = v2 && c.body.getInt() != 0;
+        if (!v2) {
+            c.body.getInt();
+        }
+        c.expectEnd();
+        MemorySegment count = c.scratch(8);
+        if (room == GraphRequest.COUNT_ONLY || room == 0) {
+            count.set(LONG, 0, 0);
+            int r = v2 ? driver.cuGraphGetEdges(graph, MemorySegment.NULL, MemorySegment.NULL, MemorySegment.NULL, count)
+                    : driver.cuGraphGetEdges_v1(graph, MemorySegment.NULL, MemorySegment.NULL, count);
+            if (r == CuResult.CUDA_SUCCESS) {
+                c.outs.putLong(count.get(LONG, 0)).putLong(0);
+            }
+            return r;
+        }
+        MemorySegment from = c.scratch(8 * room), to = c.scratch(8 * room);
+        MemorySegment data = edges ? c.scratch(8 * room).fill((byte) 0) : MemorySegment.NULL;
+        count.set(LONG, 0, room);
+        int r = v2 ? driver.cuGraphGetEdges(graph, from, to, data, count) : driver.cuGraphGetEdges_v1(graph, from, to, count);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long total = count.get(LONG, 0);
+        long k = Math.min(room, total);
+        for (long i = 0; i < k; i++) {
+            from.setAtIndex(LONG, i, internNode(from.getAtIndex(LONG, i), g));
+            to.setAtIndex(LONG, i, internNode(to.getAtIndex(LONG, i), g));
+        }
+        c.outs.putLong(total).putLong(k);
+        if (k > 0) {
+            c.sendData(from.asSlice(0, 8 * k));
+            c.sendData(to.asSlice(0, 8 * k));
+            if (edges) {
+                c.sendData(data.asSlice(0, 8 * k));
+            }
+        }
+        return r;
+    }
+
+    /** The driver's result travels in the outputs, so that a failed update's info reaches the program (GraphRequest). */
+    @Override
+    public int cuGraphExecUpdate(Call c) throws ProtocolException, CallRejected {
+        long exec = c.handle(ParamType.GEXEC, c.readLong(), false);
+        long g = c.readLong();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        c.expectEnd();
+        MemorySegment info = c.scratch(GraphRequest.UPDATE_INFO_BYTES);
+        info.fill((byte) 0);
+        int r = driver.cuGraphExecUpdate(exec, graph, info);
+        c.outs.putInt(r).putInt(info.get(ValueLayout.JAVA_INT_UNALIGNED, 0))
+                .putLong(nodeId(info.get(LONG, 8), g)).putLong(nodeId(info.get(LONG, 16), g));
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** A node the driver names (0 stays 0), as an id of the session, owned by graph {@code graphId}. */
+    private long nodeId(long real, long graphId) {
+        if (real == 0) {
+            return 0;
+        }
+        long id = handles().idOf(ParamType.GNODE, real);
+        return id != 0 ? id : internNode(real, graphId);
+    }
+}

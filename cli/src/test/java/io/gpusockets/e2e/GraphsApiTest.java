@@ -1,0 +1,292 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.testing.CallbackProbe;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Stream capture and graphs (issue 11) through the Java frontend against a backend process on the
+ * emulated device: capture then replay, explicit graphs with kernel nodes (parameters copied at the
+ * call), host work refused in a capture, another session's graphs refused, and a session's end
+ * releasing its graphs and exec graphs.
+ */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class GraphsApiTest extends EmulatedBackendTest {
+    private static final int N = 128;
+
+    /** A session with a context, the kernels, x = 1.0 and y = 0 (N floats each). */
+    private static final class Rig {
+        final RemoteCudaDriver d;
+        final Cuda cu;
+        final long saxpy;
+        final long x;
+        final long y;
+
+        Rig(RemoteCudaDriver d) throws Exception {
+            this.d = d;
+            this.cu = new Cuda(d);
+            Cuda.ok(d.cuInit(0), "cuInit");
+            cu.primaryContext();
+            saxpy = cu.function(cu.loadKernels(), "gpus_saxpy");
+            x = cu.alloc(4 * N);
+            y = cu.alloc(4 * N);
+            Cuda.ok(d.cuMemsetD32(x, Float.floatToIntBits(1f), N), "fill x");
+            Cuda.ok(d.cuMemsetD32(y, 0, N), "clear y");
+        }
+
+        int saxpy(long stream, float a) {
+            MemorySegment params = cu.params(cu.f32(a), cu.u64(x), cu.u64(y), cu.u32(N));
+            return d.cuLaunchKernel(saxpy, 1, 1, 1, N, 1, 1, 0, stream, params, MemorySegment.NULL);
+        }
+
+        float[] ys() {
+            MemorySegment s = cu.arena.allocate(4L * N);
+            Cuda.ok(d.cuMemcpyDtoH(s, y, 4L * N), "read y");
+            return s.toArray(JAVA_FLOAT);
+        }
+
+        long out(java.util.function.Function<MemorySegment, Integer> call, String what) {
+            MemorySegment c = cu.cell();
+            Cuda.ok(call.apply(c), what);
+            return c.get(JAVA_LONG, 0);
+        }
+
+        long[] nodes(long graph) {
+            MemorySegment count = cu.cell();
+            Cuda.ok(d.cuGraphGetNodes(graph, MemorySegment.NULL, count), "count nodes");
+            long n = count.get(JAVA_LONG, 0);
+            MemorySegment a = cu.cell(8 * (n + 2));
+            count.set(JAVA_LONG, 0, n + 2);
+            Cuda.ok(d.cuGraphGetNodes(graph, a, count), "cuGraphGetNodes");
+            assertEquals(n, count.get(JAVA_LONG, 0));
+            assertEquals(0, a.getAtIndex(JAVA_LONG, n), "entries past the nodes are NULL");
+            return a.asSlice(0, 8 * n).toArray(JAVA_LONG);
+        }
+
+        MemorySegment kernelParams(float a) {
+            MemorySegment p = cu.cell(72);
+            p.fill((byte) 0);
+            p.set(JAVA_LONG, 0, saxpy);
+            p.set(JAVA_INT, 8, 1);
+            p.set(JAVA_INT, 12, 1);
+            p.set(JAVA_INT, 16, 1);
+            p.set(JAVA_INT, 20, N);
+            p.set(JAVA_INT, 24, 1);
+            p.set(JAVA_INT, 28, 1);
+            // The values live in memory the program reuses at once: the node must have its own copy.
+            p.set(JAVA_LONG, 40, cu.params(cu.f32(a), cu.u64(x), cu.u64(y), cu.u32(N)).address());
+            return p;
+        }
+    }
+
+    private static float[] all(float v) {
+        float[] f = new float[N];
+        Arrays.fill(f, v);
+        return f;
+    }
+
+    @Test
+    void aCapturedStreamReplaysAsItsGraphAndCaptureInfoNamesTheNodes() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            long s = r.cu.stream();
+            Cuda.ok(d.cuStreamBeginCapture(s, 0), "cuStreamBeginCapture");
+            Cuda.ok(d.cuMemsetD32Async(r.y, Float.floatToIntBits(1f), N, s), "memset");
+            Cuda.ok(r.saxpy(s, 2f), "saxpy");
+            MemorySegment status = r.cu.cell(), id = r.cu.cell(), graph = r.cu.cell(), deps = r.cu.cell(),
+                    edges = r.cu.cell(), count = r.cu.cell();
+            Cuda.ok(d.cuStreamGetCaptureInfo(s, status, id, graph, deps, edges, count), "cuStreamGetCaptureInfo");
+            assertEquals(1, status.get(JAVA_INT, 0));
+            assertEquals(1, count.get(JAVA_LONG, 0), "the next node depends on the launch");
+            long last = MemorySegment.ofAddress(deps.get(JAVA_LONG, 0)).reinterpret(8).get(JAVA_LONG, 0);
+            Cuda.ok(r.saxpy(s, 2f), "saxpy");
+            long g = r.out(o -> d.cuStreamEndCapture(s, o), "cuStreamEndCapture");
+            assertEquals(graph.get(JAVA_LONG, 0), g, "the graph captured into is the one EndCapture returns");
+            assertArrayEquals(all(0f), r.ys(), "captured work does not run");
+
+            long[] nodes = r.nodes(g);
+            assertEquals(3, nodes.length);
+            assertEquals(last, nodes[1]);
+            MemorySegment type = r.cu.cell();
+            Cuda.ok(d.cuGraphNodeGetType(nodes[0], type), "type");
+            assertEquals(2, type.get(JAVA_INT, 0), "CU_GRAPH_NODE_TYPE_MEMSET");
+            MemorySegment dep = r.cu.cell(16);
+            count.set(JAVA_LONG, 0, 2);
+            Cuda.ok(d.cuGraphNodeGetDependencies(nodes[2], dep, MemorySegment.NULL, count), "dependencies");
+            assertEquals(1, count.get(JAVA_LONG, 0));
+            assertEquals(nodes[1], dep.get(JAVA_LONG, 0));
+
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, g, 0), "instantiate");
+            for (int i = 0; i < 2; i++) {
+                Cuda.ok(d.cuMemsetD32(r.y, Float.floatToIntBits(-7f), N), "scribble");
+                Cuda.ok(d.cuGraphLaunch(exec, s), "cuGraphLaunch");
+                Cuda.ok(d.cuStreamSynchronize(s), "sync");
+                assertArrayEquals(all(5f), r.ys(), "launch " + i);
+            }
+            Cuda.ok(d.cuGraphExecDestroy(exec), "cuGraphExecDestroy");
+            Cuda.ok(d.cuGraphDestroy(g), "cuGraphDestroy");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuGraphNodeGetType(nodes[0], type), "nodes go with their graph");
+        }
+    }
+
+    @Test
+    void hostCopiesAndHostFunctionsInACaptureAreRefusedAndInvalidateIt() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            long s = r.cu.stream();
+            MemorySegment host = r.cu.cell(4L * N);
+            MemorySegment g = r.cu.cell();
+            Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin (relaxed)");
+            Cuda.ok(r.saxpy(s, 2f), "saxpy");
+            int copy = d.cuMemcpyHtoDAsync(r.y, host, 4L * N, s);   // pipelined: its error may come later
+            assertTrue(copy == CuResult.CUDA_SUCCESS || copy == CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CuResult.name(copy));
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+
+            Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin again");
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                    d.cuLaunchHostFunc(s, CallbackProbe.HOST_FN, MemorySegment.ofAddress(0x6a9f)));
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            Cuda.ok(r.saxpy(s, 2f), "not capturing: runs");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertArrayEquals(all(2f), r.ys());
+        }
+    }
+
+    @Test
+    void explicitGraphsCopyKernelParametersAtTheCallAndRunInDependencyOrder() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.tcp())) {
+            Rig r = new Rig(d);
+            long g = r.out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            MemorySegment kp = r.kernelParams(10f);
+            long k2 = r.out(o -> d.cuGraphAddKernelNode(o, g, MemorySegment.NULL, 0, kp), "kernel node");
+            kp.fill((byte) 0);   // the program reuses its struct: the node keeps what it was given
+            MemorySegment back = r.cu.cell(72);
+            Cuda.ok(d.cuGraphKernelNodeGetParams(k2, back), "cuGraphKernelNodeGetParams");
+            assertEquals(r.saxpy, back.get(JAVA_LONG, 0));
+            assertEquals(N, back.get(JAVA_INT, 20));
+            MemorySegment values = MemorySegment.ofAddress(back.get(JAVA_LONG, 40)).reinterpret(32);
+            assertEquals(10f, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 0)).reinterpret(4).get(JAVA_FLOAT, 0));
+            assertEquals(r.y, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 2)).reinterpret(8).get(JAVA_LONG, 0));
+            assertEquals(N, MemorySegment.ofAddress(values.getAtIndex(JAVA_LONG, 3)).reinterpret(4).get(JAVA_INT, 0));
+            MemorySegment set = r.cu.cell(40);
+            set.fill((byte) 0);
+            set.set(JAVA_LONG, 0, r.y);
+            set.set(JAVA_INT, 16, Float.floatToIntBits(1f));
+            set.set(JAVA_INT, 20, 4);
+            set.set(JAVA_LONG, 24, N);
+            set.set(JAVA_LONG, 32, 1);
+            long m = r.out(o -> d.cuGraphAddMemsetNode(o, g, MemorySegment.NULL, 0, set, 0), "memset node");
+            MemorySegment deps = r.cu.cell(8);
+            deps.set(JAVA_LONG, 0, m);
+            long k1 = r.out(o -> d.cuGraphAddKernelNode(o, g, deps, 1, r.kernelParams(2f)), "kernel node after memset");
+            MemorySegment from = r.cu.cell(8), to = r.cu.cell(8);
+            from.set(JAVA_LONG, 0, k1);
+            to.set(JAVA_LONG, 0, k2);
+            Cuda.ok(d.cuGraphAddDependencies(g, from, to, MemorySegment.NULL, 1), "k1 -> k2");
+            MemorySegment count = r.cu.cell();
+            Cuda.ok(d.cuGraphGetEdges(g, MemorySegment.NULL, MemorySegment.NULL, MemorySegment.NULL, count), "count edges");
+            assertEquals(2, count.get(JAVA_LONG, 0));
+            MemorySegment ef = r.cu.cell(16), et = r.cu.cell(16), data = r.cu.cell(16);
+            Cuda.ok(d.cuGraphGetEdges(g, ef, et, data, count), "edges");
+            assertEquals(2, count.get(JAVA_LONG, 0));
+            java.util.Set<String> pairs = new java.util.HashSet<>();
+            for (int i = 0; i < 2; i++) {
+                pairs.add(ef.getAtIndex(JAVA_LONG, i) + "->" + et.getAtIndex(JAVA_LONG, i));
+            }
+            assertEquals(java.util.Set.of(m + "->" + k1, k1 + "->" + k2), pairs);
+            MemorySegment roots = r.cu.cell(8);
+            count.set(JAVA_LONG, 0, 1);
+            Cuda.ok(d.cuGraphGetRootNodes(g, roots, count), "roots");
+            assertEquals(m, roots.get(JAVA_LONG, 0));
+
+            long s = r.cu.stream();
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, g, 0), "instantiate");
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertArrayEquals(all(13f), r.ys(), "memset, then 2*x + y, then 10*x + y");
+
+            Cuda.ok(d.cuGraphExecKernelNodeSetParams(exec, k2, r.kernelParams(100f)), "exec node params");
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertArrayEquals(all(103f), r.ys());
+
+            MemorySegment info = r.cu.cell(24);
+            long clone = r.out(o -> d.cuGraphClone(o, g), "clone");
+            Cuda.ok(d.cuGraphExecUpdate(exec, clone, info), "update from a clone of the same shape");
+            assertEquals(0, info.get(JAVA_INT, 0));
+            Cuda.ok(d.cuGraphDestroyNode(k2), "destroy k2");
+            assertEquals(CuResult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, d.cuGraphExecUpdate(exec, g, info));
+            assertEquals(2, info.get(JAVA_INT, 0), "the result info comes back with the failure: TOPOLOGY_CHANGED");
+
+            MemorySegment copy = r.cu.cell(200);
+            copy.fill((byte) 0);
+            copy.set(JAVA_INT, 32, 1);                        // host source
+            copy.set(JAVA_LONG, 40, r.cu.cell(16).address());
+            copy.set(JAVA_INT, 88 + 32, 2);
+            copy.set(JAVA_LONG, 88 + 48, r.y);
+            copy.set(JAVA_LONG, 176, 16);
+            copy.set(JAVA_LONG, 184, 1);
+            copy.set(JAVA_LONG, 192, 1);
+            MemorySegment out = r.cu.cell();
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0));
+            copy.set(JAVA_INT, 32, 2);                        // device to device: fine
+            copy.set(JAVA_LONG, 48, r.x);
+            Cuda.ok(d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0), "device memcpy node");
+            copy.set(JAVA_LONG, 88 + 48, r.y + 4L * N - 8);   // runs past the allocation
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0));
+        }
+    }
+
+    @Test
+    void anotherSessionsGraphsAndNodesAreRefusedAndASessionsEndReleasesItsGraphs() throws Exception {
+        RemoteCudaDriver a = RemoteCudaDriver.connect(backend.unix());
+        long sessionA = a.sessionId();
+        long graphA, nodeA;
+        try (RemoteCudaDriver b = RemoteCudaDriver.connect(backend.unix())) {
+            Rig ra = new Rig(a);
+            Rig rb = new Rig(b);
+            graphA = ra.out(o -> a.cuGraphCreate(o, 0), "graph A");
+            long g = graphA;
+            nodeA = ra.out(o -> a.cuGraphAddEmptyNode(o, g, MemorySegment.NULL, 0), "node A");
+            long execA = ra.out(o -> a.cuGraphInstantiateWithFlags(o, g, 0), "exec A");
+            long s = ra.cu.stream();
+            Cuda.ok(a.cuStreamBeginCapture(s, 0), "capture A");
+            Cuda.ok(ra.saxpy(s, 1f), "saxpy A");
+            ra.out(o -> a.cuStreamEndCapture(s, o), "end capture A");
+
+            MemorySegment out = rb.cu.cell();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphAddEmptyNode(out, graphA, MemorySegment.NULL, 0));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphInstantiateWithFlags(out, graphA, 0));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphLaunch(execA, 0) == CuResult.CUDA_SUCCESS
+                    ? b.cuCtxSynchronize() : CuResult.CUDA_ERROR_INVALID_HANDLE, "an exec graph of A, latched if pipelined");
+            MemorySegment type = rb.cu.cell();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphNodeGetType(nodeA, type));
+            long graphB = rb.out(o -> b.cuGraphCreate(o, 0), "graph B");
+            MemorySegment deps = rb.cu.cell(8);
+            deps.set(JAVA_LONG, 0, nodeA);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphAddEmptyNode(out, graphB, deps, 1), "A's node");
+            long otherB = rb.out(o -> b.cuGraphCreate(o, 0), "another graph B");
+            long nodeB = rb.out(o -> b.cuGraphAddEmptyNode(o, otherB, MemorySegment.NULL, 0), "node of the other graph");
+            deps.set(JAVA_LONG, 0, nodeB);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuGraphAddEmptyNode(out, graphB, deps, 1), "a node of another graph");
+            deps.set(JAVA_LONG, 0, 0x5e0000001040L);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuGraphAddEmptyNode(out, graphB, deps, 1), "a made-up node");
+        } finally {
+            a.close();
+        }
+        String line = backend.awaitLog("session " + sessionA + " ended", 10_000);
+        assertTrue(line.contains("2 graph(s), 1 exec graph(s)") && !line.contains("failed"), line);
+    }
+}

@@ -1,0 +1,95 @@
+package io.gpusockets.protocol.calls;
+
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.nio.ByteBuffer;
+
+/**
+ * The hand-written requests of the graph calls (codec {@code graph}), little-endian; handles are
+ * session handle ids. Node arrays the program passes in travel as DATA (8 bytes per handle) after
+ * the body; arrays the backend answers travel back as one DATA block.
+ *
+ * <pre>
+ * kernel node (cuGraphAddKernelNode / cuGraphKernelNodeSetParams / cuGraphExecKernelNodeSetParams):
+ *   [graph u64, numDependencies u64 | node u64 | exec u64, node u64]   the call's handles
+ *   kind u32 (KIND_FUNCTION: func, KIND_KERNEL: kern), ctx u64 (0: the current context)
+ *   a {@link LaunchRequest} body: header (function = func or kern, stream 0) and the parameter values
+ *   then, for AddKernelNode, numDependencies*8 bytes of DATA; reply: the node id u64
+ *
+ * kernel node parameters (cuGraphKernelNodeGetParams): node u64
+ *   reply: func id u64, kern id u64, ctx id u64, grid 3 x u32, block 3 x u32, sharedMemBytes u32, count u32, valueBytes u32;
+ *   DATA: count sizes (u32 each), then the values back to back (valueBytes in all)
+ *
+ * node query (cuGraphGetNodes, cuGraphGetRootNodes, cuGraphNodeGet{Dependencies,DependentNodes}[_v1]):
+ *   handle u64 (graph or node), room i64 (COUNT_ONLY: the program passed a NULL array), edges u32 (1: edge data wanted)
+ *   reply: total u64, returned u64 (= min(room, total)); DATA: returned ids, then returned*8 bytes of edge data if wanted
+ *
+ * edges (cuGraphGetEdges[_v1]): graph u64, room i64, edges u32
+ *   reply: total u64, returned u64; DATA: returned "from" ids, returned "to" ids, [returned*8 bytes of edge data]
+ *
+ * capture info (cuStreamGetCaptureInfo _v2/_v3): stream u64, want u32 (WANT_DEPENDENCIES | WANT_EDGE_DATA)
+ *   reply: status u32, id u64, graph u64, count u64; DATA (when wanted and count > 0): count ids, [count*8 edge data]
+ *
+ * capture mode (cuThreadExchangeStreamCaptureMode): mode u32; reply: previous mode u32
+ *
+ * exec update (cuGraphExecUpdate_v2): exec u64, graph u64
+ *   the reply's CUresult is CUDA_SUCCESS when the call reached the driver; the driver's result follows:
+ *   result u32, then CUgraphExecUpdateResultInfo: result u32, errorNode id u64, errorFromNode id u64
+ *   (a failed update's info is what the program needs, and a reply carries outputs only on success)
+ * </pre>
+ */
+public final class GraphRequest {
+    /** Most handles in one array from the wire (dependencies, edges, answers). */
+    public static final int MAX_NODES = 1 << 20;
+    public static final long COUNT_ONLY = -1;
+    public static final int KIND_FUNCTION = 0;
+    public static final int KIND_KERNEL = 1;
+    public static final int WANT_DEPENDENCIES = 1;
+    public static final int WANT_EDGE_DATA = 2;
+    /** sizeof(CUgraphEdgeData). */
+    public static final int EDGE_DATA_BYTES = 8;
+    /** CUDA_KERNEL_NODE_PARAMS (v2): layout (cuda.h 13.0). */
+    public static final long KNP_SIZE = 72, KNP_FUNC = 0, KNP_GRID = 8, KNP_BLOCK = 20, KNP_SHARED = 32,
+            KNP_PARAMS = 40, KNP_EXTRA = 48, KNP_KERN = 56, KNP_CTX = 64;
+    /** Most bytes of cuGraphKernelNodeGetParams' DATA: the sizes and the values. */
+    public static final int MAX_KERNEL_PARAM_DATA = 4 * LaunchRequest.MAX_PARAMS + LaunchRequest.MAX_PARAM_BYTES;
+    /** sizeof(CUgraphExecUpdateResultInfo). */
+    public static final int UPDATE_INFO_BYTES = 24;
+
+    private GraphRequest() {
+    }
+
+    /** A count from the wire, bounded. */
+    public static long count(long n, String what) throws ProtocolException {
+        if (n < 0 || n > MAX_NODES) {
+            throw new ProtocolException(what + "=" + n + " out of range 0.." + MAX_NODES);
+        }
+        return n;
+    }
+
+    /** A room from the wire: COUNT_ONLY or a bounded count. */
+    public static long room(long n) throws ProtocolException {
+        return n == COUNT_ONLY ? n : count(n, "room");
+    }
+
+    /** The kernel-node block after the call's handles: kind, ctx, and the launch header (with the function) and parameters. */
+    public record KernelNode(int kind, long ctx, LaunchRequest.Header header, MemorySegment kernelParams, MemorySegment extra) {
+    }
+
+    public static KernelNode readKernelNode(ByteBuffer b, SegmentAllocator scratch) throws ProtocolException {
+        int kind = b.getInt();
+        if (kind != KIND_FUNCTION && kind != KIND_KERNEL) {
+            throw new ProtocolException("kind=" + kind);
+        }
+        long ctx = b.getLong();
+        LaunchRequest.Header h = LaunchRequest.readHeader(b);
+        MemorySegment params = MemorySegment.NULL, extra = MemorySegment.NULL;
+        if (h.mode() == LaunchRequest.MODE_KERNEL_PARAMS) {
+            params = LaunchRequest.readKernelParams(b, scratch);
+        } else {
+            extra = LaunchRequest.readExtra(b, scratch);
+        }
+        return new KernelNode(kind, ctx, h, params, extra);
+    }
+}
