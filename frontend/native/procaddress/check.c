@@ -1,10 +1,16 @@
 /*
  * check: our libcuda.so.1's cuGetProcAddress against the real driver's answers (driver580-*-answers.txt,
  * see README.md). For every request the real driver answered with a symbol and ours answers at all,
- * the symbol ours returns (dladdr) must be the same ABI variant; a request ours does not answer is
- * counted, not an error (a name not forwarded yet). Prints "DIFF ..." per mismatch and one summary
- * line "answered A same S different D real-only R"; exit 1 on any difference. Needs no backend.
- *   gcc -I/usr/local/cuda/include check.c -o check -L LIBDIR -l:libcuda.so.1 -ldl; ./check ANSWERS...
+ * the symbol ours returns (dladdr) must be the same ABI variant. A request ours does not answer is
+ * counted, not an error, for a name ours does not implement (not forwarded); for a name ours answers
+ * at 13000 it is an error ("MISSING": a variant the table lacks, e.g. an older symbol) in the files
+ * after the option --missing-is-error (cudart's own requests; the typedef files also hold the
+ * pre-3.2 ABIs with 32-bit pointers and sizes, which no program built today asks for). Prints
+ * "DIFF ..."/"MISSING ..." per mismatch and one summary line
+ * "answered A same S different D real-only R missing M"; exit 1 on any difference or missing
+ * variant. Needs no backend.
+ *   gcc -I/usr/local/cuda/include check.c -o check -L LIBDIR -l:libcuda.so.1 -ldl
+ *   ./check TYPEDEF-ANSWERS... --missing-is-error CUDART-ANSWERS...
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -13,8 +19,12 @@
 #include <string.h>
 
 int main(int argc, char **argv) {
-    int answered = 0, same = 0, different = 0, real_only = 0;
+    int answered = 0, same = 0, different = 0, real_only = 0, missing = 0, strict = 0;
     for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--missing-is-error") == 0) {
+            strict = 1;
+            continue;
+        }
         FILE *f = fopen(argv[a], "r");
         if (f == NULL) {
             perror(argv[a]);
@@ -32,7 +42,17 @@ int main(int argc, char **argv) {
             CUdriverProcAddressQueryResult ours = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
             CUresult r = cuGetProcAddress(name, &fn, version, flags, &ours);
             if (r != CUDA_SUCCESS || fn == NULL) {
-                real_only += strcmp(real, "-") != 0;
+                if (strcmp(real, "-") != 0) {
+                    void *any = NULL;
+                    CUdriverProcAddressQueryResult st;
+                    if (strict && cuGetProcAddress(name, &any, 13000, 0, &st) == CUDA_SUCCESS && any != NULL) {
+                        missing++;
+                        printf("MISSING %s %d %llu: the driver answers %s, ours nothing (yet implements the name)\n", name,
+                               version, flags, real);
+                    } else {
+                        real_only++;
+                    }
+                }
                 continue;
             }
             answered++;
@@ -47,6 +67,6 @@ int main(int argc, char **argv) {
         }
         fclose(f);
     }
-    printf("answered %d same %d different %d real-only %d\n", answered, same, different, real_only);
-    return different == 0 ? 0 : 1;
+    printf("answered %d same %d different %d real-only %d missing %d\n", answered, same, different, real_only, missing);
+    return different == 0 && missing == 0 ? 0 : 1;
 }

@@ -53,4 +53,22 @@ void *gpus_entry(int index);
 /* What a call returns when the JVM could not start: cuInit says there is no device. */
 CUresult gpus_unavailable(int index);
 
+/* generated: the functions not forwarded (not-forwarded.api), and procaddress.c's answer for them:
+ * the entry's error, with one line on stderr the first time each is called. */
+struct gpus_not_forwarded_entry {
+    const char *name;
+    int error;
+    const char *reason;
+};
+extern const int gpus_not_forwarded_count;
+extern const struct gpus_not_forwarded_entry gpus_not_forwarded_entries[];
+CUresult gpus_not_forwarded(int index);
+
+/* export_tables.c: GPUSOCKETS_TRACE=1 logging; context-local storage destructors, run (by the
+ * generated cuCtxDestroy and cuDevicePrimaryCtxReset) before a context goes away. */
+int gpus_tracing(void);
+void gpus_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gpus_cls_context_gone(const void *ctx);
+void gpus_cls_primary_reset(int dev);
+
 #endif

@@ -36,6 +36,7 @@ static void variants(const char *name, int version, int *chosen, int *first) {
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                                  cuuint64_t flags, int *symbolStatus);
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+GPUS_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const void *pExportTableId);
 
 static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, int *status) {
     if (symbol == NULL || pfn == NULL) {
@@ -47,6 +48,17 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
         /* before 12.0 the 4-argument form: handing out _v2 would write through a fifth argument never passed */
         *pfn = cudaVersion >= 12000 ? (void *) cuGetProcAddress_v2 : (void *) cuGetProcAddress;
         found = 1;
+    } else if (strcmp(symbol, "cuGetExportTable") == 0) {
+        /* hand-written (export_tables.c), as cuGetProcAddress itself; the driver has it since 3.0 */
+        found = cudaVersion >= 3000;
+        *pfn = found ? (void *) cuGetExportTable : NULL;
+        status_value = GPUS_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+        if (!found) {
+            if (status != NULL) {
+                *status = status_value;
+            }
+            return CUDA_ERROR_NOT_FOUND;
+        }
     }
     const struct gpus_symbol *best = NULL;
     for (const struct gpus_symbol *s = gpus_symbols; !found && s->name != NULL; s++) {
@@ -93,26 +105,49 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
     return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
+/* GPUSOCKETS_TRACE=1: one line per request, with what it got. */
+static CUresult traced(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, int *status) {
+    int st = -1;
+    CUresult r = lookup(symbol, pfn, cudaVersion, flags, status != NULL ? status : &st);
+    if (gpus_tracing()) {
+        const char *answer = "(none)";
+        if (r == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
+            for (const struct gpus_symbol *s = gpus_symbols; s->name != NULL; s++) {
+                if (s->address == *pfn) {
+                    answer = s->symbol;
+                }
+            }
+            if (*pfn == (void *) cuGetProcAddress_v2) {
+                answer = "cuGetProcAddress_v2";
+            } else if (*pfn == (void *) cuGetProcAddress) {
+                answer = "cuGetProcAddress";
+            }
+        }
+        gpus_trace("cuGetProcAddress(%s, %d, %llu) -> %d, status %d, %s", symbol ? symbol : "(null)", cudaVersion,
+                   (unsigned long long) flags, r, status != NULL ? *status : st, answer);
+    }
+    return r;
+}
+
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                                  cuuint64_t flags, int *symbolStatus) {
-    return lookup(symbol, pfn, cudaVersion, flags, symbolStatus);
+    return traced(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 /* The CUDA 11.3 form, without the status output. */
 GPUS_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-    return lookup(symbol, pfn, cudaVersion, flags, NULL);
+    return traced(symbol, pfn, cudaVersion, flags, NULL);
 }
 
-/* Private tables of the CUDA runtime: not provided yet, so runtime-API programs stop here clearly. */
-GPUS_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const void *pExportTableId) {
-    (void) pExportTableId;
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_SEQ_CST)) {
-        fprintf(stderr, "gpusockets: cuGetExportTable is not supported yet (CUDA runtime API programs need it; "
-                        "driver API programs work)\n");
+CUresult gpus_not_forwarded(int index) {
+    static unsigned char said[1024];
+    if (index < 0 || index >= gpus_not_forwarded_count) {
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
-    if (ppExportTable != NULL) {
-        *ppExportTable = NULL;
+    const struct gpus_not_forwarded_entry *e = &gpus_not_forwarded_entries[index];
+    if (index >= (int) sizeof said || !__atomic_exchange_n(&said[index], 1, __ATOMIC_SEQ_CST)) {
+        fprintf(stderr, "gpusockets: %s is not forwarded (%s); it returns error %d\n", e->name, e->reason, e->error);
     }
-    return CUDA_ERROR_NOT_SUPPORTED;
+    gpus_trace("%s -> %d (not forwarded)", e->name, e->error);
+    return e->error;
 }

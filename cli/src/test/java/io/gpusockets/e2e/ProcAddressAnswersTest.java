@@ -17,7 +17,9 @@ import org.junit.jupiter.api.io.TempDir;
  * Our libcuda.so.1's cuGetProcAddress answers against the real driver's, recorded on the H200
  * (frontend/native/procaddress: cudart 13.0's 440 requests and every cudaTypedefs.h variant with
  * flags 0 and 2): every request ours answers must get the same ABI variant (a wrong ABI behind a found
- * name breaks a program; a name not forwarded yet is counted, not refused). The counts must not drop
+ * name breaks a program; a name not forwarded yet is counted, not refused), and every request of
+ * cudart's for a name ours implements must be answered (a missing older variant fails cudart, as a
+ * missing cuDevicePrimaryCtxReset at 7000 failed cudaDeviceReset). The counts must not drop
  * below what is answered today, so a lookup that stops answering shows.
  */
 class ProcAddressAnswersTest {
@@ -40,7 +42,10 @@ class ProcAddressAnswersTest {
         for (String file : List.of("driver580-cudart13-answers.txt", "driver580-typedef-answers.txt")) {
             Path f = answers.resolve(file);
             assertTrue(Files.isRegularFile(f), f.toString());
-            NativePrograms.Run r = NativePrograms.run(List.of(exe.toString(), f.toString()),
+            // cudart's own requests: a name we implement must be answered at every version it asks
+            List<String> cmd = file.contains("cudart") ? List.of(exe.toString(), "--missing-is-error", f.toString())
+                    : List.of(exe.toString(), f.toString());
+            NativePrograms.Run r = NativePrograms.run(cmd,
                     Map.of("GPUSOCKETS_SERVER", "tcp://127.0.0.1:1"), dir, 60);
             assertEquals(0, r.exit(), () -> file + ": variants differ from the driver's:\n" + r.stdout() + r.stderrTail());
             Matcher m = SUMMARY.matcher(r.stdout());

@@ -310,6 +310,11 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     // ---- contexts ------------------------------------------------------------------------------
 
     @Override
+    public int cuCtxCreate_v2(MemorySegment pctx, int flags, int dev) {
+        return cuCtxCreate(pctx, MemorySegment.NULL, flags, dev);
+    }
+
+    @Override
     public int cuCtxCreate(MemorySegment pctx, MemorySegment ctxCreateParams, int flags, int dev) {
         return run("cuCtxCreate", () -> {
             MemorySegment out = sized(pctx, 8, "pctx");

@@ -230,6 +230,16 @@ public final class CuResult {
         return t != null ? t[0] : "CUDA_ERROR_" + code;
     }
 
+    /** The code of an enum name such as {@code CUDA_ERROR_INVALID_VALUE}, or -1 when cuda.h defines none by that name. */
+    public static int code(String name) {
+        for (var e : TEXT.entrySet()) {
+            if (e.getValue()[0].equals(name)) {
+                return e.getKey();
+            }
+        }
+        return -1;
+    }
+
     /** One-line description of the code. */
     public static String description(int code) {
         String[] t = TEXT.get(code);

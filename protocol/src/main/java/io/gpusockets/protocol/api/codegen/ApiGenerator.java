@@ -29,10 +29,13 @@ import java.util.List;
 public final class ApiGenerator {
     private final ApiTable table;
     private final Path out;
+    /** not-forwarded.api and cuda-h-13.0.txt, beside the table (read for the native stubs). */
+    private final Path tableDir;
 
-    private ApiGenerator(ApiTable table, Path out) {
+    private ApiGenerator(ApiTable table, Path out, Path tableDir) {
         this.table = table;
         this.out = out;
+        this.tableDir = tableDir;
     }
 
     public static void main(String[] args) throws IOException {
@@ -49,7 +52,7 @@ public final class ApiGenerator {
             throw new IllegalArgumentException("usage: ApiGenerator --table FILE --emit protocol|frontend|backend --out DIR");
         }
         ApiTable table = ApiTable.parse(Files.readString(Path.of(tablePath), StandardCharsets.UTF_8));
-        ApiGenerator g = new ApiGenerator(table, Path.of(outDir));
+        ApiGenerator g = new ApiGenerator(table, Path.of(outDir), Path.of(tablePath).toAbsolutePath().getParent());
         switch (emit) {
             case "protocol" -> {
                 g.write("io.gpusockets.protocol.api", "CudaDriver", g.cudaDriver());
@@ -66,7 +69,7 @@ public final class ApiGenerator {
                 g.write("io.gpusockets.backend.driver", "NativeBindings", g.nativeBindings());
                 g.write("io.gpusockets.backend.session", "BackendHandlers", new HandlerEmitter(table).backendHandlers());
             }
-            case "native" -> g.writeFile("gpusockets_exports.c", g.nativeExports());
+            case "native" -> g.writeFile("gpusockets_exports.c", g.nativeExports() + g.notForwardedStubs());
             default -> throw new IllegalArgumentException("unknown --emit: " + emit);
         }
     }
@@ -286,6 +289,47 @@ public final class ApiGenerator {
         return !p.out() && p.type().isHandle() ? "unsigned long long" : cType(p);
     }
 
+    /** The name of the entry's first input parameter of a type (the generator's table check guarantees one). */
+    private static String firstOfType(ApiFunction f, io.gpusockets.protocol.api.ParamType type) {
+        for (ApiParam p : f.params()) {
+            if (!p.out() && p.type() == type) {
+                return p.name();
+            }
+        }
+        throw new IllegalArgumentException(f.name() + ": context rule " + f.context() + " needs a " + type + " input");
+    }
+
+    /**
+     * The stubs of the functions not forwarded (not-forwarded.api): each exported under its name and
+     * the ABI symbol cuda.h 13.0 maps it to, taking no arguments (callers' arguments are ignored, which
+     * the x86-64 and AArch64 C calling conventions allow), returning its error through
+     * gpus_not_forwarded (procaddress.c), which logs one line the first time. cuGetProcAddress does not
+     * list them (gpus_symbols), so probing libraries see "not found".
+     */
+    private String notForwardedStubs() throws IOException {
+        List<io.gpusockets.protocol.api.NotForwarded.Entry> entries = io.gpusockets.protocol.api.NotForwarded.parse(
+                Files.readString(tableDir.resolve("not-forwarded.api"), StandardCharsets.UTF_8));
+        java.util.Map<String, String> abi = io.gpusockets.protocol.api.NotForwarded.parseCudaH(
+                Files.readString(tableDir.resolve("cuda-h-13.0.txt"), StandardCharsets.UTF_8));
+        StringBuilder b = new StringBuilder("\n/* Functions not forwarded (not-forwarded.api). */\n");
+        b.append("const int gpus_not_forwarded_count = ").append(entries.size()).append(";\n");
+        b.append("const struct gpus_not_forwarded_entry gpus_not_forwarded_entries[] = {\n");
+        for (var e : entries) {
+            b.append("    {\"").append(e.name()).append("\", ").append(e.code()).append(", \"")
+                    .append(e.reason().replace("\\", "\\\\").replace("\"", "\\\"")).append("\"},\n");
+        }
+        b.append("    {NULL, 0, NULL},\n};\n\n");
+        for (int i = 0; i < entries.size(); i++) {
+            var e = entries.get(i);
+            java.util.LinkedHashSet<String> symbols = new java.util.LinkedHashSet<>(List.of(e.name(), abi.getOrDefault(e.name(), e.name())));
+            for (String symbol : symbols) {
+                b.append("GPUS_EXPORT CUresult CUDAAPI ").append(symbol).append("(void) {\n    return gpus_not_forwarded(")
+                        .append(i).append(");\n}\n");
+            }
+        }
+        return b.toString();
+    }
+
     private String nativeExports() {
         List<ApiFunction> fs = table.functions();
         StringBuilder b = new StringBuilder();
@@ -323,7 +367,15 @@ public final class ApiGenerator {
                         }
                     }
                 }
-                b.append("    return ((gpus_fn_").append(f.name()).append(") gpus_fn)(").append(String.join(", ", args)).append(");\n}\n\n");
+                // context-local storage (export_tables.c) ends with its context: destructors first
+                if (f.context() == io.gpusockets.protocol.api.ContextRule.DESTROY) {
+                    b.append("    gpus_cls_context_gone(").append(firstOfType(f, io.gpusockets.protocol.api.ParamType.CTX)).append(");\n");
+                } else if (f.context() == io.gpusockets.protocol.api.ContextRule.RESET) {
+                    b.append("    gpus_cls_primary_reset(").append(firstOfType(f, io.gpusockets.protocol.api.ParamType.DEV)).append(");\n");
+                }
+                b.append("    CUresult gpus_r = ((gpus_fn_").append(f.name()).append(") gpus_fn)(").append(String.join(", ", args)).append(");\n");
+                b.append("    if (gpus_tracing()) {\n        gpus_trace(\"").append(symbol).append(" -> %d\", gpus_r);\n    }\n");
+                b.append("    return gpus_r;\n}\n\n");
             }
         }
         b.append("const struct gpus_symbol gpus_symbols[] = {\n");
