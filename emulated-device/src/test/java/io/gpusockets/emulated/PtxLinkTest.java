@@ -183,6 +183,73 @@ class PtxLinkTest {
         assertTrue(m.globals.containsKey("offset") && m.funcs.containsKey("twice"), linked);
     }
 
+    @ParameterizedTest
+    @EnumSource(value = PtxEngine.class, names = {"INTERPRETER", "JIT"})
+    void aJitLinkStateLinksPtxInputsIntoAnImageThatLoads(PtxEngine engine) {
+        try (Emulated e = new Emulated()) {
+            MemorySegment state = e.arena.allocate(8);
+            e.ok(e.device.cuLinkCreate(0, MemorySegment.NULL, MemorySegment.NULL, state));
+            long link = state.get(ValueLayout.JAVA_LONG, 0);
+            addPtx(e, link, READER, "reader.ptx");
+            MemorySegment lib = e.arena.allocateFrom(LIBRARY);
+            e.ok(e.device.cuLinkAddData(link, LinkStates.INPUT_FATBINARY, copy(e, fatbin(List.of(LIBRARY))),
+                    fatbin(List.of(LIBRARY)).length, e.nativeString("lib.fatbin"), 0, MemorySegment.NULL, MemorySegment.NULL));
+            MemorySegment cubin = e.arena.allocate(8);
+            MemorySegment size = e.arena.allocate(8);
+            e.ok(e.device.cuLinkComplete(link, cubin, size));
+            MemorySegment image = cubin.get(ValueLayout.ADDRESS, 0).reinterpret(size.get(ValueLayout.JAVA_LONG, 0));
+            // The image is the state's until cuLinkDestroy: load a copy, as the guest does with its own
+            byte[] bytes = image.toArray(ValueLayout.JAVA_BYTE);
+            assertEquals(0, bytes[bytes.length - 1], "NUL-terminated PTX");
+            e.ok(e.device.cuLinkDestroy(link));
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE, e.device.cuLinkDestroy(link));
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE, e.device.cuLinkComplete(link, cubin, size));
+            int[] out = run(engine, MemorySegment.ofAddress(copy(e, bytes).address()));
+            for (int i = 0; i < THREADS; i++) {
+                assertEquals(i + 1100, out[i], "out[" + i + "]");
+            }
+        }
+    }
+
+    @Test
+    void aLinkStateRefusesWhatHasNoPtxAndReportsLinkErrorsAtCompletion() {
+        try (Emulated e = new Emulated()) {
+            MemorySegment state = e.arena.allocate(8);
+            e.ok(e.device.cuLinkCreate(0, MemorySegment.NULL, MemorySegment.NULL, state));
+            long link = state.get(ValueLayout.JAVA_LONG, 0);
+            byte[] sassOnly = fatbin(List.of());
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED, e.device.cuLinkAddData(link,
+                    LinkStates.INPUT_FATBINARY, copy(e, sassOnly), sassOnly.length, MemorySegment.NULL, 0, MemorySegment.NULL,
+                    MemorySegment.NULL));
+            byte[] elf = new byte[64];
+            elf[0] = 0x7f; elf[1] = 'E'; elf[2] = 'L'; elf[3] = 'F'; elf[4] = 2;
+            elf[0x28] = 64;   // e_shoff: an empty section table right after the header (a cubin without sections)
+            int r = e.device.cuLinkAddData(link, LinkStates.INPUT_CUBIN, copy(e, elf), elf.length, MemorySegment.NULL, 0,
+                    MemorySegment.NULL, MemorySegment.NULL);
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED, r, e.device.lastErrorDetail());
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED, e.device.cuLinkAddData(link,
+                    LinkStates.INPUT_LIBRARY, copy(e, "!<arch>\n".getBytes()), 8, MemorySegment.NULL, 0,
+                    MemorySegment.NULL, MemorySegment.NULL));
+            assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE, e.device.cuLinkAddData(link, 9,
+                    copy(e, new byte[8]), 8, MemorySegment.NULL, 0, MemorySegment.NULL, MemorySegment.NULL));
+            addPtx(e, link, KERNEL, "kernel.ptx");   // twice() and offset are defined nowhere
+            MemorySegment cubin = e.arena.allocate(8);
+            assertEquals(CUDA_ERROR_INVALID_PTX, e.device.cuLinkComplete(link, cubin, MemorySegment.NULL));
+            assertTrue(e.device.lastErrorDetail().contains("unresolved"), e.device.lastErrorDetail());
+            e.ok(e.device.cuLinkDestroy(link));
+        }
+    }
+
+    private static void addPtx(Emulated e, long link, String ptx, String name) {
+        byte[] text = ptx.getBytes(StandardCharsets.UTF_8);
+        e.ok(e.device.cuLinkAddData(link, LinkStates.INPUT_PTX, copy(e, text), text.length, e.nativeString(name), 0,
+                MemorySegment.NULL, MemorySegment.NULL));
+    }
+
+    private static MemorySegment copy(Emulated e, byte[] bytes) {
+        return e.arena.allocate(bytes.length + 1L, 8).copyFrom(MemorySegment.ofArray(bytes)).asSlice(0, bytes.length);
+    }
+
     // ---- images
 
     /** Loads the image, runs k on one block, returns its output; {@code engine} picks the engine and must be the one that ran. */

@@ -18,7 +18,9 @@ public enum WireCodec {
     /** {@code pitched-copy}: a CUDA_MEMCPY2D/3D with its host side packed as DATA. */
     PITCHED_COPY,
     /** {@code host-callback}: the gate operations of a host callback. */
-    HOST_CALLBACK;
+    HOST_CALLBACK,
+    /** {@code link-complete}: a link state, then the size of the linked image or (second step) its bytes as DATA. */
+    LINK_COMPLETE;
 
     static WireCodec parse(String value) {
         return switch (value) {
@@ -27,8 +29,9 @@ public enum WireCodec {
             case "pointer-attribute" -> POINTER_ATTRIBUTE;
             case "pitched-copy" -> PITCHED_COPY;
             case "host-callback" -> HOST_CALLBACK;
+            case "link-complete" -> LINK_COMPLETE;
             default -> throw new IllegalArgumentException(
-                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy or host-callback: " + value);
+                    "codec= takes launch, launch-config, pointer-attribute, pitched-copy, host-callback or link-complete: " + value);
         };
     }
 }
