@@ -44,7 +44,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         channel.refuseWhen(callbacks::runningHere);
         bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, new LaunchCalls(channel, this),
                 local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this)));
+                new OccupancyCalls(this), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */

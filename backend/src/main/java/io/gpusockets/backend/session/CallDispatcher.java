@@ -42,7 +42,7 @@ final class CallDispatcher {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
-                new LibraryCalls(session));
+                new LibraryCalls(session), new LinkCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -294,8 +294,10 @@ final class CallDispatcher {
                 if (t != ParamType.CTX && context < 0) {
                     context = session.currentContextId(c.lane);
                 }
-                // Libraries are context-independent (the driver loads them into every context): made in none.
-                values[i] = session.handles().intern(t, values[i], owner, t == ParamType.CTX || t == ParamType.LIB ? 0 : context);
+                // Libraries are context-independent (the driver loads them into every context), and so are
+                // link states (their image is a cubin; SessionCleanup destroys them): made in none.
+                values[i] = session.handles().intern(t, values[i], owner,
+                        t == ParamType.CTX || t == ParamType.LIB || t == ParamType.LINK ? 0 : context);
             } else if (p.out() && t == ParamType.DPTR && p.registersRange()) {
                 boolean alloc = p.alloc() != null;
                 long size = p.rangeSize().evaluate(k -> values[k]);
