@@ -17,11 +17,12 @@ import java.util.List;
 /**
  * JIT link states (cuLinkCreate .. cuLinkDestroy) on the emulated device, which runs PTX: a state
  * collects the PTX of its inputs (PTX text; a fatbin's best PTX entry, as a module load takes it;
- * a -G cubin's PTX section) and cuLinkComplete links them ({@link PtxLinker}: externs bound,
+ * a -G cubin's PTX section; each fatbin with PTX inside a library archive, linked on demand) and
+ * cuLinkComplete links them ({@link PtxLinker}: externs bound,
  * duplicates and unresolved symbols refused with CUDA_ERROR_INVALID_PTX). The image it returns is
  * the linked PTX text, NUL-terminated, owned by the state until cuLinkDestroy: the driver returns a
  * cubin, but any image cuModuleLoadData accepts will do, and PTX is what this device loads. Inputs
- * without PTX (SASS cubins, host objects, archives, NVVM IR) are CUDA_ERROR_NOT_SUPPORTED, naming
+ * without PTX (SASS cubins, host objects, archives without PTX, NVVM IR) are CUDA_ERROR_NOT_SUPPORTED, naming
  * what was given. JIT options tune or log a compile that does not happen here: they are ignored.
  * Link states belong to no context (like libraries).
  */
@@ -75,6 +76,10 @@ final class LinkStates {
         MemorySegment bytes = HostSegments.sized(data, size, "data");
         String label = HostSegments.isNull(name) ? "input " + (s.units.size() + 1)
                 : "input " + (s.units.size() + 1) + " (" + HostSegments.cString(name, HostSegments.MAX_NAME, "name") + ")";
+        if (type == INPUT_LIBRARY && startsWith(bytes, ARCHIVE_MAGIC)) {
+            add(s, archivePtx(bytes, label));
+            return;
+        }
         String ptx = switch (type) {
             case INPUT_PTX -> ptxText(bytes, label);
             case INPUT_FATBINARY, INPUT_LIBRARY -> fatbinPtx(bytes, type, label);
@@ -84,16 +89,82 @@ final class LinkStates {
             default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE, "type=" + type + " is not a CUjitInputType (0.."
                     + (NUM_INPUT_TYPES - 1) + ")");
         };
-        PtxModule.parse(ptx);   // as the driver compiles PTX when it is added: a malformed unit fails here
+        add(s, List.of(new PtxLinker.Unit(label, ptx)));
+    }
+
+    private static void add(State s, List<PtxLinker.Unit> units) {
+        for (PtxLinker.Unit u : units) {
+            PtxModule.parse(u.ptx());   // as the driver compiles PTX when it is added: a malformed unit fails here
+        }
         synchronized (s) {
             if (s.image != null) {
                 throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "link state already completed");
             }
-            if (s.units.size() >= MAX_INPUTS) {
+            if (s.units.size() + units.size() > MAX_INPUTS) {
                 throw new CudaError(CUDA_ERROR_INVALID_VALUE, "more than " + MAX_INPUTS + " inputs to one link state");
             }
-            s.units.add(new PtxLinker.Unit(label, ptx));
+            s.units.addAll(units);
         }
+    }
+
+    /** "!<arch>\n": an ar archive (a device library from nvcc -lib, of host objects that carry fatbins). */
+    static final byte[] ARCHIVE_MAGIC = "!<arch>\n".getBytes(StandardCharsets.US_ASCII);
+
+    /**
+     * The PTX of every fatbin inside an archive's members, each an on-demand unit (linked only if it
+     * resolves a reference, as nvlink takes archive members). nvcc -lib stores each object's
+     * relocatable fatbin in its {@code __nv_relfatbin} section; rather than reading ar and ELF
+     * headers, the archive is scanned for the fatbin magic and each candidate is taken only if its
+     * headers and entries check out ({@link FatbinImage#entries}).
+     */
+    private static List<PtxLinker.Unit> archivePtx(MemorySegment archive, String label) {
+        List<PtxLinker.Unit> units = new ArrayList<>();
+        int withoutPtx = 0;
+        long n = archive.byteSize();
+        for (long at = ARCHIVE_MAGIC.length; at + ModuleImageKind.FATBIN_MIN_BYTES <= n; at++) {
+            if (archive.get(ValueLayout.JAVA_INT_UNALIGNED, at) != ModuleImageKind.FATBIN_MAGIC) {
+                continue;
+            }
+            MemorySegment rest = archive.asSlice(at);
+            long length = ModuleImageKind.length(rest);
+            if (length < 0) {
+                continue;
+            }
+            MemorySegment fatbin = rest.asSlice(0, length);
+            try {
+                FatbinImage.entries(fatbin);
+            } catch (CudaError notOne) {
+                continue;
+            }
+            try {
+                units.add(new PtxLinker.Unit(label + " fatbin " + (units.size() + withoutPtx + 1),
+                        FatbinImage.ptx(fatbin, ModuleImage.capability()), true));
+            } catch (CudaError none) {
+                if (none.code != CUDA_ERROR_NO_BINARY_FOR_GPU) {
+                    throw none;
+                }
+                withoutPtx++;
+            }
+            at += length - 1;
+        }
+        if (units.isEmpty()) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, label + ": the library holds " + (withoutPtx == 0 ? "no fatbin"
+                    : withoutPtx + " fatbin(s) without PTX for compute capability " + ModuleImage.capability() / 10 + "."
+                    + ModuleImage.capability() % 10) + "; the emulated device links PTX only");
+        }
+        return units;
+    }
+
+    private static boolean startsWith(MemorySegment s, byte[] magic) {
+        if (s.byteSize() < magic.length) {
+            return false;
+        }
+        for (int i = 0; i < magic.length; i++) {
+            if (s.get(ValueLayout.JAVA_BYTE, i) != magic[i]) {
+                return false;
+            }
+        }
+        return true;
     }
 
     void complete(long state, MemorySegment cubinOut, MemorySegment sizeOut) {
@@ -154,9 +225,8 @@ final class LinkStates {
 
     private static String fatbinPtx(MemorySegment bytes, int type, String label) {
         if (ModuleImageKind.of(bytes) != ModuleImageKind.FATBIN) {
-            throw new CudaError(type == INPUT_LIBRARY ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_IMAGE, label
-                    + (type == INPUT_LIBRARY ? ": a library (archive of objects) is not read by the emulated device; "
-                    + "only a fatbin with PTX is taken as CU_JIT_INPUT_LIBRARY" : ": not a fatbin"));
+            throw new CudaError(CUDA_ERROR_INVALID_IMAGE, label + (type == INPUT_LIBRARY
+                    ? ": neither an archive (!<arch>) nor a fatbin" : ": not a fatbin"));
         }
         long length = ModuleImageKind.length(bytes);
         if (length < 0) {

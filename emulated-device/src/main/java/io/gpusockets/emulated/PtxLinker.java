@@ -30,8 +30,15 @@ import java.util.regex.Pattern;
  * may follow its use); it is not meant for ptxas.
  */
 final class PtxLinker {
-    /** One input: its PTX text and a name for messages ("translation unit 2", "input 1 (a.ptx)"). */
-    record Unit(String name, String ptx) {
+    /**
+     * One input: its PTX text and a name for messages ("translation unit 2", "input 1 (a.ptx)").
+     * An {@code onDemand} unit (a member of a library archive) is linked only when it defines a
+     * symbol that the units linked so far reference and nothing else defines, as nvlink takes archive members.
+     */
+    record Unit(String name, String ptx, boolean onDemand) {
+        Unit(String name, String ptx) {
+            this(name, ptx, false);
+        }
     }
 
     /** The extern functions the PTX engines run themselves (PtxParser's extern calls). */
@@ -84,6 +91,15 @@ final class PtxLinker {
                 }
             }
             parsed.add(statements(LINE_DIRECTIVE.matcher(text).replaceAll(""), u.name()));
+        }
+
+        List<Unit> all = units;
+        List<List<Statement>> allParsed = parsed;
+        units = new ArrayList<>();
+        parsed = new ArrayList<>();
+        for (int i : linked(all, allParsed)) {
+            units.add(all.get(i));
+            parsed.add(allParsed.get(i));
         }
 
         // Where each name is defined with external linkage: the strong definition, else the first weak one.
@@ -150,6 +166,57 @@ final class PtxLinker {
             out.append("// ").append(units.get(i).name()).append('\n').append(text).append('\n');
         }
         return out.toString();
+    }
+
+    /** Indexes of the units to link: every unit that is not on demand, and each on-demand one that resolves a reference. */
+    private static List<Integer> linked(List<Unit> units, List<List<Statement>> parsed) {
+        boolean[] in = new boolean[units.size()];
+        for (int i = 0; i < in.length; i++) {
+            in[i] = !units.get(i).onDemand();
+        }
+        for (boolean grew = true; grew; ) {
+            grew = false;
+            Set<String> defined = new HashSet<>();
+            Set<String> wanted = new HashSet<>();
+            for (int i = 0; i < in.length; i++) {
+                if (in[i]) {
+                    for (Statement s : parsed.get(i)) {
+                        if (s.name() != null && s.definition() && s.linkage() != Linkage.INTERNAL) {
+                            defined.add(s.name());
+                        } else if (s.name() != null && s.linkage() == Linkage.EXTERN && !s.shared()) {
+                            wanted.add(s.name());
+                        }
+                    }
+                }
+            }
+            wanted.removeAll(defined);
+            for (int i = 0; i < in.length && !wanted.isEmpty(); i++) {
+                if (!in[i]) {
+                    for (Statement s : parsed.get(i)) {
+                        if (s.definition() && s.linkage() != Linkage.INTERNAL && wanted.contains(s.name())) {
+                            in[i] = true;
+                            grew = true;
+                            break;
+                        }
+                    }
+                    if (in[i]) {
+                        // what it defines is resolved now: a later member defining it too is not pulled in
+                        for (Statement s : parsed.get(i)) {
+                            if (s.definition() && s.linkage() != Linkage.INTERNAL) {
+                                wanted.remove(s.name());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        List<Integer> out = new ArrayList<>();
+        for (int i = 0; i < in.length; i++) {
+            if (in[i]) {
+                out.add(i);
+            }
+        }
+        return out;
     }
 
     private static boolean collides(String name, int unit, List<Set<String>> mentioned, Map<String, Integer> owner) {

@@ -240,6 +240,58 @@ class PtxLinkTest {
         }
     }
 
+    @Test
+    void onDemandUnitsAreLinkedOnlyWhenTheyResolveAReference() {
+        // A library member defining offset again would be a duplicate, but nothing needs it: it is left out.
+        String linked = PtxLinker.link(List.of(new PtxLinker.Unit("reader", READER), new PtxLinker.Unit("lib", LIBRARY),
+                new PtxLinker.Unit("member 1", LIBRARY, true)), null);
+        assertTrue(!linked.contains("// member 1"), linked);
+        String pulled = PtxLinker.link(List.of(new PtxLinker.Unit("kernel", KERNEL), new PtxLinker.Unit("member 1", WEAK, true),
+                new PtxLinker.Unit("member 2", LIBRARY, true)), null);
+        assertTrue(pulled.contains("// member 2"), "member 2 defines offset:\n" + pulled);
+        assertTrue(pulled.contains("// member 1") || !pulled.contains(".weak .func"), pulled);
+    }
+
+    /** An nvcc -lib device library (ar archive of objects carrying fatbins) as CU_JIT_INPUT_LIBRARY. */
+    @Test
+    void aDeviceLibraryArchiveLinksTheMembersThatAreNeeded(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir)
+            throws Exception {
+        Nvcc.assumeNvcc();
+        Nvcc nvcc = new Nvcc(dir);
+        java.nio.file.Path lib = nvcc.write("lib.cu", "__device__ int offset = 100;\n"
+                + "__device__ __noinline__ int twice(int x) { return 2 * x; }\n"
+                + "__device__ __noinline__ int unused(int x) { return x; }\n");
+        java.nio.file.Path other = nvcc.write("other.cu", "__device__ int offset = 5;\n");   // a duplicate, never needed
+        java.nio.file.Path archive = dir.resolve("libtwice.a");
+        java.nio.file.Path kernel = dir.resolve("kernel.ptx");
+        nvcc.write("kernel.cu", "extern __device__ int offset; __device__ int twice(int);\n"
+                + "extern \"C\" __global__ void k(int *out) { out[threadIdx.x] = twice(threadIdx.x) + offset; }\n");
+        Nvcc.await(java.util.Map.of(archive, nvcc.start(archive, "-arch=sm_90", "-rdc=true", "-lib", lib.toString()),
+                kernel, nvcc.start(kernel, "-arch=sm_90", "-rdc=true", "-ptx", dir.resolve("kernel.cu").toString())));
+        java.nio.file.Path archive2 = dir.resolve("libother.a");
+        Nvcc.await(java.util.Map.of(archive2, nvcc.start(archive2, "-arch=sm_90", "-rdc=true", "-lib", other.toString())));
+        try (Emulated e = new Emulated()) {
+            MemorySegment state = e.arena.allocate(8);
+            e.ok(e.device.cuLinkCreate(0, MemorySegment.NULL, MemorySegment.NULL, state));
+            long link = state.get(ValueLayout.JAVA_LONG, 0);
+            addPtx(e, link, java.nio.file.Files.readString(kernel), "kernel.ptx");
+            for (java.nio.file.Path a : List.of(archive, archive2)) {
+                byte[] bytes = java.nio.file.Files.readAllBytes(a);
+                e.ok(e.device.cuLinkAddData(link, LinkStates.INPUT_LIBRARY, copy(e, bytes), bytes.length,
+                        e.nativeString(a.getFileName().toString()), 0, MemorySegment.NULL, MemorySegment.NULL));
+            }
+            MemorySegment cubin = e.arena.allocate(8);
+            MemorySegment size = e.arena.allocate(8);
+            e.ok(e.device.cuLinkComplete(link, cubin, size));
+            byte[] image = cubin.get(ValueLayout.ADDRESS, 0).reinterpret(size.get(ValueLayout.JAVA_LONG, 0)).toArray(ValueLayout.JAVA_BYTE);
+            e.ok(e.device.cuLinkDestroy(link));
+            int[] out = run(PtxEngine.INTERPRETER, copy(e, image));
+            for (int i = 0; i < THREADS; i++) {
+                assertEquals(2 * i + 100, out[i], "out[" + i + "]");
+            }
+        }
+    }
+
     private static void addPtx(Emulated e, long link, String ptx, String name) {
         byte[] text = ptx.getBytes(StandardCharsets.UTF_8);
         e.ok(e.device.cuLinkAddData(link, LinkStates.INPUT_PTX, copy(e, text), text.length, e.nativeString(name), 0,
