@@ -147,6 +147,38 @@ class JitLinkApiTest extends EmulatedBackendTest {
         }
     }
 
+    /** An image over 64 KiB (a big initialized table), which may come back through the shared window. */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"unix", "tcp"})
+    void aLargeLinkedImageReachesTheGuestWhole(String scheme) throws Exception {
+        StringBuilder table = new StringBuilder(HEAD).append(".visible .global .align 4 .b8 big[40000] = {");
+        for (int i = 0; i < 40000; i++) {
+            table.append(i == 0 ? "" : ", ").append(i % 251);
+        }
+        table.append("};\n");
+        try (RemoteCudaDriver d = connect(scheme)) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long state = create(cu, MemorySegment.NULL, MemorySegment.NULL, 0);
+            Cuda.ok(addPtx(cu, state, KERNEL, "kernel.ptx"), "cuLinkAddData(kernel)");
+            Cuda.ok(addPtx(cu, state, LIBRARY, "library.ptx"), "cuLinkAddData(library)");
+            Cuda.ok(addPtx(cu, state, table.toString(), "table.ptx"), "cuLinkAddData(table)");
+            MemorySegment cubin = cu.cell();
+            MemorySegment size = cu.cell();
+            Cuda.ok(d.cuLinkComplete(state, cubin, size), "cuLinkComplete");
+            assertTrue(readLong(size) > 64 << 10, "an image over 64 KiB: " + readLong(size));
+            long module = completeAndLoad(cu, state);
+            MemorySegment dptr = cu.cell(), bytes = cu.cell();
+            Cuda.ok(d.cuModuleGetGlobal(dptr, bytes, module, cu.arena.allocateFrom("big")), "cuModuleGetGlobal(big)");
+            assertEquals(40000, readLong(bytes));
+            byte[] got = cu.get(readLong(dptr), 40000);
+            for (int i = 0; i < 40000; i++) {
+                assertEquals((byte) (i % 251), got[i], "big[" + i + "]");
+            }
+            Cuda.ok(d.cuLinkDestroy(state), "cuLinkDestroy");
+        }
+    }
+
     @Test
     void aLinkErrorFailsCompletionAndFillsTheErrorLog() throws Exception {
         try (RemoteCudaDriver d = connect("tcp")) {

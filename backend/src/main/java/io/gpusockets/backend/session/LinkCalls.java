@@ -32,8 +32,12 @@ final class LinkCalls implements BackendHandlers.Linking {
         this.driver = session.host().driver();
     }
 
+    /**
+     * Synchronized with {@link #cuLinkDestroy}: the image is read while it is sent, and the driver
+     * frees it when the state is destroyed (another lane of the session may ask that meanwhile).
+     */
     @Override
-    public int cuLinkComplete(Call c) throws ProtocolException, CallRejected, IOException {
+    public synchronized int cuLinkComplete(Call c) throws ProtocolException, CallRejected, IOException {
         LinkCompleteRequest.Request q;
         try {
             q = LinkCompleteRequest.read(c.body);
@@ -44,9 +48,7 @@ final class LinkCalls implements BackendHandlers.Linking {
         long state = c.handle(ParamType.LINK, q.state(), false);
         Linked done = linked.get(q.state());
         if (q.capacity() == 0) {
-            synchronized (this) {   // one driver cuLinkComplete per state, whichever lane asks first
-            done = linked.get(q.state());
-            if (done == null) {
+            if (done == null) {   // one driver cuLinkComplete per state, whichever lane asks first
                 MemorySegment out = c.scratch(16);
                 int r = driver.cuLinkComplete(state, out, out.asSlice(8, 8));
                 if (r != CuResult.CUDA_SUCCESS) {
@@ -60,7 +62,6 @@ final class LinkCalls implements BackendHandlers.Linking {
                 }
                 done = new Linked(address, size);
                 linked.put(q.state(), done);
-            }
             }
             LinkCompleteRequest.putSize(c.outs, done.size());
             return CuResult.CUDA_SUCCESS;
@@ -76,7 +77,7 @@ final class LinkCalls implements BackendHandlers.Linking {
 
     /** The driver frees the state's image: forget it, and the handle. */
     @Override
-    public int cuLinkDestroy(Call c, long state) {
+    public synchronized int cuLinkDestroy(Call c, long state) {
         long id = session.handles().idOf(ParamType.LINK, state);
         int r = driver.cuLinkDestroy(state);
         if (r == CuResult.CUDA_SUCCESS) {
