@@ -76,6 +76,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final StreamMemOps memOps;
     private final PeerCopies peers;
     private final Graphs graphs;
+    private final LinkStates links;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
 
     /** One device advertising 8 GiB. */
@@ -114,6 +115,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.memOps = new StreamMemOps(contexts, streams, memory);
         this.peers = new PeerCopies(contexts, streams, memory);
         this.graphs = new Graphs(handles, contexts, streams, launcher, memory);
+        this.links = new LinkStates(handles, contexts);
     }
 
     /**
@@ -440,6 +442,30 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     public int cuModuleLoadDataEx(MemorySegment module, MemorySegment image, int numOptions, MemorySegment options,
                                   MemorySegment optionValues) {
         return run("cuModuleLoadDataEx", () -> loadModule(module, image));
+    }
+
+    // ---- JIT linking (LinkStates: PTX in, linked PTX out) ------------------------------------------
+
+    @Override
+    public int cuLinkCreate(int numOptions, MemorySegment options, MemorySegment optionValues, MemorySegment stateOut) {
+        return run("cuLinkCreate", () -> links.create(numOptions, options, optionValues, stateOut));
+    }
+
+    /** The per-input JIT options have nothing to act on here. */
+    @Override
+    public int cuLinkAddData(long state, int type, MemorySegment data, long size, MemorySegment name, int numOptions,
+                             MemorySegment options, MemorySegment optionValues) {
+        return run("cuLinkAddData", () -> links.addData(state, type, data, size, name));
+    }
+
+    @Override
+    public int cuLinkComplete(long state, MemorySegment cubinOut, MemorySegment sizeOut) {
+        return run("cuLinkComplete", () -> links.complete(state, cubinOut, sizeOut));
+    }
+
+    @Override
+    public int cuLinkDestroy(long state) {
+        return run("cuLinkDestroy", () -> links.destroy(state));
     }
 
     @Override

@@ -2,13 +2,14 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
-import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NO_BINARY_FOR_GPU;
 
 import io.gpusockets.protocol.calls.ModuleImageKind;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
  * Turns a module image handed to cuModuleLoadData* / cuModuleLoadFatBinary / cuLibraryLoadData into
@@ -55,9 +56,11 @@ final class ModuleImage {
 
     /**
      * The PTX of a fatbin. An -rdc program's image is its device-linked fatbin (SASS only: nvlink
-     * emits no PTX) followed by the prelinked fatbins of its translation units
-     * ({@link ModuleImageKind#image}); without PTX of its own, the one of those that has PTX is taken.
-     * Several would need their PTX linked, which is not done here.
+     * emits no PTX; empty in a PTX-only build) followed by the prelinked fatbins of its translation
+     * units ({@link ModuleImageKind#image}); without PTX of its own, the best PTX of each of those is
+     * taken and the units are linked ({@link PtxLinker}), as the driver links their code. A fatbin
+     * without PTX the device can run (cudadevrt's, SASS only) is left out of the link; a symbol only
+     * it could define is then reported unresolved, with the reason.
      */
     private static String fatbinPtx(MemorySegment image, boolean unsized) {
         MemorySegment first = extent(image, unsized, "fatbin");
@@ -67,32 +70,33 @@ final class ModuleImage {
             if (unsized || noPtx.code != CUDA_ERROR_NO_BINARY_FOR_GPU || first.byteSize() >= image.byteSize()) {
                 throw noPtx;
             }
-            String found = null;
-            int withPtx = 0;
+            List<PtxLinker.Unit> units = new ArrayList<>();
+            int skipped = 0;
+            int index = 0;
             for (long off = first.byteSize(); off < image.byteSize(); ) {
                 MemorySegment rest = image.asSlice(off);
                 if (rest.byteSize() < ModuleImageKind.FATBIN_MIN_BYTES || ModuleImageKind.of(rest) != ModuleImageKind.FATBIN) {
                     throw noPtx;   // not a run of fatbins: what follows is not ours to read
                 }
                 MemorySegment next = extent(rest, false, "prelinked fatbin");
+                index++;
                 try {
-                    found = FatbinImage.ptx(next, capability());
-                    withPtx++;
+                    units.add(new PtxLinker.Unit("translation unit " + index, FatbinImage.ptx(next, capability())));
                 } catch (CudaError none) {
                     if (none.code != CUDA_ERROR_NO_BINARY_FOR_GPU) {
                         throw none;
                     }
+                    skipped++;
                 }
                 off += next.byteSize();
             }
-            if (withPtx > 1) {
-                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "an -rdc image of " + withPtx + " translation units with PTX: "
-                        + "the emulated device does not link PTX across translation units");
-            }
-            if (found == null) {
+            if (units.isEmpty()) {
                 throw noPtx;
             }
-            return found;
+            String note = skipped == 0 ? null : skipped + " of the " + index + " prelinked fatbins (cudadevrt's, or units built "
+                    + "for SASS only) hold no PTX for compute capability " + capability() / 10 + "." + capability() % 10
+                    + " and were left out: the symbol may be defined there as SASS, which the emulated device cannot run";
+            return PtxLinker.link(units, note);
         }
     }
 

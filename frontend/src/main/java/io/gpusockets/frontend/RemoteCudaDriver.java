@@ -45,7 +45,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         LaunchCalls launches = new LaunchCalls(channel, this);
         bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, launches,
                 local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches)));
+                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */

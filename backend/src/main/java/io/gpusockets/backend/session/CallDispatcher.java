@@ -43,7 +43,7 @@ final class CallDispatcher {
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
                 new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session), new ManagedCalls(session),
-                new MemopsCalls(session), new GraphCalls(session));
+                new MemopsCalls(session), new GraphCalls(session), new LinkCalls(session));
         this.inline = new boolean[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
@@ -295,9 +295,10 @@ final class CallDispatcher {
                 long owner = p.owner() >= 0 ? values[p.owner()] : 0;
                 // Graphs and their nodes belong to no context: cuCtxDestroy leaves them (SessionCleanup destroys them).
                 // Libraries and their kernels are context-independent too (the driver loads them into every
-                // context, and cudart keeps them across a primary context's reset).
+                // context, and cudart keeps them across a primary context's reset), and so are link states
+                // (their image is a cubin; SessionCleanup destroys them).
                 boolean contextless = t == ParamType.CTX || t == ParamType.GRAPH || t == ParamType.GNODE
-                        || t == ParamType.LIB || t == ParamType.KERNEL;
+                        || t == ParamType.LIB || t == ParamType.KERNEL || t == ParamType.LINK;
                 if (!contextless && context < 0) {
                     context = session.currentContextId(c.lane);
                 }

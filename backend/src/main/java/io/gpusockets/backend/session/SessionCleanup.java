@@ -10,8 +10,8 @@ import java.util.Map;
 import java.util.Set;
 
 /**
- * What a session gives back to the driver: at its end, every library it loaded (libraries belong to
- * no context), then every context it made (the driver frees the
+ * What a session gives back to the driver: at its end, every link state and every library it made
+ * (neither belongs to a context), then every context it made (the driver frees the
  * memory, modules, streams and events made in them), after the window's page-locking and the pinned
  * staging buffers that belong to those contexts; during its life, one handle with everything it
  * owned. Also the wording of the line the end logs, which users and tests read.
@@ -65,6 +65,16 @@ final class SessionCleanup {
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();
+        // Link states belong to no context and hold the driver's linked images: destroyed explicitly, first.
+        int links = 0;
+        for (SessionHandles.Entry link : handles.all(ParamType.LINK)) {
+            int r = driver.cuLinkDestroy(link.real());
+            if (r != CuResult.CUDA_SUCCESS) {
+                LOG.log(Level.WARNING, "session " + sessionId + ": cuLinkDestroy failed during cleanup: " + CuResult.name(r));
+            }
+            links++;
+            dropHandle(link.id());
+        }
         // Streams held by waits are let go (cuCtxDestroy would block on them); then what the driver does
         // not free with a context goes, while the contexts still exist.
         String waitSummary = releaseWaits();
@@ -102,6 +112,7 @@ final class SessionCleanup {
                 + " module(s)/librar(ies), " + streams + " stream(s), " + events + " event(s)"
                 + (graphs + execs > 0 ? ", " + graphs + " graph(s), " + execs + " exec graph(s)" : "")
                 + (graphsFailed > 0 ? ", " + graphsFailed + " graph(s) failed to destroy" : "")
+                + (links > 0 ? ", " + links + " link state(s)" : "")
                 + stagingSummary + waitSummary + poolSummary + vmmSummary
                 + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
                 + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");

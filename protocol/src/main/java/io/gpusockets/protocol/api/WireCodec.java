@@ -24,7 +24,9 @@ public enum WireCodec {
     /** {@code pointer-attributes}: several pointer attributes of one pointer, values as u64 (PointerAttributeRequest). */
     POINTER_ATTRIBUTES,
     /** {@code graph}: node arrays, in/out counts and kernel node parameters of the graph calls (GraphRequest). */
-    GRAPH;
+    GRAPH,
+    /** {@code link-complete}: a link state, then the size of the linked image or (second step) its bytes as DATA. */
+    LINK_COMPLETE;
 
     static WireCodec parse(String value) {
         return switch (value) {
@@ -36,9 +38,10 @@ public enum WireCodec {
             case "pool-attribute" -> POOL_ATTRIBUTE;
             case "pointer-attributes" -> POINTER_ATTRIBUTES;
             case "graph" -> GRAPH;
+            case "link-complete" -> LINK_COMPLETE;
             default -> throw new IllegalArgumentException(
                     "codec= takes launch, launch-config, pointer-attribute, pitched-copy, host-callback, pool-attribute, "
-                            + "pointer-attributes or graph: " + value);
+                            + "pointer-attributes, graph or link-complete: " + value);
         };
     }
 }

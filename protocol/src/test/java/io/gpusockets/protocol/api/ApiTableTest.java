@@ -99,7 +99,7 @@ class ApiTableTest {
         String text = Files.readString(cudaH);
         for (ApiFunction f : table.functions()) {
             for (String symbol : f.symbols()) {
-                assertTrue(Pattern.compile("CUresult CUDAAPI " + symbol + "\\(").matcher(text).find()
+                assertTrue(Pattern.compile("CUresult CUDAAPI\\s+" + symbol + "\\(").matcher(text).find()
                         || Pattern.compile("#define \\w+\\s+(__CUDA_API_\\w+\\()?" + symbol + "\\b").matcher(text).find(),
                         symbol + " not in cuda.h");
             }
