@@ -72,6 +72,12 @@ public final class StartupBench implements Callable<Integer> {
             description = "Where GPUsockets' libcuda.so.1 is (default: frontend/target/native of the checkout above the working directory).")
     Path libraryDir;
 
+    @Option(names = "--frontend-prefix", paramLabel = "DIR",
+            description = "An installed frontend (install-frontend --prefix DIR): the program loads DIR/lib/libcuda.so.1, which finds"
+                    + " its own runtime, jars and class-data-sharing archive, as users get it. Default: --library-dir with this JVM's"
+                    + " runtime and class path (no archive).")
+    Path frontendPrefix;
+
     @Option(names = "--nvcc", paramLabel = "PATH", description = "nvcc (default: -Dgpusockets.nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc).")
     Path nvcc;
 
@@ -104,7 +110,7 @@ public final class StartupBench implements Callable<Integer> {
             console.println("bench startup: nvcc not found (--nvcc, -Dgpusockets.nvcc, PATH, /usr/local/cuda/bin/nvcc)");
             return 2;
         }
-        Path library = libraryDir != null ? libraryDir : checkoutLibrary();
+        Path library = frontendPrefix != null ? frontendPrefix.resolve("lib") : libraryDir != null ? libraryDir : checkoutLibrary();
         if (library == null || !Files.isRegularFile(library.resolve("libcuda.so.1"))) {
             console.println("bench startup: GPUsockets' libcuda.so.1 not found (--library-dir, or build frontend/ in a checkout)");
             return 2;
@@ -135,9 +141,9 @@ public final class StartupBench implements Callable<Integer> {
                         continue;
                     }
                     String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "startup-" + scheme).listen()).toString();
-                    targets.add(new Target(scheme, remoteEnv(library, uri, true)));
+                    targets.add(new Target(scheme, remoteEnv(library, uri, true, frontendPrefix == null)));
                     if (compareLocalAnswers) {
-                        targets.add(new Target(scheme + "-no-local-answers", remoteEnv(library, uri, false)));
+                        targets.add(new Target(scheme + "-no-local-answers", remoteEnv(library, uri, false, frontendPrefix == null)));
                     }
                 }
                 for (Target t : targets) {
@@ -202,18 +208,24 @@ public final class StartupBench implements Callable<Integer> {
         }
     }
 
-    /** The program's environment through GPUsockets: our libcuda.so.1 first, this JVM's runtime and class path for it. */
-    private static Map<String, String> remoteEnv(Path library, String uri, boolean localAnswers) {
+    /**
+     * The program's environment through GPUsockets: our libcuda.so.1 first and, unless it is an install that
+     * finds its own ({@code thisJvm} false), this JVM's runtime and class path for it.
+     */
+    private static Map<String, String> remoteEnv(Path library, String uri, boolean localAnswers, boolean thisJvm) {
         Map<String, String> env = new LinkedHashMap<>();
         env.put("LD_LIBRARY_PATH", library.toAbsolutePath().toString());
         env.put("GPUSOCKETS_SERVER", uri);
+        if (!localAnswers) {
+            env.put("GPUSOCKETS_LOCAL_ANSWERS", "0");
+        }
+        if (!thisJvm) {
+            return env;
+        }
         env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
         // absolute: the program runs in a directory of its own
         env.put("GPUSOCKETS_CLASSPATH", Arrays.stream(System.getProperty("java.class.path").split(java.io.File.pathSeparator))
                 .map(e -> Path.of(e).toAbsolutePath().toString()).reduce((a, b) -> a + java.io.File.pathSeparator + b).orElse(""));
-        if (!localAnswers) {
-            env.put("GPUSOCKETS_LOCAL_ANSWERS", "0");
-        }
         return env;
     }
 
