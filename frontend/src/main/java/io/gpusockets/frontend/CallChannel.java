@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -33,6 +34,11 @@ final class CallChannel {
     private final AtomicBoolean lossReported = new AtomicBoolean();
     /** Whether calls from the current thread are refused (a stream callback running here). */
     private volatile BooleanSupplier refused = () -> false;
+    /** Requests sent, and the times a caller waited for replies (one per call that waits, one per batch). */
+    private final LongAdder requests = new LongAdder();
+    private final LongAdder roundTrips = new LongAdder();
+    /** The calling thread's current context as far as the frontend knows it. */
+    private final CurrentContexts contexts = new CurrentContexts();
 
     /** A client thread's lane; when the thread is gone the backend is told to end the lane. */
     private static final class LaneTicket {
@@ -54,6 +60,28 @@ final class CallChannel {
 
     BackendConnection connection() {
         return connection;
+    }
+
+    CurrentContexts contexts() {
+        return contexts;
+    }
+
+    /** Requests sent to the backend so far. */
+    long requests() {
+        return requests.sum();
+    }
+
+    /** Times a caller waited for the backend so far: each call that waited for its reply, each batch once. */
+    long roundTrips() {
+        return roundTrips.sum();
+    }
+
+    /**
+     * Whether a call from this thread may be answered from what the frontend knows: it would not be
+     * refused here and the connection is up (a lost connection fails every call, known or not).
+     */
+    boolean answersLocally() {
+        return !refused.getAsBoolean() && connection.broken() == null;
     }
 
     /** Whether async calls are pipelined on this connection (asked for and granted). */
@@ -121,11 +149,13 @@ final class CallChannel {
         }
         int laneId = lane.get().id;
         MemorySegment window = noReply ? null : windowFor(bulk, outBytes);
+        contexts.beforeCall(f);
         try {
             BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
             long requestId = p != null ? p.requestId : connection.nextRequestId();
             int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0);
             connection.send(f.opcode(), flags, laneId, requestId, request);
+            requests.increment();
             int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
             long frameBytes = 0;
@@ -158,14 +188,52 @@ final class CallChannel {
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
             }
+            roundTrips.increment();
             ByteBuffer body = connection.await(p).order(ByteOrder.LITTLE_ENDIAN);
             return new Reply(body.getInt(), body);
         } catch (IOException e) {
             return new Reply(lost(e), null);
         } finally {
+            contexts.afterCall(f);
             if (window != null) {
                 connection.releaseWindow();
             }
+        }
+    }
+
+    /** One request of a {@link #batch}: a generic call without bulk input, and where its bulk output goes. */
+    record BatchCall(ApiFunction f, ByteBuffer request, List<MemorySegment> outBytes) {
+    }
+
+    /**
+     * Sends every request on this thread's lane, then waits for all their replies: one round trip for
+     * the lot. Only for calls that wait for their reply, carry no bulk input and change no context
+     * (known entries); the caller bounds the batch so that requests and replies fit the transport's
+     * buffers (the backend answers while the batch is still being sent). Null when the connection is lost.
+     */
+    List<Reply> batch(List<BatchCall> calls) {
+        if (refused.getAsBoolean()) {
+            return null;
+        }
+        int laneId = lane.get().id;
+        List<BackendConnection.Pending> waiting = new ArrayList<>(calls.size());
+        try {
+            for (BatchCall c : calls) {
+                BackendConnection.Pending p = connection.expect(c.outBytes());
+                waiting.add(p);
+                connection.send(c.f().opcode(), 0, laneId, p.requestId, c.request());
+                requests.increment();
+            }
+            roundTrips.increment();
+            List<Reply> replies = new ArrayList<>(calls.size());
+            for (BackendConnection.Pending p : waiting) {
+                ByteBuffer body = connection.await(p).order(ByteOrder.LITTLE_ENDIAN);
+                replies.add(new Reply(body.getInt(), body));
+            }
+            return replies;
+        } catch (IOException e) {
+            lost(e);
+            return null;
         }
     }
 

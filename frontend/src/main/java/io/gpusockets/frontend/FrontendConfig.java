@@ -17,6 +17,8 @@ import java.util.Map;
  *       into one device list;</li>
  *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
+ *   <li>GPUSOCKETS_LOCAL_ANSWERS: 0 sends every call to the backend, the API table's known entries
+ *       (device queries) and cuCtxGetCurrent included, which are otherwise answered in the frontend;</li>
  *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
  * </ul>
  * Three more settings are the process's, not a connection's, and are system properties only; their
@@ -34,19 +36,26 @@ import java.util.Map;
  * @param async          pipeline calls the API table marks async
  * @param preSharedKey   key for the backend's challenge, or null
  * @param identity       how this client names itself to the backend (logs)
+ * @param localAnswers   answer known entries and cuCtxGetCurrent in the frontend when it can
  */
 public record FrontendConfig(List<String> servers, Duration connectTimeout, boolean async, byte[] preSharedKey,
-                             String identity) {
+                             String identity, boolean localAnswers) {
     public static final String SERVER_ENV = "GPUSOCKETS_SERVER";
     public static final String CONNECT_TIMEOUT_ENV = "GPUSOCKETS_CONNECT_TIMEOUT_MS";
     public static final String ASYNC_ENV = "GPUSOCKETS_ASYNC";
     public static final String PSK_FILE_ENV = "GPUSOCKETS_PSK_FILE";
+    public static final String LOCAL_ANSWERS_ENV = "GPUSOCKETS_LOCAL_ANSWERS";
     public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
     /** System-wide settings for guests (one NAME=value per line, # comments). */
     public static final String CONFIG_FILE = "/etc/gpusockets/frontend.conf";
     public static final String CONFIG_FILE_PROP = "gpusockets.config";
     public static final String COPY_THREADS_PROP = "gpusockets.frontend.copyThreads";
     public static final String STARTUP_TRACE_PROP = "gpusockets.startup.trace";
+
+    /** Settings without the switch for answers in the frontend (on). */
+    public FrontendConfig(List<String> servers, Duration connectTimeout, boolean async, byte[] preSharedKey, String identity) {
+        this(servers, connectTimeout, async, preSharedKey, identity, true);
+    }
 
     public FrontendConfig {
         servers = List.copyOf(servers);
@@ -72,6 +81,7 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
         String timeout = setting(CONNECT_TIMEOUT_ENV, overrides);
         String async = setting(ASYNC_ENV, overrides);
         String pskFile = setting(PSK_FILE_ENV, overrides);
+        String localAnswers = setting(LOCAL_ANSWERS_ENV, overrides);
         byte[] psk = null;
         if (pskFile != null && !pskFile.isBlank()) {
             try {
@@ -85,7 +95,8 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
                 Duration.ofMillis(timeout == null ? CONNECT_TIMEOUT_DEFAULT_MS : Long.parseLong(timeout.strip())),
                 async == null || !async.strip().equals("0"),
                 psk,
-                "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"));
+                "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"),
+                localAnswers == null || !localAnswers.strip().equals("0"));
     }
 
     private static String setting(String name, Map<String, String> overrides) {
@@ -158,10 +169,14 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     }
 
     public FrontendConfig withAsync(boolean on) {
-        return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity);
+        return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity, localAnswers);
+    }
+
+    public FrontendConfig withLocalAnswers(boolean on) {
+        return new FrontendConfig(servers, connectTimeout, async, preSharedKey, identity, on);
     }
 
     public FrontendConfig withServers(List<String> uris) {
-        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity);
+        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity, localAnswers);
     }
 }

@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ContextRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.calls.ModuleImageKind;
@@ -35,9 +36,14 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     private final LocalCalls local = new LocalCalls();
     private final DeviceRanges ranges = DeviceRanges.askingBackend(this);
     private final StreamCallbacks callbacks;
+    /** Whether known entries and cuCtxGetCurrent may be answered here (GPUSOCKETS_LOCAL_ANSWERS=0 turns it off). */
+    private final boolean localAnswers;
+    /** The backend's answers to the table's known entries, asked at the first of them; null before. */
+    private volatile KnownAnswers known;
 
-    private RemoteCudaDriver(BackendConnection connection) {
+    private RemoteCudaDriver(BackendConnection connection, boolean localAnswers) {
         this.connection = connection;
+        this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
         this.callbacks = new StreamCallbacks((f, request) -> channel.exchange(f, request, List.of(), List.of(), false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
@@ -56,7 +62,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     /** Connects to the first backend of {@code config} ({@link FrontendDrivers#connect} merges them all). */
     public static RemoteCudaDriver connect(FrontendConfig config) throws IOException {
         String uri = config.servers().getFirst();
-        return new RemoteCudaDriver(BackendConnection.open(uri, config));
+        return new RemoteCudaDriver(BackendConnection.open(uri, config), config.localAnswers());
     }
 
     /** Connects to GPUSOCKETS_SERVER. */
@@ -82,9 +88,43 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return channel.pipelining();
     }
 
+    /** Requests sent to the backend so far (calls, and the known entries asked in advance). */
+    public long requestsSent() {
+        return channel.requests();
+    }
+
+    /** Times a caller waited for the backend so far: each call that waited for its reply, each batch once. */
+    public long roundTrips() {
+        return channel.roundTrips();
+    }
+
+    /** The backend's answers to the known entries, asked now if not yet. */
+    private KnownAnswers known() {
+        KnownAnswers k = known;
+        if (k == null) {
+            synchronized (this) {
+                k = known;
+                if (k == null) {
+                    known = k = KnownAnswers.fetch(channel, connection.welcome().deviceCount());
+                }
+            }
+        }
+        return k;
+    }
+
     /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
     @Override
     protected int call(ApiFunction f, Object... args) {
+        ContextRule rule = f.context();
+        if (rule == ContextRule.GET && localAnswers && channel.answersLocally()) {
+            long ctx = channel.contexts().current();
+            MemorySegment out = (MemorySegment) args[0];
+            if (ctx >= 0 && !(out.isNative() && out.address() == 0)) {
+                WireValues.sized(out, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, ctx);
+                return CuResult.CUDA_SUCCESS;
+            }
+        }
+        long generation = channel.contexts().generation();
         List<ApiParam> params = f.params();
         ByteBuffer req = CallChannel.request();
         List<MemorySegment> bulk = new ArrayList<>(1);
@@ -157,7 +197,13 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // A copy whose data comes back must be waited for even when async: its bytes land in the
         // program's memory before the call returns (pipelined DtoH is left to the sync that follows).
         boolean noReply = f.async() && channel.pipelining() && outBytes.isEmpty();
-        CallChannel.Reply reply = channel.exchange(f, req.flip(), bulk, outBytes, noReply);
+        req.flip();
+        KnownAnswers.Answer answer = null;
+        if (f.known() && localAnswers && channel.answersLocally()) {
+            answer = known().lookup(f, req);
+        }
+        CallChannel.Reply reply = answer != null ? KnownAnswers.replay(answer, outBytes)
+                : channel.exchange(f, req, bulk, outBytes, noReply);
         if (reply.result() == CuResult.CUDA_SUCCESS) {
             long[] outs = new long[params.size()];
             if (reply.body() != null) {
@@ -172,7 +218,46 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             }
             ranges.afterCall(f, args, reply.body() != null ? outs : null);
         }
+        learnContext(f, args, reply.result(), generation);
         return reply.result();
+    }
+
+    /**
+     * What a successful context call tells about this thread's current context ({@link CurrentContexts});
+     * what it forgot, the channel already made unknown before sending it.
+     */
+    private void learnContext(ApiFunction f, Object[] args, int result, long generation) {
+        ContextRule rule = f.context();
+        if (result != CuResult.CUDA_SUCCESS || rule == ContextRule.NONE) {
+            return;
+        }
+        int at = contextParam(f, rule == ContextRule.GET || rule == ContextRule.CREATE);
+        switch (rule) {
+            case GET, CREATE -> {
+                MemorySegment out = (MemorySegment) args[at];
+                if (!(out.isNative() && out.address() == 0)) {
+                    channel.contexts().learnt(WireValues.sized(out, 8).get(ValueLayout.JAVA_LONG_UNALIGNED, 0), generation);
+                }
+            }
+            case PUSH -> channel.contexts().learnt((Long) args[at], generation);
+            case SET -> {
+                if ((Long) args[at] != 0) { // NULL pops: what lies below is not known here
+                    channel.contexts().learnt((Long) args[at], generation);
+                }
+            }
+            default -> {
+            }
+        }
+    }
+
+    /** The index of the first ctx parameter that is an output ({@code out}) or an input (the table checks there is one). */
+    private static int contextParam(ApiFunction f, boolean out) {
+        for (ApiParam p : f.params()) {
+            if (p.out() == out && p.type() == ParamType.CTX) {
+                return p.index();
+            }
+        }
+        return -1;
     }
 
     private static long longValue(Object o) {

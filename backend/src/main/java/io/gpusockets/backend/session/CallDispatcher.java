@@ -216,7 +216,8 @@ final class CallDispatcher {
                     throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "output size out of range: " + size);
                 }
             }
-            args[i] = c.scratch(size);
+            // a bytes output goes back as exactly its length (scratch rounds small ones up to 8)
+            args[i] = p.type() == ParamType.BYTES ? c.scratch(size).asSlice(0, size) : c.scratch(size);
         }
 
         ContextRule rule = f.context();

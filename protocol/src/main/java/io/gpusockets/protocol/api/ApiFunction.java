@@ -33,12 +33,15 @@ import java.util.List;
  * @param serves          the cuda.h name whose cuGetProcAddress requests this entry's symbols answer:
  *                        the entry's own name, or (attribute {@code serves=NAME@VERSION}) an older name
  *                        whose newer ABI variant has a signature of its own, e.g. cuCtxGetDevice_v2
+ * @param known           the answer depends only on the inputs and never changes while a backend runs: a
+ *                        frontend asks once, in one batch, for every device of its {@code dev} inputs and every
+ *                        value of the {@code known=} lists of its other inputs, then answers those itself
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
                           String perThread, boolean quick, String area, WireCodec codec, ContextRule context,
-                          MergeRule merge, boolean connects, boolean guest, String serves) {
+                          MergeRule merge, boolean connects, boolean guest, String serves, boolean known) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {

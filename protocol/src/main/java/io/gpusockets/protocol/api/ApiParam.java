@@ -22,10 +22,12 @@ import java.util.function.IntToLongFunction;
  * @param destroy  handle input: dropped (with what it owns) after success
  * @param free     dptr input: the base of an allocation, dropped after success
  * @param optional output: the caller may pass NULL for it
+ * @param known    i32/u32 input of a {@code known} entry: the values a frontend asks for in advance
+ *                 ({@code known=LIST}); empty otherwise
  */
 public record ApiParam(String name, int index, boolean out, ParamType type, Expr length, Expr range, Expr rows,
                        Expr pitch, Expr alloc, Expr global, int owner, boolean nullable, boolean destroy,
-                       boolean free, boolean optional) {
+                       boolean free, boolean optional, java.util.List<Integer> known) {
 
     /** Whether a successful call registers a device range from this output ({@code alloc=} or {@code global=}). */
     public boolean registersRange() {
@@ -82,6 +84,7 @@ public record ApiParam(String name, int index, boolean out, ParamType type, Expr
         append(m, destroy ? "destroy" : null);
         append(m, free ? "free" : null);
         append(m, optional ? "optional" : null);
+        append(m, known.isEmpty() ? null : "known=" + known.size() + " values");
         return (out ? "out " : "") + type.name().toLowerCase() + (m.isEmpty() ? "" : "[" + m + "]") + " " + name;
     }
 

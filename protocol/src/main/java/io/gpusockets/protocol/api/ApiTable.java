@@ -24,7 +24,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick",
-            "area", "codec", "context", "merge", "connects", "guest", "serves");
+            "area", "codec", "context", "merge", "connects", "guest", "serves", "known");
 
     private static volatile ApiTable instance;
 
@@ -163,7 +163,7 @@ public final class ApiTable {
         }
         List<String> symbols = List.of(name);
         boolean async = false, sync = false, customFrontend = false, customBackend = false, local = false;
-        boolean critical = false, quick = false, connects = false, guest = false;
+        boolean critical = false, quick = false, connects = false, guest = false, known = false;
         Map<String, Integer> since = new LinkedHashMap<>();
         String perThread = "";
         String serves = name;
@@ -188,6 +188,7 @@ public final class ApiTable {
                 case "critical" -> critical = true;
                 case "connects" -> connects = true;
                 case "guest" -> guest = true;
+                case "known" -> known = true;
                 case "symbols" -> {
                     List<String> exported = new ArrayList<>();
                     for (String sym : value.split(",")) {
@@ -244,14 +245,16 @@ public final class ApiTable {
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
                 sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,
-                context, merge, connects, guest, serves);
+                context, merge, connects, guest, serves, known);
         check(f);
         return f;
     }
 
     private static final Pattern AREA = Pattern.compile("[a-z]+");
     private static final Set<String> FLAGS = Set.of("nullable", "destroy", "free", "optional");
-    private static final Set<String> KEYED = Set.of("range", "rows", "pitch", "alloc", "global", "owner");
+    private static final Set<String> KEYED = Set.of("range", "rows", "pitch", "alloc", "global", "owner", "known");
+    /** At most this many values in one known= list. */
+    public static final int MAX_KNOWN_VALUES = 1024;
 
     /** One parameter; {@code names} are all the entry's parameter names, which its expressions may use. */
     private static ApiParam parseParam(String function, int index, Matcher m, List<String> names) {
@@ -299,6 +302,7 @@ public final class ApiTable {
         only(function, text, mods, "destroy", handle && !out);
         only(function, text, mods, "nullable", !out && (handle || type == ParamType.BYTES));
         only(function, text, mods, "optional", out);
+        only(function, text, mods, "known", !out && (type == ParamType.I32 || type == ParamType.U32));
         if (mods.containsKey("rows") != mods.containsKey("pitch") || (mods.containsKey("rows") && !mods.containsKey("range"))) {
             throw new IllegalArgumentException(function + ": rows= and pitch= go together, with range=: " + m.group(4));
         }
@@ -313,7 +317,31 @@ public final class ApiTable {
                 expr(function, mods.get("rows"), names), expr(function, mods.get("pitch"), names),
                 expr(function, mods.get("alloc"), names), expr(function, mods.get("global"), names), owner,
                 mods.containsKey("nullable"), mods.containsKey("destroy"), mods.containsKey("free"),
-                mods.containsKey("optional"));
+                mods.containsKey("optional"), knownValues(function, mods.get("known")));
+    }
+
+    /** A known= list: values N and ranges N..M (both ends included), separated by '|'. */
+    private static List<Integer> knownValues(String function, String text) {
+        if (text == null) {
+            return List.of();
+        }
+        List<Integer> values = new ArrayList<>();
+        try {
+            for (String part : text.split("\\|")) {
+                int dots = part.indexOf("..");
+                int from = Integer.parseInt(dots < 0 ? part : part.substring(0, dots));
+                int to = dots < 0 ? from : Integer.parseInt(part.substring(dots + 2));
+                if (to < from || (long) values.size() + to - from + 1 > MAX_KNOWN_VALUES) {
+                    throw new IllegalArgumentException(function + ": known= range empty or over " + MAX_KNOWN_VALUES + " values: " + part);
+                }
+                for (long v = from; v <= to; v++) {
+                    values.add((int) v);
+                }
+            }
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(function + ": known= takes N and N..M separated by |: " + text);
+        }
+        return List.copyOf(values);
     }
 
     private static void only(String function, String text, Map<String, String> mods, String key, boolean allowed) {
@@ -361,6 +389,7 @@ public final class ApiTable {
                         + " cannot be decoded for a backend handler: give the entry a codec=");
             }
         }
+        checkKnown(f);
         switch (f.context()) {
             case CREATE, POP, GET -> requireParam(f, true, ParamType.CTX);
             case PUSH, SET -> requireParam(f, false, ParamType.CTX);
@@ -377,6 +406,34 @@ public final class ApiTable {
                 && (f.params().size() != 1 || !f.params().getFirst().out() || f.params().getFirst().type() != ParamType.I32)) {
             throw new IllegalArgumentException(f.name() + ": merge=" + f.merge().name().toLowerCase(Locale.ROOT)
                     + " needs one out i32 parameter");
+        }
+    }
+
+    /**
+     * A known entry is a pure query a frontend can ask in advance: generic on both ends, no effect on
+     * contexts, lanes or latched errors, no handle or device-pointer outputs, and every input a device
+     * (asked for each device) or a value with its known= list. known= belongs on known entries only.
+     */
+    private static void checkKnown(ApiFunction f) {
+        for (ApiParam p : f.params()) {
+            if (!p.known().isEmpty() && !f.known()) {
+                throw new IllegalArgumentException(f.name() + ": known= on " + p.name() + " needs the entry attribute known");
+            }
+        }
+        if (!f.known()) {
+            return;
+        }
+        if (f.customFrontend() || f.customBackend() || f.local() || f.async() || f.sync()
+                || f.context() != ContextRule.NONE || f.codec() != WireCodec.GENERIC) {
+            throw new IllegalArgumentException(f.name() + ": known entries are generic queries without async, sync, "
+                    + "custom, local, codec= or context=");
+        }
+        for (ApiParam p : f.params()) {
+            if (p.out() ? p.type().isHandle() || p.type() == ParamType.DPTR
+                    : p.type() != ParamType.DEV && p.known().isEmpty()) {
+                throw new IllegalArgumentException(f.name() + ": a known entry's inputs are dev or carry known=, and it "
+                        + "returns no handle or device pointer: " + p.name());
+            }
         }
     }
 

@@ -228,4 +228,29 @@ class ApiTableTest {
         assertTrue(table.byName("cuInit").connects() && table.byName("cuDriverGetVersion").connects());
         assertTrue(table.byName("cuModuleLoad").guest() && !table.byName("cuModuleLoad").customBackend());
     }
+
+    @Test
+    void knownEntriesArePureQueriesWithTheirValueListsParsed() {
+        ApiFunction attribute = table.byName("cuDeviceGetAttribute");
+        assertTrue(attribute.known());
+        List<Integer> ids = attribute.param("attrib").known();
+        assertEquals(147, ids.size(), "0..147 of cuda.h 13.0 (CU_DEVICE_ATTRIBUTE_MAX 148) but compute mode");
+        assertTrue(ids.contains(0) && ids.contains(147) && !ids.contains(20) && !ids.contains(148));
+        assertEquals(List.of(13, 16, 32, 64), table.byName("cuDeviceGetPCIBusId").param("len").known());
+        assertEquals(List.of(), attribute.param("dev").known());
+        for (ApiFunction f : table.functions()) {
+            if (f.known()) {
+                assertTrue(!f.async() && !f.sync() && f.context() == ContextRule.NONE && !f.customBackend(), f.name());
+            }
+        }
+        assertEquals(List.of(1, 2, 3, 7), ApiTable.parse("cuA(out i32 v, i32[known=1..3|7] x) known\n").functions().getFirst()
+                .param("x").known());
+        for (String bad : List.of("cuA(out i32 v, i32[known=1] x)\n", "cuA(out i32 v, i32 x) known\n",
+                "cuA(out i32[known=1] v) known\n", "cuA(out ctx c, dev d) known\n", "cuA(out i32 v, dev d) known sync\n",
+                "cuA(out i32 v, dev d) known context=get\n", "cuA(out i32 v, i32[known=3..1] x) known\n",
+                "cuA(out i32 v, i32[known=0..5000] x) known\n", "cuA(out i32 v, i32[known=a] x) known\n",
+                "cuA(out i32 v, u64[known=1] x) known\n")) {
+            assertThrows(IllegalArgumentException.class, () -> ApiTable.parse(bad), bad);
+        }
+    }
 }
