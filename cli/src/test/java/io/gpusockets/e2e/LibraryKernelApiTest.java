@@ -100,17 +100,20 @@ class LibraryKernelApiTest extends EmulatedBackendTest {
             assertFilled(cu, p, 0xC0FFEE, 64);
 
             MemorySegment v = cu.cell(), w = cu.cell();
-            Cuda.ok(d.cuFuncGetAttribute(v, 0, k), "cuFuncGetAttribute(kernel)");
+            // as the real driver (580, H200): the two queries take a CUfunction only, their cuKernel* forms a CUkernel
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuFuncGetAttribute(v, 0, k), "cuFuncGetAttribute(kernel)");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuFuncGetParamInfo(k, 1, v, w), "cuFuncGetParamInfo(kernel)");
+            Cuda.ok(d.cuKernelGetAttribute(v, 0, k, 0), "cuKernelGetAttribute");
             assertEquals(1024, readInt(v));
             Cuda.ok(d.cuFuncSetAttribute(k, 8, 1024), "cuFuncSetAttribute(kernel)");
-            Cuda.ok(d.cuFuncGetParamInfo(k, 1, v, w), "cuFuncGetParamInfo(kernel)");
+            Cuda.ok(d.cuKernelGetParamInfo(k, 1, v, w), "cuKernelGetParamInfo");
             assertEquals(8, readLong(v));
             assertEquals(4, readLong(w));
             Cuda.ok(d.cuFuncSetCacheConfig(k, 1), "cuFuncSetCacheConfig(kernel)");
             Cuda.ok(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(v, k, 256, 0), "occupancy(kernel)");
             assertEquals(8, readInt(v), "2048 threads per SM / 256");
             Cuda.ok(d.cuLibraryUnload(lib), "cuLibraryUnload");
-            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuFuncGetAttribute(v, 0, k), "the kernel went with its library");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuKernelGetAttribute(v, 0, k, 0), "the kernel went with its library");
         }
     }
 
@@ -270,7 +273,7 @@ class LibraryKernelApiTest extends EmulatedBackendTest {
             long p = cb.alloc(16);
             assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, b.cuLaunchKernel(k, 1, 1, 1, 4, 1, 1, 0, 0,
                     cb.params(cb.u64(p), cb.u32(1), cb.u32(4)), MemorySegment.NULL));
-            Cuda.ok(a.cuFuncGetAttribute(ca.cell(), 0, k), "its own session still may");
+            Cuda.ok(a.cuKernelGetAttribute(ca.cell(), 0, k, 0), "its own session still may");
         }
     }
 

@@ -82,6 +82,10 @@ final class OccupancyCalls implements FrontendHandlers.Occupancy {
                 values[i] = cell.get(ValueLayout.JAVA_INT, 0);
             }
             r = driver.cuFuncGetAttribute(cell, FUNC_MAX_THREADS_PER_BLOCK, func);
+            if (r == CuResult.CUDA_ERROR_INVALID_HANDLE) {
+                // a CUkernel: the driver answers its attributes through cuKernelGetAttribute only (seen on the H200)
+                r = driver.cuKernelGetAttribute(cell, FUNC_MAX_THREADS_PER_BLOCK, func, dev);
+            }
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
