@@ -73,8 +73,12 @@ final class DeviceProperties {
             Map.entry(81, SHARED_MEMORY_PER_MULTIPROCESSOR),
             Map.entry(82, REGISTERS_PER_MULTIPROCESSOR),
             Map.entry(87, 2),                     // single to double precision performance ratio
+            Map.entry(95, 1),                     // cooperative launch (cuLaunchCooperativeKernel; no grid-wide barrier)
             Map.entry(97, SHARED_MEMORY_PER_BLOCK_OPTIN),
+            Map.entry(102, 1),                    // virtual memory management (cuMemCreate/Map: VirtualMemory)
+            Map.entry(115, 1),                    // memory pools and stream-ordered allocation (MemoryPools)
             Map.entry(106, MAX_BLOCKS_PER_MULTIPROCESSOR),
+            Map.entry(122, 1),                    // 64-bit stream memory operations (StreamMemOps)
             Map.entry(108, MAX_PERSISTING_L2_CACHE_SIZE),
             Map.entry(111, RESERVED_SHARED_MEMORY_PER_BLOCK),
             Map.entry(131, -1),                   // NUMA id of device memory: none

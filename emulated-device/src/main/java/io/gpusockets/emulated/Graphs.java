@@ -187,7 +187,7 @@ final class Graphs {
         MemorySegment params = MemorySegment.ofAddress(p.get(ValueLayout.JAVA_LONG_UNALIGNED, KNP_PARAMS));
         MemorySegment extra = MemorySegment.ofAddress(p.get(ValueLayout.JAVA_LONG_UNALIGNED, KNP_EXTRA));
         if (func != 0 && kern != 0) {
-            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "nodeParams names both func and kern");
+            kern = 0; // the driver takes kern only when func is NULL; cudart sets both
         }
         EmulatedContext c = ctx == 0 ? contexts.current() : contexts.find(ctx);
         if (c != contexts.current()) {

@@ -141,8 +141,8 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         MemorySegment p = WireValues.sized(nodeParams, GraphRequest.KNP_SIZE);
         long func = p.get(LONG, GraphRequest.KNP_FUNC);
         long kern = p.get(LONG, GraphRequest.KNP_KERN);
-        if ((func == 0) == (kern == 0)) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;   // exactly one of func and kern
+        if (func == 0 && kern == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;   // func, or kern when func is NULL (cudart sets both)
         }
         if (p.get(LONG, GraphRequest.KNP_EXTRA) == 0 && launches.paramSizesOf(func != 0 ? func : kern) == null) {
             return CuResult.CUDA_ERROR_INVALID_HANDLE;
@@ -161,8 +161,8 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         MemorySegment p = WireValues.sized(nodeParams, GraphRequest.KNP_SIZE);
         long func = p.get(LONG, GraphRequest.KNP_FUNC);
         long kern = p.get(LONG, GraphRequest.KNP_KERN);
-        if ((func == 0) == (kern == 0)) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;   // exactly one of func and kern
+        if (func == 0 && kern == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;   // func, or kern when func is NULL (cudart sets both)
         }
         long f = func != 0 ? func : kern;
         MemorySegment kernelParams = MemorySegment.ofAddress(p.get(LONG, GraphRequest.KNP_PARAMS));
