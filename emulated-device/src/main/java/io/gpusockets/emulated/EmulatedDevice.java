@@ -609,6 +609,12 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                 sharedMemBytes, hStream, kernelParams, extra));
     }
 
+    /** There is no L2 to reset: persisting lines are a hint the emulated device has no use for. */
+    @Override
+    public int cuCtxResetPersistingL2Cache() {
+        return run("cuCtxResetPersistingL2Cache", contexts::current);
+    }
+
     // ---- issue 11: libraries, kernels, launches ----
     // (KernelQueries, LaunchOptions, ContextQueries; cuCtxRecordEvent/cuCtxWaitEvent stay NOT_SUPPORTED:
     // a context-wide event over non-blocking streams is not modelled, and a legacy-stream stand-in would be wrong)
