@@ -1,0 +1,108 @@
+/*
+ * Unit test of libcuda.so.1's private tables (src/export_tables.c), built by gcc with the file
+ * included and the driver calls it makes stubbed here: MD2 against RFC 1319's test suite, the
+ * integrity check's fixed answers and its dependence on every input, and context-local storage
+ * (put, get, delete, the NULL context, destructors when a context ends). Prints one line per check
+ * and "PASS"; exits 1 on the first failure. Run by ExportTablesUnitTest.
+ */
+#include "../../src/export_tables.c"
+
+#include <stdlib.h>
+
+/* ---- stubs of the driver calls export_tables.c makes ---- */
+static CUcontext current_ctx;
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return CUDA_SUCCESS; }
+CUresult cuDeviceGetUuid_v2(void *uuid, CUdevice dev) { memset(uuid, 0x11 + dev, 16); return CUDA_SUCCESS; }
+CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) { *pi = attrib + dev; return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) { *pctx = (CUcontext) (uintptr_t) (0x1000 + dev); return CUDA_SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *pctx) { *pctx = current_ctx; return CUDA_SUCCESS; }
+CUresult cuModuleLoadData(CUmodule *module, const void *image) { *module = (CUmodule) image; return CUDA_SUCCESS; }
+
+static void check(int ok, const char *what) {
+    printf("%s: %s\n", what, ok ? "ok" : "FAILED");
+    if (!ok) {
+        exit(1);
+    }
+}
+
+static int md2_is(const char *text, const char *hex) {
+    uint8_t d[16];
+    char got[33];
+    gpus_md2(text, strlen(text), d);
+    for (int i = 0; i < 16; i++) {
+        snprintf(got + 2 * i, 3, "%02x", d[i]);
+    }
+    return strcmp(got, hex) == 0;
+}
+
+static int destroyed;
+static void *destroyed_value;
+static void dtor(CUcontext ctx, void *key, void *value) {
+    destroyed++;
+    destroyed_value = value;
+}
+
+int main(void) {
+    /* RFC 1319, A.5 */
+    check(md2_is("", "8350e5a3e24c153df2275c9f80692773"), "MD2 of the empty string");
+    check(md2_is("a", "32ec01ec4a6dac72c0ab96fb34c0b5d1"), "MD2 of a");
+    check(md2_is("abc", "da853b0d3f88d99b30283a69e6ded6bb"), "MD2 of abc");
+    check(md2_is("message digest", "ab4f496bfb2a530b219ff33031fe06b0"), "MD2 of message digest");
+    check(md2_is("abcdefghijklmnopqrstuvwxyz", "4e8ddff3650292ab5a4108c3aa47940b"), "MD2 of the alphabet");
+    check(md2_is("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "da33def2a42df13975352846c30338cd"),
+          "MD2 of 62 characters");
+    check(md2_is("12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                 "d5976f79d83d3a0dc9806c3c66f3efd8"), "MD2 of 80 digits");
+
+    /* the integrity check: fixed answers for versions ending in 0 and 1, a keyed hash otherwise */
+    uint64_t a[2], b[2];
+    CUresult (*integrity)(uint32_t, uint64_t, uint64_t *) = (CUresult (*)(uint32_t, uint64_t, uint64_t *)) integrity_fns[1];
+    check(integrity(13000, 1, a) == CUDA_SUCCESS && a[0] == 0x3341181c03cb675cULL && a[1] == 0x8ed383aa1f4cd1e8ULL,
+          "integrity check, version 13000");
+    check(integrity(13001, 1, a) == CUDA_SUCCESS && a[0] == 0x1841181c03cb675cULL, "integrity check, version 13001");
+    check(integrity(13002, 1796170000, a) == CUDA_SUCCESS && integrity(13002, 1796170000, b) == CUDA_SUCCESS
+          && a[0] == b[0] && a[1] == b[1], "integrity check, version 13002: the same inputs, the same answer");
+    check(integrity(13002, 1796170001, b) == CUDA_SUCCESS && (a[0] != b[0] || a[1] != b[1]),
+          "integrity check: another second, another answer");
+    struct device_facts other = facts.device[0];
+    other.pci_bus ^= 1;
+    gpus_integrity_hash(13002, 1796170000, facts.driver_version, (uint32_t) getpid(), (uint32_t) pthread_self(),
+                        cudart_fns, integrity_fns, integrity_fns[1], 1, &other, b);
+    check(a[0] != b[0] || a[1] != b[1], "integrity check: another PCI bus, another answer");
+    check(integrity(13002, 1, NULL) == CUDA_ERROR_INVALID_VALUE, "integrity check without a result");
+
+    /* context-local storage */
+    CUresult (*put)(CUcontext, void *, void *, cls_dtor) = (CUresult (*)(CUcontext, void *, void *, cls_dtor)) cls_fns[0];
+    CUresult (*del)(CUcontext, void *) = (CUresult (*)(CUcontext, void *)) cls_fns[1];
+    CUresult (*get)(void **, CUcontext, void *) = (CUresult (*)(void **, CUcontext, void *)) cls_fns[2];
+    int key1, key2;
+    void *v = NULL;
+    current_ctx = NULL;
+    check(get(&v, NULL, &key1) == CUDA_ERROR_INVALID_CONTEXT, "storage: no current context");
+    current_ctx = (CUcontext) 0x1000;
+    check(get(&v, NULL, &key1) == CUDA_ERROR_INVALID_HANDLE, "storage: a key never put");
+    check(put(NULL, &key1, (void *) 0x51, dtor) == CUDA_SUCCESS, "storage: put in the current context");
+    check(get(&v, (CUcontext) 0x1000, &key1) == CUDA_SUCCESS && v == (void *) 0x51, "storage: get by the context");
+    check(put((CUcontext) 0x2000, &key1, (void *) 0x52, dtor) == CUDA_SUCCESS
+          && get(&v, (CUcontext) 0x2000, &key1) == CUDA_SUCCESS && v == (void *) 0x52
+          && get(&v, NULL, &key1) == CUDA_SUCCESS && v == (void *) 0x51, "storage: one key, two contexts");
+    check(put(NULL, &key2, (void *) 0x53, NULL) == CUDA_SUCCESS && del(NULL, &key2) == CUDA_SUCCESS
+          && get(&v, NULL, &key2) == CUDA_ERROR_INVALID_HANDLE, "storage: delete");
+    gpus_cls_context_gone((CUcontext) 0x2000);
+    check(destroyed == 1 && destroyed_value == (void *) 0x52 && get(&v, (CUcontext) 0x2000, &key1) == CUDA_ERROR_INVALID_HANDLE
+          && get(&v, (CUcontext) 0x1000, &key1) == CUDA_SUCCESS, "storage: a destroyed context's destructor runs, once");
+    gpus_cls_primary_reset(0); /* the stub's primary context of device 0 is 0x1000 */
+    check(destroyed == 2 && destroyed_value == (void *) 0x51, "storage: a primary reset runs the destructors");
+
+    /* the tables: GUIDs, size words */
+    const void *t = NULL;
+    unsigned char guid[16] = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
+    check(cuGetExportTable(&t, guid) == CUDA_SUCCESS && t == integrity_fns && (uintptr_t) integrity_fns[0] == 24,
+          "INTEGRITY_CHECK by its GUID, 24 bytes");
+    guid[0] ^= 0xff;
+    check(cuGetExportTable(&t, guid) == CUDA_ERROR_NOT_SUPPORTED && t == NULL, "an unknown GUID is refused");
+    printf("PASS\n");
+    return 0;
+}
