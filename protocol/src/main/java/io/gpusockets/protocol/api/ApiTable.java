@@ -389,6 +389,13 @@ public final class ApiTable {
                         + " cannot be decoded for a backend handler: give the entry a codec=");
             }
         }
+        for (ApiParam p : f.params()) {
+            // a quick call may run on the session's reader thread, which would wait for its own DATA frames
+            if (f.quick() && !p.out() && p.type().isBulk() && !f.local()) {
+                throw new IllegalArgumentException(f.name() + ": a quick entry cannot take a bulk input (" + p.name()
+                        + "): the reader thread that runs it would wait for DATA frames only it can read");
+            }
+        }
         checkKnown(f);
         switch (f.context()) {
             case CREATE, POP, GET -> requireParam(f, true, ParamType.CTX);

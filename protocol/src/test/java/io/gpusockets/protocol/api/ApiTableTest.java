@@ -117,6 +117,13 @@ class ApiTableTest {
     }
 
     @Test
+    void refusesAQuickEntryWithABulkInput() {
+        var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(bytes[n] data, size n) quick\n"));
+        assertTrue(e.getMessage().contains("bulk input"), e.getMessage());
+        ApiTable.parse("cuA(out bytes[n] data, size n) quick\n"); // a bulk output is fine
+    }
+
+    @Test
     void rejectsMalformedEntriesNamingTheLine() {
         var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(i32 x)\ncuB(bogus y)\n"));
         assertTrue(e.getMessage().contains("line 2") && e.getMessage().contains("bogus"), e.getMessage());
