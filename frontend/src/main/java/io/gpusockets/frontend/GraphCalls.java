@@ -304,21 +304,31 @@ final class GraphCalls implements FrontendHandlers.Graphs {
 
     // ---- queries ------------------------------------------------------------------------------
 
-    /** The node-query layout: arrays[0] the node ids (and edge data behind them, if asked for). */
+    /** The node-query layout: the node ids (and edge data behind them, if asked for). */
     private int nodeQuery(ApiFunction f, long handle, MemorySegment array, MemorySegment edgeData, MemorySegment count) {
+        return arrayQuery(f, handle, new MemorySegment[] {array}, edgeData, count);
+    }
+
+    /**
+     * A query filling {@code arrays.length} parallel arrays of node ids (a graph's nodes, or its edges'
+     * from and to nodes) and, if asked for, their edge data: the reply's DATA holds each array's k
+     * entries in turn, then the edge data; entries past k are zeroed, as the driver does.
+     */
+    private int arrayQuery(ApiFunction f, long handle, MemorySegment[] arrays, MemorySegment edgeData, MemorySegment count) {
         if (isNull(count)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         MemorySegment cnt = WireValues.sized(count, 8);
-        boolean countOnly = isNull(array);
+        boolean countOnly = isNull(arrays[0]);
         boolean edges = !countOnly && !isNull(edgeData);
         long room = countOnly ? GraphRequest.COUNT_ONLY : cnt.get(LONG, 0);
         if (!countOnly && (room < 0 || room > GraphRequest.MAX_NODES)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        MemorySegment ids = countOnly || room == 0 ? MemorySegment.NULL : Arena.ofAuto().allocate(8 * room * (edges ? 2 : 1), 8);
+        int columns = arrays.length + (edges ? 1 : 0);
+        MemorySegment block = countOnly || room == 0 ? MemorySegment.NULL : Arena.ofAuto().allocate(8 * room * columns, 8);
         ByteBuffer req = CallChannel.request().putLong(handle).putLong(room).putInt(edges ? 1 : 0);
-        CallChannel.Reply r = channel.exchange(f, req.flip(), List.of(), ids.address() == 0 ? List.of() : List.of(ids), false);
+        CallChannel.Reply r = channel.exchange(f, req.flip(), List.of(), block.address() == 0 ? List.of() : List.of(block), false);
         if (r.result() != CuResult.CUDA_SUCCESS) {
             return r.result();
         }
@@ -331,15 +341,17 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         if (k < 0 || k > room) {
             return CuResult.CUDA_ERROR_UNKNOWN;
         }
-        MemorySegment out = WireValues.sized(array, 8 * room);
-        for (long i = 0; i < room; i++) {
-            out.setAtIndex(LONG, i, i < k ? ids.getAtIndex(LONG, i) : 0);
+        for (int c = 0; c < arrays.length; c++) {
+            MemorySegment out = WireValues.sized(arrays[c], 8 * room);
+            for (long i = 0; i < room; i++) {
+                out.setAtIndex(LONG, i, i < k ? block.getAtIndex(LONG, c * k + i) : 0);
+            }
         }
         if (edges) {
             MemorySegment e = WireValues.sized(edgeData, 8 * room);
             e.fill((byte) 0);
             if (k > 0) {
-                MemorySegment.copy(ids, 8 * k, e, 0, 8 * k);
+                MemorySegment.copy(block, 8 * k * arrays.length, e, 0, 8 * k);
             }
         }
         cnt.set(LONG, 0, k);
@@ -391,45 +403,10 @@ final class GraphCalls implements FrontendHandlers.Graphs {
 
     private int edges(ApiFunction f, long hGraph, MemorySegment from, MemorySegment to, MemorySegment edgeData,
                       MemorySegment numEdges) {
-        if (isNull(numEdges) || isNull(from) != isNull(to)) {
+        if (isNull(from) != isNull(to)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        MemorySegment cnt = WireValues.sized(numEdges, 8);
-        boolean countOnly = isNull(from);
-        boolean edges = !countOnly && !isNull(edgeData);
-        long room = countOnly ? GraphRequest.COUNT_ONLY : cnt.get(LONG, 0);
-        if (!countOnly && (room < 0 || room > GraphRequest.MAX_NODES)) {
-            return CuResult.CUDA_ERROR_INVALID_VALUE;
-        }
-        MemorySegment block = countOnly || room == 0 ? MemorySegment.NULL : Arena.ofAuto().allocate(8 * room * (edges ? 3 : 2), 8);
-        ByteBuffer req = CallChannel.request().putLong(hGraph).putLong(room).putInt(edges ? 1 : 0);
-        CallChannel.Reply r = channel.exchange(f, req.flip(), List.of(), block.address() == 0 ? List.of() : List.of(block), false);
-        if (r.result() != CuResult.CUDA_SUCCESS) {
-            return r.result();
-        }
-        long total = r.body().getLong();
-        long k = r.body().getLong();
-        if (countOnly) {
-            cnt.set(LONG, 0, total);
-            return CuResult.CUDA_SUCCESS;
-        }
-        if (k < 0 || k > room) {
-            return CuResult.CUDA_ERROR_UNKNOWN;
-        }
-        MemorySegment a = WireValues.sized(from, 8 * room), b = WireValues.sized(to, 8 * room);
-        for (long i = 0; i < room; i++) {
-            a.setAtIndex(LONG, i, i < k ? block.getAtIndex(LONG, i) : 0);
-            b.setAtIndex(LONG, i, i < k ? block.getAtIndex(LONG, k + i) : 0);
-        }
-        if (edges) {
-            MemorySegment e = WireValues.sized(edgeData, 8 * room);
-            e.fill((byte) 0);
-            if (k > 0) {
-                MemorySegment.copy(block, 16 * k, e, 0, 8 * k);
-            }
-        }
-        cnt.set(LONG, 0, k);
-        return CuResult.CUDA_SUCCESS;
+        return arrayQuery(f, hGraph, new MemorySegment[] {from, to}, edgeData, numEdges);
     }
 
     @Override
