@@ -32,6 +32,7 @@ CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId);
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 
 #define CU_DEVICE_ATTRIBUTE_PCI_BUS_ID 33
@@ -84,7 +85,7 @@ static void unknown_slot(int table, int slot);
 
 /* ---- CUDART_INTERFACE: primary context, modules from fatbins ---------------------------------- */
 
-enum { T_CUDART, T_HOOKS, T_TLS, T_CLS, T_CHECKS, T_INTEGRITY, T_COUNT };
+enum { T_CUDART, T_HOOKS, T_TLS, T_CLS, T_CHECKS, T_INTEGRITY, T_CONTEXT_IDENTITY, T_COUNT };
 
 /* [2]: the device's primary context (retained: our backend makes a session's primary context on
  * its first retain; cudart releases it at cudaDeviceReset/exit, where the session ends anyway). */
@@ -195,15 +196,24 @@ static void *hooks_fns[7] = {
     (void *) hooks_buffer2,
 };
 
-/* ---- TOOLS_TLS: asked for, never called by cudart 13.0 (a refusal crashes it) ------------------ */
+/* ---- TOOLS_TLS: asked for by every cudart (a refusal crashes it); [2] called by cuBLAS/cuBLASLt --- */
+
+/* [2]: the calling thread's current context. cuBLAS and cuBLASLt (13.x) call it at handle creation
+ * with further arguments (a key, a pointer) the answer does not depend on; on driver 580 it gave
+ * the context cuCtxGetCurrent gives (calltrace on the H200, 2026-12-03), and refusing it makes
+ * cublasCreate fail with CUBLAS_STATUS_INTERNAL_ERROR. */
+static CUresult tls_current_context(CUcontext *ctx) {
+    CUresult r = ctx == NULL ? CUDA_ERROR_INVALID_VALUE : cuCtxGetCurrent(ctx);
+    gpus_trace("export table TOOLS_TLS[2](current context) -> %d, %p", r, ctx != NULL ? *ctx : NULL);
+    return r;
+}
 
 SLOT_STUB(T_TLS, 1)
-SLOT_STUB(T_TLS, 2)
 
 static void *tls_fns[3] = {
     (void *) (uintptr_t) (3 * sizeof(void *)),
     (void *) stub_T_TLS_1,
-    (void *) stub_T_TLS_2,
+    (void *) tls_current_context,
 };
 
 /* ---- CONTEXT_LOCAL_STORAGE: (context, key) -> value, with a destructor ------------------------- */
@@ -393,6 +403,72 @@ static void *checks_fns[15] = {
     (void *) stub_T_CHECKS_12,
     (void *) stub_T_CHECKS_13,
     (void *) stub_T_CHECKS_14,
+};
+
+/* ---- CONTEXT_IDENTITY (21318c60...): asked for by cuBLASLt, 93 slots --------------------------- */
+
+/* [4](ctx, u64 *id): the context's unique id, as cuCtxGetId (NULL: the current context). cuBLASLt
+ * keys its kernel registry by it; on driver 580 it gave cuCtxGetId's value. The other 91 slots are
+ * not known (a stub each, which names itself once when called). */
+static CUresult context_identity_id(CUcontext ctx, unsigned long long *id) {
+    CUresult r = id == NULL ? CUDA_ERROR_INVALID_VALUE : cuCtxGetId(ctx, id);
+    gpus_trace("export table CONTEXT_IDENTITY[4](ctx %p) -> %d, id %llu", ctx, r, id != NULL && r == 0 ? *id : 0ull);
+    return r;
+}
+
+#define SLOT_STUBS10(t, tens)                                                                       \
+    SLOT_STUB(t, tens##0) SLOT_STUB(t, tens##1) SLOT_STUB(t, tens##2) SLOT_STUB(t, tens##3)       \
+    SLOT_STUB(t, tens##4) SLOT_STUB(t, tens##5) SLOT_STUB(t, tens##6) SLOT_STUB(t, tens##7)       \
+    SLOT_STUB(t, tens##8) SLOT_STUB(t, tens##9)
+#define SLOT_ENTRIES10(t, tens)                                                                     \
+    (void *) stub_##t##_##tens##0, (void *) stub_##t##_##tens##1, (void *) stub_##t##_##tens##2,   \
+    (void *) stub_##t##_##tens##3, (void *) stub_##t##_##tens##4, (void *) stub_##t##_##tens##5,   \
+    (void *) stub_##t##_##tens##6, (void *) stub_##t##_##tens##7, (void *) stub_##t##_##tens##8,   \
+    (void *) stub_##t##_##tens##9
+
+SLOT_STUB(T_CONTEXT_IDENTITY, 1)
+SLOT_STUB(T_CONTEXT_IDENTITY, 2)
+SLOT_STUB(T_CONTEXT_IDENTITY, 3)
+SLOT_STUB(T_CONTEXT_IDENTITY, 5)
+SLOT_STUB(T_CONTEXT_IDENTITY, 6)
+SLOT_STUB(T_CONTEXT_IDENTITY, 7)
+SLOT_STUB(T_CONTEXT_IDENTITY, 8)
+SLOT_STUB(T_CONTEXT_IDENTITY, 9)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 1)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 2)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 3)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 4)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 5)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 6)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 7)
+SLOT_STUBS10(T_CONTEXT_IDENTITY, 8)
+SLOT_STUB(T_CONTEXT_IDENTITY, 90)
+SLOT_STUB(T_CONTEXT_IDENTITY, 91)
+SLOT_STUB(T_CONTEXT_IDENTITY, 92)
+
+/* The real table is 744 bytes (93 pointers) on driver 580 (procaddress/trace/h200-driver580). */
+static void *context_identity_fns[93] = {
+    (void *) (uintptr_t) (93 * sizeof(void *)),
+    (void *) stub_T_CONTEXT_IDENTITY_1,
+    (void *) stub_T_CONTEXT_IDENTITY_2,
+    (void *) stub_T_CONTEXT_IDENTITY_3,
+    (void *) context_identity_id,
+    (void *) stub_T_CONTEXT_IDENTITY_5,
+    (void *) stub_T_CONTEXT_IDENTITY_6,
+    (void *) stub_T_CONTEXT_IDENTITY_7,
+    (void *) stub_T_CONTEXT_IDENTITY_8,
+    (void *) stub_T_CONTEXT_IDENTITY_9,
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 1),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 2),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 3),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 4),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 5),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 6),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 7),
+    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 8),
+    (void *) stub_T_CONTEXT_IDENTITY_90,
+    (void *) stub_T_CONTEXT_IDENTITY_91,
+    (void *) stub_T_CONTEXT_IDENTITY_92,
 };
 
 /* ---- INTEGRITY_CHECK -------------------------------------------------------------------------- */
@@ -616,6 +692,9 @@ static const struct table tables[T_COUNT] = {
     [T_INTEGRITY] = {"INTEGRITY_CHECK",
                      {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
                      3, 1, integrity_fns},
+    [T_CONTEXT_IDENTITY] = {"CONTEXT_IDENTITY",
+                            {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
+                            93, 1, context_identity_fns},
 };
 
 /* Tables the runtime asks for and copes without (measured with cudart 13.0): declined quietly. */
@@ -631,8 +710,8 @@ static void guid_text(const unsigned char *g, char out[33]) {
 }
 
 static void unknown_slot(int table, int slot) {
-    static unsigned char said[T_COUNT][16];
-    if (!__atomic_exchange_n(&said[table][slot], 1, __ATOMIC_SEQ_CST)) {
+    static unsigned char said[T_COUNT][128];
+    if (slot < 0 || slot >= 128 || !__atomic_exchange_n(&said[table][slot], 1, __ATOMIC_SEQ_CST)) {
         fprintf(stderr, "gpusockets: slot %d of the driver's private table %s was called; GPUsockets does not "
                         "implement it (CUDA_ERROR_NOT_SUPPORTED)\n", slot, tables[table].name);
     }

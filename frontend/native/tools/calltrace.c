@@ -178,14 +178,24 @@ static void *handed_out(void *real, const char *name) {
     return wrap(real, name);
 }
 
-static int lookup(const char *symbol, void **pfn, int version, uint64_t flags, int *status, int v2) {
+/* The file name of the library (or program) that holds `address`, for "who asked". */
+static const char *holder(void *address) {
+    Dl_info info;
+    if (address == NULL || dladdr(address, &info) == 0 || info.dli_fname == NULL) {
+        return "?";
+    }
+    const char *slash = strrchr(info.dli_fname, '/');
+    return slash != NULL ? slash + 1 : info.dli_fname;
+}
+
+static int lookup(const char *symbol, void **pfn, int version, uint64_t flags, int *status, int v2, void *caller) {
     int st = -1;
     int r = v2 ? real_gpa2(symbol, pfn, version, flags, status != NULL ? status : &st)
                : real_gpa(symbol, pfn, version, flags);
     void *got = r == 0 && pfn != NULL ? *pfn : NULL;
-    say("#%lu %ld cuGetProcAddress%s(%s, %d, %" PRIu64 ") = %d status %d %s", atomic_fetch_add(&sequence, 1),
+    say("#%lu %ld cuGetProcAddress%s(%s, %d, %" PRIu64 ") = %d status %d %s [%s]", atomic_fetch_add(&sequence, 1),
         (long) syscall(SYS_gettid), v2 ? "_v2" : "", symbol != NULL ? symbol : "(null)", version, flags, r,
-        status != NULL ? *status : st, got != NULL ? "found" : "(none)");
+        status != NULL ? *status : st, got != NULL ? "found" : "(none)", holder(caller));
     if (got != NULL) {
         char name[96];
         snprintf(name, sizeof name, "%s@%d%s", symbol, version, (flags & 2) ? "/pt" : "");
@@ -195,11 +205,11 @@ static int lookup(const char *symbol, void **pfn, int version, uint64_t flags, i
 }
 
 static int calltrace_cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
-    return lookup(symbol, pfn, version, flags, status, 1);
+    return lookup(symbol, pfn, version, flags, status, 1, __builtin_return_address(0));
 }
 
 static int calltrace_cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags) {
-    return lookup(symbol, pfn, version, flags, NULL, 0);
+    return lookup(symbol, pfn, version, flags, NULL, 0, __builtin_return_address(0));
 }
 
 /* Tables whose addresses the integrity check hashes: handed out as they are. */
@@ -287,7 +297,12 @@ static int calltrace_cuGetExportTable(const void **table, const void *guid) {
     for (int i = 0; i < 16; i++) {
         snprintf(id + 2 * i, 3, "%02x", g[i]);
     }
-    say("#%lu %ld cuGetExportTable(%s) = %d", atomic_fetch_add(&sequence, 1), (long) syscall(SYS_gettid), id, r);
+    uint64_t first = 0;
+    if (r == 0 && table != NULL && *table != NULL) {
+        peek((uint64_t) (uintptr_t) *table, &first, 8);
+    }
+    say("#%lu %ld cuGetExportTable(%s) = %d first word 0x%" PRIx64 " [%s]", atomic_fetch_add(&sequence, 1),
+        (long) syscall(SYS_gettid), id, r, first, holder(__builtin_return_address(0)));
     if (r == 0 && table != NULL && *table != NULL && guid != NULL) {
         *table = wrapped_table(g, *table);
     }

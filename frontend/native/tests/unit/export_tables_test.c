@@ -19,6 +19,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) { *pctx = (CUco
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *pctx) { *pctx = current_ctx; return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(CUmodule *module, const void *image) { *module = (CUmodule) image; return CUDA_SUCCESS; }
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
+    if (ctx == NULL) {
+        ctx = current_ctx;
+    }
+    if (ctx == NULL) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    *id = 7000 + (uintptr_t) ctx;
+    return CUDA_SUCCESS;
+}
 
 static void check(int ok, const char *what) {
     printf("%s: %s\n", what, ok ? "ok" : "FAILED");
@@ -95,6 +105,31 @@ int main(void) {
           && get(&v, (CUcontext) 0x1000, &key1) == CUDA_SUCCESS, "storage: a destroyed context's destructor runs, once");
     gpus_cls_primary_reset(0); /* the stub's primary context of device 0 is 0x1000 */
     check(destroyed == 2 && destroyed_value == (void *) 0x51, "storage: a primary reset runs the destructors");
+
+    /* TOOLS_TLS[2]: the current context, whatever else the caller passes */
+    CUresult (*tls_current)(CUcontext *, uint64_t, void *) = (CUresult (*)(CUcontext *, uint64_t, void *)) tls_fns[2];
+    CUcontext c = (CUcontext) 1;
+    current_ctx = (CUcontext) 0x3000;
+    check(tls_current(&c, 0x37, &key1) == CUDA_SUCCESS && c == (CUcontext) 0x3000, "TOOLS_TLS[2]: the current context");
+    current_ctx = NULL;
+    check(tls_current(&c, 0, NULL) == CUDA_SUCCESS && c == NULL, "TOOLS_TLS[2]: no current context, NULL");
+    check(tls_current(NULL, 0, NULL) == CUDA_ERROR_INVALID_VALUE, "TOOLS_TLS[2] without an output");
+
+    /* CONTEXT_IDENTITY[4]: cuCtxGetId's answer */
+    CUresult (*context_id)(CUcontext, unsigned long long *) = (CUresult (*)(CUcontext, unsigned long long *)) context_identity_fns[4];
+    unsigned long long id = 0;
+    check(context_id((CUcontext) 0x10, &id) == CUDA_SUCCESS && id == 7016, "CONTEXT_IDENTITY[4]: a context's id");
+    check(context_id(NULL, &id) == CUDA_ERROR_INVALID_CONTEXT, "CONTEXT_IDENTITY[4]: no current context");
+    check(context_id(NULL, NULL) == CUDA_ERROR_INVALID_VALUE, "CONTEXT_IDENTITY[4] without an output");
+    unsigned char identity[16] = {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2};
+    const void *ti = NULL;
+    check(cuGetExportTable(&ti, identity) == CUDA_SUCCESS && ti == context_identity_fns
+          && (uintptr_t) context_identity_fns[0] == 744, "CONTEXT_IDENTITY by its GUID, 744 bytes as on driver 580");
+    for (int i = 1; i < 93; i++) {
+        check(context_identity_fns[i] != NULL, "CONTEXT_IDENTITY: every slot filled");
+    }
+    CUresult (*unknown)(void) = (CUresult (*)(void)) context_identity_fns[92];
+    check(unknown() == CUDA_ERROR_NOT_SUPPORTED, "CONTEXT_IDENTITY: an unknown slot says so");
 
     /* the tables: GUIDs, size words */
     const void *t = NULL;

@@ -45,9 +45,9 @@ class CallTraceTest {
         String trace = Files.readString(log, StandardCharsets.UTF_8);
         // each of the three ways in is logged with its arguments, result and what an output pointer holds
         assertEquals(2, count(trace, " cuFakeMany(0x1, 0x2, 0x3, 0x4, 0x5, 0x6) = 584343 |"), trace);
-        assertTrue(trace.contains("cuGetProcAddress_v2(cuNoSuchFunction, 12000, 0) = 500 status 1 (none)"), trace);
+        assertTrue(trace.contains("cuGetProcAddress_v2(cuNoSuchFunction, 12000, 0) = 500 status 1 (none) [calltrace_test]"), trace);
         assertTrue(trace.contains(" cuFakeOut(") && trace.contains("= 0 | a0=[2a000000"), trace);
-        assertTrue(trace.contains("cuGetExportTable(0102030405060708090a0b0c0d0e0f10) = 0"), trace);
+        assertTrue(trace.contains("cuGetExportTable(0102030405060708090a0b0c0d0e0f10) = 0 first word 0x10 [calltrace_test]"), trace);
         assertTrue(trace.contains(" table 01020304[1](0x7, 0x9, "), trace);
     }
 
@@ -75,7 +75,9 @@ class CallTraceTest {
             String calls = Files.readString(out.resolve("remote.calls"), StandardCharsets.UTF_8);
             // cudart's start (every look-up, the private tables, the device queries), then the program's own calls
             assertTrue(count(calls, "cuGetProcAddress_v2(") >= 400, calls);
-            assertTrue(calls.contains("cuGetExportTable(6bd5fb6c5bf4e74a8987d93912fd9df9) = 0\n"), calls);
+            // the private tables: their size words and who asked for them
+            assertTrue(calls.contains("cuGetExportTable(6bd5fb6c5bf4e74a8987d93912fd9df9) = 0 first word 0x68 [basics]\n"), calls);
+            assertTrue(calls.contains("cuGetExportTable(c693336e1121df11a8c368f355d89593) = 0 first word (an address) [basics]\n"), calls);
             assertTrue(calls.contains("\ntable c693336e[2] = 0\n"), calls);
             assertTrue(calls.contains("\ncuLibraryGetKernel = 0\n"), calls);
             assertTrue(calls.contains("\ncuLaunchKernel = 0\n"), calls);
