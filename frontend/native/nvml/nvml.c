@@ -679,33 +679,55 @@ static CUcontext primary_context(struct nvmlDevice_st *d, CUresult *r) {
     return *r == CUDA_SUCCESS ? ctx : NULL;
 }
 
+/* Drops our reference to a primary context that failed us, if it is still the one we hold. */
+static void forget_primary_context(struct nvmlDevice_st *d, CUcontext ctx) {
+    pthread_mutex_lock(&lock);
+    if (d->primary == ctx) {
+        cu.cuDevicePrimaryCtxRelease(d->cuda);
+        d->primary = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* cuMemGetInfo with ctx pushed on the calling thread's context stack, which is left as it was. */
+static CUresult memory_in(CUcontext ctx, const char **what, size_t *free_bytes, size_t *total) {
+    *what = "cuCtxPushCurrent";
+    CUresult r = cu.cuCtxPushCurrent(ctx);
+    if (r == CUDA_SUCCESS) {
+        *what = "cuMemGetInfo";
+        r = cu.cuMemGetInfo(free_bytes, total);
+        CUcontext popped;
+        cu.cuCtxPopCurrent(&popped);
+    }
+    return r;
+}
+
 /* Free and total memory as the session sees them (the backend answers cuMemGetInfo with the
- * tenant's view), in the device's primary context, the calling thread's context stack left as it was. */
+ * tenant's view), in the device's primary context. If the context we hold fails (the program reset
+ * it, cudaDeviceReset), it is retained anew once. */
 static nvmlReturn_t memory(struct nvmlDevice_st *d, unsigned long long *total, unsigned long long *free_bytes) {
     static int reported;
-    CUresult r;
+    CUresult r = CUDA_SUCCESS;
     const char *what = "cuDevicePrimaryCtxRetain";
-    CUcontext ctx = primary_context(d, &r);
-    if (ctx != NULL) {
-        what = "cuCtxPushCurrent";
-        if ((r = cu.cuCtxPushCurrent(ctx)) == CUDA_SUCCESS) {
-            size_t f = 0, t = 0;
-            what = "cuMemGetInfo";
-            r = cu.cuMemGetInfo(&f, &t);
-            CUcontext popped;
-            cu.cuCtxPopCurrent(&popped);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        what = "cuDevicePrimaryCtxRetain";
+        CUcontext ctx = primary_context(d, &r);
+        if (ctx == NULL) {
+            break;
+        }
+        size_t f = 0, t = 0;
+        if ((r = memory_in(ctx, &what, &f, &t)) == CUDA_SUCCESS) {
             *total = t;
             *free_bytes = f;
+            return NVML_SUCCESS;
         }
+        forget_primary_context(d, ctx);
     }
-    if (r != CUDA_SUCCESS) {
-        if (!__atomic_exchange_n(&reported, 1, __ATOMIC_SEQ_CST)) {
-            fprintf(stderr, "gpusockets nvml: memory of device %u: %s returned %s (%d); NVML_ERROR_UNKNOWN\n",
-                    d->index, what, cuda_error_name(r), r);
-        }
-        return NVML_ERROR_UNKNOWN;
+    if (!__atomic_exchange_n(&reported, 1, __ATOMIC_SEQ_CST)) {
+        fprintf(stderr, "gpusockets nvml: memory of device %u: %s returned %s (%d); NVML_ERROR_UNKNOWN\n",
+                d->index, what, cuda_error_name(r), r);
     }
-    return NVML_SUCCESS;
+    return NVML_ERROR_UNKNOWN;
 }
 
 /* used = total - free: what the session's contexts hold, by cuMemGetInfo's count. */
