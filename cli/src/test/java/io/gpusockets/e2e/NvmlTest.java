@@ -32,12 +32,14 @@ import org.junit.jupiter.api.TestFactory;
  * the {@code libcuda.so.1} beside it: {@code frontend/native/tests/nvml/nvml_query.c}, built by gcc
  * against it, runs against a backend process on the emulated device and must print exactly its
  * golden file ({@code tests/expected/nvml_query.out}), over tcp:// and unix://. Also: the UUIDs and
- * bus ids it gives are the driver's own; two backends are two devices; the functions it cannot
+ * bus ids it gives are the driver's own; {@code nvml_cuda.c}, NVML and the driver API in one
+ * program, prints {@code expected/nvml_cuda.out}; two backends are two devices; the functions it cannot
  * answer say NVML_ERROR_NOT_SUPPORTED with one stderr line each; without a backend, or without
  * libcuda.so.1, nvmlInit fails fast with NVML_ERROR_DRIVER_NOT_LOADED, saying why.
  *
  * <p>Skipped (with the reason) when {@code frontend/target/native} lacks either library or gcc is
- * missing. No CUDA headers are needed: nvml_query declares what it uses.
+ * missing. nvml_query needs no CUDA headers (it declares what it uses); nvml_cuda is skipped without
+ * {@code /usr/local/cuda/include/cuda.h}.
  */
 class NvmlTest {
     private static final int PROGRAM_TIMEOUT_SECONDS = 60;
@@ -146,6 +148,30 @@ class NvmlTest {
             assertEquals(Files.readString(golden(), StandardCharsets.UTF_8), r.stdout(),
                     () -> "stdout differs from " + golden() + "\n--- stderr:\n" + r.stderrTail());
         }));
+    }
+
+    /**
+     * nvml_cuda: NVML and the driver API in one program, as NCCL and PyTorch use them (UUID and bus id
+     * lookups, NVML's used memory following a cuMemAlloc in the program's primary context, the
+     * current context left alone, NVML after cuDevicePrimaryCtxReset). Needs cuda.h.
+     */
+    @Test
+    void nvmlAndTheDriverApiAgreeInOneProgram() throws Exception {
+        assumeRunnable();
+        Path cudaH = Path.of(NativePrograms.CUDA_INCLUDE, "cuda.h");
+        assumeTrue(Files.isRegularFile(cudaH), () -> "nvml_cuda needs the CUDA headers: " + cudaH + " does not exist");
+        Path out = work.resolve("nvml_cuda");
+        List<String> cmd = List.of("gcc", "-std=c11", "-O1", "-Wall", "-Werror", "-I" + NativePrograms.CUDA_INCLUDE,
+                programs.tests.resolve("nvml/nvml_cuda.c").toString(), "-o", out.toString(), "-L" + programs.libDir,
+                "-l:libcuda.so.1", "-l:libnvidia-ml.so.1", "-lpthread", "-ldl");
+        NativePrograms.Run b = NativePrograms.run(cmd, Map.of(), work, 120);
+        assertEquals(0, b.exit(), () -> "building nvml_cuda:\n" + String.join(" ", cmd) + "\n" + b.stdout() + b.stderr());
+        NativePrograms.Run r = NativePrograms.run(List.of(out.toString()), environment(backend.unix()), work, PROGRAM_TIMEOUT_SECONDS);
+        System.out.printf("nvml_cuda: exit %d in %d ms%n", r.exit(), r.millis());
+        assertEquals(0, r.exit(), () -> "exit status" + context(r));
+        Path golden = programs.golden("nvml_cuda");
+        assertEquals(Files.readString(golden, StandardCharsets.UTF_8), r.stdout(),
+                () -> "stdout differs from " + golden + "\n--- stderr:\n" + r.stderrTail());
     }
 
     /** NVML's UUID is cuDeviceGetUuid's 16 bytes; its legacy bus id is cuDeviceGetPCIBusId's text. */
