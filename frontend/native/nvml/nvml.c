@@ -17,9 +17,10 @@
  *   CUDA version       cuDriverGetVersion
  *
  * Index i is CUDA device i of the guest (the backend's order; with several backends, theirs one
- * after another), not PCI order as on a host: on a guest the two agree with CUDA_DEVICE_ORDER as the
- * backend has it. What cannot be known through the driver API answers NVML_ERROR_NOT_SUPPORTED and
- * says why once on stderr (the table `unsupported` below). Before nvmlInit every call but
+ * after another), where NVIDIA's NVML on a host counts in PCI order, which need not be CUDA's. Devices
+ * of two backends may share a bus id; a lookup by it finds the first. What cannot be known through
+ * the driver API answers NVML_ERROR_NOT_SUPPORTED and says why once on stderr (the table
+ * `unsupported` below). Before nvmlInit every call but
  * nvmlErrorString and the CUDA-version queries answers NVML_ERROR_UNINITIALIZED; bad handles and
  * NULL outputs NVML_ERROR_INVALID_ARGUMENT, short buffers NVML_ERROR_INSUFFICIENT_SIZE, as NVIDIA's
  * nvml.h documents. Thread-safe: init and shutdown under one mutex, a device table that is
