@@ -33,11 +33,17 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId);
+typedef void *CUstream;
+typedef void *CUfunction;
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId);
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod);
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod);
 CUresult cuModuleLoadData(CUmodule *module, const void *image);
 
 #define CU_DEVICE_ATTRIBUTE_PCI_BUS_ID 33
 #define CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID 34
 #define CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID 50
+#define CUDA_ERROR_OUT_OF_MEMORY 2
 #define CUDA_ERROR_INVALID_HANDLE 400
 #define CUDA_ERROR_INVALID_CONTEXT 201
 
@@ -85,7 +91,7 @@ static void unknown_slot(int table, int slot);
 
 /* ---- CUDART_INTERFACE: primary context, modules from fatbins ---------------------------------- */
 
-enum { T_CUDART, T_HOOKS, T_TLS, T_CLS, T_CHECKS, T_INTEGRITY, T_CONTEXT_IDENTITY, T_COUNT };
+enum { T_CUDART, T_HOOKS, T_TLS, T_CLS, T_CHECKS, T_INTEGRITY, T_CONTEXT_IDENTITY, T_MODULE_FUNCTIONS, T_COUNT };
 
 /* [2]: the device's primary context (retained: our backend makes a session's primary context on
  * its first retain; cudart releases it at cudaDeviceReset/exit, where the session ends anyway). */
@@ -405,14 +411,67 @@ static void *checks_fns[15] = {
     (void *) stub_T_CHECKS_14,
 };
 
-/* ---- CONTEXT_IDENTITY (21318c60...): asked for by cuBLASLt, 93 slots --------------------------- */
+/* ---- CONTEXT_IDENTITY (21318c60...): asked for by cuBLAS, cuBLASLt and cuFFT, 93 slots ----------- */
 
 /* [4](ctx, u64 *id): the context's unique id, as cuCtxGetId (NULL: the current context). cuBLASLt
- * keys its kernel registry by it; on driver 580 it gave cuCtxGetId's value. The other 91 slots are
- * not known (a stub each, which names itself once when called). */
+ * keys its kernel registry by it; on driver 580 it gave cuCtxGetId's value. */
 static CUresult context_identity_id(CUcontext ctx, unsigned long long *id) {
     CUresult r = id == NULL ? CUDA_ERROR_INVALID_VALUE : cuCtxGetId(ctx, id);
     gpus_trace("export table CONTEXT_IDENTITY[4](ctx %p) -> %d, id %llu", ctx, r, id != NULL && r == 0 ? *id : 0ull);
+    return r;
+}
+
+/* [51](ctx, stream, void **object) and [39](ctx, object, u64 *id): cublasCreate asks [51] for an
+ * object standing for a stream (the NULL stream), hands it to [39], which gave 7 for it on driver
+ * 580, then queries and records an event on that stream: the pattern of a workspace kept per
+ * stream and keyed by the stream's unique id. Our reading, not a documented one: [51] gives a
+ * record of the stream and [39] that stream's cuStreamGetId (calltrace, H200, 2026-12-03). The
+ * driver's object began with the word 1; ours does too, in case a caller looks. Records are kept
+ * for the life of the process, one per stream handle asked about, at most STREAM_OBJECTS. */
+struct stream_object {
+    uint64_t one;
+    CUstream stream;
+};
+#define STREAM_OBJECTS 1024
+static struct stream_object stream_objects[STREAM_OBJECTS];
+static int stream_object_count;
+static pthread_mutex_t stream_objects_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult context_identity_stream_object(CUcontext ctx, CUstream stream, void **object) {
+    if (object == NULL) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&stream_objects_lock);
+    struct stream_object *o = NULL;
+    for (int i = 0; i < stream_object_count && o == NULL; i++) {
+        if (stream_objects[i].stream == stream) {
+            o = &stream_objects[i];
+        }
+    }
+    if (o == NULL && stream_object_count < STREAM_OBJECTS) {
+        o = &stream_objects[stream_object_count++];
+        o->one = 1;
+        o->stream = stream;
+    }
+    pthread_mutex_unlock(&stream_objects_lock);
+    if (o == NULL) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *object = o;
+    gpus_trace("export table CONTEXT_IDENTITY[51](ctx %p, stream %p) -> %d, %p", ctx, stream, r, (void *) o);
+    return r;
+}
+
+static CUresult context_identity_stream_id(CUcontext ctx, const struct stream_object *object, unsigned long long *id) {
+    CUresult r;
+    if (object == NULL || id == NULL || object < stream_objects || object >= stream_objects + STREAM_OBJECTS) {
+        r = CUDA_ERROR_INVALID_VALUE; /* not one of ours */
+    } else {
+        r = cuStreamGetId(object->stream, id);
+    }
+    gpus_trace("export table CONTEXT_IDENTITY[39](ctx %p, %p) -> %d, id %llu", ctx, (const void *) object, r,
+               id != NULL && r == 0 ? *id : 0ull);
     return r;
 }
 
@@ -436,9 +495,25 @@ SLOT_STUB(T_CONTEXT_IDENTITY, 8)
 SLOT_STUB(T_CONTEXT_IDENTITY, 9)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 1)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 2)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 3)
+SLOT_STUB(T_CONTEXT_IDENTITY, 30)
+SLOT_STUB(T_CONTEXT_IDENTITY, 31)
+SLOT_STUB(T_CONTEXT_IDENTITY, 32)
+SLOT_STUB(T_CONTEXT_IDENTITY, 33)
+SLOT_STUB(T_CONTEXT_IDENTITY, 34)
+SLOT_STUB(T_CONTEXT_IDENTITY, 35)
+SLOT_STUB(T_CONTEXT_IDENTITY, 36)
+SLOT_STUB(T_CONTEXT_IDENTITY, 37)
+SLOT_STUB(T_CONTEXT_IDENTITY, 38)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 4)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 5)
+SLOT_STUB(T_CONTEXT_IDENTITY, 50)
+SLOT_STUB(T_CONTEXT_IDENTITY, 52)
+SLOT_STUB(T_CONTEXT_IDENTITY, 53)
+SLOT_STUB(T_CONTEXT_IDENTITY, 54)
+SLOT_STUB(T_CONTEXT_IDENTITY, 55)
+SLOT_STUB(T_CONTEXT_IDENTITY, 56)
+SLOT_STUB(T_CONTEXT_IDENTITY, 57)
+SLOT_STUB(T_CONTEXT_IDENTITY, 58)
+SLOT_STUB(T_CONTEXT_IDENTITY, 59)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 6)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 7)
 SLOT_STUBS10(T_CONTEXT_IDENTITY, 8)
@@ -460,15 +535,120 @@ static void *context_identity_fns[93] = {
     (void *) stub_T_CONTEXT_IDENTITY_9,
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 1),
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 2),
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 3),
+    (void *) stub_T_CONTEXT_IDENTITY_30,
+    (void *) stub_T_CONTEXT_IDENTITY_31,
+    (void *) stub_T_CONTEXT_IDENTITY_32,
+    (void *) stub_T_CONTEXT_IDENTITY_33,
+    (void *) stub_T_CONTEXT_IDENTITY_34,
+    (void *) stub_T_CONTEXT_IDENTITY_35,
+    (void *) stub_T_CONTEXT_IDENTITY_36,
+    (void *) stub_T_CONTEXT_IDENTITY_37,
+    (void *) stub_T_CONTEXT_IDENTITY_38,
+    (void *) context_identity_stream_id,
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 4),
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 5),
+    (void *) stub_T_CONTEXT_IDENTITY_50,
+    (void *) context_identity_stream_object,
+    (void *) stub_T_CONTEXT_IDENTITY_52,
+    (void *) stub_T_CONTEXT_IDENTITY_53,
+    (void *) stub_T_CONTEXT_IDENTITY_54,
+    (void *) stub_T_CONTEXT_IDENTITY_55,
+    (void *) stub_T_CONTEXT_IDENTITY_56,
+    (void *) stub_T_CONTEXT_IDENTITY_57,
+    (void *) stub_T_CONTEXT_IDENTITY_58,
+    (void *) stub_T_CONTEXT_IDENTITY_59,
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 6),
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 7),
     SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 8),
     (void *) stub_T_CONTEXT_IDENTITY_90,
     (void *) stub_T_CONTEXT_IDENTITY_91,
     (void *) stub_T_CONTEXT_IDENTITY_92,
+};
+
+/* ---- MODULE_FUNCTIONS (6e163fbe...): asked for by cuFFT, 99 slots ------------------------------- */
+
+/* [7](ctx, module, callback, user, ...): cuFFT calls it right after loading each of its modules,
+ * with a callback that stores its second argument through its first, and then takes the word at
+ * `user` as a CUfunction (its attributes, occupancy, launches). On driver 580 it returned 1 for
+ * modules of one kernel and left that kernel's function there. Our reading (calltrace, H200,
+ * 2026-12-03; not documented): call callback(user, f) for every function of the module, in the
+ * driver's order, and return how many there were (0 when they cannot be listed). */
+typedef void (*module_function_visitor)(void *user, CUfunction function);
+#define MODULE_FUNCTIONS_MAX 4096
+
+static unsigned int module_functions_visit(CUcontext ctx, CUmodule module, module_function_visitor visit, void *user) {
+    unsigned int count = 0;
+    CUresult r = visit == NULL ? CUDA_ERROR_INVALID_VALUE : cuModuleGetFunctionCount(&count, module);
+    CUfunction *functions = NULL;
+    if (r == CUDA_SUCCESS && count > 0) {
+        functions = count <= MODULE_FUNCTIONS_MAX ? calloc(count, sizeof *functions) : NULL;
+        r = functions == NULL ? CUDA_ERROR_OUT_OF_MEMORY : cuModuleEnumerateFunctions(functions, count, module);
+    }
+    if (r != CUDA_SUCCESS) {
+        count = 0;
+    }
+    for (unsigned int i = 0; i < count; i++) {
+        visit(user, functions[i]);
+    }
+    free(functions);
+    gpus_trace("export table MODULE_FUNCTIONS[7](ctx %p, module %p) -> %u functions (%d)", ctx, module, count, r);
+    return count;
+}
+
+SLOT_STUB(T_MODULE_FUNCTIONS, 1)
+SLOT_STUB(T_MODULE_FUNCTIONS, 2)
+SLOT_STUB(T_MODULE_FUNCTIONS, 3)
+SLOT_STUB(T_MODULE_FUNCTIONS, 4)
+SLOT_STUB(T_MODULE_FUNCTIONS, 5)
+SLOT_STUB(T_MODULE_FUNCTIONS, 6)
+SLOT_STUB(T_MODULE_FUNCTIONS, 8)
+SLOT_STUB(T_MODULE_FUNCTIONS, 9)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 1)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 2)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 3)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 4)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 5)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 6)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 7)
+SLOT_STUBS10(T_MODULE_FUNCTIONS, 8)
+SLOT_STUB(T_MODULE_FUNCTIONS, 90)
+SLOT_STUB(T_MODULE_FUNCTIONS, 91)
+SLOT_STUB(T_MODULE_FUNCTIONS, 92)
+SLOT_STUB(T_MODULE_FUNCTIONS, 93)
+SLOT_STUB(T_MODULE_FUNCTIONS, 94)
+SLOT_STUB(T_MODULE_FUNCTIONS, 95)
+SLOT_STUB(T_MODULE_FUNCTIONS, 96)
+SLOT_STUB(T_MODULE_FUNCTIONS, 97)
+SLOT_STUB(T_MODULE_FUNCTIONS, 98)
+
+/* The real table is 792 bytes (99 pointers) on driver 580 (calltrace, H200). */
+static void *module_functions_fns[99] = {
+    (void *) (uintptr_t) (99 * sizeof(void *)),
+    (void *) stub_T_MODULE_FUNCTIONS_1,
+    (void *) stub_T_MODULE_FUNCTIONS_2,
+    (void *) stub_T_MODULE_FUNCTIONS_3,
+    (void *) stub_T_MODULE_FUNCTIONS_4,
+    (void *) stub_T_MODULE_FUNCTIONS_5,
+    (void *) stub_T_MODULE_FUNCTIONS_6,
+    (void *) module_functions_visit,
+    (void *) stub_T_MODULE_FUNCTIONS_8,
+    (void *) stub_T_MODULE_FUNCTIONS_9,
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 1),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 2),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 3),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 4),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 5),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 6),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 7),
+    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 8),
+    (void *) stub_T_MODULE_FUNCTIONS_90,
+    (void *) stub_T_MODULE_FUNCTIONS_91,
+    (void *) stub_T_MODULE_FUNCTIONS_92,
+    (void *) stub_T_MODULE_FUNCTIONS_93,
+    (void *) stub_T_MODULE_FUNCTIONS_94,
+    (void *) stub_T_MODULE_FUNCTIONS_95,
+    (void *) stub_T_MODULE_FUNCTIONS_96,
+    (void *) stub_T_MODULE_FUNCTIONS_97,
+    (void *) stub_T_MODULE_FUNCTIONS_98,
 };
 
 /* ---- INTEGRITY_CHECK -------------------------------------------------------------------------- */
@@ -695,6 +875,9 @@ static const struct table tables[T_COUNT] = {
     [T_CONTEXT_IDENTITY] = {"CONTEXT_IDENTITY",
                             {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
                             93, 1, context_identity_fns},
+    [T_MODULE_FUNCTIONS] = {"MODULE_FUNCTIONS",
+                            {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e},
+                            99, 1, module_functions_fns},
 };
 
 /* Tables the runtime asks for and copes without (measured with cudart 13.0): declined quietly. */

@@ -19,6 +19,32 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) { *pctx = (CUco
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext *pctx) { *pctx = current_ctx; return CUDA_SUCCESS; }
 CUresult cuModuleLoadData(CUmodule *module, const void *image) { *module = (CUmodule) image; return CUDA_SUCCESS; }
+CUresult cuStreamGetId(CUstream stream, unsigned long long *id) {
+    *id = 5000 + (uintptr_t) stream;
+    return CUDA_SUCCESS;
+}
+/* a module 0x30 of three functions 0x31..0x33; any other module is refused */
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod) {
+    if (mod != (CUmodule) 0x30) {
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    *count = 3;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleEnumerateFunctions(CUfunction *functions, unsigned int n, CUmodule mod) {
+    for (unsigned int i = 0; i < n; i++) {
+        functions[i] = (CUfunction) (uintptr_t) (0x31 + i);
+    }
+    return mod == (CUmodule) 0x30 && n == 3 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+static CUfunction visited[8];
+static int visits;
+static void visit(void *user, CUfunction f) {
+    *(CUfunction *) user = f;
+    if (visits < 8) {
+        visited[visits++] = f;
+    }
+}
 CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
     if (ctx == NULL) {
         ctx = current_ctx;
@@ -130,6 +156,35 @@ int main(void) {
     }
     CUresult (*unknown)(void) = (CUresult (*)(void)) context_identity_fns[92];
     check(unknown() == CUDA_ERROR_NOT_SUPPORTED, "CONTEXT_IDENTITY: an unknown slot says so");
+
+    /* CONTEXT_IDENTITY[51] and [39]: an object for a stream, then that stream's id */
+    CUresult (*stream_object)(CUcontext, CUstream, void **) = (CUresult (*)(CUcontext, CUstream, void **)) context_identity_fns[51];
+    CUresult (*stream_id)(CUcontext, void *, unsigned long long *) = (CUresult (*)(CUcontext, void *, unsigned long long *)) context_identity_fns[39];
+    void *o0 = NULL, *o0again = NULL, *o9 = NULL;
+    check(stream_object((CUcontext) 0x10, NULL, &o0) == CUDA_SUCCESS && o0 != NULL && *(uint64_t *) o0 == 1,
+          "CONTEXT_IDENTITY[51]: an object for the NULL stream, its first word 1 as the driver's");
+    check(stream_object((CUcontext) 0x10, NULL, &o0again) == CUDA_SUCCESS && o0again == o0, "CONTEXT_IDENTITY[51]: the same stream, the same object");
+    check(stream_object((CUcontext) 0x10, (CUstream) 9, &o9) == CUDA_SUCCESS && o9 != o0, "CONTEXT_IDENTITY[51]: another stream, another object");
+    check(stream_id((CUcontext) 0x10, o0, &id) == CUDA_SUCCESS && id == 5000, "CONTEXT_IDENTITY[39]: the NULL stream's id");
+    check(stream_id((CUcontext) 0x10, o9, &id) == CUDA_SUCCESS && id == 5009, "CONTEXT_IDENTITY[39]: stream 9's id");
+    check(stream_id((CUcontext) 0x10, &key1, &id) == CUDA_ERROR_INVALID_VALUE, "CONTEXT_IDENTITY[39]: an object not of ours is refused");
+    check(stream_object((CUcontext) 0x10, NULL, NULL) == CUDA_ERROR_INVALID_VALUE, "CONTEXT_IDENTITY[51] without an output");
+
+    /* MODULE_FUNCTIONS[7]: every function of the module through the visitor, and their count */
+    unsigned int (*module_functions)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *) =
+        (unsigned int (*)(CUcontext, CUmodule, void (*)(void *, CUfunction), void *)) module_functions_fns[7];
+    CUfunction last = NULL;
+    check(module_functions((CUcontext) 0x10, (CUmodule) 0x30, visit, &last) == 3 && visits == 3
+          && visited[0] == (CUfunction) 0x31 && visited[2] == (CUfunction) 0x33 && last == (CUfunction) 0x33,
+          "MODULE_FUNCTIONS[7]: three functions visited in order, the count returned");
+    check(module_functions((CUcontext) 0x10, (CUmodule) 0x99, visit, &last) == 0 && visits == 3,
+          "MODULE_FUNCTIONS[7]: a module that cannot be listed has none");
+    unsigned char module_guid[16] = {0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e};
+    check(cuGetExportTable(&ti, module_guid) == CUDA_SUCCESS && ti == module_functions_fns
+          && (uintptr_t) module_functions_fns[0] == 792, "MODULE_FUNCTIONS by its GUID, 792 bytes as on driver 580");
+    for (int i = 1; i < 99; i++) {
+        check(module_functions_fns[i] != NULL, "MODULE_FUNCTIONS: every slot filled");
+    }
 
     /* the tables: GUIDs, size words */
     const void *t = NULL;
