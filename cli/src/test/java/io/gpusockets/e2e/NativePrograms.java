@@ -1,6 +1,8 @@
 package io.gpusockets.e2e;
 
 import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -9,6 +11,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.DynamicTest;
 
 /**
  * The C test programs of {@code frontend/native/tests} (see its README.md): where they are, what
@@ -169,6 +173,32 @@ final class NativePrograms {
             return what + " need the CUDA headers: " + cudaH + " does not exist";
         }
         return null;
+    }
+
+    /** A check of what a program does when no backend listens at {@code server} ({@code mention}: how its message names it). */
+    interface NoBackendCheck {
+        void run(String server, String mention) throws Exception;
+    }
+
+    /**
+     * The two ways of having no backend, as dynamic tests named {@code label (...)}: a loopback tcp
+     * port nobody listens on (bound, then closed) and a unix socket path that does not exist.
+     */
+    static Stream<DynamicTest> noBackendCases(String label, Runnable assume, Path work, NoBackendCheck check) {
+        return Stream.of(
+                DynamicTest.dynamicTest(label + " (closed tcp port)", () -> {
+                    assume.run();
+                    int port;
+                    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+                        port = s.getLocalPort();
+                    }
+                    check.run("tcp://127.0.0.1:" + port, "127.0.0.1:" + port);
+                }),
+                DynamicTest.dynamicTest(label + " (missing unix socket)", () -> {
+                    assume.run();
+                    Path socket = work.resolve("nobody-listens-here.sock");
+                    check.run("unix://" + socket, socket.toString());
+                }));
     }
 
     static String gccMissing() {

@@ -4,8 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -105,21 +103,8 @@ class NativeProgramsTest {
     }
 
     @TestFactory
-    Stream<DynamicTest> withoutABackendCuInitFailsFastSayingWhy() throws Exception {
-        return Stream.of(
-                DynamicTest.dynamicTest("no_backend (closed tcp port)", () -> {
-                    assumeRunnable();
-                    int port;
-                    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-                        port = s.getLocalPort();
-                    }
-                    noBackend("tcp://127.0.0.1:" + port, "127.0.0.1:" + port);
-                }),
-                DynamicTest.dynamicTest("no_backend (missing unix socket)", () -> {
-                    assumeRunnable();
-                    Path socket = work.resolve("nobody-listens-here.sock");
-                    noBackend("unix://" + socket, socket.toString());
-                }));
+    Stream<DynamicTest> withoutABackendCuInitFailsFastSayingWhy() {
+        return NativePrograms.noBackendCases("no_backend", NativeProgramsTest::assumeRunnable, work, NativeProgramsTest::noBackend);
     }
 
     private static void noBackend(String server, String mention) throws Exception {

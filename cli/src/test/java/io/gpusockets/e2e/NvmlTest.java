@@ -8,8 +8,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -242,20 +240,7 @@ class NvmlTest {
 
     @TestFactory
     Stream<DynamicTest> withoutABackendNvmlInitFailsFastSayingWhy() {
-        return Stream.of(
-                DynamicTest.dynamicTest("closed tcp port", () -> {
-                    assumeRunnable();
-                    int port;
-                    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-                        port = s.getLocalPort();
-                    }
-                    noBackend("tcp://127.0.0.1:" + port, "127.0.0.1:" + port);
-                }),
-                DynamicTest.dynamicTest("missing unix socket", () -> {
-                    assumeRunnable();
-                    Path socket = work.resolve("nobody-listens-here.sock");
-                    noBackend("unix://" + socket, socket.toString());
-                }));
+        return NativePrograms.noBackendCases("nvmlInit", NvmlTest::assumeRunnable, work, NvmlTest::noBackend);
     }
 
     private static void noBackend(String server, String mention) throws Exception {
