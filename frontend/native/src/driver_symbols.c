@@ -5,8 +5,8 @@
  * loader (cuBLAS, cuFFT) look such names up with dlsym when they start and give up with an
  * internal error when one is missing, even if they never call it (seen on the H200: both ran to
  * completion remotely under calltrace, whose libcuda.so.1 exports every name the driver does, and
- * failed at cublasCreate / cufftPlan1d under ours). So every symbol the real driver 580 answered a
- * cuGetProcAddress with (procaddress/driver580-*-answers.txt) is exported here:
+ * failed at cublasCreate / cufftPlan1d under ours; with these exports they pass there). So every
+ * cu* function the real driver 580 exports (procaddress/driver580-exports.txt) is exported:
  *
  *  - where the old ABI is the current one under another name, it calls the current one;
  *  - otherwise it answers CUDA_ERROR_NOT_SUPPORTED and says once on stderr which symbol was called.
@@ -69,6 +69,7 @@ static const char *const absent_names[] = {
     "cuArrayGetDescriptor",
     "cuCtxCreate_v3",
     "cuDeviceTotalMem",
+    "cuEGLApiInit",
     "cuEGLStreamConsumerAcquireFrame",
     "cuEGLStreamConsumerConnect",
     "cuEGLStreamConsumerConnectWithFlags",
@@ -78,9 +79,13 @@ static const char *const absent_names[] = {
     "cuEGLStreamProducerDisconnect",
     "cuEGLStreamProducerPresentFrame",
     "cuEGLStreamProducerReturnFrame",
+    "cuGLCtxCreate",
     "cuGLCtxCreate_v2",
     "cuGLGetDevices",
+    "cuGLGetDevices_v2",
     "cuGLInit",
+    "cuGLMapBufferObject",
+    "cuGLMapBufferObjectAsync",
     "cuGLMapBufferObjectAsync_v2",
     "cuGLMapBufferObjectAsync_v2_ptsz",
     "cuGLMapBufferObject_v2",
@@ -114,6 +119,8 @@ static const char *const absent_names[] = {
     "cuMemDiscardBatchAsync_ptsz",
     "cuMemFree",
     "cuMemGetAddressRange",
+    "cuMemGetAttribute",
+    "cuMemGetAttribute_v2",
     "cuMemGetInfo",
     "cuMemHostGetDevicePointer",
     "cuMemHostRegister",
@@ -158,6 +165,7 @@ static const char *const absent_names[] = {
     "cuStreamCopyAttributes_ptsz",
     "cuStreamSetAttribute_ptsz",
     "cuTexRefSetAddress2D_v2",
+    "cuVDPAUCtxCreate",
     "cuVDPAUCtxCreate_v2",
     "cuVDPAUGetDevice",
     "cuWaitExternalSemaphoresAsync_ptsz",
@@ -182,95 +190,103 @@ ABSENT(cuArrayCreate, 0)
 ABSENT(cuArrayGetDescriptor, 1)
 ABSENT(cuCtxCreate_v3, 2)
 ABSENT(cuDeviceTotalMem, 3)
-ABSENT(cuEGLStreamConsumerAcquireFrame, 4)
-ABSENT(cuEGLStreamConsumerConnect, 5)
-ABSENT(cuEGLStreamConsumerConnectWithFlags, 6)
-ABSENT(cuEGLStreamConsumerDisconnect, 7)
-ABSENT(cuEGLStreamConsumerReleaseFrame, 8)
-ABSENT(cuEGLStreamProducerConnect, 9)
-ABSENT(cuEGLStreamProducerDisconnect, 10)
-ABSENT(cuEGLStreamProducerPresentFrame, 11)
-ABSENT(cuEGLStreamProducerReturnFrame, 12)
-ABSENT(cuGLCtxCreate_v2, 13)
-ABSENT(cuGLGetDevices, 14)
-ABSENT(cuGLInit, 15)
-ABSENT(cuGLMapBufferObjectAsync_v2, 16)
-ABSENT(cuGLMapBufferObjectAsync_v2_ptsz, 17)
-ABSENT(cuGLMapBufferObject_v2, 18)
-ABSENT(cuGLMapBufferObject_v2_ptds, 19)
-ABSENT(cuGLRegisterBufferObject, 20)
-ABSENT(cuGLSetBufferObjectMapFlags, 21)
-ABSENT(cuGLUnmapBufferObject, 22)
-ABSENT(cuGLUnmapBufferObjectAsync, 23)
-ABSENT(cuGLUnregisterBufferObject, 24)
-ABSENT(cuGraphAddKernelNode, 25)
-ABSENT(cuGraphExecKernelNodeSetParams, 26)
-ABSENT(cuGraphExecUpdate, 27)
-ABSENT(cuGraphInstantiate, 28)
-ABSENT(cuGraphInstantiateWithParams_ptsz, 29)
-ABSENT(cuGraphInstantiate_v2, 30)
-ABSENT(cuGraphKernelNodeGetParams, 31)
-ABSENT(cuGraphKernelNodeSetParams, 32)
-ABSENT(cuGraphicsEGLRegisterImage, 33)
-ABSENT(cuGraphicsGLRegisterBuffer, 34)
-ABSENT(cuGraphicsGLRegisterImage, 35)
-ABSENT(cuGraphicsMapResources_ptsz, 36)
-ABSENT(cuGraphicsResourceGetMappedEglFrame, 37)
-ABSENT(cuGraphicsUnmapResources_ptsz, 38)
-ABSENT(cuGraphicsVDPAURegisterOutputSurface, 39)
-ABSENT(cuGraphicsVDPAURegisterVideoSurface, 40)
-ABSENT(cuMemAlloc, 41)
-ABSENT(cuMemAllocHost, 42)
-ABSENT(cuMemAllocPitch, 43)
-ABSENT(cuMemBatchDecompressAsync_ptsz, 44)
-ABSENT(cuMemDiscardAndPrefetchBatchAsync_ptsz, 45)
-ABSENT(cuMemDiscardBatchAsync_ptsz, 46)
-ABSENT(cuMemFree, 47)
-ABSENT(cuMemGetAddressRange, 48)
-ABSENT(cuMemGetInfo, 49)
-ABSENT(cuMemHostGetDevicePointer, 50)
-ABSENT(cuMemHostRegister, 51)
-ABSENT(cuMemMapArrayAsync_ptsz, 52)
-ABSENT(cuMemPrefetchBatchAsync_ptsz, 53)
-ABSENT(cuMemcpy2D, 54)
-ABSENT(cuMemcpy2DAsync, 55)
-ABSENT(cuMemcpy2DUnaligned_v2_ptds, 56)
-ABSENT(cuMemcpy3D, 57)
-ABSENT(cuMemcpy3DAsync, 58)
-ABSENT(cuMemcpy3DBatchAsync_ptsz, 59)
-ABSENT(cuMemcpy3DBatchAsync_v2_ptsz, 60)
-ABSENT(cuMemcpy3DPeerAsync_ptsz, 61)
-ABSENT(cuMemcpy3DPeer_ptds, 62)
-ABSENT(cuMemcpyAtoA_v2_ptds, 63)
-ABSENT(cuMemcpyAtoD_v2_ptds, 64)
-ABSENT(cuMemcpyAtoHAsync_v2_ptsz, 65)
-ABSENT(cuMemcpyAtoH_v2_ptds, 66)
-ABSENT(cuMemcpyBatchAsync_ptsz, 67)
-ABSENT(cuMemcpyBatchAsync_v2_ptsz, 68)
-ABSENT(cuMemcpyDtoA_v2_ptds, 69)
-ABSENT(cuMemcpyDtoD, 70)
-ABSENT(cuMemcpyDtoDAsync, 71)
-ABSENT(cuMemcpyDtoH, 72)
-ABSENT(cuMemcpyDtoHAsync, 73)
-ABSENT(cuMemcpyHtoAAsync_v2_ptsz, 74)
-ABSENT(cuMemcpyHtoA_v2_ptds, 75)
-ABSENT(cuMemcpyHtoD, 76)
-ABSENT(cuMemcpyHtoDAsync, 77)
-ABSENT(cuMemsetD16, 78)
-ABSENT(cuMemsetD2D16, 79)
-ABSENT(cuMemsetD2D32, 80)
-ABSENT(cuMemsetD2D8, 81)
-ABSENT(cuMemsetD32, 82)
-ABSENT(cuMemsetD8, 83)
-ABSENT(cuModuleGetGlobal, 84)
-ABSENT(cuProfilerInitialize, 85)
-ABSENT(cuProfilerStart, 86)
-ABSENT(cuProfilerStop, 87)
-ABSENT(cuSignalExternalSemaphoresAsync_ptsz, 88)
-ABSENT(cuStreamAttachMemAsync_ptsz, 89)
-ABSENT(cuStreamCopyAttributes_ptsz, 90)
-ABSENT(cuStreamSetAttribute_ptsz, 91)
-ABSENT(cuTexRefSetAddress2D_v2, 92)
-ABSENT(cuVDPAUCtxCreate_v2, 93)
-ABSENT(cuVDPAUGetDevice, 94)
-ABSENT(cuWaitExternalSemaphoresAsync_ptsz, 95)
+ABSENT(cuEGLApiInit, 4)
+ABSENT(cuEGLStreamConsumerAcquireFrame, 5)
+ABSENT(cuEGLStreamConsumerConnect, 6)
+ABSENT(cuEGLStreamConsumerConnectWithFlags, 7)
+ABSENT(cuEGLStreamConsumerDisconnect, 8)
+ABSENT(cuEGLStreamConsumerReleaseFrame, 9)
+ABSENT(cuEGLStreamProducerConnect, 10)
+ABSENT(cuEGLStreamProducerDisconnect, 11)
+ABSENT(cuEGLStreamProducerPresentFrame, 12)
+ABSENT(cuEGLStreamProducerReturnFrame, 13)
+ABSENT(cuGLCtxCreate, 14)
+ABSENT(cuGLCtxCreate_v2, 15)
+ABSENT(cuGLGetDevices, 16)
+ABSENT(cuGLGetDevices_v2, 17)
+ABSENT(cuGLInit, 18)
+ABSENT(cuGLMapBufferObject, 19)
+ABSENT(cuGLMapBufferObjectAsync, 20)
+ABSENT(cuGLMapBufferObjectAsync_v2, 21)
+ABSENT(cuGLMapBufferObjectAsync_v2_ptsz, 22)
+ABSENT(cuGLMapBufferObject_v2, 23)
+ABSENT(cuGLMapBufferObject_v2_ptds, 24)
+ABSENT(cuGLRegisterBufferObject, 25)
+ABSENT(cuGLSetBufferObjectMapFlags, 26)
+ABSENT(cuGLUnmapBufferObject, 27)
+ABSENT(cuGLUnmapBufferObjectAsync, 28)
+ABSENT(cuGLUnregisterBufferObject, 29)
+ABSENT(cuGraphAddKernelNode, 30)
+ABSENT(cuGraphExecKernelNodeSetParams, 31)
+ABSENT(cuGraphExecUpdate, 32)
+ABSENT(cuGraphInstantiate, 33)
+ABSENT(cuGraphInstantiateWithParams_ptsz, 34)
+ABSENT(cuGraphInstantiate_v2, 35)
+ABSENT(cuGraphKernelNodeGetParams, 36)
+ABSENT(cuGraphKernelNodeSetParams, 37)
+ABSENT(cuGraphicsEGLRegisterImage, 38)
+ABSENT(cuGraphicsGLRegisterBuffer, 39)
+ABSENT(cuGraphicsGLRegisterImage, 40)
+ABSENT(cuGraphicsMapResources_ptsz, 41)
+ABSENT(cuGraphicsResourceGetMappedEglFrame, 42)
+ABSENT(cuGraphicsUnmapResources_ptsz, 43)
+ABSENT(cuGraphicsVDPAURegisterOutputSurface, 44)
+ABSENT(cuGraphicsVDPAURegisterVideoSurface, 45)
+ABSENT(cuMemAlloc, 46)
+ABSENT(cuMemAllocHost, 47)
+ABSENT(cuMemAllocPitch, 48)
+ABSENT(cuMemBatchDecompressAsync_ptsz, 49)
+ABSENT(cuMemDiscardAndPrefetchBatchAsync_ptsz, 50)
+ABSENT(cuMemDiscardBatchAsync_ptsz, 51)
+ABSENT(cuMemFree, 52)
+ABSENT(cuMemGetAddressRange, 53)
+ABSENT(cuMemGetAttribute, 54)
+ABSENT(cuMemGetAttribute_v2, 55)
+ABSENT(cuMemGetInfo, 56)
+ABSENT(cuMemHostGetDevicePointer, 57)
+ABSENT(cuMemHostRegister, 58)
+ABSENT(cuMemMapArrayAsync_ptsz, 59)
+ABSENT(cuMemPrefetchBatchAsync_ptsz, 60)
+ABSENT(cuMemcpy2D, 61)
+ABSENT(cuMemcpy2DAsync, 62)
+ABSENT(cuMemcpy2DUnaligned_v2_ptds, 63)
+ABSENT(cuMemcpy3D, 64)
+ABSENT(cuMemcpy3DAsync, 65)
+ABSENT(cuMemcpy3DBatchAsync_ptsz, 66)
+ABSENT(cuMemcpy3DBatchAsync_v2_ptsz, 67)
+ABSENT(cuMemcpy3DPeerAsync_ptsz, 68)
+ABSENT(cuMemcpy3DPeer_ptds, 69)
+ABSENT(cuMemcpyAtoA_v2_ptds, 70)
+ABSENT(cuMemcpyAtoD_v2_ptds, 71)
+ABSENT(cuMemcpyAtoHAsync_v2_ptsz, 72)
+ABSENT(cuMemcpyAtoH_v2_ptds, 73)
+ABSENT(cuMemcpyBatchAsync_ptsz, 74)
+ABSENT(cuMemcpyBatchAsync_v2_ptsz, 75)
+ABSENT(cuMemcpyDtoA_v2_ptds, 76)
+ABSENT(cuMemcpyDtoD, 77)
+ABSENT(cuMemcpyDtoDAsync, 78)
+ABSENT(cuMemcpyDtoH, 79)
+ABSENT(cuMemcpyDtoHAsync, 80)
+ABSENT(cuMemcpyHtoAAsync_v2_ptsz, 81)
+ABSENT(cuMemcpyHtoA_v2_ptds, 82)
+ABSENT(cuMemcpyHtoD, 83)
+ABSENT(cuMemcpyHtoDAsync, 84)
+ABSENT(cuMemsetD16, 85)
+ABSENT(cuMemsetD2D16, 86)
+ABSENT(cuMemsetD2D32, 87)
+ABSENT(cuMemsetD2D8, 88)
+ABSENT(cuMemsetD32, 89)
+ABSENT(cuMemsetD8, 90)
+ABSENT(cuModuleGetGlobal, 91)
+ABSENT(cuProfilerInitialize, 92)
+ABSENT(cuProfilerStart, 93)
+ABSENT(cuProfilerStop, 94)
+ABSENT(cuSignalExternalSemaphoresAsync_ptsz, 95)
+ABSENT(cuStreamAttachMemAsync_ptsz, 96)
+ABSENT(cuStreamCopyAttributes_ptsz, 97)
+ABSENT(cuStreamSetAttribute_ptsz, 98)
+ABSENT(cuTexRefSetAddress2D_v2, 99)
+ABSENT(cuVDPAUCtxCreate, 100)
+ABSENT(cuVDPAUCtxCreate_v2, 101)
+ABSENT(cuVDPAUGetDevice, 102)
+ABSENT(cuWaitExternalSemaphoresAsync_ptsz, 103)

@@ -16,7 +16,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 /**
  * libcuda.so.1 exports every symbol the real driver handed out for a cuGetProcAddress request
- * (frontend/native/procaddress/driver580-*-answers.txt, the H200's driver 580): libraries with a
+ * (frontend/native/procaddress/driver580-*-answers.txt, the H200's driver 580) and every cu*
+ * function that driver exports (driver580-exports.txt): libraries with a
  * driver loader of their own (cuBLAS, cuFFT) look such names up with dlsym and fail to start when
  * one is missing, whether or not they call it (src/driver_symbols.c).
  */
@@ -46,6 +47,12 @@ class NativeExportsTest {
             }
         }
         assertTrue(driver.size() > 600, "the recorded answers name " + driver.size() + " symbols");
+        // and every function it exports (nm -D on the H200); the cudbg* symbols are cuda-gdb's interface, not the API
+        for (String name : Files.readAllLines(answers.resolve("driver580-exports.txt"), StandardCharsets.UTF_8)) {
+            if (name.matches("cu[A-Z]\\w*")) {
+                driver.add(name);
+            }
+        }
         Set<String> missing = new TreeSet<>(driver);
         missing.removeAll(exported);
         assertEquals(Set.of(), missing, "symbols of the real driver libcuda.so.1 does not export");
