@@ -84,10 +84,8 @@ struct table {
 
 static void unknown_slot(int table, int slot);
 
-/* Slots nobody has described: each its own function, so the notice can name it. Called with the
- * caller's arguments, which they ignore (harmless in the x86-64 and AArch64 calling conventions). */
-#define SLOT_STUB(t, s) \
-    static CUresult stub_##t##_##s(void) { unknown_slot(t, s); return CUDA_ERROR_NOT_SUPPORTED; }
+/* Each table below names only the slots whose meaning is known; the others are filled, before
+ * the table is first handed out, with a stub of their own (fill_unknown_slots, at the GUIDs). */
 
 /* ---- CUDART_INTERFACE: primary context, modules from fatbins ---------------------------------- */
 
@@ -147,27 +145,15 @@ static CUresult cudart_load_compilers(void) {
     return CUDA_SUCCESS;
 }
 
-SLOT_STUB(T_CUDART, 3)
-SLOT_STUB(T_CUDART, 4)
-SLOT_STUB(T_CUDART, 5)
-SLOT_STUB(T_CUDART, 9)
-SLOT_STUB(T_CUDART, 10)
-SLOT_STUB(T_CUDART, 11)
 
 static void *cudart_fns[13] = {
-    (void *) (uintptr_t) (13 * sizeof(void *)),
-    (void *) cudart_module_from_wrapper,
-    (void *) cudart_primary_context,
-    (void *) stub_T_CUDART_3,
-    (void *) stub_T_CUDART_4,
-    (void *) stub_T_CUDART_5,
-    (void *) cudart_module_from_wrapper_ext,
-    (void *) cudart_slot7,
-    (void *) cudart_module_from_fatbin,
-    (void *) stub_T_CUDART_9,
-    (void *) stub_T_CUDART_10,
-    (void *) stub_T_CUDART_11,
-    (void *) cudart_load_compilers,
+    [0] = (void *) (uintptr_t) (13 * sizeof(void *)),
+    [1] = (void *) cudart_module_from_wrapper,
+    [2] = (void *) cudart_primary_context,
+    [6] = (void *) cudart_module_from_wrapper_ext,
+    [7] = (void *) cudart_slot7,
+    [8] = (void *) cudart_module_from_fatbin,
+    [12] = (void *) cudart_load_compilers,
 };
 
 /* ---- TOOLS_RUNTIME_CALLBACK_HOOKS: two buffers the runtime writes into ------------------------- */
@@ -187,19 +173,11 @@ static void hooks_buffer2(void **ptr, size_t *size) {
     *size = sizeof hook_buffer2 / sizeof hook_buffer2[0];
 }
 
-SLOT_STUB(T_HOOKS, 1)
-SLOT_STUB(T_HOOKS, 3)
-SLOT_STUB(T_HOOKS, 4)
-SLOT_STUB(T_HOOKS, 5)
 
 static void *hooks_fns[7] = {
-    (void *) (uintptr_t) (7 * sizeof(void *)),
-    (void *) stub_T_HOOKS_1,
-    (void *) hooks_buffer1,
-    (void *) stub_T_HOOKS_3,
-    (void *) stub_T_HOOKS_4,
-    (void *) stub_T_HOOKS_5,
-    (void *) hooks_buffer2,
+    [0] = (void *) (uintptr_t) (7 * sizeof(void *)),
+    [2] = (void *) hooks_buffer1,
+    [6] = (void *) hooks_buffer2,
 };
 
 /* ---- TOOLS_TLS: asked for by every cudart (a refusal crashes it); [2] called by cuBLAS/cuBLASLt --- */
@@ -214,12 +192,10 @@ static CUresult tls_current_context(CUcontext *ctx) {
     return r;
 }
 
-SLOT_STUB(T_TLS, 1)
 
 static void *tls_fns[3] = {
-    (void *) (uintptr_t) (3 * sizeof(void *)),
-    (void *) stub_T_TLS_1,
-    (void *) tls_current_context,
+    [0] = (void *) (uintptr_t) (3 * sizeof(void *)),
+    [2] = (void *) tls_current_context,
 };
 
 /* ---- CONTEXT_LOCAL_STORAGE: (context, key) -> value, with a destructor ------------------------- */
@@ -313,14 +289,12 @@ static CUresult cls_get(void **value, CUcontext ctx, void *key) {
     return r;
 }
 
-SLOT_STUB(T_CLS, 3)
 
 /* No size word in this table. */
 static void *cls_fns[4] = {
-    (void *) cls_put,
-    (void *) cls_delete,
-    (void *) cls_get,
-    (void *) stub_T_CLS_3,
+    [0] = (void *) cls_put,
+    [1] = (void *) cls_delete,
+    [2] = (void *) cls_get,
 };
 
 void gpus_cls_context_gone(const void *ctx) {
@@ -379,36 +353,12 @@ static uint32_t checks_slot3(void) {
     return 0;
 }
 
-SLOT_STUB(T_CHECKS, 1)
-SLOT_STUB(T_CHECKS, 4)
-SLOT_STUB(T_CHECKS, 5)
-SLOT_STUB(T_CHECKS, 6)
-SLOT_STUB(T_CHECKS, 7)
-SLOT_STUB(T_CHECKS, 8)
-SLOT_STUB(T_CHECKS, 9)
-SLOT_STUB(T_CHECKS, 10)
-SLOT_STUB(T_CHECKS, 11)
-SLOT_STUB(T_CHECKS, 12)
-SLOT_STUB(T_CHECKS, 13)
-SLOT_STUB(T_CHECKS, 14)
 
 /* The real table is 15 pointers long (120 bytes, seen on driver 580); only [2] and [3] are known. */
 static void *checks_fns[15] = {
-    (void *) (uintptr_t) (15 * sizeof(void *)),
-    (void *) stub_T_CHECKS_1,
-    (void *) checks_context,
-    (void *) checks_slot3,
-    (void *) stub_T_CHECKS_4,
-    (void *) stub_T_CHECKS_5,
-    (void *) stub_T_CHECKS_6,
-    (void *) stub_T_CHECKS_7,
-    (void *) stub_T_CHECKS_8,
-    (void *) stub_T_CHECKS_9,
-    (void *) stub_T_CHECKS_10,
-    (void *) stub_T_CHECKS_11,
-    (void *) stub_T_CHECKS_12,
-    (void *) stub_T_CHECKS_13,
-    (void *) stub_T_CHECKS_14,
+    [0] = (void *) (uintptr_t) (15 * sizeof(void *)),
+    [2] = (void *) checks_context,
+    [3] = (void *) checks_slot3,
 };
 
 /* ---- CONTEXT_IDENTITY (21318c60...): asked for by cuBLAS, cuBLASLt and cuFFT, 93 slots ----------- */
@@ -475,93 +425,13 @@ static CUresult context_identity_stream_id(CUcontext ctx, const struct stream_ob
     return r;
 }
 
-#define SLOT_STUBS10(t, tens)                                                                       \
-    SLOT_STUB(t, tens##0) SLOT_STUB(t, tens##1) SLOT_STUB(t, tens##2) SLOT_STUB(t, tens##3)       \
-    SLOT_STUB(t, tens##4) SLOT_STUB(t, tens##5) SLOT_STUB(t, tens##6) SLOT_STUB(t, tens##7)       \
-    SLOT_STUB(t, tens##8) SLOT_STUB(t, tens##9)
-#define SLOT_ENTRIES10(t, tens)                                                                     \
-    (void *) stub_##t##_##tens##0, (void *) stub_##t##_##tens##1, (void *) stub_##t##_##tens##2,   \
-    (void *) stub_##t##_##tens##3, (void *) stub_##t##_##tens##4, (void *) stub_##t##_##tens##5,   \
-    (void *) stub_##t##_##tens##6, (void *) stub_##t##_##tens##7, (void *) stub_##t##_##tens##8,   \
-    (void *) stub_##t##_##tens##9
-
-SLOT_STUB(T_CONTEXT_IDENTITY, 1)
-SLOT_STUB(T_CONTEXT_IDENTITY, 2)
-SLOT_STUB(T_CONTEXT_IDENTITY, 3)
-SLOT_STUB(T_CONTEXT_IDENTITY, 5)
-SLOT_STUB(T_CONTEXT_IDENTITY, 6)
-SLOT_STUB(T_CONTEXT_IDENTITY, 7)
-SLOT_STUB(T_CONTEXT_IDENTITY, 8)
-SLOT_STUB(T_CONTEXT_IDENTITY, 9)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 1)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 2)
-SLOT_STUB(T_CONTEXT_IDENTITY, 30)
-SLOT_STUB(T_CONTEXT_IDENTITY, 31)
-SLOT_STUB(T_CONTEXT_IDENTITY, 32)
-SLOT_STUB(T_CONTEXT_IDENTITY, 33)
-SLOT_STUB(T_CONTEXT_IDENTITY, 34)
-SLOT_STUB(T_CONTEXT_IDENTITY, 35)
-SLOT_STUB(T_CONTEXT_IDENTITY, 36)
-SLOT_STUB(T_CONTEXT_IDENTITY, 37)
-SLOT_STUB(T_CONTEXT_IDENTITY, 38)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 4)
-SLOT_STUB(T_CONTEXT_IDENTITY, 50)
-SLOT_STUB(T_CONTEXT_IDENTITY, 52)
-SLOT_STUB(T_CONTEXT_IDENTITY, 53)
-SLOT_STUB(T_CONTEXT_IDENTITY, 54)
-SLOT_STUB(T_CONTEXT_IDENTITY, 55)
-SLOT_STUB(T_CONTEXT_IDENTITY, 56)
-SLOT_STUB(T_CONTEXT_IDENTITY, 57)
-SLOT_STUB(T_CONTEXT_IDENTITY, 58)
-SLOT_STUB(T_CONTEXT_IDENTITY, 59)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 6)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 7)
-SLOT_STUBS10(T_CONTEXT_IDENTITY, 8)
-SLOT_STUB(T_CONTEXT_IDENTITY, 90)
-SLOT_STUB(T_CONTEXT_IDENTITY, 91)
-SLOT_STUB(T_CONTEXT_IDENTITY, 92)
 
 /* The real table is 744 bytes (93 pointers) on driver 580 (procaddress/trace/h200-driver580). */
 static void *context_identity_fns[93] = {
-    (void *) (uintptr_t) (93 * sizeof(void *)),
-    (void *) stub_T_CONTEXT_IDENTITY_1,
-    (void *) stub_T_CONTEXT_IDENTITY_2,
-    (void *) stub_T_CONTEXT_IDENTITY_3,
-    (void *) context_identity_id,
-    (void *) stub_T_CONTEXT_IDENTITY_5,
-    (void *) stub_T_CONTEXT_IDENTITY_6,
-    (void *) stub_T_CONTEXT_IDENTITY_7,
-    (void *) stub_T_CONTEXT_IDENTITY_8,
-    (void *) stub_T_CONTEXT_IDENTITY_9,
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 1),
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 2),
-    (void *) stub_T_CONTEXT_IDENTITY_30,
-    (void *) stub_T_CONTEXT_IDENTITY_31,
-    (void *) stub_T_CONTEXT_IDENTITY_32,
-    (void *) stub_T_CONTEXT_IDENTITY_33,
-    (void *) stub_T_CONTEXT_IDENTITY_34,
-    (void *) stub_T_CONTEXT_IDENTITY_35,
-    (void *) stub_T_CONTEXT_IDENTITY_36,
-    (void *) stub_T_CONTEXT_IDENTITY_37,
-    (void *) stub_T_CONTEXT_IDENTITY_38,
-    (void *) context_identity_stream_id,
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 4),
-    (void *) stub_T_CONTEXT_IDENTITY_50,
-    (void *) context_identity_stream_object,
-    (void *) stub_T_CONTEXT_IDENTITY_52,
-    (void *) stub_T_CONTEXT_IDENTITY_53,
-    (void *) stub_T_CONTEXT_IDENTITY_54,
-    (void *) stub_T_CONTEXT_IDENTITY_55,
-    (void *) stub_T_CONTEXT_IDENTITY_56,
-    (void *) stub_T_CONTEXT_IDENTITY_57,
-    (void *) stub_T_CONTEXT_IDENTITY_58,
-    (void *) stub_T_CONTEXT_IDENTITY_59,
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 6),
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 7),
-    SLOT_ENTRIES10(T_CONTEXT_IDENTITY, 8),
-    (void *) stub_T_CONTEXT_IDENTITY_90,
-    (void *) stub_T_CONTEXT_IDENTITY_91,
-    (void *) stub_T_CONTEXT_IDENTITY_92,
+    [0] = (void *) (uintptr_t) (93 * sizeof(void *)),
+    [4] = (void *) context_identity_id,
+    [39] = (void *) context_identity_stream_id,
+    [51] = (void *) context_identity_stream_object,
 };
 
 /* ---- MODULE_FUNCTIONS (6e163fbe...): asked for by cuFFT, 99 slots ------------------------------- */
@@ -594,72 +464,20 @@ static unsigned int module_functions_visit(CUcontext ctx, CUmodule module, modul
     return count;
 }
 
-SLOT_STUB(T_MODULE_FUNCTIONS, 1)
-SLOT_STUB(T_MODULE_FUNCTIONS, 2)
-SLOT_STUB(T_MODULE_FUNCTIONS, 3)
-SLOT_STUB(T_MODULE_FUNCTIONS, 4)
-SLOT_STUB(T_MODULE_FUNCTIONS, 5)
-SLOT_STUB(T_MODULE_FUNCTIONS, 6)
-SLOT_STUB(T_MODULE_FUNCTIONS, 8)
-SLOT_STUB(T_MODULE_FUNCTIONS, 9)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 1)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 2)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 3)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 4)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 5)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 6)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 7)
-SLOT_STUBS10(T_MODULE_FUNCTIONS, 8)
-SLOT_STUB(T_MODULE_FUNCTIONS, 90)
-SLOT_STUB(T_MODULE_FUNCTIONS, 91)
-SLOT_STUB(T_MODULE_FUNCTIONS, 92)
-SLOT_STUB(T_MODULE_FUNCTIONS, 93)
-SLOT_STUB(T_MODULE_FUNCTIONS, 94)
-SLOT_STUB(T_MODULE_FUNCTIONS, 95)
-SLOT_STUB(T_MODULE_FUNCTIONS, 96)
-SLOT_STUB(T_MODULE_FUNCTIONS, 97)
-SLOT_STUB(T_MODULE_FUNCTIONS, 98)
 
 /* The real table is 792 bytes (99 pointers) on driver 580 (calltrace, H200). */
 static void *module_functions_fns[99] = {
-    (void *) (uintptr_t) (99 * sizeof(void *)),
-    (void *) stub_T_MODULE_FUNCTIONS_1,
-    (void *) stub_T_MODULE_FUNCTIONS_2,
-    (void *) stub_T_MODULE_FUNCTIONS_3,
-    (void *) stub_T_MODULE_FUNCTIONS_4,
-    (void *) stub_T_MODULE_FUNCTIONS_5,
-    (void *) stub_T_MODULE_FUNCTIONS_6,
-    (void *) module_functions_visit,
-    (void *) stub_T_MODULE_FUNCTIONS_8,
-    (void *) stub_T_MODULE_FUNCTIONS_9,
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 1),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 2),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 3),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 4),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 5),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 6),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 7),
-    SLOT_ENTRIES10(T_MODULE_FUNCTIONS, 8),
-    (void *) stub_T_MODULE_FUNCTIONS_90,
-    (void *) stub_T_MODULE_FUNCTIONS_91,
-    (void *) stub_T_MODULE_FUNCTIONS_92,
-    (void *) stub_T_MODULE_FUNCTIONS_93,
-    (void *) stub_T_MODULE_FUNCTIONS_94,
-    (void *) stub_T_MODULE_FUNCTIONS_95,
-    (void *) stub_T_MODULE_FUNCTIONS_96,
-    (void *) stub_T_MODULE_FUNCTIONS_97,
-    (void *) stub_T_MODULE_FUNCTIONS_98,
+    [0] = (void *) (uintptr_t) (99 * sizeof(void *)),
+    [7] = (void *) module_functions_visit,
 };
 
 /* ---- INTEGRITY_CHECK -------------------------------------------------------------------------- */
 
 static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_t result[2]);
-SLOT_STUB(T_INTEGRITY, 2)
 
 static void *integrity_fns[3] = {
-    (void *) (uintptr_t) (3 * sizeof(void *)),
-    (void *) integrity_check,
-    (void *) stub_T_INTEGRITY_2,
+    [0] = (void *) (uintptr_t) (3 * sizeof(void *)),
+    [1] = (void *) integrity_check,
 };
 
 /*
@@ -851,6 +669,50 @@ static CUresult integrity_check(uint32_t version, uint64_t unix_seconds, uint64_
     return CUDA_SUCCESS;
 }
 
+/* ---- slots nobody has described ---------------------------------------------------------------- */
+
+/* One function per table and slot, so the notice can name both. Called with the caller's
+ * arguments, which they ignore (harmless in the x86-64 and AArch64 calling conventions). */
+#define MAX_SLOTS 100 /* the longest table, MODULE_FUNCTIONS, has 99 */
+#define SLOT_STUB(t, s) \
+    static CUresult stub_##t##_##s(void) { unknown_slot(t, s); return CUDA_ERROR_NOT_SUPPORTED; }
+#define SLOT_STUBS10(t, tens)                                                                       \
+    SLOT_STUB(t, tens##0) SLOT_STUB(t, tens##1) SLOT_STUB(t, tens##2) SLOT_STUB(t, tens##3)       \
+    SLOT_STUB(t, tens##4) SLOT_STUB(t, tens##5) SLOT_STUB(t, tens##6) SLOT_STUB(t, tens##7)       \
+    SLOT_STUB(t, tens##8) SLOT_STUB(t, tens##9)
+#define SLOT_STUBS100(t)                                                                            \
+    SLOT_STUBS10(t, ) SLOT_STUBS10(t, 1) SLOT_STUBS10(t, 2) SLOT_STUBS10(t, 3) SLOT_STUBS10(t, 4)  \
+    SLOT_STUBS10(t, 5) SLOT_STUBS10(t, 6) SLOT_STUBS10(t, 7) SLOT_STUBS10(t, 8) SLOT_STUBS10(t, 9)
+#define SLOT_ENTRIES10(t, tens)                                                                     \
+    (void *) stub_##t##_##tens##0, (void *) stub_##t##_##tens##1, (void *) stub_##t##_##tens##2,   \
+    (void *) stub_##t##_##tens##3, (void *) stub_##t##_##tens##4, (void *) stub_##t##_##tens##5,   \
+    (void *) stub_##t##_##tens##6, (void *) stub_##t##_##tens##7, (void *) stub_##t##_##tens##8,   \
+    (void *) stub_##t##_##tens##9
+#define SLOT_ENTRIES100(t)                                                                          \
+    {SLOT_ENTRIES10(t, ), SLOT_ENTRIES10(t, 1), SLOT_ENTRIES10(t, 2), SLOT_ENTRIES10(t, 3),         \
+     SLOT_ENTRIES10(t, 4), SLOT_ENTRIES10(t, 5), SLOT_ENTRIES10(t, 6), SLOT_ENTRIES10(t, 7),        \
+     SLOT_ENTRIES10(t, 8), SLOT_ENTRIES10(t, 9)}
+
+SLOT_STUBS100(T_CUDART)
+SLOT_STUBS100(T_HOOKS)
+SLOT_STUBS100(T_TLS)
+SLOT_STUBS100(T_CLS)
+SLOT_STUBS100(T_CHECKS)
+SLOT_STUBS100(T_INTEGRITY)
+SLOT_STUBS100(T_CONTEXT_IDENTITY)
+SLOT_STUBS100(T_MODULE_FUNCTIONS)
+
+static void *const slot_stubs[T_COUNT][MAX_SLOTS] = {
+    [T_CUDART] = SLOT_ENTRIES100(T_CUDART),
+    [T_HOOKS] = SLOT_ENTRIES100(T_HOOKS),
+    [T_TLS] = SLOT_ENTRIES100(T_TLS),
+    [T_CLS] = SLOT_ENTRIES100(T_CLS),
+    [T_CHECKS] = SLOT_ENTRIES100(T_CHECKS),
+    [T_INTEGRITY] = SLOT_ENTRIES100(T_INTEGRITY),
+    [T_CONTEXT_IDENTITY] = SLOT_ENTRIES100(T_CONTEXT_IDENTITY),
+    [T_MODULE_FUNCTIONS] = SLOT_ENTRIES100(T_MODULE_FUNCTIONS),
+};
+
 /* ---- the GUIDs -------------------------------------------------------------------------------- */
 
 static const struct table tables[T_COUNT] = {
@@ -893,14 +755,28 @@ static void guid_text(const unsigned char *g, char out[33]) {
 }
 
 static void unknown_slot(int table, int slot) {
-    static unsigned char said[T_COUNT][128];
-    if (slot < 0 || slot >= 128 || !__atomic_exchange_n(&said[table][slot], 1, __ATOMIC_SEQ_CST)) {
+    static unsigned char said[T_COUNT][MAX_SLOTS];
+    if (!__atomic_exchange_n(&said[table][slot], 1, __ATOMIC_SEQ_CST)) {
         fprintf(stderr, "gpusockets: slot %d of the driver's private table %s was called; GPUsockets does not "
                         "implement it (CUDA_ERROR_NOT_SUPPORTED)\n", slot, tables[table].name);
     }
 }
 
+/* Every slot a table leaves empty gets its stub (tables longer than MAX_SLOTS would keep NULLs:
+ * ExportTablesUnitTest checks that every slot of every table is filled). */
+static void fill_unknown_slots(void) {
+    for (int t = 0; t < T_COUNT; t++) {
+        for (int s = tables[t].size_word ? 1 : 0; s < tables[t].slots && s < MAX_SLOTS; s++) {
+            if (tables[t].fns[s] == NULL) {
+                tables[t].fns[s] = slot_stubs[t][s];
+            }
+        }
+    }
+}
+
 GPUS_EXPORT CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const void *pExportTableId) {
+    static pthread_once_t filled = PTHREAD_ONCE_INIT;
+    pthread_once(&filled, fill_unknown_slots);
     if (ppExportTable == NULL) {
         return CUDA_ERROR_INVALID_VALUE;
     }

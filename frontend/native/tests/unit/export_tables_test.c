@@ -191,6 +191,18 @@ int main(void) {
     unsigned char guid[16] = {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2};
     check(cuGetExportTable(&t, guid) == CUDA_SUCCESS && t == integrity_fns && (uintptr_t) integrity_fns[0] == 24,
           "INTEGRITY_CHECK by its GUID, 24 bytes");
+    /* once a table has been asked for, every slot of every table is filled, each unknown one with
+     * its own stub, which says NOT_SUPPORTED; the known ones are left as they are */
+    for (int tb = 0; tb < T_COUNT; tb++) {
+        check(tables[tb].slots <= MAX_SLOTS, "a table no longer than MAX_SLOTS");
+        for (int sl = tables[tb].size_word ? 1 : 0; sl < tables[tb].slots; sl++) {
+            check(tables[tb].fns[sl] != NULL, tables[tb].name);
+        }
+    }
+    check(cudart_fns[3] == slot_stubs[T_CUDART][3] && cudart_fns[4] == slot_stubs[T_CUDART][4]
+          && ((CUresult (*)(void)) cudart_fns[3])() == CUDA_ERROR_NOT_SUPPORTED, "CUDART_INTERFACE[3]: its own stub");
+    check(cudart_fns[2] == (void *) cudart_primary_context && cls_fns[3] == slot_stubs[T_CLS][3],
+          "known slots kept, the size-word-less table filled from slot 0");
     guid[0] ^= 0xff;
     check(cuGetExportTable(&t, guid) == CUDA_ERROR_NOT_SUPPORTED && t == NULL, "an unknown GUID is refused");
     printf("PASS\n");
