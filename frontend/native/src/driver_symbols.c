@@ -64,115 +64,121 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
 
 /* ---- the rest: not supported, one notice each ------------------------------------------------- */
 
-static const char *const absent_names[] = {
-    "cuArrayCreate",
-    "cuArrayGetDescriptor",
-    "cuCtxCreate_v3",
-    "cuDeviceTotalMem",
-    "cuEGLApiInit",
-    "cuEGLStreamConsumerAcquireFrame",
-    "cuEGLStreamConsumerConnect",
-    "cuEGLStreamConsumerConnectWithFlags",
-    "cuEGLStreamConsumerDisconnect",
-    "cuEGLStreamConsumerReleaseFrame",
-    "cuEGLStreamProducerConnect",
-    "cuEGLStreamProducerDisconnect",
-    "cuEGLStreamProducerPresentFrame",
-    "cuEGLStreamProducerReturnFrame",
-    "cuGLCtxCreate",
-    "cuGLCtxCreate_v2",
-    "cuGLGetDevices",
-    "cuGLGetDevices_v2",
-    "cuGLInit",
-    "cuGLMapBufferObject",
-    "cuGLMapBufferObjectAsync",
-    "cuGLMapBufferObjectAsync_v2",
-    "cuGLMapBufferObjectAsync_v2_ptsz",
-    "cuGLMapBufferObject_v2",
-    "cuGLMapBufferObject_v2_ptds",
-    "cuGLRegisterBufferObject",
-    "cuGLSetBufferObjectMapFlags",
-    "cuGLUnmapBufferObject",
-    "cuGLUnmapBufferObjectAsync",
-    "cuGLUnregisterBufferObject",
-    "cuGraphAddKernelNode",
-    "cuGraphExecKernelNodeSetParams",
-    "cuGraphExecUpdate",
-    "cuGraphInstantiate",
-    "cuGraphInstantiateWithParams_ptsz",
-    "cuGraphInstantiate_v2",
-    "cuGraphKernelNodeGetParams",
-    "cuGraphKernelNodeSetParams",
-    "cuGraphicsEGLRegisterImage",
-    "cuGraphicsGLRegisterBuffer",
-    "cuGraphicsGLRegisterImage",
-    "cuGraphicsMapResources_ptsz",
-    "cuGraphicsResourceGetMappedEglFrame",
-    "cuGraphicsUnmapResources_ptsz",
-    "cuGraphicsVDPAURegisterOutputSurface",
-    "cuGraphicsVDPAURegisterVideoSurface",
-    "cuMemAlloc",
-    "cuMemAllocHost",
-    "cuMemAllocPitch",
-    "cuMemBatchDecompressAsync_ptsz",
-    "cuMemDiscardAndPrefetchBatchAsync_ptsz",
-    "cuMemDiscardBatchAsync_ptsz",
-    "cuMemFree",
-    "cuMemGetAddressRange",
-    "cuMemGetAttribute",
-    "cuMemGetAttribute_v2",
-    "cuMemGetInfo",
-    "cuMemHostGetDevicePointer",
-    "cuMemHostRegister",
-    "cuMemMapArrayAsync_ptsz",
-    "cuMemPrefetchBatchAsync_ptsz",
-    "cuMemcpy2D",
-    "cuMemcpy2DAsync",
-    "cuMemcpy2DUnaligned_v2_ptds",
-    "cuMemcpy3D",
-    "cuMemcpy3DAsync",
-    "cuMemcpy3DBatchAsync_ptsz",
-    "cuMemcpy3DBatchAsync_v2_ptsz",
-    "cuMemcpy3DPeerAsync_ptsz",
-    "cuMemcpy3DPeer_ptds",
-    "cuMemcpyAtoA_v2_ptds",
-    "cuMemcpyAtoD_v2_ptds",
-    "cuMemcpyAtoHAsync_v2_ptsz",
-    "cuMemcpyAtoH_v2_ptds",
-    "cuMemcpyBatchAsync_ptsz",
-    "cuMemcpyBatchAsync_v2_ptsz",
-    "cuMemcpyDtoA_v2_ptds",
-    "cuMemcpyDtoD",
-    "cuMemcpyDtoDAsync",
-    "cuMemcpyDtoH",
-    "cuMemcpyDtoHAsync",
-    "cuMemcpyHtoAAsync_v2_ptsz",
-    "cuMemcpyHtoA_v2_ptds",
-    "cuMemcpyHtoD",
-    "cuMemcpyHtoDAsync",
-    "cuMemsetD16",
-    "cuMemsetD2D16",
-    "cuMemsetD2D32",
-    "cuMemsetD2D8",
-    "cuMemsetD32",
-    "cuMemsetD8",
-    "cuModuleGetGlobal",
-    "cuProfilerInitialize",
-    "cuProfilerStart",
-    "cuProfilerStop",
-    "cuSignalExternalSemaphoresAsync_ptsz",
-    "cuStreamAttachMemAsync_ptsz",
-    "cuStreamCopyAttributes_ptsz",
-    "cuStreamSetAttribute_ptsz",
-    "cuTexRefSetAddress2D_v2",
-    "cuVDPAUCtxCreate",
-    "cuVDPAUCtxCreate_v2",
-    "cuVDPAUGetDevice",
-    "cuWaitExternalSemaphoresAsync_ptsz",
-};
+/* The list, once: an index per name (enum), its text and its exported function come from it. */
+#define ABSENT_SYMBOLS(X) \
+    X(cuArrayCreate) \
+    X(cuArrayGetDescriptor) \
+    X(cuCtxCreate_v3) \
+    X(cuDeviceTotalMem) \
+    X(cuEGLApiInit) \
+    X(cuEGLStreamConsumerAcquireFrame) \
+    X(cuEGLStreamConsumerConnect) \
+    X(cuEGLStreamConsumerConnectWithFlags) \
+    X(cuEGLStreamConsumerDisconnect) \
+    X(cuEGLStreamConsumerReleaseFrame) \
+    X(cuEGLStreamProducerConnect) \
+    X(cuEGLStreamProducerDisconnect) \
+    X(cuEGLStreamProducerPresentFrame) \
+    X(cuEGLStreamProducerReturnFrame) \
+    X(cuGLCtxCreate) \
+    X(cuGLCtxCreate_v2) \
+    X(cuGLGetDevices) \
+    X(cuGLGetDevices_v2) \
+    X(cuGLInit) \
+    X(cuGLMapBufferObject) \
+    X(cuGLMapBufferObjectAsync) \
+    X(cuGLMapBufferObjectAsync_v2) \
+    X(cuGLMapBufferObjectAsync_v2_ptsz) \
+    X(cuGLMapBufferObject_v2) \
+    X(cuGLMapBufferObject_v2_ptds) \
+    X(cuGLRegisterBufferObject) \
+    X(cuGLSetBufferObjectMapFlags) \
+    X(cuGLUnmapBufferObject) \
+    X(cuGLUnmapBufferObjectAsync) \
+    X(cuGLUnregisterBufferObject) \
+    X(cuGraphAddKernelNode) \
+    X(cuGraphExecKernelNodeSetParams) \
+    X(cuGraphExecUpdate) \
+    X(cuGraphInstantiate) \
+    X(cuGraphInstantiateWithParams_ptsz) \
+    X(cuGraphInstantiate_v2) \
+    X(cuGraphKernelNodeGetParams) \
+    X(cuGraphKernelNodeSetParams) \
+    X(cuGraphicsEGLRegisterImage) \
+    X(cuGraphicsGLRegisterBuffer) \
+    X(cuGraphicsGLRegisterImage) \
+    X(cuGraphicsMapResources_ptsz) \
+    X(cuGraphicsResourceGetMappedEglFrame) \
+    X(cuGraphicsUnmapResources_ptsz) \
+    X(cuGraphicsVDPAURegisterOutputSurface) \
+    X(cuGraphicsVDPAURegisterVideoSurface) \
+    X(cuMemAlloc) \
+    X(cuMemAllocHost) \
+    X(cuMemAllocPitch) \
+    X(cuMemBatchDecompressAsync_ptsz) \
+    X(cuMemDiscardAndPrefetchBatchAsync_ptsz) \
+    X(cuMemDiscardBatchAsync_ptsz) \
+    X(cuMemFree) \
+    X(cuMemGetAddressRange) \
+    X(cuMemGetAttribute) \
+    X(cuMemGetAttribute_v2) \
+    X(cuMemGetInfo) \
+    X(cuMemHostGetDevicePointer) \
+    X(cuMemHostRegister) \
+    X(cuMemMapArrayAsync_ptsz) \
+    X(cuMemPrefetchBatchAsync_ptsz) \
+    X(cuMemcpy2D) \
+    X(cuMemcpy2DAsync) \
+    X(cuMemcpy2DUnaligned_v2_ptds) \
+    X(cuMemcpy3D) \
+    X(cuMemcpy3DAsync) \
+    X(cuMemcpy3DBatchAsync_ptsz) \
+    X(cuMemcpy3DBatchAsync_v2_ptsz) \
+    X(cuMemcpy3DPeerAsync_ptsz) \
+    X(cuMemcpy3DPeer_ptds) \
+    X(cuMemcpyAtoA_v2_ptds) \
+    X(cuMemcpyAtoD_v2_ptds) \
+    X(cuMemcpyAtoHAsync_v2_ptsz) \
+    X(cuMemcpyAtoH_v2_ptds) \
+    X(cuMemcpyBatchAsync_ptsz) \
+    X(cuMemcpyBatchAsync_v2_ptsz) \
+    X(cuMemcpyDtoA_v2_ptds) \
+    X(cuMemcpyDtoD) \
+    X(cuMemcpyDtoDAsync) \
+    X(cuMemcpyDtoH) \
+    X(cuMemcpyDtoHAsync) \
+    X(cuMemcpyHtoAAsync_v2_ptsz) \
+    X(cuMemcpyHtoA_v2_ptds) \
+    X(cuMemcpyHtoD) \
+    X(cuMemcpyHtoDAsync) \
+    X(cuMemsetD16) \
+    X(cuMemsetD2D16) \
+    X(cuMemsetD2D32) \
+    X(cuMemsetD2D8) \
+    X(cuMemsetD32) \
+    X(cuMemsetD8) \
+    X(cuModuleGetGlobal) \
+    X(cuProfilerInitialize) \
+    X(cuProfilerStart) \
+    X(cuProfilerStop) \
+    X(cuSignalExternalSemaphoresAsync_ptsz) \
+    X(cuStreamAttachMemAsync_ptsz) \
+    X(cuStreamCopyAttributes_ptsz) \
+    X(cuStreamSetAttribute_ptsz) \
+    X(cuTexRefSetAddress2D_v2) \
+    X(cuVDPAUCtxCreate) \
+    X(cuVDPAUCtxCreate_v2) \
+    X(cuVDPAUGetDevice) \
+    X(cuWaitExternalSemaphoresAsync_ptsz)
+
+#define ABSENT_INDEX(name) absent_##name,
+enum { ABSENT_SYMBOLS(ABSENT_INDEX) ABSENT_COUNT };
+
+#define ABSENT_NAME(name) #name,
+static const char *const absent_names[ABSENT_COUNT] = {ABSENT_SYMBOLS(ABSENT_NAME)};
 
 static CUresult absent(int index) {
-    static unsigned char said[sizeof absent_names / sizeof absent_names[0]];
+    static unsigned char said[ABSENT_COUNT];
     if (!__atomic_exchange_n(&said[index], 1, __ATOMIC_SEQ_CST)) {
         fprintf(stderr, "gpusockets: %s (an ABI or API GPUsockets does not provide) was called; it returns "
                         "CUDA_ERROR_NOT_SUPPORTED\n", absent_names[index]);
@@ -181,112 +187,8 @@ static CUresult absent(int index) {
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-#define ABSENT(name, index)                          \
-    GPUS_EXPORT CUresult CUDAAPI name(void) {        \
-        return absent(index);                        \
+#define ABSENT_FUNCTION(name)                  \
+    GPUS_EXPORT CUresult CUDAAPI name(void) {  \
+        return absent(absent_##name);          \
     }
-
-ABSENT(cuArrayCreate, 0)
-ABSENT(cuArrayGetDescriptor, 1)
-ABSENT(cuCtxCreate_v3, 2)
-ABSENT(cuDeviceTotalMem, 3)
-ABSENT(cuEGLApiInit, 4)
-ABSENT(cuEGLStreamConsumerAcquireFrame, 5)
-ABSENT(cuEGLStreamConsumerConnect, 6)
-ABSENT(cuEGLStreamConsumerConnectWithFlags, 7)
-ABSENT(cuEGLStreamConsumerDisconnect, 8)
-ABSENT(cuEGLStreamConsumerReleaseFrame, 9)
-ABSENT(cuEGLStreamProducerConnect, 10)
-ABSENT(cuEGLStreamProducerDisconnect, 11)
-ABSENT(cuEGLStreamProducerPresentFrame, 12)
-ABSENT(cuEGLStreamProducerReturnFrame, 13)
-ABSENT(cuGLCtxCreate, 14)
-ABSENT(cuGLCtxCreate_v2, 15)
-ABSENT(cuGLGetDevices, 16)
-ABSENT(cuGLGetDevices_v2, 17)
-ABSENT(cuGLInit, 18)
-ABSENT(cuGLMapBufferObject, 19)
-ABSENT(cuGLMapBufferObjectAsync, 20)
-ABSENT(cuGLMapBufferObjectAsync_v2, 21)
-ABSENT(cuGLMapBufferObjectAsync_v2_ptsz, 22)
-ABSENT(cuGLMapBufferObject_v2, 23)
-ABSENT(cuGLMapBufferObject_v2_ptds, 24)
-ABSENT(cuGLRegisterBufferObject, 25)
-ABSENT(cuGLSetBufferObjectMapFlags, 26)
-ABSENT(cuGLUnmapBufferObject, 27)
-ABSENT(cuGLUnmapBufferObjectAsync, 28)
-ABSENT(cuGLUnregisterBufferObject, 29)
-ABSENT(cuGraphAddKernelNode, 30)
-ABSENT(cuGraphExecKernelNodeSetParams, 31)
-ABSENT(cuGraphExecUpdate, 32)
-ABSENT(cuGraphInstantiate, 33)
-ABSENT(cuGraphInstantiateWithParams_ptsz, 34)
-ABSENT(cuGraphInstantiate_v2, 35)
-ABSENT(cuGraphKernelNodeGetParams, 36)
-ABSENT(cuGraphKernelNodeSetParams, 37)
-ABSENT(cuGraphicsEGLRegisterImage, 38)
-ABSENT(cuGraphicsGLRegisterBuffer, 39)
-ABSENT(cuGraphicsGLRegisterImage, 40)
-ABSENT(cuGraphicsMapResources_ptsz, 41)
-ABSENT(cuGraphicsResourceGetMappedEglFrame, 42)
-ABSENT(cuGraphicsUnmapResources_ptsz, 43)
-ABSENT(cuGraphicsVDPAURegisterOutputSurface, 44)
-ABSENT(cuGraphicsVDPAURegisterVideoSurface, 45)
-ABSENT(cuMemAlloc, 46)
-ABSENT(cuMemAllocHost, 47)
-ABSENT(cuMemAllocPitch, 48)
-ABSENT(cuMemBatchDecompressAsync_ptsz, 49)
-ABSENT(cuMemDiscardAndPrefetchBatchAsync_ptsz, 50)
-ABSENT(cuMemDiscardBatchAsync_ptsz, 51)
-ABSENT(cuMemFree, 52)
-ABSENT(cuMemGetAddressRange, 53)
-ABSENT(cuMemGetAttribute, 54)
-ABSENT(cuMemGetAttribute_v2, 55)
-ABSENT(cuMemGetInfo, 56)
-ABSENT(cuMemHostGetDevicePointer, 57)
-ABSENT(cuMemHostRegister, 58)
-ABSENT(cuMemMapArrayAsync_ptsz, 59)
-ABSENT(cuMemPrefetchBatchAsync_ptsz, 60)
-ABSENT(cuMemcpy2D, 61)
-ABSENT(cuMemcpy2DAsync, 62)
-ABSENT(cuMemcpy2DUnaligned_v2_ptds, 63)
-ABSENT(cuMemcpy3D, 64)
-ABSENT(cuMemcpy3DAsync, 65)
-ABSENT(cuMemcpy3DBatchAsync_ptsz, 66)
-ABSENT(cuMemcpy3DBatchAsync_v2_ptsz, 67)
-ABSENT(cuMemcpy3DPeerAsync_ptsz, 68)
-ABSENT(cuMemcpy3DPeer_ptds, 69)
-ABSENT(cuMemcpyAtoA_v2_ptds, 70)
-ABSENT(cuMemcpyAtoD_v2_ptds, 71)
-ABSENT(cuMemcpyAtoHAsync_v2_ptsz, 72)
-ABSENT(cuMemcpyAtoH_v2_ptds, 73)
-ABSENT(cuMemcpyBatchAsync_ptsz, 74)
-ABSENT(cuMemcpyBatchAsync_v2_ptsz, 75)
-ABSENT(cuMemcpyDtoA_v2_ptds, 76)
-ABSENT(cuMemcpyDtoD, 77)
-ABSENT(cuMemcpyDtoDAsync, 78)
-ABSENT(cuMemcpyDtoH, 79)
-ABSENT(cuMemcpyDtoHAsync, 80)
-ABSENT(cuMemcpyHtoAAsync_v2_ptsz, 81)
-ABSENT(cuMemcpyHtoA_v2_ptds, 82)
-ABSENT(cuMemcpyHtoD, 83)
-ABSENT(cuMemcpyHtoDAsync, 84)
-ABSENT(cuMemsetD16, 85)
-ABSENT(cuMemsetD2D16, 86)
-ABSENT(cuMemsetD2D32, 87)
-ABSENT(cuMemsetD2D8, 88)
-ABSENT(cuMemsetD32, 89)
-ABSENT(cuMemsetD8, 90)
-ABSENT(cuModuleGetGlobal, 91)
-ABSENT(cuProfilerInitialize, 92)
-ABSENT(cuProfilerStart, 93)
-ABSENT(cuProfilerStop, 94)
-ABSENT(cuSignalExternalSemaphoresAsync_ptsz, 95)
-ABSENT(cuStreamAttachMemAsync_ptsz, 96)
-ABSENT(cuStreamCopyAttributes_ptsz, 97)
-ABSENT(cuStreamSetAttribute_ptsz, 98)
-ABSENT(cuTexRefSetAddress2D_v2, 99)
-ABSENT(cuVDPAUCtxCreate, 100)
-ABSENT(cuVDPAUCtxCreate_v2, 101)
-ABSENT(cuVDPAUGetDevice, 102)
-ABSENT(cuWaitExternalSemaphoresAsync_ptsz, 103)
+ABSENT_SYMBOLS(ABSENT_FUNCTION)
