@@ -48,6 +48,9 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
+    /** The tenant of every session until tenants are configured. */
+    private final io.gpusockets.backend.tenant.Tenant defaultTenant =
+            new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
 
     public BackendServer(DriverHost host, BackendSettings settings) {
         this.host = host;
@@ -119,7 +122,7 @@ public final class BackendServer implements AutoCloseable {
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
-                contextPool);
+                contextPool, defaultTenant);
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
         try {

@@ -52,6 +52,8 @@ public final class Session {
     private final SessionWindow window;
     private final SessionCleanup cleanup;
     private final ContextPool contextPool;
+    /** Whose limits this session's holdings count against. */
+    private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
 
     /**
@@ -59,7 +61,11 @@ public final class Session {
      * {@code contextPool}: where the session's primary contexts come from when it has one ready, or null.
      */
     public Session(long id, FrameChannel channel, DriverHost host, BackendSettings settings, String peer, boolean asyncGranted,
-                   SharedWindow window, ContextPool contextPool) {
+                   SharedWindow window, ContextPool contextPool, io.gpusockets.backend.tenant.TenantAccount tenant) {
+        if (tenant == null) {
+            throw new IllegalArgumentException("tenant=null");
+        }
+        this.tenant = tenant;
         this.contextPool = contextPool;
         this.id = id;
         this.channel = channel;
@@ -79,6 +85,11 @@ public final class Session {
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+    }
+
+    /** The tenant this session belongs to. */
+    public io.gpusockets.backend.tenant.TenantAccount tenant() {
+        return tenant;
     }
 
     ContextPool contextPool() {

@@ -23,7 +23,7 @@ final class SessionTestKit {
 
     static Session session(CudaDriver driver, BackendSettings settings, SharedWindow window, QuietConnection c) {
         return new Session(1, new FrameChannel(c), new DriverHost(driver, "test", 1, 13000), settings, "test-peer", true,
-                window, null);
+                window, null, new io.gpusockets.backend.tenant.Tenant("test", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED));
     }
 
     static Session session(CudaDriver driver) {

@@ -1,0 +1,27 @@
+package io.gpusockets.backend.tenant;
+
+/**
+ * What one tenant may hold at once, over all its sessions unless said otherwise. {@link #UNLIMITED}
+ * values ({@code Long.MAX_VALUE}, {@code Integer.MAX_VALUE}) mean no limit.
+ *
+ * @param memoryBytes  device memory over every allocation path (allocations, pools, VMM, arrays, module globals)
+ * @param sessions     sessions at once
+ * @param lanes        lanes (client threads) per session
+ * @param handles      handles per session (contexts, modules, streams, events, graphs, ...)
+ * @param streams      streams per session
+ * @param pinnedBytes  page-locked host memory (pinned allocations, registrations, shared windows)
+ * @param deviceShare  share of device time for kernel launches when tenants compete, in (0, 1]; 0 for none
+ *                     (best effort, as today)
+ */
+public record TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
+                           double deviceShare) {
+    public static final TenantLimits UNLIMITED = new TenantLimits(Long.MAX_VALUE, Integer.MAX_VALUE, Integer.MAX_VALUE,
+            Integer.MAX_VALUE, Integer.MAX_VALUE, Long.MAX_VALUE, 0);
+
+    public TenantLimits {
+        if (memoryBytes < 0 || sessions < 0 || lanes < 1 || handles < 0 || streams < 0 || pinnedBytes < 0
+                || !(deviceShare >= 0 && deviceShare <= 1)) {
+            throw new IllegalArgumentException("tenant limits out of range: " + this);
+        }
+    }
+}
