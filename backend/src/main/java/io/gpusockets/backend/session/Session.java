@@ -55,6 +55,8 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    /** Native bytes the session's calls hold now (large scratch and bulk inputs), for tests and status. */
+    private final java.util.concurrent.atomic.AtomicLong callNativeBytes = new java.util.concurrent.atomic.AtomicLong();
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -85,6 +87,20 @@ public final class Session {
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+    }
+
+    /** Native bytes the session's calls hold now: per-call scratch beyond the lane's and bulk inputs being received. */
+    public long callNativeBytes() {
+        return callNativeBytes.get();
+    }
+
+    /** Counts native memory a call takes ({@code bytes} > 0) or gives back ({@code bytes} < 0). */
+    void callNativeBytes(long bytes) {
+        callNativeBytes.addAndGet(bytes);
+    }
+
+    BodyBudget bodyBudget() {
+        return bodyBudget;
     }
 
     /** The tenant this session belongs to. */
