@@ -104,6 +104,11 @@ final class Lane implements Runnable {
         thread.interrupt();
     }
 
+    /** Whether the lane's thread was started and has not ended. */
+    boolean isAlive() {
+        return thread.isAlive();
+    }
+
     boolean join(long millis) throws InterruptedException {
         thread.join(millis);
         return !thread.isAlive();

@@ -55,6 +55,7 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    private volatile boolean releasePending;
     /** Native bytes the session's calls hold now (large scratch and bulk inputs), for tests and status. */
     private final java.util.concurrent.atomic.AtomicLong callNativeBytes = new java.util.concurrent.atomic.AtomicLong();
 
@@ -321,7 +322,12 @@ public final class Session {
         channel.send(opcode, flags, lane, requestId, body);
     }
 
-    /** Stops the lanes, destroys what the session made, logs one line. Idempotent. */
+    /**
+     * Stops the lanes, destroys what the session made, logs one line. Idempotent. The connection closes
+     * at once; a lane still inside a driver call after the bounded waits of {@link Lanes#endAll} keeps
+     * the session's contexts alive, and their release waits for it on a {@link SessionReaper} thread
+     * ({@link #releasePending}).
+     */
     public void end(String reason) {
         if (!ended.compareAndSet(false, true)) {
             return;
@@ -329,11 +335,39 @@ public final class Session {
         channel.close();
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
         boolean stuck = lanes.endAll();
+        if (!stuck) {
+            release(reason, false);
+            return;
+        }
+        // A stream wait may be what the stuck lane is synchronizing behind: let it go (this destroys nothing).
+        cleanup.releaseWaitsFirst();
+        releasePending = true;
+        LOG.log(Level.WARNING, "session " + id + " ended (" + reason + "), peer " + peer + ": a lane is still inside a"
+                + " driver call; its contexts and memory are released when it returns");
+        SessionReaper.defer(id, lanes, () -> release(reason, true));
+    }
+
+    /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
+    private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
-        if (window != null && !stuck) {
+        if (window != null) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }
+        releasePending = false;
         LOG.log(stuck ? Level.WARNING : Level.INFO, SessionCleanup.endLine(id, reason, peer, released, stuck, windowBytes()));
+    }
+
+    /**
+     * Whether this session has ended but not yet released its contexts and memory, because a lane is
+     * still inside a driver call ({@link SessionReaper}).
+     */
+    public boolean releasePending() {
+        return releasePending;
+    }
+
+    /** Sessions of this backend that ended but whose release waits for a lane stuck in the driver ("zombies"). */
+    public static int releasesPending() {
+        return SessionReaper.pending();
     }
 
     /** Forgets a handle and what it owned ({@link SessionCleanup#dropHandle}). */
