@@ -10,18 +10,28 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * The session's direct buffers for DATA bodies of up to one chunk, reused across frames: bulk data
  * moves from the transport into native memory the driver copies from, with no allocation (and no
  * GC-freed direct memory) per chunk. Owns the rule of which bodies use them and the buffers given
- * back; at most {@code bodyBudget / chunkBytes} exist per session, since each costs its whole
- * capacity against the {@link BodyBudget}.
+ * back. Buffers come in power-of-two sizes from {@link #MIN_BUFFER} up to the chunk (the chunk itself
+ * at the top), so a frame takes a buffer at most twice its length (or {@link #MIN_BUFFER}) and the
+ * {@link BodyBudget} charges that capacity: what the budget bounds is the memory really held.
  */
 final class DataBufferPool {
-    private final Queue<ByteBuffer> free = new ConcurrentLinkedQueue<>();
-    private final int bufferBytes;
+    /** The smallest pooled buffer: what a tiny DATA frame costs. */
+    static final int MIN_BUFFER = 1024;
 
+    private final int bufferBytes;
+    /** Free buffers by size class: class i holds buffers of {@link #capacity(int)} bytes. */
+    private final Queue<ByteBuffer>[] free;
+
+    @SuppressWarnings("unchecked")
     DataBufferPool(int bufferBytes) {
         this.bufferBytes = bufferBytes;
+        this.free = new Queue[classOf(bufferBytes) + 1];
+        for (int i = 0; i < free.length; i++) {
+            free[i] = new ConcurrentLinkedQueue<>();
+        }
     }
 
-    /** Capacity of each pooled buffer: the session's chunk size. */
+    /** Capacity of the largest pooled buffer: the session's chunk size. */
     int bufferBytes() {
         return bufferBytes;
     }
@@ -31,12 +41,18 @@ final class DataBufferPool {
         return h.opcode() == Opcodes.DATA && h.length() <= bufferBytes;
     }
 
+    /** The capacity of the pooled buffer a body of {@code length} bytes (at most the chunk) takes. */
+    int capacityFor(int length) {
+        return capacity(classOf(Math.max(length, 1)));
+    }
+
     /** A buffer for the body of {@code h}: pooled where {@link #pools} says so, else direct for DATA, heap for calls. */
     ByteBuffer bodyFor(FrameHeader h) {
         if (pools(h)) {
-            ByteBuffer b = free.poll();
+            int c = classOf(Math.max(h.length(), 1));
+            ByteBuffer b = free[c].poll();
             if (b == null) {
-                b = ByteBuffer.allocateDirect(bufferBytes);
+                b = ByteBuffer.allocateDirect(capacity(c));
             }
             return b.clear().limit(h.length());
         }
@@ -45,13 +61,36 @@ final class DataBufferPool {
 
     /** Takes back a body whose frame is done with, if it is one of ours (null and other buffers are ignored). */
     void offer(ByteBuffer body) {
-        if (body != null && body.isDirect() && body.capacity() == bufferBytes) {
-            free.offer(body);
+        if (body == null || !body.isDirect() || body.capacity() > bufferBytes) {
+            return;
+        }
+        int c = classOf(body.capacity());
+        if (capacity(c) == body.capacity()) {
+            free[c].offer(body);
         }
     }
 
     /** Buffers waiting for reuse. */
     int freeCount() {
-        return free.size();
+        int n = 0;
+        for (Queue<ByteBuffer> q : free) {
+            n += q.size();
+        }
+        return n;
+    }
+
+    /** The size class of a body of {@code length} (1..chunk) bytes. */
+    private int classOf(int length) {
+        if (length <= MIN_BUFFER) {
+            return 0;
+        }
+        int c = 32 - Integer.numberOfLeadingZeros(length - 1) - Integer.numberOfTrailingZeros(MIN_BUFFER);
+        int top = 32 - Integer.numberOfLeadingZeros(bufferBytes - 1) - Integer.numberOfTrailingZeros(MIN_BUFFER);
+        return Math.min(c, top);
+    }
+
+    /** The capacity of class {@code c}: MIN_BUFFER doubled c times, the chunk at most. */
+    private int capacity(int c) {
+        return (int) Math.min((long) MIN_BUFFER << c, bufferBytes);
     }
 }

@@ -83,7 +83,7 @@ public final class Session {
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, limits.maxLanes());
         this.dataBuffers = new DataBufferPool(limits.chunkBytes());
-        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers);
+        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || channel.connection().peerClosed());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());

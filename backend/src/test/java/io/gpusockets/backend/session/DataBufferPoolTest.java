@@ -16,14 +16,24 @@ class DataBufferPoolTest {
     private final DataBufferPool pool = new DataBufferPool(CHUNK);
 
     @Test
-    void smallDataBodiesReuseOneDirectChunk() {
-        ByteBuffer b = pool.bodyFor(new FrameHeader(10, Opcodes.DATA, 0, 1, 1));
+    void dataBodiesReuseDirectBuffersOfTheirSizeClass() {
+        ByteBuffer b = pool.bodyFor(new FrameHeader(CHUNK / 2 + 1, Opcodes.DATA, 0, 1, 1));
         assertTrue(b.isDirect());
         assertEquals(CHUNK, b.capacity());
-        assertEquals(10, b.limit());
+        assertEquals(CHUNK / 2 + 1, b.limit());
         pool.offer(b);
         assertSame(b, pool.bodyFor(new FrameHeader(CHUNK, Opcodes.DATA, 0, 1, 2)));
         assertEquals(0, pool.freeCount());
+    }
+
+    @Test
+    void tinyDataBodiesTakeTheSmallestBufferNotAChunk() {
+        ByteBuffer b = pool.bodyFor(new FrameHeader(10, Opcodes.DATA, 0, 1, 1));
+        assertTrue(b.isDirect());
+        assertEquals(DataBufferPool.MIN_BUFFER, b.capacity());
+        assertEquals(10, b.limit());
+        pool.offer(b);
+        assertSame(b, pool.bodyFor(new FrameHeader(DataBufferPool.MIN_BUFFER, Opcodes.DATA, 0, 1, 2)));
     }
 
     @Test

@@ -79,4 +79,37 @@ class SessionEndTest {
         assertFalse(s.releasePending());
         assertEquals(List.of("a000"), driver.destroyed);
     }
+
+    /**
+     * A lane blocked in a synchronize, and a peer that then sends small DATA frames for it until the
+     * body budget is used up and the reader stops reading, then goes: the session must still end.
+     */
+    @Test
+    void aReaderStoppedByAFullBudgetEndsTheSessionWhenThePeerGoes() throws Exception {
+        LanesTest.BlockingSync driver = new LanesTest.BlockingSync();
+        int budget = 8 << 20;
+        try (SessionTestKit.Served s = new SessionTestKit.Served(driver, SessionTestKit.limits(4, budget, 64 << 10, 1 << 20))) {
+            s.call("cuCtxSynchronize", 1, 1);
+            assertTrue(driver.entered.await(10, TimeUnit.SECONDS));
+            Thread writer = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    for (int i = 0; i < 2 * budget / 16; i++) {
+                        s.data(1, 99, 16);   // 16 bytes each, more of them than the budget could hold at 16 bytes
+                    }
+                } catch (java.io.IOException gone) {
+                    // the test closed the pipe
+                }
+            });
+            await("the budget is used up and the reader waits for it", () -> s.session.bodyBudget().available() < 64 << 10
+                    && (s.reader.getState() == Thread.State.WAITING || s.reader.getState() == Thread.State.TIMED_WAITING));
+            s.backendEnd.peerClosed = true;   // the frontend vanishes; a transport that can tell says so
+            s.peer.close();
+            try {
+                assertTrue(s.ended(20_000), "the session's reader is still blocked after its peer went");
+            } finally {
+                driver.release.countDown();
+            }
+            writer.join(10_000);
+        }
+    }
 }
