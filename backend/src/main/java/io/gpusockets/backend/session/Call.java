@@ -28,7 +28,8 @@ final class Call {
     final ExecutionThread exec;
     /** Outputs after the result slot; sent only when the call succeeds. */
     final ByteBuffer outs = ByteBuffer.allocate(256).order(ByteOrder.LITTLE_ENDIAN);
-    private final SegmentAllocator scratch;
+    /** Slices of the thread's scratch, made on the call's first small scratch. */
+    private SegmentAllocator scratch;
     private Arena arena;
     /** Bytes taken from {@link #arena}, counted in {@link Session#callNativeBytes}. */
     private long arenaBytes;
@@ -48,7 +49,6 @@ final class Call {
         this.body = body;
         this.function = function;
         this.exec = exec;
-        this.scratch = SegmentAllocator.slicingAllocator(exec.scratch);
     }
 
     String name() {
@@ -58,6 +58,9 @@ final class Call {
     /** Zeroed memory for one output or small input; from lane scratch, or a per-call arena when large. */
     MemorySegment scratch(long bytes) {
         if (bytes <= 1024) {
+            if (scratch == null) {
+                scratch = SegmentAllocator.slicingAllocator(exec.scratch());
+            }
             try {
                 return scratch.allocate(Math.max(bytes, 8), 16).fill((byte) 0);
             } catch (IndexOutOfBoundsException full) {

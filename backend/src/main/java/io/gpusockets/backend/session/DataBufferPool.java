@@ -2,9 +2,14 @@ package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
+import java.lang.foreign.Arena;
 import java.nio.ByteBuffer;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Map;
 import java.util.Queue;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The session's direct buffers for DATA bodies of up to one chunk, reused across frames: bulk data
@@ -12,7 +17,9 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * GC-freed direct memory) per chunk. Owns the rule of which bodies use them and the buffers given
  * back. Buffers come in power-of-two sizes from {@link #MIN_BUFFER} up to the chunk (the chunk itself
  * at the top), so a frame takes a buffer at most twice its length (or {@link #MIN_BUFFER}) and the
- * {@link BodyBudget} charges that capacity: what the budget bounds is the memory really held.
+ * {@link BodyBudget} charges that capacity: what the budget bounds is the memory really held. Each
+ * buffer is native memory of an arena of its own, freed when {@link #trim} drops it (the session went
+ * idle, or ended), not when the GC gets round to it.
  */
 final class DataBufferPool {
     /** The smallest pooled buffer: what a tiny DATA frame costs. */
@@ -21,10 +28,21 @@ final class DataBufferPool {
     private final int bufferBytes;
     /** Free buffers by size class: class i holds buffers of {@link #capacity(int)} bytes. */
     private final Queue<ByteBuffer>[] free;
+    /** Every buffer of this pool, free or lent, and the arena that frees it. */
+    private final Map<ByteBuffer, Arena> owned = Collections.synchronizedMap(new IdentityHashMap<>());
+    /** The session's count of host buffer bytes, which these buffers are part of. */
+    private final AtomicLong held;
+    private volatile boolean closed;
 
-    @SuppressWarnings("unchecked")
     DataBufferPool(int bufferBytes) {
+        this(bufferBytes, new AtomicLong());
+    }
+
+    /** {@code held}: where the bytes of the buffers in existence are counted. */
+    @SuppressWarnings("unchecked")
+    DataBufferPool(int bufferBytes, AtomicLong held) {
         this.bufferBytes = bufferBytes;
+        this.held = held;
         this.free = new Queue[classOf(bufferBytes) + 1];
         for (int i = 0; i < free.length; i++) {
             free[i] = new ConcurrentLinkedQueue<>();
@@ -52,7 +70,10 @@ final class DataBufferPool {
             int c = classOf(Math.max(h.length(), 1));
             ByteBuffer b = free[c].poll();
             if (b == null) {
-                b = ByteBuffer.allocateDirect(capacity(c));
+                Arena a = Arena.ofShared();
+                b = a.allocate(capacity(c), 64).asByteBuffer();
+                owned.put(b, a);
+                held.addAndGet(capacity(c));
             }
             return b.clear().limit(h.length());
         }
@@ -61,12 +82,31 @@ final class DataBufferPool {
 
     /** Takes back a body whose frame is done with, if it is one of ours (null and other buffers are ignored). */
     void offer(ByteBuffer body) {
-        if (body == null || !body.isDirect() || body.capacity() > bufferBytes) {
+        if (body == null || !owned.containsKey(body)) {
             return;
         }
-        int c = classOf(body.capacity());
-        if (capacity(c) == body.capacity()) {
-            free[c].offer(body);
+        free[classOf(body.capacity())].offer(body);
+        if (closed) {
+            trim();
+        }
+    }
+
+    /** The session is over: frees the buffers waiting for reuse now, and each one lent out when it comes back. */
+    void close() {
+        closed = true;
+        trim();
+    }
+
+    /** Frees every buffer waiting for reuse (those lent to frames stay until given back). */
+    void trim() {
+        for (Queue<ByteBuffer> q : free) {
+            for (ByteBuffer b; (b = q.poll()) != null; ) {
+                Arena a = owned.remove(b);
+                if (a != null) {
+                    a.close();
+                    held.addAndGet(-b.capacity());
+                }
+            }
         }
     }
 

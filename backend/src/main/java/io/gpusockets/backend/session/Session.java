@@ -56,6 +56,8 @@ public final class Session {
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
     private volatile boolean releasePending;
+    /** Host memory the session holds in buffers: its threads' scratch and staging, pooled DATA and staging buffers. */
+    private final java.util.concurrent.atomic.AtomicLong hostBuffers = new java.util.concurrent.atomic.AtomicLong();
     /** Native bytes the session's calls hold now (large scratch and bulk inputs), for tests and status. */
     private final java.util.concurrent.atomic.AtomicLong callNativeBytes = new java.util.concurrent.atomic.AtomicLong();
 
@@ -82,9 +84,9 @@ public final class Session {
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, limits.maxLanes());
-        this.dataBuffers = new DataBufferPool(limits.chunkBytes());
+        this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
         this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || channel.connection().peerClosed());
-        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
+        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
@@ -98,6 +100,29 @@ public final class Session {
     /** Counts native memory a call takes ({@code bytes} > 0) or gives back ({@code bytes} < 0). */
     void callNativeBytes(long bytes) {
         callNativeBytes.addAndGet(bytes);
+    }
+
+    /**
+     * Host memory the session holds now in buffers: the scratch and staging of its threads, its pooled
+     * DATA buffers and its staging buffers (pinned ones included). An idle session drops them.
+     */
+    public long hostBufferBytes() {
+        return hostBuffers.get();
+    }
+
+    java.util.concurrent.atomic.AtomicLong hostBuffers() {
+        return hostBuffers;
+    }
+
+    /**
+     * A lane went idle: when nothing of the session is in flight (every frame read has been done with),
+     * its pooled DATA buffers and free staging buffers are freed.
+     */
+    void trimIdle() {
+        if (bodyBudget.available() == limits.bodyBudget()) {
+            dataBuffers.trim();
+            staging.trim();
+        }
     }
 
     BodyBudget bodyBudget() {
@@ -218,7 +243,7 @@ public final class Session {
     public void serve() {
         String reason = "peer closed the connection";
         // This thread's state, fetched once: quick calls run here for every lane of the session.
-        ExecutionThread exec = ExecutionThread.current(chunkBytes());
+        ExecutionThread exec = ExecutionThread.current(chunkBytes(), hostBuffers);
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
@@ -251,6 +276,7 @@ public final class Session {
                 try {
                     channel.readBody(body);
                 } catch (IOException e) {
+                    dataBuffers.offer(body);
                     bodyBudget.release(charge);
                     throw e;
                 }
@@ -285,6 +311,7 @@ public final class Session {
             reason = "internal error: " + e;
             LOG.log(Level.ERROR, "session " + id + ": internal error", e);
         } finally {
+            ExecutionThread.end();
             end(failure != null ? failure : reason);
         }
     }
@@ -350,6 +377,7 @@ public final class Session {
     /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
     private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
+        dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back
         if (window != null) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }
