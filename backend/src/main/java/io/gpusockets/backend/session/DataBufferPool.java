@@ -64,7 +64,10 @@ final class DataBufferPool {
         return capacity(classOf(Math.max(length, 1)));
     }
 
-    /** A buffer for the body of {@code h}: pooled where {@link #pools} says so, else direct for DATA, heap for calls. */
+    /**
+     * A buffer for the body of {@code h}: pooled where {@link #pools} says so, else native memory of its
+     * own for DATA (freed by {@link #offer}), heap for calls.
+     */
     ByteBuffer bodyFor(FrameHeader h) {
         if (pools(h)) {
             int c = classOf(Math.max(h.length(), 1));
@@ -77,12 +80,28 @@ final class DataBufferPool {
             }
             return b.clear().limit(h.length());
         }
-        return h.opcode() == Opcodes.DATA ? ByteBuffer.allocateDirect(h.length()) : ByteBuffer.allocate(h.length());
+        if (h.opcode() != Opcodes.DATA) {
+            return ByteBuffer.allocate(h.length());
+        }
+        // A DATA body beyond the chunk: native memory of its own, freed as soon as the frame is done with.
+        Arena a = Arena.ofShared();
+        ByteBuffer b = a.allocate(Math.max(h.length(), 1), 64).asByteBuffer().limit(h.length());
+        owned.put(b, a);
+        held.addAndGet(b.capacity());
+        return b;
     }
 
     /** Takes back a body whose frame is done with, if it is one of ours (null and other buffers are ignored). */
     void offer(ByteBuffer body) {
         if (body == null || !owned.containsKey(body)) {
+            return;
+        }
+        if (body.capacity() > bufferBytes) {
+            Arena a = owned.remove(body);
+            if (a != null) {
+                a.close();
+                held.addAndGet(-body.capacity());
+            }
             return;
         }
         free[classOf(body.capacity())].offer(body);
