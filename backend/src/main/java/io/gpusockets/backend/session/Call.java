@@ -28,8 +28,15 @@ final class Call {
     final ExecutionThread exec;
     /** Outputs after the result slot; sent only when the call succeeds. */
     final ByteBuffer outs = ByteBuffer.allocate(256).order(ByteOrder.LITTLE_ENDIAN);
-    private final SegmentAllocator scratch;
+    /** Slices of the thread's scratch, made on the call's first small scratch. */
+    private SegmentAllocator scratch;
     private Arena arena;
+    /** Bytes taken from {@link #arena}, counted in {@link Session#callNativeBytes}. */
+    private long arenaBytes;
+    /** The memory of bulk inputs received whole, each in an arena of its own; freed by {@link #close}. */
+    private final java.util.List<Arena> bulk = new java.util.ArrayList<>(2);
+    /** Bytes in {@link #bulk}, counted in {@link Session#callNativeBytes}. */
+    private long bulkBytes;
     /** DATA bytes announced by the request and not yet taken off the lane. */
     private long bulkPending;
     /** A chunk taken off the lane by {@link #peekChunk} and not yet handed out. */
@@ -42,7 +49,6 @@ final class Call {
         this.body = body;
         this.function = function;
         this.exec = exec;
-        this.scratch = SegmentAllocator.slicingAllocator(exec.scratch);
     }
 
     String name() {
@@ -52,6 +58,9 @@ final class Call {
     /** Zeroed memory for one output or small input; from lane scratch, or a per-call arena when large. */
     MemorySegment scratch(long bytes) {
         if (bytes <= 1024) {
+            if (scratch == null) {
+                scratch = SegmentAllocator.slicingAllocator(exec.scratch());
+            }
             try {
                 return scratch.allocate(Math.max(bytes, 8), 16).fill((byte) 0);
             } catch (IndexOutOfBoundsException full) {
@@ -61,7 +70,10 @@ final class Call {
         if (arena == null) {
             arena = Arena.ofConfined();
         }
-        return arena.allocate(Math.max(bytes, 8), 16);
+        MemorySegment m = arena.allocate(Math.max(bytes, 8), 16);
+        arenaBytes += m.byteSize();
+        session.callNativeBytes(m.byteSize());
+        return m;
     }
 
     long readLong() {
@@ -168,12 +180,57 @@ final class Call {
         lane.release(in);
     }
 
-    /** Receives a whole bulk input into native memory (bounded by the session limits). */
+    /**
+     * Receives a whole bulk input into native memory (bounded by the session limits). The memory grows
+     * with the bytes that arrive, from one chunk (or {@code n}, if smaller) and doubling up to {@code n}:
+     * a header that announces a large input and sends nothing commits at most a chunk, never {@code n}.
+     * It is the call's until {@link #close}.
+     */
     MemorySegment receiveBulk(long n) throws ProtocolException, InterruptedException, CallRejected {
         if (n > session.limits().maxBulkBytes()) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "bulk input of " + n + " bytes over the limit");
         }
-        MemorySegment dst = scratch(n);
+        if (n <= 1024) {
+            return receiveInto(scratch(n), n);
+        }
+        Arena held = Arena.ofConfined();
+        MemorySegment dst = allocateBulk(held, Math.min(n, session.chunkBytes()));
+        long off = 0;
+        try {
+            while (off < n) {
+                Inbound in = nextChunk();
+                try {
+                    int len = in.body().remaining();
+                    if (len > n - off) {
+                        throw new ProtocolException(name() + ": DATA frame of " + len + " bytes crosses the end of a "
+                                + n + "-byte parameter");
+                    }
+                    if (off + len > dst.byteSize()) {
+                        // Grown to what has arrived, at least doubling (amortized copies), never past n.
+                        Arena bigger = Arena.ofConfined();
+                        MemorySegment grown = allocateBulk(bigger, Math.min(n, Math.max(off + len, 2 * dst.byteSize())));
+                        MemorySegment.copy(dst, 0, grown, 0, off);
+                        freeBulk(held, dst.byteSize());
+                        held = bigger;
+                        dst = grown;
+                    }
+                    MemorySegment.copy(MemorySegment.ofBuffer(in.body()), 0, dst, off, len);
+                    off += len;
+                } finally {
+                    release(in);
+                }
+            }
+        } catch (ProtocolException | InterruptedException | RuntimeException e) {
+            freeBulk(held, dst.byteSize());
+            throw e;
+        }
+        bulk.add(held);
+        bulkBytes += dst.byteSize();
+        return dst.asSlice(0, n);
+    }
+
+    /** Fills {@code dst} with the next {@code n} bytes of this call's DATA frames. */
+    private MemorySegment receiveInto(MemorySegment dst, long n) throws ProtocolException, InterruptedException {
         long off = 0;
         while (off < n) {
             Inbound in = nextChunk();
@@ -190,6 +247,17 @@ final class Call {
             }
         }
         return dst.asSlice(0, n);
+    }
+
+    private MemorySegment allocateBulk(Arena a, long bytes) {
+        MemorySegment m = a.allocate(bytes, 16);
+        session.callNativeBytes(bytes);
+        return m;
+    }
+
+    private void freeBulk(Arena a, long bytes) {
+        a.close();
+        session.callNativeBytes(-bytes);
     }
 
     /** Takes and drops the DATA frames this call announced but did not consume (a rejected call). */
@@ -224,6 +292,14 @@ final class Call {
         if (arena != null) {
             arena.close();
             arena = null;
+            session.callNativeBytes(-arenaBytes);
+            arenaBytes = 0;
         }
+        for (Arena a : bulk) {
+            a.close();
+        }
+        bulk.clear();
+        session.callNativeBytes(-bulkBytes);
+        bulkBytes = 0;
     }
 }

@@ -281,7 +281,7 @@ final class CopyCalls implements BackendHandlers.Copies {
             return CuResult.CUDA_SUCCESS;
         }
         if (count <= SMALL_COPY_OUT) {
-            MemorySegment part = c.exec.staging.asSlice(0, count);
+            MemorySegment part = c.exec.staging().asSlice(0, count);
             int r = copyChunk(part, src, async, stream);
             if (r == CuResult.CUDA_SUCCESS) {
                 c.sendData(part);

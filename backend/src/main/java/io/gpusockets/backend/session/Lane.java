@@ -17,7 +17,10 @@ import java.util.concurrent.LinkedBlockingQueue;
  * Platform threads keep each lane's blocking calls to itself.
  */
 final class Lane implements Runnable {
-    static final int SCRATCH_BYTES = 64 << 10;
+    /** Scratch memory per thread that runs calls; a call that needs more takes an arena of its own. */
+    static final int SCRATCH_BYTES = 16 << 10;
+    /** How long a lane's thread waits idle between calls before it frees its buffers ({@link ExecutionThread#trim}). */
+    static final long IDLE_TRIM_MILLIS = 1000;
 
     final int id;
     private final Session session;
@@ -26,6 +29,8 @@ final class Lane implements Runnable {
     /** The first error of an asynchronous call not yet reported; returned by the next synchronizing call. */
     int latchedError;
     private volatile boolean ended;
+    /** Set by the lane's thread as it stops: frames queued after that are released at once. Guarded by this. */
+    private boolean closed;
     private boolean started;
     /**
      * How long an idle lane thread polls its queue before it parks ({@link BackendSettings#laneSpinMicros}):
@@ -54,6 +59,10 @@ final class Lane implements Runnable {
 
     /** Queues a frame for the lane's thread (started on first use); calls count as pending until they finish there. */
     synchronized void enqueue(Inbound in) {
+        if (closed) {
+            session.release(in); // the thread has stopped taking frames: this one would never be given back
+            return;
+        }
         if (in.header().opcode() != Opcodes.DATA) {
             pending.incrementAndGet();
         }
@@ -104,13 +113,22 @@ final class Lane implements Runnable {
         thread.interrupt();
     }
 
+    /** Whether the lane's thread was started and has not ended. */
+    boolean isAlive() {
+        return thread.isAlive();
+    }
+
     boolean join(long millis) throws InterruptedException {
         thread.join(millis);
         return !thread.isAlive();
     }
 
-    /** The next frame: polled for up to {@link #spinNanos}, then waited for. */
-    private Inbound next() throws InterruptedException {
+    /**
+     * The next frame: polled for up to {@link #spinNanos}, then waited for. Between calls
+     * ({@code exec} not null), a lane idle for {@link #IDLE_TRIM_MILLIS} first frees its thread's
+     * buffers and lets the session drop its idle ones.
+     */
+    private Inbound next(ExecutionThread exec) throws InterruptedException {
         Inbound in = queue.poll();
         if (in != null) {
             return in;
@@ -125,15 +143,23 @@ final class Lane implements Runnable {
                 }
             } while (System.nanoTime() < deadline);
         }
+        if (exec != null) {
+            in = queue.poll(IDLE_TRIM_MILLIS, java.util.concurrent.TimeUnit.MILLISECONDS);
+            if (in != null) {
+                return in;
+            }
+            exec.trim();
+            session.trimIdle();
+        }
         return queue.take();
     }
 
     @Override
     public void run() {
-        ExecutionThread exec = ExecutionThread.current(session.chunkBytes());
+        ExecutionThread exec = ExecutionThread.current(session.chunkBytes(), session.hostBuffers());
         try {
             while (true) {
-                Inbound in = next();
+                Inbound in = next(exec);
                 if (in.header().opcode() == Opcodes.LANE_END) {
                     return;
                 }
@@ -154,9 +180,13 @@ final class Lane implements Runnable {
             session.fail("lane " + id + ": connection lost: " + e.getMessage());
         } finally {
             // Whatever is still queued will never run: give its budget back.
+            synchronized (this) {
+                closed = true;
+            }
             for (Inbound left; (left = queue.poll()) != null; ) {
                 session.release(left);
             }
+            ExecutionThread.end();
         }
     }
 
@@ -165,7 +195,7 @@ final class Lane implements Runnable {
      * consumes it. Any other frame here means the peer broke the protocol.
      */
     Inbound nextData(long requestId) throws ProtocolException, InterruptedException {
-        Inbound in = next();
+        Inbound in = next(null);
         FrameHeader h = in.header();
         if (h.opcode() != Opcodes.DATA || h.requestId() != requestId) {
             session.release(in);

@@ -19,6 +19,10 @@ final class Lanes {
     private final Session session;
     private final int max;
     private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
+    /** The lanes {@link #endAll} found still inside a driver call. */
+    private volatile List<Lane> stuck = List.of();
+    private volatile long finishMillis = FINISH_MILLIS;
+    private volatile long interruptedFinishMillis = INTERRUPTED_FINISH_MILLIS;
 
     Lanes(Session session, int max) {
         this.session = session;
@@ -59,11 +63,33 @@ final class Lanes {
 
     /**
      * Stops every lane for the session's end and waits for their threads; returns true when one is
-     * still running afterwards (inside a driver call that did not return). {@link #FINISH_MILLIS}
-     * and {@link #INTERRUPTED_FINISH_MILLIS} bound the waits.
+     * still running afterwards (inside a driver call that did not return; {@link #awaitStuck} waits for
+     * those). {@link #FINISH_MILLIS} and {@link #INTERRUPTED_FINISH_MILLIS} bound the waits.
      */
     boolean endAll() {
-        return endAll(FINISH_MILLIS, INTERRUPTED_FINISH_MILLIS);
+        return endAll(finishMillis, interruptedFinishMillis);
+    }
+
+    /** Shorter waits for {@link #endAll()}, for tests. */
+    void stopWaits(long finish, long interruptedFinish) {
+        finishMillis = finish;
+        interruptedFinishMillis = interruptedFinish;
+    }
+
+    /**
+     * Waits up to {@code millis} for the lanes {@link #endAll} found stuck to leave the driver and end;
+     * true when every one has (at once when none was stuck).
+     */
+    boolean awaitStuck(long millis) throws InterruptedException {
+        long deadline = System.nanoTime() + millis * 1_000_000L;
+        for (Lane l : stuck) {
+            long left = Math.max(1, (deadline - System.nanoTime()) / 1_000_000L);
+            if (!l.join(left)) {
+                return false;
+            }
+        }
+        stuck = List.of();
+        return true;
     }
 
     boolean endAll(long finishMillis, long interruptedFinishMillis) {
@@ -72,18 +98,26 @@ final class Lanes {
         for (Lane l : all) {
             l.end();
         }
-        boolean stuck = false;
+        List<Lane> still = new ArrayList<>();
         try {
             for (Lane l : all) {
                 // A lane inside a long driver call finishes it first; a lane waiting for data that will never come is interrupted.
                 if (!l.join(finishMillis)) {
                     l.interrupt();
-                    stuck |= !l.join(interruptedFinishMillis);
+                    if (!l.join(interruptedFinishMillis)) {
+                        still.add(l);
+                    }
                 }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+            for (Lane l : all) {
+                if (l.isAlive()) {
+                    still.add(l);
+                }
+            }
         }
-        return stuck;
+        stuck = List.copyOf(still);
+        return !still.isEmpty();
     }
 }

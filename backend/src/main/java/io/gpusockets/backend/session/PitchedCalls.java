@@ -145,7 +145,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
             this.async = async;
             this.stream = stream;
             this.hostIn = hostIn;
-            this.staging = c.exec.staging;
+            this.staging = c.exec.staging();
         }
 
         int run() throws ProtocolException, InterruptedException, IOException {

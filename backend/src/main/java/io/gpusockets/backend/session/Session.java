@@ -55,6 +55,11 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    private volatile boolean releasePending;
+    /** Host memory the session holds in buffers: its threads' scratch and staging, pooled DATA and staging buffers. */
+    private final java.util.concurrent.atomic.AtomicLong hostBuffers = new java.util.concurrent.atomic.AtomicLong();
+    /** Native bytes the session's calls hold now (large scratch and bulk inputs), for tests and status. */
+    private final java.util.concurrent.atomic.AtomicLong callNativeBytes = new java.util.concurrent.atomic.AtomicLong();
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -79,12 +84,49 @@ public final class Session {
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, limits.maxLanes());
-        this.dataBuffers = new DataBufferPool(limits.chunkBytes());
-        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers);
-        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
+        this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
+        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || channel.connection().peerClosed());
+        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+    }
+
+    /** Native bytes the session's calls hold now: per-call scratch beyond the lane's and bulk inputs being received. */
+    public long callNativeBytes() {
+        return callNativeBytes.get();
+    }
+
+    /** Counts native memory a call takes ({@code bytes} > 0) or gives back ({@code bytes} < 0). */
+    void callNativeBytes(long bytes) {
+        callNativeBytes.addAndGet(bytes);
+    }
+
+    /**
+     * Host memory the session holds now in buffers: the scratch and staging of its threads, its pooled
+     * DATA buffers and its staging buffers (pinned ones included). An idle session drops them.
+     */
+    public long hostBufferBytes() {
+        return hostBuffers.get();
+    }
+
+    java.util.concurrent.atomic.AtomicLong hostBuffers() {
+        return hostBuffers;
+    }
+
+    /**
+     * A lane went idle: when nothing of the session is in flight (every frame read has been done with),
+     * its pooled DATA buffers and free staging buffers are freed.
+     */
+    void trimIdle() {
+        if (bodyBudget.available() == limits.bodyBudget()) {
+            dataBuffers.trim();
+            staging.trim();
+        }
+    }
+
+    BodyBudget bodyBudget() {
+        return bodyBudget;
     }
 
     /** The tenant this session belongs to. */
@@ -201,7 +243,7 @@ public final class Session {
     public void serve() {
         String reason = "peer closed the connection";
         // This thread's state, fetched once: quick calls run here for every lane of the session.
-        ExecutionThread exec = ExecutionThread.current(chunkBytes());
+        ExecutionThread exec = ExecutionThread.current(chunkBytes(), hostBuffers);
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
@@ -234,6 +276,7 @@ public final class Session {
                 try {
                     channel.readBody(body);
                 } catch (IOException e) {
+                    dataBuffers.offer(body);
                     bodyBudget.release(charge);
                     throw e;
                 }
@@ -268,6 +311,7 @@ public final class Session {
             reason = "internal error: " + e;
             LOG.log(Level.ERROR, "session " + id + ": internal error", e);
         } finally {
+            ExecutionThread.end();
             end(failure != null ? failure : reason);
         }
     }
@@ -305,7 +349,12 @@ public final class Session {
         channel.send(opcode, flags, lane, requestId, body);
     }
 
-    /** Stops the lanes, destroys what the session made, logs one line. Idempotent. */
+    /**
+     * Stops the lanes, destroys what the session made, logs one line. Idempotent. The connection closes
+     * at once; a lane still inside a driver call after the bounded waits of {@link Lanes#endAll} keeps
+     * the session's contexts alive, and their release waits for it on a {@link SessionReaper} thread
+     * ({@link #releasePending}).
+     */
     public void end(String reason) {
         if (!ended.compareAndSet(false, true)) {
             return;
@@ -313,11 +362,40 @@ public final class Session {
         channel.close();
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
         boolean stuck = lanes.endAll();
+        if (!stuck) {
+            release(reason, false);
+            return;
+        }
+        // A stream wait may be what the stuck lane is synchronizing behind: let it go (this destroys nothing).
+        cleanup.releaseWaitsFirst();
+        releasePending = true;
+        LOG.log(Level.WARNING, "session " + id + " ended (" + reason + "), peer " + peer + ": a lane is still inside a"
+                + " driver call; its contexts and memory are released when it returns");
+        SessionReaper.defer(id, lanes, () -> release(reason, true));
+    }
+
+    /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
+    private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
-        if (window != null && !stuck) {
+        dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back
+        if (window != null) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }
+        releasePending = false;
         LOG.log(stuck ? Level.WARNING : Level.INFO, SessionCleanup.endLine(id, reason, peer, released, stuck, windowBytes()));
+    }
+
+    /**
+     * Whether this session has ended but not yet released its contexts and memory, because a lane is
+     * still inside a driver call ({@link SessionReaper}).
+     */
+    public boolean releasePending() {
+        return releasePending;
+    }
+
+    /** Sessions of this backend that ended but whose release waits for a lane stuck in the driver ("zombies"). */
+    public static int releasesPending() {
+        return SessionReaper.pending();
     }
 
     /** Forgets a handle and what it owned ({@link SessionCleanup#dropHandle}). */

@@ -49,6 +49,17 @@ final class SessionCleanup {
     }
 
     /** Destroys every context of the session; returns what was released, as the end line words it. */
+    /**
+     * Lets go of the streams the session's waits hold, ahead of {@link #releaseAll} (which then has none
+     * left to release): a lane stuck in a synchronize behind such a wait can then return.
+     */
+    void releaseWaitsFirst() {
+        earlyWaits = releaseWaits();
+    }
+
+    /** What {@link #releaseWaitsFirst} released, for the end line. */
+    private String earlyWaits = "";
+
     String releaseAll() {
         int contexts = handles.count(ParamType.CTX);
         int allocations = memory.allocationCount();
@@ -77,7 +88,7 @@ final class SessionCleanup {
         }
         // Streams held by waits are let go (cuCtxDestroy would block on them); then what the driver does
         // not free with a context goes, while the contexts still exist.
-        String waitSummary = releaseWaits();
+        String waitSummary = earlyWaits + releaseWaits();
         String poolSummary = releasePools();
         String vmmSummary = releaseVmm();
         // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.

@@ -64,7 +64,7 @@ final class SessionWindow {
      * checked against the window, charged {@link BodyBudget#MIN_CHARGE} (its bytes take none of the
      * backend's memory) and used in place, never copied out first.
      */
-    Inbound data(FrameHeader h, ByteBuffer ref, BodyBudget budget) throws ProtocolException, InterruptedException {
+    Inbound data(FrameHeader h, ByteBuffer ref, BodyBudget budget) throws IOException, InterruptedException {
         MemorySegment in = WindowSlots.resolve(window.segment(), ref);
         budget.acquire(BodyBudget.MIN_CHARGE);
         bytes.add(in.byteSize());

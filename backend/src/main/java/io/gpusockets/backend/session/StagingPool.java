@@ -17,7 +17,8 @@ import java.util.Set;
  * <p>On the real driver they are pinned (cuMemAllocHost), so the GPU writes them by DMA at full speed and
  * cuMemcpyDtoHAsync into them really is asynchronous, which is what lets a copy overlap the sending of
  * the previous chunk. Where the driver has no cuMemAllocHost (the emulated device answers
- * CUDA_ERROR_NOT_SUPPORTED) or an allocation fails, a buffer is plain native memory, freed by the GC.
+ * CUDA_ERROR_NOT_SUPPORTED) or an allocation fails, a buffer is plain native memory of an arena of its
+ * own, freed as soon as the pool drops it. A session that goes idle drops its free buffers ({@link #trim}).
  *
  * <p>A pinned allocation belongs to the context that was current when it was made (any context may
  * copy into it: with unified addressing such memory is portable), and the driver frees it with that
@@ -36,8 +37,11 @@ final class StagingPool {
     /** How long {@link #retire} waits for lent buffers of a context being destroyed. */
     private static final long RETIRE_WAIT_MILLIS = 10_000;
 
-    /** One staging buffer; {@code context} is the real context a pinned buffer belongs to, 0 for plain memory. */
-    record Buffer(MemorySegment segment, long context) {
+    /**
+     * One staging buffer; {@code context} is the real context a pinned buffer belongs to, 0 for plain
+     * memory, which {@code arena} (null for pinned) frees.
+     */
+    record Buffer(MemorySegment segment, long context, Arena arena) {
         boolean pinned() {
             return context != 0;
         }
@@ -58,7 +62,15 @@ final class StagingPool {
     private long allocatedPinned;
     private long freedPinned;
 
+    /** The session's count of host buffer bytes, which these buffers are part of. */
+    private final java.util.concurrent.atomic.AtomicLong held;
+
     StagingPool(CudaDriver driver, long sessionId, int bufferBytes) {
+        this(driver, sessionId, bufferBytes, new java.util.concurrent.atomic.AtomicLong());
+    }
+
+    StagingPool(CudaDriver driver, long sessionId, int bufferBytes, java.util.concurrent.atomic.AtomicLong held) {
+        this.held = held;
         this.driver = driver;
         this.sessionId = sessionId;
         this.bufferBytes = bufferBytes;
@@ -86,7 +98,8 @@ final class StagingPool {
                 int r = driver.cuMemAllocHost(pp, bufferBytes);
                 if (r == CuResult.CUDA_SUCCESS) {
                     long address = pp.get(ValueLayout.JAVA_LONG, 0);
-                    b = new Buffer(MemorySegment.ofAddress(address).reinterpret(bufferBytes), context);
+                    b = new Buffer(MemorySegment.ofAddress(address).reinterpret(bufferBytes), context, null);
+                    held.addAndGet(bufferBytes);
                     pinned.add(b);
                     lent.add(b);
                     allocatedPinned++;
@@ -100,7 +113,9 @@ final class StagingPool {
                 }
             }
         }
-        return new Buffer(Arena.ofAuto().allocate(bufferBytes, 4096), 0);
+        Arena a = Arena.ofShared();
+        held.addAndGet(bufferBytes);
+        return new Buffer(a.allocate(bufferBytes, 4096), 0, a);
     }
 
     /** Gives back a buffer from {@link #acquire} (null is ignored). */
@@ -119,6 +134,8 @@ final class StagingPool {
             free.addFirst(b);
         } else if (!closed && free.size() < MAX_FREE_PLAIN + pinned.size()) {
             free.addLast(b);
+        } else {
+            dropPlain(b);
         }
     }
 
@@ -163,7 +180,49 @@ final class StagingPool {
         for (long ctx : contexts) {
             freePinned(ctx);
         }
-        free.clear();
+        for (Buffer b; (b = free.poll()) != null; ) {
+            if (!b.pinned()) {
+                dropPlain(b);
+            }
+        }
+    }
+
+    /**
+     * Frees every buffer not lent to a copy: the session is idle. Pinned ones are freed in their own
+     * context (pushed for the free and popped after, so the calling thread's current context is unchanged).
+     */
+    synchronized void trim() {
+        for (Iterator<Buffer> it = free.iterator(); it.hasNext(); ) {
+            Buffer b = it.next();
+            it.remove();
+            if (!b.pinned()) {
+                dropPlain(b);
+            } else if (pinned.remove(b)) {
+                freeHost(b);
+            }
+        }
+    }
+
+    private void dropPlain(Buffer b) {
+        b.arena().close();
+        held.addAndGet(-bufferBytes);
+    }
+
+    /** Frees pinned buffer {@code b}, no longer lent, with its context pushed around the free. */
+    private void freeHost(Buffer b) {
+        boolean pushed = driver.cuCtxPushCurrent(b.context()) == CuResult.CUDA_SUCCESS;
+        int r = driver.cuMemFreeHost(b.segment());
+        held.addAndGet(-bufferBytes);
+        if (r == CuResult.CUDA_SUCCESS) {
+            freedPinned++;
+        } else {
+            LOG.log(Level.WARNING, "session " + sessionId + ": cuMemFreeHost failed: " + CuResult.name(r));
+        }
+        if (pushed) {
+            try (Arena a = Arena.ofConfined()) {
+                driver.cuCtxPopCurrent(a.allocate(ValueLayout.ADDRESS));
+            }
+        }
     }
 
     /** Pinned buffers made and freed by this pool, for the session's release log and tests. */
@@ -189,6 +248,7 @@ final class StagingPool {
             }
             it.remove();
             free.remove(b);
+            held.addAndGet(-bufferBytes);
             if (lent.remove(b)) {
                 // Still inside a copy after the wait: leave it to the driver, which frees it with the context.
                 LOG.log(Level.WARNING, "session " + sessionId + ": a pinned staging buffer was still in use when its context went");

@@ -25,11 +25,37 @@ class BodyBudgetTest {
         return new FrameHeader(length, CALL, 0, 1, 7);
     }
 
+    /** Tiny DATA frames must not pin chunk-sized charges: each costs the buffer it really takes. */
     @Test
-    void chargesTinyDataFramesAWholeChunk() {
-        assertEquals(CHUNK, budget.charge(data(0)));
-        assertEquals(CHUNK, budget.charge(data(1)));
+    void chargesSmallDataFramesTheBufferTheyTake() {
+        assertEquals(DataBufferPool.MIN_BUFFER, budget.charge(data(0)));
+        assertEquals(DataBufferPool.MIN_BUFFER, budget.charge(data(1)));
+        assertEquals(DataBufferPool.MIN_BUFFER, budget.charge(data(DataBufferPool.MIN_BUFFER)));
+        assertEquals(2 * DataBufferPool.MIN_BUFFER, budget.charge(data(DataBufferPool.MIN_BUFFER + 1)));
+        assertEquals(CHUNK, budget.charge(data(CHUNK / 2 + 1)));
         assertEquals(CHUNK, budget.charge(data(CHUNK)));
+    }
+
+    @Test
+    void aWaitForBudgetEndsWhenThePeerIsGone() throws Exception {
+        java.util.concurrent.atomic.AtomicBoolean gone = new java.util.concurrent.atomic.AtomicBoolean();
+        BodyBudget b = new BodyBudget(8 * CHUNK, new DataBufferPool(CHUNK), gone::get);
+        b.acquire(8 * CHUNK);
+        java.util.concurrent.CompletableFuture<Throwable> waiter = new java.util.concurrent.CompletableFuture<>();
+        Thread reader = Thread.ofPlatform().start(() -> {
+            try {
+                b.acquire(BodyBudget.MIN_CHARGE);
+                waiter.complete(null);
+            } catch (Throwable t) {
+                waiter.complete(t);
+            }
+        });
+        assertFalse(waiter.isDone());
+        gone.set(true);
+        Throwable t = waiter.get(10, TimeUnit.SECONDS);
+        assertTrue(t instanceof java.io.IOException, "the wait did not end with the peer: " + t);
+        reader.join(5000);
+        assertEquals(0, b.available(), "a wait that gave up took budget");
     }
 
     @Test
@@ -45,7 +71,7 @@ class BodyBudgetTest {
     }
 
     @Test
-    void releaseGivesBackWhatAcquireTook() throws InterruptedException {
+    void releaseGivesBackWhatAcquireTook() throws Exception {
         budget.acquire(CHUNK);
         budget.acquire(100);
         assertEquals(8 * CHUNK - CHUNK - 100, budget.available());
@@ -65,6 +91,8 @@ class BodyBudgetTest {
                 got.countDown();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
             }
         });
         assertFalse(got.await(200, TimeUnit.MILLISECONDS), "acquire returned with the budget used up");

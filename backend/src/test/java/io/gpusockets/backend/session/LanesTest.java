@@ -20,7 +20,7 @@ import org.junit.jupiter.api.Test;
 class LanesTest {
 
     /** cuCtxSynchronize waits until released or interrupted (or, when {@code deaf}, only until released). */
-    static final class BlockingSync extends UnsupportedCudaDriver {
+    static class BlockingSync extends UnsupportedCudaDriver {
         final CountDownLatch entered = new CountDownLatch(1);
         final CountDownLatch release = new CountDownLatch(1);
         volatile boolean interrupted;

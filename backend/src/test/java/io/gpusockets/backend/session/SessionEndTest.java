@@ -1,0 +1,115 @@
+package io.gpusockets.backend.session;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameHeader;
+import java.nio.ByteBuffer;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+
+/** How a session ends when its lanes are blocked: at once for its peer, and never destroying a context a thread is inside. */
+class SessionEndTest {
+    private static final long CTX = 0xA000;
+
+    /** A cuCtxSynchronize deaf to interrupts, and a record of contexts destroyed. */
+    static final class StuckSync extends LanesTest.BlockingSync {
+        final List<String> destroyed = new CopyOnWriteArrayList<>();
+
+        StuckSync() {
+            deaf = true;
+        }
+
+        @Override
+        public int cuCtxDestroy(long ctx) {
+            destroyed.add(Long.toHexString(ctx) + (entered.getCount() == 0 && release.getCount() != 0 ? " while a lane is inside" : ""));
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    private static Inbound sync(int lane) {
+        int op = ApiTable.get().byName("cuCtxSynchronize").opcode();
+        return new Inbound(new FrameHeader(0, op, 0, lane, 1), ByteBuffer.allocate(0), 0);
+    }
+
+    private static void await(String what, java.util.function.BooleanSupplier condition) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (!condition.getAsBoolean()) {
+            assertTrue(System.nanoTime() < deadline, "timed out waiting until " + what);
+            Thread.sleep(5);
+        }
+    }
+
+    @Test
+    void aContextIsDestroyedOnlyAfterTheLaneInsideTheDriverReturns() throws Exception {
+        StuckSync driver = new StuckSync();
+        Session s = SessionTestKit.session(driver);
+        s.handles().intern(ParamType.CTX, CTX, 0, 0);
+        s.lanes().stopWaits(50, 100);
+        s.lanes().lane(1).enqueue(sync(1));
+        assertTrue(driver.entered.await(10, TimeUnit.SECONDS));
+        int before = Session.releasesPending();
+        try {
+            s.end("test");
+            assertEquals(List.of(), driver.destroyed, "the context was destroyed while a lane was inside the driver on it");
+            assertTrue(s.releasePending(), "the deferred release is not reported");
+            assertEquals(before + 1, Session.releasesPending());
+        } finally {
+            driver.release.countDown();
+        }
+        await("the release ran after the lane returned", () -> !s.releasePending());
+        assertEquals(List.of("a000"), driver.destroyed);
+        assertEquals(0, s.handles().count(ParamType.CTX));
+        await("the pending count went down", () -> Session.releasesPending() == before);
+    }
+
+    @Test
+    void aSessionWithoutStuckLanesReleasesAtOnce() throws Exception {
+        StuckSync driver = new StuckSync();
+        Session s = SessionTestKit.session(driver);
+        s.handles().intern(ParamType.CTX, CTX, 0, 0);
+        s.lanes().lane(1);
+        s.end("test");
+        assertFalse(s.releasePending());
+        assertEquals(List.of("a000"), driver.destroyed);
+    }
+
+    /**
+     * A lane blocked in a synchronize, and a peer that then sends small DATA frames for it until the
+     * body budget is used up and the reader stops reading, then goes: the session must still end.
+     */
+    @Test
+    void aReaderStoppedByAFullBudgetEndsTheSessionWhenThePeerGoes() throws Exception {
+        LanesTest.BlockingSync driver = new LanesTest.BlockingSync();
+        int budget = 8 << 20;
+        try (SessionTestKit.Served s = new SessionTestKit.Served(driver, SessionTestKit.limits(4, budget, 64 << 10, 1 << 20))) {
+            s.call("cuCtxSynchronize", 1, 1);
+            assertTrue(driver.entered.await(10, TimeUnit.SECONDS));
+            Thread writer = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    for (int i = 0; i < 2 * budget / 16; i++) {
+                        s.data(1, 99, 16);   // 16 bytes each, more of them than the budget could hold at 16 bytes
+                    }
+                } catch (java.io.IOException gone) {
+                    // the test closed the pipe
+                }
+            });
+            await("the budget is used up and the reader waits for it", () -> s.session.bodyBudget().available() < 64 << 10
+                    && (s.reader.getState() == Thread.State.WAITING || s.reader.getState() == Thread.State.TIMED_WAITING));
+            s.backendEnd.peerClosed = true;   // the frontend vanishes; a transport that can tell says so
+            s.peer.close();
+            try {
+                assertTrue(s.ended(20_000), "the session's reader is still blocked after its peer went");
+            } finally {
+                driver.release.countDown();
+            }
+            writer.join(10_000);
+        }
+    }
+}
