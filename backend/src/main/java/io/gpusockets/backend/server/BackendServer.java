@@ -3,6 +3,7 @@ package io.gpusockets.backend.server;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.RateLimitedLog;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
@@ -35,6 +36,9 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+    /** The first pause after a failed accept; it doubles while accepts keep failing. */
+    static final long ACCEPT_BACKOFF_MIN_MILLIS = 10;
+    static final long ACCEPT_BACKOFF_MAX_MILLIS = 1000;
 
     private final DriverHost host;
     private final BackendSettings settings;
@@ -79,19 +83,46 @@ public final class BackendServer implements AutoCloseable {
         return sessions.size();
     }
 
+    /**
+     * Accepts until the server closes. Every failure is survived, whatever its cause (descriptors run out,
+     * a thread cannot be made, the transport reports an error): it is logged, rate-limited, and accept is
+     * retried after a pause that doubles from {@link #ACCEPT_BACKOFF_MIN_MILLIS} to
+     * {@link #ACCEPT_BACKOFF_MAX_MILLIS} while failures go on, so the process keeps serving once the cause
+     * is gone. Only {@link #close()} ends the loop.
+     */
     private void acceptLoop(Listener l) {
+        RateLimitedLog failures = new RateLimitedLog(LOG, "accept on " + l.address(), "accept failures");
+        long backoff = 0;
         while (!closed) {
-            Connection c;
             try {
-                c = l.accept();
-            } catch (IOException e) {
-                if (!closed) {
-                    LOG.log(Level.ERROR, "accept failed on " + l.address() + ": " + e.getMessage());
+                Connection c = l.accept();
+                backoff = 0;
+                start(c);
+            } catch (IOException | RuntimeException | OutOfMemoryError e) {
+                if (closed) {
+                    return;
                 }
-                return;
+                backoff = Math.min(Math.max(ACCEPT_BACKOFF_MIN_MILLIS, backoff * 2), ACCEPT_BACKOFF_MAX_MILLIS);
+                String cause = e.getMessage() != null ? e.getMessage() : e.toString();
+                long pause = backoff;
+                failures.log(Level.WARNING, () -> "failed (" + cause + "); retrying in " + pause + " ms");
+                try {
+                    Thread.sleep(backoff);
+                } catch (InterruptedException stop) {
+                    return;
+                }
             }
+        }
+    }
+
+    /** Serves an accepted connection on its own thread; the connection is closed if none can be made. */
+    private void start(Connection c) {
+        try {
             // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
             Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            c.close();
+            throw e;
         }
     }
 
