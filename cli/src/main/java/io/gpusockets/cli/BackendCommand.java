@@ -34,7 +34,8 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--psk-file", paramLabel = "FILE", description = "Require frontends to prove they hold the key in FILE (recommended for tcp).")
     Path pskFile;
 
-    @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix:// (repeatable; default: any).")
+    @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix://, ring:// and fdunix://, where the kernel proves"
+            + " the peer's uid (repeatable; default: any). Not applied to tcp://, which has no uid: use --psk-file there.")
     Set<Integer> allowUids = Set.of();
 
     @Option(names = "--allow-cid", paramLabel = "CID", description = "Only these vsock CIDs may connect over vsock:// (repeatable; default: any).")

@@ -39,6 +39,8 @@ public final class BackendServer implements AutoCloseable {
     /** The first pause after a failed accept; it doubles while accepts keep failing. */
     static final long ACCEPT_BACKOFF_MIN_MILLIS = 10;
     static final long ACCEPT_BACKOFF_MAX_MILLIS = 1000;
+    /** Listener schemes whose peers' uid the kernel proves (SO_PEERCRED): where {@code --allow-uid} applies. */
+    static final Set<String> UID_SCHEMES = Set.of("unix", "ring", "fdunix");
 
     private final DriverHost host;
     private final BackendSettings settings;
@@ -97,7 +99,7 @@ public final class BackendServer implements AutoCloseable {
             try {
                 Connection c = l.accept();
                 backoff = 0;
-                start(c);
+                start(c, l.address().scheme());
             } catch (IOException | RuntimeException | OutOfMemoryError e) {
                 if (closed) {
                     return;
@@ -116,24 +118,24 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** Serves an accepted connection on its own thread; the connection is closed if none can be made. */
-    private void start(Connection c) {
+    private void start(Connection c, String scheme) {
         try {
             // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
-            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c));
+            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c, scheme));
         } catch (RuntimeException | OutOfMemoryError e) {
             c.close();
             throw e;
         }
     }
 
-    private void serve(Connection c) {
+    private void serve(Connection c, String scheme) {
         long id = nextSessionId.getAndIncrement();
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
         ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
         Integer features;
         try {
-            features = handshake(channel, c, id);
+            features = handshake(channel, c, id, scheme);
         } catch (java.io.EOFException e) {
             // a port probe or a client that gave up: nothing was said, nothing to warn about
             LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
@@ -165,7 +167,7 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
-    private Integer handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
+    private Integer handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
         int auth = settings.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
@@ -183,12 +185,11 @@ public final class BackendServer implements AutoCloseable {
         } else if (auth == Handshake.AUTH_PSK
                 && !Handshake.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
             refusal = "authentication failed: the pre-shared key does not match";
-        } else if (!settings.allowedUids().isEmpty()
-                && (c.peer().uid().isEmpty() || !settings.allowedUids().contains(c.peer().uid().getAsInt()))) {
-            refusal = "peer uid " + (c.peer().uid().isPresent() ? c.peer().uid().getAsInt() : "unknown")
-                    + " is not allowed";
         } else {
-            refusal = cidRefusal(settings.allowedCids(), c.peer());
+            refusal = uidRefusal(settings.allowedUids(), scheme, c.peer());
+            if (refusal == null) {
+                refusal = cidRefusal(settings.allowedCids(), c.peer());
+            }
         }
         if (refusal != null) {
             LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
@@ -202,6 +203,21 @@ public final class BackendServer implements AutoCloseable {
                 host.description()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return features;
+    }
+
+    /**
+     * Why a peer is refused by the uid allow-list, or null. It applies to the transports whose kernel
+     * proves the peer's uid ({@link #UID_SCHEMES}); there a peer whose uid is unknown is refused. Other
+     * transports know no uid (tcp relies on the pre-shared key or TLS, vsock on the CID list).
+     */
+    static String uidRefusal(Set<Integer> allowedUids, String scheme, PeerInfo peer) {
+        if (allowedUids.isEmpty() || !UID_SCHEMES.contains(scheme)) {
+            return null;
+        }
+        if (peer.uid().isPresent() && allowedUids.contains(peer.uid().getAsInt())) {
+            return null;
+        }
+        return "peer uid " + (peer.uid().isPresent() ? peer.uid().getAsInt() : "unknown") + " is not allowed";
     }
 
     /**
