@@ -55,6 +55,8 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    /** What this session's peer did wrong, logged rate-limited ({@link RateLimitedLog}). */
+    private final RateLimitedLog peerFaults;
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -76,6 +78,7 @@ public final class Session {
         this.peer = peer;
         this.asyncGranted = asyncGranted;
         this.handles = new SessionHandles(id);
+        this.peerFaults = new RateLimitedLog(LOG, "session " + id, "peer faults");
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, limits.maxLanes());
@@ -85,6 +88,11 @@ public final class Session {
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+    }
+
+    /** Where lines about this session's peer faults go. */
+    public RateLimitedLog peerFaults() {
+        return peerFaults;
     }
 
     /** The tenant this session belongs to. */
@@ -317,6 +325,7 @@ public final class Session {
         if (window != null && !stuck) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }
+        peerFaults.flush();
         LOG.log(stuck ? Level.WARNING : Level.INFO, SessionCleanup.endLine(id, reason, peer, released, stuck, windowBytes()));
     }
 
