@@ -4,6 +4,7 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.RateLimitedLog;
+import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
@@ -28,11 +29,15 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The backend: listens on one or more transport URIs, runs the handshake with each frontend and
  * serves it as a {@link Session} on its own thread. A failing session never affects another.
+ * What peers can make it hold is bounded by {@link ServerLimits}: connections (closed at once past the
+ * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
+ * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal.
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -41,6 +46,12 @@ public final class BackendServer implements AutoCloseable {
     static final long ACCEPT_BACKOFF_MAX_MILLIS = 1000;
     /** Listener schemes whose peers' uid the kernel proves (SO_PEERCRED): where {@code --allow-uid} applies. */
     static final Set<String> UID_SCHEMES = Set.of("unix", "ring", "fdunix");
+    /**
+     * Listener schemes whose connections' reads park a virtual thread without holding its carrier (JDK
+     * socket channels; the vsock module's poller): their handshakes run on virtual threads. The ring polls
+     * shared memory and vchan polls natively, so theirs run on platform threads.
+     */
+    static final Set<String> VIRTUAL_THREAD_SCHEMES = Set.of("tcp", "unix", "vsock", "fdunix");
 
     private final DriverHost host;
     private final BackendSettings settings;
@@ -54,6 +65,14 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
+    private final ServerLimits serverLimits;
+    /** Connections held: accepted and not yet closed. */
+    private final AtomicInteger connections = new AtomicInteger();
+    /** Sessions welcomed or about to be: reserved at the handshake, released when the session ends. */
+    private final AtomicInteger sessionSlots = new AtomicInteger();
+    private final Handshakes handshakes;
+    /** Connections closed or refused at the door, and failed handshakes: what unauthenticated peers cause. */
+    private final RateLimitedLog refusals = new RateLimitedLog(LOG, "backend", "refused or failed connections");
     /** The tenant of every session until tenants are configured. */
     private final io.gpusockets.backend.tenant.Tenant defaultTenant =
             new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
@@ -62,6 +81,14 @@ public final class BackendServer implements AutoCloseable {
         this.host = host;
         this.settings = settings;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
+        this.serverLimits = settings.serverLimits();
+        this.handshakes = new Handshakes(serverLimits.maxHandshakes(), dropped -> refusals.log(Level.WARNING,
+                () -> "handshake of " + dropped.peer().description() + " dropped to make room: "
+                        + serverLimits.maxHandshakes() + " in progress (the maximum)"));
+        if (serverLimits.idleTimeoutSeconds() > 0) {
+            long period = Math.min(1000, TimeUnit.SECONDS.toMillis(serverLimits.idleTimeoutSeconds()) / 2);
+            timers.scheduleWithFixedDelay(this::closeIdleSessions, period, period, TimeUnit.MILLISECONDS);
+        }
     }
 
     public DriverHost host() {
@@ -83,6 +110,16 @@ public final class BackendServer implements AutoCloseable {
 
     public int sessionCount() {
         return sessions.size();
+    }
+
+    /** Connections held now: those in their handshake and those in session. */
+    public int connectionCount() {
+        return connections.get();
+    }
+
+    /** Handshakes in progress now. */
+    public int handshakeCount() {
+        return handshakes.count();
     }
 
     /**
@@ -117,21 +154,80 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    /** Serves an accepted connection on its own thread; the connection is closed if none can be made. */
+    /**
+     * Takes an accepted connection on, unless {@link ServerLimits#maxConnections} are held already (then it
+     * is closed at once). Its handshake runs on a thread of its own: a virtual one where the transport's
+     * reads park without holding a carrier ({@link #VIRTUAL_THREAD_SCHEMES}), so that peers that connect and
+     * say nothing cost no platform thread; a platform one elsewhere (those reads poll or block natively).
+     */
     private void start(Connection c, String scheme) {
+        int held = connections.incrementAndGet();
+        if (held > serverLimits.maxConnections()) {
+            connections.decrementAndGet();
+            String peer = c.peer().description();
+            c.close();
+            refusals.log(Level.WARNING, () -> "connection from " + peer + " closed at once: "
+                    + serverLimits.maxConnections() + " connections held (the maximum)");
+            return;
+        }
         try {
-            // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
-            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c, scheme));
+            Thread.Builder builder = VIRTUAL_THREAD_SCHEMES.contains(scheme)
+                    ? Thread.ofVirtual().name("gpusockets-handshake")
+                    : Thread.ofPlatform().daemon().name("gpusockets-handshake");
+            builder.start(() -> handle(c, scheme));
         } catch (RuntimeException | OutOfMemoryError e) {
+            connections.decrementAndGet();
             c.close();
             throw e;
         }
     }
 
-    private void serve(Connection c, String scheme) {
+    /** Runs the handshake, then the session: on a platform thread of its own when this one is virtual. */
+    private void handle(Connection c, String scheme) {
+        boolean handedOn = false;
+        try {
+            Session s = admit(c, scheme);
+            if (s == null) {
+                return;
+            }
+            if (!Thread.currentThread().isVirtual()) {
+                handedOn = true;
+                run(s);
+                return;
+            }
+            try {
+                // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
+                Thread.ofPlatform().daemon().name("gpusockets-session-" + s.id()).start(() -> run(s));
+                handedOn = true;
+            } catch (RuntimeException | OutOfMemoryError e) {
+                s.end("no thread for the session: " + e);
+                sessions.remove(s);
+                sessionSlots.decrementAndGet();
+            }
+        } finally {
+            if (!handedOn) {
+                connections.decrementAndGet();
+            }
+        }
+    }
+
+    private void run(Session s) {
+        try {
+            s.serve();
+        } finally {
+            sessions.remove(s);
+            sessionSlots.decrementAndGet();
+            windowBytes.add(s.windowBytes());
+            connections.decrementAndGet();
+        }
+    }
+
+    /** The handshake, bounded in time and in number; returns the session it starts, or null (connection closed). */
+    private Session admit(Connection c, String scheme) {
         long id = nextSessionId.getAndIncrement();
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
+        handshakes.begin(c);
         ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
         Integer features;
         try {
@@ -140,29 +236,63 @@ public final class BackendServer implements AutoCloseable {
             // a port probe or a client that gave up: nothing was said, nothing to warn about
             LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
             c.close();
-            return;
+            return null;
         } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "handshake with " + peer + " failed: " + e.getMessage());
+            if (handshakes.end(c)) {
+                refusals.log(Level.WARNING, () -> "handshake with " + peer + " failed: " + e.getMessage());
+            }
             c.close();
-            return;
+            return null;
         } finally {
             timeout.cancel(false);
+            handshakes.end(c);
         }
-        if (features == null || closed) {
+        if (features == null) {
             c.close();
-            return;
+            return null;
+        }
+        if (closed) {
+            sessionSlots.decrementAndGet();
+            c.close();
+            return null;
         }
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
-        Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
-                contextPool, defaultTenant);
+        Session s;
+        try {
+            s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
+                    contextPool, defaultTenant);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            sessionSlots.decrementAndGet();
+            c.close();
+            throw e;
+        }
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
-        try {
-            s.serve();
-        } finally {
-            sessions.remove(s);
-            windowBytes.add(s.windowBytes());
+        return s;
+    }
+
+    /** Ends the sessions idle for {@link ServerLimits#idleTimeoutSeconds} (run by the timer). */
+    private void closeIdleSessions() {
+        long limit = TimeUnit.SECONDS.toNanos(serverLimits.idleTimeoutSeconds());
+        long now = System.nanoTime();
+        for (Session s : sessions) {
+            if (s.idleNanos(now) >= limit) {
+                s.close("idle for " + serverLimits.idleTimeoutSeconds() + " s (no frame received, no call running)");
+            }
+        }
+    }
+
+    /** Takes one of {@link ServerLimits#maxSessions}; false when all are taken. */
+    private boolean reserveSession() {
+        while (true) {
+            int n = sessionSlots.get();
+            if (n >= serverLimits.maxSessions()) {
+                return false;
+            }
+            if (sessionSlots.compareAndSet(n, n + 1)) {
+                return true;
+            }
         }
     }
 
@@ -191,11 +321,25 @@ public final class BackendServer implements AutoCloseable {
                 refusal = cidRefusal(settings.allowedCids(), c.peer());
             }
         }
+        if (refusal == null && !reserveSession()) {
+            refusal = "too many sessions: " + serverLimits.maxSessions() + " in progress (the maximum)";
+        }
         if (refusal != null) {
-            LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
             channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
             return null;
         }
+        try {
+            return welcome(channel, c, sessionId, hello);
+        } catch (IOException | RuntimeException e) {
+            sessionSlots.decrementAndGet();
+            throw e;
+        }
+    }
+
+    /** Grants the features and sends WELCOME; returns the features granted. */
+    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);

@@ -55,6 +55,10 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    /** {@link System#nanoTime()} when the reader last received a frame. */
+    private volatile long lastFrameNanos = System.nanoTime();
+    /** Whether the reader is running a call itself (inline) now. */
+    private volatile boolean readerInCall;
     /** What this session's peer did wrong, logged rate-limited ({@link RateLimitedLog}). */
     private final RateLimitedLog peerFaults;
 
@@ -213,6 +217,7 @@ public final class Session {
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
+                lastFrameNanos = System.nanoTime();
                 int op = h.opcode();
                 if (op == Opcodes.GOODBYE) {
                     channel.skipBody(h.length());
@@ -254,9 +259,11 @@ public final class Session {
                     // a thread. A pipelined call (no reply awaited) goes to the lane's thread even when
                     // quick, so that this thread reads and queues the next frames while the driver runs it:
                     // a burst of launches then costs the driver's time per launch, not the driver's plus ours.
+                    readerInCall = true;
                     try {
                         dispatcher.execute(lane, in, exec);
                     } finally {
+                        readerInCall = false;
                         release(in);
                     }
                 } else {
@@ -299,6 +306,25 @@ public final class Session {
             dataBuffers.offer(in.body());
         }
         bodyBudget.release(in.charge());
+    }
+
+    /**
+     * How long the session has been idle at {@code now} (a {@link System#nanoTime()} value): since its last
+     * frame, when no call is queued or running (no lane is inside a driver call); 0 while one is.
+     */
+    public long idleNanos(long now) {
+        if (readerInCall || lanes.busy()) {
+            return 0;
+        }
+        return Math.max(0, now - lastFrameNanos);
+    }
+
+    /**
+     * Ends the session from outside (the server's idle timeout): closes its connection, and its reader
+     * ends it on its own thread, logging {@code reason}.
+     */
+    public void close(String reason) {
+        fail(reason);
     }
 
     /** Ends the session because the peer broke the protocol; the reader sees the closed channel. */
