@@ -278,7 +278,7 @@ public final class BackendServer implements AutoCloseable {
         long now = System.nanoTime();
         for (Session s : sessions) {
             if (s.idleNanos(now) >= limit) {
-                s.close("idle for " + serverLimits.idleTimeoutSeconds() + " s (no frame received, no call running)");
+                s.expire("idle for " + serverLimits.idleTimeoutSeconds() + " s (no frame received, no call running)");
             }
         }
     }

@@ -323,7 +323,7 @@ public final class Session {
      * Ends the session from outside (the server's idle timeout): closes its connection, and its reader
      * ends it on its own thread, logging {@code reason}.
      */
-    public void close(String reason) {
+    public void expire(String reason) {
         fail(reason);
     }
 
