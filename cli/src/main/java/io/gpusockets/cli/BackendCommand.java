@@ -3,6 +3,7 @@ package io.gpusockets.cli;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.charset.StandardCharsets;
@@ -34,7 +35,8 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--psk-file", paramLabel = "FILE", description = "Require frontends to prove they hold the key in FILE (recommended for tcp).")
     Path pskFile;
 
-    @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix:// (repeatable; default: any).")
+    @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix://, ring:// and fdunix://, where the kernel proves"
+            + " the peer's uid (repeatable; default: any). Not applied to tcp://, which has no uid: use --psk-file there.")
     Set<Integer> allowUids = Set.of();
 
     @Option(names = "--allow-cid", paramLabel = "CID", description = "Only these vsock CIDs may connect over vsock:// (repeatable; default: any).")
@@ -52,11 +54,35 @@ final class BackendCommand implements Callable<Integer> {
                     + " after the backend starts gained (about 50 ms). Default: ${DEFAULT-VALUE}.")
     int warmContexts;
 
+    @Option(names = "--max-connections", paramLabel = "N", defaultValue = "" + ServerLimits.MAX_CONNECTIONS_DEFAULT,
+            description = "Connections held at once, also before their handshake; a new one past it is closed at once."
+                    + " Default: ${DEFAULT-VALUE}.")
+    int maxConnections;
+
+    @Option(names = "--max-handshakes", paramLabel = "N", defaultValue = "" + ServerLimits.MAX_HANDSHAKES_DEFAULT,
+            description = "Handshakes in progress at once; past it the oldest is dropped. Default: ${DEFAULT-VALUE}.")
+    int maxHandshakes;
+
+    @Option(names = "--max-sessions", paramLabel = "N", defaultValue = "" + ServerLimits.MAX_SESSIONS_DEFAULT,
+            description = "Sessions at once; past it a frontend is refused ('too many sessions'). Default: ${DEFAULT-VALUE}.")
+    int maxSessions;
+
+    @Option(names = "--idle-timeout", paramLabel = "SECONDS", defaultValue = "" + ServerLimits.IDLE_TIMEOUT_SECONDS_DEFAULT,
+            description = "End a session that has sent no frame for this long and has no call running; 0 = never."
+                    + " Default: ${DEFAULT-VALUE}.")
+    long idleTimeoutSeconds;
+
     @Override
     public Integer call() throws Exception {
         if (warmContexts < 0) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--warm-contexts must be 0 or more: " + warmContexts);
+        }
+        ServerLimits serverLimits;
+        try {
+            serverLimits = new ServerLimits(maxConnections, maxHandshakes, maxSessions, idleTimeoutSeconds);
+        } catch (IllegalArgumentException e) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), e.getMessage());
         }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
@@ -64,7 +90,8 @@ final class BackendCommand implements Callable<Integer> {
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
-                .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts));
+                .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
+                .withServerLimits(serverLimits));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();

@@ -27,8 +27,22 @@ final class BackendProcess implements AutoCloseable {
     }
 
     static BackendProcess start(String... extraArgs) throws IOException, InterruptedException {
+        return start(List.of(), extraArgs);
+    }
+
+    /**
+     * A backend whose process may hold at most {@code descriptors} open files (the shell's
+     * {@code ulimit -n}), for running it out of descriptors.
+     */
+    static BackendProcess startWithDescriptorLimit(int descriptors, String... extraArgs)
+            throws IOException, InterruptedException {
+        return start(List.of("sh", "-c", "ulimit -n " + descriptors + " && exec \"$0\" \"$@\""), extraArgs);
+    }
+
+    private static BackendProcess start(List<String> prefix, String... extraArgs) throws IOException, InterruptedException {
         Path dir = Files.createTempDirectory("gpusockets-e2e");
-        List<String> cmd = new ArrayList<>(List.of(
+        List<String> cmd = new ArrayList<>(prefix);
+        cmd.addAll(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "--enable-native-access=ALL-UNNAMED", "-Xmx512m",
                 "-cp", System.getProperty("java.class.path"),
@@ -73,6 +87,13 @@ final class BackendProcess implements AutoCloseable {
 
     String address(String scheme) {
         return scheme.equals("tcp") ? tcp() : unix();
+    }
+
+    /** The backend's open descriptors now (from /proc). */
+    long openDescriptors() throws IOException {
+        try (var fds = Files.list(Path.of("/proc", String.valueOf(process.pid()), "fd"))) {
+            return fds.count();
+        }
     }
 
     boolean alive() {

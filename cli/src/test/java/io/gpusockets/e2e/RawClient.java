@@ -20,6 +20,8 @@ final class RawClient implements AutoCloseable {
     final Connection connection;
     final FrameChannel channel;
     private long requestId = 1;
+    /** The session id the backend's WELCOME gave, once {@link #session} has run. */
+    long sessionId;
 
     RawClient(String uri) throws IOException {
         connection = Transports.connect(TransportUri.parse(uri), Duration.ofSeconds(5));
@@ -49,6 +51,7 @@ final class RawClient implements AutoCloseable {
         if (f.header().opcode() != Opcodes.WELCOME) {
             throw new IOException("not welcomed: " + f.header());
         }
+        c.sessionId = Handshake.Welcome.decode(f.body().order(ByteOrder.LITTLE_ENDIAN)).sessionId();
         return c;
     }
 

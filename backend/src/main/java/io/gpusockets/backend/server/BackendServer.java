@@ -3,6 +3,8 @@ package io.gpusockets.backend.server;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.RateLimitedLog;
+import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
@@ -27,14 +29,29 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The backend: listens on one or more transport URIs, runs the handshake with each frontend and
  * serves it as a {@link Session} on its own thread. A failing session never affects another.
+ * What peers can make it hold is bounded by {@link ServerLimits}: connections (closed at once past the
+ * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
+ * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal.
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+    /** The first pause after a failed accept; it doubles while accepts keep failing. */
+    static final long ACCEPT_BACKOFF_MIN_MILLIS = 10;
+    static final long ACCEPT_BACKOFF_MAX_MILLIS = 1000;
+    /** Listener schemes whose peers' uid the kernel proves (SO_PEERCRED): where {@code --allow-uid} applies. */
+    static final Set<String> UID_SCHEMES = Set.of("unix", "ring", "fdunix");
+    /**
+     * Listener schemes whose connections' reads park a virtual thread without holding its carrier (JDK
+     * socket channels; the vsock module's poller): their handshakes run on virtual threads. The ring polls
+     * shared memory and vchan polls natively, so theirs run on platform threads.
+     */
+    static final Set<String> VIRTUAL_THREAD_SCHEMES = Set.of("tcp", "unix", "vsock", "fdunix");
 
     private final DriverHost host;
     private final BackendSettings settings;
@@ -48,6 +65,14 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
+    private final ServerLimits serverLimits;
+    /** Connections held: accepted and not yet closed. */
+    private final AtomicInteger connections = new AtomicInteger();
+    /** Sessions welcomed or about to be: reserved at the handshake, released when the session ends. */
+    private final AtomicInteger sessionSlots = new AtomicInteger();
+    private final Handshakes handshakes;
+    /** Connections closed or refused at the door, and failed handshakes: what unauthenticated peers cause. */
+    private final RateLimitedLog refusals = new RateLimitedLog(LOG, "backend", "refused or failed connections");
     /** The tenant of every session until tenants are configured. */
     private final io.gpusockets.backend.tenant.Tenant defaultTenant =
             new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
@@ -56,6 +81,14 @@ public final class BackendServer implements AutoCloseable {
         this.host = host;
         this.settings = settings;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
+        this.serverLimits = settings.serverLimits();
+        this.handshakes = new Handshakes(serverLimits.maxHandshakes(), dropped -> refusals.log(Level.WARNING,
+                () -> "handshake of " + dropped.peer().description() + " dropped to make room: "
+                        + serverLimits.maxHandshakes() + " in progress (the maximum)"));
+        if (serverLimits.idleTimeoutSeconds() > 0) {
+            long period = Math.min(1000, TimeUnit.SECONDS.toMillis(serverLimits.idleTimeoutSeconds()) / 2);
+            timers.scheduleWithFixedDelay(this::closeIdleSessions, period, period, TimeUnit.MILLISECONDS);
+        }
     }
 
     public DriverHost host() {
@@ -79,62 +112,192 @@ public final class BackendServer implements AutoCloseable {
         return sessions.size();
     }
 
+    /** Connections held now: those in their handshake and those in session. */
+    public int connectionCount() {
+        return connections.get();
+    }
+
+    /** Handshakes in progress now. */
+    public int handshakeCount() {
+        return handshakes.count();
+    }
+
+    /**
+     * Accepts until the server closes. Every failure is survived, whatever its cause (descriptors run out,
+     * a thread cannot be made, the transport reports an error): it is logged, rate-limited, and accept is
+     * retried after a pause that doubles from {@link #ACCEPT_BACKOFF_MIN_MILLIS} to
+     * {@link #ACCEPT_BACKOFF_MAX_MILLIS} while failures go on, so the process keeps serving once the cause
+     * is gone. Only {@link #close()} ends the loop.
+     */
     private void acceptLoop(Listener l) {
+        RateLimitedLog failures = new RateLimitedLog(LOG, "accept on " + l.address(), "accept failures");
+        long backoff = 0;
         while (!closed) {
-            Connection c;
             try {
-                c = l.accept();
-            } catch (IOException e) {
-                if (!closed) {
-                    LOG.log(Level.ERROR, "accept failed on " + l.address() + ": " + e.getMessage());
+                Connection c = l.accept();
+                backoff = 0;
+                start(c, l.address().scheme());
+            } catch (IOException | RuntimeException | OutOfMemoryError e) {
+                if (closed) {
+                    return;
                 }
-                return;
+                backoff = Math.min(Math.max(ACCEPT_BACKOFF_MIN_MILLIS, backoff * 2), ACCEPT_BACKOFF_MAX_MILLIS);
+                String cause = e.getMessage() != null ? e.getMessage() : e.toString();
+                long pause = backoff;
+                failures.log(Level.WARNING, () -> "failed (" + cause + "); retrying in " + pause + " ms");
+                try {
+                    Thread.sleep(backoff);
+                } catch (InterruptedException stop) {
+                    return;
+                }
             }
-            // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
-            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c));
         }
     }
 
-    private void serve(Connection c) {
-        long id = nextSessionId.getAndIncrement();
-        FrameChannel channel = new FrameChannel(c);
-        String peer = c.peer().description();
-        ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
-        Integer features;
+    /**
+     * Takes an accepted connection on, unless {@link ServerLimits#maxConnections} are held already (then it
+     * is closed at once). Its handshake runs on a thread of its own: a virtual one where the transport's
+     * reads park without holding a carrier ({@link #VIRTUAL_THREAD_SCHEMES}), so that peers that connect and
+     * say nothing cost no platform thread; a platform one elsewhere (those reads poll or block natively).
+     */
+    private void start(Connection c, String scheme) {
+        int held = connections.incrementAndGet();
+        if (held > serverLimits.maxConnections()) {
+            connections.decrementAndGet();
+            String peer = c.peer().description();
+            c.close();
+            refusals.log(Level.WARNING, () -> "connection from " + peer + " closed at once: "
+                    + serverLimits.maxConnections() + " connections held (the maximum)");
+            return;
+        }
         try {
-            features = handshake(channel, c, id);
-        } catch (java.io.EOFException e) {
-            // a port probe or a client that gave up: nothing was said, nothing to warn about
-            LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
+            Thread.Builder builder = VIRTUAL_THREAD_SCHEMES.contains(scheme)
+                    ? Thread.ofVirtual().name("gpusockets-handshake")
+                    : Thread.ofPlatform().daemon().name("gpusockets-handshake");
+            builder.start(() -> handle(c, scheme));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            connections.decrementAndGet();
             c.close();
-            return;
-        } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "handshake with " + peer + " failed: " + e.getMessage());
-            c.close();
-            return;
+            throw e;
+        }
+    }
+
+    /** Runs the handshake, then the session: on a platform thread of its own when this one is virtual. */
+    private void handle(Connection c, String scheme) {
+        boolean handedOn = false;
+        try {
+            Session s = admit(c, scheme);
+            if (s == null) {
+                return;
+            }
+            if (!Thread.currentThread().isVirtual()) {
+                handedOn = true;
+                run(s);
+                return;
+            }
+            try {
+                // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
+                Thread.ofPlatform().daemon().name("gpusockets-session-" + s.id()).start(() -> run(s));
+                handedOn = true;
+            } catch (RuntimeException | OutOfMemoryError e) {
+                s.end("no thread for the session: " + e);
+                sessions.remove(s);
+                sessionSlots.decrementAndGet();
+            }
         } finally {
-            timeout.cancel(false);
+            if (!handedOn) {
+                connections.decrementAndGet();
+            }
         }
-        if (features == null || closed) {
-            c.close();
-            return;
-        }
-        // The shared window, when the frontend asked for it and this end of the connection has one too.
-        SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
-        Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
-                contextPool, defaultTenant);
-        sessions.add(s);
-        LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
+    }
+
+    private void run(Session s) {
         try {
             s.serve();
         } finally {
             sessions.remove(s);
+            sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
+            connections.decrementAndGet();
+        }
+    }
+
+    /** The handshake, bounded in time and in number; returns the session it starts, or null (connection closed). */
+    private Session admit(Connection c, String scheme) {
+        long id = nextSessionId.getAndIncrement();
+        FrameChannel channel = new FrameChannel(c);
+        String peer = c.peer().description();
+        handshakes.begin(c);
+        ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
+        Integer features;
+        try {
+            features = handshake(channel, c, id, scheme);
+        } catch (java.io.EOFException e) {
+            // a port probe or a client that gave up: nothing was said, nothing to warn about
+            LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
+            c.close();
+            return null;
+        } catch (IOException | RuntimeException e) {
+            if (handshakes.end(c)) {
+                refusals.log(Level.WARNING, () -> "handshake with " + peer + " failed: " + e.getMessage());
+            }
+            c.close();
+            return null;
+        } finally {
+            timeout.cancel(false);
+            handshakes.end(c);
+        }
+        if (features == null) {
+            c.close();
+            return null;
+        }
+        if (closed) {
+            sessionSlots.decrementAndGet();
+            c.close();
+            return null;
+        }
+        // The shared window, when the frontend asked for it and this end of the connection has one too.
+        SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
+        Session s;
+        try {
+            s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
+                    contextPool, defaultTenant);
+        } catch (RuntimeException | OutOfMemoryError e) {
+            sessionSlots.decrementAndGet();
+            c.close();
+            throw e;
+        }
+        sessions.add(s);
+        LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
+        return s;
+    }
+
+    /** Ends the sessions idle for {@link ServerLimits#idleTimeoutSeconds} (run by the timer). */
+    private void closeIdleSessions() {
+        long limit = TimeUnit.SECONDS.toNanos(serverLimits.idleTimeoutSeconds());
+        long now = System.nanoTime();
+        for (Session s : sessions) {
+            if (s.idleNanos(now) >= limit) {
+                s.expire("idle for " + serverLimits.idleTimeoutSeconds() + " s (no frame received, no call running)");
+            }
+        }
+    }
+
+    /** Takes one of {@link ServerLimits#maxSessions}; false when all are taken. */
+    private boolean reserveSession() {
+        while (true) {
+            int n = sessionSlots.get();
+            if (n >= serverLimits.maxSessions()) {
+                return false;
+            }
+            if (sessionSlots.compareAndSet(n, n + 1)) {
+                return true;
+            }
         }
     }
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
-    private Integer handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
+    private Integer handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
         int auth = settings.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
@@ -152,18 +315,31 @@ public final class BackendServer implements AutoCloseable {
         } else if (auth == Handshake.AUTH_PSK
                 && !Handshake.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
             refusal = "authentication failed: the pre-shared key does not match";
-        } else if (!settings.allowedUids().isEmpty()
-                && (c.peer().uid().isEmpty() || !settings.allowedUids().contains(c.peer().uid().getAsInt()))) {
-            refusal = "peer uid " + (c.peer().uid().isPresent() ? c.peer().uid().getAsInt() : "unknown")
-                    + " is not allowed";
         } else {
-            refusal = cidRefusal(settings.allowedCids(), c.peer());
+            refusal = uidRefusal(settings.allowedUids(), scheme, c.peer());
+            if (refusal == null) {
+                refusal = cidRefusal(settings.allowedCids(), c.peer());
+            }
+        }
+        if (refusal == null && !reserveSession()) {
+            refusal = "too many sessions: " + serverLimits.maxSessions() + " in progress (the maximum)";
         }
         if (refusal != null) {
-            LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
             channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
             return null;
         }
+        try {
+            return welcome(channel, c, sessionId, hello);
+        } catch (IOException | RuntimeException e) {
+            sessionSlots.decrementAndGet();
+            throw e;
+        }
+    }
+
+    /** Grants the features and sends WELCOME; returns the features granted. */
+    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
@@ -171,6 +347,21 @@ public final class BackendServer implements AutoCloseable {
                 host.description()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return features;
+    }
+
+    /**
+     * Why a peer is refused by the uid allow-list, or null. It applies to the transports whose kernel
+     * proves the peer's uid ({@link #UID_SCHEMES}); there a peer whose uid is unknown is refused. Other
+     * transports know no uid (tcp relies on the pre-shared key or TLS, vsock on the CID list).
+     */
+    static String uidRefusal(Set<Integer> allowedUids, String scheme, PeerInfo peer) {
+        if (allowedUids.isEmpty() || !UID_SCHEMES.contains(scheme)) {
+            return null;
+        }
+        if (peer.uid().isPresent() && allowedUids.contains(peer.uid().getAsInt())) {
+            return null;
+        }
+        return "peer uid " + (peer.uid().isPresent() ? peer.uid().getAsInt() : "unknown") + " is not allowed";
     }
 
     /**

@@ -16,6 +16,15 @@ import java.util.Set;
  *   <tr><td>allowedUids</td><td>any</td><td>unix:// peers' uids let in</td></tr>
  *   <tr><td>allowedCids</td><td>any</td><td>vsock:// peers' CIDs let in</td></tr>
  *   <tr><td>handshakeMillis</td><td>{@value #HANDSHAKE_MILLIS_DEFAULT}</td><td>a peer not through its handshake by then is dropped</td></tr>
+ *   <tr><td>serverLimits</td><td>{@link ServerLimits#DEFAULT}</td><td>what peers may make the server hold:</td></tr>
+ *   <tr><td>&nbsp;maxConnections</td><td>{@value ServerLimits#MAX_CONNECTIONS_DEFAULT}</td><td>connections held, also before
+ *       their handshake; a new one past it is closed at once</td></tr>
+ *   <tr><td>&nbsp;maxHandshakes</td><td>{@value ServerLimits#MAX_HANDSHAKES_DEFAULT}</td><td>handshakes in progress; past
+ *       it the oldest is dropped</td></tr>
+ *   <tr><td>&nbsp;maxSessions</td><td>{@value ServerLimits#MAX_SESSIONS_DEFAULT}</td><td>sessions; past it a handshake is
+ *       refused</td></tr>
+ *   <tr><td>&nbsp;idleTimeoutSeconds</td><td>{@value ServerLimits#IDLE_TIMEOUT_SECONDS_DEFAULT} (never)</td><td>a session
+ *       without a frame for that long and with no call queued or running is ended</td></tr>
  *   <tr><td>warmContexts</td><td>{@value #WARM_CONTEXTS_DEFAULT}</td><td>contexts kept made ahead per device ({@link ContextPool})</td></tr>
  *   <tr><td>{@value #LANE_SPIN_MICROS_PROP}</td><td>{@value #LANE_SPIN_MICROS_DEFAULT} with more than two cores, else 0</td>
  *       <td>µs an idle lane thread polls its queue before it parks, 0 to {@value #LANE_SPIN_MICROS_MAX}</td></tr>
@@ -29,6 +38,7 @@ import java.util.Set;
  * @param allowedCids     for vsock:// peers: CIDs allowed in (empty = any)
  * @param handshakeMillis a peer that has not finished its handshake by then is dropped
  * @param warmContexts    contexts to keep made ahead per device for sessions' first primary retain; 0 for none
+ * @param serverLimits    connections, handshakes and sessions held, and the idle timeout ({@link ServerLimits})
  * @param laneSpinMicros  how long an idle lane thread polls before it parks: a parked thread takes tens of
  *                        microseconds to wake on a virtual machine, which a client's next call usually
  *                        arrives well within; with two cores or fewer polling would take the core the
@@ -38,7 +48,8 @@ import java.util.Set;
  *                        idle, for measuring one against the other (benchmarks/RESULTS.md)
  */
 public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, Set<Long> allowedCids,
-                              long handshakeMillis, int warmContexts, long laneSpinMicros, boolean pipelinedToLane) {
+                              long handshakeMillis, int warmContexts, ServerLimits serverLimits, long laneSpinMicros,
+                              boolean pipelinedToLane) {
     public static final long HANDSHAKE_MILLIS_DEFAULT = 10_000;
     public static final int WARM_CONTEXTS_DEFAULT = 0;
     public static final String LANE_SPIN_MICROS_PROP = "gpusockets.backend.laneSpinMicros";
@@ -51,6 +62,9 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
     public BackendSettings {
         if (limits == null) {
             throw new IllegalArgumentException("limits=null");
+        }
+        if (serverLimits == null) {
+            throw new IllegalArgumentException("serverLimits=null");
         }
         allowedUids = Set.copyOf(allowedUids);
         allowedCids = Set.copyOf(allowedCids);
@@ -77,7 +91,7 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
      */
     public static BackendSettings fromProperties(Properties properties, int cores) {
         return new BackendSettings(SessionLimits.DEFAULT, null, Set.of(), Set.of(), HANDSHAKE_MILLIS_DEFAULT,
-                WARM_CONTEXTS_DEFAULT, laneSpinMicros(properties.getProperty(LANE_SPIN_MICROS_PROP), cores),
+                WARM_CONTEXTS_DEFAULT, ServerLimits.DEFAULT, laneSpinMicros(properties.getProperty(LANE_SPIN_MICROS_PROP), cores),
                 pipelinedToLane(properties.getProperty(PIPELINED_TO_LANE_PROP)));
     }
 
@@ -115,12 +129,18 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
 
     /** These settings with other session bounds. */
     public BackendSettings withLimits(SessionLimits l) {
-        return new BackendSettings(l, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, laneSpinMicros,
-                pipelinedToLane);
+        return new BackendSettings(l, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, serverLimits,
+                laneSpinMicros, pipelinedToLane);
     }
 
     /** These settings with the server's handshake checks and warm contexts from elsewhere (the command line). */
     public BackendSettings withServer(byte[] psk, Set<Integer> uids, Set<Long> cids, long handshake, int warm) {
-        return new BackendSettings(limits, psk, uids, cids, handshake, warm, laneSpinMicros, pipelinedToLane);
+        return new BackendSettings(limits, psk, uids, cids, handshake, warm, serverLimits, laneSpinMicros, pipelinedToLane);
+    }
+
+    /** These settings with other bounds on connections, handshakes, sessions and idleness. */
+    public BackendSettings withServerLimits(ServerLimits l) {
+        return new BackendSettings(limits, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, l,
+                laneSpinMicros, pipelinedToLane);
     }
 }

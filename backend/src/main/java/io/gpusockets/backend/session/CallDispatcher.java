@@ -67,7 +67,7 @@ final class CallDispatcher {
         int result;
         try {
             if (f == null || f.local()) {
-                LOG.log(Level.WARNING, "session " + session.id() + ": unknown opcode " + Opcodes.name(h.opcode()));
+                session.peerFaults().log(Level.WARNING, () -> "unknown opcode " + Opcodes.name(h.opcode()));
                 result = CuResult.CUDA_ERROR_NOT_SUPPORTED;
             } else if (!h.wantsReply() && !(f.async() && session.asyncGranted())) {
                 throw new ProtocolException(f.name() + " sent without awaiting a reply but it is not asynchronous");
@@ -84,7 +84,8 @@ final class CallDispatcher {
         } catch (BufferUnderflowException e) {
             throw new ProtocolException(call.name() + ": truncated request body");
         } catch (RuntimeException e) {
-            LOG.log(Level.ERROR, "session " + session.id() + ": " + call.name() + " failed inside the backend", e);
+            // a fault of the backend, but one a peer may be able to repeat at will: rate-limited too
+            session.peerFaults().log(Level.ERROR, () -> call.name() + " failed inside the backend", e);
             result = CuResult.CUDA_ERROR_UNKNOWN;
         } finally {
             call.close();
@@ -153,7 +154,10 @@ final class CallDispatcher {
                         args[i] = values[i];
                     }
                 }
-                case PTR, HOSTPTR -> throw new IllegalStateException(f.name() + ": " + p + " needs a codec");
+                // Pointers into the guest (cuModuleLoadDataEx's JIT options): the frontend serves such calls
+                // itself and never sends them; a peer that does gets NOT_SUPPORTED.
+                case PTR, HOSTPTR -> throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                        p.name() + " is a pointer into the guest, which the backend does not take");
                 default -> {
                     Object v = WireValues.getScalar(c.body, p.type());
                     args[i] = v;

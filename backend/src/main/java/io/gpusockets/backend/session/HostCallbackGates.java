@@ -38,6 +38,8 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class HostCallbackGates {
     private static final System.Logger LOG = System.getLogger("gpusockets.callbacks");
+    /** Driver callbacks of every session come through here: their failures are logged rate-limited. */
+    private static final RateLimitedLog FAILURES = new RateLimitedLog(LOG, "stream callbacks", "gate failures");
     /** Gates enqueued but not yet opened, per session; a guest cannot make the backend keep more. */
     static final int MAX_OPEN_GATES = 1 << 16;
 
@@ -162,7 +164,7 @@ final class HostCallbackGates {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } catch (Throwable t) {
-            LOG.log(Level.ERROR, "stream callback gate failed", t);
+            FAILURES.log(Level.ERROR, () -> "a gate failed", t);
         }
     }
 }

@@ -54,6 +54,16 @@ final class Lanes {
         return lanes.size();
     }
 
+    /** Whether a call is queued or running on some lane's thread. */
+    boolean busy() {
+        for (Lane l : lanes.values()) {
+            if (l.pending.get() > 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** A destroyed context leaves every lane's stack. */
     void forgetContext(long real) {
         for (Lane l : lanes.values()) {

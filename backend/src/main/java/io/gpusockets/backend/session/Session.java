@@ -60,6 +60,12 @@ public final class Session {
     private final java.util.concurrent.atomic.AtomicLong hostBuffers = new java.util.concurrent.atomic.AtomicLong();
     /** Native bytes the session's calls hold now (large scratch and bulk inputs), for tests and status. */
     private final java.util.concurrent.atomic.AtomicLong callNativeBytes = new java.util.concurrent.atomic.AtomicLong();
+    /** {@link System#nanoTime()} when the reader last received a frame. */
+    private volatile long lastFrameNanos = System.nanoTime();
+    /** Whether the reader is running a call itself (inline) now. */
+    private volatile boolean readerInCall;
+    /** What this session's peer did wrong, logged rate-limited ({@link RateLimitedLog}). */
+    private final RateLimitedLog peerFaults;
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -81,6 +87,7 @@ public final class Session {
         this.peer = peer;
         this.asyncGranted = asyncGranted;
         this.handles = new SessionHandles(id);
+        this.peerFaults = new RateLimitedLog(LOG, "session " + id, "peer faults");
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, limits.maxLanes());
@@ -127,6 +134,11 @@ public final class Session {
 
     BodyBudget bodyBudget() {
         return bodyBudget;
+    }
+
+    /** Where lines about this session's peer faults go. */
+    public RateLimitedLog peerFaults() {
+        return peerFaults;
     }
 
     /** The tenant this session belongs to. */
@@ -247,6 +259,7 @@ public final class Session {
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
+                lastFrameNanos = System.nanoTime();
                 int op = h.opcode();
                 if (op == Opcodes.GOODBYE) {
                     channel.skipBody(h.length());
@@ -289,9 +302,11 @@ public final class Session {
                     // a thread. A pipelined call (no reply awaited) goes to the lane's thread even when
                     // quick, so that this thread reads and queues the next frames while the driver runs it:
                     // a burst of launches then costs the driver's time per launch, not the driver's plus ours.
+                    readerInCall = true;
                     try {
                         dispatcher.execute(lane, in, exec);
                     } finally {
+                        readerInCall = false;
                         release(in);
                     }
                 } else {
@@ -335,6 +350,25 @@ public final class Session {
             dataBuffers.offer(in.body());
         }
         bodyBudget.release(in.charge());
+    }
+
+    /**
+     * How long the session has been idle at {@code now} (a {@link System#nanoTime()} value): since its last
+     * frame, when no call is queued or running (no lane is inside a driver call); 0 while one is.
+     */
+    public long idleNanos(long now) {
+        if (readerInCall || lanes.busy()) {
+            return 0;
+        }
+        return Math.max(0, now - lastFrameNanos);
+    }
+
+    /**
+     * Ends the session from outside (the server's idle timeout): closes its connection, and its reader
+     * ends it on its own thread, logging {@code reason}.
+     */
+    public void expire(String reason) {
+        fail(reason);
     }
 
     /** Ends the session because the peer broke the protocol; the reader sees the closed channel. */
@@ -382,6 +416,7 @@ public final class Session {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }
         releasePending = false;
+        peerFaults.flush();
         LOG.log(stuck ? Level.WARNING : Level.INFO, SessionCleanup.endLine(id, reason, peer, released, stuck, windowBytes()));
     }
 

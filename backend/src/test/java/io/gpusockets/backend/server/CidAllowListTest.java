@@ -34,6 +34,20 @@ class CidAllowListTest {
     }
 
     @Test
+    void theUidListAppliesOnlyWhereTheKernelProvesAUid() {
+        PeerInfo tcp = PeerInfo.of("tcp://127.0.0.1:5000");
+        PeerInfo unix1000 = new PeerInfo("unix:///run/g.sock (uid 1000)", OptionalInt.of(1000));
+        PeerInfo unixUnknown = new PeerInfo("unix:///run/g.sock (uid unknown)", OptionalInt.empty());
+        assertNull(BackendServer.uidRefusal(Set.of(0), "tcp", tcp), "tcp peers have no uid: PSK/TLS check them");
+        assertNull(BackendServer.uidRefusal(Set.of(0), "vsock", PeerInfo.vsock("vsock://5:1", 5)));
+        assertNull(BackendServer.uidRefusal(Set.of(1000), "unix", unix1000));
+        assertNull(BackendServer.uidRefusal(Set.of(), "unix", unixUnknown), "an empty list admits everyone");
+        assertEquals("peer uid 1000 is not allowed", BackendServer.uidRefusal(Set.of(0), "unix", unix1000));
+        assertEquals("peer uid 1000 is not allowed", BackendServer.uidRefusal(Set.of(0), "ring", unix1000));
+        assertEquals("peer uid unknown is not allowed", BackendServer.uidRefusal(Set.of(0), "fdunix", unixUnknown));
+    }
+
+    @Test
     void optionsKeepTheirFourArgumentFormWithAnEmptyCidList() {
         assertEquals(Set.of(), BackendSettings.fromSystemProperties().allowedCids());
     }

@@ -87,6 +87,18 @@ class BackendSettingsTest {
     }
 
     @Test
+    void serverLimitsDefaultAndKeepTheirValuesApartFromTheRest() {
+        BackendSettings d = SessionTestKit.settings();
+        assertEquals(ServerLimits.DEFAULT, d.serverLimits());
+        assertEquals(0, d.serverLimits().idleTimeoutSeconds(), "no idle timeout unless asked for");
+        BackendSettings s = d.withServerLimits(new ServerLimits(10, 5, 3, 60)).withServer(null, Set.of(), Set.of(), 1234, 0);
+        assertEquals(new ServerLimits(10, 5, 3, 60), s.serverLimits());
+        assertEquals(1234, s.handshakeMillis());
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> new ServerLimits(0, 1, 1, 0));
+        assertTrue(e.getMessage().contains("maxConnections=0"), e.getMessage());
+    }
+
+    @Test
     void theJvmsSystemPropertiesAreTheSource() {
         String before = System.getProperty(BackendSettings.LANE_SPIN_MICROS_PROP);
         System.setProperty(BackendSettings.LANE_SPIN_MICROS_PROP, "37");

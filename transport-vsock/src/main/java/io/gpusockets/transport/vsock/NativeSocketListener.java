@@ -25,6 +25,11 @@ final class NativeSocketListener implements Listener {
     private final MemorySegment state;
     private final MemorySegment pollfd;
     private final Object acceptLock = new Object();
+    private static final System.Logger LOG = System.getLogger(NativeSocketListener.class.getName());
+    private static final long LOG_INTERVAL_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+    /** Rate limit of {@link #dropped}: no line before this nanoTime; those held back meanwhile are counted. */
+    private final java.util.concurrent.atomic.AtomicLong quietUntil = new java.util.concurrent.atomic.AtomicLong(System.nanoTime() - 1);
+    private final java.util.concurrent.atomic.AtomicLong heldBack = new java.util.concurrent.atomic.AtomicLong();
 
     NativeSocketListener(int descriptor, TransportUri address, Wrapper wrapper, Runnable afterClose) {
         Arena arena = Arena.ofShared();
@@ -38,27 +43,47 @@ final class NativeSocketListener implements Listener {
         this.pollfd = arena.allocate(SockAddr.POLLFD);
     }
 
+    /**
+     * The next peer. One whose connection cannot be set up (it reset before its address could be read) is
+     * closed and logged, rate-limited, and the next one taken: that failure is the peer's, and thrown it
+     * would make the caller pause its accepts as for a failure of the listener.
+     */
     @Override
     public Connection accept() throws IOException {
-        int accepted;
-        // one acceptor at a time: they share the call-state segment
-        synchronized (acceptLock) {
-            if (!fd.acquire()) {
-                throw closed();
+        while (true) {
+            int accepted;
+            // one acceptor at a time: they share the call-state segment
+            synchronized (acceptLock) {
+                if (!fd.acquire()) {
+                    throw closed();
+                }
+                try {
+                    accepted = acceptOne();
+                } finally {
+                    fd.release();
+                }
             }
             try {
-                accepted = acceptOne();
-            } finally {
-                fd.release();
+                return wrapper.wrap(accepted);
+            } catch (IOException | RuntimeException e) {
+                try (Arena arena = Arena.ofConfined()) {
+                    SocketFd.closeQuietly(NativeSockets.newCallState(arena), accepted);
+                }
+                dropped(e);
             }
         }
-        try {
-            return wrapper.wrap(accepted);
-        } catch (IOException | RuntimeException e) {
-            try (Arena arena = Arena.ofConfined()) {
-                SocketFd.closeQuietly(NativeSockets.newCallState(arena), accepted);
-            }
-            throw e;
+    }
+
+    /** Logs a peer dropped at set-up: at most one line per {@link #LOG_INTERVAL_NANOS}, counting the rest. */
+    private void dropped(Exception e) {
+        long now = System.nanoTime();
+        long until = quietUntil.get();
+        if (now - until >= 0 && quietUntil.compareAndSet(until, now + LOG_INTERVAL_NANOS)) {
+            long more = heldBack.getAndSet(0);
+            LOG.log(System.Logger.Level.WARNING, "peer dropped at set-up on " + address + ": " + e.getMessage()
+                    + (more == 0 ? "" : " (and " + more + " more since the last such line)"));
+        } else {
+            heldBack.incrementAndGet();
         }
     }
 
