@@ -4,8 +4,10 @@ import io.gpusockets.protocol.api.ParamType;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The opaque handles one session was issued. A frontend only ever sees ids from here; the real
@@ -14,6 +16,8 @@ import java.util.Map;
  *
  * <p>Each entry records its owner (a module owns its functions, a library its kernels) and the
  * context it was made in, so destroying a handle drops everything that the driver destroys with it.
+ * Both are indexed (children by owner, handles by context), so that dropping a handle costs time in
+ * what it drops, not in what the session holds: a context with tens of thousands of events goes at once.
  */
 public final class SessionHandles {
     /** One issued handle. {@code owner} and {@code context} are ids (0 = none). */
@@ -22,6 +26,10 @@ public final class SessionHandles {
 
     private final Map<Long, Entry> byId = new HashMap<>();
     private final Map<ParamType, Map<Long, Long>> byReal = new EnumMap<>(ParamType.class);
+    /** Ids of the handles each id owns ({@link Entry#owner}). */
+    private final Map<Long, Set<Long>> byOwner = new HashMap<>();
+    /** Ids of the handles made in each context id ({@link Entry#context}). */
+    private final Map<Long, Set<Long>> byContext = new HashMap<>();
     private long next;
 
     /** Ids start at a session-specific offset so that two sessions rarely share a value. */
@@ -41,8 +49,33 @@ public final class SessionHandles {
         }
         long newId = next++;
         reals.put(real, newId);
-        byId.put(newId, new Entry(newId, kind, real, owner, context));
+        put(new Entry(newId, kind, real, owner, context));
         return newId;
+    }
+
+    private void put(Entry e) {
+        byId.put(e.id(), e);
+        if (e.owner() != 0) {
+            byOwner.computeIfAbsent(e.owner(), k -> new LinkedHashSet<>()).add(e.id());
+        }
+        if (e.context() != 0) {
+            byContext.computeIfAbsent(e.context(), k -> new LinkedHashSet<>()).add(e.id());
+        }
+    }
+
+    private void unindex(Entry e) {
+        unindex(byOwner, e.owner(), e.id());
+        unindex(byContext, e.context(), e.id());
+    }
+
+    private static void unindex(Map<Long, Set<Long>> index, long key, long id) {
+        if (key == 0) {
+            return;
+        }
+        Set<Long> ids = index.get(key);
+        if (ids != null && ids.remove(id) && ids.isEmpty()) {
+            index.remove(key);
+        }
     }
 
     /**
@@ -51,10 +84,9 @@ public final class SessionHandles {
      */
     public synchronized void claim(long id, long owner, long context) {
         Entry e = byId.get(id);
-        if (e != null && e.owner() == 0 && e.context() == 0) {
-            byId.put(id, new Entry(id, e.kind(), e.real(), owner, context));
-        } else if (e != null && e.owner() == 0) {
-            byId.put(id, new Entry(id, e.kind(), e.real(), owner, e.context()));
+        if (e != null && e.owner() == 0) {
+            unindex(e);
+            put(new Entry(id, e.kind(), e.real(), owner, e.context() == 0 ? context : e.context()));
         }
     }
 
@@ -71,25 +103,44 @@ public final class SessionHandles {
         return id == null ? 0 : id;
     }
 
-    /** Drops a handle and everything it owns or that was made in it (when it is a context); returns what was dropped. */
+    /**
+     * Drops a handle and everything it owns or that was made in it (when it is a context), owned
+     * things' own things too; returns what was dropped, the handle first. Linear in what is dropped.
+     */
     public synchronized List<Entry> remove(long id) {
-        List<Entry> removed = new ArrayList<>();
         Entry root = byId.get(id);
-        if (root != null) {
-            collect(root, removed);
-            for (Entry e : removed) {
-                byId.remove(e.id());
-                byReal.get(e.kind()).remove(e.real());
+        if (root == null) {
+            return List.of();
+        }
+        Map<Long, Entry> removed = new java.util.LinkedHashMap<>();
+        java.util.ArrayDeque<Entry> todo = new java.util.ArrayDeque<>();
+        removed.put(root.id(), root);
+        todo.add(root);
+        while (!todo.isEmpty()) {
+            Entry e = todo.poll();
+            addChildren(byOwner.get(e.id()), removed, todo);
+            if (e.kind() == ParamType.CTX) {
+                addChildren(byContext.get(e.id()), removed, todo);
             }
         }
-        return removed;
+        for (Entry e : removed.values()) {
+            byId.remove(e.id());
+            byReal.get(e.kind()).remove(e.real());
+            unindex(e);
+            byOwner.remove(e.id());
+            byContext.remove(e.id());
+        }
+        return new ArrayList<>(removed.values());
     }
 
-    private void collect(Entry e, List<Entry> into) {
-        into.add(e);
-        for (Entry child : List.copyOf(byId.values())) {
-            if (!into.contains(child) && (child.owner() == e.id() || (e.kind() == ParamType.CTX && child.context() == e.id()))) {
-                collect(child, into);
+    private void addChildren(Set<Long> ids, Map<Long, Entry> removed, java.util.ArrayDeque<Entry> todo) {
+        if (ids == null) {
+            return;
+        }
+        for (long child : ids) {
+            Entry c = byId.get(child);
+            if (c != null && removed.putIfAbsent(child, c) == null) {
+                todo.add(c);
             }
         }
     }

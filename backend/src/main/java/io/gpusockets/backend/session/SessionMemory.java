@@ -7,7 +7,8 @@ import java.util.TreeMap;
 
 /**
  * The device memory ranges a session may touch: its allocations and the globals of its modules.
- * Every device pointer from the wire is checked here before any driver call.
+ * Every device pointer from the wire is checked here before any driver call. Ranges are indexed by
+ * owner too, so that a destroyed context or module drops its ranges in time linear in them.
  */
 public final class SessionMemory {
     /**
@@ -27,10 +28,19 @@ public final class SessionMemory {
     static final long MAPPING = -1;
 
     private final TreeMap<Long, Range> ranges = new TreeMap<>();
+    /** Bases of the ranges of each owner. */
+    private final Map<Long, java.util.Set<Long>> byOwner = new java.util.HashMap<>();
     private long allocatedBytes;
 
     public synchronized void add(Range r) {
-        ranges.put(r.base(), r);
+        Range old = ranges.put(r.base(), r);
+        if (old != null) {
+            unindex(old);
+            if (old.freeable()) {
+                allocatedBytes -= old.size();
+            }
+        }
+        byOwner.computeIfAbsent(r.owner(), k -> new java.util.HashSet<>()).add(r.base());
         if (r.freeable()) {
             allocatedBytes += r.size();
         }
@@ -75,25 +85,38 @@ public final class SessionMemory {
 
     public synchronized Range remove(long base) {
         Range r = ranges.remove(base);
-        if (r != null && r.freeable()) {
-            allocatedBytes -= r.size();
+        if (r != null) {
+            unindex(r);
+            if (r.freeable()) {
+                allocatedBytes -= r.size();
+            }
         }
         return r;
+    }
+
+    private void unindex(Range r) {
+        java.util.Set<Long> bases = byOwner.get(r.owner());
+        if (bases != null && bases.remove(r.base()) && bases.isEmpty()) {
+            byOwner.remove(r.owner());
+        }
     }
 
     /** Drops every range owned by one of these handle ids (a destroyed context or module). */
     public synchronized List<Range> removeOwnedBy(java.util.Set<Long> owners) {
         List<Range> out = new ArrayList<>();
-        ranges.values().removeIf(r -> {
-            if (owners.contains(r.owner())) {
+        for (long owner : owners) {
+            java.util.Set<Long> bases = byOwner.remove(owner);
+            if (bases == null) {
+                continue;
+            }
+            for (long base : bases) {
+                Range r = ranges.remove(base);
                 out.add(r);
                 if (r.freeable()) {
                     allocatedBytes -= r.size();
                 }
-                return true;
             }
-            return false;
-        });
+        }
         return out;
     }
 
