@@ -34,6 +34,8 @@ final class Call {
     private long bulkPending;
     /** A chunk taken off the lane by {@link #peekChunk} and not yet handed out. */
     private Inbound peeked;
+    /** Room this call reserved in the session's handle table ({@link #reserveHandles}), given back by {@link #close}. */
+    private int reservedHandles, reservedStreams;
 
     Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function, ExecutionThread exec) {
         this.session = session;
@@ -121,6 +123,30 @@ final class Call {
                     : CuResult.CUDA_ERROR_INVALID_HANDLE, kind + " handle not issued to this session: " + id);
         }
         return e.real();
+    }
+
+    /**
+     * Reserves room for {@code n} more handles of the session, {@code streams} of them streams, until
+     * this call ends; refused with CUDA_ERROR_OUT_OF_MEMORY (what the driver answers when it cannot make
+     * one) past the session's or its tenant's caps. Called before the driver makes them, so that a
+     * refusal leaks nothing; and before a handle is issued for something the driver already holds.
+     */
+    void reserveHandles(int n, int streams) throws CallRejected {
+        if (n <= 0 && streams <= 0) {
+            return;
+        }
+        String refused = session.reserveHandles(n, streams);
+        if (refused != null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "the session holds as many " + refused
+                    + " as it may (" + refused + " cap " + session.handleCap(refused) + ")");
+        }
+        reservedHandles += n;
+        reservedStreams += streams;
+    }
+
+    /** As {@link #reserveHandles}, for the first {@code n} real {@code kind} values in {@code reals} the session has no id for yet. */
+    void reserveUnknown(ParamType kind, MemorySegment reals, long n) throws CallRejected {
+        reserveHandles(session.handles().unknown(kind, reals, n), 0);
     }
 
     /** Checks that [p, p+n) lies within one of the session's device ranges. */
@@ -217,6 +243,11 @@ final class Call {
     }
 
     void close() {
+        if (reservedHandles + reservedStreams > 0) {
+            session.handles().unreserve(reservedHandles, reservedStreams);
+            reservedHandles = 0;
+            reservedStreams = 0;
+        }
         if (peeked != null) {
             lane.release(peeked);
             peeked = null;

@@ -38,6 +38,13 @@ final class CallDispatcher {
     /** By table index: whether the reader thread may run the call itself when its lane is idle. */
     private final boolean[] inline;
 
+    /**
+     * By table index: the handles (and of them streams) a call may add to the session's table, as its
+     * handle outputs say; room for them is reserved before the driver call. A context output adds
+     * one only where the call creates a context (the others name the lane's contexts).
+     */
+    private final int[] newHandles, newStreams;
+
     CallDispatcher(Session session) {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
@@ -45,8 +52,16 @@ final class CallDispatcher {
                 new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session), new ManagedCalls(session),
                 new MemopsCalls(session), new GraphCalls(session), new LinkCalls(session));
         this.inline = new boolean[table.functions().size()];
+        this.newHandles = new int[table.functions().size()];
+        this.newStreams = new int[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
+            for (ApiParam p : f.params()) {
+                if (p.out() && p.type().isHandle() && (p.type() != ParamType.CTX || f.context() == ContextRule.CREATE)) {
+                    newHandles[f.index()]++;
+                    newStreams[f.index()] += p.type() == ParamType.STREAM ? 1 : 0;
+                }
+            }
         }
     }
 
@@ -122,6 +137,7 @@ final class CallDispatcher {
             args = new Object[f.params().size()];
             decodeInputs(c, args, new long[args.length], true);
         }
+        c.reserveHandles(newHandles[f.index()], newStreams[f.index()]);
         return handlers[f.index()].handle(c, args);
     }
 
@@ -194,6 +210,7 @@ final class CallDispatcher {
         Object[] args = new Object[n];
         long[] values = new long[n];
         decodeInputs(c, args, values, false);
+        c.reserveHandles(newHandles[f.index()], newStreams[f.index()]);
 
         // bulk inputs (module images) off their DATA frames
         for (int i = 0; i < n; i++) {

@@ -34,9 +34,9 @@ final class ContextCalls implements BackendHandlers.Contexts {
     }
 
     @Override
-    public int cuDevicePrimaryCtxRetain(Call c, int dev) {
+    public int cuDevicePrimaryCtxRetain(Call c, int dev) throws CallRejected {
         long[] id = new long[1];
-        int r = session.primary().retain(dev, c.scratch(8), id);
+        int r = session.primary().retain(c, dev, c.scratch(8), id);
         c.exec.invalidate(); // creating the context changed this thread's driver stack
         c.outs.putLong(id[0]);
         return r;

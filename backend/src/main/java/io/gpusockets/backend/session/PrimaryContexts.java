@@ -25,9 +25,10 @@ final class PrimaryContexts {
         this.flags = new int[n];
     }
 
-    /** Retains on the calling lane thread; {@code out8} receives the handle id. */
-    synchronized int retain(int dev, MemorySegment scratch8, long[] idOut) {
+    /** Retains on the calling lane thread for call {@code c}; {@code idOut} receives the handle id. */
+    synchronized int retain(Call c, int dev, MemorySegment scratch8, long[] idOut) throws CallRejected {
         if (handle[dev] == 0) {
+            c.reserveHandles(1, 0);
             ContextPool pool = session.contextPool();
             long real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
             if (real == 0) {

@@ -320,6 +320,25 @@ public final class Session {
         LOG.log(stuck ? Level.WARNING : Level.INFO, SessionCleanup.endLine(id, reason, peer, released, stuck, windowBytes()));
     }
 
+    /**
+     * Reserves room for handles ({@link SessionHandles#reserve}) within the session's caps, each also
+     * bounded by its tenant's; returns null, or the cap that refused ("handles", "streams"), counted
+     * as the tenant's rejection.
+     */
+    String reserveHandles(int n, int streams) {
+        String refused = handles.reserve(n, streams, handleCap("handles"), handleCap("streams"));
+        if (refused != null) {
+            tenant.rejected(refused);
+        }
+        return refused;
+    }
+
+    /** The cap now in force on "handles" or "streams": the session's, or its tenant's when lower. */
+    int handleCap(String what) {
+        io.gpusockets.backend.tenant.TenantLimits t = tenant.limits();
+        return what.equals("streams") ? Math.min(limits.maxStreams(), t.streams()) : Math.min(limits.maxHandles(), t.handles());
+    }
+
     /** Forgets a handle and what it owned ({@link SessionCleanup#dropHandle}). */
     void dropHandle(long handleId) {
         cleanup.dropHandle(handleId);

@@ -18,6 +18,11 @@ import java.util.Set;
  * context it was made in, so destroying a handle drops everything that the driver destroys with it.
  * Both are indexed (children by owner, handles by context), so that dropping a handle costs time in
  * what it drops, not in what the session holds: a context with tens of thousands of events goes at once.
+ *
+ * <p>The table is bounded: a call that may add handles first {@link #reserve reserves} room for them
+ * (refused past the session's caps, before the driver makes anything) and gives the reservation back
+ * when it ends, by which time what it made is in the table. A handle counts twice between the two,
+ * so a call near the cap may be refused a moment early, never let past it.
  */
 public final class SessionHandles {
     /** One issued handle. {@code owner} and {@code context} are ids (0 = none). */
@@ -31,6 +36,8 @@ public final class SessionHandles {
     /** Ids of the handles made in each context id ({@link Entry#context}). */
     private final Map<Long, Set<Long>> byContext = new HashMap<>();
     private long next;
+    /** Room reserved by calls in progress ({@link #reserve}), in handles and in streams. */
+    private int reserved, reservedStreams;
 
     /** Ids start at a session-specific offset so that two sessions rarely share a value. */
     public SessionHandles(long sessionId) {
@@ -88,6 +95,47 @@ public final class SessionHandles {
             unindex(e);
             put(new Entry(id, e.kind(), e.real(), owner, e.context() == 0 ? context : e.context()));
         }
+    }
+
+    /**
+     * Reserves room for {@code n} more handles, {@code streams} of them streams, when the table then
+     * stays within {@code cap} handles and {@code streamCap} streams; returns null, or which cap refused
+     * ("handles" or "streams"). Each reservation is given back with {@link #unreserve}.
+     */
+    public synchronized String reserve(int n, int streams, int cap, int streamCap) {
+        if ((long) byId.size() + reserved + n > cap) {
+            return "handles";
+        }
+        if ((long) count(ParamType.STREAM) + reservedStreams + streams > streamCap) {
+            return "streams";
+        }
+        reserved += n;
+        reservedStreams += streams;
+        return null;
+    }
+
+    /** Gives back a reservation of {@link #reserve}. */
+    public synchronized void unreserve(int n, int streams) {
+        reserved -= n;
+        reservedStreams -= streams;
+    }
+
+    /** How many of the first {@code n} real values of {@code kind} in {@code reals} have no id yet. */
+    public synchronized int unknown(ParamType kind, java.lang.foreign.MemorySegment reals, long n) {
+        Map<Long, Long> known = byReal.get(kind);
+        int count = 0;
+        for (long i = 0; i < n; i++) {
+            long real = reals.getAtIndex(java.lang.foreign.ValueLayout.JAVA_LONG, i);
+            if (real != 0 && (known == null || !known.containsKey(real))) {
+                count++;
+            }
+        }
+        return count;
+    }
+
+    /** Handles held now, of every kind. */
+    public synchronized int size() {
+        return byId.size();
     }
 
     /** The entry for an id of the given kind, or null. */

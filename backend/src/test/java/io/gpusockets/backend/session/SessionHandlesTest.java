@@ -19,7 +19,7 @@ class SessionHandlesTest {
     @Test
     void destroyingAContextWithTwentyThousandHandlesTakesTimeInWhatItHolds() throws Exception {
         FakeGpu gpu = new FakeGpu();
-        DispatchKit kit = new DispatchKit(gpu);
+        DispatchKit kit = new DispatchKit(gpu, SessionTestKit.settings().withLimits(SessionLimits.DEFAULT.withHandleCaps(65_536, 20_000)));
         DispatchKit.Reply ctx = kit.call(1, "cuCtxCreate", 0, 0);
         assertEquals(CuResult.CUDA_SUCCESS, ctx.result());
         for (int i = 0; i < 10_000; i++) {
