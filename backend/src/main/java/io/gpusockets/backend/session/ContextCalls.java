@@ -43,15 +43,15 @@ final class ContextCalls implements BackendHandlers.Contexts {
     }
 
     @Override
-    public int cuDevicePrimaryCtxRelease(Call c, int dev) {
-        int r = session.primary().release(dev);
+    public int cuDevicePrimaryCtxRelease(Call c, int dev) throws CallRejected, InterruptedException {
+        int r = session.primary().release(c, dev);
         c.exec.invalidate();
         return r;
     }
 
     @Override
-    public int cuDevicePrimaryCtxReset(Call c, int dev) {
-        int r = session.primary().reset(dev);
+    public int cuDevicePrimaryCtxReset(Call c, int dev) throws CallRejected, InterruptedException {
+        int r = session.primary().reset(c, dev);
         c.exec.invalidate();
         return r;
     }

@@ -35,6 +35,8 @@ public final class Session {
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
+    /** Who uses which handle, range and context now, so that destroys wait for them. */
+    private final SessionUses uses = new SessionUses(this);
     private final SessionPools pools = new SessionPools();
     private final SessionVmm vmm = new SessionVmm();
     private final SessionWaits waits = new SessionWaits();
@@ -171,6 +173,10 @@ public final class Session {
 
     SessionMemory memory() {
         return memory;
+    }
+
+    SessionUses uses() {
+        return uses;
     }
 
     PrimaryContexts primary() {

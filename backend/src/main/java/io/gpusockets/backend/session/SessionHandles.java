@@ -23,14 +23,59 @@ import java.util.Set;
  * (refused past the session's caps, before the driver makes anything) and gives the reservation back
  * when it ends, by which time what it made is in the table. A handle counts twice between the two,
  * so a call near the cap may be refused a moment early, never let past it.
+ *
+ * <p>Lookups ({@link #get}, {@link #idOf}, {@link #entryOf}) take no lock: every call checks its
+ * handles here, from many lanes at once. Changes are made under this object's monitor. Each entry
+ * counts the calls using it ({@link Entry#uses}), so that a destroy waits for them ({@link SessionUses}).
  */
 public final class SessionHandles {
     /** One issued handle. {@code owner} and {@code context} are ids (0 = none). */
-    public record Entry(long id, ParamType kind, long real, long owner, long context) {
+    public static final class Entry {
+        private final long id;
+        private final ParamType kind;
+        private final long real;
+        private volatile long owner;
+        private volatile long context;
+        /** The calls using it now, and whether it is being destroyed. */
+        final Uses uses = new Uses();
+
+        public Entry(long id, ParamType kind, long real, long owner, long context) {
+            this.id = id;
+            this.kind = kind;
+            this.real = real;
+            this.owner = owner;
+            this.context = context;
+        }
+
+        public long id() {
+            return id;
+        }
+
+        public ParamType kind() {
+            return kind;
+        }
+
+        public long real() {
+            return real;
+        }
+
+        public long owner() {
+            return owner;
+        }
+
+        public long context() {
+            return context;
+        }
+
+        @Override
+        public String toString() {
+            return "Entry[id=" + id + ", kind=" + kind + ", real=0x" + Long.toHexString(real) + ", owner=" + owner
+                    + ", context=" + context + "]";
+        }
     }
 
-    private final Map<Long, Entry> byId = new HashMap<>();
-    private final Map<ParamType, Map<Long, Long>> byReal = new EnumMap<>(ParamType.class);
+    private final Map<Long, Entry> byId = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<ParamType, Map<Long, Entry>> byReal = new EnumMap<>(ParamType.class);
     /** Ids of the handles each id owns ({@link Entry#owner}). */
     private final Map<Long, Set<Long>> byOwner = new HashMap<>();
     /** Ids of the handles made in each context id ({@link Entry#context}). */
@@ -42,6 +87,9 @@ public final class SessionHandles {
     /** Ids start at a session-specific offset so that two sessions rarely share a value. */
     public SessionHandles(long sessionId) {
         this.next = (sessionId << 24) + 0x100;
+        for (ParamType t : ParamType.values()) {
+            byReal.put(t, new java.util.concurrent.ConcurrentHashMap<>());
+        }
     }
 
     /** The id for a real driver value, issuing a new one the first time. Real 0 maps to 0. */
@@ -49,14 +97,15 @@ public final class SessionHandles {
         if (real == 0) {
             return 0;
         }
-        Map<Long, Long> reals = byReal.computeIfAbsent(kind, k -> new HashMap<>());
-        Long id = reals.get(real);
-        if (id != null) {
-            return id;
+        Map<Long, Entry> reals = byReal.get(kind);
+        Entry known = reals.get(real);
+        if (known != null) {
+            return known.id();
         }
         long newId = next++;
-        reals.put(real, newId);
-        put(new Entry(newId, kind, real, owner, context));
+        Entry e = new Entry(newId, kind, real, owner, context);
+        put(e);
+        reals.put(real, e);
         return newId;
     }
 
@@ -93,7 +142,11 @@ public final class SessionHandles {
         Entry e = byId.get(id);
         if (e != null && e.owner() == 0) {
             unindex(e);
-            put(new Entry(id, e.kind(), e.real(), owner, e.context() == 0 ? context : e.context()));
+            e.owner = owner;
+            if (e.context == 0) {
+                e.context = context;
+            }
+            put(e);
         }
     }
 
@@ -122,11 +175,11 @@ public final class SessionHandles {
 
     /** How many of the first {@code n} real values of {@code kind} in {@code reals} have no id yet. */
     public synchronized int unknown(ParamType kind, java.lang.foreign.MemorySegment reals, long n) {
-        Map<Long, Long> known = byReal.get(kind);
+        Map<Long, Entry> known = byReal.get(kind);
         int count = 0;
         for (long i = 0; i < n; i++) {
             long real = reals.getAtIndex(java.lang.foreign.ValueLayout.JAVA_LONG, i);
-            if (real != 0 && (known == null || !known.containsKey(real))) {
+            if (real != 0 && !known.containsKey(real)) {
                 count++;
             }
         }
@@ -134,21 +187,25 @@ public final class SessionHandles {
     }
 
     /** Handles held now, of every kind. */
-    public synchronized int size() {
+    public int size() {
         return byId.size();
     }
 
     /** The entry for an id of the given kind, or null. */
-    public synchronized Entry get(long id, ParamType kind) {
+    public Entry get(long id, ParamType kind) {
         Entry e = byId.get(id);
         return e != null && e.kind() == kind ? e : null;
     }
 
     /** The id already issued for a real value, or 0. */
-    public synchronized long idOf(ParamType kind, long real) {
-        Map<Long, Long> reals = byReal.get(kind);
-        Long id = reals == null ? null : reals.get(real);
-        return id == null ? 0 : id;
+    public long idOf(ParamType kind, long real) {
+        Entry e = byReal.get(kind).get(real);
+        return e == null ? 0 : e.id();
+    }
+
+    /** The entry of a real driver value, or null. */
+    public Entry entryOf(ParamType kind, long real) {
+        return byReal.get(kind).get(real);
     }
 
     /**
@@ -156,21 +213,7 @@ public final class SessionHandles {
      * things' own things too; returns what was dropped, the handle first. Linear in what is dropped.
      */
     public synchronized List<Entry> remove(long id) {
-        Entry root = byId.get(id);
-        if (root == null) {
-            return List.of();
-        }
-        Map<Long, Entry> removed = new java.util.LinkedHashMap<>();
-        java.util.ArrayDeque<Entry> todo = new java.util.ArrayDeque<>();
-        removed.put(root.id(), root);
-        todo.add(root);
-        while (!todo.isEmpty()) {
-            Entry e = todo.poll();
-            addChildren(byOwner.get(e.id()), removed, todo);
-            if (e.kind() == ParamType.CTX) {
-                addChildren(byContext.get(e.id()), removed, todo);
-            }
-        }
+        Map<Long, Entry> removed = collect(id);
         for (Entry e : removed.values()) {
             byId.remove(e.id());
             byReal.get(e.kind()).remove(e.real());
@@ -179,6 +222,26 @@ public final class SessionHandles {
             byContext.remove(e.id());
         }
         return new ArrayList<>(removed.values());
+    }
+
+    /** What {@link #remove} would drop, by id, the handle first; nothing is dropped. */
+    public synchronized Map<Long, Entry> collect(long id) {
+        Map<Long, Entry> found = new java.util.LinkedHashMap<>();
+        Entry root = byId.get(id);
+        if (root == null) {
+            return found;
+        }
+        java.util.ArrayDeque<Entry> todo = new java.util.ArrayDeque<>();
+        found.put(root.id(), root);
+        todo.add(root);
+        while (!todo.isEmpty()) {
+            Entry e = todo.poll();
+            addChildren(byOwner.get(e.id()), found, todo);
+            if (e.kind() == ParamType.CTX) {
+                addChildren(byContext.get(e.id()), found, todo);
+            }
+        }
+        return found;
     }
 
     private void addChildren(Set<Long> ids, Map<Long, Entry> removed, java.util.ArrayDeque<Entry> todo) {
@@ -194,18 +257,11 @@ public final class SessionHandles {
     }
 
     /** All live entries of a kind. */
-    public synchronized List<Entry> all(ParamType kind) {
-        List<Entry> out = new ArrayList<>();
-        for (Entry e : byId.values()) {
-            if (e.kind() == kind) {
-                out.add(e);
-            }
-        }
-        return out;
+    public List<Entry> all(ParamType kind) {
+        return new ArrayList<>(byReal.get(kind).values());
     }
 
-    public synchronized int count(ParamType kind) {
-        Map<Long, Long> reals = byReal.get(kind);
-        return reals == null ? 0 : reals.size();
+    public int count(ParamType kind) {
+        return byReal.get(kind).size();
     }
 }
