@@ -39,7 +39,10 @@ final class Call {
     private Inbound peeked;
     /** Room this call reserved in the session's handle table ({@link #reserveHandles}), given back by {@link #close}. */
     private int reservedHandles, reservedStreams;
-    /** What this call uses ({@link Uses}), and for each the result to refuse with should it go meanwhile (0: the lane's context). */
+    /**
+     * What this call uses ({@link Uses}, published in its lane's {@link UseSlot}), and for each the result
+     * to refuse with should it go meanwhile (0: the lane's context).
+     */
     private Uses[] held = new Uses[4];
     private int[] heldRefusal = new int[4];
     private int heldCount;
@@ -150,7 +153,7 @@ final class Call {
     }
 
     private boolean use(Uses u, int refusal) {
-        if (!u.acquire()) {
+        if (!lane.uses.use(u)) {
             return false;
         }
         if (heldCount == held.length) {
@@ -165,11 +168,9 @@ final class Call {
     /** Ends this call's uses of what is in {@code set} (a retirement of its own: it destroys them). */
     void releaseUsesOf(java.util.Set<Uses> set) {
         int kept = 0;
-        boolean dying = false;
+        boolean dying = lane.uses.end(set);
         for (int i = 0; i < heldCount; i++) {
-            if (set.contains(held[i])) {
-                dying |= held[i].release();
-            } else {
+            if (!set.contains(held[i])) {
                 held[kept] = held[i];
                 heldRefusal[kept++] = heldRefusal[i];
             }
@@ -182,11 +183,8 @@ final class Call {
     }
 
     private void releaseUses() {
-        boolean dying = false;
-        for (int i = 0; i < heldCount; i++) {
-            dying |= held[i].release();
-            held[i] = null;
-        }
+        boolean dying = lane.uses.endAll();
+        java.util.Arrays.fill(held, 0, heldCount, null);
         heldCount = 0;
         if (dying) {
             session.uses().released();

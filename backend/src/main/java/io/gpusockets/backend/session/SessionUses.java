@@ -9,18 +9,20 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Keeps a session's destroys and frees from pulling anything out from under a call of another lane.
- * A call holds a use ({@link Uses}) of each handle and device range it checked, and of its lane's
- * context, from the check until its driver call has returned ({@link Call}); a destroy or free
- * {@link #retire retires} what it takes away first: marks it dying, so that no call starts to use
- * it, waits until no call uses it, and only then lets the driver destroy it. A call that finds what
- * it names dying is refused as if it were already gone. Destroying a context takes everything made in
- * it, so it waits for every call running in it and every call using something of it.
+ * A call uses each handle and device range it checked, and its lane's context, from the check until
+ * its driver call has returned, and publishes those uses in its lane's {@link UseSlot} ({@link Call});
+ * a destroy or free {@link #retire retires} what it takes away first: marks it dying ({@link Uses}),
+ * so that no call starts to use it, waits until no lane's slot shows a use of it, and only then lets
+ * the driver destroy it. A call that finds what it names dying is refused as if it were already gone.
+ * Destroying a context takes everything made in it, so it waits for every call running in it and
+ * every call using something of it.
  *
  * <p>Destroys of one session take turns (one lock), and a call never waits for that lock, nor for
  * a retirement, while it holds uses: it lets them go first and takes them again after
  * ({@link Call#retire}). So a destroy waits only for calls that wait for nothing of ours (at worst
  * for the driver), and two destroys cannot wait for each other. Calls that destroy nothing take no
- * lock here: their checks cost a compare-and-set per object, and their end a decrement.
+ * lock here, nor write memory another lane writes: a use costs a volatile store and load in the
+ * lane's own slot.
  */
 final class SessionUses {
     private final Session session;
@@ -28,9 +30,29 @@ final class SessionUses {
     private final ReentrantLock destroys = new ReentrantLock();
     /** Notified when a use of something dying ends. */
     private final Object drained = new Object();
+    /** The slots of the session's lanes that may be running a call. */
+    private final Set<UseSlot> slots = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     SessionUses(Session session) {
         this.session = session;
+    }
+
+    /** A lane's slot, from its making until its last call ended. */
+    void register(UseSlot slot) {
+        slots.add(slot);
+    }
+
+    void unregister(UseSlot slot) {
+        slots.remove(slot);
+    }
+
+    private boolean inUse(Set<Uses> marked) {
+        for (UseSlot slot : slots) {
+            if (slot.usesAny(marked)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     void lockDestroys() throws InterruptedException {
@@ -113,10 +135,8 @@ final class SessionUses {
                 }
                 c.releaseUsesOf(r.marked);
                 synchronized (drained) {
-                    for (Uses u : r.marked) {
-                        while (!u.idle()) {
-                            drained.wait();
-                        }
+                    while (inUse(r.marked)) {
+                        drained.wait(100);   // notified by the use's end ({@link #released}); the bound is a safety net
                     }
                 }
             }
