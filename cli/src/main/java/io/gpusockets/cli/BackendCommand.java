@@ -48,6 +48,15 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--max-lanes", paramLabel = "N", defaultValue = "256", description = "Client threads per session. Default: ${DEFAULT-VALUE}.")
     int maxLanes;
 
+    @Option(names = "--max-handles", paramLabel = "N", defaultValue = "65536",
+            description = "Handles (contexts, modules, streams, events, graphs, ...) a session may hold at once; a call past it"
+                    + " gets CUDA_ERROR_OUT_OF_MEMORY. Default: ${DEFAULT-VALUE}.")
+    int maxHandles;
+
+    @Option(names = "--max-streams", paramLabel = "N", defaultValue = "8192",
+            description = "Streams a session may hold at once (within --max-handles). Default: ${DEFAULT-VALUE}.")
+    int maxStreams;
+
     @Option(names = "--warm-contexts", paramLabel = "N", defaultValue = "0",
             description = "Contexts to keep made ahead per device, so that a session's first context does not wait for the"
                     + " driver to make one (each serves one session, which destroys it). On the H200 only the first session"
@@ -84,11 +93,15 @@ final class BackendCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), e.getMessage());
         }
+        if (maxHandles < 1 || maxStreams < 0) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--max-handles must be 1 or more and --max-streams 0 or more: " + maxHandles + ", " + maxStreams);
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
-                d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
+                d.maxBulkBytes(), d.maxOutBytes(), !noAsync, maxHandles, maxStreams);
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
                 .withServerLimits(serverLimits));

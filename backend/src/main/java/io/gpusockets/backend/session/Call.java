@@ -16,7 +16,10 @@ import java.nio.ByteOrder;
 
 /**
  * One call being served on a lane: its request body, the validation helpers every handler uses,
- * scratch memory for outputs, the bulk DATA frames that follow it, and its reply.
+ * scratch memory for outputs, the bulk DATA frames that follow it, and its reply. Every handle and
+ * device range it checks, and its lane's context, stay in use by it ({@link Uses}) until it is
+ * {@link #close closed}, after its driver call: a destroy or free on another lane waits for that
+ * ({@link SessionUses}).
  */
 final class Call {
     final Session session;
@@ -41,6 +44,17 @@ final class Call {
     private long bulkPending;
     /** A chunk taken off the lane by {@link #peekChunk} and not yet handed out. */
     private Inbound peeked;
+    /** Room this call reserved in the session's handle table ({@link #reserveHandles}), given back by {@link #close}. */
+    private int reservedHandles, reservedStreams;
+    /**
+     * What this call uses ({@link Uses}, published in its lane's {@link UseSlot}), and for each the result
+     * to refuse with should it go meanwhile (0: the lane's context).
+     */
+    private Uses[] held = new Uses[4];
+    private int[] heldRefusal = new int[4];
+    private int heldCount;
+    /** Whether this call holds the session's destroy lock ({@link #retire}). */
+    private boolean destroying;
 
     Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function, ExecutionThread exec) {
         this.session = session;
@@ -128,18 +142,139 @@ final class Call {
             // session's kernel id stands for its real CUkernel, which the driver resolves in the current context.
             e = session.handles().get(id, ParamType.KERNEL);
         }
+        int refusal = kind == ParamType.CTX ? CuResult.CUDA_ERROR_INVALID_CONTEXT : CuResult.CUDA_ERROR_INVALID_HANDLE;
         if (e == null) {
-            throw new CallRejected(kind == ParamType.CTX ? CuResult.CUDA_ERROR_INVALID_CONTEXT
-                    : CuResult.CUDA_ERROR_INVALID_HANDLE, kind + " handle not issued to this session: " + id);
+            throw new CallRejected(refusal, kind + " handle not issued to this session: " + id);
+        }
+        if (!use(e.uses, refusal)) {
+            throw new CallRejected(refusal, kind + " handle being destroyed by another call: " + id);
         }
         return e.real();
     }
 
+    /**
+     * Takes a use of the lane's context {@code real} for this call; returns the context to make
+     * current: {@code real}, or 0 (none: the driver refuses what needs one) when it is being destroyed.
+     */
+    long useContext(long real) {
+        if (real == 0) {
+            return 0;
+        }
+        SessionHandles.Entry e = session.handles().entryOf(ParamType.CTX, real);
+        return e != null && use(e.uses, 0) ? real : 0;
+    }
+
+    private boolean use(Uses u, int refusal) {
+        if (!lane.uses.use(u)) {
+            return false;
+        }
+        if (heldCount == held.length) {
+            held = java.util.Arrays.copyOf(held, heldCount * 2);
+            heldRefusal = java.util.Arrays.copyOf(heldRefusal, heldCount * 2);
+        }
+        held[heldCount] = u;
+        heldRefusal[heldCount++] = refusal;
+        return true;
+    }
+
+    /** Ends this call's uses of what is in {@code set} (a retirement of its own: it destroys them). */
+    void releaseUsesOf(java.util.Set<Uses> set) {
+        int kept = 0;
+        boolean dying = lane.uses.end(set);
+        for (int i = 0; i < heldCount; i++) {
+            if (!set.contains(held[i])) {
+                held[kept] = held[i];
+                heldRefusal[kept++] = heldRefusal[i];
+            }
+        }
+        java.util.Arrays.fill(held, kept, heldCount, null);
+        heldCount = kept;
+        if (dying) {
+            session.uses().released();
+        }
+    }
+
+    private void releaseUses() {
+        boolean dying = lane.uses.endAll();
+        java.util.Arrays.fill(held, 0, heldCount, null);
+        heldCount = 0;
+        if (dying) {
+            session.uses().released();
+        }
+    }
+
+    /**
+     * Retires what this call is about to destroy or free ({@link SessionUses#retire}): the handles
+     * {@code handleIds} with all they hold, the allocations at {@code rangeBases}. Takes the session's
+     * destroy lock first (held until the call ends), letting go of this call's uses while it waits for
+     * it and taking them again after: a refusal when something it checked went meanwhile.
+     */
+    SessionUses.Retirement retire(long[] handleIds, long[] rangeBases) throws CallRejected, InterruptedException {
+        if (!destroying) {
+            Uses[] had = java.util.Arrays.copyOf(held, heldCount);
+            int[] refusals = java.util.Arrays.copyOf(heldRefusal, heldCount);
+            releaseUses();
+            session.uses().lockDestroys();
+            destroying = true;
+            for (int i = 0; i < had.length; i++) {
+                if (use(had[i], refusals[i])) {
+                    continue;
+                }
+                if (refusals[i] == 0) {
+                    exec.apply(session.host().driver(), 0);   // the lane's context went meanwhile
+                } else {
+                    throw new CallRejected(refusals[i], "destroyed by another call meanwhile");
+                }
+            }
+        }
+        return session.uses().retire(this, handleIds, rangeBases);
+    }
+
+    /**
+     * Reserves room for {@code n} more handles of the session, {@code streams} of them streams, until
+     * this call ends; refused with CUDA_ERROR_OUT_OF_MEMORY (what the driver answers when it cannot make
+     * one) past the session's or its tenant's caps. Called before the driver makes them, so that a
+     * refusal leaks nothing; and before a handle is issued for something the driver already holds.
+     */
+    void reserveHandles(int n, int streams) throws CallRejected {
+        if (n <= 0 && streams <= 0) {
+            return;
+        }
+        String refused = session.reserveHandles(n, streams);
+        if (refused != null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "the session holds as many " + refused
+                    + " as it may (" + refused + " cap " + session.handleCap(refused) + ")");
+        }
+        reservedHandles += n;
+        reservedStreams += streams;
+    }
+
+    /** As {@link #reserveHandles}, for the first {@code n} real {@code kind} values in {@code reals} the session has no id for yet. */
+    void reserveUnknown(ParamType kind, MemorySegment reals, long n) throws CallRejected {
+        reserveHandles(session.handles().unknown(kind, reals, n), 0);
+    }
+
     /** Checks that [p, p+n) lies within one of the session's device ranges. */
     void deviceRange(long p, long n) throws CallRejected {
-        if (!session.memory().contains(p, n)) {
+        SessionMemory memory = session.memory();
+        SessionMemory.Range r = memory.covering(p, n);
+        if (r == null) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE,
                     String.format("device range 0x%x+%d outside the session's allocations", p, n));
+        }
+        while (true) {
+            if (!use(r.uses, CuResult.CUDA_ERROR_INVALID_VALUE)) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE,
+                        String.format("device range 0x%x+%d being freed by another call", p, n));
+            }
+            if (r.base() + r.size() - p >= n) {
+                return;
+            }
+            r = memory.next(r);   // a span over adjacent mappings: each of them is used
+            if (r == null) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE,
+                        String.format("device range 0x%x+%d outside the session's allocations", p, n));
+            }
         }
     }
 
@@ -285,6 +420,16 @@ final class Call {
     }
 
     void close() {
+        releaseUses();
+        if (destroying) {
+            destroying = false;
+            session.uses().unlockDestroys();
+        }
+        if (reservedHandles + reservedStreams > 0) {
+            session.handles().unreserve(reservedHandles, reservedStreams);
+            reservedHandles = 0;
+            reservedStreams = 0;
+        }
         if (peeked != null) {
             lane.release(peeked);
             peeked = null;

@@ -38,6 +38,16 @@ final class CallDispatcher {
     /** By table index: whether the reader thread may run the call itself when its lane is idle. */
     private final boolean[] inline;
 
+    /** By table index: the indexes of the handle parameters a call destroys and of the device pointers it frees, or null. */
+    private final int[][] destroyed, freed;
+
+    /**
+     * By table index: the handles (and of them streams) a call may add to the session's table, as its
+     * handle outputs say; room for them is reserved before the driver call. A context output adds
+     * one only where the call creates a context (the others name the lane's contexts).
+     */
+    private final int[] newHandles, newStreams;
+
     CallDispatcher(Session session) {
         this.session = session;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
@@ -45,8 +55,24 @@ final class CallDispatcher {
                 new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session), new ManagedCalls(session),
                 new MemopsCalls(session), new GraphCalls(session), new LinkCalls(session));
         this.inline = new boolean[table.functions().size()];
+        this.destroyed = new int[table.functions().size()][];
+        this.freed = new int[table.functions().size()][];
+        this.newHandles = new int[table.functions().size()];
+        this.newStreams = new int[table.functions().size()];
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
+            int[] d = f.params().stream().filter(p -> !p.out() && p.type().isHandle() && p.destroy()).mapToInt(ApiParam::index).toArray();
+            int[] fr = f.params().stream().filter(p -> !p.out() && p.type() == ParamType.DPTR && p.free()).mapToInt(ApiParam::index).toArray();
+            if (d.length + fr.length > 0) {
+                destroyed[f.index()] = d;
+                freed[f.index()] = fr;
+            }
+            for (ApiParam p : f.params()) {
+                if (p.out() && p.type().isHandle() && (p.type() != ParamType.CTX || f.context() == ContextRule.CREATE)) {
+                    newHandles[f.index()]++;
+                    newStreams[f.index()] += p.type() == ParamType.STREAM ? 1 : 0;
+                }
+            }
         }
     }
 
@@ -74,8 +100,9 @@ final class CallDispatcher {
             } else if (f.guest()) {
                 throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "served in the guest by the frontend, never here");
             } else {
-                // The lane's current context becomes this thread's (a no-op when it already is).
-                call.exec.apply(session.host().driver(), lane.topContext());
+                // The lane's current context becomes this thread's (a no-op when it already is), in use by
+                // this call until it ends: no other lane destroys it meanwhile.
+                call.exec.apply(session.host().driver(), call.useContext(lane.topContext()));
                 result = f.customBackend() ? handwritten(call) : generic(call);
             }
         } catch (CallRejected e) {
@@ -119,11 +146,23 @@ final class CallDispatcher {
     private int handwritten(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
         ApiFunction f = c.function;
         Object[] args = null;
+        long[] values = null;
         if (f.decodedForHandler()) {
             args = new Object[f.params().size()];
-            decodeInputs(c, args, new long[args.length], true);
+            values = new long[args.length];
+            decodeInputs(c, args, values, true);
         }
-        return handlers[f.index()].handle(c, args);
+        c.reserveHandles(newHandles[f.index()], newStreams[f.index()]);
+        if (values == null || destroyed[f.index()] == null) {
+            return handlers[f.index()].handle(c, args);
+        }
+        try (SessionUses.Retirement retiring = retire(c, values)) {
+            int r = handlers[f.index()].handle(c, args);
+            if (r == CuResult.CUDA_SUCCESS) {
+                retiring.commit();
+            }
+            return r;
+        }
     }
 
     /**
@@ -198,6 +237,7 @@ final class CallDispatcher {
         Object[] args = new Object[n];
         long[] values = new long[n];
         decodeInputs(c, args, values, false);
+        c.reserveHandles(newHandles[f.index()], newStreams[f.index()]);
 
         // bulk inputs (module images) off their DATA frames
         for (int i = 0; i < n; i++) {
@@ -225,15 +265,23 @@ final class CallDispatcher {
         }
 
         ContextRule rule = f.context();
+        // What the call destroys or frees: no other call uses it from here on, nor while the driver destroys it.
+        SessionUses.Retirement retiring = destroyed[f.index()] == null ? null : retire(c, values);
         if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
         int r;
         try {
             r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+            if (r == CuResult.CUDA_SUCCESS && retiring != null) {
+                retiring.commit();
+            }
         } finally {
             if (rule == ContextRule.DESTROY) {
                 session.afterContextDestroy((Long) args[0]);
+            }
+            if (retiring != null) {
+                retiring.close();   // revives them unless committed above
             }
         }
         if (rule == ContextRule.CREATE || rule == ContextRule.DESTROY) {
@@ -250,6 +298,19 @@ final class CallDispatcher {
         }
         afterSuccess(c, args, values);
         return r;
+    }
+
+    /** Retires the handles and allocations of a destroying or freeing call ({@link Call#retire}). */
+    private SessionUses.Retirement retire(Call c, long[] values) throws CallRejected, InterruptedException {
+        int[] d = destroyed[c.function.index()], fr = freed[c.function.index()];
+        long[] ids = new long[d.length], bases = new long[fr.length];
+        for (int i = 0; i < d.length; i++) {
+            ids[i] = values[d[i]];
+        }
+        for (int i = 0; i < fr.length; i++) {
+            bases[i] = values[fr[i]];
+        }
+        return c.retire(ids, bases);
     }
 
     /** The context output of a context=create entry (the table checks there is one). */

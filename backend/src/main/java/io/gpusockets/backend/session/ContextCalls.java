@@ -34,24 +34,24 @@ final class ContextCalls implements BackendHandlers.Contexts {
     }
 
     @Override
-    public int cuDevicePrimaryCtxRetain(Call c, int dev) {
+    public int cuDevicePrimaryCtxRetain(Call c, int dev) throws CallRejected {
         long[] id = new long[1];
-        int r = session.primary().retain(dev, c.scratch(8), id);
+        int r = session.primary().retain(c, dev, c.scratch(8), id);
         c.exec.invalidate(); // creating the context changed this thread's driver stack
         c.outs.putLong(id[0]);
         return r;
     }
 
     @Override
-    public int cuDevicePrimaryCtxRelease(Call c, int dev) {
-        int r = session.primary().release(dev);
+    public int cuDevicePrimaryCtxRelease(Call c, int dev) throws CallRejected, InterruptedException {
+        int r = session.primary().release(c, dev);
         c.exec.invalidate();
         return r;
     }
 
     @Override
-    public int cuDevicePrimaryCtxReset(Call c, int dev) {
-        int r = session.primary().reset(dev);
+    public int cuDevicePrimaryCtxReset(Call c, int dev) throws CallRejected, InterruptedException {
+        int r = session.primary().reset(c, dev);
         c.exec.invalidate();
         return r;
     }

@@ -167,6 +167,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         int st = status.get(ValueLayout.JAVA_INT, 0);
         long realGraph = st == 0 ? 0 : graph.get(LONG, 0);
         // The graph being captured into is the session's from now on (it may be added to, or ends as EndCapture's).
+        c.reserveHandles(realGraph != 0 && handles().idOf(ParamType.GRAPH, realGraph) == 0 ? 1 : 0, 0);
         long graphId = handles().intern(ParamType.GRAPH, realGraph, 0, 0);
         long n = st == 0 ? 0 : count.get(LONG, 0);
         if (n < 0 || n > GraphRequest.MAX_NODES) {
@@ -176,6 +177,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         if (wantDeps && n > 0) {
             MemorySegment real = deps.get(ValueLayout.ADDRESS, 0).reinterpret(8 * n);
             MemorySegment ids = c.scratch(8 * n);
+            c.reserveUnknown(ParamType.GNODE, real, n);
             for (long i = 0; i < n; i++) {
                 ids.setAtIndex(LONG, i, internNode(real.getAtIndex(LONG, i), graphId));
             }
@@ -329,6 +331,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         c.expectBulk(8 * n);
         MemorySegment deps = nodes(c, 8 * n, n, g, "dependencies");
         MemorySegment out = c.scratch(8);
+        c.reserveHandles(1, 0);   // its node output is a ptr of the codec, which the table does not count
         return added(c, driver.cuGraphAddKernelNode(out, graph, deps, n, params), out, g);
     }
 
@@ -386,6 +389,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         long context = session.currentContextId(c.lane);
         long funcId = func == 0 ? 0 : handles().idOf(ParamType.FUNC, func);
         if (func != 0 && funcId == 0) {
+            c.reserveHandles(1, 0);
             funcId = handles().intern(ParamType.FUNC, func, 0, context);   // a function the capture named, not the program
         }
         c.outs.putLong(funcId).putLong(kern == 0 ? 0 : handles().idOf(ParamType.KERNEL, kern))
@@ -486,7 +490,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
     }
 
     /** The node-query layout (GraphRequest): the graph the answered nodes belong to is {@code graphId}. */
-    private int nodeQuery(Call c, long room, boolean edges, long graphId, Query q) throws IOException {
+    private int nodeQuery(Call c, long room, boolean edges, long graphId, Query q) throws IOException, CallRejected {
         MemorySegment count = c.scratch(8);
         if (room == GraphRequest.COUNT_ONLY) {
             count.set(LONG, 0, 0);
@@ -506,6 +510,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         // The driver leaves *count at the total when the room is smaller; it wrote min(room, total).
         long total = count.get(LONG, 0);
         long k = Math.min(room, total);
+        c.reserveUnknown(ParamType.GNODE, array, k);
         for (long i = 0; i < k; i++) {
             array.setAtIndex(LONG, i, internNode(array.getAtIndex(LONG, i), graphId));
         }
@@ -611,6 +616,8 @@ final class GraphCalls implements BackendHandlers.Graphs {
         }
         long total = count.get(LONG, 0);
         long k = Math.min(room, total);
+        c.reserveUnknown(ParamType.GNODE, from, k);
+        c.reserveUnknown(ParamType.GNODE, to, k);
         for (long i = 0; i < k; i++) {
             from.setAtIndex(LONG, i, internNode(from.getAtIndex(LONG, i), g));
             to.setAtIndex(LONG, i, internNode(to.getAtIndex(LONG, i), g));
@@ -636,6 +643,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         MemorySegment info = c.scratch(GraphRequest.UPDATE_INFO_BYTES);
         info.fill((byte) 0);
         int r = driver.cuGraphExecUpdate(exec, graph, info);
+        c.reserveUnknown(ParamType.GNODE, info.asSlice(8, 16), 2);
         c.outs.putInt(r).putInt(info.get(ValueLayout.JAVA_INT_UNALIGNED, 0))
                 .putLong(nodeId(info.get(LONG, 8), g)).putLong(nodeId(info.get(LONG, 16), g));
         return CuResult.CUDA_SUCCESS;

@@ -49,12 +49,15 @@ final class Lane implements Runnable {
      * top current before each call. Guarded by this lane's monitor.
      */
     private final java.util.ArrayDeque<Long> contexts = new java.util.ArrayDeque<>();
+    /** What the call this lane runs uses now, for the session's destroys to see ({@link SessionUses}). */
+    final UseSlot uses = new UseSlot();
 
     Lane(Session session, int id) {
         this.session = session;
         this.id = id;
         this.spinNanos = session.settings().laneSpinNanos();
         this.thread = Thread.ofPlatform().daemon().name("gpusockets-s" + session.id() + "-lane" + id).unstarted(this);
+        session.uses().register(uses);
     }
 
     /** Queues a frame for the lane's thread (started on first use); calls count as pending until they finish there. */
@@ -104,7 +107,10 @@ final class Lane implements Runnable {
     }
 
     /** Asks the lane to finish what is queued and stop. */
-    void end() {
+    synchronized void end() {
+        if (!started) {
+            session.uses().unregister(uses);   // no thread runs its calls: the reader ran its last one
+        }
         ended = true;
         queue.add(new Inbound(new FrameHeader(0, Opcodes.LANE_END, 0, id, 0), null, 0));
     }
@@ -179,6 +185,9 @@ final class Lane implements Runnable {
         } catch (java.io.IOException e) {
             session.fail("lane " + id + ": connection lost: " + e.getMessage());
         } finally {
+            if (ended) {
+                session.uses().unregister(uses);   // no call of this lane runs any more (else the reader may run its next)
+            }
             // Whatever is still queued will never run: give its budget back.
             synchronized (this) {
                 closed = true;

@@ -55,7 +55,7 @@ final class LibraryCalls implements BackendHandlers.Libraries {
      * session could reach memory the driver has since given to someone else.
      */
     @Override
-    public int cuLibraryGetGlobal(Call c, long library, MemorySegment name) {
+    public int cuLibraryGetGlobal(Call c, long library, MemorySegment name) throws CallRejected {
         MemorySegment mod = c.scratch(8), dptr = c.scratch(8), bytes = c.scratch(8);
         int r = driver.cuLibraryGetModule(mod, library);
         if (r != CuResult.CUDA_SUCCESS) {
@@ -65,6 +65,7 @@ final class LibraryCalls implements BackendHandlers.Libraries {
         if (r != CuResult.CUDA_SUCCESS) {
             return r;
         }
+        c.reserveUnknown(ParamType.MOD, mod, 1);
         long libId = session.handles().idOf(ParamType.LIB, library);
         long context = session.currentContextId(c.lane);
         long modId = session.handles().intern(ParamType.MOD, mod.get(ValueLayout.JAVA_LONG, 0), libId, context);
@@ -98,10 +99,12 @@ final class LibraryCalls implements BackendHandlers.Libraries {
     }
 
     /** Replaces each real handle the driver wrote by this session's id (owned by {@code owner}) and sends the array. */
-    private void sendInterned(Call c, MemorySegment out, int count, ParamType kind, long owner, long context) throws IOException {
+    private void sendInterned(Call c, MemorySegment out, int count, ParamType kind, long owner, long context)
+            throws IOException, CallRejected {
         if (count == 0) {
             return;
         }
+        c.reserveUnknown(kind, out, count);
         for (int i = 0; i < count; i++) {
             long real = out.getAtIndex(ValueLayout.JAVA_LONG, i);
             out.setAtIndex(ValueLayout.JAVA_LONG, i, session.handles().intern(kind, real, owner, context));

@@ -25,9 +25,10 @@ final class PrimaryContexts {
         this.flags = new int[n];
     }
 
-    /** Retains on the calling lane thread; {@code out8} receives the handle id. */
-    synchronized int retain(int dev, MemorySegment scratch8, long[] idOut) {
+    /** Retains on the calling lane thread for call {@code c}; {@code idOut} receives the handle id. */
+    synchronized int retain(Call c, int dev, MemorySegment scratch8, long[] idOut) throws CallRejected {
         if (handle[dev] == 0) {
+            c.reserveHandles(1, 0);
             ContextPool pool = session.contextPool();
             long real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
             if (real == 0) {
@@ -47,24 +48,37 @@ final class PrimaryContexts {
         return CuResult.CUDA_SUCCESS;
     }
 
-    synchronized int release(int dev) {
-        if (refs[dev] == 0) {
-            return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+    /**
+     * Releases one reference; the last destroys the context, once no other call of the session runs
+     * in it or uses anything of it (outside this object's lock, which those calls may be waiting for).
+     */
+    int release(Call c, int dev) throws CallRejected, InterruptedException {
+        long id;
+        synchronized (this) {
+            if (refs[dev] == 0) {
+                return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+            }
+            if (--refs[dev] > 0) {
+                return CuResult.CUDA_SUCCESS;
+            }
+            id = handle[dev];
+            handle[dev] = 0;
         }
-        if (--refs[dev] == 0) {
-            return destroy(dev);
-        }
-        return CuResult.CUDA_SUCCESS;
+        return destroy(c, id);
     }
 
-    synchronized int reset(int dev) {
-        refs[dev] = 0;
-        return destroy(dev);
+    /** Drops every reference and destroys the context, as {@link #release} does with the last. */
+    int reset(Call c, int dev) throws CallRejected, InterruptedException {
+        long id;
+        synchronized (this) {
+            refs[dev] = 0;
+            id = handle[dev];
+            handle[dev] = 0;
+        }
+        return destroy(c, id);
     }
 
-    private int destroy(int dev) {
-        long id = handle[dev];
-        handle[dev] = 0;
+    private int destroy(Call c, long id) throws CallRejected, InterruptedException {
         if (id == 0) {
             return CuResult.CUDA_SUCCESS;
         }
@@ -72,12 +86,18 @@ final class PrimaryContexts {
         if (e == null) {
             return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy already
         }
-        session.beforeContextDestroy(e.real());
-        int r = session.host().driver().cuCtxDestroy(e.real());
-        session.afterContextDestroy(e.real());
-        session.forgetContext(e.real());
-        session.dropHandle(id);
-        return r;
+        try (SessionUses.Retirement retiring = c.retire(new long[] {id}, new long[0])) {
+            if (session.handles().get(id, ParamType.CTX) == null) {
+                return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy meanwhile
+            }
+            session.beforeContextDestroy(e.real());
+            int r = session.host().driver().cuCtxDestroy(e.real());
+            retiring.commit();   // forgotten even when the driver refused: as before, the session no longer holds it
+            session.afterContextDestroy(e.real());
+            session.forgetContext(e.real());
+            session.dropHandle(id);
+            return r;
+        }
     }
 
     synchronized int state(int dev, int[] flagsOut, int[] activeOut) {

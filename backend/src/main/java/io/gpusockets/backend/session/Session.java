@@ -35,6 +35,8 @@ public final class Session {
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
+    /** Who uses which handle, range and context now, so that destroys wait for them. */
+    private final SessionUses uses = new SessionUses(this);
     private final SessionPools pools = new SessionPools();
     private final SessionVmm vmm = new SessionVmm();
     private final SessionWaits waits = new SessionWaits();
@@ -225,6 +227,10 @@ public final class Session {
 
     SessionMemory memory() {
         return memory;
+    }
+
+    SessionUses uses() {
+        return uses;
     }
 
     PrimaryContexts primary() {
@@ -431,6 +437,25 @@ public final class Session {
     /** Sessions of this backend that ended but whose release waits for a lane stuck in the driver ("zombies"). */
     public static int releasesPending() {
         return SessionReaper.pending();
+    }
+
+    /**
+     * Reserves room for handles ({@link SessionHandles#reserve}) within the session's caps, each also
+     * bounded by its tenant's; returns null, or the cap that refused ("handles", "streams"), counted
+     * as the tenant's rejection.
+     */
+    String reserveHandles(int n, int streams) {
+        String refused = handles.reserve(n, streams, handleCap("handles"), handleCap("streams"));
+        if (refused != null) {
+            tenant.rejected(refused);
+        }
+        return refused;
+    }
+
+    /** The cap now in force on "handles" or "streams": the session's, or its tenant's when lower. */
+    int handleCap(String what) {
+        io.gpusockets.backend.tenant.TenantLimits t = tenant.limits();
+        return what.equals("streams") ? Math.min(limits.maxStreams(), t.streams()) : Math.min(limits.maxHandles(), t.handles());
     }
 
     /** Forgets a handle and what it owned ({@link SessionCleanup#dropHandle}). */

@@ -3,20 +3,58 @@ package io.gpusockets.backend.session;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.TreeMap;
 
 /**
  * The device memory ranges a session may touch: its allocations and the globals of its modules.
- * Every device pointer from the wire is checked here before any driver call.
+ * Every device pointer from the wire is checked here before any driver call. Ranges are indexed by
+ * owner too, so that a destroyed context or module drops its ranges in time linear in them.
+ * Lookups take no lock (every call's pointers are checked here, from many lanes at once); changes
+ * are made under this object's monitor. Each range counts the calls using it ({@link Range#uses}), so
+ * that a free waits for them ({@link SessionUses}).
  */
 public final class SessionMemory {
     /**
      * One range. {@code owner} is the handle id of the context (allocations) or module (globals)
      * that frees it when destroyed; {@code freeable} is false for module globals.
      */
-    public record Range(long base, long size, long owner, boolean freeable) {
+    public static final class Range {
+        private final long base;
+        private final long size;
+        private final long owner;
+        private final boolean freeable;
+        /** The calls using it now, and whether it is being freed. */
+        final Uses uses = new Uses();
+
+        public Range(long base, long size, long owner, boolean freeable) {
+            this.base = base;
+            this.size = size;
+            this.owner = owner;
+            this.freeable = freeable;
+        }
+
+        public long base() {
+            return base;
+        }
+
+        public long size() {
+            return size;
+        }
+
+        public long owner() {
+            return owner;
+        }
+
+        public boolean freeable() {
+            return freeable;
+        }
+
         boolean contains(long p, long n) {
             return p >= base && n >= 0 && n <= size && p - base <= size - n;
+        }
+
+        @Override
+        public String toString() {
+            return String.format("Range[0x%x+%d, owner=%d%s]", base, size, owner, freeable ? "" : ", not freeable");
         }
     }
 
@@ -26,78 +64,132 @@ public final class SessionMemory {
      */
     static final long MAPPING = -1;
 
-    private final TreeMap<Long, Range> ranges = new TreeMap<>();
+    private final java.util.concurrent.ConcurrentSkipListMap<Long, Range> ranges = new java.util.concurrent.ConcurrentSkipListMap<>();
+    /** Bases of the ranges of each owner. */
+    private final Map<Long, java.util.Set<Long>> byOwner = new java.util.HashMap<>();
     private long allocatedBytes;
 
     public synchronized void add(Range r) {
-        ranges.put(r.base(), r);
+        Range old = ranges.put(r.base(), r);
+        if (old != null) {
+            unindex(old);
+            if (old.freeable()) {
+                allocatedBytes -= old.size();
+            }
+        }
+        byOwner.computeIfAbsent(r.owner(), k -> new java.util.HashSet<>()).add(r.base());
         if (r.freeable()) {
             allocatedBytes += r.size();
         }
     }
 
     /** Whether [p, p+n) lies within one range (n = 0: p lies in or at the end of one). */
-    public synchronized boolean contains(long p, long n) {
+    public boolean contains(long p, long n) {
+        return covering(p, n) != null;
+    }
+
+    /**
+     * The range that holds [p, p+n) (n = 0: p lies in or at the end of it), or, for a span over
+     * adjacent VMM mappings, the first of them ({@link #next} gives the others); null when none does.
+     */
+    public Range covering(long p, long n) {
         if (n < 0) {
-            return false;
+            return null;
         }
         Map.Entry<Long, Range> e = ranges.floorEntry(p);
         if (e == null) {
-            return false;
+            return null;
         }
-        Range r = e.getValue();
-        if (r.contains(p, n)) {
-            return true;
+        Range first = e.getValue();
+        if (first.contains(p, n)) {
+            return first;
         }
         // a span over adjacent VMM mappings
-        if (r.owner() != MAPPING || p - r.base() >= r.size()) {
-            return false;
+        if (first.owner() != MAPPING || p - first.base() >= first.size()) {
+            return null;
         }
         long end = p + n;
         if (end < p) {
-            return false;
+            return null;
         }
-        while (r.base() + r.size() < end) {
-            Range next = ranges.get(r.base() + r.size());
-            if (next == null || next.owner() != MAPPING) {
-                return false;
+        for (Range r = first; r.base() + r.size() < end; ) {
+            r = next(r);
+            if (r == null) {
+                return null;
             }
-            r = next;
         }
-        return true;
+        return first;
+    }
+
+    /** The mapping that starts where mapping {@code r} ends, or null. */
+    Range next(Range r) {
+        Range n = ranges.get(r.base() + r.size());
+        return n != null && n.owner() == MAPPING ? n : null;
+    }
+
+    /** The range (allocation, global or mapping) that starts exactly at {@code base}, or null. */
+    Range at(long base) {
+        return ranges.get(base);
     }
 
     /** The freeable allocation that starts exactly at {@code base}, or null. */
-    public synchronized Range allocationAt(long base) {
+    public Range allocationAt(long base) {
         Range r = ranges.get(base);
         return r != null && r.freeable() ? r : null;
     }
 
     public synchronized Range remove(long base) {
         Range r = ranges.remove(base);
-        if (r != null && r.freeable()) {
-            allocatedBytes -= r.size();
+        if (r != null) {
+            unindex(r);
+            if (r.freeable()) {
+                allocatedBytes -= r.size();
+            }
         }
         return r;
+    }
+
+    private void unindex(Range r) {
+        java.util.Set<Long> bases = byOwner.get(r.owner());
+        if (bases != null && bases.remove(r.base()) && bases.isEmpty()) {
+            byOwner.remove(r.owner());
+        }
+    }
+
+    /** The ranges owned by these handle ids; nothing is dropped. */
+    public synchronized List<Range> ownedBy(java.util.Collection<Long> owners) {
+        List<Range> out = new ArrayList<>();
+        for (long owner : owners) {
+            java.util.Set<Long> bases = byOwner.get(owner);
+            if (bases != null) {
+                for (long base : bases) {
+                    out.add(ranges.get(base));
+                }
+            }
+        }
+        return out;
     }
 
     /** Drops every range owned by one of these handle ids (a destroyed context or module). */
     public synchronized List<Range> removeOwnedBy(java.util.Set<Long> owners) {
         List<Range> out = new ArrayList<>();
-        ranges.values().removeIf(r -> {
-            if (owners.contains(r.owner())) {
+        for (long owner : owners) {
+            java.util.Set<Long> bases = byOwner.remove(owner);
+            if (bases == null) {
+                continue;
+            }
+            for (long base : bases) {
+                Range r = ranges.remove(base);
                 out.add(r);
                 if (r.freeable()) {
                     allocatedBytes -= r.size();
                 }
-                return true;
             }
-            return false;
-        });
+        }
         return out;
     }
 
-    public synchronized int allocationCount() {
+    public int allocationCount() {
         return (int) ranges.values().stream().filter(Range::freeable).count();
     }
 

@@ -134,20 +134,24 @@ final class VmmCalls implements BackendHandlers.Vmm {
     }
 
     @Override
-    public int cuMemUnmap(Call c, long ptr, long size) throws CallRejected {
+    public int cuMemUnmap(Call c, long ptr, long size) throws CallRejected, InterruptedException {
         SessionVmm.Reservation res = vmm.reservationHolding(ptr, size);
         List<SessionVmm.Mapping> ms = res == null ? null : vmm.mappingsCovering(res, ptr, size);
         if (ms == null) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d is not a union of whole mappings of this session", ptr, size));
         }
-        int r = driver.cuMemUnmap(ptr, size);
-        if (r == CuResult.CUDA_SUCCESS) {
-            vmm.unmapped(res, ms);
-            for (SessionVmm.Mapping m : ms) {
-                session.memory().remove(m.base());
+        // no call of another lane is inside the driver with these mappings while they go
+        try (SessionUses.Retirement retiring = c.retire(new long[0], ms.stream().mapToLong(SessionVmm.Mapping::base).toArray())) {
+            int r = driver.cuMemUnmap(ptr, size);
+            if (r == CuResult.CUDA_SUCCESS) {
+                retiring.commit();
+                vmm.unmapped(res, ms);
+                for (SessionVmm.Mapping m : ms) {
+                    session.memory().remove(m.base());
+                }
             }
+            return r;
         }
-        return r;
     }
 
     @Override

@@ -9,15 +9,28 @@ import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 
 /**
  * Just enough of a device, in host memory, to run the workloads without a GPU: allocations at
  * device-like addresses, synchronous copies, and the three kernels the workloads launch
  * (implemented here as the .cu describes them). Not the emulated device: a test double whose
  * faults can be switched on.
+ *
+ * <p>Contexts made with cuCtxCreate, streams and events live as the driver's do, and every call on
+ * them, or on an allocation, checks that what it uses exists when it starts and still exists when it
+ * returns: a use of something destroyed, or something destroyed under a running call, is recorded in
+ * {@link #misuses()} (on a real driver, a use-after-free). {@link #hold} makes the calls that wait
+ * (cuStreamSynchronize, cuCtxSynchronize, cuMemsetD8) stop until it is opened, so that a test can
+ * race a destroy against a call that is inside the driver.
  */
 public final class FakeGpu extends UnsupportedCudaDriver {
     private static final long BASE = 0x7f00_0000_0000L;
@@ -33,6 +46,18 @@ public final class FakeGpu extends UnsupportedCudaDriver {
     private long current;
     private int retains;
     private int modules;
+
+    /** Live contexts (cuCtxCreate), streams and events; guarded by {@link #objects}. */
+    private final Set<Long> contexts = new HashSet<>(), streams = new HashSet<>(), events = new HashSet<>();
+    private final Object objects = new Object();
+    private final List<String> misuses = new ArrayList<>();
+    private final ThreadLocal<Long> threadContext = ThreadLocal.withInitial(() -> 0L);
+    private long nextObject = 0x1_0000;
+
+    /** When set, the waiting calls stop on it (outside any lock) after {@link #held} is released once for each. */
+    public volatile CountDownLatch hold;
+    /** Released once by each waiting call that reached {@link #hold}. */
+    public final Semaphore held = new Semaphore(0);
 
     /** Makes cuLaunchKernel fail with CUDA_ERROR_LAUNCH_FAILED. */
     public volatile boolean failLaunches;
@@ -119,6 +144,7 @@ public final class FakeGpu extends UnsupportedCudaDriver {
     @Override
     public synchronized int cuCtxSetCurrent(long ctx) {
         current = ctx;
+        threadContext.set(ctx);
         return CuResult.CUDA_SUCCESS;
     }
 
@@ -133,6 +159,184 @@ public final class FakeGpu extends UnsupportedCudaDriver {
 
     @Override
     public int cuCtxSynchronize() {
+        long ctx = threadContext.get();
+        if (ctx == 0 || ctx == CONTEXT) {
+            return CuResult.CUDA_SUCCESS;
+        }
+        return use("cuCtxSynchronize", contexts, ctx);
+    }
+
+    /** What was used after it was destroyed, or destroyed while a call used it; empty when nothing was. */
+    public List<String> misuses() {
+        synchronized (objects) {
+            return List.copyOf(misuses);
+        }
+    }
+
+    public int liveContexts() {
+        synchronized (objects) {
+            return contexts.size();
+        }
+    }
+
+    public int liveStreams() {
+        synchronized (objects) {
+            return streams.size();
+        }
+    }
+
+    public int liveEvents() {
+        synchronized (objects) {
+            return events.size();
+        }
+    }
+
+    private long make(Set<Long> into) {
+        synchronized (objects) {
+            long v = nextObject += 0x10;
+            into.add(v);
+            return v;
+        }
+    }
+
+    /** Whether {@code v} lives in {@code set}; records a misuse by {@code call} when it does not. */
+    private boolean alive(String call, String when, Set<Long> set, long v) {
+        synchronized (objects) {
+            if (set.contains(v)) {
+                return true;
+            }
+            misuses.add(call + " " + when + " 0x" + Long.toHexString(v));
+            return false;
+        }
+    }
+
+    /**
+     * A call that uses {@code v} of {@code set}: it must exist before and after, the call stopping on
+     * {@link #hold} between.
+     */
+    private int use(String call, Set<Long> set, long v) {
+        if (!alive(call, "used destroyed", set, v)) {
+            return CuResult.CUDA_ERROR_INVALID_HANDLE;
+        }
+        waitHere();
+        alive(call, "destroyed while in use:", set, v);
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    private void waitHere() {
+        CountDownLatch h = hold;
+        if (h != null) {
+            held.release();
+            try {
+                h.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    @Override
+    public int cuCtxCreate(MemorySegment pctx, MemorySegment params, int flags, int dev) {
+        long ctx = make(contexts);
+        threadContext.set(ctx);
+        synchronized (this) {
+            current = ctx;
+        }
+        pctx.set(JAVA_LONG, 0, ctx);
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    @Override
+    public int cuCtxDestroy(long ctx) {
+        synchronized (objects) {
+            if (!contexts.remove(ctx)) {
+                misuses.add("cuCtxDestroy used destroyed 0x" + Long.toHexString(ctx));
+                return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+            }
+        }
+        if (threadContext.get() == ctx) {
+            threadContext.set(0L);
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** Streams and events are made in the calling thread's context, which must be alive. */
+    private int makeInContext(String call, Set<Long> into, MemorySegment out) {
+        long ctx = threadContext.get();
+        if (ctx != CONTEXT && (ctx == 0 || !alive(call, "in destroyed context", contexts, ctx))) {
+            return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+        }
+        out.set(JAVA_LONG, 0, make(into));
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    @Override
+    public int cuStreamCreate(MemorySegment phStream, int flags) {
+        return makeInContext("cuStreamCreate", streams, phStream);
+    }
+
+    @Override
+    public int cuEventCreate(MemorySegment phEvent, int flags) {
+        return makeInContext("cuEventCreate", events, phEvent);
+    }
+
+    @Override
+    public int cuStreamDestroy(long stream) {
+        synchronized (objects) {
+            if (!streams.remove(stream)) {
+                misuses.add("cuStreamDestroy used destroyed 0x" + Long.toHexString(stream));
+                return CuResult.CUDA_ERROR_INVALID_HANDLE;
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    @Override
+    public int cuEventDestroy(long event) {
+        synchronized (objects) {
+            if (!events.remove(event)) {
+                misuses.add("cuEventDestroy used destroyed 0x" + Long.toHexString(event));
+                return CuResult.CUDA_ERROR_INVALID_HANDLE;
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    @Override
+    public int cuStreamSynchronize(long stream) {
+        if (stream == 0 || stream == 1 || stream == 2) {
+            waitHere();
+            return CuResult.CUDA_SUCCESS;
+        }
+        return use("cuStreamSynchronize", streams, stream);
+    }
+
+    @Override
+    public int cuEventRecord(long event, long stream) {
+        return use("cuEventRecord", events, event);
+    }
+
+    @Override
+    public int cuMemsetD8(long dst, byte value, long n) {
+        synchronized (this) {
+            if (device(dst, n) == null) {
+                synchronized (objects) {
+                    misuses.add("cuMemsetD8 used freed 0x" + Long.toHexString(dst));
+                }
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        waitHere();
+        synchronized (this) {
+            MemorySegment d = device(dst, n);
+            if (d == null) {
+                synchronized (objects) {
+                    misuses.add("cuMemsetD8 freed while in use: 0x" + Long.toHexString(dst));
+                }
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+            d.fill(value);
+        }
         return CuResult.CUDA_SUCCESS;
     }
 
