@@ -4,6 +4,8 @@ import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.SessionLimits;
+import io.gpusockets.backend.tenant.TenantConfig;
+import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -34,6 +36,11 @@ final class BackendCommand implements Callable<Integer> {
     @Option(names = "--psk-file", paramLabel = "FILE", description = "Require frontends to prove they hold the key in FILE (recommended for tcp).")
     Path pskFile;
 
+    @Option(names = "--tenants", paramLabel = "FILE",
+            description = "Tenants: which proven identities (PSK identity, TLS certificate, uid, vsock CID, vchan domid) get which"
+                    + " limits (README, Tenants). Re-read on SIGHUP without dropping sessions.")
+    Path tenantsFile;
+
     @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix:// (repeatable; default: any).")
     Set<Integer> allowUids = Set.of();
 
@@ -58,13 +65,23 @@ final class BackendCommand implements Callable<Integer> {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--warm-contexts must be 0 or more: " + warmContexts);
         }
+        TenantRegistry tenants;
+        try {
+            tenants = tenantsFile == null ? TenantRegistry.unconfigured() : new TenantRegistry(TenantConfig.read(tenantsFile));
+        } catch (IllegalArgumentException | java.io.IOException e) {
+            System.err.println("gpusockets backend: bad --tenants file: " + (e instanceof java.io.IOException ? tenantsFile + ": " + e : e.getMessage()));
+            return 2;
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
-                .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts));
+                .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts), tenants);
+        if (tenantsFile != null) {
+            reloadOnHangup(tenants);
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();
@@ -78,5 +95,24 @@ final class BackendCommand implements Callable<Integer> {
         System.out.flush();
         stopped.await();
         return 0;
+    }
+
+    /**
+     * SIGHUP re-reads the tenants file (sun.misc.Signal, module jdk.unsupported: the JDK has no supported API for
+     * it). A file that fails to parse leaves the previous configuration in force; the reason is logged.
+     */
+    private static void reloadOnHangup(TenantRegistry tenants) {
+        try {
+            sun.misc.Signal.handle(new sun.misc.Signal("HUP"), sig -> Thread.ofPlatform().daemon()
+                    .name("gpusockets-tenants-reload").start(() -> {
+                        String failure = tenants.reload();
+                        System.out.println("gpusockets backend: tenants " + (failure == null
+                                ? "reloaded from " + tenants.file() : "not reloaded: " + failure));
+                        System.out.flush();
+                    }));
+        } catch (IllegalArgumentException e) {
+            System.err.println("gpusockets backend: SIGHUP cannot be handled here (" + e.getMessage()
+                    + "); the tenants file is read once");
+        }
     }
 }

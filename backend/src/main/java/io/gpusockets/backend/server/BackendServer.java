@@ -4,6 +4,8 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
+import io.gpusockets.backend.tenant.Tenant;
+import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
@@ -48,14 +50,23 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
-    /** The tenant of every session until tenants are configured. */
-    private final io.gpusockets.backend.tenant.Tenant defaultTenant =
-            new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
+    /** Who each peer is and what it may hold ({@code --tenants}); one unlimited "default" tenant without a file. */
+    private final TenantRegistry tenants;
 
     public BackendServer(DriverHost host, BackendSettings settings) {
+        this(host, settings, TenantRegistry.unconfigured());
+    }
+
+    public BackendServer(DriverHost host, BackendSettings settings, TenantRegistry tenants) {
         this.host = host;
         this.settings = settings;
+        this.tenants = tenants;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
+    }
+
+    /** The tenants (reloadable: {@link TenantRegistry#reload()}). */
+    public TenantRegistry tenants() {
+        return tenants;
     }
 
     public DriverHost host() {
@@ -100,9 +111,9 @@ public final class BackendServer implements AutoCloseable {
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
         ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
-        Integer features;
+        Admitted admitted;
         try {
-            features = handshake(channel, c, id);
+            admitted = handshake(channel, c, id);
         } catch (java.io.EOFException e) {
             // a port probe or a client that gave up: nothing was said, nothing to warn about
             LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
@@ -115,29 +126,38 @@ public final class BackendServer implements AutoCloseable {
         } finally {
             timeout.cancel(false);
         }
-        if (features == null || closed) {
+        if (admitted == null || closed) {
+            if (admitted != null) {
+                admitted.tenant().closeSession();
+            }
             c.close();
             return;
         }
+        int features = admitted.features();
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
-                contextPool, defaultTenant);
+                contextPool, admitted.tenant());
         sessions.add(s);
-        LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
+        LOG.log(Level.INFO, "session " + id + " started, peer " + peer + ", tenant " + admitted.tenant().name());
         try {
             s.serve();
         } finally {
             sessions.remove(s);
             windowBytes.add(s.windowBytes());
+            admitted.tenant().closeSession();
         }
     }
 
-    /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
-    private Integer handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
+    /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
+    private record Admitted(int features, Tenant tenant) {
+    }
+
+    /** Runs the handshake; returns what was granted, or null when refused. */
+    private Admitted handshake(FrameChannel channel, Connection c, long sessionId) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
-        int auth = settings.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
+        int auth = settings.preSharedKey() != null || tenants.hasKeys() ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
         channel.send(Opcodes.SERVER_HELLO, 0, 0, 0,
                 new Handshake.ServerHello(Handshake.PROTOCOL_VERSION, Handshake.PROTOCOL_VERSION, auth, nonce).encode());
         FrameHeader h = channel.readHeader();
@@ -150,7 +170,7 @@ public final class BackendServer implements AutoCloseable {
             refusal = "unsupported protocol version " + hello.version() + " (this backend speaks version "
                     + Handshake.PROTOCOL_VERSION + ")";
         } else if (auth == Handshake.AUTH_PSK
-                && !Handshake.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
+                && !tenants.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
             refusal = "authentication failed: the pre-shared key does not match";
         } else if (!settings.allowedUids().isEmpty()
                 && (c.peer().uid().isEmpty() || !settings.allowedUids().contains(c.peer().uid().getAsInt()))) {
@@ -158,6 +178,11 @@ public final class BackendServer implements AutoCloseable {
                     + " is not allowed";
         } else {
             refusal = cidRefusal(settings.allowedCids(), c.peer());
+        }
+        TenantRegistry.Admission admission = null;
+        if (refusal == null) {
+            admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
+            refusal = admission.refusal();
         }
         if (refusal != null) {
             LOG.log(Level.WARNING, "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
@@ -169,8 +194,13 @@ public final class BackendServer implements AutoCloseable {
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description()).encode();
-        channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
-        return features;
+        try {
+            channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
+        } catch (IOException | RuntimeException e) {
+            admission.tenant().closeSession();
+            throw e;
+        }
+        return new Admitted(features, admission.tenant());
     }
 
     /**

@@ -224,12 +224,18 @@ final class CallDispatcher {
         if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
-        int r;
+        SessionQuota.Pending charge = session.quota().before(f, args, values); // tenant quota: reserved before the driver
+        int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
         } finally {
             if (rule == ContextRule.DESTROY) {
                 session.afterContextDestroy((Long) args[0]);
+            }
+            if (r == CuResult.CUDA_SUCCESS) {
+                r = session.quota().succeeded(session.host().driver(), f, args, values, charge);
+            } else {
+                session.quota().failed(charge);
             }
         }
         if (rule == ContextRule.CREATE || rule == ContextRule.DESTROY) {

@@ -54,6 +54,8 @@ public final class Session {
     private final ContextPool contextPool;
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
+    /** What this session charged to its tenant, and the charge rules. */
+    private final SessionQuota quota;
     private volatile String failure;
 
     /**
@@ -66,6 +68,8 @@ public final class Session {
             throw new IllegalArgumentException("tenant=null");
         }
         this.tenant = tenant;
+        this.quota = new SessionQuota(id, tenant);
+        memory.onRemoved(quota::rangeRemoved);
         this.contextPool = contextPool;
         this.id = id;
         this.channel = channel;
@@ -78,18 +82,32 @@ public final class Session {
         this.handles = new SessionHandles(id);
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
-        this.lanes = new Lanes(this, limits.maxLanes());
+        this.lanes = new Lanes(this, Math.min(limits.maxLanes(), tenant.limits().lanes()));
         this.dataBuffers = new DataBufferPool(limits.chunkBytes());
         this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers);
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()));
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+        cleanup.onHandleDropped(quota::handleDropped);
+        if (this.window != null) {
+            this.window.pinQuota(quota);
+        }
     }
 
     /** The tenant this session belongs to. */
     public io.gpusockets.backend.tenant.TenantAccount tenant() {
         return tenant;
+    }
+
+    /** What this session has charged to its tenant. */
+    SessionQuota quota() {
+        return quota;
+    }
+
+    /** Device memory this session holds against its tenant's quota now (0 once it has ended). */
+    public long quotaCharged() {
+        return quota.charged();
     }
 
     ContextPool contextPool() {
@@ -314,6 +332,11 @@ public final class Session {
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
         boolean stuck = lanes.endAll();
         String released = cleanup.releaseAll();
+        long missed = quota.close(); // every byte back to the tenant
+        if (missed != 0) {
+            LOG.log(Level.WARNING, "session " + id + ": " + missed + " bytes were still charged to tenant " + tenant.name()
+                    + " after its release (given back now)");
+        }
         if (window != null && !stuck) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }

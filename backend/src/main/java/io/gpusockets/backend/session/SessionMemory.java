@@ -28,6 +28,12 @@ public final class SessionMemory {
 
     private final TreeMap<Long, Range> ranges = new TreeMap<>();
     private long allocatedBytes;
+    /** Told of every range that leaves (its quota charge goes back: {@link SessionQuota#rangeRemoved}). */
+    private volatile java.util.function.Consumer<Range> onRemoved = r -> { };
+
+    void onRemoved(java.util.function.Consumer<Range> listener) {
+        this.onRemoved = listener;
+    }
 
     public synchronized void add(Range r) {
         ranges.put(r.base(), r);
@@ -73,27 +79,36 @@ public final class SessionMemory {
         return r != null && r.freeable() ? r : null;
     }
 
-    public synchronized Range remove(long base) {
-        Range r = ranges.remove(base);
-        if (r != null && r.freeable()) {
-            allocatedBytes -= r.size();
+    public Range remove(long base) {
+        Range r;
+        synchronized (this) {
+            r = ranges.remove(base);
+            if (r != null && r.freeable()) {
+                allocatedBytes -= r.size();
+            }
+        }
+        if (r != null) {
+            onRemoved.accept(r);
         }
         return r;
     }
 
     /** Drops every range owned by one of these handle ids (a destroyed context or module). */
-    public synchronized List<Range> removeOwnedBy(java.util.Set<Long> owners) {
+    public List<Range> removeOwnedBy(java.util.Set<Long> owners) {
         List<Range> out = new ArrayList<>();
-        ranges.values().removeIf(r -> {
-            if (owners.contains(r.owner())) {
-                out.add(r);
-                if (r.freeable()) {
-                    allocatedBytes -= r.size();
+        synchronized (this) {
+            ranges.values().removeIf(r -> {
+                if (owners.contains(r.owner())) {
+                    out.add(r);
+                    if (r.freeable()) {
+                        allocatedBytes -= r.size();
+                    }
+                    return true;
                 }
-                return true;
-            }
-            return false;
-        });
+                return false;
+            });
+        }
+        out.forEach(onRemoved);
         return out;
     }
 
