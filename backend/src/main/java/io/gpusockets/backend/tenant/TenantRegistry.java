@@ -43,7 +43,7 @@ public final class TenantRegistry {
 
     public TenantRegistry(TenantConfig config) {
         defaultTenant = new Tenant(TenantConfig.DEFAULT, config.defaults().limits());
-        rules = build(config, Map.of());
+        rules = build(config, new HashMap<>());
     }
 
     /** No tenants file: every peer is the unlimited "default" tenant. */
