@@ -75,6 +75,11 @@ final class BackendProcess implements AutoCloseable {
         return scheme.equals("tcp") ? tcp() : unix();
     }
 
+    /** The backend's process id (to signal it). */
+    long pid() {
+        return process.pid();
+    }
+
     boolean alive() {
         return process.isAlive();
     }
