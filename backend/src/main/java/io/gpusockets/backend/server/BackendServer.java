@@ -138,6 +138,7 @@ public final class BackendServer implements AutoCloseable {
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                 contextPool, admitted.tenant());
+        s.deviceShare(tenants.deviceShare());
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer + ", tenant " + admitted.tenant().name());
         try {

@@ -56,6 +56,8 @@ public final class Session {
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     /** What this session charged to its tenant, and the charge rules. */
     private final SessionQuota quota;
+    /** The session's side of the device-time scheduler, or null (set before {@link #serve}). */
+    private volatile LaunchShares launchShares;
     private volatile String failure;
 
     /**
@@ -98,6 +100,16 @@ public final class Session {
     /** The tenant this session belongs to. */
     public io.gpusockets.backend.tenant.TenantAccount tenant() {
         return tenant;
+    }
+
+    /** Launches of this session are admitted by {@code scheduler} (the tenants' device-time shares); call before {@link #serve}. */
+    public void deviceShare(io.gpusockets.backend.tenant.DeviceShare scheduler) {
+        this.launchShares = new LaunchShares(id, scheduler, host.driver(), tenant.name());
+    }
+
+    /** The session's side of the device-time scheduler, or null. */
+    LaunchShares launchShares() {
+        return launchShares;
     }
 
     /** What this session has charged to its tenant. */
@@ -143,6 +155,10 @@ public final class Session {
 
     /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first, and the window's registration in it. */
     void beforeContextDestroy(long real) {
+        LaunchShares ls = launchShares;
+        if (ls != null) {
+            ls.contextDestroyed(real);
+        }
         cleanup.destroyExecGraphs(handles.idOf(ParamType.CTX, real));
         staging.retire(real);
         if (window != null) {
@@ -330,6 +346,10 @@ public final class Session {
         }
         channel.close();
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
+        LaunchShares ls = launchShares;
+        if (ls != null) {
+            ls.end(); // no lane waits for admission, no event of ours is queried once contexts go
+        }
         boolean stuck = lanes.endAll();
         String released = cleanup.releaseAll();
         long missed = quota.close(); // every byte back to the tenant

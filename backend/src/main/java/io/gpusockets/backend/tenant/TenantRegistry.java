@@ -38,6 +38,8 @@ public final class TenantRegistry {
     }
 
     private final Map<String, Tenant> tenants = new LinkedHashMap<>();
+    /** Admission of kernel launches by the tenants' device-time shares (inactive while none has one). */
+    private final DeviceShare deviceShare = new DeviceShare(DeviceShare.WINDOW_DEFAULT);
     private final Tenant defaultTenant;
     private volatile Rules rules;
 
@@ -126,6 +128,12 @@ public final class TenantRegistry {
                 }
             }
             defaultTenant.setLimits(config.defaults().limits());
+            Map<String, Double> shares = new HashMap<>();
+            for (TenantConfig.Section s : config.tenants()) {
+                shares.put(s.name(), s.limits().deviceShare());
+            }
+            shares.put(TenantConfig.DEFAULT, config.defaults().limits().deviceShare());
+            deviceShare.configure(shares);
         }
         return new Rules(config, Map.copyOf(byIdentity), Map.copyOf(byCert), Map.copyOf(keys), defaultTenant,
                 config.defaults().deny(), Map.copyOf(retired));
@@ -232,6 +240,11 @@ public final class TenantRegistry {
     private static String describe(PeerInfo peer, String pskIdentity) {
         List<TenantConfig.Identity> ids = identities(peer, pskIdentity);
         return ids.isEmpty() ? "no proven identity" : ids.toString().replace("[", "").replace("]", "");
+    }
+
+    /** The launch scheduler of the tenants' device-time shares. */
+    public DeviceShare deviceShare() {
+        return deviceShare;
     }
 
     /** The "default" tenant (unmatched peers). */
