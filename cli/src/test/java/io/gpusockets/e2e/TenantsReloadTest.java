@@ -8,11 +8,8 @@ import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
-import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -34,8 +31,9 @@ class TenantsReloadTest {
         Path conf = dir.resolve("tenants.conf");
         Files.writeString(conf, "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\nmemory = 4MiB\n");
         try (BackendProcess backend = BackendProcess.start("--tenants", conf.toString());
-             RemoteCudaDriver d = RemoteCudaDriver.connect(new FrontendConfig(List.of(backend.tcp()), Duration.ofSeconds(10),
-                     true, "carol-key".getBytes(StandardCharsets.UTF_8), "carol"))) {
+             RemoteCudaDriver d = RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(java.util.Map.of(
+                     FrontendConfig.SERVER_ENV, backend.tcp(), FrontendConfig.PSK_FILE_ENV, dir.resolve("carol.key").toString(),
+                     FrontendConfig.IDENTITY_ENV, "carol")))) {
             Cuda cu = new Cuda(d);
             cu.primaryContext();
             MemorySegment p = cu.cell();
