@@ -48,9 +48,28 @@ class TenantQuotaTest {
     private BackendServer server;
     private TenantRegistry tenants;
     private String address;
+    /** Session-end warnings that a charge was missed by the release paths (SessionQuota.close). */
+    private final List<String> missed = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final java.util.logging.Handler missedCharges = new java.util.logging.Handler() {
+        @Override
+        public void publish(java.util.logging.LogRecord r) {
+            if (r.getMessage() != null && r.getMessage().contains("still charged")) {
+                missed.add(r.getMessage());
+            }
+        }
+
+        @Override
+        public void flush() {
+        }
+
+        @Override
+        public void close() {
+        }
+    };
 
     @BeforeEach
     void start() throws Exception {
+        java.util.logging.Logger.getLogger("gpusockets.session").addHandler(missedCharges);
         Files.writeString(dir.resolve("alice.key"), "alice-key\n");
         Files.writeString(dir.resolve("bob.key"), "bob-key\n");
         writeConfig("8MiB", 2);
@@ -78,6 +97,7 @@ class TenantQuotaTest {
     @AfterEach
     void stop() {
         server.close();
+        java.util.logging.Logger.getLogger("gpusockets.session").removeHandler(missedCharges);
     }
 
     private RemoteCudaDriver connect(String identity) throws IOException {
@@ -107,6 +127,7 @@ class TenantQuotaTest {
         }
         assertEquals(0, alice().memoryUsed(), "every byte back to the tenant at the session's end");
         assertEquals(0, alice().sessions());
+        assertEquals(List.of(), missed, "every charge went back by its own release path");
     }
 
     @Test
