@@ -32,6 +32,8 @@ final class LaunchShares {
     static final long HOLD_LIMIT_NANOS = 1_000_000_000L;
     private static final long POLL_NANOS = 50_000;
     private static final int CU_EVENT_DISABLE_TIMING = 2;
+    /** Launches followed at once per session (and so events it holds); past it a launch counts as done when it starts. */
+    static final int MAX_FOLLOWED = 256;
 
     private record InFlight(DeviceShare.Ticket ticket, long event, long context, long since) {
     }
@@ -90,6 +92,10 @@ final class LaunchShares {
         synchronized (this) {
             if (r != CuResult.CUDA_SUCCESS || ended || context == 0) {
                 scheduler.abandon(t, now);
+                return;
+            }
+            if (inFlight.size() >= MAX_FOLLOWED) {
+                scheduler.complete(t, now); // kernels that do not end (past the hold limit) must not pile up events
                 return;
             }
             long event = takeEvent(context);
