@@ -220,11 +220,11 @@ final class CallDispatcher {
             args[i] = p.type() == ParamType.BYTES ? c.scratch(size).asSlice(0, size) : c.scratch(size);
         }
 
+        SessionQuota.Pending charge = session.quota().before(f, args, values); // tenant quota: reserved before the driver
         ContextRule rule = f.context();
         if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
-        SessionQuota.Pending charge = session.quota().before(f, args, values); // tenant quota: reserved before the driver
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
