@@ -5,6 +5,8 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.SessionLimits;
+import io.gpusockets.backend.tenant.TenantConfig;
+import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -34,6 +36,11 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--psk-file", paramLabel = "FILE", description = "Require frontends to prove they hold the key in FILE (recommended for tcp).")
     Path pskFile;
+
+    @Option(names = "--tenants", paramLabel = "FILE",
+            description = "Tenants: which proven identities (PSK identity, TLS certificate, uid, vsock CID, vchan domid) get which"
+                    + " limits (README, Tenants). Re-read on SIGHUP without dropping sessions.")
+    Path tenantsFile;
 
     @Option(names = "--allow-uid", paramLabel = "UID", description = "Only these uids may connect over unix://, ring:// and fdunix://, where the kernel proves"
             + " the peer's uid (repeatable; default: any). Not applied to tcp://, which has no uid: use --psk-file there.")
@@ -97,6 +104,13 @@ final class BackendCommand implements Callable<Integer> {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--max-handles must be 1 or more and --max-streams 0 or more: " + maxHandles + ", " + maxStreams);
         }
+        TenantRegistry tenants;
+        try {
+            tenants = tenantsFile == null ? TenantRegistry.unconfigured() : new TenantRegistry(TenantConfig.read(tenantsFile));
+        } catch (IllegalArgumentException | java.io.IOException e) {
+            System.err.println("gpusockets backend: bad --tenants file: " + (e instanceof java.io.IOException ? tenantsFile + ": " + e : e.getMessage()));
+            return 2;
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
@@ -104,7 +118,10 @@ final class BackendCommand implements Callable<Integer> {
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync, maxHandles, maxStreams);
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
-                .withServerLimits(serverLimits));
+                .withServerLimits(serverLimits), tenants);
+        if (tenantsFile != null) {
+            reloadOnHangup(tenants);
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();
@@ -118,5 +135,24 @@ final class BackendCommand implements Callable<Integer> {
         System.out.flush();
         stopped.await();
         return 0;
+    }
+
+    /**
+     * SIGHUP re-reads the tenants file (sun.misc.Signal, module jdk.unsupported: the JDK has no supported API for
+     * it). A file that fails to parse leaves the previous configuration in force; the reason is logged.
+     */
+    private static void reloadOnHangup(TenantRegistry tenants) {
+        try {
+            sun.misc.Signal.handle(new sun.misc.Signal("HUP"), sig -> Thread.ofPlatform().daemon()
+                    .name("gpusockets-tenants-reload").start(() -> {
+                        String failure = tenants.reload();
+                        System.out.println("gpusockets backend: tenants " + (failure == null
+                                ? "reloaded from " + tenants.file() : "not reloaded: " + failure));
+                        System.out.flush();
+                    }));
+        } catch (IllegalArgumentException e) {
+            System.err.println("gpusockets backend: SIGHUP cannot be handled here (" + e.getMessage()
+                    + "); the tenants file is read once");
+        }
     }
 }

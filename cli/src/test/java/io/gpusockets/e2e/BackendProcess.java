@@ -96,6 +96,11 @@ final class BackendProcess implements AutoCloseable {
         }
     }
 
+    /** The backend's process id (to signal it). */
+    long pid() {
+        return process.pid();
+    }
+
     boolean alive() {
         return process.isAlive();
     }

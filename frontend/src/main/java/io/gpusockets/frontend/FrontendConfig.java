@@ -44,6 +44,8 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     public static final String CONNECT_TIMEOUT_ENV = "GPUSOCKETS_CONNECT_TIMEOUT_MS";
     public static final String ASYNC_ENV = "GPUSOCKETS_ASYNC";
     public static final String PSK_FILE_ENV = "GPUSOCKETS_PSK_FILE";
+    /** The PSK identity a backend's tenants file may name ({@code psk:NAME}); default "pid N COMMAND". */
+    public static final String IDENTITY_ENV = "GPUSOCKETS_IDENTITY";
     public static final String LOCAL_ANSWERS_ENV = "GPUSOCKETS_LOCAL_ANSWERS";
     public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
     /** System-wide settings for guests (one NAME=value per line, # comments). */
@@ -82,6 +84,7 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
         String async = setting(ASYNC_ENV, overrides);
         String pskFile = setting(PSK_FILE_ENV, overrides);
         String localAnswers = setting(LOCAL_ANSWERS_ENV, overrides);
+        String identity = setting(IDENTITY_ENV, overrides);
         byte[] psk = null;
         if (pskFile != null && !pskFile.isBlank()) {
             try {
@@ -95,7 +98,8 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
                 Duration.ofMillis(timeout == null ? CONNECT_TIMEOUT_DEFAULT_MS : Long.parseLong(timeout.strip())),
                 async == null || !async.strip().equals("0"),
                 psk,
-                "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"),
+                identity != null && !identity.isBlank() ? identity.strip()
+                        : "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"),
                 localAnswers == null || !localAnswers.strip().equals("0"));
     }
 

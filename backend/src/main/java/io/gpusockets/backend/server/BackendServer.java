@@ -6,6 +6,8 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.RateLimitedLog;
 import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.Session;
+import io.gpusockets.backend.tenant.Tenant;
+import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
@@ -73,11 +75,15 @@ public final class BackendServer implements AutoCloseable {
     private final Handshakes handshakes;
     /** Connections closed or refused at the door, and failed handshakes: what unauthenticated peers cause. */
     private final RateLimitedLog refusals = new RateLimitedLog(LOG, "backend", "refused or failed connections");
-    /** The tenant of every session until tenants are configured. */
-    private final io.gpusockets.backend.tenant.Tenant defaultTenant =
-            new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
+    /** Who each peer is and what it may hold ({@code --tenants}); one unlimited "default" tenant without a file. */
+    private final TenantRegistry tenants;
 
     public BackendServer(DriverHost host, BackendSettings settings) {
+        this(host, settings, TenantRegistry.unconfigured());
+    }
+
+    public BackendServer(DriverHost host, BackendSettings settings, TenantRegistry tenants) {
+        this.tenants = tenants;
         this.host = host;
         this.settings = settings;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
@@ -89,6 +95,11 @@ public final class BackendServer implements AutoCloseable {
             long period = Math.min(1000, TimeUnit.SECONDS.toMillis(serverLimits.idleTimeoutSeconds()) / 2);
             timers.scheduleWithFixedDelay(this::closeIdleSessions, period, period, TimeUnit.MILLISECONDS);
         }
+    }
+
+    /** The tenants (reloadable: {@link TenantRegistry#reload()}). */
+    public TenantRegistry tenants() {
+        return tenants;
     }
 
     public DriverHost host() {
@@ -219,6 +230,9 @@ public final class BackendServer implements AutoCloseable {
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
             connections.decrementAndGet();
+            if (s.tenant() instanceof Tenant t) {
+                t.closeSession();
+            }
         }
     }
 
@@ -229,9 +243,9 @@ public final class BackendServer implements AutoCloseable {
         String peer = c.peer().description();
         handshakes.begin(c);
         ScheduledFuture<?> timeout = timers.schedule(c::close, settings.handshakeMillis(), TimeUnit.MILLISECONDS);
-        Integer features;
+        Admitted admitted;
         try {
-            features = handshake(channel, c, id, scheme);
+            admitted = handshake(channel, c, id, scheme);
         } catch (java.io.EOFException e) {
             // a port probe or a client that gave up: nothing was said, nothing to warn about
             LOG.log(Level.DEBUG, "peer " + peer + " closed before its handshake");
@@ -247,28 +261,32 @@ public final class BackendServer implements AutoCloseable {
             timeout.cancel(false);
             handshakes.end(c);
         }
-        if (features == null) {
+        if (admitted == null) {
             c.close();
             return null;
         }
         if (closed) {
             sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
             c.close();
             return null;
         }
+        int features = admitted.features();
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s;
         try {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
-                    contextPool, defaultTenant);
+                    contextPool, admitted.tenant());
+            s.deviceShare(tenants.deviceShare());
         } catch (RuntimeException | OutOfMemoryError e) {
             sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
             c.close();
             throw e;
         }
         sessions.add(s);
-        LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
+        LOG.log(Level.INFO, "session " + id + " started, peer " + peer + ", tenant " + admitted.tenant().name());
         return s;
     }
 
@@ -297,10 +315,14 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
-    private Integer handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
+    /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
+    private record Admitted(int features, Tenant tenant) {
+    }
+
+    private Admitted handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
         byte[] nonce = new byte[Handshake.NONCE_BYTES];
         random.nextBytes(nonce);
-        int auth = settings.preSharedKey() != null ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
+        int auth = settings.preSharedKey() != null || tenants.hasKeys() ? Handshake.AUTH_PSK : Handshake.AUTH_NONE;
         channel.send(Opcodes.SERVER_HELLO, 0, 0, 0,
                 new Handshake.ServerHello(Handshake.PROTOCOL_VERSION, Handshake.PROTOCOL_VERSION, auth, nonce).encode());
         FrameHeader h = channel.readHeader();
@@ -313,7 +335,7 @@ public final class BackendServer implements AutoCloseable {
             refusal = "unsupported protocol version " + hello.version() + " (this backend speaks version "
                     + Handshake.PROTOCOL_VERSION + ")";
         } else if (auth == Handshake.AUTH_PSK
-                && !Handshake.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
+                && !tenants.proofMatches(settings.preSharedKey(), nonce, hello.identity(), hello.proof())) {
             refusal = "authentication failed: the pre-shared key does not match";
         } else {
             refusal = uidRefusal(settings.allowedUids(), scheme, c.peer());
@@ -321,7 +343,13 @@ public final class BackendServer implements AutoCloseable {
                 refusal = cidRefusal(settings.allowedCids(), c.peer());
             }
         }
+        TenantRegistry.Admission admission = null;
+        if (refusal == null) {
+            admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
+            refusal = admission.refusal();
+        }
         if (refusal == null && !reserveSession()) {
+            admission.tenant().closeSession();
             refusal = "too many sessions: " + serverLimits.maxSessions() + " in progress (the maximum)";
         }
         if (refusal != null) {
@@ -331,9 +359,10 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         try {
-            return welcome(channel, c, sessionId, hello);
+            return new Admitted(welcome(channel, c, sessionId, hello), admission.tenant());
         } catch (IOException | RuntimeException e) {
             sessionSlots.decrementAndGet();
+            admission.tenant().closeSession();
             throw e;
         }
     }

@@ -264,13 +264,14 @@ final class CallDispatcher {
             args[i] = p.type() == ParamType.BYTES ? c.scratch(size).asSlice(0, size) : c.scratch(size);
         }
 
+        SessionQuota.Pending charge = session.quota().before(f, args, values); // tenant quota: reserved before the driver
         ContextRule rule = f.context();
         // What the call destroys or frees: no other call uses it from here on, nor while the driver destroys it.
         SessionUses.Retirement retiring = destroyed[f.index()] == null ? null : retire(c, values);
         if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
-        int r;
+        int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
             if (r == CuResult.CUDA_SUCCESS && retiring != null) {
@@ -282,6 +283,11 @@ final class CallDispatcher {
             }
             if (retiring != null) {
                 retiring.close();   // revives them unless committed above
+            }
+            if (r == CuResult.CUDA_SUCCESS) {
+                r = session.quota().succeeded(session.host().driver(), f, args, values, charge);
+            } else {
+                session.quota().failed(charge);
             }
         }
         if (rule == ContextRule.CREATE || rule == ContextRule.DESTROY) {

@@ -34,6 +34,7 @@ final class Lanes {
         Lane lane = lanes.get(id);
         if (lane == null) {
             if (lanes.size() >= max) {
+                session.tenant().rejected("lanes");
                 throw new ProtocolException("too many lanes: max=" + max);
             }
             lane = new Lane(session, id);

@@ -17,9 +17,33 @@ import java.lang.foreign.ValueLayout;
  */
 final class LaunchCalls implements BackendHandlers.Launches {
     private final CudaDriver driver;
+    private final Session session;
 
     LaunchCalls(Session session) {
+        this.session = session;
         this.driver = session.host().driver();
+    }
+
+    /** Waits for the device-time scheduler's admission, when tenants have shares; else null at once. */
+    private io.gpusockets.backend.tenant.DeviceShare.Ticket admit() throws CallRejected {
+        LaunchShares ls = session.launchShares();
+        if (ls == null) {
+            return null;
+        }
+        try {
+            return ls.before();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new CallRejected(CuResult.CUDA_ERROR_UNKNOWN, "interrupted while waiting for the device");
+        }
+    }
+
+    /** After the launch: the scheduler follows it to its completion. */
+    private int launched(io.gpusockets.backend.tenant.DeviceShare.Ticket t, Call c, long stream, int r) {
+        if (t != null) {
+            session.launchShares().after(t, c.lane.topContext(), stream, r);
+        }
+        return r;
     }
 
     /** The request is {@link LaunchRequest}'s; the parameters are copied into this call's scratch memory. */
@@ -37,8 +61,9 @@ final class LaunchCalls implements BackendHandlers.Launches {
         c.expectEnd();
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
-        return driver.cuLaunchKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ(),
-                h.sharedMemBytes(), stream, kernelParams, extra);
+        var t = admit();
+        return launched(t, c, stream, driver.cuLaunchKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(),
+                h.blockZ(), h.sharedMemBytes(), stream, kernelParams, extra));
     }
 
     /** As {@link #cuLaunchKernel}; a cooperative launch takes no {@code extra}. */
@@ -52,8 +77,9 @@ final class LaunchCalls implements BackendHandlers.Launches {
         c.expectEnd();
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
-        return driver.cuLaunchCooperativeKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ(),
-                h.sharedMemBytes(), stream, kernelParams);
+        var t = admit();
+        return launched(t, c, stream, driver.cuLaunchCooperativeKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(),
+                h.blockY(), h.blockZ(), h.sharedMemBytes(), stream, kernelParams));
     }
 
     /** The request is {@link LaunchConfigRequest}'s: attributes, then {@link LaunchRequest}'s header and parameters. */
@@ -71,7 +97,10 @@ final class LaunchCalls implements BackendHandlers.Launches {
         }
         c.expectEnd();
         MemorySegment config = config(c, scratch, attrs, h);
-        return driver.cuLaunchKernelEx(config, c.handle(ParamType.FUNC, h.function(), false), kernelParams, extra);
+        long f = c.handle(ParamType.FUNC, h.function(), false);
+        var t = admit();
+        return launched(t, c, c.handle(ParamType.STREAM, h.stream(), true),
+                driver.cuLaunchKernelEx(config, f, kernelParams, extra));
     }
 
     @Override

@@ -66,11 +66,21 @@ final class PoolCalls implements BackendHandlers.Pools {
         c.outs.putLong(session.handles().idOf(ParamType.POOL, real));
     }
 
-    private int allocate(Call c, long bytesize, long pool, long hStream) {
+    /** Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what is allocated). */
+    private int allocate(Call c, long bytesize, long pool, long hStream) throws CallRejected {
+        session.quota().reserve(bytesize, c.name());
         MemorySegment out = c.scratch(8);
-        int r = driver.cuMemAllocFromPoolAsync(out, bytesize, pool, hStream);
+        int r = CuResult.CUDA_ERROR_UNKNOWN;
+        try {
+            r = driver.cuMemAllocFromPoolAsync(out, bytesize, pool, hStream);
+        } finally {
+            if (r != CuResult.CUDA_SUCCESS) {
+                session.quota().unreserve(bytesize);
+            }
+        }
         if (r == CuResult.CUDA_SUCCESS) {
             long base = out.get(ValueLayout.JAVA_LONG, 0);
+            session.quota().keepRange(base, bytesize);
             // Owned by no context: the driver frees pool memory only when it is freed (or at the session's end).
             session.memory().add(new SessionMemory.Range(base, bytesize, 0, true));
             pools.allocated(new SessionPools.AsyncAllocation(base, pool, c.lane.topContext()));
@@ -88,7 +98,7 @@ final class PoolCalls implements BackendHandlers.Pools {
     }
 
     @Override
-    public int cuMemAllocFromPoolAsync(Call c, long bytesize, long pool, long hStream) {
+    public int cuMemAllocFromPoolAsync(Call c, long bytesize, long pool, long hStream) throws CallRejected {
         return allocate(c, bytesize, pool, hStream);
     }
 

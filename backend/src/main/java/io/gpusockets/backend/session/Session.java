@@ -56,6 +56,10 @@ public final class Session {
     private final ContextPool contextPool;
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
+    /** What this session charged to its tenant, and the charge rules. */
+    private final SessionQuota quota;
+    /** The session's side of the device-time scheduler, or null (set before {@link #serve}). */
+    private volatile LaunchShares launchShares;
     private volatile String failure;
     private volatile boolean releasePending;
     /** Host memory the session holds in buffers: its threads' scratch and staging, pooled DATA and staging buffers. */
@@ -79,6 +83,8 @@ public final class Session {
             throw new IllegalArgumentException("tenant=null");
         }
         this.tenant = tenant;
+        this.quota = new SessionQuota(id, tenant);
+        memory.onRemoved(quota::rangeRemoved);
         this.contextPool = contextPool;
         this.id = id;
         this.channel = channel;
@@ -92,13 +98,17 @@ public final class Session {
         this.peerFaults = new RateLimitedLog(LOG, "session " + id, "peer faults");
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
-        this.lanes = new Lanes(this, limits.maxLanes());
+        this.lanes = new Lanes(this, Math.min(limits.maxLanes(), tenant.limits().lanes()));
         this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
         this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || channel.connection().peerClosed());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+        cleanup.onHandleDropped(quota::handleDropped);
+        if (this.window != null) {
+            this.window.pinQuota(quota);
+        }
     }
 
     /** Native bytes the session's calls hold now: per-call scratch beyond the lane's and bulk inputs being received. */
@@ -148,6 +158,26 @@ public final class Session {
         return tenant;
     }
 
+    /** Launches of this session are admitted by {@code scheduler} (the tenants' device-time shares); call before {@link #serve}. */
+    public void deviceShare(io.gpusockets.backend.tenant.DeviceShare scheduler) {
+        this.launchShares = new LaunchShares(id, scheduler, host.driver(), tenant.name());
+    }
+
+    /** The session's side of the device-time scheduler, or null. */
+    LaunchShares launchShares() {
+        return launchShares;
+    }
+
+    /** What this session has charged to its tenant. */
+    SessionQuota quota() {
+        return quota;
+    }
+
+    /** Device memory this session holds against its tenant's quota now (0 once it has ended). */
+    public long quotaCharged() {
+        return quota.charged();
+    }
+
     ContextPool contextPool() {
         return contextPool;
     }
@@ -181,6 +211,10 @@ public final class Session {
 
     /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first, and the window's registration in it. */
     void beforeContextDestroy(long real) {
+        LaunchShares ls = launchShares;
+        if (ls != null) {
+            ls.contextDestroyed(real);
+        }
         cleanup.destroyExecGraphs(handles.idOf(ParamType.CTX, real));
         staging.retire(real);
         if (window != null) {
@@ -401,6 +435,10 @@ public final class Session {
         }
         channel.close();
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
+        LaunchShares ls = launchShares;
+        if (ls != null) {
+            ls.end(); // no lane waits for admission, no event of ours is queried once contexts go
+        }
         boolean stuck = lanes.endAll();
         if (!stuck) {
             release(reason, false);
@@ -418,6 +456,11 @@ public final class Session {
     private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
         dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back
+        long missed = quota.close(); // every byte back to the tenant
+        if (missed != 0) {
+            LOG.log(Level.WARNING, "session " + id + ": " + missed + " bytes were still charged to tenant " + tenant.name()
+                    + " after its release (given back now)");
+        }
         if (window != null) {
             window.release(); // every lane has finished: nothing of ours touches it any more
         }

@@ -29,6 +29,8 @@ final class SessionCleanup {
     private final SessionPools pools;
     private final SessionVmm vmm;
     private final SessionWaits waits;
+    /** Told of every handle dropped (an array's quota charge goes back: {@link SessionQuota#handleDropped}). */
+    private java.util.function.Consumer<SessionHandles.Entry> onHandleDropped = e -> { };
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
                    SessionWindow window) {
@@ -285,11 +287,16 @@ final class SessionCleanup {
         return failed;
     }
 
+    void onHandleDropped(java.util.function.Consumer<SessionHandles.Entry> listener) {
+        this.onHandleDropped = listener;
+    }
+
     /** Forgets a handle and what it owned, including device ranges owned by dropped contexts and modules. */
     void dropHandle(long handleId) {
         Set<Long> owners = new HashSet<>();
         for (SessionHandles.Entry e : handles.remove(handleId)) {
             owners.add(e.id());
+            onHandleDropped.accept(e);
         }
         if (!owners.isEmpty()) {
             memory.removeOwnedBy(owners);

@@ -68,6 +68,12 @@ public final class SessionMemory {
     /** Bases of the ranges of each owner. */
     private final Map<Long, java.util.Set<Long>> byOwner = new java.util.HashMap<>();
     private long allocatedBytes;
+    /** Told of every range that leaves (its quota charge goes back: {@link SessionQuota#rangeRemoved}). */
+    private volatile java.util.function.Consumer<Range> onRemoved = r -> { };
+
+    void onRemoved(java.util.function.Consumer<Range> listener) {
+        this.onRemoved = listener;
+    }
 
     public synchronized void add(Range r) {
         Range old = ranges.put(r.base(), r);
@@ -138,13 +144,19 @@ public final class SessionMemory {
         return r != null && r.freeable() ? r : null;
     }
 
-    public synchronized Range remove(long base) {
-        Range r = ranges.remove(base);
-        if (r != null) {
-            unindex(r);
-            if (r.freeable()) {
-                allocatedBytes -= r.size();
+    public Range remove(long base) {
+        Range r;
+        synchronized (this) {
+            r = ranges.remove(base);
+            if (r != null) {
+                unindex(r);
+                if (r.freeable()) {
+                    allocatedBytes -= r.size();
+                }
             }
+        }
+        if (r != null) {
+            onRemoved.accept(r);
         }
         return r;
     }
@@ -171,21 +183,24 @@ public final class SessionMemory {
     }
 
     /** Drops every range owned by one of these handle ids (a destroyed context or module). */
-    public synchronized List<Range> removeOwnedBy(java.util.Set<Long> owners) {
+    public List<Range> removeOwnedBy(java.util.Set<Long> owners) {
         List<Range> out = new ArrayList<>();
-        for (long owner : owners) {
-            java.util.Set<Long> bases = byOwner.remove(owner);
-            if (bases == null) {
-                continue;
-            }
-            for (long base : bases) {
-                Range r = ranges.remove(base);
-                out.add(r);
-                if (r.freeable()) {
-                    allocatedBytes -= r.size();
+        synchronized (this) {
+            for (long owner : owners) {
+                java.util.Set<Long> bases = byOwner.remove(owner);
+                if (bases == null) {
+                    continue;
+                }
+                for (long base : bases) {
+                    Range r = ranges.remove(base);
+                    out.add(r);
+                    if (r.freeable()) {
+                        allocatedBytes -= r.size();
+                    }
                 }
             }
         }
+        out.forEach(onRemoved);
         return out;
     }
 

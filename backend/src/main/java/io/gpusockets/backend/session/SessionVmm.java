@@ -127,6 +127,18 @@ final class SessionVmm {
         return n - 1;
     }
 
+    /** Whether a mapping of the session still uses {@code handle} (real). */
+    synchronized boolean isMapped(long handle) {
+        for (Reservation r : reservations.values()) {
+            for (Mapping m : r.mappings.values()) {
+                if (m.handle() == handle) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     synchronized boolean holds(long handle) {
         return references.containsKey(handle);
     }

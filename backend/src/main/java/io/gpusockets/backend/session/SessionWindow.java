@@ -46,6 +46,8 @@ final class SessionWindow {
     private long pinnedIn;
     /** The driver refused to page-lock the window once: copies through it go through the driver's own staging. */
     private boolean pinRefused;
+    /** Where page-locking is charged, or null. Guarded by this. */
+    private SessionQuota quota;
 
     SessionWindow(long sessionId, SharedWindow window, CudaDriver driver, BooleanSupplier gone) {
         this.sessionId = sessionId;
@@ -117,6 +119,11 @@ final class SessionWindow {
      * window itself, with no copy on this side. False where the driver will not (the emulated device
      * has no page-locking): copies through the window then go through the driver's staging.
      */
+    /** Where page-locking the window is charged (the session's tenant's pinned limit), or null for nowhere. */
+    synchronized void pinQuota(SessionQuota q) {
+        this.quota = q;
+    }
+
     synchronized boolean pin(long context) {
         if (pinnedIn != 0) {
             return true;
@@ -125,10 +132,19 @@ final class SessionWindow {
             return false;
         }
         MemorySegment w = window.segment();
+        if (quota != null && !quota.reservePinned(w.byteSize())) {
+            pinRefused = true;
+            LOG.log(Level.INFO, "session " + sessionId + ": the shared window is not page-locked: tenant "
+                    + quota.tenant().name() + " is at its pinned-memory limit; copies through it are staged by the driver");
+            return false;
+        }
         int r = driver.cuMemHostRegister(w, w.byteSize(), MEMHOSTREGISTER_PORTABLE);
         if (r == CuResult.CUDA_SUCCESS) {
             pinnedIn = context;
             return true;
+        }
+        if (quota != null) {
+            quota.releasePinned(w.byteSize());
         }
         pinRefused = true;
         LOG.log(r == CuResult.CUDA_ERROR_NOT_SUPPORTED ? Level.DEBUG : Level.INFO, "session " + sessionId
@@ -150,6 +166,9 @@ final class SessionWindow {
         }
         if (r != CuResult.CUDA_SUCCESS) {
             LOG.log(Level.WARNING, "session " + sessionId + ": cuMemHostUnregister of the shared window failed: " + CuResult.name(r));
+        }
+        if (quota != null) {
+            quota.releasePinned(window.segment().byteSize());
         }
         pinnedIn = 0;
     }

@@ -63,9 +63,18 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment prop = allocationProp(c, propLength);
         MemorySegment out = c.scratch(8);
-        int r = driver.cuMemCreate(out, size, prop, flags);
+        session.quota().reserve(size, "cuMemCreate");
+        int r = CuResult.CUDA_ERROR_UNKNOWN;
+        try {
+            r = driver.cuMemCreate(out, size, prop, flags);
+        } finally {
+            if (r != CuResult.CUDA_SUCCESS) {
+                session.quota().unreserve(size);
+            }
+        }
         if (r == CuResult.CUDA_SUCCESS) {
             long real = out.get(ValueLayout.JAVA_LONG, 0);
+            session.quota().vmmCreated(real, size);
             vmm.referenced(real);
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
@@ -81,6 +90,9 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemRelease(handle);
         if (r == CuResult.CUDA_SUCCESS && vmm.unreferenced(handle) == 0) {
             session.dropHandle(session.handles().idOf(ParamType.MEMH, handle));
+            if (!vmm.isMapped(handle)) {
+                session.quota().vmmFreed(handle); // the driver frees it with the last reference and mapping
+            }
         }
         return r;
     }
@@ -148,6 +160,9 @@ final class VmmCalls implements BackendHandlers.Vmm {
                 vmm.unmapped(res, ms);
                 for (SessionVmm.Mapping m : ms) {
                     session.memory().remove(m.base());
+                    if (!vmm.holds(m.handle()) && !vmm.isMapped(m.handle())) {
+                        session.quota().vmmFreed(m.handle()); // its last mapping, after its last reference
+                    }
                 }
             }
             return r;

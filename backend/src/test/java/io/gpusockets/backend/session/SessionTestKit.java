@@ -25,8 +25,14 @@ final class SessionTestKit {
     }
 
     static Session session(CudaDriver driver, BackendSettings settings, SharedWindow window, Connection c) {
+        return session(driver, settings, window, c, new io.gpusockets.backend.tenant.Tenant("test",
+                io.gpusockets.backend.tenant.TenantLimits.UNLIMITED));
+    }
+
+    static Session session(CudaDriver driver, BackendSettings settings, SharedWindow window, Connection c,
+                           io.gpusockets.backend.tenant.TenantAccount tenant) {
         return new Session(1, new FrameChannel(c), new DriverHost(driver, "test", 1, 13000), settings, "test-peer", true,
-                window, null, new io.gpusockets.backend.tenant.Tenant("test", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED));
+                window, null, tenant);
     }
 
     static Session session(CudaDriver driver) {

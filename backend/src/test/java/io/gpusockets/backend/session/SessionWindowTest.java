@@ -209,6 +209,25 @@ class SessionWindowTest {
     }
 
     @Test
+    void pinningIsChargedToTheTenantsPinnedLimitAndPastItTheWindowStaysUnpinned() {
+        io.gpusockets.backend.tenant.Tenant t = new io.gpusockets.backend.tenant.Tenant("t",
+                new io.gpusockets.backend.tenant.TenantLimits(Long.MAX_VALUE, 9, 9, 9, 9, SIZE, 0));
+        window.pinQuota(new SessionQuota(1, t));
+        assertTrue(window.pin(0xC0));
+        assertEquals(SIZE, t.pinnedUsed());
+        window.unpin(0xC0);
+        assertEquals(0, t.pinnedUsed());
+
+        assertTrue(t.reservePinned(1)); // another session of the tenant holds a byte: no room for the window
+        SessionWindow other = new SessionWindow(2, new HeapWindow(SIZE), driver, gone::get);
+        other.pinQuota(new SessionQuota(2, t));
+        assertFalse(other.pin(0xC0));
+        assertEquals(1, driver.registers, "the driver was not asked");
+        assertEquals(1, t.pinnedUsed());
+        assertEquals(1, t.rejections().get("pinned"));
+    }
+
+    @Test
     void sessionWithoutWindowHasNone() {
         assertNull(SessionTestKit.session(driver).window());
         assertEquals(0, SessionTestKit.session(driver).windowBytes());

@@ -1,0 +1,160 @@
+package io.gpusockets.backend.session;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.tenant.Tenant;
+import io.gpusockets.backend.tenant.TenantLimits;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.structs.ArrayDescriptor;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+
+/** The charge rules of {@link SessionQuota} against a tenant, and how a session's parts give charges back. */
+class SessionQuotaTest {
+    private static final long MIB = 1L << 20;
+
+    private static Tenant tenant(long memory, int lanes) {
+        return new Tenant("t", new TenantLimits(memory, 10, lanes, 100, 100, 4 * MIB, 0));
+    }
+
+    private static Session session(Tenant t) {
+        return SessionTestKit.session(new LanesTest.BlockingSync(), SessionTestKit.settings(), null,
+                new SessionTestKit.QuietConnection(), t);
+    }
+
+    @Test
+    void overTheQuotaIsOutOfMemoryBeforeTheDriverAndNamesTheTenant() throws Exception {
+        Tenant t = tenant(8 * MIB, 4);
+        SessionQuota q = session(t).quota();
+        q.reserve(6 * MIB, "cuMemAlloc");
+        CallRejected e = assertThrows(CallRejected.class, () -> q.reserve(4 * MIB, "cuMemAlloc"));
+        assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, e.result);
+        assertEquals("cuMemAlloc of 4194304 bytes: tenant t holds 6291456 of its 8388608 bytes", e.getMessage());
+        assertEquals(6 * MIB, q.charged());
+        q.unreserve(6 * MIB); // the driver call failed
+        assertEquals(0, t.memoryUsed());
+        assertEquals(0, q.charged());
+    }
+
+    @Test
+    void rangesGoBackWhenFreedOrWhenTheirContextOrModuleGoes() throws Exception {
+        Tenant t = tenant(64 * MIB, 4);
+        Session s = session(t);
+        SessionQuota q = s.quota();
+        for (long base : new long[] {0x1000_0000L, 0x2000_0000L, 0x3000_0000L}) {
+            q.reserve(MIB, "cuMemAlloc");
+            q.keepRange(base, MIB);
+            s.memory().add(new SessionMemory.Range(base, MIB, base == 0x3000_0000L ? 77 : 55, true));
+        }
+        assertTrue(q.chargeGlobal(0x4000_0000L, MIB));
+        assertTrue(q.chargeGlobal(0x4000_0000L, MIB), "registered again: charged once");
+        s.memory().add(new SessionMemory.Range(0x4000_0000L, MIB, 99, false));
+        assertEquals(4 * MIB, t.memoryUsed());
+        s.memory().remove(0x1000_0000L);                    // cuMemFree
+        assertEquals(3 * MIB, t.memoryUsed());
+        s.memory().removeOwnedBy(Set.of(55L));              // its context destroyed
+        assertEquals(2 * MIB, t.memoryUsed());
+        s.memory().removeOwnedBy(Set.of(99L));              // the module unloaded: its global
+        assertEquals(MIB, t.memoryUsed());
+        s.end("test");                                      // the rest at the end, and nothing is counted as missed
+        assertEquals(0, t.memoryUsed());
+        assertEquals(0, q.charged());
+    }
+
+    @Test
+    void arraysAndVmmAllocationsGoBackWithTheirHandles() throws Exception {
+        Tenant t = tenant(64 * MIB, 4);
+        SessionQuota q = session(t).quota();
+        MemorySegment out = Arena.ofAuto().allocate(8);
+        out.set(ValueLayout.JAVA_LONG, 0, 0xA11);
+        q.reserve(4 * MIB, "cuArrayCreate");
+        int r = q.succeeded(null, io.gpusockets.protocol.api.ApiTable.get().byName("cuArrayCreate"),
+                new Object[] {out, null}, new long[2], new SessionQuota.Pending((byte) 3, 4 * MIB));
+        assertEquals(CuResult.CUDA_SUCCESS, r);
+        q.handleDropped(new SessionHandles.Entry(9, ParamType.STREAM, 0xA11, 0, 0));
+        assertEquals(4 * MIB, t.memoryUsed(), "only an array's drop gives an array's charge back");
+        q.handleDropped(new SessionHandles.Entry(9, ParamType.ARRAY, 0xA11, 0, 0));
+        assertEquals(0, t.memoryUsed());
+        q.reserve(2 * MIB, "cuMemCreate");
+        q.vmmCreated(0xB22, 2 * MIB);
+        q.vmmFreed(0xB22);
+        q.vmmFreed(0xB22);
+        assertEquals(0, t.memoryUsed(), "given back once");
+    }
+
+    @Test
+    void whatIsStillChargedAtCloseGoesBackAndIsReported() throws Exception {
+        Tenant t = tenant(64 * MIB, 4);
+        SessionQuota q = new SessionQuota(1, t);
+        q.reserve(MIB, "cuMemAlloc");
+        q.keepRange(0x1000, MIB);
+        q.reserve(2 * MIB, "cuMemCreate");
+        q.vmmCreated(0x2000, 2 * MIB);
+        assertEquals(MIB, q.close(), "the range was missed by the release paths; the VMM handle is the end's to release");
+        assertEquals(0, t.memoryUsed());
+        assertEquals(0, q.close());
+        q.reserve(MIB, "cuMemAlloc");       // a lane that was still inside the driver at the end
+        q.keepRange(0x3000, MIB);
+        assertEquals(0, t.memoryUsed(), "kept after the close: given back at once");
+    }
+
+    @Test
+    void estimatesNeverOverflowIntoSmallCharges() {
+        assertEquals(1024L * 10, SessionQuota.pitchEstimate(1000, 10));
+        assertEquals(Long.MAX_VALUE, SessionQuota.pitchEstimate(1L << 40, 1L << 40));
+        assertEquals(Long.MAX_VALUE, SessionQuota.pitchEstimate(-1, 1));
+        assertEquals(1024L * 1024 * 4, SessionQuota.arrayBytes(new ArrayDescriptor(1024, 1024, 0x20, 1)));
+        assertEquals(1024L * 16, SessionQuota.arrayBytes(new ArrayDescriptor(1024, 0, 0x9999, 1)), "unknown format: 16 bytes an element");
+        assertEquals(Long.MAX_VALUE, SessionQuota.arrayBytes(new ArrayDescriptor(1L << 40, 1L << 40, 0x20, 4)));
+    }
+
+    @Test
+    void memGetInfoShowsTheTenantsView() throws Exception {
+        Tenant t = tenant(8 * MIB, 4);
+        SessionQuota q = new SessionQuota(1, t);
+        q.reserve(3 * MIB, "cuMemAlloc");
+        MemorySegment free = Arena.ofAuto().allocate(8), total = Arena.ofAuto().allocate(8);
+        free.set(ValueLayout.JAVA_LONG, 0, 100 * MIB);
+        total.set(ValueLayout.JAVA_LONG, 0, 141 * MIB);
+        q.tenantView(free, total);
+        assertEquals(8 * MIB, total.get(ValueLayout.JAVA_LONG, 0));
+        assertEquals(5 * MIB, free.get(ValueLayout.JAVA_LONG, 0));
+        free.set(ValueLayout.JAVA_LONG, 0, 2 * MIB); // the device itself has less left than the quota
+        q.tenantView(free, total);
+        assertEquals(2 * MIB, free.get(ValueLayout.JAVA_LONG, 0));
+        SessionQuota unlimited = new SessionQuota(2, new Tenant("u", TenantLimits.UNLIMITED));
+        total.set(ValueLayout.JAVA_LONG, 0, 141 * MIB);
+        unlimited.tenantView(free, total);
+        assertEquals(141 * MIB, total.get(ValueLayout.JAVA_LONG, 0));
+    }
+
+    @Test
+    void theTenantsLaneLimitBoundsTheSession() throws Exception {
+        Tenant t = tenant(MIB, 2);
+        Lanes lanes = session(t).lanes();
+        lanes.lane(1);
+        lanes.lane(2);
+        ProtocolException e = assertThrows(ProtocolException.class, () -> lanes.lane(3));
+        assertEquals("too many lanes: max=2", e.getMessage());
+        assertEquals(1, t.rejections().get("lanes"));
+    }
+
+    @Test
+    void pinnedMemoryIsChargedAgainstItsOwnLimit() {
+        Tenant t = tenant(MIB, 2);
+        SessionQuota q = new SessionQuota(1, t);
+        assertTrue(q.reservePinned(3 * MIB));
+        assertFalse(q.reservePinned(2 * MIB));
+        q.releasePinned(3 * MIB);
+        assertEquals(0, t.pinnedUsed());
+        assertEquals(1, t.rejections().get("pinned"));
+    }
+}
