@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
@@ -22,7 +23,8 @@ import org.junit.jupiter.api.Timeout;
  * A backend process listening on tls:// with client certificates required, and Java frontends configured
  * as users configure them (GPUSOCKETS_TLS_* settings): the one holding a certificate signed by the CA
  * gets its calls served; a frontend without one, one trusting another CA, and a plaintext tcp:// frontend
- * on the tls:// port each get a clear error within the connect timeout, and the backend serves on.
+ * on the tls:// port each get a clear error within the connect timeout, and the backend serves on. An
+ * unmodified C program (libcuda.so.1) runs over tls:// too, where gcc and the built library are there.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class TlsEndToEndTest {
@@ -73,6 +75,29 @@ class TlsEndToEndTest {
             assertArrayEquals(data, cuda.get(dptr, data.length), "3 MiB there and back through TLS");
         }
         assertTrue(backend.awaitLog("peer tls://127.0.0.1:", 10_000).contains("session"));
+    }
+
+    /** libcuda.so.1 reads the same GPUSOCKETS_TLS_* settings: an unmodified C program over tls://. */
+    @Test
+    void anUnmodifiedCProgramRunsOverTls() throws Exception {
+        NativePrograms programs = NativePrograms.locate();
+        String skip = programs.cannotRun("the C program over tls://");
+        assumeTrue(skip == null, skip);
+        java.nio.file.Path work = java.nio.file.Files.createTempDirectory("gpusockets-tls-cprogram");
+        try {
+            java.nio.file.Path exe = programs.build("memory_roundtrip", work);
+            Map<String, String> env = new HashMap<>(withClientCertificate());
+            env.put("LD_LIBRARY_PATH", programs.libDir.toString());
+            env.put(FrontendConfig.SERVER_ENV, tls);
+            env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
+            env.put("GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path"));
+            NativePrograms.Run r = NativePrograms.run(java.util.List.of(exe.toString()), env, work, 60);
+            String context = "memory_roundtrip over " + tls + "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
+            assertEquals(0, r.exit(), context);
+            assertEquals(java.nio.file.Files.readString(programs.golden("memory_roundtrip")), r.stdout(), context);
+        } finally {
+            NativePrograms.deleteTree(work);
+        }
     }
 
     @Test
