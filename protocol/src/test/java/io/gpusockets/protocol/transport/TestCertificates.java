@@ -13,8 +13,8 @@ import java.util.stream.Stream;
 /**
  * Certificates for tls:// tests, made by the JDK's {@code keytool} in a temporary directory when first
  * asked for (once per JVM, removed at exit), so that no private key is ever committed: a test CA, a server
- * certificate for 127.0.0.1 and localhost, a client certificate signed by the CA, an expired one, and a
- * client certificate and CA nobody trusts. Every store is PKCS12 with the password in {@link #passwordFile()}.
+ * certificate for 127.0.0.1 and localhost, a client certificate signed by the CA, an expired one,  and a
+ * client certificate and a CA nobody trusts. Every store is PKCS12 with the password in {@link #passwordFile()}.
  */
 public final class TestCertificates {
     /** The subject of {@link #clientKeyStore()}, as {@link PeerInfo#certificate()} reports it (RFC 2253). */
@@ -69,7 +69,7 @@ public final class TestCertificates {
         return dir.resolve("expired.p12");
     }
 
-    /** A client certificate signed by a CA nobody trusts. */
+    /** A self-signed client certificate: no CA anybody trusts signed it. */
     public Path strangerKeyStore() {
         return dir.resolve("stranger.p12");
     }
@@ -105,10 +105,13 @@ public final class TestCertificates {
         signed("server", "CN=localhost", "ca.p12", "ca.pem", "-ext", "san=ip:127.0.0.1,dns:localhost");
         signed("client", CLIENT_SUBJECT.replace(",", ", "), "ca.p12", "ca.pem");
         signed("expired", "CN=expired tenant", "ca.p12", "ca.pem", "-startdate", "-3d", "-validity", "1");
-        signed("stranger", "CN=stranger", "other-ca.p12", "other-ca.pem");
+        keyPair("stranger.p12", "stranger", "CN=stranger"); // self-signed: no CA the server trusts vouches for it
     }
 
-    /** A key pair in {@code name}.p12 whose certificate {@code caStore} signs, the chain imported back. */
+    /**
+     * A key pair in {@code name}.p12 whose certificate {@code caStore} signs, the chain (certificate, then
+     * the CA's) imported back as the key's.
+     */
     private void signed(String name, String dname, String caStore, String caPem, String... gencertArgs) throws IOException {
         keyPair(name + ".p12", name, dname);
         keytool("-certreq", "-alias", name, "-keystore", name + ".p12", "-file", name + ".csr");
@@ -116,8 +119,9 @@ public final class TestCertificates {
                 "-infile", name + ".csr", "-outfile", name + ".pem"));
         gencert.addAll(List.of(gencertArgs));
         keytool(gencert.toArray(String[]::new));
-        keytool("-importcert", "-noprompt", "-alias", "ca", "-file", caPem, "-keystore", name + ".p12");
-        keytool("-importcert", "-noprompt", "-alias", name, "-file", name + ".pem", "-keystore", name + ".p12");
+        Files.writeString(dir.resolve(name + "-chain.pem"),
+                Files.readString(dir.resolve(name + ".pem")) + Files.readString(dir.resolve(caPem)));
+        keytool("-importcert", "-noprompt", "-alias", name, "-file", name + "-chain.pem", "-keystore", name + ".p12");
     }
 
     private void keyPair(String store, String alias, String dname, String... extra) throws IOException {
@@ -128,7 +132,9 @@ public final class TestCertificates {
     }
 
     private void keytool(String... args) throws IOException {
-        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "keytool").toString()));
+        // a short-lived JVM each: C1 only and the serial collector halve its start on a busy machine
+        List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "keytool").toString(),
+                "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"));
         cmd.addAll(List.of(args));
         cmd.addAll(List.of("-storetype", "PKCS12", "-storepass", PASSWORD));
         Process p = new ProcessBuilder(cmd).directory(dir.toFile()).redirectErrorStream(true).start();
