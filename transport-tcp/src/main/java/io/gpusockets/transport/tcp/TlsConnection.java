@@ -64,12 +64,15 @@ final class TlsConnection implements Connection {
     private final int packetSize;
     private volatile boolean handshaken;
     private volatile PeerInfo peer;
-    /** Reader's: ciphertext received and not yet decrypted (read mode). */
-    private final ByteBuffer netIn;
+    /**
+     * Reader's: ciphertext received and not yet decrypted (read mode). One record until the handshake is
+     * done, so that a connection that never finishes it holds little; then {@link #RECORDS_PER_BUFFER}.
+     */
+    private ByteBuffer netIn;
     /** Reader's: plaintext decrypted beyond what the last read wanted (read mode). */
     private final ByteBuffer appIn;
-    /** Writer's: ciphertext to send. */
-    private final ByteBuffer netOut;
+    /** Writer's: ciphertext to send; sized as {@link #netIn}. */
+    private ByteBuffer netOut;
     /** Ciphertext bytes received during the handshake: none means the peer closed before it began. */
     private long handshakeBytesIn;
     /** Why the handshake failed, for every later read and write. */
@@ -81,8 +84,8 @@ final class TlsConnection implements Connection {
         this.description = description;
         this.peer = PeerInfo.of(description);
         this.packetSize = engine.getSession().getPacketBufferSize();
-        this.netIn = ByteBuffer.allocateDirect(packetSize * RECORDS_PER_BUFFER).flip();
-        this.netOut = ByteBuffer.allocateDirect(packetSize * RECORDS_PER_BUFFER);
+        this.netIn = ByteBuffer.allocateDirect(packetSize).flip();
+        this.netOut = ByteBuffer.allocateDirect(packetSize);
         this.appIn = ByteBuffer.allocate(engine.getSession().getApplicationBufferSize()).flip();
     }
 
@@ -276,6 +279,9 @@ final class TlsConnection implements Connection {
             ensureOpen();
             runHandshake();
             peer = verifiedPeer();
+            // room for several records per system call, now that the peer has proved itself worth it
+            netIn = ByteBuffer.allocateDirect(packetSize * RECORDS_PER_BUFFER).put(netIn).flip();
+            netOut = ByteBuffer.allocateDirect(packetSize * RECORDS_PER_BUFFER);
             handshaken = true;
         } catch (IOException e) {
             if (handshakeFailure == null) {
@@ -413,6 +419,11 @@ final class TlsConnection implements Connection {
     /** Reads more ciphertext; false at the end of the stream. */
     private boolean fill() throws IOException {
         netIn.compact();
+        if (!netIn.hasRemaining()) {
+            netIn.flip();
+            // the engine asks for more than a whole buffer: a record no TLS 1.3 peer sends; never spin on it
+            throw new SSLException("TLS record larger than " + netIn.capacity() + " bytes from " + description);
+        }
         int n;
         try {
             n = channel.read(netIn);

@@ -50,6 +50,24 @@ final class TlsContexts {
         return context(keys, trustManagers(options).orElse(null));
     }
 
+    /** What a context made from {@code options} depends on: the options and each file's size and modification time. */
+    static Object fingerprint(TransportOptions options) {
+        java.util.List<Object> key = new java.util.ArrayList<>();
+        key.add(options);
+        for (TransportOptions.Key<Path> k : java.util.List.of(TlsOptions.KEY_STORE, TlsOptions.KEY_STORE_PASSWORD_FILE,
+                TlsOptions.TRUST, TlsOptions.TRUST_PASSWORD_FILE)) {
+            options.get(k).ifPresent(p -> {
+                try {
+                    key.add(Files.getLastModifiedTime(p));
+                    key.add(Files.size(p));
+                } catch (IOException e) {
+                    key.add(e.toString()); // unreadable now: building the context reports it
+                }
+            });
+        }
+        return key;
+    }
+
     static ClientAuth clientAuth(TransportOptions options) {
         boolean require = options.get(TlsOptions.REQUIRE_CLIENT_CERTIFICATE).orElse(false);
         if (options.get(TlsOptions.TRUST).isEmpty()) {

@@ -49,7 +49,7 @@ public final class TlsTransport implements Transport {
         if (uri.port() == 0) {
             throw new IllegalArgumentException("port 0 is for listening only: uri=" + uri);
         }
-        SSLContext context = TlsContexts.client(options);
+        SSLContext context = clientContext(options);
         long start = System.nanoTime();
         SocketChannel channel = TimedConnect.open(endpoint, timeout);
         TlsConnection connection;
@@ -76,6 +76,27 @@ public final class TlsTransport implements Transport {
         TlsContexts.ClientAuth clientAuth = TlsContexts.clientAuth(options);
         return SocketListener.tcp(endpoint, accepted -> TlsConnection.server(accepted, context, clientAuth));
     }
+
+    /**
+     * The client context for {@code options}, made again only when they or their files change: reading a
+     * PKCS12 key store costs tens of milliseconds of key derivation, which a frontend that connects to
+     * several backends (or again) should pay once.
+     */
+    private SSLContext clientContext(TransportOptions options) throws IOException {
+        Object key = TlsContexts.fingerprint(options);
+        CachedContext c = lastClientContext;
+        if (c != null && c.key().equals(key)) {
+            return c.context();
+        }
+        SSLContext context = TlsContexts.client(options);
+        lastClientContext = new CachedContext(key, context);
+        return context;
+    }
+
+    private record CachedContext(Object key, SSLContext context) {
+    }
+
+    private volatile CachedContext lastClientContext;
 
     private static Endpoint endpoint(TransportUri uri) throws IOException {
         if (!uri.scheme().equals(TLS)) {

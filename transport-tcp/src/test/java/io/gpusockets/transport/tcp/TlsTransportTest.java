@@ -101,6 +101,22 @@ class TlsTransportTest {
         }
     }
 
+    /** The second connection of a client resumes its TLS session; the server must still know whose it is. */
+    @Test
+    void aClientConnectingAgainKeepsItsCertificateIdentity() throws Exception {
+        try (Listener l = tls.listen(TransportUri.parse("tls://127.0.0.1:0"), certs.serverOptions(true, true))) {
+            for (int i = 0; i < 3; i++) {
+                Future<Connection> server = acceptAndRead(l, ByteBuffer.allocate(1));
+                try (Connection c = tls.connect(l.address(), TIMEOUT, certs.clientOptions(certs.clientKeyStore()))) {
+                    c.write(ByteBuffer.allocate(1));
+                    try (Connection s = server.get(TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
+                        assertEquals(Optional.of(TestCertificates.CLIENT_SUBJECT), s.peer().certificate(), "connection " + i);
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void clientCertificatesAreOptionalUnlessRequired() throws Exception {
         try (Listener l = tls.listen(TransportUri.parse("tls://127.0.0.1:0"), certs.serverOptions(true, false))) {
