@@ -125,7 +125,8 @@ class TlsEndToEndTest {
         env.put(FrontendConfig.SERVER_ENV, plaintext);
         env.put(FrontendConfig.CONNECT_TIMEOUT_ENV, "2000");
         long start = System.nanoTime();
-        assertThrows(IOException.class, () -> RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(env)).close());
+        IOException e = assertThrows(IOException.class, () -> RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(env)).close());
+        assertTrue(e.getMessage().contains("tls://"), "the message should suggest tls://: " + e.getMessage());
         Duration took = Duration.ofNanos(System.nanoTime() - start);
         assertTrue(took.compareTo(Duration.ofSeconds(30)) < 0, "took " + took);
         // and the backend still serves TLS clients

@@ -184,7 +184,8 @@ final class BackendConnection implements AutoCloseable {
             }
             if (watchdog.isDone() && !watchdog.isCancelled()) {
                 throw new IOException("backend " + uri + " did not complete the handshake within "
-                        + config.connectTimeout().toMillis() + " ms", e);
+                        + config.connectTimeout().toMillis() + " ms"
+                        + (uri.scheme().equals("tcp") ? " (a tls:// port waits like this for a tcp:// client: is it one?)" : ""), e);
             }
             throw e;
         }
