@@ -32,6 +32,8 @@ public final class SelfHosting {
             case "vsock" -> new Recipe(null, "needs vsock loopback (CID 1), which neither the dev nor the GPU machine has;"
                     + " measure it between a guest and its host");
             case "vchan" -> new Recipe(null, "needs two Xen domains");
+            case "tls" -> new Recipe(null, "needs certificates, which the bench does not make yet (README, Encryption,"
+                    + " gives its null-call cost against tcp)");
             default -> new Recipe(null, "no self-hosting recipe for this scheme in " + SelfHosting.class.getSimpleName());
         };
     }

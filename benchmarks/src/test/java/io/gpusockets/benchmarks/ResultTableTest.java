@@ -100,6 +100,7 @@ class ResultTableTest {
         assertTrue(SelfHosting.recipe("ring", tmp, "a").listen().toString().matches("ring://bench-[0-9]+-a"));
         assertFalse(SelfHosting.recipe("vsock", tmp, "a").hostable());
         assertFalse(SelfHosting.recipe("vchan", tmp, "a").hostable());
+        assertTrue(SelfHosting.recipe("tls", tmp, "a").skipReason().contains("certificates"));
         assertTrue(SelfHosting.recipe("carrier-pigeon", tmp, "a").skipReason().contains("no self-hosting recipe"));
     }
 }

@@ -7,6 +7,8 @@ import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.SessionLimits;
 import io.gpusockets.backend.tenant.TenantConfig;
 import io.gpusockets.backend.tenant.TenantRegistry;
+import io.gpusockets.protocol.transport.TlsOptions;
+import io.gpusockets.protocol.transport.TransportOptions;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -23,7 +25,7 @@ import picocli.CommandLine.Option;
         description = "Serve the GPU to remote frontends until interrupted (SIGINT/SIGTERM).")
 final class BackendCommand implements Callable<Integer> {
     @Option(names = "--listen", paramLabel = "URI",
-            description = "Where to listen, repeatable: tcp://HOST:PORT (port 0 = any), unix:///PATH, vsock://CID|any:PORT. Default: ${DEFAULT-VALUE}.",
+            description = "Where to listen, repeatable: tcp://HOST:PORT (port 0 = any), tls://HOST:PORT (TLS 1.3, needs --tls-key-store), unix:///PATH, vsock://CID|any:PORT. Default: ${DEFAULT-VALUE}.",
             defaultValue = "tcp://127.0.0.1:7070")
     List<String> listen;
 
@@ -48,6 +50,29 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--allow-cid", paramLabel = "CID", description = "Only these vsock CIDs may connect over vsock:// (repeatable; default: any).")
     Set<Long> allowCids = Set.of();
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    @Option(names = "--tls-key-store", paramLabel = "FILE",
+            description = "tls:// listeners: the server's certificate and private key (PKCS12).")
+    Path tlsKeyStore;
+
+    @Option(names = "--tls-key-store-password-file", paramLabel = "FILE",
+            description = "The file holding --tls-key-store's password (first line).")
+    Path tlsKeyStorePasswordFile;
+
+    @Option(names = "--tls-client-ca", paramLabel = "FILE",
+            description = "tls:// listeners: ask frontends for a client certificate and verify it against these CA"
+                    + " certificates (PEM or PKCS12); its subject is the frontend's identity.")
+    Path tlsClientCa;
+
+    @Option(names = "--tls-client-ca-password-file", paramLabel = "FILE",
+            description = "The file holding a PKCS12 --tls-client-ca's password.")
+    Path tlsClientCaPasswordFile;
+
+    @Option(names = "--tls-require-client-cert", description = "tls:// listeners: refuse frontends without a valid client certificate (needs --tls-client-ca).")
+    boolean tlsRequireClientCert;
 
     @Option(names = "--no-async", description = "Refuse pipelining: every call waits for its reply (debugging).")
     boolean noAsync;
@@ -111,6 +136,7 @@ final class BackendCommand implements Callable<Integer> {
             System.err.println("gpusockets backend: bad --tenants file: " + (e instanceof java.io.IOException ? tenantsFile + ": " + e : e.getMessage()));
             return 2;
         }
+        TransportOptions transportOptions = tlsOptions();
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
@@ -129,7 +155,7 @@ final class BackendCommand implements Callable<Integer> {
         }, "gpusockets-shutdown"));
         System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s)");
         for (String uri : listen) {
-            TransportUri bound = server.listen(TransportUri.parse(uri));
+            TransportUri bound = server.listen(TransportUri.parse(uri), transportOptions);
             System.out.println("gpusockets backend: listening on " + bound);
         }
         System.out.flush();
@@ -154,5 +180,25 @@ final class BackendCommand implements Callable<Integer> {
             System.err.println("gpusockets backend: SIGHUP cannot be handled here (" + e.getMessage()
                     + "); the tenants file is read once");
         }
+    }
+
+    /** The --tls-* options for the transports; refused when no --listen is tls:// (they would protect nothing). */
+    private TransportOptions tlsOptions() {
+        TransportOptions o = TransportOptions.NONE
+                .with(TlsOptions.KEY_STORE, tlsKeyStore)
+                .with(TlsOptions.KEY_STORE_PASSWORD_FILE, tlsKeyStorePasswordFile)
+                .with(TlsOptions.TRUST, tlsClientCa)
+                .with(TlsOptions.TRUST_PASSWORD_FILE, tlsClientCaPasswordFile)
+                .with(TlsOptions.REQUIRE_CLIENT_CERTIFICATE, tlsRequireClientCert ? Boolean.TRUE : null);
+        boolean anyTls = listen.stream().anyMatch(u -> TransportUri.parse(u).scheme().equals("tls"));
+        if (!o.isEmpty() && !anyTls) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                    "--tls-* options are given but no --listen address is tls://HOST:PORT (tcp:// is plaintext)");
+        }
+        if (anyTls && tlsKeyStore == null) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                    "a tls:// listener needs --tls-key-store FILE.p12 (its certificate and key)");
+        }
+        return o;
     }
 }

@@ -20,4 +20,23 @@ class BackendCommandOptionsTest {
         new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true).parseArgs();
         assertEquals(Set.of(), command.allowCids);
     }
+
+    @Test
+    void tlsOptionsWithoutATlsListenerAreRefused() {
+        BackendCommand command = new BackendCommand();
+        CommandLine cli = new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true);
+        int exit = cli.setErr(new java.io.PrintWriter(java.io.Writer.nullWriter()))
+                .execute("--device", "emulated", "--listen", "tcp://127.0.0.1:0", "--tls-key-store", "/nonexistent/server.p12");
+        assertEquals(2, exit, "a usage error, before anything listens");
+    }
+
+    @Test
+    void aTlsListenerWithoutACertificateIsRefused() {
+        BackendCommand command = new BackendCommand();
+        CommandLine cli = new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true);
+        java.io.StringWriter err = new java.io.StringWriter();
+        int exit = cli.setErr(new java.io.PrintWriter(err)).execute("--device", "emulated", "--listen", "tls://127.0.0.1:0");
+        assertEquals(2, exit);
+        org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--tls-key-store"), err.toString());
+    }
 }

@@ -53,7 +53,8 @@ final class BackendProcess implements AutoCloseable {
         BackendProcess b = new BackendProcess(p, dir);
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (b.addresses.size() < 2) {
+        long listens = cmd.stream().filter("--listen"::equals).count();
+        while (b.addresses.size() < listens) {
             String line = r.readLine();
             if (line == null || System.nanoTime() > deadline) {
                 p.destroyForcibly();
@@ -85,8 +86,10 @@ final class BackendProcess implements AutoCloseable {
         return addresses.get(1);
     }
 
+    /** The first address of {@code scheme} the backend reported, e.g. an extra {@code --listen tls://...}. */
     String address(String scheme) {
-        return scheme.equals("tcp") ? tcp() : unix();
+        return addresses.stream().filter(a -> a.startsWith(scheme + "://")).findFirst()
+                .orElseThrow(() -> new IllegalArgumentException("backend does not listen on " + scheme + "://: " + addresses));
     }
 
     /** The backend's open descriptors now (from /proc). */

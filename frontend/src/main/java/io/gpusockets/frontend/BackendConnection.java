@@ -130,7 +130,7 @@ final class BackendConnection implements AutoCloseable {
     /** Connects and runs the handshake, all within the configured timeout. */
     static BackendConnection open(String uriText, FrontendConfig config) throws IOException {
         TransportUri uri = TransportUri.parse(uriText);
-        Connection c = Transports.connect(uri, config.connectTimeout());
+        Connection c = Transports.connect(uri, config.connectTimeout(), config.transportOptions());
         FrameChannel channel = new FrameChannel(c);
         ScheduledFuture<?> watchdog = WATCHDOG.schedule(c::close, config.connectTimeout().toMillis(), TimeUnit.MILLISECONDS);
         SharedWindow window = null;
@@ -184,7 +184,8 @@ final class BackendConnection implements AutoCloseable {
             }
             if (watchdog.isDone() && !watchdog.isCancelled()) {
                 throw new IOException("backend " + uri + " did not complete the handshake within "
-                        + config.connectTimeout().toMillis() + " ms", e);
+                        + config.connectTimeout().toMillis() + " ms"
+                        + (uri.scheme().equals("tcp") ? " (a tls:// port waits like this for a tcp:// client: is it one?)" : ""), e);
             }
             throw e;
         }

@@ -1,5 +1,7 @@
 package io.gpusockets.frontend;
 
+import io.gpusockets.protocol.transport.TlsOptions;
+import io.gpusockets.protocol.transport.TransportOptions;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -19,8 +21,14 @@ import java.util.Map;
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
  *   <li>GPUSOCKETS_LOCAL_ANSWERS: 0 sends every call to the backend, the API table's known entries
  *       (device queries) and cuCtxGetCurrent included, which are otherwise answered in the frontend;</li>
- *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one.</li>
+ *   <li>GPUSOCKETS_PSK_FILE: a file holding the pre-shared key when the backend asks for one;</li>
+ *   <li>GPUSOCKETS_TLS_CA (and GPUSOCKETS_TLS_CA_PASSWORD_FILE for a PKCS12 store): the CA certificates
+ *       (PEM or PKCS12) that a tls:// backend's certificate must chain to, default the JDK's CAs; the
+ *       backend's certificate must also name the host of the URI (hostname verification);</li>
+ *   <li>GPUSOCKETS_TLS_KEY_STORE and GPUSOCKETS_TLS_KEY_STORE_PASSWORD_FILE: a PKCS12 key store with this
+ *       client's certificate, for a backend that asks for one (its subject names the tenant).</li>
  * </ul>
+ * With any GPUSOCKETS_TLS_* setting, a tcp:// (plaintext) backend URI is refused: use tls://.
  * Three more settings are the process's, not a connection's, and are system properties only; their
  * names, defaults and parsing are here too:
  * <ul>
@@ -37,9 +45,10 @@ import java.util.Map;
  * @param preSharedKey   key for the backend's challenge, or null
  * @param identity       how this client names itself to the backend (logs)
  * @param localAnswers   answer known entries and cuCtxGetCurrent in the frontend when it can
+ * @param transportOptions certificates for tls:// ({@link TlsOptions}), else {@link TransportOptions#NONE}
  */
 public record FrontendConfig(List<String> servers, Duration connectTimeout, boolean async, byte[] preSharedKey,
-                             String identity, boolean localAnswers) {
+                             String identity, boolean localAnswers, TransportOptions transportOptions) {
     public static final String SERVER_ENV = "GPUSOCKETS_SERVER";
     public static final String CONNECT_TIMEOUT_ENV = "GPUSOCKETS_CONNECT_TIMEOUT_MS";
     public static final String ASYNC_ENV = "GPUSOCKETS_ASYNC";
@@ -47,6 +56,10 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     /** The PSK identity a backend's tenants file may name ({@code psk:NAME}); default "pid N COMMAND". */
     public static final String IDENTITY_ENV = "GPUSOCKETS_IDENTITY";
     public static final String LOCAL_ANSWERS_ENV = "GPUSOCKETS_LOCAL_ANSWERS";
+    public static final String TLS_CA_ENV = "GPUSOCKETS_TLS_CA";
+    public static final String TLS_CA_PASSWORD_FILE_ENV = "GPUSOCKETS_TLS_CA_PASSWORD_FILE";
+    public static final String TLS_KEY_STORE_ENV = "GPUSOCKETS_TLS_KEY_STORE";
+    public static final String TLS_KEY_STORE_PASSWORD_FILE_ENV = "GPUSOCKETS_TLS_KEY_STORE_PASSWORD_FILE";
     public static final long CONNECT_TIMEOUT_DEFAULT_MS = 5000;
     /** System-wide settings for guests (one NAME=value per line, # comments). */
     public static final String CONFIG_FILE = "/etc/gpusockets/frontend.conf";
@@ -59,8 +72,24 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
         this(servers, connectTimeout, async, preSharedKey, identity, true);
     }
 
+    /** Settings without transport options (no tls:// certificates). */
+    public FrontendConfig(List<String> servers, Duration connectTimeout, boolean async, byte[] preSharedKey, String identity,
+                          boolean localAnswers) {
+        this(servers, connectTimeout, async, preSharedKey, identity, localAnswers, TransportOptions.NONE);
+    }
+
     public FrontendConfig {
         servers = List.copyOf(servers);
+        java.util.Objects.requireNonNull(transportOptions, "transportOptions");
+        if (transportOptions.hasAny("tls.")) {
+            for (String s : servers) {
+                if (s.regionMatches(true, 0, "tcp://", 0, 6)) {
+                    throw new IllegalArgumentException("TLS settings (" + TLS_CA_ENV + ", " + TLS_KEY_STORE_ENV
+                            + ") are given but " + SERVER_ENV + " names " + s + ", which is plaintext: use tls://"
+                            + s.substring(6));
+                }
+            }
+        }
         if (servers.isEmpty()) {
             throw new IllegalArgumentException("no backend given: set " + SERVER_ENV + "=tcp://host:port (or unix:///path)");
         }
@@ -100,7 +129,21 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
                 psk,
                 identity != null && !identity.isBlank() ? identity.strip()
                         : "pid " + ProcessHandle.current().pid() + " " + ProcessHandle.current().info().command().orElse("java"),
-                localAnswers == null || !localAnswers.strip().equals("0"));
+                localAnswers == null || !localAnswers.strip().equals("0"),
+                tlsOptions(overrides));
+    }
+
+    /** The GPUSOCKETS_TLS_* settings as {@link TlsOptions}; blank values count as unset. */
+    private static TransportOptions tlsOptions(Map<String, String> overrides) {
+        return TransportOptions.NONE
+                .with(TlsOptions.TRUST, path(setting(TLS_CA_ENV, overrides)))
+                .with(TlsOptions.TRUST_PASSWORD_FILE, path(setting(TLS_CA_PASSWORD_FILE_ENV, overrides)))
+                .with(TlsOptions.KEY_STORE, path(setting(TLS_KEY_STORE_ENV, overrides)))
+                .with(TlsOptions.KEY_STORE_PASSWORD_FILE, path(setting(TLS_KEY_STORE_PASSWORD_FILE_ENV, overrides)));
+    }
+
+    private static Path path(String value) {
+        return value == null || value.isBlank() ? null : Path.of(value.strip());
     }
 
     private static String setting(String name, Map<String, String> overrides) {
@@ -173,14 +216,14 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
     }
 
     public FrontendConfig withAsync(boolean on) {
-        return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity, localAnswers);
+        return new FrontendConfig(servers, connectTimeout, on, preSharedKey, identity, localAnswers, transportOptions);
     }
 
     public FrontendConfig withLocalAnswers(boolean on) {
-        return new FrontendConfig(servers, connectTimeout, async, preSharedKey, identity, on);
+        return new FrontendConfig(servers, connectTimeout, async, preSharedKey, identity, on, transportOptions);
     }
 
     public FrontendConfig withServers(List<String> uris) {
-        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity, localAnswers);
+        return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity, localAnswers, transportOptions);
     }
 }

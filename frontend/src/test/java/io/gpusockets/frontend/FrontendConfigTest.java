@@ -5,12 +5,14 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.protocol.transport.TlsOptions;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,6 +31,47 @@ class FrontendConfigTest {
         assertEquals(Duration.ofMillis(1500), c.connectTimeout());
         assertFalse(c.async());
         assertEquals("s3cret", new String(c.preSharedKey()));
+    }
+
+    @Test
+    void readsTlsCertificatesFromTheEnvironmentOrTheConfigFile(@TempDir Path dir) throws Exception {
+        FrontendConfig env = FrontendConfig.fromEnvironment(Map.of(
+                FrontendConfig.SERVER_ENV, "tls://gpu.example:7443",
+                FrontendConfig.TLS_CA_ENV, "/etc/gpusockets/ca.pem",
+                FrontendConfig.TLS_KEY_STORE_ENV, "/etc/gpusockets/client.p12",
+                FrontendConfig.TLS_KEY_STORE_PASSWORD_FILE_ENV, "/etc/gpusockets/client.pw"));
+        assertEquals(Optional.of(Path.of("/etc/gpusockets/ca.pem")), env.transportOptions().get(TlsOptions.TRUST));
+        assertEquals(Optional.of(Path.of("/etc/gpusockets/client.p12")), env.transportOptions().get(TlsOptions.KEY_STORE));
+        assertEquals(Optional.of(Path.of("/etc/gpusockets/client.pw")),
+                env.transportOptions().get(TlsOptions.KEY_STORE_PASSWORD_FILE));
+        assertEquals(Optional.empty(), env.transportOptions().get(TlsOptions.TRUST_PASSWORD_FILE));
+
+        Path file = dir.resolve("frontend.conf");
+        Files.writeString(file, "# guest settings\nGPUSOCKETS_TLS_CA=/opt/ca.pem\n");
+        String before = System.getProperty(FrontendConfig.CONFIG_FILE_PROP);
+        System.setProperty(FrontendConfig.CONFIG_FILE_PROP, file.toString());
+        try {
+            Map<String, String> fromFile = new HashMap<>();
+            fromFile.put(FrontendConfig.SERVER_ENV, "tls://gpu.example:7443");
+            assertEquals(Optional.of(Path.of("/opt/ca.pem")),
+                    FrontendConfig.fromEnvironment(fromFile).transportOptions().get(TlsOptions.TRUST));
+        } finally {
+            if (before == null) {
+                System.clearProperty(FrontendConfig.CONFIG_FILE_PROP);
+            } else {
+                System.setProperty(FrontendConfig.CONFIG_FILE_PROP, before);
+            }
+        }
+    }
+
+    @Test
+    void refusesAPlaintextTcpBackendWhenTlsIsConfigured() {
+        var e = assertThrows(IllegalArgumentException.class, () -> FrontendConfig.fromEnvironment(Map.of(
+                FrontendConfig.SERVER_ENV, "tcp://gpu.example:7070",
+                FrontendConfig.TLS_CA_ENV, "/etc/gpusockets/ca.pem")));
+        assertTrue(e.getMessage().contains("use tls://gpu.example:7070"), e.getMessage());
+        assertTrue(FrontendConfig.fromEnvironment(Map.of(FrontendConfig.SERVER_ENV, "tcp://gpu.example:7070"))
+                .transportOptions().isEmpty(), "no TLS settings, no options");
     }
 
     @Test

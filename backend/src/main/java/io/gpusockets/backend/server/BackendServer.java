@@ -108,7 +108,13 @@ public final class BackendServer implements AutoCloseable {
 
     /** Binds a listener and starts accepting on it; returns the address clients use. */
     public synchronized TransportUri listen(TransportUri uri) throws IOException {
-        Listener l = Transports.listen(uri);
+        return listen(uri, io.gpusockets.protocol.transport.TransportOptions.NONE);
+    }
+
+    /** As {@link #listen(TransportUri)}, with options for the transport (certificates for tls://). */
+    public synchronized TransportUri listen(TransportUri uri, io.gpusockets.protocol.transport.TransportOptions options)
+            throws IOException {
+        Listener l = Transports.listen(uri, options);
         listeners.add(l);
         Thread.ofPlatform().daemon().name("gpusockets-accept-" + uri.scheme()).start(() -> acceptLoop(l));
         LOG.log(Level.INFO, "listening on " + l.address() + " (" + host.description() + ")");

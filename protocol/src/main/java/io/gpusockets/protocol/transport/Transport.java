@@ -17,4 +17,17 @@ public interface Transport {
     Connection connect(TransportUri uri, Duration timeout) throws IOException;
 
     Listener listen(TransportUri uri) throws IOException;
+
+    /**
+     * Connects with {@code options} (see {@link TransportOptions}): a transport uses the keys it knows and
+     * ignores the others. By default there are none to use.
+     */
+    default Connection connect(TransportUri uri, Duration timeout, TransportOptions options) throws IOException {
+        return connect(uri, timeout);
+    }
+
+    /** Listens with {@code options}, as {@link #connect(TransportUri, Duration, TransportOptions)} connects. */
+    default Listener listen(TransportUri uri, TransportOptions options) throws IOException {
+        return listen(uri);
+    }
 }

@@ -8,6 +8,7 @@ import java.util.Objects;
  * <pre>
  *   uri    = scheme "://" rest
  *   tcp    : "tcp://"   host ":" port          host may be a name, IPv4 or "[" IPv6 "]"; port 0 = any (listen only)
+ *   tls    : "tls://"   host ":" port          as tcp, TLS 1.3 (certificates: {@link TlsOptions})
  *   unix   : "unix://"  absolute-path          e.g. unix:///run/gpusockets.sock
  *   vsock  : "vsock://" cid ":" port           cid "any" (listen only) or a number
  *   ring   : "ring://"  name                   name = [A-Za-z0-9._-]+

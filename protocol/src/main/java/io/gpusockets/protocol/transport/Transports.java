@@ -43,4 +43,14 @@ public final class Transports {
     public static Listener listen(TransportUri uri) throws IOException {
         return forUri(uri).listen(uri);
     }
+
+    /** Connects with options for the transport (e.g. {@link TlsOptions}); others' keys are ignored. */
+    public static Connection connect(TransportUri uri, Duration timeout, TransportOptions options) throws IOException {
+        return forUri(uri).connect(uri, timeout, options);
+    }
+
+    /** Listens with options for the transport (e.g. {@link TlsOptions}); others' keys are ignored. */
+    public static Listener listen(TransportUri uri, TransportOptions options) throws IOException {
+        return forUri(uri).listen(uri, options);
+    }
 }

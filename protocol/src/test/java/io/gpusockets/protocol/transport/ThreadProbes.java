@@ -68,12 +68,17 @@ public final class ThreadProbes {
 
     /** The result of {@code task}, which must arrive within {@link #PROMPTLY}. */
     public static <T> T resultOf(Future<T> task, String what) throws Exception {
+        return resultOf(task, what, PROMPTLY);
+    }
+
+    /** The result of {@code task}, which must arrive within {@code within}. */
+    public static <T> T resultOf(Future<T> task, String what, Duration within) throws Exception {
         try {
-            return task.get(PROMPTLY.toMillis(), TimeUnit.MILLISECONDS);
+            return task.get(within.toMillis(), TimeUnit.MILLISECONDS);
         } catch (ExecutionException e) {
             throw new AssertionError(what + " failed", e.getCause());
         } catch (TimeoutException e) {
-            return fail(what + " did not finish within " + PROMPTLY.toSeconds() + " s");
+            return fail(what + " did not finish within " + within.toSeconds() + " s");
         }
     }
 }

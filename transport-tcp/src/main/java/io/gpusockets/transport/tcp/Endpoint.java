@@ -10,17 +10,17 @@ import java.net.UnixDomainSocketAddress;
 import java.net.UnknownHostException;
 
 /**
- * A {@code tcp://host:port} or {@code unix:///path} URI resolved to what the JDK socket channels take.
+ * A {@code tcp://host:port}, {@code tls://host:port} or {@code unix:///path} URI resolved to what the JDK socket channels take.
  * Host names are resolved here, before any connect deadline starts.
  */
 public record Endpoint(TransportUri uri, SocketAddress address, ProtocolFamily family) {
 
     static Endpoint of(TransportUri uri) throws UnknownHostException {
         return switch (uri.scheme()) {
-            case SocketTransport.TCP -> tcp(uri);
+            case SocketTransport.TCP, TlsTransport.TLS -> tcp(uri);
             case SocketTransport.UNIX ->
                     new Endpoint(uri, UnixDomainSocketAddress.of(uri.path()), StandardProtocolFamily.UNIX);
-            default -> throw new IllegalArgumentException("not a tcp:// or unix:// address: uri=" + uri);
+            default -> throw new IllegalArgumentException("not a tcp://, tls:// or unix:// address: uri=" + uri);
         };
     }
 
@@ -41,7 +41,12 @@ public record Endpoint(TransportUri uri, SocketAddress address, ProtocolFamily f
 
     /** "tcp://host:port" for an IP socket address, with IPv6 literals in brackets. */
     static String tcpText(InetSocketAddress address) {
+        return ipText(SocketTransport.TCP, address);
+    }
+
+    /** "scheme://host:port" for an IP socket address, with IPv6 literals in brackets. */
+    static String ipText(String scheme, InetSocketAddress address) {
         String host = address.getHostString();
-        return SocketTransport.TCP + "://" + (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + address.getPort();
+        return scheme + "://" + (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + address.getPort();
     }
 }

@@ -24,7 +24,7 @@ final class SocketListener implements Listener {
 
     /** Turns an accepted channel into a Connection for the listener's scheme. */
     @FunctionalInterface
-    private interface Wrapper {
+    interface Wrapper {
         Connection wrap(SocketChannel accepted) throws IOException;
     }
 
@@ -43,6 +43,11 @@ final class SocketListener implements Listener {
 
     /** Port 0 binds an ephemeral port; {@link #address()} then reports the real one. */
     static SocketListener tcp(Endpoint endpoint) throws IOException {
+        return tcp(endpoint, SocketConnection::tcp);
+    }
+
+    /** A TCP listener whose accepted channels {@code wrapper} turns into connections (tls:// wraps them in TLS). */
+    static SocketListener tcp(Endpoint endpoint, Wrapper wrapper) throws IOException {
         ServerSocketChannel server = ServerSocketChannel.open(endpoint.family());
         try {
             // a restarted backend must not wait out TIME_WAIT connections of its predecessor
@@ -51,7 +56,7 @@ final class SocketListener implements Listener {
             int port = ((InetSocketAddress) server.getLocalAddress()).getPort();
             String host = endpoint.uri().host();
             TransportUri bound = endpoint.uri().withRest((host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port);
-            return new SocketListener(server, bound, SocketConnection::tcp, () -> { });
+            return new SocketListener(server, bound, wrapper, () -> { });
         } catch (IOException e) {
             server.close();
             throw Failures.naming("cannot listen on", endpoint.uri(), e);

@@ -24,6 +24,6 @@ class TransportsLookupTest {
     void unknownSchemeIsReportedByNameWithWhatIsAvailable() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> Transports.forUri(TransportUri.parse("carrier-pigeon://coop")));
-        assertTrue(e.getMessage().contains("carrier-pigeon") && e.getMessage().contains("tcp, unix"), e.getMessage());
+        assertTrue(e.getMessage().contains("carrier-pigeon") && e.getMessage().contains("tcp, tls, unix"), e.getMessage());
     }
 }
