@@ -4,6 +4,9 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
+import io.gpusockets.backend.status.ServerSnapshot;
+import io.gpusockets.backend.status.SessionSnapshot;
+import io.gpusockets.backend.status.StatusBoard;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
@@ -51,11 +54,16 @@ public final class BackendServer implements AutoCloseable {
     /** The tenant of every session until tenants are configured. */
     private final io.gpusockets.backend.tenant.Tenant defaultTenant =
             new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
+    /** Connections accepted and not yet closed (handshakes and sessions). */
+    private final java.util.concurrent.atomic.AtomicInteger openConnections = new java.util.concurrent.atomic.AtomicInteger();
+    private final StatusBoard status;
 
     public BackendServer(DriverHost host, BackendSettings settings) {
         this.host = host;
         this.settings = settings;
         this.contextPool = settings.warmContexts() > 0 ? new ContextPool(host, settings.warmContexts()) : null;
+        this.status = new StatusBoard(host, sessions, openConnections::get, List.of(defaultTenant));
+        timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
     }
 
     public DriverHost host() {
@@ -79,6 +87,16 @@ public final class BackendServer implements AutoCloseable {
         return sessions.size();
     }
 
+    /** The live sessions, by id ({@link StatusBoard#sessions}). */
+    public List<SessionSnapshot> sessions() {
+        return status.sessions();
+    }
+
+    /** Devices, tenants, sessions and traffic totals now ({@link StatusBoard#snapshot}); safe from any thread. */
+    public ServerSnapshot snapshot() {
+        return status.snapshot();
+    }
+
     private void acceptLoop(Listener l) {
         while (!closed) {
             Connection c;
@@ -91,7 +109,14 @@ public final class BackendServer implements AutoCloseable {
                 return;
             }
             // A platform thread: its blocking reads wake it directly, without the virtual-thread poller's extra hop.
-            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> serve(c));
+            openConnections.incrementAndGet();
+            Thread.ofPlatform().daemon().name("gpusockets-session").start(() -> {
+                try {
+                    serve(c);
+                } finally {
+                    openConnections.decrementAndGet();
+                }
+            });
         }
     }
 
@@ -123,12 +148,13 @@ public final class BackendServer implements AutoCloseable {
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                 contextPool, defaultTenant);
+        status.started(s, c.peer().transport());
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
         try {
             s.serve();
         } finally {
-            sessions.remove(s);
+            status.ended(s, () -> sessions.remove(s));
             windowBytes.add(s.windowBytes());
         }
     }
@@ -202,6 +228,7 @@ public final class BackendServer implements AutoCloseable {
             s.end("backend shutting down");
         }
         timers.shutdownNow();
+        status.close();
         if (contextPool != null) {
             contextPool.close();
         }

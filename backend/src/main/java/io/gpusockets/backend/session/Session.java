@@ -55,6 +55,7 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    private final SessionStats stats = new SessionStats();
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -141,6 +142,25 @@ public final class Session {
         return id;
     }
 
+    /** Calls and bytes so far, for status and metrics. */
+    public SessionStats stats() {
+        return stats;
+    }
+
+    /** Memory and streams the session holds now (brief locks of its tables, never the session's lanes). */
+    public long memoryBytes() {
+        return memory.allocatedBytes();
+    }
+
+    public int streamCount() {
+        return handles.count(ParamType.STREAM);
+    }
+
+    /** The peer, as its transport describes it. */
+    public String peer() {
+        return peer;
+    }
+
     DriverHost host() {
         return host;
     }
@@ -205,6 +225,7 @@ public final class Session {
         try {
             while (true) {
                 FrameHeader h = channel.readHeader();
+                stats.frameIn(h);
                 int op = h.opcode();
                 if (op == Opcodes.GOODBYE) {
                     channel.skipBody(h.length());
@@ -302,7 +323,9 @@ public final class Session {
     }
 
     void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
+        long bytes = SessionStats.bodyBytes(body); // counted before the send consumes the buffers
         channel.send(opcode, flags, lane, requestId, body);
+        stats.frameOut(bytes);
     }
 
     /** Stops the lanes, destroys what the session made, logs one line. Idempotent. */
