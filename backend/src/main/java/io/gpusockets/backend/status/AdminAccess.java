@@ -51,7 +51,8 @@ public record AdminAccess(UserPrincipal owner, String group, Function<String, Se
         for (String line : lines) {
             String[] f = line.split(":", -1);
             if (f.length >= 4 && f[0].equals(group)) {
-                return Set.copyOf(java.util.Arrays.asList(f[3].strip().split("\\s*,\\s*")));
+                return java.util.Arrays.stream(f[3].split(",")).map(String::strip).filter(u -> !u.isEmpty())
+                        .collect(java.util.stream.Collectors.toUnmodifiableSet());
             }
         }
         return Set.of();

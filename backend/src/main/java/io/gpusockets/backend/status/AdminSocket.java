@@ -135,7 +135,14 @@ public final class AdminSocket implements AutoCloseable {
                 closeQuietly(c); // MAX_CLIENTS are being answered already
                 continue;
             }
-            var deadline = deadlines.schedule(() -> closeQuietly(c), DEADLINE_SECONDS, TimeUnit.SECONDS);
+            java.util.concurrent.ScheduledFuture<?> deadline;
+            try {
+                deadline = deadlines.schedule(() -> closeQuietly(c), DEADLINE_SECONDS, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                closeQuietly(c); // closing
+                slots.release();
+                return;
+            }
             Thread.ofPlatform().daemon().name("gpusockets-admin-client").start(() -> {
                 try {
                     answer(c);
