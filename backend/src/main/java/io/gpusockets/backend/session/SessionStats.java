@@ -108,20 +108,19 @@ public final class SessionStats {
     }
 
     /**
-     * Rates from the oldest sample kept (or the session's start, before the first sample) to the
-     * counters now; zero over an interval too short to measure.
+     * Rates from the oldest sample kept to the counters now, or from the session's start while fewer than
+     * {@value #WINDOW} samples are kept; zero over an interval too short to measure.
      */
     public synchronized Rates rates(long nowNanos) {
         long t0 = startNanos;
         long c0 = 0;
         long i0 = 0;
         long o0 = 0;
-        if (samples > 0) {
-            int oldest = samples < WINDOW ? 0 : next;
-            t0 = sampleNanos[oldest];
-            c0 = sampleCalls[oldest];
-            i0 = sampleIn[oldest];
-            o0 = sampleOut[oldest];
+        if (samples == WINDOW) {
+            t0 = sampleNanos[next]; // the oldest kept
+            c0 = sampleCalls[next];
+            i0 = sampleIn[next];
+            o0 = sampleOut[next];
         }
         Totals t = totals();
         double seconds = (nowNanos - t0) / 1e9;

@@ -23,6 +23,8 @@ import java.util.function.Supplier;
  */
 public final class MetricsEndpoint implements AutoCloseable {
     static final long FRESH_MILLIS = 500;
+    /** The limits a tenant can be refused by (TenantLimits), each with a rejection counter from the start. */
+    static final java.util.List<String> LIMITS = java.util.List.of("memory", "pinned", "sessions", "lanes", "handles", "streams");
 
     private final PrometheusRegistry registry = new PrometheusRegistry();
     private final Supplier<ServerSnapshot> source;
@@ -106,7 +108,12 @@ public final class MetricsEndpoint implements AutoCloseable {
                 .register(registry);
         CounterWithCallback.builder().name("gpusockets_quota_rejections_total")
                 .help("Requests refused because a tenant limit was reached").labelNames("tenant", "limit")
-                .callback(cb -> snapshot().tenants().forEach(t -> t.rejections().forEach((limit, n) -> cb.call(n, t.name(), limit))))
+                .callback(cb -> snapshot().tenants().forEach(t -> {
+                    java.util.Map<String, Long> byLimit = new java.util.TreeMap<>();
+                    LIMITS.forEach(limit -> byLimit.put(limit, 0L)); // present from the start, so rate() works
+                    byLimit.putAll(t.rejections());
+                    byLimit.forEach((limit, n) -> cb.call(n, t.name(), limit));
+                }))
                 .register(registry);
         GaugeWithCallback.builder().name("gpusockets_connections")
                 .help("Connections open now (sessions and handshakes in progress)")

@@ -33,12 +33,13 @@ class SessionStatsTest {
     @Test
     void ratesAreMeasuredOverTheLastFiveSamplesOnly() {
         SessionStats st = new SessionStats(0, 0);
-        // before any sample: from the start
+        // before the window is full: from the start
         call(st, 10);
         assertEquals(5.0, st.rates(2 * S).calls(), 1e-9);
+        st.sample(1 * S);
+        assertEquals(5.0, st.rates(2 * S).calls(), 1e-9, "calls before the first sample count while the window fills");
         // a burst of 1000 calls in the first second, then 10 calls a second
         call(st, 990);
-        st.sample(1 * S);
         for (int sec = 2; sec <= 12; sec++) {
             call(st, 10);
             st.sample(sec * S);

@@ -39,6 +39,7 @@ class MetricsEndpointTest {
                 "gpusockets_transfer_bytes_total{direction=\"in\",tenant=\"alice\",transport=\"tcp\"} 110000.0",
                 "gpusockets_transfer_bytes_total{direction=\"out\",tenant=\"alice\",transport=\"tcp\"} 60000.0",
                 "gpusockets_quota_rejections_total{limit=\"memory\",tenant=\"alice\"} 2.0",
+                "gpusockets_quota_rejections_total{limit=\"sessions\",tenant=\"default\"} 0.0",
                 "gpusockets_connections 3.0",
                 "gpusockets_device_memory_used_bytes{device=\"0\",name=\"GPUsockets Emulated Device\"} 6291456.0",
                 "gpusockets_device_memory_total_bytes{device=\"0\",name=\"GPUsockets Emulated Device\"} 8.589934592E9")) {
