@@ -140,7 +140,9 @@ final class StatusCommand implements Callable<Integer> {
         Map<String, Object> s = (Map<String, Object>) parsed;
         StringBuilder b = new StringBuilder();
         List<Object> sessions = list(s.get("sessions"));
-        b.append("gpusockets backend: ").append(s.get("backend")).append(", ").append(sessions.size())
+        String backend = String.valueOf(s.get("backend"));
+        int colon = backend.indexOf(": "); // the driver's name; --json has the whole description
+        b.append("gpusockets backend: ").append(colon > 0 ? backend.substring(0, colon) : backend).append(", ").append(sessions.size())
                 .append(" session(s), ").append(s.get("connections")).append(" connection(s)\n\n");
 
         List<String[]> rows = new ArrayList<>();

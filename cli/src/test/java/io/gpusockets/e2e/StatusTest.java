@@ -164,6 +164,26 @@ class StatusTest {
         assertEquals("", r.out());
     }
 
+    @Test
+    void aRefusalByTheBackendIsPrintedAsAnError(@TempDir Path dir) throws Exception {
+        Path p = dir.resolve("admin.sock");
+        try (var server = java.nio.channels.ServerSocketChannel.open(java.net.StandardProtocolFamily.UNIX)) {
+            server.bind(java.net.UnixDomainSocketAddress.of(p));
+            Thread t = Thread.ofPlatform().daemon().start(() -> {
+                try (var c = server.accept()) {
+                    c.read(ByteBuffer.allocate(128)); // the request line
+                    c.write(ByteBuffer.wrap("refused: user mallory (group users) is not root\n".getBytes()));
+                } catch (java.io.IOException ignored) {
+                    // the test fails on what status printed
+                }
+            });
+            Result r = status("--socket", p.toString());
+            t.join(10_000);
+            assertEquals(1, r.exit());
+            assertEquals("gpusockets status: the backend refused: user mallory (group users) is not root", r.err().strip());
+        }
+    }
+
     /** A client that speaks the wire protocol itself (a few KiB of process, where a JVM client is 50 MiB). */
     private static final String STORM_CLIENT = """
             #include <stdint.h>

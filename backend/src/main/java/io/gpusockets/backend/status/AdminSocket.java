@@ -17,6 +17,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import jdk.net.ExtendedSocketOptions;
 import jdk.net.UnixDomainPrincipal;
@@ -41,7 +42,8 @@ public final class AdminSocket implements AutoCloseable {
 
     private final Path path;
     private final ServerSocketChannel server;
-    private final AdminAccess access;
+    /** Why a peer is refused, or null ({@link AdminAccess#refusal}). */
+    private final Function<UnixDomainPrincipal, String> access;
     private final Supplier<ServerSnapshot> snapshots;
     private final Semaphore slots = new Semaphore(MAX_CLIENTS);
     private final ScheduledExecutorService deadlines = Executors.newSingleThreadScheduledExecutor(
@@ -50,7 +52,8 @@ public final class AdminSocket implements AutoCloseable {
     private long lastRefusalLog;
     private long refusalsNotLogged;
 
-    private AdminSocket(Path path, ServerSocketChannel server, AdminAccess access, Supplier<ServerSnapshot> snapshots) {
+    private AdminSocket(Path path, ServerSocketChannel server, Function<UnixDomainPrincipal, String> access,
+                        Supplier<ServerSnapshot> snapshots) {
         this.path = path;
         this.server = server;
         this.access = access;
@@ -62,6 +65,15 @@ public final class AdminSocket implements AutoCloseable {
      * backend answers on is not) and starts answering. {@code group}: the admin group's name, or null.
      */
     public static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots) throws IOException {
+        return open(path, group, snapshots, null);
+    }
+
+    /**
+     * As {@link #open(Path, String, Supplier)}; {@code check}, when not null, replaces {@link AdminAccess#refusal}
+     * (tests, which run as one user, use it to be refused).
+     */
+    static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots,
+                            Function<UnixDomainPrincipal, String> check) throws IOException {
         path = path.toAbsolutePath();
         if (Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
             if (!Files.readAttributes(path, java.nio.file.attribute.BasicFileAttributes.class, java.nio.file.LinkOption.NOFOLLOW_LINKS).isOther()) {
@@ -102,8 +114,8 @@ public final class AdminSocket implements AutoCloseable {
             } else {
                 Files.setPosixFilePermissions(path, PosixFilePermissions.fromString("rw-------"));
             }
-            AdminSocket a = new AdminSocket(path, server, new AdminAccess(owner, group, AdminAccess::groupFileMembers),
-                    snapshots);
+            AdminSocket a = new AdminSocket(path, server,
+                    check != null ? check : new AdminAccess(owner, group, AdminAccess::groupFileMembers)::refusal, snapshots);
             Thread.ofPlatform().daemon().name("gpusockets-admin").start(a::acceptLoop);
             LOG.log(Level.INFO, "admin socket on " + path + (group != null ? " (group " + group + ")" : ""));
             return a;
@@ -158,14 +170,12 @@ public final class AdminSocket implements AutoCloseable {
     private void answer(SocketChannel c) {
         try {
             UnixDomainPrincipal peer = c.getOption(ExtendedSocketOptions.SO_PEERCRED);
-            String refusal = access.refusal(peer);
+            String request = readLine(c); // read first, even to refuse: closing on unread bytes would reset the answer
+            String refusal = access.apply(peer);
             if (refusal != null) {
                 logRefusal(refusal);
                 write(c, "refused: " + refusal + "\n");
-                return;
-            }
-            String request = readLine(c);
-            if (request == null) {
+            } else if (request == null) {
                 write(c, "error: request line longer than " + MAX_REQUEST + " bytes or not ended by a newline\n");
             } else if (request.strip().equals("status")) {
                 write(c, StatusJson.write(snapshots.get()) + "\n");

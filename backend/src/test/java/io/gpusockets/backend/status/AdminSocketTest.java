@@ -37,6 +37,31 @@ class AdminSocketTest {
     }
 
     @Test
+    void anAdminGroupGetsTheSocketFileWithMode0660AndAnUnknownGroupIsAClearError() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        String group = Files.readAttributes(dir, java.nio.file.attribute.PosixFileAttributes.class).group().getName();
+        try (AdminSocket a = AdminSocket.open(p, group, Snapshots::sample)) {
+            assertEquals("rw-rw----", PosixFilePermissions.toString(Files.getPosixFilePermissions(p)));
+            assertEquals(group, Files.readAttributes(p, java.nio.file.attribute.PosixFileAttributes.class).group().getName());
+            assertTrue(ask(p, "status\n").startsWith("{"));
+        }
+        IOException e = assertThrows(IOException.class, () -> AdminSocket.open(p, "no-such-group-gpusockets", Snapshots::sample));
+        assertTrue(e.getMessage().contains("admin group no-such-group-gpusockets does not exist"), e.getMessage());
+        assertFalse(Files.exists(p), "nothing is left behind");
+    }
+
+    @Test
+    void aPeerTheCheckRefusesGetsARefusalAndNoStatus() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        // the tests run as one user, allowed as the backend's own: a check that refuses it stands for another user
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample,
+                peer -> "user " + peer.user().getName() + " is a stranger here")) {
+            String answer = ask(p, "status\n");
+            assertEquals("refused: user " + System.getProperty("user.name") + " is a stranger here\n", answer);
+        }
+    }
+
+    @Test
     void replacesAStaleSocketFileButNotALiveOne() throws Exception {
         Path p = dir.resolve("admin.sock");
         AdminSocket first = AdminSocket.open(p, null, Snapshots::sample);
