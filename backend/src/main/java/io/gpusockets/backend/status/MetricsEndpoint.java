@@ -18,11 +18,14 @@ import java.util.function.Supplier;
  * {@link ServerSnapshot} per scrape (snapshots younger than {@value #FRESH_MILLIS} ms are reused,
  * so the metrics of one scrape agree). Counters include ended sessions, so they never drop.
  *
- * <p>Served by the Prometheus Java client's HTTP server on two threads with a short queue; scrapes
- * beyond that are refused rather than queued, so a flood of requests holds no more than that.
+ * <p>Served by the Prometheus Java client's HTTP server (the JDK's) on two threads with a short queue;
+ * scrapes beyond that are dropped rather than queued, and at most {@value #MAX_CONNECTIONS} connections
+ * are held open, so a flood of requests holds no more than that. It has no authentication: keep it on
+ * loopback or a monitoring network.
  */
 public final class MetricsEndpoint implements AutoCloseable {
     static final long FRESH_MILLIS = 500;
+    static final int MAX_CONNECTIONS = 32;
     /** The limits a tenant can be refused by (TenantLimits), each with a rejection counter from the start. */
     static final java.util.List<String> LIMITS = java.util.List.of("memory", "pinned", "sessions", "lanes", "handles", "streams");
 
@@ -39,6 +42,11 @@ public final class MetricsEndpoint implements AutoCloseable {
         if (host == null) {
             server = null;
             return;
+        }
+        // The JDK's HTTP server reads this once, when its first server starts: a bound on open connections,
+        // so that a flood of them cannot take the backend's descriptors.
+        if (System.getProperty("sun.net.httpserver.maxConnections") == null) {
+            System.setProperty("sun.net.httpserver.maxConnections", Integer.toString(MAX_CONNECTIONS));
         }
         ThreadPoolExecutor pool = new ThreadPoolExecutor(2, 2, 60, TimeUnit.SECONDS, new ArrayBlockingQueue<>(8),
                 Thread.ofPlatform().daemon().name("gpusockets-metrics").factory(), new ThreadPoolExecutor.DiscardPolicy());
