@@ -9,6 +9,8 @@ import io.gpusockets.backend.tenant.TenantConfig;
 import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.protocol.transport.TlsOptions;
 import io.gpusockets.protocol.transport.TransportOptions;
+import io.gpusockets.backend.status.AdminSocket;
+import io.gpusockets.backend.status.MetricsEndpoint;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -113,8 +115,29 @@ final class BackendCommand implements Callable<Integer> {
                     + " Default: ${DEFAULT-VALUE}.")
     long idleTimeoutSeconds;
 
+    @Option(names = "--admin-socket", paramLabel = "PATH",
+            description = "Serve status (gpusockets status) on this Unix socket, mode 0600 (0660 with --admin-group);"
+                    + " only root, this user and the admin group may read it. Default: none. Services use "
+                    + StatusCommand.DEFAULT_SOCKET + ", where gpusockets status looks first.")
+    Path adminSocket;
+
+    @Option(names = "--admin-group", paramLabel = "NAME", description = "Members of this group may read the admin socket too.")
+    String adminGroup;
+
+    @Option(names = "--metrics", paramLabel = "tcp://HOST:PORT",
+            description = "Serve Prometheus metrics on http://HOST:PORT/metrics (tenant-level; port 0 = any). Default: none.")
+    String metrics;
+
     @Override
     public Integer call() throws Exception {
+        if (adminGroup != null && adminSocket == null) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--admin-group needs --admin-socket");
+        }
+        TransportUri metricsUri = metrics == null ? null : TransportUri.parse(metrics);
+        if (metricsUri != null && !metricsUri.scheme().equals("tcp")) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--metrics takes tcp://HOST:PORT: " + metrics);
+        }
         if (warmContexts < 0) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--warm-contexts must be 0 or more: " + warmContexts);
@@ -149,7 +172,16 @@ final class BackendCommand implements Callable<Integer> {
             reloadOnHangup(tenants);
         }
         CountDownLatch stopped = new CountDownLatch(1);
+        AdminSocket admin = adminSocket == null ? null : AdminSocket.open(adminSocket, adminGroup, server::snapshot);
+        MetricsEndpoint endpoint = metricsUri == null ? null
+                : MetricsEndpoint.start(server::snapshot, metricsUri.host(), metricsUri.port());
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (admin != null) {
+                admin.close();
+            }
+            if (endpoint != null) {
+                endpoint.close();
+            }
             server.close();
             stopped.countDown();
         }, "gpusockets-shutdown"));
@@ -157,6 +189,13 @@ final class BackendCommand implements Callable<Integer> {
         for (String uri : listen) {
             TransportUri bound = server.listen(TransportUri.parse(uri), transportOptions);
             System.out.println("gpusockets backend: listening on " + bound);
+        }
+        if (admin != null) {
+            System.out.println("gpusockets backend: admin socket " + admin.path());
+        }
+        if (endpoint != null) {
+            String h = metricsUri.host().indexOf(':') >= 0 ? "[" + metricsUri.host() + "]" : metricsUri.host();
+            System.out.println("gpusockets backend: metrics on http://" + h + ":" + endpoint.port() + "/metrics");
         }
         System.out.flush();
         stopped.await();

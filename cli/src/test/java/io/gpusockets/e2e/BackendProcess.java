@@ -36,16 +36,23 @@ final class BackendProcess implements AutoCloseable {
      */
     static BackendProcess startWithDescriptorLimit(int descriptors, String... extraArgs)
             throws IOException, InterruptedException {
-        return start(List.of("sh", "-c", "ulimit -n " + descriptors + " && exec \"$0\" \"$@\""), extraArgs);
+        return start(List.of("sh", "-c", "ulimit -n " + descriptors + " && exec \"$0\" \"$@\""), List.of(), extraArgs);
     }
 
-    private static BackendProcess start(List<String> prefix, String... extraArgs) throws IOException, InterruptedException {
+    /** As {@link #start(String...)}, with {@code jvmOptions} added to the backend JVM's own options. */
+    static BackendProcess start(List<String> jvmOptions, String... extraArgs) throws IOException, InterruptedException {
+        return start(List.of(), jvmOptions, extraArgs);
+    }
+
+    private static BackendProcess start(List<String> prefix, List<String> jvmOptions, String... extraArgs)
+            throws IOException, InterruptedException {
         Path dir = Files.createTempDirectory("gpusockets-e2e");
         List<String> cmd = new ArrayList<>(prefix);
         cmd.addAll(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-Xmx512m",
-                "-cp", System.getProperty("java.class.path"),
+                "--enable-native-access=ALL-UNNAMED", "-Xmx512m"));
+        cmd.addAll(jvmOptions);
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
                 "io.gpusockets.cli.Main", "backend", "--device", "emulated",
                 "--listen", "tcp://127.0.0.1:0", "--listen", "unix://" + dir.resolve("backend.sock")));
         cmd.addAll(List.of(extraArgs));
@@ -76,6 +83,37 @@ final class BackendProcess implements AutoCloseable {
             }
         });
         return b;
+    }
+
+    /**
+     * A backend that also serves status on an admin socket in its temporary directory and Prometheus
+     * metrics on a loopback port ({@link #adminSocket}, {@link #metricsUrl}).
+     */
+    static BackendProcess startWithStatus(String... extraArgs) throws IOException, InterruptedException {
+        return startWithStatus(List.of(), extraArgs);
+    }
+
+    /** As {@link #startWithStatus(String...)}, with {@code jvmOptions} added to the backend JVM's own options. */
+    static BackendProcess startWithStatus(List<String> jvmOptions, String... extraArgs) throws IOException, InterruptedException {
+        Path socket = Files.createTempDirectory("gpusockets-admin").resolve("admin.sock");
+        List<String> args = new ArrayList<>(List.of("--admin-socket", socket.toString(), "--metrics", "tcp://127.0.0.1:0"));
+        args.addAll(List.of(extraArgs));
+        BackendProcess b = start(jvmOptions, args.toArray(String[]::new));
+        b.adminSocket = socket;
+        return b;
+    }
+
+    private Path adminSocket;
+
+    /** The admin socket of a backend from {@link #startWithStatus}. */
+    Path adminSocket() {
+        return adminSocket;
+    }
+
+    /** The metrics URL a backend from {@link #startWithStatus} printed. */
+    String metricsUrl() throws InterruptedException {
+        String line = awaitLog("gpusockets backend: metrics on ", 30_000);
+        return line.substring(line.indexOf("http://")).strip();
     }
 
     String tcp() {
@@ -138,5 +176,9 @@ final class BackendProcess implements AutoCloseable {
             }
         }
         Files.deleteIfExists(dir);
+        if (adminSocket != null) {
+            Files.deleteIfExists(adminSocket);
+            Files.deleteIfExists(adminSocket.getParent());
+        }
     }
 }

@@ -8,6 +8,9 @@ import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.backend.tenant.Tenant;
 import io.gpusockets.backend.tenant.TenantRegistry;
+import io.gpusockets.backend.status.ServerSnapshot;
+import io.gpusockets.backend.status.SessionSnapshot;
+import io.gpusockets.backend.status.StatusBoard;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.PeerInfo;
@@ -77,6 +80,7 @@ public final class BackendServer implements AutoCloseable {
     private final RateLimitedLog refusals = new RateLimitedLog(LOG, "backend", "refused or failed connections");
     /** Who each peer is and what it may hold ({@code --tenants}); one unlimited "default" tenant without a file. */
     private final TenantRegistry tenants;
+    private final StatusBoard status;
 
     public BackendServer(DriverHost host, BackendSettings settings) {
         this(host, settings, TenantRegistry.unconfigured());
@@ -91,6 +95,8 @@ public final class BackendServer implements AutoCloseable {
         this.handshakes = new Handshakes(serverLimits.maxHandshakes(), dropped -> refusals.log(Level.WARNING,
                 () -> "handshake of " + dropped.peer().description() + " dropped to make room: "
                         + serverLimits.maxHandshakes() + " in progress (the maximum)"));
+        this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
+        timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (serverLimits.idleTimeoutSeconds() > 0) {
             long period = Math.min(1000, TimeUnit.SECONDS.toMillis(serverLimits.idleTimeoutSeconds()) / 2);
             timers.scheduleWithFixedDelay(this::closeIdleSessions, period, period, TimeUnit.MILLISECONDS);
@@ -127,6 +133,16 @@ public final class BackendServer implements AutoCloseable {
 
     public int sessionCount() {
         return sessions.size();
+    }
+
+    /** The live sessions, by id ({@link StatusBoard#sessions}). */
+    public List<SessionSnapshot> sessions() {
+        return status.sessions();
+    }
+
+    /** Devices, tenants, sessions and traffic totals now ({@link StatusBoard#snapshot}); safe from any thread. */
+    public ServerSnapshot snapshot() {
+        return status.snapshot();
     }
 
     /** Connections held now: those in their handshake and those in session. */
@@ -232,7 +248,7 @@ public final class BackendServer implements AutoCloseable {
         try {
             s.serve();
         } finally {
-            sessions.remove(s);
+            status.ended(s, () -> sessions.remove(s));
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
             connections.decrementAndGet();
@@ -291,6 +307,7 @@ public final class BackendServer implements AutoCloseable {
             c.close();
             throw e;
         }
+        status.started(s, c.peer().transport());
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer + ", tenant " + admitted.tenant().name());
         return s;
@@ -428,6 +445,7 @@ public final class BackendServer implements AutoCloseable {
             s.end("backend shutting down");
         }
         timers.shutdownNow();
+        status.close();
         if (contextPool != null) {
             contextPool.close();
         }

@@ -72,6 +72,7 @@ public final class Session {
     private volatile boolean readerInCall;
     /** What this session's peer did wrong, logged rate-limited ({@link RateLimitedLog}). */
     private final RateLimitedLog peerFaults;
+    private final SessionStats stats = new SessionStats();
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -231,6 +232,25 @@ public final class Session {
         return id;
     }
 
+    /** Calls and bytes so far, for status and metrics. */
+    public SessionStats stats() {
+        return stats;
+    }
+
+    /** Memory and streams the session holds now (brief locks of its tables, never the session's lanes). */
+    public long memoryBytes() {
+        return memory.allocatedBytes();
+    }
+
+    public int streamCount() {
+        return handles.count(ParamType.STREAM);
+    }
+
+    /** The peer, as its transport describes it. */
+    public String peer() {
+        return peer;
+    }
+
     DriverHost host() {
         return host;
     }
@@ -300,6 +320,7 @@ public final class Session {
             while (true) {
                 FrameHeader h = channel.readHeader();
                 lastFrameNanos = System.nanoTime();
+                stats.frameIn(h);
                 int op = h.opcode();
                 if (op == Opcodes.GOODBYE) {
                     channel.skipBody(h.length());
@@ -420,7 +441,9 @@ public final class Session {
     }
 
     void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
+        long bytes = SessionStats.bodyBytes(body); // counted before the send consumes the buffers
         channel.send(opcode, flags, lane, requestId, body);
+        stats.frameOut(bytes);
     }
 
     /**

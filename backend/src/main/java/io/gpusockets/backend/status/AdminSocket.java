@@ -1,0 +1,267 @@
+package io.gpusockets.backend.status;
+
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.GroupPrincipal;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipal;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import java.util.function.Supplier;
+import jdk.net.ExtendedSocketOptions;
+import jdk.net.UnixDomainPrincipal;
+
+/**
+ * The admin socket: a Unix socket that answers {@code gpusockets status}. The protocol is one request
+ * line, one answer, then the backend closes: {@code status\n} is answered with the snapshot as JSON
+ * ({@link StatusJson}) and a newline; anything else with {@code error: ...\n}. A peer that
+ * {@link AdminAccess} does not allow gets {@code refused: ...\n} and a log line.
+ *
+ * <p>Bounded: at most {@value #MAX_CLIENTS} clients are served at once (each on its own thread;
+ * more are closed at once), a request line is at most {@value #MAX_REQUEST} bytes, and a client
+ * that has not read its answer {@value #DEADLINE_SECONDS} s after connecting is disconnected, so a
+ * slow or hostile client holds no more than that. The socket file is made with mode 0600 (0660 and
+ * the admin group's ownership when one is configured) and removed on {@link #close}.
+ */
+public final class AdminSocket implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+    static final int MAX_CLIENTS = 4;
+    static final int MAX_REQUEST = 128;
+    static final int DEADLINE_SECONDS = 5;
+
+    private final Path path;
+    private final ServerSocketChannel server;
+    /** Why a peer is refused, or null ({@link AdminAccess#refusal}). */
+    private final Function<UnixDomainPrincipal, String> access;
+    private final Supplier<ServerSnapshot> snapshots;
+    private final Semaphore slots = new Semaphore(MAX_CLIENTS);
+    private final ScheduledExecutorService deadlines = Executors.newSingleThreadScheduledExecutor(
+            Thread.ofPlatform().daemon().name("gpusockets-admin-deadline").factory());
+    private volatile boolean closed;
+    private long lastRefusalLog;
+    private long refusalsNotLogged;
+
+    private AdminSocket(Path path, ServerSocketChannel server, Function<UnixDomainPrincipal, String> access,
+                        Supplier<ServerSnapshot> snapshots) {
+        this.path = path;
+        this.server = server;
+        this.access = access;
+        this.snapshots = snapshots;
+    }
+
+    /**
+     * Binds {@code path} (a stale socket file left by a backend that is gone is replaced; one a live
+     * backend answers on is not) and starts answering. {@code group}: the admin group's name, or null.
+     */
+    public static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots) throws IOException {
+        return open(path, group, snapshots, null);
+    }
+
+    /**
+     * As {@link #open(Path, String, Supplier)}; {@code check}, when not null, replaces {@link AdminAccess#refusal}
+     * (tests, which run as one user, use it to be refused).
+     */
+    static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots,
+                            Function<UnixDomainPrincipal, String> check) throws IOException {
+        path = path.toAbsolutePath();
+        if (Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            if (!Files.readAttributes(path, java.nio.file.attribute.BasicFileAttributes.class, java.nio.file.LinkOption.NOFOLLOW_LINKS).isOther()) {
+                throw new IOException("admin socket path " + path + " exists and is not a socket");
+            }
+            boolean live;
+            try (SocketChannel probe = SocketChannel.open(UnixDomainSocketAddress.of(path))) {
+                live = true;
+            } catch (IOException e) {
+                live = false;
+            }
+            if (live) {
+                throw new IOException("admin socket " + path + " is in use by another process");
+            }
+            Files.delete(path); // left by a backend that is gone
+        }
+        if (path.getParent() != null) {
+            Files.createDirectories(path.getParent());
+        }
+        ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+        try {
+            server.bind(UnixDomainSocketAddress.of(path), MAX_CLIENTS);
+            UserPrincipal owner = Files.getOwner(path);
+            if (group != null) {
+                GroupPrincipal g;
+                try {
+                    g = path.getFileSystem().getUserPrincipalLookupService().lookupPrincipalByGroupName(group);
+                } catch (IOException e) {
+                    throw new IOException("admin group " + group + " does not exist: " + e.getMessage(), e);
+                }
+                try {
+                    Files.setAttribute(path, "posix:group", g);
+                } catch (IOException e) {
+                    throw new IOException("cannot give the admin socket " + path + " to group " + group
+                            + " (the backend's user must be root or a member of it): " + e, e);
+                }
+                Files.setPosixFilePermissions(path, PosixFilePermissions.fromString("rw-rw----"));
+            } else {
+                Files.setPosixFilePermissions(path, PosixFilePermissions.fromString("rw-------"));
+            }
+            AdminSocket a = new AdminSocket(path, server,
+                    check != null ? check : new AdminAccess(owner, group, AdminAccess::groupFileMembers)::refusal, snapshots);
+            Thread.ofPlatform().daemon().name("gpusockets-admin").start(a::acceptLoop);
+            LOG.log(Level.INFO, "admin socket on " + path + (group != null ? " (group " + group + ")" : ""));
+            return a;
+        } catch (IOException | RuntimeException e) {
+            server.close();
+            Files.deleteIfExists(path);
+            throw e;
+        }
+    }
+
+    public Path path() {
+        return path;
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            SocketChannel c;
+            try {
+                c = server.accept();
+            } catch (IOException e) {
+                if (closed) {
+                    return;
+                }
+                LOG.log(Level.WARNING, "admin socket: accept failed: " + e.getMessage());
+                sleepQuietly(); // e.g. out of descriptors: try again, do not spin
+                continue;
+            }
+            if (!slots.tryAcquire()) {
+                closeQuietly(c); // MAX_CLIENTS are being answered already
+                continue;
+            }
+            java.util.concurrent.ScheduledFuture<?> deadline;
+            try {
+                deadline = deadlines.schedule(() -> closeQuietly(c), DEADLINE_SECONDS, TimeUnit.SECONDS);
+            } catch (java.util.concurrent.RejectedExecutionException e) {
+                closeQuietly(c); // closing
+                slots.release();
+                return;
+            }
+            Thread.ofPlatform().daemon().name("gpusockets-admin-client").start(() -> {
+                try {
+                    answer(c);
+                } finally {
+                    deadline.cancel(false);
+                    closeQuietly(c);
+                    slots.release();
+                }
+            });
+        }
+    }
+
+    private void answer(SocketChannel c) {
+        try {
+            UnixDomainPrincipal peer = c.getOption(ExtendedSocketOptions.SO_PEERCRED);
+            String request = readLine(c); // read first, even to refuse: closing on unread bytes would reset the answer
+            String refusal = access.apply(peer);
+            if (refusal != null) {
+                logRefusal(refusal);
+                write(c, "refused: " + refusal + "\n");
+            } else if (request == null) {
+                write(c, "error: request line longer than " + MAX_REQUEST + " bytes or not ended by a newline\n");
+            } else if (request.strip().equals("status")) {
+                write(c, StatusJson.write(snapshots.get()) + "\n");
+            } else {
+                write(c, "error: unknown request '" + printable(request) + "' (known: status)\n");
+            }
+        } catch (IOException e) {
+            if (!closed) {
+                LOG.log(Level.DEBUG, "admin socket: client gone: " + e.getMessage());
+            }
+        } catch (RuntimeException e) {
+            LOG.log(Level.ERROR, "admin socket: cannot answer", e);
+        }
+    }
+
+    /** One log line per refusal, at most one a second (the rest are counted into the next line). */
+    private synchronized void logRefusal(String refusal) {
+        long now = System.nanoTime();
+        if (lastRefusalLog != 0 && now - lastRefusalLog < TimeUnit.SECONDS.toNanos(1)) {
+            refusalsNotLogged++;
+            return;
+        }
+        lastRefusalLog = now;
+        LOG.log(Level.WARNING, "admin socket: refused " + refusal
+                + (refusalsNotLogged > 0 ? " (and " + refusalsNotLogged + " refusals not logged)" : ""));
+        refusalsNotLogged = 0;
+    }
+
+    /** The request line without its newline, or null when none came within {@value #MAX_REQUEST} bytes. */
+    private static String readLine(SocketChannel c) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(MAX_REQUEST);
+        while (b.hasRemaining()) {
+            if (c.read(b) < 0) {
+                break;
+            }
+            for (int i = 0; i < b.position(); i++) {
+                if (b.get(i) == '\n') {
+                    return new String(b.array(), 0, i, StandardCharsets.UTF_8);
+                }
+            }
+        }
+        return null;
+    }
+
+    private static String printable(String s) {
+        String t = s.length() > 40 ? s.substring(0, 40) + "..." : s;
+        return t.replaceAll("[^\\x20-\\x7e]", "?");
+    }
+
+    private static void write(SocketChannel c, String s) throws IOException {
+        ByteBuffer b = ByteBuffer.wrap(s.getBytes(StandardCharsets.UTF_8));
+        while (b.hasRemaining()) {
+            c.write(b);
+        }
+    }
+
+    private static void closeQuietly(SocketChannel c) {
+        try {
+            c.close();
+        } catch (IOException ignored) {
+            // closing
+        }
+    }
+
+    private static void sleepQuietly() {
+        try {
+            Thread.sleep(100);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Stops answering and removes the socket file. */
+    @Override
+    public void close() {
+        closed = true;
+        try {
+            server.close();
+        } catch (IOException ignored) {
+            // closing
+        }
+        deadlines.shutdownNow();
+        try {
+            Files.deleteIfExists(path);
+        } catch (IOException e) {
+            LOG.log(Level.WARNING, "admin socket: cannot remove " + path + ": " + e.getMessage());
+        }
+    }
+}

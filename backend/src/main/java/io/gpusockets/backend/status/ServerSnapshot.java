@@ -1,0 +1,56 @@
+package io.gpusockets.backend.status;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * What the backend serves at one moment: its devices, tenants and sessions, and the traffic totals
+ * of every tenant since the backend started (ended sessions included). Made by
+ * {@code BackendServer.snapshot()}; written as JSON by {@link StatusJson} and as Prometheus metrics by
+ * {@link MetricsEndpoint}.
+ *
+ * @param timeMillis  when it was taken (epoch milliseconds)
+ * @param backend     the driver served, as the backend describes it
+ * @param connections connections open now (sessions and handshakes in progress)
+ * @param devices     the driver's devices
+ * @param tenants     tenants known to the backend, by name
+ * @param sessions    the sessions open now, by id
+ * @param traffic     calls and bytes per tenant and transport since the backend started
+ */
+public record ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices,
+                             List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic) {
+
+    public ServerSnapshot {
+        devices = List.copyOf(devices);
+        tenants = List.copyOf(tenants);
+        sessions = List.copyOf(sessions);
+        traffic = List.copyOf(traffic);
+    }
+
+    /**
+     * A device as the driver reports it.
+     *
+     * @param memoryUsedBytes  total minus cuMemGetInfo's free: every process's and context's use; -1 when unknown
+     * @param memoryTotalBytes cuDeviceTotalMem
+     */
+    public record Device(int index, String name, long memoryUsedBytes, long memoryTotalBytes) {
+    }
+
+    /**
+     * A tenant's holdings against its limits.
+     *
+     * @param memoryLimitBytes {@link Long#MAX_VALUE} when unlimited
+     * @param sessionLimit     {@link Integer#MAX_VALUE} when unlimited
+     * @param rejections       refusals so far by the limit that refused ("memory", "sessions", ...)
+     */
+    public record Tenant(String name, long memoryUsedBytes, long memoryLimitBytes, int sessions, int sessionLimit,
+                         Map<String, Long> rejections) {
+        public Tenant {
+            rejections = Map.copyOf(rejections);
+        }
+    }
+
+    /** Calls and frame bytes of one tenant over one transport since the backend started. */
+    public record Traffic(String tenant, String transport, long calls, long bytesIn, long bytesOut) {
+    }
+}

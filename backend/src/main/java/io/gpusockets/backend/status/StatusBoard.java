@@ -1,0 +1,115 @@
+package io.gpusockets.backend.status;
+
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.Session;
+import io.gpusockets.backend.session.SessionStats;
+import io.gpusockets.backend.tenant.Tenant;
+import io.gpusockets.backend.tenant.TenantAccount;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.IntSupplier;
+
+/**
+ * The server's status, assembled on request: owns what outlives a session (the traffic totals of
+ * ended sessions, the tenants seen) and the device monitor, and reads the live sessions the server
+ * holds. The server calls {@link #started} and {@link #ended} around each session and {@link #sample}
+ * once a second; everything else is read-only and safe from any thread. A snapshot takes no session's
+ * lock beyond the brief ones of its memory and handle tables.
+ */
+public final class StatusBoard implements AutoCloseable {
+    private final DriverHost host;
+    private final Set<Session> sessions;
+    private final IntSupplier connections;
+    private final TrafficTotals traffic = new TrafficTotals();
+    private final DeviceMonitor devices;
+    /** Every tenant a session has had, by name (the last account seen): a tenant's totals outlive its sessions. */
+    private final Map<String, TenantAccount> tenants = new ConcurrentHashMap<>();
+
+    /** The tenants configured now (a reload may add some): shown even before they have a session. */
+    private final java.util.function.Supplier<? extends java.util.Collection<? extends TenantAccount>> configured;
+
+    /**
+     * {@code sessions}: the server's live set (read, never changed here, but by {@link #ended}'s callback);
+     * {@code configured}: the tenants configured now.
+     */
+    public StatusBoard(DriverHost host, Set<Session> sessions, IntSupplier connections,
+                       java.util.function.Supplier<? extends java.util.Collection<? extends TenantAccount>> configured) {
+        this.host = host;
+        this.sessions = sessions;
+        this.connections = connections;
+        this.devices = new DeviceMonitor(host);
+        this.configured = configured;
+    }
+
+    /** A session starts, having come in over {@code transport} (a URI scheme). */
+    public void started(Session s, String transport) {
+        s.stats().transport(transport);
+        tenants.put(s.tenant().name(), s.tenant());
+    }
+
+    /** A session has ended: its counters join its tenant's totals as {@code forget} takes it off the live set. */
+    public void ended(Session s, Runnable forget) {
+        traffic.ended(s, forget);
+    }
+
+    /** Takes the rate samples of every live session (the server's timer, once a second). */
+    public void sample() {
+        long now = System.nanoTime();
+        for (Session s : sessions) {
+            s.stats().sample(now);
+        }
+    }
+
+    /** The live sessions, by id. */
+    public List<SessionSnapshot> sessions() {
+        return describe(List.copyOf(sessions));
+    }
+
+    /** Everything: devices (from the driver), tenants, sessions and traffic totals. */
+    public ServerSnapshot snapshot() {
+        Map.Entry<List<Session>, List<ServerSnapshot.Traffic>> live = traffic.with(() -> List.copyOf(sessions));
+        List<SessionSnapshot> list = describe(live.getKey());
+        Map<String, Integer> perTenant = new HashMap<>();
+        for (SessionSnapshot s : list) {
+            perTenant.merge(s.tenant(), 1, Integer::sum);
+        }
+        for (TenantAccount t : configured.get()) {
+            tenants.putIfAbsent(t.name(), t);
+        }
+        List<ServerSnapshot.Tenant> ts = new ArrayList<>();
+        for (TenantAccount t : new TreeMap<>(tenants).values()) {
+            Map<String, Long> rejections = t instanceof Tenant full ? full.rejections() : Map.of();
+            ts.add(new ServerSnapshot.Tenant(t.name(), t.memoryUsed(), t.limits().memoryBytes(),
+                    perTenant.getOrDefault(t.name(), 0), t.limits().sessions(), rejections));
+        }
+        return new ServerSnapshot(System.currentTimeMillis(), host.description(), connections.getAsInt(),
+                devices.devices(), ts, list, live.getValue());
+    }
+
+    private static List<SessionSnapshot> describe(List<Session> live) {
+        long now = System.nanoTime();
+        List<SessionSnapshot> out = new ArrayList<>(live.size());
+        for (Session s : live) {
+            SessionStats st = s.stats();
+            SessionStats.Totals t = st.totals();
+            SessionStats.Rates r = st.rates(now);
+            out.add(new SessionSnapshot(s.id(), s.tenant().name(), st.transport(), s.peer(), s.memoryBytes(),
+                    s.streamCount(), t.calls(), r.calls(), t.bytesIn(), t.bytesOut(), r.bytesIn(), r.bytesOut(),
+                    s.windowBytes(), st.ageSeconds(now)));
+        }
+        out.sort(Comparator.comparingLong(SessionSnapshot::id));
+        return out;
+    }
+
+    /** Destroys the device monitor's contexts. */
+    @Override
+    public void close() {
+        devices.close();
+    }
+}
