@@ -52,6 +52,46 @@ final class BackendCommand implements Callable<Integer> {
                     + " after the backend starts gained (about 50 ms). Default: ${DEFAULT-VALUE}.")
     int warmContexts;
 
+    @Option(names = "--isolation", paramLabel = "context|process|shared", defaultValue = "context",
+            converter = IsolationConverter.class,
+            description = "How sessions are kept apart: context (own contexts, one process), process (a worker process per"
+                    + " session: a crash ends only its session), shared (a tenant's sessions share one context). Default: ${DEFAULT-VALUE}.")
+    io.gpusockets.backend.isolation.Isolation isolation;
+
+    @Option(names = "--idle-workers", paramLabel = "N", defaultValue = "1",
+            description = "With --isolation process: worker processes kept started ahead, so that a session does not wait"
+                    + " for a JVM to start. Default: ${DEFAULT-VALUE}.")
+    int idleWorkers;
+
+    @Option(names = "--max-workers", paramLabel = "N", defaultValue = "64",
+            description = "With --isolation process: worker processes at most, idle ones included; sessions beyond are"
+                    + " refused. Default: ${DEFAULT-VALUE}.")
+    int maxWorkers;
+
+    static final class IsolationConverter implements picocli.CommandLine.ITypeConverter<io.gpusockets.backend.isolation.Isolation> {
+        @Override
+        public io.gpusockets.backend.isolation.Isolation convert(String value) {
+            return io.gpusockets.backend.isolation.Isolation.parse(value);
+        }
+    }
+
+    /** The command line of a worker process: this JVM's java, options and classpath, serving the same driver. */
+    private List<String> workerCommand(DriverHost host) {
+        List<String> cmd = new java.util.ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments());
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName(), "worker", "--device",
+                host.driver() instanceof io.gpusockets.backend.driver.NativeCudaDriver ? "native" : "emulated",
+                "--max-lanes", String.valueOf(maxLanes)));
+        if (libcuda != null) {
+            cmd.addAll(List.of("--libcuda", libcuda));
+        }
+        if (noAsync) {
+            cmd.add("--no-async");
+        }
+        return cmd;
+    }
+
     @Override
     public Integer call() throws Exception {
         if (warmContexts < 0) {
@@ -65,12 +105,20 @@ final class BackendCommand implements Callable<Integer> {
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts));
+        if (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS) {
+            if (idleWorkers < 0 || maxWorkers < 1 || idleWorkers > maxWorkers) {
+                throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                        "need 0 <= --idle-workers <= --max-workers and --max-workers >= 1: " + idleWorkers + ", " + maxWorkers);
+            }
+            server.handSessionsTo(new io.gpusockets.backend.isolation.Workers(workerCommand(host), idleWorkers, maxWorkers));
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();
             stopped.countDown();
         }, "gpusockets-shutdown"));
-        System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s)");
+        System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
+                + isolation);
         for (String uri : listen) {
             TransportUri bound = server.listen(TransportUri.parse(uri));
             System.out.println("gpusockets backend: listening on " + bound);

@@ -75,6 +75,11 @@ final class BackendProcess implements AutoCloseable {
         return scheme.equals("tcp") ? tcp() : unix();
     }
 
+    /** The backend's process, e.g. to find its worker processes (isolation mode process). */
+    ProcessHandle handle() {
+        return process.toHandle();
+    }
+
     boolean alive() {
         return process.isAlive();
     }

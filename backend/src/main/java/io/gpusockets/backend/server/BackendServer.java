@@ -52,6 +52,9 @@ public final class BackendServer implements AutoCloseable {
     private final io.gpusockets.backend.tenant.Tenant defaultTenant =
             new io.gpusockets.backend.tenant.Tenant("default", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED);
 
+    /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
+    private volatile io.gpusockets.backend.isolation.Workers workers;
+
     public BackendServer(DriverHost host, BackendSettings settings) {
         this.host = host;
         this.settings = settings;
@@ -76,7 +79,16 @@ public final class BackendServer implements AutoCloseable {
     }
 
     public int sessionCount() {
-        return sessions.size();
+        io.gpusockets.backend.isolation.Workers w = workers;
+        return sessions.size() + (w == null ? 0 : w.serving());
+    }
+
+    /**
+     * Isolation mode process: from now on every session, once through its handshake here, is served by one
+     * of {@code w}'s worker processes, which {@link #close} stops.
+     */
+    public void handSessionsTo(io.gpusockets.backend.isolation.Workers w) {
+        this.workers = w;
     }
 
     private void acceptLoop(Listener l) {
@@ -117,6 +129,12 @@ public final class BackendServer implements AutoCloseable {
         }
         if (features == null || closed) {
             c.close();
+            return;
+        }
+        io.gpusockets.backend.isolation.Workers w = workers;
+        if (w != null) {
+            w.handOver(c, new io.gpusockets.backend.isolation.SessionTicket(id, features, defaultTenant.name(),
+                    defaultTenant.limits(), c.peer()), defaultTenant);
             return;
         }
         // The shared window, when the frontend asked for it and this end of the connection has one too.
@@ -200,6 +218,9 @@ public final class BackendServer implements AutoCloseable {
         }
         for (Session s : sessions) {
             s.end("backend shutting down");
+        }
+        if (workers != null) {
+            workers.close();
         }
         timers.shutdownNow();
         if (contextPool != null) {
