@@ -112,6 +112,9 @@ final class BackendCommand implements Callable<Integer> {
             }
             server.handSessionsTo(new io.gpusockets.backend.isolation.Workers(workerCommand(host), idleWorkers, maxWorkers));
         }
+        if (isolation == io.gpusockets.backend.isolation.Isolation.SHARED) {
+            server.shareContextsPerTenant();
+        }
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             server.close();

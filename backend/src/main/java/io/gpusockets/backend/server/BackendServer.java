@@ -55,6 +55,9 @@ public final class BackendServer implements AutoCloseable {
     /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
     private volatile io.gpusockets.backend.isolation.Workers workers;
 
+    /** Isolation mode shared: each tenant's one context per device, else null. */
+    private volatile io.gpusockets.backend.session.SharedContexts sharedContexts;
+
     public BackendServer(DriverHost host, BackendSettings settings) {
         this.host = host;
         this.settings = settings;
@@ -81,6 +84,11 @@ public final class BackendServer implements AutoCloseable {
     public int sessionCount() {
         io.gpusockets.backend.isolation.Workers w = workers;
         return sessions.size() + (w == null ? 0 : w.serving());
+    }
+
+    /** Isolation mode shared: from now on the sessions of one tenant share one context per device. */
+    public void shareContextsPerTenant() {
+        this.sharedContexts = new io.gpusockets.backend.session.SharedContexts(host.driver());
     }
 
     /**
@@ -141,6 +149,9 @@ public final class BackendServer implements AutoCloseable {
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                 contextPool, defaultTenant);
+        if (sharedContexts != null) {
+            s.shareContexts(sharedContexts);
+        }
         sessions.add(s);
         LOG.log(Level.INFO, "session " + id + " started, peer " + peer);
         try {

@@ -27,6 +27,14 @@ final class PrimaryContexts {
 
     /** Retains on the calling lane thread; {@code out8} receives the handle id. */
     synchronized int retain(int dev, MemorySegment scratch8, long[] idOut) {
+        SharedContexts shared = session.shared();
+        if (handle[dev] == 0 && shared != null) {
+            long real = shared.acquire(session.tenant().name(), dev, scratch8);
+            if (real < 0) {
+                return (int) -real;
+            }
+            handle[dev] = session.handles().intern(ParamType.CTX, real, 0, 0);
+        }
         if (handle[dev] == 0) {
             ContextPool pool = session.contextPool();
             long real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
@@ -51,13 +59,16 @@ final class PrimaryContexts {
         if (refs[dev] == 0) {
             return CuResult.CUDA_ERROR_INVALID_CONTEXT;
         }
-        if (--refs[dev] == 0) {
+        if (--refs[dev] == 0 && session.shared() == null) { // a shared context stays the session's until it ends
             return destroy(dev);
         }
         return CuResult.CUDA_SUCCESS;
     }
 
     synchronized int reset(int dev) {
+        if (session.shared() != null) {
+            return CuResult.CUDA_ERROR_NOT_PERMITTED; // the context is the tenant's other sessions' too
+        }
         refs[dev] = 0;
         return destroy(dev);
     }

@@ -55,6 +55,8 @@ public final class Session {
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     private volatile String failure;
+    /** Isolation mode shared: where the tenant's one context per device comes from, else null. */
+    private volatile SharedContexts shared;
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -90,6 +92,20 @@ public final class Session {
     /** The tenant this session belongs to. */
     public io.gpusockets.backend.tenant.TenantAccount tenant() {
         return tenant;
+    }
+
+    /**
+     * Isolation mode shared: this session's primary contexts are its tenant's shared ones from {@code s}.
+     * Set before {@link #serve}.
+     */
+    public void shareContexts(SharedContexts s) {
+        this.shared = s;
+        cleanup.shareContexts(s);
+    }
+
+    /** The shared contexts (isolation mode shared), or null. */
+    SharedContexts shared() {
+        return shared;
     }
 
     ContextPool contextPool() {
