@@ -92,6 +92,11 @@ public final class Workers implements AutoCloseable {
         return List.copyOf(live.keySet());
     }
 
+    /** The control socket workers connect to. */
+    TransportUri controlAddress() {
+        return controlUri;
+    }
+
     /** Sessions handed to workers so far. */
     public long handedOver() {
         return handedOver.get();
