@@ -1,6 +1,7 @@
 package io.gpusockets.backend.isolation;
 
 import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.ContextPool;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.protocol.transport.Connection;
@@ -29,6 +30,10 @@ public final class WorkerMain {
 
     /** Serves one session handed over through {@code controlUri}; returns the process's exit status. */
     public static int run(DriverHost host, BackendSettings settings, String controlUri) throws IOException {
+        // While idle: the session's context is made ahead, and the session's code is loaded by a session
+        // that ends at once, so that the handed-over session starts as fast as one in a warm backend.
+        ContextPool contexts = new ContextPool(host, 1);
+        warmUp(host, settings);
         Connection control = Transports.connect(TransportUri.parse(controlUri), Duration.ofSeconds(30));
         ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
         ready.putLong(ProcessHandle.current().pid());
@@ -57,7 +62,7 @@ public final class WorkerMain {
         FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
         Connection connection = DescriptorPassing.adopt(fd[0], t.peer());
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
-                (t.features() & Handshake.FEATURE_ASYNC) != 0, null, null, tenant);
+                (t.features() & Handshake.FEATURE_ASYNC) != 0, null, contexts, tenant);
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             try {
                 while (true) {
@@ -78,5 +83,32 @@ public final class WorkerMain {
         s.serve();
         control.close();
         return 0;
+    }
+
+    /** Makes a session over a connection that is already gone: it loads and initialises what every session uses. */
+    private static void warmUp(DriverHost host, BackendSettings settings) {
+        Connection gone = new Connection() {
+            @Override
+            public void write(ByteBuffer... srcs) throws IOException {
+                throw new IOException("warm-up");
+            }
+
+            @Override
+            public void readFully(ByteBuffer dst) throws IOException {
+                throw new java.io.EOFException("warm-up");
+            }
+
+            @Override
+            public io.gpusockets.protocol.transport.PeerInfo peer() {
+                return io.gpusockets.protocol.transport.PeerInfo.of("warm-up");
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        // made, never served: its dispatcher, lanes and tables are loaded; it holds nothing of the driver's
+        new Session(0, new FrameChannel(gone), host, settings, "warm-up", false, null, null,
+                new io.gpusockets.backend.tenant.Tenant("warm-up", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED));
     }
 }

@@ -129,7 +129,6 @@ public final class Workers implements AutoCloseable {
             c.close();
             return false;
         }
-        replenish();
         w.tenant = tenant;
         w.sessionId = id;
         ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
@@ -144,6 +143,8 @@ public final class Workers implements AutoCloseable {
         }
         SocketHandOff.release(c);
         handedOver.incrementAndGet();
+        // the next idle worker starts after this session is on its way, not before
+        Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
         LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description() + ")");
         return true;
     }
