@@ -104,6 +104,27 @@ class ProcessIsolationTest {
         }
     }
 
+    @Test
+    void aRingSessionIsRelayedToItsWorkerAndCarriesBulkDataIntact() throws Exception {
+        String ring = "ring://isolation-" + ProcessHandle.current().pid();
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--idle-workers", "1", "--listen", ring)) {
+            b.awaitLog("listening on " + ring, 30_000);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(ring)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                int n = 3 << 20; // frames of more than one relay chunk, both ways
+                long p = cu.alloc(n);
+                byte[] data = new byte[n];
+                new Random(5).nextBytes(data);
+                cu.put(p, data);
+                assertArrayEquals(data, cu.get(p, n));
+                long worker = workerOf(b, d.sessionId());
+                assertTrue(b.handle().children().anyMatch(c -> c.pid() == worker));
+                b.awaitLog("session " + d.sessionId() + ": a ring:// connection cannot be handed over whole; the front relays", 5_000);
+            }
+        }
+    }
+
     /** The pid of the worker serving {@code sessionId}, from the front's log. */
     private static long workerOf(BackendProcess b, long sessionId) throws InterruptedException {
         String line = b.awaitLog("session " + sessionId + " handed to worker pid", 30_000);

@@ -117,16 +117,24 @@ public final class Workers implements AutoCloseable {
             c.close();
             return false;
         }
+        int[] pair = null;
         if (fd.isEmpty()) {
-            LOG.log(Level.WARNING, "session " + id + " refused: isolation mode process hands tcp://, unix://, vsock:// and"
-                    + " fdunix:// sockets to workers; a " + ticket.peer().transport() + ":// connection is more than one socket"
-                    + " (relaying its frames through the front is not built)");
-            c.close();
-            return false;
+            try {
+                pair = DescriptorPassing.socketPair();
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "session " + id + " refused: no socket pair to relay it through: " + e.getMessage());
+                c.close();
+                return false;
+            }
+            fd = OptionalInt.of(pair[1]);
         }
         Worker w = take(id);
         if (w == null) {
             c.close();
+            if (pair != null) {
+                DescriptorPassing.close(pair[0]);
+                DescriptorPassing.close(pair[1]);
+            }
             return false;
         }
         w.tenant = tenant;
@@ -139,9 +147,28 @@ public final class Workers implements AutoCloseable {
             LOG.log(Level.WARNING, "session " + id + " lost: handing it to worker pid " + w.pid + " failed: " + e.getMessage());
             w.process.destroyForcibly();
             c.close();
+            if (pair != null) {
+                DescriptorPassing.close(pair[0]);
+                DescriptorPassing.close(pair[1]);
+            }
             return false;
         }
-        SocketHandOff.release(c);
+        if (pair == null) {
+            SocketHandOff.release(c);
+        } else {
+            DescriptorPassing.close(pair[1]); // the worker has its own copy now
+            Connection near;
+            try {
+                near = DescriptorPassing.adopt(pair[0], ticket.peer());
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "session " + id + " lost: cannot relay it: " + e.getMessage());
+                c.close();
+                return false;
+            }
+            FrameRelay.start(id, c, near);
+            LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
+                    + " whole; the front relays its frames to the worker (one extra copy of every byte)");
+        }
         handedOver.incrementAndGet();
         // the next idle worker starts after this session is on its way, not before
         Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);

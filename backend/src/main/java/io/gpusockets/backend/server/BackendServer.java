@@ -194,7 +194,8 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
+        // a worker (isolation mode process) cannot map the window of a connection the front relays for it
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow() && workers == null;
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description()).encode();

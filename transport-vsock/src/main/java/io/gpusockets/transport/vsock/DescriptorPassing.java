@@ -132,6 +132,22 @@ public final class DescriptorPassing {
         }
     }
 
+    /**
+     * Two connected unix stream sockets (blocking, close-on-exec): one to keep, one to pass to another
+     * process. The caller owns both.
+     */
+    public static int[] socketPair() throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment fds = arena.allocate(JAVA_INT, 2);
+            if (NativeSockets.socketpair(state, NativeSockets.AF_UNIX, NativeSockets.SOCK_STREAM | NativeSockets.SOCK_CLOEXEC,
+                    fds) < 0) {
+                throw Errno.exception("socketpair", NativeSockets.errno(state));
+            }
+            return new int[] {fds.getAtIndex(JAVA_INT, 0), fds.getAtIndex(JAVA_INT, 1)};
+        }
+    }
+
     /** Closes a descriptor nobody adopted. */
     public static void close(int fd) {
         try (Arena arena = Arena.ofConfined()) {

@@ -58,6 +58,7 @@ final class NativeSockets {
     private static final MethodHandle RECV = errnoCall("recv", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle SENDMSG = errnoCall("sendmsg", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT));
     private static final MethodHandle RECVMSG = errnoCall("recvmsg", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT));
+    private static final MethodHandle SOCKETPAIR = errnoCall("socketpair", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS));
     private static final MethodHandle FCNTL = errnoCall("fcntl", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
     private static final MethodHandle READ = errnoCall("read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
     private static final MethodHandle WRITE = errnoCall("write", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
@@ -190,6 +191,15 @@ final class NativeSockets {
                 r = (long) RECVMSG.invokeExact(state, fd, msghdr, MSG_CMSG_CLOEXEC);
             } while (interrupted(r, state));
             return r;
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    /** socketpair; {@code fds} receives the two descriptors. */
+    static int socketpair(MemorySegment state, int domain, int type, MemorySegment fds) {
+        try {
+            return (int) SOCKETPAIR.invokeExact(state, domain, type, 0, fds);
         } catch (Throwable t) {
             throw unexpected(t);
         }
