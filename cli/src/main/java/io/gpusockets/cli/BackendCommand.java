@@ -98,6 +98,11 @@ final class BackendCommand implements Callable<Integer> {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--warm-contexts must be 0 or more: " + warmContexts);
         }
+        if (warmContexts > 0 && isolation != io.gpusockets.backend.isolation.Isolation.CONTEXT) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--warm-contexts is for"
+                    + " --isolation context: in mode process each idle worker makes its session's context ahead, in mode"
+                    + " shared a tenant's sessions share one");
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
