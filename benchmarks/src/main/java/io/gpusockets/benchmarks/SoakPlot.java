@@ -50,8 +50,8 @@ public final class SoakPlot {
         }
         XYChart chart = new XYChartBuilder().width(960).height(600).title("Soak: backend memory over time")
                 .xAxisTitle("minutes").yAxisTitle("MiB").build();
-        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.InsideSE)
-                .setXAxisDecimalPattern("0.#");
+        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.InsideSE);
+        chart.getStyler().setXAxisDecimalPattern("0.#");
         chart.addSeries("backend resident memory (RSS)", x, r);
         chart.addSeries("device memory in use", x, d);
         Path file = dir.resolve("soak.png");

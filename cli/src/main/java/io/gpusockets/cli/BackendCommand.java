@@ -128,6 +128,46 @@ final class BackendCommand implements Callable<Integer> {
             description = "Serve Prometheus metrics on http://HOST:PORT/metrics (tenant-level; port 0 = any). Default: none.")
     String metrics;
 
+    @Option(names = "--isolation", paramLabel = "context|process|shared", defaultValue = "context",
+            converter = IsolationConverter.class,
+            description = "How sessions are kept apart: context (own contexts, one process), process (a worker process per"
+                    + " session: a crash ends only its session), shared (a tenant's sessions share one context). Default: ${DEFAULT-VALUE}.")
+    io.gpusockets.backend.isolation.Isolation isolation;
+
+    @Option(names = "--idle-workers", paramLabel = "N", defaultValue = "1",
+            description = "With --isolation process: worker processes kept started ahead, so that a session does not wait"
+                    + " for a JVM to start. Default: ${DEFAULT-VALUE}.")
+    int idleWorkers;
+
+    @Option(names = "--max-workers", paramLabel = "N", defaultValue = "64",
+            description = "With --isolation process: worker processes at most, idle ones included; sessions beyond are"
+                    + " refused. Default: ${DEFAULT-VALUE}.")
+    int maxWorkers;
+
+    static final class IsolationConverter implements picocli.CommandLine.ITypeConverter<io.gpusockets.backend.isolation.Isolation> {
+        @Override
+        public io.gpusockets.backend.isolation.Isolation convert(String value) {
+            return io.gpusockets.backend.isolation.Isolation.parse(value);
+        }
+    }
+
+    /** The command line of a worker process: this JVM's java, options and classpath, serving the same driver. */
+    private List<String> workerCommand(DriverHost host) {
+        List<String> cmd = new java.util.ArrayList<>();
+        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        cmd.addAll(java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments());
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName(), "worker", "--device",
+                host.driver() instanceof io.gpusockets.backend.driver.NativeCudaDriver ? "native" : "emulated",
+                "--max-lanes", String.valueOf(maxLanes)));
+        if (libcuda != null) {
+            cmd.addAll(List.of("--libcuda", libcuda));
+        }
+        if (noAsync) {
+            cmd.add("--no-async");
+        }
+        return cmd;
+    }
+
     @Override
     public Integer call() throws Exception {
         if (adminGroup != null && adminSocket == null) {
@@ -160,6 +200,11 @@ final class BackendCommand implements Callable<Integer> {
             return 2;
         }
         TransportOptions transportOptions = tlsOptions();
+        if (warmContexts > 0 && isolation != io.gpusockets.backend.isolation.Isolation.CONTEXT) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--warm-contexts is for"
+                    + " --isolation context: in mode process each idle worker makes its session's context ahead, in mode"
+                    + " shared a tenant's sessions share one");
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
@@ -170,6 +215,16 @@ final class BackendCommand implements Callable<Integer> {
                 .withServerLimits(serverLimits), tenants);
         if (tenantsFile != null) {
             reloadOnHangup(tenants);
+        }
+        if (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS) {
+            if (idleWorkers < 0 || maxWorkers < 1 || idleWorkers > maxWorkers) {
+                throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                        "need 0 <= --idle-workers <= --max-workers and --max-workers >= 1: " + idleWorkers + ", " + maxWorkers);
+            }
+            server.handSessionsTo(new io.gpusockets.backend.isolation.Workers(workerCommand(host), idleWorkers, maxWorkers));
+        }
+        if (isolation == io.gpusockets.backend.isolation.Isolation.SHARED) {
+            server.shareContextsPerTenant();
         }
         CountDownLatch stopped = new CountDownLatch(1);
         AdminSocket admin = adminSocket == null ? null : AdminSocket.open(adminSocket, adminGroup, server::snapshot);
@@ -185,7 +240,8 @@ final class BackendCommand implements Callable<Integer> {
             server.close();
             stopped.countDown();
         }, "gpusockets-shutdown"));
-        System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s)");
+        System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
+                + isolation);
         for (String uri : listen) {
             TransportUri bound = server.listen(TransportUri.parse(uri), transportOptions);
             System.out.println("gpusockets backend: listening on " + bound);

@@ -142,6 +142,11 @@ final class BackendProcess implements AutoCloseable {
         return process.pid();
     }
 
+    /** The backend's process, e.g. to find its worker processes (isolation mode process). */
+    ProcessHandle handle() {
+        return process.toHandle();
+    }
+
     boolean alive() {
         return process.isAlive();
     }

@@ -82,6 +82,12 @@ public final class BackendServer implements AutoCloseable {
     private final TenantRegistry tenants;
     private final StatusBoard status;
 
+    /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
+    private volatile io.gpusockets.backend.isolation.Workers workers;
+
+    /** Isolation mode shared: each tenant's one context per device, else null. */
+    private volatile io.gpusockets.backend.session.SharedContexts sharedContexts;
+
     public BackendServer(DriverHost host, BackendSettings settings) {
         this(host, settings, TenantRegistry.unconfigured());
     }
@@ -132,7 +138,21 @@ public final class BackendServer implements AutoCloseable {
     }
 
     public int sessionCount() {
-        return sessions.size();
+        io.gpusockets.backend.isolation.Workers w = workers;
+        return sessions.size() + (w == null ? 0 : w.serving());
+    }
+
+    /** Isolation mode shared: from now on the sessions of one tenant share one context per device. */
+    public void shareContextsPerTenant() {
+        this.sharedContexts = new io.gpusockets.backend.session.SharedContexts(host.driver());
+    }
+
+    /**
+     * Isolation mode process: from now on every session, once through its handshake here, is served by one
+     * of {@code w}'s worker processes, which {@link #close} stops.
+     */
+    public void handSessionsTo(io.gpusockets.backend.isolation.Workers w) {
+        this.workers = w;
     }
 
     /** The live sessions, by id ({@link StatusBoard#sessions}). */
@@ -294,6 +314,20 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         int features = admitted.features();
+        io.gpusockets.backend.isolation.Workers w = workers;
+        if (w != null) {
+            // isolation mode process: a worker serves the session; the slot and the tenant's session go back when it ends
+            Tenant t = admitted.tenant();
+            Runnable ended = () -> {
+                sessionSlots.decrementAndGet();
+                t.closeSession();
+            };
+            if (!w.handOver(c, new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer()),
+                    t, ended)) {
+                ended.run();
+            }
+            return null;
+        }
         // The shared window, when the frontend asked for it and this end of the connection has one too.
         SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
         Session s;
@@ -301,6 +335,9 @@ public final class BackendServer implements AutoCloseable {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                     contextPool, admitted.tenant());
             s.deviceShare(tenants.deviceShare());
+            if (sharedContexts != null) {
+                s.shareContexts(sharedContexts);
+            }
         } catch (RuntimeException | OutOfMemoryError e) {
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
@@ -393,7 +430,8 @@ public final class BackendServer implements AutoCloseable {
     /** Grants the features and sends WELCOME; returns the features granted. */
     private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow();
+        // a worker (isolation mode process) cannot map the window of a connection the front relays for it
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow() && workers == null;
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description()).encode();
@@ -443,6 +481,9 @@ public final class BackendServer implements AutoCloseable {
         }
         for (Session s : sessions) {
             s.end("backend shutting down");
+        }
+        if (workers != null) {
+            workers.close();
         }
         timers.shutdownNow();
         status.close();

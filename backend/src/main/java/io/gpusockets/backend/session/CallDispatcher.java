@@ -215,6 +215,11 @@ final class CallDispatcher {
                 c.device((int) values[i]);
             } else if (t.isHandle()) {
                 args[i] = c.handle(t, values[i], p.nullable());
+                if (t == ParamType.CTX && p.destroy() && session.shared() != null
+                        && session.shared().isShared(((Number) args[i]).longValue())) {
+                    throw new CallRejected(CuResult.CUDA_ERROR_NOT_PERMITTED,
+                            "the tenant's shared context (isolation mode shared) is not the session's to destroy");
+                }
             } else if (t == ParamType.DPTR) {
                 if (p.free()) {
                     // freeing NULL is a no-op the driver answers with success (cudart's cudaFree(0) does it)

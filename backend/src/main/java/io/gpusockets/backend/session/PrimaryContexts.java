@@ -27,6 +27,15 @@ final class PrimaryContexts {
 
     /** Retains on the calling lane thread for call {@code c}; {@code idOut} receives the handle id. */
     synchronized int retain(Call c, int dev, MemorySegment scratch8, long[] idOut) throws CallRejected {
+        SharedContexts shared = session.shared();
+        if (handle[dev] == 0 && shared != null) {
+            c.reserveHandles(1, 0);
+            long real = shared.acquire(session.tenant().name(), dev, scratch8);
+            if (real < 0) {
+                return (int) -real;
+            }
+            handle[dev] = session.handles().intern(ParamType.CTX, real, 0, 0);
+        }
         if (handle[dev] == 0) {
             c.reserveHandles(1, 0);
             ContextPool pool = session.contextPool();
@@ -58,7 +67,7 @@ final class PrimaryContexts {
             if (refs[dev] == 0) {
                 return CuResult.CUDA_ERROR_INVALID_CONTEXT;
             }
-            if (--refs[dev] > 0) {
+            if (--refs[dev] > 0 || session.shared() != null) { // a shared context stays the session's until it ends
                 return CuResult.CUDA_SUCCESS;
             }
             id = handle[dev];
@@ -71,6 +80,9 @@ final class PrimaryContexts {
     int reset(Call c, int dev) throws CallRejected, InterruptedException {
         long id;
         synchronized (this) {
+            if (session.shared() != null) {
+                return CuResult.CUDA_ERROR_NOT_PERMITTED; // the context is the tenant's other sessions' too
+            }
             refs[dev] = 0;
             id = handle[dev];
             handle[dev] = 0;

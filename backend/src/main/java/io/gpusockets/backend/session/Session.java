@@ -73,6 +73,8 @@ public final class Session {
     /** What this session's peer did wrong, logged rate-limited ({@link RateLimitedLog}). */
     private final RateLimitedLog peerFaults;
     private final SessionStats stats = new SessionStats();
+    /** Isolation mode shared: where the tenant's one context per device comes from, else null. */
+    private volatile SharedContexts shared;
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -177,6 +179,20 @@ public final class Session {
     /** Device memory this session holds against its tenant's quota now (0 once it has ended). */
     public long quotaCharged() {
         return quota.charged();
+    }
+
+    /**
+     * Isolation mode shared: this session's primary contexts are its tenant's shared ones from {@code s}.
+     * Set before {@link #serve}.
+     */
+    public void shareContexts(SharedContexts s) {
+        this.shared = s;
+        cleanup.shareContexts(s);
+    }
+
+    /** The shared contexts (isolation mode shared), or null. */
+    SharedContexts shared() {
+        return shared;
     }
 
     ContextPool contextPool() {

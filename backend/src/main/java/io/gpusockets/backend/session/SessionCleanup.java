@@ -31,6 +31,8 @@ final class SessionCleanup {
     private final SessionWaits waits;
     /** Told of every handle dropped (an array's quota charge goes back: {@link SessionQuota#handleDropped}). */
     private java.util.function.Consumer<SessionHandles.Entry> onHandleDropped = e -> { };
+    /** Isolation mode shared: contexts this session uses but must not destroy, else null. */
+    private volatile SharedContexts shared;
 
     SessionCleanup(long sessionId, CudaDriver driver, SessionHandles handles, SessionMemory memory, StagingPool staging,
                    SessionWindow window) {
@@ -48,6 +50,10 @@ final class SessionCleanup {
         this.memory = memory;
         this.staging = staging;
         this.window = window;
+    }
+
+    void shareContexts(SharedContexts s) {
+        this.shared = s;
     }
 
     /** Destroys every context of the session; returns what was released, as the end line words it. */
@@ -113,6 +119,13 @@ final class SessionCleanup {
             dropHandle(lib.id());
         }
         for (SessionHandles.Entry ctx : handles.all(ParamType.CTX)) {
+            SharedContexts sc = shared;
+            if (sc != null && sc.isShared(ctx.real())) {
+                failed += releaseFromShared(ctx);
+                sc.release(ctx.real());
+                dropHandle(ctx.id());
+                continue;
+            }
             int r = driver.cuCtxDestroy(ctx.real());
             ExecutionThread.contextDestroyed();
             if (r != CuResult.CUDA_SUCCESS) {
@@ -129,6 +142,58 @@ final class SessionCleanup {
                 + stagingSummary + waitSummary + poolSummary + vmmSummary
                 + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
                 + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");
+    }
+
+    /**
+     * Isolation mode shared: what this session made in the tenant's shared context goes one by one (the
+     * context stays for the tenant's other sessions): streams and events after their work, modules, arrays
+     * and texture objects, then allocations. Returns the failures (0 or 1, logged).
+     */
+    private int releaseFromShared(SessionHandles.Entry ctx) {
+        if (driver.cuCtxPushCurrent(ctx.real()) != CuResult.CUDA_SUCCESS) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": cannot make the shared context current to free the session's objects");
+            return 1;
+        }
+        int failed = 0;
+        try {
+            driver.cuCtxSynchronize(); // nothing of the session's may still run on what is freed below
+            for (SessionHandles.Entry e : handles.all(ParamType.STREAM)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuStreamDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.EVENT)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuEventDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.TEX)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuTexObjectDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.ARRAY)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuArrayDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.MOD)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuModuleUnload(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (long base : memory.allocationsOwnedBy(ctx.id())) {
+                failed += driver.cuMemFree(base) == CuResult.CUDA_SUCCESS ? 0 : 1;
+            }
+        } finally {
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                driver.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+        if (failed > 0) {
+            LOG.log(Level.WARNING, "session " + sessionId + ": " + failed + " object(s) in the shared context failed to free");
+        }
+        return failed > 0 ? 1 : 0;
     }
 
     /**

@@ -204,7 +204,18 @@ public final class SessionMemory {
         return out;
     }
 
-    public int allocationCount() {
+    /** The bases of the freeable allocations owned by {@code owner} (a context's handle id). */
+    synchronized List<Long> allocationsOwnedBy(long owner) {
+        List<Long> out = new ArrayList<>();
+        for (Range r : ranges.values()) {
+            if (r.owner() == owner && r.freeable()) {
+                out.add(r.base());
+            }
+        }
+        return out;
+    }
+
+    public synchronized int allocationCount() {
         return (int) ranges.values().stream().filter(Range::freeable).count();
     }
 

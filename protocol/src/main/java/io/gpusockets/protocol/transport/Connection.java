@@ -46,6 +46,15 @@ public interface Connection extends Closeable {
         return false;
     }
 
+    /**
+     * The JDK socket channel under this connection, where that channel alone carries it (tcp://, unix://),
+     * so that the backend can hand the socket to a worker process (isolation mode process); else empty.
+     * The connection still owns the channel.
+     */
+    default java.util.Optional<java.nio.channels.SocketChannel> socketChannel() {
+        return java.util.Optional.empty();
+    }
+
     /** Closes both directions; a thread blocked in read or write gets an IOException. Idempotent. */
     @Override
     void close();

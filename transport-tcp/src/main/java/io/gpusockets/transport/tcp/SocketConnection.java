@@ -72,6 +72,11 @@ final class SocketConnection implements Connection {
     }
 
     @Override
+    public java.util.Optional<SocketChannel> socketChannel() {
+        return java.util.Optional.of(channel);
+    }
+
+    @Override
     public void close() {
         try {
             channel.close();

@@ -208,6 +208,142 @@ final class NativeSocketConnection implements Connection {
         return n;
     }
 
+    /** The descriptor, for passing the socket on (it stays this connection's). */
+    int descriptor() {
+        return fd.fd();
+    }
+
+    /**
+     * Writes every byte of {@code msg} as one unit, the descriptors {@code fds} riding on its first bytes
+     * (SCM_RIGHTS); the receiver must read them with {@link #readFullyCollecting}.
+     */
+    void writeWithDescriptors(ByteBuffer msg, int[] fds) throws IOException {
+        if (!msg.isDirect() || !msg.hasRemaining()) {
+            throw new IllegalArgumentException("a direct buffer with bytes in it is needed: " + msg);
+        }
+        writeLock.lock();
+        try (Arena arena = Arena.ofConfined()) {
+            if (!fd.acquire()) {
+                throw closed();
+            }
+            try {
+                long space = SockAddr.CMSG_DATA + align8(4L * fds.length);
+                MemorySegment control = arena.allocate(space, 8);
+                control.set(JAVA_LONG, SockAddr.CMSG_LEN, SockAddr.CMSG_DATA + 4L * fds.length);
+                control.set(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_LEVEL, NativeSockets.SOL_SOCKET);
+                control.set(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_TYPE, NativeSockets.SCM_RIGHTS);
+                for (int i = 0; i < fds.length; i++) {
+                    control.set(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_DATA + 4L * i, fds[i]);
+                }
+                MemorySegment hdr = arena.allocate(SockAddr.MSGHDR);
+                MemorySegment one = arena.allocate(SockAddr.IOVEC);
+                one.set(ADDRESS, SockAddr.IOV_BASE, MemorySegment.ofBuffer(msg));
+                one.set(JAVA_LONG, SockAddr.IOV_LEN, msg.remaining());
+                hdr.set(ADDRESS, SockAddr.MSG_IOV, one);
+                hdr.set(JAVA_LONG, SockAddr.MSG_IOVLEN, 1);
+                hdr.set(ADDRESS, SockAddr.MSG_CONTROL, control);
+                hdr.set(JAVA_LONG, SockAddr.MSG_CONTROLLEN, space);
+                while (true) {
+                    long n = NativeSockets.sendmsg(writeState, fd.fd(), hdr);
+                    if (n > 0) {
+                        msg.position(msg.position() + (int) n);
+                        break; // the descriptors went with these bytes; the rest is plain data
+                    }
+                    int errno = NativeSockets.errno(writeState);
+                    if (n == 0 || errno != Errno.EAGAIN) {
+                        throw fd.isClosed() ? closed() : Errno.exception("write to " + peer.description(), errno);
+                    }
+                    if (FdWait.await(fd, NativeSockets.POLLOUT, writeState, writePoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                        throw closed();
+                    }
+                }
+                writeAll(new ByteBuffer[] {msg});
+            } catch (IOException e) {
+                close();
+                throw e;
+            } finally {
+                fd.release();
+            }
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    /**
+     * As {@link #readFully}, with recvmsg: descriptors that come with the bytes (at most {@code maxFds} a
+     * message; more are closed by the kernel and reported as an error) go to {@code sink}, close-on-exec.
+     */
+    void readFullyCollecting(ByteBuffer dst, int maxFds, java.util.function.IntConsumer sink) throws IOException {
+        if (!dst.isDirect()) {
+            throw new IllegalArgumentException("a direct buffer is needed: " + dst);
+        }
+        if (!fd.acquire()) {
+            throw closed();
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long space = SockAddr.CMSG_DATA + align8(4L * maxFds);
+            MemorySegment control = arena.allocate(space, 8);
+            MemorySegment hdr = arena.allocate(SockAddr.MSGHDR);
+            MemorySegment one = arena.allocate(SockAddr.IOVEC);
+            hdr.set(ADDRESS, SockAddr.MSG_IOV, one);
+            hdr.set(JAVA_LONG, SockAddr.MSG_IOVLEN, 1);
+            int wanted = dst.remaining();
+            while (dst.hasRemaining()) {
+                one.set(ADDRESS, SockAddr.IOV_BASE, MemorySegment.ofBuffer(dst));
+                one.set(JAVA_LONG, SockAddr.IOV_LEN, dst.remaining());
+                control.fill((byte) 0);
+                hdr.set(ADDRESS, SockAddr.MSG_CONTROL, control);
+                hdr.set(JAVA_LONG, SockAddr.MSG_CONTROLLEN, space);
+                long n = NativeSockets.recvmsg(readState, fd.fd(), hdr);
+                if (n > 0) {
+                    dst.position(dst.position() + (int) n);
+                    long controlLen = hdr.get(JAVA_LONG, SockAddr.MSG_CONTROLLEN);
+                    if (controlLen >= SockAddr.CMSG_DATA
+                            && control.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_LEVEL) == NativeSockets.SOL_SOCKET
+                            && control.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_TYPE) == NativeSockets.SCM_RIGHTS) {
+                        long count = (control.get(JAVA_LONG, SockAddr.CMSG_LEN) - SockAddr.CMSG_DATA) / 4;
+                        for (long i = 0; i < count; i++) {
+                            sink.accept(control.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_DATA + 4 * i));
+                        }
+                    }
+                    if ((hdr.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.MSG_FLAGS) & SockAddr.MSG_CTRUNC) != 0) {
+                        throw new IOException("more than " + maxFds + " descriptors came from " + peer.description());
+                    }
+                    continue;
+                }
+                if (n == 0) {
+                    if (fd.isClosed()) {
+                        throw closed();
+                    }
+                    int got = wanted - dst.remaining();
+                    if (got == 0) {
+                        throw new EOFException("peer closed: " + peer.description());
+                    }
+                    throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
+                            + peer.description());
+                }
+                int errno = NativeSockets.errno(readState);
+                if (errno != Errno.EAGAIN) {
+                    throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
+                }
+                if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                    throw closed();
+                }
+            }
+        } finally {
+            fd.release();
+        }
+    }
+
+    /** Lets go of this process's descriptor without shutting the socket down: another process carries it on. */
+    void detach() {
+        fd.closeKeepingSocket();
+    }
+
+    private static long align8(long n) {
+        return (n + 7) & ~7L;
+    }
+
     private IOException closed() {
         return new IOException("connection closed: " + peer.description());
     }

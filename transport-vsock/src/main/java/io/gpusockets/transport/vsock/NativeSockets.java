@@ -39,6 +39,12 @@ final class NativeSockets {
     static final short POLLOUT = 0x4;
     static final int EFD_CLOEXEC = 0x80000;
     static final int EFD_NONBLOCK = 0x800;
+    static final int SO_LINGER = 13;
+    static final int SCM_RIGHTS = 1;
+    static final int MSG_CMSG_CLOEXEC = 0x40000000;
+    static final int F_GETFL = 3;
+    static final int F_SETFL = 4;
+    static final int O_NONBLOCK = 0x800;
 
     private static final Linker LINKER = Linker.nativeLinker();
     private static final StructLayout CALL_STATE = Linker.Option.captureStateLayout();
@@ -51,6 +57,9 @@ final class NativeSockets {
     private static final MethodHandle CONNECT = errnoCall("connect", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT));
     private static final MethodHandle RECV = errnoCall("recv", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle SENDMSG = errnoCall("sendmsg", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT));
+    private static final MethodHandle RECVMSG = errnoCall("recvmsg", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT));
+    private static final MethodHandle SOCKETPAIR = errnoCall("socketpair", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS));
+    private static final MethodHandle FCNTL = errnoCall("fcntl", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
     private static final MethodHandle READ = errnoCall("read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
     private static final MethodHandle WRITE = errnoCall("write", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
     private static final MethodHandle SHUTDOWN = errnoCall("shutdown", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
@@ -167,6 +176,41 @@ final class NativeSockets {
             long r;
             do {
                 r = (long) SENDMSG.invokeExact(state, fd, msghdr, MSG_NOSIGNAL);
+            } while (interrupted(r, state));
+            return r;
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    /** recvmsg; descriptors that come with the bytes are made close-on-exec (MSG_CMSG_CLOEXEC). */
+    static long recvmsg(MemorySegment state, int fd, MemorySegment msghdr) {
+        try {
+            long r;
+            do {
+                r = (long) RECVMSG.invokeExact(state, fd, msghdr, MSG_CMSG_CLOEXEC);
+            } while (interrupted(r, state));
+            return r;
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    /** socketpair; {@code fds} receives the two descriptors. */
+    static int socketpair(MemorySegment state, int domain, int type, MemorySegment fds) {
+        try {
+            return (int) SOCKETPAIR.invokeExact(state, domain, type, 0, fds);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    /** fcntl with an int argument (F_GETFL ignores it). */
+    static int fcntl(MemorySegment state, int fd, int cmd, int arg) {
+        try {
+            int r;
+            do {
+                r = (int) FCNTL.invokeExact(state, fd, cmd, arg);
             } while (interrupted(r, state));
             return r;
         } catch (Throwable t) {

@@ -73,6 +73,17 @@ final class SockAddr {
     static final long IOV_LEN = offset(IOVEC, "iov_len");
     static final long MSG_IOV = offset(MSGHDR, "msg_iov");
     static final long MSG_IOVLEN = offset(MSGHDR, "msg_iovlen");
+    static final long MSG_CONTROL = offset(MSGHDR, "msg_control");
+    static final long MSG_CONTROLLEN = offset(MSGHDR, "msg_controllen");
+    static final long MSG_FLAGS = offset(MSGHDR, "msg_flags");
+    static final long UCRED_PID = offset(UCRED, "pid");
+    /** struct cmsghdr: 0 size_t cmsg_len, 8 int cmsg_level, 12 int cmsg_type, 16 data (LP64). */
+    static final long CMSG_LEN = 0;
+    static final long CMSG_LEVEL = 8;
+    static final long CMSG_TYPE = 12;
+    static final long CMSG_DATA = 16;
+    /** MSG_CTRUNC in msg_flags: the kernel had more ancillary data than room (and closed what did not fit). */
+    static final int MSG_CTRUNC = 0x8;
 
     /** VMADDR_CID_ANY and VMADDR_PORT_ANY: -1U. */
     static final long VMADDR_ANY = 0xFFFF_FFFFL;

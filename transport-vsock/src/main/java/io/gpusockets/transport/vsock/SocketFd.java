@@ -70,6 +70,19 @@ final class SocketFd {
         release();
     }
 
+    /**
+     * As {@link #close()}, but without shutdown(2): another process holds the socket now (it was passed on
+     * with SCM_RIGHTS) and must keep using it; only this process's descriptor goes.
+     */
+    void closeKeepingSocket() {
+        int before = state.getAndUpdate(s -> (s & CLOSED) != 0 ? s : (s | CLOSED) + 1);
+        if ((before & CLOSED) != 0) {
+            return;
+        }
+        FdWait.wakeWaitersOn(this);
+        release();
+    }
+
     private void releaseNow() {
         if (released.compareAndSet(false, true)) {
             try (Arena arena = Arena.ofConfined()) {

@@ -1,0 +1,98 @@
+package io.gpusockets.backend.isolation;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.transport.vsock.DescriptorPassing;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.function.IntConsumer;
+
+/**
+ * The messages between the front process and a worker over the worker's control socket (fdunix://):
+ * a little-endian int length (of what follows), a type byte, then the type's fields. A SESSION message
+ * carries the frontend's socket as an SCM_RIGHTS descriptor.
+ *
+ * <pre>
+ * worker → front                              front → worker
+ *   READY     long pid                          SESSION  SessionTicket (+ 1 descriptor)
+ *   RESERVE   long request, byte kind, long n   ANSWER   long request, long value
+ *   RELEASE   byte kind, long n
+ *   REJECTED  string what
+ *   USED      long request
+ * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8
+ * </pre>
+ */
+final class ControlMessages {
+    static final byte READY = 1;
+    static final byte RESERVE = 2;
+    static final byte RELEASE = 3;
+    static final byte REJECTED = 4;
+    static final byte USED = 5;
+    static final byte SESSION = 20;
+    static final byte ANSWER = 21;
+
+    static final byte KIND_MEMORY = 0;
+    static final byte KIND_PINNED = 1;
+
+    /** Larger messages are a broken peer. */
+    static final int MAX_BYTES = 64 << 10;
+
+    private ControlMessages() {
+    }
+
+    /** A buffer to fill with one message's fields after its length and type. */
+    static ByteBuffer start(byte type) {
+        ByteBuffer b = ByteBuffer.allocateDirect(MAX_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        b.putInt(0).put(type);
+        return b;
+    }
+
+    /** Sets the length and flips for sending. */
+    static ByteBuffer finish(ByteBuffer b) {
+        b.putInt(0, b.position() - 4);
+        return b.flip();
+    }
+
+    static void putString(ByteBuffer b, String s) {
+        byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
+        b.putInt(bytes.length).put(bytes);
+    }
+
+    static String getString(ByteBuffer b) throws IOException {
+        int n = b.getInt();
+        if (n < 0 || n > b.remaining()) {
+            throw new IOException("control message: string of " + n + " bytes, " + b.remaining() + " left");
+        }
+        byte[] bytes = new byte[n];
+        b.get(bytes);
+        return new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    /** Reads one message (type byte first) from a peer that sends no descriptors. */
+    static ByteBuffer read(Connection c) throws IOException {
+        ByteBuffer len = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
+        c.readFully(len);
+        return body(c, len.flip().getInt(), null);
+    }
+
+    /** Reads one message, passing descriptors that come with it to {@code fds}. */
+    static ByteBuffer readWithDescriptors(Connection c, IntConsumer fds) throws IOException {
+        ByteBuffer len = ByteBuffer.allocateDirect(4).order(ByteOrder.LITTLE_ENDIAN);
+        DescriptorPassing.receive(c, len, 1, fds);
+        return body(c, len.flip().getInt(), fds);
+    }
+
+    private static ByteBuffer body(Connection c, int n, IntConsumer fds) throws IOException {
+        if (n < 1 || n > MAX_BYTES) {
+            throw new IOException("control message of " + n + " bytes (1.." + MAX_BYTES + ")");
+        }
+        ByteBuffer b = ByteBuffer.allocateDirect(n).order(ByteOrder.LITTLE_ENDIAN);
+        if (fds == null) {
+            c.readFully(b);
+        } else {
+            DescriptorPassing.receive(c, b, 1, fds);
+        }
+        return b.flip();
+    }
+}

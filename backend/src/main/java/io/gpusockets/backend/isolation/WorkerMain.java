@@ -1,0 +1,114 @@
+package io.gpusockets.backend.isolation;
+
+import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.ContextPool;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.Session;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.Handshake;
+import io.gpusockets.transport.vsock.DescriptorPassing;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.nio.ByteBuffer;
+import java.time.Duration;
+
+/**
+ * A worker process's life (isolation mode {@code process}): it connects to the front's control socket,
+ * says it is ready, waits for one session's socket and ticket, serves that session with the ordinary
+ * {@link Session} on this process's own driver, and returns when the session ends. The session charges
+ * its tenant through {@link FrontTenantAccount}. When the control socket closes (the front stopped or
+ * died) the session ends at once; a SIGTERM ends it as a backend shutdown does.
+ */
+public final class WorkerMain {
+    private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+
+    private WorkerMain() {
+    }
+
+    /** Serves one session handed over through {@code controlUri}; returns the process's exit status. */
+    public static int run(DriverHost host, BackendSettings settings, String controlUri) throws IOException {
+        // While idle: the session's context is made ahead, and the session's code is loaded by a session
+        // that ends at once, so that the handed-over session starts as fast as one in a warm backend.
+        ContextPool contexts = new ContextPool(host, 1);
+        warmUp(host, settings);
+        Connection control = Transports.connect(TransportUri.parse(controlUri), Duration.ofSeconds(30));
+        ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
+        ready.putLong(ProcessHandle.current().pid());
+        control.write(ControlMessages.finish(ready));
+        int[] fd = {-1};
+        ByteBuffer m;
+        try {
+            m = ControlMessages.readWithDescriptors(control, f -> {
+                if (fd[0] < 0) {
+                    fd[0] = f;
+                } else {
+                    DescriptorPassing.close(f);
+                }
+            });
+        } catch (java.io.EOFException e) {
+            control.close();
+            return 0; // stopped while idle
+        }
+        if (m.get() != ControlMessages.SESSION || fd[0] < 0) {
+            if (fd[0] >= 0) {
+                DescriptorPassing.close(fd[0]);
+            }
+            throw new IOException("the front sent no session socket");
+        }
+        SessionTicket t = SessionTicket.decode(m);
+        FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
+        Connection connection = DescriptorPassing.adopt(fd[0], t.peer());
+        Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
+                (t.features() & Handshake.FEATURE_ASYNC) != 0, null, contexts, tenant);
+        Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
+            try {
+                while (true) {
+                    ByteBuffer a = ControlMessages.read(control);
+                    if (a.get() != ControlMessages.ANSWER) {
+                        throw new IOException("unexpected control message");
+                    }
+                    tenant.answered(a.getLong(), a.getLong());
+                }
+            } catch (IOException | RuntimeException e) {
+                tenant.frontGone();
+                s.end("the backend's front process is gone");
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> s.end("backend shutting down"), "gpusockets-worker-stop"));
+        LOG.log(Level.INFO, "session " + t.sessionId() + " started in worker pid " + ProcessHandle.current().pid()
+                + ", peer " + t.peer().description() + ", tenant " + t.tenant());
+        s.serve();
+        control.close();
+        return 0;
+    }
+
+    /** Makes a session over a connection that is already gone: it loads and initialises what every session uses. */
+    private static void warmUp(DriverHost host, BackendSettings settings) {
+        Connection gone = new Connection() {
+            @Override
+            public void write(ByteBuffer... srcs) throws IOException {
+                throw new IOException("warm-up");
+            }
+
+            @Override
+            public void readFully(ByteBuffer dst) throws IOException {
+                throw new java.io.EOFException("warm-up");
+            }
+
+            @Override
+            public io.gpusockets.protocol.transport.PeerInfo peer() {
+                return io.gpusockets.protocol.transport.PeerInfo.of("warm-up");
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        // made, never served: its dispatcher, lanes and tables are loaded; it holds nothing of the driver's
+        new Session(0, new FrameChannel(gone), host, settings, "warm-up", false, null, null,
+                new io.gpusockets.backend.tenant.Tenant("warm-up", io.gpusockets.backend.tenant.TenantLimits.UNLIMITED));
+    }
+}

@@ -1,0 +1,460 @@
+package io.gpusockets.backend.isolation;
+
+import io.gpusockets.backend.tenant.TenantAccount;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.transport.vsock.DescriptorPassing;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalInt;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The front process's worker processes (isolation mode {@code process}): it starts them (the same java
+ * and classpath, the {@code worker} command), keeps {@code idle} of them started ahead so that a session
+ * does not wait for a JVM to start, hands each session's socket to one worker over that worker's control
+ * socket (SCM_RIGHTS, {@link SocketHandOff}), answers the worker's tenant reserves against the real
+ * {@link io.gpusockets.backend.tenant.Tenant} ({@link FrontTenantAccount} is the worker's side), and when
+ * a worker ends, however it ends, gives back what its session still held of the tenant's quota and logs
+ * how it ended. A worker serves one session and exits with it.
+ *
+ * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
+ * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
+ * {@link #close}. A worker whose front disappears (even by kill -9) sees its control socket close and ends
+ * its session and itself.
+ */
+public final class Workers implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+    /** How long a session waits for a worker that has to be started for it. */
+    static final long START_SECONDS = 60;
+    /** How long a stopping worker has to end its session before it is killed. */
+    static final long STOP_SECONDS = 10;
+
+    private final List<String> command;
+    private final int idleTarget;
+    private final int max;
+    private final Path dir;
+    private final Listener controlListener;
+    private final TransportUri controlUri;
+    /** Every worker process not yet known to be gone, by pid. */
+    private final Map<Long, Worker> live = new ConcurrentHashMap<>();
+    private final BlockingQueue<Worker> idle = new LinkedBlockingQueue<>();
+    private final AtomicLong handedOver = new AtomicLong();
+    private volatile boolean closed;
+
+    /**
+     * @param command the worker's command line (java, its options, the classpath, the main class and
+     *                {@code worker} with its options); {@code --control URI} is added
+     * @param idle    workers to keep started ahead
+     * @param max     worker processes at most, idle ones included: sessions beyond it are refused
+     */
+    public Workers(List<String> command, int idle, int max) throws IOException {
+        if (command.isEmpty() || idle < 0 || max < 1 || idle > max) {
+            throw new IllegalArgumentException("workers: command=" + command + " idle=" + idle + " max=" + max
+                    + " (need a command, 0 <= idle <= max, max >= 1)");
+        }
+        this.command = List.copyOf(command);
+        this.idleTarget = idle;
+        this.max = max;
+        this.dir = Files.createTempDirectory("gpusockets-workers"); // 0700: only this user reaches the socket
+        this.controlUri = TransportUri.parse("fdunix://" + dir.resolve("control.sock"));
+        this.controlListener = Transports.listen(controlUri);
+        Thread.ofPlatform().daemon().name("gpusockets-workers-accept").start(this::acceptLoop);
+        replenish();
+    }
+
+    /** Workers serving a session now. */
+    public int serving() {
+        return (int) live.values().stream().filter(w -> w.sessionId != 0).count();
+    }
+
+    /** Worker processes alive now (serving, idle or starting). */
+    public int live() {
+        return live.size();
+    }
+
+    /** The pids of the live worker processes. */
+    public List<Long> pids() {
+        return List.copyOf(live.keySet());
+    }
+
+    /** The control socket workers connect to. */
+    TransportUri controlAddress() {
+        return controlUri;
+    }
+
+    /** Sessions handed to workers so far. */
+    public long handedOver() {
+        return handedOver.get();
+    }
+
+    /**
+     * Hands a connection whose handshake the front has done to a worker, which serves its session from
+     * now on; the front keeps no copy of the socket. False (the connection closed, the reason logged) when
+     * the transport cannot be handed over whole or no worker can be had.
+     */
+    public boolean handOver(Connection c, SessionTicket ticket, TenantAccount tenant) {
+        return handOver(c, ticket, tenant, null);
+    }
+
+    /**
+     * As {@link #handOver(Connection, SessionTicket, TenantAccount)}; {@code onEnd} (may be null) runs once when the
+     * worker that took the session ends, however it ends (the server's session count and the tenant's session
+     * go back then). It does not run when this returns false.
+     */
+    public boolean handOver(Connection c, SessionTicket ticket, TenantAccount tenant, Runnable onEnd) {
+        long id = ticket.sessionId();
+        OptionalInt fd;
+        try {
+            fd = SocketHandOff.descriptor(c);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "session " + id + " refused: its socket could not be found to hand over: " + e.getMessage());
+            c.close();
+            return false;
+        }
+        int[] pair = null;
+        if (fd.isEmpty()) {
+            try {
+                pair = DescriptorPassing.socketPair();
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "session " + id + " refused: no socket pair to relay it through: " + e.getMessage());
+                c.close();
+                return false;
+            }
+            fd = OptionalInt.of(pair[1]);
+        }
+        Worker w = take(id);
+        if (w == null) {
+            c.close();
+            if (pair != null) {
+                DescriptorPassing.close(pair[0]);
+                DescriptorPassing.close(pair[1]);
+            }
+            return false;
+        }
+        w.tenant = tenant;
+        w.sessionId = id;
+        w.onEnd = onEnd;
+        ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
+        ticket.encode(m);
+        try {
+            DescriptorPassing.send(w.control, ControlMessages.finish(m), fd.getAsInt());
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "session " + id + " lost: handing it to worker pid " + w.pid + " failed: " + e.getMessage());
+            w.onEnd = null; // the caller gives back what the session held: this returns false
+            w.process.destroyForcibly();
+            c.close();
+            if (pair != null) {
+                DescriptorPassing.close(pair[0]);
+                DescriptorPassing.close(pair[1]);
+            }
+            return false;
+        }
+        if (pair == null) {
+            SocketHandOff.release(c);
+        } else {
+            DescriptorPassing.close(pair[1]); // the worker has its own copy now
+            Connection near;
+            try {
+                near = DescriptorPassing.adopt(pair[0], ticket.peer());
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "session " + id + " lost: cannot relay it: " + e.getMessage());
+                c.close();
+                return false;
+            }
+            FrameRelay.start(id, c, near);
+            LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
+                    + " whole; the front relays its frames to the worker (one extra copy of every byte)");
+        }
+        handedOver.incrementAndGet();
+        // the next idle worker starts after this session is on its way, not before
+        Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
+        LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description() + ")");
+        return true;
+    }
+
+    /** An idle worker, or one started now; null (logged) when none can be had. */
+    private Worker take(long sessionId) {
+        for (Worker w; (w = idle.poll()) != null; ) {
+            if (!w.gone.get()) {
+                w.claimed = true;
+                return w;
+            }
+        }
+        Worker w;
+        try {
+            w = spawn(true);
+        } catch (IOException e) {
+            LOG.log(Level.ERROR, "session " + sessionId + " refused: cannot start a worker: " + e.getMessage());
+            return null;
+        }
+        if (w == null) {
+            LOG.log(Level.WARNING, "session " + sessionId + " refused: " + max + " worker processes already (--max-workers)");
+            return null;
+        }
+        try {
+            w.ready.get(START_SECONDS, TimeUnit.SECONDS);
+            return w;
+        } catch (Exception e) {
+            LOG.log(Level.ERROR, "session " + sessionId + " refused: worker pid " + w.pid + " did not start within "
+                    + START_SECONDS + " s: " + e);
+            w.process.destroyForcibly();
+            return null;
+        }
+    }
+
+    /** Starts workers until {@code idle} are idle or starting (within {@code max}). */
+    private void replenish() {
+        synchronized (live) { // one counter at a time, or two threads would each start the missing one
+            while (!closed && live.values().stream().filter(w -> !w.claimed && !w.gone.get()).count() < idleTarget) {
+                try {
+                    if (spawn(false) == null) {
+                        return;
+                    }
+                } catch (IOException e) {
+                    LOG.log(Level.ERROR, "cannot start an idle worker: " + e.getMessage());
+                    return;
+                }
+            }
+        }
+    }
+
+    /** A new worker process, claimed for a session or to wait idle; null at the cap. */
+    private Worker spawn(boolean claimed) throws IOException {
+        synchronized (live) {
+            if (closed || live.size() >= max) {
+                return null;
+            }
+            List<String> cmd = new ArrayList<>(command);
+            cmd.add("--control");
+            cmd.add(controlUri.toString());
+            Process p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.INHERIT)
+                    .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            p.getOutputStream().close();
+            Worker w = new Worker(p, claimed);
+            live.put(w.pid, w);
+            p.onExit().thenRun(() -> {
+                if (w.control == null) {
+                    gone(w); // died before it connected: no reader thread will notice
+                }
+            });
+            return w;
+        }
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            Connection ctl;
+            try {
+                ctl = controlListener.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    LOG.log(Level.ERROR, "worker control socket: accept failed: " + e.getMessage());
+                    sleepQuietly(100);
+                }
+                continue;
+            }
+            OptionalInt pid = DescriptorPassing.peerPid(ctl);
+            Worker w;
+            synchronized (live) {
+                w = pid.isPresent() ? live.get((long) pid.getAsInt()) : null;
+            }
+            if (w == null || w.control != null) {
+                LOG.log(Level.WARNING, "worker control socket: refused a process that is not a worker of ours (pid "
+                        + (pid.isPresent() ? pid.getAsInt() : "unknown") + ")");
+                ctl.close();
+                continue;
+            }
+            w.control = ctl;
+            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl));
+        }
+    }
+
+    /** Serves one worker's control messages until its socket closes. */
+    private void readLoop(Worker w, Connection ctl) {
+        try {
+            ByteBuffer m = ControlMessages.read(ctl);
+            if (m.get() != ControlMessages.READY) {
+                throw new IOException("expected READY");
+            }
+            w.ready.complete(null);
+            if (!w.claimed) {
+                idle.add(w);
+            }
+            while (true) {
+                m = ControlMessages.read(ctl);
+                byte type = m.get();
+                TenantAccount t = w.tenant;
+                if (t == null) {
+                    throw new IOException("control message " + type + " before a session");
+                }
+                switch (type) {
+                    case ControlMessages.RESERVE -> {
+                        long request = m.getLong();
+                        byte kind = m.get();
+                        long n = m.getLong();
+                        boolean ok = n >= 0 && (kind == ControlMessages.KIND_MEMORY ? t.reserveMemory(n) : t.reservePinned(n));
+                        if (ok) {
+                            (kind == ControlMessages.KIND_MEMORY ? w.memoryHeld : w.pinnedHeld).addAndGet(n);
+                        }
+                        answer(ctl, request, ok ? 1 : 0);
+                    }
+                    case ControlMessages.RELEASE -> {
+                        byte kind = m.get();
+                        AtomicLong held = kind == ControlMessages.KIND_MEMORY ? w.memoryHeld : w.pinnedHeld;
+                        long n = take(held, m.getLong());
+                        if (kind == ControlMessages.KIND_MEMORY) {
+                            t.releaseMemory(n);
+                        } else {
+                            t.releasePinned(n);
+                        }
+                    }
+                    case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
+                    case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
+                    default -> throw new IOException("unknown control message " + type);
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            if (!(e instanceof java.io.EOFException) && !closed && w.process.isAlive()) {
+                LOG.log(Level.WARNING, "worker pid " + w.pid + ": control socket: " + e.getMessage() + "; stopping it");
+            }
+        } finally {
+            ctl.close();
+            gone(w);
+        }
+    }
+
+    /** Up to {@code n} of {@code held}, taken off it: a worker never gives back more than it was granted. */
+    private static long take(AtomicLong held, long n) {
+        long want = Math.max(0, n);
+        while (true) {
+            long h = held.get();
+            long t = Math.min(h, want);
+            if (held.compareAndSet(h, h - t)) {
+                return t;
+            }
+        }
+    }
+
+    private static void answer(Connection ctl, long request, long value) throws IOException {
+        ByteBuffer b = ControlMessages.start(ControlMessages.ANSWER);
+        b.putLong(request).putLong(value);
+        ctl.write(ControlMessages.finish(b));
+    }
+
+    /** A worker ended (or its control socket broke): it is stopped, its session's quota given back, its end logged. Once. */
+    private void gone(Worker w) {
+        if (!w.gone.compareAndSet(false, true)) {
+            return;
+        }
+        w.ready.completeExceptionally(new IOException("worker pid " + w.pid + " exited before it was ready"));
+        idle.remove(w);
+        Integer exit = null;
+        try {
+            exit = w.process.onExit().get(STOP_SECONDS, TimeUnit.SECONDS).exitValue();
+        } catch (Exception e) {
+            w.process.destroyForcibly();
+        }
+        TenantAccount t = w.tenant;
+        long memory = w.memoryHeld.getAndSet(0);
+        long pinned = w.pinnedHeld.getAndSet(0);
+        if (t != null) {
+            t.releaseMemory(memory);
+            t.releasePinned(pinned);
+        }
+        live.remove(w.pid);
+        Runnable ended = w.onEnd;
+        w.onEnd = null;
+        if (ended != null) {
+            ended.run();
+        }
+        String what = w.sessionId == 0 ? "idle worker pid " + w.pid : "worker pid " + w.pid + " of session " + w.sessionId;
+        String how = exit == null ? "killed (would not stop)" : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
+        String quota = memory + pinned == 0 ? "" : "; gave back " + memory + " bytes of device and " + pinned
+                + " of pinned memory to tenant " + t.name();
+        if (exit != null && exit == 0) {
+            LOG.log(Level.INFO, what + " ended: " + how + quota);
+        } else if (!closed) {
+            LOG.log(Level.WARNING, what + " died: " + how + "; only its session ended, the driver frees its contexts" + quota);
+        }
+        replenish();
+    }
+
+    private static void sleepQuietly(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Stops every worker (their sessions end as on a backend shutdown), killing those that do not stop in time. */
+    @Override
+    public void close() {
+        synchronized (live) {
+            if (closed) {
+                return;
+            }
+            closed = true;
+        }
+        controlListener.close();
+        List<Worker> all = List.copyOf(live.values());
+        all.forEach(w -> w.process.destroy());
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(STOP_SECONDS);
+        for (Worker w : all) {
+            try {
+                if (!w.process.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
+                    w.process.destroyForcibly().waitFor(STOP_SECONDS, TimeUnit.SECONDS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                w.process.destroyForcibly();
+            }
+        }
+        try {
+            Files.deleteIfExists(dir.resolve("control.sock"));
+            Files.deleteIfExists(dir);
+        } catch (IOException ignored) {
+            // left in the temporary directory
+        }
+    }
+
+    /** One worker process and what the front knows of it. */
+    private static final class Worker {
+        final Process process;
+        final long pid;
+        /** Taken for a session at its start (not to wait in the idle queue). */
+        volatile boolean claimed;
+        final CompletableFuture<Void> ready = new CompletableFuture<>();
+        final AtomicBoolean gone = new AtomicBoolean();
+        /** What the worker's session holds of its tenant's quota, as granted by the front. */
+        final AtomicLong memoryHeld = new AtomicLong();
+        final AtomicLong pinnedHeld = new AtomicLong();
+        volatile Connection control;
+        volatile TenantAccount tenant;
+        /** Run once when this worker ends, if it took a session ({@link #handOver}). */
+        volatile Runnable onEnd;
+        /** 0 until a session is handed to it. */
+        volatile long sessionId;
+
+        Worker(Process process, boolean claimed) {
+            this.process = process;
+            this.pid = process.pid();
+            this.claimed = claimed;
+        }
+    }
+}

@@ -1,0 +1,164 @@
+package io.gpusockets.transport.vsock;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.PeerInfo;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.OptionalInt;
+import java.util.function.IntConsumer;
+
+/**
+ * Hands sockets from one process to another over an {@code fdunix://} connection (SCM_RIGHTS), through
+ * this module's FFM socket layer: the backend's front process passes a frontend's socket to the worker
+ * process that serves its session (isolation mode {@code process}), so that the frontend's bytes go
+ * from the kernel straight into the worker, never through the front.
+ *
+ * <p>What it owns: nothing beyond the call. A received descriptor belongs to the caller until
+ * {@link #adopt} makes it a {@link Connection}, or {@link #close} closes it.
+ */
+public final class DescriptorPassing {
+    private DescriptorPassing() {
+    }
+
+    /** Whether {@code c} can carry descriptors (an fdunix:// connection of this module). */
+    public static boolean canCarry(Connection c) {
+        return c instanceof NativeSocketConnection n && n.peer().transport().equals(VsockTransport.FDUNIX);
+    }
+
+    /** Writes {@code msg} (a direct buffer) over {@code control}, the descriptors riding on its first bytes. */
+    public static void send(Connection control, ByteBuffer msg, int... fds) throws IOException {
+        carrier(control).writeWithDescriptors(msg, fds);
+    }
+
+    /**
+     * Fills {@code dst} (a direct buffer) from {@code control}; descriptors that come with the bytes (at most
+     * {@code maxFds} a message) go to {@code sink}, close-on-exec, the caller's to close.
+     */
+    public static void receive(Connection control, ByteBuffer dst, int maxFds, IntConsumer sink) throws IOException {
+        carrier(control).readFullyCollecting(dst, maxFds, sink);
+    }
+
+    /** The socket under a vsock:// or fdunix:// connection, or empty for another kind. */
+    public static OptionalInt descriptorOf(Connection c) {
+        return c instanceof NativeSocketConnection n ? OptionalInt.of(n.descriptor()) : OptionalInt.empty();
+    }
+
+    /**
+     * Lets go of a vsock:// or fdunix:// connection's descriptor without shutdown(2), after it was passed to
+     * another process, which carries the connection on. Plain {@link Connection#close} would end it there too.
+     */
+    public static void detach(Connection c) {
+        if (!(c instanceof NativeSocketConnection n)) {
+            throw new IllegalArgumentException("not a connection of this module: " + c);
+        }
+        n.detach();
+    }
+
+    /**
+     * The one socket of this process whose SO_LINGER is on with {@code seconds}, or empty: how a JDK socket
+     * channel's descriptor is found (the JDK does not tell it) after the caller set that linger value on it.
+     * The caller makes sure no other socket has that value meanwhile.
+     */
+    public static OptionalInt findSocketByLinger(int seconds) throws IOException {
+        OptionalInt found = OptionalInt.empty();
+        try (Arena arena = Arena.ofConfined();
+             DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment linger = arena.allocate(8, 4);
+            MemorySegment length = arena.allocate(JAVA_INT);
+            for (Path p : fds) {
+                int fd;
+                try {
+                    fd = Integer.parseInt(p.getFileName().toString());
+                    if (!Files.readSymbolicLink(p).toString().startsWith("socket:")) {
+                        continue;
+                    }
+                } catch (NumberFormatException | IOException gone) {
+                    continue; // closed meanwhile, or the directory's own descriptor
+                }
+                length.set(JAVA_INT, 0, 8);
+                if (NativeSockets.getsockopt(state, fd, NativeSockets.SOL_SOCKET, NativeSockets.SO_LINGER, linger, length) == 0
+                        && linger.get(JAVA_INT, 0) != 0 && linger.get(JAVA_INT, 4) == seconds) {
+                    if (found.isPresent()) {
+                        throw new IOException("two sockets with SO_LINGER " + seconds + ": fds " + found.getAsInt() + " and " + fd);
+                    }
+                    found = OptionalInt.of(fd);
+                }
+            }
+        }
+        return found;
+    }
+
+    /**
+     * Makes a connected stream socket received from another process a {@link Connection} (non-blocking from
+     * now on) that owns it; {@code peer} is what the sending process proved about the other end.
+     */
+    public static Connection adopt(int fd, PeerInfo peer) throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            int flags = NativeSockets.fcntl(state, fd, NativeSockets.F_GETFL, 0);
+            if (flags < 0 || NativeSockets.fcntl(state, fd, NativeSockets.F_SETFL, flags | NativeSockets.O_NONBLOCK) < 0) {
+                int errno = NativeSockets.errno(state);
+                SocketFd.closeQuietly(state, fd);
+                throw Errno.exception("received descriptor " + fd, errno);
+            }
+        }
+        return NativeSocketConnection.of(fd, s -> peer);
+    }
+
+    /** The process id at the other end of an fdunix:// connection (SO_PEERCRED), or empty. */
+    public static OptionalInt peerPid(Connection c) {
+        if (!(c instanceof NativeSocketConnection n)) {
+            return OptionalInt.empty();
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment cred = arena.allocate(SockAddr.UCRED);
+            MemorySegment length = arena.allocate(JAVA_INT);
+            length.set(JAVA_INT, 0, (int) SockAddr.UCRED.byteSize());
+            if (NativeSockets.getsockopt(state, n.descriptor(), NativeSockets.SOL_SOCKET, NativeSockets.SO_PEERCRED, cred,
+                    length) < 0) {
+                return OptionalInt.empty();
+            }
+            int pid = cred.get(JAVA_INT, SockAddr.UCRED_PID);
+            return pid > 0 ? OptionalInt.of(pid) : OptionalInt.empty();
+        }
+    }
+
+    /**
+     * Two connected unix stream sockets (blocking, close-on-exec): one to keep, one to pass to another
+     * process. The caller owns both.
+     */
+    public static int[] socketPair() throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment fds = arena.allocate(JAVA_INT, 2);
+            if (NativeSockets.socketpair(state, NativeSockets.AF_UNIX, NativeSockets.SOCK_STREAM | NativeSockets.SOCK_CLOEXEC,
+                    fds) < 0) {
+                throw Errno.exception("socketpair", NativeSockets.errno(state));
+            }
+            return new int[] {fds.getAtIndex(JAVA_INT, 0), fds.getAtIndex(JAVA_INT, 1)};
+        }
+    }
+
+    /** Closes a descriptor nobody adopted. */
+    public static void close(int fd) {
+        try (Arena arena = Arena.ofConfined()) {
+            SocketFd.closeQuietly(NativeSockets.newCallState(arena), fd);
+        }
+    }
+
+    private static NativeSocketConnection carrier(Connection c) {
+        if (!canCarry(c)) {
+            throw new IllegalArgumentException("descriptors travel over fdunix:// connections only: " + c);
+        }
+        return (NativeSocketConnection) c;
+    }
+}
