@@ -103,7 +103,8 @@ public final class Session {
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, Math.min(limits.maxLanes(), tenant.limits().lanes()));
         this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
-        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || channel.connection().peerClosed());
+        io.gpusockets.backend.isolation.PeerHangup hangup = new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
+        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || hangup.gone());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
                 : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());

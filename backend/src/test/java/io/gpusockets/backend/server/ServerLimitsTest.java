@@ -214,6 +214,47 @@ class ServerLimitsTest {
     }
 
     /** Connects, retrying while the listen backlog is full (a burst of connects can outrun accept for a moment). */
+    /**
+     * A session whose lane is blocked inside the driver and whose frontend then floods it with tiny DATA frames
+     * until the reader stops for budget must still end when that frontend goes, over the JDK's unix:// and
+     * tcp:// channels too (which cannot tell a closed peer without reading): before, the reader waited for
+     * budget for ever and the session (its memory and threads) stayed until the backend restarted.
+     */
+    @Test
+    @Timeout(120)
+    void aSessionWhoseReaderWaitsForBudgetEndsWhenItsPeerGoes() throws Exception {
+        io.gpusockets.backend.session.SessionLimits d = io.gpusockets.backend.session.SessionLimits.DEFAULT;
+        int budget = 8 << 20;
+        BackendSettings settings = BackendSettings.fromProperties(new Properties(), 2).withLimits(
+                new io.gpusockets.backend.session.SessionLimits(d.maxLanes(), budget, d.maxCallBody(), d.chunkBytes(),
+                        d.maxBulkBytes(), d.maxOutBytes(), true));
+        server = new BackendServer(new DriverHost(driver, "test", 1, 13000), settings);
+        List<String> uris = List.of(server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString(),
+                server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString());
+        for (String uri : uris) {
+            Peer p = Peer.session(uri);
+            p.channel.send(ApiTable.get().byName("cuCtxSynchronize").opcode(), 0, 1, 1, ByteBuffer.allocate(0));
+            assertTrue(driver.entered.await(10, TimeUnit.SECONDS), "the lane is inside the driver");
+            awaitTrue(() -> server.sessionCount() == 1, uri + ": one session");
+            Thread writer = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    // enough to use the budget up (each frame is charged 1 KiB) and leave 100 frames unread behind it, but
+                    // not so much that bytes stay unsent in the frontend's socket: a tcp close then waits for them
+                    // to go before its FIN, which the kernel gives up on only minutes later
+                    for (int i = 0; i < budget / 1024 + 100; i++) {
+                        p.channel.send(Opcodes.DATA, 0, 1, 99, ByteBuffer.allocate(16));
+                    }
+                } catch (IOException gone) {
+                    // the test closed the connection
+                }
+            });
+            writer.join(30_000);
+            Thread.sleep(1000); // the reader has used the budget up and stopped reading
+            p.close();
+            awaitTrue(() -> server.sessionCount() == 0, uri + ": the session ended after its peer went");
+        }
+    }
+
     private static Connection connectRetrying(String uri) throws IOException, InterruptedException {
         for (int attempt = 0; ; attempt++) {
             try {

@@ -45,6 +45,30 @@ public final class DescriptorPassing {
         carrier(control).readFullyCollecting(dst, maxFds, sink);
     }
 
+    /** poll(2) events: the peer shut its writing side down (Linux), hang-up, error. */
+    private static final short POLLRDHUP = 0x2000;
+    private static final short POLLHUP = 0x10;
+    private static final short POLLERR = 0x8;
+
+    /**
+     * Whether the stream socket {@code fd}'s peer has closed its end (or the socket failed), asked of the kernel
+     * without reading: poll(2) with POLLRDHUP and no wait. Unlike a read, it sees the peer's close even while
+     * unread bytes are queued ahead of it. False when poll fails ({@code fd} not open).
+     */
+    public static boolean hungUp(int fd) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment pfd = arena.allocate(8, 4);  // struct pollfd { int fd; short events; short revents; }
+            pfd.set(JAVA_INT, 0, fd);
+            pfd.set(java.lang.foreign.ValueLayout.JAVA_SHORT, 4, POLLRDHUP);
+            if (NativeSockets.poll(state, pfd, 1, 0) <= 0) {
+                return false;
+            }
+            short revents = pfd.get(java.lang.foreign.ValueLayout.JAVA_SHORT, 6);
+            return (revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+        }
+    }
+
     /** The socket under a vsock:// or fdunix:// connection, or empty for another kind. */
     public static OptionalInt descriptorOf(Connection c) {
         return c instanceof NativeSocketConnection n ? OptionalInt.of(n.descriptor()) : OptionalInt.empty();

@@ -208,6 +208,12 @@ final class NativeSocketConnection implements Connection {
         return n;
     }
 
+    /** The kernel says the peer has closed its end (poll POLLRDHUP), even with unread bytes queued. */
+    @Override
+    public boolean peerClosed() {
+        return !fd.isClosed() && DescriptorPassing.hungUp(fd.fd());
+    }
+
     /** The descriptor, for passing the socket on (it stays this connection's). */
     int descriptor() {
         return fd.fd();
