@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
  * current encoders (so a change of the wire format cannot leave the fuzzer starting from stale frames).
  * With {@code -Dgpusockets.fuzz.writeSeeds=true} it rewrites the seed files instead of checking them.
  */
-class SeedCorpusTest {
+public class SeedCorpusTest {
     static final Path INPUTS = Path.of("src/test/resources/io/gpusockets/protocol/fuzz/WireDecoderFuzzTestInputs");
 
     @Test
