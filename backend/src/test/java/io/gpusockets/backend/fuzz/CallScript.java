@@ -18,7 +18,8 @@ import java.util.List;
  *   LANE_END 2  lane u8
  *   RAW      3  opcode u32, flags u32, lane u32, len u16, body[len]
  *   GOODBYE  4
- *   WAIT     5  (until every call sent so far that wants a reply has one, or a second passed)
+ *   WAIT     5  (until every call sent so far that wants a reply has one, or a second passed; once per
+ *               such count: a second WAIT without a call in between does not wait again)
  * </pre>
  * Ops are taken modulo 6. In a CALL body, any 8 bytes at a 4-aligned offset that read
  * {@link #OUT_REF} plus k (k &lt; 256) are replaced by the k-th (modulo their count) 8-byte output
