@@ -51,6 +51,10 @@ public final class Handshake {
         }
 
         public static ServerHello decode(ByteBuffer b) throws ProtocolException {
+            if (b.remaining() < 16 + NONCE_BYTES) {
+                throw new ProtocolException("malformed SERVER_HELLO: " + b.remaining() + " bytes, expected "
+                        + (16 + NONCE_BYTES));
+            }
             checkMagic(b);
             int min = b.getInt(), max = b.getInt(), auth = b.getInt();
             byte[] nonce = new byte[NONCE_BYTES];
