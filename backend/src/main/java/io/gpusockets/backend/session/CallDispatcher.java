@@ -350,7 +350,25 @@ final class CallDispatcher {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, p.name() + ": " + n + " bytes, expected " + expected);
             }
         }
-        return c.receiveBulk(n);
+        MemorySegment data = c.receiveBulk(n);
+        if (p.type() == ParamType.IMAGE) {
+            checkImage(p, data);
+        }
+        return data;
+    }
+
+    /**
+     * A module image goes to the driver as a bare pointer, and the driver reads it as far as its content says
+     * (PTX to its NUL, a fatbin or cubin as its header gives): one whose end, so read, is not within the bytes
+     * received would be read past its buffer. Refused as the driver refuses a bad image.
+     */
+    private static void checkImage(ApiParam p, MemorySegment data) throws CallRejected {
+        // very short native segments count as bare pointers to ModuleImageKind: look at a heap copy of those
+        MemorySegment view = data.byteSize() < 64 ? MemorySegment.ofArray(data.toArray(ValueLayout.JAVA_BYTE)) : data;
+        if (data.byteSize() == 0 || io.gpusockets.protocol.calls.ModuleImageKind.length(view) < 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_IMAGE, p.name() + ": an image of " + data.byteSize()
+                    + " bytes whose content ends past them (" + io.gpusockets.protocol.calls.ModuleImageKind.of(view) + ")");
+        }
     }
 
     /** Records what the call created or destroyed and writes its outputs. */

@@ -17,6 +17,7 @@ import java.util.concurrent.LinkedBlockingQueue;
  * Platform threads keep each lane's blocking calls to itself.
  */
 final class Lane implements Runnable {
+    private static final System.Logger LOG = System.getLogger("gpusockets.session");
     /** Scratch memory per thread that runs calls; a call that needs more takes an arena of its own. */
     static final int SCRATCH_BYTES = 16 << 10;
     /** How long a lane's thread waits idle between calls before it frees its buffers ({@link ExecutionThread#trim}). */
@@ -162,8 +163,8 @@ final class Lane implements Runnable {
 
     @Override
     public void run() {
-        ExecutionThread exec = ExecutionThread.current(session.chunkBytes(), session.hostBuffers());
         try {
+            ExecutionThread exec = ExecutionThread.current(session.chunkBytes(), session.hostBuffers());
             while (true) {
                 Inbound in = next(exec);
                 if (in.header().opcode() == Opcodes.LANE_END) {
@@ -184,6 +185,11 @@ final class Lane implements Runnable {
             session.fail("lane " + id + ": " + e.getMessage());
         } catch (java.io.IOException e) {
             session.fail("lane " + id + ": connection lost: " + e.getMessage());
+        } catch (RuntimeException | Error e) {
+            // e.g. OutOfMemoryError making this thread's buffers: the session ends (its frontend sees the connection
+            // close) rather than waiting for ever for a reply this thread will never send
+            LOG.log(System.Logger.Level.ERROR, "session " + session.id() + ": lane " + id + " failed: " + e, e);
+            session.fail("lane " + id + ": internal error: " + e);
         } finally {
             if (ended) {
                 session.uses().unregister(uses);   // no call of this lane runs any more (else the reader may run its next)

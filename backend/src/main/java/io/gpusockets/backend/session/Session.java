@@ -400,7 +400,7 @@ public final class Session {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             reason = "backend shutting down";
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | OutOfMemoryError e) {
             reason = "internal error: " + e;
             LOG.log(Level.ERROR, "session " + id + ": internal error", e);
         } finally {

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.wire.FrameHeader;
 import java.nio.ByteBuffer;
@@ -110,6 +111,30 @@ class SessionEndTest {
                 driver.release.countDown();
             }
             writer.join(10_000);
+        }
+    }
+
+    /**
+     * A lane thread hit by an Error (OutOfMemoryError making its buffers or inside a call) ends its session, so
+     * the frontend sees the connection close: before, the thread died and the session stayed, its frontend
+     * waiting for ever for the reply.
+     */
+    @Test
+    void aLaneThreadThatFailsEndsItsSession() throws Exception {
+        CudaDriver driver = new io.gpusockets.protocol.api.UnsupportedCudaDriver() {
+            @Override
+            public int cuCtxSetCurrent(long ctx) {
+                return io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+            }
+
+            @Override
+            public int cuCtxSynchronize() {
+                throw new OutOfMemoryError("test: no memory for this call");
+            }
+        };
+        try (SessionTestKit.Served s = new SessionTestKit.Served(driver, SessionLimits.DEFAULT)) {
+            s.call("cuCtxSynchronize", 1, 1);
+            assertTrue(s.ended(20_000), "the session stayed after its lane thread failed");
         }
     }
 }
