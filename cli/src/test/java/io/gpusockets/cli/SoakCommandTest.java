@@ -57,6 +57,16 @@ class SoakCommandTest {
     }
 
     @Test
+    void fallingDeviceMemoryIsNoLeak() {
+        List<SoakCommand.Sample> s = new ArrayList<>(samples(200L << 20, 200L << 20, 8L << 30));
+        for (int i = 90; i <= 100; i++) {
+            SoakCommand.Sample x = s.get(i);
+            s.set(i, new SoakCommand.Sample(x.seconds(), x.rssBytes(), 40, 30, 7L << 30, i, i, 0));
+        }
+        assertTrue(SoakCommand.verdict(s, 100, 5, 1 << 20).flat());
+    }
+
+    @Test
     void tooFewSamplesCannotPass() {
         assertFalse(SoakCommand.verdict(samples(1, 1, 1).subList(0, 3), 100, 5, 1 << 20).flat());
     }
