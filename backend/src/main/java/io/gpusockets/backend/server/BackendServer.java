@@ -103,6 +103,10 @@ public final class BackendServer implements AutoCloseable {
                         + serverLimits.maxHandshakes() + " in progress (the maximum)"));
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
+        if (NativeHeapTrim.available()) {
+            timers.scheduleWithFixedDelay(NativeHeapTrim::trim, NativeHeapTrim.INTERVAL_SECONDS,
+                    NativeHeapTrim.INTERVAL_SECONDS, TimeUnit.SECONDS);
+        }
         if (serverLimits.idleTimeoutSeconds() > 0) {
             long period = Math.min(1000, TimeUnit.SECONDS.toMillis(serverLimits.idleTimeoutSeconds()) / 2);
             timers.scheduleWithFixedDelay(this::closeIdleSessions, period, period, TimeUnit.MILLISECONDS);
