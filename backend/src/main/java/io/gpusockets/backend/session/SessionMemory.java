@@ -207,8 +207,8 @@ public final class SessionMemory {
     /** The bases of the freeable allocations owned by {@code owner} (a context's handle id). */
     synchronized List<Long> allocationsOwnedBy(long owner) {
         List<Long> out = new ArrayList<>();
-        for (Range r : ranges.values()) {
-            if (r.owner() == owner && r.freeable()) {
+        for (Range r : ownedBy(List.of(owner))) {
+            if (r.freeable()) {
                 out.add(r.base());
             }
         }
