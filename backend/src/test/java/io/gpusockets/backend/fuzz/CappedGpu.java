@@ -21,7 +21,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * arena closes, so here one allocation may be at most {@link #MAX_ALLOCATION} bytes and all of them
  * together {@link #MAX_TOTAL} (past that CUDA_ERROR_OUT_OF_MEMORY, as a full device answers). FakeGpu
  * has no cuCtxCreate/Destroy/Push/Pop; here they keep a per-thread context stack, and, as the real
- * driver does, destroying a context frees the allocations and unloads the modules made in it. Everything
+ * driver does, memory and modules are made in the current context (none current: CUDA_ERROR_INVALID_CONTEXT)
+ * and destroying a context frees the allocations and unloads the modules made in it. Everything
  * else goes to the FakeGpu, but kernels, which FakeGpu runs trusting their parameters, are not run, and a
  * module image is checked to end within its bytes (as a driver would read it) before FakeGpu reads it.
  * {@link #held()} says what is still held on the "device".
@@ -99,8 +100,11 @@ final class CappedGpu extends ForwardingCudaDriver {
                 if (ModuleImageKind.of(copy) != ModuleImageKind.PTX) {
                     yield CuResult.CUDA_ERROR_INVALID_IMAGE; // FakeGpu loads PTX only
                 }
-                int r = fake.cuModuleLoadData((MemorySegment) a[0], image);
                 Owned o = contexts.get(current());
+                if (o == null && current() != 0xC0C0L) {
+                    yield CuResult.CUDA_ERROR_INVALID_CONTEXT; // as the driver: a module is loaded into the current context
+                }
+                int r = fake.cuModuleLoadData((MemorySegment) a[0], image);
                 if (r == CuResult.CUDA_SUCCESS && o != null) {
                     o.modules++;
                 }
