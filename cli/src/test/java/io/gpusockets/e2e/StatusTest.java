@@ -157,6 +157,70 @@ class StatusTest {
     }
 
     @Test
+    void showsTheSessionsThatProcessModeWorkersServeWithTheirFigures() throws Exception {
+        try (BackendProcess b = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1")) {
+            long callsBefore;
+            try (RemoteCudaDriver unix = RemoteCudaDriver.connect(b.unix());
+                 RemoteCudaDriver tcp = RemoteCudaDriver.connect(b.tcp())) {
+                Cuda u = new Cuda(unix);
+                u.primaryContext();
+                u.alloc(5 * MIB);
+                u.stream();
+                byte[] data = new byte[256 << 10];
+                long p = u.alloc(data.length);
+                u.put(p, data);
+                u.get(p, data.length);
+                Cuda t = new Cuda(tcp);
+                t.primaryContext();
+                t.alloc(3 * MIB);
+
+                // a worker reports once a second: wait for figures that include the calls above
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                Map<String, Object> su = null;
+                Map<String, Object> st = null;
+                List<Map<String, Object>> sessions = List.of();
+                while (System.nanoTime() < deadline) {
+                    sessions = list(statusJson(b), "sessions");
+                    su = sessions.stream().filter(x -> x.get("id").equals(unix.sessionId())).findFirst().orElse(null);
+                    st = sessions.stream().filter(x -> x.get("id").equals(tcp.sessionId())).findFirst().orElse(null);
+                    if (su != null && st != null && (Long) su.get("memoryBytes") == 5 * MIB + data.length
+                            && (Long) st.get("memoryBytes") == 3 * MIB) {
+                        break;
+                    }
+                    Thread.sleep(100);
+                }
+                assertEquals(2, sessions.size(), "one row per worker session: " + sessions);
+                assertEquals("unix", su.get("transport"));
+                assertEquals("tcp", st.get("transport"));
+                assertEquals("default", su.get("tenant"));
+                assertEquals(5 * MIB + data.length, su.get("memoryBytes"), su.toString());
+                assertEquals(3 * MIB, st.get("memoryBytes"), st.toString());
+                assertEquals(1L, su.get("streams"), su.toString());
+                assertTrue((Long) su.get("bytesIn") > data.length && (Long) su.get("bytesOut") > data.length, su.toString());
+                assertTrue((Long) st.get("calls") >= 3, st.toString());
+                Map<String, Object> s = statusJson(b);
+                assertEquals(2L, list(s, "tenants").getFirst().get("sessions"), s.toString());
+                Result table = status("--socket", b.adminSocket().toString());
+                assertTrue(table.out().lines().anyMatch(l -> l.startsWith(tcp.sessionId() + " ") && l.contains(" tcp ")
+                        && l.contains("3.0 MiB")), table.out());
+                callsBefore = (Long) su.get("calls") + (Long) st.get("calls");
+            }
+            // Ended: no row, and the tenant's totals keep what the workers' sessions did.
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!list(statusJson(b), "sessions").isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            assertEquals(List.of(), list(statusJson(b), "sessions"));
+            Thread.sleep(600); // past the endpoint's reuse of a snapshot
+            String after = metrics(b);
+            assertEquals(0.0, sample(after, "gpusockets_sessions{tenant=\"default\"}"), after);
+            assertTrue(sample(after, "gpusockets_calls_total{tenant=\"default\"}") >= callsBefore, after);
+            assertTrue(sample(after, "gpusockets_transfer_bytes_total{direction=\"out\",tenant=\"default\",transport=\"unix\"}")
+                    > (256 << 10), after);
+        }
+    }
+
+    @Test
     void saysClearlyWhenThereIsNoAdminSocket(@TempDir Path dir) {
         Result r = status("--socket", dir.resolve("absent.sock").toString());
         assertEquals(1, r.exit());

@@ -20,6 +20,7 @@ import java.util.function.IntConsumer;
  *   RELEASE   byte kind, long n
  *   REJECTED  string what
  *   USED      long request
+ *   STATS     SessionTicket-free figures of its session, once a second (see {@link #putStats})
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8
  * </pre>
  */
@@ -29,6 +30,7 @@ final class ControlMessages {
     static final byte RELEASE = 3;
     static final byte REJECTED = 4;
     static final byte USED = 5;
+    static final byte STATS = 6;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
 
@@ -39,6 +41,16 @@ final class ControlMessages {
     static final int MAX_BYTES = 64 << 10;
 
     private ControlMessages() {
+    }
+
+    /**
+     * A STATS message's fields: device memory, streams, calls, calls/s, bytes in and out, their rates per
+     * second, window bytes (as {@link io.gpusockets.backend.status.SessionSnapshot} names them).
+     */
+    static void putStats(ByteBuffer b, long memoryBytes, int streams, long calls, double callsPerSecond, long bytesIn,
+                         long bytesOut, double bytesInPerSecond, double bytesOutPerSecond, long windowBytes) {
+        b.putLong(memoryBytes).putInt(streams).putLong(calls).putDouble(callsPerSecond).putLong(bytesIn).putLong(bytesOut)
+                .putDouble(bytesInPerSecond).putDouble(bytesOutPerSecond).putLong(windowBytes);
     }
 
     /** A buffer to fill with one message's fields after its length and type. */

@@ -137,6 +137,11 @@ final class FrontTenantAccount implements TenantAccount {
         }
     }
 
+    /** Sends a message that wants no answer (STATS); false when the front is gone. */
+    boolean send(ByteBuffer message) {
+        return !frontGone && tell(message);
+    }
+
     private boolean tell(ByteBuffer message) {
         try {
             control.write(ControlMessages.finish(message));

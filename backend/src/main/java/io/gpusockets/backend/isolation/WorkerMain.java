@@ -77,12 +77,38 @@ public final class WorkerMain {
                 s.end("the backend's front process is gone");
             }
         });
+        // The session's figures for the front's `gpusockets status` and metrics, once a second while it lives.
+        Thread.ofPlatform().daemon().name("gpusockets-worker-stats").start(() -> {
+            while (!s.ended() && sendStats(s, tenant)) {
+                try {
+                    Thread.sleep(STATS_MILLIS);
+                } catch (InterruptedException e) {
+                    return;
+                }
+            }
+        });
         Runtime.getRuntime().addShutdownHook(new Thread(() -> s.end("backend shutting down"), "gpusockets-worker-stop"));
         LOG.log(Level.INFO, "session " + t.sessionId() + " started in worker pid " + ProcessHandle.current().pid()
                 + ", peer " + t.peer().description() + ", tenant " + t.tenant());
         s.serve();
+        sendStats(s, tenant); // its last figures: the front folds them into its tenant's totals
         control.close();
         return 0;
+    }
+
+    /** How often a worker tells the front its session's figures. */
+    static final long STATS_MILLIS = 1000;
+
+    /** Sends one STATS message with the session's figures now; false when the front is gone. */
+    static boolean sendStats(Session s, FrontTenantAccount front) {
+        long now = System.nanoTime();
+        s.stats().sample(now);
+        io.gpusockets.backend.session.SessionStats.Totals t = s.stats().totals();
+        io.gpusockets.backend.session.SessionStats.Rates r = s.stats().rates(now);
+        ByteBuffer m = ControlMessages.start(ControlMessages.STATS);
+        ControlMessages.putStats(m, s.memoryBytes(), s.streamCount(), t.calls(), r.calls(), t.bytesIn(), t.bytesOut(),
+                r.bytesIn(), r.bytesOut(), s.windowBytes());
+        return front.send(m);
     }
 
     /** Makes a session over a connection that is already gone: it loads and initialises what every session uses. */

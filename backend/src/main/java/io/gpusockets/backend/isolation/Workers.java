@@ -97,6 +97,33 @@ public final class Workers implements AutoCloseable {
         return controlUri;
     }
 
+    /**
+     * The sessions workers serve now, as `gpusockets status` shows them: their figures as of each worker's
+     * last STATS message (at most a second old; zeros until the first).
+     */
+    public List<io.gpusockets.backend.status.SessionSnapshot> sessions() {
+        long now = System.nanoTime();
+        List<io.gpusockets.backend.status.SessionSnapshot> out = new java.util.ArrayList<>();
+        for (Worker w : live.values()) {
+            io.gpusockets.backend.status.SessionSnapshot s = w.shown ? w.snapshot(now) : null;
+            if (s != null) {
+                out.add(s);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Who is told when a worker's session ends, with its last figures and a step that takes it off
+     * {@link #sessions} (see {@link io.gpusockets.backend.status.StatusBoard#ended(io.gpusockets.backend.status.SessionSnapshot, Runnable)}).
+     */
+    public void reportEndsTo(java.util.function.BiConsumer<io.gpusockets.backend.status.SessionSnapshot, Runnable> ended) {
+        this.sessionEnded = ended;
+    }
+
+    private volatile java.util.function.BiConsumer<io.gpusockets.backend.status.SessionSnapshot, Runnable> sessionEnded =
+            (last, forget) -> forget.run();
+
     /** Sessions handed to workers so far. */
     public long handedOver() {
         return handedOver.get();
@@ -147,8 +174,11 @@ public final class Workers implements AutoCloseable {
             return false;
         }
         w.tenant = tenant;
+        w.ticket = ticket;
+        w.handedAtNanos = System.nanoTime();
         w.sessionId = id;
         w.onEnd = onEnd;
+        w.shown = true;
         ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
         ticket.encode(m);
         try {
@@ -325,6 +355,9 @@ public final class Workers implements AutoCloseable {
                     }
                     case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
                     case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
+                    case ControlMessages.STATS -> w.figures = new long[] {m.getLong(), m.getInt(), m.getLong(),
+                            Double.doubleToRawLongBits(m.getDouble()), m.getLong(), m.getLong(),
+                            Double.doubleToRawLongBits(m.getDouble()), Double.doubleToRawLongBits(m.getDouble()), m.getLong()};
                     default -> throw new IOException("unknown control message " + type);
                 }
             }
@@ -376,6 +409,11 @@ public final class Workers implements AutoCloseable {
             t.releaseMemory(memory);
             t.releasePinned(pinned);
         }
+        io.gpusockets.backend.status.SessionSnapshot last = w.shown ? w.snapshot(System.nanoTime()) : null;
+        if (last != null) {
+            sessionEnded.accept(last, () -> w.shown = false);
+        }
+        w.shown = false;
         live.remove(w.pid);
         Runnable ended = w.onEnd;
         w.onEnd = null;
@@ -450,6 +488,26 @@ public final class Workers implements AutoCloseable {
         volatile Runnable onEnd;
         /** 0 until a session is handed to it. */
         volatile long sessionId;
+        /** Its session's ticket and when it was handed over, once it has one. */
+        volatile SessionTicket ticket;
+        volatile long handedAtNanos;
+        /** Listed by {@link Workers#sessions} (from the hand-over until its end is reported). */
+        volatile boolean shown;
+        /** The worker's last STATS fields, in {@link ControlMessages#putStats}'s order (doubles as raw bits), or null. */
+        volatile long[] figures;
+
+        /** Its session as status shows it, or null when it has none. */
+        io.gpusockets.backend.status.SessionSnapshot snapshot(long nowNanos) {
+            SessionTicket t = ticket;
+            if (t == null) {
+                return null;
+            }
+            long[] f = figures != null ? figures : new long[9];
+            double seconds = (nowNanos - handedAtNanos) / 1e9;
+            return new io.gpusockets.backend.status.SessionSnapshot(t.sessionId(), t.tenant(), t.peer().transport(),
+                    t.peer().description(), f[0], (int) f[1], f[2], Double.longBitsToDouble(f[3]), f[4], f[5],
+                    Double.longBitsToDouble(f[6]), Double.longBitsToDouble(f[7]), f[8], seconds);
+        }
 
         Worker(Process process, boolean claimed) {
             this.process = process;

@@ -156,6 +156,8 @@ public final class BackendServer implements AutoCloseable {
      * of {@code w}'s worker processes, which {@link #close} stops.
      */
     public void handSessionsTo(io.gpusockets.backend.isolation.Workers w) {
+        status.remoteSessions(w::sessions);
+        w.reportEndsTo(status::ended);
         this.workers = w;
     }
 

@@ -517,6 +517,11 @@ public final class Session {
         return releasePending;
     }
 
+    /** Whether {@link #end} has been called. */
+    public boolean ended() {
+        return ended.get();
+    }
+
     /** Sessions of this backend that ended but whose release waits for a lane stuck in the driver ("zombies"). */
     public static int releasesPending() {
         return SessionReaper.pending();

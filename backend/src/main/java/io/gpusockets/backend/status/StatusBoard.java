@@ -14,6 +14,7 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.IntSupplier;
+import java.util.function.Supplier;
 
 /**
  * The server's status, assembled on request: owns what outlives a session (the traffic totals of
@@ -30,6 +31,9 @@ public final class StatusBoard implements AutoCloseable {
     private final DeviceMonitor devices;
     /** Every tenant a session has had, by name (the last account seen): a tenant's totals outlive its sessions. */
     private final Map<String, TenantAccount> tenants = new ConcurrentHashMap<>();
+
+    /** Sessions served by other processes (isolation mode process: the workers' latest figures), or none. */
+    private volatile Supplier<List<SessionSnapshot>> remote = List::of;
 
     /** The tenants configured now (a reload may add some): shown even before they have a session. */
     private final java.util.function.Supplier<? extends java.util.Collection<? extends TenantAccount>> configured;
@@ -58,6 +62,19 @@ public final class StatusBoard implements AutoCloseable {
         traffic.ended(s, forget);
     }
 
+    /** From now on the sessions {@code live} describes (served by worker processes) are shown too. */
+    public void remoteSessions(Supplier<List<SessionSnapshot>> live) {
+        this.remote = live;
+    }
+
+    /**
+     * A session served by another process has ended: its last figures join its tenant's totals as
+     * {@code forget} takes it off what {@link #remoteSessions}'s supplier lists.
+     */
+    public void ended(SessionSnapshot last, Runnable forget) {
+        traffic.ended(last, forget);
+    }
+
     /** Takes the rate samples of every live session (the server's timer, once a second). */
     public void sample() {
         long now = System.nanoTime();
@@ -68,13 +85,23 @@ public final class StatusBoard implements AutoCloseable {
 
     /** The live sessions, by id. */
     public List<SessionSnapshot> sessions() {
-        return describe(List.copyOf(sessions));
+        return merge(describe(List.copyOf(sessions)), remote.get());
+    }
+
+    private static List<SessionSnapshot> merge(List<SessionSnapshot> here, List<SessionSnapshot> others) {
+        if (others.isEmpty()) {
+            return here;
+        }
+        List<SessionSnapshot> all = new ArrayList<>(here);
+        all.addAll(others);
+        all.sort(Comparator.comparingLong(SessionSnapshot::id));
+        return all;
     }
 
     /** Everything: devices (from the driver), tenants, sessions and traffic totals. */
     public ServerSnapshot snapshot() {
-        Map.Entry<List<Session>, List<ServerSnapshot.Traffic>> live = traffic.with(() -> List.copyOf(sessions));
-        List<SessionSnapshot> list = describe(live.getKey());
+        TrafficTotals.Live live = traffic.with(() -> List.copyOf(sessions), remote);
+        List<SessionSnapshot> list = merge(describe(live.sessions()), live.remote());
         Map<String, Integer> perTenant = new HashMap<>();
         for (SessionSnapshot s : list) {
             perTenant.merge(s.tenant(), 1, Integer::sum);
@@ -89,7 +116,7 @@ public final class StatusBoard implements AutoCloseable {
                     perTenant.getOrDefault(t.name(), 0), t.limits().sessions(), rejections));
         }
         return new ServerSnapshot(System.currentTimeMillis(), host.description(), connections.getAsInt(),
-                devices.devices(), ts, list, live.getValue());
+                devices.devices(), ts, list, live.traffic());
     }
 
     private static List<SessionSnapshot> describe(List<Session> live) {

@@ -3,6 +3,7 @@ package io.gpusockets.backend.session;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.gpusockets.backend.status.ServerSnapshot;
+import io.gpusockets.backend.status.SessionSnapshot;
 import io.gpusockets.backend.status.TrafficTotals;
 import io.gpusockets.backend.testing.FakeGpu;
 import io.gpusockets.protocol.wire.FrameHeader;
@@ -64,15 +65,30 @@ class SessionStatsTest {
         live.add(b);
         call(a.stats(), 3);
         call(b.stats(), 5);
-        List<ServerSnapshot.Traffic> before = totals.with(() -> new ArrayList<>(live)).getValue();
+        List<ServerSnapshot.Traffic> before = totals.with(() -> new ArrayList<>(live), List::of).traffic();
         totals.ended(a, () -> live.remove(a));
-        var after = totals.with(() -> new ArrayList<>(live));
-        assertEquals(List.of(b), after.getKey(), "the ended session is no longer live");
-        assertEquals(before, after.getValue(), "its calls and bytes are still counted, once");
+        var after = totals.with(() -> new ArrayList<>(live), List::of);
+        assertEquals(List.of(b), after.sessions(), "the ended session is no longer live");
+        assertEquals(before, after.traffic(), "its calls and bytes are still counted, once");
         assertEquals(List.of(new ServerSnapshot.Traffic("test", "tcp", 3, 3 * (FrameHeader.BYTES + 8), 0),
-                new ServerSnapshot.Traffic("test", "unix", 5, 5 * (FrameHeader.BYTES + 8), 0)), after.getValue());
+                new ServerSnapshot.Traffic("test", "unix", 5, 5 * (FrameHeader.BYTES + 8), 0)), after.traffic());
         a.end("test");
         b.end("test");
+    }
+
+    @Test
+    void aWorkerSessionIsCountedLiveThenEndedExactlyOnce() {
+        TrafficTotals totals = new TrafficTotals();
+        Set<SessionSnapshot> remote = ConcurrentHashMap.newKeySet();
+        SessionSnapshot w = new SessionSnapshot(9, "alice", "tcp", "peer", 0, 0, 4, 0, 100, 200, 0, 0, 0, 1);
+        remote.add(w);
+        var live = totals.with(List::of, () -> new ArrayList<>(remote));
+        assertEquals(List.of(w), live.remote());
+        assertEquals(List.of(new ServerSnapshot.Traffic("alice", "tcp", 4, 100, 200)), live.traffic());
+        totals.ended(w, () -> remote.remove(w));
+        var after = totals.with(List::of, () -> new ArrayList<>(remote));
+        assertEquals(List.of(), after.remote());
+        assertEquals(live.traffic(), after.traffic(), "its figures stay in the totals, once");
     }
 
     private static void call(SessionStats st, int n) {
