@@ -180,14 +180,68 @@ final class JitCompiler {
         }
         blocks();
         byte[] bytes = classBytes();
-        dump(bytes);
         try {
-            MethodHandles.Lookup lookup = MethodHandles.lookup().defineHiddenClass(bytes, true);
-            JitCode jit = (JitCode) lookup.findConstructor(lookup.lookupClass(), MethodType.methodType(void.class, Insn[].class))
-                    .invoke(code);
+            JitCode jit = (JitCode) LOADED.constructor(bytes, this::dump).invoke(code);
             return new Compiled(jit, meets, warpWide, reductions, sites);
         } catch (Throwable e) {
             throw new IllegalStateException(program.entry + ": the generated class does not load: " + e, e);
+        }
+    }
+
+    /** The classes generated lately, shared by every module that compiles to the same bytes. */
+    static final LoadedClasses LOADED = new LoadedClasses(512);
+
+    /**
+     * Generated classes by their bytes, the most recently used {@code capacity} of them: a module loaded again
+     * (every session of a program loads the same PTX) gets the class, and the JVM's compiled code for it,
+     * that the last load made, instead of a new hidden class whose code the JIT compiles again and keeps
+     * until the class is unloaded. Equal bytes are the same code: what differs per module (its instructions'
+     * operands, the addresses of its globals) is in the bytes or in the {@code Insn[]} each instance is given.
+     * An evicted class is unloaded once no kernel uses it (hidden classes are not kept by their loader).
+     */
+    static final class LoadedClasses {
+        private final int capacity;
+        private final java.util.LinkedHashMap<java.nio.ByteBuffer, java.lang.invoke.MethodHandle> byBytes;
+        private long hits;
+        private long defined;
+
+        LoadedClasses(int capacity) {
+            this.capacity = capacity;
+            this.byBytes = new java.util.LinkedHashMap<>(16, 0.75f, true);
+        }
+
+        /** The constructor (taking Insn[]) of the class with these bytes, defining it (and telling {@code defining}) when new. */
+        synchronized java.lang.invoke.MethodHandle constructor(byte[] bytes, java.util.function.Consumer<byte[]> defining)
+                throws ReflectiveOperationException {
+            java.nio.ByteBuffer key = java.nio.ByteBuffer.wrap(bytes);
+            java.lang.invoke.MethodHandle c = byBytes.get(key);
+            if (c != null) {
+                hits++;
+                return c;
+            }
+            defining.accept(bytes);
+            MethodHandles.Lookup lookup = MethodHandles.lookup().defineHiddenClass(bytes, true);
+            c = lookup.findConstructor(lookup.lookupClass(), MethodType.methodType(void.class, Insn[].class));
+            defined++;
+            byBytes.put(key, c);
+            if (byBytes.size() > capacity) {
+                byBytes.pollFirstEntry();
+            }
+            return c;
+        }
+
+        /** Compilations that reused a class. */
+        synchronized long hits() {
+            return hits;
+        }
+
+        /** Classes defined. */
+        synchronized long defined() {
+            return defined;
+        }
+
+        synchronized int size() {
+            return byBytes.size();
         }
     }
 

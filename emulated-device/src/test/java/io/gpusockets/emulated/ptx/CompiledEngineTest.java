@@ -44,6 +44,82 @@ class CompiledEngineTest {
     }
 
     @Test
+    void aModuleLoadedAgainReusesTheClassItsFirstLoadGeneratedAndEachComputesWithItsOwnMemory() throws Exception {
+        // an unusual constant, so that no other test generates these bytes
+        String ptx = OUT_KERNEL.replace("BODY", """
+                    mul.lo.s32 %r2, %r1, 1234577;
+                    st.global.u32 [%rd1], %r2;
+                """);
+        String other = ptx.replace("1234577", "7654319");
+        EnginesTest.withEngine(PtxEngine.JIT, () -> {
+            long definedBefore = JitCompiler.LOADED.defined();
+            long hitsBefore = JitCompiler.LOADED.hits();
+            for (int load = 0; load < 3; load++) {
+                try (Rig rig = new Rig()) { // a new context and module each time, as each session of a program makes
+                    long f = rig.function(rig.module(ptx), "k");
+                    long out = rig.upload(new int[32]);
+                    rig.run(f, 1, 32, out);
+                    int[] got = rig.ints(out, 32);
+                    for (int i = 0; i < 32; i++) {
+                        assertEquals(i * 1234577, got[i], "load " + load + ", thread " + i);
+                    }
+                }
+            }
+            assertEquals(1, JitCompiler.LOADED.defined() - definedBefore, "one class for three loads of one module");
+            assertEquals(2, JitCompiler.LOADED.hits() - hitsBefore);
+            try (Rig rig = new Rig()) {
+                long f = rig.function(rig.module(other), "k");
+                long out = rig.upload(new int[32]);
+                rig.run(f, 1, 32, out);
+                assertEquals(31 * 7654319, rig.ints(out, 32)[31]);
+            }
+            assertEquals(2, JitCompiler.LOADED.defined() - definedBefore, "other code, another class");
+            return null;
+        });
+    }
+
+    @Test
+    void theClassCacheKeepsOnlyTheMostRecentlyUsed() throws Exception {
+        JitCompiler.LoadedClasses cache = new JitCompiler.LoadedClasses(2);
+        java.util.List<byte[]> defined = new java.util.ArrayList<>();
+        byte[][] classes = new byte[3][];
+        for (int i = 0; i < 3; i++) {
+            String ptx = OUT_KERNEL.replace("BODY", "    mul.lo.s32 %r2, %r1, " + (1000 + i) + ";\n    st.global.u32 [%rd1], %r2;\n");
+            try (Rig rig = new Rig()) {
+                java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("jit");
+                String before = System.getProperty(JitCompiler.DUMP_PROPERTY);
+                System.setProperty(JitCompiler.DUMP_PROPERTY, dir.toString());
+                try {
+                    EnginesTest.withEngine(PtxEngine.JIT, () -> {
+                        long f = rig.function(rig.module(ptx), "k");
+                        rig.run(f, 1, 1, rig.upload(new int[1]));
+                        return null;
+                    });
+                } finally {
+                    if (before == null) {
+                        System.clearProperty(JitCompiler.DUMP_PROPERTY);
+                    } else {
+                        System.setProperty(JitCompiler.DUMP_PROPERTY, before);
+                    }
+                }
+                try (var files = java.nio.file.Files.list(dir)) {
+                    classes[i] = java.nio.file.Files.readAllBytes(files.findFirst().orElseThrow());
+                }
+            }
+        }
+        cache.constructor(classes[0], defined::add);
+        cache.constructor(classes[1], defined::add);
+        cache.constructor(classes[0], defined::add); // used: 1 is now the eldest
+        cache.constructor(classes[2], defined::add); // evicts 1
+        assertEquals(2, cache.size());
+        assertEquals(3, defined.size());
+        cache.constructor(classes[0], defined::add);
+        assertEquals(3, defined.size(), "0 was kept");
+        cache.constructor(classes[1], defined::add);
+        assertEquals(4, defined.size(), "1 was evicted, so defined again");
+    }
+
+    @Test
     void divergentShufflesMeetOnlyTheLanesThatReachThem() {
         // lanes below 16 shuffle among themselves (mask 0xffff, clamped to lane 15); the others take
         // another shuffle. (A source lane outside the mask is undefined in PTX, so none is read.)
