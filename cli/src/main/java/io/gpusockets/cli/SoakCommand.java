@@ -77,8 +77,22 @@ final class SoakCommand implements Callable<Integer> {
     List<String> backendArgs = new ArrayList<>();
 
     @Option(names = "--backend-heap", defaultValue = "512m", paramLabel = "SIZE",
-            description = "The backend JVM's -Xmx. Default: ${DEFAULT-VALUE}.")
+            description = "The backend JVM's heap: -Xms and -Xmx, touched at start (see --growing-heap). Default: ${DEFAULT-VALUE}.")
     String backendHeap;
+
+    @Option(names = "--growing-heap",
+            description = "Start the backend's heap small and let it grow to --backend-heap (-Xmx only, no -Xms or pre-touch):"
+                    + " resident memory then also follows the collector's sizing of the heap, which the default leaves out.")
+    boolean growingHeap;
+
+    @Option(names = "--backend-jvm-arg", paramLabel = "ARG",
+            description = "An extra JVM option for the backend (repeatable), e.g. --backend-jvm-arg=-XX:+UseZGC.")
+    List<String> backendJvmArgs = new ArrayList<>();
+
+    @Option(names = "--native-memory-tracking",
+            description = "Run the backend with -XX:NativeMemoryTracking=summary, take a baseline when the warm-up ends and"
+                    + " write what changed since then, by category, to DIR/native-memory.txt (needs jcmd beside java).")
+    boolean nativeMemoryTracking;
 
     @Option(names = "--cycles-per-session", defaultValue = "20", description = "Cycles before a client starts a new session. Default: ${DEFAULT-VALUE}.")
     int cyclesPerSession;
@@ -115,12 +129,23 @@ final class SoakCommand implements Callable<Integer> {
                     "--transport must be unix, tcp or ring: " + transport);
         };
         List<String> cmd = new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-Xmx" + backendHeap, "-cp", System.getProperty("java.class.path"),
-                "io.gpusockets.cli.Main", "backend", "--device", device.name().toLowerCase(Locale.ROOT), "--listen", listen));
+                "--enable-native-access=ALL-UNNAMED", "-Xmx" + backendHeap));
+        if (!growingHeap) {
+            // The heap is bounded by -Xmx whatever the collector does; sized and touched up front, it is resident
+            // from the start, so a change in resident memory is what a leak grows (native memory, metaspace,
+            // threads), not the collector's choice of heap size at the sampling instants.
+            cmd.addAll(List.of("-Xms" + backendHeap, "-XX:+AlwaysPreTouch"));
+        }
+        if (nativeMemoryTracking) {
+            cmd.add("-XX:NativeMemoryTracking=summary");
+        }
         String libcuda = System.getProperty("gpusockets.libcuda");
         if (libcuda != null) {
-            cmd.add(1, "-Dgpusockets.libcuda=" + libcuda);
+            cmd.add("-Dgpusockets.libcuda=" + libcuda);
         }
+        cmd.addAll(backendJvmArgs);
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
+                "io.gpusockets.cli.Main", "backend", "--device", device.name().toLowerCase(Locale.ROOT), "--listen", listen));
         cmd.addAll(backendArgs);
         Process backend = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         List<String> backendLog = new ArrayList<>();
@@ -154,10 +179,19 @@ final class SoakCommand implements Callable<Integer> {
                 }
                 long t0 = System.nanoTime();
                 long next = t0;
+                boolean baselined = false;
                 try {
                     while (true) {
                         long now = System.nanoTime();
+                        if (nativeMemoryTracking && !baselined && now - t0 >= warmupNanos) {
+                            nativeMemory = jcmd(backend.pid(), "VM.native_memory", "baseline");
+                            baselined = true;
+                        }
                         if (now - t0 > durationNanos || !backend.isAlive()) {
+                            if (nativeMemoryTracking && backend.isAlive()) {
+                                nativeMemory = jcmd(backend.pid(), "VM.native_memory", "summary.diff", "scale=KB");
+                                Files.writeString(out.resolve("native-memory.txt"), nativeMemory);
+                            }
                             break;
                         }
                         if (now >= next) {
@@ -201,6 +235,11 @@ final class SoakCommand implements Callable<Integer> {
         lines.add(String.format(Locale.ROOT, "Device memory in use before the clients: %d bytes; after every client's session ended: %d bytes%s",
                 before, after, returned ? " (all back)" : " (NOT ALL BACK)"));
         lines.addAll(v.lines());
+        if (nativeMemoryTracking) {
+            lines.add("");
+            lines.add("Native memory of the backend (NMT), end of run against the baseline taken when the warm-up ended"
+                    + " (all of it in native-memory.txt): " + nativeMemoryTotal(nativeMemory));
+        }
         failureLines.stream().limit(20).forEach(l -> lines.add("- failure: " + l));
         lines.add("");
         boolean pass = v.flat() && failures.get() == 0 && alive && returned;
@@ -208,6 +247,36 @@ final class SoakCommand implements Callable<Integer> {
         Files.write(out.resolve("summary.md"), lines);
         lines.forEach(System.out::println);
         return pass ? 0 : 1;
+    }
+
+    /** The last output of {@link #jcmd} (with --native-memory-tracking). */
+    private String nativeMemory = "(not taken)";
+
+    /** Runs the JDK's jcmd beside this JVM's java on the backend; returns what it printed, or why it could not. */
+    static String jcmd(long pid, String... command) {
+        Path jcmd = Path.of(System.getProperty("java.home"), "bin", "jcmd");
+        if (!Files.isExecutable(jcmd)) {
+            return "(no jcmd at " + jcmd + ": native memory tracking needs a full JDK, not the bundle's runtime)";
+        }
+        List<String> cmd = new ArrayList<>(List.of(jcmd.toString(), Long.toString(pid)));
+        cmd.addAll(List.of(command));
+        try {
+            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+            String text = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            p.waitFor(60, TimeUnit.SECONDS);
+            return text;
+        } catch (IOException e) {
+            return "(jcmd failed: " + e + ")";
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return "(interrupted)";
+        }
+    }
+
+    /** The "Total:" line of an NMT summary.diff, or what jcmd said instead. */
+    static String nativeMemoryTotal(String diff) {
+        return diff.lines().filter(l -> l.strip().startsWith("Total:")).map(String::strip).findFirst()
+                .orElse(diff.lines().findFirst().orElse("(nothing)"));
     }
 
     /** The backend's first output line names its device; then waits for its "listening on" line. */
