@@ -55,6 +55,40 @@ class TenantsReloadTest {
     }
 
     @Test
+    void aReloadReachesTheSessionsProcessModeWorkersServe(@TempDir Path dir) throws Exception {
+        Files.writeString(dir.resolve("carol.key"), "carol-key");
+        Path conf = dir.resolve("tenants.conf");
+        Files.writeString(conf, "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\nstreams = 3\n");
+        try (BackendProcess backend = BackendProcess.start("--tenants", conf.toString(), "--isolation", "process",
+                "--idle-workers", "1");
+             RemoteCudaDriver d = RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(java.util.Map.of(
+                     FrontendConfig.SERVER_ENV, backend.tcp(), FrontendConfig.PSK_FILE_ENV, dir.resolve("carol.key").toString(),
+                     FrontendConfig.IDENTITY_ENV, "carol")))) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            MemorySegment s = cu.cell();
+            Cuda.ok(d.cuStreamCreate(s, 0), "stream 1 of 3");
+            Cuda.ok(d.cuStreamCreate(s, 0), "stream 2 of 3");
+
+            Files.writeString(conf, "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\nstreams = 2\n");
+            hangup(backend);
+            backend.awaitLog("tenants reloaded from", 20_000);
+            // the worker has its new limits once the front has sent them: a message behind the reload's log line
+            String third = null;
+            for (int i = 0; i < 100 && !"CUDA_ERROR_OUT_OF_MEMORY".equals(third); i++) {
+                int r = d.cuStreamCreate(s, 0);
+                third = CuResult.name(r);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    Cuda.ok(d.cuStreamDestroy(s.get(JAVA_LONG, 0)), "destroy the stream the old limit allowed");
+                    Thread.sleep(100);
+                }
+            }
+            assertEquals("CUDA_ERROR_OUT_OF_MEMORY", third, "a third stream past the reloaded limit of 2, in the worker's session");
+            assertTrue(backend.alive());
+        }
+    }
+
+    @Test
     void aBadTenantsFileStopsTheStartWithItsLine(@TempDir Path dir) throws Exception {
         Path conf = dir.resolve("tenants.conf");
         Files.writeString(conf, "[tenant carol]\nmatch = uid:carol\n");

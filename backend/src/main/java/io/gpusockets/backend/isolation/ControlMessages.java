@@ -18,7 +18,7 @@ import java.util.function.IntConsumer;
  *   READY     long pid                          SESSION  SessionTicket (+ 1 descriptor)
  *   RESERVE   long request, byte kind, long n   ANSWER   long request, long value
  *   RELEASE   byte kind, long n
- *   REJECTED  string what
+ *   REJECTED  string what                       LIMITS   the tenant's limits after a reload
  *   USED      long request
  *   STATS     SessionTicket-free figures of its session, once a second (see {@link #putStats})
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8
@@ -33,6 +33,7 @@ final class ControlMessages {
     static final byte STATS = 6;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
+    static final byte LIMITS = 22;
 
     static final byte KIND_MEMORY = 0;
     static final byte KIND_PINNED = 1;

@@ -18,13 +18,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * process over the worker's control socket, where the tenant's real {@link io.gpusockets.backend.tenant.Tenant}
  * lives, so that one tenant's limits hold over all its workers. A reserve waits for the front's answer;
  * when the front is gone (or does not answer within {@link #ANSWER_SECONDS}) the reserve is refused.
- * Limits are those of the handshake (a config reload reaches sessions that start after it).
+ * Limits are those of the handshake until the front sends new ones (a config reload: {@link #setLimits}).
  */
 final class FrontTenantAccount implements TenantAccount {
     static final long ANSWER_SECONDS = 30;
 
     private final String name;
-    private final TenantLimits limits;
+    private volatile TenantLimits limits;
     private final Connection control;
     private final AtomicLong nextRequest = new AtomicLong(1);
     private final Map<Long, CompletableFuture<Long>> waiting = new ConcurrentHashMap<>();
@@ -44,6 +44,11 @@ final class FrontTenantAccount implements TenantAccount {
     @Override
     public TenantLimits limits() {
         return limits;
+    }
+
+    /** The tenant's limits after a reload of the front's tenants file. */
+    void setLimits(TenantLimits limits) {
+        this.limits = limits;
     }
 
     @Override

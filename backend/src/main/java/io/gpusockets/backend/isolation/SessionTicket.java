@@ -18,8 +18,7 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
     void encode(ByteBuffer b) {
         b.putLong(sessionId).putInt(features);
         ControlMessages.putString(b, tenant);
-        b.putLong(limits.memoryBytes()).putInt(limits.sessions()).putInt(limits.lanes()).putInt(limits.handles())
-                .putInt(limits.streams()).putLong(limits.pinnedBytes()).putDouble(limits.deviceShare());
+        putLimits(b, limits);
         ControlMessages.putString(b, peer.description());
         b.putLong(peer.uid().isPresent() ? peer.uid().getAsInt() : -1);
         b.putLong(peer.cid().isPresent() ? peer.cid().getAsLong() : -1);
@@ -28,13 +27,22 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
         ControlMessages.putString(b, peer.transport());
     }
 
+    /** A tenant's limits, as SESSION and LIMITS messages carry them. */
+    static void putLimits(ByteBuffer b, TenantLimits limits) {
+        b.putLong(limits.memoryBytes()).putInt(limits.sessions()).putInt(limits.lanes()).putInt(limits.handles())
+                .putInt(limits.streams()).putLong(limits.pinnedBytes()).putDouble(limits.deviceShare());
+    }
+
+    static TenantLimits getLimits(ByteBuffer b) {
+        return new TenantLimits(b.getLong(), b.getInt(), b.getInt(), b.getInt(), b.getInt(), b.getLong(), b.getDouble());
+    }
+
     static SessionTicket decode(ByteBuffer b) throws IOException {
         try {
             long id = b.getLong();
             int features = b.getInt();
             String tenant = ControlMessages.getString(b);
-            TenantLimits limits = new TenantLimits(b.getLong(), b.getInt(), b.getInt(), b.getInt(), b.getInt(), b.getLong(),
-                    b.getDouble());
+            TenantLimits limits = getLimits(b);
             String description = ControlMessages.getString(b);
             long uid = b.getLong();
             long cid = b.getLong();

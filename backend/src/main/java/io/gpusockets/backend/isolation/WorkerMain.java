@@ -67,10 +67,11 @@ public final class WorkerMain {
             try {
                 while (true) {
                     ByteBuffer a = ControlMessages.read(control);
-                    if (a.get() != ControlMessages.ANSWER) {
-                        throw new IOException("unexpected control message");
+                    switch (a.get()) {
+                        case ControlMessages.ANSWER -> tenant.answered(a.getLong(), a.getLong());
+                        case ControlMessages.LIMITS -> tenant.setLimits(SessionTicket.getLimits(a));
+                        default -> throw new IOException("unexpected control message");
                     }
-                    tenant.answered(a.getLong(), a.getLong());
                 }
             } catch (IOException | RuntimeException e) {
                 tenant.frontGone();

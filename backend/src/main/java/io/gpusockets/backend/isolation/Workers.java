@@ -124,6 +124,28 @@ public final class Workers implements AutoCloseable {
     private volatile java.util.function.BiConsumer<io.gpusockets.backend.status.SessionSnapshot, Runnable> sessionEnded =
             (last, forget) -> forget.run();
 
+    /**
+     * Sends every worker serving a session its tenant's limits as they are now (after a reload of the
+     * tenants file): handle and stream caps apply to the running session from then on; device memory is
+     * decided here in the front anyway, and the session's lanes stay as it started with.
+     */
+    public void limitsChanged() {
+        for (Worker w : live.values()) {
+            TenantAccount t = w.tenant;
+            Connection ctl = w.control;
+            if (w.sessionId == 0 || t == null || ctl == null) {
+                continue;
+            }
+            ByteBuffer m = ControlMessages.start(ControlMessages.LIMITS);
+            SessionTicket.putLimits(m, t.limits());
+            try {
+                ctl.write(ControlMessages.finish(m));
+            } catch (IOException e) {
+                // the worker is going: its read loop notices
+            }
+        }
+    }
+
     /** Sessions handed to workers so far. */
     public long handedOver() {
         return handedOver.get();

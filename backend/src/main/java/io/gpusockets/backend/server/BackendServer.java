@@ -158,6 +158,7 @@ public final class BackendServer implements AutoCloseable {
     public void handSessionsTo(io.gpusockets.backend.isolation.Workers w) {
         status.remoteSessions(w::sessions);
         w.reportEndsTo(status::ended);
+        tenants.onReload(w::limitsChanged);
         this.workers = w;
     }
 

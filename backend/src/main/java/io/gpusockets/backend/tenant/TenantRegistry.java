@@ -90,6 +90,16 @@ public final class TenantRegistry {
         }
         LOG.log(Level.INFO, "tenants reloaded from " + config.file() + ": " + config.tenants().size() + " tenant(s)"
                 + (removed.isEmpty() ? "" : "; removed: " + removed));
+        for (Runnable r : reloaded) {
+            r.run();
+        }
+    }
+
+    private final java.util.List<Runnable> reloaded = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    /** Runs {@code r} after every reload that put a new configuration in force (the tenants have their new limits then). */
+    public void onReload(Runnable r) {
+        reloaded.add(r);
     }
 
     private Rules build(TenantConfig config, Map<TenantConfig.Identity, String> retired) {
