@@ -170,6 +170,7 @@ final class BackendCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        io.gpusockets.backend.server.NativeHeapTrim.limitArenas(); // when the launcher has not (MALLOC_ARENA_MAX)
         if (adminGroup != null && adminSocket == null) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this), "--admin-group needs --admin-socket");
         }

@@ -229,7 +229,8 @@ final class SoakCommand implements Callable<Integer> {
         List<String> lines = new ArrayList<>();
         lines.add("# Soak: " + clients + " clients, " + duration + ", transport " + transport + ", device " + backendLog.getFirst());
         lines.add("");
-        lines.add("Backend arguments: " + String.join(" ", backendArgs));
+        lines.add("Backend arguments: " + String.join(" ", backendArgs) + "; JVM options: " + String.join(" ",
+                cmd.subList(1, cmd.indexOf("-cp"))) + "; MALLOC_ARENA_MAX=" + System.getenv().getOrDefault("MALLOC_ARENA_MAX", "(unset)"));
         lines.add("Cycles: " + cycles.get() + ", sessions: " + sessions.get() + ", failures: " + failures.get()
                 + (alive ? "" : ", THE BACKEND DIED"));
         lines.add(String.format(Locale.ROOT, "Device memory in use before the clients: %d bytes; after every client's session ended: %d bytes%s",

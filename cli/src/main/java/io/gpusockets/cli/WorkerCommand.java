@@ -31,6 +31,7 @@ final class WorkerCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        io.gpusockets.backend.server.NativeHeapTrim.limitArenas(); // a worker started by hand; the front's env is inherited
         DriverHost host = device.open(libcuda);
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),

@@ -26,4 +26,13 @@ class NativeHeapTrimTest {
         }
         assertTrue(NativeHeapTrim.trim(), "malloc_trim gave nothing back after 125 MiB was freed");
     }
+
+    /** Where glibc has mallopt and the environment says nothing, the backend limits its malloc arenas. */
+    @Test
+    void arenasAreLimitedUnlessTheEnvironmentSaysOtherwise() {
+        assumeTrue(NativeHeapTrim.available(), "this C library is not glibc");
+        boolean envSet = System.getenv("MALLOC_ARENA_MAX") != null;
+        org.junit.jupiter.api.Assertions.assertEquals(!envSet, NativeHeapTrim.limitArenas(),
+                envSet ? "MALLOC_ARENA_MAX is set: left as it is" : "mallopt(M_ARENA_MAX) accepted");
+    }
 }
