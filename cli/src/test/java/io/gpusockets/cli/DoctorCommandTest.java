@@ -6,6 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import io.gpusockets.backend.status.StatusJson;
 import io.gpusockets.cli.doctor.Check;
 import io.gpusockets.cli.doctor.DoctorReport;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.Handshake;
+import io.gpusockets.protocol.wire.Opcodes;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.net.InetAddress;
@@ -125,7 +132,7 @@ class DoctorCommandTest {
             assertEquals(Check.Status.FAIL, c.status(), c.toString());
             assertTrue(c.found().startsWith("port " + taken.getLocalPort() + " is in use by pid " + ProcessHandle.current().pid() + " ("),
                     c.found());
-            assertTrue(c.advice().startsWith("stop that process, or choose another port"), c.advice());
+            assertEquals("stop that process, or choose another address in --listen", c.advice());
             assertEquals(1, r.exitCode());
         }
     }
@@ -190,6 +197,48 @@ class DoctorCommandTest {
                 "--listen", "tcp://127.0.0.1:0"}, "test");
         assertEquals(Check.Status.FAIL, strict.check("NVIDIA driver").status(), strict.text());
         assertTrue(strict.check("NVIDIA driver").advice().startsWith("install the NVIDIA driver"), strict.text());
+    }
+
+    @Test
+    void protocolVersionMismatchNamesBothVersions() throws Exception {
+        try (Listener l = Transports.listen(TransportUri.parse("tcp://127.0.0.1:0"))) {
+            Thread server = Thread.ofVirtual().start(() -> {
+                try (Connection c = l.accept()) {
+                    new FrameChannel(c).send(Opcodes.SERVER_HELLO, 0, 0, 0,
+                            new Handshake.ServerHello(7, 9, Handshake.AUTH_NONE, new byte[Handshake.NONCE_BYTES]).encode());
+                    Thread.sleep(2000);
+                } catch (Exception ignored) {
+                    // the doctor hung up
+                }
+            });
+            String uri = l.address().toString();
+            DoctorReport r = DoctorCommand.guest(Map.of("GPUSOCKETS_SERVER", uri, "PATH", "/usr/bin:/bin"), Map.of(), "test");
+            Check c = r.check("backend " + uri + " protocol");
+            assertEquals(Check.Status.FAIL, c.status(), c.toString());
+            assertEquals("the backend speaks protocol version 7..9, this frontend speaks " + Handshake.PROTOCOL_VERSION, c.found());
+            assertTrue(c.advice().startsWith("install the same GPUsockets release on both sides"), c.advice());
+            server.interrupt();
+        }
+    }
+
+    @Test
+    void expiredTlsCertificateFails(@TempDir Path dir) throws Exception {
+        Path store = dir.resolve("server.p12");
+        Path password = secret(dir, "password", "rw-------");
+        Process keytool = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "keytool").toString(),
+                "-genkeypair", "-storetype", "PKCS12", "-keyalg", "EC", "-alias", "gpusockets", "-dname", "CN=old",
+                "-startdate", "-3d", "-validity", "1", "-keystore", store.toString(),
+                "-storepass", "correct horse battery staple").redirectErrorStream(true).start();
+        String log = new String(keytool.getInputStream().readAllBytes());
+        assertEquals(0, keytool.waitFor(), log);
+        Files.setPosixFilePermissions(store, PosixFilePermissions.fromString("rw-------"));
+        DoctorReport r = DoctorCommand.backend(ENV, new String[] {"--device", "emulated", "--listen", "tls://127.0.0.1:0",
+                "--tls-key-store", store.toString(), "--tls-key-store-password-file", password.toString()}, "test");
+        assertEquals(Check.Status.OK, r.check("TLS key store (--tls-key-store)").status(), r.text());
+        Check c = r.check("TLS server certificate");
+        assertEquals(Check.Status.FAIL, c.status(), r.text());
+        assertTrue(c.found().startsWith("alias gpusockets, CN=old expired "), c.found());
+        assertTrue(c.advice().startsWith("make a new certificate"), c.advice());
     }
 
     private static String[] args(String[] commandLine) {

@@ -4,6 +4,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import io.gpusockets.cli.doctor.BackendChecks;
+import io.gpusockets.cli.doctor.BackendSetup;
 import io.gpusockets.cli.doctor.Check;
 import io.gpusockets.cli.doctor.GuestChecks;
 import java.io.IOException;
@@ -98,6 +100,19 @@ class DoctorTest {
             assertTrue(out.contains("[warn] backend " + uri + " authentication: pre-shared key accepted; session "), out);
         }
         assertTrue(!out.contains("[FAIL]"), out);
+    }
+
+    @Test
+    void aRunningBackendsAddressesWarnNamingItsProcess() {
+        BackendSetup setup = new BackendSetup(List.of(backend.tcp(), backend.unix()), "emulated", null, key, null, null, null,
+                null, null, null, null, "context", System.getProperty("user.name"));
+        List<Check> checks = new BackendChecks(setup, env()).run();
+        for (String uri : List.of(backend.tcp(), backend.unix())) {
+            Check c = named(checks, "listener " + uri);
+            assertEquals(Check.Status.WARN, c.status(), checks.toString());
+            assertTrue(c.found().contains(" is served by a running GPUsockets backend, pid " + backend.pid() + " (java "), c.found());
+            assertTrue(c.advice().contains("kill " + backend.pid()), c.advice());
+        }
     }
 
     @Test

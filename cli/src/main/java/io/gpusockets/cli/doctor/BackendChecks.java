@@ -223,9 +223,7 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
             String m = e.getClass().getSimpleName() + ": " + e.getMessage();
             if (uri.scheme().equals("unix") || uri.scheme().equals("ring")) {
                 if (m.contains("a listener accepts on it")) {
-                    return Check.fail(name, "in use: a process accepts on " + uri.path(),
-                            "a backend already runs there (gpusockets status; systemctl status gpusockets-backend), or choose"
-                                    + " another path; find it with: ss -xlp | grep " + uri.path());
+                    return inUse(name, uri.path(), PortOwner.unix(uri.path()));
                 }
                 Path dir = Path.of(uri.path()).getParent();
                 return Check.fail(name, "cannot listen: " + m, "make " + dir + " exist and writable by the backend's user"
@@ -246,9 +244,7 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
         } catch (BindException e) {
             String m = String.valueOf(e.getMessage());
             if (m.contains("in use")) {
-                return Check.fail(name, "port " + port + " is in use by " + PortOwner.describe(port),
-                        "stop that process, or choose another port in --listen (a backend already running there shows in"
-                                + " gpusockets status)");
+                return inUse(name, "port " + port, PortOwner.tcp(port));
             }
             if (m.contains("assign")) {
                 return Check.fail(name, host + " is not an address of this host (" + m + ")",
@@ -261,6 +257,19 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
         } catch (IOException | RuntimeException e) {
             return Check.fail(name, "cannot bind: " + e, "check the address: " + host + ":" + port);
         }
+    }
+
+    /**
+     * An address someone listens on already: a GPUsockets backend there is most likely this configuration's,
+     * running (a warning: doctor on a serving host still exits 0); anything else is a failure.
+     */
+    private static Check inUse(String name, String what, PortOwner.Holder h) {
+        if (h.gpusocketsBackend()) {
+            return Check.warn(name, what + " is served by a running GPUsockets backend, " + h.words(),
+                    "nothing, if that is this backend (gpusockets status shows it); to check the address itself, stop it"
+                            + " first (kill " + h.pid() + " or systemctl stop gpusockets-backend)");
+        }
+        return Check.fail(name, what + " is in use by " + h.words(), "stop that process, or choose another address in --listen");
     }
 
     private static boolean openTcp(String uri) {

@@ -100,9 +100,10 @@ public final class BackendProbe {
                 return out;
             }
             Handshake.Welcome w = Handshake.Welcome.decode(channel.readBody(h.length()));
+            int colon = w.description().indexOf(": "); // the driver's name; the rest is in the backend's log
             String what = (hello.authMethod() == Handshake.AUTH_PSK ? "pre-shared key accepted" : "no authentication asked")
                     + "; session " + w.sessionId() + ", " + w.deviceCount() + " device(s), driver " + w.driverVersion() + ": "
-                    + w.description();
+                    + (colon > 0 ? w.description().substring(0, colon) : w.description());
             if (w.description().toLowerCase(java.util.Locale.ROOT).contains("emulated")) {
                 out.add(Check.warn(auth, what, "the backend serves the emulated device (no GPU there): start it with"
                         + " --device native on the GPU host if you expect a GPU"));
