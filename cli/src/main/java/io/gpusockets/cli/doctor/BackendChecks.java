@@ -210,7 +210,7 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
     }
 
     /** Binds the listener the backend would, and releases it at once. */
-    private static Check bind(String name, TransportUri uri, TransportOptions options) {
+    private Check bind(String name, TransportUri uri, TransportOptions options) {
         if (uri.scheme().equals("tcp") || uri.scheme().equals("tls")) {
             Check plain = bindTcp(name, uri.host(), uri.port());
             if (plain.status() != Check.Status.OK || uri.scheme().equals("tcp")) {
@@ -219,15 +219,19 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
         }
         try (Listener l = Transports.listen(uri, options)) {
             return Check.ok(name, "can listen (bound " + l.address() + " and released it)");
+        } catch (IllegalArgumentException e) {
+            return Check.fail(name, "not a usable address: " + e.getMessage(), "correct this --listen address as the message says");
         } catch (IOException | RuntimeException e) {
             String m = e.getClass().getSimpleName() + ": " + e.getMessage();
-            if (uri.scheme().equals("unix") || uri.scheme().equals("ring")) {
+            if (uri.scheme().equals("unix")) {
                 if (m.contains("a listener accepts on it")) {
                     return inUse(name, uri.path(), PortOwner.unix(uri.path()));
                 }
                 Path dir = Path.of(uri.path()).getParent();
-                return Check.fail(name, "cannot listen: " + m, "make " + dir + " exist and writable by the backend's user"
-                        + " (install -d -o USER " + dir + ", or systemd's RuntimeDirectory=)");
+                if (!Files.isDirectory(dir) || !Files.isWritable(dir)) {
+                    return Check.fail(name, "cannot listen: " + m, "make " + dir + " exist and writable by the backend's user"
+                            + " (install -d -o " + setup.serviceUser() + " " + dir + ", or systemd's RuntimeDirectory=)");
+                }
             }
             if (uri.scheme().equals("vsock")) {
                 return Check.fail(name, "cannot listen: " + m, "load the host's vsock module (modprobe vhost_vsock) and check"
