@@ -200,6 +200,20 @@ class DoctorCommandTest {
     }
 
     @Test
+    void plainDoctorChecksAGuestWhenGpusocketsServerIsSet() throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            port = s.getLocalPort();
+        }
+        Run r = run(Map.of("GPUSOCKETS_SERVER", "tcp://127.0.0.1:" + port, "PATH", "/usr/bin:/bin"), "doctor", "--json");
+        assertEquals(1, r.code(), r.out() + r.err());
+        @SuppressWarnings("unchecked")
+        Map<String, Object> json = (Map<String, Object>) StatusJson.parse(r.out().strip());
+        assertEquals("guest", json.get("role"));
+        assertEquals("GPUSOCKETS_SERVER is set in the environment", json.get("why"));
+    }
+
+    @Test
     void protocolVersionMismatchNamesBothVersions() throws Exception {
         try (Listener l = Transports.listen(TransportUri.parse("tcp://127.0.0.1:0"))) {
             Thread server = Thread.ofVirtual().start(() -> {
