@@ -7,7 +7,7 @@ import picocli.CommandLine.Command;
 /** {@code gpusockets}: the command line (scripts/gpusockets and the bundle's bin/gpusockets run this). */
 @Command(name = "gpusockets", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Transparent CUDA driver API remoting: serve a GPU to remote programs, try it, test it.",
-        subcommands = {BackendCommand.class, WorkerCommand.class, DemoCommand.class, GpuSuiteCommand.class, RunCommand.class, SoakCommand.class, StatusCommand.class, CommandLine.HelpCommand.class})
+        subcommands = {BackendCommand.class, WorkerCommand.class, DemoCommand.class, GpuSuiteCommand.class, RunCommand.class, SoakCommand.class, StatusCommand.class, DoctorCommand.class, CommandLine.HelpCommand.class})
 public final class Main {
 
     public static void main(String[] args) {
@@ -19,8 +19,40 @@ public final class Main {
             }
         }
         GpuSuiteCommand.useRemoteFactory(RemoteCudaDriver::connect);
-        int code = new CommandLine(new Main()).setCaseInsensitiveEnumValuesAllowed(true).execute(args);
-        System.exit(code);
+        System.exit(commandLine(CommandLine.defaultFactory()).execute(args));
+    }
+
+    /** The command line as main runs it; tests pass a factory of their own. */
+    static CommandLine commandLine(CommandLine.IFactory factory) {
+        return new CommandLine(new Main(), factory).setCaseInsensitiveEnumValuesAllowed(true)
+                .setParameterExceptionHandler(Main::badInput);
+    }
+
+    /**
+     * Bad input exits 2 (picocli's usage code) with a short message. A word where a command goes is an
+     * unknown command, said so with the commands there are (picocli's default is "Unmatched argument at
+     * index 0" followed by the whole usage).
+     */
+    static int badInput(CommandLine.ParameterException e, String[] args) {
+        CommandLine cmd = e.getCommandLine();
+        java.io.PrintWriter err = cmd.getErr();
+        String name = cmd.getCommandSpec().qualifiedName();
+        if (e instanceof CommandLine.UnmatchedArgumentException u && !cmd.getSubcommands().isEmpty()
+                && cmd.getCommandSpec().positionalParameters().isEmpty() && !u.getUnmatched().isEmpty()
+                && !u.getUnmatched().getFirst().startsWith("-")) {
+            err.println(name + ": unknown command '" + u.getUnmatched().getFirst() + "'");
+            java.util.List<String> commands = cmd.getSubcommands().entrySet().stream()
+                    .filter(s -> !s.getValue().getCommandSpec().usageMessage().hidden()).map(java.util.Map.Entry::getKey).toList();
+            err.println("Commands: " + String.join(", ", commands));
+            err.println("See '" + name + " --help'.");
+        } else {
+            err.println(e.getMessage());
+            if (!CommandLine.UnmatchedArgumentException.printSuggestions(e, err)) {
+                cmd.usage(err);
+            }
+        }
+        err.flush();
+        return cmd.getCommandSpec().exitCodeOnInvalidInput();
     }
 
     static final class Version implements CommandLine.IVersionProvider {
