@@ -9,7 +9,8 @@ import java.util.OptionalInt;
  * Whether one connection's peer has gone, asked without reading: for a session reader that stops reading
  * (its body budget used up, e.g. by frames queued behind a lane blocked in the driver) and must still end
  * the session when its frontend goes. The transport's own answer ({@link Connection#peerClosed}) counts
- * first; for the JDK's tcp:// and unix:// channels, which have none, the socket's descriptor is found once
+ * first; for the JDK's tcp:// and unix:// channels (and the TCP socket under tls://), which have none, the
+ * socket's descriptor is found once
  * ({@link SocketHandOff#descriptor}) and the kernel asked (poll POLLRDHUP, {@link DescriptorPassing#hungUp}),
  * which sees the peer's close even behind unread bytes. Made lazily, by the one thread that asks.
  */
@@ -29,16 +30,17 @@ public final class PeerHangup {
         }
         if (fd == -2) {
             fd = -1;
-            if (connection.socketChannel().isPresent() && connection.socketChannel().get().isOpen()) {
+            java.util.Optional<java.nio.channels.SocketChannel> ch = connection.livenessChannel();
+            if (ch.isPresent() && ch.get().isOpen()) {
                 try {
-                    OptionalInt found = SocketHandOff.descriptor(connection);
+                    OptionalInt found = SocketHandOff.descriptor(ch.get());
                     fd = found.orElse(-1);
                 } catch (IOException | RuntimeException e) {
                     fd = -1; // cannot tell: the reader waits for the budget as before
                 }
             }
         }
-        return fd >= 0 && connection.socketChannel().map(java.nio.channels.Channel::isOpen).orElse(false)
+        return fd >= 0 && connection.livenessChannel().map(java.nio.channels.Channel::isOpen).orElse(false)
                 && DescriptorPassing.hungUp(fd);
     }
 }

@@ -32,7 +32,11 @@ final class SocketHandOff {
         if (c.socketChannel().isEmpty()) {
             return OptionalInt.empty();
         }
-        SocketChannel ch = c.socketChannel().get();
+        return descriptor(c.socketChannel().get());
+    }
+
+    /** The descriptor of a JDK socket channel of this process (found by a linger mark). */
+    static OptionalInt descriptor(SocketChannel ch) throws IOException {
         synchronized (LOCK) {
             int mark = nextMark;
             nextMark = nextMark % MARKS + 1;

@@ -229,10 +229,12 @@ class ServerLimitsTest {
                 new io.gpusockets.backend.session.SessionLimits(d.maxLanes(), budget, d.maxCallBody(), d.chunkBytes(),
                         d.maxBulkBytes(), d.maxOutBytes(), true));
         server = new BackendServer(new DriverHost(driver, "test", 1, 13000), settings);
+        io.gpusockets.protocol.transport.TestCertificates certs = io.gpusockets.protocol.transport.TestCertificates.get();
         List<String> uris = List.of(server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString(),
-                server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString());
+                server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString(),
+                server.listen(TransportUri.parse("tls://127.0.0.1:0"), certs.serverOptions(false, false)).toString());
         for (String uri : uris) {
-            Peer p = Peer.session(uri);
+            Peer p = uri.startsWith("tls:") ? Peer.session(uri, certs.clientOptions(null)) : Peer.session(uri);
             p.channel.send(ApiTable.get().byName("cuCtxSynchronize").opcode(), 0, 1, 1, ByteBuffer.allocate(0));
             assertTrue(driver.entered.await(10, TimeUnit.SECONDS), "the lane is inside the driver");
             awaitTrue(() -> server.sessionCount() == 1, uri + ": one session");
@@ -297,7 +299,11 @@ class ServerLimitsTest {
 
         /** Connected and past SERVER_HELLO. */
         static Peer connect(String uri) throws IOException {
-            Peer p = new Peer(Transports.connect(TransportUri.parse(uri), Duration.ofSeconds(5)));
+            return connect(uri, io.gpusockets.protocol.transport.TransportOptions.NONE);
+        }
+
+        static Peer connect(String uri, io.gpusockets.protocol.transport.TransportOptions options) throws IOException {
+            Peer p = new Peer(Transports.connect(TransportUri.parse(uri), Duration.ofSeconds(5), options));
             FrameHeader h = p.channel.readHeader();
             assertEquals(Opcodes.SERVER_HELLO, h.opcode());
             p.channel.skipBody(h.length());
@@ -305,7 +311,12 @@ class ServerLimitsTest {
         }
 
         static Peer session(String uri) throws IOException {
-            Peer p = connect(uri);
+            return session(uri, io.gpusockets.protocol.transport.TransportOptions.NONE);
+        }
+
+        /** As {@link #session(String)}, with transport options (tls://). */
+        static Peer session(String uri, io.gpusockets.protocol.transport.TransportOptions options) throws IOException {
+            Peer p = connect(uri, options);
             assertEquals(Opcodes.WELCOME, p.hello(), () -> "refused: " + p.refusal);
             return p;
         }

@@ -55,6 +55,15 @@ public interface Connection extends Closeable {
         return java.util.Optional.empty();
     }
 
+    /**
+     * The JDK socket channel whose close by the peer means this connection's peer is gone, for asking the
+     * kernel about it without reading (a TLS connection has one though it cannot be handed over whole);
+     * by default {@link #socketChannel}. The connection owns it: nothing may read, write or close it.
+     */
+    default java.util.Optional<java.nio.channels.SocketChannel> livenessChannel() {
+        return socketChannel();
+    }
+
     /** Closes both directions; a thread blocked in read or write gets an IOException. Idempotent. */
     @Override
     void close();

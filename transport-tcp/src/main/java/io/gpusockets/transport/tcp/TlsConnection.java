@@ -233,6 +233,12 @@ final class TlsConnection implements Connection {
         return peer;
     }
 
+    /** The TCP socket under TLS: its peer's close is this connection's end (never handed over: TLS state is ours). */
+    @Override
+    public java.util.Optional<SocketChannel> livenessChannel() {
+        return java.util.Optional.of(channel);
+    }
+
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) {
