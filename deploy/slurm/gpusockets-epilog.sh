@@ -11,7 +11,7 @@ set -uo pipefail
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin
 
 conf=${GPUSOCKETS_SLURM_CONF:-/etc/gpusockets/slurm.conf}
-rundir=/run/gpusockets/slurm
+rundir=/run/gpusockets-slurm
 check=1
 wait_s=10
 gpusockets=/opt/gpusockets/bin/gpusockets

@@ -21,7 +21,7 @@ scheme=tcp
 backends=/etc/gpusockets/slurm-backends
 gres=rgpu
 scope=job
-rundir=/run/gpusockets/slurm
+rundir=/run/gpusockets-slurm
 
 log() {
     echo "gpusockets-prolog: job ${SLURM_JOB_ID:-?}: $*" >&2

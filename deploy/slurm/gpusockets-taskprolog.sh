@@ -8,7 +8,7 @@ set -uo pipefail
 PATH=${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin
 
 conf=${GPUSOCKETS_SLURM_CONF:-/etc/gpusockets/slurm.conf}
-rundir=/run/gpusockets/slurm
+rundir=/run/gpusockets-slurm
 if [[ -r $conf ]]; then
     value=$(sed -n 's/^[[:space:]]*GPUSOCKETS_SLURM_RUNDIR=[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$conf" | tail -n 1)
     rundir=${value:-$rundir}
