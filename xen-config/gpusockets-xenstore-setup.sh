@@ -126,9 +126,10 @@ for channel in "${channels[@]}"; do
     fi
     # The parent directories: this domain's only (n = no access for others).
     parent=${path%/*}
-    if [[ $parent == "$base" || $parent == "$base"/* ]]; then
+    if [[ -z ${base_done:-} ]] && [[ $parent == "$base" || $parent == "$base"/* ]]; then
         xenstore-write "$base" ""
         xenstore-chmod "$base" "n$self"
+        base_done=1
     fi
     xenstore-write "$path" ""
     # First entry: the owner (full access) and what others get; then the guest's read access.
