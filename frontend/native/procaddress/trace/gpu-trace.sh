@@ -11,7 +11,7 @@ shim=$(mktemp -d)
 nvcc -O2 -arch=sm_90 "$here/rt_start.cu" -o "$shim/rt_static" > "$out/nvcc.txt" 2>&1
 nvcc -O2 -arch=sm_90 -cudart shared "$here/rt_start.cu" -o "$shim/rt_shared" >> "$out/nvcc.txt" 2>&1
 {
-    for i in 1 2 3; do
+    for _ in 1 2 3; do
         echo "static: $("$shim/rt_static")"
         echo "shared: $("$shim/rt_shared")"
     done

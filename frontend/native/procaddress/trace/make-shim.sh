@@ -17,7 +17,7 @@ done
     echo "__attribute__((constructor)) static void shim_init(void) {"
     echo "    const char *path = getenv(\"GPUSOCKETS_REAL_LIBCUDA\");"
     echo "    real = dlopen(path ? path : \"$real\", RTLD_NOW | RTLD_LOCAL);"
-    echo "    if (!real) { fprintf(stderr, \"shim: %s\\n\", dlerror()); abort(); }"
+    printf '%s\n' "    if (!real) { fprintf(stderr, \"shim: %s\\n\", dlerror()); abort(); }"
     echo "    const char *lp = getenv(\"GPUSOCKETS_SHIM_LOG\");"
     echo "    shim_log = fopen(lp ? lp : \"/tmp/cuda-shim.log\", \"a\");"
     echo "    if (!shim_log) shim_log = stderr;"
