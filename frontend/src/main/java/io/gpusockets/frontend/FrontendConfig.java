@@ -16,7 +16,8 @@ import java.util.Map;
  * {@code NAME=value} line of {@value #CONFIG_FILE}:
  * <ul>
  *   <li>GPUSOCKETS_SERVER: backend URI(s), comma-separated; {@link FrontendDrivers} merges several
- *       into one device list;</li>
+ *       into one device list; {@code dns://NAME:PORT[?transport=tls]} stands for every address of NAME
+ *       ({@link DnsDiscovery}), resolved at each connect;</li>
  *   <li>GPUSOCKETS_CONNECT_TIMEOUT_MS: connect and handshake bound, default 5000;</li>
  *   <li>GPUSOCKETS_ASYNC: 0 turns off pipelining of asynchronous calls (each then waits for its reply);</li>
  *   <li>GPUSOCKETS_LOCAL_ANSWERS: 0 sends every call to the backend, the API table's known entries
@@ -88,6 +89,16 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
                             + ") are given but " + SERVER_ENV + " names " + s + ", which is plaintext: use tls://"
                             + s.substring(6));
                 }
+                if (DnsDiscovery.isDns(s) && DnsDiscovery.parse(s).transport().equals("tcp")) {
+                    throw new IllegalArgumentException("TLS settings (" + TLS_CA_ENV + ", " + TLS_KEY_STORE_ENV
+                            + ") are given but " + SERVER_ENV + " names " + s + ", whose backends are plaintext tcp://:"
+                            + " add ?transport=tls");
+                }
+            }
+        }
+        for (String s : servers) {
+            if (DnsDiscovery.isDns(s)) {
+                DnsDiscovery.parse(s); // a malformed dns:// URI fails here, before anything connects
             }
         }
         if (servers.isEmpty()) {
@@ -225,5 +236,9 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
 
     public FrontendConfig withServers(List<String> uris) {
         return new FrontendConfig(uris, connectTimeout, async, preSharedKey, identity, localAnswers, transportOptions);
+    }
+
+    public FrontendConfig withTransportOptions(TransportOptions options) {
+        return new FrontendConfig(servers, connectTimeout, async, preSharedKey, identity, localAnswers, options);
     }
 }

@@ -37,6 +37,12 @@ public final class TlsOptions {
     public static final TransportOptions.Key<Path> TRUST_PASSWORD_FILE =
             new TransportOptions.Key<>("tls.trustPasswordFile", Path.class);
 
+    /**
+     * Client only: the DNS name the server's certificate must carry, in place of the URI's host (also
+     * sent as SNI). dns:// discovery connects to each address of a name and verifies the name.
+     */
+    public static final TransportOptions.Key<String> SERVER_NAME = new TransportOptions.Key<>("tls.serverName", String.class);
+
     /** Listener only: refuse clients that present no certificate (needs {@link #TRUST}). Default false. */
     public static final TransportOptions.Key<Boolean> REQUIRE_CLIENT_CERTIFICATE =
             new TransportOptions.Key<>("tls.requireClientCertificate", Boolean.class);

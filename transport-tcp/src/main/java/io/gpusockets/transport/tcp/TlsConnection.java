@@ -90,12 +90,13 @@ final class TlsConnection implements Connection {
     }
 
     /**
-     * The connecting end: verifies the server's certificate against the context's trust and the name in
-     * {@code uri} (HTTPS endpoint identification: a DNS name or IP address in the certificate's SAN).
+     * The connecting end: verifies the server's certificate against the context's trust and
+     * {@code serverName}, the host of {@code uri} unless {@code TlsOptions.SERVER_NAME} says otherwise
+     * (HTTPS endpoint identification: a DNS name or IP address in the certificate's SAN).
      */
-    static TlsConnection client(SocketChannel channel, SSLContext context, TransportUri uri) throws IOException {
+    static TlsConnection client(SocketChannel channel, SSLContext context, TransportUri uri, String serverName) throws IOException {
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
-        SSLEngine engine = context.createSSLEngine(uri.host(), uri.port());
+        SSLEngine engine = context.createSSLEngine(serverName, uri.port());
         engine.setUseClientMode(true);
         SSLParameters p = engine.getSSLParameters();
         p.setProtocols(new String[] {PROTOCOL});

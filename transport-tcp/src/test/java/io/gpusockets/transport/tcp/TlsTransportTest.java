@@ -158,6 +158,26 @@ class TlsTransportTest {
         }
     }
 
+    /** dns:// discovery connects to an address and verifies the name it resolved (TlsOptions.SERVER_NAME). */
+    @Test
+    void aServerNameOptionIsVerifiedInsteadOfTheAddress() throws Exception {
+        try (Listener l = tls.listen(TransportUri.parse("tls://0.0.0.0:0"), certs.serverOptions(false, false))) {
+            int port = l.address().port();
+            Future<Connection> byName = acceptAndRead(l, ByteBuffer.allocate(1));
+            TransportOptions named = certs.clientOptions(null).with(TlsOptions.SERVER_NAME, "localhost");
+            try (Connection c = tls.connect(TransportUri.parse("tls://127.0.0.2:" + port), TIMEOUT, named)) {
+                c.write(ByteBuffer.allocate(1));
+                byName.get(TIMEOUT.toSeconds(), TimeUnit.SECONDS).close();
+            }
+
+            Future<Connection> refused = acceptAndRead(l, ByteBuffer.allocate(1));
+            IOException e = clientFailure(TransportUri.parse("tls://127.0.0.1:" + port),
+                    certs.clientOptions(null).with(TlsOptions.SERVER_NAME, "gpusockets-backend.example"));
+            assertTrue(e.getMessage().contains("hostname verification"), e.getMessage());
+            assertInstanceOf(SSLException.class, failureOf(refused));
+        }
+    }
+
     @Test
     void expiredClientCertificateIsRefusedOnBothEnds() throws Exception {
         assertClientCertificateRefused(certs.expiredClientKeyStore(), "validity");
