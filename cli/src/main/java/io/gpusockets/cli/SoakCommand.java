@@ -171,7 +171,7 @@ final class SoakCommand implements Callable<Integer> {
             Cu.check(monitor.cuInit(0), "cuInit");
             csv.println("seconds,rss_bytes,threads,descriptors,device_used_bytes,cycles,sessions,failures");
             try (PrimaryContext ctx = PrimaryContext.retain(monitor, 0)) {
-                before = deviceUsed(monitor);
+                before = steadyDeviceUsed(monitor);
                 for (int c = 0; c < clients; c++) {
                     int client = c;
                     threads.add(Thread.ofPlatform().name("soak-client-" + c).start(() ->
@@ -381,6 +381,24 @@ final class SoakCommand implements Callable<Integer> {
             }
             return -1;
         }
+    }
+
+    /**
+     * Device memory in use once it has held still for 2 s (at most 30 s of waiting): in isolation mode
+     * process the backend's idle workers make their contexts ahead as they start, which the figure the
+     * run ends against must include.
+     */
+    private static long steadyDeviceUsed(RemoteCudaDriver monitor) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        long last = deviceUsed(monitor);
+        int same = 0;
+        while (same < 4 && System.nanoTime() < deadline) {
+            Thread.sleep(500);
+            long now = deviceUsed(monitor);
+            same = now == last ? same + 1 : 0;
+            last = now;
+        }
+        return last;
     }
 
     /** Device memory in use once it is back to {@code expected}, or what it is after 30 s of waiting (sessions end asynchronously). */
