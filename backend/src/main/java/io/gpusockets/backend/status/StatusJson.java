@@ -108,7 +108,8 @@ public final class StatusJson {
         return string(name(b, name), v);
     }
 
-    static StringBuilder string(StringBuilder b, String s) {
+    /** Appends {@code s} as a JSON string (quoted, escaped). */
+    public static StringBuilder string(StringBuilder b, String s) {
         b.append('"');
         for (int i = 0; i < s.length(); i++) {
             char c = s.charAt(i);
