@@ -162,33 +162,43 @@ final class NativeSocketConnection implements Connection {
             throw closed();
         }
         try {
-            int wanted = dst.remaining();
-            while (dst.hasRemaining()) {
-                long n = receive(dst);
-                if (n > 0) {
-                    continue;
-                }
-                if (n == 0) {
-                    if (fd.isClosed()) {
-                        throw closed();
-                    }
-                    int got = wanted - dst.remaining();
-                    if (got == 0) {
-                        throw new EOFException("peer closed: " + peer.description());
-                    }
-                    throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
-                            + peer.description());
-                }
-                int errno = NativeSockets.errno(readState);
-                if (errno != Errno.EAGAIN) {
-                    throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
-                }
-                if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
-                    throw closed();
-                }
-            }
+            readLoop(dst, this::receive);
         } finally {
             fd.release();
+        }
+    }
+
+    /** One receive into a buffer: bytes taken (the buffer advanced), 0 at end of stream, -1 with errno in readState. */
+    private interface Receive {
+        long into(ByteBuffer dst) throws IOException;
+    }
+
+    /** Receives until {@code dst} is full, waiting for the socket when it has nothing; the caller holds {@link #fd}. */
+    private void readLoop(ByteBuffer dst, Receive receive) throws IOException {
+        int wanted = dst.remaining();
+        while (dst.hasRemaining()) {
+            long n = receive.into(dst);
+            if (n > 0) {
+                continue;
+            }
+            if (n == 0) {
+                if (fd.isClosed()) {
+                    throw closed();
+                }
+                int got = wanted - dst.remaining();
+                if (got == 0) {
+                    throw new EOFException("peer closed: " + peer.description());
+                }
+                throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
+                        + peer.description());
+            }
+            int errno = NativeSockets.errno(readState);
+            if (errno != Errno.EAGAIN) {
+                throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
+            }
+            if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                throw closed();
+            }
         }
     }
 
@@ -293,16 +303,15 @@ final class NativeSocketConnection implements Connection {
             MemorySegment one = arena.allocate(SockAddr.IOVEC);
             hdr.set(ADDRESS, SockAddr.MSG_IOV, one);
             hdr.set(JAVA_LONG, SockAddr.MSG_IOVLEN, 1);
-            int wanted = dst.remaining();
-            while (dst.hasRemaining()) {
-                one.set(ADDRESS, SockAddr.IOV_BASE, MemorySegment.ofBuffer(dst));
-                one.set(JAVA_LONG, SockAddr.IOV_LEN, dst.remaining());
+            readLoop(dst, d -> {
+                one.set(ADDRESS, SockAddr.IOV_BASE, MemorySegment.ofBuffer(d));
+                one.set(JAVA_LONG, SockAddr.IOV_LEN, d.remaining());
                 control.fill((byte) 0);
                 hdr.set(ADDRESS, SockAddr.MSG_CONTROL, control);
                 hdr.set(JAVA_LONG, SockAddr.MSG_CONTROLLEN, space);
                 long n = NativeSockets.recvmsg(readState, fd.fd(), hdr);
                 if (n > 0) {
-                    dst.position(dst.position() + (int) n);
+                    d.position(d.position() + (int) n);
                     long controlLen = hdr.get(JAVA_LONG, SockAddr.MSG_CONTROLLEN);
                     if (controlLen >= SockAddr.CMSG_DATA
                             && control.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.CMSG_LEVEL) == NativeSockets.SOL_SOCKET
@@ -315,27 +324,9 @@ final class NativeSocketConnection implements Connection {
                     if ((hdr.get(java.lang.foreign.ValueLayout.JAVA_INT, SockAddr.MSG_FLAGS) & SockAddr.MSG_CTRUNC) != 0) {
                         throw new IOException("more than " + maxFds + " descriptors came from " + peer.description());
                     }
-                    continue;
                 }
-                if (n == 0) {
-                    if (fd.isClosed()) {
-                        throw closed();
-                    }
-                    int got = wanted - dst.remaining();
-                    if (got == 0) {
-                        throw new EOFException("peer closed: " + peer.description());
-                    }
-                    throw new IOException("peer closed mid-read after " + got + " of " + wanted + " bytes: "
-                            + peer.description());
-                }
-                int errno = NativeSockets.errno(readState);
-                if (errno != Errno.EAGAIN) {
-                    throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
-                }
-                if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
-                    throw closed();
-                }
-            }
+                return n;
+            });
         } finally {
             fd.release();
         }
