@@ -3,17 +3,12 @@ package io.gpusockets.backend.session;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.transport.Connection;
-import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.wire.FrameChannel;
 import io.gpusockets.protocol.wire.FrameHeader;
-import java.io.EOFException;
-import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -80,9 +75,7 @@ final class DispatchKit {
     }
 
     /** Keeps each reply by request id. */
-    private final class ReplyConnection implements Connection {
-        private final CountDownLatch closed = new CountDownLatch(1);
-
+    private final class ReplyConnection extends SessionTestKit.QuietConnection {
         @Override
         public void write(ByteBuffer... srcs) {
             int n = 0;
@@ -103,31 +96,6 @@ final class DispatchKit {
                 int result = all.getInt();
                 replies.put(request, new Reply(result, all.slice().order(ByteOrder.LITTLE_ENDIAN)));
             }
-        }
-
-        @Override
-        public void readFully(ByteBuffer dst) throws IOException {
-            try {
-                closed.await();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-            throw new EOFException("closed");
-        }
-
-        @Override
-        public PeerInfo peer() {
-            return PeerInfo.of("test-peer");
-        }
-
-        @Override
-        public boolean peerClosed() {
-            return false;
-        }
-
-        @Override
-        public void close() {
-            closed.countDown();
         }
     }
 }

@@ -132,7 +132,7 @@ final class SessionTestKit {
     }
 
     /** A connection whose reads wait until it is closed, whose writes are dropped, and whose peer can be made to vanish. */
-    static final class QuietConnection implements Connection {
+    static class QuietConnection implements Connection {
         private final CountDownLatch closed = new CountDownLatch(1);
         volatile boolean peerClosed;
 
