@@ -20,7 +20,7 @@ import java.util.function.IntConsumer;
  *   RELEASE   byte kind, long n
  *   REJECTED  string what                       LIMITS   the tenant's limits after a reload
  *   USED      long request
- *   STATS     SessionTicket-free figures of its session, once a second (see {@link #putStats})
+ *   STATS     its session's figures, once a second ({@link io.gpusockets.backend.status.SessionFigures})
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8
  * </pre>
  */
@@ -42,16 +42,6 @@ final class ControlMessages {
     static final int MAX_BYTES = 64 << 10;
 
     private ControlMessages() {
-    }
-
-    /**
-     * A STATS message's fields: device memory, streams, calls, calls/s, bytes in and out, their rates per
-     * second, window bytes (as {@link io.gpusockets.backend.status.SessionSnapshot} names them).
-     */
-    static void putStats(ByteBuffer b, long memoryBytes, int streams, long calls, double callsPerSecond, long bytesIn,
-                         long bytesOut, double bytesInPerSecond, double bytesOutPerSecond, long windowBytes) {
-        b.putLong(memoryBytes).putInt(streams).putLong(calls).putDouble(callsPerSecond).putLong(bytesIn).putLong(bytesOut)
-                .putDouble(bytesInPerSecond).putDouble(bytesOutPerSecond).putLong(windowBytes);
     }
 
     /** A buffer to fill with one message's fields after its length and type. */

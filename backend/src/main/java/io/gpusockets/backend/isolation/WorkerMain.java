@@ -104,11 +104,8 @@ public final class WorkerMain {
     static boolean sendStats(Session s, FrontTenantAccount front) {
         long now = System.nanoTime();
         s.stats().sample(now);
-        io.gpusockets.backend.session.SessionStats.Totals t = s.stats().totals();
-        io.gpusockets.backend.session.SessionStats.Rates r = s.stats().rates(now);
         ByteBuffer m = ControlMessages.start(ControlMessages.STATS);
-        ControlMessages.putStats(m, s.memoryBytes(), s.streamCount(), t.calls(), r.calls(), t.bytesIn(), t.bytesOut(),
-                r.bytesIn(), r.bytesOut(), s.windowBytes());
+        io.gpusockets.backend.status.SessionFigures.of(s, now).encode(m);
         return front.send(m);
     }
 

@@ -377,9 +377,7 @@ public final class Workers implements AutoCloseable {
                     }
                     case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
                     case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
-                    case ControlMessages.STATS -> w.figures = new long[] {m.getLong(), m.getInt(), m.getLong(),
-                            Double.doubleToRawLongBits(m.getDouble()), m.getLong(), m.getLong(),
-                            Double.doubleToRawLongBits(m.getDouble()), Double.doubleToRawLongBits(m.getDouble()), m.getLong()};
+                    case ControlMessages.STATS -> w.figures = io.gpusockets.backend.status.SessionFigures.decode(m);
                     default -> throw new IOException("unknown control message " + type);
                 }
             }
@@ -515,8 +513,8 @@ public final class Workers implements AutoCloseable {
         volatile long handedAtNanos;
         /** Listed by {@link Workers#sessions} (from the hand-over until its end is reported). */
         volatile boolean shown;
-        /** The worker's last STATS fields, in {@link ControlMessages#putStats}'s order (doubles as raw bits), or null. */
-        volatile long[] figures;
+        /** What the worker's last STATS message said of its session. */
+        volatile io.gpusockets.backend.status.SessionFigures figures = io.gpusockets.backend.status.SessionFigures.NONE;
 
         /** Its session as status shows it, or null when it has none. */
         io.gpusockets.backend.status.SessionSnapshot snapshot(long nowNanos) {
@@ -524,11 +522,8 @@ public final class Workers implements AutoCloseable {
             if (t == null) {
                 return null;
             }
-            long[] f = figures != null ? figures : new long[9];
-            double seconds = (nowNanos - handedAtNanos) / 1e9;
-            return new io.gpusockets.backend.status.SessionSnapshot(t.sessionId(), t.tenant(), t.peer().transport(),
-                    t.peer().description(), f[0], (int) f[1], f[2], Double.longBitsToDouble(f[3]), f[4], f[5],
-                    Double.longBitsToDouble(f[6]), Double.longBitsToDouble(f[7]), f[8], seconds);
+            return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(), t.peer().description(),
+                    (nowNanos - handedAtNanos) / 1e9);
         }
 
         Worker(Process process, boolean claimed) {

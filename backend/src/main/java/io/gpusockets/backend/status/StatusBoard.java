@@ -2,7 +2,6 @@ package io.gpusockets.backend.status;
 
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.Session;
-import io.gpusockets.backend.session.SessionStats;
 import io.gpusockets.backend.tenant.Tenant;
 import io.gpusockets.backend.tenant.TenantAccount;
 import java.util.ArrayList;
@@ -123,12 +122,8 @@ public final class StatusBoard implements AutoCloseable {
         long now = System.nanoTime();
         List<SessionSnapshot> out = new ArrayList<>(live.size());
         for (Session s : live) {
-            SessionStats st = s.stats();
-            SessionStats.Totals t = st.totals();
-            SessionStats.Rates r = st.rates(now);
-            out.add(new SessionSnapshot(s.id(), s.tenant().name(), st.transport(), s.peer(), s.memoryBytes(),
-                    s.streamCount(), t.calls(), r.calls(), t.bytesIn(), t.bytesOut(), r.bytesIn(), r.bytesOut(),
-                    s.windowBytes(), st.ageSeconds(now)));
+            out.add(SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(), s.peer(),
+                    s.stats().ageSeconds(now)));
         }
         out.sort(Comparator.comparingLong(SessionSnapshot::id));
         return out;
