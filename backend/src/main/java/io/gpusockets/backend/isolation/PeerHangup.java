@@ -18,6 +18,8 @@ public final class PeerHangup {
     private final Connection connection;
     /** The socket's descriptor: -2 not yet looked for, -1 none to be had. */
     private int fd = -2;
+    /** The channel that owns {@link #fd} (while it is open, the descriptor is that socket's). */
+    private java.nio.channels.SocketChannel channel;
 
     public PeerHangup(Connection connection) {
         this.connection = connection;
@@ -30,17 +32,16 @@ public final class PeerHangup {
         }
         if (fd == -2) {
             fd = -1;
-            java.util.Optional<java.nio.channels.SocketChannel> ch = connection.livenessChannel();
-            if (ch.isPresent() && ch.get().isOpen()) {
+            channel = connection.livenessChannel().orElse(null);
+            if (channel != null && channel.isOpen()) {
                 try {
-                    OptionalInt found = SocketHandOff.descriptor(ch.get());
+                    OptionalInt found = SocketHandOff.descriptor(channel);
                     fd = found.orElse(-1);
                 } catch (IOException | RuntimeException e) {
                     fd = -1; // cannot tell: the reader waits for the budget as before
                 }
             }
         }
-        return fd >= 0 && connection.livenessChannel().map(java.nio.channels.Channel::isOpen).orElse(false)
-                && DescriptorPassing.hungUp(fd);
+        return fd >= 0 && channel.isOpen() && DescriptorPassing.hungUp(fd);
     }
 }
