@@ -165,8 +165,9 @@ final class BackendProcess implements AutoCloseable {
         throw new AssertionError("backend never logged '" + text + "'; log:\n" + String.join("\n", output));
     }
 
+    /** The backend's output lines so far: a snapshot (a view of the live list would fail when a line comes meanwhile). */
     List<String> output() {
-        return output;
+        return List.copyOf(output);
     }
 
     @Override

@@ -137,7 +137,7 @@ class CudaProgramsTest {
         List<String> since;
         do {
             List<String> all = backend.output();
-            since = List.copyOf(all.subList(from, all.size()));
+            since = all.subList(from, all.size());
             if (Collections.indexOfSubList(since, lines) >= 0) {
                 return;
             }
