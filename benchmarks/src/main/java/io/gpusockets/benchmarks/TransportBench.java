@@ -50,6 +50,8 @@ public final class TransportBench implements Callable<Integer> {
     DeviceChoice device;
 
     private final PrintStream console = System.out;
+    /** CPU µs per round trip of each round-trip workload, by "scheme/workload" (both ends run in this process). */
+    private final Map<String, Double> cpuPerRoundTrip = new LinkedHashMap<>();
 
     /** Iteration counts; {@code --quick} divides them. */
     record Sizes(int pingWarmup, int pings, int streamWarmup, int streamChunks, int copyWarmup, int copies) {
@@ -99,6 +101,8 @@ public final class TransportBench implements Callable<Integer> {
             console.print(table.text(t));
             console.println();
         }
+        String cpu = cpuTable();
+        console.print(cpu);
         List<Targets.Verdict> verdicts = Targets.check(table);
         console.println("DESIGN §10 targets:");
         verdicts.forEach(v -> console.println("  " + v));
@@ -109,7 +113,7 @@ public final class TransportBench implements Callable<Integer> {
         if (out != null) {
             Files.createDirectories(out);
             Files.writeString(out.resolve("results.csv"), table.csv());
-            Files.writeString(out.resolve("results.md"), markdown(machine, table, verdicts, notes));
+            Files.writeString(out.resolve("results.md"), markdown(machine, table, verdicts, notes) + "\n```\n" + cpu + "```\n");
             console.println("bench-transports: wrote " + out.resolve("results.csv") + " and " + out.resolve("results.md"));
         }
         return failed ? 1 : 0;
@@ -145,12 +149,16 @@ public final class TransportBench implements Callable<Integer> {
             if (!pingPongs.isEmpty()) {
                 ok &= step(scheme, "round trips: " + s.pingWarmup() + " warm-up + " + s.pings() + " measured each, in "
                         + ROUNDS + " interleaved rounds", notes, () -> {
-                    Map<String, Histogram> h = interleave(pingPongs, s);
+                    Map<String, Long> cpu = new LinkedHashMap<>();
+                    Map<String, Histogram> h = interleave(pingPongs, s.pingWarmup(), s.pings(), cpu);
                     StringBuilder summary = new StringBuilder();
                     for (var e : h.entrySet()) {
                         Latency l = Latency.of(e.getValue());
                         table.add(Measurement.latency(scheme, e.getKey(), l, baselines(e.getKey(), plainSocket)));
-                        summary.append(String.format("%n    %-20s %s", e.getKey(), latency(l)));
+                        double cpuMicros = cpu.get(e.getKey()) / 1e3 / l.count();
+                        cpuPerRoundTrip.put(scheme + "/" + e.getKey(), cpuMicros);
+                        summary.append(String.format(Locale.ROOT, "%n    %-20s %s, cpu %.2f µs per round trip",
+                                e.getKey(), latency(l), cpuMicros));
                     }
                     return "done" + summary;
                 });
@@ -198,19 +206,59 @@ public final class TransportBench implements Callable<Integer> {
 
     /** {@code warmup} untimed round trips each, then {@code pings} each in ROUNDS interleaved rounds. */
     static Map<String, Histogram> interleave(Map<String, PingPong> pingPongs, int warmup, int pings) throws Exception {
+        return interleave(pingPongs, warmup, pings, new LinkedHashMap<>());
+    }
+
+    /**
+     * As above, and adds to {@code cpuNanos} the CPU time this process spent (every thread: both ends of
+     * each workload run here) during each workload's measured rounds. Unlike the latencies, CPU time
+     * per round trip hardly moves when other processes compete for the cores, so it is the figure that
+     * compares two builds on a busy machine ({@code scripts/bench compare}).
+     */
+    static Map<String, Histogram> interleave(Map<String, PingPong> pingPongs, int warmup, int pings,
+                                             Map<String, Long> cpuNanos) throws Exception {
         Map<String, Histogram> out = new LinkedHashMap<>();
         for (var e : pingPongs.entrySet()) {
             e.getValue().roundTrips(warmup, null);
             out.put(e.getKey(), new Histogram(3));
+            cpuNanos.put(e.getKey(), 0L);
         }
         for (int r = 0; r < ROUNDS; r++) {
             int n = pings / ROUNDS + (r < pings % ROUNDS ? 1 : 0);
             for (var e : pingPongs.entrySet()) {
+                long c0 = processCpuNanos();
                 e.getValue().roundTrips(n, out.get(e.getKey()));
+                cpuNanos.merge(e.getKey(), processCpuNanos() - c0, Long::sum);
             }
         }
         return out;
     }
+
+    /**
+     * CPU time of this process so far (user and system, every thread), in nanoseconds:
+     * clock_gettime(CLOCK_PROCESS_CPUTIME_ID) through FFM, exact to the nanosecond, where the JDK's
+     * OperatingSystemMXBean.getProcessCpuTime counts in clock ticks (10 ms here), too coarse for rounds
+     * of a few hundred round trips.
+     */
+    static long processCpuNanos() {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment ts = a.allocate(16, 8);
+            int r = (int) CLOCK_GETTIME.invokeExact(CLOCK_PROCESS_CPUTIME_ID, ts);
+            if (r != 0) {
+                throw new IllegalStateException("clock_gettime(CLOCK_PROCESS_CPUTIME_ID) returned " + r);
+            }
+            return ts.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0) * 1_000_000_000L
+                    + ts.get(java.lang.foreign.ValueLayout.JAVA_LONG, 8);
+        } catch (Throwable t) {
+            throw t instanceof RuntimeException re ? re : new IllegalStateException(t);
+        }
+    }
+
+    private static final int CLOCK_PROCESS_CPUTIME_ID = 2;
+    private static final java.lang.invoke.MethodHandle CLOCK_GETTIME = java.lang.foreign.Linker.nativeLinker()
+            .downcallHandle(java.lang.foreign.Linker.nativeLinker().defaultLookup().find("clock_gettime").orElseThrow(),
+                    java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.JAVA_INT,
+                            java.lang.foreign.ValueLayout.JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS));
 
     private static String[] baselines(String workload, boolean plainSocket) {
         return switch (workload) {
@@ -279,6 +327,37 @@ public final class TransportBench implements Callable<Integer> {
         return String.format(Locale.ROOT, "%d cores (%s), JDK %s (%s), %s, backend device: %s",
                 Runtime.getRuntime().availableProcessors(), cpu, System.getProperty("java.runtime.version"),
                 System.getProperty("java.vm.name"), LocalDate.now(), device);
+    }
+
+    /**
+     * The CPU table: per scheme, CPU µs per round trip of each round-trip workload, and the null call's
+     * excess over the frame ping-pong on the same connection kind ("own": what GPUsockets' session,
+     * dispatch and client code cost per call, both ends together). Empty when no round trip was measured.
+     */
+    private String cpuTable() {
+        StringBuilder t = new StringBuilder();
+        List<String> done = new ArrayList<>();
+        for (String key : cpuPerRoundTrip.keySet()) {
+            String scheme = key.substring(0, key.indexOf('/'));
+            if (done.contains(scheme)) {
+                continue;
+            }
+            done.add(scheme);
+            Double nul = cpuPerRoundTrip.get(scheme + "/" + Workloads.NULL_CALL);
+            Double frame = cpuPerRoundTrip.get(scheme + "/" + Workloads.FRAME_PING_PONG);
+            Double sock = cpuPerRoundTrip.get(scheme + "/" + Workloads.SOCKET_PING_PONG);
+            t.append(String.format(Locale.ROOT, "cpu-per-round-trip %-8s socket %s  frame %s  null-call %s  own %s%n",
+                    scheme, cpuMicros(sock), cpuMicros(frame), cpuMicros(nul),
+                    nul != null && frame != null ? cpuMicros(nul - frame) : "-"));
+        }
+        if (t.isEmpty()) {
+            return "";
+        }
+        return "CPU µs per round trip (both ends, this process; own = null-call - frame):\n" + t + "\n";
+    }
+
+    private static String cpuMicros(Double v) {
+        return v == null ? "-" : String.format(Locale.ROOT, "%.2f", v);
     }
 
     static String markdown(String machine, ResultTable table, List<Targets.Verdict> verdicts, List<String> notes) {
