@@ -153,7 +153,7 @@ public final class RawBaselines {
         }
 
         private void echo() {
-            try (FrameChannel ch = new FrameChannel(listener.accept())) {
+            try (FrameChannel ch = new FrameChannel(servedByThisThread(listener.accept()))) {
                 ByteBuffer b = ByteBuffer.allocateDirect(PING_BYTES).order(ByteOrder.LITTLE_ENDIAN);
                 while (true) {
                     FrameHeader h = ch.readHeader();
@@ -197,6 +197,21 @@ public final class RawBaselines {
     }
 
     /**
+     * An accepted connection that a platform thread serves from the start, as the backend's sessions are
+     * served once their handshake is done ({@link Connection#platformThreadsOnly}): the baselines measure the
+     * transport as a session uses it.
+     */
+    private static Connection servedByThisThread(Connection accepted) throws IOException {
+        try {
+            accepted.platformThreadsOnly();
+            return accepted;
+        } catch (IOException | RuntimeException e) {
+            accepted.close();
+            throw e;
+        }
+    }
+
+    /**
      * GB/s of {@code chunks} 1 MiB writes over a Connection, timed from the first write to the reader's
      * one-byte acknowledgement of the last (after {@code warmupChunks} untimed).
      */
@@ -204,7 +219,7 @@ public final class RawBaselines {
         try (Listener listener = Transports.listen(listen)) {
             AtomicReference<Throwable> failure = new AtomicReference<>();
             Thread sink = Thread.ofPlatform().daemon().name("bench-stream-sink").start(() -> {
-                try (Connection c = listener.accept()) {
+                try (Connection c = servedByThisThread(listener.accept())) {
                     ByteBuffer count = ByteBuffer.allocateDirect(Integer.BYTES);
                     ByteBuffer chunk = ByteBuffer.allocateDirect(STREAM_CHUNK);
                     while (true) {

@@ -61,6 +61,7 @@ public final class WorkerMain {
         SessionTicket t = SessionTicket.decode(m);
         FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
         Connection connection = DescriptorPassing.adopt(fd[0], t.peer());
+        connection.platformThreadsOnly(); // the session's reader and lanes are platform threads: reads wait in the kernel
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
                 (t.features() & Handshake.FEATURE_ASYNC) != 0, null, contexts, tenant);
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {

@@ -314,6 +314,17 @@ public final class BackendServer implements AutoCloseable {
             c.close();
             return null;
         }
+        try {
+            // The handshake may have run on a virtual thread; the session's reader and lanes are platform
+            // threads, which the transport may now let wait in the kernel (one system call per read).
+            c.platformThreadsOnly();
+        } catch (IOException | RuntimeException e) {
+            refusals.log(Level.WARNING, () -> "session with " + peer + " not started: " + e.getMessage());
+            sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
+            c.close();
+            return null;
+        }
         if (closed) {
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();

@@ -322,6 +322,90 @@ public abstract class TransportConformanceSuite {
         assertInstanceOf(IOException.class, failureOf(writing, "blocked write after close()"));
     }
 
+    // ---- the accepting end after its handshake: served by platform threads alone (Connection.platformThreadsOnly)
+
+    /**
+     * A handshake's exchange on a virtual thread, then {@link Connection#platformThreadsOnly}: a link
+     * whose accepting end from then on is read and written by platform threads, as a backend session's.
+     */
+    private Link servedLink() throws Exception {
+        Link link = link();
+        Future<?> handshake = threads.submit(() -> {
+            Frame hello = receive(link.server());
+            link.server().send(hello.header().opcode(), FrameHeader.FLAG_REPLY, 0, hello.header().requestId(), hello.body());
+            link.server().connection().platformThreadsOnly();
+            return null;
+        });
+        link.client().send(OPCODE, 0, 0, 1, FramePattern.of(0, 1, 48));
+        assertPattern(receive(link.client()));
+        resultOf(handshake, "handshake on a virtual thread");
+        return link;
+    }
+
+    @Test
+    @Timeout(30)
+    void servedByPlatformThreadsAfterAHandshakeOnAVirtualThread() throws Exception {
+        Link link = servedLink();
+        Future<?> echo = platformThreads.submit(() -> {
+            for (int i = 0; i < 200; i++) {
+                Frame f = receive(link.server());
+                link.server().send(f.header().opcode(), FrameHeader.FLAG_REPLY, f.header().lane(), f.header().requestId(), f.body());
+            }
+            return null;
+        });
+        for (int i = 0; i < 200; i++) {
+            int size = i % 2 == 0 ? 64 : 1 << 20;
+            link.client().send(OPCODE, 0, 1, i, FramePattern.of(1, i, size));
+            Frame back = receive(link.client());
+            assertEquals(i, back.header().requestId());
+            assertEquals(size, back.header().length());
+            assertPattern(back);
+        }
+        resultOf(echo, "echo on a platform thread");
+    }
+
+    @Test
+    @Timeout(10)
+    void closeUnblocksAServedEndsBlockedReader() throws Exception {
+        Link link = servedLink();
+        Future<FrameHeader> reading = platformThreads.submit(() -> link.server().readHeader());
+        assertStillBlocked(reading, Duration.ofMillis(100), "read with nothing sent");
+        link.server().close();
+        assertInstanceOf(IOException.class, failureOf(reading, "blocked read after close()"));
+    }
+
+    @Test
+    @Timeout(20)
+    void closeUnblocksAServedEndsBlockedWriter() throws Exception {
+        Link link = servedLink();
+        AtomicLong sent = new AtomicLong();
+        Future<?> writing = platformThreads.submit(() -> floodUntilFailure(link.server(), sent));
+        awaitStall(sent::get);
+        assertFalse(writing.isDone(), "writer should be blocked on a full pipe");
+        link.server().close();
+        assertInstanceOf(IOException.class, failureOf(writing, "blocked write after close()"));
+    }
+
+    @Test
+    @Timeout(10)
+    void aServedEndsBlockedReaderSeesEofWhenPeerCloses() throws Exception {
+        Link link = servedLink();
+        Future<FrameHeader> reading = platformThreads.submit(() -> link.server().readHeader());
+        assertStillBlocked(reading, Duration.ofMillis(100), "read with nothing sent");
+        link.client().close();
+        assertInstanceOf(EOFException.class, failureOf(reading, "blocked read after the peer closed"));
+    }
+
+    @Test
+    @Timeout(10)
+    void closeUnblocksAnAcceptingEndsReadWaitingInItsHandshake() throws Exception {
+        Link link = link();
+        Future<FrameHeader> reading = threads.submit(() -> link.server().readHeader());
+        assertStillBlocked(reading, Duration.ofMillis(100), "handshake read with nothing sent");
+        link.server().close();
+        assertInstanceOf(IOException.class, failureOf(reading, "handshake read after close()"));
+    }
+
     @Test
     @Timeout(10)
     void closedConnectionRefusesIoAndClosesAgainQuietly() throws Exception {

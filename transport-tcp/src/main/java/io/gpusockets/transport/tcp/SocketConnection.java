@@ -14,7 +14,9 @@ import java.util.OptionalInt;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A {@link Connection} over a blocking {@link SocketChannel}, TCP or unix.
+ * A {@link Connection} over a {@link SocketChannel}, TCP or unix: in blocking mode on the connecting end;
+ * on the accepting end read and written through the {@link ChannelReactor} until
+ * {@link #platformThreadsOnly}, then in blocking mode ({@link ChannelAccess}).
  *
  * <p>Writers are serialized by a lock held across the whole gathering write, so one call's bytes stay
  * together even when the kernel takes them in several pieces. A write that fails part way has torn its
@@ -26,33 +28,35 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class SocketConnection implements Connection {
     private final SocketChannel channel;
+    private final ChannelAccess io;
     private final PeerInfo peer;
     private final ReentrantLock writeLock = new ReentrantLock();
 
-    private SocketConnection(SocketChannel channel, PeerInfo peer) {
-        this.channel = channel;
+    private SocketConnection(ChannelAccess io, PeerInfo peer) {
+        this.channel = io.channel();
+        this.io = io;
         this.peer = peer;
     }
 
     /** Nagle off: a frame is a whole message, and holding back a small request only adds latency. */
-    static SocketConnection tcp(SocketChannel channel) throws IOException {
-        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
-        String remote = Endpoint.tcpText((InetSocketAddress) channel.getRemoteAddress());
-        return new SocketConnection(channel, PeerInfo.of(remote));
+    static SocketConnection tcp(ChannelAccess io) throws IOException {
+        io.channel().setOption(StandardSocketOptions.TCP_NODELAY, true);
+        String remote = Endpoint.tcpText((InetSocketAddress) io.channel().getRemoteAddress());
+        return new SocketConnection(io, PeerInfo.of(remote));
     }
 
     /** {@code address} is the listener's URI on both ends: an accepted unix peer has no address of its own. */
-    static SocketConnection unix(SocketChannel channel, TransportUri address) {
-        OptionalInt uid = UnixPeerUid.of(channel);
+    static SocketConnection unix(ChannelAccess io, TransportUri address) {
+        OptionalInt uid = UnixPeerUid.of(io.channel());
         String who = uid.isPresent() ? "uid " + uid.getAsInt() : "uid unknown";
-        return new SocketConnection(channel, new PeerInfo(address + " (" + who + ")", uid));
+        return new SocketConnection(io, new PeerInfo(address + " (" + who + ")", uid));
     }
 
     @Override
     public void write(ByteBuffer... srcs) throws IOException {
         writeLock.lock();
         try {
-            ChannelIo.writeFully(channel, srcs);
+            ChannelIo.writeFully(io, srcs);
         } catch (IOException e) {
             close();
             throw e;
@@ -63,7 +67,12 @@ final class SocketConnection implements Connection {
 
     @Override
     public void readFully(ByteBuffer dst) throws IOException {
-        ChannelIo.readFully(channel, dst, peer.description());
+        ChannelIo.readFully(io, dst, peer.description());
+    }
+
+    @Override
+    public void platformThreadsOnly() throws IOException {
+        io.platformThreadsOnly();
     }
 
     @Override
@@ -79,7 +88,7 @@ final class SocketConnection implements Connection {
     @Override
     public void close() {
         try {
-            channel.close();
+            io.close();
         } catch (IOException ignored) {
             // the descriptor is released even when close reports an error
         }

@@ -14,7 +14,9 @@ import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A bound {@link ServerSocketChannel} in blocking mode. {@link #close()} unblocks a thread in
+ * A bound {@link ServerSocketChannel} in blocking mode; the channels it accepts start in non-blocking mode,
+ * read and written by the {@link ChannelReactor} until the backend serves them on platform threads alone
+ * ({@link ChannelAccess}). {@link #close()} unblocks a thread in
  * {@link #accept()} with an {@link java.nio.channels.AsynchronousCloseException}; a unix listener then
  * removes its socket file.
  */
@@ -25,7 +27,7 @@ final class SocketListener implements Listener {
     /** Turns an accepted channel into a Connection for the listener's scheme. */
     @FunctionalInterface
     interface Wrapper {
-        Connection wrap(SocketChannel accepted) throws IOException;
+        Connection wrap(ChannelAccess accepted) throws IOException;
     }
 
     private final ServerSocketChannel server;
@@ -81,7 +83,7 @@ final class SocketListener implements Listener {
     public Connection accept() throws IOException {
         SocketChannel accepted = server.accept();
         try {
-            return wrapper.wrap(accepted);
+            return wrapper.wrap(ChannelAccess.accepted(accepted));
         } catch (IOException | RuntimeException e) {
             accepted.close();
             throw e;

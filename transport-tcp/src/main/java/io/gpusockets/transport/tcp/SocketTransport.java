@@ -11,8 +11,8 @@ import java.util.Objects;
 import java.util.Set;
 
 /**
- * {@code tcp://host:port} and {@code unix:///path}: JDK stream sockets in blocking mode, one
- * {@link SocketConnection} per socket. Found by {@link io.gpusockets.protocol.transport.Transports}
+ * {@code tcp://host:port} and {@code unix:///path}: JDK stream sockets, one {@link SocketConnection} per
+ * socket (blocking mode, but for an accepted one's handshake: see {@link ChannelAccess}). Found by {@link io.gpusockets.protocol.transport.Transports}
  * through {@link java.util.ServiceLoader}.
  *
  * <p>Host names are resolved before the connect timeout starts, so a slow resolver is not covered by it.
@@ -39,7 +39,8 @@ public final class SocketTransport implements Transport {
         }
         SocketChannel channel = TimedConnect.open(endpoint, timeout);
         try {
-            return endpoint.isUnix() ? SocketConnection.unix(channel, uri) : SocketConnection.tcp(channel);
+            ChannelAccess io = ChannelAccess.direct(channel);
+            return endpoint.isUnix() ? SocketConnection.unix(io, uri) : SocketConnection.tcp(io);
         } catch (IOException | RuntimeException e) {
             channel.close();
             throw e;

@@ -24,7 +24,8 @@ import javax.net.ssl.SSLPeerUnverifiedException;
 import javax.security.auth.x500.X500Principal;
 
 /**
- * A {@link Connection} protected by TLS 1.3: a JDK {@link SSLEngine} over a blocking {@link SocketChannel}.
+ * A {@link Connection} protected by TLS 1.3: a JDK {@link SSLEngine} over a {@link SocketChannel} (in blocking
+ * mode, but while an accepted end's handshakes run: {@link ChannelAccess}).
  * It owns the engine, the ciphertext buffers of both directions and the plaintext a record brought beyond
  * what the reader asked for.
  *
@@ -56,6 +57,8 @@ final class TlsConnection implements Connection {
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
 
     private final SocketChannel channel;
+    /** How the ciphertext reaches the channel (through the reactor while an accepted end's handshakes run). */
+    private final ChannelAccess io;
     private final SSLEngine engine;
     private final String description;
     private final ReentrantLock readLock = new ReentrantLock();
@@ -78,8 +81,9 @@ final class TlsConnection implements Connection {
     /** Why the handshake failed, for every later read and write. */
     private volatile IOException handshakeFailure;
 
-    private TlsConnection(SocketChannel channel, SSLEngine engine, String description) {
-        this.channel = channel;
+    private TlsConnection(ChannelAccess io, SSLEngine engine, String description) {
+        this.channel = io.channel();
+        this.io = io;
         this.engine = engine;
         this.description = description;
         this.peer = PeerInfo.of(description);
@@ -94,19 +98,20 @@ final class TlsConnection implements Connection {
      * {@code serverName}, the host of {@code uri} unless {@code TlsOptions.SERVER_NAME} says otherwise
      * (HTTPS endpoint identification: a DNS name or IP address in the certificate's SAN).
      */
-    static TlsConnection client(SocketChannel channel, SSLContext context, TransportUri uri, String serverName) throws IOException {
-        channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
+    static TlsConnection client(ChannelAccess io, SSLContext context, TransportUri uri, String serverName) throws IOException {
+        io.channel().setOption(StandardSocketOptions.TCP_NODELAY, true);
         SSLEngine engine = context.createSSLEngine(serverName, uri.port());
         engine.setUseClientMode(true);
         SSLParameters p = engine.getSSLParameters();
         p.setProtocols(new String[] {PROTOCOL});
         p.setEndpointIdentificationAlgorithm("HTTPS");
         engine.setSSLParameters(p);
-        return new TlsConnection(channel, engine, uri.toString());
+        return new TlsConnection(io, engine, uri.toString());
     }
 
     /** The accepting end, asking for client certificates as {@code clientAuth} says. */
-    static TlsConnection server(SocketChannel channel, SSLContext context, TlsContexts.ClientAuth clientAuth) throws IOException {
+    static TlsConnection server(ChannelAccess io, SSLContext context, TlsContexts.ClientAuth clientAuth) throws IOException {
+        SocketChannel channel = io.channel();
         channel.setOption(StandardSocketOptions.TCP_NODELAY, true);
         SSLEngine engine = context.createSSLEngine();
         engine.setUseClientMode(false);
@@ -119,7 +124,7 @@ final class TlsConnection implements Connection {
         }
         engine.setSSLParameters(p);
         String remote = Endpoint.ipText(TlsTransport.TLS, (InetSocketAddress) channel.getRemoteAddress());
-        TlsConnection c = new TlsConnection(channel, engine, remote);
+        TlsConnection c = new TlsConnection(io, engine, remote);
         Thread.ofVirtual().name("gpusockets-tls-handshake").start(c::handshakeQuietly);
         return c;
     }
@@ -232,6 +237,12 @@ final class TlsConnection implements Connection {
     @Override
     public PeerInfo peer() {
         return peer;
+    }
+
+    /** The TLS handshake is done by then (the backend's own came through it): the socket goes into blocking mode. */
+    @Override
+    public void platformThreadsOnly() throws IOException {
+        io.platformThreadsOnly();
     }
 
     /** The TCP socket under TLS: its peer's close is this connection's end (never handed over: TLS state is ours). */
@@ -433,7 +444,7 @@ final class TlsConnection implements Connection {
         }
         int n;
         try {
-            n = channel.read(netIn);
+            n = io.read(netIn);
         } catch (java.net.SocketException e) {
             if (!handshaken && handshakeBytesIn == 0 && !closed.get()) {
                 // a server that closes before answering resets the client's unread ClientHello
@@ -453,7 +464,7 @@ final class TlsConnection implements Connection {
     private void flush() throws IOException {
         netOut.flip();
         while (netOut.hasRemaining()) {
-            channel.write(netOut);
+            io.write(netOut);
         }
     }
 
@@ -511,7 +522,7 @@ final class TlsConnection implements Connection {
 
     private void closeChannel() {
         try {
-            channel.close();
+            io.close();
         } catch (IOException ignored) {
             // the descriptor is released even when close reports an error
         }

@@ -54,7 +54,7 @@ public final class TlsTransport implements Transport {
         SocketChannel channel = TimedConnect.open(endpoint, timeout);
         TlsConnection connection;
         try {
-            connection = TlsConnection.client(channel, context, uri, options.get(TlsOptions.SERVER_NAME).orElse(uri.host()));
+            connection = TlsConnection.client(ChannelAccess.direct(channel), context, uri, options.get(TlsOptions.SERVER_NAME).orElse(uri.host()));
         } catch (IOException | RuntimeException e) {
             channel.close();
             throw e;

@@ -22,9 +22,12 @@ import java.util.function.Function;
  * through a native staging buffer (one for the reader, one for writers); direct buffers are handed to
  * the kernel where they lie.
  *
- * <p>Blocking is done by {@link FdWait}, never by a blocking syscall, so {@link #close()} (shutdown, then
- * close once no call is in flight) unblocks readers and writers on platform and virtual threads alike.
- * Interrupting a thread does not cancel its read or write.
+ * <p>Blocking is done by {@link FdWait} (a virtual thread parks without holding its carrier) until
+ * {@link #platformThreadsOnly}; from then on the socket is in blocking mode and a read or write waits in
+ * the kernel, one system call instead of a failed one, a poll and the call again. Either way
+ * {@link #close()} (shutdown, then close once no call is in flight) unblocks readers and writers: a
+ * recv blocked in the kernel returns 0 and a sendmsg fails once the socket is shut down. Interrupting a
+ * thread does not cancel its read or write.
  */
 final class NativeSocketConnection implements Connection {
     static final int MAX_IOV = 16;
@@ -216,6 +219,27 @@ final class NativeSocketConnection implements Connection {
             dst.put(readStage.asSlice(0, n).asByteBuffer());
         }
         return n;
+    }
+
+    /**
+     * Puts the socket in blocking mode (clears O_NONBLOCK): only platform threads use it from now on. The
+     * mode belongs to the socket, not the descriptor, so a process this socket was passed to sees it too.
+     */
+    @Override
+    public void platformThreadsOnly() throws IOException {
+        if (!fd.acquire()) {
+            throw closed();
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            int flags = NativeSockets.fcntl(state, fd.fd(), NativeSockets.F_GETFL, 0);
+            if (flags < 0 || ((flags & NativeSockets.O_NONBLOCK) != 0
+                    && NativeSockets.fcntl(state, fd.fd(), NativeSockets.F_SETFL, flags & ~NativeSockets.O_NONBLOCK) < 0)) {
+                throw Errno.exception("blocking mode for " + peer.description(), NativeSockets.errno(state));
+            }
+        } finally {
+            fd.release();
+        }
     }
 
     /** The kernel says the peer has closed its end (poll POLLRDHUP), even with unread bytes queued. */
