@@ -4,8 +4,9 @@ import java.util.Properties;
 import java.util.Set;
 
 /**
- * Everything the backend is configured with, validated once: what the server checks at the handshake,
- * the per-session bounds, and the lanes' tuning. Sessions and lanes get their values from here; none of
+ * What the server and its sessions are configured with, validated once: what the server checks at the
+ * handshake, the per-session bounds, and the lanes' tuning (listeners, device, tenants, TLS, admin socket,
+ * metrics and isolation mode are the backend command's, in cli). Sessions and lanes get their values from here; none of
  * them reads a property. Command-line options fill the first group; the two tuning settings come from
  * system properties ({@link #fromSystemProperties}):
  * <table>
