@@ -3,14 +3,12 @@ package io.gpusockets.cli;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.deploy.ShellScripts;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -38,7 +36,7 @@ import picocli.CommandLine.Model.CommandSpec;
  * are not checked.
  */
 class ReadmeReferencesTest {
-    private static final Path ROOT = root();
+    private static final Path ROOT = ShellScripts.root();
     private static final Set<String> SKIPPED_DIRS = Set.of("target", "dist", "node_modules");
     private static final Pattern CODE = Pattern.compile("```[^\\n]*\\n(.*?)```|`([^`\\n]+)`", Pattern.DOTALL);
     private static final Pattern LINK = Pattern.compile("\\]\\(([^)\\s#]+)(?:#[^)]*)?\\)");
@@ -53,41 +51,13 @@ class ReadmeReferencesTest {
     /** Commands the launcher handles itself, before the CLI (scripts/gpusockets hands them to scripts/bench). */
     private static final Set<String> LAUNCHER_COMMANDS = Set.of("bench");
 
-    private static Path root() {
-        for (Path p = Path.of("").toAbsolutePath(); p != null; p = p.getParent()) {
-            if (Files.isDirectory(p.resolve("scripts")) && Files.isRegularFile(p.resolve("pom.xml"))
-                    && Files.isRegularFile(p.resolve("README.md"))) {
-                return p;
-            }
-        }
-        throw new IllegalStateException("no checkout (scripts/, pom.xml, README.md) above " + Path.of("").toAbsolutePath());
-    }
-
-    /** Regular files under {@code dir}, build outputs and hidden folders (but .ci) left out. */
+    /** Regular files of the checkout, build outputs and hidden folders (but .ci) left out. */
     private static List<Path> files(Path dir) {
-        List<Path> found = new ArrayList<>();
         try {
-            Files.walkFileTree(dir, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult preVisitDirectory(Path d, BasicFileAttributes attrs) {
-                    String n = d.getFileName() == null ? "" : d.getFileName().toString();
-                    boolean hidden = n.startsWith(".") && !n.equals(".ci") && !d.equals(dir);
-                    return hidden || SKIPPED_DIRS.contains(n) ? FileVisitResult.SKIP_SUBTREE : FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult visitFile(Path f, BasicFileAttributes attrs) {
-                    if (attrs.isRegularFile()) {
-                        found.add(f);
-                    }
-                    return FileVisitResult.CONTINUE;
-                }
-            });
+            return ShellScripts.files(dir);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        found.sort(null);
-        return found;
     }
 
     private static List<Path> readmes() {
