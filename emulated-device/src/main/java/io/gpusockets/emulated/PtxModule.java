@@ -15,7 +15,7 @@ import java.util.regex.Pattern;
 /**
  * What the emulated device needs from a PTX module: each {@code .entry} with its parameter layout,
  * and each module-scope {@code .global}/{@code .const} variable with its size and initial bytes.
- * Entry bodies are kept as text for the PTX interpreter, which parses one at its first launch.
+ * Entry bodies are kept as text for the PTX engines, which parse one at its first launch.
  *
  * <p>Parameter layout follows the CUDA ABI: each parameter starts at the next offset that is a
  * multiple of its own alignment ({@code .align N} if given, else its element size), which is what
