@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_PTX;
 
+import io.gpusockets.protocol.images.PtxText;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -74,7 +75,7 @@ final class PtxLinker {
         int sm = 0;
         String target = "";
         for (Unit u : units) {
-            String text = PtxModule.stripComments(u.ptx());
+            String text = PtxText.stripComments(u.ptx());
             Matcher v = VERSION.matcher(text);
             if (!v.find()) {
                 throw new CudaError(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE,
