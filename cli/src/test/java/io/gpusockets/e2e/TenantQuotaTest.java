@@ -211,17 +211,19 @@ class TenantQuotaTest {
             assertEquals(0, alice().memoryUsed());
             Cuda.ok(a.cuMemAddressFree(va.get(JAVA_LONG, 0), 6 * MIB), "cuMemAddressFree");
 
-            // a module's globals, charged as the session registers them; given back when it is unloaded
-            String ptx = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 small[1048576];\n"
-                    + ".visible .global .align 4 .b8 large[16777216];\n";
+            // a module: its globals and code, charged at its load (before the driver allocates them); given back when it is unloaded
+            String small = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 small[1048576];\n";
             MemorySegment module = ca.cell();
-            Cuda.ok(a.cuModuleLoadData(module, ca.arena.allocateFrom(ptx)), "cuModuleLoadData");
+            Cuda.ok(a.cuModuleLoadData(module, ca.arena.allocateFrom(small)), "cuModuleLoadData");
+            long loaded = alice().memoryUsed();
+            assertEquals(MIB + small.length(), loaded, "the global and the PTX text (its code)");
             MemorySegment g = ca.cell(), size = ca.cell();
             Cuda.ok(a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0), ca.arena.allocateFrom("small")), "small");
             Cuda.ok(a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0), ca.arena.allocateFrom("small")), "small again");
-            assertEquals(MIB, alice().memoryUsed(), "a global is charged once");
-            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0),
-                    ca.arena.allocateFrom("large")), "a global past the quota");
+            assertEquals(loaded, alice().memoryUsed(), "asking for a global's address costs nothing more");
+            String large = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 large[16777216];\n";
+            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuModuleLoadData(ca.cell(), ca.arena.allocateFrom(large)),
+                    "a module whose globals pass the quota");
             Cuda.ok(a.cuModuleUnload(module.get(JAVA_LONG, 0)), "cuModuleUnload");
             assertEquals(0, alice().memoryUsed());
 

@@ -66,8 +66,12 @@ final class PoolCalls implements BackendHandlers.Pools {
         c.outs.putLong(session.handles().idOf(ParamType.POOL, real));
     }
 
-    /** Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what is allocated). */
+    /**
+     * Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what
+     * is allocated). Refused on a capturing stream ({@link CaptureGuard#refuseGraphMemory}).
+     */
     private int allocate(Call c, long bytesize, long pool, long hStream) throws CallRejected {
+        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
         session.quota().reserve(bytesize, c.name());
         MemorySegment out = c.scratch(8);
         int r = CuResult.CUDA_ERROR_UNKNOWN;
@@ -102,9 +106,13 @@ final class PoolCalls implements BackendHandlers.Pools {
         return allocate(c, bytesize, pool, hStream);
     }
 
-    /** The range is the session's (checked); it stops being one at the call, as later work may not use it. */
+    /**
+     * The range is the session's (checked); it stops being one at the call, as later work may not use it.
+     * Refused on a capturing stream, where it would free nothing until the graph runs.
+     */
     @Override
-    public int cuMemFreeAsync(Call c, long dptr, long hStream) {
+    public int cuMemFreeAsync(Call c, long dptr, long hStream) throws CallRejected {
+        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
         int r = driver.cuMemFreeAsync(dptr, hStream);
         if (r == CuResult.CUDA_SUCCESS) {
             session.memory().remove(dptr);
