@@ -339,15 +339,10 @@ final class PtxLinker {
     }
 
     private static int matchingBrace(String text, int open, String unit) {
-        int depth = 0;
-        for (int i = open; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '{') {
-                depth++;
-            } else if (c == '}' && --depth == 0) {
-                return i;
-            }
+        int close = PtxText.matchingBrace(text, open);
+        if (close < 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_PTX, unit + ": unbalanced '{' at offset " + open);
         }
-        throw new CudaError(CUDA_ERROR_INVALID_PTX, unit + ": unbalanced '{' at offset " + open);
+        return close;
     }
 }

@@ -66,25 +66,20 @@ final class ContextCharges {
 
     /** Before the driver makes a context on {@code dev}: reserves its charge; holds the lock until {@link #contextMade} or {@link #failed}. */
     SessionQuota.Pending contextBefore(int dev, String what) throws CallRejected {
-        lock.lock();
-        try {
+        return locked(() -> {
             boolean another = contexts.values().stream().anyMatch(x -> x.made && x.device == dev);
             long footprint = another ? facts.contextBytes(dev) : 0;
             long libraryShare = made > 0 ? libraryBytes : 0;
             long bytes = saturated(footprint, libraryShare);
             quota.reserve(bytes, what);
             return new SessionQuota.Pending(ChargeRule.CONTEXT, bytes, footprint, dev, 0);
-        } catch (CallRejected | RuntimeException e) {
-            lock.unlock();
-            throw e;
-        }
+        });
     }
 
     /** The driver made {@code real} after {@link #contextBefore}. */
     void contextMade(SessionQuota.Pending p, long real) {
         try {
-            if (closed) {
-                quota.unreserve(p.bytes());
+            if (givenBackAfterClose(p)) {
                 return;
             }
             Context old = contexts.put(real, new Context((int) p.aux(), p.key(), true));
@@ -123,21 +118,16 @@ final class ContextCharges {
 
     /** Before cuLibraryLoadData: reserves the footprint for each context; holds the lock until {@link #libraryLoaded} or {@link #failed}. */
     SessionQuota.Pending libraryBefore(long footprint, String what) throws CallRejected {
-        lock.lock();
-        try {
+        return locked(() -> {
             long bytes = multiplied(footprint, Math.max(1, made));
             quota.reserve(bytes, what);
             return new SessionQuota.Pending(ChargeRule.LIBRARY, bytes, footprint, 0, 0);
-        } catch (CallRejected | RuntimeException e) {
-            lock.unlock();
-            throw e;
-        }
+        });
     }
 
     void libraryLoaded(SessionQuota.Pending p, long real) {
         try {
-            if (closed) {
-                quota.unreserve(p.bytes());
+            if (givenBackAfterClose(p)) {
                 return;
             }
             Long old = libraries.put(real, p.key());
@@ -183,8 +173,7 @@ final class ContextCharges {
      * {@link #limitSet} or {@link #failed}.
      */
     SessionQuota.Pending limitBefore(long real, int dev, int limit, long value, long current, String what) throws CallRejected {
-        lock.lock();
-        try {
+        return locked(() -> {
             Context x = contexts.computeIfAbsent(real, k -> new Context(dev, 0, false));
             if (x.baseline[limit] < 0) {
                 x.baseline[limit] = current;
@@ -193,10 +182,7 @@ final class ContextCharges {
             long bytes = Math.max(delta, 0);
             quota.reserve(bytes, what);
             return new SessionQuota.Pending(ChargeRule.LIMIT, bytes, real, limit, current);
-        } catch (CallRejected | RuntimeException e) {
-            lock.unlock();
-            throw e;
-        }
+        });
     }
 
     /**
@@ -240,6 +226,30 @@ final class ContextCharges {
     }
 
     // ---- common
+
+    /** A reserve made under the lock, which it keeps; see {@link #locked}. */
+    private interface Reserve {
+        SessionQuota.Pending take() throws CallRejected;
+    }
+
+    /** Takes the lock and makes the reserve; the lock is held on until the driver answers, or let go at once on a refusal. */
+    private SessionQuota.Pending locked(Reserve r) throws CallRejected {
+        lock.lock();
+        try {
+            return r.take();
+        } catch (CallRejected | RuntimeException e) {
+            lock.unlock();
+            throw e;
+        }
+    }
+
+    /** After {@link #close} (a lane that was still in the driver): the reserve goes back at once; true if so. */
+    private boolean givenBackAfterClose(SessionQuota.Pending p) {
+        if (closed) {
+            quota.unreserve(p.bytes());
+        }
+        return closed;
+    }
 
     /** The driver call after a CONTEXT, LIBRARY or LIMIT reserve failed: the reserve goes back and the lock is let go. */
     void failed(SessionQuota.Pending p) {

@@ -59,6 +59,9 @@ public final class PtxText {
                 started = false;
             } else if (c == '{') {
                 int close = matchingBrace(t, i);
+                if (close < 0) {
+                    throw new ImageError(CUDA_ERROR_INVALID_PTX, "unbalanced '{' at offset " + i);
+                }
                 if (statement.indexOf("=") >= 0) {
                     statement.append(t, i, close + 1);   // an initializer list, the statement goes on
                 } else {
@@ -76,7 +79,8 @@ public final class PtxText {
         }
     }
 
-    private static int matchingBrace(String text, int open) {
+    /** Where the '}' that closes the '{' at {@code open} is, or -1 when there is none. */
+    public static int matchingBrace(String text, int open) {
         int depth = 0;
         for (int i = open; i < text.length(); i++) {
             char c = text.charAt(i);
@@ -86,7 +90,7 @@ public final class PtxText {
                 return i;
             }
         }
-        throw new ImageError(CUDA_ERROR_INVALID_PTX, "unbalanced '{' at offset " + open);
+        return -1;
     }
 
     /** Removes // and block comments, leaving quoted strings (.file paths) intact and the line count unchanged. */
