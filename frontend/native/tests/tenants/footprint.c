@@ -11,8 +11,8 @@
  *   step NAME refused CUDA_ERROR_...                   the call failed (past a quota, or refused by gpusockets)
  * then "PASS". Steps: a second context; each memory-reserving limit at several values; modules and a
  * library declaring large globals; an array; 100 streams, 100 events, an exec graph of 100 kernel nodes
- * (charged nothing: to see whether the driver takes memory for them); a graph memory node (cuMemAllocAsync
- * captured: refused by gpusockets).
+ * (charged nothing: to see whether the driver takes memory for them); a pool told to keep freed memory; a
+ * graph memory node (cuMemAllocAsync captured: refused by gpusockets).
  *
  *   footprint [SCALE]   SCALE divides the large sizes (default 1; e.g. 8 for a device of 8 GiB)
  */
@@ -200,6 +200,29 @@ static void graph_exec_step(void) {
     CHECK(cuStreamDestroy(s));
 }
 
+/*
+ * A pool told to keep freed memory (release threshold UINT64_MAX): natively 'back' shows what it keeps past
+ * the synchronization; gpusockets keeps a limited tenant's pool threshold at 0 (PoolCalls).
+ */
+static void pool_threshold_step(size_t bytes) {
+    char name[64];
+    snprintf(name, sizeof name, "pool-kept-%zuMiB", bytes / MIB);
+    CUmemoryPool pool;
+    CHECK(cuDeviceGetDefaultMemPool(&pool, dev));
+    cuuint64_t keep = UINT64_MAX, none = 0;
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+    size_t f0 = free_now();
+    CUdeviceptr p;
+    if (!refused(name, cuMemAllocAsync(&p, bytes, NULL))) {
+        size_t f1 = free_now();
+        CHECK(cuMemFreeAsync(p, NULL));
+        size_t f2 = free_now();
+        printf("step %s take %lld back %lld\n", name, taken(f0, f1), taken(f0, f2));
+    }
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none));
+    CHECK(cuMemPoolTrimTo(pool, 0));
+}
+
 /* cuMemAllocAsync captured: a graph memory node. gpusockets refuses it; natively its memory is measured. */
 static void graph_memory_step(size_t bytes) {
     char name[64];
@@ -273,6 +296,7 @@ int main(int argc, char **argv) {
     array_step(64 * MIB);
     objects_step();
     graph_exec_step();
+    pool_threshold_step(256 * MIB);
     graph_memory_step(256 * MIB);
 
     CHECK(cuMemFree(out));

@@ -16,6 +16,7 @@ import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.calls.PoolAttributeRequest;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -185,7 +186,15 @@ class TenantQuotaTest {
             Cuda.ok(a.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy");
             assertEquals(0, alice().memoryUsed());
 
-            // stream-ordered allocation from the session's pool
+            // stream-ordered allocation from the session's pool, whose release threshold stays the driver's 0: a
+            // pool keeping freed memory would hold it past every charge (the value asked is remembered)
+            MemorySegment pool = ca.cell(), threshold = ca.cell();
+            Cuda.ok(a.cuDeviceGetDefaultMemPool(pool, 0), "cuDeviceGetDefaultMemPool");
+            threshold.set(JAVA_LONG, 0, -1L);   // UINT64_MAX, as programs that never want memory back set it
+            Cuda.ok(a.cuMemPoolSetAttribute(pool.get(JAVA_LONG, 0), PoolAttributeRequest.RELEASE_THRESHOLD, threshold), "threshold");
+            threshold.set(JAVA_LONG, 0, 0);
+            Cuda.ok(a.cuMemPoolGetAttribute(pool.get(JAVA_LONG, 0), PoolAttributeRequest.RELEASE_THRESHOLD, threshold), "threshold");
+            assertEquals(-1L, threshold.get(JAVA_LONG, 0), "the program sees what it set");
             MemorySegment async = ca.cell();
             Cuda.ok(a.cuMemAllocAsync(async, 6 * MIB, 0), "cuMemAllocAsync");
             assertEquals(6 * MIB, alice().memoryUsed());
