@@ -68,7 +68,7 @@ final class ContextCharges {
     SessionQuota.Pending contextBefore(int dev, String what) throws CallRejected {
         return locked(() -> {
             boolean another = contexts.values().stream().anyMatch(x -> x.made && x.device == dev);
-            long footprint = another ? facts.contextBytes(dev) : 0;
+            long footprint = another && quota.metered() ? facts.contextBytes(dev) : 0;
             long libraryShare = made > 0 ? libraryBytes : 0;
             long bytes = saturated(footprint, libraryShare);
             quota.reserve(bytes, what);

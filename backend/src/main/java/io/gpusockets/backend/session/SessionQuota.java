@@ -92,6 +92,15 @@ final class SessionQuota {
         return contexts;
     }
 
+    /**
+     * Whether the tenant has a memory limit now. The rules that cost work beyond the call (reading a module
+     * image, measuring a context's footprint) charge a tenant without one nothing: nothing would be refused,
+     * and an image the driver accepts but the reader's bounds do not ({@link ModuleFootprint}) would be.
+     */
+    boolean metered() {
+        return tenant.limits().memoryBytes() != Long.MAX_VALUE;
+    }
+
     /** Bytes of device memory this session has charged now. */
     synchronized long charged() {
         return charged;
@@ -152,13 +161,14 @@ final class SessionQuota {
                 return new Pending(rule, n);
             }
             case MODULE -> {
-                long n = footprint(imageArg(f, args), new int[] {facts.capability(currentDevice(driver, c))}, f.name());
+                long n = metered() ? footprint(imageArg(f, args), new int[] {facts.capability(currentDevice(driver, c))}, f.name()) : 0;
                 reserve(n, f.name());
                 return new Pending(rule, n);
             }
             case LIBRARY -> {
                 // context-independent: the library may be loaded into a context of any of the host's devices
-                return contexts.libraryBefore(footprint(imageArg(f, args), facts.capabilities(), f.name()), f.name());
+                long n = metered() ? footprint(imageArg(f, args), facts.capabilities(), f.name()) : 0;
+                return contexts.libraryBefore(n, f.name());
             }
             case CONTEXT -> {
                 return contexts.contextBefore((int) values[paramOf(f, ParamType.DEV, false).index()], f.name());

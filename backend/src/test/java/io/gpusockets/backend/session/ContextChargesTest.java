@@ -30,6 +30,7 @@ class ContextChargesTest {
     static final class MeteredDevice extends UnsupportedCudaDriver {
         long free = 141L << 30;
         long next = 0x100;
+        int created;
 
         @Override
         public int cuDeviceGetAttribute(MemorySegment pi, int attrib, int dev) {
@@ -46,6 +47,7 @@ class ContextChargesTest {
         @Override
         public int cuCtxCreate(MemorySegment pctx, MemorySegment params, int flags, int dev) {
             free -= CONTEXT;
+            created++;
             pctx.set(ValueLayout.JAVA_LONG, 0, next++);
             return CuResult.CUDA_SUCCESS;
         }
@@ -92,6 +94,19 @@ class ContextChargesTest {
         assertEquals(2 * CONTEXT, tenant.memoryUsed());
         assertEquals(2 * CONTEXT, quota.close(), "still charged at the end: reported");
         assertEquals(0, tenant.memoryUsed());
+    }
+
+    @Test
+    void aTenantWithoutAMemoryLimitIsNotMeasuredForWhatNothingWouldRefuse() throws Exception {
+        Tenant free = new Tenant("u", TenantLimits.UNLIMITED);
+        SessionQuota q = new SessionQuota(2, free, new DeviceFacts(device, 1));
+        for (long real : new long[] {0xC1, 0xC2}) {
+            q.contextMade(q.beforeContext(0, "cuCtxCreate"), real);
+        }
+        assertEquals(0, device.created, "no context made to measure one");
+        assertEquals(0, free.memoryUsed());
+        assertFalse(q.metered());
+        assertTrue(quota.metered());
     }
 
     @Test
