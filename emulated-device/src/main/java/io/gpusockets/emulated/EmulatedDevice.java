@@ -108,7 +108,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
         this.callbacks = new HostCallbacks(contexts, streams);
         this.streamQueries = new StreamQueries(contexts, streams);
-        this.arrays = new CudaArrays(handles, contexts);
+        this.arrays = new CudaArrays(handles, contexts, memory);
         this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
         this.textures = new Textures(handles, contexts, memory, arrays);
         this.kernelQueries = new KernelQueries(contexts, modules, launcher);
@@ -410,7 +410,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     @Override
     public int cuCtxSetLimit(int limit, long value) {
-        return run("cuCtxSetLimit", () -> contexts.current().settings.setLimit(limit, value, memory.capacity()));
+        return run("cuCtxSetLimit", () -> {
+            EmulatedContext c = contexts.current();
+            c.settings.setLimit(limit, value, memory.capacity(), memory, c);
+        });
     }
 
     @Override
