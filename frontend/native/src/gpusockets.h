@@ -1,7 +1,8 @@
 /*
  * GPUsockets libcuda.so.1: shared declarations of the hand-written parts (bootstrap.c,
- * procaddress.c) and the generated trampolines (gpusockets_exports.c). Built without a CUDA
- * toolkit: the few CUDA types the library needs are declared here with their ABI.
+ * procaddress.c, export_tables.c, driver_symbols.c) and the generated trampolines
+ * (gpusockets_exports.c). Built without a CUDA toolkit: the few CUDA types the library needs are
+ * declared here with their ABI.
  */
 #ifndef GPUSOCKETS_H
 #define GPUSOCKETS_H

@@ -9,8 +9,8 @@ import java.util.stream.IntStream;
 
 /**
  * The kernels of {@code scripts/bench emulated-ptx} ({@link PtxBench}): CUDA C that nvcc compiles to PTX at
- * run time, each with its inputs, launch shape and CPU reference. The kernel names avoid the
- * {@code gpus_} prefix, whose shipped kernels the emulated device runs as Java code instead of their PTX.
+ * run time, each with its inputs, launch shape and CPU reference. The kernel names avoid those of the
+ * shipped kernels gpus_sleep and gpus_empty, which the emulated device runs as Java code instead of their PTX.
  */
 final class PtxWorkloads {
     private PtxWorkloads() {

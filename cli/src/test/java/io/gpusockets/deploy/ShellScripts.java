@@ -2,27 +2,33 @@ package io.gpusockets.deploy;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Runs the repository's shell scripts from tests: finds the checkout, writes fake commands into a
- * bin/ folder put first on PATH, and runs a script under bash with a chosen environment, collecting
- * its exit status, stdout and stderr.
+ * Runs the repository's shell scripts from tests: finds the checkout and lists its files, writes fake
+ * commands into a bin/ folder put first on PATH, and runs a script under bash with a chosen
+ * environment, collecting its exit status, stdout and stderr.
  */
-final class ShellScripts {
+public final class ShellScripts {
+    private static final Set<String> SKIPPED_DIRS = Set.of("target", "dist", "node_modules");
+
     static final long TIMEOUT_SECONDS = 60;
 
     private ShellScripts() {
     }
 
     /** The checkout: the first folder above the working directory with scripts/ and deploy/ or xen-config/. */
-    static Path root() {
+    public static Path root() {
         for (Path p = Path.of("").toAbsolutePath(); p != null; p = p.getParent()) {
             if (Files.isDirectory(p.resolve("scripts")) && Files.isRegularFile(p.resolve("pom.xml"))
                     && Files.isDirectory(p.resolve("xen-config"))) {
@@ -30,6 +36,29 @@ final class ShellScripts {
             }
         }
         throw new IllegalStateException("no checkout (scripts/, xen-config/, pom.xml) above " + Path.of("").toAbsolutePath());
+    }
+
+    /** The files under {@code root}, sorted; build outputs (target/, dist/) and hidden folders other than .ci/ left out. */
+    public static List<Path> files(Path root) throws IOException {
+        List<Path> found = new ArrayList<>();
+        Files.walkFileTree(root, new SimpleFileVisitor<>() {
+            @Override
+            public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) {
+                String name = dir.getFileName() == null ? "" : dir.getFileName().toString();
+                boolean hidden = name.startsWith(".") && !name.equals(".ci") && !dir.equals(root);
+                return hidden || SKIPPED_DIRS.contains(name) ? FileVisitResult.SKIP_SUBTREE : FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) {
+                if (attrs.isRegularFile()) {
+                    found.add(file);
+                }
+                return FileVisitResult.CONTINUE;
+            }
+        });
+        found.sort(null);
+        return found;
     }
 
     /** Writes an executable bash script {@code dir/name} with {@code body} under a bash shebang. */

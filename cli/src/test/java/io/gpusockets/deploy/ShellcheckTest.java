@@ -6,15 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
@@ -29,7 +25,6 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class ShellcheckTest {
     private static final Path ROOT = ShellScripts.root();
-    private static final Set<String> SKIPPED_DIRS = Set.of("target", "dist", "node_modules");
     private static final Pattern SHELL_SHEBANG = Pattern.compile("^#!\\s*\\S*/(?:env\\s+(?:-\\S+\\s+)*)?(?:ba|da|k)?sh(?:\\s.*)?$");
     private static final Pattern SHELL_DIRECTIVE = Pattern.compile("(?m)^#\\s*shellcheck\\s+shell=");
 
@@ -51,23 +46,11 @@ class ShellcheckTest {
 
     static List<Path> shellScripts(Path root) throws IOException {
         List<Path> found = new ArrayList<>();
-        Files.walkFileTree(root, new SimpleFileVisitor<>() {
-            @Override
-            public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) {
-                String name = dir.getFileName() == null ? "" : dir.getFileName().toString();
-                boolean hidden = name.startsWith(".") && !name.equals(".ci") && !dir.equals(root);
-                return hidden || SKIPPED_DIRS.contains(name) ? FileVisitResult.SKIP_SUBTREE : FileVisitResult.CONTINUE;
+        for (Path file : ShellScripts.files(root)) {
+            if (isShellScript(file)) {
+                found.add(root.relativize(file));
             }
-
-            @Override
-            public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
-                if (attrs.isRegularFile() && isShellScript(file)) {
-                    found.add(root.relativize(file));
-                }
-                return FileVisitResult.CONTINUE;
-            }
-        });
-        found.sort(null);
+        }
         return found;
     }
 

@@ -164,6 +164,25 @@ class GraphsApiTest extends EmulatedBackendTest {
         }
     }
 
+    /** A graph memory node could not be charged to the tenant: stream-ordered allocation and free in a capture are refused. */
+    @Test
+    void streamOrderedAllocationInACaptureIsRefusedAndInvalidatesIt() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            long s = r.cu.stream();
+            MemorySegment g = r.cu.cell(), p = r.cu.cell();
+            Cuda.ok(d.cuMemAllocAsync(p, 4096, s), "cuMemAllocAsync before the capture");
+            Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin (relaxed)");
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, d.cuMemAllocAsync(r.cu.cell(), 4096, s));
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin again");
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, d.cuMemFreeAsync(p.get(JAVA_LONG, 0), s));
+            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            Cuda.ok(d.cuMemFreeAsync(p.get(JAVA_LONG, 0), s), "not capturing: freed");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+        }
+    }
+
     @Test
     void explicitGraphsCopyKernelParametersAtTheCallAndRunInDependencyOrder() throws Exception {
         try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.tcp())) {

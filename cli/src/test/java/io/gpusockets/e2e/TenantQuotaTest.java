@@ -16,6 +16,7 @@ import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.calls.PoolAttributeRequest;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -185,7 +186,15 @@ class TenantQuotaTest {
             Cuda.ok(a.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy");
             assertEquals(0, alice().memoryUsed());
 
-            // stream-ordered allocation from the session's pool
+            // stream-ordered allocation from the session's pool, whose release threshold stays the driver's 0: a
+            // pool keeping freed memory would hold it past every charge (the value asked is remembered)
+            MemorySegment pool = ca.cell(), threshold = ca.cell();
+            Cuda.ok(a.cuDeviceGetDefaultMemPool(pool, 0), "cuDeviceGetDefaultMemPool");
+            threshold.set(JAVA_LONG, 0, -1L);   // UINT64_MAX, as programs that never want memory back set it
+            Cuda.ok(a.cuMemPoolSetAttribute(pool.get(JAVA_LONG, 0), PoolAttributeRequest.RELEASE_THRESHOLD, threshold), "threshold");
+            threshold.set(JAVA_LONG, 0, 0);
+            Cuda.ok(a.cuMemPoolGetAttribute(pool.get(JAVA_LONG, 0), PoolAttributeRequest.RELEASE_THRESHOLD, threshold), "threshold");
+            assertEquals(-1L, threshold.get(JAVA_LONG, 0), "the program sees what it set");
             MemorySegment async = ca.cell();
             Cuda.ok(a.cuMemAllocAsync(async, 6 * MIB, 0), "cuMemAllocAsync");
             assertEquals(6 * MIB, alice().memoryUsed());
@@ -211,17 +220,19 @@ class TenantQuotaTest {
             assertEquals(0, alice().memoryUsed());
             Cuda.ok(a.cuMemAddressFree(va.get(JAVA_LONG, 0), 6 * MIB), "cuMemAddressFree");
 
-            // a module's globals, charged as the session registers them; given back when it is unloaded
-            String ptx = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 small[1048576];\n"
-                    + ".visible .global .align 4 .b8 large[16777216];\n";
+            // a module: its globals and code, charged at its load (before the driver allocates them); given back when it is unloaded
+            String small = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 small[1048576];\n";
             MemorySegment module = ca.cell();
-            Cuda.ok(a.cuModuleLoadData(module, ca.arena.allocateFrom(ptx)), "cuModuleLoadData");
+            Cuda.ok(a.cuModuleLoadData(module, ca.arena.allocateFrom(small)), "cuModuleLoadData");
+            long loaded = alice().memoryUsed();
+            assertEquals(MIB + small.length(), loaded, "the global and the PTX text (its code)");
             MemorySegment g = ca.cell(), size = ca.cell();
             Cuda.ok(a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0), ca.arena.allocateFrom("small")), "small");
             Cuda.ok(a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0), ca.arena.allocateFrom("small")), "small again");
-            assertEquals(MIB, alice().memoryUsed(), "a global is charged once");
-            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuModuleGetGlobal(g, size, module.get(JAVA_LONG, 0),
-                    ca.arena.allocateFrom("large")), "a global past the quota");
+            assertEquals(loaded, alice().memoryUsed(), "asking for a global's address costs nothing more");
+            String large = JitLinkApiTest.HEAD + ".visible .global .align 4 .b8 large[16777216];\n";
+            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuModuleLoadData(ca.cell(), ca.arena.allocateFrom(large)),
+                    "a module whose globals pass the quota");
             Cuda.ok(a.cuModuleUnload(module.get(JAVA_LONG, 0)), "cuModuleUnload");
             assertEquals(0, alice().memoryUsed());
 

@@ -115,7 +115,8 @@ class ContextStreamQueriesTest {
 
     @Test
     void limitsStartAtTheH200DefaultsAndAreRoundedClampedOrRefusedAsThere() {
-        try (Emulated e = new Emulated()) {
+        // an H200's memory: a 64 KiB stack reserves 64 KiB for each of 270336 resident threads (17 GiB)
+        try (Emulated e = new Emulated(new EmulatedDevice(1, 141L << 30))) {
             MemorySegment v = e.arena.allocate(8);
             long[] defaults = {1024, 8650752, 8 << 20, -1, 2048, 64, 11796480, 232448, 0, -1};
             for (int limit = 0; limit < defaults.length; limit++) {

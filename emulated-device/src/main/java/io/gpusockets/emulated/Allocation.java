@@ -10,11 +10,12 @@ import java.lang.foreign.MemorySegment;
  *
  * @param id     process-unique buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID)
  * @param kind   ALLOCATED by cuMemAlloc* (and cuMemAllocAsync), GLOBAL for a module's variable (cuMemFree
- *               refuses it), or MAPPED: a VMM mapping made accessible, whose memory and budget belong to
- *               its physical allocation ({@link VirtualMemory}), not to this record
+ *               refuses it), HEAP for a context's malloc heap (whose budget the context's reservations
+ *               already hold: {@link EmulatedMemory.Reservation}), or MAPPED: a VMM mapping made accessible,
+ *               whose memory and budget belong to its physical allocation ({@link VirtualMemory}), not to this record
  */
 record Allocation(long base, long size, long id, Kind kind, EmulatedContext owner, Arena arena, MemorySegment host) {
-    enum Kind { ALLOCATED, GLOBAL, MAPPED }
+    enum Kind { ALLOCATED, GLOBAL, HEAP, MAPPED }
 
     long end() {
         return base + size;

@@ -4,12 +4,20 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_PERMITTED;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_UNSUPPORTED_LIMIT;
 
+import io.gpusockets.protocol.api.LimitFootprint;
+
 /**
  * A context's resource limits (cuCtxGetLimit/cuCtxSetLimit) and preferred cache configuration.
  * Nothing in the emulated device is bounded by them; they are kept so that programs which set a
  * limit and read it back see what an H200 (compute capability 9.0, driver 580 / CUDA 13.0) answers:
  * the defaults, the rounding and clamping, and the error for each limit that cannot be set, all as
  * measured on that GPU.
+ *
+ * <p>In the footprint model the stack, printf FIFO and malloc heap reserve device memory by
+ * {@link LimitFootprint}'s rule: the context's own reservation ({@link Contexts#CONTEXT_BYTES}) stands for
+ * them at their defaults, and a limit set above its default reserves the difference (a reservation of the
+ * context, taken before the limit changes: past the device's memory the call fails with
+ * CUDA_ERROR_OUT_OF_MEMORY and the limit stays), given back when it is lowered or the context goes.
  */
 final class ContextSettings {
     static final int STACK_SIZE = 0;
@@ -39,7 +47,7 @@ final class ContextSettings {
     /** CU_FUNC_CACHE_PREFER_NONE .. CU_FUNC_CACHE_PREFER_EQUAL. */
     static final int MAX_CACHE_CONFIG = 3;
 
-    private final long[] limits = {
+    private static final long[] DEFAULTS = {
         1024,                                        // stack size
         8650752,                                     // printf FIFO
         8 << 20,                                     // malloc heap
@@ -51,7 +59,13 @@ final class ContextSettings {
         0,                                           // CIG enabled: no
         -1,                                          // CIG fallback: unsupported outside CIG contexts
     };
+    private final long[] limits = DEFAULTS.clone();
     private int cacheConfig;
+    /** By limit: what it reserves above its default, or null. */
+    private final EmulatedMemory.Reservation[] reserved = new EmulatedMemory.Reservation[LIMIT_COUNT];
+    /** Threads an H200 holds at once, which the stack limit reserves local memory for. */
+    static final long RESIDENT_THREADS = LimitFootprint.residentThreads(DeviceProperties.MAX_THREADS_PER_MULTIPROCESSOR,
+            DeviceProperties.MULTIPROCESSOR_COUNT);
 
     synchronized long limit(int limit) {
         checkKnown(limit);
@@ -59,13 +73,24 @@ final class ContextSettings {
     }
 
     /**
-     * Sets a limit as the driver would: rounded, clamped, or refused.
+     * Sets a limit as the driver would: rounded, clamped, or refused, with the device memory it reserves
+     * above its default taken from {@code memory} for {@code owner} first.
      *
      * @param deviceMemory the device's memory; the malloc heap is clamped to an eighth of it
      */
-    synchronized void setLimit(int limit, long value, long deviceMemory) {
+    synchronized void setLimit(int limit, long value, long deviceMemory, EmulatedMemory memory, EmulatedContext owner) {
+        long resolved = resolve(limit, value, deviceMemory);
+        long above = LimitFootprint.bytes(limit, resolved, RESIDENT_THREADS) - LimitFootprint.bytes(limit, DEFAULTS[limit], RESIDENT_THREADS);
+        EmulatedMemory.Reservation r = above > 0 ? memory.reserve(owner, above) : null;
+        memory.release(reserved[limit]);
+        reserved[limit] = r;
+        limits[limit] = resolved;
+    }
+
+    /** The value the driver would keep for {@code limit} set to {@code value}, or its error. */
+    private long resolve(int limit, long value, long deviceMemory) {
         checkKnown(limit);
-        limits[limit] = switch (limit) {
+        return switch (limit) {
             case STACK_SIZE -> {
                 if (value < 0 || value > MAX_STACK_SIZE) {
                     throw new CudaError(CUDA_ERROR_INVALID_VALUE, "stack size " + Long.toUnsignedString(value)

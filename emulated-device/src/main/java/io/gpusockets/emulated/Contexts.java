@@ -22,6 +22,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * CUDA_ERROR_INVALID_CONTEXT. The backend relies on this to give each lane its own current context.
  */
 final class Contexts {
+    /**
+     * Device memory a context holds for itself in the footprint model (EmulatedMemory's reservations):
+     * the driver's per-context structures with its limits at their defaults. A model: on an H200 a
+     * context takes hundreds of MiB, which the backend measures on the real driver; small here so that
+     * tests may make many contexts within the emulated device's budget.
+     */
+    static final long CONTEXT_BYTES = 64L << 10;
+
     private final int deviceCount;
     private final Handles handles;
     private final EmulatedMemory memory;
@@ -120,7 +128,9 @@ final class Contexts {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=0x" + Integer.toHexString(flags));
         }
         long h = handles.issue();
-        EmulatedContext c = handles.register(h, new EmulatedContext(h, dev, flags, serial.incrementAndGet(), captures));
+        EmulatedContext c = new EmulatedContext(h, dev, flags, serial.incrementAndGet(), captures);
+        memory.reserve(c, CONTEXT_BYTES);   // CUDA_ERROR_OUT_OF_MEMORY before the context exists
+        handles.register(h, c);
         live.add(c);
         stacks.get().push(c);
         return h;
@@ -149,6 +159,7 @@ final class Contexts {
         for (Allocation a : memory.unmapAll(c)) {
             memory.release(a);
         }
+        memory.releaseReservations(c);
         for (Map.Entry<Long, Object> e : c.owned.entrySet()) {
             handles.remove(e.getKey(), e.getValue());
         }

@@ -13,7 +13,7 @@ import java.lang.foreign.MemorySegment;
  * cuArrayCreate, cuArrayDestroy, cuArrayGetDescriptor: 1D and 2D arrays of the plain formats
  * (8/16/32-bit integers, half, float) with 1, 2 or 4 channels, sized within an H200's 2D texture
  * limits. Other formats (normalized, block-compressed, video) fail with CUDA_ERROR_NOT_SUPPORTED.
- * Array memory does not count against the device's advertised memory.
+ * Array memory counts against the device's advertised memory (a reservation of its context), as on a GPU.
  */
 final class CudaArrays {
     /** CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH / _HEIGHT of the device the emulator imitates. */
@@ -22,10 +22,12 @@ final class CudaArrays {
 
     private final Handles handles;
     private final Contexts contexts;
+    private final EmulatedMemory deviceMemory;
 
-    CudaArrays(Handles handles, Contexts contexts) {
+    CudaArrays(Handles handles, Contexts contexts, EmulatedMemory deviceMemory) {
         this.handles = handles;
         this.contexts = contexts;
+        this.deviceMemory = deviceMemory;
     }
 
     long create(MemorySegment pAllocateArray) {
@@ -43,14 +45,16 @@ final class CudaArrays {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Width=" + d.width() + " Height=" + d.height());
         }
         long bytes = d.width() * element * Math.max(d.height(), 1);
+        EmulatedMemory.Reservation r = deviceMemory.reserve(c, bytes);
         MemorySegment memory;
         try {
             memory = Arena.ofAuto().allocate(bytes, 256);
         } catch (OutOfMemoryError e) {
+            deviceMemory.release(r);
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "host memory for an array of " + bytes + " bytes unavailable");
         }
         long h = handles.issue();
-        handles.own(c, h, new EmulatedArray(h, c, d, element, memory));
+        handles.own(c, h, new EmulatedArray(h, c, d, element, memory, r));
         return h;
     }
 
@@ -58,6 +62,7 @@ final class CudaArrays {
         EmulatedArray a = contexts.lookup(hArray, EmulatedArray.class, "hArray");
         if (handles.remove(hArray, a)) {
             a.context.owned.remove(hArray);
+            deviceMemory.release(a.reservation);
         }
     }
 

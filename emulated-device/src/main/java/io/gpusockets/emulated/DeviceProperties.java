@@ -7,8 +7,9 @@ import java.util.UUID;
 /**
  * What the emulated device says about itself. The numbers are those of an H200 (compute capability
  * 9.0, 132 multiprocessors) so that programs size their launches as they would on the GPU suite's
- * machine; features the device does not emulate (textures, managed memory, host mapping, memory
- * pools, clusters, cooperative launch) read as 0, which is how a real device says "not supported".
+ * machine; features the device does not emulate (texture sampling, managed memory, host mapping,
+ * clusters) read as 0, which is how a real device says "not supported"; those it does (memory pools,
+ * virtual memory management, cooperative launch, 64-bit stream memory operations) read 1.
  */
 final class DeviceProperties {
     static final String NAME = "GPUsockets emulated device (no GPU)";

@@ -68,7 +68,7 @@ final class EmulatedContext {
     DeviceHeap heap(EmulatedMemory memory) {
         synchronized (lock) {
             if (heap == null) {
-                heap = new DeviceHeap(memory.allocate(this, settings.limit(ContextSettings.MALLOC_HEAP_SIZE), Allocation.Kind.GLOBAL));
+                heap = new DeviceHeap(memory.allocate(this, settings.limit(ContextSettings.MALLOC_HEAP_SIZE), Allocation.Kind.HEAP));
             }
             return heap;
         }

@@ -33,11 +33,14 @@ import java.util.function.IntSupplier;
  * <p>What is real: contexts with CUDA's per-thread context stack; memory at device-like addresses
  * backed by native host memory, every access checked against the allocations of the context;
  * streams that run concurrently and keep CUDA's ordering (legacy default stream, per-thread stream,
- * NON_BLOCKING streams, events with real timestamps); PTX modules parsed for their entries'
- * parameter layouts and their variables. What is not: kernels run only if {@link EmulatedKernels}
- * has a Java version of the entry (those of {@code gpusockets_kernels.cu}); any other launch fails
- * with CUDA_ERROR_NOT_SUPPORTED and {@link #lastErrorDetail()} names the kernel. Cubin and fatbin
- * images are refused the same way.
+ * NON_BLOCKING streams, events with real timestamps); modules from PTX text, fatbins (and fatbin
+ * wrappers) and cubins that carry PTX ({@link ModuleImage}; an image with SASS only is
+ * CUDA_ERROR_NO_BINARY_FOR_GPU), parsed for their entries' parameter layouts and their variables;
+ * kernels run from their PTX ({@code io.gpusockets.emulated.ptx}), compiled to JVM bytecode where the
+ * compiler covers the entry and interpreted otherwise ({@link io.gpusockets.emulated.ptx.PtxEngine}),
+ * except the two of {@link EmulatedKernels}, which run as Java code. A launch of an entry using PTX
+ * the interpreter does not cover fails with CUDA_ERROR_NOT_SUPPORTED, and {@link #lastErrorDetail()}
+ * names the instruction and its line.
  *
  * <p>Thread-safe; each calling thread has its own context stack, as in CUDA. Every method returns a
  * CUresult and never throws. Not here, by design: primary contexts (the backend virtualizes them),
@@ -45,7 +48,8 @@ import java.util.function.IntSupplier;
  * shapes (out-pointers, NUL-terminated names); the behaviour lives in {@link Contexts},
  * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}, and for
  * unified and pitched copies, arrays and texture objects in {@link PitchedTransfers}, {@link CudaArrays}
- * and {@link Textures}.
+ * and {@link Textures}; pools, virtual memory, graphs, JIT link states and the rest in the classes
+ * named for them ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
  */
 public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
     /** The device name every emulated device reports. */
@@ -104,7 +108,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
         this.callbacks = new HostCallbacks(contexts, streams);
         this.streamQueries = new StreamQueries(contexts, streams);
-        this.arrays = new CudaArrays(handles, contexts);
+        this.arrays = new CudaArrays(handles, contexts, memory);
         this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
         this.textures = new Textures(handles, contexts, memory, arrays);
         this.kernelQueries = new KernelQueries(contexts, modules, launcher);
@@ -406,7 +410,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     @Override
     public int cuCtxSetLimit(int limit, long value) {
-        return run("cuCtxSetLimit", () -> contexts.current().settings.setLimit(limit, value, memory.capacity()));
+        return run("cuCtxSetLimit", () -> {
+            EmulatedContext c = contexts.current();
+            c.settings.setLimit(limit, value, memory.capacity(), memory, c);
+        });
     }
 
     @Override

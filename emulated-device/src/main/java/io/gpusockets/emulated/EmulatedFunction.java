@@ -12,7 +12,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A kernel of a loaded module. {@code kernel} is its Java implementation, or null when the emulated
- * device has none: it then runs from its PTX ({@link #interpreted}), parsed at the first launch.
+ * device has none: it then runs from its PTX ({@link #interpreted}, parsed at the first launch; compiled
+ * to JVM bytecode or interpreted, see {@link PtxKernel}).
  */
 final class EmulatedFunction {
     static final int MAX_THREADS_PER_BLOCK = 0;

@@ -20,6 +20,12 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>Resolution is per context: a context sees only its own allocations, as a GPU context sees only
  * its own page tables, so one tenant's pointer is an illegal address in another tenant's kernel.
+ *
+ * <p>Besides allocations, a device's budget holds {@link Reservation reservations}: memory the real
+ * driver takes for a context without giving the program an address in it (the context itself, a
+ * module's code, the local memory, heap and printf FIFO its limits reserve). They are a model of the
+ * driver's footprint (README, "Footprint model"), kept so that the device's memory in use moves as a
+ * GPU's does; each belongs to a context and goes when it is released or its context is destroyed.
  */
 final class EmulatedMemory {
     static final long BASE = 0x7e00_0000_0000L;
@@ -31,6 +37,20 @@ final class EmulatedMemory {
     private final AtomicLong[] used;
     private final ConcurrentSkipListMap<Long, Allocation> byBase = new ConcurrentSkipListMap<>();
     private final AtomicLong ids = new AtomicLong(1);
+    /** Each context's live reservations. */
+    private final Map<EmulatedContext, java.util.Set<Reservation>> reservations = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** Device memory a context holds without an address ({@link #reserve}); released once. */
+    static final class Reservation {
+        final EmulatedContext owner;
+        final long size;
+        private final java.util.concurrent.atomic.AtomicBoolean released = new java.util.concurrent.atomic.AtomicBoolean();
+
+        private Reservation(EmulatedContext owner, long size) {
+            this.owner = owner;
+            this.size = size;
+        }
+    }
     private long nextAddress = BASE;   // guarded by this
 
     EmulatedMemory(int deviceCount, long capacityPerDevice) {
@@ -54,20 +74,15 @@ final class EmulatedMemory {
         if (size <= 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "bytesize=" + size + " must be positive");
         }
+        // the context's reservations already hold its heap's budget
+        long budgeted = kind == Allocation.Kind.HEAP ? 0 : size;
         AtomicLong budget = used[owner.device];
-        long before;
-        do {
-            before = budget.get();
-            if (size > capacity - before) {
-                throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "bytesize=" + size + " exceeds free=" + (capacity - before)
-                        + " of the advertised " + capacity + " bytes");
-            }
-        } while (!budget.compareAndSet(before, before + size));
+        charge(owner.device, budgeted);
         long base;
         try {
             base = reserveAddresses(size);
         } catch (CudaError e) {
-            budget.addAndGet(-size);
+            budget.addAndGet(-budgeted);
             throw e;
         }
         Arena arena = Arena.ofShared();
@@ -76,7 +91,7 @@ final class EmulatedMemory {
             host = arena.allocate(size, ALIGNMENT);
         } catch (OutOfMemoryError | IllegalArgumentException e) {
             arena.close();
-            budget.addAndGet(-size);
+            budget.addAndGet(-budgeted);
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "host memory for bytesize=" + size + " unavailable: " + e.getMessage());
         }
         Allocation a = new Allocation(base, size, ids.getAndIncrement(), kind, owner, arena, host);
@@ -123,6 +138,40 @@ final class EmulatedMemory {
         used[device].addAndGet(-size);
     }
 
+    /**
+     * Takes {@code size} bytes (0 or more) of {@code owner}'s device budget as a reservation of the context;
+     * CUDA_ERROR_OUT_OF_MEMORY when the device has not that much left.
+     */
+    Reservation reserve(EmulatedContext owner, long size) {
+        charge(owner.device, size);
+        Reservation r = new Reservation(owner, size);
+        reservations.computeIfAbsent(owner, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(r);
+        if (owner.destroyed()) {   // its context died meanwhile, and its cleanup may not have seen this one
+            release(r);
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "context " + owner.name + " was destroyed");
+        }
+        return r;
+    }
+
+    /** Gives a reservation's bytes back (once; null and released ones are ignored). */
+    void release(Reservation r) {
+        if (r != null && r.released.compareAndSet(false, true)) {
+            java.util.Set<Reservation> own = reservations.get(r.owner);
+            if (own != null) {
+                own.remove(r);
+            }
+            uncharge(r.owner.device, r.size);
+        }
+    }
+
+    /** A destroyed context's reservations go. */
+    void releaseReservations(EmulatedContext context) {
+        java.util.Set<Reservation> own = reservations.remove(context);
+        if (own != null) {
+            own.forEach(this::release);
+        }
+    }
+
     /** Makes a VMM mapping resolvable: a MAPPED allocation over host memory owned by its physical allocation. */
     Allocation addMapped(EmulatedContext owner, long base, long size, Arena arena, MemorySegment host) {
         Allocation a = new Allocation(base, size, ids.getAndIncrement(), Allocation.Kind.MAPPED, owner, arena, host);
@@ -159,7 +208,9 @@ final class EmulatedMemory {
             return; // its memory and budget are its physical allocation's
         }
         a.arena().close();
-        used[a.owner().device].addAndGet(-a.size());
+        if (a.kind() != Allocation.Kind.HEAP) {
+            used[a.owner().device].addAndGet(-a.size());
+        }
     }
 
     /** Every allocation owned by {@code context}, unmapped; the caller releases them. */

@@ -2,7 +2,7 @@ package io.gpusockets.emulated;
 
 import io.gpusockets.emulated.ptx.GlobalMemory;
 
-/** Device memory for the PTX interpreter: the launching context's allocations, faults as Java kernels get them. */
+/** Device memory for the PTX engines (interpreter and compiled): the launching context's allocations, faults as Java kernels get them. */
 final class KernelMemory implements GlobalMemory {
     private final EmulatedContext context;
     private final EmulatedMemory memory;

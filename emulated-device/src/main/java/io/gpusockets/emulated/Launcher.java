@@ -15,10 +15,10 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * Functions and launches: resolving a CUfunction (or a CUkernel, which stands for its function in
  * the current context), answering its attributes and parameter layout, and queuing a launch. An
- * entry with a Java kernel ({@link EmulatedKernels}) runs that; any other runs from its PTX through
- * the interpreter (io.gpusockets.emulated.ptx), and one it cannot run fails at once with
- * CUDA_ERROR_NOT_SUPPORTED naming the instruction and line; a fault while the kernel runs becomes
- * the context's sticky error.
+ * entry with a Java kernel ({@link EmulatedKernels}) runs that; any other runs from its PTX
+ * (io.gpusockets.emulated.ptx: compiled to JVM bytecode, else interpreted), and one the interpreter
+ * cannot run fails at once with CUDA_ERROR_NOT_SUPPORTED naming the instruction and line; a fault
+ * while the kernel runs becomes the context's sticky error.
  */
 final class Launcher {
     private static final System.Logger LOG = System.getLogger(Launcher.class.getName());

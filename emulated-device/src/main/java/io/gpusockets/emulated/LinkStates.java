@@ -7,6 +7,8 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NO_BINARY_FOR_GPU;
 
 import io.gpusockets.protocol.calls.ModuleImageKind;
+import io.gpusockets.protocol.images.FatbinImage;
+import io.gpusockets.protocol.images.ImageError;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -133,15 +135,15 @@ final class LinkStates {
             MemorySegment fatbin = rest.asSlice(0, length);
             try {
                 FatbinImage.entries(fatbin);
-            } catch (CudaError notOne) {
+            } catch (ImageError notOne) {
                 continue;
             }
             try {
                 units.add(new PtxLinker.Unit(label + " fatbin " + (units.size() + withoutPtx + 1),
                         FatbinImage.ptx(fatbin, ModuleImage.capability()), true));
-            } catch (CudaError none) {
+            } catch (ImageError none) {
                 if (none.code != CUDA_ERROR_NO_BINARY_FOR_GPU) {
-                    throw none;
+                    throw new CudaError(none.code, none.getMessage());
                 }
                 withoutPtx++;
             }
@@ -235,11 +237,11 @@ final class LinkStates {
         }
         try {
             return FatbinImage.ptx(bytes.asSlice(0, length), ModuleImage.capability());
-        } catch (CudaError e) {
+        } catch (ImageError e) {
             if (e.code == CUDA_ERROR_NO_BINARY_FOR_GPU) {
                 throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, label + ": " + e.getMessage());
             }
-            throw e;
+            throw new CudaError(e.code, e.getMessage());
         }
     }
 
@@ -253,12 +255,12 @@ final class LinkStates {
         }
         try {
             return FatbinImage.elfPtx(bytes.asSlice(0, length));
-        } catch (CudaError e) {
+        } catch (ImageError e) {
             if (e.code == CUDA_ERROR_NO_BINARY_FOR_GPU) {
                 throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, label + ": " + (type == INPUT_CUBIN ? "a cubin" : "an object")
                         + " holds SASS only (no PTX), which the emulated device cannot link or run; add PTX instead");
             }
-            throw e;
+            throw new CudaError(e.code, e.getMessage());
         }
     }
 }

@@ -5,6 +5,9 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NO_BINARY_FOR_GPU;
 
 import io.gpusockets.protocol.calls.ModuleImageKind;
+import io.gpusockets.protocol.images.FatbinImage;
+import io.gpusockets.protocol.images.ImageError;
+import io.gpusockets.protocol.images.PtxText;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;
@@ -23,12 +26,20 @@ import java.util.List;
  * read past its NUL.
  */
 final class ModuleImage {
-    static final long MAX_PTX = 64L << 20;
+    static final long MAX_PTX = PtxText.MAX_PTX;
 
     private ModuleImage() {
     }
 
     static String ptxText(MemorySegment image) {
+        try {
+            return imagePtx(image);
+        } catch (ImageError e) {
+            throw new CudaError(e.code, e.getMessage());
+        }
+    }
+
+    private static String imagePtx(MemorySegment image) {
         if (HostSegments.isNull(image)) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "image is NULL");
         }
@@ -66,7 +77,7 @@ final class ModuleImage {
         MemorySegment first = extent(image, unsized, "fatbin");
         try {
             return FatbinImage.ptx(first, capability());
-        } catch (CudaError noPtx) {
+        } catch (ImageError noPtx) {
             if (unsized || noPtx.code != CUDA_ERROR_NO_BINARY_FOR_GPU || first.byteSize() >= image.byteSize()) {
                 throw noPtx;
             }
@@ -82,7 +93,7 @@ final class ModuleImage {
                 index++;
                 try {
                     units.add(new PtxLinker.Unit("translation unit " + index, FatbinImage.ptx(next, capability())));
-                } catch (CudaError none) {
+                } catch (ImageError none) {
                     if (none.code != CUDA_ERROR_NO_BINARY_FOR_GPU) {
                         throw none;
                     }

@@ -13,8 +13,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Modules, functions and libraries: loading PTX into a context (with device memory for its
- * variables), handing out one function handle per entry, and binding context-independent libraries
- * to a context on first use.
+ * variables and, in the footprint model, its code), handing out one function handle per entry, and
+ * binding context-independent libraries to a context on first use (a library costs device memory in
+ * each context it is used in, as on the driver).
  */
 final class Modules {
     private final Handles handles;
@@ -32,17 +33,19 @@ final class Modules {
 
     EmulatedModule load(EmulatedContext c, PtxModule ptx, EmulatedLibrary library) {
         Map<String, Allocation> globals = new LinkedHashMap<>();
+        EmulatedMemory.Reservation code;
         try {
             for (PtxModule.Global g : ptx.globals.values()) {
                 Allocation a = memory.allocate(c, g.size(), Allocation.Kind.GLOBAL);
                 globals.put(g.name(), a);
                 MemorySegment.copy(MemorySegment.ofArray(g.initial()), 0, a.host(), 0, g.initial().length);
             }
+            code = memory.reserve(c, ptx.textBytes);
         } catch (RuntimeException e) {
             free(globals.values());
             throw e;
         }
-        EmulatedModule m = new EmulatedModule(handles.issue(), c, ptx, library, globals);
+        EmulatedModule m = new EmulatedModule(handles.issue(), c, ptx, library, globals, code);
         handles.own(c, m.handle, m);
         return m;
     }
@@ -55,6 +58,7 @@ final class Modules {
             handles.remove(f.handle, f);
             m.context.owned.remove(f.handle);
         }
+        memory.release(m.code);
         List<Allocation> taken = new ArrayList<>();
         for (Allocation a : m.globals.values()) {
             if (memory.unmap(a)) {

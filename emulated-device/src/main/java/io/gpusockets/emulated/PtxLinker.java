@@ -2,6 +2,7 @@ package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_PTX;
 
+import io.gpusockets.protocol.images.PtxText;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -74,7 +75,7 @@ final class PtxLinker {
         int sm = 0;
         String target = "";
         for (Unit u : units) {
-            String text = PtxModule.stripComments(u.ptx());
+            String text = PtxText.stripComments(u.ptx());
             Matcher v = VERSION.matcher(text);
             if (!v.find()) {
                 throw new CudaError(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE,
@@ -338,15 +339,10 @@ final class PtxLinker {
     }
 
     private static int matchingBrace(String text, int open, String unit) {
-        int depth = 0;
-        for (int i = open; i < text.length(); i++) {
-            char c = text.charAt(i);
-            if (c == '{') {
-                depth++;
-            } else if (c == '}' && --depth == 0) {
-                return i;
-            }
+        int close = PtxText.matchingBrace(text, open);
+        if (close < 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_PTX, unit + ": unbalanced '{' at offset " + open);
         }
-        throw new CudaError(CUDA_ERROR_INVALID_PTX, unit + ": unbalanced '{' at offset " + open);
+        return close;
     }
 }

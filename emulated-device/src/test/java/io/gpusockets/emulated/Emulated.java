@@ -58,6 +58,11 @@ final class Emulated implements AutoCloseable {
         return MemorySegment.ofAddress(segment.address());
     }
 
+    /** Device memory a module of this PTX text takes for its code in the footprint model (its bytes). */
+    static long codeBytes(String ptx) {
+        return ptx.getBytes(StandardCharsets.UTF_8).length;
+    }
+
     long loadShippedModule() {
         MemorySegment out = arena.allocate(8);
         ok(device.cuModuleLoadData(out, nativeString(shippedPtx())));

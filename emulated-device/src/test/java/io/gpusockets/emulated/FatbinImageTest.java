@@ -6,6 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.protocol.images.FatbinImage;
+import io.gpusockets.protocol.images.ImageError;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -276,11 +278,11 @@ class FatbinImageTest {
         assertInvalid(twoEntries, "an entry count beyond what fits");
         assertInvalid(handBuilt(1, 0x11, new byte[] {0, 0, 0, 0}, 0, 0), "empty PTX");
         for (long fatSize : new long[] {good.length - 16 + 1, Long.MAX_VALUE, -16}) {
-            CudaError e = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(with(good, 8, fatSize))),
+            ImageError e = assertThrows(ImageError.class, () -> FatbinImage.entries(MemorySegment.ofArray(with(good, 8, fatSize))),
                     "FatbinImage itself bounds fatSize " + fatSize);
             assertEquals(CUDA_ERROR_INVALID_IMAGE, e.code);
         }
-        CudaError wrongMagic = assertThrows(CudaError.class, () -> FatbinImage.entries(MemorySegment.ofArray(withInt(good, 0, 0x12345678))));
+        ImageError wrongMagic = assertThrows(ImageError.class, () -> FatbinImage.entries(MemorySegment.ofArray(withInt(good, 0, 0x12345678))));
         assertEquals(CUDA_ERROR_INVALID_IMAGE, wrongMagic.code);
     }
 

@@ -17,7 +17,9 @@ import java.util.Map;
 
 /**
  * The CUDA driver API of a remote GPU. Every call goes to the backend except those the API table
- * marks local (host memory, error strings). Usable from any JVM program:
+ * marks local (host memory, error strings) and, unless GPUSOCKETS_LOCAL_ANSWERS=0, the table's known
+ * entries and cuCtxGetCurrent, answered from what the connection learned ({@link KnownAnswers},
+ * {@link CurrentContexts}). Usable from any JVM program:
  * <pre>{@code
  *   try (RemoteCudaDriver cu = RemoteCudaDriver.connect("tcp://gpu-host:7070")) {
  *       cu.cuInit(0); ...

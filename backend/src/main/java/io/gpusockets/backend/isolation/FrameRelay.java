@@ -8,7 +8,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * For a connection that cannot be handed to a worker whole (ring://, vchan://, and TLS once it exists:
+ * For a connection that cannot be handed to a worker whole (ring://, vchan:// and tls://:
  * their state is more than one socket): the front relays its frames to and from the worker over a unix
  * socket pair, one thread each way. This costs one extra copy of every byte (and a hop of latency) that
  * the handed-over transports do not pay; the shared window is not offered to such sessions, so bulk data

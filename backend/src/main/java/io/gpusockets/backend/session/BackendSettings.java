@@ -4,8 +4,9 @@ import java.util.Properties;
 import java.util.Set;
 
 /**
- * Everything the backend is configured with, validated once: what the server checks at the handshake,
- * the per-session bounds, and the lanes' tuning. Sessions and lanes get their values from here; none of
+ * What the server and its sessions are configured with, validated once: what the server checks at the
+ * handshake, the per-session bounds, and the lanes' tuning (listeners, device, tenants, TLS, admin socket,
+ * metrics and isolation mode are the backend command's, in cli). Sessions and lanes get their values from here; none of
  * them reads a property. Command-line options fill the first group; the two tuning settings come from
  * system properties ({@link #fromSystemProperties}):
  * <table>
@@ -13,7 +14,7 @@ import java.util.Set;
  *   <tr><th>Setting</th><th>Default</th><th>Meaning</th></tr>
  *   <tr><td>limits</td><td>{@link SessionLimits#DEFAULT}</td><td>per-session bounds (lanes, body budget, frame and bulk sizes, async)</td></tr>
  *   <tr><td>preSharedKey</td><td>none</td><td>frontends must prove they hold it (HMAC challenge)</td></tr>
- *   <tr><td>allowedUids</td><td>any</td><td>unix:// peers' uids let in</td></tr>
+ *   <tr><td>allowedUids</td><td>any</td><td>unix://, ring:// and fdunix:// peers' uids let in</td></tr>
  *   <tr><td>allowedCids</td><td>any</td><td>vsock:// peers' CIDs let in</td></tr>
  *   <tr><td>handshakeMillis</td><td>{@value #HANDSHAKE_MILLIS_DEFAULT}</td><td>a peer not through its handshake by then is dropped</td></tr>
  *   <tr><td>serverLimits</td><td>{@link ServerLimits#DEFAULT}</td><td>what peers may make the server hold:</td></tr>
@@ -34,7 +35,7 @@ import java.util.Set;
  *
  * @param limits          per-session bounds
  * @param preSharedKey    when non-null, frontends must prove they hold it
- * @param allowedUids     for unix:// peers: uids allowed in (empty = any local user)
+ * @param allowedUids     for unix://, ring:// and fdunix:// peers: uids allowed in (empty = any local user)
  * @param allowedCids     for vsock:// peers: CIDs allowed in (empty = any)
  * @param handshakeMillis a peer that has not finished its handshake by then is dropped
  * @param warmContexts    contexts to keep made ahead per device for sessions' first primary retain; 0 for none

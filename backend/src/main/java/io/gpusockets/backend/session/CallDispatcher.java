@@ -269,7 +269,7 @@ final class CallDispatcher {
             args[i] = p.type() == ParamType.BYTES ? c.scratch(size).asSlice(0, size) : c.scratch(size);
         }
 
-        SessionQuota.Pending charge = session.quota().before(f, args, values); // tenant quota: reserved before the driver
+        SessionQuota.Pending charge = session.quota().before(session.host().driver(), c, f, args, values); // tenant quota: reserved before the driver
         ContextRule rule = f.context();
         // What the call destroys or frees: no other call uses it from here on, nor while the driver destroys it.
         SessionUses.Retirement retiring = destroyed[f.index()] == null ? null : retire(c, values);

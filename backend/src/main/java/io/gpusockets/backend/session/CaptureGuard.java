@@ -9,8 +9,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Work the backend cannot let into a graph: a copy to or from host memory (the host side is the
- * guest's, staged through buffers the backend reuses at once) or a host function (its gate waits for
- * a guest callback that a later graph launch never asks for). On a capturing stream such a call is
+ * guest's, staged through buffers the backend reuses at once), a host function (its gate waits for
+ * a guest callback that a later graph launch never asks for), or a stream-ordered allocation or free
+ * (a graph memory node, which cannot be charged: {@link #refuseGraphMemory}). On a capturing stream such a call is
  * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and its capture is remembered as invalidated:
  * cuStreamEndCapture then destroys the graph and answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
  * driver does for a capture in which an unsupported call was made. One per session.
@@ -32,6 +33,23 @@ final class CaptureGuard {
 
     /** Refuses {@code what} when {@code stream} (a driver handle) is capturing. */
     void refuseHostWork(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
+        refuseInCapture(c, driver, stream, what + " on a capturing stream: host memory and host functions cannot be part of"
+                + " a graph through gpusockets (the graph runs later, away from the guest)");
+    }
+
+    /**
+     * Refuses a stream-ordered allocation or free ({@code what}) on a capturing stream: captured, it would
+     * become a graph memory node, whose memory the driver takes from a pool it shares between every context
+     * of the backend's process, when the graph is instantiated or launched, and keeps until it trims it; it
+     * could neither be charged to the session's tenant when made nor given back when freed. A free in a
+     * capture would give the charge back before the graph frees anything.
+     */
+    void refuseGraphMemory(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
+        refuseInCapture(c, driver, stream, what + " on a capturing stream: graph memory nodes cannot be charged to a tenant,"
+                + " so gpusockets does not make them (allocate before the capture, or outside it)");
+    }
+
+    private void refuseInCapture(Call c, CudaDriver driver, long stream, String why) throws CallRejected {
         if (!capturing) {
             return;
         }
@@ -42,8 +60,7 @@ final class CaptureGuard {
             return;   // not capturing (or not a stream the driver knows: the call itself reports that)
         }
         refused.add(id.get(ValueLayout.JAVA_LONG, 0));
-        throw new CallRejected(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what + " on a capturing stream: host memory and"
-                + " host functions cannot be part of a graph through gpusockets (the graph runs later, away from the guest)");
+        throw new CallRejected(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, why);
     }
 
     /** Whether work was refused in capture {@code id}; forgets it. */

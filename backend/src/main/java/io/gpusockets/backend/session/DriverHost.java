@@ -13,8 +13,13 @@ import java.lang.foreign.ValueLayout;
  * @param description   what it is, for logs and the WELCOME message (says "emulated" where it is)
  * @param deviceCount   devices it has
  * @param driverVersion its cuDriverGetVersion
+ * @param facts         what the charge rules read of each device, kept once read
  */
-public record DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion) {
+public record DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion, DeviceFacts facts) {
+
+    public DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion) {
+        this(driver, description, deviceCount, driverVersion, new DeviceFacts(driver, deviceCount));
+    }
 
     /** Calls cuInit and reads the device count and version; throws with the CUresult name on failure. */
     public static DriverHost initialise(CudaDriver driver, String description) {

@@ -71,9 +71,7 @@ final class LibraryCalls implements BackendHandlers.Libraries {
         long modId = session.handles().intern(ParamType.MOD, mod.get(ValueLayout.JAVA_LONG, 0), libId, context);
         session.handles().claim(modId, libId, context);
         long base = dptr.get(ValueLayout.JAVA_LONG, 0), size = bytes.get(ValueLayout.JAVA_LONG, 0);
-        if (!session.quota().chargeGlobal(base, size)) {
-            return CuResult.CUDA_ERROR_OUT_OF_MEMORY; // over the tenant's quota (the library keeps it until unloaded)
-        }
+        // (its memory was charged with the library's load, in every context: ContextCharges)
         session.memory().add(new SessionMemory.Range(base, size, modId, false));
         c.outs.putLong(base).putLong(size);
         return r;

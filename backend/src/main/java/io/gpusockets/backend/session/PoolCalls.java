@@ -66,8 +66,12 @@ final class PoolCalls implements BackendHandlers.Pools {
         c.outs.putLong(session.handles().idOf(ParamType.POOL, real));
     }
 
-    /** Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what is allocated). */
+    /**
+     * Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what
+     * is allocated). Refused on a capturing stream ({@link CaptureGuard#refuseGraphMemory}).
+     */
     private int allocate(Call c, long bytesize, long pool, long hStream) throws CallRejected {
+        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
         session.quota().reserve(bytesize, c.name());
         MemorySegment out = c.scratch(8);
         int r = CuResult.CUDA_ERROR_UNKNOWN;
@@ -102,9 +106,13 @@ final class PoolCalls implements BackendHandlers.Pools {
         return allocate(c, bytesize, pool, hStream);
     }
 
-    /** The range is the session's (checked); it stops being one at the call, as later work may not use it. */
+    /**
+     * The range is the session's (checked); it stops being one at the call, as later work may not use it.
+     * Refused on a capturing stream, where it would free nothing until the graph runs.
+     */
     @Override
-    public int cuMemFreeAsync(Call c, long dptr, long hStream) {
+    public int cuMemFreeAsync(Call c, long dptr, long hStream) throws CallRejected {
+        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
         int r = driver.cuMemFreeAsync(dptr, hStream);
         if (r == CuResult.CUDA_SUCCESS) {
             session.memory().remove(dptr);
@@ -160,12 +168,22 @@ final class PoolCalls implements BackendHandlers.Pools {
         return c.handle(ParamType.POOL, q.pool(), false);
     }
 
-    /** The pool is the session's own, so every attribute concerns the session alone. */
+    /**
+     * The pool is the session's own, so every attribute concerns the session alone. But a pool keeps up to its
+     * release threshold of freed memory past each synchronization: memory no allocation holds, so no charge
+     * covers it, and a tenant could grow it without bound over pools of its own. For a tenant with a memory
+     * limit the threshold asked for is therefore only remembered (and answered by cuMemPoolGetAttribute); the
+     * pool's own stays 0, so the driver gives freed memory back at each synchronization.
+     */
     @Override
     public int cuMemPoolSetAttribute(Call c) throws ProtocolException, CallRejected {
         PoolAttributeRequest.Request q = PoolAttributeRequest.read(c.body);
         c.expectEnd();
         long pool = poolOf(c, q);
+        if (q.attribute() == PoolAttributeRequest.RELEASE_THRESHOLD && session.tenant().limits().memoryBytes() != Long.MAX_VALUE) {
+            pools.releaseThreshold(pool, q.value());
+            return CuResult.CUDA_SUCCESS;
+        }
         MemorySegment value = c.scratch(8);
         if (PoolAttributeRequest.valueBytes(q.attribute()) == 4) {
             value.set(ValueLayout.JAVA_INT, 0, (int) q.value());
@@ -180,6 +198,11 @@ final class PoolCalls implements BackendHandlers.Pools {
         PoolAttributeRequest.Request q = PoolAttributeRequest.read(c.body);
         c.expectEnd();
         long pool = poolOf(c, q);
+        Long kept = q.attribute() == PoolAttributeRequest.RELEASE_THRESHOLD ? pools.releaseThreshold(pool) : null;
+        if (kept != null) {
+            PoolAttributeRequest.putValue(c.outs, kept);
+            return CuResult.CUDA_SUCCESS;
+        }
         MemorySegment value = c.scratch(8);
         int r = driver.cuMemPoolGetAttribute(pool, q.attribute(), value);
         if (r == CuResult.CUDA_SUCCESS) {

@@ -39,16 +39,27 @@ final class PrimaryContexts {
         if (handle[dev] == 0) {
             c.reserveHandles(1, 0);
             ContextPool pool = session.contextPool();
-            long real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
-            if (real == 0) {
-                CudaDriver d = session.host().driver();
-                int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
-                if (r != CuResult.CUDA_SUCCESS) {
-                    return r;
+            // charged as the session's other contexts are (its first on the device is free: ContextCharges)
+            SessionQuota.Pending charge = session.quota().beforeContext(dev, c.name());
+            long real = 0;
+            try {
+                real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
+                if (real == 0) {
+                    CudaDriver d = session.host().driver();
+                    int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
+                    if (r != CuResult.CUDA_SUCCESS) {
+                        return r;
+                    }
+                    real = scratch8.get(ValueLayout.JAVA_LONG, 0);
+                    // cuCtxCreate made it current; a primary retain does not change the current context.
+                    d.cuCtxPopCurrent(scratch8);
                 }
-                real = scratch8.get(ValueLayout.JAVA_LONG, 0);
-                // cuCtxCreate made it current; a primary retain does not change the current context.
-                d.cuCtxPopCurrent(scratch8);
+            } finally {
+                if (real == 0) {
+                    session.quota().contextFailed(charge);
+                } else {
+                    session.quota().contextMade(charge, real);
+                }
             }
             handle[dev] = session.handles().intern(ParamType.CTX, real, 0, 0);
         }

@@ -86,7 +86,7 @@ public final class Session {
             throw new IllegalArgumentException("tenant=null");
         }
         this.tenant = tenant;
-        this.quota = new SessionQuota(id, tenant);
+        this.quota = new SessionQuota(id, tenant, host.facts());
         memory.onRemoved(quota::rangeRemoved);
         this.contextPool = contextPool;
         this.id = id;

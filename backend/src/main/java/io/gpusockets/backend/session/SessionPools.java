@@ -33,6 +33,8 @@ final class SessionPools {
     private final Map<Integer, Long> defaults = new HashMap<>();
     private final Map<Integer, Long> current = new HashMap<>();
     private final Map<Long, AsyncAllocation> allocations = new LinkedHashMap<>();
+    /** Release thresholds asked for but kept from the driver (PoolCalls: a tenant with a memory limit), by pool. */
+    private final Map<Long, Long> releaseThresholds = new HashMap<>();
 
     synchronized void add(Pool p) {
         pools.put(p.real(), p);
@@ -60,9 +62,20 @@ final class SessionPools {
         current.put(device, real);
     }
 
+    /** Remembers the release threshold asked for {@code real} (the pool's own stays 0). */
+    synchronized void releaseThreshold(long real, long value) {
+        releaseThresholds.put(real, value);
+    }
+
+    /** The release threshold asked for {@code real} and kept from the driver, or null. */
+    synchronized Long releaseThreshold(long real) {
+        return releaseThresholds.get(real);
+    }
+
     /** Forgets a destroyed pool; a device whose current pool it was goes back to its default, as in the driver. */
     synchronized void remove(long real) {
         pools.remove(real);
+        releaseThresholds.remove(real);
         current.values().removeIf(p -> p == real);
     }
 

@@ -4,29 +4,36 @@ import io.gpusockets.backend.tenant.TenantAccount;
 import io.gpusockets.backend.tenant.TenantLimits;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
-import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.ChargeRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.LimitFootprint;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.images.ImageError;
+import io.gpusockets.protocol.images.ModuleFootprint;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
  * What one session has charged to its tenant ({@link Session#tenant()}), and the charge rules of every
- * allocation path: device allocations ({@code alloc=} entries of the generic path, stream-ordered pool
- * allocations), VMM physical allocations (cuMemCreate), arrays (an estimate from their descriptor),
- * module and library globals (charged when the session first registers their range: cudart asks for
- * every variable of a module as it loads it) and the page-locked shared window. Memory is reserved
- * before the driver call (over the quota: CUDA_ERROR_OUT_OF_MEMORY, and the driver is not called) and
- * given back when the call fails, when the memory is freed, when its context or module goes, and at the
- * session's end, which gives back everything still charged ({@link #close}).
+ * path that makes the driver allocate device memory. The rule of an entry is its table attribute
+ * ({@code charge=}, {@link ChargeRule}): device allocations ({@code alloc}, {@code pitch}, stream-ordered
+ * pool allocations too), arrays (an estimate from their descriptor), module and library loads (the
+ * image's footprint: its variables and code, {@link ModuleFootprint}), contexts and their limits
+ * ({@link ContextCharges}), VMM physical allocations (cuMemCreate, by its handler); cuMemGetInfo
+ * ({@code info}) answers with the tenant's view. The page-locked shared window is charged here too,
+ * against the tenant's pinned limit. Memory is reserved before the driver call (over the quota:
+ * CUDA_ERROR_OUT_OF_MEMORY, and the driver is not called) and given back when the call fails, when the
+ * memory is freed, when its context, module or library goes, and at the session's end, which gives back
+ * everything still charged ({@link #close}).
  *
- * <p>The charges are kept here by what frees them (a device base, an array, a VMM handle), so the
- * tenant gets back exactly what was taken. Charging goes only through {@link TenantAccount}, which in
+ * <p>The charges are kept here by what frees them (a device base, an array, a VMM handle, a module), so
+ * the tenant gets back exactly what was taken. Charging goes only through {@link TenantAccount}, which in
  * another process may be a proxy.
  */
 final class SessionQuota {
@@ -36,56 +43,62 @@ final class SessionQuota {
     /** Bytes per element charged for array formats whose size is not known here (the largest plain element). */
     static final int UNKNOWN_ELEMENT_BYTES = 16;
 
-    private static final byte NONE = 0, ALLOC = 1, PITCH = 2, ARRAY = 3, GLOBAL = 4, INFO = 5;
-    /** By table index: the rule of a generic entry. */
-    private static final byte[] RULES = rules();
-
-    /** A reserve taken before a driver call; {@code bytes} given back by {@link #failed}. */
-    record Pending(byte rule, long bytes) {
+    /**
+     * A reserve taken before a driver call; {@code bytes} given back by {@link #failed}. {@code key},
+     * {@code aux} and {@code value} carry what the rule needs after the call: for a context its own charge
+     * and device, for a library its footprint, for a limit the context, the limit and its previous value.
+     */
+    record Pending(ChargeRule rule, long bytes, long key, long aux, long value) {
+        Pending(ChargeRule rule, long bytes) {
+            this(rule, bytes, 0, 0, 0);
+        }
     }
 
     private final long sessionId;
     private final TenantAccount tenant;
-    /** Device ranges charged, by base: allocations, async allocations, globals. */
+    /** Device ranges charged, by base: allocations and async allocations (globals are their module's). */
     private final Map<Long, Long> ranges = new HashMap<>();
     /** Arrays charged, by real handle. */
     private final Map<Long, Long> arrays = new HashMap<>();
     /** VMM physical allocations charged, by real handle. */
     private final Map<Long, Long> vmm = new HashMap<>();
+    /** Modules charged at their load, by real handle. */
+    private final Map<Long, Long> modules = new HashMap<>();
+    /** Contexts, their limits, and the libraries charged per context. */
+    private final ContextCharges contexts;
+    private final DeviceFacts facts;
     private long charged;
     private long pinned;
     private boolean closed;
 
-    SessionQuota(long sessionId, TenantAccount tenant) {
+    /** {@code facts}: what the rules read of the devices (the session's {@link DriverHost#facts}). */
+    SessionQuota(long sessionId, TenantAccount tenant, DeviceFacts facts) {
         this.sessionId = sessionId;
         this.tenant = tenant;
+        this.facts = facts;
+        this.contexts = new ContextCharges(this, facts);
     }
 
-    private static byte[] rules() {
-        ApiTable table = ApiTable.get();
-        byte[] r = new byte[table.functions().size()];
-        for (ApiFunction f : table.functions()) {
-            if (f.customBackend()) {
-                continue; // their handlers charge themselves
-            }
-            for (ApiParam p : f.params()) {
-                if (p.out() && p.type() == ParamType.DPTR && p.alloc() != null) {
-                    r[f.index()] = f.name().equals("cuMemAllocPitch") ? PITCH : ALLOC;
-                } else if (p.out() && p.type() == ParamType.DPTR && p.global() != null) {
-                    r[f.index()] = GLOBAL;
-                }
-            }
-            if (f.name().equals("cuArrayCreate")) {
-                r[f.index()] = ARRAY;
-            } else if (f.name().equals("cuMemGetInfo")) {
-                r[f.index()] = INFO;
-            }
-        }
-        return r;
+    /** For tests: devices the rules cannot read (every charge that needs them takes its fallback). */
+    SessionQuota(long sessionId, TenantAccount tenant) {
+        this(sessionId, tenant, new DeviceFacts(new io.gpusockets.protocol.api.UnsupportedCudaDriver() { }, 0));
     }
 
     TenantAccount tenant() {
         return tenant;
+    }
+
+    ContextCharges contexts() {
+        return contexts;
+    }
+
+    /**
+     * Whether the tenant has a memory limit now. The rules that cost work beyond the call (reading a module
+     * image, measuring a context's footprint) charge a tenant without one nothing: nothing would be refused,
+     * and an image the driver accepts but the reader's bounds do not ({@link ModuleFootprint}) would be.
+     */
+    boolean metered() {
+        return tenant.limits().memoryBytes() != Long.MAX_VALUE;
     }
 
     /** Bytes of device memory this session has charged now. */
@@ -93,12 +106,15 @@ final class SessionQuota {
         return charged;
     }
 
-    /** Takes {@code bytes} from the tenant; CUDA_ERROR_OUT_OF_MEMORY (the driver is not called) when over its quota. */
+    /**
+     * Takes {@code bytes} from the tenant; CUDA_ERROR_OUT_OF_MEMORY (the driver is not called) when over its
+     * quota. Nothing is asked for 0 bytes (a tenant over a limit a reload lowered may still make what costs nothing).
+     */
     void reserve(long bytes, String what) throws CallRejected {
         if (bytes < 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, what + ": size " + bytes);
         }
-        if (!tenant.reserveMemory(bytes)) {
+        if (bytes > 0 && !tenant.reserveMemory(bytes)) {
             TenantLimits l = tenant.limits();
             throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, what + " of " + bytes + " bytes: tenant "
                     + tenant.name() + " holds " + tenant.memoryUsed() + " of its " + l.memoryBytes() + " bytes");
@@ -108,8 +124,11 @@ final class SessionQuota {
         }
     }
 
-    /** Gives back a reserve whose driver call failed. */
+    /** Gives back a reserve whose driver call failed, or a charge whose memory the driver has freed. */
     void unreserve(long bytes) {
+        if (bytes == 0) {
+            return;
+        }
         synchronized (this) {
             charged -= bytes;
         }
@@ -118,9 +137,13 @@ final class SessionQuota {
 
     // ---- the generic path (CallDispatcher): one call before the driver, one after its success
 
-    /** Before the driver call of a generic entry: reserves what it will allocate; null when it charges nothing. */
-    Pending before(ApiFunction f, Object[] args, long[] values) throws CallRejected {
-        byte rule = RULES[f.index()];
+    /**
+     * Before the driver call of a generic entry, in the calling lane's context: reserves what it will
+     * allocate by its {@code charge=} rule; null when it charges nothing. A non-null result is always
+     * followed by {@link #succeeded} or {@link #failed}.
+     */
+    Pending before(CudaDriver driver, Call c, ApiFunction f, Object[] args, long[] values) throws CallRejected {
+        ChargeRule rule = f.charge();
         switch (rule) {
             case ALLOC -> {
                 long n = allocParam(f).alloc().evaluate(k -> values[k]);
@@ -137,7 +160,23 @@ final class SessionQuota {
                 reserve(n, f.name());
                 return new Pending(rule, n);
             }
-            case GLOBAL, INFO -> {
+            case MODULE -> {
+                long n = metered() ? footprint(imageArg(f, args), new int[] {facts.capability(currentDevice(driver, c))}, f.name()) : 0;
+                reserve(n, f.name());
+                return new Pending(rule, n);
+            }
+            case LIBRARY -> {
+                // context-independent: the library may be loaded into a context of any of the host's devices
+                long n = metered() ? footprint(imageArg(f, args), facts.capabilities(), f.name()) : 0;
+                return contexts.libraryBefore(n, f.name());
+            }
+            case CONTEXT -> {
+                return contexts.contextBefore((int) values[paramOf(f, ParamType.DEV, false).index()], f.name());
+            }
+            case LIMIT -> {
+                return limitBefore(driver, c, (int) values[0], values[1], f.name());
+            }
+            case INFO -> {
                 return new Pending(rule, 0);
             }
             default -> {
@@ -146,17 +185,76 @@ final class SessionQuota {
         }
     }
 
+    /** cuCtxSetLimit in the lane's current context: reserved by {@link ContextCharges#limitBefore}; null for limits that reserve no memory. */
+    private Pending limitBefore(CudaDriver driver, Call c, int limit, long value, String what) throws CallRejected {
+        if (!LimitFootprint.reservesMemory(limit)) {
+            return null;
+        }
+        MemorySegment current = c.scratch(8);
+        int r = driver.cuCtxGetLimit(current, limit);
+        if (r != CuResult.CUDA_SUCCESS) {
+            throw new CallRejected(r, "reading the limit before setting it"); // no context: the driver would refuse too
+        }
+        return contexts.limitBefore(c.lane.topContext(), currentDevice(driver, c), limit, value,
+                current.get(ValueLayout.JAVA_LONG, 0), what);
+    }
+
+    /** The device of the calling thread's current context, or -1 when there is none (the call then fails in the driver). */
+    private static int currentDevice(CudaDriver driver, Call c) {
+        MemorySegment dev = c.scratch(4);
+        return driver.cuCtxGetDevice(dev) == CuResult.CUDA_SUCCESS ? dev.get(ValueLayout.JAVA_INT, 0) : -1;
+    }
+
+    /**
+     * Bytes loading {@code image} takes on a device of one of {@code capabilities} (the most of them); an image
+     * that cannot be read is refused as the driver refuses it.
+     */
+    private static long footprint(MemorySegment image, int[] capabilities, String what) throws CallRejected {
+        long most = 0;
+        try {
+            for (int capability : capabilities) {
+                most = Math.max(most, ModuleFootprint.of(image, capability).total());
+            }
+        } catch (ImageError e) {
+            throw new CallRejected(e.code, what + ": " + e.getMessage());
+        }
+        return most;
+    }
+
+    /** Before the driver makes a context on {@code dev} outside the generic path (a session's primary context). */
+    Pending beforeContext(int dev, String what) throws CallRejected {
+        return contexts.contextBefore(dev, what);
+    }
+
+    /** The driver made context {@code real} after {@link #beforeContext}. */
+    void contextMade(Pending p, long real) {
+        contexts.contextMade(p, real);
+    }
+
+    /** The driver did not make the context of {@link #beforeContext}. */
+    void contextFailed(Pending p) {
+        contexts.failed(p);
+    }
+
     /** The driver call failed: its reserve goes back. */
     void failed(Pending p) {
-        if (p != null && p.bytes() > 0) {
-            unreserve(p.bytes());
+        if (p == null) {
+            return;
+        }
+        switch (p.rule()) {
+            case CONTEXT, LIBRARY, LIMIT -> contexts.failed(p);
+            default -> {
+                if (p.bytes() > 0) {
+                    unreserve(p.bytes());
+                }
+            }
         }
     }
 
     /**
      * After the driver call succeeded, before its outputs are recorded: the charge is kept under what
-     * frees it (or trued up to the real size, or for a global taken now). Returns CUDA_SUCCESS, or an error
-     * after undoing the call's allocation when the true size is over the quota.
+     * frees it (or trued up to the real size). Returns CUDA_SUCCESS, or an error after undoing the call's
+     * allocation when the true size is over the quota.
      */
     int succeeded(CudaDriver driver, ApiFunction f, Object[] args, long[] values, Pending p) {
         if (p == null) {
@@ -182,19 +280,36 @@ final class SessionQuota {
                 keepRange(base, actual);
             }
             case ARRAY -> keep(arrays, outLong(args, 0), p.bytes());
-            case GLOBAL -> {
-                ApiParam g = globalParam(f);
-                long base = outLong(args, g.index());
-                long size = outLong(args, g.index() + 1);
-                if (!chargeGlobal(base, size)) {
-                    return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
-                }
+            case MODULE -> keep(modules, outLong(args, paramOf(f, ParamType.MOD, true).index()), p.bytes());
+            case LIBRARY -> contexts.libraryLoaded(p, outLong(args, paramOf(f, ParamType.LIB, true).index()));
+            case CONTEXT -> contextMade(p, outLong(args, paramOf(f, ParamType.CTX, true).index()));
+            case LIMIT -> {
+                return limitSet(driver, p);
             }
             case INFO -> tenantView((MemorySegment) args[0], (MemorySegment) args[1]);
             default -> {
             }
         }
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * cuCtxSetLimit succeeded: its charge is trued up to the value the driver kept; past the quota the
+     * limit's previous value is restored and the call answers CUDA_ERROR_OUT_OF_MEMORY.
+     */
+    private int limitSet(CudaDriver driver, Pending p) {
+        int limit = (int) p.aux();
+        long actual;
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment v = a.allocate(8);
+            actual = driver.cuCtxGetLimit(v, limit) == CuResult.CUDA_SUCCESS ? v.get(ValueLayout.JAVA_LONG, 0) : -1;
+        }
+        if (contexts.limitSet(p, actual)) {
+            return CuResult.CUDA_SUCCESS;
+        }
+        driver.cuCtxSetLimit(limit, p.value());
+        LOG.log(Level.DEBUG, () -> "session " + sessionId + ": cuCtxSetLimit(" + limit + ") over the quota once the driver rounded it");
+        return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
     }
 
     private static ApiParam allocParam(ApiFunction f) {
@@ -206,13 +321,18 @@ final class SessionQuota {
         throw new IllegalStateException(f.name());
     }
 
-    private static ApiParam globalParam(ApiFunction f) {
+    /** The entry's first parameter of {@code type} that is an output ({@code out}) or an input. */
+    private static ApiParam paramOf(ApiFunction f, ParamType type, boolean out) {
         for (ApiParam p : f.params()) {
-            if (p.out() && p.global() != null) {
+            if (p.out() == out && p.type() == type) {
                 return p;
             }
         }
-        throw new IllegalStateException(f.name());
+        throw new IllegalStateException(f.name() + ": no " + (out ? "output " : "input ") + type);
+    }
+
+    private static MemorySegment imageArg(ApiFunction f, Object[] args) {
+        return (MemorySegment) args[paramOf(f, ParamType.IMAGE, false).index()];
     }
 
     private static long outLong(Object[] args, int i) {
@@ -262,31 +382,6 @@ final class SessionQuota {
         }
     }
 
-    /**
-     * A global of {@code size} bytes at {@code base} is registered: charged the first time. False (with
-     * a quota rejection counted) when over the tenant's quota.
-     */
-    boolean chargeGlobal(long base, long size) {
-        synchronized (this) {
-            if (ranges.containsKey(base)) {
-                return true;
-            }
-        }
-        try {
-            reserve(size, "module global");
-        } catch (CallRejected e) {
-            LOG.log(Level.DEBUG, () -> "session " + sessionId + ": " + e.getMessage());
-            return false;
-        }
-        synchronized (this) {
-            if (!closed && ranges.putIfAbsent(base, size) == null) {
-                return true;
-            }
-        }
-        unreserve(size); // another lane charged it meanwhile, or the session has ended
-        return true;
-    }
-
     /** A device range left the session (freed, or its context or module went): its charge goes back. */
     void rangeRemoved(SessionMemory.Range r) {
         synchronized (this) {
@@ -297,16 +392,25 @@ final class SessionQuota {
         }
     }
 
-    /** A handle left the session: an array's charge goes back. */
+    /**
+     * A handle left the session (destroyed, or with its owner or context): the charge of an array or a
+     * module goes back; a context's or a library's goes by {@link ContextCharges}.
+     */
     void handleDropped(SessionHandles.Entry e) {
-        if (e.kind() != ParamType.ARRAY) {
-            return;
-        }
-        synchronized (this) {
-            Long n = arrays.remove(e.real());
-            if (n != null) {
-                releaseLocked(n);
+        switch (e.kind()) {
+            case ARRAY -> dropKept(arrays, e.real());
+            case MOD -> dropKept(modules, e.real());
+            case CTX -> contexts.contextGone(e.real());
+            case LIB -> contexts.libraryUnloaded(e.real());
+            default -> {
             }
+        }
+    }
+
+    private synchronized void dropKept(Map<Long, Long> where, long key) {
+        Long n = where.remove(key);
+        if (n != null) {
+            releaseLocked(n);
         }
     }
 
@@ -316,11 +420,8 @@ final class SessionQuota {
     }
 
     /** The VMM allocation {@code real} is neither referenced nor mapped by the session any more: the driver freed it. */
-    synchronized void vmmFreed(long real) {
-        Long n = vmm.remove(real);
-        if (n != null) {
-            releaseLocked(n);
-        }
+    void vmmFreed(long real) {
+        dropKept(vmm, real);
     }
 
     private void releaseLocked(long bytes) {
@@ -375,25 +476,21 @@ final class SessionQuota {
      * such, so the caller can say so). Idempotent.
      */
     long close() {
-        long missed;
+        long missed = contexts.close();
         synchronized (this) {
             if (closed) {
-                return 0;
+                return missed;
             }
             closed = true;
             vmm.values().forEach(this::releaseLocked);
             vmm.clear();
-            missed = 0;
-            for (long n : ranges.values()) {
-                missed += n;
-                releaseLocked(n);
+            for (Map<Long, Long> kept : List.of(ranges, arrays, modules)) {
+                for (long n : kept.values()) {
+                    missed += n;
+                    releaseLocked(n);
+                }
+                kept.clear();
             }
-            for (long n : arrays.values()) {
-                missed += n;
-                releaseLocked(n);
-            }
-            ranges.clear();
-            arrays.clear();
             // what stays charged now is a reserve of a lane still inside a driver call: given back when it returns
         }
         return missed;

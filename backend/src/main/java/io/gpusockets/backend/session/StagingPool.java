@@ -12,13 +12,14 @@ import java.util.Iterator;
 import java.util.Set;
 
 /**
- * The host buffers one session's device-to-host copies stage through, each {@link #bufferBytes} long.
+ * The host buffers one session's copies between host and device stage through (both ways, {@link CopyCalls}),
+ * each {@link #bufferBytes} long.
  *
- * <p>On the real driver they are pinned (cuMemAllocHost), so the GPU writes them by DMA at full speed and
- * cuMemcpyDtoHAsync into them really is asynchronous, which is what lets a copy overlap the sending of
- * the previous chunk. Where the driver has no cuMemAllocHost (the emulated device answers
- * CUDA_ERROR_NOT_SUPPORTED) or an allocation fails, a buffer is plain native memory of an arena of its
- * own, freed as soon as the pool drops it. A session that goes idle drops its free buffers ({@link #trim}).
+ * <p>On the real driver they are pinned (cuMemAllocHost), so the GPU reads and writes them by DMA at full
+ * speed and async copies out of and into them really are asynchronous, which is what lets one chunk's DMA
+ * overlap the transport receiving the next chunk or sending the previous one. Where the driver has no
+ * cuMemAllocHost (the emulated device answers CUDA_ERROR_NOT_SUPPORTED) or an allocation fails, a buffer
+ * is plain native memory of an arena of its own, freed as soon as the pool drops it. A session that goes idle drops its free buffers ({@link #trim}).
  *
  * <p>A pinned allocation belongs to the context that was current when it was made (any context may
  * copy into it: with unified addressing such memory is portable), and the driver frees it with that

@@ -9,7 +9,8 @@ package io.gpusockets.backend.tenant;
  * @param lanes        lanes (client threads) per session
  * @param handles      handles per session (contexts, modules, streams, events, graphs, ...)
  * @param streams      streams per session
- * @param pinnedBytes  page-locked host memory (pinned allocations, registrations, shared windows)
+ * @param pinnedBytes  page-locked host memory of the backend: the shared windows' page-locking (the guest's
+ *                     pinned allocations and registrations stay in the guest and pin nothing here)
  * @param deviceShare  share of device time for kernel launches when tenants compete, in (0, 1]; 0 for none
  *                     (best effort, as today)
  */

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.tenant.Tenant;
 import io.gpusockets.backend.tenant.TenantLimits;
+import io.gpusockets.protocol.api.ChargeRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
@@ -54,15 +55,13 @@ class SessionQuotaTest {
             q.keepRange(base, MIB);
             s.memory().add(new SessionMemory.Range(base, MIB, base == 0x3000_0000L ? 77 : 55, true));
         }
-        assertTrue(q.chargeGlobal(0x4000_0000L, MIB));
-        assertTrue(q.chargeGlobal(0x4000_0000L, MIB), "registered again: charged once");
-        s.memory().add(new SessionMemory.Range(0x4000_0000L, MIB, 99, false));
-        assertEquals(4 * MIB, t.memoryUsed());
-        s.memory().remove(0x1000_0000L);                    // cuMemFree
+        s.memory().add(new SessionMemory.Range(0x4000_0000L, MIB, 99, false)); // a module's global: charged with its load
         assertEquals(3 * MIB, t.memoryUsed());
-        s.memory().removeOwnedBy(Set.of(55L));              // its context destroyed
+        s.memory().remove(0x1000_0000L);                    // cuMemFree
         assertEquals(2 * MIB, t.memoryUsed());
-        s.memory().removeOwnedBy(Set.of(99L));              // the module unloaded: its global
+        s.memory().removeOwnedBy(Set.of(55L));              // its context destroyed
+        assertEquals(MIB, t.memoryUsed());
+        s.memory().removeOwnedBy(Set.of(99L));              // the module unloaded: its global was no charge of its own
         assertEquals(MIB, t.memoryUsed());
         s.end("test");                                      // the rest at the end, and nothing is counted as missed
         assertEquals(0, t.memoryUsed());
@@ -77,7 +76,7 @@ class SessionQuotaTest {
         out.set(ValueLayout.JAVA_LONG, 0, 0xA11);
         q.reserve(4 * MIB, "cuArrayCreate");
         int r = q.succeeded(null, io.gpusockets.protocol.api.ApiTable.get().byName("cuArrayCreate"),
-                new Object[] {out, null}, new long[2], new SessionQuota.Pending((byte) 3, 4 * MIB));
+                new Object[] {out, null}, new long[2], new SessionQuota.Pending(ChargeRule.ARRAY, 4 * MIB));
         assertEquals(CuResult.CUDA_SUCCESS, r);
         q.handleDropped(new SessionHandles.Entry(9, ParamType.STREAM, 0xA11, 0, 0));
         assertEquals(4 * MIB, t.memoryUsed(), "only an array's drop gives an array's charge back");
@@ -88,6 +87,28 @@ class SessionQuotaTest {
         q.vmmFreed(0xB22);
         q.vmmFreed(0xB22);
         assertEquals(0, t.memoryUsed(), "given back once");
+    }
+
+    @Test
+    void aModuleIsChargedUntilItsHandleGoesWhetherUnloadedOrWithItsContext() throws Exception {
+        Tenant t = tenant(64 * MIB, 4);
+        SessionQuota q = new SessionQuota(1, t);
+        var load = io.gpusockets.protocol.api.ApiTable.get().byName("cuModuleLoadData");
+        for (long real : new long[] {0xD1, 0xD2}) {
+            MemorySegment out = Arena.ofAuto().allocate(8);
+            out.set(ValueLayout.JAVA_LONG, 0, real);
+            q.reserve(3 * MIB, "cuModuleLoadData");
+            assertEquals(CuResult.CUDA_SUCCESS, q.succeeded(null, load, new Object[] {out, null}, new long[2],
+                    new SessionQuota.Pending(ChargeRule.MODULE, 3 * MIB)));
+        }
+        assertEquals(6 * MIB, t.memoryUsed());
+        q.handleDropped(new SessionHandles.Entry(7, ParamType.FUNC, 0xD1, 0, 0));
+        assertEquals(6 * MIB, t.memoryUsed(), "a function's drop is not its module's");
+        q.handleDropped(new SessionHandles.Entry(7, ParamType.MOD, 0xD1, 0, 0));   // cuModuleUnload
+        assertEquals(3 * MIB, t.memoryUsed());
+        q.handleDropped(new SessionHandles.Entry(8, ParamType.MOD, 0xD2, 0, 0));   // dropped with its context
+        assertEquals(0, t.memoryUsed());
+        assertEquals(0, q.close(), "nothing missed");
     }
 
     @Test

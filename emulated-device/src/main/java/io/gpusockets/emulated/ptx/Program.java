@@ -1,7 +1,7 @@
 package io.gpusockets.emulated.ptx;
 
 /**
- * One entry parsed for the interpreter: its instructions (an implicit exit at the end), how many
+ * One entry parsed for the PTX engines (interpreted by {@link Cta}, compiled by {@link JitCompiler}): its instructions (an implicit exit at the end), how many
  * register slots a lane has, the constant slots (immediates, symbol addresses) with their values,
  * the special-register slots with what fills them, and the entry's shared and local memory sizes.
  */

@@ -12,7 +12,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * An entry of a PTX module, parsed for the interpreter. {@link #compile} throws
+ * An entry of a PTX module, parsed; each launch runs it compiled to JVM bytecode ({@link JitCompiler},
+ * at its first compiled run) or interpreted, as {@link PtxEngine} picks. {@link #compile} throws
  * {@link PtxUnsupported} for anything outside the covered subset; {@link #run} executes a grid,
  * its CTAs spread over the host's cores (the launching thread takes part), and rethrows the first
  * fault a CTA raised (the others stop at their next CTA).

@@ -36,12 +36,15 @@ import java.util.List;
  * @param known           the answer depends only on the inputs and never changes while a backend runs: a
  *                        frontend asks once, in one batch, for every device of its {@code dev} inputs and every
  *                        value of the {@code known=} lists of its other inputs, then answers those itself
+ * @param charge          what the call makes the driver allocate in device memory, charged to the tenant
+ *                        before the driver call ({@code charge=}; {@link ChargeRule#NONE} without one)
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
                           String perThread, boolean quick, String area, WireCodec codec, ContextRule context,
-                          MergeRule merge, boolean connects, boolean guest, String serves, boolean known) {
+                          MergeRule merge, boolean connects, boolean guest, String serves, boolean known,
+                          ChargeRule charge) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {

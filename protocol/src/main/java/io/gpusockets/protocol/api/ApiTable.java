@@ -24,7 +24,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick",
-            "area", "codec", "context", "merge", "connects", "guest", "serves", "known");
+            "area", "codec", "context", "merge", "connects", "guest", "serves", "known", "charge");
 
     private static volatile ApiTable instance;
 
@@ -172,6 +172,8 @@ public final class ApiTable {
         WireCodec codec = WireCodec.GENERIC;
         ContextRule context = ContextRule.NONE;
         MergeRule merge = MergeRule.NONE;
+        ChargeRule charge = ChargeRule.NONE;
+        boolean chargeGiven = false;
         for (String attr : m.group(3).strip().split("\\s+")) {
             if (attr.isEmpty()) {
                 continue;
@@ -227,6 +229,10 @@ public final class ApiTable {
                 case "codec" -> codec = WireCodec.parse(value);
                 case "context" -> context = ContextRule.parse(value);
                 case "merge" -> merge = MergeRule.parse(value);
+                case "charge" -> {
+                    charge = ChargeRule.parse(value);
+                    chargeGiven = true;
+                }
                 default -> throw new AssertionError(key);
             }
         }
@@ -245,8 +251,9 @@ public final class ApiTable {
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
                 sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,
-                context, merge, connects, guest, serves, known);
+                context, merge, connects, guest, serves, known, charge);
         check(f);
+        checkCharge(f, chargeGiven);
         return f;
     }
 
@@ -414,6 +421,47 @@ public final class ApiTable {
             throw new IllegalArgumentException(f.name() + ": merge=" + f.merge().name().toLowerCase(Locale.ROOT)
                     + " needs one out i32 parameter");
         }
+    }
+
+    /**
+     * An entry that looks as if it allocates device memory must say what it charges ({@link ChargeRule#allocationSign}),
+     * and a rule must find in the entry what it reads.
+     */
+    private static void checkCharge(ApiFunction f, boolean given) {
+        String sign = ChargeRule.allocationSign(f);
+        if (sign != null && !given) {
+            throw new IllegalArgumentException(f.name() + ": " + sign + ", which makes the driver allocate device memory: "
+                    + "say what the tenant is charged (charge=RULE), or charge=none if it allocates nothing");
+        }
+        ChargeRule r = f.charge();
+        if (r == ChargeRule.NONE) {
+            return;
+        }
+        if (!ChargeRule.reachesBackend(f)) {
+            throw new IllegalArgumentException(f.name() + ": charge= on an entry that never reaches the backend as itself");
+        }
+        if (!r.generic() && !f.customBackend()) {
+            throw new IllegalArgumentException(f.name() + ": charge=" + r.attribute() + " is charged by a custom=backend handler");
+        }
+        boolean fits = switch (r) {
+            case ALLOC, PITCH -> f.params().stream().anyMatch(p -> p.out() && p.alloc() != null);
+            case ARRAY -> has(f, true, ParamType.ARRAY) && has(f, false, ParamType.BYTES);
+            case MODULE -> has(f, true, ParamType.MOD) && has(f, false, ParamType.IMAGE);
+            case LIBRARY -> has(f, true, ParamType.LIB) && has(f, false, ParamType.IMAGE);
+            case LIMIT -> f.params().size() == 2 && f.params().get(0).type() == ParamType.I32
+                    && f.params().get(1).type() == ParamType.SIZE;
+            case CONTEXT -> has(f, true, ParamType.CTX) && has(f, false, ParamType.DEV);
+            case VMM -> has(f, true, ParamType.MEMH);
+            case INFO -> f.params().size() == 2 && f.params().stream().allMatch(p -> p.out() && p.type() == ParamType.SIZE);
+            case NONE -> true;
+        };
+        if (!fits) {
+            throw new IllegalArgumentException(f.name() + ": charge=" + r.attribute() + " does not fit its parameters");
+        }
+    }
+
+    private static boolean has(ApiFunction f, boolean out, ParamType type) {
+        return f.params().stream().anyMatch(p -> p.out() == out && p.type() == type);
     }
 
     /**

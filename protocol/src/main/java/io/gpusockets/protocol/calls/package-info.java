@@ -4,8 +4,11 @@
  * (cuLaunchKernel), {@link io.gpusockets.protocol.calls.PointerAttributeRequest}
  * (cuPointerGetAttribute), {@link io.gpusockets.protocol.calls.HostCallbackOps}
  * (cuStreamAddCallback, cuLaunchHostFunc), {@link io.gpusockets.protocol.calls.PitchedCopyRequest}
- * (cuMemcpy2D/3D and Async) and {@link io.gpusockets.protocol.calls.ModuleImageKind} (the formats of
- * module images and how far an image extends).
+ * (cuMemcpy2D/3D and Async), {@link io.gpusockets.protocol.calls.ModuleImageKind} (the formats of
+ * module images and how far an image extends), {@link io.gpusockets.protocol.calls.LaunchConfigRequest}
+ * (cuLaunchKernelEx), {@link io.gpusockets.protocol.calls.PoolAttributeRequest}
+ * (cuMemPoolSet/GetAttribute), {@link io.gpusockets.protocol.calls.GraphRequest} (the graph calls with
+ * node arrays) and {@link io.gpusockets.protocol.calls.LinkCompleteRequest} (cuLinkComplete).
  *
  * <p>All bodies are little-endian {@link java.nio.ByteBuffer}s. Decoders read a peer's bytes: every
  * count and size is bounded before anything is allocated for it, nothing is read past the body

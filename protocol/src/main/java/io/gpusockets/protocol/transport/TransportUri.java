@@ -11,7 +11,8 @@ import java.util.Objects;
  *   tls    : "tls://"   host ":" port          as tcp, TLS 1.3 (certificates: {@link TlsOptions})
  *   unix   : "unix://"  absolute-path          e.g. unix:///run/gpusockets.sock
  *   vsock  : "vsock://" cid ":" port           cid "any" (listen only) or a number
- *   ring   : "ring://"  name                   name = [A-Za-z0-9._-]+
+ *   fdunix : "fdunix://" absolute-path         AF_UNIX through vsock's FFM socket layer
+ *   ring   : "ring://"  name ["?" params]      name = [A-Za-z0-9._-]+; params size=, window= (RingTransport)
  *   vchan  : "vchan://" domid "/" path         the xenstore path of the vchan
  * </pre>
  * Parsing only checks the shape common to all ("scheme://rest"); each {@link Transport} checks the rest

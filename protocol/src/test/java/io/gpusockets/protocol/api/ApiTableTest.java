@@ -117,6 +117,28 @@ class ApiTableTest {
     }
 
     @Test
+    void anEntryThatAllocatesMustSayWhatItIsCharged() {
+        for (String bad : List.of("cuA(out dptr[alloc=n] p, size n)\n", "cuA(out mod m, image i)\n", "cuA(out array a, bytes[24] d)\n",
+                "cuA(out ctx c, dev d) context=create\n", "cuA(out gexec x, graph g)\n", "cuA(out memh h, size n) custom=backend area=vmm\n")) {
+            var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse(bad), bad);
+            assertTrue(e.getMessage().contains("charge="), e.getMessage());
+        }
+        // said, or looked up (owner=, quick), or never reaching the backend as itself: accepted
+        for (String good : List.of("cuA(out dptr[alloc=n] p, size n) charge=alloc\n", "cuA(out gexec x, graph g) charge=none\n",
+                "cuA(out mod[owner=l] m, lib l) quick\n", "cuA(out lib l, kernel k) quick\n",
+                "cuA(out mod m, image i, i32 n, ptr o) custom=frontend area=modules\n")) {
+            ApiTable.parse(good);
+        }
+        for (String misfit : List.of("cuA(i32 x) charge=alloc\n", "cuA(out mod m, image i) charge=library\n",
+                "cuA(out memh h, size n) charge=vmm\n", "cuA(i32 l, size v) charge=bogus\n", "cuA(i32 x) local area=host charge=info\n")) {
+            assertThrows(IllegalArgumentException.class, () -> ApiTable.parse(misfit), misfit);
+        }
+        assertEquals(ChargeRule.LIMIT, table.byName("cuCtxSetLimit").charge(), "no sign, but it allocates: said in the table");
+        assertEquals(ChargeRule.MODULE, table.byName("cuModuleLoadData").charge());
+        assertEquals(ChargeRule.NONE, table.byName("cuModuleGetGlobal").charge(), "globals are charged with their module's load");
+    }
+
+    @Test
     void refusesAQuickEntryWithABulkInput() {
         var e = assertThrows(IllegalArgumentException.class, () -> ApiTable.parse("cuA(bytes[n] data, size n) quick\n"));
         assertTrue(e.getMessage().contains("bulk input"), e.getMessage());

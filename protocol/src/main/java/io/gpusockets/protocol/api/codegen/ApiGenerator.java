@@ -14,9 +14,10 @@ import java.util.List;
  * Emits the Java code each layer derives from the API table. Run by the build in source-file mode
  * (see the modules' pom.xml):
  * <pre>
- *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend --out DIR
+ *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend|native --out DIR
  * </pre>
- * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ForwardingCudaDriver}, {@code ApiInvoker};
+ * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ForwardingCudaDriver}, {@code ApiInvoker},
+ * {@code ApiEntries};
  * frontend: {@code GeneratedRemoteDriver} and {@code FrontendHandlers}; backend: {@code NativeBindings}
  * and {@code BackendHandlers}; native: the C trampolines of the frontend's libcuda.so.1
  * ({@code gpusockets_exports.c}).

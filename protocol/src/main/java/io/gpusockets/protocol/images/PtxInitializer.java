@@ -1,4 +1,4 @@
-package io.gpusockets.emulated;
+package io.gpusockets.protocol.images;
 
 import java.io.ByteArrayOutputStream;
 import java.lang.System.Logger.Level;
@@ -10,10 +10,16 @@ import java.math.BigInteger;
  * ({@code generic(var)}, another variable's name) cannot be resolved here: the variable is then left
  * zero-filled and a warning says so, rather than refusing a module a program may never read that from.
  */
-final class GlobalInitializer {
-    private static final System.Logger LOG = System.getLogger(GlobalInitializer.class.getName());
+final class PtxInitializer {
+    private static final System.Logger LOG = System.getLogger(PtxInitializer.class.getName());
 
-    private GlobalInitializer() {
+    private PtxInitializer() {
+    }
+
+    /** Components an initializer lists (nested braces flattened); 0 for none. */
+    static long items(String initializer) {
+        String flat = initializer.replace('{', ' ').replace('}', ' ').trim();
+        return flat.isEmpty() ? 0 : flat.split(",").length;
     }
 
     static byte[] bytes(String initializer, String type, long componentSize) {
@@ -27,7 +33,7 @@ final class GlobalInitializer {
             String v = item.trim();
             Long bits = floating ? floatBits(v, componentSize) : integer(v);
             if (bits == null) {
-                LOG.log(Level.WARNING, "PTX initializer {0} of type {1} is not supported by the emulated device; variable left zero", v, type);
+                LOG.log(Level.WARNING, "PTX initializer {0} of type {1} cannot be computed here; the variable starts zero-filled", v, type);
                 return new byte[0];
             }
             for (int b = 0; b < componentSize; b++) {

@@ -1,4 +1,4 @@
-package io.gpusockets.emulated;
+package io.gpusockets.protocol.images;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_IMAGE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NO_BINARY_FOR_GPU;
@@ -12,11 +12,12 @@ import java.util.List;
 import java.util.stream.Collectors;
 
 /**
- * The PTX inside a fatbin or a cubin, for the emulated device (which runs PTX, never SASS). A fatbin
+ * The entries of a fatbin and the sections of a cubin: the PTX the emulated device runs (it never runs
+ * SASS), and the sizes the backend charges a load by ({@link ModuleFootprint}). A fatbin
  * is a header and a run of entries, each a header and a payload: PTX text or an ELF cubin, for one
  * architecture, possibly compressed. The image comes from an untrusted client: every offset and size
  * is checked against the image's length before it is used, and anything inconsistent is
- * CUDA_ERROR_INVALID_IMAGE.
+ * CUDA_ERROR_INVALID_IMAGE ({@link ImageError}).
  *
  * <pre>
  *  fatbin header (16 bytes)                     entry header (headerSize bytes, at least 0x40:
@@ -50,23 +51,23 @@ import java.util.stream.Collectors;
  * <p>A cubin (ELF) holds PTX only when built with {@code -G}: the {@code .nv_debug_ptx_txt} section,
  * the PTX's lines as NUL-terminated strings (found with readelf on nvcc 13.0 output).
  */
-final class FatbinImage {
-    static final int KIND_PTX = 1;
-    static final int KIND_ELF = 2;
-    static final long FLAG_LZ4 = 0x2000;
-    static final long FLAG_ZSTD = 0x8000;
+public final class FatbinImage {
+    public static final int KIND_PTX = 1;
+    public static final int KIND_ELF = 2;
+    public static final long FLAG_LZ4 = 0x2000;
+    public static final long FLAG_ZSTD = 0x8000;
 
-    static final int HEADER_BYTES = 16;
-    static final int VERSION_OFFSET = 4;
-    static final int ENTRY_KIND_OFFSET = 0x00;
-    static final int ENTRY_HEADER_SIZE_OFFSET = 0x04;
-    static final int ENTRY_SIZE_OFFSET = 0x08;
-    static final int ENTRY_COMPRESSED_SIZE_OFFSET = 0x10;
-    static final int ENTRY_ARCH_OFFSET = 0x1C;
-    static final int ENTRY_FLAGS_OFFSET = 0x28;
-    static final int ENTRY_UNCOMPRESSED_SIZE_OFFSET = 0x38;
+    public static final int HEADER_BYTES = 16;
+    public static final int VERSION_OFFSET = 4;
+    public static final int ENTRY_KIND_OFFSET = 0x00;
+    public static final int ENTRY_HEADER_SIZE_OFFSET = 0x04;
+    public static final int ENTRY_SIZE_OFFSET = 0x08;
+    public static final int ENTRY_COMPRESSED_SIZE_OFFSET = 0x10;
+    public static final int ENTRY_ARCH_OFFSET = 0x1C;
+    public static final int ENTRY_FLAGS_OFFSET = 0x28;
+    public static final int ENTRY_UNCOMPRESSED_SIZE_OFFSET = 0x38;
     /** The smallest entry header nvcc writes: every field above lies inside it. */
-    static final int ENTRY_MIN_HEADER = 0x40;
+    public static final int ENTRY_MIN_HEADER = 0x40;
 
     /** ELF-64 file and section header offsets (elf.h). */
     private static final int E_SHOFF = 0x28;
@@ -79,10 +80,11 @@ final class FatbinImage {
     private static final int SH_OFFSET = 0x18;
     private static final int SH_SIZE = 0x20;
     private static final int SH_MIN_BYTES = 0x28;
-    private static final int SHT_NOBITS = 8;
-    static final String DEBUG_PTX_SECTION = ".nv_debug_ptx_txt";
+    /** ELF section type of sections that take no file space (.bss, a cubin's .nv.global). */
+    public static final int SHT_NOBITS = 8;
+    public static final String DEBUG_PTX_SECTION = ".nv_debug_ptx_txt";
 
-    static final String BUILD_WITH_PTX = "the emulated device runs PTX only: build with PTX "
+    public static final String BUILD_WITH_PTX = "the emulated device runs PTX only: build with PTX "
             + "(-gencode arch=compute_90,code=compute_90, or nvcc's default, which embeds PTX)";
 
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -90,8 +92,8 @@ final class FatbinImage {
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED;
 
     /** One entry: its kind, architecture, flags, and where its payload lies in the fatbin. */
-    record Entry(int kind, int arch, long flags, long payload, long size, long compressedSize, long uncompressedSize) {
-        boolean isPtx() {
+    public record Entry(int kind, int arch, long flags, long payload, long size, long compressedSize, long uncompressedSize) {
+        public boolean isPtx() {
             return kind == KIND_PTX;
         }
 
@@ -108,9 +110,9 @@ final class FatbinImage {
     /**
      * The entries of {@code fatbin}, whose segment spans exactly the fatbin (header and entries).
      *
-     * @throws CudaError CUDA_ERROR_INVALID_IMAGE if the header or an entry does not fit the image
+     * @throws ImageError CUDA_ERROR_INVALID_IMAGE if the header or an entry does not fit the image
      */
-    static List<Entry> entries(MemorySegment fatbin) {
+    public static List<Entry> entries(MemorySegment fatbin) {
         long length = fatbin.byteSize();
         if (length < HEADER_BYTES || fatbin.get(INT, 0) != ModuleImageKind.FATBIN_MAGIC) {
             throw invalid("not a fatbin, or shorter than its " + HEADER_BYTES + "-byte header");
@@ -148,10 +150,10 @@ final class FatbinImage {
      * The PTX text of the best entry of {@code fatbin} for a device of compute capability
      * {@code capability} (major * 10 + minor): the PTX of the highest architecture not above it.
      *
-     * @throws CudaError CUDA_ERROR_INVALID_IMAGE for a malformed fatbin or payload;
+     * @throws ImageError CUDA_ERROR_INVALID_IMAGE for a malformed fatbin or payload;
      *                   CUDA_ERROR_NO_BINARY_FOR_GPU if it has no PTX, or PTX only for newer targets
      */
-    static String ptx(MemorySegment fatbin, int capability) {
+    public static String ptx(MemorySegment fatbin, int capability) {
         List<Entry> entries = entries(fatbin);
         Entry best = null;
         for (Entry e : entries) {
@@ -163,7 +165,7 @@ final class FatbinImage {
             String inside = entries.isEmpty() ? "no entries"
                     : entries.stream().map(Entry::toString).collect(Collectors.joining(", "));
             boolean anyPtx = entries.stream().anyMatch(Entry::isPtx);
-            throw new CudaError(CUDA_ERROR_NO_BINARY_FOR_GPU, anyPtx
+            throw new ImageError(CUDA_ERROR_NO_BINARY_FOR_GPU, anyPtx
                     ? "the fatbin holds " + inside + ": PTX only for targets newer than the emulated device's compute "
                             + "capability " + capability / 10 + "." + capability % 10 + "; build with -gencode arch=compute_"
                             + capability + ",code=compute_" + capability + " or lower"
@@ -173,7 +175,7 @@ final class FatbinImage {
     }
 
     /** The entry's payload, decompressed. */
-    static byte[] payload(MemorySegment fatbin, Entry e) {
+    public static byte[] payload(MemorySegment fatbin, Entry e) {
         MemorySegment stored = fatbin.asSlice(e.payload(), e.size());
         boolean lz4 = (e.flags() & FLAG_LZ4) != 0;
         boolean zstd = (e.flags() & FLAG_ZSTD) != 0;
@@ -186,8 +188,8 @@ final class FatbinImage {
         if (e.compressedSize() > e.size()) {
             throw invalid(e + ": compressed size " + e.compressedSize() + " exceeds its payload's " + e.size() + " bytes");
         }
-        if (e.uncompressedSize() < 0 || e.uncompressedSize() > ModuleImage.MAX_PTX) {
-            throw invalid(e + ": uncompressed size " + e.uncompressedSize() + " is not in 0.." + ModuleImage.MAX_PTX);
+        if (e.uncompressedSize() < 0 || e.uncompressedSize() > PtxText.MAX_PTX) {
+            throw invalid(e + ": uncompressed size " + e.uncompressedSize() + " is not in 0.." + PtxText.MAX_PTX);
         }
         byte[] in = stored.asSlice(0, e.compressedSize()).toArray(ValueLayout.JAVA_BYTE);
         try {
@@ -198,8 +200,8 @@ final class FatbinImage {
     }
 
     private static MemorySegment bounded(MemorySegment stored, Entry e) {
-        if (stored.byteSize() > ModuleImage.MAX_PTX) {
-            throw invalid(e + " has " + stored.byteSize() + " bytes, over " + ModuleImage.MAX_PTX);
+        if (stored.byteSize() > PtxText.MAX_PTX) {
+            throw invalid(e + " has " + stored.byteSize() + " bytes, over " + PtxText.MAX_PTX);
         }
         return stored;
     }
@@ -216,14 +218,17 @@ final class FatbinImage {
         return new String(payload, 0, n, StandardCharsets.UTF_8);
     }
 
+    /** One section of a cubin: its name, ELF type, size, and bytes (none for SHT_NOBITS, which take no file space). */
+    public record Section(String name, int type, long size, MemorySegment bytes) {
+    }
+
     /**
-     * The PTX a cubin carries ({@code .nv_debug_ptx_txt}, present with -G): its strings joined by
-     * newlines. {@code elf} spans exactly the cubin (as {@link ModuleImageKind#length} finds it).
+     * The sections of a cubin, in the order of its section header table. {@code elf} spans exactly the
+     * cubin (as {@link ModuleImageKind#length} finds it).
      *
-     * @throws CudaError CUDA_ERROR_NO_BINARY_FOR_GPU if there is no such section,
-     *                   CUDA_ERROR_INVALID_IMAGE if the section table does not fit the image
+     * @throws ImageError CUDA_ERROR_INVALID_IMAGE if the section table or a section does not fit the image
      */
-    static String elfPtx(MemorySegment elf) {
+    public static List<Section> elfSections(MemorySegment elf) {
         long length = elf.byteSize();
         if (length < ELF_HEADER_BYTES) {
             throw invalid("cubin shorter than its ELF header");
@@ -236,20 +241,40 @@ final class FatbinImage {
                 || (long) shentsize * shnum > length - shoff || (shnum > 0 && shstrndx >= shnum)) {
             throw invalid("cubin section header table exceeds the image");
         }
+        List<Section> sections = new ArrayList<>(shnum);
         if (shnum > 0) {
             MemorySegment names = section(elf, shoff + (long) shstrndx * shentsize);
             for (int i = 0; i < shnum; i++) {
                 long sh = shoff + (long) i * shentsize;
                 long name = Integer.toUnsignedLong(elf.get(INT, sh + SH_NAME));
-                if (DEBUG_PTX_SECTION.equals(cString(names, name))) {
-                    String ptx = joinedStrings(section(elf, sh));
-                    if (!ptx.isBlank()) {
-                        return ptx;
-                    }
+                long size = elf.get(LONG, sh + SH_SIZE);
+                if (size < 0) {
+                    throw invalid("cubin section " + i + " has a size of " + Long.toUnsignedString(size) + " bytes");
+                }
+                String n = cString(names, name);
+                sections.add(new Section(n == null ? "" : n, elf.get(INT, sh + SH_TYPE), size, section(elf, sh)));
+            }
+        }
+        return sections;
+    }
+
+    /**
+     * The PTX a cubin carries ({@code .nv_debug_ptx_txt}, present with -G): its strings joined by
+     * newlines. {@code elf} spans exactly the cubin (as {@link ModuleImageKind#length} finds it).
+     *
+     * @throws ImageError CUDA_ERROR_NO_BINARY_FOR_GPU if there is no such section,
+     *                   CUDA_ERROR_INVALID_IMAGE if the section table does not fit the image
+     */
+    public static String elfPtx(MemorySegment elf) {
+        for (Section s : elfSections(elf)) {
+            if (DEBUG_PTX_SECTION.equals(s.name())) {
+                String ptx = joinedStrings(s.bytes());
+                if (!ptx.isBlank()) {
+                    return ptx;
                 }
             }
         }
-        throw new CudaError(CUDA_ERROR_NO_BINARY_FOR_GPU, "the image is a cubin (SASS) without PTX; " + BUILD_WITH_PTX);
+        throw new ImageError(CUDA_ERROR_NO_BINARY_FOR_GPU, "the image is a cubin (SASS) without PTX; " + BUILD_WITH_PTX);
     }
 
     private static MemorySegment section(MemorySegment elf, long sh) {
@@ -268,13 +293,13 @@ final class FatbinImage {
         if (at >= table.byteSize()) {
             return null;
         }
-        long n = HostSegments.strlen(table.asSlice(at), table.byteSize() - at);
+        long n = strlen(table.asSlice(at), table.byteSize() - at);
         return n < 0 ? null : new String(table.asSlice(at, n).toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8);
     }
 
     private static String joinedStrings(MemorySegment s) {
-        if (s.byteSize() > ModuleImage.MAX_PTX) {
-            throw invalid(DEBUG_PTX_SECTION + " has " + s.byteSize() + " bytes, over " + ModuleImage.MAX_PTX);
+        if (s.byteSize() > PtxText.MAX_PTX) {
+            throw invalid(DEBUG_PTX_SECTION + " has " + s.byteSize() + " bytes, over " + PtxText.MAX_PTX);
         }
         StringBuilder b = new StringBuilder();
         for (String line : new String(s.toArray(ValueLayout.JAVA_BYTE), StandardCharsets.UTF_8).split("\0")) {
@@ -285,7 +310,17 @@ final class FatbinImage {
         return b.toString();
     }
 
-    private static CudaError invalid(String detail) {
-        return new CudaError(CUDA_ERROR_INVALID_IMAGE, detail);
+    /** Index of the first NUL below {@code limit}, or -1. */
+    private static long strlen(MemorySegment segment, long limit) {
+        for (long i = 0; i < limit; i++) {
+            if (segment.get(ValueLayout.JAVA_BYTE, i) == 0) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    private static ImageError invalid(String detail) {
+        return new ImageError(CUDA_ERROR_INVALID_IMAGE, detail);
     }
 }

@@ -1,4 +1,4 @@
-package io.gpusockets.emulated;
+package io.gpusockets.protocol.images;
 
 /**
  * Decompresses zstd frames (RFC 8878), the format nvcc 13 compresses fatbin entries with by default.
@@ -7,7 +7,7 @@ package io.gpusockets.emulated;
  * is a {@link Malformed}, never an exception of another kind or an over-read. Written from the RFC's
  * text (sections 3.1 and 4); the predefined distributions and code tables are the RFC's.
  */
-final class Zstd {
+public final class Zstd {
     private static final int MAGIC = 0xFD2FB528;
     private static final int MAX_BLOCK = 128 << 10;
 
@@ -28,7 +28,7 @@ final class Zstd {
             -1, -1, -1, -1, -1};
 
     /** Input that is not a zstd frame expanding to exactly the expected size. */
-    static final class Malformed extends Exception {
+    public static final class Malformed extends Exception {
         private static final long serialVersionUID = 1L;
 
         Malformed(String detail) {
@@ -52,7 +52,7 @@ final class Zstd {
         this.out = new byte[expected];
     }
 
-    static byte[] decompress(byte[] in, int expected) throws Malformed {
+    public static byte[] decompress(byte[] in, int expected) throws Malformed {
         Zstd z = new Zstd(in, expected);
         try {
             while (z.ip < in.length) {

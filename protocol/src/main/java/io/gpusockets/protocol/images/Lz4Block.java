@@ -1,4 +1,4 @@
-package io.gpusockets.emulated;
+package io.gpusockets.protocol.images;
 
 /**
  * Decompresses one LZ4 block (no frame), the format of fatbin entries nvcc compresses with
@@ -8,11 +8,11 @@ package io.gpusockets.emulated;
  * The last sequence has literals only. Format as documented by the LZ4 project (lz4_Block_format.md).
  * Every read is bounded by the input, every write by the expected size.
  */
-final class Lz4Block {
+public final class Lz4Block {
     private static final int MIN_MATCH = 4;
 
     /** Input that is not an LZ4 block expanding to exactly the expected size. */
-    static final class Malformed extends Exception {
+    public static final class Malformed extends Exception {
         private static final long serialVersionUID = 1L;
 
         Malformed(String detail) {
@@ -23,7 +23,7 @@ final class Lz4Block {
     private Lz4Block() {
     }
 
-    static byte[] decompress(byte[] in, int expected) throws Malformed {
+    public static byte[] decompress(byte[] in, int expected) throws Malformed {
         byte[] out = new byte[expected];
         int ip = 0;
         int op = 0;

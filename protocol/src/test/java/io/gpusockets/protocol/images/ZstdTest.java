@@ -1,4 +1,4 @@
-package io.gpusockets.emulated;
+package io.gpusockets.protocol.images;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
