@@ -161,6 +161,43 @@ class TenantQuotaTest {
         awaitAliceHoldsNothing();
     }
 
+    /**
+     * Stream-ordered allocations a capture turns into graph memory nodes are charged when captured and stay
+     * charged until the session ends: the driver keeps graph memory past the graph, so neither a captured
+     * free nor destroying the graph gives it back. A captured free of an ordinary allocation moves its charge
+     * to graph memory likewise (the graph may never run to free it).
+     */
+    @Test
+    void graphMemoryIsChargedWhenCapturedAndHeldForTheSessionsLife() throws Exception {
+        try (RemoteCudaDriver a = connect("alice")) {
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            MemorySegment stream = ca.cell();
+            Cuda.ok(a.cuStreamCreate(stream, 1), "cuStreamCreate");
+            long s = stream.get(JAVA_LONG, 0);
+            MemorySegment before = ca.cell();
+            Cuda.ok(a.cuMemAllocAsync(before, 2 * MIB, s), "cuMemAllocAsync before the capture");
+            Cuda.ok(a.cuStreamBeginCapture(s, 2), "begin (relaxed)");
+            MemorySegment p = ca.cell();
+            Cuda.ok(a.cuMemAllocAsync(p, 4 * MIB, s), "a graph memory node of 4 MiB");
+            assertEquals(6 * MIB, alice().memoryUsed());
+            Cuda.ok(a.cuMemFreeAsync(p.get(JAVA_LONG, 0), s), "its captured free");
+            Cuda.ok(a.cuMemFreeAsync(before.get(JAVA_LONG, 0), s), "a captured free of the ordinary allocation");
+            assertEquals(6 * MIB, alice().memoryUsed(), "captured frees give nothing back");
+            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuMemAllocAsync(ca.cell(), 4 * MIB, s), "graph memory past the quota");
+            MemorySegment g = ca.cell();
+            a.cuStreamEndCapture(s, g); // the refused allocation may have invalidated it: either way nothing comes back
+            if (g.get(JAVA_LONG, 0) != 0) {
+                Cuda.ok(a.cuGraphDestroy(g.get(JAVA_LONG, 0)), "cuGraphDestroy");
+            }
+            Cuda.ok(a.cuCtxSynchronize(), "cuCtxSynchronize");
+            assertEquals(6 * MIB, alice().memoryUsed(), "held until the session ends");
+            expect(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuMemAlloc(ca.cell(), 4 * MIB), "the quota stays taken");
+        }
+        awaitAliceHoldsNothing();
+        assertTrue(missed.isEmpty(), "graph memory is given back at the end by rule, not as a missed charge: " + missed);
+    }
+
     @Test
     void everyAllocationPathIsCharged() throws Exception {
         try (RemoteCudaDriver a = connect("alice")) {

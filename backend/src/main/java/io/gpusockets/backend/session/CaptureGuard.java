@@ -9,12 +9,13 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Work the backend cannot let into a graph: a copy to or from host memory (the host side is the
- * guest's, staged through buffers the backend reuses at once), a host function (its gate waits for
- * a guest callback that a later graph launch never asks for), or a stream-ordered allocation or free
- * (a graph memory node, which cannot be charged: {@link #refuseGraphMemory}). On a capturing stream such a call is
+ * guest's, staged through buffers the backend reuses at once) or a host function (its gate waits for
+ * a guest callback that a later graph launch never asks for). On a capturing stream such a call is
  * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and its capture is remembered as invalidated:
  * cuStreamEndCapture then destroys the graph and answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
- * driver does for a capture in which an unsupported call was made. One per session.
+ * driver does for a capture in which an unsupported call was made. It also tells whether a stream
+ * captures ({@link #capturing}), for the stream-ordered allocations a capture turns into graph memory
+ * nodes (charged differently: {@link SessionQuota#keepGraphMemory}). One per session.
  */
 final class CaptureGuard {
     /** Capture ids (cuStreamGetCaptureInfo) in which work was refused; each leaves at its cuStreamEndCapture. */
@@ -37,30 +38,32 @@ final class CaptureGuard {
                 + " a graph through gpusockets (the graph runs later, away from the guest)");
     }
 
-    /**
-     * Refuses a stream-ordered allocation or free ({@code what}) on a capturing stream: captured, it would
-     * become a graph memory node, whose memory the driver takes from a pool it shares between every context
-     * of the backend's process, when the graph is instantiated or launched, and keeps until it trims it; it
-     * could neither be charged to the session's tenant when made nor given back when freed. A free in a
-     * capture would give the charge back before the graph frees anything.
-     */
-    void refuseGraphMemory(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
-        refuseInCapture(c, driver, stream, what + " on a capturing stream: graph memory nodes cannot be charged to a tenant,"
-                + " so gpusockets does not make them (allocate before the capture, or outside it)");
+    /** Whether {@code stream} (a driver handle) is capturing now; no driver query before the session's first capture. */
+    boolean capturing(Call c, CudaDriver driver, long stream) {
+        return captureId(c, driver, stream) != 0;
     }
 
     private void refuseInCapture(Call c, CudaDriver driver, long stream, String why) throws CallRejected {
-        if (!capturing) {
+        long id = captureId(c, driver, stream);
+        if (id == 0) {
             return;
+        }
+        refused.add(id);
+        throw new CallRejected(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, why);
+    }
+
+    /** The id of the capture {@code stream} takes part in, or 0 when it captures nothing (the driver numbers captures from 1). */
+    private long captureId(Call c, CudaDriver driver, long stream) {
+        if (!capturing) {
+            return 0;
         }
         MemorySegment status = c.scratch(4);
         MemorySegment id = c.scratch(8);
         if (driver.cuStreamGetCaptureInfo_v1(stream, status, id) != CuResult.CUDA_SUCCESS
                 || status.get(ValueLayout.JAVA_INT, 0) == 0) {
-            return;   // not capturing (or not a stream the driver knows: the call itself reports that)
+            return 0;   // not capturing (or not a stream the driver knows: the call itself reports that)
         }
-        refused.add(id.get(ValueLayout.JAVA_LONG, 0));
-        throw new CallRejected(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, why);
+        return Math.max(1, id.get(ValueLayout.JAVA_LONG, 0));
     }
 
     /** Whether work was refused in capture {@code id}; forgets it. */

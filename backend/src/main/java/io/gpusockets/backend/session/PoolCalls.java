@@ -68,10 +68,13 @@ final class PoolCalls implements BackendHandlers.Pools {
 
     /**
      * Charged to the tenant as its size before the driver call (a pool may hold more; the quota counts what
-     * is allocated). Refused on a capturing stream ({@link CaptureGuard#refuseGraphMemory}).
+     * is allocated). On a capturing stream the allocation becomes a graph memory node: its charge then stays
+     * until the session ends ({@link SessionQuota#keepGraphMemory}), since the driver keeps graph memory past
+     * the graph and a captured free gives nothing back; its range is the session's from the call on, so that
+     * the captured work naming it is checked as any other.
      */
     private int allocate(Call c, long bytesize, long pool, long hStream) throws CallRejected {
-        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
+        boolean graphMemory = session.captureGuard().capturing(c, driver, hStream);
         session.quota().reserve(bytesize, c.name());
         MemorySegment out = c.scratch(8);
         int r = CuResult.CUDA_ERROR_UNKNOWN;
@@ -84,7 +87,11 @@ final class PoolCalls implements BackendHandlers.Pools {
         }
         if (r == CuResult.CUDA_SUCCESS) {
             long base = out.get(ValueLayout.JAVA_LONG, 0);
-            session.quota().keepRange(base, bytesize);
+            if (graphMemory) {
+                session.quota().keepGraphMemory(bytesize);
+            } else {
+                session.quota().keepRange(base, bytesize);
+            }
             // Owned by no context: the driver frees pool memory only when it is freed (or at the session's end).
             session.memory().add(new SessionMemory.Range(base, bytesize, 0, true));
             pools.allocated(new SessionPools.AsyncAllocation(base, pool, c.lane.topContext()));
@@ -108,13 +115,17 @@ final class PoolCalls implements BackendHandlers.Pools {
 
     /**
      * The range is the session's (checked); it stops being one at the call, as later work may not use it.
-     * Refused on a capturing stream, where it would free nothing until the graph runs.
+     * In a capture (a graph memory free node, which frees nothing until a launch of the graph) its charge
+     * stays, as graph memory, for the session's life ({@link SessionQuota#rangeToGraphMemory}).
      */
     @Override
-    public int cuMemFreeAsync(Call c, long dptr, long hStream) throws CallRejected {
-        session.captureGuard().refuseGraphMemory(c, driver, hStream, c.name());
+    public int cuMemFreeAsync(Call c, long dptr, long hStream) {
+        boolean captured = session.captureGuard().capturing(c, driver, hStream);
         int r = driver.cuMemFreeAsync(dptr, hStream);
         if (r == CuResult.CUDA_SUCCESS) {
+            if (captured) {
+                session.quota().rangeToGraphMemory(dptr);
+            }
             session.memory().remove(dptr);
             pools.freed(dptr);
         }

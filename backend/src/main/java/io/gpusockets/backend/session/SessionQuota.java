@@ -30,7 +30,8 @@ import java.util.Map;
  * against the tenant's pinned limit. Memory is reserved before the driver call (over the quota:
  * CUDA_ERROR_OUT_OF_MEMORY, and the driver is not called) and given back when the call fails, when the
  * memory is freed, when its context, module or library goes, and at the session's end, which gives back
- * everything still charged ({@link #close}).
+ * everything still charged ({@link #close}). Graph memory (stream-ordered allocations made, or freed, in a
+ * stream capture) is the exception: charged for the session's life ({@link #keepGraphMemory}).
  *
  * <p>The charges are kept here by what frees them (a device base, an array, a VMM handle, a module), so
  * the tenant gets back exactly what was taken. Charging goes only through {@link TenantAccount}, which in
@@ -68,6 +69,13 @@ final class SessionQuota {
     private final ContextCharges contexts;
     private final DeviceFacts facts;
     private long charged;
+    /**
+     * Graph memory: stream-ordered allocations made in a stream capture (graph memory allocation nodes).
+     * The driver takes their memory from a pool it keeps for the device when the graph is instantiated or
+     * launched and keeps it past the graph (until a trim), so a free captured in the graph does not give it
+     * back: the charge stays until the session ends.
+     */
+    private long graphMemory;
     private long pinned;
     private boolean closed;
 
@@ -366,6 +374,39 @@ final class SessionQuota {
     // ---- handlers' paths
 
     /** A device range {@code base} now holds {@code bytes} reserved before its driver call. */
+    /**
+     * {@code bytes} reserved before a stream-ordered allocation that a capture turned into a graph memory
+     * node: kept until the session ends ({@link #graphMemory}), whatever the graph frees.
+     */
+    void keepGraphMemory(long bytes) {
+        synchronized (this) {
+            if (!closed) {
+                graphMemory += bytes;
+                return;
+            }
+            releaseLocked(bytes);
+        }
+    }
+
+    /**
+     * A free of the range at {@code base} was captured into a graph (a graph memory free node): the memory
+     * stays the driver's until a launch of that graph frees it, if one ever does, so its charge moves to the
+     * session's graph memory instead of going back when the range leaves the session.
+     */
+    void rangeToGraphMemory(long base) {
+        synchronized (this) {
+            Long n = ranges.remove(base);
+            if (n != null) {
+                graphMemory += n;
+            }
+        }
+    }
+
+    /** Bytes of graph memory this session holds charged. */
+    synchronized long graphMemory() {
+        return graphMemory;
+    }
+
     void keepRange(long base, long bytes) {
         keep(ranges, base, bytes);
     }
@@ -484,6 +525,8 @@ final class SessionQuota {
             closed = true;
             vmm.values().forEach(this::releaseLocked);
             vmm.clear();
+            releaseLocked(graphMemory); // held for the session's life by rule, not missed
+            graphMemory = 0;
             for (Map<Long, Long> kept : List.of(ranges, arrays, modules)) {
                 for (long n : kept.values()) {
                     missed += n;
