@@ -160,7 +160,18 @@ final class Call {
         if (real == 0) {
             return 0;
         }
-        SessionHandles.Entry e = session.handles().entryOf(ParamType.CTX, real);
+        long epoch = ExecutionThread.destroyedEpoch();
+        SessionHandles.Entry e;
+        if (real == lane.usedContext && epoch == lane.usedContextEpoch) {
+            e = lane.usedContextEntry; // a destroy marks the entry dying before the driver sees it: use() then refuses
+        } else {
+            e = session.handles().entryOf(ParamType.CTX, real);
+            if (e != null) {
+                lane.usedContext = real;
+                lane.usedContextEntry = e;
+                lane.usedContextEpoch = epoch;
+            }
+        }
         return e != null && use(e.uses, 0) ? real : 0;
     }
 

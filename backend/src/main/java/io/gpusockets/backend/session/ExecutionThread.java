@@ -123,6 +123,11 @@ final class ExecutionThread {
         DESTROYED.incrementAndGet();
     }
 
+    /** How many contexts were destroyed so far: what a value cached for a context is valid under. */
+    static long destroyedEpoch() {
+        return DESTROYED.get();
+    }
+
     /** Forgets what is current: the driver's stack on this thread was changed behind {@link #apply}. */
     void invalidate() {
         appliedContext = UNKNOWN;

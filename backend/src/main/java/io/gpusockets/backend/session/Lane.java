@@ -52,6 +52,15 @@ final class Lane implements Runnable {
     private final java.util.ArrayDeque<Long> contexts = new java.util.ArrayDeque<>();
     /** What the call this lane runs uses now, for the session's destroys to see ({@link SessionUses}). */
     final UseSlot uses = new UseSlot();
+    /**
+     * The handle entry of the context the lane's last call ran in ({@link Call#useContext}), so that the
+     * next call in the same context needs no look-up in the session's handle tables; valid while no
+     * context was destroyed since ({@link ExecutionThread#destroyedEpoch}: the driver may give a later
+     * context the same value). Touched only by the thread running the lane's call, one at a time.
+     */
+    long usedContext;
+    SessionHandles.Entry usedContextEntry;
+    long usedContextEpoch = -1;
 
     Lane(Session session, int id) {
         this.session = session;

@@ -59,6 +59,24 @@ class ConcurrentDestroyTest {
         return lanes.submit(call);
     }
 
+    /**
+     * A lane keeps the handle entry of the context its last call ran in (Call.useContext); a context the
+     * driver makes with the value of one destroyed before must be looked up afresh, not taken for the
+     * destroyed one's entry (whose calls are refused).
+     */
+    @Test
+    void aContextValueTheDriverReusesAfterADestroyIsLookedUpAfresh() throws Exception {
+        gpu.reuseContextValues = true;
+        DispatchKit.Reply first = kit.call(1, "cuCtxCreate", 0, 0);
+        assertEquals(CuResult.CUDA_SUCCESS, first.result());
+        assertEquals(CuResult.CUDA_SUCCESS, kit.result(1, "cuCtxGetDevice"));
+        assertEquals(CuResult.CUDA_SUCCESS, kit.result(1, "cuCtxDestroy", first.handle()));
+        DispatchKit.Reply second = kit.call(1, "cuCtxCreate", 0, 0);
+        assertEquals(CuResult.CUDA_SUCCESS, second.result());
+        assertEquals(CuResult.CUDA_SUCCESS, kit.result(1, "cuCtxGetDevice"), "the new context, not the destroyed one's entry");
+        assertTrue(gpu.misuses().isEmpty(), gpu.misuses().toString());
+    }
+
     /** Starts {@code name} on lane 2 and returns once it is inside the driver, held there. */
     private Future<Integer> heldInTheDriver(String name, Object... inputs) throws Exception {
         gpu.hold = new CountDownLatch(1);

@@ -59,6 +59,9 @@ public final class FakeGpu extends UnsupportedCudaDriver {
     /** Released once by each waiting call that reached {@link #hold}. */
     public final Semaphore held = new Semaphore(0);
 
+    /** Makes cuCtxCreate give the lowest value no live context has, as a driver may reuse a destroyed one's. */
+    public volatile boolean reuseContextValues;
+
     /** Makes cuLaunchKernel fail with CUDA_ERROR_LAUNCH_FAILED. */
     public volatile boolean failLaunches;
     /** Adds one ulp to the first block sum: still within tolerance, but not byte-identical. */
@@ -237,7 +240,18 @@ public final class FakeGpu extends UnsupportedCudaDriver {
 
     @Override
     public int cuCtxCreate(MemorySegment pctx, MemorySegment params, int flags, int dev) {
-        long ctx = make(contexts);
+        long ctx;
+        if (reuseContextValues) {
+            synchronized (objects) {
+                ctx = 0x7000_0000L;
+                while (contexts.contains(ctx)) {
+                    ctx += 0x10;
+                }
+                contexts.add(ctx);
+            }
+        } else {
+            ctx = make(contexts);
+        }
         threadContext.set(ctx);
         synchronized (this) {
             current = ctx;
