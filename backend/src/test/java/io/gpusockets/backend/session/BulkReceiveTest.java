@@ -46,6 +46,12 @@ class BulkReceiveTest {
         s.data(1, 1, CHUNK);
         s.data(1, 1, CHUNK);
         s.data(1, 1, 100);
+        // The budget alone is no sign that the DATA frames were taken: it is also at this level before they
+        // were read. Wait for the bytes to be counted (they are before each frame is given back).
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (s.session.callNativeBytes() < 2L * CHUNK + 100 && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+        }
         awaitBudget(s.session.bodyBudget(), BUDGET - BodyBudget.MIN_CHARGE);
         assertTrue(s.session.callNativeBytes() >= 2L * CHUNK + 100, "received bytes are not counted");
         s.close();
