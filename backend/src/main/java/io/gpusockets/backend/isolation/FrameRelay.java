@@ -46,7 +46,7 @@ final class FrameRelay {
                 int left = h.length();
                 while (left > 0) {
                     chunk.clear().limit(Math.min(left, CHUNK));
-                    from.readFully(chunk);
+                    in.readBody(chunk); // through the channel: it may have read this body ahead with the header
                     chunk.flip();
                     to.write(chunk);
                     left -= chunk.limit();

@@ -333,6 +333,15 @@ public final class BackendServer implements AutoCloseable {
         }
         int features = admitted.features();
         io.gpusockets.backend.isolation.Workers w = workers;
+        if (w != null && channel.readAhead() > 0) {
+            // a frontend waits for WELCOME before its first call: bytes already here would be lost to the worker
+            refusals.log(Level.WARNING, () -> "session with " + peer + " not started: " + channel.readAhead()
+                    + " bytes sent before the handshake's answer");
+            sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
+            c.close();
+            return null;
+        }
         if (w != null) {
             // isolation mode process: a worker serves the session; the slot and the tenant's session go back when it ends
             Tenant t = admitted.tenant();

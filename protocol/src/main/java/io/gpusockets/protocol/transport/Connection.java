@@ -22,6 +22,24 @@ public interface Connection extends Closeable {
      */
     void readFully(ByteBuffer dst) throws IOException;
 
+    /**
+     * Whether {@link #readSome} works: the transport can hand over what has arrived without waiting for
+     * more. {@link io.gpusockets.protocol.wire.FrameChannel} then reads ahead, so that a frame's header and
+     * body (or several small frames) take one system call instead of one each.
+     */
+    default boolean readsSome() {
+        return false;
+    }
+
+    /**
+     * Reads what has arrived into {@code dst}, at least one byte (waiting for it) and at most
+     * {@code dst.remaining()}: the count, or -1 at the end of the stream. Only where {@link #readsSome};
+     * one thread at a time, as {@link #readFully}.
+     */
+    default int readSome(ByteBuffer dst) throws IOException {
+        throw new UnsupportedOperationException("this transport reads only whole requests: " + getClass().getName());
+    }
+
     /** Who is at the other end, as far as the transport can tell. */
     PeerInfo peer();
 

@@ -11,6 +11,13 @@ import java.nio.ByteOrder;
  * Frames over a {@link Connection}: writes a header and a body as one unit, reads headers and bodies
  * with the length checked against a maximum before anything is allocated.
  *
+ * <p>Where the connection can hand over what has arrived ({@link Connection#readsSome}: sockets), reads
+ * go through a small read-ahead buffer of {@link #READ_AHEAD} bytes, so that a small frame's header and
+ * body, or several small frames a peer pipelined, take one system call instead of one per header and one
+ * per body (a null call's reply was two reads; a raw socket ping-pong is one). A body at least as long
+ * as the buffer is read straight into its destination after what the buffer already holds of it. What
+ * the buffer holds is at most {@link #READ_AHEAD} bytes of frames not yet asked for ({@link #readAhead}).
+ *
  * <p>Any thread may send; one thread at a time reads (a header, then exactly its body).
  */
 public final class FrameChannel implements Closeable {
@@ -21,9 +28,14 @@ public final class FrameChannel implements Closeable {
     private static final ThreadLocal<ByteBuffer> WRITE_HEADER =
             ThreadLocal.withInitial(() -> ByteBuffer.allocateDirect(FrameHeader.BYTES).order(ByteOrder.LITTLE_ENDIAN));
 
+    /** Bytes of the read-ahead buffer: room for a header and a small body or several small frames. */
+    public static final int READ_AHEAD = 4096;
+
     private final Connection connection;
     private final int maxBody;
     private final ByteBuffer readHeader = ByteBuffer.allocateDirect(FrameHeader.BYTES).order(ByteOrder.LITTLE_ENDIAN);
+    /** Bytes read from the connection and not yet taken (read mode), or null where it reads only whole requests. */
+    private final ByteBuffer ahead;
 
     public FrameChannel(Connection connection, int maxBody) {
         if (maxBody < 1024) {
@@ -31,6 +43,7 @@ public final class FrameChannel implements Closeable {
         }
         this.connection = connection;
         this.maxBody = maxBody;
+        this.ahead = connection.readsSome() ? ByteBuffer.allocate(READ_AHEAD).order(ByteOrder.LITTLE_ENDIAN).flip() : null;
     }
 
     public FrameChannel(Connection connection) {
@@ -62,10 +75,25 @@ public final class FrameChannel implements Closeable {
         connection.write(all);
     }
 
+    /**
+     * Bytes read from the connection ahead of the frames asked for so far: 0 between frames whose sender
+     * waits for an answer. A connection handed to another reader (a worker process) must have none.
+     */
+    public int readAhead() {
+        return ahead == null ? 0 : ahead.remaining();
+    }
+
     /** Reads the next header. A length above the maximum is a protocol violation: the caller should close. */
     public FrameHeader readHeader() throws IOException {
         readHeader.clear();
-        connection.readFully(readHeader);
+        if (ahead == null) {
+            connection.readFully(readHeader);
+        } else {
+            fillAhead(FrameHeader.BYTES);
+            readHeader.put(readHeader.position(), ahead, ahead.position(), FrameHeader.BYTES);
+            ahead.position(ahead.position() + FrameHeader.BYTES);
+            readHeader.position(FrameHeader.BYTES);
+        }
         readHeader.flip();
         int length = readHeader.getInt();
         FrameHeader h = new FrameHeader(length, readHeader.getInt(), readHeader.getInt(), readHeader.getInt(),
@@ -107,10 +135,60 @@ public final class FrameChannel implements Closeable {
      * is reported as a plain IOException, keeping EOFException for a close between frames.
      */
     private void readPromised(ByteBuffer dst) throws IOException {
+        if (ahead != null) {
+            takeAhead(dst);
+            if (!dst.hasRemaining()) {
+                return;
+            }
+            if (dst.remaining() < ahead.capacity()) {
+                // a short rest: read ahead (it may bring the next frames too) and take it from there
+                while (dst.hasRemaining()) {
+                    if (readMore() < 0) {
+                        throw new IOException("connection closed mid-frame: " + dst.remaining() + " body bytes missing");
+                    }
+                    takeAhead(dst);
+                }
+                return;
+            }
+        }
         try {
             connection.readFully(dst);
         } catch (EOFException e) {
             throw new IOException("connection closed mid-frame: " + dst.remaining() + " body bytes missing", e);
+        }
+    }
+
+    /** Moves what the read-ahead buffer holds, up to what {@code dst} has room for, into {@code dst}. */
+    private void takeAhead(ByteBuffer dst) {
+        int n = Math.min(ahead.remaining(), dst.remaining());
+        if (n > 0) {
+            dst.put(dst.position(), ahead, ahead.position(), n);
+            dst.position(dst.position() + n);
+            ahead.position(ahead.position() + n);
+        }
+    }
+
+    /** Reads until the read-ahead buffer holds at least {@code n} bytes; the end of the stream as for a header. */
+    private void fillAhead(int n) throws IOException {
+        while (ahead.remaining() < n) {
+            int had = ahead.remaining();
+            if (readMore() < 0) {
+                if (had == 0) {
+                    throw new EOFException("peer closed: " + connection.peer().description());
+                }
+                throw new IOException("peer closed mid-read after " + had + " of " + n + " bytes: "
+                        + connection.peer().description());
+            }
+        }
+    }
+
+    /** One read of what has arrived into the read-ahead buffer, after what it holds: the count, -1 at the end. */
+    private int readMore() throws IOException {
+        ahead.compact();
+        try {
+            return connection.readSome(ahead);
+        } finally {
+            ahead.flip();
         }
     }
 

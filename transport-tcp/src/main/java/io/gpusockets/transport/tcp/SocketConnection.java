@@ -71,6 +71,20 @@ final class SocketConnection implements Connection {
     }
 
     @Override
+    public boolean readsSome() {
+        return true;
+    }
+
+    /** One read of the channel: it waits for the first byte and takes what has arrived (blocking and reactor mode alike). */
+    @Override
+    public int readSome(ByteBuffer dst) throws IOException {
+        if (!dst.hasRemaining()) {
+            throw new IllegalArgumentException("readSome needs room: " + dst);
+        }
+        return io.read(dst);
+    }
+
+    @Override
     public void platformThreadsOnly() throws IOException {
         io.platformThreadsOnly();
     }

@@ -171,6 +171,44 @@ final class NativeSocketConnection implements Connection {
         }
     }
 
+    @Override
+    public boolean readsSome() {
+        return true;
+    }
+
+    @Override
+    public int readSome(ByteBuffer dst) throws IOException {
+        if (!dst.hasRemaining()) {
+            throw new IllegalArgumentException("readSome needs room: " + dst);
+        }
+        if (!fd.acquire()) {
+            throw closed();
+        }
+        try {
+            while (true) {
+                long n = receive(dst);
+                if (n > 0) {
+                    return (int) n;
+                }
+                if (n == 0) {
+                    if (fd.isClosed()) {
+                        throw closed();
+                    }
+                    return -1;
+                }
+                int errno = NativeSockets.errno(readState);
+                if (errno != Errno.EAGAIN) {
+                    throw fd.isClosed() ? closed() : Errno.exception("read from " + peer.description(), errno);
+                }
+                if (FdWait.await(fd, NativeSockets.POLLIN, readState, readPoll, Long.MAX_VALUE) != FdWait.Outcome.READY) {
+                    throw closed();
+                }
+            }
+        } finally {
+            fd.release();
+        }
+    }
+
     /** One receive into a buffer: bytes taken (the buffer advanced), 0 at end of stream, -1 with errno in readState. */
     private interface Receive {
         long into(ByteBuffer dst) throws IOException;
