@@ -39,6 +39,11 @@ import java.util.function.IntSupplier;
  * with CUDA_ERROR_NOT_SUPPORTED and {@link #lastErrorDetail()} names the kernel. Cubin and fatbin
  * images are refused the same way.
  *
+ * <p>Kernel faults (out-of-bounds accesses, a failed device {@code assert}, {@code trap}) become the faulting
+ * context's sticky error; by default ({@link FaultScope#PROCESS}) they also poison this whole device as the
+ * real driver poisons its process: every other context takes the error and no context can be made any more.
+ * One {@code EmulatedDevice} stands for one process's driver.
+ *
  * <p>Thread-safe; each calling thread has its own context stack, as in CUDA. Every method returns a
  * CUresult and never throws. Not here, by design: primary contexts (the backend virtualizes them),
  * pinned host memory and error strings (the frontend answers those). This class only adapts the C
@@ -78,6 +83,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final Graphs graphs;
     private final LinkStates links;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
+    private final FaultScope faultScope;
 
     /** One device advertising 8 GiB. */
     public EmulatedDevice() {
@@ -89,6 +95,14 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
      * @param memoryBytesPerDevice memory each advertises and may hand out; host memory is used only as allocated
      */
     public EmulatedDevice(int deviceCount, long memoryBytesPerDevice) {
+        this(deviceCount, memoryBytesPerDevice, FaultScope.fromSystemProperties());
+    }
+
+    /**
+     * @param faultScope how far a kernel fault reaches: the whole device, as the real driver's process
+     *                   ({@link FaultScope#PROCESS}, the default), or its context alone
+     */
+    public EmulatedDevice(int deviceCount, long memoryBytesPerDevice, FaultScope faultScope) {
         if (deviceCount < 1 || memoryBytesPerDevice < EmulatedMemory.ALIGNMENT) {
             throw new IllegalArgumentException("deviceCount=" + deviceCount + " memoryBytesPerDevice=" + memoryBytesPerDevice);
         }
@@ -97,7 +111,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.properties = new DeviceProperties(deviceCount);
         this.memory = new EmulatedMemory(deviceCount, memoryBytesPerDevice);
         this.modules = new Modules(handles, memory);
-        this.contexts = new Contexts(deviceCount, handles, memory, modules);
+        this.faultScope = java.util.Objects.requireNonNull(faultScope, "faultScope");
+        this.contexts = new Contexts(deviceCount, handles, memory, modules, faultScope);
         this.allocations = new Allocations(contexts, memory);
         this.transfers = new Transfers(memory);
         this.streams = new Streams(handles, contexts);
@@ -143,6 +158,11 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     public int deviceCount() {
         return deviceCount;
+    }
+
+    /** How far a kernel fault reaches here ({@link FaultScope}). */
+    public FaultScope faultScope() {
+        return faultScope;
     }
 
     public long memoryBytesPerDevice() {
