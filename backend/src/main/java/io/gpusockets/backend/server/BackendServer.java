@@ -409,6 +409,9 @@ public final class BackendServer implements AutoCloseable {
             if (refusal == null) {
                 refusal = cidRefusal(settings.allowedCids(), c.peer());
             }
+            if (refusal == null && workers == null) {
+                refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
+            }
         }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {

@@ -13,8 +13,14 @@ import java.lang.foreign.ValueLayout;
  * @param description   what it is, for logs and the WELCOME message (says "emulated" where it is)
  * @param deviceCount   devices it has
  * @param driverVersion its cuDriverGetVersion
+ * @param health        whether a kernel fault has poisoned the driver in this process ({@link DriverHealth})
  */
-public record DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion) {
+public record DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion, DriverHealth health) {
+
+    /** A driver not (yet) poisoned. */
+    public DriverHost(CudaDriver driver, String description, int deviceCount, int driverVersion) {
+        this(driver, description, deviceCount, driverVersion, new DriverHealth());
+    }
 
     /** Calls cuInit and reads the device count and version; throws with the CUresult name on failure. */
     public static DriverHost initialise(CudaDriver driver, String description) {
