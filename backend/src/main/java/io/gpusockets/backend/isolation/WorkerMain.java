@@ -9,7 +9,7 @@ import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.protocol.wire.FrameChannel;
 import io.gpusockets.protocol.wire.Handshake;
-import io.gpusockets.transport.vsock.DescriptorPassing;
+import io.gpusockets.protocol.transport.SharedWindow;
 import java.io.IOException;
 import java.lang.System.Logger.Level;
 import java.nio.ByteBuffer;
@@ -17,7 +17,7 @@ import java.time.Duration;
 
 /**
  * A worker process's life (isolation mode {@code process}): it connects to the front's control socket,
- * says it is ready, waits for one session's socket and ticket, serves that session with the ordinary
+ * says it is ready, waits for one session's connection and ticket ({@link HandedConnection}), serves that session with the ordinary
  * {@link Session} on this process's own driver, and returns when the session ends. The session charges
  * its tenant through {@link FrontTenantAccount}. When the control socket closes (the front stopped or
  * died) the session ends at once; a SIGTERM ends it as a backend shutdown does.
@@ -38,31 +38,18 @@ public final class WorkerMain {
         ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
         ready.putLong(ProcessHandle.current().pid());
         control.write(ControlMessages.finish(ready));
-        int[] fd = {-1};
-        ByteBuffer m;
-        try {
-            m = ControlMessages.readWithDescriptors(control, f -> {
-                if (fd[0] < 0) {
-                    fd[0] = f;
-                } else {
-                    DescriptorPassing.close(f);
-                }
-            });
-        } catch (java.io.EOFException e) {
+        HandedConnection.Received received = HandedConnection.receive(control);
+        if (received == null) {
             control.close();
             return 0; // stopped while idle
         }
-        if (m.get() != ControlMessages.SESSION || fd[0] < 0) {
-            if (fd[0] >= 0) {
-                DescriptorPassing.close(fd[0]);
-            }
-            throw new IOException("the front sent no session socket");
-        }
-        SessionTicket t = SessionTicket.decode(m);
+        SessionTicket t = received.ticket();
+        Connection connection = received.connection();
         FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
-        Connection connection = DescriptorPassing.adopt(fd[0], t.peer());
+        // a ring:// connection crosses whole: its shared window is this worker's (pinned here, charged through the front)
+        SharedWindow window = (t.features() & Handshake.FEATURE_WINDOW) != 0 ? connection.takeSharedWindow().orElse(null) : null;
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
-                (t.features() & Handshake.FEATURE_ASYNC) != 0, null, contexts, tenant);
+                (t.features() & Handshake.FEATURE_ASYNC) != 0, window, contexts, tenant);
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             try {
                 while (true) {

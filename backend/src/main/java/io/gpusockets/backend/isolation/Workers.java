@@ -26,8 +26,9 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The front process's worker processes (isolation mode {@code process}): it starts them (the same java
  * and classpath, the {@code worker} command), keeps {@code idle} of them started ahead so that a session
- * does not wait for a JVM to start, hands each session's socket to one worker over that worker's control
- * socket (SCM_RIGHTS, {@link SocketHandOff}), answers the worker's tenant reserves against the real
+ * does not wait for a JVM to start, hands each session's connection to one worker over that worker's control
+ * socket (SCM_RIGHTS, {@link HandedConnection}: a socket, or a ring's shared file and set-up socket; relayed by
+ * {@link FrameRelay} only where it cannot cross), answers the worker's tenant reserves against the real
  * {@link io.gpusockets.backend.tenant.Tenant} ({@link FrontTenantAccount} is the worker's side), and when
  * a worker ends, however it ends, gives back what its session still held of the tenant's quota and logs
  * how it ended. A worker serves one session and exits with it.
@@ -146,6 +147,11 @@ public final class Workers implements AutoCloseable {
         }
     }
 
+    /** Whether a connection handed to a worker keeps its shared window there (a ring:// connection does). */
+    public static boolean keepsWindow(Connection c) {
+        return HandedConnection.keepsWindow(c);
+    }
+
     /** Sessions handed to workers so far. */
     public long handedOver() {
         return handedOver.get();
@@ -167,16 +173,16 @@ public final class Workers implements AutoCloseable {
      */
     public boolean handOver(Connection c, SessionTicket ticket, TenantAccount tenant, Runnable onEnd) {
         long id = ticket.sessionId();
-        OptionalInt fd;
+        HandedConnection.Outgoing out;
         try {
-            fd = SocketHandOff.descriptor(c);
+            out = HandedConnection.of(c).orElse(null);
         } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "session " + id + " refused: its socket could not be found to hand over: " + e.getMessage());
+            LOG.log(Level.WARNING, "session " + id + " refused: its connection could not be found to hand over: " + e.getMessage());
             c.close();
             return false;
         }
         int[] pair = null;
-        if (fd.isEmpty()) {
+        if (out == null) {
             try {
                 pair = DescriptorPassing.socketPair();
             } catch (IOException e) {
@@ -184,7 +190,8 @@ public final class Workers implements AutoCloseable {
                 c.close();
                 return false;
             }
-            fd = OptionalInt.of(pair[1]);
+            int workerEnd = pair[1];
+            out = HandedConnection.socket(workerEnd, () -> DescriptorPassing.close(workerEnd)); // the worker has its own copy then
         }
         Worker w = take(id);
         if (w == null) {
@@ -203,8 +210,9 @@ public final class Workers implements AutoCloseable {
         w.shown = true;
         ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
         ticket.encode(m);
+        out.put(m);
         try {
-            DescriptorPassing.send(w.control, ControlMessages.finish(m), fd.getAsInt());
+            DescriptorPassing.send(w.control, ControlMessages.finish(m), out.descriptors());
         } catch (IOException | RuntimeException e) {
             LOG.log(Level.WARNING, "session " + id + " lost: handing it to worker pid " + w.pid + " failed: " + e.getMessage());
             w.onEnd = null; // the caller gives back what the session held: this returns false
@@ -216,10 +224,8 @@ public final class Workers implements AutoCloseable {
             }
             return false;
         }
-        if (pair == null) {
-            SocketHandOff.release(c);
-        } else {
-            DescriptorPassing.close(pair[1]); // the worker has its own copy now
+        out.release().run();
+        if (pair != null) {
             Connection near;
             try {
                 near = DescriptorPassing.adopt(pair[0], ticket.peer());
@@ -230,20 +236,24 @@ public final class Workers implements AutoCloseable {
             }
             FrameRelay.start(id, c, near);
             LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
-                    + " whole; the front relays its frames to the worker (one extra copy of every byte)");
+                    + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
+                    + " every byte)");
         }
         handedOver.incrementAndGet();
         // the next idle worker starts after this session is on its way, not before
         Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
-        LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description() + ")");
+        LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description()
+                + (out.kind() == HandedConnection.RING ? ", the ring's shared memory mapped by the worker" : "") + ")");
         return true;
     }
 
-    /** An idle worker, or one started now; null (logged) when none can be had. */
+    /**
+     * An idle worker; else one already starting (it is ready sooner than a new one, and at the cap it is the
+     * only one to be had); else one started now. Null (logged) when none can be had.
+     */
     private Worker take(long sessionId) {
         for (Worker w; (w = idle.poll()) != null; ) {
-            if (!w.gone.get()) {
-                w.claimed = true;
+            if (w.claim()) {
                 return w;
             }
         }

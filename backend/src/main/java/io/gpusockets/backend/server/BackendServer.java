@@ -440,8 +440,9 @@ public final class BackendServer implements AutoCloseable {
     /** Grants the features and sends WELCOME; returns the features granted. */
     private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
-        // a worker (isolation mode process) cannot map the window of a connection the front relays for it
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow() && workers == null;
+        // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+                && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description()).encode();
