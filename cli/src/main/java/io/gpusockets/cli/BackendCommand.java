@@ -140,8 +140,8 @@ final class BackendCommand implements Callable<Integer> {
     int idleWorkers;
 
     @Option(names = "--max-workers", paramLabel = "N", defaultValue = "64",
-            description = "With --isolation process: worker processes at most, idle ones included; sessions beyond are"
-                    + " refused. Default: ${DEFAULT-VALUE}.")
+            description = "With --isolation process: worker processes at most, idle ones included, so also the sessions at"
+                    + " once; a session beyond is refused at its handshake. Default: ${DEFAULT-VALUE}.")
     int maxWorkers;
 
     static final class IsolationConverter implements picocli.CommandLine.ITypeConverter<io.gpusockets.backend.isolation.Isolation> {

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Timeout;
  * in a worker process of its own, over unix://, tcp:// and ring:// alike (the socket, or the ring's shared
  * memory with its shared window, is handed to the worker); killing one worker with SIGKILL ends only its
  * session while the others finish with correct results; no worker outlives its session, the backend's stop,
- * or the backend's own death.
+ * or the backend's own death; a session past --max-workers is refused at its handshake with the reason.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class ProcessIsolationTest {
@@ -147,6 +147,21 @@ class ProcessIsolationTest {
                 b.awaitLog("worker pid " + worker + " of session " + d.sessionId() + " died: exit 137 (signal 9)", 20_000);
             }
             assertTrue(b.alive(), "the backend lives on");
+        }
+    }
+
+    @Test
+    void aSessionPastMaxWorkersIsRefusedAtItsHandshakeSayingWhy() throws Exception {
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--max-workers", "1", "--idle-workers", "0")) {
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(b.unix())) {
+                new Cuda(d).primaryContext();
+                java.io.IOException refused = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+                        () -> RemoteCudaDriver.connect(b.unix()));
+                assertTrue(refused.getMessage().contains("no worker process for a new session: isolation mode process serves"
+                        + " each session in a worker process of its own and all 1 the backend may run (--max-workers) serve"
+                        + " sessions"), refused.getMessage());
+                assertEquals(1, new Cuda(d).deviceCount(), "the session being served goes on");
+            }
         }
     }
 

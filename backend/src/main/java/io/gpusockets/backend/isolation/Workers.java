@@ -78,6 +78,11 @@ public final class Workers implements AutoCloseable {
         replenish();
     }
 
+    /** Worker processes at most, idle ones included: also the most sessions this backend serves at once. */
+    public int max() {
+        return max;
+    }
+
     /** Workers serving a session now. */
     public int serving() {
         return (int) live.values().stream().filter(w -> w.sessionId != 0).count();
@@ -257,9 +262,9 @@ public final class Workers implements AutoCloseable {
                 return w;
             }
         }
-        Worker w;
+        Worker w = live.values().stream().filter(Worker::claim).findFirst().orElse(null);
         try {
-            w = spawn(true);
+            w = w != null ? w : spawn(true);
         } catch (IOException e) {
             LOG.log(Level.ERROR, "session " + sessionId + " refused: cannot start a worker: " + e.getMessage());
             return null;
@@ -282,7 +287,7 @@ public final class Workers implements AutoCloseable {
     /** Starts workers until {@code idle} are idle or starting (within {@code max}). */
     private void replenish() {
         synchronized (live) { // one counter at a time, or two threads would each start the missing one
-            while (!closed && live.values().stream().filter(w -> !w.claimed && !w.gone.get()).count() < idleTarget) {
+            while (!closed && live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count() < idleTarget) {
                 try {
                     if (spawn(false) == null) {
                         return;
@@ -354,8 +359,8 @@ public final class Workers implements AutoCloseable {
                 throw new IOException("expected READY");
             }
             w.ready.complete(null);
-            if (!w.claimed) {
-                idle.add(w);
+            if (!w.claimed.get()) {
+                idle.add(w); // a take() that claims it meanwhile leaves it here; the next poll skips it
             }
             while (true) {
                 m = ControlMessages.read(ctl);
@@ -505,8 +510,8 @@ public final class Workers implements AutoCloseable {
     private static final class Worker {
         final Process process;
         final long pid;
-        /** Taken for a session at its start (not to wait in the idle queue). */
-        volatile boolean claimed;
+        /** Taken for a session (at its start, or from the idle queue); set once. */
+        final AtomicBoolean claimed;
         final CompletableFuture<Void> ready = new CompletableFuture<>();
         final AtomicBoolean gone = new AtomicBoolean();
         /** What the worker's session holds of its tenant's quota, as granted by the front. */
@@ -539,7 +544,12 @@ public final class Workers implements AutoCloseable {
         Worker(Process process, boolean claimed) {
             this.process = process;
             this.pid = process.pid();
-            this.claimed = claimed;
+            this.claimed = new AtomicBoolean(claimed);
+        }
+
+        /** Takes this worker for a session: true once, and only while it is alive. */
+        boolean claim() {
+            return !gone.get() && claimed.compareAndSet(false, true);
         }
     }
 }

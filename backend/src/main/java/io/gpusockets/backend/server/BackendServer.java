@@ -368,15 +368,23 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    /** Takes one of {@link ServerLimits#maxSessions}; false when all are taken. */
-    private boolean reserveSession() {
+    /**
+     * Takes one of {@link ServerLimits#maxSessions} (in isolation mode process at most one per worker process
+     * the backend may run); returns why none is left, or null when one was taken.
+     */
+    private String reserveSession() {
+        io.gpusockets.backend.isolation.Workers w = workers;
+        int max = w == null ? serverLimits.maxSessions() : Math.min(serverLimits.maxSessions(), w.max());
         while (true) {
             int n = sessionSlots.get();
-            if (n >= serverLimits.maxSessions()) {
-                return false;
+            if (n >= max) {
+                return max < serverLimits.maxSessions()
+                        ? "no worker process for a new session: isolation mode process serves each session in a worker"
+                        + " process of its own and all " + max + " the backend may run (--max-workers) serve sessions"
+                        : "too many sessions: " + max + " in progress (the maximum)";
             }
             if (sessionSlots.compareAndSet(n, n + 1)) {
-                return true;
+                return null;
             }
         }
     }
@@ -418,9 +426,8 @@ public final class BackendServer implements AutoCloseable {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
             refusal = admission.refusal();
         }
-        if (refusal == null && !reserveSession()) {
+        if (refusal == null && (refusal = reserveSession()) != null) {
             admission.tenant().closeSession();
-            refusal = "too many sessions: " + serverLimits.maxSessions() + " in progress (the maximum)";
         }
         if (refusal != null) {
             String why = refusal;
