@@ -3,6 +3,7 @@ package io.gpusockets.cli;
 import io.gpusockets.backend.driver.NativeCudaDriver;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.emulated.FaultScope;
 
 /** Which driver a backend serves: {@code auto} takes the real one when libcuda.so.1 and a device are there. */
 public enum DeviceChoice {
@@ -10,6 +11,14 @@ public enum DeviceChoice {
 
     /** Opens the chosen driver; {@code libcuda} null means the loader's libcuda.so.1. */
     public DriverHost open(String libcuda) {
+        return open(libcuda, null);
+    }
+
+    /**
+     * As {@link #open(String)}; an emulated device's UUIDs derive from {@code emulatedUuidSeed} when it is given
+     * (a worker process gets its backend's, so that all the backend's sessions see the same device).
+     */
+    public DriverHost open(String libcuda, Long emulatedUuidSeed) {
         boolean nativeDriver = switch (this) {
             case NATIVE -> true;
             case EMULATED -> false;
@@ -19,7 +28,8 @@ public enum DeviceChoice {
             NativeCudaDriver d = NativeCudaDriver.open(libcuda);
             return DriverHost.initialise(d, d.description());
         }
-        EmulatedDevice d = new EmulatedDevice();
+        EmulatedDevice d = emulatedUuidSeed == null ? new EmulatedDevice()
+                : new EmulatedDevice(1, EmulatedDevice.DEFAULT_MEMORY_BYTES, FaultScope.fromSystemProperties(), emulatedUuidSeed);
         return DriverHost.initialise(d, d.description());
     }
 }

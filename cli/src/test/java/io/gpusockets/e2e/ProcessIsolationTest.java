@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Isolation mode process (--isolation process) against a real backend JVM on the emulated device: each session runs
+ * Isolation mode process (the default) against a real backend JVM on the emulated device: each session runs
  * in a worker process of its own, over unix://, tcp:// and ring:// alike (the socket, or the ring's shared
  * memory with its shared window, is handed to the worker); killing one worker with SIGKILL ends only its
  * session while the others finish with correct results; no worker outlives its session, the backend's stop,
@@ -45,6 +45,9 @@ class ProcessIsolationTest {
             v.put(vp, new byte[] {7, 7, 7});
             long victimPid = workerOf(b, victim.sessionId());
             assertNotEquals(ProcessHandle.current().pid(), victimPid);
+            try (RemoteCudaDriver other = RemoteCudaDriver.connect(b.tcp())) {
+                assertArrayEquals(uuid(v), uuid(new Cuda(other)), "every session, whatever its worker, sees the same device");
+            }
             assertTrue(b.handle().children().anyMatch(c -> c.pid() == victimPid), "the session runs in a child of the backend");
 
             CountDownLatch started = new CountDownLatch(clients);
@@ -163,6 +166,12 @@ class ProcessIsolationTest {
                 assertEquals(1, new Cuda(d).deviceCount(), "the session being served goes on");
             }
         }
+    }
+
+    private static byte[] uuid(Cuda cu) {
+        MemorySegment u = cu.arena.allocate(16);
+        Cuda.ok(cu.d.cuDeviceGetUuid(u, 0), "cuDeviceGetUuid");
+        return u.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
     /** The pid of the worker serving {@code sessionId}, from the front's log. */

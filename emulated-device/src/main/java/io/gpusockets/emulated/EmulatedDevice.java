@@ -84,6 +84,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final LinkStates links;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
     private final FaultScope faultScope;
+    private final long uuidSeed;
 
     /** One device advertising 8 GiB. */
     public EmulatedDevice() {
@@ -103,12 +104,21 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
      *                   ({@link FaultScope#PROCESS}, the default), or its context alone
      */
     public EmulatedDevice(int deviceCount, long memoryBytesPerDevice, FaultScope faultScope) {
+        this(deviceCount, memoryBytesPerDevice, faultScope, new java.security.SecureRandom().nextLong());
+    }
+
+    /**
+     * @param uuidSeed what the devices' UUIDs derive from ({@link #uuidSeed()}): a backend's worker processes get
+     *                 their backend's, so that every session sees the same devices, as on a GPU
+     */
+    public EmulatedDevice(int deviceCount, long memoryBytesPerDevice, FaultScope faultScope, long uuidSeed) {
         if (deviceCount < 1 || memoryBytesPerDevice < EmulatedMemory.ALIGNMENT) {
             throw new IllegalArgumentException("deviceCount=" + deviceCount + " memoryBytesPerDevice=" + memoryBytesPerDevice);
         }
         Handles handles = new Handles();
         this.deviceCount = deviceCount;
-        this.properties = new DeviceProperties(deviceCount);
+        this.properties = new DeviceProperties(deviceCount, uuidSeed);
+        this.uuidSeed = uuidSeed;
         this.memory = new EmulatedMemory(deviceCount, memoryBytesPerDevice);
         this.modules = new Modules(handles, memory);
         this.faultScope = java.util.Objects.requireNonNull(faultScope, "faultScope");
@@ -158,6 +168,11 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     public int deviceCount() {
         return deviceCount;
+    }
+
+    /** What the devices' UUIDs derive from (random unless given): the same seed, the same UUIDs. */
+    public long uuidSeed() {
+        return uuidSeed;
     }
 
     /** How far a kernel fault reaches here ({@link FaultScope}). */

@@ -14,6 +14,7 @@ import java.io.IOException;
 import java.lang.System.Logger.Level;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A worker process's life (isolation mode {@code process}): it connects to the front's control socket,
@@ -75,6 +76,22 @@ public final class WorkerMain {
                 }
             }
         });
+        long idleSeconds = settings.serverLimits().idleTimeoutSeconds();
+        if (idleSeconds > 0) { // --idle-timeout, as the front applies it to the sessions it serves itself
+            long period = Math.min(1000, TimeUnit.SECONDS.toMillis(idleSeconds) / 2);
+            Thread.ofPlatform().daemon().name("gpusockets-worker-idle").start(() -> {
+                while (!s.ended()) {
+                    try {
+                        Thread.sleep(period);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    if (s.idleNanos(System.nanoTime()) >= TimeUnit.SECONDS.toNanos(idleSeconds)) {
+                        s.expire("idle for " + idleSeconds + " s (no frame received, no call running)");
+                    }
+                }
+            });
+        }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> s.end("backend shutting down"), "gpusockets-worker-stop"));
         LOG.log(Level.INFO, "session " + t.sessionId() + " started in worker pid " + ProcessHandle.current().pid()
                 + ", peer " + t.peer().description() + ", tenant " + t.tenant());
