@@ -22,7 +22,12 @@ public final class WorkerJvmOptions {
         return p != null ? p : System.getenv(ENV_NAME);
     }
 
-    /** What every worker runs with unless {@value #PROP_NAME} says otherwise (benchmarks/RESULTS.md). */
+    /**
+     * What every worker runs with unless {@value #PROP_NAME} says otherwise: nothing, so far. Measured for bursts
+     * of sessions (benchmarks/RESULTS.md, issue 20) and not kept: the serial collector (no faster start, more
+     * resident memory) and C1 only (a faster start, but the session's hot path at C1 speed for the worker's life).
+     * What did cut a worker's start is its AOT cache ({@link WorkerAotCache}).
+     */
     public static final List<String> DEFAULTS = List.of();
 
     /** Options of the front that must not reach a worker: they size the front, or would clash (a debugger's port). */

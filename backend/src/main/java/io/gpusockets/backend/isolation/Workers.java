@@ -55,6 +55,12 @@ public final class Workers implements AutoCloseable {
     private final Map<Long, Worker> live = new ConcurrentHashMap<>();
     private final BlockingQueue<Worker> idle = new LinkedBlockingQueue<>();
     private final AtomicLong handedOver = new AtomicLong();
+    /** Sessions waiting for a worker now. */
+    private final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
+    /** Workers starting at once at most. */
+    private final int parallelStarts;
+    /** The workers' AOT cache, or null for none ({@link WorkerAotCache}). */
+    private final WorkerAotCache aot;
     private volatile boolean closed;
 
     /**
@@ -64,16 +70,23 @@ public final class Workers implements AutoCloseable {
      * @param max     worker processes at most, idle ones included: sessions beyond it are refused
      */
     public Workers(List<String> command, int idle, int max) throws IOException {
-        if (command.isEmpty() || idle < 0 || max < 1 || idle > max) {
+        this(command, idle, max, Runtime.getRuntime().availableProcessors());
+    }
+
+    /** As {@link #Workers(List, int, int)}, starting at most {@code parallelStarts} workers at once (default: one per core). */
+    public Workers(List<String> command, int idle, int max, int parallelStarts) throws IOException {
+        if (command.isEmpty() || idle < 0 || max < 1 || idle > max || parallelStarts < 1) {
             throw new IllegalArgumentException("workers: command=" + command + " idle=" + idle + " max=" + max
-                    + " (need a command, 0 <= idle <= max, max >= 1)");
+                    + " parallelStarts=" + parallelStarts + " (need a command, 0 <= idle <= max, max >= 1, parallelStarts >= 1)");
         }
         this.command = List.copyOf(command);
         this.idleTarget = idle;
         this.max = max;
+        this.parallelStarts = parallelStarts;
         this.dir = Files.createTempDirectory("gpusockets-workers"); // 0700: only this user reaches the socket
         this.controlUri = TransportUri.parse("fdunix://" + dir.resolve("control.sock"));
         this.controlListener = Transports.listen(controlUri);
+        this.aot = WorkerAotCache.forCommand(this.command);
         Thread.ofPlatform().daemon().name("gpusockets-workers-accept").start(this::acceptLoop);
         replenish();
     }
@@ -253,8 +266,8 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * An idle worker; else one already starting (it is ready sooner than a new one, and at the cap it is the
-     * only one to be had); else one started now. Null (logged) when none can be had.
+     * An idle worker, else the first to become ready while this session waits (sessions waiting are counted, so
+     * that enough workers start for them); null (logged) when none can be had within {@link #START_SECONDS}.
      */
     private Worker take(long sessionId) {
         for (Worker w; (w = idle.poll()) != null; ) {
@@ -262,57 +275,90 @@ public final class Workers implements AutoCloseable {
                 return w;
             }
         }
-        Worker w = live.values().stream().filter(Worker::claim).findFirst().orElse(null);
+        waiting.incrementAndGet();
         try {
-            w = w != null ? w : spawn(true);
-        } catch (IOException e) {
-            LOG.log(Level.ERROR, "session " + sessionId + " refused: cannot start a worker: " + e.getMessage());
+            replenish();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(START_SECONDS);
+            while (!closed) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    LOG.log(Level.ERROR, "session " + sessionId + " refused: no worker was ready within " + START_SECONDS + " s");
+                    return null;
+                }
+                Worker w = idle.poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(100)), TimeUnit.NANOSECONDS);
+                if (w != null && w.claim()) {
+                    return w;
+                }
+                if (w == null && !anyUnclaimed()) {
+                    replenish(); // one that was starting died, or a start failed: try again
+                    if (!anyUnclaimed()) {
+                        LOG.log(Level.ERROR, "session " + sessionId + " refused: no worker process can be started (see above)");
+                        return null;
+                    }
+                }
+            }
             return null;
-        }
-        if (w == null) {
-            LOG.log(Level.WARNING, "session " + sessionId + " refused: " + max + " worker processes already (--max-workers)");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
             return null;
-        }
-        try {
-            w.ready.get(START_SECONDS, TimeUnit.SECONDS);
-            return w;
-        } catch (Exception e) {
-            LOG.log(Level.ERROR, "session " + sessionId + " refused: worker pid " + w.pid + " did not start within "
-                    + START_SECONDS + " s: " + e);
-            w.process.destroyForcibly();
-            return null;
+        } finally {
+            waiting.decrementAndGet();
         }
     }
 
-    /** Starts workers until {@code idle} are idle or starting (within {@code max}). */
+    private boolean anyUnclaimed() {
+        return live.values().stream().anyMatch(w -> !w.claimed.get() && !w.gone.get());
+    }
+
+    /**
+     * Starts workers until those idle or starting cover {@code idle} plus the sessions waiting for one, within
+     * {@code max}, and never more than {@link #parallelStarts} starting at once: JVMs that start together share
+     * the cores, so a burst of sessions is served one worker after another instead of all at the end.
+     */
     private void replenish() {
         synchronized (live) { // one counter at a time, or two threads would each start the missing one
-            while (!closed && live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count() < idleTarget) {
+            while (!closed) {
+                long unclaimed = live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count();
+                long starting = live.values().stream().filter(w -> !w.gone.get() && !w.ready.isDone()).count();
+                if (unclaimed >= idleTarget + waiting.get() || starting >= parallelStarts) {
+                    return;
+                }
                 try {
-                    if (spawn(false) == null) {
+                    if (spawn() == null) {
                         return;
                     }
                 } catch (IOException e) {
-                    LOG.log(Level.ERROR, "cannot start an idle worker: " + e.getMessage());
+                    LOG.log(Level.ERROR, "cannot start a worker: " + e.getMessage());
                     return;
                 }
             }
         }
     }
 
-    /** A new worker process, claimed for a session or to wait idle; null at the cap. */
-    private Worker spawn(boolean claimed) throws IOException {
+    /** A new worker process (to wait idle until a session claims it); null at the cap. */
+    private Worker spawn() throws IOException {
         synchronized (live) {
             if (closed || live.size() >= max) {
                 return null;
             }
-            List<String> cmd = new ArrayList<>(command);
+            List<String> aotOptions = aot == null ? List.of() : aot.options();
+            List<String> cmd = new ArrayList<>(command.subList(0, 1)); // java, then the cache's options before the others
+            cmd.addAll(aotOptions);
+            cmd.addAll(command.subList(1, command.size()));
             cmd.add("--control");
             cmd.add(controlUri.toString());
-            Process p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.INHERIT)
-                    .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            Process p;
+            try {
+                p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.INHERIT)
+                        .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            } catch (IOException e) {
+                if (aot != null) {
+                    aot.exited(aotOptions);
+                }
+                throw e;
+            }
             p.getOutputStream().close();
-            Worker w = new Worker(p, claimed);
+            Worker w = new Worker(p, aotOptions);
             live.put(w.pid, w);
             p.onExit().thenRun(() -> {
                 if (w.control == null) {
@@ -359,9 +405,8 @@ public final class Workers implements AutoCloseable {
                 throw new IOException("expected READY");
             }
             w.ready.complete(null);
-            if (!w.claimed.get()) {
-                idle.add(w); // a take() that claims it meanwhile leaves it here; the next poll skips it
-            }
+            idle.add(w);
+            replenish(); // a start slot is free: the next worker starts, if one is wanted
             while (true) {
                 m = ControlMessages.read(ctl);
                 byte type = m.get();
@@ -433,9 +478,14 @@ public final class Workers implements AutoCloseable {
         idle.remove(w);
         Integer exit = null;
         try {
-            exit = w.process.onExit().get(STOP_SECONDS, TimeUnit.SECONDS).exitValue();
+            // a worker that trains the AOT cache writes it as it exits: give it the time that takes
+            long wait = w.aotOptions.stream().anyMatch(o -> o.startsWith("-XX:AOTCacheOutput")) ? 6 * STOP_SECONDS : STOP_SECONDS;
+            exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
         } catch (Exception e) {
             w.process.destroyForcibly();
+        }
+        if (aot != null) {
+            aot.exited(w.aotOptions);
         }
         TenantAccount t = w.tenant;
         long memory = w.memoryHeld.getAndSet(0);
@@ -510,8 +560,8 @@ public final class Workers implements AutoCloseable {
     private static final class Worker {
         final Process process;
         final long pid;
-        /** Taken for a session (at its start, or from the idle queue); set once. */
-        final AtomicBoolean claimed;
+        /** Taken for a session from the idle queue; set once. */
+        final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();
         final AtomicBoolean gone = new AtomicBoolean();
         /** What the worker's session holds of its tenant's quota, as granted by the front. */
@@ -541,10 +591,13 @@ public final class Workers implements AutoCloseable {
                     (nowNanos - handedAtNanos) / 1e9);
         }
 
-        Worker(Process process, boolean claimed) {
+        /** The AOT cache options it was started with. */
+        final List<String> aotOptions;
+
+        Worker(Process process, List<String> aotOptions) {
             this.process = process;
             this.pid = process.pid();
-            this.claimed = new AtomicBoolean(claimed);
+            this.aotOptions = aotOptions;
         }
 
         /** Takes this worker for a session: true once, and only while it is alive. */

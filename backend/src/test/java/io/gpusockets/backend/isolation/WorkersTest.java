@@ -35,6 +35,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class WorkersTest {
+    static {
+        System.setProperty(WorkerAotCache.DIR_PROP_NAME, "off"); // the stand-in worker needs no AOT cache of its own
+    }
 
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"unix", "tcp", "fdunix", "ring"})
