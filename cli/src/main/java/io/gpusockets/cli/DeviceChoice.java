@@ -1,6 +1,7 @@
 package io.gpusockets.cli;
 
 import io.gpusockets.backend.driver.NativeCudaDriver;
+import io.gpusockets.backend.session.DriverHealth;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.emulated.FaultScope;
@@ -30,6 +31,7 @@ public enum DeviceChoice {
         }
         EmulatedDevice d = emulatedUuidSeed == null ? new EmulatedDevice()
                 : new EmulatedDevice(1, EmulatedDevice.DEFAULT_MEMORY_BYTES, FaultScope.fromSystemProperties(), emulatedUuidSeed);
-        return DriverHost.initialise(d, d.description());
+        // a fault poisons the emulated device's process only in its default scope, as on the real driver
+        return DriverHost.initialise(d, d.description(), new DriverHealth(d.faultScope() == FaultScope.PROCESS));
     }
 }

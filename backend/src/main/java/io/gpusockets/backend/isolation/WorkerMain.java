@@ -33,6 +33,7 @@ public final class WorkerMain {
     public static int run(DriverHost host, BackendSettings settings, String controlUri) throws IOException {
         // While idle: the session's context is made ahead, and the session's code is loaded by a session
         // that ends at once, so that the handed-over session starts as fast as one in a warm backend.
+        host.health().servesOneSession(); // a kernel fault poisons this worker alone: said so, not as for a backend
         ContextPool contexts = new ContextPool(host, 1);
         warmUp(host, settings);
         Connection control = Transports.connect(TransportUri.parse(controlUri), Duration.ofSeconds(30));

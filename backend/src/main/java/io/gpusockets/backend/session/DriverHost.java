@@ -24,6 +24,11 @@ public record DriverHost(CudaDriver driver, String description, int deviceCount,
 
     /** Calls cuInit and reads the device count and version; throws with the CUresult name on failure. */
     public static DriverHost initialise(CudaDriver driver, String description) {
+        return initialise(driver, description, new DriverHealth());
+    }
+
+    /** As {@link #initialise(CudaDriver, String)}, with the driver's health tracked by {@code health}. */
+    public static DriverHost initialise(CudaDriver driver, String description, DriverHealth health) {
         int r = driver.cuInit(0);
         if (r != CuResult.CUDA_SUCCESS) {
             throw new IllegalStateException("cuInit failed: " + CuResult.name(r) + " (" + description + ")");
@@ -33,7 +38,7 @@ public record DriverHost(CudaDriver driver, String description, int deviceCount,
             check(driver.cuDeviceGetCount(v), "cuDeviceGetCount");
             int count = v.get(ValueLayout.JAVA_INT, 0);
             check(driver.cuDriverGetVersion(v), "cuDriverGetVersion");
-            return new DriverHost(driver, description, count, v.get(ValueLayout.JAVA_INT, 0));
+            return new DriverHost(driver, description, count, v.get(ValueLayout.JAVA_INT, 0), health);
         }
     }
 

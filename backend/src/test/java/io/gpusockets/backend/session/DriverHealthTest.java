@@ -31,4 +31,11 @@ class DriverHealthTest {
         assertEquals("the driver in this backend process is poisoned by a kernel fault of session 4 (CUDA_ERROR_ASSERT);"
                 + " restart the backend, or run it with --isolation process", h.refusal());
     }
+
+    @Test
+    void aDriverWhoseFaultsStayInTheirContextIsNeverPoisoned() {
+        DriverHealth h = new DriverHealth(false); // the emulated device with faultScope=context
+        h.sawResult(CuResult.CUDA_ERROR_ILLEGAL_ADDRESS, 1, "cuCtxSynchronize");
+        assertNull(h.refusal());
+    }
 }
