@@ -132,7 +132,12 @@ final class BackendConnection implements AutoCloseable {
         TransportUri uri = TransportUri.parse(uriText);
         Connection c = Transports.connect(uri, config.connectTimeout(), config.transportOptions());
         FrameChannel channel = new FrameChannel(c);
-        ScheduledFuture<?> watchdog = WATCHDOG.schedule(c::close, config.connectTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        // set before the close, so that the read the close ends already sees it (isDone() is true only once close returns)
+        java.util.concurrent.atomic.AtomicBoolean timedOut = new java.util.concurrent.atomic.AtomicBoolean();
+        ScheduledFuture<?> watchdog = WATCHDOG.schedule(() -> {
+            timedOut.set(true);
+            c.close();
+        }, config.connectTimeout().toMillis(), TimeUnit.MILLISECONDS);
         SharedWindow window = null;
         try {
             FrameHeader h = channel.readHeader();
@@ -182,7 +187,7 @@ final class BackendConnection implements AutoCloseable {
             if (window != null) {
                 window.release();
             }
-            if (watchdog.isDone() && !watchdog.isCancelled()) {
+            if (timedOut.get()) {
                 throw new IOException("backend " + uri + " did not complete the handshake within "
                         + config.connectTimeout().toMillis() + " ms"
                         + (uri.scheme().equals("tcp") ? " (a tls:// port waits like this for a tcp:// client: is it one?)" : ""), e);
