@@ -32,7 +32,8 @@ import java.util.stream.Stream;
  * which the JVM writes when that worker exits, and later workers map it ({@code -XX:AOTCache}). A new JDK or
  * jar gives a new name; the four newest caches are kept.
  *
- * <p>The directory holds code the workers load, so it must be this user's and writable by no one else: it is
+ * <p>Only a class path of jars can be archived: with a directory on it (a build tree's classes) no cache is kept.
+ * The directory holds code the workers load, so it must be this user's and writable by no one else: it is
  * made with mode 0700, and one that is another user's or group- or world-writable is not used. Where:
  * {@value #DIR_PROP_NAME} ({@code off} for no cache), else {@code $CACHE_DIRECTORY} (systemd's
  * {@code CacheDirectory=}), else {@code $XDG_CACHE_HOME/gpusockets}, else {@code ~/.cache/gpusockets}.
@@ -60,6 +61,12 @@ final class WorkerAotCache {
         if (dir == null) {
             return null;
         }
+        String directory = classPathDirectory(command);
+        if (directory != null) {
+            // a build tree's classes (tests, IDE runs): the JDK archives classes from jars only
+            LOG.log(Level.DEBUG, "worker AOT cache not used: the class path holds a directory, " + directory);
+            return null;
+        }
         try {
             Files.createDirectories(dir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
             String refused = unsafe(dir);
@@ -67,10 +74,37 @@ final class WorkerAotCache {
                 LOG.log(Level.WARNING, "worker AOT cache not used: " + dir + " " + refused);
                 return null;
             }
+            removeStaleTraining(dir);
             return new WorkerAotCache(dir.resolve("worker-" + key(command) + ".aot"));
         } catch (IOException | RuntimeException e) {
             LOG.log(Level.WARNING, "worker AOT cache not used: " + dir + ": " + e.getMessage());
             return null;
+        }
+    }
+
+    /** The first directory on the command's class path, or null when it names jars only. */
+    static String classPathDirectory(List<String> command) {
+        int at = Math.max(command.indexOf("-cp"), Math.max(command.indexOf("-classpath"), command.indexOf("--class-path")));
+        if (at < 0 || at + 1 >= command.size()) {
+            return null;
+        }
+        for (String entry : command.get(at + 1).split(java.io.File.pathSeparator)) {
+            if (Files.isDirectory(Path.of(entry))) {
+                return entry;
+            }
+        }
+        return null;
+    }
+
+    /** Training output left by a worker killed before it finished writing (older than an hour). */
+    private static void removeStaleTraining(Path dir) throws IOException {
+        long before = System.currentTimeMillis() - java.util.concurrent.TimeUnit.HOURS.toMillis(1);
+        try (Stream<Path> all = Files.list(dir)) {
+            for (Path p : all.filter(p -> p.getFileName().toString().matches("worker-[0-9a-f]+\\.aot\\.tmp-.*")).toList()) {
+                if (Files.getLastModifiedTime(p).toMillis() < before) {
+                    Files.deleteIfExists(p);
+                }
+            }
         }
     }
 

@@ -66,4 +66,13 @@ class WorkerAotCacheTest {
         System.setProperty(WorkerAotCache.DIR_PROP_NAME, "off");
         assertNull(WorkerAotCache.forCommand(command(dir.resolve("a.jar"))));
     }
+
+    @Test
+    void aClassPathWithADirectoryKeepsNoCache() throws Exception {
+        System.setProperty(WorkerAotCache.DIR_PROP_NAME, dir.resolve("cache").toString());
+        Path classes = Files.createDirectory(dir.resolve("classes"));
+        List<String> command = List.of("/jdk/bin/java", "-cp", dir.resolve("a.jar") + ":" + classes, "Main");
+        assertEquals(classes.toString(), WorkerAotCache.classPathDirectory(command));
+        assertNull(WorkerAotCache.forCommand(command));
+    }
 }
