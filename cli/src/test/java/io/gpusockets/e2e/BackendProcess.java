@@ -50,9 +50,7 @@ final class BackendProcess implements AutoCloseable {
         List<String> cmd = new ArrayList<>(prefix);
         cmd.addAll(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "--enable-native-access=ALL-UNNAMED", "-Xmx512m",
-                // the workers' AOT cache of this build, made once by the first backend whose worker ends, kept out of ~
-                "-Dgpusockets.worker.aotCacheDir=" + Path.of("target", "worker-aot-cache").toAbsolutePath()));
+                "--enable-native-access=ALL-UNNAMED", "-Xmx512m"));
         cmd.addAll(jvmOptions);
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
                 "io.gpusockets.cli.Main", "backend", "--device", "emulated",
