@@ -107,7 +107,8 @@ final class BackendCommand implements Callable<Integer> {
     int maxHandshakes;
 
     @Option(names = "--max-sessions", paramLabel = "N", defaultValue = "" + ServerLimits.MAX_SESSIONS_DEFAULT,
-            description = "Sessions at once; past it a frontend is refused ('too many sessions'). Default: ${DEFAULT-VALUE}.")
+            description = "Sessions at once; past it a frontend is refused ('too many sessions'). With --isolation process"
+                    + " (the default) at most --max-workers. Default: ${DEFAULT-VALUE}.")
     int maxSessions;
 
     @Option(names = "--idle-timeout", paramLabel = "SECONDS", defaultValue = "" + ServerLimits.IDLE_TIMEOUT_SECONDS_DEFAULT,
@@ -128,10 +129,13 @@ final class BackendCommand implements Callable<Integer> {
             description = "Serve Prometheus metrics on http://HOST:PORT/metrics (tenant-level; port 0 = any). Default: none.")
     String metrics;
 
-    @Option(names = "--isolation", paramLabel = "context|process|shared", defaultValue = "context",
+    @Option(names = "--isolation", paramLabel = "context|process|shared",
+            defaultValue = io.gpusockets.backend.isolation.Isolation.DEFAULT_NAME,
             converter = IsolationConverter.class,
-            description = "How sessions are kept apart: context (own contexts, one process), process (a worker process per"
-                    + " session: a crash ends only its session), shared (a tenant's sessions share one context). Default: ${DEFAULT-VALUE}.")
+            description = "How sessions are kept apart: process (a worker process per session: a faulting kernel or a crash"
+                    + " ends only its session), context (own contexts in one process: a faulting kernel poisons the driver"
+                    + " and new sessions are refused until a restart), shared (a tenant's sessions share one context)."
+                    + " Default: ${DEFAULT-VALUE}.")
     io.gpusockets.backend.isolation.Isolation isolation;
 
     @Option(names = "--idle-workers", paramLabel = "N", defaultValue = "1",
@@ -140,8 +144,8 @@ final class BackendCommand implements Callable<Integer> {
     int idleWorkers;
 
     @Option(names = "--max-workers", paramLabel = "N", defaultValue = "64",
-            description = "With --isolation process: worker processes at most, idle ones included; sessions beyond are"
-                    + " refused. Default: ${DEFAULT-VALUE}.")
+            description = "With --isolation process: worker processes at most, idle ones included, so also the sessions at"
+                    + " once; a session beyond is refused at its handshake. Default: ${DEFAULT-VALUE}.")
     int maxWorkers;
 
     static final class IsolationConverter implements picocli.CommandLine.ITypeConverter<io.gpusockets.backend.isolation.Isolation> {
@@ -151,14 +155,23 @@ final class BackendCommand implements Callable<Integer> {
         }
     }
 
-    /** The command line of a worker process: this JVM's java, options and classpath, serving the same driver. */
+    /**
+     * The command line of a worker process: this JVM's java and classpath, its options less those that size this
+     * JVM plus the workers' own ({@link io.gpusockets.backend.isolation.WorkerJvmOptions}), serving the same driver.
+     */
     private List<String> workerCommand(DriverHost host) {
         List<String> cmd = new java.util.ArrayList<>();
         cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments());
+        cmd.addAll(io.gpusockets.backend.isolation.WorkerJvmOptions.of(
+                java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments(),
+                io.gpusockets.backend.isolation.WorkerJvmOptions.extra()));
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), Main.class.getName(), "worker", "--device",
                 host.driver() instanceof io.gpusockets.backend.driver.NativeCudaDriver ? "native" : "emulated",
-                "--max-lanes", String.valueOf(maxLanes)));
+                "--max-lanes", String.valueOf(maxLanes), "--max-handles", String.valueOf(maxHandles),
+                "--max-streams", String.valueOf(maxStreams), "--idle-timeout", String.valueOf(idleTimeoutSeconds)));
+        if (host.driver() instanceof io.gpusockets.emulated.EmulatedDevice e) {
+            cmd.addAll(List.of("--emulated-uuid-seed", String.valueOf(e.uuidSeed())));
+        }
         if (libcuda != null) {
             cmd.addAll(List.of("--libcuda", libcuda));
         }
@@ -195,7 +208,13 @@ final class BackendCommand implements Callable<Integer> {
         }
         TenantRegistry tenants;
         try {
-            tenants = tenantsFile == null ? TenantRegistry.unconfigured() : new TenantRegistry(TenantConfig.read(tenantsFile));
+            TenantConfig config = tenantsFile == null ? TenantConfig.unlimited() : TenantConfig.read(tenantsFile);
+            String refused = isolation.tenantsRefusal(config);
+            if (refused != null) {
+                System.err.println("gpusockets backend: --tenants file refused: " + refused);
+                return 2;
+            }
+            tenants = new TenantRegistry(config);
         } catch (IllegalArgumentException | java.io.IOException e) {
             System.err.println("gpusockets backend: bad --tenants file: " + (e instanceof java.io.IOException ? tenantsFile + ": " + e : e.getMessage()));
             return 2;
@@ -215,6 +234,7 @@ final class BackendCommand implements Callable<Integer> {
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
                 .withServerLimits(serverLimits), tenants);
         if (tenantsFile != null) {
+            tenants.checkReloadsWith(isolation::tenantsRefusal);
             reloadOnHangup(tenants);
         }
         if (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS) {
@@ -242,7 +262,8 @@ final class BackendCommand implements Callable<Integer> {
             stopped.countDown();
         }, "gpusockets-shutdown"));
         System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
-                + isolation);
+                + isolation + (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS ? " (a worker process per session, at most "
+                + maxWorkers + " at once, " + idleWorkers + " kept started ahead)" : ""));
         for (String uri : listen) {
             TransportUri bound = server.listen(TransportUri.parse(uri), transportOptions);
             System.out.println("gpusockets backend: listening on " + bound);

@@ -73,7 +73,9 @@ final class SoakCommand implements Callable<Integer> {
     String transport;
 
     @Option(names = "--backend-arg", paramLabel = "ARG",
-            description = "An extra argument for the backend (repeatable), e.g. --backend-arg=--isolation --backend-arg=process.")
+            description = "An extra argument for the backend (repeatable), e.g. --backend-arg=--isolation --backend-arg=process"
+                    + " (the soak runs the backend in mode context unless told: one process serves every session and is"
+                    + " the one sampled).")
     List<String> backendArgs = new ArrayList<>();
 
     @Option(names = "--backend-heap", defaultValue = "512m", paramLabel = "SIZE",
@@ -146,6 +148,11 @@ final class SoakCommand implements Callable<Integer> {
         cmd.addAll(backendJvmArgs);
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
                 "io.gpusockets.cli.Main", "backend", "--device", device.name().toLowerCase(Locale.ROOT), "--listen", listen));
+        if (backendArgs.stream().noneMatch(a -> a.equals("--isolation") || a.startsWith("--isolation="))) {
+            // one process serving every session for the whole run, the one whose memory is sampled: in the default
+            // mode (process) each session's code runs in a worker that exits with it, out of the sampled process
+            cmd.addAll(List.of("--isolation", "context"));
+        }
         cmd.addAll(backendArgs);
         Process backend = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         List<String> backendLog = new ArrayList<>();

@@ -144,6 +144,9 @@ final class StatusCommand implements Callable<Integer> {
         int colon = backend.indexOf(": "); // the driver's name; --json has the whole description
         b.append("gpusockets backend: ").append(colon > 0 ? backend.substring(0, colon) : backend).append(", ").append(sessions.size())
                 .append(" session(s), ").append(s.get("connections")).append(" connection(s)\n\n");
+        if (s.get("poisoned") instanceof Map<?, ?> p) {
+            b.append("DRIVER POISONED: ").append(p.get("message")).append(" (").append(p.get("call")).append(")\n\n");
+        }
 
         List<String[]> rows = new ArrayList<>();
         rows.add(new String[] {"DEVICE", "NAME", "MEMORY USED / TOTAL"});

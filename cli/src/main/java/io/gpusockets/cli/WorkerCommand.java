@@ -3,6 +3,7 @@ package io.gpusockets.cli;
 import io.gpusockets.backend.isolation.WorkerMain;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.SessionLimits;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -29,13 +30,28 @@ final class WorkerCommand implements Callable<Integer> {
     @Option(names = "--max-lanes", paramLabel = "N", defaultValue = "256")
     int maxLanes;
 
+    @Option(names = "--max-handles", paramLabel = "N", defaultValue = "65536")
+    int maxHandles;
+
+    @Option(names = "--max-streams", paramLabel = "N", defaultValue = "8192")
+    int maxStreams;
+
+    @Option(names = "--idle-timeout", paramLabel = "SECONDS", defaultValue = "0")
+    long idleTimeoutSeconds;
+
+    @Option(names = "--emulated-uuid-seed", paramLabel = "N",
+            description = "The backend's emulated device's UUID seed, so that every session sees the same device.")
+    Long emulatedUuidSeed;
+
     @Override
     public Integer call() throws Exception {
         io.gpusockets.backend.server.NativeHeapTrim.limitArenas(); // a worker started by hand; the front's env is inherited
-        DriverHost host = device.open(libcuda);
+        DriverHost host = device.open(libcuda, emulatedUuidSeed);
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
-                d.maxBulkBytes(), d.maxOutBytes(), !noAsync);
-        return WorkerMain.run(host, BackendSettings.fromSystemProperties().withLimits(limits), control);
+                d.maxBulkBytes(), d.maxOutBytes(), !noAsync, maxHandles, maxStreams);
+        ServerLimits s = ServerLimits.DEFAULT;
+        return WorkerMain.run(host, BackendSettings.fromSystemProperties().withLimits(limits).withServerLimits(
+                new ServerLimits(s.maxConnections(), s.maxHandshakes(), s.maxSessions(), idleTimeoutSeconds)), control);
     }
 }

@@ -39,4 +39,34 @@ class BackendCommandOptionsTest {
         assertEquals(2, exit);
         org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--tls-key-store"), err.toString());
     }
+
+    @Test
+    void isolationDefaultsToProcess() {
+        BackendCommand command = new BackendCommand();
+        new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true).parseArgs();
+        assertEquals(io.gpusockets.backend.isolation.Isolation.PROCESS, command.isolation);
+        assertEquals(64, command.maxWorkers);
+        assertEquals(1, command.idleWorkers);
+    }
+
+    /** Mode process schedules no device time: a tenants file with device-share stops the backend before it serves. */
+    @Test
+    void aDeviceShareIsRefusedAtStartInTheDefaultMode(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) throws Exception {
+        java.nio.file.Path tenants = dir.resolve("tenants.conf");
+        java.nio.file.Files.writeString(tenants, "[tenant a]\nmatch = uid:1000\ndevice-share = 0.5\n");
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream old = System.err;
+        int exit;
+        try {
+            System.setErr(new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8));
+            exit = new CommandLine(new BackendCommand()).setCaseInsensitiveEnumValuesAllowed(true)
+                    .execute("--device", "emulated", "--listen", "tcp://127.0.0.1:0", "--tenants", tenants.toString());
+        } finally {
+            System.setErr(old);
+        }
+        assertEquals(2, exit);
+        String said = err.toString(java.nio.charset.StandardCharsets.UTF_8);
+        org.junit.jupiter.api.Assertions.assertTrue(said.contains("tenants.conf:1: [tenant a] has device-share = 0.5, which"
+                + " isolation mode process (the default) does not schedule") && said.contains("--isolation context"), said);
+    }
 }

@@ -43,7 +43,8 @@ class DnsDiscoveryTest {
     static void startBackends() throws Exception {
         port = freePortOnEvery(ADDRESSES);
         for (String a : ADDRESSES) {
-            backends.add(BackendProcess.start("--listen", "tcp://" + a + ":" + port));
+            // DNS discovery, not isolation: mode context spares a worker JVM per session
+            backends.add(BackendProcess.start("--isolation", "context", "--listen", "tcp://" + a + ":" + port));
         }
     }
 
@@ -169,7 +170,7 @@ class DnsDiscoveryTest {
     void aBackendThatGoesAwayIsLeftOutByTheNextConnect() throws Exception {
         Path hosts = hostsFile("shrinking", List.of("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"));
         // 127.0.0.5 has no backend: a pod that DNS still names but that is gone already is left out.
-        BackendProcess extra = BackendProcess.start("--listen", "tcp://127.0.0.6:" + port);
+        BackendProcess extra = BackendProcess.start("--isolation", "context", "--listen", "tcp://127.0.0.6:" + port);
         boolean extraGone = false;
         try (Client c = new Client(hosts, "dns://" + NAME + ":" + port)) {
             assertEquals("ok resolved=" + uris(List.of("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")) + " devices=3",

@@ -35,8 +35,9 @@ class MultiBackendTest {
 
     @BeforeAll
     static void startBackends() throws Exception {
-        first = BackendProcess.start();
-        second = BackendProcess.start();
+        // the device list across backends, not isolation: mode context spares a worker JVM per session
+        first = BackendProcess.start("--isolation", "context");
+        second = BackendProcess.start("--isolation", "context");
     }
 
     @AfterAll

@@ -38,7 +38,13 @@ class NativeProgramsTest {
     /** Why the programs cannot run here, or null. Each test is skipped with it (so the reason shows per test). */
     private static String skipReason;
     private static Path work;
+    /**
+     * The programs run over unix:// against a backend in the default isolation (a worker process per session, what
+     * users get) and over tcp:// against one in mode context: every program takes the default path once, and the
+     * 2-core CI does not pay a worker JVM for the second run of each.
+     */
     private static BackendProcess backend;
+    private static BackendProcess contextBackend;
 
     @BeforeAll
     static void setUp() throws Exception {
@@ -50,12 +56,16 @@ class NativeProgramsTest {
         }
         work = Files.createTempDirectory("gpusockets-cprograms");
         backend = BackendProcess.start();
+        contextBackend = BackendProcess.start("--isolation", "context");
     }
 
     @AfterAll
     static void tearDown() throws Exception {
         if (backend != null) {
             backend.close();
+        }
+        if (contextBackend != null) {
+            contextBackend.close();
         }
         NativePrograms.deleteTree(work);
     }
@@ -85,6 +95,7 @@ class NativeProgramsTest {
     private static void runProgram(NativePrograms.Entry e, String scheme) throws Exception {
         assumeRunnable();
         Path exe = programs.build(e.name(), work);
+        BackendProcess backend = scheme.equals("tcp") ? contextBackend : NativeProgramsTest.backend;
         String server = backend.address(scheme);
         List<String> cmd = Stream.concat(Stream.of(exe.toString()), programs.arguments(e).stream()).toList();
         NativePrograms.Run r = NativePrograms.run(cmd, environment(server), work, PROGRAM_TIMEOUT_SECONDS);

@@ -62,7 +62,8 @@ class NvmlTest {
         }
         work = Files.createTempDirectory("gpusockets-nvml");
         exe = build();
-        backend = BackendProcess.start();
+        // NVML's answers, not isolation: mode context spares a worker JVM per program
+        backend = BackendProcess.start("--isolation", "context");
     }
 
     @AfterAll
@@ -190,7 +191,7 @@ class NvmlTest {
     @Test
     void twoBackendsAreTwoDevices() throws Exception {
         assumeRunnable();
-        try (BackendProcess second = BackendProcess.start()) {
+        try (BackendProcess second = BackendProcess.start("--isolation", "context")) {
             NativePrograms.Run r = query(environment(backend.tcp() + "," + second.unix()), "--uuid");
             assertEquals(0, r.exit(), () -> "exit status" + context(r));
             assertTrue(r.stdout().endsWith("PASS\n"), () -> "no PASS" + context(r));

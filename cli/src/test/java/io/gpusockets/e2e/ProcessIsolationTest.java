@@ -23,10 +23,11 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * Isolation mode process (--isolation process) against a real backend JVM on the emulated device: each
- * session runs in a worker process of its own, over unix:// and tcp:// alike (the socket is handed to the
- * worker); killing one worker with SIGKILL ends only its session while the others finish with correct
- * results; no worker outlives its session, the backend's stop, or the backend's own death.
+ * Isolation mode process (the default) against a real backend JVM on the emulated device: each session runs
+ * in a worker process of its own, over unix://, tcp:// and ring:// alike (the socket, or the ring's shared
+ * memory with its shared window, is handed to the worker); killing one worker with SIGKILL ends only its
+ * session while the others finish with correct results; no worker outlives its session, the backend's stop,
+ * or the backend's own death; a session past --max-workers is refused at its handshake with the reason.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class ProcessIsolationTest {
@@ -44,6 +45,9 @@ class ProcessIsolationTest {
             v.put(vp, new byte[] {7, 7, 7});
             long victimPid = workerOf(b, victim.sessionId());
             assertNotEquals(ProcessHandle.current().pid(), victimPid);
+            try (RemoteCudaDriver other = RemoteCudaDriver.connect(b.tcp())) {
+                assertArrayEquals(uuid(v), uuid(new Cuda(other)), "every session, whatever its worker, sees the same device");
+            }
             assertTrue(b.handle().children().anyMatch(c -> c.pid() == victimPid), "the session runs in a child of the backend");
 
             CountDownLatch started = new CountDownLatch(clients);
@@ -105,14 +109,16 @@ class ProcessIsolationTest {
     }
 
     @Test
-    void aRingSessionIsRelayedToItsWorkerAndCarriesBulkDataIntact() throws Exception {
+    void aRingSessionCrossesToItsWorkerWholeWithItsSharedWindowAndEndsCleanlyWhenTheWorkerIsKilled() throws Exception {
         String ring = "ring://isolation-" + ProcessHandle.current().pid();
         try (BackendProcess b = BackendProcess.start("--isolation", "process", "--idle-workers", "1", "--listen", ring)) {
             b.awaitLog("listening on " + ring, 30_000);
+            long first;
             try (RemoteCudaDriver d = RemoteCudaDriver.connect(ring)) {
+                first = d.sessionId();
                 Cuda cu = new Cuda(d);
                 cu.primaryContext();
-                int n = 3 << 20; // frames of more than one relay chunk, both ways
+                int n = 3 << 20; // past the window's threshold: the bytes go through the shared window, both ways
                 long p = cu.alloc(n);
                 byte[] data = new byte[n];
                 new Random(5).nextBytes(data);
@@ -120,9 +126,52 @@ class ProcessIsolationTest {
                 assertArrayEquals(data, cu.get(p, n));
                 long worker = workerOf(b, d.sessionId());
                 assertTrue(b.handle().children().anyMatch(c -> c.pid() == worker));
-                b.awaitLog("session " + d.sessionId() + ": a ring:// connection cannot be handed over whole; the front relays", 5_000);
+                b.awaitLog("session " + d.sessionId() + " handed to worker pid " + worker + " (peer ring://", 5_000);
+                assertTrue(b.awaitLog("session " + d.sessionId() + " handed to worker", 1_000)
+                        .contains("the ring's shared memory mapped by the worker"));
+            }
+            String end = b.awaitLog("session " + first + " ended", 30_000);
+            assertTrue(end.contains("bytes went through the shared window"), "the worker used the window: " + end);
+            assertTrue(b.output().stream().noneMatch(l -> l.contains("relays its frames")), "nothing relayed");
+
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(ring)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                long p = cu.alloc(4096);
+                long worker = workerOf(b, d.sessionId());
+                ProcessHandle.of(worker).orElseThrow().destroyForcibly(); // SIGKILL: no closed flag set in the ring
+                long killed = System.nanoTime();
+                int r;
+                try (Arena a = Arena.ofConfined()) {
+                    r = d.cuMemcpyDtoH(a.allocate(16), p, 16);
+                }
+                assertNotEquals(CuResult.CUDA_SUCCESS, r, "the killed worker's session is over");
+                assertTrue(System.nanoTime() - killed < TimeUnit.SECONDS.toNanos(10), "the frontend learned it at once");
+                b.awaitLog("worker pid " + worker + " of session " + d.sessionId() + " died: exit 137 (signal 9)", 20_000);
+            }
+            assertTrue(b.alive(), "the backend lives on");
+        }
+    }
+
+    @Test
+    void aSessionPastMaxWorkersIsRefusedAtItsHandshakeSayingWhy() throws Exception {
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--max-workers", "1", "--idle-workers", "0")) {
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(b.unix())) {
+                new Cuda(d).primaryContext();
+                java.io.IOException refused = org.junit.jupiter.api.Assertions.assertThrows(java.io.IOException.class,
+                        () -> RemoteCudaDriver.connect(b.unix()));
+                assertTrue(refused.getMessage().contains("no worker process for a new session: isolation mode process serves"
+                        + " each session in a worker process of its own and all 1 the backend may run (--max-workers) serve"
+                        + " sessions"), refused.getMessage());
+                assertEquals(1, new Cuda(d).deviceCount(), "the session being served goes on");
             }
         }
+    }
+
+    private static byte[] uuid(Cuda cu) {
+        MemorySegment u = cu.arena.allocate(16);
+        Cuda.ok(cu.d.cuDeviceGetUuid(u, 0), "cuDeviceGetUuid");
+        return u.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
     }
 
     /** The pid of the worker serving {@code sessionId}, from the front's log. */

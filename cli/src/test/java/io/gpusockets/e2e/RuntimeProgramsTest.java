@@ -46,7 +46,13 @@ class RuntimeProgramsTest {
     private static String skipReason;
     private static Path nvcc;
     private static Path work;
+    /**
+     * The programs run over unix:// against a backend in the default isolation (a worker process per session, what
+     * users get) and over tcp:// against one in mode context: every program takes the default path once, and the
+     * 2-core CI does not pay a worker JVM for the second run of each.
+     */
     private static BackendProcess backend;
+    private static BackendProcess contextBackend;
     private static final Map<String, Path> built = new ConcurrentHashMap<>();
 
     @BeforeAll
@@ -63,12 +69,16 @@ class RuntimeProgramsTest {
         }
         work = Files.createTempDirectory("gpusockets-runtimeprograms");
         backend = BackendProcess.start();
+        contextBackend = BackendProcess.start("--isolation", "context");
     }
 
     @AfterAll
     static void tearDown() throws Exception {
         if (backend != null) {
             backend.close();
+        }
+        if (contextBackend != null) {
+            contextBackend.close();
         }
         NativePrograms.deleteTree(work);
     }
@@ -184,6 +194,7 @@ class RuntimeProgramsTest {
     private static void runProgram(Line l, String scheme) throws Exception {
         assumeTrue(skipReason == null, () -> skipReason);
         Path exe = build(l);
+        BackendProcess backend = scheme.equals("tcp") ? contextBackend : RuntimeProgramsTest.backend;
         String server = backend.address(scheme);
         Map<String, String> env = new HashMap<>(l.env());
         env.put("LD_LIBRARY_PATH", programs.libDir.toString());

@@ -84,7 +84,8 @@ class StatusTest {
 
     @Test
     void showsEachSessionWithItsTenantTransportAndMemoryAndServesTenantMetrics() throws Exception {
-        try (BackendProcess b = BackendProcess.startWithStatus()) {
+        // mode context: the emulated device's used memory is the one process's (a worker's device is its own)
+        try (BackendProcess b = BackendProcess.startWithStatus("--isolation", "context")) {
             Map<String, Object> before = statusJson(b);
             assertEquals(List.of(), list(before, "sessions"));
             Map<String, Object> dev = list(before, "devices").getFirst();
@@ -354,7 +355,8 @@ class StatusTest {
         String hello = HexFormat.of().formatHex(bytes(new Handshake.Hello(Handshake.PROTOCOL_VERSION, 0, "storm", new byte[0]).encode()));
         // Each of the 100 sessions holds several MiB of native memory (the emulated device's 3 MiB, staging for
         // the copy, lane buffers), counted against the JVM's direct-memory limit, which is -Xmx (512 MiB) unless set.
-        try (BackendProcess b = BackendProcess.startWithStatus(List.of("-XX:MaxDirectMemorySize=2g"))) {
+        // mode context: 100 clients at once, each a worker JVM in mode process (--max-workers 64)
+        try (BackendProcess b = BackendProcess.startWithStatus(List.of("-XX:MaxDirectMemorySize=2g"), "--isolation", "context")) {
             String socket = b.unix().substring("unix://".length());
             long usedBefore = deviceUsed(statusJson(b));
             List<Process> clients = new ArrayList<>();

@@ -6,7 +6,9 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_INITIALIZED;
+import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
 
+import io.gpusockets.protocol.api.CuResult;
 import java.util.ArrayDeque;
 import java.util.List;
 import java.util.Map;
@@ -30,6 +32,7 @@ final class Contexts {
      */
     static final long CONTEXT_BYTES = 64L << 10;
 
+    private static final System.Logger LOG = System.getLogger(Contexts.class.getName());
     private final int deviceCount;
     private final Handles handles;
     private final EmulatedMemory memory;
@@ -41,8 +44,13 @@ final class Contexts {
     private final ThreadLocal<ArrayDeque<EmulatedContext>> stacks = ThreadLocal.withInitial(ArrayDeque::new);
     private volatile boolean initialized;
     private volatile boolean closed;
+    private final FaultScope faultScope;
+    /** Scope PROCESS: the error of the first kernel fault (0 until one) and what it was; guarded by this for writes. */
+    private volatile int poisonCode = CUDA_SUCCESS;
+    private volatile String poisonDetail;
 
-    Contexts(int deviceCount, Handles handles, EmulatedMemory memory, Modules modules) {
+    Contexts(int deviceCount, Handles handles, EmulatedMemory memory, Modules modules, FaultScope faultScope) {
+        this.faultScope = faultScope;
         this.deviceCount = deviceCount;
         this.handles = handles;
         this.memory = memory;
@@ -127,13 +135,56 @@ final class Contexts {
         if ((flags & ~0xFF) != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=0x" + Integer.toHexString(flags));
         }
+        throwIfPoisoned();
         long h = handles.issue();
-        EmulatedContext c = new EmulatedContext(h, dev, flags, serial.incrementAndGet(), captures);
+        EmulatedContext c = new EmulatedContext(h, dev, flags, serial.incrementAndGet(), captures, this::faulted);
         memory.reserve(c, CONTEXT_BYTES);   // CUDA_ERROR_OUT_OF_MEMORY before the context exists
         handles.register(h, c);
         live.add(c);
+        if (poisonCode != CUDA_SUCCESS) {
+            c.poison(poisonCode, poisonDetail); // poisoned while it was being made
+        }
         stacks.get().push(c);
         return h;
+    }
+
+    /**
+     * A context faulted for the first time. In scope {@link FaultScope#PROCESS} a fault that CUDA documents as
+     * ending the process's use of CUDA ({@link CuResult#poisonsProcess}) poisons the device: every live context
+     * takes the error and no context can be made from now on.
+     */
+    private void faulted(EmulatedContext c, int code, String detail) {
+        if (faultScope != FaultScope.PROCESS || !CuResult.poisonsProcess(code)) {
+            return;
+        }
+        String why;
+        synchronized (this) {
+            if (poisonCode != CUDA_SUCCESS) {
+                return;
+            }
+            why = "the emulated driver is poisoned (as the real driver's process is) by a kernel fault in " + c.name
+                    + ": " + CuResult.name(code) + ": " + detail;
+            poisonDetail = why;
+            poisonCode = code;
+        }
+        LOG.log(System.Logger.Level.WARNING, why + "; every context takes the error, none can be made any more"
+                + " (" + FaultScope.PROP_NAME + "=" + faultScope + ")");
+        for (EmulatedContext other : live) {
+            other.poison(code, why);
+        }
+    }
+
+    /** Scope PROCESS after a fault: no new context, as the real driver's cuCtxCreate and primary retain answer. */
+    void throwIfPoisoned() {
+        int code = poisonCode;
+        if (code != CUDA_SUCCESS) {
+            throw new CudaError(code, poisonDetail);
+        }
+    }
+
+    /** The error every context creation fails with since a kernel fault poisoned the device, or 0. */
+    int poisonCode() {
+        return poisonCode;
     }
 
     void destroy(long handle) {

@@ -87,12 +87,18 @@ final class DeviceProperties {
 
     private final UUID[] uuids;
 
-    DeviceProperties(int deviceCount) {
-        // Random per device object, stable while it lives: two emulated backends merged into one device
-        // list by a frontend must not present the same UUID.
+    /**
+     * @param uuidSeed what the devices' UUIDs derive from: a random one per backend (two emulated backends merged
+     *                 into one device list by a frontend must not present the same UUID), handed by a backend to its
+     *                 worker processes, so that every session of a backend sees the same device, as on a GPU
+     */
+    DeviceProperties(int deviceCount, long uuidSeed) {
         uuids = new UUID[deviceCount];
+        java.util.SplittableRandom r = new java.util.SplittableRandom(uuidSeed);
         for (int i = 0; i < deviceCount; i++) {
-            uuids[i] = UUID.randomUUID();
+            long msb = r.nextLong() & ~0xF000L | 0x4000L;                  // version 4
+            long lsb = r.nextLong() & 0x3FFF_FFFF_FFFF_FFFFL | 0x8000_0000_0000_0000L; // IETF variant
+            uuids[i] = new UUID(msb, lsb);
         }
     }
 

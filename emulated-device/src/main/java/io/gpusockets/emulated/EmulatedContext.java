@@ -48,9 +48,17 @@ final class EmulatedContext {
     private volatile String stickyDetail;
 
     private final Captures captures;
+    /** Told once, when this context first faults (the device may poison the other contexts: {@link FaultScope}). */
+    private final FaultListener onFault;
 
-    EmulatedContext(long handle, int device, int flags, int serial, Captures captures) {
+    /** Who hears of a context's first fault. */
+    interface FaultListener {
+        void faulted(EmulatedContext c, int code, String detail);
+    }
+
+    EmulatedContext(long handle, int device, int flags, int serial, Captures captures, FaultListener onFault) {
         this.captures = captures;
+        this.onFault = onFault;
         this.handle = handle;
         this.device = device;
         this.flags = flags;
@@ -305,13 +313,27 @@ final class EmulatedContext {
 
     /** The first error wins and stays: a context that faulted is unusable, as on the GPU. */
     void fault(int code, String detail) {
-        synchronized (lock) {
-            if (stickyError == CUDA_SUCCESS) {
-                stickyDetail = detail;
-                stickyError = code;
-                LOG.log(Level.WARNING, "{0}: sticky error {1}: {2}", name, code, detail);
-            }
+        if (stick(code, detail)) {
+            onFault.faulted(this, code, detail);
         }
+    }
+
+    /** The device is poisoned by another context's fault: this one takes the error too (its listener is not told). */
+    void poison(int code, String detail) {
+        stick(code, detail);
+    }
+
+    /** Sets the sticky error unless one is set; whether it was set now. */
+    private boolean stick(int code, String detail) {
+        synchronized (lock) {
+            if (stickyError != CUDA_SUCCESS) {
+                return false;
+            }
+            stickyDetail = detail;
+            stickyError = code;
+        }
+        LOG.log(Level.WARNING, "{0}: sticky error {1}: {2}", name, code, detail);
+        return true;
     }
 
     /** A faulted context accepts no more work: its sticky error is the answer. */

@@ -42,6 +42,11 @@ import java.util.function.IntSupplier;
  * the interpreter does not cover fails with CUDA_ERROR_NOT_SUPPORTED, and {@link #lastErrorDetail()}
  * names the instruction and its line.
  *
+ * <p>Kernel faults (out-of-bounds accesses, a failed device {@code assert}, {@code trap}) become the faulting
+ * context's sticky error; by default ({@link FaultScope#PROCESS}) they also poison this whole device as the
+ * real driver poisons its process: every other context takes the error and no context can be made any more.
+ * One {@code EmulatedDevice} stands for one process's driver.
+ *
  * <p>Thread-safe; each calling thread has its own context stack, as in CUDA. Every method returns a
  * CUresult and never throws. Not here, by design: primary contexts (the backend virtualizes them),
  * pinned host memory and error strings (the frontend answers those). This class only adapts the C
@@ -82,6 +87,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final Graphs graphs;
     private final LinkStates links;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
+    private final FaultScope faultScope;
+    private final long uuidSeed;
 
     /** One device advertising 8 GiB. */
     public EmulatedDevice() {
@@ -93,15 +100,33 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
      * @param memoryBytesPerDevice memory each advertises and may hand out; host memory is used only as allocated
      */
     public EmulatedDevice(int deviceCount, long memoryBytesPerDevice) {
+        this(deviceCount, memoryBytesPerDevice, FaultScope.fromSystemProperties());
+    }
+
+    /**
+     * @param faultScope how far a kernel fault reaches: the whole device, as the real driver's process
+     *                   ({@link FaultScope#PROCESS}, the default), or its context alone
+     */
+    public EmulatedDevice(int deviceCount, long memoryBytesPerDevice, FaultScope faultScope) {
+        this(deviceCount, memoryBytesPerDevice, faultScope, new java.security.SecureRandom().nextLong());
+    }
+
+    /**
+     * @param uuidSeed what the devices' UUIDs derive from ({@link #uuidSeed()}): a backend's worker processes get
+     *                 their backend's, so that every session sees the same devices, as on a GPU
+     */
+    public EmulatedDevice(int deviceCount, long memoryBytesPerDevice, FaultScope faultScope, long uuidSeed) {
         if (deviceCount < 1 || memoryBytesPerDevice < EmulatedMemory.ALIGNMENT) {
             throw new IllegalArgumentException("deviceCount=" + deviceCount + " memoryBytesPerDevice=" + memoryBytesPerDevice);
         }
         Handles handles = new Handles();
         this.deviceCount = deviceCount;
-        this.properties = new DeviceProperties(deviceCount);
+        this.properties = new DeviceProperties(deviceCount, uuidSeed);
+        this.uuidSeed = uuidSeed;
         this.memory = new EmulatedMemory(deviceCount, memoryBytesPerDevice);
         this.modules = new Modules(handles, memory);
-        this.contexts = new Contexts(deviceCount, handles, memory, modules);
+        this.faultScope = java.util.Objects.requireNonNull(faultScope, "faultScope");
+        this.contexts = new Contexts(deviceCount, handles, memory, modules, faultScope);
         this.allocations = new Allocations(contexts, memory);
         this.transfers = new Transfers(memory);
         this.streams = new Streams(handles, contexts);
@@ -147,6 +172,16 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
 
     public int deviceCount() {
         return deviceCount;
+    }
+
+    /** What the devices' UUIDs derive from (random unless given): the same seed, the same UUIDs. */
+    public long uuidSeed() {
+        return uuidSeed;
+    }
+
+    /** How far a kernel fault reaches here ({@link FaultScope}). */
+    public FaultScope faultScope() {
+        return faultScope;
     }
 
     public long memoryBytesPerDevice() {

@@ -75,9 +75,10 @@ class ConcurrentLanesTest {
         }
     }
 
+    /** Fault scope CONTEXT only: by default a fault poisons every context, as on the real driver (KernelLaunchTest). */
     @Test
-    void aFaultInOneContextLeavesAnotherUsable() throws Exception {
-        try (Emulated e = new Emulated()) {
+    void inFaultScopeContextAFaultInOneContextLeavesAnotherUsable() throws Exception {
+        try (Emulated e = new Emulated(new EmulatedDevice(1, EmulatedDevice.DEFAULT_MEMORY_BYTES, FaultScope.CONTEXT))) {
             long module = e.loadShippedModule();
             long fill = e.function(module, "gpus_fill_u32");
             long p = e.alloc(16);

@@ -252,6 +252,45 @@ class KernelLaunchTest {
         assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuMemAlloc(out, 16));
     }
 
+    /** As the real driver (H200, driver 580): a kernel fault poisons the process, every context and every later creation. */
+    @Test
+    void aKernelFaultPoisonsTheWholeDeviceByDefault() {
+        assertEquals(FaultScope.PROCESS, e.device.faultScope());
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuCtxCreate(out, MemorySegment.NULL, 0, 0)); // another session's context, current now
+        long other = out.get(ValueLayout.JAVA_LONG, 0);
+        long q = e.alloc(16);
+        e.ok(e.device.cuCtxSetCurrent(e.context));
+        long f = e.function(module, "gpus_fill_u32");
+        long p = e.alloc(16);
+        e.ok(e.launch(f, 1, 8, 0, 0, p, 1, 8));
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuCtxSynchronize());
+
+        e.ok(e.device.cuCtxSetCurrent(other));
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuCtxSynchronize(), "the other context takes the error");
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuMemcpyDtoH(e.arena.allocate(4), q, 4));
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuCtxCreate(out, MemorySegment.NULL, 0, 0), "no new context");
+        assertTrue(e.device.lastErrorDetail().contains("poisoned"), e.device.lastErrorDetail());
+        e.ok(e.device.cuCtxDestroy(other));
+        e.ok(e.device.cuCtxDestroy(e.context));
+        assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, e.device.cuCtxCreate(out, MemorySegment.NULL, 0, 0),
+                "still none once the faulting context is gone");
+    }
+
+    @Test
+    void inFaultScopeContextAFaultStaysInItsContext() {
+        try (Emulated c = new Emulated(new EmulatedDevice(1, EmulatedDevice.DEFAULT_MEMORY_BYTES, FaultScope.CONTEXT))) {
+            long m = c.loadShippedModule();
+            long p = c.alloc(16);
+            c.ok(c.launch(c.function(m, "gpus_fill_u32"), 1, 8, 0, 0, p, 1, 8));
+            assertEquals(CUDA_ERROR_ILLEGAL_ADDRESS, c.device.cuCtxSynchronize());
+            MemorySegment out = c.arena.allocate(8);
+            c.ok(c.device.cuCtxCreate(out, MemorySegment.NULL, 0, 0));
+            c.ok(c.device.cuCtxSynchronize());
+            c.ok(c.device.cuMemAlloc(out, 16));
+        }
+    }
+
     @Test
     void aKernelOutsideTheInterpretersSubsetFailsWithNotSupportedNamingItsInstructionAndLine() {
         String ptx = """

@@ -132,7 +132,7 @@ final class BackendConnection implements AutoCloseable {
         TransportUri uri = TransportUri.parse(uriText);
         Connection c = Transports.connect(uri, config.connectTimeout(), config.transportOptions());
         FrameChannel channel = new FrameChannel(c);
-        // Set before the close, so that the reader the close wakes knows why (the future is done only after it).
+        // set before the close, so that the read the close ends already sees it (isDone() is true only once close returns)
         java.util.concurrent.atomic.AtomicBoolean timedOut = new java.util.concurrent.atomic.AtomicBoolean();
         ScheduledFuture<?> watchdog = WATCHDOG.schedule(() -> {
             timedOut.set(true);

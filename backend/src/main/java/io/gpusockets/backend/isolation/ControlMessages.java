@@ -11,11 +11,11 @@ import java.util.function.IntConsumer;
 /**
  * The messages between the front process and a worker over the worker's control socket (fdunix://):
  * a little-endian int length (of what follows), a type byte, then the type's fields. A SESSION message
- * carries the frontend's socket as an SCM_RIGHTS descriptor.
+ * carries the frontend's connection as SCM_RIGHTS descriptors ({@link HandedConnection}).
  *
  * <pre>
  * worker → front                              front → worker
- *   READY     long pid                          SESSION  SessionTicket (+ 1 descriptor)
+ *   READY     long pid                          SESSION  SessionTicket, HandedConnection (+ 1 or 2 descriptors)
  *   RESERVE   long request, byte kind, long n   ANSWER   long request, long value
  *   RELEASE   byte kind, long n
  *   REJECTED  string what                       LIMITS   the tenant's limits after a reload
@@ -82,7 +82,7 @@ final class ControlMessages {
     /** Reads one message, passing descriptors that come with it to {@code fds}. */
     static ByteBuffer readWithDescriptors(Connection c, IntConsumer fds) throws IOException {
         ByteBuffer len = ByteBuffer.allocateDirect(4).order(ByteOrder.LITTLE_ENDIAN);
-        DescriptorPassing.receive(c, len, 1, fds);
+        DescriptorPassing.receive(c, len, HandedConnection.MAX_DESCRIPTORS, fds);
         return body(c, len.flip().getInt(), fds);
     }
 
@@ -94,7 +94,7 @@ final class ControlMessages {
         if (fds == null) {
             c.readFully(b);
         } else {
-            DescriptorPassing.receive(c, b, 1, fds);
+            DescriptorPassing.receive(c, b, HandedConnection.MAX_DESCRIPTORS, fds);
         }
         return b.flip();
     }

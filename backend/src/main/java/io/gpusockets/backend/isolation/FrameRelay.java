@@ -8,9 +8,9 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
 /**
- * For a connection that cannot be handed to a worker whole (ring://, vchan:// and tls://:
- * their state is more than one socket): the front relays its frames to and from the worker over a unix
- * socket pair, one thread each way. This costs one extra copy of every byte (and a hop of latency) that
+ * For a connection that cannot be handed to a worker whole (tls://: its keys and record sequence live in the
+ * front's TLS engine; vchan://: libxenvchan's grant mappings and event channel belong to the front process):
+ * the front relays its frames to and from the worker over a unix socket pair, one thread each way. This costs one extra copy of every byte (and a hop of latency) that
  * the handed-over transports do not pay; the shared window is not offered to such sessions, so bulk data
  * too goes through the relay. What it owns: the two threads and a {@link #CHUNK}-byte buffer each way;
  * when either side ends, both connections close.

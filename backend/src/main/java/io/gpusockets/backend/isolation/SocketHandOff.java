@@ -12,7 +12,8 @@ import java.util.OptionalInt;
  * front's letting go of it afterwards. vsock:// and fdunix:// connections know their descriptor; for the
  * JDK's tcp:// and unix:// channels (which do not tell it) the channel is marked with a linger value no
  * other socket of this process has, the descriptor is found by that mark in /proc/self/fd, and the mark
- * is taken off again. Connections whose state is more than one socket (ring://, vchan://, TLS) have none.
+ * is taken off again. Connections whose state is more than one socket have none here: ring:// crosses with
+ * its shared file ({@link HandedConnection}), vchan:// and TLS are relayed.
  */
 final class SocketHandOff {
     /** One marking at a time; marks are 1..{@value #MARKS} seconds (the JDK caps linger at 65535). */

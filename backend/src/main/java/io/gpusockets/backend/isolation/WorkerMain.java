@@ -9,15 +9,16 @@ import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.protocol.wire.FrameChannel;
 import io.gpusockets.protocol.wire.Handshake;
-import io.gpusockets.transport.vsock.DescriptorPassing;
+import io.gpusockets.protocol.transport.SharedWindow;
 import java.io.IOException;
 import java.lang.System.Logger.Level;
 import java.nio.ByteBuffer;
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A worker process's life (isolation mode {@code process}): it connects to the front's control socket,
- * says it is ready, waits for one session's socket and ticket, serves that session with the ordinary
+ * says it is ready, waits for one session's connection and ticket ({@link HandedConnection}), serves that session with the ordinary
  * {@link Session} on this process's own driver, and returns when the session ends. The session charges
  * its tenant through {@link FrontTenantAccount}. When the control socket closes (the front stopped or
  * died) the session ends at once; a SIGTERM ends it as a backend shutdown does.
@@ -32,38 +33,26 @@ public final class WorkerMain {
     public static int run(DriverHost host, BackendSettings settings, String controlUri) throws IOException {
         // While idle: the session's context is made ahead, and the session's code is loaded by a session
         // that ends at once, so that the handed-over session starts as fast as one in a warm backend.
+        host.health().servesOneSession(); // a kernel fault poisons this worker alone: said so, not as for a backend
         ContextPool contexts = new ContextPool(host, 1);
         warmUp(host, settings);
         Connection control = Transports.connect(TransportUri.parse(controlUri), Duration.ofSeconds(30));
         ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
         ready.putLong(ProcessHandle.current().pid());
         control.write(ControlMessages.finish(ready));
-        int[] fd = {-1};
-        ByteBuffer m;
-        try {
-            m = ControlMessages.readWithDescriptors(control, f -> {
-                if (fd[0] < 0) {
-                    fd[0] = f;
-                } else {
-                    DescriptorPassing.close(f);
-                }
-            });
-        } catch (java.io.EOFException e) {
+        HandedConnection.Received received = HandedConnection.receive(control);
+        if (received == null) {
             control.close();
             return 0; // stopped while idle
         }
-        if (m.get() != ControlMessages.SESSION || fd[0] < 0) {
-            if (fd[0] >= 0) {
-                DescriptorPassing.close(fd[0]);
-            }
-            throw new IOException("the front sent no session socket");
-        }
-        SessionTicket t = SessionTicket.decode(m);
+        SessionTicket t = received.ticket();
+        Connection connection = received.connection();
         FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
-        Connection connection = DescriptorPassing.adopt(fd[0], t.peer());
         connection.platformThreadsOnly(); // the session's reader and lanes are platform threads: reads wait in the kernel
+        // a ring:// connection crosses whole: its shared window is this worker's (pinned here, charged through the front)
+        SharedWindow window = (t.features() & Handshake.FEATURE_WINDOW) != 0 ? connection.takeSharedWindow().orElse(null) : null;
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
-                (t.features() & Handshake.FEATURE_ASYNC) != 0, null, contexts, tenant);
+                (t.features() & Handshake.FEATURE_ASYNC) != 0, window, contexts, tenant);
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             try {
                 while (true) {
@@ -89,6 +78,22 @@ public final class WorkerMain {
                 }
             }
         });
+        long idleSeconds = settings.serverLimits().idleTimeoutSeconds();
+        if (idleSeconds > 0) { // --idle-timeout, as the front applies it to the sessions it serves itself
+            long period = Math.min(1000, TimeUnit.SECONDS.toMillis(idleSeconds) / 2);
+            Thread.ofPlatform().daemon().name("gpusockets-worker-idle").start(() -> {
+                while (!s.ended()) {
+                    try {
+                        Thread.sleep(period);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                    if (s.idleNanos(System.nanoTime()) >= TimeUnit.SECONDS.toNanos(idleSeconds)) {
+                        s.expire("idle for " + idleSeconds + " s (no frame received, no call running)");
+                    }
+                }
+            });
+        }
         Runtime.getRuntime().addShutdownHook(new Thread(() -> s.end("backend shutting down"), "gpusockets-worker-stop"));
         LOG.log(Level.INFO, "session " + t.sessionId() + " started in worker pid " + ProcessHandle.current().pid()
                 + ", peer " + t.peer().description() + ", tenant " + t.tenant());

@@ -26,8 +26,9 @@ import java.util.concurrent.atomic.AtomicLong;
 /**
  * The front process's worker processes (isolation mode {@code process}): it starts them (the same java
  * and classpath, the {@code worker} command), keeps {@code idle} of them started ahead so that a session
- * does not wait for a JVM to start, hands each session's socket to one worker over that worker's control
- * socket (SCM_RIGHTS, {@link SocketHandOff}), answers the worker's tenant reserves against the real
+ * does not wait for a JVM to start, hands each session's connection to one worker over that worker's control
+ * socket (SCM_RIGHTS, {@link HandedConnection}: a socket, or a ring's shared file and set-up socket; relayed by
+ * {@link FrameRelay} only where it cannot cross), answers the worker's tenant reserves against the real
  * {@link io.gpusockets.backend.tenant.Tenant} ({@link FrontTenantAccount} is the worker's side), and when
  * a worker ends, however it ends, gives back what its session still held of the tenant's quota and logs
  * how it ended. A worker serves one session and exits with it.
@@ -54,6 +55,12 @@ public final class Workers implements AutoCloseable {
     private final Map<Long, Worker> live = new ConcurrentHashMap<>();
     private final BlockingQueue<Worker> idle = new LinkedBlockingQueue<>();
     private final AtomicLong handedOver = new AtomicLong();
+    /** Sessions waiting for a worker now. */
+    private final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
+    /** Workers starting at once at most. */
+    private final int parallelStarts;
+    /** The workers' AOT cache, or null for none ({@link WorkerAotCache}). */
+    private final WorkerAotCache aot;
     private volatile boolean closed;
 
     /**
@@ -63,18 +70,30 @@ public final class Workers implements AutoCloseable {
      * @param max     worker processes at most, idle ones included: sessions beyond it are refused
      */
     public Workers(List<String> command, int idle, int max) throws IOException {
-        if (command.isEmpty() || idle < 0 || max < 1 || idle > max) {
+        this(command, idle, max, Runtime.getRuntime().availableProcessors());
+    }
+
+    /** As {@link #Workers(List, int, int)}, starting at most {@code parallelStarts} workers at once (default: one per core). */
+    public Workers(List<String> command, int idle, int max, int parallelStarts) throws IOException {
+        if (command.isEmpty() || idle < 0 || max < 1 || idle > max || parallelStarts < 1) {
             throw new IllegalArgumentException("workers: command=" + command + " idle=" + idle + " max=" + max
-                    + " (need a command, 0 <= idle <= max, max >= 1)");
+                    + " parallelStarts=" + parallelStarts + " (need a command, 0 <= idle <= max, max >= 1, parallelStarts >= 1)");
         }
         this.command = List.copyOf(command);
         this.idleTarget = idle;
         this.max = max;
+        this.parallelStarts = parallelStarts;
         this.dir = Files.createTempDirectory("gpusockets-workers"); // 0700: only this user reaches the socket
         this.controlUri = TransportUri.parse("fdunix://" + dir.resolve("control.sock"));
         this.controlListener = Transports.listen(controlUri);
+        this.aot = WorkerAotCache.forCommand(this.command);
         Thread.ofPlatform().daemon().name("gpusockets-workers-accept").start(this::acceptLoop);
         replenish();
+    }
+
+    /** Worker processes at most, idle ones included: also the most sessions this backend serves at once. */
+    public int max() {
+        return max;
     }
 
     /** Workers serving a session now. */
@@ -146,6 +165,11 @@ public final class Workers implements AutoCloseable {
         }
     }
 
+    /** Whether a connection handed to a worker keeps its shared window there (a ring:// connection does). */
+    public static boolean keepsWindow(Connection c) {
+        return HandedConnection.keepsWindow(c);
+    }
+
     /** Sessions handed to workers so far. */
     public long handedOver() {
         return handedOver.get();
@@ -167,16 +191,16 @@ public final class Workers implements AutoCloseable {
      */
     public boolean handOver(Connection c, SessionTicket ticket, TenantAccount tenant, Runnable onEnd) {
         long id = ticket.sessionId();
-        OptionalInt fd;
+        HandedConnection.Outgoing out;
         try {
-            fd = SocketHandOff.descriptor(c);
+            out = HandedConnection.of(c).orElse(null);
         } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "session " + id + " refused: its socket could not be found to hand over: " + e.getMessage());
+            LOG.log(Level.WARNING, "session " + id + " refused: its connection could not be found to hand over: " + e.getMessage());
             c.close();
             return false;
         }
         int[] pair = null;
-        if (fd.isEmpty()) {
+        if (out == null) {
             try {
                 pair = DescriptorPassing.socketPair();
             } catch (IOException e) {
@@ -184,7 +208,8 @@ public final class Workers implements AutoCloseable {
                 c.close();
                 return false;
             }
-            fd = OptionalInt.of(pair[1]);
+            int workerEnd = pair[1];
+            out = HandedConnection.socket(workerEnd, () -> DescriptorPassing.close(workerEnd)); // the worker has its own copy then
         }
         Worker w = take(id);
         if (w == null) {
@@ -203,8 +228,9 @@ public final class Workers implements AutoCloseable {
         w.shown = true;
         ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
         ticket.encode(m);
+        out.put(m);
         try {
-            DescriptorPassing.send(w.control, ControlMessages.finish(m), fd.getAsInt());
+            DescriptorPassing.send(w.control, ControlMessages.finish(m), out.descriptors());
         } catch (IOException | RuntimeException e) {
             LOG.log(Level.WARNING, "session " + id + " lost: handing it to worker pid " + w.pid + " failed: " + e.getMessage());
             w.onEnd = null; // the caller gives back what the session held: this returns false
@@ -216,10 +242,8 @@ public final class Workers implements AutoCloseable {
             }
             return false;
         }
-        if (pair == null) {
-            SocketHandOff.release(c);
-        } else {
-            DescriptorPassing.close(pair[1]); // the worker has its own copy now
+        out.release().run();
+        if (pair != null) {
             Connection near;
             try {
                 near = DescriptorPassing.adopt(pair[0], ticket.peer());
@@ -230,74 +254,111 @@ public final class Workers implements AutoCloseable {
             }
             FrameRelay.start(id, c, near);
             LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
-                    + " whole; the front relays its frames to the worker (one extra copy of every byte)");
+                    + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
+                    + " every byte)");
         }
         handedOver.incrementAndGet();
         // the next idle worker starts after this session is on its way, not before
         Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
-        LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description() + ")");
+        LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description()
+                + (out.kind() == HandedConnection.RING ? ", the ring's shared memory mapped by the worker" : "") + ")");
         return true;
     }
 
-    /** An idle worker, or one started now; null (logged) when none can be had. */
+    /**
+     * An idle worker, else the first to become ready while this session waits (sessions waiting are counted, so
+     * that enough workers start for them); null (logged) when none can be had within {@link #START_SECONDS}.
+     */
     private Worker take(long sessionId) {
         for (Worker w; (w = idle.poll()) != null; ) {
-            if (!w.gone.get()) {
-                w.claimed = true;
+            if (w.claim()) {
                 return w;
             }
         }
-        Worker w;
+        waiting.incrementAndGet();
         try {
-            w = spawn(true);
-        } catch (IOException e) {
-            LOG.log(Level.ERROR, "session " + sessionId + " refused: cannot start a worker: " + e.getMessage());
+            replenish();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(START_SECONDS);
+            while (!closed) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    LOG.log(Level.ERROR, "session " + sessionId + " refused: no worker was ready within " + START_SECONDS + " s");
+                    return null;
+                }
+                Worker w = idle.poll(Math.min(left, TimeUnit.MILLISECONDS.toNanos(100)), TimeUnit.NANOSECONDS);
+                if (w != null && w.claim()) {
+                    return w;
+                }
+                if (w == null && !anyUnclaimed()) {
+                    replenish(); // one that was starting died, or a start failed: try again
+                    if (!anyUnclaimed()) {
+                        LOG.log(Level.ERROR, "session " + sessionId + " refused: no worker process can be started (see above)");
+                        return null;
+                    }
+                }
+            }
             return null;
-        }
-        if (w == null) {
-            LOG.log(Level.WARNING, "session " + sessionId + " refused: " + max + " worker processes already (--max-workers)");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
             return null;
-        }
-        try {
-            w.ready.get(START_SECONDS, TimeUnit.SECONDS);
-            return w;
-        } catch (Exception e) {
-            LOG.log(Level.ERROR, "session " + sessionId + " refused: worker pid " + w.pid + " did not start within "
-                    + START_SECONDS + " s: " + e);
-            w.process.destroyForcibly();
-            return null;
+        } finally {
+            waiting.decrementAndGet();
         }
     }
 
-    /** Starts workers until {@code idle} are idle or starting (within {@code max}). */
+    private boolean anyUnclaimed() {
+        return live.values().stream().anyMatch(w -> !w.claimed.get() && !w.gone.get());
+    }
+
+    /**
+     * Starts workers until those idle or starting cover {@code idle} plus the sessions waiting for one, within
+     * {@code max}, and never more than {@link #parallelStarts} starting at once: JVMs that start together share
+     * the cores, so a burst of sessions is served one worker after another instead of all at the end.
+     */
     private void replenish() {
         synchronized (live) { // one counter at a time, or two threads would each start the missing one
-            while (!closed && live.values().stream().filter(w -> !w.claimed && !w.gone.get()).count() < idleTarget) {
+            while (!closed) {
+                long unclaimed = live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count();
+                long starting = live.values().stream().filter(w -> !w.gone.get() && !w.ready.isDone()).count();
+                if (unclaimed >= idleTarget + waiting.get() || starting >= parallelStarts) {
+                    return;
+                }
                 try {
-                    if (spawn(false) == null) {
+                    if (spawn() == null) {
                         return;
                     }
                 } catch (IOException e) {
-                    LOG.log(Level.ERROR, "cannot start an idle worker: " + e.getMessage());
+                    LOG.log(Level.ERROR, "cannot start a worker: " + e.getMessage());
                     return;
                 }
             }
         }
     }
 
-    /** A new worker process, claimed for a session or to wait idle; null at the cap. */
-    private Worker spawn(boolean claimed) throws IOException {
+    /** A new worker process (to wait idle until a session claims it); null at the cap. */
+    private Worker spawn() throws IOException {
         synchronized (live) {
             if (closed || live.size() >= max) {
                 return null;
             }
-            List<String> cmd = new ArrayList<>(command);
+            List<String> aotOptions = aot == null ? List.of() : aot.options();
+            List<String> cmd = new ArrayList<>(command.subList(0, 1)); // java, then the cache's options before the others
+            cmd.addAll(aotOptions);
+            cmd.addAll(command.subList(1, command.size()));
             cmd.add("--control");
             cmd.add(controlUri.toString());
-            Process p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.INHERIT)
-                    .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            Process p;
+            try {
+                p = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.INHERIT)
+                        .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+            } catch (IOException e) {
+                if (aot != null) {
+                    aot.exited(aotOptions);
+                }
+                throw e;
+            }
             p.getOutputStream().close();
-            Worker w = new Worker(p, claimed);
+            Worker w = new Worker(p, aotOptions);
             live.put(w.pid, w);
             p.onExit().thenRun(() -> {
                 if (w.control == null) {
@@ -344,9 +405,8 @@ public final class Workers implements AutoCloseable {
                 throw new IOException("expected READY");
             }
             w.ready.complete(null);
-            if (!w.claimed) {
-                idle.add(w);
-            }
+            idle.add(w);
+            replenish(); // a start slot is free: the next worker starts, if one is wanted
             while (true) {
                 m = ControlMessages.read(ctl);
                 byte type = m.get();
@@ -418,9 +478,14 @@ public final class Workers implements AutoCloseable {
         idle.remove(w);
         Integer exit = null;
         try {
-            exit = w.process.onExit().get(STOP_SECONDS, TimeUnit.SECONDS).exitValue();
+            // a worker that trains the AOT cache writes it as it exits: give it the time that takes
+            long wait = w.aotOptions.stream().anyMatch(o -> o.startsWith("-XX:AOTCacheOutput")) ? 6 * STOP_SECONDS : STOP_SECONDS;
+            exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
         } catch (Exception e) {
             w.process.destroyForcibly();
+        }
+        if (aot != null) {
+            aot.exited(w.aotOptions);
         }
         TenantAccount t = w.tenant;
         long memory = w.memoryHeld.getAndSet(0);
@@ -495,8 +560,8 @@ public final class Workers implements AutoCloseable {
     private static final class Worker {
         final Process process;
         final long pid;
-        /** Taken for a session at its start (not to wait in the idle queue). */
-        volatile boolean claimed;
+        /** Taken for a session from the idle queue; set once. */
+        final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();
         final AtomicBoolean gone = new AtomicBoolean();
         /** What the worker's session holds of its tenant's quota, as granted by the front. */
@@ -526,10 +591,18 @@ public final class Workers implements AutoCloseable {
                     (nowNanos - handedAtNanos) / 1e9);
         }
 
-        Worker(Process process, boolean claimed) {
+        /** The AOT cache options it was started with. */
+        final List<String> aotOptions;
+
+        Worker(Process process, List<String> aotOptions) {
             this.process = process;
             this.pid = process.pid();
-            this.claimed = claimed;
+            this.aotOptions = aotOptions;
+        }
+
+        /** Takes this worker for a session: true once, and only while it is alive. */
+        boolean claim() {
+            return !gone.get() && claimed.compareAndSet(false, true);
         }
     }
 }

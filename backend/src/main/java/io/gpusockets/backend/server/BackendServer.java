@@ -388,15 +388,23 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    /** Takes one of {@link ServerLimits#maxSessions}; false when all are taken. */
-    private boolean reserveSession() {
+    /**
+     * Takes one of {@link ServerLimits#maxSessions} (in isolation mode process at most one per worker process
+     * the backend may run); returns why none is left, or null when one was taken.
+     */
+    private String reserveSession() {
+        io.gpusockets.backend.isolation.Workers w = workers;
+        int max = w == null ? serverLimits.maxSessions() : Math.min(serverLimits.maxSessions(), w.max());
         while (true) {
             int n = sessionSlots.get();
-            if (n >= serverLimits.maxSessions()) {
-                return false;
+            if (n >= max) {
+                return max < serverLimits.maxSessions()
+                        ? "no worker process for a new session: isolation mode process serves each session in a worker"
+                        + " process of its own and all " + max + " the backend may run (--max-workers) serve sessions"
+                        : "too many sessions: " + max + " in progress (the maximum)";
             }
             if (sessionSlots.compareAndSet(n, n + 1)) {
-                return true;
+                return null;
             }
         }
     }
@@ -429,15 +437,17 @@ public final class BackendServer implements AutoCloseable {
             if (refusal == null) {
                 refusal = cidRefusal(settings.allowedCids(), c.peer());
             }
+            if (refusal == null && workers == null) {
+                refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
+            }
         }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
             refusal = admission.refusal();
         }
-        if (refusal == null && !reserveSession()) {
+        if (refusal == null && (refusal = reserveSession()) != null) {
             admission.tenant().closeSession();
-            refusal = "too many sessions: " + serverLimits.maxSessions() + " in progress (the maximum)";
         }
         if (refusal != null) {
             String why = refusal;
@@ -457,8 +467,9 @@ public final class BackendServer implements AutoCloseable {
     /** Grants the features and sends WELCOME; returns the features granted. */
     private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
-        // a worker (isolation mode process) cannot map the window of a connection the front relays for it
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow() && workers == null;
+        // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+                && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description()).encode();

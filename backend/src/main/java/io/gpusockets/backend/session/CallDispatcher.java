@@ -123,6 +123,9 @@ final class CallDispatcher {
 
     private void finish(Lane lane, Call call, int result) throws IOException {
         FrameHeader h = call.header;
+        if (result != CuResult.CUDA_SUCCESS) {
+            session.host().health().sawResult(result, session.id(), call.name());
+        }
         if (!h.wantsReply()) {
             if (result != CuResult.CUDA_SUCCESS && lane.latchedError == CuResult.CUDA_SUCCESS) {
                 lane.latchedError = result;

@@ -127,6 +127,11 @@ public final class MetricsEndpoint implements AutoCloseable {
                 .help("Connections open now (sessions and handshakes in progress)")
                 .callback(cb -> cb.call(snapshot().connections()))
                 .register(registry);
+        GaugeWithCallback.builder().name("gpusockets_driver_poisoned")
+                .help("1 once a kernel fault has poisoned the driver in the backend's own process (new sessions are"
+                        + " refused until it restarts; isolation modes context and shared), else 0")
+                .callback(cb -> cb.call(snapshot().poisoned() == null ? 0 : 1))
+                .register(registry);
         GaugeWithCallback.builder().name("gpusockets_device_memory_used_bytes").unit(Unit.BYTES)
                 .help("Device memory in use, as the driver reports it (all processes)").labelNames("device", "name")
                 .callback(cb -> snapshot().devices().stream().filter(d -> d.memoryUsedBytes() >= 0)

@@ -16,9 +16,17 @@ import java.util.Map;
  * @param tenants     tenants known to the backend, by name
  * @param sessions    the sessions open now, by id
  * @param traffic     calls and bytes per tenant and transport since the backend started
+ * @param poisoned    what poisoned the driver in the backend's own process (a kernel fault, isolation modes
+ *                    context and shared), or null while it serves
  */
 public record ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices,
-                             List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic) {
+                             List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned) {
+
+    /** A backend whose driver is not poisoned. */
+    public ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices, List<Tenant> tenants,
+                          List<SessionSnapshot> sessions, List<Traffic> traffic) {
+        this(timeMillis, backend, connections, devices, tenants, sessions, traffic, null);
+    }
 
     public ServerSnapshot {
         devices = List.copyOf(devices);
@@ -48,6 +56,17 @@ public record ServerSnapshot(long timeMillis, String backend, int connections, L
         public Tenant {
             rejections = Map.copyOf(rejections);
         }
+    }
+
+    /**
+     * The driver in the backend's process is poisoned (io.gpusockets.backend.session.DriverHealth): new sessions
+     * are refused with {@code message} until the backend restarts.
+     *
+     * @param error     the CUresult name, e.g. CUDA_ERROR_ILLEGAL_ADDRESS
+     * @param sessionId the session the error was first returned to
+     * @param call      the call that returned it
+     */
+    public record Poisoned(String error, long sessionId, String call, long timeMillis, String message) {
     }
 
     /** Calls and frame bytes of one tenant over one transport since the backend started. */

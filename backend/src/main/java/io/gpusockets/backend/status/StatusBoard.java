@@ -114,8 +114,10 @@ public final class StatusBoard implements AutoCloseable {
             ts.add(new ServerSnapshot.Tenant(t.name(), t.memoryUsed(), t.limits().memoryBytes(),
                     perTenant.getOrDefault(t.name(), 0), t.limits().sessions(), rejections));
         }
+        ServerSnapshot.Poisoned poisoned = host.health().poison().map(p -> new ServerSnapshot.Poisoned(p.codeName(),
+                p.sessionId(), p.call(), p.epochMillis(), host.health().refusal())).orElse(null);
         return new ServerSnapshot(System.currentTimeMillis(), host.description(), connections.getAsInt(),
-                devices.devices(), ts, list, live.traffic());
+                devices.devices(), ts, list, live.traffic(), poisoned);
     }
 
     private static List<SessionSnapshot> describe(List<Session> live) {

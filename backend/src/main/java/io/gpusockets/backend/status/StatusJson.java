@@ -12,7 +12,8 @@ import java.util.TreeMap;
  * numbers and strings, written and read back by this project only. Unlimited limits are written as
  * null; rates are rounded to two decimals.
  *
- * <p>The shape: {@code {"time":MILLIS,"backend":S,"connections":N,"devices":[{"index","name",
+ * <p>The shape: {@code {"time":MILLIS,"backend":S,"connections":N,"poisoned":null|{"error","sessionId","call",
+ * "time","message"},"devices":[{"index","name",
  * "memoryUsedBytes","memoryTotalBytes"}],"tenants":[{"name","memoryUsedBytes","memoryLimitBytes",
  * "sessions","sessionLimit","rejections":{LIMIT:N}}],"sessions":[{"id","tenant","transport","peer",
  * "memoryBytes","streams","calls","callsPerSecond","bytesIn","bytesOut","bytesInPerSecond",
@@ -29,6 +30,18 @@ public final class StatusJson {
         field(b, "time", s.timeMillis()).append(',');
         field(b, "backend", s.backend()).append(',');
         field(b, "connections", s.connections()).append(',');
+        name(b, "poisoned");
+        if (s.poisoned() == null) {
+            b.append("null,");
+        } else {
+            ServerSnapshot.Poisoned p = s.poisoned();
+            b.append('{');
+            field(b, "error", p.error()).append(',');
+            field(b, "sessionId", p.sessionId()).append(',');
+            field(b, "call", p.call()).append(',');
+            field(b, "time", p.timeMillis()).append(',');
+            field(b, "message", p.message()).append("},");
+        }
         name(b, "devices").append('[');
         for (int i = 0; i < s.devices().size(); i++) {
             ServerSnapshot.Device d = s.devices().get(i);

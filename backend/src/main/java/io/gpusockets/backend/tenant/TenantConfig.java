@@ -71,6 +71,16 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
     private static final Pattern NAME = Pattern.compile("[A-Za-z0-9._-]{1,64}");
     private static final Pattern ITEM_START = Pattern.compile("\\s*(psk|cert|uid|cid|domid):.*", Pattern.DOTALL);
 
+    /** The first section ([default] last) that gives a device-share, or null when none does. */
+    public Section withDeviceShare() {
+        for (Section s : tenants) {
+            if (s.limits().deviceShare() > 0) {
+                return s;
+            }
+        }
+        return defaults.limits().deviceShare() > 0 ? defaults : null;
+    }
+
     /** A config that matches no one and limits no one (the backend without --tenants). */
     public static TenantConfig unlimited() {
         return new TenantConfig(null, List.of(),

@@ -65,7 +65,13 @@ public final class TenantRegistry {
             return "no tenants file to reload";
         }
         try {
-            reload(TenantConfig.read(f));
+            TenantConfig config = TenantConfig.read(f);
+            String refused = check.apply(config);
+            if (refused != null) {
+                LOG.log(Level.WARNING, "tenants reload refused, the previous configuration stays in force: " + refused);
+                return refused;
+            }
+            reload(config);
             return null;
         } catch (IOException | IllegalArgumentException e) {
             String why = e instanceof IOException ? f + ": " + e : e.getMessage();
@@ -96,6 +102,15 @@ public final class TenantRegistry {
     }
 
     private final java.util.List<Runnable> reloaded = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private volatile java.util.function.Function<TenantConfig, String> check = c -> null;
+
+    /**
+     * A check a re-read file must pass before {@link #reload()} puts it in force: it returns why the
+     * configuration cannot serve this backend (then the previous one stays), or null.
+     */
+    public void checkReloadsWith(java.util.function.Function<TenantConfig, String> check) {
+        this.check = java.util.Objects.requireNonNull(check, "check");
+    }
 
     /** Runs {@code r} after every reload that put a new configuration in force (the tenants have their new limits then). */
     public void onReload(Runnable r) {

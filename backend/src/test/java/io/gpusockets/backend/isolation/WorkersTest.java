@@ -2,6 +2,7 @@ package io.gpusockets.backend.isolation;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.backend.tenant.Tenant;
@@ -10,7 +11,6 @@ import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.Listener;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.transport.Transports;
-import io.gpusockets.transport.vsock.DescriptorPassing;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
@@ -27,20 +27,28 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * {@link Workers} with a stand-in worker process ({@link ReservingWorker}): the frontend's socket reaches
- * the worker, which answers on it directly; the worker's reserves are answered against the front's
- * {@link Tenant} (its limit holds, refusals are counted there); and what a worker still holds when it dies
- * goes back to the tenant.
+ * {@link Workers} with a stand-in worker process ({@link ReservingWorker}): the frontend's connection reaches
+ * the worker whole (a socket, or a ring's shared memory with its shared window), which answers on it directly;
+ * the worker's reserves are answered against the front's {@link Tenant} (its limit holds, refusals are counted
+ * there); what a worker still holds when it dies goes back to the tenant; and the worker's death ends the
+ * connection for the frontend, cleanly and at once.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class WorkersTest {
+    static {
+        System.setProperty(WorkerAotCache.DIR_PROP_NAME, "off"); // the stand-in worker needs no AOT cache of its own
+    }
 
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"unix", "tcp", "fdunix"})
-    void theWorkerServesTheSocketAndItsTenantHoldsOnlyWhatTheLimitAllows(String scheme) throws Exception {
+    @ValueSource(strings = {"unix", "tcp", "fdunix", "ring"})
+    void theWorkerServesTheConnectionAndItsTenantHoldsOnlyWhatTheLimitAllows(String scheme) throws Exception {
         Path dir = Files.createTempDirectory("gpusockets-workers-test");
         Tenant tenant = new Tenant("t", new TenantLimits(1000, 10, 8, 100, 10, 1000, 0));
-        String where = scheme.equals("tcp") ? "tcp://127.0.0.1:0" : scheme + "://" + dir.resolve("s.sock");
+        String where = switch (scheme) {
+            case "tcp" -> "tcp://127.0.0.1:0";
+            case "ring" -> "ring://workers-test-" + ProcessHandle.current().pid();
+            default -> scheme + "://" + dir.resolve("s.sock");
+        };
         try (Listener l = Transports.listen(TransportUri.parse(where));
              Workers workers = new Workers(command(), 0, 2)) {
             CompletableFuture<Connection> accepted = CompletableFuture.supplyAsync(() -> {
@@ -58,9 +66,15 @@ class WorkersTest {
                 ByteBuffer line = ByteBuffer.allocate(64);
                 client.readFully(line.limit(ReservingWorker.ANSWER_BYTES));
                 String answer = new String(line.array(), 0, ReservingWorker.ANSWER_BYTES, StandardCharsets.US_ASCII).strip();
-                assertEquals("42 true false 600", answer, "session id, reserve 600 of 1000, reserve 600 more, used");
+                assertEquals("42 true false 600 " + scheme.equals("ring"), answer,
+                        "session id, reserve 600 of 1000, reserve 600 more, used, the shared window in the worker");
                 assertEquals(600, tenant.memoryUsed(), "the worker holds 600 of the tenant's quota");
+                assertFalse(client.peerClosed(), "the front let go of its copy without a sign to the frontend");
                 client.write(ByteBuffer.wrap(new byte[] {1})); // the worker dies now, without releasing
+                long died = System.nanoTime();
+                assertThrows(IOException.class, () -> client.readFully(ByteBuffer.allocateDirect(1)),
+                        "the worker's death ends the connection for the frontend");
+                assertTrue(System.nanoTime() - died < TimeUnit.SECONDS.toNanos(5), "and soon");
                 for (int i = 0; i < 1000 && workers.live() > 0; i++) {
                     Thread.sleep(10);
                 }
@@ -112,13 +126,9 @@ class WorkersTest {
             ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
             ready.putLong(ProcessHandle.current().pid());
             control.write(ControlMessages.finish(ready));
-            int[] fd = {-1};
-            ByteBuffer m = ControlMessages.readWithDescriptors(control, f -> fd[0] = f);
-            if (m.get() != ControlMessages.SESSION) {
-                System.exit(2);
-            }
-            SessionTicket t = SessionTicket.decode(m);
-            Connection peer = DescriptorPassing.adopt(fd[0], t.peer());
+            HandedConnection.Received received = HandedConnection.receive(control);
+            SessionTicket t = received.ticket();
+            Connection peer = received.connection();
             FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
             Thread.ofPlatform().daemon().start(() -> {
                 try {
@@ -134,7 +144,7 @@ class WorkersTest {
             boolean first = tenant.reserveMemory(600);
             boolean second = tenant.reserveMemory(600);
             tenant.rejected("streams");
-            String answer = t.sessionId() + " " + first + " " + second + " " + tenant.memoryUsed();
+            String answer = t.sessionId() + " " + first + " " + second + " " + tenant.memoryUsed() + " " + peer.hasSharedWindow();
             byte[] out = String.format("%-" + ANSWER_BYTES + "s", answer).getBytes(StandardCharsets.US_ASCII);
             peer.write(ByteBuffer.wrap(out));
             peer.readFully(ByteBuffer.allocate(1));

@@ -184,6 +184,24 @@ class ServerLimitsTest {
     }
 
     @Test
+    void onceAKernelFaultPoisonedTheDriverNewSessionsAreRefusedSayingWhyAndRunningOnesGoOn() throws Exception {
+        String uri = start(ServerLimits.DEFAULT).get(0);
+        try (Peer running = Peer.session(uri)) {
+            server.host().health().sawResult(CuResult.CUDA_ERROR_INVALID_VALUE, 5, "cuMemAlloc_v2");
+            assertEquals(null, server.snapshot().poisoned(), "an ordinary error poisons nothing");
+            server.host().health().sawResult(CuResult.CUDA_ERROR_ILLEGAL_ADDRESS, 5, "cuCtxSynchronize");
+            server.host().health().sawResult(CuResult.CUDA_ERROR_LAUNCH_FAILED, 6, "cuStreamSynchronize");
+            try (Peer later = Peer.connect(uri)) {
+                assertEquals(Opcodes.REFUSE, later.hello());
+                assertEquals("the driver in this backend process is poisoned by a kernel fault of session 5"
+                        + " (CUDA_ERROR_ILLEGAL_ADDRESS); restart the backend, or run it with --isolation process", later.refusal);
+            }
+            assertEquals(1, running.deviceCount(), "a running session is not ended by the backend");
+            assertEquals("cuCtxSynchronize", server.snapshot().poisoned().call(), "the first poisoning error is kept");
+        }
+    }
+
+    @Test
     void anIdleSessionIsEndedButNotWhileACallIsRunning() throws Exception {
         String uri = start(new ServerLimits(100, 100, 100, 1)).get(0);
         try (Peer idle = Peer.session(uri); Peer busy = Peer.session(uri)) {

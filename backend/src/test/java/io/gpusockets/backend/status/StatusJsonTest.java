@@ -42,6 +42,19 @@ class StatusJsonTest {
     }
 
     @Test
+    @SuppressWarnings("unchecked")
+    void aPoisonedDriverIsWrittenWithItsErrorSessionAndMessageAndAHealthyOneAsNull() {
+        ServerSnapshot base = Snapshots.sample();
+        assertNull(((Map<String, Object>) StatusJson.parse(StatusJson.write(base))).get("poisoned"));
+        ServerSnapshot poisoned = new ServerSnapshot(base.timeMillis(), base.backend(), base.connections(), base.devices(),
+                base.tenants(), base.sessions(), base.traffic(), new ServerSnapshot.Poisoned("CUDA_ERROR_ASSERT", 9,
+                "cuCtxSynchronize", 1_700_000_000_500L, "the driver ... is poisoned"));
+        Map<String, Object> s = (Map<String, Object>) StatusJson.parse(StatusJson.write(poisoned));
+        assertEquals(Map.of("error", "CUDA_ERROR_ASSERT", "sessionId", 9L, "call", "cuCtxSynchronize", "time",
+                1_700_000_000_500L, "message", "the driver ... is poisoned"), s.get("poisoned"));
+    }
+
+    @Test
     void readerRefusesBrokenTextWithTheOffset() {
         for (String bad : new String[] {"", "{", "{\"a\":}", "[1,]", "\"abc", "{\"a\":1} x", "nul", "\"\\u12\"", "--1"}) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> StatusJson.parse(bad), bad);

@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.backend.isolation.Isolation;
 import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.wire.Handshake;
 import java.nio.charset.StandardCharsets;
@@ -118,5 +119,24 @@ class TenantRegistryTest {
         assertTrue(why.endsWith("tenants.conf:3: memory = lots: expected a size such as 8GiB, 512MiB or 4096, or unlimited"), why);
         assertEquals(1L << 30, a.limits().memoryBytes());
         assertSame(a, reg.admit(uid(1000), null).tenant());
+    }
+
+    /** Mode process (the default) schedules no device time: a device-share is refused, at start and on reload. */
+    @Test
+    void aDeviceShareIsRefusedInIsolationModeProcessAtStartAndOnReload(@TempDir Path dir) throws Exception {
+        TenantConfig plain = config(dir, "[tenant a]\nmatch = uid:1000\nmemory = 1GiB\n");
+        assertNull(Isolation.PROCESS.tenantsRefusal(plain));
+        TenantRegistry reg = new TenantRegistry(plain);
+        reg.checkReloadsWith(Isolation.PROCESS::tenantsRefusal);
+        Files.writeString(dir.resolve("tenants.conf"), "[tenant a]\nmatch = uid:1000\nmemory = 2GiB\n\n[tenant b]\n"
+                + "match = uid:1001\ndevice-share = 0.5\n");
+        String why = reg.reload();
+        assertTrue(why.endsWith("tenants.conf:5: [tenant b] has device-share = 0.5, which isolation mode process (the default)"
+                + " does not schedule: each session's worker is a process of its own and its launches never reach the front;"
+                + " run the backend with --isolation context to share device time, or remove device-share"), why);
+        assertEquals(1L << 30, reg.admit(uid(1000), null).tenant().limits().memoryBytes(), "the previous file stays in force");
+        assertEquals(why, Isolation.PROCESS.tenantsRefusal(TenantConfig.read(dir.resolve("tenants.conf"))), "as at start");
+        assertNull(Isolation.CONTEXT.tenantsRefusal(TenantConfig.read(dir.resolve("tenants.conf"))));
+        assertTrue(Isolation.PROCESS.tenantsRefusal(config(dir, "[default]\ndevice-share = 0.25\n")).contains("[default] has"));
     }
 }

@@ -311,6 +311,12 @@ public record BackendChecks(BackendSetup setup, Map<String, String> env) {
                     + " refuses to start with this file, and a SIGHUP keeps the previous tenants"));
             return;
         }
+        String refused = io.gpusockets.backend.isolation.Isolation.parse(setup.isolation()).tenantsRefusal(config);
+        if (refused != null) {
+            out.add(Check.fail(name, refused, "the backend refuses to start with this file in isolation mode "
+                    + setup.isolation() + ": add --isolation context, or remove device-share"));
+            return;
+        }
         List<String> names = config.tenants().stream().map(TenantConfig.Section::name).toList();
         out.add(Check.ok(name, file + ": " + names.size() + " tenant(s) " + names
                 + (config.defaults().deny() ? ", others refused" : "")));

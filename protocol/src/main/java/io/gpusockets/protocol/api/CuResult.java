@@ -240,6 +240,18 @@ public final class CuResult {
         return -1;
     }
 
+    /**
+     * Whether the code is one of the kernel faults that, as CUDA's documentation of each says, "leaves the
+     * process in an inconsistent state and any further CUDA work will return the same error. To continue using
+     * CUDA, the process must be terminated and relaunched": ILLEGAL_ADDRESS, LAUNCH_TIMEOUT, ASSERT,
+     * HARDWARE_STACK_ERROR, ILLEGAL_INSTRUCTION, MISALIGNED_ADDRESS, INVALID_ADDRESS_SPACE, INVALID_PC and
+     * LAUNCH_FAILED. On the H200 (driver 580) every later context creation in the process failed after one.
+     */
+    public static boolean poisonsProcess(int code) {
+        return code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_LAUNCH_TIMEOUT || code == CUDA_ERROR_ASSERT
+                || (code >= CUDA_ERROR_HARDWARE_STACK_ERROR && code <= CUDA_ERROR_LAUNCH_FAILED);
+    }
+
     /** One-line description of the code. */
     public static String description(int code) {
         String[] t = TEXT.get(code);

@@ -17,7 +17,9 @@ import java.util.function.Supplier;
 /**
  * A {@link Connection} over a {@link SharedMapping}: writes go into one {@link ByteRing}, reads come out
  * of the other. The unix socket of the set-up stays open (non-blocking, nobody sends on it) as the
- * liveness channel: EOF on it means the peer process is gone, however it died.
+ * liveness channel ({@link LivenessSocket}): EOF on it means the peer process is gone, however it died.
+ * The server's end can be handed to another process ({@link RingHandOff}), which carries it on from the
+ * same shared counters.
  *
  * <p>Writers are serialized by a lock held across every piece of a write, so a write larger than the
  * ring still arrives whole between other writers' bytes. A write that fails part way has torn its unit,
@@ -36,7 +38,7 @@ final class RingConnection implements Connection {
     private final SharedMapping mapping;
     private final ByteRing out;
     private final ByteRing in;
-    private final SocketChannel liveness;
+    private final LivenessSocket liveness;
     private final long ownClosedOffset;
     private final long peerClosedOffset;
     private final PeerInfo peer;
@@ -50,7 +52,7 @@ final class RingConnection implements Connection {
     private volatile boolean peerGone;
     private volatile long lastLivenessCheck = System.nanoTime();
 
-    RingConnection(SharedMapping mapping, boolean server, SocketChannel liveness, PeerInfo peer, Supplier<IdleStrategy> idle) {
+    RingConnection(SharedMapping mapping, boolean server, LivenessSocket liveness, PeerInfo peer, Supplier<IdleStrategy> idle) {
         this.mapping = mapping;
         this.out = mapping.ring(server ? RingDescriptor.SERVER_TO_CLIENT : RingDescriptor.CLIENT_TO_SERVER);
         this.in = mapping.ring(server ? RingDescriptor.CLIENT_TO_SERVER : RingDescriptor.SERVER_TO_CLIENT);
@@ -151,6 +153,25 @@ final class RingConnection implements Connection {
         return closed.get() || peerGone();
     }
 
+    /** The set-up socket, whose close by the peer means it is gone; not after a hand-over. */
+    @Override
+    public java.util.Optional<SocketChannel> livenessChannel() {
+        return closed.get() ? java.util.Optional.empty() : liveness.channel();
+    }
+
+    /** This (server) end's shared file's descriptor, for a hand-over, or -1. */
+    int mappingDescriptor() {
+        return mapping.descriptor();
+    }
+
+    long capacity() {
+        return mapping.capacity();
+    }
+
+    long windowBytes() {
+        return mapping.windowBytes();
+    }
+
     @Override
     public boolean hasSharedWindow() {
         return mapping.window() != null && !windowTaken.get() && !closed.get();
@@ -191,11 +212,25 @@ final class RingConnection implements Connection {
         }
         mapping.setClosedFlag(ownClosedOffset);
         wakeEveryone();
-        try {
-            liveness.close();
-        } catch (IOException ignored) {
-            // the descriptor is released even when close reports an error
+        liveness.close();
+        unmapWhenIdle();
+    }
+
+    /**
+     * After this end was handed to another process ({@link RingHandOff}): lets go of this process's copies (the
+     * mapping, the file's and the socket's descriptors) without a sign to the peer, which goes on with the other
+     * process. Nothing of this process may use the connection any more. Idempotent; no-op once closed.
+     */
+    void detach() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
         }
+        liveness.close();
+        unmapWhenIdle();
+    }
+
+    private void unmapWhenIdle() {
+        mapping.closeDescriptor();
         boolean interrupted = false;
         boolean read = false;
         boolean write = false;
@@ -256,12 +291,7 @@ final class RingConnection implements Connection {
             return false;
         }
         lastLivenessCheck = now;
-        try {
-            // nobody sends on this socket after the set-up: -1 is EOF, an exception a reset
-            if (liveness.read(ByteBuffer.allocate(1)) < 0) {
-                peerGone = true;
-            }
-        } catch (IOException e) {
+        if (liveness.peerGone()) {
             peerGone = true;
         }
         return peerGone;

@@ -197,7 +197,7 @@ final class RingListener implements Listener {
         } finally {
             mapping.unlink();
         }
-        return new RingConnection(mapping, true, channel, peerInfo(address.uri(), uid), idle);
+        return new RingConnection(mapping, true, new LivenessSocket.Channel(channel), peerInfo(address.uri(), uid), idle);
     }
 
     static PeerInfo peerInfo(TransportUri uri, OptionalInt uid) {

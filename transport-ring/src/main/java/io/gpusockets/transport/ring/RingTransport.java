@@ -87,7 +87,7 @@ public final class RingTransport implements Transport {
             RingSetup.Hello hello = RingSetup.receiveHello(channel, deadline);
             mapping = SharedMapping.open(hello.path(), hello.capacity(), hello.window());
             RingSetup.sendAck(channel, deadline);
-            return new RingConnection(mapping, false, channel, RingListener.peerInfo(uri, uid), idle);
+            return new RingConnection(mapping, false, new LivenessSocket.Channel(channel), RingListener.peerInfo(uri, uid), idle);
         } catch (IOException | RuntimeException e) {
             if (mapping != null) {
                 mapping.close();

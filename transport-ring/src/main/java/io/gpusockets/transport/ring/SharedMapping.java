@@ -25,7 +25,10 @@ import java.util.concurrent.ThreadLocalRandom;
  * The file behind one connection's rings, mapped into this process. The server creates it (mode 0600,
  * in /dev/shm where that is a writable directory, else java.io.tmpdir), the client opens it by the path
  * the server sent, and the server unlinks it once the client acknowledged its mapping: from then on
- * only the two mappings keep the memory alive, and nothing is left behind when both processes die.
+ * only the two mappings (and the server's descriptor of the file) keep the memory alive, and nothing is
+ * left behind when both processes die. The server keeps that one descriptor open so that it can pass the
+ * file to another process that takes its end of the connection over ({@link RingHandOff}), which maps it
+ * through {@code /proc/self/fd} ({@link #adopt}).
  */
 final class SharedMapping implements AutoCloseable {
     private static final VarHandle INT = JAVA_INT.varHandle();
@@ -38,6 +41,8 @@ final class SharedMapping implements AutoCloseable {
     private final Arena windowArena;
     private final MemorySegment window;
     private final Path path;
+    /** The server's descriptor of the file (for a hand-over), or -1. */
+    private int descriptor = -1;
 
     private SharedMapping(Arena arena, MemorySegment segment, long capacity, Arena windowArena, MemorySegment window, Path path) {
         this.arena = arena;
@@ -62,10 +67,30 @@ final class SharedMapping implements AutoCloseable {
             s.set(JAVA_INT, VERSION_OFFSET, VERSION);
             VarHandle.releaseFence();
             s.set(JAVA_LONG, MAGIC_OFFSET, MAGIC);
+            try {
+                mapping.descriptor = Descriptors.open(path);
+            } catch (IOException | RuntimeException e) {
+                mapping.close();
+                mapping.closeWindow();
+                throw e;
+            }
             return mapping;
         } catch (IOException | RuntimeException e) {
             Files.deleteIfExists(path);
             throw e;
+        }
+    }
+
+    /**
+     * Maps the file of a connection another process set up, from a descriptor it passed (SCM_RIGHTS): opened
+     * again through {@code /proc/self/fd} (the file is unlinked by now), its header checked as in {@link #open}.
+     * The descriptor is closed either way: the mapping keeps the memory alive.
+     */
+    static SharedMapping adopt(int fd, long capacity, long window) throws IOException {
+        try {
+            return open(Path.of("/proc/self/fd/" + fd), capacity, window);
+        } finally {
+            Descriptors.close(fd);
         }
     }
 
@@ -111,6 +136,11 @@ final class SharedMapping implements AutoCloseable {
         return path;
     }
 
+    /** The server's descriptor of the file, or -1 (a client's mapping, an adopted one, or closed). */
+    synchronized int descriptor() {
+        return descriptor;
+    }
+
     long capacity() {
         return capacity;
     }
@@ -153,9 +183,18 @@ final class SharedMapping implements AutoCloseable {
         }
     }
 
-    /** Unmaps. Callers make sure no thread of theirs still touches the rings. */
+    /** Unmaps and closes the file's descriptor. Callers make sure no thread of theirs still touches the rings. */
     @Override
     public void close() {
+        closeDescriptor();
         arena.close();
+    }
+
+    /** Closes the server's descriptor of the file, if it has one; the mappings stay. Idempotent. */
+    synchronized void closeDescriptor() {
+        if (descriptor >= 0) {
+            Descriptors.close(descriptor);
+            descriptor = -1;
+        }
     }
 }
