@@ -9,6 +9,11 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * The lanes of one session by id: made on a lane's first frame up to the session's lane limit,
  * dropped on LANE_END, and all stopped when the session ends. Only the session's reader adds lanes.
+ *
+ * <p>A lane a LANE_END dropped still runs what was queued before it on its thread: until that thread
+ * ends it is {@link #ending}, waited for by the session's end like the others (else a call it runs
+ * afterwards, a context or allocation made, outlives the session's release), counted by {@link #busy}
+ * and against the lane limit (else a peer that ends lanes with calls queued piles up threads past it).
  */
 final class Lanes {
     /** How long an ending lane may take to finish the call it is in before it is interrupted. */
@@ -19,6 +24,8 @@ final class Lanes {
     private final Session session;
     private final int max;
     private final Map<Integer, Lane> lanes = new ConcurrentHashMap<>();
+    /** Lanes dropped by LANE_END whose thread may still run what was queued (see the class comment). */
+    private final java.util.Set<Lane> ending = ConcurrentHashMap.newKeySet();
     /** The lanes {@link #endAll} found still inside a driver call. */
     private volatile List<Lane> stuck = List.of();
     private volatile long finishMillis = FINISH_MILLIS;
@@ -33,7 +40,8 @@ final class Lanes {
     Lane lane(int id) throws ProtocolException {
         Lane lane = lanes.get(id);
         if (lane == null) {
-            if (lanes.size() >= max) {
+            ending.removeIf(l -> !l.isAlive());
+            if (lanes.size() + ending.size() >= max) {
                 session.tenant().rejected("lanes");
                 throw new ProtocolException("too many lanes: max=" + max);
             }
@@ -48,6 +56,9 @@ final class Lanes {
         Lane lane = lanes.remove(id);
         if (lane != null) {
             lane.end();
+            if (lane.isAlive()) {
+                ending.add(lane);
+            }
         }
     }
 
@@ -62,12 +73,20 @@ final class Lanes {
                 return true;
             }
         }
+        for (Lane l : ending) {
+            if (l.pending.get() > 0) {
+                return true;
+            }
+        }
         return false;
     }
 
     /** A destroyed context leaves every lane's stack. */
     void forgetContext(long real) {
         for (Lane l : lanes.values()) {
+            l.forgetContext(real);
+        }
+        for (Lane l : ending) {
             l.forgetContext(real);
         }
     }
@@ -109,6 +128,8 @@ final class Lanes {
         for (Lane l : all) {
             l.end();
         }
+        all.addAll(ending);   // already told to end: waited for the same way
+        ending.clear();
         List<Lane> still = new ArrayList<>();
         try {
             for (Lane l : all) {

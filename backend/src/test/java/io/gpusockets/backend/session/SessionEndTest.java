@@ -2,6 +2,7 @@ package io.gpusockets.backend.session;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.protocol.api.ApiTable;
@@ -68,6 +69,61 @@ class SessionEndTest {
         assertEquals(List.of("a000"), driver.destroyed);
         assertEquals(0, s.handles().count(ParamType.CTX));
         await("the pending count went down", () -> Session.releasesPending() == before);
+    }
+
+    /**
+     * A LANE_END takes a lane out of the session's table while its thread still runs what was queued: the
+     * session's end must wait for that thread too, else the context it is inside is destroyed under it (or
+     * what it makes afterwards outlives the release). Seen as a context left behind by the dispatcher fuzzer.
+     */
+    @Test
+    void aLaneEndedByItsPeerIsWaitedForAtTheSessionsEnd() throws Exception {
+        StuckSync driver = new StuckSync();
+        Session s = SessionTestKit.session(driver);
+        s.handles().intern(ParamType.CTX, CTX, 0, 0);
+        s.lanes().stopWaits(50, 100);
+        s.lanes().lane(1).enqueue(sync(1));
+        assertTrue(driver.entered.await(10, TimeUnit.SECONDS));
+        s.lanes().end(1);   // LANE_END behind the call inside the driver
+        try {
+            s.end("test");
+            assertEquals(List.of(), driver.destroyed, "the context was destroyed while an ended lane was inside the driver on it");
+            assertTrue(s.releasePending(), "the release waits for the ended lane");
+        } finally {
+            driver.release.countDown();
+        }
+        await("the release ran after the ended lane returned", () -> !s.releasePending());
+        assertEquals(List.of("a000"), driver.destroyed);
+    }
+
+    /** Ended lanes whose threads still run count against the lane limit: a peer cannot pile threads up past it. */
+    @Test
+    void lanesEndedWhileBusyCountAgainstTheLimitUntilTheirThreadsEnd() throws Exception {
+        LanesTest.BlockingSync driver = new LanesTest.BlockingSync();
+        SessionLimits d = SessionLimits.DEFAULT;
+        SessionLimits two = new SessionLimits(2, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(), d.maxBulkBytes(),
+                d.maxOutBytes(), true);
+        Session s = SessionTestKit.session(driver, SessionTestKit.settings().withLimits(two), null,
+                new SessionTestKit.QuietConnection());
+        try {
+            s.lanes().lane(1).enqueue(sync(1));
+            assertTrue(driver.entered.await(10, TimeUnit.SECONDS));
+            s.lanes().end(1);
+            s.lanes().lane(2);
+            assertThrows(io.gpusockets.protocol.wire.ProtocolException.class, () -> s.lanes().lane(3),
+                    "a third lane while an ended one still runs");
+        } finally {
+            driver.release.countDown();
+        }
+        await("the ended lane's thread is gone, and its room with it", () -> {
+            try {
+                s.lanes().lane(3);
+                return true;
+            } catch (io.gpusockets.protocol.wire.ProtocolException stillFull) {
+                return false;
+            }
+        });
+        s.end("test");
     }
 
     @Test
