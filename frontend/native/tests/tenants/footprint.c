@@ -225,8 +225,9 @@ static void pool_threshold_step(size_t bytes) {
 
 /*
  * cuMemAllocAsync captured: a graph memory node. Natively its memory is measured at the capture, the
- * instantiation and the launch; gpusockets charges it at the capture and keeps the charge for the session's
- * life. cuDeviceGraphMemTrim is not forwarded (not-forwarded.api): then "trimmed -".
+ * instantiation and the launch, each figure the change since the one before (gpu-pass-quota sums them, as
+ * it sums every step's figures but 'destroyed' and 'trimmed', which count from the start); gpusockets
+ * charges it at the capture and keeps the charge for the session's life. cuDeviceGraphMemTrim is not forwarded (not-forwarded.api): then "trimmed -".
  */
 static void graph_memory_step(size_t bytes) {
     char name[64];
@@ -269,7 +270,7 @@ static void graph_memory_step(size_t bytes) {
         snprintf(trimmed, sizeof trimmed, "%lld", taken(f0, f5));
     }
     printf("step %s take %lld instantiate %lld launch %lld destroyed %lld trimmed %s\n", name, taken(f0, f1),
-           taken(f1, f2), taken(f0, f3), taken(f0, f4), trimmed);
+           taken(f1, f2), taken(f2, f3), taken(f0, f4), trimmed);
     CHECK(cuStreamDestroy(s));
 }
 
