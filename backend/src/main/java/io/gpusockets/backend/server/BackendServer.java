@@ -28,6 +28,7 @@ import java.nio.ByteBuffer;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -84,6 +85,42 @@ public final class BackendServer implements AutoCloseable {
 
     /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
     private volatile io.gpusockets.backend.isolation.Workers workers;
+    /** Sessions that may be resumed, by their token in hex. */
+    private final Map<String, Session> resumable = new ConcurrentHashMap<>();
+    /** Tokens sent in a WELCOME whose session is not yet in {@link #resumable} (a resume may arrive that soon). */
+    private final Set<String> issuing = ConcurrentHashMap.newKeySet();
+    /** How long a session whose connection was lost waits for its frontend to resume; zero: no resume. */
+    private volatile java.time.Duration resumeGrace = java.time.Duration.ofSeconds(RESUME_GRACE_SECONDS_DEFAULT);
+    /** Bytes of replies a resumable session keeps until acknowledged. */
+    private volatile long resumeRetainBytes = 8L << 20;
+    private final java.util.concurrent.atomic.LongAdder resumeRefusals = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder resumes = new java.util.concurrent.atomic.LongAdder();
+
+    /** Default of {@code --resume-grace}. */
+    public static final int RESUME_GRACE_SECONDS_DEFAULT = 60;
+
+    /**
+     * Sessions whose connection is lost wait this long for their frontend to resume them (the frontend asks
+     * for it; isolation mode process and ring:// connections do not offer it yet). Zero turns resume off.
+     */
+    public void resumeGrace(java.time.Duration grace) {
+        this.resumeGrace = grace;
+    }
+
+    /** Bytes of unacknowledged replies a resumable session keeps ({@link Session.Resume}); a resume needing more is refused. */
+    public void resumeRetainBytes(long bytes) {
+        this.resumeRetainBytes = bytes;
+    }
+
+    /** Resume attempts refused (unknown, expired or guessed token, another identity). */
+    public long resumeRefusals() {
+        return resumeRefusals.sum();
+    }
+
+    /** Connections that resumed a session. */
+    public long resumesAccepted() {
+        return resumes.sum();
+    }
 
     /** Isolation mode shared: each tenant's one context per device, else null. */
     private volatile io.gpusockets.backend.session.SharedContexts sharedContexts;
@@ -275,6 +312,10 @@ public final class BackendServer implements AutoCloseable {
         try {
             s.serve();
         } finally {
+            Session.Resume r = s.resume();
+            if (r != null) {
+                resumable.remove(java.util.HexFormat.of().formatHex(r.token()));
+            }
             status.ended(s, () -> sessions.remove(s));
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
@@ -310,6 +351,9 @@ public final class BackendServer implements AutoCloseable {
             timeout.cancel(false);
             handshakes.end(c);
         }
+        if (admitted == RESUMED) {
+            return null; // the connection now serves a session that was waiting for it
+        }
         if (admitted == null) {
             c.close();
             return null;
@@ -322,12 +366,14 @@ public final class BackendServer implements AutoCloseable {
             refusals.log(Level.WARNING, () -> "session with " + peer + " not started: " + e.getMessage());
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
         if (closed) {
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
@@ -339,6 +385,7 @@ public final class BackendServer implements AutoCloseable {
                     + " bytes sent before the handshake's answer");
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
@@ -361,6 +408,23 @@ public final class BackendServer implements AutoCloseable {
         try {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                     contextPool, admitted.tenant());
+            if (admitted.token() != null) {
+                s.resumable(new Session.Resume(admitted.token(), admitted.identity(), resumeGrace, features, resumeRetainBytes));
+                resumable.put(java.util.HexFormat.of().formatHex(admitted.token()), s);
+            }
+        } catch (RuntimeException | OutOfMemoryError e) {
+            if (admitted.token() != null) {
+                issuing.remove(java.util.HexFormat.of().formatHex(admitted.token()));
+            }
+            sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
+            c.close();
+            throw e;
+        }
+        if (admitted.token() != null) {
+            issuing.remove(java.util.HexFormat.of().formatHex(admitted.token()));
+        }
+        try {
             s.deviceShare(tenants.deviceShare());
             if (sharedContexts != null) {
                 s.shareContexts(sharedContexts);
@@ -411,7 +475,71 @@ public final class BackendServer implements AutoCloseable {
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
     /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
-    private record Admitted(int features, Tenant tenant) {
+    private record Admitted(int features, Tenant tenant, byte[] token, String identity) {
+    }
+
+    private void forgetIssued(Admitted a) {
+        if (a.token() != null) {
+            issuing.remove(java.util.HexFormat.of().formatHex(a.token()));
+        }
+    }
+
+    /** {@link #handshake}'s answer when the connection resumed a session (handed to it, not closed). */
+    private static final Admitted RESUMED = new Admitted(0, null, null, null);
+
+    /**
+     * The identities the handshake proved, as a resume token is bound to them: the pre-shared-key identity
+     * (when the key checked it), the client certificate, the kernel-proven uid, CID and domid.
+     */
+    static String provenIdentity(PeerInfo peer, boolean psk, String helloIdentity) {
+        return "psk=" + (psk ? helloIdentity : "") + ";cert=" + peer.certificate().orElse("")
+                + ";uid=" + (peer.uid().isPresent() ? Integer.toUnsignedString(peer.uid().getAsInt()) : "")
+                + ";cid=" + (peer.cid().isPresent() ? peer.cid().getAsLong() : "")
+                + ";domid=" + (peer.domid().isPresent() ? peer.domid().getAsLong() : "");
+    }
+
+    /**
+     * A HELLO with a resume token: authenticated as any (the checks before tenants and session slots),
+     * then the session the token names, which must be waiting and belong to the same proven identity,
+     * gets the connection. Everything else is refused, logged and counted.
+     */
+    private Admitted resumeSession(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk, String refusal)
+            throws IOException {
+        Session s = null;
+        if (refusal == null) {
+            String key = java.util.HexFormat.of().formatHex(hello.resumeToken());
+            for (int i = 0; i < 200 && issuing.contains(key) && !resumable.containsKey(key); i++) {
+                try {
+                    Thread.sleep(10); // its WELCOME went out a moment ago; the session is being set up
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            s = resumable.get(key);
+            if (s == null || s.ended() || s.resume() == null) {
+                refusal = "resume refused: unknown or expired session token (its session ended, its grace period ran out,"
+                        + " or no such token was issued)";
+            } else if (!s.resume().identity().equals(provenIdentity(c.peer(), psk, hello.identity()))) {
+                refusal = "resume refused: the session token was issued to another identity";
+            }
+        }
+        if (refusal != null) {
+            resumeRefusals.increment();
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
+            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            return null;
+        }
+        Session.Resume r = s.resume();
+        channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(s.id(), host.driverVersion(), host.deviceCount(),
+                r.features(), host.description(), r.token(), (int) r.grace().toSeconds()).encode());
+        c.platformThreadsOnly();
+        if (!s.attach(channel)) {
+            return null;
+        }
+        resumes.increment();
+        return RESUMED;
     }
 
     private Admitted handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
@@ -441,6 +569,9 @@ public final class BackendServer implements AutoCloseable {
                 refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
             }
         }
+        if (hello.resumes()) {
+            return resumeSession(channel, c, hello, auth == Handshake.AUTH_PSK, refusal);
+        }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
@@ -456,7 +587,9 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         try {
-            return new Admitted(welcome(channel, c, sessionId, hello), admission.tenant());
+            byte[] token = resumeToken(c, hello);
+            return new Admitted(welcome(channel, c, sessionId, hello, token), admission.tenant(), token,
+                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()));
         } catch (IOException | RuntimeException e) {
             sessionSlots.decrementAndGet();
             admission.tenant().closeSession();
@@ -464,15 +597,41 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
+    /**
+     * A new session's token when its frontend asks for resume and this backend can offer it, else null
+     * (with a log line saying why not): sessions served in this process over a byte stream. In isolation
+     * mode process the worker holds the session and the backend cannot yet hand it a resuming connection;
+     * a shared window (ring://) would have to be re-created.
+     */
+    private byte[] resumeToken(Connection c, Handshake.Hello hello) {
+        if ((hello.features() & Handshake.FEATURE_RESUME) == 0) {
+            return null;
+        }
+        String no = resumeGrace.isZero() ? "--resume-grace is 0"
+                : workers != null ? "isolation mode process (a worker holds the session) does not resume yet"
+                : (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+                        ? "a shared-window transport (ring://) does not resume yet" : null;
+        if (no != null) {
+            LOG.log(Level.INFO, "resume not granted to " + c.peer().description() + ": " + no
+                    + "; the session ends with its connection");
+            return null;
+        }
+        byte[] token = new byte[Handshake.TOKEN_BYTES];
+        random.nextBytes(token);
+        issuing.add(java.util.HexFormat.of().formatHex(token));
+        return token;
+    }
+
     /** Grants the features and sends WELCOME; returns the features granted. */
-    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
+    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello, byte[] token) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+        boolean window = token == null && (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
                 && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
-        int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
+        int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0)
+                | (token != null ? Handshake.FEATURE_RESUME : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
-                host.description()).encode();
+                host.description(), token == null ? new byte[0] : token, token == null ? 0 : (int) resumeGrace.toSeconds()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return features;
     }
