@@ -9,7 +9,6 @@ import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
-import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.transport.TransportOptions;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -377,6 +376,14 @@ class ResumeTest {
             FrameChannel[] ch = new FrameChannel[1];
             Handshake.Welcome w = hello(uri, psk, "alice", new byte[0], ch);
             ch[0].close();
+            // detached: still a session of its tenant, and status says it waits
+            String peer = "";
+            for (int i = 0; i < 500 && !peer.contains("[detached"); i++) {
+                Thread.sleep(10);
+                peer = server.sessions().isEmpty() ? "" : server.sessions().get(0).peer();
+            }
+            assertTrue(peer.contains("[detached: peer closed the connection]"), peer);
+            assertEquals(1, server.sessionCount());
             Handshake.Welcome again = hello(uri, psk, "alice", w.resumeToken(), ch);
             assertEquals(w.sessionId(), again.sessionId());
             FrameHeader h = ch[0].readHeader();
@@ -391,6 +398,5 @@ class ResumeTest {
         } finally {
             device.close();
         }
-        assertEquals(CuResult.CUDA_SUCCESS, CuResult.CUDA_SUCCESS);
     }
 }

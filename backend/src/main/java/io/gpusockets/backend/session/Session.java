@@ -20,6 +20,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * frees its memory, modules, streams and events on the device) and logs what it released. The parts
  * it owns do the rest: {@link BodyBudget} and {@link DataBufferPool} bound what the reader holds,
  * {@link Lanes} the lanes, {@link SessionWindow} the shared window, {@link SessionCleanup} the release.
+ *
+ * <p>A resumable session ({@link #resumable}, granted at the handshake) does not end with its connection
+ * unless it ended on purpose (GOODBYE, a protocol violation, the idle timeout, the backend's shutdown):
+ * its reader waits, detached, up to the grace period for a resuming connection ({@link #attach}), and goes
+ * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
+ * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
  */
 public final class Session {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -38,7 +44,8 @@ public final class Session {
     private final SessionLimits limits;
     /** {@link BackendSettings#pipelinedToLane}, read per frame. */
     private final boolean pipelinedToLane;
-    private final String peer;
+    /** The peer as its transport describes it; the new connection's once the session resumed. */
+    private volatile String peer;
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
@@ -272,9 +279,13 @@ public final class Session {
         return handles.count(ParamType.STREAM);
     }
 
-    /** The peer, as its transport describes it. */
+    /**
+     * The peer, as its transport describes it; while the session is detached (waiting for its frontend to
+     * resume) followed by "[detached: why]", which is how {@code gpusockets status} shows such a session.
+     */
     public String peer() {
-        return peer;
+        String d = detachedBecause;
+        return d == null ? peer : peer + " [detached: " + d + "]";
     }
 
     DriverHost host() {
@@ -413,6 +424,7 @@ public final class Session {
                 next.send(Opcodes.RESUMED, 0, 0, 0, r.log().state().encode());
                 channel = next;
                 hangup = new io.gpusockets.backend.isolation.PeerHangup(next.connection());
+                peer = next.connection().peer().description();
                 detachedBecause = null;
                 String refused = r.log().resend(next);
                 if (refused != null) {
