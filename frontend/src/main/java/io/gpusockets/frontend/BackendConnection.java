@@ -357,6 +357,11 @@ final class BackendConnection implements AutoCloseable {
             try {
                 channel.send(opcode, flags, lane, requestId, body);
             } catch (IOException e) {
+                if (token != null) {
+                    // LANE_END on a lost connection: not resent (the lane ends with the session instead); the
+                    // threads that wait for replies resume the session
+                    throw e;
+                }
                 throw fail(e);
             }
             return;
@@ -505,7 +510,18 @@ final class BackendConnection implements AutoCloseable {
                     return;
                 } catch (IOException again) {
                     failed = o.channel();
-                    failed.close(); // lost again: resume once more
+                    failed.close(); // lost again: resume once more, after a pause
+                    if (System.nanoTime() + backoff * 1_000_000 > deadline) {
+                        throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
+                                + " s (the connection was lost again while resending)", again));
+                    }
+                    try {
+                        Thread.sleep(backoff);
+                    } catch (InterruptedException stop) {
+                        Thread.currentThread().interrupt();
+                        throw fail(cause);
+                    }
+                    backoff = Math.min(backoff * 2, 1000);
                 }
             }
         } finally {

@@ -85,6 +85,27 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return connection.uri().toString();
     }
 
+    /** Whether the backend granted resume: a lost connection is resumed, not the session's end (README: Resume). */
+    public boolean resumable() {
+        return connection.resumable();
+    }
+
+    /** Times the session resumed on a new connection after losing one. */
+    public long resumes() {
+        return connection.resumes();
+    }
+
+    /**
+     * Ends a resumable session now (GOODBYE): the program is exiting and the backend would otherwise keep the
+     * session detached, waiting for a resume, for its grace period.
+     */
+    void endIfResumable() {
+        if (connection.resumable()) {
+            channel.closing();
+            connection.close();
+        }
+    }
+
     /** Whether async calls are pipelined on this connection (asked for and granted). */
     public boolean pipelining() {
         return channel.pipelining();

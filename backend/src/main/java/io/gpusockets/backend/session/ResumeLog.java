@@ -50,6 +50,8 @@ final class ResumeLog {
         boolean dropped;
         /** The channel the entry's frames went out on live, or null. */
         FrameChannel startedOn;
+        /** Begun while detached, or on a channel since lost: its frames go out only whole, once complete. */
+        boolean diverted;
         /** The channel the whole entry went out on, or null. */
         FrameChannel sentWholeOn;
 
@@ -149,20 +151,28 @@ final class ResumeLog {
             boolean last = (flags & FrameHeader.FLAG_REPLY) != 0;
             e.complete = last;
             FrameChannel ch = channel.get();
+            if (e.startedOn == null && !e.diverted) {
+                if (ch == null) {
+                    e.diverted = true; // begun while detached: never live from its middle
+                } else {
+                    e.startedOn = ch;
+                }
+            }
             if (ch == null) {
                 return;
             }
-            if (e.startedOn == null) {
-                e.startedOn = ch;
-            }
             try {
-                if (e.startedOn == ch) {
+                if (!e.diverted && e.startedOn == ch) {
                     ch.send(opcode, flags, lane, requestId, body);
                     if (last) {
                         e.sentWholeOn = ch;
                     }
                 } else if (last && !e.dropped) {
-                    sendWhole(ch, lane, e); // it began on a channel since lost
+                    sendWhole(ch, lane, e); // it began on a channel since lost, or while detached
+                } else if (last) {
+                    // too large to keep and cut off from its start: the frontend cannot get it; closing makes
+                    // the resume that follows refuse (resend) and the session end, rather than leave a call waiting
+                    ch.close();
                 }
             } catch (IOException lost) {
                 // kept: the session resumes on a new channel and sends it there, or ends
@@ -203,6 +213,8 @@ final class ResumeLog {
                     }
                     if (e.complete && e.sentWholeOn != ch) {
                         sendWhole(ch, l.getKey(), e);
+                    } else if (!e.complete && e.startedOn != ch) {
+                        e.diverted = true; // its last frame sends it whole
                     }
                 }
             }
@@ -217,5 +229,6 @@ final class ResumeLog {
         }
         e.startedOn = ch;
         e.sentWholeOn = ch;
+        e.diverted = false;
     }
 }

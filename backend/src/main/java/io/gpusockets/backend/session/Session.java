@@ -405,6 +405,9 @@ public final class Session {
             if (ended.get()) {
                 return "ended while detached";
             }
+            if (failure != null) {
+                return failure + " (while detached)"; // expired by the server (idle timeout) meanwhile
+            }
             if (left <= 0) {
                 return cause + "; not resumed within the grace period of " + r.grace().toSeconds() + " s";
             }
