@@ -388,7 +388,7 @@ final class BackendConnection implements AutoCloseable {
                 if (log.generation != generation) {
                     resendLane(lane, log, ch); // sends this frame too
                 } else {
-                    ch.send(opcode, flags, lane, requestId, dup(kept));
+                    ch.send(opcode, flags, lane, requestId, body); // kept holds views or copies of its own
                 }
                 return;
             } catch (IOException e) {

@@ -37,6 +37,8 @@ public final class Session {
     private volatile String detachedBecause;
     /** Resume ({@link Handshake#FEATURE_RESUME}): the token, identity, grace and kept replies; null when not granted. */
     private volatile Resume resume;
+    /** The connection replies go out on now, or null while detached (one object, not one per reply). */
+    private final java.util.function.Supplier<FrameChannel> liveChannel = () -> detachedBecause == null ? channel : null;
     /** Connections offered by resuming frontends ({@link #attach}), taken by the reader. */
     private final java.util.concurrent.LinkedBlockingQueue<FrameChannel> offered = new java.util.concurrent.LinkedBlockingQueue<>();
     private final DriverHost host;
@@ -615,7 +617,7 @@ public final class Session {
         Resume r = resume;
         if (r != null) {
             // kept until acknowledged; a send on a lost connection is not the lane's failure
-            r.log().send(() -> detachedBecause == null ? channel : null, opcode, flags, lane, requestId, body);
+            r.log().send(liveChannel, opcode, flags, lane, requestId, body);
         } else {
             channel.send(opcode, flags, lane, requestId, body);
         }
