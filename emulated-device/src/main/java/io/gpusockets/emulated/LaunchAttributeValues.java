@@ -18,7 +18,8 @@ import java.util.WeakHashMap;
  * scheduler and caches), so storing them is all there is to do. A device-updatable kernel node
  * (id 13) is not emulated: CUDA_ERROR_NOT_SUPPORTED. An attribute never set reads as zeros, except a
  * stream's priority, which is the one it was created with. Values are kept per stream or node object,
- * weakly, so they go with it.
+ * weakly, so they go with it; a graph's clone (cuGraphClone) starts without its nodes' values, where the
+ * driver copies them, which only a get on the clone could see.
  */
 final class LaunchAttributeValues {
     static final int VALUE_BYTES = 64;
