@@ -137,8 +137,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemcpyAtoD_v2_ptds) \
     X(cuMemcpyAtoHAsync_v2_ptsz) \
     X(cuMemcpyAtoH_v2_ptds) \
-    X(cuMemcpyBatchAsync) \
-    X(cuMemcpyBatchAsync_ptsz) \
     X(cuMemcpyDtoA_v2_ptds) \
     X(cuMemcpyDtoD) \
     X(cuMemcpyDtoDAsync) \

@@ -112,6 +112,21 @@ class PoolLocationsAndBatchesApiTest extends EmulatedBackendTest {
                     1, s) == CuResult.CUDA_SUCCESS ? d.cuStreamSynchronize(s) : CuResult.CUDA_ERROR_INVALID_VALUE,
                     "a copy past an allocation's end");
 
+            // the CUDA 12.8 form names the copy that failed: here the second, whose source is freed memory
+            long freed = cu.alloc(64);
+            Cuda.ok(d.cuMemFree(freed), "free");
+            MemorySegment failIdx = longs(cu, 12345);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpyBatchAsync_v1(longs(cu, b, b + 64), longs(cu, a, freed),
+                    longs(cu, 64, 64), 2, attrs, idx, 1, failIdx, s), "a copy from freed memory");
+            assertEquals(1, failIdx.get(JAVA_LONG, 0), "the failing copy's index");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpyBatchAsync_v1(longs(cu, b), longs(cu, a), longs(cu, 64), 1, attrs,
+                    idx, 1, failIdx, 0), "the legacy stream");
+            assertEquals(-1L, failIdx.get(JAVA_LONG, 0), "SIZE_MAX: no copy in particular");
+            Cuda.ok(d.cuMemcpyBatchAsync_v1(longs(cu, dst.address()), longs(cu, a), longs(cu, 64), 1, attrs, idx, 1, failIdx, s),
+                    "the CUDA 12.8 form");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertEquals(7 * 3 + 1, dst.getAtIndex(JAVA_INT, 3));
+
             MemorySegment loc = location(cu, MemoryProps.LOCATION_TYPE_DEVICE, 0);
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemPrefetchBatchAsync(longs(cu, a), longs(cu, 4096), 1, loc,
                     longs(cu, 0), 1, 0, s), "prefetching memory that is not managed");

@@ -46,6 +46,25 @@ final class CopyCalls implements FrontendHandlers.Copies {
     @Override
     public int cuMemcpyBatchAsync(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count,
                                   MemorySegment attrs, MemorySegment attrsIdxs, long numAttrs, long hStream) {
+        return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, null);
+    }
+
+    /** The CUDA 12.8 form: as {@link #cuMemcpyBatchAsync}, and failIdx names the copy that failed (SIZE_MAX: none in particular). */
+    @Override
+    public int cuMemcpyBatchAsync_v1(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count,
+                                     MemorySegment attrs, MemorySegment attrsIdxs, long numAttrs, MemorySegment failIdx,
+                                     long hStream) {
+        long[] failed = {-1};
+        int r = batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, failed);
+        if (r != CuResult.CUDA_SUCCESS && !isNull(failIdx)) {
+            failIdx.reinterpret(8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, failed[0]);
+        }
+        return r;
+    }
+
+    /** {@code failed[0]}, if given, becomes the index of the copy that failed. */
+    private int batch(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count, MemorySegment attrs,
+                      MemorySegment attrsIdxs, long numAttrs, long hStream, long[] failed) {
         if (hStream == 0 || hStream == STREAM_LEGACY || count <= 0 || numAttrs <= 0 || numAttrs > count
                 || count > Integer.MAX_VALUE / 8 || isNull(dsts) || isNull(srcs) || isNull(sizes) || isNull(attrs)
                 || isNull(attrsIdxs)) {
@@ -67,6 +86,9 @@ final class CopyCalls implements FrontendHandlers.Copies {
             int r = copy(d.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i), s.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i),
                     n.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i), hStream, true);
             if (r != CuResult.CUDA_SUCCESS) {
+                if (failed != null) {
+                    failed[0] = i;
+                }
                 return r;
             }
         }
