@@ -9,7 +9,8 @@
  * peer access to another context of the same device (CUDA_ERROR_INVALID_DEVICE; disabling it:
  * CUDA_ERROR_PEER_ACCESS_NOT_ENABLED), cuPointerSetAttribute(SYNC_MEMOPS) read back through
  * cuPointerGetAttribute, and cuFlushGPUDirectRDMAWrites with both scopes.
- * With --refusals (the harness only: a GPU may offer them) core-dump flags, setting another pointer
+ * With --refusals (the harness only: a GPU may offer them) core-dump flags (cuCtxSetFlags and
+ * cuDevicePrimaryCtxSetFlags), setting another pointer
  * attribute or one past an allocation, and parameters that ask for execution affinity or CIG are
  * refused (NOT_SUPPORTED, INVALID_VALUE), and an affinity count without its array is INVALID_VALUE.
  * usage: context_v4 KERNELS.ptx [--refusals]
@@ -127,6 +128,8 @@ int main(int argc, char **argv) {
 
     if (refusals) {
         EXPECT("cuCtxSetFlags with CU_CTX_COREDUMP_ENABLE", cuCtxSetFlags(CU_CTX_COREDUMP_ENABLE), CUDA_ERROR_NOT_SUPPORTED);
+        EXPECT("cuDevicePrimaryCtxSetFlags with CU_CTX_USER_COREDUMP_ENABLE",
+               cuDevicePrimaryCtxSetFlags(dev, CU_CTX_USER_COREDUMP_ENABLE), CUDA_ERROR_NOT_SUPPORTED);
         CUcontext attr = NULL;
         EXPECT("cuPointerSetAttribute of CU_POINTER_ATTRIBUTE_CONTEXT", cuPointerSetAttribute(&attr, CU_POINTER_ATTRIBUTE_CONTEXT, p),
                CUDA_ERROR_INVALID_VALUE);

@@ -64,8 +64,13 @@ final class ContextCalls implements BackendHandlers.Contexts {
         return r;
     }
 
+    /** Core-dump flags are refused as in {@link #cuCtxSetFlags}: the primary context is made with these flags. */
     @Override
-    public int cuDevicePrimaryCtxSetFlags(Call c, int dev, int flags) {
+    public int cuDevicePrimaryCtxSetFlags(Call c, int dev, int flags) throws CallRejected {
+        if ((flags & COREDUMP_FLAGS) != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                    "core-dump flags set how the backend's whole process dumps, not one session's context");
+        }
         return session.primary().setFlags(dev, flags);
     }
 
