@@ -116,8 +116,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemAllocHost) \
     X(cuMemAllocPitch) \
     X(cuMemBatchDecompressAsync_ptsz) \
-    X(cuMemDiscardAndPrefetchBatchAsync_ptsz) \
-    X(cuMemDiscardBatchAsync_ptsz) \
     X(cuMemFree) \
     X(cuMemGetAddressRange) \
     X(cuMemGetAttribute) \
@@ -126,10 +124,9 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemHostGetDevicePointer) \
     X(cuMemHostRegister) \
     X(cuMemMapArrayAsync_ptsz) \
-    X(cuMemPrefetchBatchAsync_ptsz) \
     X(cuMemcpy2D) \
     X(cuMemcpy2DAsync) \
-    X(cuMemcpy2DUnaligned_v2_ptds) \
+    X(cuMemcpy2DUnaligned) \
     X(cuMemcpy3D) \
     X(cuMemcpy3DAsync) \
     X(cuMemcpy3DBatchAsync_ptsz) \
@@ -140,8 +137,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemcpyAtoD_v2_ptds) \
     X(cuMemcpyAtoHAsync_v2_ptsz) \
     X(cuMemcpyAtoH_v2_ptds) \
-    X(cuMemcpyBatchAsync_ptsz) \
-    X(cuMemcpyBatchAsync_v2_ptsz) \
     X(cuMemcpyDtoA_v2_ptds) \
     X(cuMemcpyDtoD) \
     X(cuMemcpyDtoDAsync) \
@@ -158,13 +153,8 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemsetD32) \
     X(cuMemsetD8) \
     X(cuModuleGetGlobal) \
-    X(cuProfilerInitialize) \
-    X(cuProfilerStart) \
-    X(cuProfilerStop) \
     X(cuSignalExternalSemaphoresAsync_ptsz) \
     X(cuStreamAttachMemAsync_ptsz) \
-    X(cuStreamCopyAttributes_ptsz) \
-    X(cuStreamSetAttribute_ptsz) \
     X(cuTexRefSetAddress2D_v2) \
     X(cuVDPAUCtxCreate) \
     X(cuVDPAUCtxCreate_v2) \

@@ -31,7 +31,8 @@ final class EmulatedContext {
 
     final long handle;
     final int device;
-    final int flags;
+    /** CU_CTX_* flags: from cuCtxCreate, replaced by cuCtxSetFlags ({@link ContextControls}). */
+    volatile int flags;
     final String name;
     /** Handles of the streams, events, modules and functions created in this context. */
     final Map<Long, Object> owned = new ConcurrentHashMap<>();

@@ -128,6 +128,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.faultScope = java.util.Objects.requireNonNull(faultScope, "faultScope");
         this.contexts = new Contexts(deviceCount, handles, memory, modules, faultScope);
         this.allocations = new Allocations(contexts, memory);
+        this.controls = new ContextControls(contexts, allocations);
         this.transfers = new Transfers(memory);
         this.streams = new Streams(handles, contexts);
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
@@ -370,8 +371,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     public int cuCtxCreate(MemorySegment pctx, MemorySegment ctxCreateParams, int flags, int dev) {
         return run("cuCtxCreate", () -> {
             MemorySegment out = sized(pctx, 8, "pctx");
-            if (!isNull(ctxCreateParams)) {
-                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "ctxCreateParams (execution affinity, CIG) are not emulated");
+            int checked = io.gpusockets.protocol.structs.CtxCreateParams.check(ctxCreateParams);
+            if (checked != CUDA_SUCCESS) {
+                throw new CudaError(checked, checked == CUDA_ERROR_NOT_SUPPORTED
+                        ? io.gpusockets.protocol.structs.CtxCreateParams.refusal(ctxCreateParams) : "ctxCreateParams");
             }
             out.set(HostSegments.LONG, 0, contexts.create(flags, dev));
         });
@@ -470,6 +473,35 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
             MemorySegment out = sized(flags, 4, "flags");
             out.set(HostSegments.INT, 0, contexts.current().flags);
         });
+    }
+
+    // ---- context flags, peer access, SYNC_MEMOPS, RDMA flushes (ContextControls) ---------------------
+
+    private final ContextControls controls;   // made in the constructor, after contexts and allocations
+
+    @Override
+    public int cuCtxSetFlags(int flags) {
+        return run("cuCtxSetFlags", () -> controls.setFlags(flags));
+    }
+
+    @Override
+    public int cuCtxEnablePeerAccess(long peerContext, int flags) {
+        return run("cuCtxEnablePeerAccess", () -> controls.enablePeerAccess(peerContext, flags));
+    }
+
+    @Override
+    public int cuCtxDisablePeerAccess(long peerContext) {
+        return run("cuCtxDisablePeerAccess", () -> controls.disablePeerAccess(peerContext));
+    }
+
+    @Override
+    public int cuPointerSetAttribute(MemorySegment value, int attribute, long ptr) {
+        return run("cuPointerSetAttribute", () -> controls.setPointerAttribute(value, attribute, ptr));
+    }
+
+    @Override
+    public int cuFlushGPUDirectRDMAWrites(int target, int scope) {
+        return run("cuFlushGPUDirectRDMAWrites", () -> controls.flushRdmaWrites(target, scope));
     }
 
     // ---- modules and libraries -----------------------------------------------------------------
@@ -959,6 +991,41 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuDeviceSetMemPool", () -> pools.setCurrent(dev, pool));
     }
 
+    /**
+     * The location-based forms: a device location with pinned allocations is that device's pool; host
+     * locations and managed pools are not emulated (CUDA_ERROR_NOT_SUPPORTED), other values are invalid.
+     */
+    private int poolDevice(MemorySegment location, int type) {
+        io.gpusockets.protocol.structs.MemoryProps.Location l = io.gpusockets.protocol.structs.MemoryProps.Location.read(
+                sized(location, io.gpusockets.protocol.structs.MemoryProps.LOCATION_SIZE, "location"), 0);
+        if (l.type() >= 2 && l.type() <= 4 || type == 2) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "pools of host or managed memory are not emulated");
+        }
+        if (l.type() != io.gpusockets.protocol.structs.MemoryProps.LOCATION_TYPE_DEVICE
+                || type != io.gpusockets.protocol.structs.MemoryProps.ALLOCATION_TYPE_PINNED) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "location.type=" + l.type() + " type=" + type);
+        }
+        contexts.checkDevice(l.id());
+        return l.id();
+    }
+
+    @Override
+    public int cuMemGetDefaultMemPool(MemorySegment poolOut, MemorySegment location, int type) {
+        return run("cuMemGetDefaultMemPool",
+                () -> sized(poolOut, 8, "pool_out").set(HostSegments.LONG, 0, pools.defaultPool(poolDevice(location, type))));
+    }
+
+    @Override
+    public int cuMemGetMemPool(MemorySegment pool, MemorySegment location, int type) {
+        return run("cuMemGetMemPool",
+                () -> sized(pool, 8, "pool").set(HostSegments.LONG, 0, pools.currentPool(poolDevice(location, type))));
+    }
+
+    @Override
+    public int cuMemSetMemPool(MemorySegment location, int type, long pool) {
+        return run("cuMemSetMemPool", () -> pools.setCurrent(poolDevice(location, type), pool));
+    }
+
     @Override
     public int cuMemGetAllocationGranularity(MemorySegment granularity, MemorySegment prop, int option) {
         return run("cuMemGetAllocationGranularity", () -> {
@@ -1181,6 +1248,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                 case 1 -> putLong(data, a.owner().handle, "data");          // CONTEXT
                 case 2 -> putInt(data, 2, "data");                           // MEMORY_TYPE: CU_MEMORYTYPE_DEVICE
                 case 3 -> putLong(data, ptr, "data");                        // DEVICE_POINTER
+                case 6 -> putInt(data, controls.syncMemops(ptr), "data");    // SYNC_MEMOPS
                 case 7 -> putLong(data, a.id(), "data");                     // BUFFER_ID
                 case 8 -> putInt(data, 0, "data");                           // IS_MANAGED
                 case 9 -> putInt(data, a.owner().device, "data");            // DEVICE_ORDINAL
@@ -1781,6 +1849,47 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         });
     }
 
+    // ---- stream and kernel-node attributes (LaunchAttributeValues) ----------------------------------
+
+    private final LaunchAttributeValues launchAttributes = new LaunchAttributeValues();
+
+    /** A stream to set or read attributes of: a created one, or the current context's special stream. */
+    private EmulatedStream attributedStream(long hStream) {
+        return hStream >= 0 && hStream <= Streams.PER_THREAD ? streams.resolve(hStream, contexts.current())
+                : contexts.lookup(hStream, EmulatedStream.class, "hStream");
+    }
+
+    @Override
+    public int cuStreamSetAttribute(long hStream, int attr, MemorySegment value) {
+        return run("cuStreamSetAttribute", () -> launchAttributes.setOnStream(attributedStream(hStream), attr, value));
+    }
+
+    @Override
+    public int cuStreamGetAttribute(long hStream, int attr, MemorySegment valueOut) {
+        return run("cuStreamGetAttribute", () -> launchAttributes.getOfStream(attributedStream(hStream), attr, valueOut));
+    }
+
+    @Override
+    public int cuStreamCopyAttributes(long dst, long src) {
+        return run("cuStreamCopyAttributes", () -> launchAttributes.copy(attributedStream(dst), attributedStream(src)));
+    }
+
+    @Override
+    public int cuGraphKernelNodeSetAttribute(long hNode, int attr, MemorySegment value) {
+        return run("cuGraphKernelNodeSetAttribute", () -> launchAttributes.setOnNode(graphs.node(hNode, "hNode"), attr, value));
+    }
+
+    @Override
+    public int cuGraphKernelNodeGetAttribute(long hNode, int attr, MemorySegment valueOut) {
+        return run("cuGraphKernelNodeGetAttribute", () -> launchAttributes.getOfNode(graphs.node(hNode, "hNode"), attr, valueOut));
+    }
+
+    @Override
+    public int cuGraphKernelNodeCopyAttributes(long dst, long src) {
+        return run("cuGraphKernelNodeCopyAttributes",
+                () -> launchAttributes.copy(graphs.node(dst, "dst"), graphs.node(src, "src")));
+    }
+
     @Override
     public int cuEventRecordWithFlags(long hEvent, long hStream, int flags) {
         return run("cuEventRecordWithFlags", () -> streamQueries.recordWithFlags(hEvent, hStream, flags));
@@ -1811,6 +1920,12 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuMemcpy2D(MemorySegment pCopy) {
         return run("cuMemcpy2D", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    /** The emulated device has no pitch alignment rules: the same copy as cuMemcpy2D. */
+    @Override
+    public int cuMemcpy2DUnaligned(MemorySegment pCopy) {
+        return run("cuMemcpy2DUnaligned", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
     }
 
     @Override

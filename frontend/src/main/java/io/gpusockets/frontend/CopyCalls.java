@@ -3,12 +3,13 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
- * Area {@code copies}: unified-addressing copies (cuMemcpy, cuMemcpyAsync). Each pointer is
- * classified by the device ranges the frontend has seen ({@link DeviceRanges}): device to device
- * goes to the backend as the entry itself, one host side becomes cuMemcpyHtoD or cuMemcpyDtoH, and
- * host to host never leaves the guest.
+ * Area {@code copies}: unified-addressing copies (cuMemcpy, cuMemcpyAsync, and the batches of
+ * cuMemcpyBatchAsync). Each pointer is classified by the device ranges the frontend has seen
+ * ({@link DeviceRanges}): device to device goes to the backend as the entry itself, one host side
+ * becomes cuMemcpyHtoD or cuMemcpyDtoH, and host to host never leaves the guest.
  */
 final class CopyCalls implements FrontendHandlers.Copies {
     private final RemoteCudaDriver driver;
@@ -27,6 +28,75 @@ final class CopyCalls implements FrontendHandlers.Copies {
     @Override
     public int cuMemcpyAsync(long dst, long src, long byteCount, long hStream) {
         return copy(dst, src, byteCount, hStream, true);
+    }
+
+    /** CUmemcpyAttributes (24 bytes): srcAccessOrder u32, srcLocHint and dstLocHint (CUmemLocation), flags u32. */
+    static final int MEMCPY_ATTRIBUTES_BYTES = 24;
+    /** CU_MEMCPY_SRC_ACCESS_ORDER_STREAM .. _ANY, and CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE. */
+    static final int ACCESS_ORDER_FIRST = 1, ACCESS_ORDER_LAST = 3, FLAG_PREFER_OVERLAP = 1;
+    /** CU_STREAM_LEGACY: a batch may not go to the legacy stream, under either of its names. */
+    private static final long STREAM_LEGACY = 1;
+
+    /**
+     * The batch is checked as the driver checks it (a stream other than the legacy one; every copy
+     * covered by attributes that start at copy 0 and rise, each with a known source access order and
+     * flags), then each copy goes in order as {@link #cuMemcpyAsync} sends it. The data of a host source
+     * is captured when its copy is sent, before this returns, which every access order allows.
+     */
+    @Override
+    public int cuMemcpyBatchAsync(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count,
+                                  MemorySegment attrs, MemorySegment attrsIdxs, long numAttrs, long hStream) {
+        return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, null);
+    }
+
+    /** The CUDA 12.8 form: as {@link #cuMemcpyBatchAsync}, and failIdx names the copy that failed (SIZE_MAX: none in particular). */
+    @Override
+    public int cuMemcpyBatchAsync_v1(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count,
+                                     MemorySegment attrs, MemorySegment attrsIdxs, long numAttrs, MemorySegment failIdx,
+                                     long hStream) {
+        long[] failed = {-1};
+        int r = batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, failed);
+        if (r != CuResult.CUDA_SUCCESS && !isNull(failIdx)) {
+            failIdx.reinterpret(8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, failed[0]);
+        }
+        return r;
+    }
+
+    /** {@code failed[0]}, if given, becomes the index of the copy that failed. */
+    private int batch(MemorySegment dsts, MemorySegment srcs, MemorySegment sizes, long count, MemorySegment attrs,
+                      MemorySegment attrsIdxs, long numAttrs, long hStream, long[] failed) {
+        if (hStream == 0 || hStream == STREAM_LEGACY || count <= 0 || numAttrs <= 0 || numAttrs > count
+                || count > Integer.MAX_VALUE / 8 || isNull(dsts) || isNull(srcs) || isNull(sizes) || isNull(attrs)
+                || isNull(attrsIdxs)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment d = dsts.reinterpret(8 * count), s = srcs.reinterpret(8 * count), n = sizes.reinterpret(8 * count);
+        MemorySegment a = attrs.reinterpret(MEMCPY_ATTRIBUTES_BYTES * numAttrs), idx = attrsIdxs.reinterpret(8 * numAttrs);
+        for (long k = 0; k < numAttrs; k++) {
+            long first = idx.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, k);
+            long previous = k == 0 ? -1 : idx.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, k - 1);
+            int order = a.get(ValueLayout.JAVA_INT_UNALIGNED, k * MEMCPY_ATTRIBUTES_BYTES);
+            int flags = a.get(ValueLayout.JAVA_INT_UNALIGNED, k * MEMCPY_ATTRIBUTES_BYTES + 20);
+            if ((k == 0 ? first != 0 : first <= previous) || first >= count
+                    || order < ACCESS_ORDER_FIRST || order > ACCESS_ORDER_LAST || (flags & ~FLAG_PREFER_OVERLAP) != 0) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        for (long i = 0; i < count; i++) {
+            int r = copy(d.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i), s.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i),
+                    n.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i), hStream, true);
+            if (r != CuResult.CUDA_SUCCESS) {
+                if (failed != null) {
+                    failed[0] = i;
+                }
+                return r;
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    private static boolean isNull(MemorySegment p) {
+        return p.isNative() && p.address() == 0;
     }
 
     /**

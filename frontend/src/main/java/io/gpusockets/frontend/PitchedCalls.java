@@ -14,7 +14,8 @@ import java.util.AbstractList;
 import java.util.List;
 
 /**
- * Area {@code pitched}: cuMemcpy2D/3D (and Async). A host side is gathered from (or scattered into)
+ * Area {@code pitched}: cuMemcpy2D/3D (and Async), and cuMemcpy2DUnaligned (cudart 13's cudaMemcpy2D),
+ * which travels as cuMemcpy2D does under its own entry. A host side is gathered from (or scattered into)
  * the program's pitched memory row by row, so that only the bytes the copy moves travel, packed, and
  * no guest address is sent; UNIFIED sides are resolved by the device ranges the frontend has seen.
  */
@@ -33,6 +34,11 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
     @Override
     public int cuMemcpy2D(MemorySegment pCopy) {
         return copy(pCopy, 0, false, false);
+    }
+
+    @Override
+    public int cuMemcpy2DUnaligned(MemorySegment pCopy) {
+        return copy(ApiEntries.cuMemcpy2DUnaligned, pCopy, 0, false, false);
     }
 
     @Override
@@ -56,6 +62,12 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
      * copy never leaves the guest.
      */
     private int copy(MemorySegment pCopy, long stream, boolean is3D, boolean async) {
+        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
+                : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
+        return copy(f, pCopy, stream, is3D, async);
+    }
+
+    private int copy(ApiFunction f, MemorySegment pCopy, long stream, boolean is3D, boolean async) {
         if (pCopy.isNative() && pCopy.address() == 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
@@ -82,8 +94,6 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
         }
         ByteBuffer req = CallChannel.request();
         PitchedCopyRequest.put(req, m, async, stream, PitchedCopyRequest.bulkBytes(m));
-        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
-                : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
         // Rows going to the device are captured once sent: that copy may be pipelined. Rows coming back are waited for.
         boolean noReply = async && channel.pipelining() && !hostOut;
         return channel.exchange(f, req.flip(), in, true, out, noReply).result();

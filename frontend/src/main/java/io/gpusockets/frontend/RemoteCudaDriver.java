@@ -51,7 +51,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
         LaunchCalls launches = new LaunchCalls(channel, this);
-        bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, launches,
+        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local, launches,
                 local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
                 new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches), new LinkCalls(this, channel)));
     }
@@ -177,8 +177,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                         continue;
                     }
                     long n = p.length().evaluate(k -> longValue(args[k]));
-                    if (n < 0) {
-                        return CuResult.CUDA_ERROR_INVALID_VALUE;
+                    if (n < 0 || n > 0 && ((MemorySegment) a).isNative() && ((MemorySegment) a).address() == 0) {
+                        return CuResult.CUDA_ERROR_INVALID_VALUE; // a NULL the driver would refuse: never read here
                     }
                     req.putLong(n);
                     if (n > 0) {
