@@ -12,7 +12,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 
 /**
- * Area {@code pitched}: 2D and 3D copies. Their struct names memory, so each named device span is
+ * Area {@code pitched}: 2D and 3D copies (cuMemcpy2DUnaligned too). Their struct names memory, so each named device span is
  * checked against the session's ranges and each array handle translated before the driver sees it.
  *
  * <p>Copies with a host side never touch guest addresses: the host side becomes this lane's staging
@@ -30,6 +30,12 @@ final class PitchedCalls implements BackendHandlers.Pitched {
 
     @Override
     public int cuMemcpy2D(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, false, false);
+    }
+
+    /** cudart 13's cudaMemcpy2D: the driver's cuMemcpy2DUnaligned for each piece (no pitch alignment rules). */
+    @Override
+    public int cuMemcpy2DUnaligned(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
         return copy(c, false, false);
     }
 
@@ -83,7 +89,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         Memcpy3D checked = m.with(checkSide(c, m, m.src()), checkSide(c, m, m.dst()));
         MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
         if (!hostIn && !hostOut) {
-            return driverCopy(checked, desc, is3D, async, stream);
+            return driverCopy(c, checked, desc, is3D, async, stream);
         }
         try (Pieces pieces = new Pieces(c, checked, desc, is3D, async, stream, hostIn)) {
             return pieces.run();
@@ -116,12 +122,15 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         }
     }
 
-    private int driverCopy(Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream) {
+    private int driverCopy(Call c, Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream) {
         if (is3D) {
             m.write3D(desc);
             return async ? driver.cuMemcpy3DAsync(desc, stream) : driver.cuMemcpy3D(desc);
         }
         m.write2D(desc);
+        if (c.function == io.gpusockets.protocol.api.ApiEntries.cuMemcpy2DUnaligned) {
+            return driver.cuMemcpy2DUnaligned(desc);
+        }
         return async ? driver.cuMemcpy2DAsync(desc, stream) : driver.cuMemcpy2D(desc);
     }
 
@@ -190,7 +199,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
             } else {
                 p = new Memcpy3D(m.src().offset(x, y, z), m.dst().asHost(buf.address(), pw, ph), pw, ph, pd);
             }
-            int r = driverCopy(p, desc, is3D, async, stream);
+            int r = driverCopy(c, p, desc, is3D, async, stream);
             if (r == CuResult.CUDA_SUCCESS && !hostIn) {
                 if (async) {
                     r = driver.cuStreamSynchronize(stream);
