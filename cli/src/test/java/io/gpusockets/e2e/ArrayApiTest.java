@@ -305,6 +305,77 @@ class ArrayApiTest extends EmulatedBackendTest {
         }
     }
 
+    /**
+     * Surface and texture objects: a surface needs an array (resType checked, the array translated), and
+     * both kinds are known only to the session that made them, although their ids are the driver's values.
+     */
+    @Test
+    void surfaceAndTextureObjectsBelongToTheirSession() throws Exception {
+        try (RemoteCudaDriver d1 = connect("unix"); RemoteCudaDriver d2 = connect("tcp")) {
+            Cuda one = new Cuda(d1), two = new Cuda(d2);
+            one.primaryContext();
+            two.primaryContext();
+            long a = create3D(one, new Array3DDescriptor(16, 16, 0, FLOAT, 1, Array3DDescriptor.SURFACE_LDST));
+            MemorySegment res = one.cell(io.gpusockets.protocol.structs.ResourceDesc.SIZE).fill((byte) 0);
+            res.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, io.gpusockets.protocol.structs.ResourceDesc.TYPE_ARRAY);
+            res.set(JAVA_LONG, 8, a);
+            MemorySegment out = one.cell();
+            Cuda.ok(d1.cuSurfObjectCreate(out, res), "cuSurfObjectCreate");
+            long surf = out.get(JAVA_LONG, 0);
+            MemorySegment back = one.cell(io.gpusockets.protocol.structs.ResourceDesc.SIZE);
+            Cuda.ok(d1.cuSurfObjectGetResourceDesc(back, surf), "cuSurfObjectGetResourceDesc");
+            assertEquals(a, back.get(JAVA_LONG, 8), "the array as this session's id");
+            MemorySegment tex = one.cell(io.gpusockets.protocol.structs.ResourceDesc.TEXTURE_DESC_SIZE).fill((byte) 0);
+            Cuda.ok(d1.cuTexObjectCreate(out, res, tex, MemorySegment.NULL), "cuTexObjectCreate");
+            long t = out.get(JAVA_LONG, 0);
+            MemorySegment view = one.cell(io.gpusockets.protocol.structs.ResourceDesc.VIEW_DESC_SIZE).fill((byte) 1);
+            Cuda.ok(d1.cuTexObjectGetResourceViewDesc(view, t), "cuTexObjectGetResourceViewDesc");
+            assertArrayEquals(new byte[(int) view.byteSize()], view.toArray(JAVA_BYTE), "no view given: a zeroed one");
+
+            int h = CuResult.CUDA_ERROR_INVALID_HANDLE;
+            MemorySegment other = two.cell(io.gpusockets.protocol.structs.ResourceDesc.SIZE);
+            expect(h, d2.cuSurfObjectGetResourceDesc(other, surf), "another session's surface");
+            expect(h, d2.cuSurfObjectDestroy(surf), "another session's surface");
+            expect(h, d2.cuTexObjectGetTextureDesc(two.cell(io.gpusockets.protocol.structs.ResourceDesc.TEXTURE_DESC_SIZE), t),
+                    "another session's texture");
+            MemorySegment res2 = two.cell(io.gpusockets.protocol.structs.ResourceDesc.SIZE).copyFrom(res);
+            expect(h, d2.cuSurfObjectCreate(two.cell(), res2), "a surface on another session's array");
+            res2.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, io.gpusockets.protocol.structs.ResourceDesc.TYPE_LINEAR);
+            expect(CuResult.CUDA_ERROR_INVALID_VALUE, d2.cuSurfObjectCreate(two.cell(), res2), "a surface on linear memory");
+            long plain = create3D(one, new Array3DDescriptor(16, 16, 0, FLOAT, 1, 0));
+            res.set(JAVA_LONG, 8, plain);
+            expect(CuResult.CUDA_ERROR_INVALID_VALUE, d1.cuSurfObjectCreate(out, res), "an array without SURFACE_LDST");
+
+            Cuda.ok(d1.cuSurfObjectDestroy(surf), "cuSurfObjectDestroy");
+            Cuda.ok(d1.cuTexObjectDestroy(t), "cuTexObjectDestroy");
+            expect(h, d1.cuSurfObjectDestroy(surf), "destroyed twice");
+            Cuda.ok(d1.cuArrayDestroy(a), "cuArrayDestroy");
+            Cuda.ok(d1.cuArrayDestroy(plain), "cuArrayDestroy");
+        }
+    }
+
+    /** Raw frames: descriptors of the wrong length are refused and their data drained; the lane goes on. */
+    @Test
+    void descriptorsOfTheWrongLengthAreRefusedOnTheWire() throws Exception {
+        try (RawClient c = RawClient.session(backend.unix())) {
+            for (String[] call : new String[][] {{"cuSurfObjectCreate", "100"}, {"cuArray3DCreate", "24"}, {"cuMipmappedArrayCreate", "39"}}) {
+                int n = Integer.parseInt(call[1]);
+                java.nio.ByteBuffer body = call[0].equals("cuMipmappedArrayCreate") ? RawClient.body(12).putLong(n).putInt(3)
+                        : RawClient.body(8).putLong(n);
+                c.channel.send(RawClient.opcode(call[0]), 0, 1, 7, body.flip());
+                c.channel.send(io.gpusockets.protocol.wire.Opcodes.DATA, 0, 1, 7, java.nio.ByteBuffer.allocate(n));
+                RawClient.Frame reply;
+                do {
+                    var h = c.channel.readHeader();
+                    reply = new RawClient.Frame(h, c.channel.readBody(h.length()));
+                } while (!reply.header().isReply());
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, reply.body().order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt(), call[0]);
+            }
+            RawClient.Frame count = c.call(RawClient.opcode("cuDeviceGetCount"), RawClient.body(0));
+            assertEquals(CuResult.CUDA_SUCCESS, count.body().order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt(), "the lane goes on");
+        }
+    }
+
     /** Array handles are per session: another session's id is no array here, for copies, descriptors and destroys. */
     @Test
     void anotherSessionsArrayIsNoArrayHere() throws Exception {
