@@ -66,6 +66,8 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
 
 /* The list, once: an index per name (enum), its text and its exported function come from it. */
 #define ABSENT_SYMBOLS(X) \
+    X(cuArray3DCreate) \
+    X(cuArray3DGetDescriptor) \
     X(cuArrayCreate) \
     X(cuArrayGetDescriptor) \
     X(cuCtxCreate_v3) \
@@ -131,19 +133,17 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemcpy3DAsync) \
     X(cuMemcpy3DBatchAsync_ptsz) \
     X(cuMemcpy3DBatchAsync_v2_ptsz) \
-    X(cuMemcpy3DPeerAsync_ptsz) \
-    X(cuMemcpy3DPeer_ptds) \
-    X(cuMemcpyAtoA_v2_ptds) \
-    X(cuMemcpyAtoD_v2_ptds) \
-    X(cuMemcpyAtoHAsync_v2_ptsz) \
-    X(cuMemcpyAtoH_v2_ptds) \
-    X(cuMemcpyDtoA_v2_ptds) \
+    X(cuMemcpyAtoA) \
+    X(cuMemcpyAtoD) \
+    X(cuMemcpyAtoH) \
+    X(cuMemcpyAtoHAsync) \
+    X(cuMemcpyDtoA) \
     X(cuMemcpyDtoD) \
     X(cuMemcpyDtoDAsync) \
     X(cuMemcpyDtoH) \
     X(cuMemcpyDtoHAsync) \
-    X(cuMemcpyHtoAAsync_v2_ptsz) \
-    X(cuMemcpyHtoA_v2_ptds) \
+    X(cuMemcpyHtoA) \
+    X(cuMemcpyHtoAAsync) \
     X(cuMemcpyHtoD) \
     X(cuMemcpyHtoDAsync) \
     X(cuMemsetD16) \

@@ -20,6 +20,7 @@ import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.ChargeRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.LimitFootprint;
+import io.gpusockets.protocol.structs.Array3DDescriptor;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import io.gpusockets.protocol.structs.MemoryProps;
 import java.lang.foreign.Arena;
@@ -227,6 +228,22 @@ class ChargeProbeTest {
                     new ArrayDescriptor(1024, 1024, 0x20, 2).write(desc);   // FLOAT x 2: 8 MiB
                     probe("cuArrayCreate", () -> Cuda.ok(d.cuArrayCreate(array, desc), "cuArrayCreate"),
                             () -> Cuda.ok(d.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy"));
+                }),
+                Map.entry("cuArray3DCreate", (cu, d) -> {
+                    MemorySegment desc = cu.cell(Array3DDescriptor.SIZE), array = cu.cell();
+                    // a layered cubemap of 2 layers: 12 faces of 256x256 FLOAT x 4 = 12 MiB, every face charged
+                    new Array3DDescriptor(256, 256, 12, 0x20, 4, Array3DDescriptor.LAYERED | Array3DDescriptor.CUBEMAP).write(desc);
+                    Reading r = probe("cuArray3DCreate", () -> Cuda.ok(d.cuArray3DCreate(array, desc), "cuArray3DCreate"),
+                            () -> Cuda.ok(d.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy"));
+                    assertTrue(r.charged() >= 12 * MIB, "every face is charged: " + r.charged());
+                }),
+                Map.entry("cuMipmappedArrayCreate", (cu, d) -> {
+                    MemorySegment desc = cu.cell(Array3DDescriptor.SIZE), mipmap = cu.cell();
+                    // 512x512 FLOAT x 4 with all 10 levels: 4 MiB, 1 MiB, 256 KiB, ... (every level charged)
+                    new Array3DDescriptor(512, 512, 0, 0x20, 4, 0).write(desc);
+                    Reading r = probe("cuMipmappedArrayCreate", () -> Cuda.ok(d.cuMipmappedArrayCreate(mipmap, desc, 10), "cuMipmappedArrayCreate"),
+                            () -> Cuda.ok(d.cuMipmappedArrayDestroy(mipmap.get(JAVA_LONG, 0)), "cuMipmappedArrayDestroy"));
+                    assertTrue(r.charged() > 5 * MIB, "every level is charged: " + r.charged());
                 }),
                 Map.entry("cuMemAllocAsync", (cu, d) -> {
                     MemorySegment p = cu.cell();

@@ -16,6 +16,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_UNKNOWN;
 import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
 
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import io.gpusockets.protocol.structs.Memcpy3D;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -52,9 +53,10 @@ import java.util.function.IntSupplier;
  * pinned host memory and error strings (the frontend answers those). This class only adapts the C
  * shapes (out-pointers, NUL-terminated names); the behaviour lives in {@link Contexts},
  * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}, and for
- * unified and pitched copies, arrays and texture objects in {@link PitchedTransfers}, {@link CudaArrays}
- * and {@link Textures}; pools, virtual memory, graphs, JIT link states and the rest in the classes
- * named for them ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
+ * unified and pitched copies, arrays, texture and surface objects in {@link PitchedTransfers},
+ * {@link CudaArrays} and {@link Textures} (kernels sample and write them through {@link KernelTextures});
+ * pools, virtual memory, graphs, JIT link states and the rest in the classes named for them
+ * ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
  */
 public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
     /** The device name every emulated device reports. */
@@ -77,6 +79,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final CudaArrays arrays;
     private final PitchedTransfers pitched;
     private final Textures textures;
+    private final MipmappedArrays mipmaps;
     private final KernelQueries kernelQueries;
     private final LaunchOptions launchOptions;
     private final ContextQueries contextQueries;
@@ -136,7 +139,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.streamQueries = new StreamQueries(contexts, streams);
         this.arrays = new CudaArrays(handles, contexts, memory);
         this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
-        this.textures = new Textures(handles, contexts, memory, arrays);
+        this.mipmaps = new MipmappedArrays(handles, contexts, memory);
+        this.textures = new Textures(handles, contexts, memory, arrays, mipmaps);
         this.kernelQueries = new KernelQueries(contexts, modules, launcher);
         this.launchOptions = new LaunchOptions(launcher);
         this.contextQueries = new ContextQueries(contexts, streams);
@@ -1943,6 +1947,22 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuMemcpy3DAsync", () -> pitched.copy(pCopy, true, hStream));
     }
 
+    /** The same copy as cuMemcpy2D: the emulated device has no pitch alignment rules to loosen. */
+    @Override
+    public int cuMemcpy2DUnaligned(MemorySegment pCopy) {
+        return run("cuMemcpy2DUnaligned", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy3DPeer(MemorySegment pCopy) {
+        return run("cuMemcpy3DPeer", () -> pitched.peer(pCopy, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy3DPeerAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy3DPeerAsync", () -> pitched.peer(pCopy, hStream));
+    }
+
     @Override
     public int cuMemsetD2D8(long dstDevice, long dstPitch, byte uc, long width, long height) {
         return run("cuMemsetD2D8", () -> pitched.set2D(dstDevice, dstPitch, uc, 1, width, height, PitchedTransfers.SYNCHRONOUS));
@@ -1993,6 +2013,117 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     @Override
+    public int cuArray3DCreate(MemorySegment pHandle, MemorySegment pAllocateArray) {
+        return run("cuArray3DCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, arrays.create3D(pAllocateArray));
+        });
+    }
+
+    @Override
+    public int cuArray3DGetDescriptor(MemorySegment pArrayDescriptor, long hArray) {
+        return run("cuArray3DGetDescriptor", () -> arrays.descriptor3D(hArray)
+                .write(sized(pArrayDescriptor, io.gpusockets.protocol.structs.Array3DDescriptor.SIZE, "pArrayDescriptor")));
+    }
+
+    // ---- mipmapped arrays, planes, sparse and deferred-mapping queries --------------------------------
+
+    @Override
+    public int cuMipmappedArrayCreate(MemorySegment pHandle, MemorySegment pMipmappedArrayDesc, int numMipmapLevels) {
+        return run("cuMipmappedArrayCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, mipmaps.create(pMipmappedArrayDesc, numMipmapLevels));
+        });
+    }
+
+    @Override
+    public int cuMipmappedArrayGetLevel(MemorySegment pLevelArray, long hMipmappedArray, int level) {
+        return run("cuMipmappedArrayGetLevel", () -> {
+            MemorySegment out = sized(pLevelArray, 8, "pLevelArray");
+            out.set(HostSegments.LONG, 0, mipmaps.level(hMipmappedArray, level));
+        });
+    }
+
+    @Override
+    public int cuMipmappedArrayDestroy(long hMipmappedArray) {
+        return run("cuMipmappedArrayDestroy", () -> mipmaps.destroy(hMipmappedArray));
+    }
+
+    @Override
+    public int cuArrayGetPlane(MemorySegment pPlaneArray, long hArray, int planeIdx) {
+        return run("cuArrayGetPlane", () -> mipmaps.refuseArrayQuery(hArray,
+                "hArray is not multi-planar (the emulated device makes no NV12 or other planar arrays)"));
+    }
+
+    @Override
+    public int cuArrayGetMemoryRequirements(MemorySegment memoryRequirements, long array, int device) {
+        return run("cuArrayGetMemoryRequirements", () -> mipmaps.refuseArrayQuery(array,
+                "only arrays made with CUDA_ARRAY3D_DEFERRED_MAPPING have memory requirements (not emulated)"));
+    }
+
+    @Override
+    public int cuMipmappedArrayGetMemoryRequirements(MemorySegment memoryRequirements, long mipmap, int device) {
+        return run("cuMipmappedArrayGetMemoryRequirements", () -> mipmaps.refuseMipmapQuery(mipmap,
+                "only arrays made with CUDA_ARRAY3D_DEFERRED_MAPPING have memory requirements (not emulated)"));
+    }
+
+    @Override
+    public int cuArrayGetSparseProperties(MemorySegment sparseProperties, long array) {
+        return run("cuArrayGetSparseProperties", () -> mipmaps.refuseArrayQuery(array,
+                "only sparse arrays (CUDA_ARRAY3D_SPARSE, not emulated) have sparse properties"));
+    }
+
+    @Override
+    public int cuMipmappedArrayGetSparseProperties(MemorySegment sparseProperties, long mipmap) {
+        return run("cuMipmappedArrayGetSparseProperties", () -> mipmaps.refuseMipmapQuery(mipmap,
+                "only sparse arrays (CUDA_ARRAY3D_SPARSE, not emulated) have sparse properties"));
+    }
+
+    // ---- array copies: byte offsets into 1D arrays, as one-row 2D copies ---------------------------
+
+    @Override
+    public int cuMemcpyHtoA(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount) {
+        return run("cuMemcpyHtoA", () -> pitched.arrayRow(Memcpy3D.hostSide(srcHost.address()),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyHtoAAsync(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount, long hStream) {
+        return run("cuMemcpyHtoAAsync", () -> pitched.arrayRow(Memcpy3D.hostSide(srcHost.address()),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpyAtoH(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoH", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.hostSide(dstHost.address()), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoHAsync(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount, long hStream) {
+        return run("cuMemcpyAtoHAsync", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.hostSide(dstHost.address()), byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpyDtoA(long dstArray, long dstOffset, long srcDevice, long byteCount) {
+        return run("cuMemcpyDtoA", () -> pitched.arrayRow(Memcpy3D.deviceSide(srcDevice),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoD(long dstDevice, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoD", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.deviceSide(dstDevice), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoA(long dstArray, long dstOffset, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoA", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
     public int cuTexObjectCreate(MemorySegment pTexObject, MemorySegment pResDesc, MemorySegment pTexDesc,
                                  MemorySegment pResViewDesc) {
         return run("cuTexObjectCreate", () -> {
@@ -2009,5 +2140,33 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuTexObjectGetResourceDesc(MemorySegment pResDesc, long texObject) {
         return run("cuTexObjectGetResourceDesc", () -> textures.resourceDesc(pResDesc, texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetTextureDesc(MemorySegment pTexDesc, long texObject) {
+        return run("cuTexObjectGetTextureDesc", () -> textures.textureDesc(pTexDesc, texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetResourceViewDesc(MemorySegment pResViewDesc, long texObject) {
+        return run("cuTexObjectGetResourceViewDesc", () -> textures.resourceViewDesc(pResViewDesc, texObject));
+    }
+
+    @Override
+    public int cuSurfObjectCreate(MemorySegment pSurfObject, MemorySegment pResDesc) {
+        return run("cuSurfObjectCreate", () -> {
+            MemorySegment out = sized(pSurfObject, 8, "pSurfObject");
+            out.set(HostSegments.LONG, 0, textures.createSurface(pResDesc));
+        });
+    }
+
+    @Override
+    public int cuSurfObjectDestroy(long surfObject) {
+        return run("cuSurfObjectDestroy", () -> textures.destroySurface(surfObject));
+    }
+
+    @Override
+    public int cuSurfObjectGetResourceDesc(MemorySegment pResDesc, long surfObject) {
+        return run("cuSurfObjectGetResourceDesc", () -> textures.surfaceResourceDesc(pResDesc, surfObject));
     }
 }

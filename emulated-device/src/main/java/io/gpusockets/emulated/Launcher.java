@@ -139,7 +139,7 @@ final class Launcher {
             }
             c.throwIfFaulted();
             PtxKernel.Launch run = new PtxKernel.Launch(launch.gridX, launch.gridY, launch.gridZ, launch.blockX, launch.blockY,
-                    launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory));
+                    launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory, handles));
             return new Prepared(fn, launch, () -> program.run(run), "kernel " + name);
         }
         String mismatch = fn.kernel.mismatch(fn.entry);

@@ -14,8 +14,8 @@ import java.util.AbstractList;
 import java.util.List;
 
 /**
- * Area {@code pitched}: cuMemcpy2D/3D (and Async), and cuMemcpy2DUnaligned (cudart 13's cudaMemcpy2D),
- * which travels as cuMemcpy2D does under its own entry. A host side is gathered from (or scattered into)
+ * Area {@code pitched}: cuMemcpy2D/3D (and Async), cuMemcpy2DUnaligned, cuMemcpy3DPeer (and Async), and the array copies with a host side
+ * (cuMemcpyHtoA/AtoH and Async), sent as one-row 2D copies with an array side. A host side is gathered from (or scattered into)
  * the program's pitched memory row by row, so that only the bytes the copy moves travel, packed, and
  * no guest address is sent; UNIFIED sides are resolved by the device ranges the frontend has seen.
  */
@@ -67,13 +67,83 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
         return copy(f, pCopy, stream, is3D, async);
     }
 
+    /** The same for entry {@code f} (cuMemcpy2DUnaligned travels as itself, so the backend's driver applies its own rules). */
     private int copy(ApiFunction f, MemorySegment pCopy, long stream, boolean is3D, boolean async) {
         if (pCopy.isNative() && pCopy.address() == 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         Memcpy3D m = is3D ? Memcpy3D.read3D(WireValues.sized(pCopy, Memcpy3D.SIZE_3D))
                 : Memcpy3D.read2D(WireValues.sized(pCopy, Memcpy3D.SIZE_2D));
-        if (m.src().reserved() != 0 || m.dst().reserved() != 0 || m.totalBytes() < 0) {
+        if (m.src().reserved() != 0 || m.dst().reserved() != 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return send(m, stream, is3D, async, f);
+    }
+
+    // ---- 3D peer copies: the contexts stay here ------------------------------------------------------
+
+    /**
+     * cuMemcpy3DPeer: within one backend every context's device memory has its unified address and the
+     * backend checks each side against the session's memory and arrays, so the copy travels as the
+     * cuMemcpy3D it describes. The contexts must be given (NULL: CUDA_ERROR_INVALID_CONTEXT, as the driver);
+     * they do not travel.
+     */
+    @Override
+    public int cuMemcpy3DPeer(MemorySegment pCopy) {
+        return peer(pCopy, 0, false);
+    }
+
+    @Override
+    public int cuMemcpy3DPeerAsync(MemorySegment pCopy, long hStream) {
+        return peer(pCopy, hStream, true);
+    }
+
+    private int peer(MemorySegment pCopy, long stream, boolean async) {
+        if (pCopy.isNative() && pCopy.address() == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Memcpy3D m = Memcpy3D.read3D(WireValues.sized(pCopy, Memcpy3D.SIZE_3D));
+        if (m.src().reserved() == 0 || m.dst().reserved() == 0) {
+            return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+        }
+        return send(m.withoutPeerContexts(), stream, true, async);
+    }
+
+    // ---- the array copies with a host side: one-row 2D copies ---------------------------------------
+
+    @Override
+    public int cuMemcpyHtoA(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount) {
+        return send(Memcpy3D.arrayRow(hostSide(srcHost), Memcpy3D.arraySide(dstArray, dstOffset), byteCount), 0, false, false);
+    }
+
+    @Override
+    public int cuMemcpyAtoH(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount) {
+        return send(Memcpy3D.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset), hostSide(dstHost), byteCount), 0, false, false);
+    }
+
+    @Override
+    public int cuMemcpyHtoAAsync(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount, long hStream) {
+        return send(Memcpy3D.arrayRow(hostSide(srcHost), Memcpy3D.arraySide(dstArray, dstOffset), byteCount), hStream, false, true);
+    }
+
+    @Override
+    public int cuMemcpyAtoHAsync(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount, long hStream) {
+        return send(Memcpy3D.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset), hostSide(dstHost), byteCount), hStream, false, true);
+    }
+
+    private static Side hostSide(MemorySegment host) {
+        return Memcpy3D.hostSide(host == null ? 0 : host.address());
+    }
+
+    /** Sends a copy read from the program's struct (or built for an array copy): see {@link #copy}. */
+    private int send(Memcpy3D m, long stream, boolean is3D, boolean async) {
+        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
+                : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
+        return send(m, stream, is3D, async, f);
+    }
+
+    private int send(Memcpy3D m, long stream, boolean is3D, boolean async, ApiFunction f) {
+        if (m.totalBytes() < 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         Side src = resolve(m.src());

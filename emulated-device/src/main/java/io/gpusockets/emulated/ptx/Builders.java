@@ -262,6 +262,7 @@ final class Builders {
             }
             case "prefetch", "prefetchu", "discard", "applypriority" -> cacheHint(in, m, o, name);
             case "match" -> match(in, m, o);
+            case "tex", "suld", "sust" -> TextureOps.build(in, name, m, o, ops);
             default -> throw new PtxUnsupported("instruction " + name + " is not supported by the emulated device");
         }
         m.done();

@@ -417,7 +417,35 @@ final class Cta implements PtxKernel.CtaRunner {
                 }
             }
             case Insn.BAR_RED -> barrierReduction(in, w, exec, r);
+            case Insn.TEX, Insn.SULD, Insn.SUST -> texture(in, exec, r);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** tex, suld, sust lane by lane ({@link TextureOps}); sust's values follow the sources. */
+    private void texture(Insn in, int exec, long[] r) {
+        int n = in.srcs.length;
+        boolean store = in.op == Insn.SUST;
+        long[] src = new long[n + (store ? in.vec.length : 0)];
+        long[] out = new long[in.vec.length];
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            for (int k = 0; k < n; k++) {
+                src[k] = r[in.srcs[k] * 32 + l];
+            }
+            if (store) {
+                for (int k = 0; k < in.vec.length; k++) {
+                    src[n + k] = r[in.vec[k] * 32 + l];
+                }
+            }
+            TextureOps.execute(in, src, out, memory);
+            if (!store) {
+                for (int k = 0; k < in.vec.length; k++) {
+                    if (in.vec[k] >= 0) {
+                        r[in.vec[k] * 32 + l] = Types.norm(out[k], in.type);
+                    }
+                }
+            }
         }
     }
 

@@ -46,4 +46,9 @@ public interface GlobalMemory {
 
     /** True once the context is being destroyed: a running kernel stops. */
     boolean cancelled();
+
+    /** The launching context's texture and surface objects (tex, suld, sust); none by default. */
+    default TextureUnit textures() {
+        throw fault("texture and surface instructions need texture and surface objects, which this memory has none of");
+    }
 }

@@ -151,6 +151,15 @@ final class Insn {
     static final int MATCH = 84;
     /** trap, brkpt: the launch fails (the sticky CUDA_ERROR_LAUNCH_FAILED) when a thread executes it; mod 1 for brkpt. */
     static final int TRAP = 85;
+    /**
+     * tex, tex.level, tex.grad, tex.base ({@link TextureOps}): srcs the texture object and the coordinates (and the
+     * level or gradients), vec the four destinations; mod the geometry, coordinate and result types and variant.
+     */
+    static final int TEX = 86;
+    /** suld.b ({@link TextureOps}): srcs the surface object and the coordinates, vec the destinations, type the element type. */
+    static final int SULD = 87;
+    /** sust.b ({@link TextureOps}): srcs the surface object and the coordinates, vec the values, type the element type. */
+    static final int SUST = 88;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;
@@ -210,6 +219,8 @@ final class Insn {
     Calls.Site call;
     /** The carry flag's register slot (ADD_CARRY, SUB_CARRY, MAD_CARRY), or -1. */
     int carry = -1;
+    /** TEX, SULD, SUST: the source slots, the texture or surface object first ({@link TextureOps}). */
+    int[] srcs;
 
     Insn(int line, String text) {
         this.line = line;

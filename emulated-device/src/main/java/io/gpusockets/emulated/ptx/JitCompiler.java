@@ -136,6 +136,7 @@ final class JitCompiler {
             case Insn.ATOM -> in.space == Insn.GLOBAL || in.space == Insn.SHARED || in.space == Insn.GENERIC ? null : "atomic space";
             case Insn.CALL, Insn.RET -> "device-function calls";
             case Insn.CVTA_LOCAL -> null;
+            case Insn.TEX, Insn.SULD, Insn.SUST -> null;
             default -> "op " + in.op;
         };
     }
@@ -272,6 +273,11 @@ final class JitCompiler {
                 out.add(s);
             }
         }
+        if (in.srcs != null) {
+            for (int s : in.srcs) {
+                out.add(s);
+            }
+        }
         return out;
     }
 
@@ -325,6 +331,16 @@ final class JitCompiler {
             }
             case Insn.BAR_RED -> use(b, in.c);
             case Insn.CVTA_LOCAL -> use(b, in.a);
+            case Insn.TEX, Insn.SULD, Insn.SUST -> {
+                for (int s : in.srcs) {
+                    use(b, s);
+                }
+                if (in.op == Insn.SUST) {
+                    for (int s : in.vec) {
+                        use(b, s);
+                    }
+                }
+            }
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.a);
@@ -342,7 +358,7 @@ final class JitCompiler {
                 use(b, in.d);
                 use(b, in.d2);
             }
-            case Insn.LD, Insn.UNPACK, Insn.ATOM -> {
+            case Insn.LD, Insn.UNPACK, Insn.ATOM, Insn.TEX, Insn.SULD -> {
                 for (int s : in.vec) {
                     use(b, s);
                 }
@@ -849,6 +865,7 @@ final class JitCompiler {
             }
             case Insn.NOP -> {
             }
+            case Insn.TEX, Insn.SULD, Insn.SUST -> texture(c, i, in);
             case Insn.TRAP -> {
                 // the launch fails: JitCta makes the fault (reached only when the guard, if any, holds)
                 c.aload(CTA);
@@ -858,6 +875,43 @@ final class JitCompiler {
                 c.athrow();
             }
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /**
+     * tex, suld, sust through {@link JitCta#texture}: the sources (and sust's values) handed over one by one,
+     * the instruction run by {@link TextureOps} as the interpreter runs it, tex's and suld's results taken back.
+     */
+    private void texture(CodeBuilder c, int i, Insn in) {
+        boolean store = in.op == Insn.SUST;
+        int k = 0;
+        for (int s : in.srcs) {
+            c.aload(CTA);
+            c.loadConstant(k++);
+            load(c, s);
+            c.invokevirtual(CD_CTA, "textureArgument", MethodTypeDesc.of(CD_void, CD_int, CD_long));
+        }
+        if (store) {
+            for (int s : in.vec) {
+                c.aload(CTA);
+                c.loadConstant(k++);
+                load(c, s);
+                c.invokevirtual(CD_CTA, "textureArgument", MethodTypeDesc.of(CD_void, CD_int, CD_long));
+            }
+        }
+        c.aload(CTA);
+        insn(c, i);
+        c.invokevirtual(CD_CTA, "texture", MethodTypeDesc.of(CD_void, CD_INSN));
+        if (!store) {
+            for (k = 0; k < in.vec.length; k++) {
+                if (in.vec[k] >= 0) {
+                    c.aload(CTA);
+                    c.loadConstant(k);
+                    c.invokevirtual(CD_CTA, "textureResult", MethodTypeDesc.of(CD_long, CD_int));
+                    norm(c, in.type);
+                    store(c, in.vec[k]);
+                }
+            }
         }
     }
 

@@ -60,6 +60,9 @@ final class JitCta implements PtxKernel.CtaRunner {
     private final int[] waitAt;
     private final long[] lanes = new long[6 * 32];
     private final long[] scratch = new long[32];
+    /** tex/suld/sust: the sources the generated code hands over, and the results it takes back ({@link #texture}). */
+    private final long[] textureArguments = new long[32];
+    private final long[] textureResults = new long[4];
     long cx;
     long cy;
     long cz;
@@ -633,5 +636,20 @@ final class JitCta implements PtxKernel.CtaRunner {
             stGlobal(site, address, size, Alu.atomic(in, old, b, c));
             return old;
         }
+    }
+
+    /** The k-th source of the next {@link #texture}. */
+    void textureArgument(int k, long value) {
+        textureArguments[k] = value;
+    }
+
+    /** Runs a tex, suld or sust of the current thread with the sources handed over ({@link TextureOps}). */
+    void texture(Insn in) {
+        TextureOps.execute(in, textureArguments, textureResults, memory);
+    }
+
+    /** The k-th result of the last {@link #texture}. */
+    long textureResult(int k) {
+        return textureResults[k];
     }
 }
