@@ -1947,12 +1947,6 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuMemcpy3DAsync", () -> pitched.copy(pCopy, true, hStream));
     }
 
-    /** The same copy as cuMemcpy2D: the emulated device has no pitch alignment rules to loosen. */
-    @Override
-    public int cuMemcpy2DUnaligned(MemorySegment pCopy) {
-        return run("cuMemcpy2DUnaligned", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
-    }
-
     @Override
     public int cuMemcpy3DPeer(MemorySegment pCopy) {
         return run("cuMemcpy3DPeer", () -> pitched.peer(pCopy, PitchedTransfers.SYNCHRONOUS));
