@@ -35,6 +35,8 @@ final class EmulatedContext {
     final String name;
     /** Handles of the streams, events, modules and functions created in this context. */
     final Map<Long, Object> owned = new ConcurrentHashMap<>();
+    /** The conditional handles made for graphs in this context, by handle: the value cudaGraphSetConditional sets. */
+    final Map<Long, Graphs.Conditional> conditionals = new ConcurrentHashMap<>();
     /** Limits and cache preference (cuCtxGetLimit, cuCtxSetCacheConfig, ...). */
     final ContextSettings settings = new ContextSettings();
 
