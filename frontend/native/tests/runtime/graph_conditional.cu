@@ -44,8 +44,8 @@ static void kernelNode(cudaGraph_t g, const cudaGraphNode_t *deps, size_t nd, vo
 // A conditional node of `type` with `size` bodies after `dep` (NULL: a root); the body graphs come back in `bodies`.
 static cudaGraphNode_t conditional(cudaGraph_t g, cudaGraphNode_t *dep, cudaGraphConditionalHandle h,
                                    cudaGraphConditionalNodeType type, unsigned size, cudaGraph_t *bodies) {
-    cudaGraphNodeParams p;
-    memset(&p, 0, sizeof p);
+    // (its union holds dim3s, so C++ cannot default-construct it: zeroed storage instead)
+    cudaGraphNodeParams &p = *(cudaGraphNodeParams *) calloc(1, sizeof(cudaGraphNodeParams));
     p.type = cudaGraphNodeTypeConditional;
     p.conditional.handle = h;
     p.conditional.type = type;
@@ -55,6 +55,7 @@ static cudaGraphNode_t conditional(cudaGraph_t g, cudaGraphNode_t *dep, cudaGrap
     for (unsigned i = 0; i < size; i++) {
         bodies[i] = p.conditional.phGraph_out[i];
     }
+    free(&p);
     return node;
 }
 
@@ -118,16 +119,15 @@ int main() {
     CK(cudaGraphCreate(&ig, 0));
     cudaGraphConditionalHandle cond;
     CK(cudaGraphConditionalHandleCreate(&cond, ig, 0, cudaGraphCondAssignDefault));
-    cudaGraphNode_t setter, ifNode, thenNode, elseNode;
+    cudaGraphNode_t setter, thenNode, elseNode;
     void *chooseArgs[] = {&selector, &cond};
     kernelNode(ig, NULL, 0, (void *) choose, chooseArgs, 1, &setter);
-    ifNode = conditional(ig, &setter, cond, cudaGraphCondTypeIf, 2, body);
+    conditional(ig, &setter, cond, cudaGraphCondTypeIf, 2, body);
     int hundred = 100, twoHundred = 200;
     void *thenArgs[] = {&data, &count, &hundred};
     void *elseArgs[] = {&data, &count, &twoHundred};
     kernelNode(body[0], NULL, 0, (void *) add, thenArgs, n, &thenNode);
     kernelNode(body[1], NULL, 0, (void *) add, elseArgs, n, &elseNode);
-    (void) ifNode;
     cudaGraphExec_t ie;
     CK(cudaGraphInstantiate(&ie, ig, 0));
     for (int sel = 0; sel < 2; sel++) {
@@ -150,11 +150,10 @@ int main() {
     CK(cudaGraphCreate(&sg, 0));
     cudaGraphConditionalHandle which;
     CK(cudaGraphConditionalHandleCreate(&which, sg, 0, cudaGraphCondAssignDefault));
-    cudaGraphNode_t sset, switchNode, cases[3];
+    cudaGraphNode_t sset, cases[3];
     void *whichArgs[] = {&selector, &which};
     kernelNode(sg, NULL, 0, (void *) choose, whichArgs, 1, &sset);
-    switchNode = conditional(sg, &sset, which, cudaGraphCondTypeSwitch, 3, body);
-    (void) switchNode;
+    conditional(sg, &sset, which, cudaGraphCondTypeSwitch, 3, body);
     int amounts[3] = {1000, 2000, 3000};
     void *caseArgs[3][3];
     for (int k = 0; k < 3; k++) {

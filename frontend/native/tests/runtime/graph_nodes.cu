@@ -147,8 +147,8 @@ int main() {
     // with cudaGraphAddNode; the memset's value changed with cudaGraphExecNodeSetParams
     cudaGraph_t g3;
     CK(cudaGraphCreate(&g3, 0));
-    cudaGraphNodeParams np;
-    memset(&np, 0, sizeof np);
+    // (its union holds dim3s, so C++ cannot default-construct it: zeroed storage instead)
+    cudaGraphNodeParams &np = *(cudaGraphNodeParams *) calloc(1, sizeof(cudaGraphNodeParams));
     np.type = cudaGraphNodeTypeMemset;
     np.memset.dst = acc;
     np.memset.value = 3;
@@ -159,8 +159,7 @@ int main() {
     CK(cudaGraphAddNode(&gm, g3, NULL, NULL, 0, &np));
     int base3 = 11;
     void *fill3[] = {&half, &count, &base3};
-    cudaGraphNodeParams kn;
-    memset(&kn, 0, sizeof kn);
+    cudaGraphNodeParams &kn = *(cudaGraphNodeParams *) calloc(1, sizeof(cudaGraphNodeParams));
     kn.type = cudaGraphNodeTypeKernel;
     kn.kernel.func = (void *) fill;
     kn.kernel.gridDim = dim3(n / 256);
@@ -186,6 +185,8 @@ int main() {
     check("generic exec update", out, n, 40, base3);
     CK(cudaGraphExecDestroy(ge3));
     CK(cudaGraphDestroy(g3));
+    free(&np);
+    free(&kn);
     CK(cudaStreamDestroy(s));
     CK(cudaFree(acc));
     CK(cudaFree(half));

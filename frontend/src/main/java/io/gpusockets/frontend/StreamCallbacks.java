@@ -292,7 +292,8 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         }
         Memcpy3D.Side host = srcHost ? m.src() : m.dst();
         boolean contiguous = m.contiguous(host);
-        try (Arena arena = Arena.ofConfined()) {
+        // Shared: the DATA of a GET may be read into it by whichever thread reads the connection's replies.
+        try (Arena arena = Arena.ofShared()) {
             MemorySegment packed = contiguous
                     ? MemorySegment.ofAddress(host.host() + Memcpy3D.startOffset(host)).reinterpret(total)
                     : arena.allocate(total, 16);
