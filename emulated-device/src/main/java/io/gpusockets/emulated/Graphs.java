@@ -17,7 +17,9 @@ import java.util.List;
 /**
  * The stream-capture and graph calls of the emulated device: handles, argument checks and the C
  * struct layouts (cuda.h 13.0), over {@link Captures}, {@link EmulatedGraph} and {@link EmulatedGraphExec}.
- * Graphs are no context's (cuCtxDestroy leaves them); exec graphs are their context's.
+ * Graphs are no context's (cuCtxDestroy leaves them); exec graphs are their context's. Node kinds:
+ * kernel, memcpy (device or host sides), memset, host, child graph, empty, event, memory allocation and
+ * free, and conditional nodes, whose handles kernels set through {@link #setConditional}.
  */
 final class Graphs {
     /** Bound on node arrays passed in (dependencies, edges). */

@@ -19,6 +19,12 @@ import java.lang.foreign.ValueLayout;
  * each checked to be a node of the graph the call names before the driver sees it; node handles the
  * driver answers become ids owned by their graph (dropped with it). Graphs and nodes belong to no
  * context; an exec graph belongs to the context it was instantiated in (see {@link SessionCleanup}).
+ *
+ * <p>Issue 21: host nodes and memcpy nodes with a host side carry the guest's work token, never its
+ * pointers, and become gates ({@link HostCallbackGates}); a memory allocation node's address becomes a
+ * range of the session and its size is charged for the session's life; a conditional node's body
+ * graphs, and a child graph node's graph, are ids owned by their node; node parameters are checked as
+ * when the node was made.
  */
 final class GraphCalls implements BackendHandlers.Graphs {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;

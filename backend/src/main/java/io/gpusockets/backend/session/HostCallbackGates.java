@@ -31,8 +31,9 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>Both entries use the driver's cuStreamAddCallback, which runs exactly once per call and passes
  * the stream's status: a host function whose gate reports an error is then not called by the
- * frontend, as cuLaunchHostFunc specifies. (cuLaunchHostFunc is legal during stream capture, but a gate in a
- * graph would wait for a guest callback no one asks for: CaptureGuard refuses it on a capturing stream.) On a real GPU the driver runs callbacks on its own thread, so while
+ * frontend, as cuLaunchHostFunc specifies. (cuLaunchHostFunc is legal during stream capture, but a stream
+ * gate captured into a graph would wait for a guest callback no one asks for: CaptureGuard refuses it on a
+ * capturing stream; explicit graph host nodes use the graph gates below.) On a real GPU the driver runs callbacks on its own thread, so while
  * one gate waits for the guest, later callbacks of the context wait too; CUDA allows this ("may be
  * serialized"). When the session ends every gate opens, so no stream stays blocked.
  *
