@@ -20,7 +20,9 @@ import org.junit.jupiter.api.Timeout;
  * Stream capture and graphs (issue 11) through the Java frontend against a backend process on the
  * emulated device: capture then replay, explicit graphs with kernel nodes (parameters copied at the
  * call), host work refused in a capture, stream-ordered allocation captured into graph memory nodes, another session's graphs refused, and a session's end
- * releasing its graphs and exec graphs.
+ * releasing its graphs and exec graphs; issue 21: host nodes and memcpy nodes with a host side run in
+ * the guest at each launch, memory allocation/free nodes, conditional nodes and node parameters are
+ * checked before the driver.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class GraphsApiTest extends EmulatedBackendTest {
