@@ -144,7 +144,7 @@ class GraphsApiTest extends EmulatedBackendTest {
     }
 
     @Test
-    void hostCopiesAndHostFunctionsInACaptureAreRefusedAndInvalidateIt() throws Exception {
+    void hostCopiesInACaptureAreRefusedAndHostFunctionsBecomeHostNodesThatRunAtEachLaunch() throws Exception {
         try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
             Rig r = new Rig(d);
             long s = r.cu.stream();
@@ -157,12 +157,21 @@ class GraphsApiTest extends EmulatedBackendTest {
             assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
 
             Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin again");
-            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-                    d.cuLaunchHostFunc(s, CallbackProbe.HOST_FN, MemorySegment.ofAddress(0x6a9f)));
-            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            long userData = 0x6a9f0000L + System.nanoTime() % 0xffff;
+            Cuda.ok(r.saxpy(s, 1f), "saxpy in the capture");
+            Cuda.ok(d.cuLaunchHostFunc(s, CallbackProbe.HOST_FN, MemorySegment.ofAddress(userData)), "a host function in a capture");
+            assertTrue(CallbackProbe.callsWith(userData).isEmpty(), "captured: it does not run now");
+            long graph = r.out(o -> d.cuStreamEndCapture(s, o), "end capture");
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, graph, 0), "instantiate");
+            for (int i = 1; i <= 2; i++) {
+                Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+                Cuda.ok(d.cuStreamSynchronize(s), "sync");
+                assertEquals(i, CallbackProbe.callsWith(userData).size(), "the host node ran at each launch");
+            }
+            assertArrayEquals(all(2f), r.ys(), "the captured saxpy ran twice, the refused capture's never");
             Cuda.ok(r.saxpy(s, 2f), "not capturing: runs");
             Cuda.ok(d.cuStreamSynchronize(s), "sync");
-            assertArrayEquals(all(2f), r.ys());
+            assertArrayEquals(all(4f), r.ys());
         }
     }
 

@@ -223,6 +223,8 @@ final class EmulatedContext {
             return EmulatedGraph.MEMCPY;
         } else if (what.equals("cuGraphLaunch")) {
             return EmulatedGraph.GRAPH;
+        } else if (what.equals("cuLaunchHostFunc")) {
+            return EmulatedGraph.HOST;
         }
         return EmulatedGraph.EMPTY;
     }

@@ -366,7 +366,9 @@ final class Graphs {
     }
 
     void hostGetParams(long hNode, MemorySegment out) {
-        HostParams h = (HostParams) hostNode(hNode).params;
+        if (!(hostNode(hNode).params instanceof HostParams h)) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "a host node made by a capture: its parameters are not kept here");
+        }
         MemorySegment p = HostSegments.sized(out, HOST_SIZE, "nodeParams");
         p.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, h.fn());
         p.set(ValueLayout.JAVA_LONG_UNALIGNED, 8, h.userData());

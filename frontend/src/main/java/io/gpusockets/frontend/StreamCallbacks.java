@@ -56,7 +56,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * or out of it (GET, device to host), or between two host buffers, and opens the gate, so the graph's
  * later nodes see the host side done, in the graph's order, at each launch. Once the first graph work
  * is filed the worker always waits for a gate (a graph launch enqueues none here to count), so from
- * then on it may read replies for the other threads, as above. Tokens are kept for the connection's
+ * then on it may read replies for the other threads, as above. A host function enqueued on a
+ * capturing stream becomes such graph work too: its token travels with the enqueue, and the backend
+ * puts a graph gate into the capture. Tokens are kept for the connection's
  * life, as the backend keeps their gates (an exec graph outlives its graph).
  */
 final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable {
@@ -127,6 +129,12 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
     long file(GraphWork work) {
         long token = tokens.getAndIncrement();
         graphWork.put(token, work);
+        graphMode();
+        return token;
+    }
+
+    /** From now on the worker always waits for a gate (graph launches enqueue none here to count). */
+    private void graphMode() {
         if (!graphMode) {
             synchronized (this) {
                 if (!graphMode) {
@@ -136,7 +144,6 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
                 }
             }
         }
-        return token;
     }
 
     /** Forgets a token the backend refused (it made no node with it). */
@@ -155,7 +162,7 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         if (isNull(callback) || flags != 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream));
+        return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream), 0);
     }
 
     /** As {@link #cuStreamAddCallback}, without a status; skipped if the stream failed. */
@@ -164,18 +171,28 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         if (isNull(fn)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        return enqueue(HOST_FUNC, stream, 0, new Pending(true, fn.address(), userData.address(), stream));
+        // Filed (quietly) in case the stream captures: the backend then makes it a host node of the graph.
+        long token = tokens.getAndIncrement();
+        graphWork.put(token, new HostFunction(fn.address(), userData.address()));
+        return enqueue(HOST_FUNC, stream, 0, new Pending(true, fn.address(), userData.address(), stream), token);
     }
 
-    private int enqueue(ApiFunction f, long stream, int flags, Pending p) {
+    /** {@code work}: a host function's token (0: none); the backend answers gate 0 when it went into a capture. */
+    private int enqueue(ApiFunction f, long stream, int flags, Pending p, long work) {
         ByteBuffer req = request();
-        HostCallbackOps.putEnqueue(req, stream, flags);
+        HostCallbackOps.putEnqueue(req, stream, flags, work);
         req.flip();
         CallChannel.Reply reply = exchange(f, req);
         if (reply.result() != CuResult.CUDA_SUCCESS) {
+            graphWork.remove(work);
             return reply.result();
         }
         long gate = HostCallbackOps.readEnqueueReply(reply.body());
+        if (gate == 0 && work != 0) {
+            graphMode();   // captured: it runs at each launch of the graph, through the graph gates
+            return CuResult.CUDA_SUCCESS;
+        }
+        graphWork.remove(work);
         slot(gate).complete(p);
         startWorker();
         outstanding.release();

@@ -23,21 +23,37 @@ final class CallbackCalls implements BackendHandlers.Callbacks {
 
     @Override
     public int cuStreamAddCallback(Call c) throws ProtocolException, CallRejected, InterruptedException, java.io.IOException {
-        return gate(c);
+        return gate(c, false);
     }
 
     @Override
     public int cuLaunchHostFunc(Call c) throws ProtocolException, CallRejected, InterruptedException, java.io.IOException {
-        return gate(c);
+        return gate(c, true);
     }
 
-    private int gate(Call c) throws ProtocolException, CallRejected, InterruptedException, java.io.IOException {
+    /**
+     * {@code hostFunction}: cuLaunchHostFunc, which CUDA allows in a capture: there, with the guest's
+     * work token, it becomes a graph gate in the capture (a host node, HostCallbackGates' graph work)
+     * and the reply's gate is 0. A stream callback, or a host function without a token, is refused in
+     * a capture (CaptureGuard), as before.
+     */
+    private int gate(Call c, boolean hostFunction) throws ProtocolException, CallRejected, InterruptedException, java.io.IOException {
         HostCallbackGates gates = session.callbackGates();
         HostCallbackOps.Request op = HostCallbackOps.read(c.body);
         c.expectEnd();
         return switch (op) {
             case HostCallbackOps.Enqueue e -> {
                 long stream = c.handle(ParamType.STREAM, e.stream(), true);
+                if (hostFunction && e.work() != 0 && session.captureGuard().capturing(c, session.host().driver(), stream)) {
+                    HostCallbackGates.GraphWork w = gates.graphWork(e.work(), 0);
+                    if (w == null) {
+                        throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "graph work of the session over its bounds");
+                    }
+                    int r = session.host().driver().cuLaunchHostFunc(stream, HostCallbackGates.GRAPH_REACHED,
+                            MemorySegment.ofAddress(w.key()));
+                    HostCallbackOps.putEnqueueReply(c.outs, 0);
+                    yield r;
+                }
                 session.captureGuard().refuseHostWork(c, session.host().driver(), stream, c.name());
                 long[] id = new long[1];
                 int r = gates.enqueue(session.host().driver(), stream, e.flags(), id);

@@ -9,8 +9,8 @@ import java.nio.ByteBuffer;
  *
  * <pre>
  *  request                                         reply (after the CUresult)
- *  ENQUEUE  op u32 = 0 | stream u64 | flags u32      gate u64
- *           0          4            12        16     0        8
+ *  ENQUEUE  op u32 = 0 | stream u64 | flags u32 | work u64      gate u64 (0: captured as graph work)
+ *           0          4            12          16         24    0        8
  *  AWAIT    op u32 = 1                               gate u64 | status i32 | work u64 | bytes u64   (blocks until a gate is reached)
  *           0          4                             0        8            12         20          28
  *  OPEN     op u32 = 2 | gate u64                    (nothing)
@@ -26,7 +26,9 @@ import java.nio.ByteBuffer;
  * that touches host memory, see the backend's HostCallbackGates) reports the guest's {@code work}
  * token the node was made with (0 for a stream callback) and the size of its staging buffer; before
  * opening such a gate the guest fills the staging buffer (PUT, a host-to-device copy) or reads it
- * (GET, device-to-host). All fields little-endian, no padding.
+ * (GET, device-to-host). ENQUEUE's {@code work} is a token the guest filed the host function under
+ * (0: none): on a capturing stream the backend puts a graph gate with it into the capture (a host
+ * node) and answers gate 0. All fields little-endian, no padding.
  */
 public final class HostCallbackOps {
     public static final int ENQUEUE = 0;
@@ -40,7 +42,8 @@ public final class HostCallbackOps {
     public static final int STREAM_OFFSET = 4;
     public static final int FLAGS_OFFSET = 12;
     public static final int GATE_OFFSET = 4;
-    public static final int ENQUEUE_BYTES = 16;
+    public static final int WORK_OFFSET = 16;
+    public static final int ENQUEUE_BYTES = 24;
     public static final int AWAIT_BYTES = 4;
     public static final int OPEN_BYTES = 12;
     /** In the replies: ENQUEUE's and AWAIT's gate, AWAIT's status. */
@@ -60,8 +63,11 @@ public final class HostCallbackOps {
     public sealed interface Request permits Enqueue, Await, Open, Put, Get {
     }
 
-    /** Put a gate into {@code stream} ({@code flags}: cuStreamAddCallback's, 0 for a host function). */
-    public record Enqueue(long stream, int flags) implements Request {
+    /**
+     * Put a gate into {@code stream} ({@code flags}: cuStreamAddCallback's, 0 for a host function;
+     * {@code work}: the guest's token for a host function, used when the stream captures, or 0).
+     */
+    public record Enqueue(long stream, int flags, long work) implements Request {
     }
 
     /** Wait for the next gate a stream has reached. */
@@ -91,8 +97,8 @@ public final class HostCallbackOps {
 
     // ---- requests (frontend writes, backend reads) -----------------------------------------------
 
-    public static void putEnqueue(ByteBuffer b, long stream, int flags) {
-        b.putInt(ENQUEUE).putLong(stream).putInt(flags);
+    public static void putEnqueue(ByteBuffer b, long stream, int flags, long work) {
+        b.putInt(ENQUEUE).putLong(stream).putInt(flags).putLong(work);
     }
 
     public static void putAwait(ByteBuffer b) {
@@ -121,7 +127,8 @@ public final class HostCallbackOps {
             case ENQUEUE -> {
                 long stream = b.getLong();
                 int flags = b.getInt();
-                yield new Enqueue(stream, flags);
+                long work = b.getLong();
+                yield new Enqueue(stream, flags, work);
             }
             case AWAIT -> AWAIT_REQUEST;
             case OPEN -> new Open(b.getLong());

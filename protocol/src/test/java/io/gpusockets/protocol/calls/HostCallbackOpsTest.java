@@ -35,15 +35,16 @@ class HostCallbackOpsTest {
     @Test
     void requestBytesAreExactlyTodays() {
         ByteBuffer enqueue = request();
-        HostCallbackOps.putEnqueue(enqueue, 0x0A0B0C0D01020304L, 7);
-        assertArrayEquals(new byte[] {0, 0, 0, 0, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A, 7, 0, 0, 0}, sent(enqueue));
+        HostCallbackOps.putEnqueue(enqueue, 0x0A0B0C0D01020304L, 7, 0x55L);
+        assertArrayEquals(new byte[] {0, 0, 0, 0, 4, 3, 2, 1, 0x0D, 0x0C, 0x0B, 0x0A, 7, 0, 0, 0, 0x55, 0, 0, 0, 0, 0, 0, 0},
+                sent(enqueue));
         ByteBuffer await = request();
         HostCallbackOps.putAwait(await);
         assertArrayEquals(new byte[] {1, 0, 0, 0}, sent(await));
         ByteBuffer open = request();
         HostCallbackOps.putOpen(open, 0x1122L);
         assertArrayEquals(new byte[] {2, 0, 0, 0, 0x22, 0x11, 0, 0, 0, 0, 0, 0}, sent(open));
-        assertEquals(HostCallbackOps.ENQUEUE_BYTES, 16);
+        assertEquals(HostCallbackOps.ENQUEUE_BYTES, 24);
         assertEquals(HostCallbackOps.AWAIT_BYTES, 4);
         assertEquals(HostCallbackOps.OPEN_BYTES, 12);
     }
@@ -65,8 +66,8 @@ class HostCallbackOpsTest {
     @Test
     void eachRequestRoundTripsToItsRecord() throws ProtocolException {
         ByteBuffer b = request();
-        HostCallbackOps.putEnqueue(b, -3L, 0);
-        assertEquals(new HostCallbackOps.Enqueue(-3L, 0), HostCallbackOps.read(b.flip()));
+        HostCallbackOps.putEnqueue(b, -3L, 0, 9L);
+        assertEquals(new HostCallbackOps.Enqueue(-3L, 0, 9L), HostCallbackOps.read(b.flip()));
         assertEquals(0, b.remaining());
         b = request();
         HostCallbackOps.putAwait(b);
