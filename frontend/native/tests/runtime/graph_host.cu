@@ -4,6 +4,7 @@
 // memcpy node after it, and a kernel between. The exec graph is launched three times with new host
 // data, so each launch must read and write the host buffers at the node's moment, in the graph's
 // order. Then the host node's parameters are read back and replaced in the exec graph and in the
+// graph, and a host function launched on a capturing stream runs at each launch of the captured
 // graph. Every result is compared with the CPU's.
 #include "common.cuh"
 
@@ -156,6 +157,29 @@ int main() {
     if (counted != 2 || seen.calls != 3) {
         FAIL("counted %d, sums %d", counted, seen.calls);
     }
+
+    // a host function on a capturing stream becomes a host node of the captured graph: it runs at each launch
+    int captured = 0;
+    cudaGraph_t cg;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    affine<<<n / 256, 256, 0, s>>>(d, n, 1, 1);
+    CK(cudaLaunchHostFunc(s, count_host, &captured));
+    CK(cudaStreamEndCapture(s, &cg));
+    if (captured != 0) {
+        FAIL("the captured host function ran at the capture");
+    }
+    cudaGraphExec_t ce;
+    CK(cudaGraphInstantiate(&ce, cg, 0));
+    for (int i = 0; i < 3; i++) {
+        CK(cudaGraphLaunch(ce, s));
+    }
+    CK(cudaStreamSynchronize(s));
+    printf("captured host function: ran %d times\n", captured);
+    if (captured != 3) {
+        FAIL("the captured host function ran %d times, expected 3", captured);
+    }
+    CK(cudaGraphExecDestroy(ce));
+    CK(cudaGraphDestroy(cg));
 
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
