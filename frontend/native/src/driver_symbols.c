@@ -102,7 +102,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuGraphExecKernelNodeSetParams) \
     X(cuGraphExecUpdate) \
     X(cuGraphInstantiate) \
-    X(cuGraphInstantiateWithParams_ptsz) \
     X(cuGraphInstantiate_v2) \
     X(cuGraphKernelNodeGetParams) \
     X(cuGraphKernelNodeSetParams) \

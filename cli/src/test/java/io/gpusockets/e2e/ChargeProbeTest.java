@@ -291,6 +291,38 @@ class ChargeProbeTest {
                 }));
     }
 
+    /**
+     * cuGraphAddMemAllocNode (issue 21) charges by its handler, as a captured cuMemAllocAsync does: the
+     * node's size when the node is made (the driver reserves its address then), kept for the session's
+     * life whatever frees it, and refused past the tenant's limit before the driver is asked.
+     */
+    @Test
+    void aGraphMemoryAllocationNodeIsChargedWhenMadeAndKeptUntilTheSessionEnds() throws Exception {
+        awaitBack("before the graph memory probe", idle, 0);
+        try (RemoteCudaDriver d = connect()) {
+            Cuda cu = session(d);
+            long device0 = deviceUsed(), charged0 = tenant().memoryUsed();
+            MemorySegment g = cu.cell(), node = cu.cell();
+            Cuda.ok(d.cuGraphCreate(g, 0), "cuGraphCreate");
+            MemorySegment p = cu.cell(120).fill((byte) 0);
+            p.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+            p.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+            p.set(JAVA_LONG, 104, 4 * MIB);
+            Cuda.ok(d.cuGraphAddMemAllocNode(node, g.get(JAVA_LONG, 0), MemorySegment.NULL, 0, p), "cuGraphAddMemAllocNode");
+            assertTrue(p.get(JAVA_LONG, 112) != 0, "the node's address comes back in its parameters");
+            long took = deviceUsed() - device0, charged = tenant().memoryUsed() - charged0;
+            assertTrue(charged >= 4 * MIB && charged >= took, "took " + took + ", charged " + charged);
+            Cuda.ok(d.cuGraphDestroy(g.get(JAVA_LONG, 0)), "cuGraphDestroy");
+            assertEquals(charged0 + charged, tenant().memoryUsed(), "graph memory stays charged for the session's life");
+            MemorySegment g2 = cu.cell();
+            Cuda.ok(d.cuGraphCreate(g2, 0), "cuGraphCreate");
+            p.set(JAVA_LONG, 104, 2 * LIMIT);
+            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY,
+                    d.cuGraphAddMemAllocNode(node, g2.get(JAVA_LONG, 0), MemorySegment.NULL, 0, p), "past the tenant's limit");
+        }
+        awaitBack("the graph memory session's end", idle, 0);
+    }
+
     /** Every charged entry of the table, probed on a session of its own; one without a probe fails. */
     @TestFactory
     Stream<DynamicTest> everyChargedEntryTakesNoMoreDeviceMemoryThanItsTenantIsCharged() {

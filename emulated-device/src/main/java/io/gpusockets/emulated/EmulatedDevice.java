@@ -148,7 +148,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.vmm = new VirtualMemory(handles, contexts, memory, deviceCount);
         this.memOps = new StreamMemOps(contexts, streams, memory);
         this.peers = new PeerCopies(contexts, streams, memory);
-        this.graphs = new Graphs(handles, contexts, streams, launcher, memory);
+        this.graphs = new Graphs(handles, contexts, streams, launcher, memory, pools);
         this.links = new LinkStates(handles, contexts);
     }
 
@@ -1751,6 +1751,157 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuGraphMemsetNodeGetParams(long hNode, MemorySegment nodeParams) {
         return run("cuGraphMemsetNodeGetParams", () -> graphs.memsetGetParams(hNode, nodeParams));
+    }
+
+    /** CUDA_GRAPH_INSTANTIATE_PARAMS {flags, hUploadStream, hErrNode_out, result_out}: flags as cuGraphInstantiateWithFlags takes them. */
+    @Override
+    public int cuGraphInstantiateWithParams(MemorySegment phGraphExec, long hGraph, MemorySegment instantiateParams) {
+        return run("cuGraphInstantiateWithParams", () -> {
+            MemorySegment p = HostSegments.sized(instantiateParams, 32, "instantiateParams");
+            long flags = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            p.set(ValueLayout.JAVA_LONG_UNALIGNED, 16, 0);
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, 1);   // CUDA_GRAPH_INSTANTIATE_ERROR until it succeeds
+            long exec = graphs.instantiate(hGraph, flags & ~2L);
+            if ((flags & 2L) != 0) {
+                graphs.upload(exec, p.get(ValueLayout.JAVA_LONG_UNALIGNED, 8));
+            }
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, 0);
+            putLong(phGraphExec, exec, "phGraphExec");
+        });
+    }
+
+    @Override
+    public int cuGraphAddMemAllocNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                      MemorySegment nodeParams) {
+        return run("cuGraphAddMemAllocNode", () -> putLong(phGraphNode,
+                graphs.addMemAlloc(hGraph, dependencies, numDependencies, nodeParams, deviceCount), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphMemAllocNodeGetParams(long hNode, MemorySegment params) {
+        return run("cuGraphMemAllocNodeGetParams", () -> graphs.memAllocGetParams(hNode, params));
+    }
+
+    @Override
+    public int cuGraphAddMemFreeNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                     long dptr) {
+        return run("cuGraphAddMemFreeNode", () -> putLong(phGraphNode,
+                graphs.addMemFree(hGraph, dependencies, numDependencies, dptr), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphMemFreeNodeGetParams(long hNode, MemorySegment dptr) {
+        return run("cuGraphMemFreeNodeGetParams", () -> putLong(dptr, graphs.memFreeGetParams(hNode), "dptr_out"));
+    }
+
+    /** Nothing to trim: graph memory of the emulated device is host memory held from node to context. */
+    @Override
+    public int cuDeviceGraphMemTrim(int device) {
+        return run("cuDeviceGraphMemTrim", () -> contexts.checkDevice(device));
+    }
+
+    @Override
+    public int cuDeviceGetGraphMemAttribute(int device, int attr, MemorySegment value) {
+        return run("cuDeviceGetGraphMemAttribute", () -> {
+            contexts.checkDevice(device);
+            putLong(value, graphs.graphMemAttribute(attr), "value");
+        });
+    }
+
+    @Override
+    public int cuDeviceSetGraphMemAttribute(int device, int attr, MemorySegment value) {
+        return run("cuDeviceSetGraphMemAttribute", () -> {
+            contexts.checkDevice(device);
+            graphs.resetGraphMemHigh(attr, sized(value, 8, "value").get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+        });
+    }
+
+    /** The generic node calls, through this device's per-type calls (GraphNodeParams). */
+    @Override
+    public int cuGraphAddNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, MemorySegment dependencyData,
+                              long numDependencies, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.add(this, (out, graph, deps, n, p) -> run("cuGraphAddNode",
+                () -> putLong(out, graphs.addConditional(graph, deps, n, p), "phGraphNode")), phGraphNode, hGraph, dependencies,
+                dependencyData, numDependencies, nodeParams);
+    }
+
+    @Override
+    public int cuGraphConditionalHandleCreate(MemorySegment pHandle_out, long hGraph, long ctx, int defaultLaunchValue, int flags) {
+        return run("cuGraphConditionalHandleCreate", () -> putLong(pHandle_out,
+                graphs.conditionalHandleCreate(hGraph, ctx, defaultLaunchValue, flags), "pHandle_out"));
+    }
+
+    @Override
+    public int cuGraphAddNode_v1(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                 MemorySegment nodeParams) {
+        return cuGraphAddNode(phGraphNode, hGraph, dependencies, MemorySegment.NULL, numDependencies, nodeParams);
+    }
+
+    @Override
+    public int cuGraphNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.set(this, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphExecNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.execSet(this, hGraphExec, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphChildGraphNodeGetGraph(long hNode, MemorySegment phGraph) {
+        return run("cuGraphChildGraphNodeGetGraph", () -> putLong(phGraph, graphs.childGraph(hNode), "phGraph"));
+    }
+
+    @Override
+    public int cuGraphExecChildGraphNodeSetParams(long hGraphExec, long hNode, long childGraph) {
+        return run("cuGraphExecChildGraphNodeSetParams", () -> graphs.execChildSetParams(hGraphExec, hNode, childGraph));
+    }
+
+    @Override
+    public int cuGraphMemsetNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemsetNodeSetParams", () -> graphs.memsetSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemsetNodeSetParams(long hGraphExec, long hNode, MemorySegment memsetParams, long ctx) {
+        return run("cuGraphExecMemsetNodeSetParams", () -> graphs.execMemsetSetParams(hGraphExec, hNode, memsetParams, ctx));
+    }
+
+    @Override
+    public int cuGraphMemcpyNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemcpyNodeGetParams", () -> graphs.memcpyGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphMemcpyNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemcpyNodeSetParams", () -> graphs.memcpySetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemcpyNodeSetParams(long hGraphExec, long hNode, MemorySegment copyParams, long ctx) {
+        return run("cuGraphExecMemcpyNodeSetParams", () -> graphs.execMemcpySetParams(hGraphExec, hNode, copyParams, ctx));
+    }
+
+    @Override
+    public int cuGraphAddHostNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                  MemorySegment nodeParams) {
+        return run("cuGraphAddHostNode", () -> putLong(phGraphNode,
+                graphs.addHost(hGraph, dependencies, numDependencies, nodeParams), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphHostNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphHostNodeGetParams", () -> graphs.hostGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphHostNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphHostNodeSetParams", () -> graphs.hostSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecHostNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return run("cuGraphExecHostNodeSetParams", () -> graphs.execHostSetParams(hGraphExec, hNode, nodeParams));
     }
 
     @Override

@@ -76,6 +76,11 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public boolean setConditional(long handle, int value) {
+        return Graphs.setConditional(context, handle, value);
+    }
+
+    @Override
     public boolean cancelled() {
         return context.destroyed();
     }

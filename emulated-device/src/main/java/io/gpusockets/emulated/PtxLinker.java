@@ -43,7 +43,7 @@ final class PtxLinker {
     }
 
     /** The extern functions the PTX engines run themselves (PtxParser's extern calls). */
-    static final Set<String> DEVICE_EXTERNS = Set.of("vprintf", "malloc", "free", "__assertfail");
+    static final Set<String> DEVICE_EXTERNS = Set.of("vprintf", "malloc", "free", "__assertfail", "cudaGraphSetConditional");
 
     private static final Pattern VERSION = Pattern.compile("(?m)^\\s*\\.version\\s+(\\d+)\\.(\\d+)");
     private static final Pattern TARGET = Pattern.compile("(?m)^\\s*\\.target\\s+([\\w, ]+)");

@@ -47,13 +47,13 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.connection = connection;
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
-        this.callbacks = new StreamCallbacks((f, request) -> channel.exchange(f, request, List.of(), List.of(), false));
+        this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
         LaunchCalls launches = new LaunchCalls(channel, this);
         bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local, launches,
                 local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches), new LinkCalls(this, channel)));
+                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */

@@ -9,8 +9,9 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Work the backend cannot let into a graph: a copy to or from host memory (the host side is the
- * guest's, staged through buffers the backend reuses at once) or a host function (its gate waits for
- * a guest callback that a later graph launch never asks for). On a capturing stream such a call is
+ * guest's, staged through buffers the backend reuses at once) or a stream callback (its gate waits for
+ * a guest callback that a later graph launch never asks for; a host function the guest filed as graph
+ * work becomes a graph gate instead, CallbackCalls). On a capturing stream such a call is
  * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and its capture is remembered as invalidated:
  * cuStreamEndCapture then destroys the graph and answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
  * driver does for a capture in which an unsupported call was made. It also tells whether a stream

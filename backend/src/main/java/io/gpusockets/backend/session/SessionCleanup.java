@@ -102,6 +102,9 @@ final class SessionCleanup {
         // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
         int graphsFailed = destroyExecGraphs(-1);
         for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
+            if (g.owner() != 0) {
+                continue;   // a conditional node's body graph: its node's graph destroys it (and dropping that drops it)
+            }
             int r = driver.cuGraphDestroy(g.real());
             if (r != CuResult.CUDA_SUCCESS) {
                 graphsFailed++;

@@ -79,6 +79,8 @@ final class SessionQuota {
      * back: the charge stays until the session ends.
      */
     private long graphMemory;
+    /** The high-water mark of {@link #graphMemory} (cuDeviceGetGraphMemAttribute); guarded by this. */
+    private long graphMemoryHigh;
     private long pinned;
     private boolean closed;
 
@@ -432,6 +434,17 @@ final class SessionQuota {
     /** Bytes of graph memory this session holds charged. */
     synchronized long graphMemory() {
         return graphMemory;
+    }
+
+    /** Graph memory charged now and its high-water mark since the session began or the mark's last reset. */
+    synchronized long[] graphMemoryMarks() {
+        graphMemoryHigh = Math.max(graphMemoryHigh, graphMemory);
+        return new long[] {graphMemory, graphMemoryHigh};
+    }
+
+    /** cuDeviceSetGraphMemAttribute's reset: the high-water mark becomes the current figure. */
+    synchronized void resetGraphMemoryHigh() {
+        graphMemoryHigh = graphMemory;
     }
 
     void keepRange(long base, long bytes) {

@@ -21,6 +21,8 @@ final class Calls {
     static final int FREE = 3;
     /** assert() failing: {@code __assertfail(message, file, line, function, charSize)} ends the launch with CUDA_ERROR_ASSERT. */
     static final int ASSERTFAIL = 4;
+    /** {@code cudaGraphSetConditional(handle u64, value u32)}: sets a conditional node's value (GlobalMemory.setConditional). */
+    static final int SET_CONDITIONAL = 5;
 
     private Calls() {
     }

@@ -605,7 +605,10 @@ final class Cta implements PtxKernel.CtaRunner {
         return s;
     }
 
-    /** vprintf, malloc, free, __assertfail: their arguments are the caller's call-site variables (8 bytes each, __assertfail's line 4). */
+    /**
+     * vprintf, malloc, free, __assertfail, cudaGraphSetConditional: their arguments are the caller's
+     * call-site variables (8 bytes each, __assertfail's line and cudaGraphSetConditional's value 4).
+     */
     private void externCall(Calls.Site site, int w, int l, long base) {
         MemorySegment stack = stack(w, l, frameTop[w][l]);
         long first = stack.get(LONG, base + site.argOffsets[0]);
@@ -657,6 +660,13 @@ final class Cta implements PtxKernel.CtaRunner {
                 System.err.flush();
                 if (assertion == null) {
                     assertion = "device-side assert: " + text;
+                }
+            }
+            case Calls.SET_CONDITIONAL -> {
+                int value = stack.get(INT, base + site.argOffsets[1]);
+                if (!memory.setConditional(first, value)) {
+                    throw memory.fault("cudaGraphSetConditional(0x" + Long.toHexString(first) + ") by thread " + (32 * w + l)
+                            + ": not a conditional handle of the kernel's context");
                 }
             }
             default -> throw new IllegalStateException("extern " + site.callee);

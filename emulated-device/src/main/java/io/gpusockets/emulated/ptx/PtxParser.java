@@ -57,16 +57,18 @@ final class PtxParser {
                     case "malloc" -> Calls.MALLOC;
                     case "free" -> Calls.FREE;
                     case "__assertfail" -> Calls.ASSERTFAIL;
+                    case "cudaGraphSetConditional" -> Calls.SET_CONDITIONAL;
                     default -> 0;
                 };
                 if (site.extern == 0 || !externs.contains(callee)) {
                     throw new PtxUnsupported("line " + in.line + ": call to " + (externs.contains(callee) ? "extern function " : "undefined function ")
-                            + callee + " (of the extern functions vprintf, malloc, free and __assertfail are covered)");
+                            + callee + " (of the extern functions vprintf, malloc, free, __assertfail and cudaGraphSetConditional are covered)");
                 }
                 // The parameter sizes of each extern as nvcc declares it, and its return value's (0: none).
                 long[] args = switch (site.extern) {
                     case Calls.VPRINTF -> new long[] {8, 8};                  // format, argument buffer -> int
                     case Calls.MALLOC, Calls.FREE -> new long[] {8};          // size -> pointer; pointer
+                    case Calls.SET_CONDITIONAL -> new long[] {8, 4};          // handle, value
                     default -> new long[] {8, 8, 4, 8, 8};                    // message, file, line, function, charSize
                 };
                 long returns = switch (site.extern) {
