@@ -21,6 +21,12 @@ final class Calls {
     static final int FREE = 3;
     /** assert() failing: {@code __assertfail(message, file, line, function, charSize)} ends the launch with CUDA_ERROR_ASSERT. */
     static final int ASSERTFAIL = 4;
+    /** Dynamic parallelism ({@link DeviceLaunches}): cudaGetParameterBufferV2(func, grid, block, shared) and cudaLaunchDeviceV2(buffer, stream). */
+    static final int PARAMETER_BUFFER = 5;
+    static final int LAUNCH_DEVICE = 6;
+    /** The device runtime's cudaGetLastError / cudaPeekAtLastError: the thread's last error from the two above. */
+    static final int GET_LAST_ERROR = 7;
+    static final int PEEK_AT_LAST_ERROR = 8;
 
     private Calls() {
     }

@@ -103,6 +103,9 @@ final class Declarations {
 
     private void add(String name, int type) throws PtxUnsupported {
         Integer slot = symbols.registers.get(name);
+        if (type == Types.PRED) {
+            symbols.predicates.add(name);
+        }
         if (slot == null) {
             symbols.registers.put(name, symbols.newRegister(Types.size(type)));
         } else if (symbols.slotBytes.get(slot) != Types.size(type)) {
@@ -212,6 +215,19 @@ final class Declarations {
             if (localBytes > MAX_VARIABLE_BYTES) {
                 throw new PtxUnsupported(".local variables of more than " + MAX_VARIABLE_BYTES + " bytes");
             }
+        }
+    }
+
+    /** The name a .shared/.local variable declaration declares, or null when it is none. */
+    static String declaredName(String statement) {
+        List<String> tokens = tokens(statement);
+        if (!tokens.contains(".shared") && !tokens.contains(".local")) {
+            return null;
+        }
+        try {
+            return sized(tokens, 0, false).name;
+        } catch (PtxUnsupported e) {
+            return null;
         }
     }
 

@@ -94,7 +94,9 @@ final class Insn {
     static final int ISSPACEP = 55;
     /** fns.b32 d, mask, base, offset: the position of the offset-th set bit of mask from base, else 0xFFFFFFFF. */
     static final int FNS = 56;
-    static final int ALU_END = 57;
+    /** shf.l/.r.wrap/.clamp.b32 d, a, b, c: the funnel shift of b:a (b the high word) by c; mod bit 0 .r, bit 1 .clamp. */
+    static final int SHF = 57;
+    static final int ALU_END = 58;
     // testp classes (TESTP's mod)
     static final int TESTP_FINITE = 0;
     static final int TESTP_INFINITE = 1;
@@ -151,6 +153,27 @@ final class Insn {
     static final int MATCH = 84;
     /** trap, brkpt: the launch fails (the sticky CUDA_ERROR_LAUNCH_FAILED) when a thread executes it; mod 1 for brkpt. */
     static final int TRAP = 85;
+    /**
+     * redux.sync.op.type d, a, membermask (mod: REDUX_ADD..REDUX_XOR; type .u32/.s32 for add/min/max, .b32 for the
+     * bitwise ones): warp-wide, every executing lane gets the reduction of a over the executing lanes.
+     */
+    static final int REDUX = 100;
+    static final int REDUX_ADD = 0;
+    static final int REDUX_MIN = 1;
+    static final int REDUX_MAX = 2;
+    static final int REDUX_AND = 3;
+    static final int REDUX_OR = 4;
+    static final int REDUX_XOR = 5;
+    /**
+     * cp.async.ca/.cg.shared.global [a+offset], [b+offset2], mod (the cp-size 4, 8 or 16){, c}: c the src-size
+     * (bytes read, the rest zero-filled) or, with type2 = 1, the ignore-src predicate (negC). Done at once: the ISA
+     * leaves the destination undefined until a cp.async.wait_group/wait_all (NOPs here) that covers it.
+     */
+    static final int CP_ASYNC = 101;
+    /** membar.cta/.gl/.sys, fence.sc/.acq_rel(.scope): a full fence between this host thread's accesses. */
+    static final int FENCE = 102;
+    /** mma, wmma.load/mma/store, ldmatrix ({@link WarpMatrix}): warp-wide; {@link #matrix} says which. */
+    static final int WARP_MATRIX = 103;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;
@@ -210,6 +233,18 @@ final class Insn {
     Calls.Site call;
     /** The carry flag's register slot (ADD_CARRY, SUB_CARRY, MAD_CARRY), or -1. */
     int carry = -1;
+    /** WARP_MATRIX: the instruction's shape, types and registers ({@code vec} its destinations, {@code vec2} its sources). */
+    WarpMatrix.Op matrix;
+    int[] vec2;
+    /** CP_ASYNC: the source address's constant offset and register mask ({@code offset}/{@code addressMask} are the destination's). */
+    long offset2;
+    long addressMask2 = -1L;
+    /**
+     * ld/st with .volatile, .relaxed or .acquire/.release at a scope wider than the thread: the engines order them
+     * against other host threads' accesses (an acquire fence after the load, a release fence before the store), so
+     * that a loop polling a flag another CTA writes sees it (CUB's decoupled look-back does).
+     */
+    boolean ordered;
 
     Insn(int line, String text) {
         this.line = line;

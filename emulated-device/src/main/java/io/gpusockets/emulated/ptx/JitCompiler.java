@@ -119,7 +119,7 @@ final class JitCompiler {
 
     private static boolean meeting(int op) {
         return op == Insn.BAR || op == Insn.BAR_RED || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK
-                || op == Insn.WARPSYNC || op == Insn.MATCH;
+                || op == Insn.WARPSYNC || op == Insn.MATCH || op == Insn.REDUX || op == Insn.WARP_MATRIX;
     }
 
     /** Why the compiler does not take instruction {@code in}, or null. */
@@ -129,7 +129,8 @@ final class JitCompiler {
         }
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
-                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP -> null;
+                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP,
+                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> null;
             case Insn.ST -> in.space == Insn.PARAM ? "a store to .param" : null;
@@ -267,9 +268,11 @@ final class JitCompiler {
         for (int s : new int[] {in.d, in.d2, in.a, in.b, in.c, in.e, in.guard, in.carry}) {
             out.add(s);
         }
-        if (in.vec != null) {
-            for (int s : in.vec) {
-                out.add(s);
+        for (int[] v : new int[][] {in.vec, in.vec2}) {
+            if (v != null) {
+                for (int s : v) {
+                    out.add(s);
+                }
             }
         }
         return out;
@@ -325,6 +328,30 @@ final class JitCompiler {
             }
             case Insn.BAR_RED -> use(b, in.c);
             case Insn.CVTA_LOCAL -> use(b, in.a);
+            case Insn.REDUX -> {
+                use(b, in.a);
+                use(b, in.e);
+            }
+            case Insn.CP_ASYNC -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+            }
+            case Insn.WARP_MATRIX -> {
+                use(b, in.a);
+                use(b, in.b);
+                for (int s : in.vec2) {
+                    use(b, s);
+                }
+                if (in.matrix.kind == WarpMatrix.WMMA_LOAD || in.matrix.kind == WarpMatrix.LDMATRIX
+                        || in.matrix.d == WarpMatrix.F16 || in.matrix.d == WarpMatrix.BF16) {
+                    for (int s : in.vec) {
+                        use(b, s);   // a 16-bit element's register keeps its other half: read, then written
+                    }
+                }
+            }
+            case Insn.FENCE -> {
+            }
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.a);
@@ -347,7 +374,12 @@ final class JitCompiler {
                     use(b, s);
                 }
             }
-            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL -> use(b, in.d);
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL, Insn.REDUX -> use(b, in.d);
+            case Insn.WARP_MATRIX -> {
+                for (int s : in.vec) {
+                    use(b, s);
+                }
+            }
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
                 use(b, in.d);
                 if ((in.mod & Insn.CARRY_OUT) != 0) {
@@ -798,7 +830,7 @@ final class JitCompiler {
                 }
                 store(c, in.d);
             }
-            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH -> {
+            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH, Insn.REDUX, Insn.WARP_MATRIX -> {
                 BitSet save = (BitSet) liveIn[i].clone();
                 save.and(dirtyIn[i]);
                 for (int s = save.nextSetBit(0); s >= 0; s = save.nextSetBit(s + 1)) {
@@ -848,6 +880,25 @@ final class JitCompiler {
                 store(c, in.d);
             }
             case Insn.NOP -> {
+            }
+            case Insn.FENCE -> c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "fullFence", MethodTypeDesc.of(CD_void));
+            case Insn.CP_ASYNC -> {
+                c.aload(CTA);
+                c.loadConstant(i);
+                load(c, in.a);
+                if (in.addressMask != -1L) {
+                    mask(c, in.addressMask);
+                }
+                c.loadConstant(in.offset);
+                c.ladd();
+                load(c, in.b);
+                if (in.addressMask2 != -1L) {
+                    mask(c, in.addressMask2);
+                }
+                c.loadConstant(in.offset2);
+                c.ladd();
+                load(c, in.c);
+                c.invokevirtual(CD_CTA, "copyAsync", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_long, CD_long));
             }
             case Insn.TRAP -> {
                 // the launch fails: JitCta makes the fault (reached only when the guard, if any, holds)
@@ -959,6 +1010,13 @@ final class JitCompiler {
     }
 
     private void ld(CodeBuilder c, int i, Insn in) {
+        ldPlain(c, i, in);
+        if (in.ordered) {
+            c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "acquireFence", MethodTypeDesc.of(CD_void));
+        }
+    }
+
+    private void ldPlain(CodeBuilder c, int i, Insn in) {
         int size = Types.size(in.type);
         if (sharedAtBase(in, size)) {
             base(c, in);
@@ -999,6 +1057,9 @@ final class JitCompiler {
     }
 
     private void st(CodeBuilder c, int i, Insn in) {
+        if (in.ordered) {
+            c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "releaseFence", MethodTypeDesc.of(CD_void));
+        }
         int size = Types.size(in.type);
         if (sharedAtBase(in, size)) {
             base(c, in);

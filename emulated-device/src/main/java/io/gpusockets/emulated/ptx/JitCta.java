@@ -265,7 +265,94 @@ final class JitCta implements PtxKernel.CtaRunner {
             }
             case Insn.WARPSYNC -> {
             }
+            case Insn.REDUX -> {
+                gather(in.a, 0, first, end, mask);
+                gather(in.e, 96, first, end, mask);
+                WarpOps.redux(in.mod, in.type, mask, lanes, 0, 96, 128);
+                scatter(in.d, 128, first, mask);
+            }
+            case Insn.WARP_MATRIX -> WarpMatrix.execute(in.matrix, in, end - first == 32 ? mask : mask & ((1 << (end - first)) - 1),
+                    new WarpLanes(first), memory);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** The registers and memory of the warp of threads [first, first + 32) for {@link WarpMatrix}. */
+    private final class WarpLanes implements WarpMatrix.Lanes {
+        private final int first;
+
+        WarpLanes(int first) {
+            this.first = first;
+        }
+
+        @Override
+        public long get(int slot, int lane) {
+            return value(slot, first + lane);
+        }
+
+        @Override
+        public void set(int slot, int lane, long v) {
+            regs[first + lane][slot] = v;
+        }
+
+        @Override
+        public long load(int space, long address, int size, int lane) {
+            thread = first + lane;
+            return switch (space) {
+                case Insn.SHARED -> ldShared(address, size);
+                case Insn.LOCAL -> ldLocal(address, size);
+                default -> ldAny(address, size);
+            };
+        }
+
+        @Override
+        public void store(int space, long address, int size, long v, int lane) {
+            thread = first + lane;
+            switch (space) {
+                case Insn.SHARED -> stShared(address, size, v);
+                case Insn.LOCAL -> stLocal(address, size, v);
+                default -> stAny(address, size, v);
+            }
+        }
+    }
+
+    /** A global or generic access without a site of its own (the warp-level matrix instructions). */
+    private long ldAny(long address, int size) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            return ldShared(generic(address, size) - Builders.SHARED_WINDOW, size);
+        }
+        if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            return ldLocal(generic(address, size) - Builders.LOCAL_WINDOW, size);
+        }
+        GlobalMemory.Region r = memory.region(generic(address, size), size);
+        return Cta.get(r.host(), address - r.base(), size);
+    }
+
+    private void stAny(long address, int size, long v) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            stShared(generic(address, size) - Builders.SHARED_WINDOW, size, v);
+        } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            stLocal(generic(address, size) - Builders.LOCAL_WINDOW, size, v);
+        } else {
+            GlobalMemory.Region r = memory.region(generic(address, size), size);
+            Cta.put(r.host(), address - r.base(), size, v);
+        }
+    }
+
+    /** cp.async of instruction {@code index} from global {@code src} to shared {@code dst}; c its src-size or ignore-src. */
+    void copyAsync(int index, long dst, long src, long c) {
+        Insn in = program.code[index];
+        int size = in.mod;
+        long n = Cta.copyAsyncBytes(in, c);
+        if ((dst & (size - 1)) != 0) {
+            throw memory.misaligned(dst, size);
+        }
+        if ((src & (size - 1)) != 0) {
+            throw memory.misaligned(src, size);
+        }
+        GlobalMemory.Region from = n == 0 ? null : memory.region(src, n);
+        for (int k = 0; k < size; k++) {
+            stShared(dst + k, 1, k < n ? Cta.get(from.host(), src + k - from.base(), 1) : 0);
         }
     }
 
