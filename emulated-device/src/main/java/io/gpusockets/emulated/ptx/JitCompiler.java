@@ -539,11 +539,8 @@ final class JitCompiler {
         }
     }
 
-    private byte[] classBytes() throws PtxUnsupported {
-        ClassFile cf = ClassFile.of(ClassFile.ClassHierarchyResolverOption.of(
-                ClassHierarchyResolver.defaultResolver().orElse(ClassHierarchyResolver.ofClassLoading(JitCompiler.class.getClassLoader()))));
-        ClassDesc self = ClassDesc.of(JitCompiler.class.getPackageName() + ".JitKernel");
-        byte[] bytes = cf.build(self, cb -> {
+    private byte[] build(ClassFile cf, ClassDesc self) {
+        return cf.build(self, cb -> {
             cb.withFlags(ClassFile.ACC_FINAL | ClassFile.ACC_SYNTHETIC);
             cb.withSuperclass(CD_CODE);
             cb.withMethodBody("<init>", MethodTypeDesc.of(CD_void, CD_INSNS), ClassFile.ACC_PUBLIC, c -> {
@@ -554,6 +551,21 @@ final class JitCompiler {
             });
             cb.withMethodBody("run", MethodTypeDesc.of(CD_int, CD_CTA, CD_LONGS, CD_int, CD_int), ClassFile.ACC_FINAL, this::emitRun);
         });
+    }
+
+    private byte[] classBytes() throws PtxUnsupported {
+        ClassFile cf = ClassFile.of(ClassFile.ClassHierarchyResolverOption.of(
+                ClassHierarchyResolver.defaultResolver().orElse(ClassHierarchyResolver.ofClassLoading(JitCompiler.class.getClassLoader()))));
+        ClassDesc self = ClassDesc.of(JitCompiler.class.getPackageName() + ".JitKernel");
+        byte[] bytes;
+        try {
+            bytes = build(cf, self);
+        } catch (IllegalArgumentException e) {
+            if (String.valueOf(e.getMessage()).startsWith("Code length")) {   // past a method's 64 KiB: too large, as below
+                throw new PtxUnsupported(program.entry + ": more bytecode than a JVM method may hold (" + e.getMessage() + ")");
+            }
+            throw e;
+        }
         var model = cf.parse(bytes);
         for (var m : model.methods()) {
             if (m.methodName().equalsString("run")) {

@@ -94,7 +94,13 @@ final class PtxParser {
                     default -> 0;
                 };
                 launches |= site.extern == Calls.LAUNCH_DEVICE;
-                if (!Arrays.equals(site.argSizes, args) || site.returnSize != (site.returnOffset < 0 ? 0 : returns)) {
+                // A call-site variable may be larger than the parameter: one name declared in several call sequences
+                // of a function is one variable, as large as the largest (nvcc reuses param0, retval0...).
+                boolean fits = site.argSizes.length == args.length && (site.returnOffset < 0 || site.returnSize >= returns);
+                for (int k = 0; fits && k < args.length; k++) {
+                    fits = site.argSizes[k] >= args[k];
+                }
+                if (!fits) {
                     throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with other arguments than its declaration");
                 }
                 continue;

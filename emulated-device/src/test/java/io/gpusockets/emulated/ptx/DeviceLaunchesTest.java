@@ -57,7 +57,11 @@ class DeviceLaunchesTest {
             }
             """;
 
-    /** The parent: thread 0 of each block launches child<<<2, BLOCK>>>(out + 64 * ctaid, 1000 * (ctaid + 1)) twice. */
+    /**
+     * The parent: thread 0 of each block launches child<<<2, BLOCK>>>(out + 64 * ctaid, 1000 * (ctaid + 1)) twice. As nvcc
+     * does, its call sequences reuse the names param0.. and retval0 with other sizes (one variable each, as large as the
+     * largest: the 12-byte p1 is the launch's 8-byte stream argument too).
+     */
     private static final String PARENT = """
             .visible .entry parent(.param .u64 out, .param .u64 errors)
             {
@@ -99,19 +103,19 @@ class DeviceLaunchesTest {
                 st.u64 [%rd3], %rd5;
                 st.u32 [%rd3+8], %r4;
                 {
-                .param .b64 q0;
-                st.param.b64 [q0], %rd3;
-                .param .b64 q1;
-                st.param.b64 [q1], 0;
-                .param .b32 r1;
-                call.uni (r1), cudaLaunchDeviceV2, (q0, q1);
-                ld.param.b32 %r5, [r1];
+                .param .b64 p0;
+                st.param.b64 [p0], %rd3;
+                .param .b64 p1;
+                st.param.b64 [p1], 0;
+                .param .b32 r0;
+                call.uni (r0), cudaLaunchDeviceV2, (p0, p1);
+                ld.param.b32 %r5, [r0];
                 }
             SKIP:
                 {
-                .param .b32 r2;
-                call.uni (r2), cudaGetLastError, ();
-                ld.param.b32 %r6, [r2];
+                .param .b32 r0;
+                call.uni (r0), cudaGetLastError, ();
+                ld.param.b32 %r6, [r0];
                 }
                 mul.wide.u32 %rd6, %r2, 8;
                 add.s64 %rd7, %rd9, %rd6;
