@@ -1,8 +1,9 @@
 // thrust on device_vectors, each result checked against the CPU: sort (ints, floats, descending),
 // sort_by_key, stable_sort_by_key, inclusive and exclusive scans, reduce, transform_reduce, count_if,
-// copy_if, unique, and the same sort on a stream of the program's own with thrust::cuda::par_nosync
-// (temporary storage from cudaMallocAsync, as thrust takes it). Sizes keep the emulated device's run
-// short and still span several tiles.
+// copy_if, unique, sequence and transform (bulk copies into shared memory on sm_90), and the same sort
+// on a stream of the program's own with thrust::cuda::par_nosync (temporary storage from
+// cudaMallocAsync, as thrust takes it). Sizes keep the emulated device's run short and still span
+// several tiles.
 #include "common.cuh"
 
 #include <thrust/copy.h>
@@ -13,7 +14,9 @@
 #include <thrust/host_vector.h>
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
+#include <thrust/sequence.h>
 #include <thrust/sort.h>
+#include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 #include <thrust/unique.h>
 
@@ -167,6 +170,19 @@ int main() {
         std::sort(wu.begin(), wu.end());
         wu.resize(std::unique(wu.begin(), wu.end()) - wu.begin());
         same("thrust::unique", u, wu);
+    }
+    {
+        // on sm_90 CUB's transform copies its tiles in with bulk copies completing an mbarrier
+        thrust::device_vector<int> a(h.begin(), h.end());
+        thrust::device_vector<int> b(n);
+        thrust::sequence(b.begin(), b.end(), 3);
+        thrust::device_vector<int> c(n);
+        thrust::transform(a.begin(), a.end(), b.begin(), c.begin(), thrust::plus<int>());
+        std::vector<int> want(n);
+        for (int i = 0; i < n; i++) {
+            want[i] = h[i] + 3 + i;
+        }
+        same("thrust::sequence and thrust::transform", c, want);
     }
     {
         cudaStream_t s;

@@ -224,7 +224,28 @@ final class Builders {
                 }
                 in.a = symbols.constant(0);
             }
-            case "cp" -> copyAsync(in, m, o);
+            case "cp" -> {
+                if (m.has("bulk")) {
+                    bulkCopy(in, m, o);
+                } else {
+                    copyAsync(in, m, o);
+                }
+            }
+            case "mbarrier" -> mbarrier(in, m, o);
+            case "elect" -> {
+                if (!m.take("sync")) {
+                    throw new PtxUnsupported("elect without .sync");
+                }
+                count(o, 2);
+                String[] dst = o.get(0).split("\\|");
+                if (dst.length != 2) {
+                    throw new PtxUnsupported("elect.sync without d|p");
+                }
+                in.op = Insn.ELECT;
+                in.d = dst[0].trim().equals("_") ? -1 : ops.destination(dst[0].trim());
+                in.d2 = dst[1].trim().equals("_") ? -1 : ops.destination(dst[1].trim());
+                in.e = ops.source(o.get(1), Types.U << 4 | 4);
+            }
             case "mma" -> {
                 new MatrixBuilders(ops).mma(in, m.rest(), o);
                 m.rest().clear();
@@ -783,6 +804,14 @@ final class Builders {
         }
         in.op = Insn.CALL;
         in.call = new Calls.Site(callee, function, offsets, sizes, retOffset, retSize);
+        java.util.List<java.util.Set<Long>> declared = new java.util.ArrayList<>();
+        for (String a : args) {
+            declared.add(declarations.callParamSizes.getOrDefault(a, java.util.Set.of()));
+        }
+        in.call.argDeclared = declared;
+        if (ret != null) {
+            in.call.returnDeclared = declarations.callParamSizes.getOrDefault(Operands.split(ret).getFirst(), java.util.Set.of());
+        }
     }
 
     private static String inner(String group) throws PtxUnsupported {
@@ -1250,6 +1279,99 @@ final class Builders {
             } else {
                 in.c = ops.source(name, Types.U << 4 | 4);
             }
+        }
+    }
+
+    /**
+     * cp.async.bulk.shared::cluster(or ::cta).global.mbarrier::complete_tx::bytes{.L2::cache_hint} [dst], [src], size, [mbar]
+     * {, policy}: the global-to-shared bulk copy; other directions, multicast and tensor copies are refused.
+     */
+    private void bulkCopy(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        m.take("async");
+        m.take("bulk");
+        if (!(m.take("shared::cluster") || m.take("shared::cta")) || !m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
+            throw new PtxUnsupported("cp.async.bulk other than .shared::cluster.global.mbarrier::complete_tx::bytes");
+        }
+        o = cacheHint(m, o, 4);
+        count(o, 4);
+        in.op = Insn.BULK_COPY;
+        Insn src = new Insn(in.line, in.text);
+        ops.address(src, o.get(1));
+        Insn bar = new Insn(in.line, in.text);
+        ops.address(bar, o.get(3));
+        ops.address(in, o.get(0));
+        in.b = src.a;
+        in.offset2 = src.offset;
+        in.addressMask2 = src.addressMask;
+        in.e = bar.a;
+        in.offset3 = bar.offset;
+        in.addressMask3 = bar.addressMask;
+        in.c = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    /**
+     * mbarrier.init, .arrive{.expect_tx}, .expect_tx, .test_wait/.try_wait{.parity}, .inval on .shared{::cta} (or generic)
+     * .b64 objects, with their .release/.acquire/.relaxed and .cta scopes (one order here); try_wait's suspend-time hint
+     * is read and ignored. .arrive_drop, .pending_count, remote (::cluster) arrivals and .noComplete are refused.
+     */
+    private void mbarrier(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int kind = m.takeOne("init", "arrive", "expect_tx", "test_wait", "try_wait", "inval");
+        if (kind < 0) {
+            throw new PtxUnsupported("mbarrier operation");
+        }
+        boolean expect = kind == 1 && m.take("expect_tx");
+        boolean parity = (kind == 3 || kind == 4) && m.take("parity");
+        m.takeOne("release", "acquire", "relaxed");
+        m.take("cta");
+        in.space = m.take("shared") || m.take("shared::cta") ? Insn.SHARED : Insn.GENERIC;
+        if (m.type() != (Types.B << 4 | 8)) {
+            throw new PtxUnsupported("mbarrier of a type other than .b64");
+        }
+        int u32 = Types.U << 4 | 4;
+        in.op = Insn.MBARRIER;
+        switch (kind) {
+            case 0 -> {   // init [addr], count
+                count(o, 2);
+                in.mod = Insn.MB_INIT;
+                addressed(in, o.get(0));
+                in.b = ops.source(o.get(1), u32);
+            }
+            case 1 -> {   // arrive state, [addr]{, count} ; arrive.expect_tx state, [addr], tx
+                if (o.size() != (expect ? 3 : 2) && !(!expect && o.size() == 3)) {
+                    throw new PtxUnsupported("mbarrier.arrive operands");
+                }
+                in.mod = Insn.MB_ARRIVE;
+                in.d = o.get(0).equals("_") ? -1 : ops.destination(o.get(0));
+                addressed(in, o.get(1));
+                in.b = !expect && o.size() == 3 ? ops.source(o.get(2), u32) : symbols.constant(1);
+                in.c = expect ? ops.source(o.get(2), u32) : symbols.constant(0);
+            }
+            case 2 -> {   // expect_tx [addr], tx
+                count(o, 2);
+                in.mod = Insn.MB_EXPECT_TX;
+                addressed(in, o.get(0));
+                in.b = ops.source(o.get(1), u32);
+            }
+            case 3, 4 -> {   // test_wait/try_wait{.parity} p, [addr], state|parity{, hint}
+                if (o.size() != 3 && !(kind == 4 && o.size() == 4)) {
+                    throw new PtxUnsupported("mbarrier." + (kind == 3 ? "test_wait" : "try_wait") + " operands");
+                }
+                if (o.size() == 4) {
+                    ops.source(o.get(3), u32);   // a suspend-time hint
+                }
+                in.mod = parity ? Insn.MB_WAIT_PARITY : Insn.MB_WAIT_STATE;
+                in.d = ops.destination(o.get(0));
+                addressed(in, o.get(1));
+                in.b = ops.source(o.get(2), parity ? u32 : Types.B << 4 | 8);
+            }
+            default -> {
+                count(o, 1);
+                in.mod = Insn.MB_INVAL;
+                addressed(in, o.get(0));
+            }
+        }
+        if (in.space != Insn.SHARED && in.space != Insn.GENERIC) {
+            throw new PtxUnsupported("mbarrier outside shared memory");
         }
     }
 }

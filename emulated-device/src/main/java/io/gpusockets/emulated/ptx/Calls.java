@@ -59,6 +59,9 @@ final class Calls {
         final long returnSize;
         Func target;
         int extern;
+        /** Every size each argument's (and the return value's) variable is declared with in the caller. */
+        java.util.List<java.util.Set<Long>> argDeclared = java.util.List.of();
+        java.util.Set<Long> returnDeclared = java.util.Set.of();
 
         Site(String callee, Func caller, long[] argOffsets, long[] argSizes, long returnOffset, long returnSize) {
             this.callee = callee;

@@ -65,6 +65,8 @@ final class Cta implements PtxKernel.CtaRunner {
     long instructions;
     /** The CTA {@link #run} runs (x fastest), for the block index of an assertion message. */
     private long ctaIndex;
+    /** mbarrier waits that failed in a row in this CTA ({@link Mbarrier#MAX_FAILED_WAITS}). */
+    private long failedWaits;
     /** The grid's device-side launches (set when the entry launches kernels). */
     DeviceLaunches launches;
     /** Per warp and lane: the device runtime's last error of the thread (cudaGetLastError), made at first use. */
@@ -123,6 +125,7 @@ final class Cta implements PtxKernel.CtaRunner {
         long cy = index / launch.gridX() % launch.gridY();
         long cz = index / (launch.gridX() * launch.gridY());
         shared.fill((byte) 0);
+        failedWaits = 0;
         reductionArrived = null;   // no bar.red of this CTA yet
         for (int w = 0; w < warpCount; w++) {
             int lanes = Math.min(32, threads - 32 * w);
@@ -439,6 +442,60 @@ final class Cta implements PtxKernel.CtaRunner {
             }
             case Insn.BAR_RED -> barrierReduction(in, w, exec, r);
             case Insn.FENCE -> VarHandle.fullFence();
+            case Insn.MBARRIER -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    aligned(address, 8);
+                    long[] result = new long[1];
+                    long word = mbarrier(in, load(in.space, address, 8, w, l), r[in.b * 32 + l], in.c < 0 ? 0 : r[in.c * 32 + l], result);
+                    store(in.space, address, 8, word, w, l);
+                    if (in.d >= 0) {
+                        r[in.d * 32 + l] = result[0];
+                    }
+                    boolean waiting = in.mod == Insn.MB_WAIT_PARITY || in.mod == Insn.MB_WAIT_STATE;
+                    failedWaits = !waiting ? 0 : result[0] != 0 ? 0 : failedWaits + 1;
+                    if (failedWaits > Mbarrier.MAX_FAILED_WAITS) {
+                        throw memory.trap(Mbarrier.stuck(in));
+                    }
+                }
+            }
+            case Insn.BULK_COPY -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long dst = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    long src = (r[in.b * 32 + l] & in.addressMask2) + in.offset2;
+                    long bar = (r[in.e * 32 + l] & in.addressMask3) + in.offset3;
+                    long size = r[in.c * 32 + l] & 0xFFFF_FFFFL;
+                    if (size % 16 != 0) {
+                        throw memory.misaligned(size, 16);
+                    }
+                    aligned(dst, 16);
+                    aligned(src, 16);
+                    aligned(bar, 8);
+                    for (long k = 0; k < size; k += 8) {
+                        store(Insn.SHARED, dst + k, 8, load(Insn.GLOBAL, src + k, 8, w, l), w, l);
+                    }
+                    store(Insn.SHARED, bar, 8, Mbarrier.completeTx(load(Insn.SHARED, bar, 8, w, l), size), w, l);
+                }
+            }
+            case Insn.ELECT -> {
+                int members = 0;
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    members |= (int) r[in.e * 32 + l] & (1 << l);
+                }
+                int leader = Integer.numberOfTrailingZeros(members);
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (in.d >= 0) {
+                        r[in.d * 32 + l] = leader;
+                    }
+                    if (in.d2 >= 0) {
+                        r[in.d2 * 32 + l] = l == leader ? 1 : 0;
+                    }
+                }
+            }
             case Insn.REDUX -> WarpOps.redux(in.mod, in.type, exec, r, in.a * 32, in.e * 32, in.d * 32);
             case Insn.CP_ASYNC -> {
                 for (int m = exec; m != 0; m &= m - 1) {
@@ -472,6 +529,30 @@ final class Cta implements PtxKernel.CtaRunner {
             }, memory);
             default -> throw new IllegalStateException(in.toString());
         }
+    }
+
+    /**
+     * One mbarrier operation (Insn.MB_*) on the object's word {@code word} with operands b, c: returns the new word and
+     * puts the instruction's result (the arrival's state: the phase it arrived in, in bit 63; a wait's 0/1) in result[0].
+     */
+    static long mbarrier(Insn in, long word, long b, long c, long[] result) {
+        return switch (in.mod) {
+            case Insn.MB_INIT -> Mbarrier.init(Math.max(1, Math.min(b & 0xFFFF_FFFFL, Mbarrier.MAX_COUNT)));
+            case Insn.MB_ARRIVE -> {
+                result[0] = Mbarrier.phase(word) << 63;
+                yield Mbarrier.arrive(word, b & 0xFFFF_FFFFL, c & 0xFFFF_FFFFL);
+            }
+            case Insn.MB_EXPECT_TX -> Mbarrier.expectTx(word, b & 0xFFFF_FFFFL);
+            case Insn.MB_WAIT_PARITY -> {
+                result[0] = Mbarrier.done(word, b) ? 1 : 0;
+                yield word;
+            }
+            case Insn.MB_WAIT_STATE -> {
+                result[0] = Mbarrier.done(word, b >>> 63) ? 1 : 0;
+                yield word;
+            }
+            default -> 0;   // inval
+        };
     }
 
     /** The bytes a cp.async reads from its source: its src-size, none when its ignore-src predicate holds, else all. */

@@ -21,6 +21,8 @@ final class Declarations {
     final List<String> externShared = new ArrayList<>();
     /** Call-site .param variables: name to {size, alignment}; one name declared in several call sequences is one variable, as large as the largest. */
     final java.util.Map<String, long[]> callParams = new java.util.LinkedHashMap<>();
+    /** Call-site .param variables: name to every size it is declared with (nvcc reuses param0, retval0... across call sequences). */
+    final java.util.Map<String, java.util.Set<Long>> callParamSizes = new java.util.HashMap<>();
     private final Symbols symbols;
     private final boolean function;
 
@@ -123,6 +125,7 @@ final class Declarations {
         long size = v.element * v.count;
         long a = v.align == 0 ? v.element : v.align;
         callParams.merge(v.name, new long[] {size, a}, (x, y) -> new long[] {Math.max(x[0], y[0]), Math.max(x[1], y[1])});
+        callParamSizes.computeIfAbsent(v.name, k -> new java.util.HashSet<>()).add(size);
     }
 
     /** What a declaration says of one variable: alignment (0: its element's), element bytes, element count, name. */

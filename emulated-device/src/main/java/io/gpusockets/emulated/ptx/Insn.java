@@ -174,6 +174,26 @@ final class Insn {
     static final int FENCE = 102;
     /** mma, wmma.load/mma/store, ldmatrix ({@link WarpMatrix}): warp-wide; {@link #matrix} says which. */
     static final int WARP_MATRIX = 103;
+    /**
+     * mbarrier.init/arrive/arrive.expect_tx/expect_tx/test_wait/try_wait/inval on the 64-bit object at [a+offset]
+     * ({@link Mbarrier}): mod the MB_ kind, b the count, parity, state or bytes, c arrive.expect_tx's bytes, d the state
+     * or the wait's predicate (-1: none); space SHARED or GENERIC.
+     */
+    static final int MBARRIER = 104;
+    static final int MB_INIT = 0;
+    static final int MB_ARRIVE = 1;
+    static final int MB_EXPECT_TX = 2;
+    static final int MB_WAIT_PARITY = 3;
+    static final int MB_WAIT_STATE = 4;
+    static final int MB_INVAL = 5;
+    /**
+     * cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [a+offset], [b+offset2], c, [e+offset3]: c bytes
+     * (a multiple of 16, both addresses 16-aligned) from global to shared memory, done at once, then c bytes of
+     * transactions completed on the mbarrier.
+     */
+    static final int BULK_COPY = 105;
+    /** elect.sync d|p, membermask: warp-wide; the lowest executing lane is elected: d its lane id, p whether it is this lane. */
+    static final int ELECT = 106;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;
@@ -239,6 +259,9 @@ final class Insn {
     /** CP_ASYNC: the source address's constant offset and register mask ({@code offset}/{@code addressMask} are the destination's). */
     long offset2;
     long addressMask2 = -1L;
+    /** BULK_COPY: the mbarrier address's constant offset and register mask. */
+    long offset3;
+    long addressMask3 = -1L;
     /**
      * ld/st with .volatile, .relaxed or .acquire/.release at a scope wider than the thread: the engines order them
      * against other host threads' accesses (an acquire fence after the load, a release fence before the store), so

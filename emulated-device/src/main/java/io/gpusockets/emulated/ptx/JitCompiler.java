@@ -119,7 +119,7 @@ final class JitCompiler {
 
     private static boolean meeting(int op) {
         return op == Insn.BAR || op == Insn.BAR_RED || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK
-                || op == Insn.WARPSYNC || op == Insn.MATCH || op == Insn.REDUX || op == Insn.WARP_MATRIX;
+                || op == Insn.WARPSYNC || op == Insn.MATCH || op == Insn.REDUX || op == Insn.WARP_MATRIX || op == Insn.ELECT;
     }
 
     /** Why the compiler does not take instruction {@code in}, or null. */
@@ -130,7 +130,7 @@ final class JitCompiler {
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
                  Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP,
-                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC -> null;
+                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC, Insn.MBARRIER, Insn.BULK_COPY, Insn.ELECT -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> null;
             case Insn.ST -> in.space == Insn.PARAM ? "a store to .param" : null;
@@ -332,11 +332,18 @@ final class JitCompiler {
                 use(b, in.a);
                 use(b, in.e);
             }
-            case Insn.CP_ASYNC -> {
+            case Insn.CP_ASYNC, Insn.MBARRIER -> {
                 use(b, in.a);
                 use(b, in.b);
                 use(b, in.c);
             }
+            case Insn.BULK_COPY -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+                use(b, in.e);
+            }
+            case Insn.ELECT -> use(b, in.e);
             case Insn.WARP_MATRIX -> {
                 use(b, in.a);
                 use(b, in.b);
@@ -374,7 +381,11 @@ final class JitCompiler {
                     use(b, s);
                 }
             }
-            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL, Insn.REDUX -> use(b, in.d);
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL, Insn.REDUX, Insn.MBARRIER -> use(b, in.d);
+            case Insn.ELECT -> {
+                use(b, in.d);
+                use(b, in.d2);
+            }
             case Insn.WARP_MATRIX -> {
                 for (int s : in.vec) {
                     use(b, s);
@@ -842,7 +853,8 @@ final class JitCompiler {
                 }
                 store(c, in.d);
             }
-            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH, Insn.REDUX, Insn.WARP_MATRIX -> {
+            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH, Insn.REDUX, Insn.WARP_MATRIX,
+                 Insn.ELECT -> {
                 BitSet save = (BitSet) liveIn[i].clone();
                 save.and(dirtyIn[i]);
                 for (int s = save.nextSetBit(0); s >= 0; s = save.nextSetBit(s + 1)) {
@@ -894,6 +906,47 @@ final class JitCompiler {
             case Insn.NOP -> {
             }
             case Insn.FENCE -> c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "fullFence", MethodTypeDesc.of(CD_void));
+            case Insn.MBARRIER -> {
+                c.aload(CTA);
+                c.loadConstant(i);
+                load(c, in.a);
+                if (in.addressMask != -1L) {
+                    mask(c, in.addressMask);
+                }
+                c.loadConstant(in.offset);
+                c.ladd();
+                load(c, in.b);
+                load(c, in.c);
+                c.invokevirtual(CD_CTA, "mbarrier", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_long, CD_long));
+                if (in.d >= 0) {
+                    store(c, in.d);
+                } else {
+                    c.pop2();
+                }
+            }
+            case Insn.BULK_COPY -> {
+                c.aload(CTA);
+                load(c, in.a);
+                if (in.addressMask != -1L) {
+                    mask(c, in.addressMask);
+                }
+                c.loadConstant(in.offset);
+                c.ladd();
+                load(c, in.b);
+                if (in.addressMask2 != -1L) {
+                    mask(c, in.addressMask2);
+                }
+                c.loadConstant(in.offset2);
+                c.ladd();
+                load(c, in.c);
+                load(c, in.e);
+                if (in.addressMask3 != -1L) {
+                    mask(c, in.addressMask3);
+                }
+                c.loadConstant(in.offset3);
+                c.ladd();
+                c.invokevirtual(CD_CTA, "bulkCopy", MethodTypeDesc.of(CD_void, CD_long, CD_long, CD_long, CD_long));
+            }
             case Insn.CP_ASYNC -> {
                 c.aload(CTA);
                 c.loadConstant(i);

@@ -64,6 +64,8 @@ final class JitCta implements PtxKernel.CtaRunner {
     long cy;
     long cz;
     private boolean cancelled;
+    /** mbarrier waits that failed in a row in this CTA ({@link Mbarrier#MAX_FAILED_WAITS}). */
+    private long failedWaits;
     /** Thread-instructions run so far: the generated code adds its count when a thread returns. */
     long instructions;
 
@@ -122,6 +124,7 @@ final class JitCta implements PtxKernel.CtaRunner {
         cy = index / launch.gridX() % launch.gridY();
         cz = index / (launch.gridX() * launch.gridY());
         Arrays.fill(shared, 0);
+        failedWaits = 0;
         try {
             if (!meets) {
                 for (int t = 0; t < threads; t++) {
@@ -265,6 +268,23 @@ final class JitCta implements PtxKernel.CtaRunner {
             }
             case Insn.WARPSYNC -> {
             }
+            case Insn.ELECT -> {
+                int members = 0;
+                for (int m = mask; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    members |= (int) value(in.e, first + l) & (1 << l);
+                }
+                int leader = Integer.numberOfTrailingZeros(members);
+                for (int m = mask; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (in.d >= 0) {
+                        regs[first + l][in.d] = leader;
+                    }
+                    if (in.d2 >= 0) {
+                        regs[first + l][in.d2] = l == leader ? 1 : 0;
+                    }
+                }
+            }
             case Insn.REDUX -> {
                 gather(in.a, 0, first, end, mask);
                 gather(in.e, 96, first, end, mask);
@@ -337,6 +357,42 @@ final class JitCta implements PtxKernel.CtaRunner {
             GlobalMemory.Region r = memory.region(generic(address, size), size);
             Cta.put(r.host(), address - r.base(), size, v);
         }
+    }
+
+    /** mbarrier instruction {@code index} on the object at {@code address}: its result (state or predicate). */
+    long mbarrier(int index, long address, long b, long c) {
+        Insn in = program.code[index];
+        long[] result = new long[1];
+        if ((address & 7) != 0) {
+            throw memory.misaligned(address, 8);
+        }
+        if (in.space == Insn.SHARED) {
+            stShared(address, 8, Cta.mbarrier(in, ldShared(address, 8), b, c, result));
+        } else {
+            stAny(address, 8, Cta.mbarrier(in, ldAny(address, 8), b, c, result));
+        }
+        boolean waiting = in.mod == Insn.MB_WAIT_PARITY || in.mod == Insn.MB_WAIT_STATE;
+        failedWaits = !waiting ? 0 : result[0] != 0 ? 0 : failedWaits + 1;
+        if (failedWaits > Mbarrier.MAX_FAILED_WAITS) {
+            throw memory.trap(Mbarrier.stuck(in));
+        }
+        return result[0];
+    }
+
+    /** cp.async.bulk of {@code size} bytes from global {@code src} to shared {@code dst}, completing them on the mbarrier at {@code bar}. */
+    void bulkCopy(long dst, long src, long size, long bar) {
+        size &= 0xFFFF_FFFFL;
+        if (size % 16 != 0) {
+            throw memory.misaligned(size, 16);
+        }
+        if ((dst & 15) != 0 || (src & 15) != 0) {
+            throw memory.misaligned((dst & 15) != 0 ? dst : src, 16);
+        }
+        GlobalMemory.Region from = size == 0 ? null : memory.region(src, size);
+        for (long k = 0; k < size; k += 8) {
+            stShared(dst + k, 8, Cta.get(from.host(), src + k - from.base(), 8));
+        }
+        stShared(bar, 8, Mbarrier.completeTx(ldShared(bar, 8), size));
     }
 
     /** cp.async of instruction {@code index} from global {@code src} to shared {@code dst}; c its src-size or ignore-src. */

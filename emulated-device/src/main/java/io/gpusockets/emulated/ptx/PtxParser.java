@@ -94,11 +94,13 @@ final class PtxParser {
                     default -> 0;
                 };
                 launches |= site.extern == Calls.LAUNCH_DEVICE;
-                // A call-site variable may be larger than the parameter: one name declared in several call sequences
-                // of a function is one variable, as large as the largest (nvcc reuses param0, retval0...).
-                boolean fits = site.argSizes.length == args.length && (site.returnOffset < 0 || site.returnSize >= returns);
+                // Each argument (and the return value) must be declared with the parameter's size: one name declared in
+                // several call sequences of a function (nvcc reuses param0, retval0...) is one variable as large as the
+                // largest, so the size this call declares is among the name's declared sizes.
+                boolean fits = site.argSizes.length == args.length
+                        && (site.returnOffset < 0 || returns != 0 && site.returnDeclared.contains(returns));
                 for (int k = 0; fits && k < args.length; k++) {
-                    fits = site.argSizes[k] >= args[k];
+                    fits = site.argDeclared.get(k).contains(args[k]);
                 }
                 if (!fits) {
                     throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with other arguments than its declaration");

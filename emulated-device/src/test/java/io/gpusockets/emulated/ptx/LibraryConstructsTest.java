@@ -304,4 +304,85 @@ class LibraryConstructsTest {
             assertArrayEquals(want, java.util.Arrays.copyOfRange(r, 4 * i, 4 * i + 4), "case " + i);
         }
     }
+
+    /**
+     * What CUB's bulk-copy transform kernel does on sm_90 (thrust::transform): an elected thread initializes an mbarrier,
+     * bulk-copies a tile from global to shared memory completing its bytes on it and arrives expecting them; after a
+     * barrier every thread waits for the phase, then reads the tile.
+     */
+    @Test
+    void bulkCopyIntoSharedMemoryCompletesAnMbarrierPhase() {
+        int[] in = new int[128];
+        for (int i = 0; i < in.length; i++) {
+            in[i] = 3 * i + 1;
+        }
+        int[] r = run("""
+                .visible .entry k(.param .u64 out, .param .u64 in)
+                {
+                    .reg .pred %p<4>;
+                    .reg .b32 %r<20>;
+                    .reg .b64 %rd<12>;
+                    .shared .align 8 .u64 bar;
+                    .shared .align 16 .b8 tile[512];
+                    ld.param.u64 %rd1, [out];
+                    ld.param.u64 %rd2, [in];
+                    mov.u32 %r1, %tid.x;
+                    mov.u32 %r2, -1;
+                    elect.sync %r3|%p1, %r2;
+                    setp.gt.u32 %p2, %r1, 31;
+                    @%p2 bra WAIT;
+                    @!%p1 bra WAIT;
+                    mov.u32 %r4, bar;
+                    mbarrier.init.shared.b64 [%r4], 1;
+                    fence.proxy.async.shared::cta;
+                    mov.u32 %r5, tile;
+                    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r5], [%rd2], 256, [%r4];
+                    add.s64 %rd3, %rd2, 256;
+                    add.s32 %r6, %r5, 256;
+                    mov.u32 %r7, 256;
+                    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd3], %r7, [%r4];
+                    mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 %rd4, [%r4], 512;
+                WAIT:
+                    bar.sync 0;
+                    mov.u32 %r8, bar;
+                LOOP:
+                    mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r8], 0;
+                    @!%p3 bra LOOP;
+                    mov.u32 %r9, tile;
+                    shl.b32 %r10, %r1, 2;
+                    add.s32 %r11, %r9, %r10;
+                    ld.shared.u32 %r12, [%r11];
+                    mbarrier.test_wait.parity.shared::cta.b64 %p3, [%r8], 1;
+                    selp.u32 %r13, 1, 0, %p3;
+                    mul.wide.u32 %rd5, %r1, 16;
+                    add.s64 %rd6, %rd1, %rd5;
+                    st.global.v4.u32 [%rd6], {%r12, %r3, %r13, %r1};
+                    ret;
+                }
+                """, 128, 128 * 4, rig.upload(in));
+        for (int t = 0; t < 128; t++) {
+            assertArrayEquals(new int[] {3 * t + 1, 0, 0, t}, java.util.Arrays.copyOfRange(r, 4 * t, 4 * t + 4),
+                    "thread " + t + ": the tile, the elected lane (0) of its warp, phase 1 not complete");
+        }
+    }
+
+    @Test
+    void anMbarrierWaitNoThreadCanCompleteFailsTheLaunchInsteadOfHanging() {
+        long f = rig.function(rig.module(Rig.HEADER + """
+                .visible .entry k(.param .u64 out)
+                {
+                    .reg .pred %p<2>;
+                    .reg .b32 %r<4>;
+                    .shared .align 8 .u64 bar;
+                    mov.u32 %r1, bar;
+                    mbarrier.init.shared.b64 [%r1], 64;
+                LOOP:
+                    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], 0;
+                    @!%p1 bra LOOP;
+                    ret;
+                }
+                """), "k");
+        rig.ok(rig.launch(f, new int[] {1, 1, 1}, new int[] {32, 1, 1}, 0, rig.alloc(16)));
+        assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_LAUNCH_FAILED, rig.device.cuCtxSynchronize());
+    }
 }
