@@ -130,8 +130,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemcpy2DUnaligned) \
     X(cuMemcpy3D) \
     X(cuMemcpy3DAsync) \
-    X(cuMemcpy3DBatchAsync_ptsz) \
-    X(cuMemcpy3DBatchAsync_v2_ptsz) \
     X(cuMemcpyAtoA) \
     X(cuMemcpyAtoD) \
     X(cuMemcpyAtoH) \

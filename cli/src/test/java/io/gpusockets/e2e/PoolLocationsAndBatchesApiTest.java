@@ -1,11 +1,13 @@
 package io.gpusockets.e2e;
 
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.Array3DDescriptor;
 import io.gpusockets.protocol.structs.MemoryProps;
 import java.lang.foreign.MemorySegment;
 import org.junit.jupiter.api.Test;
@@ -14,7 +16,8 @@ import org.junit.jupiter.api.Test;
  * CUDA 13's location-based pool calls (cuMemGetDefaultMemPool, cuMemGetMemPool, cuMemSetMemPool) through a
  * backend (issue 21): a device location names the session's pools of that device, as the per-device calls
  * do; host locations and managed pools are refused, and so are bad locations and devices. And the batch
- * calls of CUDA 12.8-13.0: copies, prefetches and discards.
+ * calls of CUDA 12.8-13.0: copies (cuMemcpyBatchAsync, and cuMemcpy3DBatchAsync with pointer and array
+ * operands), prefetches and discards.
  */
 class PoolLocationsAndBatchesApiTest extends EmulatedBackendTest {
     private static final int PINNED = MemoryProps.ALLOCATION_TYPE_PINNED, MANAGED = 2, HOST = 2;
@@ -75,6 +78,101 @@ class PoolLocationsAndBatchesApiTest extends EmulatedBackendTest {
             a.setAtIndex(JAVA_LONG, i, values[i]);
         }
         return a;
+    }
+
+    /** Writes a CUmemcpy3DOperand of type POINTER (1) or ARRAY (2) at {@code base} of a CUDA_MEMCPY3D_BATCH_OP. */
+    private static void operand(MemorySegment op, long base, int type, long a, long b, long c, long e) {
+        op.set(JAVA_INT, base, type);
+        op.set(JAVA_LONG, base + 8, a);
+        op.set(JAVA_LONG, base + 16, b);
+        op.set(JAVA_LONG, base + 24, c);
+        op.set(JAVA_LONG, base + 32, e);
+    }
+
+    private static void extent(MemorySegment op, long w, long h, long dd) {
+        op.set(JAVA_LONG, 80, w);
+        op.set(JAVA_LONG, 88, h);
+        op.set(JAVA_LONG, 96, dd);
+        op.set(JAVA_INT, 104, 1);   // CU_MEMCPY_SRC_ACCESS_ORDER_STREAM
+        op.set(JAVA_INT, 108, 0);
+    }
+
+    /**
+     * cuMemcpy3DBatchAsync: a pitched host box goes into a float array at an offset, from the array to
+     * pitched device memory, and from there back to the host, in one batch of three operations; every
+     * element equals the CPU's copy of the box. Bad streams, flags, operand types, extents, row lengths and
+     * arrays are CUDA_ERROR_INVALID_VALUE, and the CUDA 12.8 form names the operation that failed.
+     */
+    @Test
+    void batch3DCopiesMoveBoxesBetweenHostArraysAndDeviceMemory() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            Cuda.ok(d.cuInit(0), "cuInit");
+            cu.primaryContext();
+            long s = cu.stream();
+            int aw = 16, ah = 8, ad = 4;   // the array: 16 x 8 x 4 floats
+            MemorySegment desc = cu.cell(Array3DDescriptor.SIZE);
+            new Array3DDescriptor(aw, ah, ad, 0x20, 1, 0).write(desc);   // CU_AD_FORMAT_FLOAT
+            MemorySegment out = cu.cell();
+            Cuda.ok(d.cuArray3DCreate(out, desc), "cuArray3DCreate");
+            long array = out.get(JAVA_LONG, 0);
+            int w = 8, h = 4, dd = 2;          // the box copied
+            int hostRow = 20, hostLayer = 10;  // the host source's row length and layer height, in floats
+            MemorySegment host = cu.cell(4L * hostRow * hostLayer * dd);
+            for (int i = 0; i < hostRow * hostLayer * dd; i++) {
+                host.setAtIndex(JAVA_FLOAT, i, i * 0.5f + 3);
+            }
+            long dev = cu.alloc(4L * w * h * dd);
+            MemorySegment back = cu.cell(4L * 12 * h * dd).fill((byte) 0);   // rows of 12 floats, packed layers
+
+            MemorySegment ops = cu.cell(3 * 112L).fill((byte) 0);
+            MemorySegment up = ops.asSlice(0, 112), across = ops.asSlice(112, 112), down = ops.asSlice(224, 112);
+            operand(up, 0, 1, host.address(), hostRow, hostLayer, 0);
+            operand(up, 40, 2, array, 3, 2, 1);          // array offset (3, 2, 1) in elements
+            extent(up, w, h, dd);
+            operand(across, 0, 2, array, 3, 2, 1);
+            operand(across, 40, 1, dev, 0, 0, 0);         // packed
+            extent(across, w, h, dd);
+            operand(down, 0, 1, dev, 0, 0, 0);
+            operand(down, 40, 1, back.address(), 12 * 4, 0, 0);   // pointer to pointer: elements are bytes
+            extent(down, 4L * w, h, dd);
+            Cuda.ok(d.cuMemcpy3DBatchAsync(3, ops, 0, s), "cuMemcpy3DBatchAsync");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            for (int z = 0; z < dd; z++) {
+                for (int y = 0; y < h; y++) {
+                    for (int x = 0; x < 12; x++) {
+                        float want = x < w ? host.getAtIndex(JAVA_FLOAT, (long) z * hostRow * hostLayer + (long) y * hostRow + x) : 0;
+                        assertEquals(want, back.getAtIndex(JAVA_FLOAT, (long) z * 12 * h + (long) y * 12 + x), "element " + x + "," + y + "," + z);
+                    }
+                }
+            }
+
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(1, ops, 0, 0), "the NULL stream");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(1, ops, 1, s), "flags other than 0");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(0, ops, 0, s), "no operations");
+            MemorySegment failIdx = longs(cu, 12345);
+            across.set(JAVA_INT, 40, 3);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync_v1(3, ops, failIdx, 0, s), "an unknown operand type");
+            assertEquals(1, failIdx.get(JAVA_LONG, 0), "the failing operation's index");
+            across.set(JAVA_INT, 40, 1);
+            up.set(JAVA_LONG, 16, 4);   // a row length shorter than the copy
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync_v1(3, ops, failIdx, 0, s), "a short row length");
+            assertEquals(0, failIdx.get(JAVA_LONG, 0), "the failing operation's index");
+            up.set(JAVA_LONG, 16, hostRow);
+            extent(down, 4L * w, h, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(3, ops, 0, s), "a zero depth");
+            extent(down, 4L * w, h, dd);
+            down.set(JAVA_INT, 104, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(3, ops, 0, s), "an invalid source access order");
+            down.set(JAVA_INT, 104, 1);
+            operand(across, 0, 2, 0x7777_0000L, 3, 2, 1);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemcpy3DBatchAsync(3, ops, 0, s), "an array not of the session");
+            operand(across, 0, 2, array, 14, 2, 1);   // 14 + 8 columns: past the array's width
+            int r = d.cuMemcpy3DBatchAsync(3, ops, 0, s);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, r == CuResult.CUDA_SUCCESS ? d.cuStreamSynchronize(s) : r,
+                    "a box past the array's edge");
+            Cuda.ok(d.cuArrayDestroy(array), "cuArrayDestroy");
+        }
     }
 
     /** cuMemcpyBatchAsync's copies run as unified copies; prefetch and discard batches answer as for unmanaged memory. */

@@ -14,7 +14,8 @@ import java.util.AbstractList;
 import java.util.List;
 
 /**
- * Area {@code pitched}: cuMemcpy2D/3D (and Async), cuMemcpy2DUnaligned, cuMemcpy3DPeer (and Async), and the array copies with a host side
+ * Area {@code pitched}: cuMemcpy2D/3D (and Async), cuMemcpy2DUnaligned, cuMemcpy3DPeer (and Async), cuMemcpy3DBatchAsync (each
+ * operation sent as the cuMemcpy3DAsync it describes), and the array copies with a host side
  * (cuMemcpyHtoA/AtoH and Async), sent as one-row 2D copies with an array side. A host side is gathered from (or scattered into)
  * the program's pitched memory row by row, so that only the bytes the copy moves travel, packed, and
  * no guest address is sent; UNIFIED sides are resolved by the device ranges the frontend has seen.
@@ -107,6 +108,135 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
             return CuResult.CUDA_ERROR_INVALID_CONTEXT;
         }
         return send(m.withoutPeerContexts(), stream, true, async);
+    }
+
+    // ---- 3D batch copies (CUDA 12.8-13.0): the 3D async copies their operations describe -------------
+
+    /** CUDA_MEMCPY3D_BATCH_OP: src and dst CUmemcpy3DOperand (40 bytes each), extent (3 x size_t), srcAccessOrder, flags. */
+    static final long BATCH_OP_BYTES = 112, OPERAND_DST = 40, OP_EXTENT = 80, OP_ORDER = 104, OP_FLAGS = 108;
+    /** CU_MEMCPY_OPERAND_TYPE_POINTER and _ARRAY. */
+    static final int OPERAND_POINTER = 1, OPERAND_ARRAY = 2;
+
+    /**
+     * cuMemcpy3DBatchAsync: the batch is checked as the driver checks it (a stream other than NULL and
+     * the legacy one, flags 0, each operation with a known source access order, known copy flags, known
+     * operand types, a non-zero extent, row lengths and layer heights 0 or at least the extent), then
+     * each operation goes in order as the cuMemcpy3DAsync it describes: a pointer operand is a UNIFIED
+     * side (resolved as cuMemcpy3DAsync resolves it) with pitch rowLength x element size and height
+     * layerHeight, an array operand an ARRAY side at its offset in elements. The element size is 1
+     * between pointers, else the array's (asked of the backend with cuArray3DGetDescriptor); two arrays
+     * must have the same. A host source's data is captured when its copy is sent, which every access
+     * order allows.
+     */
+    @Override
+    public int cuMemcpy3DBatchAsync(long numOps, MemorySegment opList, long flags, long hStream) {
+        return batch3D(numOps, opList, flags, hStream, null);
+    }
+
+    /** The CUDA 12.8 form: as {@link #cuMemcpy3DBatchAsync}, and failIdx names the operation that failed (SIZE_MAX: none in particular). */
+    @Override
+    public int cuMemcpy3DBatchAsync_v1(long numOps, MemorySegment opList, MemorySegment failIdx, long flags, long hStream) {
+        long[] failed = {-1};
+        int r = batch3D(numOps, opList, flags, hStream, failed);
+        if (r != CuResult.CUDA_SUCCESS && !(failIdx.isNative() && failIdx.address() == 0)) {
+            failIdx.reinterpret(8).set(java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED, 0, failed[0]);
+        }
+        return r;
+    }
+
+    private int batch3D(long numOps, MemorySegment opList, long flags, long hStream, long[] failed) {
+        if (hStream == 0 || hStream == 1 || numOps <= 0 || numOps > Integer.MAX_VALUE / BATCH_OP_BYTES || flags != 0
+                || (opList.isNative() && opList.address() == 0)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment ops = opList.reinterpret(BATCH_OP_BYTES * numOps);
+        Memcpy3D[] copies = new Memcpy3D[(int) numOps];
+        for (int i = 0; i < numOps; i++) {
+            copies[i] = batchOp(ops.asSlice(i * BATCH_OP_BYTES, BATCH_OP_BYTES));
+            if (copies[i] == null) {
+                if (failed != null) {
+                    failed[0] = i;
+                }
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        for (int i = 0; i < numOps; i++) {
+            int r = send(copies[i], hStream, true, true);
+            if (r != CuResult.CUDA_SUCCESS) {
+                if (failed != null) {
+                    failed[0] = i;
+                }
+                return r;
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** One operation as the 3D copy it describes; null when the driver would refuse it (CUDA_ERROR_INVALID_VALUE). */
+    private Memcpy3D batchOp(MemorySegment op) {
+        var L = java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+        var I = java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
+        long w = op.get(L, OP_EXTENT), h = op.get(L, OP_EXTENT + 8), dd = op.get(L, OP_EXTENT + 16);
+        int order = op.get(I, OP_ORDER), opFlags = op.get(I, OP_FLAGS);
+        if (w <= 0 || h <= 0 || dd <= 0 || order < CopyCalls.ACCESS_ORDER_FIRST || order > CopyCalls.ACCESS_ORDER_LAST
+                || (opFlags & ~CopyCalls.FLAG_PREFER_OVERLAP) != 0) {
+            return null;
+        }
+        int srcType = op.get(I, 0), dstType = op.get(I, OPERAND_DST);
+        if ((srcType != OPERAND_POINTER && srcType != OPERAND_ARRAY) || (dstType != OPERAND_POINTER && dstType != OPERAND_ARRAY)) {
+            return null;
+        }
+        long elem = 1;
+        long srcElem = srcType == OPERAND_ARRAY ? arrayElementBytes(op.get(L, 8)) : 0;
+        long dstElem = dstType == OPERAND_ARRAY ? arrayElementBytes(op.get(L, OPERAND_DST + 8)) : 0;
+        if (srcElem < 0 || dstElem < 0 || (srcElem > 0 && dstElem > 0 && srcElem != dstElem)) {
+            return null;
+        }
+        elem = Math.max(1, Math.max(srcElem, dstElem));
+        Side src = operand(op, 0, w, h, elem), dst = operand(op, OPERAND_DST, w, h, elem);
+        if (src == null || dst == null) {
+            return null;
+        }
+        try {
+            return new Memcpy3D(src, dst, Math.multiplyExact(w, elem), h, dd);
+        } catch (ArithmeticException e) {
+            return null;
+        }
+    }
+
+    /** A CUmemcpy3DOperand at {@code base} of the operation as a side of a 3D copy in bytes; null when invalid. */
+    private static Side operand(MemorySegment op, long base, long w, long h, long elem) {
+        var L = java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+        long a = op.get(L, base + 8), b = op.get(L, base + 16), c = op.get(L, base + 24), e = op.get(L, base + 32);
+        try {
+            if (op.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, base) == OPERAND_POINTER) {
+                long rowLength = b == 0 ? w : b, layerHeight = c == 0 ? h : c;
+                if (rowLength < w || layerHeight < h || rowLength < 0 || layerHeight < 0) {
+                    return null;
+                }
+                return new Side(Memcpy3D.UNIFIED, 0, 0, 0, 0, 0, a, 0, Math.multiplyExact(rowLength, elem), layerHeight, 0);
+            }
+            if (b < 0 || c < 0 || e < 0) {
+                return null;
+            }
+            return new Side(Memcpy3D.ARRAY, Math.multiplyExact(b, elem), c, e, 0, 0, 0, a, 0, 0, 0);
+        } catch (ArithmeticException ex) {
+            return null;
+        }
+    }
+
+    /** The element size of {@code array} (format x channels), asked of the backend; -1 when it is not an array of the session. */
+    private long arrayElementBytes(long array) {
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment desc = arena.allocate(40);
+            if (array == 0 || driver.cuArray3DGetDescriptor(desc, array) != CuResult.CUDA_SUCCESS) {
+                return -1;
+            }
+            int bytes = io.gpusockets.protocol.structs.ArrayDescriptor.elementBytes(
+                    desc.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 24),
+                    desc.get(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 28));
+            return bytes > 0 ? bytes : -1;
+        }
     }
 
     // ---- the array copies with a host side: one-row 2D copies ---------------------------------------
