@@ -1,5 +1,6 @@
 package io.gpusockets.frontend;
 
+import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
 import io.gpusockets.protocol.api.ContextRule;
@@ -51,8 +52,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
         LaunchCalls launches = new LaunchCalls(channel, this);
-        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local, launches,
-                local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
+        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
+                new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
                 new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges), new LinkCalls(this, channel)));
     }
 
@@ -115,8 +116,22 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
+    /**
+     * Whether the program has begun a stream capture on this connection: only then can an async host
+     * copy be captured, and only then does {@link CopyCalls} ask a stream's capture status.
+     */
+    boolean captureBegun() {
+        return captureBegun;
+    }
+
+    private volatile boolean captureBegun;
+
     @Override
     protected int call(ApiFunction f, Object... args) {
+        if (f == ApiEntries.cuStreamBeginCapture || f == ApiEntries.cuStreamBeginCapture_v1
+                || f == ApiEntries.cuStreamBeginCaptureToGraph) {
+            captureBegun = true;
+        }
         ContextRule rule = f.context();
         if (rule == ContextRule.GET && localAnswers && channel.answersLocally()) {
             long ctx = channel.contexts().current();
