@@ -4,8 +4,9 @@
 // memory) whose data the kernel also reads. The captured graph is launched four times, the host input
 // changed before each launch: each launch must read the host input as it is when the graph reaches
 // the copy and write the host output then, as the driver's memcpy nodes do. Results are compared with
-// the CPU's. The captured graph's nodes are counted by type; copies after the capture ended run at
-// once again.
+// the CPU's. The captured graph's nodes are counted by type. Then cudaMemcpy2DAsync both ways between
+// host rows and pitched device memory is captured (thread-local mode) and launched three times with new
+// host rows. Copies after the captures run at once again.
 #include "common.cuh"
 
 __global__ void mix(const int *a, const int *b, int *out, int n, int k) {
@@ -97,6 +98,51 @@ int main() {
             sum += out[i];
         }
         printf("round %d: sum %lld\n", round, sum);
+    }
+
+    // 2D copies in a capture: host rows (pitch 40 ints) into pitched device memory and back into host
+    // rows of another pitch (36 ints), 32 x 20 ints, three launches with new host rows.
+    {
+        const int w = 32, h = 20, hp = 40, op = 36;
+        int *rows = (int *) malloc(h * hp * sizeof(int)), *back = (int *) malloc(h * op * sizeof(int));
+        int *dp;
+        size_t pitch;
+        CK(cudaMallocPitch((void **) &dp, &pitch, w * sizeof(int), h));
+        memset(back, 0xff, h * op * sizeof(int));
+        cudaGraph_t g2;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        CK(cudaMemcpy2DAsync(dp, pitch, rows, hp * sizeof(int), w * sizeof(int), h, cudaMemcpyHostToDevice, s));
+        CK(cudaMemcpy2DAsync(back, op * sizeof(int), dp, pitch, w * sizeof(int), h, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamEndCapture(s, &g2));
+        cudaGraphExec_t x2;
+        CK(cudaGraphInstantiate(&x2, g2, 0));
+        for (int round = 0; round < 3; round++) {
+            for (int i = 0; i < h * hp; i++) {
+                rows[i] = i * 3 + round;
+            }
+            CK(cudaGraphLaunch(x2, s));
+            CK(cudaStreamSynchronize(s));
+            long long sum = 0;
+            for (int y = 0; y < h; y++) {
+                for (int x0 = 0; x0 < w; x0++) {
+                    if (back[y * op + x0] != rows[y * hp + x0]) {
+                        FAIL("2D round %d: (%d, %d) = %d, want %d", round, x0, y, back[y * op + x0], rows[y * hp + x0]);
+                    }
+                    sum += back[y * op + x0];
+                }
+                for (int x0 = w; x0 < op; x0++) {
+                    if (back[y * op + x0] != -1) {
+                        FAIL("2D round %d: written past the row at (%d, %d)", round, x0, y);
+                    }
+                }
+            }
+            printf("2D round %d: sum %lld\n", round, sum);
+        }
+        CK(cudaGraphExecDestroy(x2));
+        CK(cudaGraphDestroy(g2));
+        CK(cudaFree(dp));
+        free(rows);
+        free(back);
     }
 
     // After the capture the same calls copy at once again.

@@ -17,14 +17,8 @@ import java.lang.foreign.ValueLayout;
  * capturing must not carry its data now: the driver records it as a memcpy node whose host memory is
  * read or written each time the graph runs. Once the program has begun a capture
  * ({@link RemoteCudaDriver#captureBegun}; before that no stream can capture, so no query is made) such
- * a copy asks the stream's capture status first. Capturing, it becomes a memcpy node of the capture's
- * graph, added after the capture's current dependencies as the host-memory copy nodes of
- * {@link GraphCalls#cuGraphAddMemcpyNode} are (the guest reads or writes the program's memory at a
- * gate at each launch), and that node becomes the stream's only dependency
- * (cuStreamUpdateCaptureDependencies, SET), which is what capturing the copy does in the driver. An
- * invalidated capture answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the driver does for work
- * queued into one. The capture mode's rules (global, thread-local, relaxed) concern calls that are not
- * captured and stay the backend's, as before.
+ * a copy asks the stream's capture status first and, capturing, becomes a memcpy node of the
+ * capture's graph ({@link CapturedCopies}; the 2D/3D and array forms likewise, {@link PitchedCalls}).
  */
 final class CopyCalls implements FrontendHandlers.Copies {
     private final RemoteCudaDriver driver;
@@ -164,75 +158,37 @@ final class CopyCalls implements FrontendHandlers.Copies {
     @Override
     public int cuMemcpyHtoDAsync(long dstDevice, MemorySegment srcHost, long byteCount, long hStream) {
         int r = captured(dstDevice, true, srcHost, byteCount, hStream);
-        return r != NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyHtoDAsync, dstDevice, srcHost, byteCount, hStream);
+        return r != CapturedCopies.NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyHtoDAsync, dstDevice, srcHost, byteCount, hStream);
     }
 
     @Override
     public int cuMemcpyDtoHAsync(MemorySegment dstHost, long srcDevice, long byteCount, long hStream) {
         int r = captured(srcDevice, false, dstHost, byteCount, hStream);
-        return r != NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyDtoHAsync, dstHost, srcDevice, byteCount, hStream);
+        return r != CapturedCopies.NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyDtoHAsync, dstHost, srcDevice, byteCount, hStream);
     }
-
-    /** What {@link #captured} answers when the stream captures nothing: the copy goes as it is. */
-    private static final int NOT_CAPTURING = -1;
-    /** CUstreamCaptureStatus. */
-    private static final int CAPTURE_ACTIVE = 1, CAPTURE_INVALIDATED = 2;
-    /** CUstreamUpdateCaptureDependencies_flags: CU_STREAM_SET_CAPTURE_DEPENDENCIES. */
-    private static final int SET_CAPTURE_DEPENDENCIES = 1;
-    /** CUmemorytype. */
-    private static final int MEMORY_HOST = 1, MEMORY_DEVICE = 2;
 
     /**
      * When {@code stream} is capturing, records the copy between {@code device} and the program's
-     * {@code host} memory as a memcpy node of the capture (see the class comment) and answers its
-     * result; {@link #NOT_CAPTURING} otherwise.
+     * {@code host} memory (one row) as a memcpy node of the capture ({@link CapturedCopies}) and
+     * answers its result; {@link CapturedCopies#NOT_CAPTURING} otherwise.
      */
     private int captured(long device, boolean toDevice, MemorySegment host, long byteCount, long stream) {
         if (!driver.captureBegun() || byteCount <= 0 || isNull(host)) {
-            return NOT_CAPTURING;   // invalid arguments are the backend's to answer, as before
+            return CapturedCopies.NOT_CAPTURING;   // invalid arguments are the backend's to answer, as before
         }
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment status = arena.allocate(4, 4), graph = arena.allocate(8, 8), deps = arena.allocate(8, 8),
-                    count = arena.allocate(8, 8);
-            int r = driver.cuStreamGetCaptureInfo_v2(stream, status, MemorySegment.NULL, graph, deps, count);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return NOT_CAPTURING;   // not a stream the backend knows: the copy itself reports that
-            }
-            int s = status.get(ValueLayout.JAVA_INT, 0);
-            if (s == CAPTURE_INVALIDATED) {
-                return CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-            }
-            if (s != CAPTURE_ACTIVE) {
-                return NOT_CAPTURING;
-            }
-            long n = count.get(ValueLayout.JAVA_LONG, 0);
-            MemorySegment dependencies = n == 0 ? MemorySegment.NULL : arena.allocate(8 * n, 8);
-            if (n > 0) {
-                dependencies.copyFrom(MemorySegment.ofAddress(deps.get(ValueLayout.JAVA_LONG, 0)).reinterpret(8 * n));
-            }
-            MemorySegment ctx = arena.allocate(8, 8);
-            r = driver.cuStreamGetCtx(stream, ctx);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
-            }
             MemorySegment p = arena.allocate(200, 8);   // CUDA_MEMCPY3D, zeroed: one row of byteCount bytes
             long hostSide = toDevice ? 0 : 88, deviceSide = toDevice ? 88 : 0;
-            p.set(ValueLayout.JAVA_INT, hostSide + 32, MEMORY_HOST);
+            p.set(ValueLayout.JAVA_INT, hostSide + 32, CapturedCopies.MEMORY_HOST);
             p.set(ValueLayout.JAVA_LONG, hostSide + 40, host.address());
             p.set(ValueLayout.JAVA_LONG, hostSide + 72, byteCount);
-            p.set(ValueLayout.JAVA_INT, deviceSide + 32, MEMORY_DEVICE);
+            p.set(ValueLayout.JAVA_INT, deviceSide + 32, CapturedCopies.MEMORY_DEVICE);
             p.set(ValueLayout.JAVA_LONG, deviceSide + 48, device);
             p.set(ValueLayout.JAVA_LONG, deviceSide + 72, byteCount);
             p.set(ValueLayout.JAVA_LONG, 176, byteCount);
             p.set(ValueLayout.JAVA_LONG, 184, 1);
             p.set(ValueLayout.JAVA_LONG, 192, 1);
-            MemorySegment node = arena.allocate(8, 8);
-            r = driver.cuGraphAddMemcpyNode(node, graph.get(ValueLayout.JAVA_LONG, 0), dependencies, n, p,
-                    ctx.get(ValueLayout.JAVA_LONG, 0));
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
-            }
-            return driver.cuStreamUpdateCaptureDependencies_v1(stream, node, 1, SET_CAPTURE_DEPENDENCIES);
+            return CapturedCopies.record(driver, stream, p);
         }
     }
 }
