@@ -9,9 +9,9 @@ import java.lang.foreign.ValueLayout;
  * Async copies with a host side recorded by stream capture (issue 21). On a local GPU such a copy on a
  * capturing stream becomes a memcpy node of the captured graph that reads or writes the host memory
  * each time the graph runs; through gpusockets the copy's data would travel with the call, which the
- * backend must refuse in a capture. So once the program has begun a capture
- * ({@link RemoteCudaDriver#captureBegun}; before that no stream can capture, so no copy pays for a
- * query) the frontend asks the stream's capture status (cuStreamGetCaptureInfo) before such a copy.
+ * backend must refuse in a capture. So while a capture may be active on the connection
+ * ({@link RemoteCudaDriver#captureBegun}: begun and not yet ended; otherwise no stream can capture, so
+ * no copy pays for a query and async copies stay pipelined) the frontend asks the stream's capture status (cuStreamGetCaptureInfo) before such a copy.
  * Capturing, the copy is added to the capture's graph after the capture's current dependencies as a
  * memcpy node with a host side, exactly as {@link GraphCalls#cuGraphAddMemcpyNode} files one (the
  * guest reads or writes the program's memory at a gate of each launch, in the graph's order), on the
@@ -21,7 +21,7 @@ import java.lang.foreign.ValueLayout;
  * as the driver does for work queued into one. The capture modes' rules (global, thread-local,
  * relaxed) concern calls that are not captured (synchronous copies, for instance) and stay the
  * backend's, as before. Costs: four round trips per captured copy, one per async host copy while
- * any capture has begun and the stream is not capturing.
+ * a capture is active and the copy's stream is not capturing.
  */
 final class CapturedCopies {
     /** What {@link #record} answers when the stream captures nothing: the copy goes as it is. */

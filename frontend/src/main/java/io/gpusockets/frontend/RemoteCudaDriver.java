@@ -15,6 +15,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The CUDA driver API of a remote GPU. Every call goes to the backend except those the API table
@@ -115,23 +116,38 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return k;
     }
 
-    /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
     /**
-     * Whether the program has begun a stream capture on this connection: only then can an async host
-     * copy be captured, and only then does {@link CopyCalls} ask a stream's capture status.
+     * Whether a stream capture may be active on this connection (one begun and not yet ended): only then
+     * can an async host copy be captured, and only then does {@link CapturedCopies} ask a stream's capture
+     * status, so outside capture windows async copies stay pipelined. The count errs high (a capture is
+     * counted before it begins and uncounted only once an end call ended it); if it ever erred low, the
+     * copy would travel with its data and the backend would refuse it in the capture, never run it wrongly.
      */
     boolean captureBegun() {
-        return captureBegun;
+        return activeCaptures.get() > 0;
     }
 
-    private volatile boolean captureBegun;
+    private final AtomicInteger activeCaptures = new AtomicInteger();
 
+    /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
     @Override
     protected int call(ApiFunction f, Object... args) {
-        if (f == ApiEntries.cuStreamBeginCapture || f == ApiEntries.cuStreamBeginCapture_v1
-                || f == ApiEntries.cuStreamBeginCaptureToGraph) {
-            captureBegun = true;
+        boolean begin = f == ApiEntries.cuStreamBeginCapture || f == ApiEntries.cuStreamBeginCapture_v1
+                || f == ApiEntries.cuStreamBeginCaptureToGraph;
+        if (begin) {
+            activeCaptures.incrementAndGet();
         }
+        int r = marshal(f, args);
+        if (begin && r != CuResult.CUDA_SUCCESS) {
+            activeCaptures.decrementAndGet();
+        } else if (f == ApiEntries.cuStreamEndCapture && (r == CuResult.CUDA_SUCCESS
+                || r == CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CuResult.CUDA_ERROR_STREAM_CAPTURE_UNJOINED)) {
+            activeCaptures.updateAndGet(n -> Math.max(0, n - 1));
+        }
+        return r;
+    }
+
+    private int marshal(ApiFunction f, Object... args) {
         ContextRule rule = f.context();
         if (rule == ContextRule.GET && localAnswers && channel.answersLocally()) {
             long ctx = channel.contexts().current();
