@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
@@ -10,6 +11,14 @@ import java.lang.foreign.ValueLayout;
  * cuMemcpyBatchAsync). Each pointer is classified by the device ranges the frontend has seen
  * ({@link DeviceRanges}): device to device goes to the backend as the entry itself, one host side
  * becomes cuMemcpyHtoD or cuMemcpyDtoH, and host to host never leaves the guest.
+ *
+ * <p>Captured host copies (issue 21): an async copy with a host side (cuMemcpyHtoDAsync,
+ * cuMemcpyDtoHAsync, or cuMemcpyAsync/cuMemcpyBatchAsync with one host side) on a stream that is
+ * capturing must not carry its data now: the driver records it as a memcpy node whose host memory is
+ * read or written each time the graph runs. Once the program has begun a capture
+ * ({@link RemoteCudaDriver#captureBegun}; before that no stream can capture, so no query is made) such
+ * a copy asks the stream's capture status first and, capturing, becomes a memcpy node of the
+ * capture's graph ({@link CapturedCopies}; the 2D/3D and array forms likewise, {@link PitchedCalls}).
  */
 final class CopyCalls implements FrontendHandlers.Copies {
     private final RemoteCudaDriver driver;
@@ -126,11 +135,11 @@ final class CopyCalls implements FrontendHandlers.Copies {
         }
         if (dstDevice) {
             MemorySegment host = host(src, byteCount);
-            return async ? driver.cuMemcpyHtoDAsync(dst, host, byteCount, stream) : driver.cuMemcpyHtoD(dst, host, byteCount);
+            return async ? cuMemcpyHtoDAsync(dst, host, byteCount, stream) : driver.cuMemcpyHtoD(dst, host, byteCount);
         }
         if (srcDevice) {
             MemorySegment host = host(dst, byteCount);
-            return async ? driver.cuMemcpyDtoHAsync(host, src, byteCount, stream) : driver.cuMemcpyDtoH(host, src, byteCount);
+            return async ? cuMemcpyDtoHAsync(host, src, byteCount, stream) : driver.cuMemcpyDtoH(host, src, byteCount);
         }
         if (async) {
             int r = driver.cuStreamSynchronize(stream);
@@ -144,5 +153,42 @@ final class CopyCalls implements FrontendHandlers.Copies {
 
     static MemorySegment host(long address, long bytes) {
         return MemorySegment.ofAddress(address).reinterpret(bytes);
+    }
+
+    @Override
+    public int cuMemcpyHtoDAsync(long dstDevice, MemorySegment srcHost, long byteCount, long hStream) {
+        int r = captured(dstDevice, true, srcHost, byteCount, hStream);
+        return r != CapturedCopies.NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyHtoDAsync, dstDevice, srcHost, byteCount, hStream);
+    }
+
+    @Override
+    public int cuMemcpyDtoHAsync(MemorySegment dstHost, long srcDevice, long byteCount, long hStream) {
+        int r = captured(srcDevice, false, dstHost, byteCount, hStream);
+        return r != CapturedCopies.NOT_CAPTURING ? r : driver.call(ApiEntries.cuMemcpyDtoHAsync, dstHost, srcDevice, byteCount, hStream);
+    }
+
+    /**
+     * When {@code stream} is capturing, records the copy between {@code device} and the program's
+     * {@code host} memory (one row) as a memcpy node of the capture ({@link CapturedCopies}) and
+     * answers its result; {@link CapturedCopies#NOT_CAPTURING} otherwise.
+     */
+    private int captured(long device, boolean toDevice, MemorySegment host, long byteCount, long stream) {
+        if (!driver.captureBegun() || byteCount <= 0 || isNull(host)) {
+            return CapturedCopies.NOT_CAPTURING;   // invalid arguments are the backend's to answer, as before
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment p = arena.allocate(200, 8);   // CUDA_MEMCPY3D, zeroed: one row of byteCount bytes
+            long hostSide = toDevice ? 0 : 88, deviceSide = toDevice ? 88 : 0;
+            p.set(ValueLayout.JAVA_INT, hostSide + 32, CapturedCopies.MEMORY_HOST);
+            p.set(ValueLayout.JAVA_LONG, hostSide + 40, host.address());
+            p.set(ValueLayout.JAVA_LONG, hostSide + 72, byteCount);
+            p.set(ValueLayout.JAVA_INT, deviceSide + 32, CapturedCopies.MEMORY_DEVICE);
+            p.set(ValueLayout.JAVA_LONG, deviceSide + 48, device);
+            p.set(ValueLayout.JAVA_LONG, deviceSide + 72, byteCount);
+            p.set(ValueLayout.JAVA_LONG, 176, byteCount);
+            p.set(ValueLayout.JAVA_LONG, 184, 1);
+            p.set(ValueLayout.JAVA_LONG, 192, 1);
+            return CapturedCopies.record(driver, stream, p);
+        }
     }
 }

@@ -3,7 +3,6 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
-import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.calls.PitchedCopyRequest;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
 import io.gpusockets.protocol.structs.Memcpy3D;
@@ -16,17 +15,18 @@ import java.util.List;
 /**
  * Area {@code pitched}: cuMemcpy2D/3D (and Async), cuMemcpy2DUnaligned, cuMemcpy3DPeer (and Async), cuMemcpy3DBatchAsync (each
  * operation sent as the cuMemcpy3DAsync it describes), and the array copies with a host side
- * (cuMemcpyHtoA/AtoH and Async), sent as one-row 2D copies with an array side. A host side is gathered from (or scattered into)
+ * (cuMemcpyHtoA/AtoH and Async), sent as one-row 2D copies with an array side. An async one with a host side on a capturing stream
+ * becomes a memcpy node of the capture instead ({@link CapturedCopies}). A host side is gathered from (or scattered into)
  * the program's pitched memory row by row, so that only the bytes the copy moves travel, packed, and
  * no guest address is sent; UNIFIED sides are resolved by the device ranges the frontend has seen.
  */
 final class PitchedCalls implements FrontendHandlers.Pitched {
     private final CallChannel channel;
-    /** For the host-to-host case's stream synchronisation. */
-    private final CudaDriver driver;
+    /** For the host-to-host case's stream synchronisation, and captured copies. */
+    private final RemoteCudaDriver driver;
     private final DeviceRanges ranges;
 
-    PitchedCalls(CallChannel channel, CudaDriver driver, DeviceRanges ranges) {
+    PitchedCalls(CallChannel channel, RemoteCudaDriver driver, DeviceRanges ranges) {
         this.channel = channel;
         this.driver = driver;
         this.ranges = ranges;
@@ -286,6 +286,16 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
         boolean hostOut = dst.memoryType() == Memcpy3D.HOST;
         if (hostIn && hostOut) {
             return hostToHost(m, stream, async);
+        }
+        if (async && (hostIn || hostOut)) {   // on a capturing stream: a memcpy node of the capture (CapturedCopies)
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                MemorySegment copy3D = arena.allocate(Memcpy3D.SIZE_3D, 8);
+                m.write3D(copy3D);
+                int r = CapturedCopies.record(driver, stream, copy3D);
+                if (r != CapturedCopies.NOT_CAPTURING) {
+                    return r;
+                }
+            }
         }
         List<MemorySegment> in = hostIn ? hostBlocks(m, src) : List.of();
         List<MemorySegment> out = hostOut ? hostBlocks(m, dst) : List.of();
