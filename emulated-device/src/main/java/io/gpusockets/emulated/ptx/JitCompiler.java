@@ -926,12 +926,7 @@ final class JitCompiler {
             case Insn.MBARRIER -> {
                 c.aload(CTA);
                 c.loadConstant(i);
-                load(c, in.a);
-                if (in.addressMask != -1L) {
-                    mask(c, in.addressMask);
-                }
-                c.loadConstant(in.offset);
-                c.ladd();
+                pushAddress(c, in.a, in.addressMask, in.offset);
                 load(c, in.b);
                 load(c, in.c);
                 c.invokevirtual(CD_CTA, "mbarrier", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_long, CD_long));
@@ -943,42 +938,17 @@ final class JitCompiler {
             }
             case Insn.BULK_COPY -> {
                 c.aload(CTA);
-                load(c, in.a);
-                if (in.addressMask != -1L) {
-                    mask(c, in.addressMask);
-                }
-                c.loadConstant(in.offset);
-                c.ladd();
-                load(c, in.b);
-                if (in.addressMask2 != -1L) {
-                    mask(c, in.addressMask2);
-                }
-                c.loadConstant(in.offset2);
-                c.ladd();
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                pushAddress(c, in.b, in.addressMask2, in.offset2);
                 load(c, in.c);
-                load(c, in.e);
-                if (in.addressMask3 != -1L) {
-                    mask(c, in.addressMask3);
-                }
-                c.loadConstant(in.offset3);
-                c.ladd();
+                pushAddress(c, in.e, in.addressMask3, in.offset3);
                 c.invokevirtual(CD_CTA, "bulkCopy", MethodTypeDesc.of(CD_void, CD_long, CD_long, CD_long, CD_long));
             }
             case Insn.CP_ASYNC -> {
                 c.aload(CTA);
                 c.loadConstant(i);
-                load(c, in.a);
-                if (in.addressMask != -1L) {
-                    mask(c, in.addressMask);
-                }
-                c.loadConstant(in.offset);
-                c.ladd();
-                load(c, in.b);
-                if (in.addressMask2 != -1L) {
-                    mask(c, in.addressMask2);
-                }
-                c.loadConstant(in.offset2);
-                c.ladd();
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                pushAddress(c, in.b, in.addressMask2, in.offset2);
                 load(c, in.c);
                 c.invokevirtual(CD_CTA, "copyAsync", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_long, CD_long));
             }
@@ -1068,6 +1038,18 @@ final class JitCompiler {
         c.loadConstant(FUEL);
         c.istore(FUEL_LOCAL);
         c.goto_(labels[in.target]);
+    }
+
+    /** Pushes (register & addressMask) + offset: an operand's address, for the instructions whose Cta method takes it as an argument. */
+    private void pushAddress(CodeBuilder c, int register, long addressMask, long offset) {
+        load(c, register);
+        if (addressMask != -1L) {
+            mask(c, addressMask);
+        }
+        if (offset != 0) {
+            c.loadConstant(offset);
+            c.ladd();
+        }
     }
 
     /** (a & mask) + offset into ADDRESS, and the alignment check of {@code bytes}. */
