@@ -10,7 +10,7 @@ import java.lang.foreign.ValueLayout;
  * capturing stream becomes a memcpy node of the captured graph that reads or writes the host memory
  * each time the graph runs; through gpusockets the copy's data would travel with the call, which the
  * backend must refuse in a capture. So while a capture may be active on the connection
- * ({@link RemoteCudaDriver#captureBegun}: begun and not yet ended; otherwise no stream can capture, so
+ * ({@link RemoteCudaDriver#captureActive}: begun and not yet ended; otherwise no stream can capture, so
  * no copy pays for a query and async copies stay pipelined) the frontend asks the stream's capture status (cuStreamGetCaptureInfo) before such a copy.
  * Capturing, the copy is added to the capture's graph after the capture's current dependencies as a
  * memcpy node with a host side, exactly as {@link GraphCalls#cuGraphAddMemcpyNode} files one (the
@@ -42,7 +42,7 @@ final class CapturedCopies {
      * nothing (or is no stream the backend knows: the copy itself then reports that).
      */
     static int record(RemoteCudaDriver driver, long stream, MemorySegment copy3D) {
-        if (!driver.captureBegun()) {
+        if (!driver.captureActive()) {
             return NOT_CAPTURING;
         }
         try (Arena arena = Arena.ofConfined()) {

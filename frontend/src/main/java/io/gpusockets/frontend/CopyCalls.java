@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.Memcpy3D;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -15,8 +16,8 @@ import java.lang.foreign.ValueLayout;
  * <p>Captured host copies (issue 21): an async copy with a host side (cuMemcpyHtoDAsync,
  * cuMemcpyDtoHAsync, or cuMemcpyAsync/cuMemcpyBatchAsync with one host side) on a stream that is
  * capturing must not carry its data now: the driver records it as a memcpy node whose host memory is
- * read or written each time the graph runs. Once the program has begun a capture
- * ({@link RemoteCudaDriver#captureBegun}; before that no stream can capture, so no query is made) such
+ * read or written each time the graph runs. While a capture is active on the connection
+ * ({@link RemoteCudaDriver#captureActive}; otherwise no stream can capture, so no query is made) such
  * a copy asks the stream's capture status first and, capturing, becomes a memcpy node of the
  * capture's graph ({@link CapturedCopies}; the 2D/3D and array forms likewise, {@link PitchedCalls}).
  */
@@ -173,21 +174,15 @@ final class CopyCalls implements FrontendHandlers.Copies {
      * answers its result; {@link CapturedCopies#NOT_CAPTURING} otherwise.
      */
     private int captured(long device, boolean toDevice, MemorySegment host, long byteCount, long stream) {
-        if (!driver.captureBegun() || byteCount <= 0 || isNull(host)) {
+        if (!driver.captureActive() || byteCount <= 0 || isNull(host)) {
             return CapturedCopies.NOT_CAPTURING;   // invalid arguments are the backend's to answer, as before
         }
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment p = arena.allocate(200, 8);   // CUDA_MEMCPY3D, zeroed: one row of byteCount bytes
-            long hostSide = toDevice ? 0 : 88, deviceSide = toDevice ? 88 : 0;
-            p.set(ValueLayout.JAVA_INT, hostSide + 32, CapturedCopies.MEMORY_HOST);
-            p.set(ValueLayout.JAVA_LONG, hostSide + 40, host.address());
-            p.set(ValueLayout.JAVA_LONG, hostSide + 72, byteCount);
-            p.set(ValueLayout.JAVA_INT, deviceSide + 32, CapturedCopies.MEMORY_DEVICE);
-            p.set(ValueLayout.JAVA_LONG, deviceSide + 48, device);
-            p.set(ValueLayout.JAVA_LONG, deviceSide + 72, byteCount);
-            p.set(ValueLayout.JAVA_LONG, 176, byteCount);
-            p.set(ValueLayout.JAVA_LONG, 184, 1);
-            p.set(ValueLayout.JAVA_LONG, 192, 1);
+            // one row of byteCount bytes, each side's pitch byteCount
+            Memcpy3D.Side h = new Memcpy3D.Side(Memcpy3D.HOST, 0, 0, 0, 0, host.address(), 0, 0, byteCount, 0, 0);
+            Memcpy3D.Side d = new Memcpy3D.Side(Memcpy3D.DEVICE, 0, 0, 0, 0, 0, device, 0, byteCount, 0, 0);
+            MemorySegment p = arena.allocate(Memcpy3D.SIZE_3D, 8);
+            new Memcpy3D(toDevice ? h : d, toDevice ? d : h, byteCount, 1, 1).write3D(p);
             return CapturedCopies.record(driver, stream, p);
         }
     }

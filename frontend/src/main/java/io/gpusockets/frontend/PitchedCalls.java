@@ -63,9 +63,7 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
      * copy never leaves the guest.
      */
     private int copy(MemorySegment pCopy, long stream, boolean is3D, boolean async) {
-        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
-                : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
-        return copy(f, pCopy, stream, is3D, async);
+        return copy(entry(is3D, async), pCopy, stream, is3D, async);
     }
 
     /** The same for entry {@code f} (cuMemcpy2DUnaligned travels as itself, so the backend's driver applies its own rules). */
@@ -267,9 +265,13 @@ final class PitchedCalls implements FrontendHandlers.Pitched {
 
     /** Sends a copy read from the program's struct (or built for an array copy): see {@link #copy}. */
     private int send(Memcpy3D m, long stream, boolean is3D, boolean async) {
-        ApiFunction f = is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
+        return send(m, stream, is3D, async, entry(is3D, async));
+    }
+
+    /** The table entry a pitched copy of that shape and mode travels as. */
+    private static ApiFunction entry(boolean is3D, boolean async) {
+        return is3D ? (async ? ApiEntries.cuMemcpy3DAsync : ApiEntries.cuMemcpy3D)
                 : (async ? ApiEntries.cuMemcpy2DAsync : ApiEntries.cuMemcpy2D);
-        return send(m, stream, is3D, async, f);
     }
 
     private int send(Memcpy3D m, long stream, boolean is3D, boolean async, ApiFunction f) {

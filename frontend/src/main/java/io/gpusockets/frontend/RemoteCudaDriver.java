@@ -123,7 +123,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
      * counted before it begins and uncounted only once an end call ended it); if it ever erred low, the
      * copy would travel with its data and the backend would refuse it in the capture, never run it wrongly.
      */
-    boolean captureBegun() {
+    boolean captureActive() {
         return activeCaptures.get() > 0;
     }
 
