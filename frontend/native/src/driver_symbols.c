@@ -66,6 +66,8 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
 
 /* The list, once: an index per name (enum), its text and its exported function come from it. */
 #define ABSENT_SYMBOLS(X) \
+    X(cuArray3DCreate) \
+    X(cuArray3DGetDescriptor) \
     X(cuArrayCreate) \
     X(cuArrayGetDescriptor) \
     X(cuCtxCreate_v3) \
@@ -100,7 +102,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuGraphExecKernelNodeSetParams) \
     X(cuGraphExecUpdate) \
     X(cuGraphInstantiate) \
-    X(cuGraphInstantiateWithParams_ptsz) \
     X(cuGraphInstantiate_v2) \
     X(cuGraphKernelNodeGetParams) \
     X(cuGraphKernelNodeSetParams) \
@@ -116,8 +117,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemAllocHost) \
     X(cuMemAllocPitch) \
     X(cuMemBatchDecompressAsync_ptsz) \
-    X(cuMemDiscardAndPrefetchBatchAsync_ptsz) \
-    X(cuMemDiscardBatchAsync_ptsz) \
     X(cuMemFree) \
     X(cuMemGetAddressRange) \
     X(cuMemGetAttribute) \
@@ -126,29 +125,22 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemHostGetDevicePointer) \
     X(cuMemHostRegister) \
     X(cuMemMapArrayAsync_ptsz) \
-    X(cuMemPrefetchBatchAsync_ptsz) \
     X(cuMemcpy2D) \
     X(cuMemcpy2DAsync) \
-    X(cuMemcpy2DUnaligned_v2_ptds) \
+    X(cuMemcpy2DUnaligned) \
     X(cuMemcpy3D) \
     X(cuMemcpy3DAsync) \
-    X(cuMemcpy3DBatchAsync_ptsz) \
-    X(cuMemcpy3DBatchAsync_v2_ptsz) \
-    X(cuMemcpy3DPeerAsync_ptsz) \
-    X(cuMemcpy3DPeer_ptds) \
-    X(cuMemcpyAtoA_v2_ptds) \
-    X(cuMemcpyAtoD_v2_ptds) \
-    X(cuMemcpyAtoHAsync_v2_ptsz) \
-    X(cuMemcpyAtoH_v2_ptds) \
-    X(cuMemcpyBatchAsync_ptsz) \
-    X(cuMemcpyBatchAsync_v2_ptsz) \
-    X(cuMemcpyDtoA_v2_ptds) \
+    X(cuMemcpyAtoA) \
+    X(cuMemcpyAtoD) \
+    X(cuMemcpyAtoH) \
+    X(cuMemcpyAtoHAsync) \
+    X(cuMemcpyDtoA) \
     X(cuMemcpyDtoD) \
     X(cuMemcpyDtoDAsync) \
     X(cuMemcpyDtoH) \
     X(cuMemcpyDtoHAsync) \
-    X(cuMemcpyHtoAAsync_v2_ptsz) \
-    X(cuMemcpyHtoA_v2_ptds) \
+    X(cuMemcpyHtoA) \
+    X(cuMemcpyHtoAAsync) \
     X(cuMemcpyHtoD) \
     X(cuMemcpyHtoDAsync) \
     X(cuMemsetD16) \
@@ -158,13 +150,8 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemsetD32) \
     X(cuMemsetD8) \
     X(cuModuleGetGlobal) \
-    X(cuProfilerInitialize) \
-    X(cuProfilerStart) \
-    X(cuProfilerStop) \
     X(cuSignalExternalSemaphoresAsync_ptsz) \
     X(cuStreamAttachMemAsync_ptsz) \
-    X(cuStreamCopyAttributes_ptsz) \
-    X(cuStreamSetAttribute_ptsz) \
     X(cuTexRefSetAddress2D_v2) \
     X(cuVDPAUCtxCreate) \
     X(cuVDPAUCtxCreate_v2) \

@@ -47,6 +47,9 @@ extern const int gpus_function_count;
 extern const char *const gpus_function_names[];
 extern const struct gpus_symbol gpus_symbols[];
 
+/* profiler.c: the profiler calls of cudaProfiler.h, answered in the guest (NULL-terminated). */
+extern const struct gpus_symbol gpus_profiler_symbols[];
+
 /* bootstrap.c: the upcall stub of table entry `index`, starting the embedded JVM on first use;
  * NULL when it could not start (the reason was printed once on stderr). */
 void *gpus_entry(int index);

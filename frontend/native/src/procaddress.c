@@ -60,6 +60,17 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
             return CUDA_ERROR_NOT_FOUND;
         }
     }
+    for (const struct gpus_symbol *s = gpus_profiler_symbols; !found && s->name != NULL; s++) {
+        /* cudaProfiler.h's calls, hand-written in profiler.c (no per-thread variants) */
+        if (strcmp(s->name, symbol) == 0) {
+            found = cudaVersion >= s->since;
+            *pfn = found ? s->address : NULL;
+            if (status != NULL) {
+                *status = found ? GPUS_PROC_ADDRESS_SUCCESS : GPUS_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+            }
+            return found ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+        }
+    }
     const struct gpus_symbol *best = NULL;
     for (const struct gpus_symbol *s = gpus_symbols; !found && s->name != NULL; s++) {
         if (strcmp(s->name, symbol) != 0 || s->per_thread) {
@@ -115,6 +126,11 @@ static CUresult traced(const char *symbol, void **pfn, int cudaVersion, cuuint64
         const char *answer = "(none)";
         if (r == CUDA_SUCCESS && pfn != NULL && *pfn != NULL) {
             for (const struct gpus_symbol *s = gpus_symbols; s->name != NULL; s++) {
+                if (s->address == *pfn) {
+                    answer = s->symbol;
+                }
+            }
+            for (const struct gpus_symbol *s = gpus_profiler_symbols; s->name != NULL; s++) {
                 if (s->address == *pfn) {
                     answer = s->symbol;
                 }

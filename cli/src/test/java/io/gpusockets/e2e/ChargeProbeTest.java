@@ -20,6 +20,7 @@ import io.gpusockets.protocol.api.ApiTable;
 import io.gpusockets.protocol.api.ChargeRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.LimitFootprint;
+import io.gpusockets.protocol.structs.Array3DDescriptor;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import io.gpusockets.protocol.structs.MemoryProps;
 import java.lang.foreign.Arena;
@@ -228,6 +229,22 @@ class ChargeProbeTest {
                     probe("cuArrayCreate", () -> Cuda.ok(d.cuArrayCreate(array, desc), "cuArrayCreate"),
                             () -> Cuda.ok(d.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy"));
                 }),
+                Map.entry("cuArray3DCreate", (cu, d) -> {
+                    MemorySegment desc = cu.cell(Array3DDescriptor.SIZE), array = cu.cell();
+                    // a layered cubemap of 2 layers: 12 faces of 256x256 FLOAT x 4 = 12 MiB, every face charged
+                    new Array3DDescriptor(256, 256, 12, 0x20, 4, Array3DDescriptor.LAYERED | Array3DDescriptor.CUBEMAP).write(desc);
+                    Reading r = probe("cuArray3DCreate", () -> Cuda.ok(d.cuArray3DCreate(array, desc), "cuArray3DCreate"),
+                            () -> Cuda.ok(d.cuArrayDestroy(array.get(JAVA_LONG, 0)), "cuArrayDestroy"));
+                    assertTrue(r.charged() >= 12 * MIB, "every face is charged: " + r.charged());
+                }),
+                Map.entry("cuMipmappedArrayCreate", (cu, d) -> {
+                    MemorySegment desc = cu.cell(Array3DDescriptor.SIZE), mipmap = cu.cell();
+                    // 512x512 FLOAT x 4 with all 10 levels: 4 MiB, 1 MiB, 256 KiB, ... (every level charged)
+                    new Array3DDescriptor(512, 512, 0, 0x20, 4, 0).write(desc);
+                    Reading r = probe("cuMipmappedArrayCreate", () -> Cuda.ok(d.cuMipmappedArrayCreate(mipmap, desc, 10), "cuMipmappedArrayCreate"),
+                            () -> Cuda.ok(d.cuMipmappedArrayDestroy(mipmap.get(JAVA_LONG, 0)), "cuMipmappedArrayDestroy"));
+                    assertTrue(r.charged() > 5 * MIB, "every level is charged: " + r.charged());
+                }),
                 Map.entry("cuMemAllocAsync", (cu, d) -> {
                     MemorySegment p = cu.cell();
                     probe("cuMemAllocAsync", () -> Cuda.ok(d.cuMemAllocAsync(p, 4 * MIB, 0), "cuMemAllocAsync"), () -> {
@@ -272,6 +289,38 @@ class ChargeProbeTest {
                     assertEquals(used, statusRow().memoryUsedBytes(), "status shows the same");
                     Cuda.ok(d.cuModuleUnload(mod.get(JAVA_LONG, 0)), "cuModuleUnload");
                 }));
+    }
+
+    /**
+     * cuGraphAddMemAllocNode (issue 21) charges by its handler, as a captured cuMemAllocAsync does: the
+     * node's size when the node is made (the driver reserves its address then), kept for the session's
+     * life whatever frees it, and refused past the tenant's limit before the driver is asked.
+     */
+    @Test
+    void aGraphMemoryAllocationNodeIsChargedWhenMadeAndKeptUntilTheSessionEnds() throws Exception {
+        awaitBack("before the graph memory probe", idle, 0);
+        try (RemoteCudaDriver d = connect()) {
+            Cuda cu = session(d);
+            long device0 = deviceUsed(), charged0 = tenant().memoryUsed();
+            MemorySegment g = cu.cell(), node = cu.cell();
+            Cuda.ok(d.cuGraphCreate(g, 0), "cuGraphCreate");
+            MemorySegment p = cu.cell(120).fill((byte) 0);
+            p.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+            p.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+            p.set(JAVA_LONG, 104, 4 * MIB);
+            Cuda.ok(d.cuGraphAddMemAllocNode(node, g.get(JAVA_LONG, 0), MemorySegment.NULL, 0, p), "cuGraphAddMemAllocNode");
+            assertTrue(p.get(JAVA_LONG, 112) != 0, "the node's address comes back in its parameters");
+            long took = deviceUsed() - device0, charged = tenant().memoryUsed() - charged0;
+            assertTrue(charged >= 4 * MIB && charged >= took, "took " + took + ", charged " + charged);
+            Cuda.ok(d.cuGraphDestroy(g.get(JAVA_LONG, 0)), "cuGraphDestroy");
+            assertEquals(charged0 + charged, tenant().memoryUsed(), "graph memory stays charged for the session's life");
+            MemorySegment g2 = cu.cell();
+            Cuda.ok(d.cuGraphCreate(g2, 0), "cuGraphCreate");
+            p.set(JAVA_LONG, 104, 2 * LIMIT);
+            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY,
+                    d.cuGraphAddMemAllocNode(node, g2.get(JAVA_LONG, 0), MemorySegment.NULL, 0, p), "past the tenant's limit");
+        }
+        awaitBack("the graph memory session's end", idle, 0);
     }
 
     /** Every charged entry of the table, probed on a session of its own; one without a probe fails. */

@@ -20,7 +20,9 @@ import org.junit.jupiter.api.Timeout;
  * Stream capture and graphs (issue 11) through the Java frontend against a backend process on the
  * emulated device: capture then replay, explicit graphs with kernel nodes (parameters copied at the
  * call), host work refused in a capture, stream-ordered allocation captured into graph memory nodes, another session's graphs refused, and a session's end
- * releasing its graphs and exec graphs.
+ * releasing its graphs and exec graphs; issue 21: host nodes and memcpy nodes with a host side run in
+ * the guest at each launch, memory allocation/free nodes, conditional nodes and node parameters are
+ * checked before the driver.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class GraphsApiTest extends EmulatedBackendTest {
@@ -141,26 +143,62 @@ class GraphsApiTest extends EmulatedBackendTest {
         }
     }
 
+    /**
+     * Issue 21: async copies with a host side on a capturing stream are captured as the driver captures
+     * them, as memcpy nodes whose host memory is read and written at each launch (CopyCalls), not
+     * refused: host to device, a kernel, device to host, launched with new host input each time.
+     */
     @Test
-    void hostCopiesAndHostFunctionsInACaptureAreRefusedAndInvalidateIt() throws Exception {
+    void hostCopiesInACaptureBecomeCopyNodesThatReadAndWriteHostMemoryAtEachLaunch() throws Exception {
         try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
             Rig r = new Rig(d);
             long s = r.cu.stream();
-            MemorySegment host = r.cu.cell(4L * N);
-            MemorySegment g = r.cu.cell();
+            MemorySegment in = r.cu.arena.allocate(4L * N), out = r.cu.arena.allocate(4L * N);
             Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin (relaxed)");
+            Cuda.ok(d.cuMemcpyHtoDAsync(r.y, in, 4L * N, s), "host to device in the capture");
             Cuda.ok(r.saxpy(s, 2f), "saxpy");
-            int copy = d.cuMemcpyHtoDAsync(r.y, host, 4L * N, s);   // pipelined: its error may come later
-            assertTrue(copy == CuResult.CUDA_SUCCESS || copy == CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, CuResult.name(copy));
-            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            Cuda.ok(d.cuMemcpyDtoHAsync(out, r.y, 4L * N, s), "device to host in the capture");
+            long graph = r.out(o -> d.cuStreamEndCapture(s, o), "end capture");
+            assertArrayEquals(all(0f), r.ys(), "captured work does not run");
+            assertArrayEquals(new float[N], out.toArray(JAVA_FLOAT), "nor do captured copies");
+            assertEquals(3, r.nodes(graph).length);
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, graph, 0), "instantiate");
+            for (int launch = 0; launch < 3; launch++) {
+                float[] want = new float[N];
+                for (int i = 0; i < N; i++) {
+                    in.setAtIndex(JAVA_FLOAT, i, i * 0.5f - launch);
+                    want[i] = i * 0.5f - launch + 2f;
+                }
+                Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+                Cuda.ok(d.cuStreamSynchronize(s), "sync");
+                assertArrayEquals(want, out.toArray(JAVA_FLOAT), "launch " + launch + " read the new input");
+            }
+            Cuda.ok(d.cuGraphExecDestroy(exec), "exec destroy");
+            Cuda.ok(d.cuGraphDestroy(graph), "graph destroy");
+        }
+    }
 
+    @Test
+    void hostFunctionsInACaptureBecomeHostNodesThatRunAtEachLaunch() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            long s = r.cu.stream();
             Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin again");
-            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
-                    d.cuLaunchHostFunc(s, CallbackProbe.HOST_FN, MemorySegment.ofAddress(0x6a9f)));
-            assertEquals(CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, d.cuStreamEndCapture(s, g));
+            long userData = 0x6a9f0000L + System.nanoTime() % 0xffff;
+            Cuda.ok(r.saxpy(s, 1f), "saxpy in the capture");
+            Cuda.ok(d.cuLaunchHostFunc(s, CallbackProbe.HOST_FN, MemorySegment.ofAddress(userData)), "a host function in a capture");
+            assertTrue(CallbackProbe.callsWith(userData).isEmpty(), "captured: it does not run now");
+            long graph = r.out(o -> d.cuStreamEndCapture(s, o), "end capture");
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, graph, 0), "instantiate");
+            for (int i = 1; i <= 2; i++) {
+                Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+                Cuda.ok(d.cuStreamSynchronize(s), "sync");
+                assertEquals(i, CallbackProbe.callsWith(userData).size(), "the host node ran at each launch");
+            }
+            assertArrayEquals(all(2f), r.ys(), "the captured saxpy ran twice");
             Cuda.ok(r.saxpy(s, 2f), "not capturing: runs");
             Cuda.ok(d.cuStreamSynchronize(s), "sync");
-            assertArrayEquals(all(2f), r.ys());
+            assertArrayEquals(all(4f), r.ys());
         }
     }
 
@@ -260,19 +298,173 @@ class GraphsApiTest extends EmulatedBackendTest {
             MemorySegment copy = r.cu.cell(200);
             copy.fill((byte) 0);
             copy.set(JAVA_INT, 32, 1);                        // host source
-            copy.set(JAVA_LONG, 40, r.cu.cell(16).address());
+            copy.set(JAVA_LONG, 40, 0);                       // NULL: refused in the guest
             copy.set(JAVA_INT, 88 + 32, 2);
             copy.set(JAVA_LONG, 88 + 48, r.y);
             copy.set(JAVA_LONG, 176, 16);
             copy.set(JAVA_LONG, 184, 1);
             copy.set(JAVA_LONG, 192, 1);
             MemorySegment out = r.cu.cell();
-            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0));
             copy.set(JAVA_INT, 32, 2);                        // device to device: fine
             copy.set(JAVA_LONG, 48, r.x);
             Cuda.ok(d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0), "device memcpy node");
             copy.set(JAVA_LONG, 88 + 48, r.y + 4L * N - 8);   // runs past the allocation
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddMemcpyNode(out, g, MemorySegment.NULL, 0, copy, 0));
+        }
+    }
+
+    /** A CUDA_MEMCPY3D of {@code bytes} between two pitched sides, each (memory type, address). */
+    private static MemorySegment copy3D(Cuda cu, int srcType, long src, int dstType, long dst, long bytes) {
+        MemorySegment c = cu.cell(200);
+        c.fill((byte) 0);
+        c.set(JAVA_INT, 32, srcType);
+        c.set(JAVA_LONG, srcType == 1 ? 40 : 48, src);
+        c.set(JAVA_INT, 88 + 32, dstType);
+        c.set(JAVA_LONG, dstType == 1 ? 88 + 40 : 88 + 48, dst);
+        c.set(JAVA_LONG, 176, bytes);
+        c.set(JAVA_LONG, 184, 1);
+        c.set(JAVA_LONG, 192, 1);
+        return c;
+    }
+
+    @Test
+    void hostNodesAndHostMemoryCopyNodesRunInTheGuestAtEachLaunchInGraphOrder() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.tcp())) {
+            Rig r = new Rig(d);
+            long g = r.out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            MemorySegment src = r.cu.cell(4L * N), dst = r.cu.cell(4L * N), mirror = r.cu.cell(4L * N);
+            long up = r.out(o -> d.cuGraphAddMemcpyNode(o, g, MemorySegment.NULL, 0,
+                    copy3D(r.cu, 1, src.address(), 2, r.y, 4L * N), 0), "host to device node");
+            MemorySegment deps = r.cu.cell(8);
+            deps.set(JAVA_LONG, 0, up);
+            long k = r.out(o -> d.cuGraphAddKernelNode(o, g, deps, 1, r.kernelParams(2f)), "kernel node");
+            deps.set(JAVA_LONG, 0, k);
+            long down = r.out(o -> d.cuGraphAddMemcpyNode(o, g, deps, 1, copy3D(r.cu, 2, r.y, 1, dst.address(), 4L * N), 0),
+                    "device to host node");
+            long userData = 0x6a110000L + System.nanoTime() % 0xffff;
+            MemorySegment hp = r.cu.cell(16);
+            hp.set(JAVA_LONG, 0, CallbackProbe.HOST_FN.address());
+            hp.set(JAVA_LONG, 8, userData);
+            deps.set(JAVA_LONG, 0, down);
+            long host = r.out(o -> d.cuGraphAddHostNode(o, g, deps, 1, hp), "host node");
+            deps.set(JAVA_LONG, 0, host);
+            r.out(o -> d.cuGraphAddMemcpyNode(o, g, deps, 1, copy3D(r.cu, 1, dst.address(), 1, mirror.address(), 4L * N), 0),
+                    "host to host node");
+            MemorySegment type = r.cu.cell();
+            Cuda.ok(d.cuGraphNodeGetType(up, type), "type");
+            assertEquals(1, type.get(JAVA_INT, 0), "a memcpy node, whatever the backend made of it");
+            Cuda.ok(d.cuGraphNodeGetType(host, type), "type");
+            assertEquals(3, type.get(JAVA_INT, 0));
+            MemorySegment back = r.cu.cell(16);
+            Cuda.ok(d.cuGraphHostNodeGetParams(host, back), "cuGraphHostNodeGetParams");
+            assertEquals(CallbackProbe.HOST_FN.address(), back.get(JAVA_LONG, 0));
+            assertEquals(userData, back.get(JAVA_LONG, 8));
+
+            long s = r.cu.stream();
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, g, 0), "instantiate");
+            for (int round = 0; round < 3; round++) {
+                for (int i = 0; i < N; i++) {
+                    src.setAtIndex(JAVA_FLOAT, i, i * 0.5f + round);
+                    dst.setAtIndex(JAVA_FLOAT, i, -1f);
+                    mirror.setAtIndex(JAVA_FLOAT, i, -1f);
+                }
+                Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+                Cuda.ok(d.cuStreamSynchronize(s), "sync");
+                for (int i = 0; i < N; i++) {
+                    float want = i * 0.5f + round + 2f;   // y = src, then y = 2x + y with x = 1
+                    assertEquals(want, dst.getAtIndex(JAVA_FLOAT, i), "round " + round + " dst[" + i + "]");
+                    assertEquals(want, mirror.getAtIndex(JAVA_FLOAT, i), "round " + round + " mirror[" + i + "]");
+                }
+                assertEquals(round + 1, CallbackProbe.callsWith(userData).size(), "the host node ran once per launch");
+            }
+            hp.set(JAVA_LONG, 8, userData + 1);
+            Cuda.ok(d.cuGraphExecHostNodeSetParams(exec, host, hp), "exec host node params");
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertEquals(3, CallbackProbe.callsWith(userData).size());
+            assertEquals(1, CallbackProbe.callsWith(userData + 1).size(), "the exec graph's node calls the new userData");
+            Cuda.ok(d.cuGraphHostNodeGetParams(host, back), "the graph's node is unchanged");
+            assertEquals(userData, back.get(JAVA_LONG, 8));
+            hp.set(JAVA_LONG, 0, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphHostNodeSetParams(host, hp), "a NULL function");
+        }
+    }
+
+    @Test
+    void memoryNodesConditionalNodesAndNodeParametersAreCheckedBeforeTheDriver() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            long g = r.out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            MemorySegment out = r.cu.cell();
+            // memory allocation nodes: pool properties and access descriptors as cuMemPoolCreate checks them
+            MemorySegment ap = r.cu.cell(120).fill((byte) 0);
+            ap.set(JAVA_INT, 0, 1);              // pinned
+            ap.set(JAVA_INT, 8, 1);              // on device 0
+            ap.set(JAVA_LONG, 104, 4096);
+            ap.set(JAVA_INT, 4, 2);              // an IPC handle type
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, d.cuGraphAddMemAllocNode(out, g, MemorySegment.NULL, 0, ap));
+            ap.set(JAVA_INT, 4, 0);
+            MemorySegment desc = r.cu.cell(12).fill((byte) 0);
+            desc.set(JAVA_INT, 0, 1);
+            desc.set(JAVA_INT, 4, 7);            // device 7: none
+            desc.set(JAVA_INT, 8, 3);
+            ap.set(JAVA_LONG, 88, desc.address());
+            ap.set(JAVA_LONG, 96, 1);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_DEVICE, d.cuGraphAddMemAllocNode(out, g, MemorySegment.NULL, 0, ap));
+            desc.set(JAVA_INT, 4, 0);
+            long alloc = r.out(o -> d.cuGraphAddMemAllocNode(o, g, MemorySegment.NULL, 0, ap), "allocation node");
+            long dptr = ap.get(JAVA_LONG, 112);
+            assertTrue(dptr != 0);
+            MemorySegment back = r.cu.cell(120);
+            Cuda.ok(d.cuGraphMemAllocNodeGetParams(alloc, back), "cuGraphMemAllocNodeGetParams");
+            assertEquals(4096, back.get(JAVA_LONG, 104));
+            assertEquals(dptr, back.get(JAVA_LONG, 112));
+            assertEquals(1, back.get(JAVA_LONG, 96));
+            MemorySegment deps = r.cu.cell(8);
+            deps.set(JAVA_LONG, 0, alloc);
+            // the allocation is the session's: a memset node may use it; a free node of an address outside is refused
+            MemorySegment set = r.cu.cell(40).fill((byte) 0);
+            set.set(JAVA_LONG, 0, dptr);
+            set.set(JAVA_INT, 20, 4);
+            set.set(JAVA_LONG, 24, 1024);
+            set.set(JAVA_LONG, 32, 1);
+            long memset = r.out(o -> d.cuGraphAddMemsetNode(o, g, deps, 1, set, 0), "memset node on graph memory");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddMemFreeNode(out, g, deps, 1, 0x7f0000001000L),
+                    "a free node of memory that is not the session's");
+            long free = r.out(o -> d.cuGraphAddMemFreeNode(o, g, deps, 1, dptr), "free node");
+            MemorySegment freed = r.cu.cell();
+            Cuda.ok(d.cuGraphMemFreeNodeGetParams(free, freed), "cuGraphMemFreeNodeGetParams");
+            assertEquals(dptr, freed.get(JAVA_LONG, 0));
+            // node parameters: checked as when the node was made
+            set.set(JAVA_LONG, 24, 1025);        // one element past the allocation
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphMemsetNodeSetParams(memset, set));
+            MemorySegment copy = copy3D(r.cu, 1, r.cu.cell(16).address(), 2, r.y, 16);
+            long dd = r.out(o -> d.cuGraphAddMemcpyNode(o, g, MemorySegment.NULL, 0, copy3D(r.cu, 2, r.x, 2, r.y, 16), 0), "d2d");
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, d.cuGraphMemcpyNodeSetParams(dd, copy), "new parameters with a host side");
+            MemorySegment got = r.cu.cell(200);
+            Cuda.ok(d.cuGraphMemcpyNodeGetParams(dd, got), "cuGraphMemcpyNodeGetParams");
+            assertEquals(r.x, got.get(JAVA_LONG, 48));
+            assertEquals(r.y, got.get(JAVA_LONG, 88 + 48));
+            // conditional nodes: type and size checked; their body graphs belong to the node
+            long handle = r.out(o -> d.cuGraphConditionalHandleCreate(o, g, 0, 0, 0), "conditional handle");
+            MemorySegment np = r.cu.cell(256).fill((byte) 0);
+            np.set(JAVA_INT, 0, 13);
+            np.set(JAVA_LONG, 16, handle);
+            np.set(JAVA_INT, 24, 1);             // WHILE
+            np.set(JAVA_INT, 28, 2);             // with two bodies: refused
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddNode(out, g, MemorySegment.NULL, MemorySegment.NULL, 0, np));
+            np.set(JAVA_INT, 28, 1);
+            long cond = r.out(o -> d.cuGraphAddNode(o, g, MemorySegment.NULL, MemorySegment.NULL, 0, np), "while node");
+            long body = MemorySegment.ofAddress(np.get(JAVA_LONG, 32)).reinterpret(8).get(JAVA_LONG, 0);
+            r.out(o -> d.cuGraphAddEmptyNode(o, body, MemorySegment.NULL, 0), "a node in the body");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphDestroy(body), "the body is the node's");
+            MemorySegment type = r.cu.cell();
+            Cuda.ok(d.cuGraphNodeGetType(cond, type), "type");
+            assertEquals(13, type.get(JAVA_INT, 0));
+            Cuda.ok(d.cuGraphDestroy(g), "the graph goes, with its nodes and the body");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuGraphAddEmptyNode(out, body, MemorySegment.NULL, 0),
+                    "the body went with its node");
         }
     }
 

@@ -104,7 +104,7 @@ class RuntimeProgramsTest {
                 }
                 name = name.substring(0, at);
             }
-            if (words.length < 2 || !List.of("static", "shared", "ptds", "rdc").contains(words[1])) {
+            if (words.length < 2 || !List.of("static", "shared", "ptds", "rdc", "cdp").contains(words[1])) {
                 throw new IllegalArgumentException("runtime/programs.list: no or an unknown build in: " + s);
             }
             Map<String, String> env = new HashMap<>();
@@ -164,6 +164,7 @@ class RuntimeProgramsTest {
             }
             case "ptds" -> cmd.addAll(List.of("--default-stream", "per-thread"));
             case "rdc" -> cmd.add("-rdc=true");
+            case "cdp" -> cmd.addAll(List.of("-rdc=true", "-lcudadevrt"));
             default -> {
             }
         }

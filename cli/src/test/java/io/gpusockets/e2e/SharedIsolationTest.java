@@ -98,4 +98,72 @@ class SharedIsolationTest {
             device.close();
         }
     }
+
+    /**
+     * A session's end in a shared context destroys its texture and surface objects, arrays and mipmapped arrays one
+     * by one, and never hands the levels of a mipmapped array to cuArrayDestroy (they go with it).
+     */
+    @Test
+    void aSessionsEndDestroysItsArraysMipmapsAndObjectsButNotLevels() throws Exception {
+        EmulatedDevice device = new EmulatedDevice();
+        java.util.Map<String, List<Long>> calls = new ConcurrentHashMap<>();
+        CudaDriver watched = (CudaDriver) Proxy.newProxyInstance(CudaDriver.class.getClassLoader(), new Class<?>[] {CudaDriver.class},
+                (proxy, m, args) -> {
+                    Object r;
+                    try {
+                        r = m.invoke(device, args);
+                    } catch (InvocationTargetException e) {
+                        throw e.getCause();
+                    }
+                    if (r instanceof Integer code && code == 0 && m.getName().endsWith("Destroy") && args[0] instanceof Long h) {
+                        calls.computeIfAbsent(m.getName(), k -> new CopyOnWriteArrayList<>()).add(h);
+                    }
+                    return r;
+                });
+        Path dir = Files.createTempDirectory("gpusockets-shared");
+        try (BackendServer server = new BackendServer(DriverHost.initialise(watched, "emulated"), BackendSettings.fromSystemProperties())) {
+            server.shareContextsPerTenant();
+            String address = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            try (RemoteCudaDriver a = RemoteCudaDriver.connect(address)) {
+                new Cuda(a).primaryContext();   // keeps the shared context alive past b
+                long surf, tex, mipLevel;
+                try (RemoteCudaDriver b = RemoteCudaDriver.connect(address)) {
+                    Cuda cb = new Cuda(b);
+                    cb.primaryContext();
+                    java.lang.foreign.MemorySegment desc = cb.cell(io.gpusockets.protocol.structs.Array3DDescriptor.SIZE);
+                    new io.gpusockets.protocol.structs.Array3DDescriptor(16, 16, 0, 0x20, 1, 2).write(desc);
+                    java.lang.foreign.MemorySegment out = cb.cell();
+                    Cuda.ok(b.cuArray3DCreate(out, desc), "cuArray3DCreate");
+                    long array = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    new io.gpusockets.protocol.structs.Array3DDescriptor(16, 16, 0, 0x20, 1, 0).write(desc);
+                    Cuda.ok(b.cuMipmappedArrayCreate(out, desc, 3), "cuMipmappedArrayCreate");
+                    long mip = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    Cuda.ok(b.cuMipmappedArrayGetLevel(out, mip, 1), "cuMipmappedArrayGetLevel");
+                    mipLevel = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    java.lang.foreign.MemorySegment res = cb.cell(io.gpusockets.protocol.structs.ResourceDesc.SIZE).fill((byte) 0);
+                    res.set(java.lang.foreign.ValueLayout.JAVA_LONG, 8, array);
+                    Cuda.ok(b.cuSurfObjectCreate(out, res), "cuSurfObjectCreate");
+                    surf = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    Cuda.ok(b.cuTexObjectCreate(out, res, cb.cell(io.gpusockets.protocol.structs.ResourceDesc.TEXTURE_DESC_SIZE)
+                            .fill((byte) 0), java.lang.foreign.MemorySegment.NULL), "cuTexObjectCreate");
+                    tex = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                }
+                for (int i = 0; i < 500 && server.sessionCount() > 1; i++) {
+                    Thread.sleep(10);
+                }
+                assertEquals(1, server.sessionCount());
+                // texture and surface ids are the driver's values: the same numbers reached the driver's destroys
+                assertEquals(List.of(surf), calls.get("cuSurfObjectDestroy"));
+                assertEquals(List.of(tex), calls.get("cuTexObjectDestroy"));
+                assertEquals(1, calls.get("cuArrayDestroy").size(), "the array, not the mipmapped array's levels");
+                assertEquals(1, calls.get("cuMipmappedArrayDestroy").size());
+                assertFalse(calls.get("cuArrayDestroy").contains(mipLevel), "a level's id is no driver value");
+            }
+            CopyOutStagingTest.awaitNoSessions(server);
+        } finally {
+            Files.deleteIfExists(dir.resolve("b.sock"));
+            Files.deleteIfExists(dir);
+            device.close();
+        }
+    }
 }

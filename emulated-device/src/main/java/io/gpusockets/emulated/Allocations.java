@@ -42,7 +42,12 @@ final class Allocations {
         return new long[] {memory.allocate(c, pitch * height, Allocation.Kind.ALLOCATED).base(), pitch};
     }
 
-    /** Like cudaFree, waits for the context's queued work (which may still use the memory) before freeing. */
+    /**
+     * Like the driver's cuMemFree (a synchronizing call), waits for the context's queued work, which may still use the
+     * memory, and only then takes the memory out of the address space and frees it: work queued before the free
+     * completes with it. (Unmapping first made that work fault, a sticky CUDA_ERROR_ILLEGAL_ADDRESS that the program's
+     * next call returned.)
+     */
     void free(long dptr) {
         EmulatedContext c = contexts.current();
         contexts.captures.checkUnsafe("cuMemFree");
@@ -54,10 +59,10 @@ final class Allocations {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE,
                     "dptr=0x" + Long.toHexString(dptr) + " is not the start of a live cuMemAlloc allocation of the current context");
         }
+        c.allWork().join();
         if (!memory.unmap(a)) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "dptr=0x" + Long.toHexString(dptr) + " was freed concurrently");
         }
-        c.allWork().join();
         memory.release(a);
     }
 

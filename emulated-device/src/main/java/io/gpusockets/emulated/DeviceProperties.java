@@ -7,8 +7,8 @@ import java.util.UUID;
 /**
  * What the emulated device says about itself. The numbers are those of an H200 (compute capability
  * 9.0, 132 multiprocessors) so that programs size their launches as they would on the GPU suite's
- * machine; features the device does not emulate (texture sampling, managed memory, host mapping,
- * clusters) read as 0, which is how a real device says "not supported"; those it does (memory pools,
+ * machine; features the device does not emulate (mipmapped and linear-memory texture limits, managed memory,
+ * host mapping, clusters) read as 0, which is how a real device says "not supported"; those it does (memory pools,
  * virtual memory management, cooperative launch, 64-bit stream memory operations) read 1.
  */
 final class DeviceProperties {
@@ -83,7 +83,42 @@ final class DeviceProperties {
             Map.entry(108, MAX_PERSISTING_L2_CACHE_SIZE),
             Map.entry(111, RESERVED_SHARED_MEMORY_PER_BLOCK),
             Map.entry(131, -1),                   // NUMA id of device memory: none
-            Map.entry(134, -1));                  // host NUMA id: none
+            Map.entry(134, -1),                   // host NUMA id: none
+            // texture and surface limits (CudaArrays, KernelTextures): compute capability 9.0's, as the CUDA C++
+            // Programming Guide's technical specifications give them
+            Map.entry(21, 131072),                // texture 1D width
+            Map.entry(22, 131072),                // texture 2D width, height
+            Map.entry(23, 65536),
+            Map.entry(24, 16384),                 // texture 3D width, height, depth
+            Map.entry(25, 16384),
+            Map.entry(26, 16384),
+            Map.entry(27, 32768),                 // texture 2D layered width, height, layers
+            Map.entry(28, 32768),
+            Map.entry(29, 2048),
+            Map.entry(42, 32768),                 // texture 1D layered width, layers
+            Map.entry(43, 2048),
+            Map.entry(45, 32768),                 // texture 2D gather width, height
+            Map.entry(46, 32768),
+            Map.entry(47, 8192),                  // texture 3D alternate width, height, depth
+            Map.entry(48, 8192),
+            Map.entry(49, 32768),
+            Map.entry(52, 32768),                 // cubemap width; layered width, layers
+            Map.entry(53, 32768),
+            Map.entry(54, 2046),
+            Map.entry(55, 32768),                 // surface 1D width
+            Map.entry(56, 131072),                // surface 2D width, height
+            Map.entry(57, 65536),
+            Map.entry(58, 16384),                 // surface 3D width, height, depth
+            Map.entry(59, 16384),
+            Map.entry(60, 16384),
+            Map.entry(61, 32768),                 // surface 1D layered width, layers
+            Map.entry(62, 2048),
+            Map.entry(63, 32768),                 // surface 2D layered width, height, layers
+            Map.entry(64, 32768),
+            Map.entry(65, 2048),
+            Map.entry(66, 32768),                 // surface cubemap width; layered width, layers
+            Map.entry(67, 32768),
+            Map.entry(68, 2046));
 
     private final UUID[] uuids;
 

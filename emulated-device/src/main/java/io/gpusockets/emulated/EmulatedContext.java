@@ -31,10 +31,13 @@ final class EmulatedContext {
 
     final long handle;
     final int device;
-    final int flags;
+    /** CU_CTX_* flags: from cuCtxCreate, replaced by cuCtxSetFlags ({@link ContextControls}). */
+    volatile int flags;
     final String name;
     /** Handles of the streams, events, modules and functions created in this context. */
     final Map<Long, Object> owned = new ConcurrentHashMap<>();
+    /** The conditional handles made for graphs in this context, by handle: the value cudaGraphSetConditional sets. */
+    final Map<Long, Graphs.Conditional> conditionals = new ConcurrentHashMap<>();
     /** Limits and cache preference (cuCtxGetLimit, cuCtxSetCacheConfig, ...). */
     final ContextSettings settings = new ContextSettings();
 
@@ -221,6 +224,8 @@ final class EmulatedContext {
             return EmulatedGraph.MEMCPY;
         } else if (what.equals("cuGraphLaunch")) {
             return EmulatedGraph.GRAPH;
+        } else if (what.equals("cuLaunchHostFunc")) {
+            return EmulatedGraph.HOST;
         }
         return EmulatedGraph.EMPTY;
     }

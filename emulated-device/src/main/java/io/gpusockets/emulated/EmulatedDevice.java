@@ -16,6 +16,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_UNKNOWN;
 import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
 
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
+import io.gpusockets.protocol.structs.Memcpy3D;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -52,9 +53,10 @@ import java.util.function.IntSupplier;
  * pinned host memory and error strings (the frontend answers those). This class only adapts the C
  * shapes (out-pointers, NUL-terminated names); the behaviour lives in {@link Contexts},
  * {@link Allocations}, {@link Transfers}, {@link Streams}, {@link Modules} and {@link Launcher}, and for
- * unified and pitched copies, arrays and texture objects in {@link PitchedTransfers}, {@link CudaArrays}
- * and {@link Textures}; pools, virtual memory, graphs, JIT link states and the rest in the classes
- * named for them ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
+ * unified and pitched copies, arrays, texture and surface objects in {@link PitchedTransfers},
+ * {@link CudaArrays} and {@link Textures} (kernels sample and write them through {@link KernelTextures});
+ * pools, virtual memory, graphs, JIT link states and the rest in the classes named for them
+ * ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
  */
 public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
     /** The device name every emulated device reports. */
@@ -77,6 +79,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final CudaArrays arrays;
     private final PitchedTransfers pitched;
     private final Textures textures;
+    private final MipmappedArrays mipmaps;
     private final KernelQueries kernelQueries;
     private final LaunchOptions launchOptions;
     private final ContextQueries contextQueries;
@@ -128,6 +131,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.faultScope = java.util.Objects.requireNonNull(faultScope, "faultScope");
         this.contexts = new Contexts(deviceCount, handles, memory, modules, faultScope);
         this.allocations = new Allocations(contexts, memory);
+        this.controls = new ContextControls(contexts, allocations);
         this.transfers = new Transfers(memory);
         this.streams = new Streams(handles, contexts);
         this.launcher = new Launcher(handles, contexts, streams, modules, memory);
@@ -135,7 +139,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.streamQueries = new StreamQueries(contexts, streams);
         this.arrays = new CudaArrays(handles, contexts, memory);
         this.pitched = new PitchedTransfers(contexts, memory, arrays, streams, transfers);
-        this.textures = new Textures(handles, contexts, memory, arrays);
+        this.mipmaps = new MipmappedArrays(handles, contexts, memory);
+        this.textures = new Textures(handles, contexts, memory, arrays, mipmaps);
         this.kernelQueries = new KernelQueries(contexts, modules, launcher);
         this.launchOptions = new LaunchOptions(launcher);
         this.contextQueries = new ContextQueries(contexts, streams);
@@ -143,7 +148,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.vmm = new VirtualMemory(handles, contexts, memory, deviceCount);
         this.memOps = new StreamMemOps(contexts, streams, memory);
         this.peers = new PeerCopies(contexts, streams, memory);
-        this.graphs = new Graphs(handles, contexts, streams, launcher, memory);
+        this.graphs = new Graphs(handles, contexts, streams, launcher, memory, pools);
         this.links = new LinkStates(handles, contexts);
     }
 
@@ -370,8 +375,10 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     public int cuCtxCreate(MemorySegment pctx, MemorySegment ctxCreateParams, int flags, int dev) {
         return run("cuCtxCreate", () -> {
             MemorySegment out = sized(pctx, 8, "pctx");
-            if (!isNull(ctxCreateParams)) {
-                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "ctxCreateParams (execution affinity, CIG) are not emulated");
+            int checked = io.gpusockets.protocol.structs.CtxCreateParams.check(ctxCreateParams);
+            if (checked != CUDA_SUCCESS) {
+                throw new CudaError(checked, checked == CUDA_ERROR_NOT_SUPPORTED
+                        ? io.gpusockets.protocol.structs.CtxCreateParams.refusal(ctxCreateParams) : "ctxCreateParams");
             }
             out.set(HostSegments.LONG, 0, contexts.create(flags, dev));
         });
@@ -470,6 +477,35 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
             MemorySegment out = sized(flags, 4, "flags");
             out.set(HostSegments.INT, 0, contexts.current().flags);
         });
+    }
+
+    // ---- context flags, peer access, SYNC_MEMOPS, RDMA flushes (ContextControls) ---------------------
+
+    private final ContextControls controls;   // made in the constructor, after contexts and allocations
+
+    @Override
+    public int cuCtxSetFlags(int flags) {
+        return run("cuCtxSetFlags", () -> controls.setFlags(flags));
+    }
+
+    @Override
+    public int cuCtxEnablePeerAccess(long peerContext, int flags) {
+        return run("cuCtxEnablePeerAccess", () -> controls.enablePeerAccess(peerContext, flags));
+    }
+
+    @Override
+    public int cuCtxDisablePeerAccess(long peerContext) {
+        return run("cuCtxDisablePeerAccess", () -> controls.disablePeerAccess(peerContext));
+    }
+
+    @Override
+    public int cuPointerSetAttribute(MemorySegment value, int attribute, long ptr) {
+        return run("cuPointerSetAttribute", () -> controls.setPointerAttribute(value, attribute, ptr));
+    }
+
+    @Override
+    public int cuFlushGPUDirectRDMAWrites(int target, int scope) {
+        return run("cuFlushGPUDirectRDMAWrites", () -> controls.flushRdmaWrites(target, scope));
     }
 
     // ---- modules and libraries -----------------------------------------------------------------
@@ -959,6 +995,41 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuDeviceSetMemPool", () -> pools.setCurrent(dev, pool));
     }
 
+    /**
+     * The location-based forms: a device location with pinned allocations is that device's pool; host
+     * locations and managed pools are not emulated (CUDA_ERROR_NOT_SUPPORTED), other values are invalid.
+     */
+    private int poolDevice(MemorySegment location, int type) {
+        io.gpusockets.protocol.structs.MemoryProps.Location l = io.gpusockets.protocol.structs.MemoryProps.Location.read(
+                sized(location, io.gpusockets.protocol.structs.MemoryProps.LOCATION_SIZE, "location"), 0);
+        if (l.type() >= 2 && l.type() <= 4 || type == 2) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "pools of host or managed memory are not emulated");
+        }
+        if (l.type() != io.gpusockets.protocol.structs.MemoryProps.LOCATION_TYPE_DEVICE
+                || type != io.gpusockets.protocol.structs.MemoryProps.ALLOCATION_TYPE_PINNED) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "location.type=" + l.type() + " type=" + type);
+        }
+        contexts.checkDevice(l.id());
+        return l.id();
+    }
+
+    @Override
+    public int cuMemGetDefaultMemPool(MemorySegment poolOut, MemorySegment location, int type) {
+        return run("cuMemGetDefaultMemPool",
+                () -> sized(poolOut, 8, "pool_out").set(HostSegments.LONG, 0, pools.defaultPool(poolDevice(location, type))));
+    }
+
+    @Override
+    public int cuMemGetMemPool(MemorySegment pool, MemorySegment location, int type) {
+        return run("cuMemGetMemPool",
+                () -> sized(pool, 8, "pool").set(HostSegments.LONG, 0, pools.currentPool(poolDevice(location, type))));
+    }
+
+    @Override
+    public int cuMemSetMemPool(MemorySegment location, int type, long pool) {
+        return run("cuMemSetMemPool", () -> pools.setCurrent(poolDevice(location, type), pool));
+    }
+
     @Override
     public int cuMemGetAllocationGranularity(MemorySegment granularity, MemorySegment prop, int option) {
         return run("cuMemGetAllocationGranularity", () -> {
@@ -1181,6 +1252,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                 case 1 -> putLong(data, a.owner().handle, "data");          // CONTEXT
                 case 2 -> putInt(data, 2, "data");                           // MEMORY_TYPE: CU_MEMORYTYPE_DEVICE
                 case 3 -> putLong(data, ptr, "data");                        // DEVICE_POINTER
+                case 6 -> putInt(data, controls.syncMemops(ptr), "data");    // SYNC_MEMOPS
                 case 7 -> putLong(data, a.id(), "data");                     // BUFFER_ID
                 case 8 -> putInt(data, 0, "data");                           // IS_MANAGED
                 case 9 -> putInt(data, a.owner().device, "data");            // DEVICE_ORDINAL
@@ -1681,6 +1753,157 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuGraphMemsetNodeGetParams", () -> graphs.memsetGetParams(hNode, nodeParams));
     }
 
+    /** CUDA_GRAPH_INSTANTIATE_PARAMS {flags, hUploadStream, hErrNode_out, result_out}: flags as cuGraphInstantiateWithFlags takes them. */
+    @Override
+    public int cuGraphInstantiateWithParams(MemorySegment phGraphExec, long hGraph, MemorySegment instantiateParams) {
+        return run("cuGraphInstantiateWithParams", () -> {
+            MemorySegment p = HostSegments.sized(instantiateParams, 32, "instantiateParams");
+            long flags = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            p.set(ValueLayout.JAVA_LONG_UNALIGNED, 16, 0);
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, 1);   // CUDA_GRAPH_INSTANTIATE_ERROR until it succeeds
+            long exec = graphs.instantiate(hGraph, flags & ~2L);
+            if ((flags & 2L) != 0) {
+                graphs.upload(exec, p.get(ValueLayout.JAVA_LONG_UNALIGNED, 8));
+            }
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, 0);
+            putLong(phGraphExec, exec, "phGraphExec");
+        });
+    }
+
+    @Override
+    public int cuGraphAddMemAllocNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                      MemorySegment nodeParams) {
+        return run("cuGraphAddMemAllocNode", () -> putLong(phGraphNode,
+                graphs.addMemAlloc(hGraph, dependencies, numDependencies, nodeParams, deviceCount), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphMemAllocNodeGetParams(long hNode, MemorySegment params) {
+        return run("cuGraphMemAllocNodeGetParams", () -> graphs.memAllocGetParams(hNode, params));
+    }
+
+    @Override
+    public int cuGraphAddMemFreeNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                     long dptr) {
+        return run("cuGraphAddMemFreeNode", () -> putLong(phGraphNode,
+                graphs.addMemFree(hGraph, dependencies, numDependencies, dptr), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphMemFreeNodeGetParams(long hNode, MemorySegment dptr) {
+        return run("cuGraphMemFreeNodeGetParams", () -> putLong(dptr, graphs.memFreeGetParams(hNode), "dptr_out"));
+    }
+
+    /** Nothing to trim: graph memory of the emulated device is host memory held from node to context. */
+    @Override
+    public int cuDeviceGraphMemTrim(int device) {
+        return run("cuDeviceGraphMemTrim", () -> contexts.checkDevice(device));
+    }
+
+    @Override
+    public int cuDeviceGetGraphMemAttribute(int device, int attr, MemorySegment value) {
+        return run("cuDeviceGetGraphMemAttribute", () -> {
+            contexts.checkDevice(device);
+            putLong(value, graphs.graphMemAttribute(attr), "value");
+        });
+    }
+
+    @Override
+    public int cuDeviceSetGraphMemAttribute(int device, int attr, MemorySegment value) {
+        return run("cuDeviceSetGraphMemAttribute", () -> {
+            contexts.checkDevice(device);
+            graphs.resetGraphMemHigh(attr, sized(value, 8, "value").get(ValueLayout.JAVA_LONG_UNALIGNED, 0));
+        });
+    }
+
+    /** The generic node calls, through this device's per-type calls (GraphNodeParams). */
+    @Override
+    public int cuGraphAddNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, MemorySegment dependencyData,
+                              long numDependencies, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.add(this, (out, graph, deps, n, p) -> run("cuGraphAddNode",
+                () -> putLong(out, graphs.addConditional(graph, deps, n, p), "phGraphNode")), phGraphNode, hGraph, dependencies,
+                dependencyData, numDependencies, nodeParams);
+    }
+
+    @Override
+    public int cuGraphConditionalHandleCreate(MemorySegment pHandle_out, long hGraph, long ctx, int defaultLaunchValue, int flags) {
+        return run("cuGraphConditionalHandleCreate", () -> putLong(pHandle_out,
+                graphs.conditionalHandleCreate(hGraph, ctx, defaultLaunchValue, flags), "pHandle_out"));
+    }
+
+    @Override
+    public int cuGraphAddNode_v1(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                 MemorySegment nodeParams) {
+        return cuGraphAddNode(phGraphNode, hGraph, dependencies, MemorySegment.NULL, numDependencies, nodeParams);
+    }
+
+    @Override
+    public int cuGraphNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.set(this, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphExecNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return io.gpusockets.protocol.structs.GraphNodeParams.execSet(this, hGraphExec, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphChildGraphNodeGetGraph(long hNode, MemorySegment phGraph) {
+        return run("cuGraphChildGraphNodeGetGraph", () -> putLong(phGraph, graphs.childGraph(hNode), "phGraph"));
+    }
+
+    @Override
+    public int cuGraphExecChildGraphNodeSetParams(long hGraphExec, long hNode, long childGraph) {
+        return run("cuGraphExecChildGraphNodeSetParams", () -> graphs.execChildSetParams(hGraphExec, hNode, childGraph));
+    }
+
+    @Override
+    public int cuGraphMemsetNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemsetNodeSetParams", () -> graphs.memsetSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemsetNodeSetParams(long hGraphExec, long hNode, MemorySegment memsetParams, long ctx) {
+        return run("cuGraphExecMemsetNodeSetParams", () -> graphs.execMemsetSetParams(hGraphExec, hNode, memsetParams, ctx));
+    }
+
+    @Override
+    public int cuGraphMemcpyNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemcpyNodeGetParams", () -> graphs.memcpyGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphMemcpyNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphMemcpyNodeSetParams", () -> graphs.memcpySetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemcpyNodeSetParams(long hGraphExec, long hNode, MemorySegment copyParams, long ctx) {
+        return run("cuGraphExecMemcpyNodeSetParams", () -> graphs.execMemcpySetParams(hGraphExec, hNode, copyParams, ctx));
+    }
+
+    @Override
+    public int cuGraphAddHostNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                  MemorySegment nodeParams) {
+        return run("cuGraphAddHostNode", () -> putLong(phGraphNode,
+                graphs.addHost(hGraph, dependencies, numDependencies, nodeParams), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphHostNodeGetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphHostNodeGetParams", () -> graphs.hostGetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphHostNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphHostNodeSetParams", () -> graphs.hostSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecHostNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return run("cuGraphExecHostNodeSetParams", () -> graphs.execHostSetParams(hGraphExec, hNode, nodeParams));
+    }
+
     @Override
     public int cuGraphExecUpdate(long hGraphExec, long hGraph, MemorySegment resultInfo) {
         return run("cuGraphExecUpdate", () -> graphs.execUpdate(hGraphExec, hGraph, resultInfo));
@@ -1781,6 +2004,47 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         });
     }
 
+    // ---- stream and kernel-node attributes (LaunchAttributeValues) ----------------------------------
+
+    private final LaunchAttributeValues launchAttributes = new LaunchAttributeValues();
+
+    /** A stream to set or read attributes of: a created one, or the current context's special stream. */
+    private EmulatedStream attributedStream(long hStream) {
+        return hStream >= 0 && hStream <= Streams.PER_THREAD ? streams.resolve(hStream, contexts.current())
+                : contexts.lookup(hStream, EmulatedStream.class, "hStream");
+    }
+
+    @Override
+    public int cuStreamSetAttribute(long hStream, int attr, MemorySegment value) {
+        return run("cuStreamSetAttribute", () -> launchAttributes.setOnStream(attributedStream(hStream), attr, value));
+    }
+
+    @Override
+    public int cuStreamGetAttribute(long hStream, int attr, MemorySegment valueOut) {
+        return run("cuStreamGetAttribute", () -> launchAttributes.getOfStream(attributedStream(hStream), attr, valueOut));
+    }
+
+    @Override
+    public int cuStreamCopyAttributes(long dst, long src) {
+        return run("cuStreamCopyAttributes", () -> launchAttributes.copy(attributedStream(dst), attributedStream(src)));
+    }
+
+    @Override
+    public int cuGraphKernelNodeSetAttribute(long hNode, int attr, MemorySegment value) {
+        return run("cuGraphKernelNodeSetAttribute", () -> launchAttributes.setOnNode(graphs.node(hNode, "hNode"), attr, value));
+    }
+
+    @Override
+    public int cuGraphKernelNodeGetAttribute(long hNode, int attr, MemorySegment valueOut) {
+        return run("cuGraphKernelNodeGetAttribute", () -> launchAttributes.getOfNode(graphs.node(hNode, "hNode"), attr, valueOut));
+    }
+
+    @Override
+    public int cuGraphKernelNodeCopyAttributes(long dst, long src) {
+        return run("cuGraphKernelNodeCopyAttributes",
+                () -> launchAttributes.copy(graphs.node(dst, "dst"), graphs.node(src, "src")));
+    }
+
     @Override
     public int cuEventRecordWithFlags(long hEvent, long hStream, int flags) {
         return run("cuEventRecordWithFlags", () -> streamQueries.recordWithFlags(hEvent, hStream, flags));
@@ -1813,6 +2077,12 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         return run("cuMemcpy2D", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
     }
 
+    /** The emulated device has no pitch alignment rules: the same copy as cuMemcpy2D. */
+    @Override
+    public int cuMemcpy2DUnaligned(MemorySegment pCopy) {
+        return run("cuMemcpy2DUnaligned", () -> pitched.copy(pCopy, false, PitchedTransfers.SYNCHRONOUS));
+    }
+
     @Override
     public int cuMemcpy2DAsync(MemorySegment pCopy, long hStream) {
         return run("cuMemcpy2DAsync", () -> pitched.copy(pCopy, false, hStream));
@@ -1826,6 +2096,16 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuMemcpy3DAsync(MemorySegment pCopy, long hStream) {
         return run("cuMemcpy3DAsync", () -> pitched.copy(pCopy, true, hStream));
+    }
+
+    @Override
+    public int cuMemcpy3DPeer(MemorySegment pCopy) {
+        return run("cuMemcpy3DPeer", () -> pitched.peer(pCopy, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpy3DPeerAsync(MemorySegment pCopy, long hStream) {
+        return run("cuMemcpy3DPeerAsync", () -> pitched.peer(pCopy, hStream));
     }
 
     @Override
@@ -1878,6 +2158,117 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     @Override
+    public int cuArray3DCreate(MemorySegment pHandle, MemorySegment pAllocateArray) {
+        return run("cuArray3DCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, arrays.create3D(pAllocateArray));
+        });
+    }
+
+    @Override
+    public int cuArray3DGetDescriptor(MemorySegment pArrayDescriptor, long hArray) {
+        return run("cuArray3DGetDescriptor", () -> arrays.descriptor3D(hArray)
+                .write(sized(pArrayDescriptor, io.gpusockets.protocol.structs.Array3DDescriptor.SIZE, "pArrayDescriptor")));
+    }
+
+    // ---- mipmapped arrays, planes, sparse and deferred-mapping queries --------------------------------
+
+    @Override
+    public int cuMipmappedArrayCreate(MemorySegment pHandle, MemorySegment pMipmappedArrayDesc, int numMipmapLevels) {
+        return run("cuMipmappedArrayCreate", () -> {
+            MemorySegment out = sized(pHandle, 8, "pHandle");
+            out.set(HostSegments.LONG, 0, mipmaps.create(pMipmappedArrayDesc, numMipmapLevels));
+        });
+    }
+
+    @Override
+    public int cuMipmappedArrayGetLevel(MemorySegment pLevelArray, long hMipmappedArray, int level) {
+        return run("cuMipmappedArrayGetLevel", () -> {
+            MemorySegment out = sized(pLevelArray, 8, "pLevelArray");
+            out.set(HostSegments.LONG, 0, mipmaps.level(hMipmappedArray, level));
+        });
+    }
+
+    @Override
+    public int cuMipmappedArrayDestroy(long hMipmappedArray) {
+        return run("cuMipmappedArrayDestroy", () -> mipmaps.destroy(hMipmappedArray));
+    }
+
+    @Override
+    public int cuArrayGetPlane(MemorySegment pPlaneArray, long hArray, int planeIdx) {
+        return run("cuArrayGetPlane", () -> mipmaps.refuseArrayQuery(hArray,
+                "hArray is not multi-planar (the emulated device makes no NV12 or other planar arrays)"));
+    }
+
+    @Override
+    public int cuArrayGetMemoryRequirements(MemorySegment memoryRequirements, long array, int device) {
+        return run("cuArrayGetMemoryRequirements", () -> mipmaps.refuseArrayQuery(array,
+                "only arrays made with CUDA_ARRAY3D_DEFERRED_MAPPING have memory requirements (not emulated)"));
+    }
+
+    @Override
+    public int cuMipmappedArrayGetMemoryRequirements(MemorySegment memoryRequirements, long mipmap, int device) {
+        return run("cuMipmappedArrayGetMemoryRequirements", () -> mipmaps.refuseMipmapQuery(mipmap,
+                "only arrays made with CUDA_ARRAY3D_DEFERRED_MAPPING have memory requirements (not emulated)"));
+    }
+
+    @Override
+    public int cuArrayGetSparseProperties(MemorySegment sparseProperties, long array) {
+        return run("cuArrayGetSparseProperties", () -> mipmaps.refuseArrayQuery(array,
+                "only sparse arrays (CUDA_ARRAY3D_SPARSE, not emulated) have sparse properties"));
+    }
+
+    @Override
+    public int cuMipmappedArrayGetSparseProperties(MemorySegment sparseProperties, long mipmap) {
+        return run("cuMipmappedArrayGetSparseProperties", () -> mipmaps.refuseMipmapQuery(mipmap,
+                "only sparse arrays (CUDA_ARRAY3D_SPARSE, not emulated) have sparse properties"));
+    }
+
+    // ---- array copies: byte offsets into 1D arrays, as one-row 2D copies ---------------------------
+
+    @Override
+    public int cuMemcpyHtoA(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount) {
+        return run("cuMemcpyHtoA", () -> pitched.arrayRow(Memcpy3D.hostSide(srcHost.address()),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyHtoAAsync(long dstArray, long dstOffset, MemorySegment srcHost, long byteCount, long hStream) {
+        return run("cuMemcpyHtoAAsync", () -> pitched.arrayRow(Memcpy3D.hostSide(srcHost.address()),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpyAtoH(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoH", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.hostSide(dstHost.address()), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoHAsync(MemorySegment dstHost, long srcArray, long srcOffset, long byteCount, long hStream) {
+        return run("cuMemcpyAtoHAsync", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.hostSide(dstHost.address()), byteCount, hStream));
+    }
+
+    @Override
+    public int cuMemcpyDtoA(long dstArray, long dstOffset, long srcDevice, long byteCount) {
+        return run("cuMemcpyDtoA", () -> pitched.arrayRow(Memcpy3D.deviceSide(srcDevice),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoD(long dstDevice, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoD", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.deviceSide(dstDevice), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
+    public int cuMemcpyAtoA(long dstArray, long dstOffset, long srcArray, long srcOffset, long byteCount) {
+        return run("cuMemcpyAtoA", () -> pitched.arrayRow(Memcpy3D.arraySide(srcArray, srcOffset),
+                Memcpy3D.arraySide(dstArray, dstOffset), byteCount, PitchedTransfers.SYNCHRONOUS));
+    }
+
+    @Override
     public int cuTexObjectCreate(MemorySegment pTexObject, MemorySegment pResDesc, MemorySegment pTexDesc,
                                  MemorySegment pResViewDesc) {
         return run("cuTexObjectCreate", () -> {
@@ -1894,5 +2285,33 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuTexObjectGetResourceDesc(MemorySegment pResDesc, long texObject) {
         return run("cuTexObjectGetResourceDesc", () -> textures.resourceDesc(pResDesc, texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetTextureDesc(MemorySegment pTexDesc, long texObject) {
+        return run("cuTexObjectGetTextureDesc", () -> textures.textureDesc(pTexDesc, texObject));
+    }
+
+    @Override
+    public int cuTexObjectGetResourceViewDesc(MemorySegment pResViewDesc, long texObject) {
+        return run("cuTexObjectGetResourceViewDesc", () -> textures.resourceViewDesc(pResViewDesc, texObject));
+    }
+
+    @Override
+    public int cuSurfObjectCreate(MemorySegment pSurfObject, MemorySegment pResDesc) {
+        return run("cuSurfObjectCreate", () -> {
+            MemorySegment out = sized(pSurfObject, 8, "pSurfObject");
+            out.set(HostSegments.LONG, 0, textures.createSurface(pResDesc));
+        });
+    }
+
+    @Override
+    public int cuSurfObjectDestroy(long surfObject) {
+        return run("cuSurfObjectDestroy", () -> textures.destroySurface(surfObject));
+    }
+
+    @Override
+    public int cuSurfObjectGetResourceDesc(MemorySegment pResDesc, long surfObject) {
+        return run("cuSurfObjectGetResourceDesc", () -> textures.surfaceResourceDesc(pResDesc, surfObject));
     }
 }

@@ -78,6 +78,10 @@ final class EmulatedFunction {
         }
         Map<String, Long> globals = new LinkedHashMap<>();
         module.globals.forEach((name, a) -> globals.put(name, a.base()));
+        int index = 0;
+        for (String name : module.ptx.entries.keySet()) {   // kernels name the entries they launch (dynamic parallelism)
+            globals.putIfAbsent(name, PtxKernel.functionAddress(index++));
+        }
         List<Map.Entry<String, Integer>> shared = module.ptx.sharedDeclarations.stream()
                 .map(s -> Map.entry(s.text(), s.line())).toList();
         try {

@@ -21,10 +21,14 @@ final class EmulatedGraph {
     static final int KERNEL = 0;
     static final int MEMCPY = 1;
     static final int MEMSET = 2;
+    static final int HOST = 3;
     static final int GRAPH = 4;
     static final int EMPTY = 5;
     static final int WAIT_EVENT = 6;
     static final int EVENT_RECORD = 7;
+    static final int MEM_ALLOC = 10;
+    static final int MEM_FREE = 11;
+    static final int CONDITIONAL = 13;
 
     /** One node. Its fields other than the edges are set when it is made or its parameters are set. */
     static final class Node {
@@ -39,6 +43,7 @@ final class EmulatedGraph {
         volatile String what;
         volatile EmulatedEvent event;         // WAIT_EVENT, EVENT_RECORD
         volatile EmulatedGraph child;         // GRAPH
+        volatile EmulatedGraph[] bodies;      // CONDITIONAL: the body graphs, owned by the node
         volatile Object params;               // KERNEL: what cuGraphKernelNodeGetParams answers
 
         Node(long handle, EmulatedGraph graph, int type) {
@@ -229,6 +234,13 @@ final class EmulatedGraph {
             m.what = n.what;
             m.event = n.event;
             m.child = n.child == null ? null : n.child.copy(handles.issue(), new HashMap<>());
+            if (n.bodies != null) {
+                EmulatedGraph[] b = new EmulatedGraph[n.bodies.length];
+                for (int i = 0; i < b.length; i++) {
+                    b[i] = n.bodies[i].copy(handles.issue(), new HashMap<>());
+                }
+                m.bodies = b;
+            }
             m.params = n.params;
             handles.register(m.handle, m);
             g.nodes.add(m);

@@ -17,7 +17,9 @@ import java.util.List;
 /**
  * The stream-capture and graph calls of the emulated device: handles, argument checks and the C
  * struct layouts (cuda.h 13.0), over {@link Captures}, {@link EmulatedGraph} and {@link EmulatedGraphExec}.
- * Graphs are no context's (cuCtxDestroy leaves them); exec graphs are their context's.
+ * Graphs are no context's (cuCtxDestroy leaves them); exec graphs are their context's. Node kinds:
+ * kernel, memcpy (device or host sides), memset, host, child graph, empty, event, memory allocation and
+ * free, and conditional nodes, whose handles kernels set through {@link #setConditional}.
  */
 final class Graphs {
     /** Bound on node arrays passed in (dependencies, edges). */
@@ -31,6 +33,15 @@ final class Graphs {
             KNP_EXTRA = 48, KNP_KERN = 56, KNP_CTX = 64;
     // CUDA_MEMSET_NODE_PARAMS, 40 bytes
     static final long MEMSET_SIZE = 40;
+    // CUDA_HOST_NODE_PARAMS: {fn, userData}, 16 bytes
+    static final long HOST_SIZE = 16;
+    /** void (*CUhostFn)(void *userData), target first. */
+    private static final java.lang.invoke.MethodHandle HOST_FN = java.lang.foreign.Linker.nativeLinker()
+            .downcallHandle(java.lang.foreign.FunctionDescriptor.ofVoid(ValueLayout.ADDRESS));
+
+    /** What cuGraphHostNodeGetParams answers. */
+    record HostParams(long fn, long userData) {
+    }
 
     /** What cuGraphKernelNodeGetParams answers: the parameters as given, the values in a copy the node owns. */
     record KernelParams(long func, long kern, long ctx, int[] dims, int shared, MemorySegment pointers) {
@@ -43,7 +54,13 @@ final class Graphs {
     private final EmulatedMemory memory;
     final Captures captures;
 
-    Graphs(Handles handles, Contexts contexts, Streams streams, Launcher launcher, EmulatedMemory memory) {
+    private final MemoryPools pools;
+    /** Bytes of graph memory nodes made, and their high-water mark since the last reset; guarded by this. */
+    private long graphMemory;
+    private long graphMemoryHigh;
+
+    Graphs(Handles handles, Contexts contexts, Streams streams, Launcher launcher, EmulatedMemory memory, MemoryPools pools) {
+        this.pools = pools;
         this.handles = handles;
         this.contexts = contexts;
         this.streams = streams;
@@ -304,9 +321,317 @@ final class Graphs {
         s.op = prep.op();
     }
 
+    /**
+     * A host node: the caller's function runs on the stream's thread when a launch reaches the node
+     * (through an FFM downcall, as a host function of cuLaunchHostFunc does), and later nodes wait for it.
+     */
+    long addHost(long hGraph, MemorySegment deps, long n, MemorySegment nodeParams) {
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        HostParams h = hostParams(nodeParams);
+        EmulatedGraph.Node node = g.add(EmulatedGraph.HOST, d);
+        node.what = "host node";
+        node.params = h;
+        node.op = hostOp(h);
+        return node.handle;
+    }
+
+    private static HostParams hostParams(MemorySegment nodeParams) {
+        MemorySegment p = HostSegments.sized(nodeParams, HOST_SIZE, "nodeParams");
+        long fn = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+        if (fn == 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "nodeParams.fn is NULL");
+        }
+        return new HostParams(fn, p.get(ValueLayout.JAVA_LONG_UNALIGNED, 8));
+    }
+
+    private static Runnable hostOp(HostParams h) {
+        MemorySegment fn = MemorySegment.ofAddress(h.fn());
+        MemorySegment data = MemorySegment.ofAddress(h.userData());
+        return () -> {
+            try {
+                HOST_FN.invokeExact(fn, data);
+            } catch (Throwable t) {
+                throw new IllegalStateException("graph host node function failed: " + t, t);
+            }
+        };
+    }
+
+    private EmulatedGraph.Node hostNode(long hNode) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.HOST) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a host node");
+        }
+        return n;
+    }
+
+    void hostGetParams(long hNode, MemorySegment out) {
+        if (!(hostNode(hNode).params instanceof HostParams h)) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "a host node made by a capture: its parameters are not kept here");
+        }
+        MemorySegment p = HostSegments.sized(out, HOST_SIZE, "nodeParams");
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, h.fn());
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 8, h.userData());
+    }
+
+    void hostSetParams(long hNode, MemorySegment nodeParams) {
+        EmulatedGraph.Node n = hostNode(hNode);
+        HostParams h = hostParams(nodeParams);
+        n.params = h;
+        n.op = hostOp(h);
+    }
+
+    /** cuGraphExecHostNodeSetParams: the exec's copy of the node changes, the graph's does not. */
+    void execHostSetParams(long hExec, long hNode, MemorySegment nodeParams) {
+        EmulatedGraphExec.Step s = exec(hExec).step(node(hNode, "hNode"));
+        if (s == null || s.type != EmulatedGraph.HOST) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no host node of the graph hGraphExec was made from");
+        }
+        HostParams h = hostParams(nodeParams);
+        s.params = h;
+        s.op = hostOp(h);
+    }
+
+    // ---- conditional nodes ---------------------------------------------------------------------
+
+    static final int COND_IF = 0, COND_WHILE = 1, COND_SWITCH = 2;
+    /** CU_GRAPH_COND_ASSIGN_DEFAULT: the default value is set at the start of each launch. */
+    static final int COND_ASSIGN_DEFAULT = 1;
+    /** Most bodies of a SWITCH node. */
+    static final int MAX_BODIES = 1024;
+
+    /** A CUgraphConditionalHandle: its value, which cudaGraphSetConditional sets from a kernel of its context. */
+    static final class Conditional {
+        final long handle;
+        final EmulatedGraph graph;
+        final EmulatedContext context;
+        final int defaultValue;
+        final int flags;
+        volatile int value;
+
+        Conditional(long handle, EmulatedGraph graph, EmulatedContext context, int defaultValue, int flags) {
+            this.handle = handle;
+            this.graph = graph;
+            this.context = context;
+            this.defaultValue = defaultValue;
+            this.flags = flags;
+            this.value = defaultValue;
+        }
+    }
+
+    /** A conditional node's parameters: its handle, type (IF, WHILE, SWITCH) and its body graphs' handles (the node's). */
+    record CondParams(Conditional handle, int type, int size, MemorySegment bodies) {
+    }
+
+    long conditionalHandleCreate(long hGraph, long ctx, int defaultLaunchValue, int flags) {
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        EmulatedContext c = ctx == 0 ? contexts.current() : contexts.find(ctx);
+        if ((flags & ~COND_ASSIGN_DEFAULT) != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
+        }
+        long h = handles.issue();
+        Conditional cond = handles.register(h, new Conditional(h, g, c, defaultLaunchValue, flags));
+        c.conditionals.put(h, cond);
+        return h;
+    }
+
+    /**
+     * A conditional node from a CUgraphNodeParams (GraphNodeParams' layout; CUDA_CONDITIONAL_NODE_PARAMS
+     * at 16: handle, type u32, size u32, phGraph_out, ctx). Its body graphs are made here, empty, and
+     * belong to the node; phGraph_out is pointed at their handles.
+     */
+    long addConditional(long hGraph, MemorySegment deps, long n, MemorySegment nodeParams) {
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        MemorySegment p = HostSegments.sized(nodeParams, 256, "nodeParams");
+        Conditional c = contexts.lookup(p.get(ValueLayout.JAVA_LONG_UNALIGNED, 16), Conditional.class, "conditional.handle");
+        int type = p.get(ValueLayout.JAVA_INT_UNALIGNED, 24);
+        int size = p.get(ValueLayout.JAVA_INT_UNALIGNED, 28);
+        long ctx = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 40);
+        if (c.graph != g) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "conditional.handle was made for another graph");
+        }
+        boolean sized = switch (type) {
+            case COND_IF -> size == 1 || size == 2;
+            case COND_WHILE -> size == 1;
+            case COND_SWITCH -> size >= 1 && size <= MAX_BODIES;
+            default -> false;
+        };
+        if (!sized) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "conditional type=" + type + " size=" + size);
+        }
+        if (ctx != 0 && contexts.find(ctx) != c.context) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "conditional.ctx is not the handle's context");
+        }
+        EmulatedGraph.Node node = g.add(EmulatedGraph.CONDITIONAL, d);
+        node.context = c.context;
+        node.what = "conditional node";
+        EmulatedGraph[] bodies = new EmulatedGraph[size];
+        MemorySegment out = Arena.ofAuto().allocate(8L * size, 8);
+        for (int i = 0; i < size; i++) {
+            long h = handles.issue();
+            bodies[i] = handles.register(h, new EmulatedGraph(h, handles));
+            out.setAtIndex(ValueLayout.JAVA_LONG, i, h);
+        }
+        node.bodies = bodies;
+        node.params = new CondParams(c, type, size, out);
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 32, out.address());
+        return node.handle;
+    }
+
+    /** cudaGraphSetConditional from a kernel of {@code c}: false when the handle is none of the context's. */
+    static boolean setConditional(EmulatedContext c, long handle, int value) {
+        Conditional cond = c.conditionals.get(handle);
+        if (cond == null) {
+            return false;
+        }
+        cond.value = value;
+        return true;
+    }
+
+    // CUDA_MEM_ALLOC_NODE_PARAMS: poolProps (88) at 0, accessDescs at 88, accessDescCount at 96, bytesize at 104, dptr at 112
+    static final long MEM_ALLOC_SIZE = 120;
+
+    /** What cuGraphMemAllocNodeGetParams answers: the parameters as given (the descriptors copied), with the address. */
+    record MemAllocParams(byte[] params, MemorySegment descs) {
+    }
+
+    /**
+     * A memory allocation node. The address is given when the node is made, as the driver does; the
+     * emulated device backs it with memory of the current context at once and keeps it until the
+     * context goes: the node and a free node of it (or a cuMemFreeAsync) change nothing a correct
+     * program can see, and relaunches find the memory where the node said it is.
+     */
+    long addMemAlloc(long hGraph, MemorySegment deps, long n, MemorySegment nodeParams, int deviceCount) {
+        EmulatedContext c = contexts.active();
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        MemorySegment p = HostSegments.sized(nodeParams, MEM_ALLOC_SIZE, "nodeParams");
+        String refusal = io.gpusockets.protocol.structs.MemoryProps.poolRefusal(p, deviceCount);
+        if (refusal != null) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "poolProps: " + refusal);
+        }
+        if (io.gpusockets.protocol.structs.MemoryProps.Location.read(p, io.gpusockets.protocol.structs.MemoryProps.LOCATION).id()
+                != c.device) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "poolProps.location: another device than the current context's");
+        }
+        long count = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 96);
+        long bytesize = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 104);
+        if (count < 0 || count > 64 || bytesize <= 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "accessDescCount=" + count + " bytesize=" + bytesize);
+        }
+        MemorySegment descs = MemorySegment.NULL;
+        if (count > 0) {
+            MemorySegment given = HostSegments.sized(MemorySegment.ofAddress(p.get(ValueLayout.JAVA_LONG_UNALIGNED, 88)),
+                    12 * count, "accessDescs");
+            descs = Arena.ofAuto().allocate(12 * count, 8);
+            descs.copyFrom(given);
+        }
+        Allocation a = memory.allocate(c, bytesize, Allocation.Kind.ALLOCATED);
+        pools.keepAsGraphMemory(a.base());
+        EmulatedGraph.Node node = g.add(EmulatedGraph.MEM_ALLOC, d);
+        node.context = c;
+        node.what = "memory allocation node";
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 112, a.base());
+        byte[] kept = p.toArray(ValueLayout.JAVA_BYTE);
+        node.params = new MemAllocParams(kept, descs);
+        synchronized (this) {
+            graphMemory += bytesize;
+            graphMemoryHigh = Math.max(graphMemoryHigh, graphMemory);
+        }
+        return node.handle;
+    }
+
+    void memAllocGetParams(long hNode, MemorySegment out) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEM_ALLOC || !(n.params instanceof MemAllocParams m)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memory allocation node");
+        }
+        MemorySegment p = HostSegments.sized(out, MEM_ALLOC_SIZE, "params_out");
+        p.copyFrom(MemorySegment.ofArray(m.params()));
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 88, m.descs().address());
+    }
+
+    /** A free node of graph memory (or of a stream-ordered allocation) of the current context. */
+    long addMemFree(long hGraph, MemorySegment deps, long n, long dptr) {
+        EmulatedContext c = contexts.active();
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        Allocation a = memory.find(dptr);
+        if (a == null || a.base() != dptr || a.owner() != c || !pools.isGraphMemory(dptr)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "dptr=0x" + Long.toHexString(dptr)
+                    + " is not the address of a graph memory allocation of the current context");
+        }
+        EmulatedGraph.Node node = g.add(EmulatedGraph.MEM_FREE, d);
+        node.context = c;
+        node.what = "memory free node";
+        node.params = dptr;
+        return node.handle;
+    }
+
+    long memFreeGetParams(long hNode) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEM_FREE || !(n.params instanceof Long dptr)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memory free node");
+        }
+        return dptr;
+    }
+
+    /** CU_GRAPH_MEM_ATTR_{USED,RESERVED}_MEM_{CURRENT,HIGH}: the graph memory nodes made (the emulated device reserves what it uses). */
+    synchronized long graphMemAttribute(int attr) {
+        return switch (attr) {
+            case 0, 2 -> graphMemory;
+            case 1, 3 -> graphMemoryHigh;
+            default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attr=" + attr);
+        };
+    }
+
+    /** Only the high-water marks may be reset, with the value 0. */
+    synchronized void resetGraphMemHigh(int attr, long value) {
+        if ((attr != 1 && attr != 3) || value != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "attr=" + attr + " value=" + value + ": only a high mark is reset, to 0");
+        }
+        graphMemoryHigh = graphMemory;
+    }
+
     long addMemset(long hGraph, MemorySegment deps, long n, MemorySegment memsetParams, long ctx) {
         EmulatedGraph g = graph(hGraph, "hGraph");
         List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        EmulatedContext c = ctx == 0 ? contexts.current() : contexts.find(ctx);
+        Runnable op = memsetOp(c, memsetParams);
+        EmulatedGraph.Node node = g.add(EmulatedGraph.MEMSET, d);
+        node.context = c;
+        node.what = "memset node";
+        node.params = HostSegments.sized(memsetParams, MEMSET_SIZE, "memsetParams").toArray(ValueLayout.JAVA_BYTE);
+        node.op = op;
+        return node.handle;
+    }
+
+    void memsetSetParams(long hNode, MemorySegment nodeParams) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEMSET) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memset node");
+        }
+        Runnable op = memsetOp(n.context == null ? contexts.current() : n.context, nodeParams);
+        n.params = HostSegments.sized(nodeParams, MEMSET_SIZE, "nodeParams").toArray(ValueLayout.JAVA_BYTE);
+        n.op = op;
+    }
+
+    /** cuGraphExecMemsetNodeSetParams: the exec's copy of the node changes, the graph's does not. */
+    void execMemsetSetParams(long hExec, long hNode, MemorySegment memsetParams, long ctx) {
+        EmulatedGraphExec x = exec(hExec);
+        EmulatedGraphExec.Step s = x.step(node(hNode, "hNode"));
+        if (s == null || s.type != EmulatedGraph.MEMSET) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no memset node of the graph hGraphExec was made from");
+        }
+        EmulatedContext c = ctx == 0 ? x.context : contexts.find(ctx);
+        Runnable op = memsetOp(c, memsetParams);
+        s.params = HostSegments.sized(memsetParams, MEMSET_SIZE, "memsetParams").toArray(ValueLayout.JAVA_BYTE);
+        s.op = op;
+    }
+
+    /** The work of a CUDA_MEMSET_NODE_PARAMS, checked: its rows lie in one allocation of {@code c}. */
+    private Runnable memsetOp(EmulatedContext c, MemorySegment memsetParams) {
         MemorySegment p = HostSegments.sized(memsetParams, MEMSET_SIZE, "memsetParams");
         long dst = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
         long pitch = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 8);
@@ -314,7 +639,6 @@ final class Graphs {
         int es = p.get(ValueLayout.JAVA_INT_UNALIGNED, 20);
         long width = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 24);
         long height = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 32);
-        EmulatedContext c = ctx == 0 ? contexts.current() : contexts.find(ctx);
         if (es != 1 && es != 2 && es != 4) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "elementSize=" + es + " must be 1, 2 or 4");
         }
@@ -330,11 +654,7 @@ final class Graphs {
                     + " is not inside one allocation of the context");
         }
         long v = es == 4 ? Integer.toUnsignedLong(value) : es == 2 ? value & 0xFFFF : value & 0xFF;
-        EmulatedGraph.Node node = g.add(EmulatedGraph.MEMSET, d);
-        node.context = c;
-        node.what = "memset node";
-        node.params = p.toArray(ValueLayout.JAVA_BYTE);
-        node.op = () -> {
+        return () -> {
             for (long r = 0; r < height; r++) {
                 MemorySegment row = memory.resolve(c, dst + r * pitch, rowBytes);
                 if (row == null) {
@@ -343,60 +663,110 @@ final class Graphs {
                 Transfers.fill(row, v, es);
             }
         };
-        return node.handle;
     }
 
     /**
-     * A memcpy node: device to device only (DEVICE sides, or UNIFIED ones inside device allocations).
-     * Host sides are refused: behind the backend the host is the guest, whose memory a graph launched
-     * later cannot reach; arrays are not supported in nodes here.
+     * A memcpy node between device memory (DEVICE sides, or UNIFIED ones inside device allocations) and
+     * device or host memory (HOST sides: the caller's pointer, read and written when a launch reaches
+     * the node, as the driver does; behind the backend that is its staging buffer, never a guest
+     * address). Arrays are not supported in nodes here.
      */
     long addMemcpy(long hGraph, MemorySegment deps, long n, MemorySegment copyParams, long ctx) {
         EmulatedGraph g = graph(hGraph, "hGraph");
         List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
-        Memcpy3D m = Memcpy3D.read3D(HostSegments.sized(copyParams, Memcpy3D.SIZE_3D, "copyParams"));
         EmulatedContext c = ctx == 0 ? contexts.current() : contexts.find(ctx);
-        Memcpy3D.Side src = deviceSide(c, m, m.src(), "src");
-        Memcpy3D.Side dst = deviceSide(c, m, m.dst(), "dst");
-        long rows = m.rows();
-        long width = m.width();
-        long srcStart = src.device() + Memcpy3D.startOffset(src);
-        long dstStart = dst.device() + Memcpy3D.startOffset(dst);
+        Runnable op = memcpyOp(c, copyParams);
         EmulatedGraph.Node node = g.add(EmulatedGraph.MEMCPY, d);
         node.context = c;
         node.what = "memcpy node";
-        node.op = () -> {
+        node.params = HostSegments.sized(copyParams, Memcpy3D.SIZE_3D, "copyParams").toArray(ValueLayout.JAVA_BYTE);
+        node.op = op;
+        return node.handle;
+    }
+
+    void memcpyGetParams(long hNode, MemorySegment out) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEMCPY || !(n.params instanceof byte[] b)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memcpy node made with cuGraphAddMemcpyNode");
+        }
+        HostSegments.sized(out, Memcpy3D.SIZE_3D, "nodeParams").copyFrom(MemorySegment.ofArray(b));
+    }
+
+    void memcpySetParams(long hNode, MemorySegment nodeParams) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.MEMCPY) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memcpy node");
+        }
+        Runnable op = memcpyOp(n.context == null ? contexts.current() : n.context, nodeParams);
+        n.params = HostSegments.sized(nodeParams, Memcpy3D.SIZE_3D, "nodeParams").toArray(ValueLayout.JAVA_BYTE);
+        n.op = op;
+    }
+
+    /** cuGraphExecMemcpyNodeSetParams: the exec's copy of the node changes, the graph's does not. */
+    void execMemcpySetParams(long hExec, long hNode, MemorySegment copyParams, long ctx) {
+        EmulatedGraphExec x = exec(hExec);
+        EmulatedGraphExec.Step s = x.step(node(hNode, "hNode"));
+        if (s == null || s.type != EmulatedGraph.MEMCPY) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no memcpy node of the graph hGraphExec was made from");
+        }
+        EmulatedContext c = ctx == 0 ? x.context : contexts.find(ctx);
+        Runnable op = memcpyOp(c, copyParams);
+        s.params = HostSegments.sized(copyParams, Memcpy3D.SIZE_3D, "copyParams").toArray(ValueLayout.JAVA_BYTE);
+        s.op = op;
+    }
+
+    /**
+     * The work of a CUDA_MEMCPY3D between device memory (DEVICE sides, or UNIFIED ones inside device
+     * allocations) and device or host memory (HOST sides, or UNIFIED ones outside device memory: the
+     * caller's pointer, read and written when a launch reaches the node, as the driver does; behind
+     * the backend that is its staging buffer, never a guest address). Arrays are not supported in
+     * nodes here.
+     */
+    private Runnable memcpyOp(EmulatedContext c, MemorySegment copyParams) {
+        Memcpy3D m = Memcpy3D.read3D(HostSegments.sized(copyParams, Memcpy3D.SIZE_3D, "copyParams"));
+        Memcpy3D.Side src = side(c, m, m.src(), "src");
+        Memcpy3D.Side dst = side(c, m, m.dst(), "dst");
+        long rows = m.rows();
+        long width = m.width();
+        long srcStart = src.base() + Memcpy3D.startOffset(src);
+        long dstStart = dst.base() + Memcpy3D.startOffset(dst);
+        boolean srcHost = src.memoryType() == Memcpy3D.HOST, dstHost = dst.memoryType() == Memcpy3D.HOST;
+        return () -> {
             for (long r = 0; r < rows; r++) {
                 long from = srcStart + m.rowOffset(src, r), to = dstStart + m.rowOffset(dst, r);
-                MemorySegment a = memory.resolve(c, from, width), b = memory.resolve(c, to, width);
+                MemorySegment a = srcHost ? MemorySegment.ofAddress(from).reinterpret(width) : memory.resolve(c, from, width);
+                MemorySegment b = dstHost ? MemorySegment.ofAddress(to).reinterpret(width) : memory.resolve(c, to, width);
                 if (a == null || b == null) {
                     throw KernelFault.illegalAddress(a == null ? from : to, width);
                 }
                 MemorySegment.copy(a, 0, b, 0, width);
             }
         };
-        return node.handle;
     }
 
-    private Memcpy3D.Side deviceSide(EmulatedContext c, Memcpy3D m, Memcpy3D.Side s, String what) {
-        if (s.memoryType() == Memcpy3D.HOST) {
-            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, what + ": host memory in a memcpy node is not supported"
-                    + " (a graph launched later cannot reach the program's host memory); copy with cuMemcpy*Async outside the graph");
-        }
-        if (s.memoryType() != Memcpy3D.DEVICE && s.memoryType() != Memcpy3D.UNIFIED) {
-            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, what + ": memory type " + s.memoryType() + " in a memcpy node");
-        }
+    private Memcpy3D.Side side(EmulatedContext c, Memcpy3D m, Memcpy3D.Side s, String what) {
         long start = Memcpy3D.startOffset(s), extent = m.extent(s);
         if (start < 0 || extent < 0 || m.totalBytes() <= 0 || (m.depth() > 1 && s.height() < m.height())
                 || (m.height() > 1 && s.pitch() < m.width())) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + ": extent or layout out of range");
         }
+        if (s.memoryType() == Memcpy3D.HOST) {
+            if (s.host() == 0) {
+                throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + ": host pointer is NULL");
+            }
+            return s;
+        }
+        if (s.memoryType() == Memcpy3D.UNIFIED && memory.resolve(c, s.device() + start, extent) == null) {
+            return s.resolved(Memcpy3D.HOST);   // a unified address outside device memory is the caller's host memory
+        }
+        if (s.memoryType() != Memcpy3D.DEVICE && s.memoryType() != Memcpy3D.UNIFIED) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, what + ": memory type " + s.memoryType() + " in a memcpy node");
+        }
         if (memory.resolve(c, s.device() + start, extent) == null) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + "=0x" + Long.toHexString(s.device()) + " bytes=" + extent
-                    + (s.memoryType() == Memcpy3D.UNIFIED ? " (unified: host memory is not supported in memcpy nodes)" : "")
                     + " is not inside one allocation of the context");
         }
-        return s;
+        return s.resolved(Memcpy3D.DEVICE);
     }
 
     long addEvent(long hGraph, MemorySegment deps, long n, long hEvent, boolean record) {
@@ -421,6 +791,29 @@ final class Graphs {
         EmulatedGraph.Node node = g.add(EmulatedGraph.GRAPH, d);
         node.child = copy;
         return node.handle;
+    }
+
+    /** The node's own copy of its child graph (changes to it reach the node, as the driver's do). */
+    long childGraph(long hNode) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.GRAPH || n.child == null) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a child graph node");
+        }
+        EmulatedGraph child = n.child;
+        if (handles.find(child.handle, EmulatedGraph.class) == null) {
+            handles.register(child.handle, child);
+        }
+        return child.handle;
+    }
+
+    /** cuGraphExecChildGraphNodeSetParams: the exec's copy of the node runs a copy of {@code hChild} from now on. */
+    void execChildSetParams(long hExec, long hNode, long hChild) {
+        EmulatedGraphExec x = exec(hExec);
+        EmulatedGraphExec.Step s = x.step(node(hNode, "hNode"));
+        if (s == null || s.type != EmulatedGraph.GRAPH) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no child graph node of the graph hGraphExec was made from");
+        }
+        x.replaceChild(s, graph(hChild, "childGraph").copy(handles.issue(), new HashMap<>()));
     }
 
     long clone(long hGraph) {

@@ -16,7 +16,8 @@ import java.lang.invoke.MethodHandle;
  * once the work before it has completed, and work queued after it waits until it returns, so it
  * keeps its place in the stream as on a GPU. The function pointer is called through an FFM downcall.
  *
- * <p>As in CUDA, a stream callback runs exactly once, receiving the context's sticky error (or
+ * <p>On a capturing stream a host function becomes a host node of the graph (CUDA allows it; a stream
+ * callback is refused there). As in CUDA, a stream callback runs exactly once, receiving the context's sticky error (or
  * CUDA_ERROR_CONTEXT_IS_DESTROYED while its context is being destroyed), while a host function is
  * skipped once the context has faulted.
  */
@@ -62,7 +63,7 @@ final class HostCallbacks {
         EmulatedContext c = contexts.active();
         EmulatedStream s = streams.resolve(hStream, c);
         checkFunction(fn, "fn");
-        c.refuseInCapture(s, "cuLaunchHostFunc");
+        // CUDA allows a host function in a capture: it becomes a host node (EmulatedContext.enqueue records it).
         MemorySegment target = MemorySegment.ofAddress(fn.address());
         MemorySegment data = MemorySegment.ofAddress(userData.address());
         c.enqueue(s, null, () -> {

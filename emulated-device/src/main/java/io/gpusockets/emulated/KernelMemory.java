@@ -2,14 +2,24 @@ package io.gpusockets.emulated;
 
 import io.gpusockets.emulated.ptx.GlobalMemory;
 
-/** Device memory for the PTX engines (interpreter and compiled): the launching context's allocations, faults as Java kernels get them. */
+/**
+ * Device memory for the PTX engines (interpreter and compiled): the launching context's allocations, its texture
+ * and surface objects ({@link KernelTextures}), faults as Java kernels get them.
+ */
 final class KernelMemory implements GlobalMemory {
     private final EmulatedContext context;
     private final EmulatedMemory memory;
+    private final KernelTextures textures;
 
-    KernelMemory(EmulatedContext context, EmulatedMemory memory) {
+    KernelMemory(EmulatedContext context, EmulatedMemory memory, Handles handles) {
         this.context = context;
         this.memory = memory;
+        this.textures = new KernelTextures(context, handles, memory);
+    }
+
+    @Override
+    public io.gpusockets.emulated.ptx.TextureUnit textures() {
+        return textures;
     }
 
     @Override
@@ -63,6 +73,11 @@ final class KernelMemory implements GlobalMemory {
         } catch (CudaError e) {
             return address == 0;
         }
+    }
+
+    @Override
+    public boolean setConditional(long handle, int value) {
+        return Graphs.setConditional(context, handle, value);
     }
 
     @Override

@@ -139,6 +139,7 @@ final class LaunchOptions {
     }
 
     private void checkFitsAtOnce(long f, int gx, int gy, int gz, int bx, int by, int bz, int shared) {
+        launcher.refuseGridBarrier(f);
         long blocks = (long) gx * gy * gz;
         long resident = (long) launcher.occupancy(f, bx * by * bz, shared) * DeviceProperties.MULTIPROCESSOR_COUNT;
         if (blocks > resident) {

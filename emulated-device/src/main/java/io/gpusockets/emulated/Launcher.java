@@ -5,6 +5,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
+import io.gpusockets.emulated.ptx.DeviceLaunches;
 import io.gpusockets.emulated.ptx.PtxKernel;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.MemorySegment;
@@ -108,6 +109,40 @@ final class Launcher {
         c.enqueue(s, null, p.op(), p.what());
     }
 
+    /**
+     * A cooperative launch of an entry that synchronises its grid (it reads the grid workspace, %envreg1/2) is refused:
+     * the emulated device runs a grid's blocks a few at a time, so a grid-wide barrier would wait forever.
+     */
+    void refuseGridBarrier(long f) {
+        EmulatedFunction fn = function(f);
+        if (fn.kernel == null && fn.interpreted().readsGridWorkspace()) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "a cooperative launch of " + fn.entry.name() + ", which synchronises "
+                    + "its grid (cooperative groups' grid_group::sync): the emulated device has no grid-wide barrier");
+        }
+    }
+
+    /**
+     * The entries of {@code module} that its kernels may launch from the device, by the address a kernel takes of one
+     * ({@link PtxKernel#functionAddress}); an entry with a Java kernel or PTX the engines cannot run is refused with
+     * CUDA_ERROR_NOT_SUPPORTED.
+     */
+    private DeviceLaunches.Runtime children(EmulatedModule module) {
+        List<String> names = List.copyOf(module.ptx.entries.keySet());
+        return address -> {
+            int index = PtxKernel.functionIndex(address);
+            if (index < 0 || index >= names.size()) {
+                return null;
+            }
+            EmulatedFunction child = modules.function(module, names.get(index));
+            if (child.kernel != null) {
+                throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "a device-side launch of " + child.entry.name()
+                        + ", which the emulated device runs as Java code");
+            }
+            return new DeviceLaunches.Child(child.entry.name(), child.interpreted(), child.entry.paramBufferSize(),
+                    child.entry.maxThreadsPerBlock());
+        };
+    }
+
     /** A launch checked and its parameters copied, ready to run (and to run again: graph nodes replay it). */
     record Prepared(EmulatedFunction function, KernelLaunch launch, Runnable op, String what) {
     }
@@ -138,8 +173,12 @@ final class Launcher {
                 throw new CudaError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, tooBig);
             }
             c.throwIfFaulted();
+            DeviceLaunches.Runtime children = children(fn.module);
+            for (long named : program.functionsNamed()) {
+                children.child(named);   // an entry it may launch that cannot run here fails this launch now, not midway
+            }
             PtxKernel.Launch run = new PtxKernel.Launch(launch.gridX, launch.gridY, launch.gridZ, launch.blockX, launch.blockY,
-                    launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory));
+                    launch.blockZ, launch.sharedMemBytes, launch.paramBuffer(), new KernelMemory(c, memory, handles), children);
             return new Prepared(fn, launch, () -> program.run(run), "kernel " + name);
         }
         String mismatch = fn.kernel.mismatch(fn.entry);

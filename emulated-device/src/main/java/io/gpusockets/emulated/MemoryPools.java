@@ -148,10 +148,24 @@ final class MemoryPools {
     }
 
     /** Any live cuMemAlloc or pool allocation of the current context; released when the stream reaches the free. */
+    /** Allocations of graph memory nodes (Graphs): they stay until their context goes. */
+    private final java.util.Set<Long> graphMemory = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    void keepAsGraphMemory(long base) {
+        graphMemory.add(base);
+    }
+
+    boolean isGraphMemory(long base) {
+        return graphMemory.contains(base);
+    }
+
     void freeAsync(long dptr, long hStream) {
         EmulatedContext c = contexts.active();
         EmulatedStream s = streams.resolve(hStream, c);
         Allocation a = memory.find(dptr);
+        if (a != null && a.base() == dptr && a.owner() == c && graphMemory.contains(dptr)) {
+            return;   // graph memory: kept until its context goes (Graphs.addMemAlloc), so a relaunch finds it
+        }
         if (a == null || a.owner() != c || a.base() != dptr || a.kind() != Allocation.Kind.ALLOCATED
                 || freeing.putIfAbsent(dptr, a) != null) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "dptr=0x" + Long.toHexString(dptr)

@@ -4,7 +4,6 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_FOUND;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -50,7 +49,10 @@ final class Modules {
         return m;
     }
 
-    /** Frees the module's variables once the context's queued work (which may use them) is done. */
+    /**
+     * Frees the module's variables once the context's queued work (which may use them) is done: they stay in the
+     * address space until then, so a kernel queued before the unload reads them as it would have.
+     */
     void unload(EmulatedModule m) {
         handles.remove(m.handle, m);
         m.context.owned.remove(m.handle);
@@ -59,15 +61,13 @@ final class Modules {
             m.context.owned.remove(f.handle);
         }
         memory.release(m.code);
-        List<Allocation> taken = new ArrayList<>();
+        if (!m.globals.isEmpty()) {
+            m.context.allWork().join();
+        }
         for (Allocation a : m.globals.values()) {
             if (memory.unmap(a)) {
-                taken.add(a);
+                memory.release(a);
             }
-        }
-        if (!taken.isEmpty()) {
-            m.context.allWork().join();
-            taken.forEach(memory::release);
         }
     }
 

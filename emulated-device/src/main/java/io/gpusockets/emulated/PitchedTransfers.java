@@ -10,7 +10,9 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * The copies and sets of unified addressing and of pitched memory: cuMemcpy(Async) with pointers of
- * either kind, cuMemcpy2D/3D(Async) between host, device and array sides, cuMemsetD2D*(Async).
+ * either kind, cuMemcpy2D/3D(Async) between host, device and array sides (a 3D copy reaches the layers
+ * and cubemap faces of an array as its slices, by z), the array copies cuMemcpyHtoA/AtoH/DtoA/AtoD/AtoA
+ * (and Async) as one-row 2D copies, cuMemsetD2D*(Async).
  *
  * <p>An address inside a live allocation (of any context) is device memory, any other is host memory
  * of this process, as under CUDA's unified addressing; so UNIFIED sides and cuMemcpy resolve by
@@ -105,11 +107,40 @@ final class PitchedTransfers {
     }
 
     void copy(MemorySegment pCopy, boolean is3D, long hStream) {
+        Memcpy3D m = is3D ? Memcpy3D.read3D(HostSegments.sized(pCopy, Memcpy3D.SIZE_3D, "pCopy"))
+                : Memcpy3D.read2D(HostSegments.sized(pCopy, Memcpy3D.SIZE_2D, "pCopy"));
+        copy(m, is3D, hStream);
+    }
+
+    /**
+     * cuMemcpy3DPeer(Async): both contexts must be live; the copy is then the CUDA_MEMCPY3D it describes, run in
+     * the current context (device memory of any context is reachable by its unified address; array sides must
+     * be the current context's, as for cuMemcpy3D).
+     */
+    void peer(MemorySegment pCopy, long hStream) {
+        Memcpy3D m = Memcpy3D.read3D(HostSegments.sized(pCopy, Memcpy3D.SIZE_3D, "pCopy"));
+        contexts.find(m.src().reserved());
+        contexts.find(m.dst().reserved());
+        copy(m.withoutPeerContexts(), true, hStream);
+    }
+
+    // ---- cuMemcpyHtoA/AtoH/DtoA/AtoD/AtoA (and Async): byte offsets into a 1D array ---------------
+
+    /**
+     * An array copy as the one-row 2D copy it is for a 1D array: {@code bytes} at byte {@code x} of row 0 of
+     * each array side ({@link Memcpy3D#arrayRow}); the frontend sends those with a host side in this form.
+     */
+    void arrayRow(Side src, Side dst, long bytes, long hStream) {
+        if (bytes < 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "ByteCount=" + Long.toUnsignedString(bytes) + " is out of range");
+        }
+        copy(Memcpy3D.arrayRow(src, dst, bytes), false, hStream);
+    }
+
+    private void copy(Memcpy3D m, boolean is3D, long hStream) {
         EmulatedContext c = contexts.active();
         boolean async = hStream != SYNCHRONOUS;
         EmulatedStream s = async ? streams.resolve(hStream, c) : c.legacyStream();
-        Memcpy3D m = is3D ? Memcpy3D.read3D(HostSegments.sized(pCopy, Memcpy3D.SIZE_3D, "pCopy"))
-                : Memcpy3D.read2D(HostSegments.sized(pCopy, Memcpy3D.SIZE_2D, "pCopy"));
         long total = m.totalBytes();
         if (total < 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "WidthInBytes=" + m.width() + " Height=" + m.height()
@@ -151,7 +182,8 @@ final class PitchedTransfers {
 
     private Surface surface(EmulatedContext c, Memcpy3D m, Side side, String what) {
         if (side.lod() != 0) {
-            throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + "LOD=" + side.lod() + ": there are no mipmapped arrays");
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + "LOD=" + side.lod() + ": levels of a mipmapped array are copied"
+                    + " through the array cuMipmappedArrayGetLevel gives");
         }
         if (side.reserved() != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "reserved pointer of " + what + " must be NULL");
@@ -178,12 +210,14 @@ final class PitchedTransfers {
                 array = arrays.of(c, side.array(), what + "Array");
                 long e = array.elementBytes;
                 if (side.x() % e != 0 || m.width() % e != 0 || side.x() < 0 || side.y() < 0 || side.z() < 0
-                        || side.x() + m.width() > array.rowBytes() || side.y() + m.height() > array.rows()
-                        || side.z() + m.depth() > 1) {
+                        || side.x() > array.rowBytes() - m.width() || side.y() > array.rows() - m.height()
+                        || side.z() > array.slices() - m.depth()) {
                     throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + ": the block at x=" + side.x() + " y=" + side.y()
                             + " z=" + side.z() + " of " + m.width() + "x" + m.height() + "x" + m.depth()
-                            + " does not fit the array of " + array.rowBytes() + " bytes by " + array.rows() + " rows");
+                            + " does not fit the array of " + array.rowBytes() + " bytes by " + array.rows() + " rows by "
+                            + array.slices() + " slices");
                 }
+                // layers and cubemap faces are slices: a 3D copy reaches them by z
                 view = new Side(Memcpy3D.ARRAY, side.x(), side.y(), side.z(), 0, 0, 0, side.array(), array.rowBytes(), array.rows(), 0);
             }
             default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + "MemoryType=" + side.memoryType());

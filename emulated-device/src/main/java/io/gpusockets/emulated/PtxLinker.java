@@ -22,7 +22,8 @@ import java.util.regex.Pattern;
  * CUDA_ERROR_INVALID_PTX naming the symbol. Names without linkage (file-static functions and
  * variables, nvcc's {@code $str} strings) are private to their unit: one that another unit also
  * uses is renamed in its own unit ({@code name$uN}). The extern functions the emulated device
- * itself provides (vprintf, malloc, free, __assertfail) and {@code .extern .shared} dynamic shared
+ * itself provides (vprintf, malloc, free, __assertfail, and the device runtime's cudaGetParameterBufferV2 and
+ * cudaLaunchDeviceV2 that device-side launches call: DeviceLaunches) and {@code .extern .shared} dynamic shared
  * arrays stay declared, once per name.
  *
  * <p>The result is one PTX text: the highest {@code .version} and {@code .target} of the units,
@@ -43,7 +44,10 @@ final class PtxLinker {
     }
 
     /** The extern functions the PTX engines run themselves (PtxParser's extern calls). */
-    static final Set<String> DEVICE_EXTERNS = Set.of("vprintf", "malloc", "free", "__assertfail");
+    static final Set<String> DEVICE_EXTERNS = Set.of("vprintf", "malloc", "free", "__assertfail", "cudaGraphSetConditional",
+            "cudaGetParameterBufferV2", "__cudaCDP2GetParameterBufferV2", "cudaLaunchDeviceV2", "cudaLaunchDeviceV2_ptsz",
+            "__cudaCDP2LaunchDeviceV2", "__cudaCDP2LaunchDeviceV2_ptsz", "cudaGetLastError", "__cudaCDP2GetLastError",
+            "cudaPeekAtLastError", "__cudaCDP2PeekAtLastError");
 
     private static final Pattern VERSION = Pattern.compile("(?m)^\\s*\\.version\\s+(\\d+)\\.(\\d+)");
     private static final Pattern TARGET = Pattern.compile("(?m)^\\s*\\.target\\s+([\\w, ]+)");

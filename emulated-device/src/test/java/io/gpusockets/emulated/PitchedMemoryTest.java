@@ -217,7 +217,8 @@ class PitchedMemoryTest {
             res.set(ValueLayout.JAVA_LONG, ResourceDesc.PITCH2D_HEIGHT, 17);
             assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuTexObjectCreate(out, res, tex, MemorySegment.NULL), "a row too many");
             res.set(ValueLayout.JAVA_INT, ResourceDesc.RES_TYPE, ResourceDesc.TYPE_MIPMAPPED_ARRAY);
-            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuTexObjectCreate(out, res, tex, MemorySegment.NULL));
+            assertEquals(CUDA_ERROR_INVALID_HANDLE, e.device.cuTexObjectCreate(out, res, tex, MemorySegment.NULL),
+                    "a device pointer is no mipmapped array");
             res.set(ValueLayout.JAVA_INT, ResourceDesc.RES_TYPE, ResourceDesc.TYPE_ARRAY);
             res.set(ValueLayout.JAVA_LONG, ResourceDesc.HANDLE_OR_POINTER, array(e, 4, 4, 0x20, 4));
             e.ok(e.device.cuTexObjectCreate(out, res, tex, e.arena.allocate(ResourceDesc.VIEW_DESC_SIZE)));

@@ -55,6 +55,50 @@ class StreamOrderingTest {
         assertEquals(CUDA_SUCCESS, e.device.cuStreamQuery(s));
     }
 
+    /**
+     * cuMemFree of memory that queued work still uses waits for that work, as the driver's does (a free is a
+     * synchronizing call): the work completes with the memory's contents, and no fault follows. (The emulated device
+     * used to unmap first, so the queued copy faulted with a sticky CUDA_ERROR_ILLEGAL_ADDRESS, which the program's
+     * next call, thrust's cuMemsetD8Async on memory just allocated, returned.)
+     */
+    @Test
+    void freeWaitsForQueuedWorkThatUsesTheMemory() {
+        long s = e.stream(NON_BLOCKING);
+        long a = e.alloc(4096);
+        long b = e.alloc(4096);
+        e.ok(e.launch(fill, 4, 256, 0, 0, a, 7, 1024));
+        e.ok(e.device.cuCtxSynchronize());
+        e.ok(e.launch(sleep, 1, 1, 0, s, 100 * MS));
+        e.ok(e.device.cuMemcpyDtoDAsync(b, a, 4096, s));
+        e.ok(e.device.cuMemFree(a));
+        long c = e.alloc(64);
+        e.ok(e.device.cuMemsetD8Async(c, (byte) 0, 64, s));
+        assertEquals(CUDA_SUCCESS, e.device.cuCtxSynchronize());
+        int[] got = e.downloadInts(b, 1024);
+        for (int i = 0; i < got.length; i++) {
+            assertEquals(7, got[i], "copied before the free: element " + i);
+        }
+    }
+
+    /** cuModuleUnload likewise: a queued kernel still reads the module's variable, and sees its value. */
+    @Test
+    void unloadWaitsForQueuedKernelsThatUseTheModulesVariables() {
+        String ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .global .align 4 .u32 g = 5;\n"
+                + ".visible .entry k(.param .u64 out)\n{\n.reg .b32 %r<2>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [out];\n"
+                + "ld.global.u32 %r1, [g];\nst.global.u32 [%rd1], %r1;\nret;\n}\n";
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuModuleLoadData(out, Emulated.asNative(e.arena.allocateFrom(ptx))));
+        long module = out.get(ValueLayout.JAVA_LONG, 0);
+        long k = e.function(module, "k");
+        long s = e.stream(NON_BLOCKING);
+        long p = e.alloc(4);
+        e.ok(e.launch(sleep, 1, 1, 0, s, 100 * MS));
+        e.ok(e.launch(k, 1, 1, 0, s, p));
+        e.ok(e.device.cuModuleUnload(module));
+        assertEquals(CUDA_SUCCESS, e.device.cuCtxSynchronize());
+        assertEquals(5, e.downloadInts(p, 1)[0]);
+    }
+
     @Test
     void synchronousCopyWaitsForBlockingStreams() {
         long s = e.stream(0);

@@ -5,6 +5,8 @@ import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.calls.GraphRequest;
 import io.gpusockets.protocol.calls.LaunchRequest;
+import io.gpusockets.protocol.structs.GraphNodeParams;
+import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.wire.WireValues;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -23,13 +25,334 @@ import java.util.List;
 final class GraphCalls implements FrontendHandlers.Graphs {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
 
+    /** CUDA_HOST_NODE_PARAMS: {fn, userData}. */
+    private static final long HOST_PARAMS = 16;
+
     private final CallChannel channel;
     private final LaunchCalls launches;
+    private final RemoteCudaDriver driver;
+    private final StreamCallbacks callbacks;
+    private final DeviceRanges ranges;
     private final ThreadLocal<Arena> captureArrays = new ThreadLocal<>();
+    /**
+     * Memcpy nodes with a host side this connection made, with the CUDA_MEMCPY3D the program gave: the
+     * backend's node for each is a child graph or host node.
+     */
+    private final java.util.Map<Long, byte[]> hostCopyNodes = new java.util.concurrent.ConcurrentHashMap<>();
 
-    GraphCalls(CallChannel channel, LaunchCalls launches) {
+    GraphCalls(CallChannel channel, LaunchCalls launches, RemoteCudaDriver driver, StreamCallbacks callbacks, DeviceRanges ranges) {
         this.channel = channel;
         this.launches = launches;
+        this.driver = driver;
+        this.callbacks = callbacks;
+        this.ranges = ranges;
+    }
+
+    // ---- host nodes and host-memory copy nodes (issue 21) --------------------------------------
+
+    /**
+     * A host node: the program's function and userData are filed here ({@link StreamCallbacks#file})
+     * and the backend gets their token in place of fn (userData 0); the worker calls the function each
+     * time a launch reaches the node.
+     */
+    @Override
+    public int cuGraphAddHostNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                  MemorySegment nodeParams) {
+        long token = fileHost(nodeParams);
+        if (token == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return unfileUnless(token, driver.call(ApiEntries.cuGraphAddHostNode, phGraphNode, hGraph, dependencies,
+                numDependencies, tokenParams(token)));
+    }
+
+    /** The program's function and userData, found by the token the backend answers. */
+    @Override
+    public int cuGraphHostNodeGetParams(long hNode, MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment got = Arena.ofAuto().allocate(HOST_PARAMS, 8);
+        int r = driver.call(ApiEntries.cuGraphHostNodeGetParams, hNode, got);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        if (!(callbacks.filed(got.get(LONG, 0)) instanceof StreamCallbacks.HostFunction h)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment out = WireValues.sized(nodeParams, HOST_PARAMS);
+        out.set(LONG, 0, h.fn());
+        out.set(LONG, 8, h.userData());
+        return r;
+    }
+
+    @Override
+    public int cuGraphHostNodeSetParams(long hNode, MemorySegment nodeParams) {
+        long token = fileHost(nodeParams);
+        if (token == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return unfileUnless(token, driver.call(ApiEntries.cuGraphHostNodeSetParams, hNode, tokenParams(token)));
+    }
+
+    @Override
+    public int cuGraphExecHostNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        long token = fileHost(nodeParams);
+        if (token == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return unfileUnless(token, driver.call(ApiEntries.cuGraphExecHostNodeSetParams, hGraphExec, hNode, tokenParams(token)));
+    }
+
+    /**
+     * A memcpy node. Device-only copies go as they are. A host side (HOST, or UNIFIED pointing outside
+     * the session's device memory) is filed here with the program's pointer and layout, and its Host
+     * field carries the token to the backend, which makes the node a gate and a staging buffer: the
+     * worker reads or writes the program's rows at each launch, when the graph reaches the node.
+     */
+    @Override
+    public int cuGraphAddMemcpyNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                    MemorySegment copyParams, long ctx) {
+        if (isNull(copyParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Memcpy3D m = Memcpy3D.read3D(WireValues.sized(copyParams, Memcpy3D.SIZE_3D));
+        Memcpy3D.Side src = resolve(m.src()), dst = resolve(m.dst());
+        if (src == null || dst == null || m.totalBytes() <= 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        boolean srcHost = src.memoryType() == Memcpy3D.HOST, dstHost = dst.memoryType() == Memcpy3D.HOST;
+        if (!srcHost && !dstHost) {
+            return driver.call(ApiEntries.cuGraphAddMemcpyNode, phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
+        }
+        m = m.with(src, dst);
+        if ((srcHost && !hostLayout(m, src)) || (dstHost && !hostLayout(m, dst))) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        long token = callbacks.file(new StreamCallbacks.HostCopy(m));
+        MemorySegment sent = Arena.ofAuto().allocate(Memcpy3D.SIZE_3D, 8);
+        sent.copyFrom(WireValues.sized(copyParams, Memcpy3D.SIZE_3D));
+        m.with(srcHost ? tokenSide(src, token) : src, dstHost ? tokenSide(dst, token) : dst).write3D(sent);
+        int r = unfileUnless(token, driver.call(ApiEntries.cuGraphAddMemcpyNode, phGraphNode, hGraph, dependencies,
+                numDependencies, sent, ctx));
+        if (r == CuResult.CUDA_SUCCESS) {
+            hostCopyNodes.put(WireValues.sized(phGraphNode, 8).get(LONG, 0),
+                    WireValues.sized(copyParams, Memcpy3D.SIZE_3D).toArray(ValueLayout.JAVA_BYTE));
+        }
+        return r;
+    }
+
+    /** A memcpy node made with a host side is a child graph node only in the backend: to the program it is none. */
+    @Override
+    public int cuGraphChildGraphNodeGetGraph(long hNode, MemorySegment phGraph) {
+        if (hostCopyNodes.containsKey(hNode)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        return driver.call(ApiEntries.cuGraphChildGraphNodeGetGraph, hNode, phGraph);
+    }
+
+    /** A memcpy node with a host side answers the parameters it was made with; the backend answers the others. */
+    @Override
+    public int cuGraphMemcpyNodeGetParams(long hNode, MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        byte[] made = hostCopyNodes.get(hNode);
+        if (made != null) {
+            WireValues.sized(nodeParams, Memcpy3D.SIZE_3D).copyFrom(MemorySegment.ofArray(made));
+            return CuResult.CUDA_SUCCESS;
+        }
+        return driver.call(ApiEntries.cuGraphMemcpyNodeGetParams, hNode, nodeParams);
+    }
+
+    /**
+     * Device and array sides only: a memcpy node's host side (its gate and staging buffer in the
+     * backend, its token here) is made with the node, so new parameters that touch host memory, or new
+     * parameters for a node made with a host side, answer CUDA_ERROR_NOT_SUPPORTED (make a new node).
+     */
+    @Override
+    public int cuGraphMemcpyNodeSetParams(long hNode, MemorySegment nodeParams) {
+        int refused = deviceOnly(hNode, nodeParams);
+        return refused != CuResult.CUDA_SUCCESS ? refused : driver.call(ApiEntries.cuGraphMemcpyNodeSetParams, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphExecMemcpyNodeSetParams(long hGraphExec, long hNode, MemorySegment copyParams, long ctx) {
+        int refused = deviceOnly(hNode, copyParams);
+        return refused != CuResult.CUDA_SUCCESS ? refused
+                : driver.call(ApiEntries.cuGraphExecMemcpyNodeSetParams, hGraphExec, hNode, copyParams, ctx);
+    }
+
+    private int deviceOnly(long hNode, MemorySegment params) {
+        if (isNull(params)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Memcpy3D m = Memcpy3D.read3D(WireValues.sized(params, Memcpy3D.SIZE_3D));
+        Memcpy3D.Side src = resolve(m.src()), dst = resolve(m.dst());
+        if (src == null || dst == null) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        if (hostCopyNodes.containsKey(hNode) || src.memoryType() == Memcpy3D.HOST || dst.memoryType() == Memcpy3D.HOST) {
+            return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * CUDA_GRAPH_INSTANTIATE_PARAMS {flags u64, hUploadStream, hErrNode_out, result_out u32}: answered
+     * here through cuGraphInstantiateWithFlags and, with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, cuGraphUpload
+     * on the upload stream, as the driver documents the call. The result goes to result_out
+     * (CUDA_GRAPH_INSTANTIATE_ERROR for a failed instantiation); hErrNode_out stays NULL (the
+     * driver's error node does not cross: cuGraphInstantiateWithFlags does not name one).
+     */
+    @Override
+    public int cuGraphInstantiateWithParams(MemorySegment phGraphExec, long hGraph, MemorySegment instantiateParams) {
+        if (isNull(phGraphExec) || isNull(instantiateParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment p = WireValues.sized(instantiateParams, INSTANTIATE_PARAMS);
+        long flags = p.get(LONG, 0);
+        long stream = p.get(LONG, 8);
+        p.set(LONG, 16, 0);
+        int r = driver.call(ApiEntries.cuGraphInstantiateWithFlags, phGraphExec, hGraph, flags & ~INSTANTIATE_FLAG_UPLOAD);
+        if (r == CuResult.CUDA_SUCCESS && (flags & INSTANTIATE_FLAG_UPLOAD) != 0) {
+            long exec = WireValues.sized(phGraphExec, 8).get(LONG, 0);
+            r = driver.call(ApiEntries.cuGraphUpload, exec, stream);
+            if (r != CuResult.CUDA_SUCCESS) {
+                driver.call(ApiEntries.cuGraphExecDestroy, exec);
+            }
+        }
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, r == CuResult.CUDA_SUCCESS ? 0 : INSTANTIATE_ERROR);
+        return r;
+    }
+
+    /** sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS), its upload flag and CUDA_GRAPH_INSTANTIATE_ERROR. */
+    private static final long INSTANTIATE_PARAMS = 32;
+    private static final long INSTANTIATE_FLAG_UPLOAD = 2;
+    private static final int INSTANTIATE_ERROR = 1;
+
+    /**
+     * CU_GRAPH_NODE_TYPE_MEMCPY for the memcpy nodes with a host side made here (the backend's node is
+     * a child graph or a host node); the backend answers the others. (A clone's copy of such a node
+     * answers the backend's type.)
+     */
+    @Override
+    public int cuGraphNodeGetType(long hNode, MemorySegment type) {
+        if (hostCopyNodes.containsKey(hNode) && !isNull(type)) {
+            WireValues.sized(type, 4).set(ValueLayout.JAVA_INT_UNALIGNED, 0, CU_GRAPH_NODE_TYPE_MEMCPY);
+            return CuResult.CUDA_SUCCESS;
+        }
+        return driver.call(ApiEntries.cuGraphNodeGetType, hNode, type);
+    }
+
+    private static final int CU_GRAPH_NODE_TYPE_MEMCPY = 1;
+
+    /** The generic node calls, through the per-type calls of this driver (GraphNodeParams), whose checks they share. */
+    @Override
+    public int cuGraphAddNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, MemorySegment dependencyData,
+                              long numDependencies, MemorySegment nodeParams) {
+        return GraphNodeParams.add(driver, this::addConditional, phGraphNode, hGraph, dependencies, dependencyData,
+                numDependencies, nodeParams);
+    }
+
+    @Override
+    public int cuGraphAddNode_v1(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                 MemorySegment nodeParams) {
+        return GraphNodeParams.add(driver, this::addConditional, phGraphNode, hGraph, dependencies, MemorySegment.NULL,
+                numDependencies, nodeParams);
+    }
+
+    /** The body graphs' ids cuGraphAddNode points a conditional node's phGraph_out at, per node, for the node's life. */
+    private final java.util.Map<Long, Arena> conditionalBodies = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /**
+     * A conditional node, the only node type that travels as cuGraphAddNode (GraphRequest's layout): the
+     * backend answers the node and its body graphs, whose ids the program's phGraph_out then points at.
+     */
+    private int addConditional(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                               MemorySegment p) {
+        int size = p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphNodeParams.COND_SIZE);
+        if (size <= 0 || size > GraphRequest.MAX_CONDITIONAL_BODIES) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        ByteBuffer req = CallChannel.request().putLong(hGraph).putLong(numDependencies)
+                .putLong(p.get(LONG, GraphNodeParams.COND_HANDLE)).putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphNodeParams.COND_TYPE))
+                .putInt(size).putLong(p.get(LONG, GraphNodeParams.COND_CTX));
+        List<MemorySegment> bulk = numDependencies == 0 ? List.of()
+                : List.of(WireValues.sized(dependencies, 8 * numDependencies).asSlice(0, 8 * numDependencies));
+        Arena arena = Arena.ofShared();
+        MemorySegment bodies = arena.allocate(8L * size, 8);
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphAddNode, req.flip(), bulk, List.of(bodies), false);
+        if (r.result() != CuResult.CUDA_SUCCESS) {
+            arena.close();
+            return r.result();
+        }
+        long node = r.body().getLong();
+        WireValues.sized(phGraphNode, 8).set(LONG, 0, node);
+        p.set(LONG, GraphNodeParams.COND_GRAPHS_OUT, bodies.address());
+        Arena old = conditionalBodies.put(node, arena);
+        if (old != null) {
+            old.close();
+        }
+        return r.result();
+    }
+
+    @Override
+    public int cuGraphNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return GraphNodeParams.set(driver, hNode, nodeParams);
+    }
+
+    @Override
+    public int cuGraphExecNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return GraphNodeParams.execSet(driver, hGraphExec, hNode, nodeParams);
+    }
+
+    /** A side with UNIFIED resolved to HOST or DEVICE by where its pointer lies (as PitchedCalls does); null if unusable. */
+    private Memcpy3D.Side resolve(Memcpy3D.Side s) {
+        return switch (s.memoryType()) {
+            case Memcpy3D.HOST -> s.resolved(Memcpy3D.HOST);
+            case Memcpy3D.DEVICE, Memcpy3D.ARRAY -> s;
+            case Memcpy3D.UNIFIED -> switch (ranges.classify(s.device())) {
+                case DEVICE -> s.resolved(Memcpy3D.DEVICE);
+                case HOST -> s.resolved(Memcpy3D.HOST);
+                case FREED -> null;
+            };
+            default -> null;
+        };
+    }
+
+    /** Whether a host side's pointer and layout are usable: not NULL, rows at least as wide as the copy, no overflow. */
+    private static boolean hostLayout(Memcpy3D m, Memcpy3D.Side s) {
+        return s.host() != 0 && s.reserved() == 0 && Memcpy3D.startOffset(s) >= 0 && m.extent(s) > 0
+                && (m.height() <= 1 || s.pitch() >= m.width()) && (m.depth() <= 1 || s.height() >= m.height());
+    }
+
+    /** A host side as the backend gets it: its Host field is the work token, nothing else of it travels. */
+    private static Memcpy3D.Side tokenSide(Memcpy3D.Side s, long token) {
+        return new Memcpy3D.Side(Memcpy3D.HOST, 0, 0, 0, 0, token, 0, 0, 0, 0, 0);
+    }
+
+    /** Files the program's {fn, userData}; 0 when the parameters or fn are NULL. */
+    private long fileHost(MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return 0;
+        }
+        MemorySegment p = WireValues.sized(nodeParams, HOST_PARAMS);
+        long fn = p.get(LONG, 0);
+        return fn == 0 ? 0 : callbacks.file(new StreamCallbacks.HostFunction(fn, p.get(LONG, 8)));
+    }
+
+    private static MemorySegment tokenParams(long token) {
+        MemorySegment p = Arena.ofAuto().allocate(HOST_PARAMS, 8);
+        p.set(LONG, 0, token);
+        return p;
+    }
+
+    private int unfileUnless(long token, int r) {
+        if (r != CuResult.CUDA_SUCCESS) {
+            callbacks.unfile(token);
+        }
+        return r;
     }
 
     private static boolean isNull(MemorySegment s) {
@@ -220,6 +543,83 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         }
         return r.result();
     }
+
+    // ---- graph memory nodes (issue 21) ----------------------------------------------------------
+
+    /**
+     * A memory allocation node (GraphRequest's layout): the pool properties and access descriptors
+     * travel as DATA; the address the driver gives the allocation comes back into the program's
+     * CUDA_MEM_ALLOC_NODE_PARAMS (dptr), as the driver writes it.
+     */
+    @Override
+    public int cuGraphAddMemAllocNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                      MemorySegment nodeParams) {
+        if (isNull(phGraphNode) || isNull(nodeParams) || numDependencies < 0 || numDependencies > GraphRequest.MAX_NODES
+                || (numDependencies > 0 && isNull(dependencies))) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment p = WireValues.sized(nodeParams, GraphRequest.MEM_ALLOC_PARAMS);
+        long count = p.get(LONG, GraphRequest.MEM_ALLOC_ACCESS_COUNT);
+        long descs = p.get(LONG, GraphRequest.MEM_ALLOC_ACCESS_DESCS);
+        if (count < 0 || count > MAX_ACCESS_DESCS || (count > 0 && descs == 0)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        ByteBuffer req = CallChannel.request().putLong(hGraph).putLong(numDependencies).putLong(count)
+                .putLong(p.get(LONG, GraphRequest.MEM_ALLOC_BYTESIZE));
+        List<MemorySegment> bulk = new java.util.ArrayList<>(3);
+        if (numDependencies > 0) {
+            bulk.add(WireValues.sized(dependencies, 8 * numDependencies).asSlice(0, 8 * numDependencies));
+        }
+        bulk.add(p.asSlice(0, POOL_PROPS));
+        if (count > 0) {
+            bulk.add(MemorySegment.ofAddress(descs).reinterpret(count * ACCESS_DESC));
+        }
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphAddMemAllocNode, req.flip(), bulk, List.of(), false);
+        if (r.result() == CuResult.CUDA_SUCCESS) {
+            WireValues.sized(phGraphNode, 8).set(LONG, 0, r.body().getLong());
+            long dptr = r.body().getLong();
+            p.set(LONG, GraphRequest.MEM_ALLOC_DPTR, dptr);
+            // device memory of the session from now on: cudaMemcpyDefault and UNIFIED sides must see it as such
+            ranges.add(dptr, p.get(LONG, GraphRequest.MEM_ALLOC_BYTESIZE));
+        }
+        return r.result();
+    }
+
+    /** The access descriptors cuGraphMemAllocNodeGetParams points the program at, per node, until its next such call on the node. */
+    private final java.util.Map<Long, Arena> allocNodeDescs = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @Override
+    public int cuGraphMemAllocNodeGetParams(long hNode, MemorySegment params) {
+        if (isNull(params)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Arena arena = Arena.ofShared();
+        MemorySegment props = arena.allocate(POOL_PROPS, 8);
+        MemorySegment descs = arena.allocate(MAX_ACCESS_DESCS * ACCESS_DESC, 8);
+        ByteBuffer req = CallChannel.request().putLong(hNode);
+        // The descriptors' count comes in the reply: room for the most the backend answers, the unused part stays.
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphMemAllocNodeGetParams, req.flip(), List.of(),
+                List.of(props, descs), false);
+        if (r.result() != CuResult.CUDA_SUCCESS) {
+            arena.close();
+            return r.result();
+        }
+        long count = r.body().getLong();
+        MemorySegment p = WireValues.sized(params, GraphRequest.MEM_ALLOC_PARAMS);
+        p.asSlice(0, POOL_PROPS).copyFrom(props);
+        p.set(LONG, GraphRequest.MEM_ALLOC_ACCESS_DESCS, count == 0 ? 0 : descs.address());
+        p.set(LONG, GraphRequest.MEM_ALLOC_ACCESS_COUNT, count);
+        p.set(LONG, GraphRequest.MEM_ALLOC_BYTESIZE, r.body().getLong());
+        p.set(LONG, GraphRequest.MEM_ALLOC_DPTR, r.body().getLong());
+        Arena old = allocNodeDescs.put(hNode, arena);
+        if (old != null) {
+            old.close();
+        }
+        return r.result();
+    }
+
+    /** sizeof(CUmemPoolProps), sizeof(CUmemAccessDesc), and the most descriptors a node carries (as the backend bounds them). */
+    private static final long POOL_PROPS = 88, ACCESS_DESC = 12, MAX_ACCESS_DESCS = 64;
 
     /** The values cuGraphKernelNodeGetParams points the program at, per node, until its next such call on the node. */
     private final java.util.Map<Long, Arena> nodeValues = new java.util.concurrent.ConcurrentHashMap<>();

@@ -1,5 +1,6 @@
 package io.gpusockets.frontend;
 
+import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.ApiParam;
 import io.gpusockets.protocol.api.ContextRule;
@@ -14,6 +15,7 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The CUDA driver API of a remote GPU. Every call goes to the backend except those the API table
@@ -47,13 +49,13 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.connection = connection;
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
-        this.callbacks = new StreamCallbacks((f, request) -> channel.exchange(f, request, List.of(), List.of(), false));
+        this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
         channel.refuseWhen(callbacks::runningHere);
         LaunchCalls launches = new LaunchCalls(channel, this);
-        bind(new FrontendHandlers(new ModuleCalls(this), new PointerCalls(channel), local, launches,
-                local, callbacks, new CopyCalls(this, ranges), new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches), new LinkCalls(this, channel)));
+        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
+                new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
+                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */
@@ -135,9 +137,38 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return k;
     }
 
+    /**
+     * Whether a stream capture may be active on this connection (one begun and not yet ended): only then
+     * can an async host copy be captured, and only then does {@link CapturedCopies} ask a stream's capture
+     * status, so outside capture windows async copies stay pipelined. The count errs high (a capture is
+     * counted before it begins and uncounted only once an end call ended it); if it ever erred low, the
+     * copy would travel with its data and the backend would refuse it in the capture, never run it wrongly.
+     */
+    boolean captureActive() {
+        return activeCaptures.get() > 0;
+    }
+
+    private final AtomicInteger activeCaptures = new AtomicInteger();
+
     /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
     @Override
     protected int call(ApiFunction f, Object... args) {
+        boolean begin = f == ApiEntries.cuStreamBeginCapture || f == ApiEntries.cuStreamBeginCapture_v1
+                || f == ApiEntries.cuStreamBeginCaptureToGraph;
+        if (begin) {
+            activeCaptures.incrementAndGet();
+        }
+        int r = marshal(f, args);
+        if (begin && r != CuResult.CUDA_SUCCESS) {
+            activeCaptures.decrementAndGet();
+        } else if (f == ApiEntries.cuStreamEndCapture && (r == CuResult.CUDA_SUCCESS
+                || r == CuResult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CuResult.CUDA_ERROR_STREAM_CAPTURE_UNJOINED)) {
+            activeCaptures.updateAndGet(n -> Math.max(0, n - 1));
+        }
+        return r;
+    }
+
+    private int marshal(ApiFunction f, Object... args) {
         ContextRule rule = f.context();
         if (rule == ContextRule.GET && localAnswers && channel.answersLocally()) {
             long ctx = channel.contexts().current();
@@ -198,8 +229,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                         continue;
                     }
                     long n = p.length().evaluate(k -> longValue(args[k]));
-                    if (n < 0) {
-                        return CuResult.CUDA_ERROR_INVALID_VALUE;
+                    if (n < 0 || n > 0 && ((MemorySegment) a).isNative() && ((MemorySegment) a).address() == 0) {
+                        return CuResult.CUDA_ERROR_INVALID_VALUE; // a NULL the driver would refuse: never read here
                     }
                     req.putLong(n);
                     if (n > 0) {

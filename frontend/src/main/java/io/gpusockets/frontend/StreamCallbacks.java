@@ -7,6 +7,8 @@ import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.calls.HostCallbackOps;
+import io.gpusockets.protocol.structs.Memcpy3D;
+import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
@@ -17,7 +19,8 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Semaphore;
-import java.util.function.BiFunction;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * cuStreamAddCallback and cuLaunchHostFunc. The functions are C function pointers of the program, so
@@ -44,6 +47,19 @@ import java.util.function.BiFunction;
  * <p>Cost: the enqueue is one round trip on the caller's lane; each callback two more on the
  * worker's. While a gate is outstanding the worker waits in a call, so it may be the thread that
  * reads replies for the others (the connection has no reader thread): a hand-off per reply then.
+ *
+ * <p>Graph work (issue 21) runs on the same worker: a host node's function, and the guest's side of
+ * a memcpy node that touches host memory. The program's function, userData and host pointers stay
+ * here, filed under a work token ({@link #file}); the backend's node is a gate that names the token
+ * each time a graph launch reaches it (the backend's HostCallbackGates). The worker then calls the
+ * function, or copies the program's host rows into the gate's staging buffer (PUT, host to device)
+ * or out of it (GET, device to host), or between two host buffers, and opens the gate, so the graph's
+ * later nodes see the host side done, in the graph's order, at each launch. Once the first graph work
+ * is filed the worker always waits for a gate (a graph launch enqueues none here to count), so from
+ * then on it may read replies for the other threads, as above. A host function enqueued on a
+ * capturing stream becomes such graph work too: its token travels with the enqueue, and the backend
+ * puts a graph gate into the capture. Tokens are kept for the connection's
+ * life, as the backend keeps their gates (an exec graph outlives its graph).
  */
 final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable {
     private static final ApiFunction ADD_CALLBACK = ApiEntries.cuStreamAddCallback;
@@ -65,8 +81,30 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
     private record Pending(boolean hostFunction, long fn, long userData, long stream) {
     }
 
-    /** Sends one request on the calling thread's lane and waits for its reply. */
-    private final BiFunction<ApiFunction, ByteBuffer, CallChannel.Reply> exchange;
+    /** Graph work filed under a token: a host node's function, or the host side(s) of a memcpy node. */
+    sealed interface GraphWork permits HostFunction, HostCopy {
+    }
+
+    /** A host node: {@code fn(userData)}, the program's. */
+    record HostFunction(long fn, long userData) implements GraphWork {
+    }
+
+    /** A memcpy node with a host side: the program's CUDA_MEMCPY3D as it gave it (host sides with their addresses). */
+    record HostCopy(Memcpy3D copy) implements GraphWork {
+    }
+
+    /** Sends one request (with bulk inputs and outputs) on the calling thread's lane and waits for its reply. */
+    interface Exchange {
+        CallChannel.Reply apply(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, List<MemorySegment> outBytes);
+    }
+
+    /** Graph work the backend may report reached, by token; kept for the connection's life. */
+    private final Map<Long, GraphWork> graphWork = new ConcurrentHashMap<>();
+    private final AtomicLong tokens = new AtomicLong(1);
+    /** Set once graph work is filed: the worker then always waits for a gate. */
+    private volatile boolean graphMode;
+
+    private final Exchange exchange;
     /** By gate id; the worker may hear of a gate before its enqueuer has filed it, hence futures. */
     private final Map<Long, CompletableFuture<Pending>> pending = new ConcurrentHashMap<>();
     /** Gates enqueued and not yet reported reached: how many AWAITs the worker may send. */
@@ -76,8 +114,46 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
     private volatile Thread inCallback;
     private volatile boolean closed;
 
-    StreamCallbacks(BiFunction<ApiFunction, ByteBuffer, CallChannel.Reply> exchange) {
+    StreamCallbacks(Exchange exchange) {
         this.exchange = exchange;
+    }
+
+    private CallChannel.Reply exchange(ApiFunction f, ByteBuffer request) {
+        return exchange.apply(f, request, List.of(), List.of());
+    }
+
+    /**
+     * Files graph work under a new token, which the caller sends in place of the program's pointers;
+     * from now on the worker waits for gates.
+     */
+    long file(GraphWork work) {
+        long token = tokens.getAndIncrement();
+        graphWork.put(token, work);
+        graphMode();
+        return token;
+    }
+
+    /** From now on the worker always waits for a gate (graph launches enqueue none here to count). */
+    private void graphMode() {
+        if (!graphMode) {
+            synchronized (this) {
+                if (!graphMode) {
+                    graphMode = true;
+                    startWorker();
+                    outstanding.release();   // a worker waiting for a permit goes on, and never waits for one again
+                }
+            }
+        }
+    }
+
+    /** Forgets a token the backend refused (it made no node with it). */
+    void unfile(long token) {
+        graphWork.remove(token);
+    }
+
+    /** The work filed under {@code token}, or null. */
+    GraphWork filed(long token) {
+        return graphWork.get(token);
     }
 
     /** Runs {@code callback} in this process, in stream order, on this driver's callback thread; the caller goes on at once. */
@@ -86,7 +162,7 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         if (isNull(callback) || flags != 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream));
+        return enqueue(ADD_CALLBACK, stream, flags, new Pending(false, callback.address(), userData.address(), stream), 0);
     }
 
     /** As {@link #cuStreamAddCallback}, without a status; skipped if the stream failed. */
@@ -95,18 +171,28 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         if (isNull(fn)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
-        return enqueue(HOST_FUNC, stream, 0, new Pending(true, fn.address(), userData.address(), stream));
+        // Filed (quietly) in case the stream captures: the backend then makes it a host node of the graph.
+        long token = tokens.getAndIncrement();
+        graphWork.put(token, new HostFunction(fn.address(), userData.address()));
+        return enqueue(HOST_FUNC, stream, 0, new Pending(true, fn.address(), userData.address(), stream), token);
     }
 
-    private int enqueue(ApiFunction f, long stream, int flags, Pending p) {
+    /** {@code work}: a host function's token (0: none); the backend answers gate 0 when it went into a capture. */
+    private int enqueue(ApiFunction f, long stream, int flags, Pending p, long work) {
         ByteBuffer req = request();
-        HostCallbackOps.putEnqueue(req, stream, flags);
+        HostCallbackOps.putEnqueue(req, stream, flags, work);
         req.flip();
-        CallChannel.Reply reply = exchange.apply(f, req);
+        CallChannel.Reply reply = exchange(f, req);
         if (reply.result() != CuResult.CUDA_SUCCESS) {
+            graphWork.remove(work);
             return reply.result();
         }
         long gate = HostCallbackOps.readEnqueueReply(reply.body());
+        if (gate == 0 && work != 0) {
+            graphMode();   // captured: it runs at each launch of the graph, through the graph gates
+            return CuResult.CUDA_SUCCESS;
+        }
+        graphWork.remove(work);
         slot(gate).complete(p);
         startWorker();
         outstanding.release();
@@ -127,16 +213,25 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
     private void serve() {
         try {
             while (!closed) {
-                outstanding.acquire();
+                if (!graphMode) {
+                    outstanding.acquire();
+                }
                 if (closed) {
                     return;
                 }
-                CallChannel.Reply reached = exchange.apply(ADD_CALLBACK, awaitRequest());
+                CallChannel.Reply reached = exchange(ADD_CALLBACK, awaitRequest());
                 if (reached.result() != CuResult.CUDA_SUCCESS) {
                     failAll(reached.result());
                     return;
                 }
                 HostCallbackOps.Reached r = HostCallbackOps.readAwaitReply(reached.body());
+                if (r.work() != 0) {
+                    if (!runGraphWork(r)) {
+                        failAll(RemoteCudaDriver.CONNECTION_LOST);
+                        return;
+                    }
+                    continue;
+                }
                 long gate = r.gate();
                 int status = r.status();
                 Pending p = slot(gate).join();
@@ -147,7 +242,7 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
                 } finally {
                     inCallback = null;
                 }
-                CallChannel.Reply opened = exchange.apply(ADD_CALLBACK, openRequest(gate));
+                CallChannel.Reply opened = exchange(ADD_CALLBACK, openRequest(gate));
                 if (opened.result() == RemoteCudaDriver.CONNECTION_LOST) {
                     failAll(opened.result());
                     return;
@@ -156,6 +251,93 @@ final class StreamCallbacks implements FrontendHandlers.Callbacks, AutoCloseable
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+    }
+
+    /**
+     * Does the guest's side of a graph node the backend reports reached, then opens its gate. Returns
+     * false when the backend is gone.
+     */
+    private boolean runGraphWork(HostCallbackOps.Reached r) {
+        GraphWork w = graphWork.get(r.work());
+        boolean lost = false;
+        switch (w) {
+            case HostFunction h -> {
+                inCallback = Thread.currentThread();
+                try {
+                    Downcalls.HOST_FN.invokeExact(MemorySegment.ofAddress(h.fn()), MemorySegment.ofAddress(h.userData()));
+                } catch (Throwable t) {
+                    System.err.println("gpusockets: a graph host node's function failed: " + t);
+                } finally {
+                    inCallback = null;
+                }
+            }
+            case HostCopy c -> {
+                int result;
+                try {
+                    result = copy(c.copy(), r.gate(), r.bytes());
+                } catch (RuntimeException e) {
+                    result = CuResult.CUDA_ERROR_UNKNOWN;   // the gate opens all the same: the graph must not hang
+                }
+                lost = result == RemoteCudaDriver.CONNECTION_LOST;
+                if (result != CuResult.CUDA_SUCCESS && !lost) {
+                    System.err.println("gpusockets: the host side of a graph memcpy node failed: CUresult " + result);
+                }
+            }
+            case null -> System.err.println("gpusockets: the backend reached graph work " + r.work() + " this process never filed");
+        }
+        if (lost) {
+            return false;
+        }
+        return exchange(ADD_CALLBACK, openRequest(r.gate())).result() != RemoteCudaDriver.CONNECTION_LOST;
+    }
+
+    /**
+     * The host side of a copy node at its gate: host rows into the staging buffer (PUT) when the source
+     * is host memory, out of it (GET) when the destination is, or from host to host here alone.
+     */
+    private int copy(Memcpy3D m, long gate, long stagingBytes) {
+        boolean srcHost = m.src().memoryType() == Memcpy3D.HOST, dstHost = m.dst().memoryType() == Memcpy3D.HOST;
+        long total = m.totalBytes();
+        if (srcHost && dstHost) {
+            for (long row = 0; row < m.rows(); row++) {
+                MemorySegment.copy(hostRow(m, m.src(), row), 0, hostRow(m, m.dst(), row), 0, m.width());
+            }
+            return CuResult.CUDA_SUCCESS;
+        }
+        if (stagingBytes != total) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Memcpy3D.Side host = srcHost ? m.src() : m.dst();
+        boolean contiguous = m.contiguous(host);
+        // Shared: the DATA of a GET may be read into it by whichever thread reads the connection's replies.
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment packed = contiguous
+                    ? MemorySegment.ofAddress(host.host() + Memcpy3D.startOffset(host)).reinterpret(total)
+                    : arena.allocate(total, 16);
+            ByteBuffer req = request();
+            if (srcHost) {
+                if (!contiguous) {
+                    for (long row = 0; row < m.rows(); row++) {
+                        MemorySegment.copy(hostRow(m, host, row), 0, packed, row * m.width(), m.width());
+                    }
+                }
+                HostCallbackOps.putPut(req, gate, total);
+                return exchange.apply(ADD_CALLBACK, req.flip(), List.of(packed), List.of()).result();
+            }
+            HostCallbackOps.putGet(req, gate);
+            int r = exchange.apply(ADD_CALLBACK, req.flip(), List.of(), List.of(packed)).result();
+            if (r == CuResult.CUDA_SUCCESS && !contiguous) {
+                for (long row = 0; row < m.rows(); row++) {
+                    MemorySegment.copy(packed, row * m.width(), hostRow(m, host, row), 0, m.width());
+                }
+            }
+            return r;
+        }
+    }
+
+    /** Row {@code row} (through all slices) of a host side: the program's memory, {@code width} bytes. */
+    private static MemorySegment hostRow(Memcpy3D m, Memcpy3D.Side s, long row) {
+        return MemorySegment.ofAddress(s.host() + Memcpy3D.startOffset(s) + m.rowOffset(s, row)).reinterpret(m.width());
     }
 
     /**

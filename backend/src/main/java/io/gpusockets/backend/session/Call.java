@@ -376,7 +376,8 @@ final class Call {
     }
 
     /** Fills {@code dst} with the next {@code n} bytes of this call's DATA frames. */
-    private MemorySegment receiveInto(MemorySegment dst, long n) throws ProtocolException, InterruptedException {
+    /** Receives {@code n} bytes of bulk input straight into {@code dst} (announced with {@link #expectBulk} first by codec calls). */
+    MemorySegment receiveInto(MemorySegment dst, long n) throws ProtocolException, InterruptedException {
         long off = 0;
         while (off < n) {
             Inbound in = nextChunk();

@@ -218,6 +218,13 @@ final class CallDispatcher {
                 c.device((int) values[i]);
             } else if (t.isHandle()) {
                 args[i] = c.handle(t, values[i], p.nullable());
+                if (t == ParamType.GRAPH && p.destroy()) {
+                    SessionHandles.Entry owned = session.handles().get(values[i], ParamType.GRAPH);
+                    if (owned != null && owned.owner() != 0) {
+                        throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE,
+                                "a conditional node's body graph belongs to its node: it goes with the node");
+                    }
+                }
                 if (t == ParamType.CTX && p.destroy() && session.shared() != null
                         && session.shared().isShared(((Number) args[i]).longValue())) {
                     throw new CallRejected(CuResult.CUDA_ERROR_NOT_PERMITTED,

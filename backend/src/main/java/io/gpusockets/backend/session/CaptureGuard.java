@@ -8,9 +8,13 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * Work the backend cannot let into a graph: a copy to or from host memory (the host side is the
- * guest's, staged through buffers the backend reuses at once) or a host function (its gate waits for
- * a guest callback that a later graph launch never asks for). On a capturing stream such a call is
+ * Work the backend cannot let into a graph: a copy to or from host memory whose data travels with the
+ * call (the host side is the guest's, staged through buffers the backend reuses at once; the frontend
+ * files an async host copy on a capturing stream as a memcpy node of the capture instead, its
+ * CapturedCopies, so only a copy it sent anyway reaches this, e.g. one racing a capture another thread
+ * begins) or a stream callback (its gate waits for a guest callback that a later graph launch never asks
+ * for; a host function the guest filed as graph work becomes a graph gate instead, CallbackCalls). On a
+ * capturing stream such a call is
  * refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and its capture is remembered as invalidated:
  * cuStreamEndCapture then destroys the graph and answers CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, as the
  * driver does for a capture in which an unsupported call was made. It also tells whether a stream
@@ -34,8 +38,8 @@ final class CaptureGuard {
 
     /** Refuses {@code what} when {@code stream} (a driver handle) is capturing. */
     void refuseHostWork(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
-        refuseInCapture(c, driver, stream, what + " on a capturing stream: host memory and host functions cannot be part of"
-                + " a graph through gpusockets (the graph runs later, away from the guest)");
+        refuseInCapture(c, driver, stream, what + " on a capturing stream with its data or callback at the call: the graph runs later, away"
+                + " from the guest (the frontend files captured host copies and host functions as graph work)");
     }
 
     /** Whether {@code stream} (a driver handle) is capturing now; no driver query before the session's first capture. */

@@ -64,8 +64,13 @@ final class ContextCalls implements BackendHandlers.Contexts {
         return r;
     }
 
+    /** Core-dump flags are refused as in {@link #cuCtxSetFlags}: the primary context is made with these flags. */
     @Override
-    public int cuDevicePrimaryCtxSetFlags(Call c, int dev, int flags) {
+    public int cuDevicePrimaryCtxSetFlags(Call c, int dev, int flags) throws CallRejected {
+        if ((flags & COREDUMP_FLAGS) != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                    "core-dump flags set how the backend's whole process dumps, not one session's context");
+        }
         return session.primary().setFlags(dev, flags);
     }
 
@@ -150,5 +155,18 @@ final class ContextCalls implements BackendHandlers.Contexts {
         }
         c.outs.putLong(id).putLong(0);
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /** CU_CTX_COREDUMP_ENABLE and CU_CTX_USER_COREDUMP_ENABLE: they set how the backend's process dumps. */
+    static final int COREDUMP_FLAGS = 0x20 | 0x40;
+
+    /** The lane's current context takes the flags; core-dump flags act on the whole process and are refused. */
+    @Override
+    public int cuCtxSetFlags(Call c, int flags) throws CallRejected {
+        if ((flags & COREDUMP_FLAGS) != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                    "core-dump flags set how the backend's whole process dumps, not one session's context");
+        }
+        return session.host().driver().cuCtxSetFlags(flags);
     }
 }

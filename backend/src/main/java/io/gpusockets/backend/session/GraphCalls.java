@@ -5,7 +5,9 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.calls.GraphRequest;
 import io.gpusockets.protocol.calls.LaunchRequest;
+import io.gpusockets.protocol.structs.GraphNodeParams;
 import io.gpusockets.protocol.structs.Memcpy3D;
+import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -17,6 +19,12 @@ import java.lang.foreign.ValueLayout;
  * each checked to be a node of the graph the call names before the driver sees it; node handles the
  * driver answers become ids owned by their graph (dropped with it). Graphs and nodes belong to no
  * context; an exec graph belongs to the context it was instantiated in (see {@link SessionCleanup}).
+ *
+ * <p>Issue 21: host nodes and memcpy nodes with a host side carry the guest's work token, never its
+ * pointers, and become gates ({@link HostCallbackGates}); a memory allocation node's address becomes a
+ * range of the session and its size is charged for the session's life; a conditional node's body
+ * graphs, and a child graph node's graph, are ids owned by their node; node parameters are checked as
+ * when the node was made.
  */
 final class GraphCalls implements BackendHandlers.Graphs {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -274,8 +282,27 @@ final class GraphCalls implements BackendHandlers.Graphs {
             throws ProtocolException, CallRejected, InterruptedException {
         long g = graphId(hGraph);
         MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
-        if (memsetParams != 40) {
-            throw new ProtocolException(c.name() + ": memsetParams of " + memsetParams + " bytes");
+        MemorySegment p = memsetParams(c, memsetParams);
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddMemsetNode(out, hGraph, deps, numDependencies, p, ctx), out, g);
+    }
+
+    @Override
+    public int cuGraphMemsetNodeSetParams(Call c, long hNode, long nodeParams)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphMemsetNodeSetParams(hNode, memsetParams(c, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemsetNodeSetParams(Call c, long hGraphExec, long hNode, long memsetParams, long ctx)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams(c, memsetParams), ctx);
+    }
+
+    /** A CUDA_MEMSET_NODE_PARAMS off the wire, its rows checked to lie in one allocation of the session. */
+    private static MemorySegment memsetParams(Call c, long bytes) throws ProtocolException, CallRejected, InterruptedException {
+        if (bytes != 40) {
+            throw new ProtocolException(c.name() + ": memsetParams of " + bytes + " bytes");
         }
         MemorySegment p = c.receiveBulk(40);
         long dst = p.get(LONG, 0), pitch = p.get(LONG, 8);
@@ -287,14 +314,13 @@ final class GraphCalls implements BackendHandlers.Graphs {
                     + " pitch=" + pitch + " elementSize=" + es);
         }
         c.deviceRange(dst, (height - 1) * pitch + width * es);
-        MemorySegment out = c.scratch(8);
-        return added(c, driver.cuGraphAddMemsetNode(out, hGraph, deps, numDependencies, p, ctx), out, g);
+        return p;
     }
 
     /**
-     * CUDA_MEMCPY3D: device (or unified device) and array sides only, each checked as a pitched copy's
-     * are. A host side is refused: the copy would run at graph launch, long after the guest's data went
-     * through the backend's staging, and a remote GPU cannot read or write guest memory then.
+     * CUDA_MEMCPY3D: device (or unified device) and array sides are checked as a pitched copy's are.
+     * A host side's Host field carries the guest's work token, not an address (the frontend keeps the
+     * program's pointer and layout): such a node is made by {@link #hostCopyNode}.
      */
     @Override
     public int cuGraphAddMemcpyNode(Call c, long hGraph, long dependencies, long numDependencies, long copyParams, long ctx)
@@ -306,19 +332,415 @@ final class GraphCalls implements BackendHandlers.Graphs {
         }
         MemorySegment p = c.receiveBulk(Memcpy3D.SIZE_3D);
         Memcpy3D m = Memcpy3D.read3D(p);
-        if (m.src().memoryType() == Memcpy3D.HOST || m.dst().memoryType() == Memcpy3D.HOST) {
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a memcpy node with a host side: a graph runs later,"
-                    + " where guest memory cannot be reached; copy host memory outside the graph");
-        }
         if (m.totalBytes() < 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "copy extent out of range");
         }
+        if (m.src().memoryType() == Memcpy3D.HOST || m.dst().memoryType() == Memcpy3D.HOST) {
+            return hostCopyNode(c, hGraph, g, deps, numDependencies, p, m, ctx);
+        }
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddMemcpyNode(out, hGraph, deps, numDependencies, deviceCopy(c, p, m), ctx), out, g);
+    }
+
+    /** A device-only CUDA_MEMCPY3D for the driver: each side checked as a pitched copy's, arrays translated. */
+    private static MemorySegment deviceCopy(Call c, MemorySegment p, Memcpy3D m) throws CallRejected {
         Memcpy3D checked = m.with(PitchedCalls.checkSide(c, m, m.src()), PitchedCalls.checkSide(c, m, m.dst()));
         MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
         desc.copyFrom(p);
         checked.write3D(desc);
+        return desc;
+    }
+
+    /**
+     * New parameters of a memcpy node: device and array sides only. A host side is refused (the
+     * frontend answers CUDA_ERROR_NOT_SUPPORTED before sending one): the node's gate and staging are
+     * made with the node, and exec graphs made earlier keep them.
+     */
+    private static MemorySegment newCopyParams(Call c, long bytes) throws ProtocolException, CallRejected, InterruptedException {
+        if (bytes != Memcpy3D.SIZE_3D) {
+            throw new ProtocolException(c.name() + ": copyParams of " + bytes + " bytes");
+        }
+        MemorySegment p = c.receiveBulk(Memcpy3D.SIZE_3D);
+        Memcpy3D m = Memcpy3D.read3D(p);
+        if (m.totalBytes() < 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "copy extent out of range");
+        }
+        if (m.src().memoryType() == Memcpy3D.HOST || m.dst().memoryType() == Memcpy3D.HOST) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "new parameters with a host side: a memcpy node's"
+                    + " host side (its gate and staging buffer) is made with the node");
+        }
+        return deviceCopy(c, p, m);
+    }
+
+    @Override
+    public int cuGraphMemcpyNodeSetParams(Call c, long hNode, long nodeParams)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphMemcpyNodeSetParams(hNode, newCopyParams(c, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecMemcpyNodeSetParams(Call c, long hGraphExec, long hNode, long copyParams, long ctx)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, newCopyParams(c, copyParams), ctx);
+    }
+
+    /** The driver's CUDA_MEMCPY3D with its array handles as this session's ids (a device-only node: no host side). */
+    @Override
+    public int cuGraphMemcpyNodeGetParams(Call c, long hNode) throws CallRejected, IOException {
+        MemorySegment p = c.scratch(Memcpy3D.SIZE_3D).asSlice(0, Memcpy3D.SIZE_3D);
+        p.fill((byte) 0);
+        int r = driver.cuGraphMemcpyNodeGetParams(hNode, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        Memcpy3D m = Memcpy3D.read3D(p);
+        if (m.src().memoryType() == Memcpy3D.HOST || m.dst().memoryType() == Memcpy3D.HOST) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a memcpy node with a host side the session did not make");
+        }
+        m.with(arrayId(m.src()), arrayId(m.dst())).write3D(p);
+        c.sendData(p);
+        return r;
+    }
+
+    private Memcpy3D.Side arrayId(Memcpy3D.Side s) {
+        return s.memoryType() == Memcpy3D.ARRAY ? s.withArray(handles().idOf(ParamType.ARRAY, s.array())) : s;
+    }
+
+    // ---- host nodes and host-memory copy nodes (issue 21) ---------------------------------------
+
+    /**
+     * A memcpy node with a host side. The host side is the guest's, reached only through a gate
+     * ({@link HostCallbackGates#graphWork}): in the driver's graph the node is a child graph node whose
+     * graph holds the gate (a host node with a staging buffer in the backend's memory, {@code width *
+     * height * depth} bytes packed) and a memcpy node between the staging buffer and the device side,
+     * in the copy's order: host to device fills the staging buffer at the gate and then copies it;
+     * device to host copies first and the guest reads the staging buffer at the gate. Host to host is
+     * the guest's alone: one gate (a host node), both Host fields naming the same token. So the guest's
+     * memory is read and written at the node's moment of every launch, in the graph's order.
+     * (cuGraphNodeGetType answers CU_GRAPH_NODE_TYPE_GRAPH, or HOST for host to host, for such nodes.)
+     */
+    private int hostCopyNode(Call c, long hGraph, long g, MemorySegment deps, long n, MemorySegment p, Memcpy3D m, long ctx)
+            throws CallRejected {
+        boolean srcHost = m.src().memoryType() == Memcpy3D.HOST;
+        boolean dstHost = m.dst().memoryType() == Memcpy3D.HOST;
+        long total = m.totalBytes();
+        if (total <= 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "an empty copy: width=" + m.width() + " height="
+                    + m.height() + " depth=" + m.depth());
+        }
+        if (srcHost && dstHost) {
+            long token = m.src().host();
+            if (token == 0 || m.dst().host() != token) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "a host-to-host node names one work token on both sides");
+            }
+            MemorySegment out = c.scratch(8);
+            return added(c, driver.cuGraphAddHostNode(out, hGraph, deps, n, hostParams(c, token, 0)), out, g);
+        }
+        Memcpy3D.Side hostSide = srcHost ? m.src() : m.dst();
+        Memcpy3D.Side device = PitchedCalls.checkSide(c, m, srcHost ? m.dst() : m.src());
+        if (hostSide.host() == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "a host side without a work token");
+        }
+        MemorySegment gateParams = hostParams(c, hostSide.host(), total);
+        long staging = session.callbackGates().stagingAt(gateParams.get(LONG, 8));
+        Memcpy3D.Side staged = hostSide.asHost(staging, m.width(), m.height());
+        Memcpy3D inner = srcHost ? m.with(staged, device) : m.with(device, staged);
+        MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
+        desc.copyFrom(p);
+        inner.write3D(desc);
+        MemorySegment child = c.scratch(8);
+        int r = driver.cuGraphCreate(child, 0);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long cg = child.get(LONG, 0);
+        try {
+            MemorySegment gate = c.scratch(8), copy = c.scratch(8);
+            if (srcHost) {
+                r = driver.cuGraphAddHostNode(gate, cg, MemorySegment.NULL, 0, gateParams);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    r = driver.cuGraphAddMemcpyNode(copy, cg, gate, 1, desc, ctx);
+                }
+            } else {
+                r = driver.cuGraphAddMemcpyNode(copy, cg, MemorySegment.NULL, 0, desc, ctx);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    r = driver.cuGraphAddHostNode(gate, cg, copy, 1, gateParams);
+                }
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            MemorySegment out = c.scratch(8);
+            // The child node holds a copy of the child graph, as the driver specifies.
+            return added(c, driver.cuGraphAddChildGraphNode(out, hGraph, deps, n, cg), out, g);
+        } finally {
+            driver.cuGraphDestroy(cg);
+        }
+    }
+
+    /**
+     * A CUDA_HOST_NODE_PARAMS for the driver: the gate's function and a new work key for the guest's
+     * {@code token}, with {@code stagingBytes} of staging (0 for a host function).
+     */
+    private MemorySegment hostParams(Call c, long token, long stagingBytes) throws CallRejected {
+        HostCallbackGates.GraphWork w = session.callbackGates().graphWork(token, stagingBytes);
+        if (w == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "graph work of the session over its bounds ("
+                    + HostCallbackGates.MAX_GRAPH_WORK + " nodes, " + HostCallbackGates.MAX_STAGING_BYTES
+                    + " staging bytes), or the session ended");
+        }
+        MemorySegment hp = c.scratch(HOST_PARAMS);
+        hp.set(LONG, 0, HostCallbackGates.GRAPH_REACHED.address());
+        hp.set(LONG, 8, w.key());
+        return hp;
+    }
+
+    /** CUDA_HOST_NODE_PARAMS: {fn, userData}, 16 bytes. */
+    private static final long HOST_PARAMS = 16;
+
+    /** The guest's work token from the CUDA_HOST_NODE_PARAMS it sent: fn carries the token, userData is 0. */
+    private static long token(Call c, long bytes) throws ProtocolException, InterruptedException, CallRejected {
+        if (bytes != HOST_PARAMS) {
+            throw new ProtocolException(c.name() + ": nodeParams of " + bytes + " bytes");
+        }
+        MemorySegment p = c.receiveBulk(HOST_PARAMS);
+        long token = p.get(LONG, 0);
+        if (token == 0 || p.get(LONG, 8) != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "host node parameters without a work token");
+        }
+        return token;
+    }
+
+    /** The program's function and userData stay in the guest, which sends its work token instead ({@link #hostCopyNode}). */
+    @Override
+    public int cuGraphAddHostNode(Call c, long hGraph, long dependencies, long numDependencies, long nodeParams)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment hp = hostParams(c, token(c, nodeParams), 0);
         MemorySegment out = c.scratch(8);
-        return added(c, driver.cuGraphAddMemcpyNode(out, hGraph, deps, numDependencies, desc, ctx), out, g);
+        return added(c, driver.cuGraphAddHostNode(out, hGraph, deps, numDependencies, hp), out, g);
+    }
+
+    /** Answers the guest's work token (which the frontend turns back into the program's function and userData). */
+    @Override
+    public int cuGraphHostNodeGetParams(Call c, long hNode) throws CallRejected, IOException {
+        MemorySegment hp = c.scratch(HOST_PARAMS);
+        hp.fill((byte) 0);
+        int r = driver.cuGraphHostNodeGetParams(hNode, hp);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long token = hp.get(LONG, 0) == HostCallbackGates.GRAPH_REACHED.address()
+                ? session.callbackGates().tokenOf(hp.get(LONG, 8)) : 0;
+        if (token == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a host node the session did not make");
+        }
+        MemorySegment out = c.scratch(HOST_PARAMS).asSlice(0, HOST_PARAMS);
+        out.fill((byte) 0);
+        out.set(LONG, 0, token);
+        c.sendData(out);
+        return r;
+    }
+
+    @Override
+    public int cuGraphHostNodeSetParams(Call c, long hNode, long nodeParams)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphHostNodeSetParams(hNode, hostParams(c, token(c, nodeParams), 0));
+    }
+
+    @Override
+    public int cuGraphExecHostNodeSetParams(Call c, long hGraphExec, long hNode, long nodeParams)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return driver.cuGraphExecHostNodeSetParams(hGraphExec, hNode, hostParams(c, token(c, nodeParams), 0));
+    }
+
+    // ---- conditional nodes (issue 21) ----------------------------------------------------------
+
+    /**
+     * A conditional node, the only node type that travels as cuGraphAddNode (GraphRequest's layout; the
+     * frontend makes the others with their own calls). The handle is the driver's value, checked by the
+     * driver against the graph; type and size are checked here. The driver makes the body graphs: each
+     * becomes a graph id owned by the node (dropped with it; the program may add to it but not destroy
+     * it, and the session's cleanup leaves it to its node).
+     */
+    @Override
+    public int cuGraphAddNode(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        long g = c.readLong();
+        long n = GraphRequest.count(c.readLong(), "numDependencies");
+        long handle = c.readLong();
+        int type = c.body.getInt();
+        int size = c.body.getInt();
+        long ctxId = c.readLong();
+        c.expectEnd();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        long ctx = c.handle(ParamType.CTX, ctxId, true);
+        boolean sized = switch (type) {
+            case 0 -> size == 1 || size == 2;                                   // IF (and ELSE)
+            case 1 -> size == 1;                                                // WHILE
+            case 2 -> size >= 1 && size <= GraphRequest.MAX_CONDITIONAL_BODIES; // SWITCH
+            default -> false;
+        };
+        if (!sized) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "conditional node type=" + type + " size=" + size);
+        }
+        c.expectBulk(8 * n);
+        MemorySegment deps = nodes(c, 8 * n, n, g, "dependencies");
+        MemorySegment p = c.scratch(GraphNodeParams.SIZE);
+        p.fill((byte) 0);
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, 0, GraphNodeParams.CONDITIONAL);
+        p.set(LONG, GraphNodeParams.COND_HANDLE, handle);
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphNodeParams.COND_TYPE, type);
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphNodeParams.COND_SIZE, size);
+        p.set(LONG, GraphNodeParams.COND_CTX, ctx);
+        c.reserveHandles(1 + size, 0);   // the node and its bodies: ptr outputs of the codec, which the table does not count
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuGraphAddNode(out, graph, deps, MemorySegment.NULL, n, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long nodeId = internNode(out.get(LONG, 0), g);
+        // The driver's own array, in this process: its address comes from the driver, not the wire.
+        MemorySegment bodies = MemorySegment.ofAddress(p.get(LONG, GraphNodeParams.COND_GRAPHS_OUT)).reinterpret(8L * size);
+        MemorySegment ids = c.scratch(8L * size).asSlice(0, 8L * size);
+        for (int i = 0; i < size; i++) {
+            ids.setAtIndex(LONG, i, handles().intern(ParamType.GRAPH, bodies.getAtIndex(LONG, i), nodeId, 0));
+        }
+        c.outs.putLong(nodeId);
+        c.sendData(ids);
+        return r;
+    }
+
+    // ---- graph memory nodes (issue 21) ----------------------------------------------------------
+
+    /**
+     * A memory allocation node (GraphRequest's layout). The pool properties and access descriptors are
+     * checked as cuMemPoolCreate's and cuMemPoolSetAccess's are. The driver gives the allocation's
+     * address when it makes the node: from then on it is a range of the session (the graph's other
+     * nodes naming it are checked as any other work), and its size is charged to the tenant for the
+     * session's life, as the graph memory of a captured cuMemAllocAsync is ({@link SessionQuota#keepGraphMemory}).
+     */
+    @Override
+    public int cuGraphAddMemAllocNode(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        long g = c.readLong();
+        long n = GraphRequest.count(c.readLong(), "numDependencies");
+        long count = c.readLong();
+        long bytesize = c.readLong();
+        c.expectEnd();
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        if (count < 0 || count > PoolCalls.MAX_ACCESS_DESCS) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "accessDescCount=" + count);
+        }
+        c.expectBulk(8 * n + MemoryProps.POOL_PROPS_SIZE + count * MemoryProps.ACCESS_DESC_SIZE);
+        MemorySegment deps = nodes(c, 8 * n, n, g, "dependencies");
+        MemorySegment props = c.receiveBulk(MemoryProps.POOL_PROPS_SIZE);
+        MemorySegment descs = count == 0 ? MemorySegment.NULL : c.receiveBulk(count * MemoryProps.ACCESS_DESC_SIZE);
+        int devices = session.host().deviceCount();
+        String refusal = MemoryProps.poolRefusal(props, devices);
+        if (refusal != null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "poolProps: " + refusal);
+        }
+        if (!MemoryProps.validDevice(props, devices)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_DEVICE, "poolProps.location.id is no device");
+        }
+        PoolCalls.checkAccessDescs(descs, count, devices);
+        if (bytesize <= 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "bytesize=" + bytesize);
+        }
+        MemorySegment p = c.scratch(GraphRequest.MEM_ALLOC_PARAMS);
+        p.fill((byte) 0);
+        MemorySegment.copy(props, 0, p, 0, MemoryProps.POOL_PROPS_SIZE);
+        p.set(LONG, GraphRequest.MEM_ALLOC_ACCESS_DESCS, descs.address());
+        p.set(LONG, GraphRequest.MEM_ALLOC_ACCESS_COUNT, count);
+        p.set(LONG, GraphRequest.MEM_ALLOC_BYTESIZE, bytesize);
+        c.reserveHandles(1, 0);   // its node output is a ptr of the codec, which the table does not count
+        session.quota().reserve(bytesize, c.name());
+        MemorySegment out = c.scratch(8);
+        int r = CuResult.CUDA_ERROR_UNKNOWN;
+        try {
+            r = driver.cuGraphAddMemAllocNode(out, graph, deps, n, p);
+        } finally {
+            if (r != CuResult.CUDA_SUCCESS) {
+                session.quota().unreserve(bytesize);
+            }
+        }
+        if (r == CuResult.CUDA_SUCCESS) {
+            long dptr = p.get(LONG, GraphRequest.MEM_ALLOC_DPTR);
+            session.quota().keepGraphMemory(bytesize);
+            // Owned by no context, as a stream-ordered allocation: graph memory outlives its graph until freed.
+            session.memory().add(new SessionMemory.Range(dptr, bytesize, 0, true));
+            c.outs.putLong(internNode(out.get(LONG, 0), g)).putLong(dptr);
+        }
+        return r;
+    }
+
+    /** The node's parameters: sizes and address, then (DATA) its pool properties and access descriptors. */
+    @Override
+    public int cuGraphMemAllocNodeGetParams(Call c) throws ProtocolException, CallRejected, IOException {
+        long node = node(c.readLong(), 0, "hNode");
+        c.expectEnd();
+        MemorySegment p = c.scratch(GraphRequest.MEM_ALLOC_PARAMS);
+        p.fill((byte) 0);
+        int r = driver.cuGraphMemAllocNodeGetParams(node, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        long count = p.get(LONG, GraphRequest.MEM_ALLOC_ACCESS_COUNT);
+        long descs = p.get(LONG, GraphRequest.MEM_ALLOC_ACCESS_DESCS);
+        if (count < 0 || count > PoolCalls.MAX_ACCESS_DESCS || (count > 0 && descs == 0)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a node with " + count + " access descriptors");
+        }
+        c.outs.putLong(count).putLong(p.get(LONG, GraphRequest.MEM_ALLOC_BYTESIZE)).putLong(p.get(LONG, GraphRequest.MEM_ALLOC_DPTR));
+        c.sendData(p.asSlice(0, MemoryProps.POOL_PROPS_SIZE));
+        if (count > 0) {
+            // The driver's own array, in this process: its address comes from the driver, not the wire.
+            c.sendData(MemorySegment.ofAddress(descs).reinterpret(count * MemoryProps.ACCESS_DESC_SIZE));
+        }
+        return r;
+    }
+
+    /** The freed address must lie in the session's memory (an allocation node's, or a stream-ordered one). */
+    @Override
+    public int cuGraphAddMemFreeNode(Call c, long hGraph, long dependencies, long numDependencies, long dptr)
+            throws ProtocolException, CallRejected, InterruptedException {
+        long g = graphId(hGraph);
+        MemorySegment deps = nodes(c, dependencies, numDependencies, g, "dependencies");
+        MemorySegment out = c.scratch(8);
+        return added(c, driver.cuGraphAddMemFreeNode(out, hGraph, deps, numDependencies, dptr), out, g);
+    }
+
+    /**
+     * The tenant's view, as cuMemGetInfo answers it: the graph memory charged to this session, current
+     * and high-water, for USED and RESERVED alike (the driver's figures count every session of the device).
+     */
+    @Override
+    public int cuDeviceGetGraphMemAttribute(Call c, int device, int attr) {
+        long[] mem = session.quota().graphMemoryMarks();
+        long v = switch (attr) {
+            case 0, 2 -> mem[0];   // USED_MEM_CURRENT, RESERVED_MEM_CURRENT
+            case 1, 3 -> mem[1];   // USED_MEM_HIGH, RESERVED_MEM_HIGH
+            default -> -1;
+        };
+        if (v < 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        c.outs.putLong(v);
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** Only the high-water marks may be set, and only to 0 (a reset to the current figure), as the driver allows. */
+    @Override
+    public int cuDeviceSetGraphMemAttribute(Call c, int device, int attr, long value)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (value != 8) {
+            throw new ProtocolException(c.name() + ": value of " + value + " bytes");
+        }
+        long v = c.receiveBulk(8).get(LONG, 0);
+        if ((attr != 1 && attr != 3) || v != 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        session.quota().resetGraphMemoryHigh();
+        return CuResult.CUDA_SUCCESS;
     }
 
     @Override

@@ -31,10 +31,23 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>Both entries use the driver's cuStreamAddCallback, which runs exactly once per call and passes
  * the stream's status: a host function whose gate reports an error is then not called by the
- * frontend, as cuLaunchHostFunc specifies. (cuLaunchHostFunc is legal during stream capture, but a gate in a
- * graph would wait for a guest callback no one asks for: CaptureGuard refuses it on a capturing stream.) On a real GPU the driver runs callbacks on its own thread, so while
+ * frontend, as cuLaunchHostFunc specifies. (cuLaunchHostFunc is legal during stream capture, but a stream
+ * gate captured into a graph would wait for a guest callback no one asks for: CaptureGuard refuses it on a
+ * capturing stream; explicit graph host nodes use the graph gates below.) On a real GPU the driver runs callbacks on its own thread, so while
  * one gate waits for the guest, later callbacks of the context wait too; CUDA allows this ("may be
  * serialized"). When the session ends every gate opens, so no stream stays blocked.
+ *
+ * <p>Graph nodes whose work is the guest's travel the same way ({@link #graphWork}): a host node
+ * (cuGraphAddHostNode) and the guest's side of a memcpy node that touches host memory are, in the
+ * driver's graph, host nodes whose function is {@link #GRAPH_REACHED} and whose userData is a key of
+ * this class. Each time a launch reaches one, a gate opens a reached record for the guest that names
+ * the guest's own work token (the backend never learns the program's function or host pointer), and
+ * the graph's node waits until the guest opens it. A copy node's gate has a staging buffer in the
+ * backend's memory, between the guest's host buffer and the device: the guest fills it before opening
+ * (PUT, host to device: the driver's memcpy node after the gate copies it to the device) or reads it
+ * (GET, device to host: the memcpy node before the gate filled it). Staging buffers and keys live as
+ * long as the session (an exec graph keeps its nodes after its graph is destroyed), bounded by
+ * {@link #MAX_GRAPH_WORK} and {@link #MAX_STAGING_BYTES}, and are freed once its contexts are gone.
  */
 final class HostCallbackGates {
     private static final System.Logger LOG = System.getLogger("gpusockets.callbacks");
@@ -47,6 +60,14 @@ final class HostCallbackGates {
     private static final Map<Long, Gate> LIVE = new ConcurrentHashMap<>();
     private static final AtomicLong IDS = new AtomicLong(1);
     private static final MemorySegment REACHED;
+    /** The function of every graph host node the backend makes: void (*CUhostFn)(void *userData), userData a work key. */
+    static final MemorySegment GRAPH_REACHED;
+    /** Graph work (host nodes, copy staging) a session may hold: keys live as long as the session. */
+    static final int MAX_GRAPH_WORK = 1 << 16;
+    /** Staging bytes of host-memory copy nodes a session may hold, in the backend's memory. */
+    static final long MAX_STAGING_BYTES = 1L << 30;
+    /** Every session's graph work by key (the driver hands it to {@link #graphReached} as userData). */
+    private static final Map<Long, GraphWork> WORK = new ConcurrentHashMap<>();
 
     static {
         try {
@@ -54,29 +75,45 @@ final class HostCallbackGates {
                     MethodType.methodType(void.class, MemorySegment.class, int.class, MemorySegment.class));
             REACHED = Linker.nativeLinker().upcallStub(target, FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, ADDRESS),
                     Arena.global());
+            var graphTarget = MethodHandles.lookup().findStatic(HostCallbackGates.class, "graphReached",
+                    MethodType.methodType(void.class, MemorySegment.class));
+            GRAPH_REACHED = Linker.nativeLinker().upcallStub(graphTarget, FunctionDescriptor.ofVoid(ADDRESS), Arena.global());
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
     }
 
-    /** One enqueued callback. */
+    /**
+     * A graph node whose work is the guest's: {@code token} is the guest's name for it, echoed in
+     * each reached record; {@code staging} the copy's buffer (empty for a host function node).
+     */
+    record GraphWork(long key, HostCallbackGates owner, long token, MemorySegment staging) {
+    }
+
+    /** One enqueued callback, or one arrival at a graph node ({@code work} non-null). */
     private static final class Gate {
         final long id;
         final HostCallbackGates owner;
+        final GraphWork work;
         final CountDownLatch opened = new CountDownLatch(1);
         volatile int status;
 
-        Gate(long id, HostCallbackGates owner) {
+        Gate(long id, HostCallbackGates owner, GraphWork work) {
             this.id = id;
             this.owner = owner;
+            this.work = work;
         }
     }
 
     /** Stands for "the session ended" in the reached queue. */
-    private final Gate ended = new Gate(0, this);
+    private final Gate ended = new Gate(0, this, null);
     private final Map<Long, Gate> open = new ConcurrentHashMap<>();
     private final BlockingQueue<Gate> reached = new LinkedBlockingQueue<>();
     private volatile boolean closed;
+    /** This session's graph work keys; guarded by this, as are the two below. */
+    private final java.util.List<Long> workKeys = new java.util.ArrayList<>();
+    private Arena staging;
+    private long stagingBytes;
 
     /**
      * Puts a gate into {@code stream} (a real driver handle) on the calling lane's context.
@@ -90,7 +127,7 @@ final class HostCallbackGates {
         if (open.size() >= MAX_OPEN_GATES) {
             return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
         }
-        Gate g = new Gate(IDS.getAndIncrement(), this);
+        Gate g = new Gate(IDS.getAndIncrement(), this, null);
         // Registered before the driver sees it: the callback may run before cuStreamAddCallback returns.
         open.put(g.id, g);
         LIVE.put(g.id, g);
@@ -115,7 +152,84 @@ final class HostCallbackGates {
         }
         out[0] = g.id;
         out[1] = g.status;
+        out[2] = g.work == null ? 0 : g.work.token();
+        out[3] = g.work == null ? 0 : g.work.staging().byteSize();
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * Registers graph work of the guest named {@code token}, with a zeroed staging buffer of
+     * {@code stagingBytes} (0 for a host function node). Returns null when the session's bounds would
+     * be passed or it has ended; the caller answers CUDA_ERROR_OUT_OF_MEMORY.
+     */
+    synchronized GraphWork graphWork(long token, long stagingBytes) {
+        if (closed || workKeys.size() >= MAX_GRAPH_WORK || stagingBytes < 0
+                || stagingBytes > MAX_STAGING_BYTES - this.stagingBytes) {
+            return null;
+        }
+        MemorySegment buffer = MemorySegment.NULL;
+        if (stagingBytes > 0) {
+            if (staging == null) {
+                staging = Arena.ofShared();
+            }
+            buffer = staging.allocate(stagingBytes, 64);
+            this.stagingBytes += stagingBytes;
+        }
+        GraphWork w = new GraphWork(IDS.getAndIncrement(), this, token, buffer);
+        workKeys.add(w.key());
+        WORK.put(w.key(), w);
+        return w;
+    }
+
+    /** The address of the staging buffer of graph work {@code key} of this session (0 when it has none). */
+    long stagingAt(long key) {
+        GraphWork w = WORK.get(key);
+        return w == null || w.owner() != this ? 0 : w.staging().address();
+    }
+
+    /** The guest's token of graph work {@code key} of this session, or 0 when it is none of this session's. */
+    long tokenOf(long key) {
+        GraphWork w = WORK.get(key);
+        return w == null || w.owner() != this ? 0 : w.token();
+    }
+
+    /**
+     * The staging buffer behind reached graph gate {@code id}, if it is one of this session's with
+     * exactly {@code bytes} bytes; else null (the caller refuses the request).
+     */
+    MemorySegment stagingOf(long id, long bytes) {
+        Gate g = open.get(id);
+        if (g == null || g.work == null || g.work.staging().byteSize() == 0 || g.work.staging().byteSize() != bytes) {
+            return null;
+        }
+        return g.work.staging();
+    }
+
+    /** The staging size of reached graph gate {@code id}, or -1 when it is none of this session's with staging. */
+    long stagingBytesOf(long id) {
+        Gate g = open.get(id);
+        return g == null || g.work == null || g.work.staging().byteSize() == 0 ? -1 : g.work.staging().byteSize();
+    }
+
+    /**
+     * Frees the graph work once the session's contexts are gone (no graph can reach a gate any more);
+     * called by the session's release, after {@link #close}.
+     */
+    synchronized void releaseGraphWork() {
+        for (Long k : workKeys) {
+            WORK.remove(k);
+        }
+        workKeys.clear();
+        if (staging != null) {
+            staging.close();
+            staging = null;
+        }
+        stagingBytes = 0;
+    }
+
+    /** Graph work of this session still held: keys and staging bytes (for tests and the end line). */
+    synchronized long[] graphWorkHeld() {
+        return new long[] {workKeys.size(), stagingBytes};
     }
 
     /** Lets the stream behind gate {@code id} go on: the guest's callback has run. */
@@ -152,6 +266,34 @@ final class HostCallbackGates {
         }
         reached.add(g);
         g.opened.await();
+    }
+
+    private void arriveGraph(GraphWork w) throws InterruptedException {
+        if (closed) {
+            return;
+        }
+        Gate g = new Gate(IDS.getAndIncrement(), this, w);
+        open.put(g.id, g);
+        if (closed) {   // close() may have run between the check and the put: it opened what it saw
+            forget(g);
+            return;
+        }
+        reached.add(g);
+        g.opened.await();
+    }
+
+    /** The function of graph host nodes the backend made: void (void *userData). Never throws into the driver. */
+    private static void graphReached(MemorySegment userData) {
+        try {
+            GraphWork w = WORK.get(userData.address());
+            if (w != null) {
+                w.owner().arriveGraph(w);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (Throwable t) {
+            FAILURES.log(Level.ERROR, () -> "a graph gate failed", t);
+        }
     }
 
     /** The driver's stream callback: void (CUstream, CUresult, void *userData). Never throws into the driver. */

@@ -13,7 +13,9 @@ import java.lang.foreign.ValueLayout;
 /**
  * Area {@code launches}: kernel launches, whose parameters are rebuilt as the native arrays the
  * driver reads, and the calls that take a CUlaunchConfig, whose attributes are checked here: events
- * translated, an access-policy window's device range checked, graph-only and unknown ids refused.
+ * translated, an access-policy window's device range checked, graph-only and unknown ids refused
+ * ({@link LaunchAttributes}). The same values set on a stream (cuStreamSetAttribute) or a kernel node
+ * (cuGraphKernelNodeSetAttribute) are checked the same way.
  */
 final class LaunchCalls implements BackendHandlers.Launches {
     private final CudaDriver driver;
@@ -132,28 +134,38 @@ final class LaunchCalls implements BackendHandlers.Launches {
         return r;
     }
 
+    /** The value travels as its 64 bytes of DATA; it is checked by its id before the driver sees it. */
+    @Override
+    public int cuStreamSetAttribute(Call c, long hStream, int attr, long value)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment v = attributeValue(c, value);
+        LaunchAttributes.check(c, attr, v, LaunchAttributes.Target.STREAM);
+        return driver.cuStreamSetAttribute(hStream, attr, v);
+    }
+
+    /** As {@link #cuStreamSetAttribute}, for a kernel node of one of the session's graphs. */
+    @Override
+    public int cuGraphKernelNodeSetAttribute(Call c, long hNode, int attr, long value)
+            throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment v = attributeValue(c, value);
+        LaunchAttributes.check(c, attr, v, LaunchAttributes.Target.KERNEL_NODE);
+        return driver.cuGraphKernelNodeSetAttribute(hNode, attr, v);
+    }
+
+    /** A CUlaunchAttributeValue off the call's DATA: exactly its 64 bytes. */
+    private static MemorySegment attributeValue(Call c, long length)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (length != LaunchConfigRequest.VALUE_BYTES) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "attribute value of " + length + " bytes");
+        }
+        return c.receiveBulk(length);
+    }
+
     /** The native CUlaunchConfig, its stream and attributes checked and translated. */
     private static MemorySegment config(Call c, SegmentAllocator scratch, LaunchConfigRequest.Attributes attrs,
                                         LaunchRequest.Header h) throws CallRejected {
         for (int i = 0; i < attrs.count(); i++) {
-            MemorySegment v = attrs.value(i);
-            switch (attrs.id(i)) {
-                case LaunchConfigRequest.PROGRAMMATIC_EVENT, LaunchConfigRequest.LAUNCH_COMPLETION_EVENT ->
-                        v.set(ValueLayout.JAVA_LONG, 0, c.handle(ParamType.EVENT, v.get(ValueLayout.JAVA_LONG, 0), false));
-                case LaunchConfigRequest.ACCESS_POLICY_WINDOW -> {
-                    long base = v.get(ValueLayout.JAVA_LONG, 0), bytes = v.get(ValueLayout.JAVA_LONG, 8);
-                    if (bytes != 0) {
-                        c.deviceRange(base, bytes);
-                    }
-                }
-                // plain values: ignore, cooperative, synchronization policy, cluster dimension, cluster scheduling,
-                // programmatic serialization, priority, memory sync domain map and domain, preferred cluster
-                // dimension, shared memory carveout, NVLink-centric scheduling
-                case 0, 2, 3, 4, 5, 6, 8, 9, 10, 11, 14, 16 -> {
-                }
-                default -> throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
-                        "launch attribute " + attrs.id(i) + " is not forwarded");
-            }
+            LaunchAttributes.check(c, attrs.id(i), attrs.value(i), LaunchAttributes.Target.LAUNCH);
         }
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         return LaunchConfigRequest.config(scratch, h, stream, attrs);

@@ -10,7 +10,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * cannot reach pages of a GPU on another machine, so cuMemAllocManaged is refused with
  * CUDA_ERROR_NOT_SUPPORTED (and one log line per session). The session's memory is therefore never
  * managed, and the calls that act on managed ranges answer as the driver does for non-managed memory,
- * CUDA_ERROR_INVALID_VALUE, once the range is checked to be the session's. Nothing reaches the driver.
+ * CUDA_ERROR_INVALID_VALUE, once the range is checked to be the session's (the batch prefetches and discards of
+ * CUDA 13 likewise, whatever they list). Nothing reaches the driver.
  */
 final class ManagedCalls implements BackendHandlers.Managed {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -60,6 +61,24 @@ final class ManagedCalls implements BackendHandlers.Managed {
 
     @Override
     public int cuMemRangeGetAttributes(Call c, long numAttributes, long devPtr, long count) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, NOT_MANAGED);
+    }
+
+    @Override
+    public int cuMemPrefetchBatchAsync(Call c, long dptrs, long sizes, long count, long prefetchLocs, long prefetchLocIdxs,
+                                       long numPrefetchLocs, long flags, long hStream) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, NOT_MANAGED);
+    }
+
+    @Override
+    public int cuMemDiscardBatchAsync(Call c, long dptrs, long sizes, long count, long flags, long hStream) throws CallRejected {
+        throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, NOT_MANAGED);
+    }
+
+    @Override
+    public int cuMemDiscardAndPrefetchBatchAsync(Call c, long dptrs, long sizes, long count, long prefetchLocs,
+                                                 long prefetchLocIdxs, long numPrefetchLocs, long flags, long hStream)
+            throws CallRejected {
         throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, NOT_MANAGED);
     }
 }

@@ -12,7 +12,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 
 /**
- * Area {@code pitched}: 2D and 3D copies. Their struct names memory, so each named device span is
+ * Area {@code pitched}: 2D and 3D copies, cuMemcpy2DUnaligned among them (the driver's own call each time). Their struct names memory, so each named device span is
  * checked against the session's ranges and each array handle translated before the driver sees it.
  *
  * <p>Copies with a host side never touch guest addresses: the host side becomes this lane's staging
@@ -30,6 +30,11 @@ final class PitchedCalls implements BackendHandlers.Pitched {
 
     @Override
     public int cuMemcpy2D(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
+        return copy(c, false, false);
+    }
+
+    @Override
+    public int cuMemcpy2DUnaligned(Call c) throws ProtocolException, CallRejected, InterruptedException, IOException {
         return copy(c, false, false);
     }
 
@@ -66,6 +71,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         }
         boolean hostIn = m.src().memoryType() == Memcpy3D.HOST;
         boolean hostOut = m.dst().memoryType() == Memcpy3D.HOST;
+        boolean unaligned = c.function == io.gpusockets.protocol.api.ApiEntries.cuMemcpy2DUnaligned;
         if (bulk != (hostIn ? total : 0)) {
             throw new ProtocolException(c.name() + ": data length " + bulk + " does not match the copy (" + total + " bytes from "
                     + (hostIn ? "the host" : "the device") + ")");
@@ -83,9 +89,9 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         Memcpy3D checked = m.with(checkSide(c, m, m.src()), checkSide(c, m, m.dst()));
         MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);
         if (!hostIn && !hostOut) {
-            return driverCopy(checked, desc, is3D, async, stream);
+            return driverCopy(checked, desc, is3D, async, stream, unaligned);
         }
-        try (Pieces pieces = new Pieces(c, checked, desc, is3D, async, stream, hostIn)) {
+        try (Pieces pieces = new Pieces(c, checked, desc, is3D, async, stream, hostIn, unaligned)) {
             return pieces.run();
         }
     }
@@ -116,12 +122,15 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         }
     }
 
-    private int driverCopy(Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream) {
+    private int driverCopy(Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream, boolean unaligned) {
         if (is3D) {
             m.write3D(desc);
             return async ? driver.cuMemcpy3DAsync(desc, stream) : driver.cuMemcpy3D(desc);
         }
         m.write2D(desc);
+        if (unaligned) {
+            return driver.cuMemcpy2DUnaligned(desc);
+        }
         return async ? driver.cuMemcpy2DAsync(desc, stream) : driver.cuMemcpy2D(desc);
     }
 
@@ -134,10 +143,12 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         private final boolean async;
         private final long stream;
         private final boolean hostIn;
+        private final boolean unaligned;
         private final MemorySegment staging;
         private Inbound chunk;
 
-        Pieces(Call c, Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream, boolean hostIn) {
+        Pieces(Call c, Memcpy3D m, MemorySegment desc, boolean is3D, boolean async, long stream, boolean hostIn,
+               boolean unaligned) {
             this.c = c;
             this.m = m;
             this.desc = desc;
@@ -145,6 +156,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
             this.async = async;
             this.stream = stream;
             this.hostIn = hostIn;
+            this.unaligned = unaligned;
             this.staging = c.exec.staging();
         }
 
@@ -190,7 +202,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
             } else {
                 p = new Memcpy3D(m.src().offset(x, y, z), m.dst().asHost(buf.address(), pw, ph), pw, ph, pd);
             }
-            int r = driverCopy(p, desc, is3D, async, stream);
+            int r = driverCopy(p, desc, is3D, async, stream, unaligned);
             if (r == CuResult.CUDA_SUCCESS && !hostIn) {
                 if (async) {
                     r = driver.cuStreamSynchronize(stream);

@@ -8,7 +8,10 @@ import io.gpusockets.protocol.wire.ProtocolException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-/** Area {@code pointers}: pointer attributes, whose output needs translating (a context becomes this session's handle id). */
+/**
+ * Area {@code pointers}: pointer attributes, whose output needs translating (a context becomes this session's handle id),
+ * and cuPointerSetAttribute, whose one settable attribute (SYNC_MEMOPS) is checked here.
+ */
 final class PointerCalls implements BackendHandlers.Pointers {
     private final Session session;
     private final CudaDriver driver;
@@ -93,5 +96,19 @@ final class PointerCalls implements BackendHandlers.Pointers {
             }
         }
         return r;
+    }
+
+    /**
+     * Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS may be set (cuda.h): its value, an unsigned int, travels as 4
+     * bytes of DATA; the pointer was checked to be the session's memory. Other attributes are refused
+     * before the driver sees their value.
+     */
+    @Override
+    public int cuPointerSetAttribute(Call c, long value, int attribute, long ptr)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (attribute != PointerAttributeRequest.SYNC_MEMOPS || value != 4) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "attribute " + attribute + " cannot be set");
+        }
+        return driver.cuPointerSetAttribute(c.receiveBulk(value), attribute, ptr);
     }
 }

@@ -300,6 +300,46 @@ final class PoolCalls implements BackendHandlers.Pools {
         return CuResult.CUDA_SUCCESS;
     }
 
+    /** CU_MEM_LOCATION_TYPE_HOST, _HOST_NUMA, _HOST_NUMA_CURRENT; CU_MEM_ALLOCATION_TYPE_MANAGED. */
+    private static final int LOCATION_HOST_FIRST = 2, LOCATION_HOST_LAST = 4, ALLOCATION_TYPE_MANAGED = 2;
+
+    /**
+     * The device of a location-based pool call (CUmemLocation as 8 bytes of DATA): a device location with
+     * pinned allocations; host locations and managed pools refused as not reaching the guest.
+     */
+    private static int poolDevice(Call c, long locationLength, int type)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (locationLength != MemoryProps.LOCATION_SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "location of " + locationLength + " bytes");
+        }
+        MemoryProps.Location l = MemoryProps.Location.read(c.receiveBulk(locationLength), 0);
+        if (l.type() >= LOCATION_HOST_FIRST && l.type() <= LOCATION_HOST_LAST || type == ALLOCATION_TYPE_MANAGED) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                    "pools of host or managed memory: memory of the backend's host cannot reach the guest");
+        }
+        if (l.type() != MemoryProps.LOCATION_TYPE_DEVICE || type != MemoryProps.ALLOCATION_TYPE_PINNED) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "location type " + l.type() + ", allocation type " + type);
+        }
+        return c.device(l.id());
+    }
+
+    @Override
+    public int cuMemGetDefaultMemPool(Call c, long location, int type)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return cuDeviceGetDefaultMemPool(c, poolDevice(c, location, type));
+    }
+
+    @Override
+    public int cuMemGetMemPool(Call c, long location, int type) throws ProtocolException, CallRejected, InterruptedException {
+        return cuDeviceGetMemPool(c, poolDevice(c, location, type));
+    }
+
+    @Override
+    public int cuMemSetMemPool(Call c, long location, int type, long pool)
+            throws ProtocolException, CallRejected, InterruptedException {
+        return cuDeviceSetMemPool(c, poolDevice(c, location, type), pool);
+    }
+
     @Override
     public int cuMemPoolExportToShareableHandle(Call c, long pool, int handleType, long flags) throws CallRejected {
         throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);

@@ -659,6 +659,7 @@ public final class Session {
     /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
     private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
+        callbackGates.releaseGraphWork(); // no context is left that could run a graph node of ours
         dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back
         long missed = quota.close(); // every byte back to the tenant
         if (missed != 0) {

@@ -102,6 +102,9 @@ final class SessionCleanup {
         // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
         int graphsFailed = destroyExecGraphs(-1);
         for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
+            if (g.owner() != 0) {
+                continue;   // a conditional node's body graph: its node's graph destroys it (and dropping that drops it)
+            }
             int r = driver.cuGraphDestroy(g.real());
             if (r != CuResult.CUDA_SUCCESS) {
                 graphsFailed++;
@@ -146,8 +149,8 @@ final class SessionCleanup {
 
     /**
      * Isolation mode shared: what this session made in the tenant's shared context goes one by one (the
-     * context stays for the tenant's other sessions): streams and events after their work, modules, arrays
-     * and texture objects, then allocations. Returns the failures (0 or 1, logged).
+     * context stays for the tenant's other sessions): streams and events after their work, modules, texture
+     * and surface objects, arrays and mipmapped arrays, then allocations. Returns the failures (0 or 1, logged).
      */
     private int releaseFromShared(SessionHandles.Entry ctx) {
         if (driver.cuCtxPushCurrent(ctx.real()) != CuResult.CUDA_SUCCESS) {
@@ -172,9 +175,19 @@ final class SessionCleanup {
                     failed += driver.cuTexObjectDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
                 }
             }
-            for (SessionHandles.Entry e : handles.all(ParamType.ARRAY)) {
+            for (SessionHandles.Entry e : handles.all(ParamType.SURF)) {
                 if (e.context() == ctx.id()) {
+                    failed += driver.cuSurfObjectDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.ARRAY)) {
+                if (e.context() == ctx.id() && e.owner() == 0) {   // levels and planes go with what owns them
                     failed += driver.cuArrayDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
+                }
+            }
+            for (SessionHandles.Entry e : handles.all(ParamType.MIPMAP)) {
+                if (e.context() == ctx.id()) {
+                    failed += driver.cuMipmappedArrayDestroy(e.real()) == CuResult.CUDA_SUCCESS ? 0 : 1;
                 }
             }
             for (SessionHandles.Entry e : handles.all(ParamType.MOD)) {

@@ -92,7 +92,14 @@ public final class SessionHandles {
         }
     }
 
-    /** The id for a real driver value, issuing a new one the first time. Real 0 maps to 0. */
+    /**
+     * The id for a real driver value, issuing a new one the first time. Real 0 maps to 0. Texture and surface
+     * objects ({@link ParamType#isIdentityHandle}) get their real value as their id: kernels receive them as
+     * parameters, which the backend passes on unread. Such a value that is already another handle's id of this
+     * session (ids are counted from {@code sessionId << 24}, real texture objects are small numbers on a GPU and
+     * pointer-like ones on the emulated device: it does not happen in practice) gets 0; the caller destroys the
+     * object and refuses the call.
+     */
     public synchronized long intern(ParamType kind, long real, long owner, long context) {
         if (real == 0) {
             return 0;
@@ -101,6 +108,18 @@ public final class SessionHandles {
         Entry known = reals.get(real);
         if (known != null) {
             return known.id();
+        }
+        if (kind.isIdentityHandle()) {
+            if (byId.containsKey(real)) {
+                return 0;
+            }
+            Entry e = new Entry(real, kind, real, owner, context);
+            put(e);
+            reals.put(real, e);
+            return real;
+        }
+        while (byId.containsKey(next)) {
+            next++;   // an identity handle took this value
         }
         long newId = next++;
         Entry e = new Entry(newId, kind, real, owner, context);

@@ -11,6 +11,7 @@ import io.gpusockets.protocol.api.LimitFootprint;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.images.ImageError;
 import io.gpusockets.protocol.images.ModuleFootprint;
+import io.gpusockets.protocol.structs.Array3DDescriptor;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import java.lang.System.Logger.Level;
 import java.lang.foreign.MemorySegment;
@@ -23,7 +24,7 @@ import java.util.Map;
  * What one session has charged to its tenant ({@link Session#tenant()}), and the charge rules of every
  * path that makes the driver allocate device memory. The rule of an entry is its table attribute
  * ({@code charge=}, {@link ChargeRule}): device allocations ({@code alloc}, {@code pitch}, stream-ordered
- * pool allocations too), arrays (an estimate from their descriptor), module and library loads (the
+ * pool allocations too), arrays and mipmapped arrays (an estimate from their descriptor), module and library loads (the
  * image's footprint: its variables and code, {@link ModuleFootprint}), contexts and their limits
  * ({@link ContextCharges}), VMM physical allocations (cuMemCreate, by its handler); cuMemGetInfo
  * ({@code info}) answers with the tenant's view. The page-locked shared window is charged here too,
@@ -61,6 +62,8 @@ final class SessionQuota {
     private final Map<Long, Long> ranges = new HashMap<>();
     /** Arrays charged, by real handle. */
     private final Map<Long, Long> arrays = new HashMap<>();
+    /** Mipmapped arrays charged, by real handle (their levels are theirs). */
+    private final Map<Long, Long> mipmaps = new HashMap<>();
     /** VMM physical allocations charged, by real handle. */
     private final Map<Long, Long> vmm = new HashMap<>();
     /** Modules charged at their load, by real handle. */
@@ -76,6 +79,8 @@ final class SessionQuota {
      * back: the charge stays until the session ends.
      */
     private long graphMemory;
+    /** The high-water mark of {@link #graphMemory} (cuDeviceGetGraphMemAttribute); guarded by this. */
+    private long graphMemoryHigh;
     private long pinned;
     private boolean closed;
 
@@ -164,7 +169,12 @@ final class SessionQuota {
                 return new Pending(rule, n);
             }
             case ARRAY -> {
-                long n = arrayBytes(ArrayDescriptor.read((MemorySegment) args[1]));
+                long n = arrayBytes((MemorySegment) args[1]);
+                reserve(n, f.name());
+                return new Pending(rule, n);
+            }
+            case MIPMAP -> {
+                long n = Array3DDescriptor.read((MemorySegment) args[1]).mipmapBytes((int) values[2], UNKNOWN_ELEMENT_BYTES);
                 reserve(n, f.name());
                 return new Pending(rule, n);
             }
@@ -288,6 +298,7 @@ final class SessionQuota {
                 keepRange(base, actual);
             }
             case ARRAY -> keep(arrays, outLong(args, 0), p.bytes());
+            case MIPMAP -> keep(mipmaps, outLong(args, 0), p.bytes());
             case MODULE -> keep(modules, outLong(args, paramOf(f, ParamType.MOD, true).index()), p.bytes());
             case LIBRARY -> contexts.libraryLoaded(p, outLong(args, paramOf(f, ParamType.LIB, true).index()));
             case CONTEXT -> contextMade(p, outLong(args, paramOf(f, ParamType.CTX, true).index()));
@@ -356,6 +367,24 @@ final class SessionQuota {
         return Math.multiplyHigh(pitch, height) != 0 || pitch * height < 0 ? Long.MAX_VALUE : pitch * height;
     }
 
+    /**
+     * An array's charge from the descriptor its create call passes: a CUDA_ARRAY_DESCRIPTOR (cuArrayCreate,
+     * 24 bytes) or a CUDA_ARRAY3D_DESCRIPTOR (cuArray3DCreate, 40 bytes), told apart by their length.
+     */
+    static long arrayBytes(MemorySegment descriptor) {
+        return descriptor.byteSize() == Array3DDescriptor.SIZE
+                ? Array3DDescriptor.read(descriptor).bytes(UNKNOWN_ELEMENT_BYTES)
+                : arrayBytes(ArrayDescriptor.read(descriptor));
+    }
+
+    /**
+     * A 3D array's charge: width × max(height, 1) × max(depth, 1) × element bytes (depth counts layers and
+     * cubemap faces; formats not known here: 16 bytes an element).
+     */
+    static long arrayBytes(Array3DDescriptor d) {
+        return d.bytes(UNKNOWN_ELEMENT_BYTES);
+    }
+
     /** An array's charge: width × max(height, 1) × element bytes (formats not known here: 16 bytes an element). */
     static long arrayBytes(ArrayDescriptor d) {
         int e = ArrayDescriptor.elementBytes(d.format(), d.numChannels());
@@ -407,6 +436,17 @@ final class SessionQuota {
         return graphMemory;
     }
 
+    /** Graph memory charged now and its high-water mark since the session began or the mark's last reset. */
+    synchronized long[] graphMemoryMarks() {
+        graphMemoryHigh = Math.max(graphMemoryHigh, graphMemory);
+        return new long[] {graphMemory, graphMemoryHigh};
+    }
+
+    /** cuDeviceSetGraphMemAttribute's reset: the high-water mark becomes the current figure. */
+    synchronized void resetGraphMemoryHigh() {
+        graphMemoryHigh = graphMemory;
+    }
+
     void keepRange(long base, long bytes) {
         keep(ranges, base, bytes);
     }
@@ -440,6 +480,7 @@ final class SessionQuota {
     void handleDropped(SessionHandles.Entry e) {
         switch (e.kind()) {
             case ARRAY -> dropKept(arrays, e.real());
+            case MIPMAP -> dropKept(mipmaps, e.real());
             case MOD -> dropKept(modules, e.real());
             case CTX -> contexts.contextGone(e.real());
             case LIB -> contexts.libraryUnloaded(e.real());
@@ -527,7 +568,7 @@ final class SessionQuota {
             vmm.clear();
             releaseLocked(graphMemory); // held for the session's life by rule, not missed
             graphMemory = 0;
-            for (Map<Long, Long> kept : List.of(ranges, arrays, modules)) {
+            for (Map<Long, Long> kept : List.of(ranges, arrays, mipmaps, modules)) {
                 for (long n : kept.values()) {
                     missed += n;
                     releaseLocked(n);

@@ -10,8 +10,11 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
- * Area {@code textures}: texture objects. Their resource descriptor names memory, so its device span
- * is checked, or its array handle translated, before the driver sees it.
+ * Area {@code textures}: texture and surface objects. Their resource descriptor names memory, so its device
+ * span is checked, or its array handle translated, before the driver sees it. Their ids are the driver's
+ * values (kernels receive them as parameters, which the backend does not read); a program can only name
+ * such an object in a call if this session made it, and a value passed to a kernel reaches only the
+ * objects of the kernel's own context on the device.
  */
 final class TextureCalls implements BackendHandlers.Textures {
     private final Session session;
@@ -43,16 +46,66 @@ final class TextureCalls implements BackendHandlers.Textures {
                     c.handle(ParamType.ARRAY, target, false));
             case ResourceDesc.TYPE_LINEAR -> c.deviceRange(target, ResourceDesc.getLong(res, ResourceDesc.LINEAR_SIZE));
             case ResourceDesc.TYPE_PITCH2D -> c.deviceRange(target, ResourceDesc.pitch2DSpan(res));
-            case ResourceDesc.TYPE_MIPMAPPED_ARRAY ->
-                    throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "mipmapped arrays are not forwarded");
+            case ResourceDesc.TYPE_MIPMAPPED_ARRAY -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
+                    c.handle(ParamType.MIPMAP, target, false));
             default -> throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "resType " + ResourceDesc.type(res));
         }
         MemorySegment out = c.scratch(8);
         int r = driver.cuTexObjectCreate(out, res, tex, view);
         if (r == CuResult.CUDA_SUCCESS) {
-            long context = session.currentContextId(c.lane);
-            c.outs.putLong(session.handles().intern(ParamType.TEX, out.get(ValueLayout.JAVA_LONG, 0), 0, context));
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            long id = session.handles().intern(ParamType.TEX, real, 0, session.currentContextId(c.lane));
+            if (id == 0) {
+                driver.cuTexObjectDestroy(real);
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;   // its value is another handle's id here: SessionHandles#intern
+            }
+            c.outs.putLong(id);
         }
+        return r;
+    }
+
+    /**
+     * The resource descriptor's length as announced; its bytes follow as DATA. The resource must be an array,
+     * whose handle is translated. Reply: the surface object, whose id is its driver value (SessionHandles#intern).
+     */
+    @Override
+    public int cuSurfObjectCreate(Call c, long resLength) throws ProtocolException, CallRejected, InterruptedException {
+        if (resLength != ResourceDesc.SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "descriptor length " + resLength);
+        }
+        MemorySegment res = c.receiveBulk(resLength);
+        if (ResourceDesc.type(res) != ResourceDesc.TYPE_ARRAY) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "a surface's resource must be an array: resType " + ResourceDesc.type(res));
+        }
+        ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
+                c.handle(ParamType.ARRAY, ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER), false));
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuSurfObjectCreate(out, res);
+        if (r == CuResult.CUDA_SUCCESS) {
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            long id = session.handles().intern(ParamType.SURF, real, 0, session.currentContextId(c.lane));
+            if (id == 0) {
+                driver.cuSurfObjectDestroy(real);
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            c.outs.putLong(id);
+        }
+        return r;
+    }
+
+    /** Reply: the 144-byte descriptor as DATA, its array handle as this session's id. */
+    @Override
+    public int cuSurfObjectGetResourceDesc(Call c, long surf) throws IOException {
+        MemorySegment res = c.scratch(ResourceDesc.SIZE);
+        int r = driver.cuSurfObjectGetResourceDesc(res, surf);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        if (ResourceDesc.type(res) == ResourceDesc.TYPE_ARRAY) {
+            ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
+                    session.handles().idOf(ParamType.ARRAY, ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER)));
+        }
+        c.sendData(res.asSlice(0, ResourceDesc.SIZE));
         return r;
     }
 
@@ -68,7 +121,7 @@ final class TextureCalls implements BackendHandlers.Textures {
         if (type == ResourceDesc.TYPE_ARRAY || type == ResourceDesc.TYPE_MIPMAPPED_ARRAY) {
             long real = ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER);
             ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
-                    type == ResourceDesc.TYPE_ARRAY ? session.handles().idOf(ParamType.ARRAY, real) : 0);
+                    session.handles().idOf(type == ResourceDesc.TYPE_ARRAY ? ParamType.ARRAY : ParamType.MIPMAP, real));
         }
         c.sendData(res.asSlice(0, ResourceDesc.SIZE));
         return r;

@@ -10,6 +10,7 @@ import io.gpusockets.backend.tenant.TenantLimits;
 import io.gpusockets.protocol.api.ChargeRule;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.structs.Array3DDescriptor;
 import io.gpusockets.protocol.structs.ArrayDescriptor;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.lang.foreign.Arena;
@@ -135,6 +136,24 @@ class SessionQuotaTest {
         assertEquals(1024L * 1024 * 4, SessionQuota.arrayBytes(new ArrayDescriptor(1024, 1024, 0x20, 1)));
         assertEquals(1024L * 16, SessionQuota.arrayBytes(new ArrayDescriptor(1024, 0, 0x9999, 1)), "unknown format: 16 bytes an element");
         assertEquals(Long.MAX_VALUE, SessionQuota.arrayBytes(new ArrayDescriptor(1L << 40, 1L << 40, 0x20, 4)));
+        // cuArray3DCreate's descriptor: depth counts slices, layers and cubemap faces
+        assertEquals(64L * 32 * 8 * 8, SessionQuota.arrayBytes(new Array3DDescriptor(64, 32, 8, 0x20, 2, 0)));
+        assertEquals(16L * 16 * 12 * 4, SessionQuota.arrayBytes(new Array3DDescriptor(16, 16, 12, 0x01, 4, 5)), "cubemap layered");
+        assertEquals(100L * 7 * 2, SessionQuota.arrayBytes(new Array3DDescriptor(100, 0, 7, 0x02, 1, 1)), "1D layered");
+        assertEquals(Long.MAX_VALUE, SessionQuota.arrayBytes(new Array3DDescriptor(1L << 30, 1L << 30, 1L << 30, 0x20, 4, 0)));
+        // mipmapped arrays: every level, each dimension halved (a cubemap's faces and layers are not)
+        assertEquals((64L * 32 + 32 * 16 + 16 * 8 + 8 * 4) * 4, new Array3DDescriptor(64, 32, 0, 0x20, 1, 0).mipmapBytes(4, 16));
+        assertEquals((8L * 8 + 4 * 4 + 2 * 2 + 1) * 6 * 4, new Array3DDescriptor(8, 8, 6, 0x20, 1, 4).mipmapBytes(4, 16));
+        assertEquals((8L * 4 * 4 + 4 * 2 * 2 + 2 * 1 * 1) * 2, new Array3DDescriptor(8, 4, 4, 0x02, 1, 0).mipmapBytes(3, 16), "3D: depth halves");
+        assertEquals(0, new Array3DDescriptor(8, 8, 0, 0x20, 1, 0).mipmapBytes(0, 16), "no level: the driver refuses, nothing charged");
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment d3 = a.allocate(Array3DDescriptor.SIZE);
+            new Array3DDescriptor(8, 8, 6, 0x20, 1, 4).write(d3);
+            assertEquals(8L * 8 * 6 * 4, SessionQuota.arrayBytes(d3), "told apart from a 2D descriptor by its length");
+            java.lang.foreign.MemorySegment d2 = a.allocate(ArrayDescriptor.SIZE);
+            new ArrayDescriptor(8, 8, 0x20, 1).write(d2);
+            assertEquals(8L * 8 * 4, SessionQuota.arrayBytes(d2));
+        }
     }
 
     @Test

@@ -213,6 +213,11 @@ final class Alu {
                 };
                 yield r ? 1 : 0;
             }
+            case Insn.SHF -> {
+                long n = (in.mod & 2) != 0 ? Math.min(c & 0xFFFF_FFFFL, 32) : c & 31;
+                long v = (b & 0xFFFF_FFFFL) << 32 | (a & 0xFFFF_FFFFL);
+                yield ((in.mod & 1) != 0 ? v >>> n : v << n >>> 32) & 0xFFFF_FFFFL;
+            }
             case Insn.FNS -> {
                 int mask = (int) a;
                 int base = (int) b;

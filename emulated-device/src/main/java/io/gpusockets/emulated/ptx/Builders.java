@@ -182,7 +182,82 @@ final class Builders {
                 call(in, p[2]);
             }
             case "bar", "barrier" -> barrier(in, m, o);
-            case "membar", "fence" -> in.op = Insn.NOP;   // one memory order: every access is immediately visible
+            case "membar", "fence" -> fence(in, m, o, name);
+            case "redux" -> redux(in, m, o);
+            case "shf" -> {
+                int direction = m.takeOne("l", "r");
+                int mode = m.takeOne("wrap", "clamp");
+                if (direction < 0 || mode < 0) {
+                    throw new PtxUnsupported("shf without .l/.r and .wrap/.clamp");
+                }
+                int t = m.type();
+                if (Types.size(t) != 4 || Types.kind(t) == Types.F || Types.isHalf(t) || t == Types.PRED) {
+                    throw new PtxUnsupported("shf of a type other than .b32/.u32/.s32");
+                }
+                alu(in, Types.B << 4 | 4, Insn.SHF, o, 3);
+                in.mod = direction | mode << 1;
+            }
+            case "griddepcontrol" -> {
+                // programmatic dependent launch: a grid starts once the one before it in its stream has completed
+                // (the dependent may start no earlier than that), so waiting has nothing to wait for, and signalling
+                // that dependents may start changes nothing
+                if (m.takeOne("wait", "launch_dependents") < 0) {
+                    throw new PtxUnsupported("griddepcontrol other than .wait/.launch_dependents");
+                }
+                count(o, 0);
+                in.op = Insn.NOP;
+            }
+            case "createpolicy" -> {
+                // an L2 cache eviction policy for .L2::cache_hint accesses: this device has no cache to steer,
+                // so any 64-bit value will do; the hinted accesses ignore it
+                m.rest().removeIf(x -> x.equals("fractional") || x.equals("range") || x.equals("global") || x.startsWith("L2::"));
+                if (m.type() != (Types.B << 4 | 8) || o.size() < 2 || o.size() > 4) {
+                    throw new PtxUnsupported("createpolicy form");
+                }
+                in.op = Insn.MOV;
+                in.type = Types.B << 4 | 8;
+                in.d = ops.destination(o.get(0));
+                for (String x : o.subList(1, o.size())) {
+                    if (!x.contains(".")) {
+                        ops.source(x, Types.B << 4 | 8);
+                    }
+                }
+                in.a = symbols.constant(0);
+            }
+            case "cp" -> {
+                if (m.has("bulk")) {
+                    bulkCopy(in, m, o);
+                } else {
+                    copyAsync(in, m, o);
+                }
+            }
+            case "mbarrier" -> mbarrier(in, m, o);
+            case "elect" -> {
+                if (!m.take("sync")) {
+                    throw new PtxUnsupported("elect without .sync");
+                }
+                count(o, 2);
+                String[] dst = o.get(0).split("\\|");
+                if (dst.length != 2) {
+                    throw new PtxUnsupported("elect.sync without d|p");
+                }
+                in.op = Insn.ELECT;
+                in.d = dst[0].trim().equals("_") ? -1 : ops.destination(dst[0].trim());
+                in.d2 = dst[1].trim().equals("_") ? -1 : ops.destination(dst[1].trim());
+                in.e = ops.source(o.get(1), Types.U << 4 | 4);
+            }
+            case "mma" -> {
+                new MatrixBuilders(ops).mma(in, m.rest(), o);
+                m.rest().clear();
+            }
+            case "wmma" -> {
+                new MatrixBuilders(ops).wmma(in, m.rest(), o);
+                m.rest().clear();
+            }
+            case "ldmatrix" -> {
+                new MatrixBuilders(ops).ldmatrix(in, m.rest(), o);
+                m.rest().clear();
+            }
             case "shfl" -> shuffle(in, m, o);
             case "vote" -> vote(in, m, o);
             case "activemask" -> {
@@ -262,6 +337,7 @@ final class Builders {
             }
             case "prefetch", "prefetchu", "discard", "applypriority" -> cacheHint(in, m, o, name);
             case "match" -> match(in, m, o);
+            case "tex", "suld", "sust" -> TextureOps.build(in, name, m, o, ops);
             default -> throw new PtxUnsupported("instruction " + name + " is not supported by the emulated device");
         }
         m.done();
@@ -549,6 +625,7 @@ final class Builders {
         if (m.take("shared::cta")) {
             in.space = Insn.SHARED;
         }
+        in.ordered = m.has("volatile") || m.has("relaxed") || m.has("acquire") || m.has("release") || m.has("mmio");
         m.dropNoEffect();
         if (in.space == Insn.CONST) {
             in.space = Insn.GLOBAL;   // .const variables live in device memory at their cuModuleGetGlobal address
@@ -556,6 +633,7 @@ final class Builders {
     }
 
     private void load(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        o = cacheHint(m, o, 2);
         memory(in, m);
         int vec = m.vector();
         in.type = m.type();
@@ -570,6 +648,7 @@ final class Builders {
     }
 
     private void store(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        o = cacheHint(m, o, 2);
         memory(in, m);
         int vec = m.vector();
         in.type = m.type();
@@ -581,6 +660,18 @@ final class Builders {
         }
         in.vec = s;
         addressed(in, o.get(0));
+    }
+
+    /** .L2::cache_hint: the last operand is a cache policy (createpolicy's), read and ignored; the others remain. */
+    private List<String> cacheHint(Mods m, List<String> o, int operands) throws PtxUnsupported {
+        if (!m.take("L2::cache_hint")) {
+            return o;
+        }
+        if (o.size() != operands + 1) {
+            throw new PtxUnsupported(".L2::cache_hint without a cache policy operand");
+        }
+        ops.source(o.getLast(), Types.B << 4 | 8);
+        return o.subList(0, operands);
     }
 
     private void addressed(Insn in, String op) throws PtxUnsupported {
@@ -714,6 +805,14 @@ final class Builders {
         }
         in.op = Insn.CALL;
         in.call = new Calls.Site(callee, function, offsets, sizes, retOffset, retSize);
+        java.util.List<java.util.Set<Long>> declared = new java.util.ArrayList<>();
+        for (String a : args) {
+            declared.add(declarations.callParamSizes.getOrDefault(a, java.util.Set.of()));
+        }
+        in.call.argDeclared = declared;
+        if (ret != null) {
+            in.call.returnDeclared = declarations.callParamSizes.getOrDefault(Operands.split(ret).getFirst(), java.util.Set.of());
+        }
     }
 
     private static String inner(String group) throws PtxUnsupported {
@@ -1058,6 +1157,222 @@ final class Builders {
         in.b = ops.source(o.get(first + 1), in.type);
         if (op == 7) {
             in.c = ops.source(o.get(first + 2), in.type);
+        }
+    }
+
+    /**
+     * membar.cta/.gl/.sys and fence{.sc|.acq_rel|.acquire|.release}.cta/.cluster/.gpu/.sys: a full fence of the host
+     * thread (CTAs run on several host threads); fence.proxy.* and membar.proxy.*: no-ops (one proxy here: the
+     * async proxy's bulk copies are not supported); fence.mbarrier_init: a release fence.
+     */
+    private void fence(Insn in, Mods m, List<String> o, String name) throws PtxUnsupported {
+        count(o, 0);
+        if (m.take("proxy")) {
+            m.rest().removeIf(x -> List.of("alias", "async", "async.global", "async.shared::cta", "async.shared::cluster", "global",
+                    "shared::cta", "shared::cluster", "tensormap::generic", "release", "acquire", "cta", "cluster", "gpu", "sys")
+                    .contains(x));
+            in.op = Insn.NOP;
+            return;
+        }
+        if (name.equals("membar")) {
+            if (m.takeOne("cta", "gl", "sys") < 0) {
+                throw new PtxUnsupported("membar without .cta/.gl/.sys");
+            }
+            in.op = Insn.FENCE;
+            return;
+        }
+        if (m.take("mbarrier_init")) {
+            m.take("release");
+            m.take("cluster");
+            in.op = Insn.FENCE;
+            return;
+        }
+        m.takeOne("sc", "acq_rel", "acquire", "release");
+        if (m.takeOne("cta", "cluster", "gpu", "sys") < 0) {
+            throw new PtxUnsupported("fence without a scope");
+        }
+        in.op = Insn.FENCE;
+    }
+
+    /** redux.sync.add/.min/.max.u32/.s32 and redux.sync.and/.or/.xor.b32 d, a, membermask. */
+    private void redux(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (!m.take("sync")) {
+            throw new PtxUnsupported("redux without .sync");
+        }
+        int op = m.takeOne("add", "min", "max", "and", "or", "xor");
+        if (op < 0) {
+            throw new PtxUnsupported("redux operation (.add/.min/.max/.and/.or/.xor; f32 .min/.max need sm_100a)");
+        }
+        int t = m.type();
+        boolean ok = op <= Insn.REDUX_MAX ? t == (Types.U << 4 | 4) || t == (Types.S << 4 | 4) : t == (Types.B << 4 | 4);
+        if (!ok) {
+            throw new PtxUnsupported("redux type (.u32/.s32 for add/min/max, .b32 for and/or/xor)");
+        }
+        count(o, 3);
+        in.op = Insn.REDUX;
+        in.mod = op;
+        in.type = t;
+        in.d = ops.destination(o.get(0));
+        in.a = ops.source(o.get(1), t);
+        in.e = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    /**
+     * cp.async.ca/.cg.shared{::cta}.global{.L2::cache_hint}{.L2::64B/128B/256B} [d], [s], cp-size{, src-size | ignore-src}
+     * {, cache-policy} (.cg: cp-size 16), cp.async.commit_group, cp.async.wait_group N and cp.async.wait_all. The copy is
+     * done when issued; commit and wait have nothing left to wait for.
+     */
+    private void copyAsync(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        if (!m.take("async")) {
+            throw new PtxUnsupported("cp other than cp.async");
+        }
+        if (m.take("commit_group") || m.take("wait_all")) {
+            count(o, 0);
+            in.op = Insn.NOP;
+            return;
+        }
+        if (m.take("wait_group")) {
+            count(o, 1);
+            Operands.immediate(o.getFirst(), Types.U << 4 | 4);
+            in.op = Insn.NOP;
+            return;
+        }
+        int level = m.takeOne("ca", "cg");
+        if (level < 0 || !(m.take("shared") || m.take("shared::cta")) || !m.take("global")) {
+            throw new PtxUnsupported("cp.async other than .ca/.cg.shared.global and commit/wait (bulk copies are not supported)");
+        }
+        boolean hint = m.take("L2::cache_hint");
+        m.takeOne("L2::64B", "L2::128B", "L2::256B");
+        List<String> rest = new java.util.ArrayList<>(o);
+        if (hint) {
+            if (rest.size() < 4) {
+                throw new PtxUnsupported("cp.async.L2::cache_hint without a cache policy");
+            }
+            ops.source(rest.removeLast(), Types.B << 4 | 8);
+        }
+        if (rest.size() != 3 && rest.size() != 4) {
+            throw new PtxUnsupported("cp.async operands");
+        }
+        long size = Operands.immediate(rest.get(2), Types.U << 4 | 4);
+        if (size != 4 && size != 8 && size != 16 || level == 1 && size != 16) {
+            throw new PtxUnsupported("cp.async of " + size + " bytes (.ca: 4, 8, 16; .cg: 16)");
+        }
+        in.op = Insn.CP_ASYNC;
+        in.mod = (int) size;
+        Insn src = new Insn(in.line, in.text);
+        int srcSpace = ops.address(src, rest.get(1));
+        int dstSpace = ops.address(in, rest.get(0));
+        if (srcSpace >= 0 && srcSpace != Insn.GLOBAL || dstSpace >= 0 && dstSpace != Insn.SHARED) {
+            throw new PtxUnsupported("cp.async from a symbol outside .global or into one outside .shared");
+        }
+        in.b = src.a;
+        in.offset2 = src.offset;
+        in.addressMask2 = src.addressMask;
+        if (rest.size() == 4) {
+            String x = rest.get(3);
+            in.negC = x.startsWith("!");
+            String name = in.negC ? x.substring(1) : x;
+            if (symbols.predicates.contains(name)) {
+                in.type2 = 1;   // ignore-src
+                in.c = ops.source(name, Types.PRED);
+            } else if (in.negC) {
+                throw new PtxUnsupported("cp.async src-size " + x);
+            } else {
+                in.c = ops.source(name, Types.U << 4 | 4);
+            }
+        }
+    }
+
+    /**
+     * cp.async.bulk.shared::cluster(or ::cta).global.mbarrier::complete_tx::bytes{.L2::cache_hint} [dst], [src], size, [mbar]
+     * {, policy}: the global-to-shared bulk copy; other directions, multicast and tensor copies are refused.
+     */
+    private void bulkCopy(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        m.take("async");
+        m.take("bulk");
+        if (!(m.take("shared::cluster") || m.take("shared::cta")) || !m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
+            throw new PtxUnsupported("cp.async.bulk other than .shared::cluster.global.mbarrier::complete_tx::bytes");
+        }
+        o = cacheHint(m, o, 4);
+        count(o, 4);
+        in.op = Insn.BULK_COPY;
+        Insn src = new Insn(in.line, in.text);
+        ops.address(src, o.get(1));
+        Insn bar = new Insn(in.line, in.text);
+        ops.address(bar, o.get(3));
+        ops.address(in, o.get(0));
+        in.b = src.a;
+        in.offset2 = src.offset;
+        in.addressMask2 = src.addressMask;
+        in.e = bar.a;
+        in.offset3 = bar.offset;
+        in.addressMask3 = bar.addressMask;
+        in.c = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    /**
+     * mbarrier.init, .arrive{.expect_tx}, .expect_tx, .test_wait/.try_wait{.parity}, .inval on .shared{::cta} (or generic)
+     * .b64 objects, with their .release/.acquire/.relaxed and .cta scopes (one order here); try_wait's suspend-time hint
+     * is read and ignored. .arrive_drop, .pending_count, remote (::cluster) arrivals and .noComplete are refused.
+     */
+    private void mbarrier(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        int kind = m.takeOne("init", "arrive", "expect_tx", "test_wait", "try_wait", "inval");
+        if (kind < 0) {
+            throw new PtxUnsupported("mbarrier operation");
+        }
+        boolean expect = kind == 1 && m.take("expect_tx");
+        boolean parity = (kind == 3 || kind == 4) && m.take("parity");
+        m.takeOne("release", "acquire", "relaxed");
+        m.take("cta");
+        in.space = m.take("shared") || m.take("shared::cta") ? Insn.SHARED : Insn.GENERIC;
+        if (m.type() != (Types.B << 4 | 8)) {
+            throw new PtxUnsupported("mbarrier of a type other than .b64");
+        }
+        int u32 = Types.U << 4 | 4;
+        in.op = Insn.MBARRIER;
+        switch (kind) {
+            case 0 -> {   // init [addr], count
+                count(o, 2);
+                in.mod = Insn.MB_INIT;
+                addressed(in, o.get(0));
+                in.b = ops.source(o.get(1), u32);
+            }
+            case 1 -> {   // arrive state, [addr]{, count} ; arrive.expect_tx state, [addr], tx
+                if (o.size() != (expect ? 3 : 2) && !(!expect && o.size() == 3)) {
+                    throw new PtxUnsupported("mbarrier.arrive operands");
+                }
+                in.mod = Insn.MB_ARRIVE;
+                in.d = o.get(0).equals("_") ? -1 : ops.destination(o.get(0));
+                addressed(in, o.get(1));
+                in.b = !expect && o.size() == 3 ? ops.source(o.get(2), u32) : symbols.constant(1);
+                in.c = expect ? ops.source(o.get(2), u32) : symbols.constant(0);
+            }
+            case 2 -> {   // expect_tx [addr], tx
+                count(o, 2);
+                in.mod = Insn.MB_EXPECT_TX;
+                addressed(in, o.get(0));
+                in.b = ops.source(o.get(1), u32);
+            }
+            case 3, 4 -> {   // test_wait/try_wait{.parity} p, [addr], state|parity{, hint}
+                if (o.size() != 3 && !(kind == 4 && o.size() == 4)) {
+                    throw new PtxUnsupported("mbarrier." + (kind == 3 ? "test_wait" : "try_wait") + " operands");
+                }
+                if (o.size() == 4) {
+                    ops.source(o.get(3), u32);   // a suspend-time hint
+                }
+                in.mod = parity ? Insn.MB_WAIT_PARITY : Insn.MB_WAIT_STATE;
+                in.d = ops.destination(o.get(0));
+                addressed(in, o.get(1));
+                in.b = ops.source(o.get(2), parity ? u32 : Types.B << 4 | 8);
+            }
+            default -> {
+                count(o, 1);
+                in.mod = Insn.MB_INVAL;
+                addressed(in, o.get(0));
+            }
+        }
+        if (in.space != Insn.SHARED && in.space != Insn.GENERIC) {
+            throw new PtxUnsupported("mbarrier outside shared memory");
         }
     }
 }

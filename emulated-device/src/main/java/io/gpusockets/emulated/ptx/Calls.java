@@ -21,6 +21,14 @@ final class Calls {
     static final int FREE = 3;
     /** assert() failing: {@code __assertfail(message, file, line, function, charSize)} ends the launch with CUDA_ERROR_ASSERT. */
     static final int ASSERTFAIL = 4;
+    /** Dynamic parallelism ({@link DeviceLaunches}): cudaGetParameterBufferV2(func, grid, block, shared) and cudaLaunchDeviceV2(buffer, stream). */
+    static final int PARAMETER_BUFFER = 5;
+    static final int LAUNCH_DEVICE = 6;
+    /** The device runtime's cudaGetLastError / cudaPeekAtLastError: the thread's last error from the two above. */
+    static final int GET_LAST_ERROR = 7;
+    static final int PEEK_AT_LAST_ERROR = 8;
+    /** {@code cudaGraphSetConditional(handle u64, value u32)}: sets a conditional node's value (GlobalMemory.setConditional). */
+    static final int SET_CONDITIONAL = 9;
 
     private Calls() {
     }
@@ -53,6 +61,9 @@ final class Calls {
         final long returnSize;
         Func target;
         int extern;
+        /** Every size each argument's (and the return value's) variable is declared with in the caller. */
+        java.util.List<java.util.Set<Long>> argDeclared = java.util.List.of();
+        java.util.Set<Long> returnDeclared = java.util.Set.of();
 
         Site(String callee, Func caller, long[] argOffsets, long[] argSizes, long returnOffset, long returnSize) {
             this.callee = callee;

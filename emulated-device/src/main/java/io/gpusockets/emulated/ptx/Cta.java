@@ -3,6 +3,7 @@ package io.gpusockets.emulated.ptx;
 import static io.gpusockets.emulated.ptx.Types.norm;
 
 import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -64,6 +65,19 @@ final class Cta implements PtxKernel.CtaRunner {
     long instructions;
     /** The CTA {@link #run} runs (x fastest), for the block index of an assertion message. */
     private long ctaIndex;
+    /** mbarrier waits that failed in a row in this CTA ({@link Mbarrier#MAX_FAILED_WAITS}). */
+    private long failedWaits;
+    /** The grid's device-side launches (set when the entry launches kernels). */
+    DeviceLaunches launches;
+    /** Per warp and lane: the device runtime's last error of the thread (cudaGetLastError), made at first use. */
+    private int[][] lastErrors;
+
+    private int[] lastError(int w) {
+        if (lastErrors == null) {
+            lastErrors = new int[warpCount][32];
+        }
+        return lastErrors[w];
+    }
     /** The fault detail of the first failed assert() of the call instruction being executed, else null. */
     private String assertion;
 
@@ -111,6 +125,7 @@ final class Cta implements PtxKernel.CtaRunner {
         long cy = index / launch.gridX() % launch.gridY();
         long cz = index / (launch.gridX() * launch.gridY());
         shared.fill((byte) 0);
+        failedWaits = 0;
         reductionArrived = null;   // no bar.red of this CTA yet
         for (int w = 0; w < warpCount; w++) {
             int lanes = Math.min(32, threads - 32 * w);
@@ -121,6 +136,9 @@ final class Cta implements PtxKernel.CtaRunner {
             java.util.Arrays.fill(frameTop[w], program.localBytes);
             java.util.Arrays.fill(depth[w], 0);
             java.util.Arrays.fill(frames[w], null);
+            if (lastErrors != null) {
+                java.util.Arrays.fill(lastErrors[w], 0);
+            }
             fillSpecials(w, cx, cy, cz);
         }
         while (true) {
@@ -311,8 +329,14 @@ final class Cta implements PtxKernel.CtaRunner {
                         }
                     }
                 }
+                if (in.ordered) {
+                    VarHandle.acquireFence();
+                }
             }
             case Insn.ST -> {
+                if (in.ordered) {
+                    VarHandle.releaseFence();
+                }
                 int size = Types.size(in.type);
                 for (int m = exec; m != 0; m &= m - 1) {
                     int l = Integer.numberOfTrailingZeros(m);
@@ -417,7 +441,167 @@ final class Cta implements PtxKernel.CtaRunner {
                 }
             }
             case Insn.BAR_RED -> barrierReduction(in, w, exec, r);
+            case Insn.TEX, Insn.SULD, Insn.SUST -> texture(in, exec, r);
+            case Insn.FENCE -> VarHandle.fullFence();
+            case Insn.MBARRIER -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    aligned(address, 8);
+                    long[] result = new long[1];
+                    long word = mbarrier(in, load(in.space, address, 8, w, l), r[in.b * 32 + l], in.c < 0 ? 0 : r[in.c * 32 + l], result);
+                    store(in.space, address, 8, word, w, l);
+                    if (in.d >= 0) {
+                        r[in.d * 32 + l] = result[0];
+                    }
+                    boolean waiting = in.mod == Insn.MB_WAIT_PARITY || in.mod == Insn.MB_WAIT_STATE;
+                    failedWaits = !waiting ? 0 : result[0] != 0 ? 0 : failedWaits + 1;
+                    if (failedWaits > Mbarrier.MAX_FAILED_WAITS) {
+                        throw memory.trap(Mbarrier.stuck(in));
+                    }
+                }
+            }
+            case Insn.BULK_COPY -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long dst = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    long src = (r[in.b * 32 + l] & in.addressMask2) + in.offset2;
+                    long bar = (r[in.e * 32 + l] & in.addressMask3) + in.offset3;
+                    long size = r[in.c * 32 + l] & 0xFFFF_FFFFL;
+                    if (size % 16 != 0) {
+                        throw memory.misaligned(size, 16);
+                    }
+                    aligned(dst, 16);
+                    aligned(src, 16);
+                    aligned(bar, 8);
+                    for (long k = 0; k < size; k += 8) {
+                        store(Insn.SHARED, dst + k, 8, load(Insn.GLOBAL, src + k, 8, w, l), w, l);
+                    }
+                    store(Insn.SHARED, bar, 8, Mbarrier.completeTx(load(Insn.SHARED, bar, 8, w, l), size), w, l);
+                }
+            }
+            case Insn.ELECT -> {
+                int members = 0;
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    members |= (int) r[in.e * 32 + l] & (1 << l);
+                }
+                int leader = Integer.numberOfTrailingZeros(members);
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (in.d >= 0) {
+                        r[in.d * 32 + l] = leader;
+                    }
+                    if (in.d2 >= 0) {
+                        r[in.d2 * 32 + l] = l == leader ? 1 : 0;
+                    }
+                }
+            }
+            case Insn.REDUX -> WarpOps.redux(in.mod, in.type, exec, r, in.a * 32, in.e * 32, in.d * 32);
+            case Insn.CP_ASYNC -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    copyAsync(in, w, l, (r[in.a * 32 + l] & in.addressMask) + in.offset, (r[in.b * 32 + l] & in.addressMask2) + in.offset2,
+                            in.c < 0 ? 0 : r[in.c * 32 + l]);
+                }
+            }
+            case Insn.WARP_MATRIX -> WarpMatrix.execute(in.matrix, in, exec, new WarpMatrix.Lanes() {
+                @Override
+                public long get(int slot, int lane) {
+                    return r[slot * 32 + lane];
+                }
+
+                @Override
+                public void set(int slot, int lane, long value) {
+                    r[slot * 32 + lane] = value;
+                }
+
+                @Override
+                public long load(int space, long address, int size, int lane) {
+                    aligned(address, size);
+                    return Cta.this.load(space, address, size, w, lane);
+                }
+
+                @Override
+                public void store(int space, long address, int size, long value, int lane) {
+                    aligned(address, size);
+                    Cta.this.store(space, address, size, value, w, lane);
+                }
+            }, memory);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** tex, suld, sust lane by lane ({@link TextureOps}); sust's values follow the sources. */
+    private void texture(Insn in, int exec, long[] r) {
+        int n = in.srcs.length;
+        boolean store = in.op == Insn.SUST;
+        long[] src = new long[n + (store ? in.vec.length : 0)];
+        long[] out = new long[in.vec.length];
+        for (int m = exec; m != 0; m &= m - 1) {
+            int l = Integer.numberOfTrailingZeros(m);
+            for (int k = 0; k < n; k++) {
+                src[k] = r[in.srcs[k] * 32 + l];
+            }
+            if (store) {
+                for (int k = 0; k < in.vec.length; k++) {
+                    src[n + k] = r[in.vec[k] * 32 + l];
+                }
+            }
+            TextureOps.execute(in, src, out, memory);
+            if (!store) {
+                for (int k = 0; k < in.vec.length; k++) {
+                    if (in.vec[k] >= 0) {
+                        r[in.vec[k] * 32 + l] = Types.norm(out[k], in.type);
+                    }
+                }
+            }
+        }
+    }
+
+    /**
+     * One mbarrier operation (Insn.MB_*) on the object's word {@code word} with operands b, c: returns the new word and
+     * puts the instruction's result (the arrival's state: the phase it arrived in, in bit 63; a wait's 0/1) in result[0].
+     */
+    static long mbarrier(Insn in, long word, long b, long c, long[] result) {
+        return switch (in.mod) {
+            case Insn.MB_INIT -> Mbarrier.init(Math.max(1, Math.min(b & 0xFFFF_FFFFL, Mbarrier.MAX_COUNT)));
+            case Insn.MB_ARRIVE -> {
+                result[0] = Mbarrier.phase(word) << 63;
+                yield Mbarrier.arrive(word, b & 0xFFFF_FFFFL, c & 0xFFFF_FFFFL);
+            }
+            case Insn.MB_EXPECT_TX -> Mbarrier.expectTx(word, b & 0xFFFF_FFFFL);
+            case Insn.MB_WAIT_PARITY -> {
+                result[0] = Mbarrier.done(word, b) ? 1 : 0;
+                yield word;
+            }
+            case Insn.MB_WAIT_STATE -> {
+                result[0] = Mbarrier.done(word, b >>> 63) ? 1 : 0;
+                yield word;
+            }
+            default -> 0;   // inval
+        };
+    }
+
+    /** The bytes a cp.async reads from its source: its src-size, none when its ignore-src predicate holds, else all. */
+    static long copyAsyncBytes(Insn in, long c) {
+        if (in.c < 0) {
+            return in.mod;
+        }
+        if (in.type2 == 1) {
+            return ((c & 1) != 0) != in.negC ? 0 : in.mod;
+        }
+        return Math.min(c & 0xFFFF_FFFFL, in.mod);
+    }
+
+    /** cp.async by lane l: the bytes read from global src, the rest of the cp-size zeros, into shared dst. */
+    private void copyAsync(Insn in, int w, int l, long dst, long src, long c) {
+        int size = in.mod;
+        aligned(dst, size);
+        aligned(src, size);
+        long n = copyAsyncBytes(in, c);
+        for (int k = 0; k < size; k++) {
+            store(Insn.SHARED, dst + k, 1, k < n ? load(Insn.GLOBAL, src + k, 1, w, l) : 0, w, l);
         }
     }
 
@@ -577,10 +761,14 @@ final class Cta implements PtxKernel.CtaRunner {
         return s;
     }
 
-    /** vprintf, malloc, free, __assertfail: their arguments are the caller's call-site variables (8 bytes each, __assertfail's line 4). */
+    /**
+     * vprintf, malloc, free, __assertfail, the device runtime's launch calls, cudaGraphSetConditional: their
+     * arguments are the caller's call-site variables (8 bytes each, __assertfail's line and
+     * cudaGraphSetConditional's value 4, a launch's grid and block 12).
+     */
     private void externCall(Calls.Site site, int w, int l, long base) {
         MemorySegment stack = stack(w, l, frameTop[w][l]);
-        long first = stack.get(LONG, base + site.argOffsets[0]);
+        long first = site.argOffsets.length == 0 ? 0 : stack.get(LONG, base + site.argOffsets[0]);
         switch (site.extern) {
             case Calls.VPRINTF -> {
                 int result = -1;   // a NULL format prints nothing and returns -1
@@ -629,6 +817,49 @@ final class Cta implements PtxKernel.CtaRunner {
                 System.err.flush();
                 if (assertion == null) {
                     assertion = "device-side assert: " + text;
+                }
+            }
+            case Calls.SET_CONDITIONAL -> {
+                int value = stack.get(INT, base + site.argOffsets[1]);
+                if (!memory.setConditional(first, value)) {
+                    throw memory.fault("cudaGraphSetConditional(0x" + Long.toHexString(first) + ") by thread " + (32 * w + l)
+                            + ": not a conditional handle of the kernel's context");
+                }
+            }
+            case Calls.PARAMETER_BUFFER -> {
+                long[] grid = new long[3];
+                int[] block = new int[3];
+                for (int k = 0; k < 3; k++) {
+                    grid[k] = stack.get(INT, base + site.argOffsets[1] + 4L * k) & 0xFFFF_FFFFL;
+                    block[k] = stack.get(INT, base + site.argOffsets[2] + 4L * k);
+                }
+                long shared = stack.get(INT, base + site.argOffsets[3]) & 0xFFFF_FFFFL;
+                long buffer = launches == null ? -DeviceLaunches.NOT_SUPPORTED : launches.parameterBuffer(first, grid, block, shared);
+                if (buffer < 0) {
+                    lastError(w)[l] = (int) -buffer;
+                    buffer = 0;
+                }
+                if (site.returnOffset >= 0) {
+                    stack.set(LONG, base + site.returnOffset, buffer);
+                }
+            }
+            case Calls.LAUNCH_DEVICE -> {
+                int error = launches == null ? DeviceLaunches.NOT_SUPPORTED
+                        : launches.launch(first, stack.get(LONG, base + site.argOffsets[1]));
+                if (error != 0) {
+                    lastError(w)[l] = error;
+                }
+                if (site.returnOffset >= 0) {
+                    stack.set(INT, base + site.returnOffset, error);
+                }
+            }
+            case Calls.GET_LAST_ERROR, Calls.PEEK_AT_LAST_ERROR -> {
+                int[] errors = lastError(w);
+                if (site.returnOffset >= 0) {
+                    stack.set(INT, base + site.returnOffset, errors[l]);
+                }
+                if (site.extern == Calls.GET_LAST_ERROR) {
+                    errors[l] = 0;
                 }
             }
             default -> throw new IllegalStateException("extern " + site.callee);

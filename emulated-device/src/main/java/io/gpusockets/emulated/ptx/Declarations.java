@@ -21,6 +21,8 @@ final class Declarations {
     final List<String> externShared = new ArrayList<>();
     /** Call-site .param variables: name to {size, alignment}; one name declared in several call sequences is one variable, as large as the largest. */
     final java.util.Map<String, long[]> callParams = new java.util.LinkedHashMap<>();
+    /** Call-site .param variables: name to every size it is declared with (nvcc reuses param0, retval0... across call sequences). */
+    final java.util.Map<String, java.util.Set<Long>> callParamSizes = new java.util.HashMap<>();
     private final Symbols symbols;
     private final boolean function;
 
@@ -103,6 +105,9 @@ final class Declarations {
 
     private void add(String name, int type) throws PtxUnsupported {
         Integer slot = symbols.registers.get(name);
+        if (type == Types.PRED) {
+            symbols.predicates.add(name);
+        }
         if (slot == null) {
             symbols.registers.put(name, symbols.newRegister(Types.size(type)));
         } else if (symbols.slotBytes.get(slot) != Types.size(type)) {
@@ -120,6 +125,7 @@ final class Declarations {
         long size = v.element * v.count;
         long a = v.align == 0 ? v.element : v.align;
         callParams.merge(v.name, new long[] {size, a}, (x, y) -> new long[] {Math.max(x[0], y[0]), Math.max(x[1], y[1])});
+        callParamSizes.computeIfAbsent(v.name, k -> new java.util.HashSet<>()).add(size);
     }
 
     /** What a declaration says of one variable: alignment (0: its element's), element bytes, element count, name. */
@@ -212,6 +218,19 @@ final class Declarations {
             if (localBytes > MAX_VARIABLE_BYTES) {
                 throw new PtxUnsupported(".local variables of more than " + MAX_VARIABLE_BYTES + " bytes");
             }
+        }
+    }
+
+    /** The name a .shared/.local variable declaration declares, or null when it is none. */
+    static String declaredName(String statement) {
+        List<String> tokens = tokens(statement);
+        if (!tokens.contains(".shared") && !tokens.contains(".local")) {
+            return null;
+        }
+        try {
+            return sized(tokens, 0, false).name;
+        } catch (PtxUnsupported e) {
+            return null;
         }
     }
 

@@ -44,6 +44,19 @@ public interface GlobalMemory {
     /** The device heap's free; false when {@code address} is not a block malloc returned (free(0) does nothing). */
     boolean free(long address);
 
+    /**
+     * cudaGraphSetConditional: sets the value of conditional handle {@code handle} of the launching
+     * context; false when it is none of the context's (the kernel then faults).
+     */
+    default boolean setConditional(long handle, int value) {
+        return false;
+    }
+
     /** True once the context is being destroyed: a running kernel stops. */
     boolean cancelled();
+
+    /** The launching context's texture and surface objects (tex, suld, sust); none by default. */
+    default TextureUnit textures() {
+        throw fault("texture and surface instructions need texture and surface objects, which this memory has none of");
+    }
 }

@@ -94,7 +94,9 @@ final class Insn {
     static final int ISSPACEP = 55;
     /** fns.b32 d, mask, base, offset: the position of the offset-th set bit of mask from base, else 0xFFFFFFFF. */
     static final int FNS = 56;
-    static final int ALU_END = 57;
+    /** shf.l/.r.wrap/.clamp.b32 d, a, b, c: the funnel shift of b:a (b the high word) by c; mod bit 0 .r, bit 1 .clamp. */
+    static final int SHF = 57;
+    static final int ALU_END = 58;
     // testp classes (TESTP's mod)
     static final int TESTP_FINITE = 0;
     static final int TESTP_INFINITE = 1;
@@ -151,6 +153,56 @@ final class Insn {
     static final int MATCH = 84;
     /** trap, brkpt: the launch fails (the sticky CUDA_ERROR_LAUNCH_FAILED) when a thread executes it; mod 1 for brkpt. */
     static final int TRAP = 85;
+    /**
+     * tex, tex.level, tex.grad, tex.base ({@link TextureOps}): srcs the texture object and the coordinates (and the
+     * level or gradients), vec the four destinations; mod the geometry, coordinate and result types and variant.
+     */
+    static final int TEX = 86;
+    /** suld.b ({@link TextureOps}): srcs the surface object and the coordinates, vec the destinations, type the element type. */
+    static final int SULD = 87;
+    /** sust.b ({@link TextureOps}): srcs the surface object and the coordinates, vec the values, type the element type. */
+    static final int SUST = 88;
+    /**
+     * redux.sync.op.type d, a, membermask (mod: REDUX_ADD..REDUX_XOR; type .u32/.s32 for add/min/max, .b32 for the
+     * bitwise ones): warp-wide, every executing lane gets the reduction of a over the executing lanes.
+     */
+    static final int REDUX = 100;
+    static final int REDUX_ADD = 0;
+    static final int REDUX_MIN = 1;
+    static final int REDUX_MAX = 2;
+    static final int REDUX_AND = 3;
+    static final int REDUX_OR = 4;
+    static final int REDUX_XOR = 5;
+    /**
+     * cp.async.ca/.cg.shared.global [a+offset], [b+offset2], mod (the cp-size 4, 8 or 16){, c}: c the src-size
+     * (bytes read, the rest zero-filled) or, with type2 = 1, the ignore-src predicate (negC). Done at once: the ISA
+     * leaves the destination undefined until a cp.async.wait_group/wait_all (NOPs here) that covers it.
+     */
+    static final int CP_ASYNC = 101;
+    /** membar.cta/.gl/.sys, fence.sc/.acq_rel(.scope): a full fence between this host thread's accesses. */
+    static final int FENCE = 102;
+    /** mma, wmma.load/mma/store, ldmatrix ({@link WarpMatrix}): warp-wide; {@link #matrix} says which. */
+    static final int WARP_MATRIX = 103;
+    /**
+     * mbarrier.init/arrive/arrive.expect_tx/expect_tx/test_wait/try_wait/inval on the 64-bit object at [a+offset]
+     * ({@link Mbarrier}): mod the MB_ kind, b the count, parity, state or bytes, c arrive.expect_tx's bytes, d the state
+     * or the wait's predicate (-1: none); space SHARED or GENERIC.
+     */
+    static final int MBARRIER = 104;
+    static final int MB_INIT = 0;
+    static final int MB_ARRIVE = 1;
+    static final int MB_EXPECT_TX = 2;
+    static final int MB_WAIT_PARITY = 3;
+    static final int MB_WAIT_STATE = 4;
+    static final int MB_INVAL = 5;
+    /**
+     * cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [a+offset], [b+offset2], c, [e+offset3]: c bytes
+     * (a multiple of 16, both addresses 16-aligned) from global to shared memory, done at once, then c bytes of
+     * transactions completed on the mbarrier.
+     */
+    static final int BULK_COPY = 105;
+    /** elect.sync d|p, membermask: warp-wide; the lowest executing lane is elected: d its lane id, p whether it is this lane. */
+    static final int ELECT = 106;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;
@@ -210,6 +262,23 @@ final class Insn {
     Calls.Site call;
     /** The carry flag's register slot (ADD_CARRY, SUB_CARRY, MAD_CARRY), or -1. */
     int carry = -1;
+    /** TEX, SULD, SUST: the source slots, the texture or surface object first ({@link TextureOps}). */
+    int[] srcs;
+    /** WARP_MATRIX: the instruction's shape, types and registers ({@code vec} its destinations, {@code vec2} its sources). */
+    WarpMatrix.Op matrix;
+    int[] vec2;
+    /** CP_ASYNC: the source address's constant offset and register mask ({@code offset}/{@code addressMask} are the destination's). */
+    long offset2;
+    long addressMask2 = -1L;
+    /** BULK_COPY: the mbarrier address's constant offset and register mask. */
+    long offset3;
+    long addressMask3 = -1L;
+    /**
+     * ld/st with .volatile, .relaxed or .acquire/.release at a scope wider than the thread: the engines order them
+     * against other host threads' accesses (an acquire fence after the load, a release fence before the store), so
+     * that a loop polling a flag another CTA writes sees it (CUB's decoupled look-back does).
+     */
+    boolean ordered;
 
     Insn(int line, String text) {
         this.line = line;

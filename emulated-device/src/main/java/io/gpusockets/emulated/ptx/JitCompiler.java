@@ -119,7 +119,7 @@ final class JitCompiler {
 
     private static boolean meeting(int op) {
         return op == Insn.BAR || op == Insn.BAR_RED || op == Insn.SHFL || op == Insn.VOTE || op == Insn.ACTIVEMASK
-                || op == Insn.WARPSYNC || op == Insn.MATCH;
+                || op == Insn.WARPSYNC || op == Insn.MATCH || op == Insn.REDUX || op == Insn.WARP_MATRIX || op == Insn.ELECT;
     }
 
     /** Why the compiler does not take instruction {@code in}, or null. */
@@ -129,13 +129,15 @@ final class JitCompiler {
         }
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
-                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP -> null;
+                 Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP,
+                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC, Insn.MBARRIER, Insn.BULK_COPY, Insn.ELECT -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> null;
             case Insn.ST -> in.space == Insn.PARAM ? "a store to .param" : null;
             case Insn.ATOM -> in.space == Insn.GLOBAL || in.space == Insn.SHARED || in.space == Insn.GENERIC ? null : "atomic space";
             case Insn.CALL, Insn.RET -> "device-function calls";
             case Insn.CVTA_LOCAL -> null;
+            case Insn.TEX, Insn.SULD, Insn.SUST -> null;
             default -> "op " + in.op;
         };
     }
@@ -267,8 +269,15 @@ final class JitCompiler {
         for (int s : new int[] {in.d, in.d2, in.a, in.b, in.c, in.e, in.guard, in.carry}) {
             out.add(s);
         }
-        if (in.vec != null) {
-            for (int s : in.vec) {
+        for (int[] v : new int[][] {in.vec, in.vec2}) {
+            if (v != null) {
+                for (int s : v) {
+                    out.add(s);
+                }
+            }
+        }
+        if (in.srcs != null) {
+            for (int s : in.srcs) {
                 out.add(s);
             }
         }
@@ -325,6 +334,47 @@ final class JitCompiler {
             }
             case Insn.BAR_RED -> use(b, in.c);
             case Insn.CVTA_LOCAL -> use(b, in.a);
+            case Insn.TEX, Insn.SULD, Insn.SUST -> {
+                for (int s : in.srcs) {
+                    use(b, s);
+                }
+                if (in.op == Insn.SUST) {
+                    for (int s : in.vec) {
+                        use(b, s);
+                    }
+                }
+            }
+            case Insn.REDUX -> {
+                use(b, in.a);
+                use(b, in.e);
+            }
+            case Insn.CP_ASYNC, Insn.MBARRIER -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+            }
+            case Insn.BULK_COPY -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.c);
+                use(b, in.e);
+            }
+            case Insn.ELECT -> use(b, in.e);
+            case Insn.WARP_MATRIX -> {
+                use(b, in.a);
+                use(b, in.b);
+                for (int s : in.vec2) {
+                    use(b, s);
+                }
+                if (in.matrix.kind == WarpMatrix.WMMA_LOAD || in.matrix.kind == WarpMatrix.LDMATRIX
+                        || in.matrix.d == WarpMatrix.F16 || in.matrix.d == WarpMatrix.BF16) {
+                    for (int s : in.vec) {
+                        use(b, s);   // a 16-bit element's register keeps its other half: read, then written
+                    }
+                }
+            }
+            case Insn.FENCE -> {
+            }
             default -> {
                 if (in.op < Insn.ALU_END) {
                     use(b, in.a);
@@ -342,12 +392,21 @@ final class JitCompiler {
                 use(b, in.d);
                 use(b, in.d2);
             }
-            case Insn.LD, Insn.UNPACK, Insn.ATOM -> {
+            case Insn.LD, Insn.UNPACK, Insn.ATOM, Insn.TEX, Insn.SULD -> {
                 for (int s : in.vec) {
                     use(b, s);
                 }
             }
-            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL -> use(b, in.d);
+            case Insn.VOTE, Insn.ACTIVEMASK, Insn.PACK, Insn.CLOCK, Insn.BAR_RED, Insn.CVTA_LOCAL, Insn.REDUX, Insn.MBARRIER -> use(b, in.d);
+            case Insn.ELECT -> {
+                use(b, in.d);
+                use(b, in.d2);
+            }
+            case Insn.WARP_MATRIX -> {
+                for (int s : in.vec) {
+                    use(b, s);
+                }
+            }
             case Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY -> {
                 use(b, in.d);
                 if ((in.mod & Insn.CARRY_OUT) != 0) {
@@ -507,11 +566,8 @@ final class JitCompiler {
         }
     }
 
-    private byte[] classBytes() throws PtxUnsupported {
-        ClassFile cf = ClassFile.of(ClassFile.ClassHierarchyResolverOption.of(
-                ClassHierarchyResolver.defaultResolver().orElse(ClassHierarchyResolver.ofClassLoading(JitCompiler.class.getClassLoader()))));
-        ClassDesc self = ClassDesc.of(JitCompiler.class.getPackageName() + ".JitKernel");
-        byte[] bytes = cf.build(self, cb -> {
+    private byte[] build(ClassFile cf, ClassDesc self) {
+        return cf.build(self, cb -> {
             cb.withFlags(ClassFile.ACC_FINAL | ClassFile.ACC_SYNTHETIC);
             cb.withSuperclass(CD_CODE);
             cb.withMethodBody("<init>", MethodTypeDesc.of(CD_void, CD_INSNS), ClassFile.ACC_PUBLIC, c -> {
@@ -522,6 +578,21 @@ final class JitCompiler {
             });
             cb.withMethodBody("run", MethodTypeDesc.of(CD_int, CD_CTA, CD_LONGS, CD_int, CD_int), ClassFile.ACC_FINAL, this::emitRun);
         });
+    }
+
+    private byte[] classBytes() throws PtxUnsupported {
+        ClassFile cf = ClassFile.of(ClassFile.ClassHierarchyResolverOption.of(
+                ClassHierarchyResolver.defaultResolver().orElse(ClassHierarchyResolver.ofClassLoading(JitCompiler.class.getClassLoader()))));
+        ClassDesc self = ClassDesc.of(JitCompiler.class.getPackageName() + ".JitKernel");
+        byte[] bytes;
+        try {
+            bytes = build(cf, self);
+        } catch (IllegalArgumentException e) {
+            if (String.valueOf(e.getMessage()).startsWith("Code length")) {   // past a method's 64 KiB: too large, as below
+                throw new PtxUnsupported(program.entry + ": more bytecode than a JVM method may hold (" + e.getMessage() + ")");
+            }
+            throw e;
+        }
         var model = cf.parse(bytes);
         for (var m : model.methods()) {
             if (m.methodName().equalsString("run")) {
@@ -798,7 +869,8 @@ final class JitCompiler {
                 }
                 store(c, in.d);
             }
-            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH -> {
+            case Insn.BAR, Insn.BAR_RED, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.MATCH, Insn.REDUX, Insn.WARP_MATRIX,
+                 Insn.ELECT -> {
                 BitSet save = (BitSet) liveIn[i].clone();
                 save.and(dirtyIn[i]);
                 for (int s = save.nextSetBit(0); s >= 0; s = save.nextSetBit(s + 1)) {
@@ -849,6 +921,37 @@ final class JitCompiler {
             }
             case Insn.NOP -> {
             }
+            case Insn.TEX, Insn.SULD, Insn.SUST -> texture(c, i, in);
+            case Insn.FENCE -> c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "fullFence", MethodTypeDesc.of(CD_void));
+            case Insn.MBARRIER -> {
+                c.aload(CTA);
+                c.loadConstant(i);
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                load(c, in.b);
+                load(c, in.c);
+                c.invokevirtual(CD_CTA, "mbarrier", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_long, CD_long));
+                if (in.d >= 0) {
+                    store(c, in.d);
+                } else {
+                    c.pop2();
+                }
+            }
+            case Insn.BULK_COPY -> {
+                c.aload(CTA);
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                pushAddress(c, in.b, in.addressMask2, in.offset2);
+                load(c, in.c);
+                pushAddress(c, in.e, in.addressMask3, in.offset3);
+                c.invokevirtual(CD_CTA, "bulkCopy", MethodTypeDesc.of(CD_void, CD_long, CD_long, CD_long, CD_long));
+            }
+            case Insn.CP_ASYNC -> {
+                c.aload(CTA);
+                c.loadConstant(i);
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                pushAddress(c, in.b, in.addressMask2, in.offset2);
+                load(c, in.c);
+                c.invokevirtual(CD_CTA, "copyAsync", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_long, CD_long));
+            }
             case Insn.TRAP -> {
                 // the launch fails: JitCta makes the fault (reached only when the guard, if any, holds)
                 c.aload(CTA);
@@ -858,6 +961,43 @@ final class JitCompiler {
                 c.athrow();
             }
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /**
+     * tex, suld, sust through {@link JitCta#texture}: the sources (and sust's values) handed over one by one,
+     * the instruction run by {@link TextureOps} as the interpreter runs it, tex's and suld's results taken back.
+     */
+    private void texture(CodeBuilder c, int i, Insn in) {
+        boolean store = in.op == Insn.SUST;
+        int k = 0;
+        for (int s : in.srcs) {
+            c.aload(CTA);
+            c.loadConstant(k++);
+            load(c, s);
+            c.invokevirtual(CD_CTA, "textureArgument", MethodTypeDesc.of(CD_void, CD_int, CD_long));
+        }
+        if (store) {
+            for (int s : in.vec) {
+                c.aload(CTA);
+                c.loadConstant(k++);
+                load(c, s);
+                c.invokevirtual(CD_CTA, "textureArgument", MethodTypeDesc.of(CD_void, CD_int, CD_long));
+            }
+        }
+        c.aload(CTA);
+        insn(c, i);
+        c.invokevirtual(CD_CTA, "texture", MethodTypeDesc.of(CD_void, CD_INSN));
+        if (!store) {
+            for (k = 0; k < in.vec.length; k++) {
+                if (in.vec[k] >= 0) {
+                    c.aload(CTA);
+                    c.loadConstant(k);
+                    c.invokevirtual(CD_CTA, "textureResult", MethodTypeDesc.of(CD_long, CD_int));
+                    norm(c, in.type);
+                    store(c, in.vec[k]);
+                }
+            }
         }
     }
 
@@ -898,6 +1038,18 @@ final class JitCompiler {
         c.loadConstant(FUEL);
         c.istore(FUEL_LOCAL);
         c.goto_(labels[in.target]);
+    }
+
+    /** Pushes (register & addressMask) + offset: an operand's address, for the instructions whose Cta method takes it as an argument. */
+    private void pushAddress(CodeBuilder c, int register, long addressMask, long offset) {
+        load(c, register);
+        if (addressMask != -1L) {
+            mask(c, addressMask);
+        }
+        if (offset != 0) {
+            c.loadConstant(offset);
+            c.ladd();
+        }
     }
 
     /** (a & mask) + offset into ADDRESS, and the alignment check of {@code bytes}. */
@@ -959,6 +1111,13 @@ final class JitCompiler {
     }
 
     private void ld(CodeBuilder c, int i, Insn in) {
+        ldPlain(c, i, in);
+        if (in.ordered) {
+            c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "acquireFence", MethodTypeDesc.of(CD_void));
+        }
+    }
+
+    private void ldPlain(CodeBuilder c, int i, Insn in) {
         int size = Types.size(in.type);
         if (sharedAtBase(in, size)) {
             base(c, in);
@@ -999,6 +1158,9 @@ final class JitCompiler {
     }
 
     private void st(CodeBuilder c, int i, Insn in) {
+        if (in.ordered) {
+            c.invokestatic(ClassDesc.of("java.lang.invoke.VarHandle"), "releaseFence", MethodTypeDesc.of(CD_void));
+        }
         int size = Types.size(in.type);
         if (sharedAtBase(in, size)) {
             base(c, in);

@@ -60,10 +60,15 @@ final class JitCta implements PtxKernel.CtaRunner {
     private final int[] waitAt;
     private final long[] lanes = new long[6 * 32];
     private final long[] scratch = new long[32];
+    /** tex/suld/sust: the sources the generated code hands over, and the results it takes back ({@link #texture}). */
+    private final long[] textureArguments = new long[32];
+    private final long[] textureResults = new long[4];
     long cx;
     long cy;
     long cz;
     private boolean cancelled;
+    /** mbarrier waits that failed in a row in this CTA ({@link Mbarrier#MAX_FAILED_WAITS}). */
+    private long failedWaits;
     /** Thread-instructions run so far: the generated code adds its count when a thread returns. */
     long instructions;
 
@@ -122,6 +127,7 @@ final class JitCta implements PtxKernel.CtaRunner {
         cy = index / launch.gridX() % launch.gridY();
         cz = index / (launch.gridX() * launch.gridY());
         Arrays.fill(shared, 0);
+        failedWaits = 0;
         try {
             if (!meets) {
                 for (int t = 0; t < threads; t++) {
@@ -265,7 +271,147 @@ final class JitCta implements PtxKernel.CtaRunner {
             }
             case Insn.WARPSYNC -> {
             }
+            case Insn.ELECT -> {
+                int members = 0;
+                for (int m = mask; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    members |= (int) value(in.e, first + l) & (1 << l);
+                }
+                int leader = Integer.numberOfTrailingZeros(members);
+                for (int m = mask; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    if (in.d >= 0) {
+                        regs[first + l][in.d] = leader;
+                    }
+                    if (in.d2 >= 0) {
+                        regs[first + l][in.d2] = l == leader ? 1 : 0;
+                    }
+                }
+            }
+            case Insn.REDUX -> {
+                gather(in.a, 0, first, end, mask);
+                gather(in.e, 96, first, end, mask);
+                WarpOps.redux(in.mod, in.type, mask, lanes, 0, 96, 128);
+                scatter(in.d, 128, first, mask);
+            }
+            case Insn.WARP_MATRIX -> WarpMatrix.execute(in.matrix, in, end - first == 32 ? mask : mask & ((1 << (end - first)) - 1),
+                    new WarpLanes(first), memory);
             default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** The registers and memory of the warp of threads [first, first + 32) for {@link WarpMatrix}. */
+    private final class WarpLanes implements WarpMatrix.Lanes {
+        private final int first;
+
+        WarpLanes(int first) {
+            this.first = first;
+        }
+
+        @Override
+        public long get(int slot, int lane) {
+            return value(slot, first + lane);
+        }
+
+        @Override
+        public void set(int slot, int lane, long v) {
+            regs[first + lane][slot] = v;
+        }
+
+        @Override
+        public long load(int space, long address, int size, int lane) {
+            thread = first + lane;
+            return switch (space) {
+                case Insn.SHARED -> ldShared(address, size);
+                case Insn.LOCAL -> ldLocal(address, size);
+                default -> ldAny(address, size);
+            };
+        }
+
+        @Override
+        public void store(int space, long address, int size, long v, int lane) {
+            thread = first + lane;
+            switch (space) {
+                case Insn.SHARED -> stShared(address, size, v);
+                case Insn.LOCAL -> stLocal(address, size, v);
+                default -> stAny(address, size, v);
+            }
+        }
+    }
+
+    /** A global or generic access without a site of its own (the warp-level matrix instructions). */
+    private long ldAny(long address, int size) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            return ldShared(generic(address, size) - Builders.SHARED_WINDOW, size);
+        }
+        if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            return ldLocal(generic(address, size) - Builders.LOCAL_WINDOW, size);
+        }
+        GlobalMemory.Region r = memory.region(generic(address, size), size);
+        return Cta.get(r.host(), address - r.base(), size);
+    }
+
+    private void stAny(long address, int size, long v) {
+        if (inWindow(address, Builders.SHARED_WINDOW)) {
+            stShared(generic(address, size) - Builders.SHARED_WINDOW, size, v);
+        } else if (inWindow(address, Builders.LOCAL_WINDOW)) {
+            stLocal(generic(address, size) - Builders.LOCAL_WINDOW, size, v);
+        } else {
+            GlobalMemory.Region r = memory.region(generic(address, size), size);
+            Cta.put(r.host(), address - r.base(), size, v);
+        }
+    }
+
+    /** mbarrier instruction {@code index} on the object at {@code address}: its result (state or predicate). */
+    long mbarrier(int index, long address, long b, long c) {
+        Insn in = program.code[index];
+        long[] result = new long[1];
+        if ((address & 7) != 0) {
+            throw memory.misaligned(address, 8);
+        }
+        if (in.space == Insn.SHARED) {
+            stShared(address, 8, Cta.mbarrier(in, ldShared(address, 8), b, c, result));
+        } else {
+            stAny(address, 8, Cta.mbarrier(in, ldAny(address, 8), b, c, result));
+        }
+        boolean waiting = in.mod == Insn.MB_WAIT_PARITY || in.mod == Insn.MB_WAIT_STATE;
+        failedWaits = !waiting ? 0 : result[0] != 0 ? 0 : failedWaits + 1;
+        if (failedWaits > Mbarrier.MAX_FAILED_WAITS) {
+            throw memory.trap(Mbarrier.stuck(in));
+        }
+        return result[0];
+    }
+
+    /** cp.async.bulk of {@code size} bytes from global {@code src} to shared {@code dst}, completing them on the mbarrier at {@code bar}. */
+    void bulkCopy(long dst, long src, long size, long bar) {
+        size &= 0xFFFF_FFFFL;
+        if (size % 16 != 0) {
+            throw memory.misaligned(size, 16);
+        }
+        if ((dst & 15) != 0 || (src & 15) != 0) {
+            throw memory.misaligned((dst & 15) != 0 ? dst : src, 16);
+        }
+        GlobalMemory.Region from = size == 0 ? null : memory.region(src, size);
+        for (long k = 0; k < size; k += 8) {
+            stShared(dst + k, 8, Cta.get(from.host(), src + k - from.base(), 8));
+        }
+        stShared(bar, 8, Mbarrier.completeTx(ldShared(bar, 8), size));
+    }
+
+    /** cp.async of instruction {@code index} from global {@code src} to shared {@code dst}; c its src-size or ignore-src. */
+    void copyAsync(int index, long dst, long src, long c) {
+        Insn in = program.code[index];
+        int size = in.mod;
+        long n = Cta.copyAsyncBytes(in, c);
+        if ((dst & (size - 1)) != 0) {
+            throw memory.misaligned(dst, size);
+        }
+        if ((src & (size - 1)) != 0) {
+            throw memory.misaligned(src, size);
+        }
+        GlobalMemory.Region from = n == 0 ? null : memory.region(src, n);
+        for (int k = 0; k < size; k++) {
+            stShared(dst + k, 1, k < n ? Cta.get(from.host(), src + k - from.base(), 1) : 0);
         }
     }
 
@@ -633,5 +779,20 @@ final class JitCta implements PtxKernel.CtaRunner {
             stGlobal(site, address, size, Alu.atomic(in, old, b, c));
             return old;
         }
+    }
+
+    /** The k-th source of the next {@link #texture}. */
+    void textureArgument(int k, long value) {
+        textureArguments[k] = value;
+    }
+
+    /** Runs a tex, suld or sust of the current thread with the sources handed over ({@link TextureOps}). */
+    void texture(Insn in) {
+        TextureOps.execute(in, textureArguments, textureResults, memory);
+    }
+
+    /** The k-th result of the last {@link #texture}. */
+    long textureResult(int k) {
+        return textureResults[k];
     }
 }

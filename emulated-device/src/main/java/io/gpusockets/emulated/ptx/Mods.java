@@ -26,6 +26,15 @@ final class Mods {
         return mods.remove(m);
     }
 
+    boolean has(String m) {
+        return mods.contains(m);
+    }
+
+    /** The modifiers not taken yet (the list itself: a builder may take them off it). */
+    List<String> rest() {
+        return mods;
+    }
+
     /** Removes the first of {@code options} present and returns its index, or -1. */
     int takeOne(String... options) {
         for (int i = 0; i < options.length; i++) {

@@ -18,6 +18,12 @@ final class Program {
      * any launch number is allowed, and one launch's CTAs agree on it.
      */
     static final int DYNAMIC_SMEM_SIZE = 21, TOTAL_SMEM_SIZE = 22, SMID = 23, NSMID = 24;
+    /**
+     * %envreg1 and %envreg2, the halves of the grid workspace's address (cooperative groups' grid_group): 0, as in a
+     * launch that is not cooperative; {@link PtxKernel#readsGridWorkspace} lets a cooperative launch of such an entry be
+     * refused, since grid-wide barriers are not emulated.
+     */
+    static final int GRID_WORKSPACE = 25;
     /** The multiprocessor count the device advertises (DeviceProperties.MULTIPROCESSOR_COUNT). */
     static final int SM_COUNT = 132;
     // Specials read when the instruction runs (Insn.CLOCK's mod).
@@ -33,6 +39,8 @@ final class Program {
     /** Bytes of static shared memory; dynamic (extern) shared memory starts at this offset. */
     final long staticShared;
     final long localBytes;
+    /** Whether the entry launches kernels (calls cudaLaunchDeviceV2): its launches then run {@link DeviceLaunches}. */
+    boolean launchesKernels;
 
     Program(String entry, Insn[] code, int slots, int[] constSlots, long[] constValues, int[] specialSlots,
             int[] specialKinds, long staticShared, long localBytes) {

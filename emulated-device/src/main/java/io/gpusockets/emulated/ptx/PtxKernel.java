@@ -21,7 +21,29 @@ import java.util.concurrent.atomic.AtomicReference;
 public final class PtxKernel {
     /** One launch: grid and block dimensions, dynamic shared bytes, parameter bytes, device memory. */
     public record Launch(long gridX, long gridY, long gridZ, int blockX, int blockY, int blockZ, long dynamicShared,
-                         MemorySegment params, GlobalMemory memory) {
+                         MemorySegment params, GlobalMemory memory, DeviceLaunches.Runtime runtime) {
+        /** A launch whose kernel launches none (no entry of its module can be named). */
+        public Launch(long gridX, long gridY, long gridZ, int blockX, int blockY, int blockZ, long dynamicShared, MemorySegment params,
+                      GlobalMemory memory) {
+            this(gridX, gridY, gridZ, blockX, blockY, blockZ, dynamicShared, params, memory, null);
+        }
+    }
+
+    /**
+     * Where the addresses of a module's entries lie (what {@code mov.u64 %rd, entry} gives, for device-side launches):
+     * a window no device allocation reaches, 256 bytes per entry in the module's order.
+     */
+    public static final long FUNCTION_WINDOW = 0x5200_0000_0000L;
+
+    /** The address of the module's {@code index}-th entry. */
+    public static long functionAddress(int index) {
+        return FUNCTION_WINDOW + 256L * index;
+    }
+
+    /** The index of the entry at {@code address}, or -1. */
+    public static int functionIndex(long address) {
+        long k = address - FUNCTION_WINDOW;
+        return k < 0 || k % 256 != 0 || k / 256 > Integer.MAX_VALUE ? -1 : (int) (k / 256);
     }
 
     private static final int CORES = Runtime.getRuntime().availableProcessors();
@@ -146,6 +168,20 @@ public final class PtxKernel {
         return (bytes + 7) & ~7L;
     }
 
+    /**
+     * Whether the entry reads the grid workspace (%envreg1/%envreg2: cooperative groups' grid_group, whose sync() is a
+     * grid-wide barrier). Such an entry reads 0 there, as in a launch that is not cooperative; a cooperative launch of
+     * it is refused, since the emulated device runs a grid's blocks a few at a time and has no grid-wide barrier.
+     */
+    public boolean readsGridWorkspace() {
+        for (int kind : program.specialKinds) {
+            if (kind == Program.GRID_WORKSPACE) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Bytes of static shared memory the entry declares. */
     public long staticSharedBytes() {
         return program.staticShared;
@@ -153,11 +189,36 @@ public final class PtxKernel {
 
     /** Runs the grid with the engine {@link PtxEngine#current} picks; returns the thread-instructions executed. */
     public long run(Launch launch) {
+        return run(launch, 0);
+    }
+
+    /** Runs a grid at nesting depth {@code depth} (0: launched from the host), then the kernels it launched. */
+    long run(Launch launch, int depth) {
+        if (program.launchesKernels) {   // calls are interpreted: the compiler takes no entry with calls
+            DeviceLaunches children = new DeviceLaunches(launch.runtime(), launch.memory(), depth);
+            long executed = run(launch, false, () -> {
+                Cta cta = new Cta(program, launch);
+                cta.launches = children;
+                return cta;
+            });
+            return executed + children.runChildren();
+        }
         JitCompiler.Compiled jit = PtxEngine.current() == PtxEngine.INTERPRETER ? null : compiled();
         if (jit == null) {
             return run(launch, false, () -> new Cta(program, launch));
         }
         return run(launch, true, () -> new JitCta(program, jit, launch));
+    }
+
+    /** The entries this one names by address ({@code mov.u64 %rd, entry}): the kernels it may launch. */
+    public long[] functionsNamed() {
+        java.util.List<Long> out = new ArrayList<>();
+        for (long v : program.constValues) {
+            if (functionIndex(v) >= 0 && v - FUNCTION_WINDOW < (1L << 32)) {
+                out.add(v);
+            }
+        }
+        return out.stream().mapToLong(Long::longValue).toArray();
     }
 
     private long run(Launch launch, boolean compiledEngine, java.util.function.Supplier<CtaRunner> runners) {

@@ -33,7 +33,16 @@ final class PtxParser {
         Declarations declarations = new Declarations(symbols);
         for (Map.Entry<String, Integer> s : moduleShared) {
             try {
+                // Only the variables this entry (or a function of the module) names: a module holds the shared
+                // variables of all its kernels, and a block gets only its own kernel's, as on a GPU.
+                String name = Declarations.declaredName(s.getKey().trim());
+                if (name != null && !named(name, body, funcs)) {
+                    continue;
+                }
                 declarations.declare(s.getKey().trim());
+                if (name != null && symbols.symbols.containsKey(name)) {
+                    root.symbols.put(name, symbols.symbols.get(name));   // functions name them too
+                }
             } catch (PtxUnsupported | RuntimeException e) {
                 throw new PtxUnsupported("line " + s.getValue() + ": " + e.getMessage());
             }
@@ -42,6 +51,7 @@ final class PtxParser {
         Calls.Func main = new Calls.Func(entry);
         long staticShared = body(entry, body, firstLine, symbols, declarations, main, true, code);
         Map<String, Calls.Func> linked = new HashMap<>();
+        boolean launches = false;
         linked.put(entry, main);   // a kernel does not call itself (that is a launch), so the name is free
         for (int i = 0; i < code.size(); i++) {
             Insn in = code.get(i);
@@ -57,24 +67,44 @@ final class PtxParser {
                     case "malloc" -> Calls.MALLOC;
                     case "free" -> Calls.FREE;
                     case "__assertfail" -> Calls.ASSERTFAIL;
+                    case "cudaGraphSetConditional" -> Calls.SET_CONDITIONAL;
+                    case "cudaGetParameterBufferV2", "__cudaCDP2GetParameterBufferV2" -> Calls.PARAMETER_BUFFER;
+                    case "cudaLaunchDeviceV2", "cudaLaunchDeviceV2_ptsz", "__cudaCDP2LaunchDeviceV2", "__cudaCDP2LaunchDeviceV2_ptsz" ->
+                            Calls.LAUNCH_DEVICE;
+                    case "cudaGetLastError", "__cudaCDP2GetLastError" -> Calls.GET_LAST_ERROR;
+                    case "cudaPeekAtLastError", "__cudaCDP2PeekAtLastError" -> Calls.PEEK_AT_LAST_ERROR;
                     default -> 0;
                 };
                 if (site.extern == 0 || !externs.contains(callee)) {
                     throw new PtxUnsupported("line " + in.line + ": call to " + (externs.contains(callee) ? "extern function " : "undefined function ")
-                            + callee + " (of the extern functions vprintf, malloc, free and __assertfail are covered)");
+                            + callee + " (of the extern functions vprintf, malloc, free, __assertfail, cudaGetParameterBufferV2, "
+                            + "cudaLaunchDeviceV2, cudaGetLastError, cudaPeekAtLastError and cudaGraphSetConditional are covered)");
                 }
                 // The parameter sizes of each extern as nvcc declares it, and its return value's (0: none).
                 long[] args = switch (site.extern) {
                     case Calls.VPRINTF -> new long[] {8, 8};                  // format, argument buffer -> int
                     case Calls.MALLOC, Calls.FREE -> new long[] {8};          // size -> pointer; pointer
+                    case Calls.SET_CONDITIONAL -> new long[] {8, 4};          // handle, value
+                    case Calls.PARAMETER_BUFFER -> new long[] {8, 12, 12, 4}; // function, grid, block, shared bytes -> pointer
+                    case Calls.LAUNCH_DEVICE -> new long[] {8, 8};            // parameter buffer, stream -> cudaError_t
+                    case Calls.GET_LAST_ERROR, Calls.PEEK_AT_LAST_ERROR -> new long[0];   // -> cudaError_t
                     default -> new long[] {8, 8, 4, 8, 8};                    // message, file, line, function, charSize
                 };
                 long returns = switch (site.extern) {
-                    case Calls.VPRINTF -> 4;
-                    case Calls.MALLOC -> 8;
+                    case Calls.VPRINTF, Calls.LAUNCH_DEVICE, Calls.GET_LAST_ERROR, Calls.PEEK_AT_LAST_ERROR -> 4;
+                    case Calls.MALLOC, Calls.PARAMETER_BUFFER -> 8;
                     default -> 0;
                 };
-                if (!Arrays.equals(site.argSizes, args) || site.returnSize != (site.returnOffset < 0 ? 0 : returns)) {
+                launches |= site.extern == Calls.LAUNCH_DEVICE;
+                // Each argument (and the return value) must be declared with the parameter's size: one name declared in
+                // several call sequences of a function (nvcc reuses param0, retval0...) is one variable as large as the
+                // largest, so the size this call declares is among the name's declared sizes.
+                boolean fits = site.argSizes.length == args.length
+                        && (site.returnOffset < 0 || returns != 0 && site.returnDeclared.contains(returns));
+                for (int k = 0; fits && k < args.length; k++) {
+                    fits = site.argDeclared.get(k).contains(args[k]);
+                }
+                if (!fits) {
                     throw new PtxUnsupported("line " + in.line + ": call of " + callee + " with other arguments than its declaration");
                 }
                 continue;
@@ -117,9 +147,25 @@ final class PtxParser {
             site.target = target;
             in.target = target.entryPc;
         }
-        return new Program(entry, code.toArray(new Insn[0]), symbols.slotBytes.size(), Symbols.ints(symbols.constSlots),
+        Program program = new Program(entry, code.toArray(new Insn[0]), symbols.slotBytes.size(), Symbols.ints(symbols.constSlots),
                 symbols.constValues.stream().mapToLong(Long::longValue).toArray(), Symbols.ints(symbols.specialSlots),
                 Symbols.ints(symbols.specialKinds), staticShared, main.frameBytes);
+        program.launchesKernels = launches;
+        return program;
+    }
+
+    /** Whether identifier {@code name} occurs in the entry's body or in a function of the module. */
+    private static boolean named(String name, String body, Map<String, PtxFunction> funcs) {
+        java.util.regex.Pattern p = java.util.regex.Pattern.compile("(?<![\\w$%])" + java.util.regex.Pattern.quote(name) + "(?![\\w$])");
+        if (p.matcher(body).find()) {
+            return true;
+        }
+        for (PtxFunction f : funcs.values()) {
+            if (p.matcher(f.body()).find()) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Parses one function's body onto {@code code}; returns the static shared bytes (the entry's). */

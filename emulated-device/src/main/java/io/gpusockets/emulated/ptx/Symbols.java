@@ -14,6 +14,8 @@ final class Symbols {
     }
 
     final Map<String, Integer> registers = new HashMap<>();
+    /** The names of the .pred registers among them. */
+    final java.util.Set<String> predicates = new java.util.HashSet<>();
     /** Bytes of each slot's register (4 for .b32): 32-bit address registers are masked. */
     final List<Integer> slotBytes;
     final Map<String, Symbol> symbols;
@@ -89,6 +91,11 @@ final class Symbols {
         });
     }
 
+    /** %envreg0..%envreg31. */
+    private static boolean envreg(String n) {
+        return n.matches("[0-9]|[12][0-9]|3[01]");
+    }
+
     static int[] ints(List<Integer> list) {
         return list.stream().mapToInt(Integer::intValue).toArray();
     }
@@ -117,6 +124,9 @@ final class Symbols {
             case "%lanemask_ge" -> Program.LANEMASK_GE;
             case "%lanemask_gt" -> Program.LANEMASK_GT;
             case "%gridid" -> Program.ZERO;
+            // the driver's environment registers: %envreg1/2 hold the grid workspace of a cooperative launch
+            // (cooperative groups' grid_group), null in any other launch, which is what grid_group::is_valid() tests
+            case "%envreg1", "%envreg2" -> Program.GRID_WORKSPACE;
             case "%smid" -> Program.SMID;
             case "%nsmid" -> Program.NSMID;
             case "%dynamic_smem_size" -> Program.DYNAMIC_SMEM_SIZE;
@@ -124,7 +134,7 @@ final class Symbols {
             case "%clock" -> -2 - Program.CLOCK;
             case "%clock64" -> -2 - Program.CLOCK64;
             case "%globaltimer" -> -2 - Program.GLOBALTIMER;
-            default -> -1;
+            default -> name.startsWith("%envreg") && envreg(name.substring(7)) ? Program.ZERO : -1;
         };
     }
 }

@@ -111,4 +111,29 @@ final class WarpOps {
             r[d + Integer.numberOfTrailingZeros(m)] = v;
         }
     }
+
+    /** redux.sync: every lane in {@code exec} gets op (Insn.REDUX_*) of the 32-bit values a over the lanes in exec. */
+    static void redux(int op, int type, int exec, long[] r, int a, int e, int d) {
+        boolean signed = Types.signed(type);
+        int acc = switch (op) {
+            case Insn.REDUX_MIN -> signed ? Integer.MAX_VALUE : -1;
+            case Insn.REDUX_MAX -> signed ? Integer.MIN_VALUE : 0;
+            case Insn.REDUX_AND -> -1;
+            default -> 0;
+        };
+        for (int m = exec; m != 0; m &= m - 1) {
+            int v = (int) r[a + Integer.numberOfTrailingZeros(m)];
+            acc = switch (op) {
+                case Insn.REDUX_ADD -> acc + v;
+                case Insn.REDUX_MIN -> signed ? Math.min(acc, v) : Integer.compareUnsigned(acc, v) <= 0 ? acc : v;
+                case Insn.REDUX_MAX -> signed ? Math.max(acc, v) : Integer.compareUnsigned(acc, v) >= 0 ? acc : v;
+                case Insn.REDUX_AND -> acc & v;
+                case Insn.REDUX_OR -> acc | v;
+                default -> acc ^ v;
+            };
+        }
+        for (int m = exec; m != 0; m &= m - 1) {
+            r[d + Integer.numberOfTrailingZeros(m)] = acc & 0xFFFF_FFFFL;
+        }
+    }
 }

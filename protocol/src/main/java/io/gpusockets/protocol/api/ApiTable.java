@@ -446,6 +446,7 @@ public final class ApiTable {
         boolean fits = switch (r) {
             case ALLOC, PITCH -> f.params().stream().anyMatch(p -> p.out() && p.alloc() != null);
             case ARRAY -> has(f, true, ParamType.ARRAY) && has(f, false, ParamType.BYTES);
+            case MIPMAP -> has(f, true, ParamType.MIPMAP) && has(f, false, ParamType.BYTES) && has(f, false, ParamType.U32);
             case MODULE -> has(f, true, ParamType.MOD) && has(f, false, ParamType.IMAGE);
             case LIBRARY -> has(f, true, ParamType.LIB) && has(f, false, ParamType.IMAGE);
             case LIMIT -> f.params().size() == 2 && f.params().get(0).type() == ParamType.I32

@@ -18,8 +18,16 @@ public enum ChargeRule {
     ALLOC,
     /** {@code pitch}: cuMemAllocPitch's rows times the pitch the driver chose (estimated before, trued up after). */
     PITCH,
-    /** {@code array}: width × max(height, 1) × element bytes of its CUDA_ARRAY_DESCRIPTOR, until destroyed. */
+    /**
+     * {@code array}: width × max(height, 1) × max(depth, 1) × element bytes of its CUDA_ARRAY_DESCRIPTOR or
+     * CUDA_ARRAY3D_DESCRIPTOR (told apart by length), until destroyed.
+     */
     ARRAY,
+    /**
+     * {@code mipmap}: the sum over its levels (each dimension halved per level, at least 1; layers and cubemap
+     * faces not) of width × height × depth × element bytes of its CUDA_ARRAY3D_DESCRIPTOR, until destroyed.
+     */
+    MIPMAP,
     /** {@code module}: the image's footprint (its variables and code), until the module is unloaded or its context goes. */
     MODULE,
     /** {@code library}: the image's footprint in every context of the session (the driver loads a library into each). */
@@ -49,7 +57,7 @@ public enum ChargeRule {
                 return r;
             }
         }
-        throw new IllegalArgumentException("charge= takes none, alloc, pitch, array, module, library, limit, context, vmm"
+        throw new IllegalArgumentException("charge= takes none, alloc, pitch, array, mipmap, module, library, limit, context, vmm"
                 + " or info: " + value);
     }
 
@@ -76,8 +84,8 @@ public enum ChargeRule {
             if (!p.out() && p.type() == ParamType.IMAGE) {
                 return "it loads a module image (" + p.name() + ")";
             }
-            boolean holdsMemory = p.type() == ParamType.ARRAY || p.type() == ParamType.MEMH || p.type() == ParamType.MOD
-                    || p.type() == ParamType.LIB || p.type() == ParamType.GEXEC;
+            boolean holdsMemory = p.type() == ParamType.ARRAY || p.type() == ParamType.MIPMAP || p.type() == ParamType.MEMH
+                    || p.type() == ParamType.MOD || p.type() == ParamType.LIB || p.type() == ParamType.GEXEC;
             if (p.out() && holdsMemory && p.owner() < 0 && !f.quick()) {
                 return "its output " + p.name() + " is a new " + p.type().name().toLowerCase(Locale.ROOT) + " handle";
             }

@@ -21,6 +21,8 @@ public enum ParamType {
     KERNEL("long", "JAVA_LONG", 8),
     ARRAY("long", "JAVA_LONG", 8),
     TEX("long", "JAVA_LONG", 8),
+    SURF("long", "JAVA_LONG", 8),
+    MIPMAP("long", "JAVA_LONG", 8),
     POOL("long", "JAVA_LONG", 8),
     GRAPH("long", "JAVA_LONG", 8),
     GNODE("long", "JAVA_LONG", 8),
@@ -75,9 +77,17 @@ public enum ParamType {
 
     public boolean isHandle() {
         return switch (this) {
-            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL, ARRAY, TEX, POOL, GRAPH, GNODE, GEXEC, LINK, MEMH -> true;
+            case CTX, MOD, FUNC, STREAM, EVENT, LIB, KERNEL, ARRAY, TEX, SURF, MIPMAP, POOL, GRAPH, GNODE, GEXEC, LINK, MEMH -> true;
             default -> false;
         };
+    }
+
+    /**
+     * Handles whose session id is the driver's value itself: texture and surface objects, which programs pass
+     * to kernels as parameters the backend never reads, so the value a kernel gets must be the real one.
+     */
+    public boolean isIdentityHandle() {
+        return this == TEX || this == SURF;
     }
 
     public boolean isBulk() {

@@ -33,6 +33,17 @@ import java.nio.ByteBuffer;
  *
  * capture mode (cuThreadExchangeStreamCaptureMode): mode u32; reply: previous mode u32
  *
+ * memory allocation node (cuGraphAddMemAllocNode): graph u64, numDependencies u64, accessDescCount u64, bytesize u64
+ *   DATA: numDependencies*8 bytes of dependencies, the CUmemPoolProps (88 bytes), accessDescCount CUmemAccessDesc (12 bytes each)
+ *   reply: node id u64, dptr u64 (the address the driver gave the allocation)
+ *
+ * memory allocation node parameters (cuGraphMemAllocNodeGetParams): node u64
+ *   reply: accessDescCount u64, bytesize u64, dptr u64; DATA: the CUmemPoolProps, then the access descriptors
+ *
+ * conditional node (cuGraphAddNode, the only node type that travels as itself: GraphNodeParams):
+ *   graph u64, numDependencies u64, handle u64, type u32, size u32, ctx u64; DATA: numDependencies*8 bytes of dependencies
+ *   reply: node id u64; DATA: size ids of the body graphs (the node's)
+ *
  * exec update (cuGraphExecUpdate_v2): exec u64, graph u64
  *   the reply's CUresult is CUDA_SUCCESS when the call reached the driver; the driver's result follows:
  *   result u32, then CUgraphExecUpdateResultInfo: result u32, errorNode id u64, errorFromNode id u64
@@ -54,6 +65,14 @@ public final class GraphRequest {
             KNP_PARAMS = 40, KNP_EXTRA = 48, KNP_KERN = 56, KNP_CTX = 64;
     /** Most bytes of cuGraphKernelNodeGetParams' DATA: the sizes and the values. */
     public static final int MAX_KERNEL_PARAM_DATA = 4 * LaunchRequest.MAX_PARAMS + LaunchRequest.MAX_PARAM_BYTES;
+    /**
+     * CUDA_MEM_ALLOC_NODE_PARAMS (cuda.h 13.0): poolProps (CUmemPoolProps, 88 bytes) at 0, accessDescs
+     * (pointer) at 88, accessDescCount at 96, bytesize at 104, dptr (out) at 112; 120 bytes.
+     */
+    public static final long MEM_ALLOC_PARAMS = 120, MEM_ALLOC_ACCESS_DESCS = 88, MEM_ALLOC_ACCESS_COUNT = 96,
+            MEM_ALLOC_BYTESIZE = 104, MEM_ALLOC_DPTR = 112;
+    /** Most body graphs of one conditional node (a SWITCH's). */
+    public static final int MAX_CONDITIONAL_BODIES = 1024;
     /** sizeof(CUgraphExecUpdateResultInfo). */
     public static final int UPDATE_INFO_BYTES = 24;
 

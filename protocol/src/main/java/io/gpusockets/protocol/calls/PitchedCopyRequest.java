@@ -4,7 +4,7 @@ import io.gpusockets.protocol.structs.Memcpy3D;
 import java.nio.ByteBuffer;
 
 /**
- * The request body of cuMemcpy2D, cuMemcpy3D, cuMemcpy2DAsync and cuMemcpy3DAsync: the copy in
+ * The request body of cuMemcpy2D, cuMemcpy2DUnaligned, cuMemcpy3D, cuMemcpy2DAsync and cuMemcpy3DAsync: the copy in
  * {@link Memcpy3D#encode}'s wire form, the stream for the async variants, then the length of the
  * DATA that follows (a host source's rows, packed; 0 otherwise). A host destination's rows come back
  * as DATA before the reply, which is the CUresult alone.

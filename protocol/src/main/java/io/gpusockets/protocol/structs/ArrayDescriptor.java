@@ -31,21 +31,46 @@ public record ArrayDescriptor(long width, long height, int format, int numChanne
     }
 
     /**
-     * Bytes of one channel of a plain CUarray_format (the integer, half and float formats), or -1 for
-     * the others (normalized, block-compressed and video formats), whose element sizes differ by kind.
+     * Bytes of one channel of a plain CUarray_format (the integer, half and float formats) or of a
+     * normalized one (UNORM/SNORM_INT8Xn, _INT16Xn), or -1 for the others (block-compressed and video
+     * formats), whose element sizes differ by kind.
      */
     public static int channelBytes(int format) {
         return switch (format) {
             case 0x01, 0x08 -> 1;        // UNSIGNED_INT8, SIGNED_INT8
             case 0x02, 0x09, 0x10 -> 2;  // UNSIGNED_INT16, SIGNED_INT16, HALF
             case 0x03, 0x0a, 0x20 -> 4;  // UNSIGNED_INT32, SIGNED_INT32, FLOAT
+            case 0xc0, 0xc1, 0xc2, 0xc6, 0xc7, 0xc8 -> 1;  // UNORM_INT8X1/2/4, SNORM_INT8X1/2/4
+            case 0xc3, 0xc4, 0xc5, 0xc9, 0xca, 0xcb -> 2;  // UNORM_INT16X1/2/4, SNORM_INT16X1/2/4
             default -> -1;
         };
     }
 
-    /** Bytes of one element (all channels), or -1 for formats {@link #channelBytes} does not know. */
+    /**
+     * The channel count a normalized format (UNORM/SNORM_INT8Xn, _INT16Xn) names (1, 2 or 4), or 0 for a
+     * format whose channel count is the descriptor's NumChannels.
+     */
+    public static int impliedChannels(int format) {
+        if (format < 0xc0 || format > 0xcb) {
+            return 0;
+        }
+        return switch ((format - 0xc0) % 3) {
+            case 0 -> 1;
+            case 1 -> 2;
+            default -> 4;
+        };
+    }
+
+    /**
+     * Bytes of one element (all channels), or -1 for formats {@link #channelBytes} does not know, a channel
+     * count other than 1, 2 or 4, or a normalized format with another channel count than it names.
+     */
     public static int elementBytes(int format, int numChannels) {
         int c = channelBytes(format);
-        return c < 0 || numChannels < 1 ? -1 : c * numChannels;
+        int implied = impliedChannels(format);
+        if (c < 0 || (numChannels != 1 && numChannels != 2 && numChannels != 4) || (implied != 0 && implied != numChannels)) {
+            return -1;
+        }
+        return c * numChannels;
     }
 }

@@ -99,6 +99,29 @@ public record Memcpy3D(Side src, Side dst, long width, long height, long depth) 
         }
     }
 
+    /** A HOST side at {@code address}, from its origin (pitch and height unused by a one-row copy). */
+    public static Side hostSide(long address) {
+        return new Side(HOST, 0, 0, 0, 0, address, 0, 0, 0, 0, 0);
+    }
+
+    /** A DEVICE side at {@code address}, from its origin. */
+    public static Side deviceSide(long address) {
+        return new Side(DEVICE, 0, 0, 0, 0, 0, address, 0, 0, 0, 0);
+    }
+
+    /** An ARRAY side at byte {@code offset} of row 0 of {@code array}. */
+    public static Side arraySide(long array, long offset) {
+        return new Side(ARRAY, offset, 0, 0, 0, 0, 0, array, 0, 0, 0);
+    }
+
+    /**
+     * The 2D copy that stands for an array copy of cuMemcpyHtoA/AtoH/DtoA/AtoD/AtoA (and Async): {@code bytes}
+     * in one row, at the sides' byte offsets. For a 1D array (the arrays those calls take) it is the same copy.
+     */
+    public static Memcpy3D arrayRow(Side src, Side dst, long bytes) {
+        return new Memcpy3D(src, dst, bytes, 1, 1);
+    }
+
     /** Reads a CUDA_MEMCPY2D; {@code s} must hold {@link #SIZE_2D} bytes. */
     public static Memcpy3D read2D(MemorySegment s) {
         return new Memcpy3D(side2D(s, 0), side2D(s, DST_2D), s.get(LONG, WIDTH_2D), s.get(LONG, HEIGHT_2D), 1);
@@ -188,6 +211,15 @@ public record Memcpy3D(Side src, Side dst, long width, long height, long depth) 
         long x = b.getLong(), y = b.getLong(), z = b.getLong(), lod = b.getLong();
         long device = b.getLong(), array = b.getLong(), pitch = b.getLong(), height = b.getLong();
         return new Side(type, x, y, z, lod, 0, device, array, pitch, height, 0);
+    }
+
+    /**
+     * A CUDA_MEMCPY3D_PEER read with {@link #read3D} (the same layout, with srcContext and dstContext where
+     * CUDA_MEMCPY3D has its reserved pointers) as the CUDA_MEMCPY3D of the same copy: the contexts dropped.
+     */
+    public Memcpy3D withoutPeerContexts() {
+        return with(new Side(src.memoryType, src.x, src.y, src.z, src.lod, src.host, src.device, src.array, src.pitch, src.height, 0),
+                new Side(dst.memoryType, dst.x, dst.y, dst.z, dst.lod, dst.host, dst.device, dst.array, dst.pitch, dst.height, 0));
     }
 
     public Memcpy3D with(Side newSrc, Side newDst) {

@@ -92,7 +92,7 @@ public final class WireSeeds {
         node.putInt(LaunchRequest.MODE_KERNEL_PARAMS).putInt(1).putInt(8).putLong(5);
         put(m, WireDecoderFuzzTest.Codec.GRAPH_KERNEL_NODE, bytes(node.flip()));
         ByteBuffer callback = le(HostCallbackOps.ENQUEUE_BYTES);
-        HostCallbackOps.putEnqueue(callback, 1, 0);
+        HostCallbackOps.putEnqueue(callback, 1, 0, 0);
         put(m, WireDecoderFuzzTest.Codec.HOST_CALLBACK, bytes(callback.flip()));
         ByteBuffer link = le(LinkCompleteRequest.REQUEST_BYTES);
         LinkCompleteRequest.put(link, 1, 0);
