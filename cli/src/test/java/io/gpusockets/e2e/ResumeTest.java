@@ -291,6 +291,48 @@ class ResumeTest {
         }
     }
 
+    /**
+     * Isolation mode process (the default): the session lives in a worker process; each resuming connection is
+     * checked by the front and handed to that worker. The program's data show a launch lost or run twice; the
+     * backend's log shows each resuming connection handed to the session's worker.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"tcp", "unix"})
+    void aSessionInAWorkerProcessResumesThroughCuts(String scheme) throws Exception {
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--idle-workers", "1", "--resume-grace", "30")) {
+            SocketAddress backend = socketAddress(TransportUri.parse(scheme.equals("tcp") ? b.tcp() : b.unix()));
+            int cuts;
+            try (CuttingProxy proxy = new CuttingProxy(scheme, Files.createTempDirectory("gpusockets-resume"), backend, 7,
+                    12L << 20)) {
+                try (RemoteCudaDriver d = RemoteCudaDriver.connect(proxy.uri)) {
+                    proxy.arm();
+                    program(d);
+                    proxy.armed = false;
+                } catch (AssertionError e) {
+                    throw new AssertionError(e.getMessage() + " after " + proxy.cuts.get() + " cuts; the backend said:\n"
+                            + String.join("\n", b.output()), e);
+                }
+                cuts = proxy.cuts.get();
+            }
+            assertTrue(cuts >= 3, "the proxy cut the connection only " + cuts + " times");
+            long handed = 0;
+            for (int i = 0; i < 500 && handed < cuts; i++) {
+                handed = b.output().stream().filter(l -> l.contains("resuming connection from") && l.contains("handed to worker"))
+                        .count();
+                Thread.sleep(10);
+            }
+            assertTrue(handed >= cuts, cuts + " cuts, " + handed + " resuming connections handed to the worker:\n"
+                    + String.join("\n", b.output()));
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
     private static BackendServer server(Counted c, String scheme, Path dir, String name) throws IOException {
         Files.createDirectories(dir.resolve(name));
         BackendServer s = new BackendServer(DriverHost.initialise(c.driver, "emulated (counted)"),
@@ -307,7 +349,7 @@ class ResumeTest {
         FrameHeader h = ch.readHeader();
         Handshake.ServerHello sh = Handshake.ServerHello.decode(ch.readBody(h.length()));
         ch.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, Handshake.FEATURE_RESUME, identity,
-                Handshake.proof(psk, sh.nonce(), identity), token).encode());
+                psk.length == 0 ? new byte[0] : Handshake.proof(psk, sh.nonce(), identity), token).encode());
         h = ch.readHeader();
         if (h.opcode() == Opcodes.REFUSE) {
             String why = Handshake.readString(ch.readBody(h.length()));
@@ -361,6 +403,45 @@ class ResumeTest {
         } finally {
             device.close();
         }
+    }
+
+    /** A tenant's own resume-grace decides its sessions' grace over --resume-grace; 0 grants no resume. */
+    @Test
+    void aTenantsResumeGraceOverridesTheBackends() throws Exception {
+        EmulatedDevice device = new EmulatedDevice();
+        var tenants = new io.gpusockets.backend.tenant.TenantRegistry(io.gpusockets.backend.tenant.TenantConfig.parse(
+                Path.of("tenants.conf"), "[tenant brief]\nmatch = uid:" + uid() + "\nresume-grace = 5\n"));
+        var none = new io.gpusockets.backend.tenant.TenantRegistry(io.gpusockets.backend.tenant.TenantConfig.parse(
+                Path.of("tenants.conf"), "[tenant none]\nmatch = uid:" + uid() + "\nresume-grace = 0\n"));
+        Path dir = Files.createTempDirectory("gpusockets-resume");
+        try (BackendServer brief = new BackendServer(DriverHost.initialise(device, "emulated"),
+                BackendSettings.fromSystemProperties(), tenants);
+             BackendServer off = new BackendServer(DriverHost.initialise(device, "emulated"),
+                     BackendSettings.fromSystemProperties(), none)) {
+            brief.resumeGrace(Duration.ofSeconds(60));
+            off.resumeGrace(Duration.ofSeconds(60));
+            String a = brief.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String b = off.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            FrameChannel[] ch = new FrameChannel[1];
+            Handshake.Welcome w = hello(a, new byte[0], "", new byte[0], ch);
+            assertTrue((w.features() & Handshake.FEATURE_RESUME) != 0, "resume granted");
+            assertEquals(5, w.graceSeconds(), "the tenant's grace, not the backend's 60 s");
+            ch[0].send(Opcodes.GOODBYE, 0, 0, 0);
+            ch[0].close();
+            w = hello(b, new byte[0], "", new byte[0], ch);
+            assertEquals(0, w.features() & Handshake.FEATURE_RESUME, "resume-grace = 0: no resume");
+            assertEquals(0, w.resumeToken().length);
+            ch[0].send(Opcodes.GOODBYE, 0, 0, 0);
+            ch[0].close();
+            CopyOutStagingTest.awaitNoSessions(brief);
+            CopyOutStagingTest.awaitNoSessions(off);
+        } finally {
+            device.close();
+        }
+    }
+
+    private static long uid() throws IOException {
+        return ((Number) Files.getAttribute(Path.of("/proc/self"), "unix:uid")).longValue();
     }
 
     @Test

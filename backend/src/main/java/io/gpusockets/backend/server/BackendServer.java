@@ -101,7 +101,8 @@ public final class BackendServer implements AutoCloseable {
 
     /**
      * Sessions whose connection is lost wait this long for their frontend to resume them (the frontend asks
-     * for it; isolation mode process and ring:// connections do not offer it yet). Zero turns resume off.
+     * for it; ring:// connections do not offer it yet), unless their tenant sets its own {@code resume-grace}. Zero
+     * turns resume off.
      */
     public void resumeGrace(java.time.Duration grace) {
         this.resumeGrace = grace;
@@ -396,8 +397,13 @@ public final class BackendServer implements AutoCloseable {
                 sessionSlots.decrementAndGet();
                 t.closeSession();
             };
-            if (!w.handOver(c, new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer()),
-                    t, ended)) {
+            var ticket = admitted.token() == null
+                    ? new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer())
+                    : new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer(),
+                            admitted.token(), admitted.identity(), (int) admitted.grace().toSeconds(), resumeRetainBytes);
+            boolean handed = w.handOver(c, ticket, t, ended);
+            forgetIssued(admitted); // known to the workers from here, or never
+            if (!handed) {
                 ended.run();
             }
             return null;
@@ -409,7 +415,8 @@ public final class BackendServer implements AutoCloseable {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                     contextPool, admitted.tenant());
             if (admitted.token() != null) {
-                s.resumable(new Session.Resume(admitted.token(), admitted.identity(), resumeGrace, features, resumeRetainBytes));
+                s.resumable(new Session.Resume(admitted.token(), admitted.identity(), admitted.grace(), features,
+                        resumeRetainBytes));
                 resumable.put(java.util.HexFormat.of().formatHex(admitted.token()), s);
             }
         } catch (RuntimeException | OutOfMemoryError e) {
@@ -475,7 +482,7 @@ public final class BackendServer implements AutoCloseable {
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
     /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
-    private record Admitted(int features, Tenant tenant, byte[] token, String identity) {
+    private record Admitted(int features, Tenant tenant, byte[] token, String identity, java.time.Duration grace) {
     }
 
     private void forgetIssued(Admitted a) {
@@ -485,7 +492,7 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** {@link #handshake}'s answer when the connection resumed a session (handed to it, not closed). */
-    private static final Admitted RESUMED = new Admitted(0, null, null, null);
+    private static final Admitted RESUMED = new Admitted(0, null, null, null, null);
 
     /**
      * The identities the handshake proved, as a resume token is bound to them: the pre-shared-key identity
@@ -508,13 +515,18 @@ public final class BackendServer implements AutoCloseable {
         Session s = null;
         if (refusal == null) {
             String key = java.util.HexFormat.of().formatHex(hello.resumeToken());
-            for (int i = 0; i < 200 && issuing.contains(key) && !resumable.containsKey(key); i++) {
+            io.gpusockets.backend.isolation.Workers w = workers;
+            for (int i = 0; i < 200 && issuing.contains(key) && !resumable.containsKey(key)
+                    && (w == null || w.resumable(key) == null); i++) {
                 try {
                     Thread.sleep(10); // its WELCOME went out a moment ago; the session is being set up
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                     break;
                 }
+            }
+            if (w != null) {
+                return resumeInWorker(channel, c, hello, psk, w, key);
             }
             s = resumable.get(key);
             if (s == null || s.ended() || s.resume() == null) {
@@ -537,6 +549,37 @@ public final class BackendServer implements AutoCloseable {
         c.platformThreadsOnly();
         if (!s.attach(channel)) {
             return null;
+        }
+        resumes.increment();
+        return RESUMED;
+    }
+
+    /**
+     * {@link #resumeSession} in isolation mode process: the session lives in a worker; the front checks the token and
+     * identity against the worker's ticket, sends WELCOME, and hands the connection to that worker.
+     */
+    private Admitted resumeInWorker(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk,
+                                    io.gpusockets.backend.isolation.Workers w, String key) throws IOException {
+        io.gpusockets.backend.isolation.SessionTicket t = w.resumable(key);
+        String refusal = t == null ? "resume refused: unknown or expired session token (its session ended, its grace"
+                + " period ran out, or no such token was issued)"
+                : !t.identity().equals(provenIdentity(c.peer(), psk, hello.identity()))
+                ? "resume refused: the session token was issued to another identity"
+                : channel.readAhead() > 0 ? "resume refused: bytes sent before the handshake's answer" : null;
+        if (refusal != null) {
+            resumeRefusals.increment();
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
+            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            return null;
+        }
+        channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(t.sessionId(), host.driverVersion(), host.deviceCount(),
+                t.features(), host.description(), t.resumeToken(), t.graceSeconds()).encode());
+        // as admit() does before a hand-over: the handshake's virtual thread left the channel non-blocking, and the
+        // JDK would shut a non-blocking channel's socket down when the front lets go of its copy
+        c.platformThreadsOnly();
+        if (!w.resume(key, c)) {
+            return RESUMED; // closed by the workers, the reason logged
         }
         resumes.increment();
         return RESUMED;
@@ -587,9 +630,10 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         try {
-            byte[] token = resumeToken(c, hello);
-            return new Admitted(welcome(channel, c, sessionId, hello, token), admission.tenant(), token,
-                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()));
+            java.time.Duration grace = admission.tenant().limits().resumeGrace(resumeGrace);
+            byte[] token = resumeToken(c, hello, grace);
+            return new Admitted(welcome(channel, c, sessionId, hello, token, grace), admission.tenant(), token,
+                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()), grace);
         } catch (IOException | RuntimeException e) {
             sessionSlots.decrementAndGet();
             admission.tenant().closeSession();
@@ -603,12 +647,11 @@ public final class BackendServer implements AutoCloseable {
      * mode process the worker holds the session and the backend cannot yet hand it a resuming connection;
      * a shared window (ring://) would have to be re-created.
      */
-    private byte[] resumeToken(Connection c, Handshake.Hello hello) {
+    private byte[] resumeToken(Connection c, Handshake.Hello hello, java.time.Duration grace) {
         if ((hello.features() & Handshake.FEATURE_RESUME) == 0) {
             return null;
         }
-        String no = resumeGrace.isZero() ? "--resume-grace is 0"
-                : workers != null ? "isolation mode process (a worker holds the session) does not resume yet"
+        String no = grace.isZero() ? "the resume grace (--resume-grace, or the tenant's resume-grace) is 0"
                 : (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
                         ? "a shared-window transport (ring://) does not resume yet" : null;
         if (no != null) {
@@ -623,7 +666,8 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** Grants the features and sends WELCOME; returns the features granted. */
-    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello, byte[] token) throws IOException {
+    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello, byte[] token,
+                        java.time.Duration grace) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
         boolean window = token == null && (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
@@ -631,7 +675,7 @@ public final class BackendServer implements AutoCloseable {
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0)
                 | (token != null ? Handshake.FEATURE_RESUME : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
-                host.description(), token == null ? new byte[0] : token, token == null ? 0 : (int) resumeGrace.toSeconds()).encode();
+                host.description(), token == null ? new byte[0] : token, token == null ? 0 : (int) grace.toSeconds()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return features;
     }

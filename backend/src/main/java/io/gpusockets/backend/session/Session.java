@@ -440,6 +440,8 @@ public final class Session {
                 LOG.log(Level.INFO, "session " + id + " resumed, peer " + next.connection().peer().description());
                 return null;
             } catch (IOException e) {
+                LOG.log(Level.INFO, "session " + id + ": a resuming connection was lost at once (" + e.getMessage()
+                        + "); waiting for the next");
                 next.close(); // lost again at once: wait for the next attempt
                 channel = next;
                 detachedBecause = cause;
