@@ -399,6 +399,7 @@ public final class Session {
     private String awaitResume(String cause) throws InterruptedException {
         Resume r = resume;
         detachedBecause = cause;
+        channel.close(); // broken or half-closed: the peer sees the end at once, and a resume brings a new one
         LOG.log(Level.INFO, "session " + id + " detached (" + cause + "); waiting up to " + r.grace().toSeconds()
                 + " s for its frontend to resume");
         long deadline = System.nanoTime() + r.grace().toNanos();
