@@ -333,6 +333,74 @@ class ResumeTest {
         }
     }
 
+    /**
+     * ring:// (no proxy can sit in shared memory): the program's own connection is dropped at seeded moments
+     * ({@link RemoteCudaDriver#dropConnection}); each drop makes a new ring, and the session resumes on it with its
+     * calls run exactly once.
+     */
+    @Test
+    void aRingSessionResumesOnANewRing() throws Exception {
+        Counted clean = new Counted(), cut = new Counted();
+        String was = System.setProperty("gpusockets.resume", "true");
+        String ring = "ring://resume-" + ProcessHandle.current().pid();
+        try {
+            try (BackendServer server = new BackendServer(DriverHost.initialise(clean.driver, "emulated (counted)"),
+                    BackendSettings.fromSystemProperties())) {
+                server.resumeGrace(Duration.ofSeconds(30));
+                server.listen(TransportUri.parse(ring + "-a"));
+                try (RemoteCudaDriver d = RemoteCudaDriver.connect(ring + "-a")) {
+                    program(d);
+                }
+                CopyOutStagingTest.awaitNoSessions(server);
+            }
+            int drops = 0;
+            long resumed;
+            try (BackendServer server = new BackendServer(DriverHost.initialise(cut.driver, "emulated (counted)"),
+                    BackendSettings.fromSystemProperties())) {
+                server.resumeGrace(Duration.ofSeconds(30));
+                server.listen(TransportUri.parse(ring + "-b"));
+                try (RemoteCudaDriver d = RemoteCudaDriver.connect(ring + "-b")) {
+                    java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+                    AtomicInteger dropped = new AtomicInteger();
+                    Thread cutter = Thread.ofPlatform().daemon().name("ring-cutter").start(() -> {
+                        Random r = new Random(5);
+                        while (!done.get()) {
+                            try {
+                                Thread.sleep(40 + r.nextInt(120));
+                            } catch (InterruptedException e) {
+                                return;
+                            }
+                            if (!done.get()) {
+                                d.dropConnection();
+                                dropped.incrementAndGet();
+                            }
+                        }
+                    });
+                    try {
+                        program(d);
+                    } finally {
+                        done.set(true);
+                        cutter.join();
+                    }
+                    drops = dropped.get();
+                }
+                CopyOutStagingTest.awaitNoSessions(server);
+                resumed = server.resumesAccepted();
+            }
+            assertTrue(drops >= 3, "the connection was dropped only " + drops + " times");
+            assertTrue(resumed >= 3 && resumed <= drops, drops + " drops, " + resumed + " resumes");
+            assertEquals(clean.programCalls(), cut.programCalls(), "driver calls without and with " + drops + " drops");
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+            clean.device.close();
+            cut.device.close();
+        }
+    }
+
     private static BackendServer server(Counted c, String scheme, Path dir, String name) throws IOException {
         Files.createDirectories(dir.resolve(name));
         BackendServer s = new BackendServer(DriverHost.initialise(c.driver, "emulated (counted)"),

@@ -236,6 +236,8 @@ final class BackendConnection implements AutoCloseable {
                 throw new ProtocolException("backend " + uri + " asks for unknown auth method " + hello.authMethod());
             }
             boolean resume = token != null || resumeRequested();
+            // a resumable session does without a ring's shared window: a resume would have to re-create it on the
+            // new ring, with the bulk data of calls in flight (not done yet); its bulk data go through the ring's frames
             window = resume ? null : c.takeSharedWindow().orElse(null);
             int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0)
                     | (resume ? Handshake.FEATURE_RESUME : 0);
@@ -436,6 +438,14 @@ final class BackendConnection implements AutoCloseable {
             ch.send(f.opcode(), f.flags(), lane, f.requestId(), dup(f.body()));
         }
         log.generation = generation;
+    }
+
+    /**
+     * Closes the current connection as a network failure would: the next read or write on it fails, and a
+     * resumable session resumes on a new one (else the session ends).
+     */
+    void dropConnection() {
+        channel.close();
     }
 
     /**

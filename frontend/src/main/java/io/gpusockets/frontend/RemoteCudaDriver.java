@@ -332,6 +332,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return null;
     }
 
+    /**
+     * Closes the connection to the backend now, as a network failure would: a session granted resume
+     * ({@code gpusockets.resume}) resumes on a new connection and its calls carry on; any other session ends
+     * and its calls fail. For testing resume where no proxy can sit between frontend and backend (ring://).
+     */
+    public void dropConnection() {
+        connection.dropConnection();
+    }
+
     @Override
     public void close() {
         channel.closing();        // closing on purpose: nothing to report

@@ -101,7 +101,7 @@ public final class BackendServer implements AutoCloseable {
 
     /**
      * Sessions whose connection is lost wait this long for their frontend to resume them (the frontend asks
-     * for it; ring:// connections do not offer it yet), unless their tenant sets its own {@code resume-grace}. Zero
+     * for it), unless their tenant sets its own {@code resume-grace}. Zero
      * turns resume off.
      */
     public void resumeGrace(java.time.Duration grace) {
@@ -643,9 +643,9 @@ public final class BackendServer implements AutoCloseable {
 
     /**
      * A new session's token when its frontend asks for resume and this backend can offer it, else null
-     * (with a log line saying why not): sessions served in this process over a byte stream. In isolation
-     * mode process the worker holds the session and the backend cannot yet hand it a resuming connection;
-     * a shared window (ring://) would have to be re-created.
+     * (with a log line saying why not): any transport, any isolation mode, unless the grace is 0 or the
+     * frontend also asks for a ring's shared window, which a resume would have to re-create on the new ring
+     * (not done yet; our frontend asks for one or the other, never both).
      */
     private byte[] resumeToken(Connection c, Handshake.Hello hello, java.time.Duration grace) {
         if ((hello.features() & Handshake.FEATURE_RESUME) == 0) {
@@ -653,7 +653,7 @@ public final class BackendServer implements AutoCloseable {
         }
         String no = grace.isZero() ? "the resume grace (--resume-grace, or the tenant's resume-grace) is 0"
                 : (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
-                        ? "a shared-window transport (ring://) does not resume yet" : null;
+                        ? "the frontend asked for the ring's shared window too, which a resume does not re-create yet" : null;
         if (no != null) {
             LOG.log(Level.INFO, "resume not granted to " + c.peer().description() + ": " + no
                     + "; the session ends with its connection");
