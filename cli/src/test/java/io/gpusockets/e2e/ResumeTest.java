@@ -366,7 +366,7 @@ class ResumeTest {
                         Random r = new Random(5);
                         while (!done.get()) {
                             try {
-                                Thread.sleep(40 + r.nextInt(120));
+                                Thread.sleep(10 + r.nextInt(60));
                             } catch (InterruptedException e) {
                                 return;
                             }
@@ -387,6 +387,7 @@ class ResumeTest {
                 CopyOutStagingTest.awaitNoSessions(server);
                 resumed = server.resumesAccepted();
             }
+            System.out.println("ResumeTest ring: " + drops + " drops, " + resumed + " resumes");
             assertTrue(drops >= 3, "the connection was dropped only " + drops + " times");
             assertTrue(resumed >= 3 && resumed <= drops, drops + " drops, " + resumed + " resumes");
             assertEquals(clean.programCalls(), cut.programCalls(), "driver calls without and with " + drops + " drops");
