@@ -38,6 +38,17 @@ static void *upcalls[GPUS_MAX_FUNCTIONS];
 typedef void *(*resolve_fn)(int index);
 static resolve_fn resolve;
 static int booted;
+
+/* At the program's exit: the resolver's entry -1 (NativeEntry), which ends a resumable session with
+ * GOODBYE, so that the backend does not keep it waiting for a resume that cannot come. */
+static void at_exit(void) {
+    if (booted && resolve != NULL) {
+        void (*goodbye)(void) = (void (*)(void)) resolve(-1);
+        if (goodbye != NULL) {
+            goodbye();
+        }
+    }
+}
 static char boot_error[1024];
 
 typedef jint (JNICALL *create_vm_fn)(JavaVM **, void **, void *);
@@ -198,6 +209,7 @@ static void *boot_thread(void *arg) {
         fail("the GPUsockets frontend gave no resolver%s%s", NULL, NULL);
     } else {
         booted = 1;
+        atexit(at_exit);
     }
     (*vm)->DetachCurrentThread(vm);
     return NULL;

@@ -116,6 +116,14 @@ final class BackendCommand implements Callable<Integer> {
                     + " Default: ${DEFAULT-VALUE}.")
     long idleTimeoutSeconds;
 
+    @Option(names = "--resume-grace", paramLabel = "SECONDS",
+            defaultValue = "" + BackendServer.RESUME_GRACE_SECONDS_DEFAULT,
+            description = "How long a session whose connection was lost waits, detached, for its frontend to resume it"
+                    + " (frontends that ask: GPUSOCKETS_RESUME=1); it still counts against its tenant meanwhile. 0 = no"
+                    + " resume. Offered in isolation modes context and shared over byte-stream transports (tcp, unix,"
+                    + " vsock, vchan); not yet in mode process nor over ring://. Default: ${DEFAULT-VALUE}.")
+    long resumeGraceSeconds;
+
     @Option(names = "--admin-socket", paramLabel = "PATH",
             description = "Serve status (gpusockets status) on this Unix socket, mode 0600 (0660 with --admin-group);"
                     + " only root, this user and the admin group may read it. Default: none. Services use "
@@ -233,6 +241,11 @@ final class BackendCommand implements Callable<Integer> {
         BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
                 .withServerLimits(serverLimits), tenants);
+        if (resumeGraceSeconds < 0) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--resume-grace must be 0 or more seconds: " + resumeGraceSeconds);
+        }
+        server.resumeGrace(java.time.Duration.ofSeconds(resumeGraceSeconds));
         if (tenantsFile != null) {
             tenants.checkReloadsWith(isolation::tenantsRefusal);
             reloadOnHangup(tenants);

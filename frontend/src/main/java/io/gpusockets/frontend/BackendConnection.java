@@ -26,6 +26,18 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * One connection to a backend: the handshake, request ids, and delivery of replies and DATA frames.
  *
+ * <p><b>Resume</b> ({@link Handshake#FEATURE_RESUME}, asked for with {@code GPUSOCKETS_RESUME=1} or
+ * {@code -Dgpusockets.resume=true}): when the backend grants it, a lost connection is not the end. The
+ * thread that notices reconnects to the same URI with backoff (20 ms doubling to 1 s) for the grace period
+ * the backend announced, presenting the session token; RESUMED says per lane which call the backend
+ * received last and how many of its DATA frames, and each lane resends the rest from what it kept
+ * ({@link LaneLog}: every frame since the lane's last reply; a call that waits for its reply keeps views of
+ * its own buffers, which live until then; a pipelined call keeps a copy). Calls waiting for a reply restart
+ * their outputs, and the backend sends again the replies it had not seen acknowledged; a reply that arrives
+ * twice is skipped. Request ids rise per session (across connections), so a lane's ids rise too. The
+ * program sees a pause; only a refused resume or the end of the grace period fails calls, with
+ * CUDA_ERROR_DEVICE_UNAVAILABLE as a lost connection always did.
+ *
  * <p>No reader thread: a caller waiting for its reply reads the connection itself when nobody else
  * is (leader/follower), so a single-threaded program never pays a thread hand-off per call. Frames
  * for other waiters are delivered to them and they are woken; DATA frames are read straight into
@@ -60,9 +72,60 @@ final class BackendConnection implements AutoCloseable {
         }
     }
 
+    /** Environment variable and system property that ask backends for resume ({@link Handshake#FEATURE_RESUME}). */
+    static final String RESUME_ENV = "GPUSOCKETS_RESUME";
+    static final String RESUME_PROP = "gpusockets.resume";
+    /** A pipelined call whose bulk input is larger is sent as one that waits (its copy would be kept otherwise). */
+    static final long RESUME_PIPELINED_BULK_MAX = 1 << 20;
+    /** Once a lane keeps this many copied bytes, its next pipelined call waits for its reply (which acknowledges them). */
+    static final long RESUME_LANE_KEPT_MAX = 4 << 20;
+
+    static boolean resumeRequested() {
+        String e = System.getenv(RESUME_ENV);
+        return Boolean.getBoolean(RESUME_PROP) || (e != null && e.strip().equals("1"));
+    }
+
+    /** What one lane sent since its last reply: each frame as sent, for a resume to send again. */
+    static final class LaneLog {
+        final java.util.ArrayDeque<Sent> sent = new java.util.ArrayDeque<>();
+        /** Bytes of copies kept. */
+        long copied;
+        /** The connection generation whose channel has every frame in {@link #sent} (or had, when lost). */
+        int generation;
+        /** Replies received through this request id: frames up to it are forgotten. Set by the reader. */
+        volatile long ackedThrough;
+
+        void prune() {
+            long acked = ackedThrough;
+            for (Sent f; (f = sent.peekFirst()) != null && f.requestId <= acked; ) {
+                sent.pollFirst();
+                copied -= f.copied;
+            }
+        }
+    }
+
+    record Sent(long requestId, int opcode, int flags, ByteBuffer[] body, long copied) {
+    }
+
+    /** A backend refused to resume the session: trying again will not help. */
+    static final class ResumeRefused extends IOException {
+        ResumeRefused(String message) {
+            super(message);
+        }
+    }
+
     private final TransportUri uri;
-    private final FrameChannel channel;
+    private final FrontendConfig config;
+    private volatile FrameChannel channel;
     private final Handshake.Welcome welcome;
+    /** Resume granted: the token, else null. */
+    private final byte[] token;
+    private final Map<Integer, LaneLog> laneLogs = new ConcurrentHashMap<>();
+    private final ReentrantLock reconnectLock = new ReentrantLock();
+    /** Bumped on each resume; guarded by readLock for writers. */
+    private volatile int generation;
+    private volatile Handshake.ResumeState resumeState;
+    private final java.util.concurrent.atomic.AtomicLong resumes = new java.util.concurrent.atomic.AtomicLong();
     private final boolean async;
     private final AtomicLong requestIds = new AtomicLong(1);
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
@@ -71,11 +134,14 @@ final class BackendConnection implements AutoCloseable {
     private final FrontendWindow window;
     private volatile IOException broken;
 
-    private BackendConnection(TransportUri uri, FrameChannel channel, Handshake.Welcome welcome, boolean async,
-                              SharedWindow window) {
+    private BackendConnection(TransportUri uri, FrontendConfig config, FrameChannel channel, Handshake.Welcome welcome,
+                              boolean async, SharedWindow window) {
         this.uri = uri;
+        this.config = config;
         this.channel = channel;
         this.welcome = welcome;
+        this.token = (welcome.features() & Handshake.FEATURE_RESUME) != 0 && welcome.resumeToken().length == Handshake.TOKEN_BYTES
+                ? welcome.resumeToken() : null;
         this.async = async;
         this.window = window == null ? null : new FrontendWindow(window, windowSlotBytes());
     }
@@ -130,6 +196,16 @@ final class BackendConnection implements AutoCloseable {
     /** Connects and runs the handshake, all within the configured timeout. */
     static BackendConnection open(String uriText, FrontendConfig config) throws IOException {
         TransportUri uri = TransportUri.parse(uriText);
+        Opened o = handshake(uri, config, null);
+        return new BackendConnection(uri, config, o.channel(), o.welcome(), o.async(), o.window());
+    }
+
+    private record Opened(FrameChannel channel, Handshake.Welcome welcome, boolean async, SharedWindow window,
+                          Handshake.ResumeState state) {
+    }
+
+    /** The handshake of a new session ({@code token} null) or of a resume, within the connect timeout. */
+    private static Opened handshake(TransportUri uri, FrontendConfig config, byte[] token) throws IOException {
         Connection c = Transports.connect(uri, config.connectTimeout(), config.transportOptions());
         FrameChannel channel = new FrameChannel(c);
         // set before the close, so that the read the close ends already sees it (isDone() is true only once close returns)
@@ -159,20 +235,35 @@ final class BackendConnection implements AutoCloseable {
             } else if (hello.authMethod() != Handshake.AUTH_NONE) {
                 throw new ProtocolException("backend " + uri + " asks for unknown auth method " + hello.authMethod());
             }
-            window = c.takeSharedWindow().orElse(null);
-            int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0);
-            channel.send(Opcodes.HELLO, 0, 0, 0,
-                    new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(), proof).encode());
+            boolean resume = token != null || resumeRequested();
+            // a resumable session does without a ring's shared window: a resume would have to re-create it on the
+            // new ring, with the bulk data of calls in flight (not done yet); its bulk data go through the ring's frames
+            window = resume ? null : c.takeSharedWindow().orElse(null);
+            int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0)
+                    | (resume ? Handshake.FEATURE_RESUME : 0);
+            channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(),
+                    proof, token == null ? new byte[0] : token).encode());
             h = channel.readHeader();
             if (h.opcode() == Opcodes.REFUSE) {
-                throw new IOException("backend " + uri + " refused the connection: "
-                        + Handshake.readString(channel.readBody(h.length())));
+                String why = Handshake.readString(channel.readBody(h.length()));
+                if (token != null) {
+                    throw new ResumeRefused("backend " + uri + " refused to resume the session: " + why);
+                }
+                throw new IOException("backend " + uri + " refused the connection: " + why);
             }
             if (h.opcode() != Opcodes.WELCOME || h.length() > 8192) {
                 throw new ProtocolException("expected WELCOME from " + uri + ", got " + h);
             }
             Handshake.Welcome welcome = Handshake.Welcome.decode(channel.readBody(h.length()));
             boolean async = (welcome.features() & Handshake.FEATURE_ASYNC) != 0;
+            Handshake.ResumeState state = null;
+            if (token != null) {
+                h = channel.readHeader();
+                if (h.opcode() != Opcodes.RESUMED || h.length() > 16 * Handshake.ResumeState.MAX_LANES + 4) {
+                    throw new ProtocolException("expected RESUMED from " + uri + ", got " + h);
+                }
+                state = Handshake.ResumeState.decode(channel.readBody(h.length()));
+            }
             if (window != null && (welcome.features() & Handshake.FEATURE_WINDOW) == 0) {
                 window.release();
                 window = null;
@@ -180,7 +271,7 @@ final class BackendConnection implements AutoCloseable {
             if (!watchdog.cancel(false)) {
                 throw new IOException("timed out after " + config.connectTimeout().toMillis() + " ms");
             }
-            return new BackendConnection(uri, channel, welcome, async, window);
+            return new Opened(channel, welcome, async, window, state);
         } catch (IOException | RuntimeException e) {
             watchdog.cancel(false);
             c.close();
@@ -212,6 +303,28 @@ final class BackendConnection implements AutoCloseable {
         return channel.maxBody();
     }
 
+    /** Whether the backend granted resume: calls keep what a resume would resend. */
+    boolean resumable() {
+        return token != null;
+    }
+
+    /** Times this connection resumed its session on a new transport connection. */
+    long resumes() {
+        return resumes.get();
+    }
+
+    /** Bytes of copies {@code lane} keeps for a resume now. */
+    long keptBytes(int lane) {
+        LaneLog log = laneLogs.get(lane);
+        if (log == null) {
+            return 0;
+        }
+        synchronized (log) {
+            log.prune();
+            return log.copied;
+        }
+    }
+
     IOException broken() {
         return broken;
     }
@@ -229,14 +342,201 @@ final class BackendConnection implements AutoCloseable {
     }
 
     void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
+        send(opcode, flags, lane, requestId, false, body);
+    }
+
+    /**
+     * Sends one frame. On a resumable session the lane keeps it until a reply acknowledges it: as views when
+     * {@code stable} (the buffers stay valid until the call's reply), else as a copy; a lost connection is
+     * then resumed here and the frame resent, and the call goes on.
+     */
+    void send(int opcode, int flags, int lane, long requestId, boolean stable, ByteBuffer... body) throws IOException {
         IOException b = broken;
         if (b != null) {
             throw b;
         }
+        if (token == null || Opcodes.isControl(opcode) && opcode != Opcodes.DATA) {
+            try {
+                channel.send(opcode, flags, lane, requestId, body);
+            } catch (IOException e) {
+                if (token != null) {
+                    // LANE_END on a lost connection: not resent (the lane ends with the session instead); the
+                    // threads that wait for replies resume the session
+                    throw e;
+                }
+                throw fail(e);
+            }
+            return;
+        }
+        LaneLog log = laneLogs.computeIfAbsent(lane, l -> new LaneLog());
+        ByteBuffer[] kept = new ByteBuffer[body.length];
+        long copied = 0;
+        for (int i = 0; i < body.length; i++) {
+            if (stable) {
+                kept[i] = body[i].duplicate();
+            } else {
+                kept[i] = ByteBuffer.allocate(body[i].remaining()).put(body[i].duplicate()).flip();
+                copied += kept[i].capacity();
+            }
+        }
+        FrameChannel ch;
+        IOException lostBy;
+        synchronized (log) {
+            log.prune();
+            log.sent.addLast(new Sent(requestId, opcode, flags, kept, copied));
+            log.copied += copied;
+            ch = channel;
+            try {
+                if (log.generation != generation) {
+                    resendLane(lane, log, ch); // sends this frame too
+                } else {
+                    ch.send(opcode, flags, lane, requestId, body); // kept holds views or copies of its own
+                }
+                return;
+            } catch (IOException e) {
+                lostBy = e;
+            }
+        }
+        reconnect(ch, lostBy); // resends every lane's missing frames, this one included
+    }
+
+    private static ByteBuffer[] dup(ByteBuffer[] b) {
+        ByteBuffer[] d = new ByteBuffer[b.length];
+        for (int i = 0; i < b.length; i++) {
+            d[i] = b[i].duplicate();
+        }
+        return d;
+    }
+
+    /**
+     * Sends what {@code lane} kept that the backend did not receive before the connection it resumed from
+     * was lost ({@link #resumeState}): calls after the last one it received, and DATA frames of that one past
+     * those it received. Holds the lane's log.
+     */
+    private void resendLane(int lane, LaneLog log, FrameChannel ch) throws IOException {
+        Handshake.ResumeState st = resumeState;
+        long[] got = st == null ? null : st.lanes().get(lane);
+        long last = got == null ? 0 : got[0];
+        long skipData = 0;
+        boolean received = false;
+        for (Sent f : log.sent) {
+            if (f.opcode() != Opcodes.DATA) {
+                received = f.requestId() <= last;
+                skipData = f.requestId() == last ? got[1] : 0;
+                if (received) {
+                    continue;
+                }
+            } else if (received) {
+                if (f.requestId() < last) {
+                    continue;
+                }
+                if (skipData > 0) {
+                    skipData--;
+                    continue;
+                }
+            }
+            ch.send(f.opcode(), f.flags(), lane, f.requestId(), dup(f.body()));
+        }
+        log.generation = generation;
+    }
+
+    /**
+     * Closes the current connection as a network failure would: the next read or write on it fails, and a
+     * resumable session resumes on a new one (else the session ends).
+     */
+    void dropConnection() {
+        channel.close();
+    }
+
+    /**
+     * After {@code failed} was lost ({@code cause}): resumes the session on a new connection, or fails the
+     * connection for good (no resume granted, a protocol violation, refused, or the grace period is over).
+     * Only one thread reconnects; others that noticed the same loss wait for it and go on.
+     */
+    private void reconnect(FrameChannel failed, IOException cause) throws IOException {
+        if (token == null || cause instanceof ProtocolException) {
+            throw fail(cause);
+        }
+        reconnectLock.lock();
         try {
-            channel.send(opcode, flags, lane, requestId, body);
-        } catch (IOException e) {
-            throw fail(e);
+            IOException b = broken;
+            if (b != null) {
+                throw b;
+            }
+            if (channel != failed) {
+                return; // another thread resumed already
+            }
+            failed.close();
+            System.err.println("gpusockets: connection to backend " + uri + " lost (" + cause.getMessage()
+                    + "); resuming the session");
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(welcome.graceSeconds())
+                    + config.connectTimeout().toNanos();
+            long backoff = 20;
+            while (true) {
+                Opened o;
+                try {
+                    o = handshake(uri, config, token);
+                } catch (ResumeRefused r) {
+                    throw fail(r);
+                } catch (IOException e) {
+                    if (System.nanoTime() + backoff * 1_000_000 > deadline) {
+                        throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
+                                + " s (last attempt: " + e.getMessage() + ")", cause));
+                    }
+                    try {
+                        Thread.sleep(backoff);
+                    } catch (InterruptedException stop) {
+                        Thread.currentThread().interrupt();
+                        throw fail(cause);
+                    }
+                    backoff = Math.min(backoff * 2, 1000);
+                    continue;
+                }
+                readLock.lock(); // no reader fills a destination while they restart
+                try {
+                    for (Pending p : pending.values()) {
+                        if (p.reply == null) {
+                            p.destination = 0;
+                            p.offset = 0;
+                        }
+                    }
+                    resumeState = o.state();
+                    channel = o.channel();
+                    generation++;
+                } finally {
+                    readLock.unlock();
+                }
+                try {
+                    for (Map.Entry<Integer, LaneLog> e : laneLogs.entrySet()) {
+                        LaneLog log = e.getValue();
+                        synchronized (log) {
+                            if (log.generation != generation) {
+                                log.prune();
+                                resendLane(e.getKey(), log, o.channel());
+                            }
+                        }
+                    }
+                    resumes.incrementAndGet();
+                    return;
+                } catch (IOException again) {
+                    failed = o.channel();
+                    failed.close(); // lost again: resume once more, after a pause
+                    if (System.nanoTime() + backoff * 1_000_000 > deadline) {
+                        throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
+                                + " s (the connection was lost again while resending)", again));
+                    }
+                    try {
+                        Thread.sleep(backoff);
+                    } catch (InterruptedException stop) {
+                        Thread.currentThread().interrupt();
+                        throw fail(cause);
+                    }
+                    backoff = Math.min(backoff * 2, 1000);
+                }
+            }
+        } finally {
+            reconnectLock.unlock();
+            wakeWaiters();
         }
     }
 
@@ -249,13 +549,23 @@ final class BackendConnection implements AutoCloseable {
                     throw b;
                 }
                 if (readLock.tryLock()) {
+                    FrameChannel ch = channel;
+                    IOException lost = null;
                     try {
-                        while (p.reply == null) {
-                            readOne();
+                        while (p.reply == null && ch == channel) {
+                            readOne(ch);
                         }
+                    } catch (IOException e) {
+                        if (token == null) {
+                            throw e;
+                        }
+                        lost = e;
                     } finally {
                         readLock.unlock();
                         wakeWaiters();
+                    }
+                    if (lost != null) {
+                        reconnect(ch, lost); // outside the read lock, which a resume takes
                     }
                 } else {
                     LockSupport.parkNanos(this, 1_000_000);
@@ -275,10 +585,18 @@ final class BackendConnection implements AutoCloseable {
         }
     }
 
-    private void readOne() throws IOException {
+    private void readOne(FrameChannel channel) throws IOException {
+        if (token != null && channel != this.channel) {
+            return; // resumed meanwhile: the caller reads the new connection
+        }
         try {
             FrameHeader h = channel.readHeader();
             Pending p = pending.get(h.requestId());
+            if (token != null && (p == null || p.reply != null)
+                    && (h.opcode() == Opcodes.DATA || h.isReply())) {
+                channel.skipBody(h.length()); // a reply the backend sent again after a resume, already here
+                return;
+            }
             if (h.opcode() == Opcodes.DATA) {
                 if (p == null || p.destination >= p.destinations.size()) {
                     throw new ProtocolException("DATA frame for no waiting request: " + h);
@@ -301,6 +619,12 @@ final class BackendConnection implements AutoCloseable {
                 if (p == null) {
                     throw new ProtocolException("reply for no waiting request: " + h);
                 }
+                if (token != null) {
+                    LaneLog log = laneLogs.get(h.lane());
+                    if (log != null && log.ackedThrough < h.requestId()) {
+                        log.ackedThrough = h.requestId(); // the lane's frames up to here arrived: forget them
+                    }
+                }
                 p.reply = body;
                 if (p.waiter != Thread.currentThread()) {
                     LockSupport.unpark(p.waiter);
@@ -309,6 +633,9 @@ final class BackendConnection implements AutoCloseable {
                 throw new ProtocolException("unexpected frame from backend: " + h);
             }
         } catch (IOException e) {
+            if (token != null && !(e instanceof ProtocolException)) {
+                throw e; // the caller resumes
+            }
             throw fail(e);
         }
     }

@@ -148,13 +148,22 @@ final class CallChannel {
             return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
         }
         int laneId = lane.get().id;
+        boolean resumable = connection.resumable();
+        if (noReply && resumable && (bytes(bulk) > BackendConnection.RESUME_PIPELINED_BULK_MAX
+                || connection.keptBytes(laneId) > BackendConnection.RESUME_LANE_KEPT_MAX)) {
+            // kept for a resume, a pipelined call's input is a copy: a large one waits for its reply instead,
+            // and so does the next call of a lane that keeps much (its reply acknowledges what the lane kept)
+            noReply = false;
+        }
         MemorySegment window = noReply ? null : windowFor(bulk, outBytes);
         contexts.beforeCall(f);
         try {
             BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
             long requestId = p != null ? p.requestId : connection.nextRequestId();
-            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0);
-            connection.send(f.opcode(), flags, laneId, requestId, request);
+            // ACKED: this thread has the replies of all its earlier calls (it waited for each)
+            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0)
+                    | (resumable ? FrameHeader.FLAG_ACKED : 0);
+            connection.send(f.opcode(), flags, laneId, requestId, !noReply, request);
             requests.increment();
             int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
@@ -175,7 +184,7 @@ final class CallChannel {
                     frameBytes += n;
                     off += n;
                     if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
-                        sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
+                        sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes, !noReply);
                         frame.clear();
                         frameBytes = 0;
                         slot = -1;
@@ -183,7 +192,7 @@ final class CallChannel {
                 }
             }
             if (!frame.isEmpty()) {
-                sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes);
+                sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes, !noReply);
             }
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
@@ -220,8 +229,10 @@ final class CallChannel {
         try {
             for (BatchCall c : calls) {
                 BackendConnection.Pending p = connection.expect(c.outBytes());
+                // ACKED on the first only: the batch's later requests go out before the earlier replies arrive
+                int flags = waiting.isEmpty() && connection.resumable() ? FrameHeader.FLAG_ACKED : 0;
                 waiting.add(p);
-                connection.send(c.f().opcode(), 0, laneId, p.requestId, c.request());
+                connection.send(c.f().opcode(), flags, laneId, p.requestId, true, c.request());
                 requests.increment();
             }
             roundTrips.increment();
@@ -238,6 +249,14 @@ final class CallChannel {
     }
 
     private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
+
+    private static long bytes(List<MemorySegment> segments) {
+        long n = 0;
+        for (MemorySegment m : segments) {
+            n += m.byteSize();
+        }
+        return n;
+    }
 
     /**
      * Bulk data of at least this many bytes (in or out) goes through the connection's shared window
@@ -262,9 +281,10 @@ final class CallChannel {
      * Sends one DATA frame: {@code frame}'s buffers, or, when {@code slot} is a window offset, a
      * reference to the {@code bytes} already copied there.
      */
-    private void sendData(int laneId, long requestId, List<ByteBuffer> frame, long slot, long bytes) throws IOException {
+    private void sendData(int laneId, long requestId, List<ByteBuffer> frame, long slot, long bytes, boolean stable)
+            throws IOException {
         if (slot < 0) {
-            connection.send(Opcodes.DATA, 0, laneId, requestId, frame.toArray(ByteBuffer[]::new));
+            connection.send(Opcodes.DATA, 0, laneId, requestId, stable, frame.toArray(ByteBuffer[]::new));
             return;
         }
         connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, WindowSlots.ref(slot, bytes));

@@ -68,6 +68,9 @@ public final class NativeEntry {
 
     /** The upcall stub of entry {@code index}; NULL (the library then answers as if unavailable) if it cannot be made. */
     private static synchronized MemorySegment resolve(int index) {
+        if (index == -1) {
+            return exitStub();
+        }
         if (index < 0 || index >= STUBS.length) {
             return MemorySegment.NULL;
         }
@@ -83,6 +86,25 @@ public final class NativeEntry {
             }
         }
         return STUBS[index];
+    }
+
+    private static MemorySegment exitStub;
+
+    /**
+     * Entry -1: what the library calls at the program's exit ({@link NativeSession#programExiting}), as an
+     * upcall stub of {@code void(void)}; NULL if it cannot be made.
+     */
+    private static MemorySegment exitStub() {
+        if (exitStub == null) {
+            try {
+                exitStub = Linker.nativeLinker().upcallStub(java.lang.invoke.MethodHandles.lookup().findStatic(
+                        NativeSession.class, "programExiting", java.lang.invoke.MethodType.methodType(void.class)),
+                        FunctionDescriptor.ofVoid(), Arena.global());
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                return MemorySegment.NULL;
+            }
+        }
+        return exitStub;
     }
 
     /** (args...) → CudaDriver.name(args...) on the current driver, with exceptions turned into CUDA_ERROR_UNKNOWN. */

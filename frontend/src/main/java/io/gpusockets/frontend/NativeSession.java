@@ -118,6 +118,20 @@ final class NativeSession {
         }
     }
 
+    /**
+     * The program is exiting (the library's atexit handler): a session the backend would keep for a resume
+     * ends now, with GOODBYE, since nobody will resume it. Other sessions end as the process's sockets close.
+     */
+    static void programExiting() {
+        try {
+            if (connected instanceof RemoteCudaDriver r) {
+                r.endIfResumable();
+            }
+        } catch (Throwable t) {
+            // exiting anyway; an upcall must not throw
+        }
+    }
+
     static void reportInternalError(String function, Throwable t) {
         if (internalErrorReported.compareAndSet(false, true)) {
             System.err.println("gpusockets: internal error in " + function + " (returning CUDA_ERROR_UNKNOWN): " + t);

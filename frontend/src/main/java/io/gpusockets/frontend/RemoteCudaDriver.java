@@ -87,6 +87,27 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return connection.uri().toString();
     }
 
+    /** Whether the backend granted resume: a lost connection is resumed, not the session's end (README: Resume). */
+    public boolean resumable() {
+        return connection.resumable();
+    }
+
+    /** Times the session resumed on a new connection after losing one. */
+    public long resumes() {
+        return connection.resumes();
+    }
+
+    /**
+     * Ends a resumable session now (GOODBYE): the program is exiting and the backend would otherwise keep the
+     * session detached, waiting for a resume, for its grace period.
+     */
+    void endIfResumable() {
+        if (connection.resumable()) {
+            channel.closing();
+            connection.close();
+        }
+    }
+
     /** Whether async calls are pipelined on this connection (asked for and granted). */
     public boolean pipelining() {
         return channel.pipelining();
@@ -309,6 +330,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             }
         }
         return null;
+    }
+
+    /**
+     * Closes the connection to the backend now, as a network failure would: a session granted resume
+     * ({@code gpusockets.resume}) resumes on a new connection and its calls carry on; any other session ends
+     * and its calls fail. For testing resume where no proxy can sit between frontend and backend (ring://).
+     */
+    public void dropConnection() {
+        connection.dropConnection();
     }
 
     @Override

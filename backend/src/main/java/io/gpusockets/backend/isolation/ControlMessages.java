@@ -17,7 +17,8 @@ import java.util.function.IntConsumer;
  * worker → front                              front → worker
  *   READY     long pid                          SESSION  SessionTicket, HandedConnection (+ 1 or 2 descriptors)
  *   RESERVE   long request, byte kind, long n   ANSWER   long request, long value
- *   RELEASE   byte kind, long n
+ *   RELEASE   byte kind, long n                  RESUME   SessionTicket (the resuming peer's), HandedConnection
+ *                                                          (+ 1 descriptor): a connection resuming the worker's session
  *   REJECTED  string what                       LIMITS   the tenant's limits after a reload
  *   USED      long request
  *   STATS     its session's figures, once a second ({@link io.gpusockets.backend.status.SessionFigures})
@@ -34,6 +35,7 @@ final class ControlMessages {
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
+    static final byte RESUME = 23;
 
     static final byte KIND_MEMORY = 0;
     static final byte KIND_PINNED = 1;

@@ -94,21 +94,29 @@ final class HandedConnection {
                 throw new IOException("the front sent no session");
             }
             SessionTicket t = SessionTicket.decode(m);
-            byte kind = m.get();
-            int n = fds.size();
-            if (!(kind == SOCKET && n == 1 || kind == RING && n == 2)) {
-                throw new IOException("SESSION message of kind " + kind + " with " + n + " descriptor(s)");
-            }
-            long capacity = kind == RING ? m.getLong() : 0;
-            long window = kind == RING ? m.getLong() : 0;
-            int[] taken = fds.stream().mapToInt(Integer::intValue).toArray();
-            fds.clear(); // from here the adopting call owns them (and closes them when it fails)
-            Connection c = kind == SOCKET ? DescriptorPassing.adopt(taken[0], t.peer())
-                    : RingHandOff.adopt(taken[0], taken[1], capacity, window, t.peer());
-            return new Received(t, c);
+            return new Received(t, adopt(m, t, fds));
         } catch (IOException | RuntimeException e) {
             fds.forEach(DescriptorPassing::close);
             throw e instanceof IOException io ? io : new IOException("bad SESSION message: " + e, e);
         }
+    }
+
+    /**
+     * The connection a SESSION or RESUME message carries: its kind and fields (what follows the ticket in
+     * {@code m}) and the descriptors that came with it, which the connection owns from then on ({@code fds} is
+     * emptied; on failure the caller closes what is left in it).
+     */
+    static Connection adopt(ByteBuffer m, SessionTicket t, List<Integer> fds) throws IOException {
+        byte kind = m.get();
+        int n = fds.size();
+        if (!(kind == SOCKET && n == 1 || kind == RING && n == 2)) {
+            throw new IOException("connection of kind " + kind + " with " + n + " descriptor(s)");
+        }
+        long capacity = kind == RING ? m.getLong() : 0;
+        long window = kind == RING ? m.getLong() : 0;
+        int[] taken = fds.stream().mapToInt(Integer::intValue).toArray();
+        fds.clear(); // from here the adopting call owns them (and closes them when it fails)
+        return kind == SOCKET ? DescriptorPassing.adopt(taken[0], t.peer())
+                : RingHandOff.adopt(taken[0], taken[1], capacity, window, t.peer());
     }
 }

@@ -53,17 +53,28 @@ public final class WorkerMain {
         SharedWindow window = (t.features() & Handshake.FEATURE_WINDOW) != 0 ? connection.takeSharedWindow().orElse(null) : null;
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
                 (t.features() & Handshake.FEATURE_ASYNC) != 0, window, contexts, tenant);
+        if (t.resumable()) {
+            s.resumable(new Session.Resume(t.resumeToken(), t.identity(), Duration.ofSeconds(t.graceSeconds()), t.features(),
+                    t.retainBytes()));
+        }
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
+            java.util.List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
             try {
                 while (true) {
-                    ByteBuffer a = ControlMessages.read(control);
-                    switch (a.get()) {
+                    ByteBuffer a = ControlMessages.readWithDescriptors(control, fds::add);
+                    byte type = a.get();
+                    if (type != ControlMessages.RESUME && !fds.isEmpty()) {
+                        throw new IOException("control message " + type + " came with descriptors");
+                    }
+                    switch (type) {
                         case ControlMessages.ANSWER -> tenant.answered(a.getLong(), a.getLong());
                         case ControlMessages.LIMITS -> tenant.setLimits(SessionTicket.getLimits(a));
+                        case ControlMessages.RESUME -> resume(s, a, fds);
                         default -> throw new IOException("unexpected control message");
                     }
                 }
             } catch (IOException | RuntimeException e) {
+                fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
                 tenant.frontGone();
                 s.end("the backend's front process is gone");
             }
@@ -101,6 +112,30 @@ public final class WorkerMain {
         sendStats(s, tenant); // its last figures: the front folds them into its tenant's totals
         control.close();
         return 0;
+    }
+
+    /**
+     * A RESUME message: the connection of a frontend resuming this worker's session (the front checked its
+     * token and identity and sent WELCOME); the session attaches it, or it is closed when the session cannot
+     * take it (not waiting for one, or ended).
+     */
+    private static void resume(Session s, ByteBuffer m, java.util.List<Integer> fds) throws IOException {
+        SessionTicket next = SessionTicket.decode(m);
+        Connection c = HandedConnection.adopt(m, next, fds);
+        try {
+            c.platformThreadsOnly();
+        } catch (IOException | RuntimeException e) {
+            c.close();
+            LOG.log(Level.WARNING, "session " + next.sessionId() + ": resuming connection from " + next.peer().description()
+                    + " not taken: " + e.getMessage());
+            return;
+        }
+        boolean ok = s.attach(new FrameChannel(c));
+        if (!ok) {
+            c.close();
+            LOG.log(Level.WARNING, "session " + next.sessionId() + ": resuming connection from " + next.peer().description()
+                    + " refused: the session is not waiting for one");
+        }
     }
 
     /** How often a worker tells the front its session's figures. */

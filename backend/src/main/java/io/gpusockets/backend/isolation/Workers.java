@@ -31,7 +31,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link FrameRelay} only where it cannot cross), answers the worker's tenant reserves against the real
  * {@link io.gpusockets.backend.tenant.Tenant} ({@link FrontTenantAccount} is the worker's side), and when
  * a worker ends, however it ends, gives back what its session still held of the tenant's quota and logs
- * how it ended. A worker serves one session and exits with it.
+ * how it ended. A worker serves one session and exits with it. A resumable session's worker is found by the
+ * session's token ({@link #resumable}), and a resuming connection is handed to it the same way ({@link #resume},
+ * control message RESUME) while the session waits detached in the worker.
  *
  * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
  * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
@@ -54,6 +56,8 @@ public final class Workers implements AutoCloseable {
     /** Every worker process not yet known to be gone, by pid. */
     private final Map<Long, Worker> live = new ConcurrentHashMap<>();
     private final BlockingQueue<Worker> idle = new LinkedBlockingQueue<>();
+    /** Workers serving a resumable session, by its token in hex; a worker leaves when it ends. */
+    private final Map<String, Worker> resumable = new ConcurrentHashMap<>();
     private final AtomicLong handedOver = new AtomicLong();
     /** Sessions waiting for a worker now. */
     private final java.util.concurrent.atomic.AtomicInteger waiting = new java.util.concurrent.atomic.AtomicInteger();
@@ -191,33 +195,14 @@ public final class Workers implements AutoCloseable {
      */
     public boolean handOver(Connection c, SessionTicket ticket, TenantAccount tenant, Runnable onEnd) {
         long id = ticket.sessionId();
-        HandedConnection.Outgoing out;
-        try {
-            out = HandedConnection.of(c).orElse(null);
-        } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "session " + id + " refused: its connection could not be found to hand over: " + e.getMessage());
-            c.close();
+        Crossing x = crossing(c, id);
+        if (x == null) {
             return false;
-        }
-        int[] pair = null;
-        if (out == null) {
-            try {
-                pair = DescriptorPassing.socketPair();
-            } catch (IOException e) {
-                LOG.log(Level.WARNING, "session " + id + " refused: no socket pair to relay it through: " + e.getMessage());
-                c.close();
-                return false;
-            }
-            int workerEnd = pair[1];
-            out = HandedConnection.socket(workerEnd, () -> DescriptorPassing.close(workerEnd)); // the worker has its own copy then
         }
         Worker w = take(id);
         if (w == null) {
             c.close();
-            if (pair != null) {
-                DescriptorPassing.close(pair[0]);
-                DescriptorPassing.close(pair[1]);
-            }
+            x.abandon();
             return false;
         }
         w.tenant = tenant;
@@ -228,41 +213,137 @@ public final class Workers implements AutoCloseable {
         w.shown = true;
         ByteBuffer m = ControlMessages.start(ControlMessages.SESSION);
         ticket.encode(m);
-        out.put(m);
-        try {
-            DescriptorPassing.send(w.control, ControlMessages.finish(m), out.descriptors());
-        } catch (IOException | RuntimeException e) {
-            LOG.log(Level.WARNING, "session " + id + " lost: handing it to worker pid " + w.pid + " failed: " + e.getMessage());
+        if (!x.send(w, m, c, ticket)) {
             w.onEnd = null; // the caller gives back what the session held: this returns false
             w.process.destroyForcibly();
-            c.close();
-            if (pair != null) {
-                DescriptorPassing.close(pair[0]);
-                DescriptorPassing.close(pair[1]);
-            }
             return false;
         }
-        out.release().run();
-        if (pair != null) {
-            Connection near;
-            try {
-                near = DescriptorPassing.adopt(pair[0], ticket.peer());
-            } catch (IOException e) {
-                LOG.log(Level.WARNING, "session " + id + " lost: cannot relay it: " + e.getMessage());
-                c.close();
-                return false;
-            }
-            FrameRelay.start(id, c, near);
-            LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
-                    + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
-                    + " every byte)");
+        if (ticket.resumable()) {
+            resumable.put(java.util.HexFormat.of().formatHex(ticket.resumeToken()), w);
         }
         handedOver.incrementAndGet();
         // the next idle worker starts after this session is on its way, not before
         Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
         LOG.log(Level.INFO, "session " + id + " handed to worker pid " + w.pid + " (peer " + ticket.peer().description()
-                + (out.kind() == HandedConnection.RING ? ", the ring's shared memory mapped by the worker" : "") + ")");
+                + (x.out.kind() == HandedConnection.RING ? ", the ring's shared memory mapped by the worker" : "") + ")");
         return true;
+    }
+
+    /**
+     * The ticket of the resumable session whose token is {@code tokenHex} (hex), while the worker serving it lives;
+     * else null.
+     */
+    public SessionTicket resumable(String tokenHex) {
+        Worker w = resumable.get(tokenHex);
+        return w == null || w.gone.get() ? null : w.ticket;
+    }
+
+    /**
+     * Hands a connection that resumes the session of {@code tokenHex} (its handshake done by the front, WELCOME
+     * sent) to the worker serving that session, which attaches it. False (the connection closed, the reason
+     * logged) when that worker is gone or the connection cannot be handed.
+     */
+    public boolean resume(String tokenHex, Connection c) {
+        Worker w = resumable.get(tokenHex);
+        SessionTicket t = w == null ? null : w.ticket;
+        if (t == null || w.gone.get()) {
+            c.close();
+            return false;
+        }
+        Crossing x = crossing(c, t.sessionId());
+        if (x == null) {
+            return false;
+        }
+        SessionTicket next = t.withPeer(c.peer());
+        ByteBuffer m = ControlMessages.start(ControlMessages.RESUME);
+        next.encode(m);
+        if (!x.send(w, m, c, next)) {
+            return false;
+        }
+        LOG.log(Level.INFO, "session " + t.sessionId() + ": resuming connection from " + c.peer().description()
+                + " handed to worker pid " + w.pid);
+        return true;
+    }
+
+    /**
+     * How a connection crosses to a worker: whole ({@link HandedConnection#of}), else through a socket pair whose
+     * far end crosses while the front relays frames between the connection and the near end.
+     */
+    private final class Crossing {
+        final HandedConnection.Outgoing out;
+        final int[] pair;
+
+        Crossing(HandedConnection.Outgoing out, int[] pair) {
+            this.out = out;
+            this.pair = pair;
+        }
+
+        /** Closes the relay pair of a crossing that will not happen. */
+        void abandon() {
+            if (pair != null) {
+                DescriptorPassing.close(pair[0]);
+                DescriptorPassing.close(pair[1]);
+            }
+        }
+
+        /**
+         * Sends {@code m} (a message started with its type and fields) with the connection's kind and descriptors to
+         * {@code w}, then lets go of the front's copies or starts the relay. False (the connection closed, logged) on failure.
+         */
+        boolean send(Worker w, ByteBuffer m, Connection c, SessionTicket ticket) {
+            long id = ticket.sessionId();
+            out.put(m);
+            try {
+                DescriptorPassing.send(w.control, ControlMessages.finish(m), out.descriptors());
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.WARNING, "session " + id + " lost: handing its connection to worker pid " + w.pid + " failed: "
+                        + e.getMessage());
+                c.close();
+                abandon();
+                return false;
+            }
+            out.release().run();
+            if (pair != null) {
+                Connection near;
+                try {
+                    near = DescriptorPassing.adopt(pair[0], ticket.peer());
+                } catch (IOException e) {
+                    LOG.log(Level.WARNING, "session " + id + " lost: cannot relay it: " + e.getMessage());
+                    c.close();
+                    return false;
+                }
+                FrameRelay.start(id, c, near);
+                LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
+                        + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
+                        + " every byte)");
+            }
+            return true;
+        }
+    }
+
+    /** How {@code c} will cross, or null (the connection closed, the reason logged). */
+    private Crossing crossing(Connection c, long id) {
+        HandedConnection.Outgoing out;
+        try {
+            out = HandedConnection.of(c).orElse(null);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(Level.WARNING, "session " + id + " refused: its connection could not be found to hand over: " + e.getMessage());
+            c.close();
+            return null;
+        }
+        if (out != null) {
+            return new Crossing(out, null);
+        }
+        int[] pair;
+        try {
+            pair = DescriptorPassing.socketPair();
+        } catch (IOException e) {
+            LOG.log(Level.WARNING, "session " + id + " refused: no socket pair to relay it through: " + e.getMessage());
+            c.close();
+            return null;
+        }
+        int workerEnd = pair[1];
+        return new Crossing(HandedConnection.socket(workerEnd, () -> DescriptorPassing.close(workerEnd)), pair); // the worker has its own copy then
     }
 
     /**
@@ -476,6 +557,10 @@ public final class Workers implements AutoCloseable {
         }
         w.ready.completeExceptionally(new IOException("worker pid " + w.pid + " exited before it was ready"));
         idle.remove(w);
+        SessionTicket ticket = w.ticket;
+        if (ticket != null && ticket.resumable()) {
+            resumable.remove(java.util.HexFormat.of().formatHex(ticket.resumeToken()), w);
+        }
         Integer exit = null;
         try {
             // a worker that trains the AOT cache writes it as it exits: give it the time that takes

@@ -28,6 +28,7 @@ import java.nio.ByteBuffer;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
@@ -84,6 +85,43 @@ public final class BackendServer implements AutoCloseable {
 
     /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
     private volatile io.gpusockets.backend.isolation.Workers workers;
+    /** Sessions that may be resumed, by their token in hex. */
+    private final Map<String, Session> resumable = new ConcurrentHashMap<>();
+    /** Tokens sent in a WELCOME whose session is not yet in {@link #resumable} (a resume may arrive that soon). */
+    private final Set<String> issuing = ConcurrentHashMap.newKeySet();
+    /** How long a session whose connection was lost waits for its frontend to resume; zero: no resume. */
+    private volatile java.time.Duration resumeGrace = java.time.Duration.ofSeconds(RESUME_GRACE_SECONDS_DEFAULT);
+    /** Bytes of replies a resumable session keeps until acknowledged. */
+    private volatile long resumeRetainBytes = 8L << 20;
+    private final java.util.concurrent.atomic.LongAdder resumeRefusals = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder resumes = new java.util.concurrent.atomic.LongAdder();
+
+    /** Default of {@code --resume-grace}. */
+    public static final int RESUME_GRACE_SECONDS_DEFAULT = 60;
+
+    /**
+     * Sessions whose connection is lost wait this long for their frontend to resume them (the frontend asks
+     * for it), unless their tenant sets its own {@code resume-grace}. Zero
+     * turns resume off.
+     */
+    public void resumeGrace(java.time.Duration grace) {
+        this.resumeGrace = grace;
+    }
+
+    /** Bytes of unacknowledged replies a resumable session keeps ({@link Session.Resume}); a resume needing more is refused. */
+    public void resumeRetainBytes(long bytes) {
+        this.resumeRetainBytes = bytes;
+    }
+
+    /** Resume attempts refused (unknown, expired or guessed token, another identity). */
+    public long resumeRefusals() {
+        return resumeRefusals.sum();
+    }
+
+    /** Connections that resumed a session. */
+    public long resumesAccepted() {
+        return resumes.sum();
+    }
 
     /** Isolation mode shared: each tenant's one context per device, else null. */
     private volatile io.gpusockets.backend.session.SharedContexts sharedContexts;
@@ -275,6 +313,10 @@ public final class BackendServer implements AutoCloseable {
         try {
             s.serve();
         } finally {
+            Session.Resume r = s.resume();
+            if (r != null) {
+                resumable.remove(java.util.HexFormat.of().formatHex(r.token()));
+            }
             status.ended(s, () -> sessions.remove(s));
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
@@ -310,6 +352,9 @@ public final class BackendServer implements AutoCloseable {
             timeout.cancel(false);
             handshakes.end(c);
         }
+        if (admitted == RESUMED) {
+            return null; // the connection now serves a session that was waiting for it
+        }
         if (admitted == null) {
             c.close();
             return null;
@@ -322,12 +367,14 @@ public final class BackendServer implements AutoCloseable {
             refusals.log(Level.WARNING, () -> "session with " + peer + " not started: " + e.getMessage());
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
         if (closed) {
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
@@ -339,6 +386,7 @@ public final class BackendServer implements AutoCloseable {
                     + " bytes sent before the handshake's answer");
             sessionSlots.decrementAndGet();
             admitted.tenant().closeSession();
+            forgetIssued(admitted);
             c.close();
             return null;
         }
@@ -349,8 +397,13 @@ public final class BackendServer implements AutoCloseable {
                 sessionSlots.decrementAndGet();
                 t.closeSession();
             };
-            if (!w.handOver(c, new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer()),
-                    t, ended)) {
+            var ticket = admitted.token() == null
+                    ? new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer())
+                    : new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer(),
+                            admitted.token(), admitted.identity(), (int) admitted.grace().toSeconds(), resumeRetainBytes);
+            boolean handed = w.handOver(c, ticket, t, ended);
+            forgetIssued(admitted); // known to the workers from here, or never
+            if (!handed) {
                 ended.run();
             }
             return null;
@@ -361,6 +414,24 @@ public final class BackendServer implements AutoCloseable {
         try {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                     contextPool, admitted.tenant());
+            if (admitted.token() != null) {
+                s.resumable(new Session.Resume(admitted.token(), admitted.identity(), admitted.grace(), features,
+                        resumeRetainBytes));
+                resumable.put(java.util.HexFormat.of().formatHex(admitted.token()), s);
+            }
+        } catch (RuntimeException | OutOfMemoryError e) {
+            if (admitted.token() != null) {
+                issuing.remove(java.util.HexFormat.of().formatHex(admitted.token()));
+            }
+            sessionSlots.decrementAndGet();
+            admitted.tenant().closeSession();
+            c.close();
+            throw e;
+        }
+        if (admitted.token() != null) {
+            issuing.remove(java.util.HexFormat.of().formatHex(admitted.token()));
+        }
+        try {
             s.deviceShare(tenants.deviceShare());
             if (sharedContexts != null) {
                 s.shareContexts(sharedContexts);
@@ -411,7 +482,107 @@ public final class BackendServer implements AutoCloseable {
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
     /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
-    private record Admitted(int features, Tenant tenant) {
+    private record Admitted(int features, Tenant tenant, byte[] token, String identity, java.time.Duration grace) {
+    }
+
+    private void forgetIssued(Admitted a) {
+        if (a.token() != null) {
+            issuing.remove(java.util.HexFormat.of().formatHex(a.token()));
+        }
+    }
+
+    /** {@link #handshake}'s answer when the connection resumed a session (handed to it, not closed). */
+    private static final Admitted RESUMED = new Admitted(0, null, null, null, null);
+
+    /**
+     * The identities the handshake proved, as a resume token is bound to them: the pre-shared-key identity
+     * (when the key checked it), the client certificate, the kernel-proven uid, CID and domid.
+     */
+    static String provenIdentity(PeerInfo peer, boolean psk, String helloIdentity) {
+        return "psk=" + (psk ? helloIdentity : "") + ";cert=" + peer.certificate().orElse("")
+                + ";uid=" + (peer.uid().isPresent() ? Integer.toUnsignedString(peer.uid().getAsInt()) : "")
+                + ";cid=" + (peer.cid().isPresent() ? peer.cid().getAsLong() : "")
+                + ";domid=" + (peer.domid().isPresent() ? peer.domid().getAsLong() : "");
+    }
+
+    /**
+     * A HELLO with a resume token: authenticated as any (the checks before tenants and session slots),
+     * then the session the token names, which must be waiting and belong to the same proven identity,
+     * gets the connection. Everything else is refused, logged and counted.
+     */
+    private Admitted resumeSession(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk, String refusal)
+            throws IOException {
+        Session s = null;
+        if (refusal == null) {
+            String key = java.util.HexFormat.of().formatHex(hello.resumeToken());
+            io.gpusockets.backend.isolation.Workers w = workers;
+            for (int i = 0; i < 200 && issuing.contains(key) && !resumable.containsKey(key)
+                    && (w == null || w.resumable(key) == null); i++) {
+                try {
+                    Thread.sleep(10); // its WELCOME went out a moment ago; the session is being set up
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            if (w != null) {
+                return resumeInWorker(channel, c, hello, psk, w, key);
+            }
+            s = resumable.get(key);
+            if (s == null || s.ended() || s.resume() == null) {
+                refusal = "resume refused: unknown or expired session token (its session ended, its grace period ran out,"
+                        + " or no such token was issued)";
+            } else if (!s.resume().identity().equals(provenIdentity(c.peer(), psk, hello.identity()))) {
+                refusal = "resume refused: the session token was issued to another identity";
+            }
+        }
+        if (refusal != null) {
+            resumeRefusals.increment();
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
+            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            return null;
+        }
+        Session.Resume r = s.resume();
+        channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(s.id(), host.driverVersion(), host.deviceCount(),
+                r.features(), host.description(), r.token(), (int) r.grace().toSeconds()).encode());
+        c.platformThreadsOnly();
+        if (!s.attach(channel)) {
+            return null;
+        }
+        resumes.increment();
+        return RESUMED;
+    }
+
+    /**
+     * {@link #resumeSession} in isolation mode process: the session lives in a worker; the front checks the token and
+     * identity against the worker's ticket, sends WELCOME, and hands the connection to that worker.
+     */
+    private Admitted resumeInWorker(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk,
+                                    io.gpusockets.backend.isolation.Workers w, String key) throws IOException {
+        io.gpusockets.backend.isolation.SessionTicket t = w.resumable(key);
+        String refusal = t == null ? "resume refused: unknown or expired session token (its session ended, its grace"
+                + " period ran out, or no such token was issued)"
+                : !t.identity().equals(provenIdentity(c.peer(), psk, hello.identity()))
+                ? "resume refused: the session token was issued to another identity"
+                : channel.readAhead() > 0 ? "resume refused: bytes sent before the handshake's answer" : null;
+        if (refusal != null) {
+            resumeRefusals.increment();
+            String why = refusal;
+            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
+            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            return null;
+        }
+        channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(t.sessionId(), host.driverVersion(), host.deviceCount(),
+                t.features(), host.description(), t.resumeToken(), t.graceSeconds()).encode());
+        // as admit() does before a hand-over: the handshake's virtual thread left the channel non-blocking, and the
+        // JDK would shut a non-blocking channel's socket down when the front lets go of its copy
+        c.platformThreadsOnly();
+        if (!w.resume(key, c)) {
+            return RESUMED; // closed by the workers, the reason logged
+        }
+        resumes.increment();
+        return RESUMED;
     }
 
     private Admitted handshake(FrameChannel channel, Connection c, long sessionId, String scheme) throws IOException {
@@ -441,6 +612,9 @@ public final class BackendServer implements AutoCloseable {
                 refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
             }
         }
+        if (hello.resumes()) {
+            return resumeSession(channel, c, hello, auth == Handshake.AUTH_PSK, refusal);
+        }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
@@ -456,7 +630,10 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         try {
-            return new Admitted(welcome(channel, c, sessionId, hello), admission.tenant());
+            java.time.Duration grace = admission.tenant().limits().resumeGrace(resumeGrace);
+            byte[] token = resumeToken(c, hello, grace);
+            return new Admitted(welcome(channel, c, sessionId, hello, token, grace), admission.tenant(), token,
+                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()), grace);
         } catch (IOException | RuntimeException e) {
             sessionSlots.decrementAndGet();
             admission.tenant().closeSession();
@@ -464,15 +641,41 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
+    /**
+     * A new session's token when its frontend asks for resume and this backend can offer it, else null
+     * (with a log line saying why not): any transport, any isolation mode, unless the grace is 0 or the
+     * frontend also asks for a ring's shared window, which a resume would have to re-create on the new ring
+     * (not done yet; our frontend asks for one or the other, never both).
+     */
+    private byte[] resumeToken(Connection c, Handshake.Hello hello, java.time.Duration grace) {
+        if ((hello.features() & Handshake.FEATURE_RESUME) == 0) {
+            return null;
+        }
+        String no = grace.isZero() ? "the resume grace (--resume-grace, or the tenant's resume-grace) is 0"
+                : (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+                        ? "the frontend asked for the ring's shared window too, which a resume does not re-create yet" : null;
+        if (no != null) {
+            LOG.log(Level.INFO, "resume not granted to " + c.peer().description() + ": " + no
+                    + "; the session ends with its connection");
+            return null;
+        }
+        byte[] token = new byte[Handshake.TOKEN_BYTES];
+        random.nextBytes(token);
+        issuing.add(java.util.HexFormat.of().formatHex(token));
+        return token;
+    }
+
     /** Grants the features and sends WELCOME; returns the features granted. */
-    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello) throws IOException {
+    private int welcome(FrameChannel channel, Connection c, long sessionId, Handshake.Hello hello, byte[] token,
+                        java.time.Duration grace) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
-        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+        boolean window = token == null && (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
                 && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
-        int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0);
+        int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0)
+                | (token != null ? Handshake.FEATURE_RESUME : 0);
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
-                host.description()).encode();
+                host.description(), token == null ? new byte[0] : token, token == null ? 0 : (int) grace.toSeconds()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);
         return features;
     }

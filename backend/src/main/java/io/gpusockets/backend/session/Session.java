@@ -20,18 +20,34 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * frees its memory, modules, streams and events on the device) and logs what it released. The parts
  * it owns do the rest: {@link BodyBudget} and {@link DataBufferPool} bound what the reader holds,
  * {@link Lanes} the lanes, {@link SessionWindow} the shared window, {@link SessionCleanup} the release.
+ *
+ * <p>A resumable session ({@link #resumable}, granted at the handshake) does not end with its connection
+ * unless it ended on purpose (GOODBYE, a protocol violation, the idle timeout, the backend's shutdown):
+ * its reader waits, detached, up to the grace period for a resuming connection ({@link #attach}), and goes
+ * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
+ * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
  */
 public final class Session {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
 
     private final long id;
-    private final FrameChannel channel;
+    /** The connection now; replaced when the session resumes on a new one (only by {@link #serve}'s thread). */
+    private volatile FrameChannel channel;
+    /** Null while attached; set while the session waits for its frontend to resume. */
+    private volatile String detachedBecause;
+    /** Resume ({@link Handshake#FEATURE_RESUME}): the token, identity, grace and kept replies; null when not granted. */
+    private volatile Resume resume;
+    /** The connection replies go out on now, or null while detached (one object, not one per reply). */
+    private final java.util.function.Supplier<FrameChannel> liveChannel = () -> detachedBecause == null ? channel : null;
+    /** Connections offered by resuming frontends ({@link #attach}), taken by the reader. */
+    private final java.util.concurrent.LinkedBlockingQueue<FrameChannel> offered = new java.util.concurrent.LinkedBlockingQueue<>();
     private final DriverHost host;
     private final BackendSettings settings;
     private final SessionLimits limits;
     /** {@link BackendSettings#pipelinedToLane}, read per frame. */
     private final boolean pipelinedToLane;
-    private final String peer;
+    /** The peer as its transport describes it; the new connection's once the session resumed. */
+    private volatile String peer;
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
@@ -54,6 +70,8 @@ public final class Session {
     private final SessionWindow window;
     private final SessionCleanup cleanup;
     private final ContextPool contextPool;
+    /** Tells whether the current connection's peer hung up; replaced with the connection. */
+    private volatile io.gpusockets.backend.isolation.PeerHangup hangup;
     /** Whose limits this session's holdings count against. */
     private final io.gpusockets.backend.tenant.TenantAccount tenant;
     /** What this session charged to its tenant, and the charge rules. */
@@ -103,7 +121,7 @@ public final class Session {
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, Math.min(limits.maxLanes(), tenant.limits().lanes()));
         this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
-        io.gpusockets.backend.isolation.PeerHangup hangup = new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
+        this.hangup = new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
         this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || hangup.gone());
         this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
@@ -263,9 +281,13 @@ public final class Session {
         return handles.count(ParamType.STREAM);
     }
 
-    /** The peer, as its transport describes it. */
+    /**
+     * The peer, as its transport describes it; while the session is detached (waiting for its frontend to
+     * resume) followed by "[detached: why]", which is how {@code gpusockets status} shows such a session.
+     */
     public String peer() {
-        return peer;
+        String d = detachedBecause;
+        return d == null ? peer : peer + " [detached: " + d + "]";
     }
 
     DriverHost host() {
@@ -328,12 +350,155 @@ public final class Session {
         return asyncGranted;
     }
 
-    /** Reads frames until the connection ends, then cleans up. Runs on the session's own thread. */
+    /**
+     * What a resumable session keeps: its token (bound to the identity that proved itself at the
+     * handshake), how long it waits detached, and {@link ResumeLog}.
+     */
+    public record Resume(byte[] token, String identity, java.time.Duration grace, int features, ResumeLog log) {
+        /** {@code features}: those granted at the first handshake, granted again on every resume. */
+        public Resume(byte[] token, String identity, java.time.Duration grace, int features, long retainBytes) {
+            this(token, identity, grace, features, new ResumeLog(retainBytes));
+        }
+    }
+
+    /** Makes the session resumable; call before {@link #serve}. */
+    public void resumable(Resume r) {
+        this.resume = r;
+    }
+
+    /** The resume settings, or null when the session ends with its connection. */
+    public Resume resume() {
+        return resume;
+    }
+
+    /** Why the session is detached (waiting for its frontend to resume), or null while it is connected. */
+    public String detached() {
+        return detachedBecause;
+    }
+
+    /**
+     * A resuming frontend's connection, after its WELCOME: the session's reader takes it (closing the old
+     * connection first, should the reader not have noticed its loss yet). False when the session has ended.
+     */
+    public boolean attach(FrameChannel next) {
+        if (ended.get() || resume == null) {
+            return false;
+        }
+        offered.add(next);
+        FrameChannel old = channel;
+        if (old != next) {
+            old.close(); // the reader notices and takes the offered one
+        }
+        return true;
+    }
+
+    /**
+     * Detached: waits up to the grace period for a resuming connection, then sends RESUMED and the
+     * replies kept for the frontend. Returns null once resumed, else why the session ends.
+     */
+    private String awaitResume(String cause) throws InterruptedException {
+        Resume r = resume;
+        detachedBecause = cause;
+        channel.close(); // broken or half-closed: the peer sees the end at once, and a resume brings a new one
+        LOG.log(Level.INFO, "session " + id + " detached (" + cause + "); waiting up to " + r.grace().toSeconds()
+                + " s for its frontend to resume");
+        long deadline = System.nanoTime() + r.grace().toNanos();
+        while (true) {
+            long left = deadline - System.nanoTime();
+            if (ended.get()) {
+                return "ended while detached";
+            }
+            if (failure != null) {
+                return failure + " (while detached)"; // expired by the server (idle timeout) meanwhile
+            }
+            if (left <= 0) {
+                return cause + "; not resumed within the grace period of " + r.grace().toSeconds() + " s";
+            }
+            FrameChannel next = offered.poll(Math.min(left, 200_000_000L), java.util.concurrent.TimeUnit.NANOSECONDS);
+            if (next == null) {
+                continue; // looks at ended (the backend's shutdown) and the deadline again
+            }
+            if (ended.get()) {
+                next.close();
+                return "ended while detached";
+            }
+            for (FrameChannel newer; (newer = offered.poll()) != null; ) {
+                next.close(); // a later attempt of the same frontend supersedes it
+                next = newer;
+            }
+            try {
+                next.send(Opcodes.RESUMED, 0, 0, 0, r.log().state().encode());
+                channel = next;
+                hangup = new io.gpusockets.backend.isolation.PeerHangup(next.connection());
+                peer = next.connection().peer().description();
+                detachedBecause = null;
+                String refused = r.log().resend(next);
+                if (refused != null) {
+                    next.close();
+                    return cause + "; resume refused: " + refused;
+                }
+                stats.resumed();
+                LOG.log(Level.INFO, "session " + id + " resumed, peer " + next.connection().peer().description());
+                return null;
+            } catch (IOException e) {
+                LOG.log(Level.INFO, "session " + id + ": a resuming connection was lost at once (" + e.getMessage()
+                        + "); waiting for the next");
+                next.close(); // lost again at once: wait for the next attempt
+                channel = next;
+                detachedBecause = cause;
+            }
+        }
+    }
+
+    /** Reads frames until the connection ends (waiting to resume where granted), then cleans up. Runs on the session's own thread. */
     public void serve() {
         String reason = "peer closed the connection";
         // This thread's state, fetched once: quick calls run here for every lane of the session.
         ExecutionThread exec = ExecutionThread.current(chunkBytes(), hostBuffers);
         try {
+            while (true) {
+                try {
+                    reason = readFrames(exec);
+                    break;
+                } catch (ProtocolException e) {
+                    throw e;
+                } catch (IOException e) {
+                    String cause = failure != null ? failure
+                            : e instanceof EOFException ? "peer closed the connection" : "connection lost: " + e.getMessage();
+                    if (failure != null || resume == null || ended.get()) {
+                        throw e;
+                    }
+                    String why = awaitResume(cause);
+                    if (why != null) {
+                        reason = why;
+                        break;
+                    }
+                }
+            }
+        } catch (EOFException e) {
+            reason = failure != null ? failure : "peer closed the connection";
+        } catch (ProtocolException e) {
+            reason = "protocol violation: " + e.getMessage();
+        } catch (IOException e) {
+            reason = failure != null ? failure : "connection lost: " + e.getMessage();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            reason = "backend shutting down";
+        } catch (RuntimeException | OutOfMemoryError e) {
+            reason = "internal error: " + e;
+            LOG.log(Level.ERROR, "session " + id + ": internal error", e);
+        } finally {
+            ExecutionThread.end();
+            detachedBecause = null;
+            end(failure != null ? failure : reason);
+        }
+    }
+
+    /** Reads and dispatches frames of the current connection; returns the end reason on GOODBYE. */
+    private String readFrames(ExecutionThread exec) throws IOException, InterruptedException {
+        FrameChannel channel = this.channel;
+        ResumeLog log = resume == null ? null : resume.log();
+        {
             while (true) {
                 FrameHeader h = channel.readHeader();
                 lastFrameNanos = System.nanoTime();
@@ -341,8 +506,7 @@ public final class Session {
                 int op = h.opcode();
                 if (op == Opcodes.GOODBYE) {
                     channel.skipBody(h.length());
-                    reason = "clean close";
-                    break;
+                    return "clean close";
                 }
                 if (op == Opcodes.LANE_END) {
                     channel.skipBody(h.length());
@@ -372,6 +536,15 @@ public final class Session {
                     throw e;
                 }
                 body.flip();
+                if (log != null) {
+                    try {
+                        log.received(h);
+                    } catch (ProtocolException e) {
+                        dataBuffers.offer(body);
+                        bodyBudget.release(charge);
+                        throw e;
+                    }
+                }
                 Inbound in = new Inbound(h, body, charge);
                 Lane lane = lanes.lane(h.lane());
                 if (op != Opcodes.DATA && (h.wantsReply() || !pipelinedToLane) && lane.pending.get() == 0
@@ -391,21 +564,6 @@ public final class Session {
                     lane.enqueue(in);
                 }
             }
-        } catch (EOFException e) {
-            reason = failure != null ? failure : "peer closed the connection";
-        } catch (ProtocolException e) {
-            reason = "protocol violation: " + e.getMessage();
-        } catch (IOException e) {
-            reason = failure != null ? failure : "connection lost: " + e.getMessage();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            reason = "backend shutting down";
-        } catch (RuntimeException | OutOfMemoryError e) {
-            reason = "internal error: " + e;
-            LOG.log(Level.ERROR, "session " + id + ": internal error", e);
-        } finally {
-            ExecutionThread.end();
-            end(failure != null ? failure : reason);
         }
     }
 
@@ -459,7 +617,13 @@ public final class Session {
 
     void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
         long bytes = SessionStats.bodyBytes(body); // counted before the send consumes the buffers
-        channel.send(opcode, flags, lane, requestId, body);
+        Resume r = resume;
+        if (r != null) {
+            // kept until acknowledged; a send on a lost connection is not the lane's failure
+            r.log().send(liveChannel, opcode, flags, lane, requestId, body);
+        } else {
+            channel.send(opcode, flags, lane, requestId, body);
+        }
         stats.frameOut(bytes);
     }
 
@@ -474,6 +638,9 @@ public final class Session {
             return;
         }
         channel.close();
+        for (FrameChannel c; (c = offered.poll()) != null; ) {
+            c.close();
+        }
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
         LaunchShares ls = launchShares;
         if (ls != null) {

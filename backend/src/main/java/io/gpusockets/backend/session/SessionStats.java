@@ -52,6 +52,18 @@ public final class SessionStats {
     }
 
     /** A frame was read (on the session's reader thread only): its bytes, and a call unless it is a control frame. */
+    private final AtomicLong resumes = new AtomicLong();
+
+    /** The session resumed on a new connection. */
+    void resumed() {
+        resumes.incrementAndGet();
+    }
+
+    /** Times the session resumed on a new connection after losing one. */
+    public long resumes() {
+        return resumes.get();
+    }
+
     void frameIn(FrameHeader h) {
         bytesIn.setRelease(bytesIn.getPlain() + FrameHeader.BYTES + h.length());
         if (!Opcodes.isControl(h.opcode())) {

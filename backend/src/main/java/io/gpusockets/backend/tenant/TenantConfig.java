@@ -33,6 +33,8 @@ import java.util.regex.Pattern;
  * streams = 256              # streams per session
  * pinned = 1GiB              # page-locked host memory (the shared window)
  * device-share = 0.5         # share of kernel launch admission when tenants compete, (0, 1]
+ * resume-grace = 300         # seconds a session whose connection broke waits to be resumed (0: none);
+ *                            # default: the backend's --resume-grace
  * </pre>
  * A {@code cert:} subject runs up to the next {@code ", kind:"} item, so it may hold commas. Any limit
  * may be {@code unlimited} (the default for a limit not given). A {@code psk:} identity needs a
@@ -215,14 +217,14 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
                     }
                     key = readKey(n, v);
                 }
-                case "memory", "pinned", "sessions", "lanes", "handles", "streams", "device-share" -> {
+                case "memory", "pinned", "sessions", "lanes", "handles", "streams", "device-share", "resume-grace" -> {
                     if (values.containsKey(k)) {
                         throw error(n, k + " given twice");
                     }
                     values.put(k, v + "\u0000" + n);
                 }
                 default -> throw error(n, "unknown setting '" + k + "' (known: match, psk-file, memory, pinned, sessions,"
-                        + " lanes, handles, streams, device-share" + (name.equals(DEFAULT) ? ", deny" : "") + ")");
+                        + " lanes, handles, streams, device-share, resume-grace" + (name.equals(DEFAULT) ? ", deny" : "") + ")");
             }
         }
 
@@ -297,7 +299,8 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
                 return;
             }
             TenantLimits limits = new TenantLimits(size("memory"), count("sessions", 0), count("lanes", 1),
-                    count("handles", 0), count("streams", 0), size("pinned"), share());
+                    count("handles", 0), count("streams", 0), size("pinned"), share(),
+                    grace());
             if (name.equals(DEFAULT)) {
                 defaults = new Section(DEFAULT, limits, List.of(), null, deny, start);
             } else {
@@ -353,6 +356,24 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
                 return x;
             } catch (NumberFormatException e) {
                 throw error(n, k + " = " + v + ": expected a whole number of " + min + " or more, or unlimited");
+            }
+        }
+
+        private int grace() {
+            String rv = raw("resume-grace");
+            if (rv == null) {
+                return TenantLimits.GRACE_DEFAULT;
+            }
+            String v = rv.substring(0, rv.indexOf('\u0000'));
+            int n = Integer.parseInt(rv.substring(rv.indexOf('\u0000') + 1));
+            try {
+                int x = Integer.parseInt(v.strip().replace("_", ""));
+                if (x < 0 || x > TenantLimits.GRACE_MAX) {
+                    throw new NumberFormatException();
+                }
+                return x;
+            } catch (NumberFormatException e) {
+                throw error(n, "resume-grace = " + v + ": expected whole seconds from 0 to " + TenantLimits.GRACE_MAX);
             }
         }
 

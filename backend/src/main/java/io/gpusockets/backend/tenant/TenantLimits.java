@@ -13,16 +13,36 @@ package io.gpusockets.backend.tenant;
  *                     pinned allocations and registrations stay in the guest and pin nothing here)
  * @param deviceShare  share of device time for kernel launches when tenants compete, in (0, 1]; 0 for none
  *                     (best effort, as today)
+ * @param resumeGraceSeconds how long a session whose connection broke waits for its frontend to resume it
+ *                     (seconds; 0: its sessions end with their connection), or {@link #GRACE_DEFAULT} for the
+ *                     backend's {@code --resume-grace}. A detached session keeps counting against every limit above.
  */
 public record TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
-                           double deviceShare) {
+                           double deviceShare, int resumeGraceSeconds) {
+    /** {@link #resumeGraceSeconds} when the tenant sets none: the backend's {@code --resume-grace} applies. */
+    public static final int GRACE_DEFAULT = -1;
+    /** The longest grace a tenant may be given (a day): a detached session holds its memory all that time. */
+    public static final int GRACE_MAX = 86_400;
+
     public static final TenantLimits UNLIMITED = new TenantLimits(Long.MAX_VALUE, Integer.MAX_VALUE, Integer.MAX_VALUE,
             Integer.MAX_VALUE, Integer.MAX_VALUE, Long.MAX_VALUE, 0);
 
     public TenantLimits {
         if (memoryBytes < 0 || sessions < 0 || lanes < 1 || handles < 0 || streams < 0 || pinnedBytes < 0
-                || !(deviceShare >= 0 && deviceShare <= 1)) {
+                || !(deviceShare >= 0 && deviceShare <= 1)
+                || resumeGraceSeconds < GRACE_DEFAULT || resumeGraceSeconds > GRACE_MAX) {
             throw new IllegalArgumentException("tenant limits out of range: " + this);
         }
+    }
+
+    /** Limits with the backend's resume grace. */
+    public TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
+                        double deviceShare) {
+        this(memoryBytes, sessions, lanes, handles, streams, pinnedBytes, deviceShare, GRACE_DEFAULT);
+    }
+
+    /** The grace this tenant's sessions get: its own, else {@code backendDefault}. */
+    public java.time.Duration resumeGrace(java.time.Duration backendDefault) {
+        return resumeGraceSeconds == GRACE_DEFAULT ? backendDefault : java.time.Duration.ofSeconds(resumeGraceSeconds);
     }
 }

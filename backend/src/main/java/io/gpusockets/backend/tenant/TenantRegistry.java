@@ -149,7 +149,8 @@ public final class TenantRegistry {
             for (Tenant t : tenants.values()) {
                 if (!names.contains(t.name())) {
                     TenantLimits l = t.limits();
-                    t.setLimits(new TenantLimits(l.memoryBytes(), 0, l.lanes(), l.handles(), l.streams(), l.pinnedBytes(), 0));
+                    t.setLimits(new TenantLimits(l.memoryBytes(), 0, l.lanes(), l.handles(), l.streams(), l.pinnedBytes(), 0,
+                            l.resumeGraceSeconds()));
                 }
             }
             defaultTenant.setLimits(config.defaults().limits());

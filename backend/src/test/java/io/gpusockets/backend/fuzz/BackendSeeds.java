@@ -41,6 +41,11 @@ final class BackendSeeds {
         byte[] full = hello(Handshake.PROTOCOL_VERSION, 0, "cut-short");
         m.put("seed-hello-truncated", java.util.Arrays.copyOf(full, full.length - 5));
         m.put("seed-data-before-hello", WireSeeds.frame(Opcodes.DATA, 0, 0, 0, new byte[16]));
+        // a resume with a token no session has: refused (unknown token), the backend stays up
+        byte[] token = new byte[Handshake.TOKEN_BYTES];
+        java.util.Arrays.fill(token, (byte) 0x5a);
+        m.put("seed-hello-resume-unknown-token", WireSeeds.frame(Opcodes.HELLO, 0, 0, 0, WireSeeds.bytes(
+                new Handshake.Hello(Handshake.PROTOCOL_VERSION, Handshake.FEATURE_RESUME, "guest", new byte[0], token).encode())));
         return m;
     }
 

@@ -39,8 +39,9 @@ import org.junit.jupiter.api.BeforeAll;
  * socket in a temporary directory, on a {@link CappedGpu}, with a 500 ms handshake timeout. Each input
  * is what a peer sends after reading the SERVER_HELLO; the peer then half-closes, or (every
  * {@value #SILENT_EVERY}th input) stays silent until the server closes or welcomes it. The properties:
- * the server closes the connection (after a REFUSE, a WELCOME and a session that ends with the peer, or
- * nothing) within the handshake timeout plus a generous margin, never hangs; no thread of it dies of an
+ * the server closes the connection (after a REFUSE, a WELCOME and a session that ends with the peer, or after
+ * its resume grace of a second when resume was asked for, or nothing) within the handshake timeout plus a
+ * generous margin, never hangs; no thread of it dies of an
  * uncaught exception and it logs no internal error; it holds no session and no device memory afterwards;
  * and a legitimate client is served afterwards (every {@value #LEGIT_EVERY} inputs and at the end).
  */
@@ -75,6 +76,8 @@ class HandshakeFuzzTest {
         BackendSettings settings = BackendSettings.fromProperties(new Properties(), 2)
                 .withServer(null, Set.of(), Set.of(), HANDSHAKE_MILLIS, 0);
         server = new BackendServer(new DriverHost(gpu, "fuzz", 1, 13000), settings);
+        // an input that asks for resume gets a session that waits detached this long after its peer goes
+        server.resumeGrace(java.time.Duration.ofSeconds(1));
         server.listen(io.gpusockets.protocol.transport.TransportUri.parse("unix://" + socket));
         watchdog = Executors.newSingleThreadScheduledExecutor(Thread.ofPlatform().daemon().name("fuzz-watchdog").factory());
         // once before fuzzing: the classes of a whole session are loaded (and instrumented) outside the timeout

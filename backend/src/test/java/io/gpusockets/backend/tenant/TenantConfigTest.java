@@ -40,6 +40,7 @@ class TenantConfigTest {
                 streams = 256
                 pinned = 512 MiB
                 device-share = 0.5
+                resume-grace = 300
 
                 [tenant bob]
                 match = uid:1001
@@ -51,7 +52,8 @@ class TenantConfigTest {
         assertEquals(2, c.tenants().size());
         TenantConfig.Section alice = c.tenants().get(0);
         assertEquals("alice", alice.name());
-        assertEquals(new TenantLimits(8L << 30, 4, 64, 10000, 256, 512L << 20, 0.5), alice.limits());
+        assertEquals(new TenantLimits(8L << 30, 4, 64, 10000, 256, 512L << 20, 0.5, 300), alice.limits());
+        assertEquals(java.time.Duration.ofSeconds(300), alice.limits().resumeGrace(java.time.Duration.ofSeconds(60)));
         assertEquals(List.of(new TenantConfig.Identity(TenantConfig.Kind.UID, "1000"),
                 new TenantConfig.Identity(TenantConfig.Kind.PSK, "alice"),
                 new TenantConfig.Identity(TenantConfig.Kind.CERT, "CN=alice,O=lab"),
@@ -60,7 +62,18 @@ class TenantConfigTest {
         assertArrayEquals("alice-secret".getBytes(StandardCharsets.UTF_8), alice.pskKey());
         TenantConfig.Section bob = c.tenants().get(1);
         assertEquals(TenantLimits.UNLIMITED, bob.limits());
+        assertEquals(java.time.Duration.ofSeconds(60), bob.limits().resumeGrace(java.time.Duration.ofSeconds(60)),
+                "no resume-grace: the backend's");
         assertFalse(TenantConfig.parse(FILE, "[tenant x]\nmatch = uid:1\n").defaults().deny());
+    }
+
+    @Test
+    void resumeGraceIsWholeSecondsUpToADay() {
+        assertEquals(0, TenantConfig.parse(FILE, "[tenant x]\nmatch = uid:1\nresume-grace = 0\n").tenants().get(0).limits()
+                .resumeGraceSeconds());
+        assertTrue(error("[tenant x]\nmatch = uid:1\nresume-grace = -1\n").contains("resume-grace = -1"));
+        assertTrue(error("[tenant x]\nmatch = uid:1\nresume-grace = 86401\n").contains("0 to 86400"));
+        assertTrue(error("[tenant x]\nmatch = uid:1\nresume-grace = soon\n").contains("whole seconds"));
     }
 
     @Test
@@ -77,7 +90,7 @@ class TenantConfigTest {
     @Test
     void badInputIsNamedByFileAndLine() {
         assertEquals("/etc/gpusockets/tenants.conf:3: unknown setting 'memroy' (known: match, psk-file, memory, pinned,"
-                + " sessions, lanes, handles, streams, device-share)", error("[tenant a]\nmatch = uid:1\nmemroy = 1GiB\n"));
+                + " sessions, lanes, handles, streams, device-share, resume-grace)", error("[tenant a]\nmatch = uid:1\nmemroy = 1GiB\n"));
         assertTrue(error("memory = 1GiB\n").startsWith(FILE + ":1: a setting before the first"));
         assertTrue(error("[tenant a]\nmatch = uid:1\nmemory = 8 parsecs\n").startsWith(FILE + ":3: memory = 8 parsecs: unknown unit"));
         assertTrue(error("[tenant a]\nmatch = uid:one\n").startsWith(FILE + ":2: 'uid:one': uid must be a whole number"));

@@ -10,11 +10,11 @@ package io.gpusockets.protocol.wire;
  *  +---------------------------------------------------------------+
  *  |        opcode (API function, or a control code 0xFFFFxxxx)    |  4
  *  +---------------------------------------------------------------+
- *  |              flags (REPLY, NO_REPLY, WINDOW)                  |  8
+ *  |          flags (REPLY, NO_REPLY, WINDOW, ACKED)               |  8
  *  +---------------------------------------------------------------+
  *  |                lane (one per client thread)                   | 12
  *  +---------------------------------------------------------------+
- *  |                request id (64 bits, per connection)           | 16
+ *  |     request id (64 bits, per session; rising on each lane)    | 16
  *  +---------------------------------------------------------------+
  * </pre>
  */
@@ -36,6 +36,17 @@ public record FrameHeader(int length, int opcode, int flags, int lane, long requ
      * for its bulk output that way. Only on sessions that agreed to the window feature.
      */
     public static final int FLAG_WINDOW = 4;
+
+    /**
+     * On a call (resumable sessions): the sender has received every reply of this lane to requests before
+     * this one, so the backend may forget the copies it keeps for a resume. The acknowledgement rides on
+     * the next call; nothing else is sent for it.
+     */
+    public static final int FLAG_ACKED = 8;
+
+    public boolean acked() {
+        return (flags & FLAG_ACKED) != 0;
+    }
 
     public boolean inWindow() {
         return (flags & FLAG_WINDOW) != 0;

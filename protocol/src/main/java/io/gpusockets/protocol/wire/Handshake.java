@@ -12,12 +12,21 @@ import javax.crypto.spec.SecretKeySpec;
  * The version handshake, first on every connection:
  * <pre>
  *   backend  → SERVER_HELLO  magic u32, min version u32, max version u32, auth method u32, nonce[32]
- *   frontend → HELLO         magic u32, version u32, features u32, identity str, proof bytes
- *   backend  → WELCOME       session id u64, driver version i32, device count i32, features u32, description str
+ *   frontend → HELLO         magic u32, version u32, features u32, identity str, proof bytes, resume token bytes
+ *   backend  → WELCOME       session id u64, driver version i32, device count i32, features u32, description str,
+ *                            resume token bytes, resume grace seconds u32
  *          or  REFUSE        reason str (and the backend closes)
+ *   backend  → RESUMED       (only after a WELCOME that answers a HELLO with a resume token) {@link ResumeState}
  * </pre>
  * str = u32 length + UTF-8; bytes = u32 length + bytes. With the pre-shared-key method the proof is
  * HMAC-SHA256(key, nonce || identity); without it the proof is empty.
+ *
+ * <p><b>Resume.</b> A frontend that asks for {@link #FEATURE_RESUME} and is granted it receives a session
+ * token ({@link #TOKEN_BYTES} random bytes) and the grace period in WELCOME. After a lost connection it
+ * connects again and sends a HELLO that carries the token (authenticated as any HELLO; the identity must be
+ * the one that opened the session); the backend answers WELCOME (same session id, same token) and RESUMED,
+ * then resends the replies the frontend had not acknowledged; the frontend resends what RESUMED says the
+ * backend did not receive. An empty token asks for a new session.
  */
 public final class Handshake {
     public static final int MAGIC = 0x53555047; // "GPUS" little-endian
@@ -35,6 +44,13 @@ public final class Handshake {
      * backend whose end of the connection has it too.
      */
     public static final int FEATURE_WINDOW = 2;
+    /**
+     * The session survives a lost connection: WELCOME carries a token the frontend presents in a later
+     * HELLO to resume it (granted where the backend keeps sessions it serves itself; not over a shared window).
+     */
+    public static final int FEATURE_RESUME = 4;
+    /** Bytes of a session token: 256 random bits. */
+    public static final int TOKEN_BYTES = 32;
     /** A window DATA body: offset u64, length u64. */
     public static final int WINDOW_REF_BYTES = 16;
 
@@ -63,36 +79,94 @@ public final class Handshake {
         }
     }
 
-    public record Hello(int version, int features, String identity, byte[] proof) {
+    /** {@code resumeToken}: empty for a new session, else the token of the session to resume. */
+    public record Hello(int version, int features, String identity, byte[] proof, byte[] resumeToken) {
+        public Hello(int version, int features, String identity, byte[] proof) {
+            this(version, features, identity, proof, new byte[0]);
+        }
+
         public ByteBuffer encode() {
             byte[] id = identity.getBytes(StandardCharsets.UTF_8);
-            ByteBuffer b = buffer(12 + 4 + id.length + 4 + proof.length);
+            ByteBuffer b = buffer(12 + 4 + id.length + 4 + proof.length + 4 + resumeToken.length);
             b.putInt(MAGIC).putInt(version).putInt(features);
-            b.putInt(id.length).put(id).putInt(proof.length).put(proof);
+            b.putInt(id.length).put(id).putInt(proof.length).put(proof).putInt(resumeToken.length).put(resumeToken);
             return b.flip();
         }
 
         public static Hello decode(ByteBuffer b) throws ProtocolException {
             checkMagic(b);
             int version = b.getInt(), features = b.getInt();
-            return new Hello(version, features, readString(b), readBytes(b));
+            String identity = readString(b);
+            byte[] proof = readBytes(b);
+            byte[] token = b.remaining() == 0 ? new byte[0] : readBytes(b);
+            if (token.length != 0 && token.length != TOKEN_BYTES) {
+                throw new ProtocolException("resume token of " + token.length + " bytes (expected " + TOKEN_BYTES + ")");
+            }
+            return new Hello(version, features, identity, proof, token);
+        }
+
+        public boolean resumes() {
+            return resumeToken.length > 0;
         }
     }
 
-    public record Welcome(long sessionId, int driverVersion, int deviceCount, int features, String description) {
+    /** {@code resumeToken}: empty unless {@link #FEATURE_RESUME} was granted; {@code graceSeconds}: how long a detached session waits. */
+    public record Welcome(long sessionId, int driverVersion, int deviceCount, int features, String description,
+                          byte[] resumeToken, int graceSeconds) {
+        public Welcome(long sessionId, int driverVersion, int deviceCount, int features, String description) {
+            this(sessionId, driverVersion, deviceCount, features, description, new byte[0], 0);
+        }
+
         public ByteBuffer encode() {
             byte[] d = description.getBytes(StandardCharsets.UTF_8);
-            ByteBuffer b = buffer(20 + 4 + d.length);
+            ByteBuffer b = buffer(20 + 4 + d.length + 4 + resumeToken.length + 4);
             b.putLong(sessionId).putInt(driverVersion).putInt(deviceCount).putInt(features).putInt(d.length).put(d);
+            b.putInt(resumeToken.length).put(resumeToken).putInt(graceSeconds);
             return b.flip();
         }
 
         public static Welcome decode(ByteBuffer b) throws ProtocolException {
             try {
-                return new Welcome(b.getLong(), b.getInt(), b.getInt(), b.getInt(), readString(b));
+                long id = b.getLong();
+                int dv = b.getInt(), dc = b.getInt(), f = b.getInt();
+                String desc = readString(b);
+                byte[] token = b.remaining() == 0 ? new byte[0] : readBytes(b);
+                int grace = b.remaining() >= 4 ? b.getInt() : 0;
+                return new Welcome(id, dv, dc, f, desc, token, grace);
             } catch (RuntimeException e) {
                 throw new ProtocolException("malformed WELCOME: " + e);
             }
+        }
+    }
+
+    /**
+     * RESUMED: what the backend received of each lane before the connection was lost, so that the
+     * frontend resends the rest. Per lane: lane u32, the last call's request id u64 (0: none), and how many
+     * DATA frames of that call arrived u32. Layout: count u32, then count × 16 bytes.
+     */
+    public record ResumeState(java.util.Map<Integer, long[]> lanes) {
+        public static final int MAX_LANES = 1 << 16;
+
+        public ByteBuffer encode() {
+            ByteBuffer b = buffer(4 + 16 * lanes.size());
+            b.putInt(lanes.size());
+            lanes.forEach((lane, v) -> b.putInt(lane).putLong(v[0]).putInt((int) v[1]));
+            return b.flip();
+        }
+
+        public static ResumeState decode(ByteBuffer b) throws ProtocolException {
+            if (b.remaining() < 4) {
+                throw new ProtocolException("malformed RESUMED");
+            }
+            int n = b.getInt();
+            if (n < 0 || n > MAX_LANES || b.remaining() != 16L * n) {
+                throw new ProtocolException("malformed RESUMED: count=" + n);
+            }
+            java.util.Map<Integer, long[]> m = new java.util.HashMap<>();
+            for (int i = 0; i < n; i++) {
+                m.put(b.getInt(), new long[] {b.getLong(), Integer.toUnsignedLong(b.getInt())});
+            }
+            return new ResumeState(m);
         }
     }
 

@@ -17,6 +17,8 @@ public final class Opcodes {
     public static final int WELCOME = 0xFFFF0003;
     /** either side: the handshake is refused; the body is a UTF-8 reason. The connection closes after it. */
     public static final int REFUSE = 0xFFFF0004;
+    /** backend → frontend, after the WELCOME that resumes a session: {@link Handshake.ResumeState}. */
+    public static final int RESUMED = 0xFFFF0005;
     /** a chunk of a bulk parameter (memcpy data, module image), tied to its call by lane and request id. */
     public static final int DATA = 0xFFFF0010;
     /** frontend → backend: the client thread behind this lane has ended. */
@@ -37,6 +39,7 @@ public final class Opcodes {
             case HELLO -> "HELLO";
             case WELCOME -> "WELCOME";
             case REFUSE -> "REFUSE";
+            case RESUMED -> "RESUMED";
             case DATA -> "DATA";
             case LANE_END -> "LANE_END";
             case GOODBYE -> "GOODBYE";
