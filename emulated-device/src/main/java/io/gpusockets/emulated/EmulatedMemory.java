@@ -29,8 +29,16 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class EmulatedMemory {
     static final long BASE = 0x7e00_0000_0000L;
-    /** Top of the range: 2 TiB of addresses in all, kept below the 47-bit user-space limit. */
+    /**
+     * Top of the range: 2 TiB of addresses in all, kept below the 47-bit user-space limit. The lower TiB
+     * (up to {@link #FIXED_BASE}) is handed out in order and never reused; the upper holds address
+     * reservations made at the address their caller asked for ({@link #reserveAt}), reused once freed.
+     */
     static final long LIMIT = 0x7fff_ffff_0000L;
+    /** Where reservations at a requested address may lie ({@link #reserveAt}). */
+    static final long FIXED_BASE = 0x7f00_0000_0000L;
+    /** Live reservations at requested addresses: base to end (exclusive); guarded by this. */
+    private final java.util.TreeMap<Long, Long> fixed = new java.util.TreeMap<>();
     static final long ALIGNMENT = 256;
 
     private final long capacity;
@@ -114,11 +122,34 @@ final class EmulatedMemory {
     synchronized long reserveAddresses(long size, long alignment) {
         long start = (nextAddress + alignment - 1) & -alignment;
         long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
-        if (rounded <= 0 || start < nextAddress || rounded > LIMIT - start) {
+        if (rounded <= 0 || start < nextAddress || rounded > FIXED_BASE - start) {
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "device address range exhausted (addresses are never reused)");
         }
         nextAddress = start + rounded;
         return start;
+    }
+
+    /**
+     * The range {@code [addr, addr + size)} for a reservation made at the address its caller asked for, when
+     * it lies in the upper TiB ({@link #FIXED_BASE} to {@link #LIMIT}), is aligned to {@code alignment} and
+     * overlaps no live reservation there; else 0 (the caller then takes a fresh range, as the driver treats
+     * the address as a hint). {@code size} is a positive multiple of the alignment.
+     */
+    synchronized long reserveAt(long addr, long size, long alignment) {
+        if (addr < FIXED_BASE || (addr & (alignment - 1)) != 0 || size <= 0 || size > LIMIT - addr) {
+            return 0;
+        }
+        java.util.Map.Entry<Long, Long> below = fixed.floorEntry(addr + size - 1);
+        if (below != null && below.getValue() > addr) {
+            return 0; // overlaps the live reservation that starts at or below its end
+        }
+        fixed.put(addr, addr + size);
+        return addr;
+    }
+
+    /** Gives back a range {@link #reserveAt} handed out (no-op for any other address). */
+    synchronized void releaseAt(long addr) {
+        fixed.remove(addr);
     }
 
     /** Takes {@code size} bytes of the device's budget (memory that is not an allocation of its own: VMM physical memory). */

@@ -18,7 +18,10 @@ import java.util.TreeMap;
  * The VMM API on host-backed memory. cuMemCreate makes a physical allocation (native host memory,
  * charged to the device's budget, a multiple of the 2 MiB granularity the H200 reports);
  * cuMemAddressReserve hands out device-like addresses from the same space as cuMemAlloc, never
- * reused; cuMemMap binds part of a physical allocation to part of a reservation; cuMemSetAccess makes
+ * reused, or the address asked for ({@code addr}) when it lies in the upper TiB of that space
+ * ({@link EmulatedMemory#FIXED_BASE}), is aligned and is free (reused once freed; elsewhere or taken, the
+ * address is a hint not followed, as the driver's may be): so a session's memory can be made again at the
+ * same addresses; cuMemMap binds part of a physical allocation to part of a reservation; cuMemSetAccess makes
  * a mapping resolvable (as a MAPPED allocation of the current context, the one its kernels and copies
  * then reach), and PROT_NONE or cuMemUnmap takes that away. A physical allocation is freed when it is
  * released as often as it was created or retained and no mapping uses it. Read-only access is not
@@ -165,7 +168,11 @@ final class VirtualMemory {
         if (flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
         }
-        long base = memory.reserveAddresses(size, Math.max(alignment, GRANULARITY));
+        long align = Math.max(alignment, GRANULARITY);
+        long base = addr != 0 ? memory.reserveAt(addr, size, align) : 0;
+        if (base == 0) {
+            base = memory.reserveAddresses(size, align);
+        }
         reservations.put(base, new Reservation(base, size, new TreeMap<>()));
         return base;
     }
@@ -180,6 +187,7 @@ final class VirtualMemory {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "the reservation still has mappings");
         }
         reservations.remove(ptr);
+        memory.releaseAt(ptr);
     }
 
     private Reservation holding(long ptr, long size) {

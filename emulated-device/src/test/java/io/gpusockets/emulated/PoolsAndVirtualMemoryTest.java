@@ -204,6 +204,53 @@ class PoolsAndVirtualMemoryTest {
         }
     }
 
+    /**
+     * Address-stable memory (issue 22): a reservation asked for at an address in the upper TiB gets it, and the
+     * same address again once freed (a session's memory made again where it was); an overlapping or misplaced
+     * request is a hint not followed; memory mapped there is reached by copies and kernels.
+     */
+    @Test
+    void aReservationAtARequestedAddressGetsItAndGetsItAgainOnceFreed() {
+        try (Emulated e = new Emulated()) {
+            MemorySegment out = e.arena.allocate(8);
+            long want = EmulatedMemory.FIXED_BASE + 64 * MIB2;
+            e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, want, 0));
+            assertEquals(want, readLong(out));
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, want + 2 * MIB2, 0));
+            long other = readLong(out);
+            assertTrue(other != want + 2 * MIB2, "overlapping: another address");
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, want - MIB2 / 2, 0));
+            long misaligned = readLong(out);
+            assertTrue(misaligned != want - MIB2 / 2 && misaligned % MIB2 == 0, "misaligned: another, aligned address");
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, EmulatedMemory.BASE + 1024 * MIB2, 0));
+            assertTrue(readLong(out) < EmulatedMemory.FIXED_BASE, "below the upper TiB: a fresh address");
+            long low = readLong(out);
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, want + 4 * MIB2, 0));
+            assertEquals(want + 4 * MIB2, readLong(out), "adjacent, not overlapping");
+
+            MemorySegment prop = allocationProp(e, 1, 0, 0);
+            e.ok(e.device.cuMemCreate(out, 2 * MIB2, prop, 0));
+            long handle = readLong(out);
+            e.ok(e.device.cuMemMap(want, 2 * MIB2, 0, handle, 0));
+            e.ok(e.device.cuMemSetAccess(want, 2 * MIB2, access(e, 0, 3), 1));
+            long module = e.loadShippedModule();
+            e.ok(e.launch(e.function(module, "gpus_fill_u32"), 1, 64, 0, 0, want + 256, 0x5EED, 64));
+            e.ok(e.device.cuCtxSynchronize());
+            for (int v : e.downloadInts(want + 256, 64)) {
+                assertEquals(0x5EED, v);
+            }
+            e.ok(e.device.cuMemUnmap(want, 2 * MIB2));
+            e.ok(e.device.cuMemRelease(handle));
+            e.ok(e.device.cuMemAddressFree(want, 4 * MIB2));
+            e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, want, 0));
+            assertEquals(want, readLong(out), "freed: the same address again");
+            e.ok(e.device.cuMemAddressFree(want, 4 * MIB2));
+            for (long va : new long[] {other, misaligned, low, want + 4 * MIB2}) {
+                e.ok(e.device.cuMemAddressFree(va, 2 * MIB2));
+            }
+        }
+    }
+
     @Test
     void pointerAttributesComeSeveralAtOnceAndAnUnknownPointerGetsNullValues() {
         try (Emulated e = new Emulated()) {
