@@ -44,19 +44,19 @@ final class CallbackCalls implements BackendHandlers.Callbacks {
         return switch (op) {
             case HostCallbackOps.Enqueue e -> {
                 long stream = c.handle(ParamType.STREAM, e.stream(), true);
-                if (hostFunction && e.work() != 0 && session.captureGuard().capturing(c, session.host().driver(), stream)) {
-                    HostCallbackGates.GraphWork w = gates.graphWork(e.work(), 0);
+                if (hostFunction && e.work() != 0 && session.captureGuard().capturing(c, session.driver(), stream)) {
+                    HostCallbackGates.GraphWork w = gates.graphWork(e.work(), 0, session.driver(), session.quota());
                     if (w == null) {
                         throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "graph work of the session over its bounds");
                     }
-                    int r = session.host().driver().cuLaunchHostFunc(stream, HostCallbackGates.GRAPH_REACHED,
+                    int r = session.driver().cuLaunchHostFunc(stream, HostCallbackGates.GRAPH_REACHED,
                             MemorySegment.ofAddress(w.key()));
                     HostCallbackOps.putEnqueueReply(c.outs, 0);
                     yield r;
                 }
-                session.captureGuard().refuseHostWork(c, session.host().driver(), stream, c.name());
+                session.captureGuard().refuseHostWork(c, session.driver(), stream, c.name());
                 long[] id = new long[1];
-                int r = gates.enqueue(session.host().driver(), stream, e.flags(), id);
+                int r = gates.enqueue(session.driver(), stream, e.flags(), id);
                 HostCallbackOps.putEnqueueReply(c.outs, id[0]);
                 yield r;
             }

@@ -34,7 +34,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
 
     GraphCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     private SessionHandles handles() {
@@ -483,11 +483,11 @@ final class GraphCalls implements BackendHandlers.Graphs {
      * {@code token}, with {@code stagingBytes} of staging (0 for a host function).
      */
     private MemorySegment hostParams(Call c, long token, long stagingBytes) throws CallRejected {
-        HostCallbackGates.GraphWork w = session.callbackGates().graphWork(token, stagingBytes);
+        HostCallbackGates.GraphWork w = session.callbackGates().graphWork(token, stagingBytes, driver, session.quota());
         if (w == null) {
             throw new CallRejected(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "graph work of the session over its bounds ("
                     + HostCallbackGates.MAX_GRAPH_WORK + " nodes, " + HostCallbackGates.MAX_STAGING_BYTES
-                    + " staging bytes), or the session ended");
+                    + " staging bytes), its tenant's pinned memory spent, the staging not page-locked, or the session ended");
         }
         MemorySegment hp = c.scratch(HOST_PARAMS);
         hp.set(LONG, 0, HostCallbackGates.GRAPH_REACHED.address());

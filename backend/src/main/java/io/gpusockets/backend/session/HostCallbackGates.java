@@ -114,6 +114,11 @@ final class HostCallbackGates {
     private final java.util.List<Long> workKeys = new java.util.ArrayList<>();
     private Arena staging;
     private long stagingBytes;
+    /** Staging regions the driver page-locked, to unregister and give back to the tenant's pinned quota. */
+    private final java.util.List<MemorySegment> pinned = new java.util.ArrayList<>();
+    private CudaDriver pinDriver;
+    private SessionQuota pinQuota;
+    private long pinnedBytes;
 
     /**
      * Puts a gate into {@code stream} (a real driver handle) on the calling lane's context.
@@ -160,19 +165,46 @@ final class HostCallbackGates {
     /**
      * Registers graph work of the guest named {@code token}, with a zeroed staging buffer of
      * {@code stagingBytes} (0 for a host function node). Returns null when the session's bounds would
-     * be passed or it has ended; the caller answers CUDA_ERROR_OUT_OF_MEMORY.
+     * be passed, the tenant's pinned quota is spent, the driver cannot page-lock the buffer, or the session
+     * has ended; the caller answers CUDA_ERROR_OUT_OF_MEMORY.
+     *
+     * <p>A staging buffer is page-locked ({@code cuMemHostRegister}, portable) and charged to the tenant's pinned
+     * memory: the real driver reads a pageable source of a graph's memcpy node when the graph is launched, not
+     * when the node runs, so a pageable buffer would be copied before its gate filled it (seen on an H100, GPU
+     * pass of 2026-12-05: host-memory copy nodes gave the data of the launch before). A driver that has no
+     * page-locking (the emulated device: CUDA_ERROR_NOT_SUPPORTED) reads the buffer when the node runs and
+     * gets it unpinned and uncharged.
      */
-    synchronized GraphWork graphWork(long token, long stagingBytes) {
+    synchronized GraphWork graphWork(long token, long stagingBytes, CudaDriver driver, SessionQuota quota) {
         if (closed || workKeys.size() >= MAX_GRAPH_WORK || stagingBytes < 0
                 || stagingBytes > MAX_STAGING_BYTES - this.stagingBytes) {
             return null;
         }
         MemorySegment buffer = MemorySegment.NULL;
         if (stagingBytes > 0) {
+            long pages = (stagingBytes + PAGE - 1) & -PAGE;
+            if (!quota.reservePinned(pages)) {
+                return null;
+            }
             if (staging == null) {
                 staging = Arena.ofShared();
             }
-            buffer = staging.allocate(stagingBytes, 64);
+            MemorySegment region = staging.allocate(pages, PAGE);
+            int r = driver.cuMemHostRegister(region, pages, CU_MEMHOSTREGISTER_PORTABLE);
+            if (r == CuResult.CUDA_SUCCESS) {
+                pinned.add(region);
+                pinDriver = driver;
+                pinQuota = quota;
+                pinnedBytes += pages;
+            } else {
+                quota.releasePinned(pages);
+                if (r != CuResult.CUDA_ERROR_NOT_SUPPORTED) {
+                    LOG.log(Level.WARNING, "graph copy staging of " + pages + " bytes not page-locked (" + CuResult.name(r)
+                            + "): the node is refused");
+                    return null;
+                }
+            }
+            buffer = region.asSlice(0, stagingBytes);
             this.stagingBytes += stagingBytes;
         }
         GraphWork w = new GraphWork(IDS.getAndIncrement(), this, token, buffer);
@@ -180,6 +212,10 @@ final class HostCallbackGates {
         WORK.put(w.key(), w);
         return w;
     }
+
+    private static final long PAGE = 4096;
+    /** cuda.h CU_MEMHOSTREGISTER_PORTABLE: page-locked for every context. */
+    private static final int CU_MEMHOSTREGISTER_PORTABLE = 1;
 
     /** The address of the staging buffer of graph work {@code key} of this session (0 when it has none). */
     long stagingAt(long key) {
@@ -220,6 +256,17 @@ final class HostCallbackGates {
             WORK.remove(k);
         }
         workKeys.clear();
+        for (MemorySegment region : pinned) {
+            int r = pinDriver.cuMemHostUnregister(region);
+            if (r != CuResult.CUDA_SUCCESS) {
+                FAILURES.log(Level.WARNING, () -> "graph copy staging: cuMemHostUnregister: " + CuResult.name(r));
+            }
+        }
+        pinned.clear();
+        if (pinQuota != null) {
+            pinQuota.releasePinned(pinnedBytes);
+        }
+        pinnedBytes = 0;
         if (staging != null) {
             staging.close();
             staging = null;
