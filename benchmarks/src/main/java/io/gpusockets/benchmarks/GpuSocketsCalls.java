@@ -33,6 +33,11 @@ public final class GpuSocketsCalls implements AutoCloseable {
         }
     }
 
+    /** The driver, its primary context current on the thread that opened it. */
+    public RemoteCudaDriver driver() {
+        return cu;
+    }
+
     /** cuCtxGetDevice round trips; any result but CUDA_SUCCESS fails the run. */
     public PingPong nullCalls() {
         return DriverBench.nullCalls(cu);

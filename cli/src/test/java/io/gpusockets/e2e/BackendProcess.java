@@ -13,7 +13,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A real backend in its own JVM process (emulated device), as users run it, listening on an
- * ephemeral loopback port and on a Unix socket in a temporary directory.
+ * ephemeral loopback port and on a Unix socket in a temporary directory. System properties of the test JVM
+ * named {@code gpusockets.backend.*} are given to it too (e.g. a suite run with address-stable memory on).
  */
 final class BackendProcess implements AutoCloseable {
     private final Process process;
@@ -51,6 +52,9 @@ final class BackendProcess implements AutoCloseable {
         cmd.addAll(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "--enable-native-access=ALL-UNNAMED", "-Xmx512m"));
+        // the backend's own settings given to the test JVM (-Dgpusockets.backend.*) reach it too
+        System.getProperties().stringPropertyNames().stream().filter(k -> k.startsWith("gpusockets.backend."))
+                .sorted().forEach(k -> cmd.add("-D" + k + "=" + System.getProperty(k)));
         cmd.addAll(jvmOptions);
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
                 "io.gpusockets.cli.Main", "backend", "--device", "emulated",

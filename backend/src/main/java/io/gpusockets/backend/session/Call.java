@@ -232,7 +232,7 @@ final class Call {
                     continue;
                 }
                 if (refusals[i] == 0) {
-                    exec.apply(session.host().driver(), 0);   // the lane's context went meanwhile
+                    exec.apply(session.driver(), 0);   // the lane's context went meanwhile
                 } else {
                     throw new CallRejected(refusals[i], "destroyed by another call meanwhile");
                 }

@@ -102,7 +102,7 @@ final class CallDispatcher {
             } else {
                 // The lane's current context becomes this thread's (a no-op when it already is), in use by
                 // this call until it ends: no other lane destroys it meanwhile.
-                call.exec.apply(session.host().driver(), call.useContext(lane.topContext()));
+                call.exec.apply(session.driver(), call.useContext(lane.topContext()));
                 result = f.customBackend() ? handwritten(call) : generic(call);
             }
         } catch (CallRejected e) {
@@ -279,7 +279,7 @@ final class CallDispatcher {
             args[i] = p.type() == ParamType.BYTES ? c.scratch(size).asSlice(0, size) : c.scratch(size);
         }
 
-        SessionQuota.Pending charge = session.quota().before(session.host().driver(), c, f, args, values); // tenant quota: reserved before the driver
+        SessionQuota.Pending charge = session.quota().before(session.driver(), c, f, args, values); // tenant quota: reserved before the driver
         ContextRule rule = f.context();
         // What the call destroys or frees: no other call uses it from here on, nor while the driver destroys it.
         SessionUses.Retirement retiring = destroyed[f.index()] == null ? null : retire(c, values);
@@ -288,7 +288,7 @@ final class CallDispatcher {
         }
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
-            r = ApiInvoker.invoke(session.host().driver(), f.index(), args);
+            r = ApiInvoker.invoke(session.driver(), f.index(), args);
             if (r == CuResult.CUDA_SUCCESS && retiring != null) {
                 retiring.commit();
             }
@@ -300,7 +300,7 @@ final class CallDispatcher {
                 retiring.close();   // revives them unless committed above
             }
             if (r == CuResult.CUDA_SUCCESS) {
-                r = session.quota().succeeded(session.host().driver(), f, args, values, charge);
+                r = session.quota().succeeded(session.driver(), f, args, values, charge);
             } else {
                 session.quota().failed(charge);
             }

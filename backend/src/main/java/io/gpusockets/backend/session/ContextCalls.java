@@ -30,7 +30,7 @@ final class ContextCalls implements BackendHandlers.Contexts {
     }
 
     private CudaDriver driver() {
-        return session.host().driver();
+        return session.driver();
     }
 
     @Override
@@ -167,6 +167,6 @@ final class ContextCalls implements BackendHandlers.Contexts {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,
                     "core-dump flags set how the backend's whole process dumps, not one session's context");
         }
-        return session.host().driver().cuCtxSetFlags(flags);
+        return session.driver().cuCtxSetFlags(flags);
     }
 }

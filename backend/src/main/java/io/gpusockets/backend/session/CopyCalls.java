@@ -21,7 +21,7 @@ final class CopyCalls implements BackendHandlers.Copies {
 
     CopyCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     @Override
@@ -33,7 +33,7 @@ final class CopyCalls implements BackendHandlers.Copies {
     @Override
     public int cuMemcpyHtoDAsync(Call c, long dstDevice, long srcHost, long byteCount, long hStream)
             throws ProtocolException, InterruptedException, CallRejected {
-        session.captureGuard().refuseHostWork(c, session.host().driver(), hStream, "cuMemcpyHtoDAsync");
+        session.captureGuard().refuseHostWork(c, session.driver(), hStream, "cuMemcpyHtoDAsync");
         return copyIn(c, dstDevice, srcHost, byteCount, true, hStream);
     }
 
@@ -45,7 +45,7 @@ final class CopyCalls implements BackendHandlers.Copies {
     @Override
     public int cuMemcpyDtoHAsync(Call c, long srcDevice, long byteCount, long hStream)
             throws IOException, InterruptedException, CallRejected {
-        session.captureGuard().refuseHostWork(c, session.host().driver(), hStream, "cuMemcpyDtoHAsync");
+        session.captureGuard().refuseHostWork(c, session.driver(), hStream, "cuMemcpyDtoHAsync");
         return copyOut(c, srcDevice, byteCount, true, hStream);
     }
 

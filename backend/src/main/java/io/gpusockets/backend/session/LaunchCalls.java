@@ -23,7 +23,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
 
     LaunchCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     /** Waits for the device-time scheduler's admission, when tenants have shares; else null at once. */

@@ -24,7 +24,7 @@ final class LibraryCalls implements BackendHandlers.Libraries {
 
     LibraryCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     @Override

@@ -29,7 +29,7 @@ final class LinkCalls implements BackendHandlers.Linking {
 
     LinkCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     /**

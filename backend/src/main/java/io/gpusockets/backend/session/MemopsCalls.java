@@ -20,7 +20,7 @@ final class MemopsCalls implements BackendHandlers.Memops {
 
     MemopsCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     /** The context (real) whose stream {@code stream} (real) is: the lane's current one for the special streams. */

@@ -25,7 +25,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
 
     PitchedCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     @Override
@@ -84,7 +84,7 @@ final class PitchedCalls implements BackendHandlers.Pitched {
         }
         long stream = c.handle(ParamType.STREAM, streamId, true);
         if (async && (hostIn || hostOut)) {
-            session.captureGuard().refuseHostWork(c, session.host().driver(), stream, c.name());
+            session.captureGuard().refuseHostWork(c, session.driver(), stream, c.name());
         }
         Memcpy3D checked = m.with(checkSide(c, m, m.src()), checkSide(c, m, m.dst()));
         MemorySegment desc = c.scratch(Memcpy3D.SIZE_3D);

@@ -18,7 +18,7 @@ final class PointerCalls implements BackendHandlers.Pointers {
 
     PointerCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     /** Request and reply are {@link PointerAttributeRequest}'s; a context comes back as this session's handle id. */

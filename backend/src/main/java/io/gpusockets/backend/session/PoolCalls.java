@@ -25,7 +25,7 @@ final class PoolCalls implements BackendHandlers.Pools {
 
     PoolCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
         this.pools = session.pools();
     }
 

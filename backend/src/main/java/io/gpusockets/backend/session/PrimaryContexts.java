@@ -45,7 +45,7 @@ final class PrimaryContexts {
             try {
                 real = pool != null && flags[dev] == 0 ? pool.take(dev) : 0; // made ahead, now this session's
                 if (real == 0) {
-                    CudaDriver d = session.host().driver();
+                    CudaDriver d = session.driver();
                     int r = d.cuCtxCreate(scratch8, MemorySegment.NULL, flags[dev], dev);
                     if (r != CuResult.CUDA_SUCCESS) {
                         return r;
@@ -114,7 +114,7 @@ final class PrimaryContexts {
                 return CuResult.CUDA_SUCCESS; // destroyed through cuCtxDestroy meanwhile
             }
             session.beforeContextDestroy(e.real());
-            int r = session.host().driver().cuCtxDestroy(e.real());
+            int r = session.driver().cuCtxDestroy(e.real());
             retiring.commit();   // forgotten even when the driver refused: as before, the session no longer holds it
             session.afterContextDestroy(e.real());
             session.forgetContext(e.real());

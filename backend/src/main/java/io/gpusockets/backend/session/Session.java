@@ -69,6 +69,10 @@ public final class Session {
     /** The memory shared with the frontend, or null. */
     private final SessionWindow window;
     private final SessionCleanup cleanup;
+    /** Address-stable memory ({@link StableAddresses}), or null when off. */
+    private final StableAddresses stable;
+    /** See {@link #driver()}. */
+    private final io.gpusockets.protocol.api.CudaDriver driver;
     private final ContextPool contextPool;
     /** Tells whether the current connection's peer hung up; replaced with the connection. */
     private volatile io.gpusockets.backend.isolation.PeerHangup hangup;
@@ -104,6 +108,9 @@ public final class Session {
             throw new IllegalArgumentException("tenant=null");
         }
         this.tenant = tenant;
+        // first: the call handlers made below take the session's driver
+        this.stable = StableAddresses.enabled() ? new StableAddresses(host.driver(), id) : null;
+        this.driver = stable != null ? stable : host.driver();
         this.quota = new SessionQuota(id, tenant, host.facts());
         memory.onRemoved(quota::rangeRemoved);
         this.contextPool = contextPool;
@@ -123,10 +130,10 @@ public final class Session {
         this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
         this.hangup = new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
         this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || hangup.gone());
-        this.staging = new StagingPool(host.driver(), id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
+        this.staging = new StagingPool(driver, id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
         this.window = window == null ? null
-                : new SessionWindow(id, window, host.driver(), () -> ended.get() || channel.connection().peerClosed());
-        this.cleanup = new SessionCleanup(id, host.driver(), handles, memory, staging, this.window, pools, vmm, waits);
+                : new SessionWindow(id, window, driver, () -> ended.get() || channel.connection().peerClosed());
+        this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, this.window, pools, vmm, waits);
         cleanup.onHandleDropped(quota::handleDropped);
         if (this.window != null) {
             this.window.pinQuota(quota);
@@ -182,7 +189,7 @@ public final class Session {
 
     /** Launches of this session are admitted by {@code scheduler} (the tenants' device-time shares); call before {@link #serve}. */
     public void deviceShare(io.gpusockets.backend.tenant.DeviceShare scheduler) {
-        this.launchShares = new LaunchShares(id, scheduler, host.driver(), tenant.name());
+        this.launchShares = new LaunchShares(id, scheduler, driver, tenant.name());
     }
 
     /** The session's side of the device-time scheduler, or null. */
@@ -288,6 +295,14 @@ public final class Session {
     public String peer() {
         String d = detachedBecause;
         return d == null ? peer : peer + " [detached: " + d + "]";
+    }
+
+    /**
+     * The driver this session's calls go to: the host's, or the session's {@link StableAddresses} over it when
+     * address-stable memory is on.
+     */
+    io.gpusockets.protocol.api.CudaDriver driver() {
+        return driver;
     }
 
     DriverHost host() {
@@ -662,6 +677,9 @@ public final class Session {
     /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
     private void release(String reason, boolean stuck) {
         String released = cleanup.releaseAll();
+        if (stable != null) {
+            stable.close(); // after the contexts: every mapping and address window of the session goes
+        }
         callbackGates.releaseGraphWork(); // no context is left that could run a graph node of ours
         dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back
         long missed = quota.close(); // every byte back to the tenant

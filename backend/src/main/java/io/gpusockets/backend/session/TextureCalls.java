@@ -22,7 +22,7 @@ final class TextureCalls implements BackendHandlers.Textures {
 
     TextureCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
     }
 
     /**

@@ -27,7 +27,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
 
     VmmCalls(Session session) {
         this.session = session;
-        this.driver = session.host().driver();
+        this.driver = session.driver();
         this.vmm = session.vmm();
     }
 

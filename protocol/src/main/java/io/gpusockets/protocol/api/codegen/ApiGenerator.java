@@ -16,7 +16,7 @@ import java.util.List;
  * <pre>
  *   java ApiGenerator.java --table cuda-driver.api --emit protocol|frontend|backend|native --out DIR
  * </pre>
- * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ForwardingCudaDriver}, {@code ApiInvoker},
+ * protocol: {@code CudaDriver}, {@code UnsupportedCudaDriver}, {@code ForwardingCudaDriver}, {@code DelegatingCudaDriver}, {@code ApiInvoker},
  * {@code ApiEntries};
  * frontend: {@code GeneratedRemoteDriver} and {@code FrontendHandlers}; backend: {@code NativeBindings}
  * and {@code BackendHandlers}; native: the C trampolines of the frontend's libcuda.so.1
@@ -59,6 +59,7 @@ public final class ApiGenerator {
                 g.write("io.gpusockets.protocol.api", "CudaDriver", g.cudaDriver());
                 g.write("io.gpusockets.protocol.api", "UnsupportedCudaDriver", g.unsupportedDriver());
                 g.write("io.gpusockets.protocol.api", "ForwardingCudaDriver", g.forwardingDriver());
+                g.write("io.gpusockets.protocol.api", "DelegatingCudaDriver", g.delegatingDriver());
                 g.write("io.gpusockets.protocol.api", "ApiInvoker", g.invoker());
                 g.write("io.gpusockets.protocol.api", "ApiEntries", g.entries());
             }
@@ -160,6 +161,25 @@ public final class ApiGenerator {
             b.append("        return forward(FUNCTIONS[").append(f.index()).append("]");
             if (!f.params().isEmpty()) {
                 b.append(", ").append(argNames(f));
+            }
+            b.append(");\n    }\n\n");
+        }
+        return b.append("}\n").toString();
+    }
+
+    private String delegatingDriver() {
+        StringBuilder b = new StringBuilder("import java.lang.foreign.MemorySegment;\n\n");
+        b.append("/**\n * A driver that passes every call to {@link #delegate} unchanged, without boxing: subclasses override\n")
+                .append(" * the calls they answer differently (the backend's address-stable memory). Unlike\n")
+                .append(" * {@link ForwardingCudaDriver}, it adds one virtual call and nothing else to the per-call path.\n */\n");
+        b.append("public abstract class DelegatingCudaDriver implements CudaDriver {\n");
+        b.append("    /** The driver every call not overridden goes to. */\n    protected final CudaDriver delegate;\n\n");
+        b.append("    protected DelegatingCudaDriver(CudaDriver delegate) {\n        this.delegate = delegate;\n    }\n\n");
+        for (ApiFunction f : table.functions()) {
+            b.append("    @Override\n    public ").append(signature(f)).append(" {\n");
+            b.append("        return delegate.").append(f.name()).append("(");
+            if (!f.params().isEmpty()) {
+                b.append(argNames(f));
             }
             b.append(");\n    }\n\n");
         }
