@@ -136,6 +136,17 @@ final class StreamMemOps {
     /** Every operation is checked before any is queued; barriers and flushes have nothing to order here beyond the stream. */
     void batch(long hStream, int count, MemorySegment paramArray, int flags) {
         EmulatedContext c = contexts.active();
+        Runnable ops = batchOp(c, count, paramArray, flags);
+        EmulatedStream s = streams.resolve(hStream, c);
+        c.enqueue(s, null, ops, "cuStreamBatchMemOp");
+    }
+
+    /**
+     * A batch of operations (CUstreamBatchMemOpParams) checked in context {@code c} as cuStreamBatchMemOp
+     * checks them, as one piece of work that runs them in order: a stream's batch, or a graph's batch
+     * memory-operation node (Graphs), each time a launch reaches it.
+     */
+    Runnable batchOp(EmulatedContext c, int count, MemorySegment paramArray, int flags) {
         if (count <= 0 || count > BatchMemOp.MAX_BATCH || flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "count=" + count + " flags=" + flags);
         }
@@ -157,6 +168,10 @@ final class StreamMemOps {
                 default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + ".operation=" + operation);
             }
         }
-        enqueue(hStream, c, ops, "cuStreamBatchMemOp");
+        return () -> {
+            for (Op op : ops) {
+                op.run(c);
+            }
+        };
     }
 }
