@@ -16,6 +16,7 @@ typedef CUresult (*set_fn)(CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *);
 typedef CUresult (*exec_set_fn)(CUgraphExec, CUgraphNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *);
 typedef CUresult (*add_node_fn)(CUgraphNode *, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t, CUgraphNodeParams *);
 typedef CUresult (*ctx_fn)(CUcontext *);
+typedef CUresult (*type_fn)(CUgraphNode, CUgraphNodeType *);
 
 static void *entry(const char *name) {
     void *fn = NULL;
@@ -117,6 +118,8 @@ int main() {
     exec_set_fn execSetParams = (exec_set_fn) entry("cuGraphExecBatchMemOpNodeSetParams");
     add_node_fn addGeneric = (add_node_fn) entry("cuGraphAddNode");
     ctx_fn getCurrent = (ctx_fn) entry("cuCtxGetCurrent");
+    // the runtime has no node type for these nodes (cudaGraphNodeGetType answers cudaErrorUnknown): the driver's
+    type_fn nodeType = (type_fn) entry("cuGraphNodeGetType");
     CUcontext ctx;
     CU(getCurrent(&ctx));
 
@@ -169,9 +172,10 @@ int main() {
     memset(&op, 0xee, sizeof op);   // the nodes hold copies: the program's arrays may change
     memset(&wop, 0xee, sizeof wop);
     memset(&w64, 0xee, sizeof w64);
-    cudaGraphNodeType type;
-    CK(cudaGraphNodeGetType((cudaGraphNode_t) waitNode, &type));
-    printf("node type: %d\n", (int) type);
+    CUgraphNodeType type, type64;
+    CU(nodeType(waitNode, &type));
+    CU(nodeType(write64Node, &type64));
+    printf("node types: %d, %d (cuGraphAddNode)\n", (int) type, (int) type64);
 
     cudaGraphExec_t re, we;
     CK(cudaGraphInstantiate(&re, rg, 0));
@@ -188,7 +192,7 @@ int main() {
     if (got.count != 1 || got.paramArray == NULL || got.paramArray == &op || got.ctx != ctx || got.flags != 0) {
         FAIL("reader node parameters: count %u, array %p, ctx %p", got.count, (void *) got.paramArray, (void *) got.ctx);
     }
-    const CUstreamMemOpWaitValueParams *w = &got.paramArray[0].waitValue;
+    const auto *w = &got.paramArray[0].waitValue;
     if (w->operation != CU_STREAM_MEM_OP_WAIT_VALUE_32 || w->address != (CUdeviceptr) flag || w->value != 1
         || w->flags != CU_STREAM_WAIT_VALUE_EQ) {
         FAIL("reader node operation: %d at %llx value %u flags %u", (int) w->operation, (unsigned long long) w->address,
