@@ -472,7 +472,14 @@ class GraphsApiTest extends EmulatedBackendTest {
     /** What the user objects' destructor (an upcall, as a C program's function would be) was called with, summed. */
     private static final java.util.concurrent.atomic.AtomicLong DESTROYED = new java.util.concurrent.atomic.AtomicLong();
 
+    /** The driver a destructor tries to call, and what the call answered. */
+    private static volatile RemoteCudaDriver caller;
+    private static final java.util.concurrent.atomic.AtomicInteger CALLED = new java.util.concurrent.atomic.AtomicInteger(-1);
+
     static void destroyed(MemorySegment ptr) {
+        if (caller != null) {
+            CALLED.set(caller.cuCtxSynchronize());
+        }
         DESTROYED.addAndGet(ptr.address());
     }
 
@@ -485,6 +492,7 @@ class GraphsApiTest extends EmulatedBackendTest {
         try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
             Rig r = new Rig(d);
             DESTROYED.set(0);
+            caller = d;
             MemorySegment out = r.cu.cell();
             MemorySegment ptr = MemorySegment.ofAddress(1000);
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectCreate(out, ptr, MemorySegment.NULL, 1, 1), "no destructor");
@@ -512,6 +520,7 @@ class GraphsApiTest extends EmulatedBackendTest {
             }
             Thread.sleep(50);
             assertEquals(1000, DESTROYED.get(), "the destructor ran once, with its pointer");
+            assertEquals(CuResult.CUDA_ERROR_NOT_PERMITTED, CALLED.get(), "a CUDA call from a destructor");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectRetain(obj, 1), "a destroyed object");
             assertArrayEquals(all(2f), r.ys(), 0f);
         }

@@ -52,8 +52,9 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
         this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
-        // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
-        channel.refuseWhen(callbacks::runningHere);
+        // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too, and
+        // from a user object's destructor (which would hold up every destructor after it).
+        channel.refuseWhen(() -> callbacks.runningHere() || UserObjects.runningHere());
         LaunchCalls launches = new LaunchCalls(channel, this);
         bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
                 new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),

@@ -54,7 +54,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * references, an event (timing off, made once per exec graph and stream, in the exec graph's context) is
  * recorded on the launch's stream, and the destructor thread waits for those events before it drops
  * them. A launch into a stream that captures records nothing (the capture's graph does not own the exec
- * graph's references). Destructors run one at a time, in the order their objects died.
+ * graph's references). Destructors run one at a time, in the order their objects died; a CUDA call from
+ * one is refused with CUDA_ERROR_NOT_PERMITTED (the driver forbids them; here one that waited would hold up
+ * the rest).
  *
  * <p>Not followed (a destructor then runs later than the driver's would, never earlier): a graph
  * reached only through a child graph of a child graph's copy, or a child node of a clone (their node
@@ -570,11 +572,25 @@ final class UserObjects {
         }
     }
 
+    /** The destructor thread while it is inside a program's destructor. */
+    private static volatile Thread inDestructor;
+
+    /**
+     * Whether the calling thread is inside a user object's destructor: CUDA calls from there are refused
+     * with CUDA_ERROR_NOT_PERMITTED (destructors may not call CUDA, as the driver documents).
+     */
+    static boolean runningHere() {
+        return inDestructor == Thread.currentThread();
+    }
+
     private static void destroy(UserObject o) {
+        inDestructor = Thread.currentThread();
         try {
             Downcall.HOST_FN.invokeExact(MemorySegment.ofAddress(o.fn), MemorySegment.ofAddress(o.ptr));
         } catch (Throwable t) {
             System.err.println("gpusockets: a user object's destructor failed: " + t);
+        } finally {
+            inDestructor = null;
         }
     }
 
