@@ -22,7 +22,8 @@ import org.junit.jupiter.api.Timeout;
  * call), host work refused in a capture, stream-ordered allocation captured into graph memory nodes, another session's graphs refused, and a session's end
  * releasing its graphs and exec graphs; issue 21: host nodes and memcpy nodes with a host side run in
  * the guest at each launch, memory allocation/free nodes, conditional nodes and node parameters are
- * checked before the driver.
+ * checked before the driver, batch memory-operation nodes are held to cuStreamBatchMemOp's rule and run
+ * at each launch, and user objects are answered in the guest, destroyed once after their last reference.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class GraphsApiTest extends EmulatedBackendTest {
@@ -465,6 +466,143 @@ class GraphsApiTest extends EmulatedBackendTest {
             Cuda.ok(d.cuGraphDestroy(g), "the graph goes, with its nodes and the body");
             assertEquals(CuResult.CUDA_ERROR_INVALID_HANDLE, d.cuGraphAddEmptyNode(out, body, MemorySegment.NULL, 0),
                     "the body went with its node");
+        }
+    }
+
+    /** What the user objects' destructor (an upcall, as a C program's function would be) was called with, summed. */
+    private static final java.util.concurrent.atomic.AtomicLong DESTROYED = new java.util.concurrent.atomic.AtomicLong();
+
+    /** The driver a destructor tries to call, and what the call answered. */
+    private static volatile RemoteCudaDriver caller;
+    private static final java.util.concurrent.atomic.AtomicInteger CALLED = new java.util.concurrent.atomic.AtomicInteger(-1);
+
+    static void destroyed(MemorySegment ptr) {
+        if (caller != null) {
+            CALLED.set(caller.cuCtxSynchronize());
+        }
+        DESTROYED.addAndGet(ptr.address());
+    }
+
+    @Test
+    void userObjectsAreAnsweredInTheGuestAndDestroyedOnceAfterTheLastReference() throws Throwable {
+        MemorySegment fn = java.lang.foreign.Linker.nativeLinker().upcallStub(
+                java.lang.invoke.MethodHandles.lookup().findStatic(GraphsApiTest.class, "destroyed",
+                        java.lang.invoke.MethodType.methodType(void.class, MemorySegment.class)),
+                java.lang.foreign.FunctionDescriptor.ofVoid(java.lang.foreign.ValueLayout.ADDRESS), java.lang.foreign.Arena.global());
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            DESTROYED.set(0);
+            caller = d;
+            MemorySegment out = r.cu.cell();
+            MemorySegment ptr = MemorySegment.ofAddress(1000);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectCreate(out, ptr, MemorySegment.NULL, 1, 1), "no destructor");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectCreate(out, ptr, fn, 1, 0), "no flag");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectCreate(out, ptr, fn, 0, 1), "no reference");
+            long obj = r.out(o -> d.cuUserObjectCreate(o, ptr, fn, 1, 1), "cuUserObjectCreate");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectRelease(obj + 1, 1), "an object never made");
+            long g = r.out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            r.out(o -> d.cuGraphAddKernelNode(o, g, MemorySegment.NULL, 0, r.kernelParams(2f)), "kernel node");
+            assertTrue(d.cuGraphRetainUserObject(0x5e0000001040L, obj, 1, 0) != CuResult.CUDA_SUCCESS, "a graph never made");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphRetainUserObject(g, obj, 1, 2), "an unknown flag");
+            Cuda.ok(d.cuGraphRetainUserObject(g, obj, 1, 1), "moved into the graph");
+            long clone = r.out(o -> d.cuGraphClone(o, g), "clone");
+            long exec = r.out(o -> d.cuGraphInstantiateWithFlags(o, clone, 0), "instantiate the clone");
+            Cuda.ok(d.cuGraphDestroy(g), "graph destroy");
+            Cuda.ok(d.cuGraphDestroy(clone), "clone destroy");
+            long s = r.cu.stream();
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            Thread.sleep(100);
+            assertEquals(0, DESTROYED.get(), "the exec graph holds a reference");
+            Cuda.ok(d.cuGraphExecDestroy(exec), "exec destroy");
+            for (int i = 0; i < 500 && DESTROYED.get() == 0; i++) {
+                Thread.sleep(10);
+            }
+            Thread.sleep(50);
+            assertEquals(1000, DESTROYED.get(), "the destructor ran once, with its pointer");
+            assertEquals(CuResult.CUDA_ERROR_NOT_PERMITTED, CALLED.get(), "a CUDA call from a destructor");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuUserObjectRetain(obj, 1), "a destroyed object");
+            assertArrayEquals(all(2f), r.ys(), 0f);
+        }
+    }
+
+    /** One CUstreamBatchMemOpParams: operation, address, value, flags (BatchMemOp's layout). */
+    private static MemorySegment memOp(Cuda cu, int operation, long address, long value, int flags) {
+        MemorySegment op = cu.cell(48).fill((byte) 0);
+        op.set(JAVA_INT, 0, operation);
+        op.set(JAVA_LONG, 8, address);
+        op.set(JAVA_LONG, 16, value);
+        op.set(JAVA_INT, 24, flags);
+        return op;
+    }
+
+    /** CUDA_BATCH_MEM_OP_NODE_PARAMS: ctx, count, paramArray, flags. */
+    private static MemorySegment memOpParams(Cuda cu, int count, MemorySegment ops) {
+        MemorySegment p = cu.cell(32).fill((byte) 0);
+        p.set(JAVA_INT, 8, count);
+        p.set(JAVA_LONG, 16, ops.address());
+        return p;
+    }
+
+    @Test
+    void batchMemOpNodesAreCheckedAsStreamBatchesAndRunAtEachLaunch() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(backend.unix());
+             RemoteCudaDriver other = RemoteCudaDriver.connect(backend.unix())) {
+            Rig r = new Rig(d);
+            Rig o = new Rig(other);
+            long g = r.out(c -> d.cuGraphCreate(c, 0), "cuGraphCreate");
+            MemorySegment out = r.cu.cell();
+            // the rule of cuStreamBatchMemOp: known operations, addresses in the session's memory, a bounded count
+            MemorySegment outside = memOp(r.cu, 2, 0x7f0000001000L, 1, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
+                    memOpParams(r.cu, 1, outside)), "an address outside the session's memory");
+            MemorySegment others = memOp(r.cu, 2, o.y, 1, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
+                    memOpParams(r.cu, 1, others)), "another session's memory");
+            MemorySegment unknown = memOp(r.cu, 99, r.y, 1, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
+                    memOpParams(r.cu, 1, unknown)), "an unknown operation");
+            MemorySegment write = memOp(r.cu, 2, r.y, 42, 0);   // WRITE_VALUE_32
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
+                    memOpParams(r.cu, 0, write)), "no operations");
+            long node = r.out(c -> d.cuGraphAddBatchMemOpNode(c, g, MemorySegment.NULL, 0, memOpParams(r.cu, 1, write)), "write node");
+            write.set(JAVA_LONG, 16, 7);   // the node holds a copy
+            // the node's parameters: the operations in a copy the node owns
+            MemorySegment got = r.cu.cell(32);
+            Cuda.ok(d.cuGraphBatchMemOpNodeGetParams(node, got), "cuGraphBatchMemOpNodeGetParams");
+            assertEquals(1, got.get(JAVA_INT, 8));
+            long array = got.get(JAVA_LONG, 16);
+            assertTrue(array != 0 && array != write.address());
+            MemorySegment ops = MemorySegment.ofAddress(array).reinterpret(48);
+            assertEquals(2, ops.get(JAVA_INT, 0));
+            assertEquals(r.y, ops.get(JAVA_LONG, 8));
+            assertEquals(42, ops.get(JAVA_LONG, 16));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphBatchMemOpNodeSetParams(node, memOpParams(r.cu, 1, outside)),
+                    "new parameters are checked as the node's were");
+            long exec = r.out(c -> d.cuGraphInstantiateWithFlags(c, g, 0), "instantiate");
+            long s = r.cu.stream();
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertEquals(42, Float.floatToRawIntBits(r.ys()[0]));
+            MemorySegment write43 = memOp(r.cu, 2, r.y, 43, 0);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphExecBatchMemOpNodeSetParams(exec, node,
+                    memOpParams(r.cu, 1, others)), "exec parameters are checked too");
+            Cuda.ok(d.cuGraphExecBatchMemOpNodeSetParams(exec, node, memOpParams(r.cu, 1, write43)), "exec set params");
+            Cuda.ok(d.cuGraphLaunch(exec, s), "launch");
+            Cuda.ok(d.cuStreamSynchronize(s), "sync");
+            assertEquals(43, Float.floatToRawIntBits(r.ys()[0]));
+            // the generic call makes the same node, by the same checks
+            MemorySegment np = r.cu.cell(256).fill((byte) 0);
+            np.set(JAVA_INT, 0, 12);
+            MemorySegment.copy(memOpParams(r.cu, 1, outside), 0, np, 16, 32);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddNode(out, g, MemorySegment.NULL, MemorySegment.NULL, 0, np));
+            MemorySegment.copy(memOpParams(r.cu, 1, write43), 0, np, 16, 32);
+            long generic = r.out(c -> d.cuGraphAddNode(c, g, MemorySegment.NULL, MemorySegment.NULL, 0, np), "generic batch node");
+            MemorySegment type = r.cu.cell();
+            Cuda.ok(d.cuGraphNodeGetType(generic, type), "type");
+            assertEquals(12, type.get(JAVA_INT, 0));
+            Cuda.ok(d.cuGraphExecDestroy(exec), "exec destroy");
+            Cuda.ok(d.cuGraphDestroy(g), "graph destroy");
         }
     }
 

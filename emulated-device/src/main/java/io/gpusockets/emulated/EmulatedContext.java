@@ -226,6 +226,9 @@ final class EmulatedContext {
             return EmulatedGraph.GRAPH;
         } else if (what.equals("cuLaunchHostFunc")) {
             return EmulatedGraph.HOST;
+        } else if (what.startsWith("cuStreamBatchMemOp") || what.startsWith("cuStreamWriteValue")
+                || what.startsWith("cuStreamWaitValue")) {
+            return EmulatedGraph.BATCH_MEM_OP;
         }
         return EmulatedGraph.EMPTY;
     }

@@ -148,7 +148,7 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.vmm = new VirtualMemory(handles, contexts, memory, deviceCount);
         this.memOps = new StreamMemOps(contexts, streams, memory);
         this.peers = new PeerCopies(contexts, streams, memory);
-        this.graphs = new Graphs(handles, contexts, streams, launcher, memory, pools);
+        this.graphs = new Graphs(handles, contexts, streams, launcher, memory, pools, memOps);
         this.links = new LinkStates(handles, contexts);
     }
 
@@ -1746,6 +1746,28 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuGraphExecGetFlags(long hGraphExec, MemorySegment flags) {
         return run("cuGraphExecGetFlags", () -> putLong(flags, graphs.exec(hGraphExec).flags, "flags"));
+    }
+
+    @Override
+    public int cuGraphAddBatchMemOpNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                        MemorySegment nodeParams) {
+        return run("cuGraphAddBatchMemOpNode", () -> putLong(phGraphNode,
+                graphs.addBatchMemOp(hGraph, dependencies, numDependencies, nodeParams), "phGraphNode"));
+    }
+
+    @Override
+    public int cuGraphBatchMemOpNodeGetParams(long hNode, MemorySegment nodeParams_out) {
+        return run("cuGraphBatchMemOpNodeGetParams", () -> graphs.batchMemOpGetParams(hNode, nodeParams_out));
+    }
+
+    @Override
+    public int cuGraphBatchMemOpNodeSetParams(long hNode, MemorySegment nodeParams) {
+        return run("cuGraphBatchMemOpNodeSetParams", () -> graphs.batchMemOpSetParams(hNode, nodeParams));
+    }
+
+    @Override
+    public int cuGraphExecBatchMemOpNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        return run("cuGraphExecBatchMemOpNodeSetParams", () -> graphs.execBatchMemOpSetParams(hGraphExec, hNode, nodeParams));
     }
 
     @Override

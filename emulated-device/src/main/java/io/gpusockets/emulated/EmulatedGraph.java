@@ -13,7 +13,7 @@ import java.util.Set;
 
 /**
  * A CUgraph: nodes and their dependency edges. A node holds what it does as a re-runnable operation
- * (a kernel with its copied parameters, a device copy or set), or an event to record or wait for, or
+ * (a kernel with its copied parameters, a device copy or set, a batch of memory operations), or an event to record or wait for, or
  * a child graph (its own copy, as cuGraphAddChildGraphNode makes one). Graphs belong to no context;
  * the work in their nodes does. Thread-safe: every method holds the graph's lock.
  */
@@ -28,6 +28,7 @@ final class EmulatedGraph {
     static final int EVENT_RECORD = 7;
     static final int MEM_ALLOC = 10;
     static final int MEM_FREE = 11;
+    static final int BATCH_MEM_OP = 12;
     static final int CONDITIONAL = 13;
 
     /** One node. Its fields other than the edges are set when it is made or its parameters are set. */
@@ -39,7 +40,7 @@ final class EmulatedGraph {
         final Set<Node> dependencies = new LinkedHashSet<>();
         final Set<Node> dependents = new LinkedHashSet<>();
         volatile EmulatedContext context;
-        volatile Runnable op;                 // KERNEL, MEMCPY, MEMSET: the work
+        volatile Runnable op;                 // KERNEL, MEMCPY, MEMSET, BATCH_MEM_OP: the work
         volatile String what;
         volatile EmulatedEvent event;         // WAIT_EVENT, EVENT_RECORD
         volatile EmulatedGraph child;         // GRAPH

@@ -6,6 +6,7 @@ import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
 
+import io.gpusockets.protocol.structs.BatchMemOp;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -19,7 +20,8 @@ import java.util.List;
  * struct layouts (cuda.h 13.0), over {@link Captures}, {@link EmulatedGraph} and {@link EmulatedGraphExec}.
  * Graphs are no context's (cuCtxDestroy leaves them); exec graphs are their context's. Node kinds:
  * kernel, memcpy (device or host sides), memset, host, child graph, empty, event, memory allocation and
- * free, and conditional nodes, whose handles kernels set through {@link #setConditional}.
+ * free, batch memory-operation nodes (checked and run as cuStreamBatchMemOp's, {@link StreamMemOps#batchOp}),
+ * and conditional nodes, whose handles kernels set through {@link #setConditional}.
  */
 final class Graphs {
     /** Bound on node arrays passed in (dependencies, edges). */
@@ -59,7 +61,11 @@ final class Graphs {
     private long graphMemory;
     private long graphMemoryHigh;
 
-    Graphs(Handles handles, Contexts contexts, Streams streams, Launcher launcher, EmulatedMemory memory, MemoryPools pools) {
+    private final StreamMemOps memOps;
+
+    Graphs(Handles handles, Contexts contexts, Streams streams, Launcher launcher, EmulatedMemory memory, MemoryPools pools,
+           StreamMemOps memOps) {
+        this.memOps = memOps;
         this.pools = pools;
         this.handles = handles;
         this.contexts = contexts;
@@ -575,6 +581,100 @@ final class Graphs {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a memory free node");
         }
         return dptr;
+    }
+
+    // ---- batch memory-operation nodes ----------------------------------------------------------
+
+    /** CUDA_BATCH_MEM_OP_NODE_PARAMS (v1 and v2 alike): ctx, count u32 at 8, paramArray at 16, flags u32 at 24. */
+    static final long MEMOP_SIZE = 32;
+
+    /** A batch node's parameters: its context, and a copy of the operations the node owns (what GetParams points at). */
+    record MemOpParams(EmulatedContext context, int count, int flags, MemorySegment ops) {
+    }
+
+    /** Checked parameters and the work they make. */
+    private record MemOp(MemOpParams params, Runnable op) {
+    }
+
+    /** The checked parameters of a CUDA_BATCH_MEM_OP_NODE_PARAMS and their work; {@code fallback}: the context of a NULL ctx. */
+    private MemOp memOp(MemorySegment nodeParams, EmulatedContext fallback) {
+        MemorySegment p = HostSegments.sized(nodeParams, MEMOP_SIZE, "nodeParams");
+        long ctx = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+        int count = p.get(ValueLayout.JAVA_INT_UNALIGNED, 8);
+        long array = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 16);
+        int flags = p.get(ValueLayout.JAVA_INT_UNALIGNED, 24);
+        EmulatedContext c = ctx == 0 ? fallback : contexts.find(ctx);
+        if (array == 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "nodeParams.paramArray is NULL");
+        }
+        Runnable op = memOps.batchOp(c, count, MemorySegment.ofAddress(array), flags);
+        // The node's own copy, as the driver copies the array: the caller may free its own.
+        MemorySegment ops = Arena.ofAuto().allocate((long) count * BatchMemOp.SIZE, 8);
+        ops.copyFrom(MemorySegment.ofAddress(array).reinterpret(ops.byteSize()));
+        return new MemOp(new MemOpParams(c, count, flags, ops), op);
+    }
+
+    long addBatchMemOp(long hGraph, MemorySegment deps, long n, MemorySegment nodeParams) {
+        EmulatedGraph g = graph(hGraph, "hGraph");
+        List<EmulatedGraph.Node> d = nodes(deps, n, "dependencies");
+        MemOp m = memOp(nodeParams, contexts.active());
+        EmulatedGraph.Node node = g.add(EmulatedGraph.BATCH_MEM_OP, d);
+        node.context = m.params().context();
+        node.what = "batch memory-operation node";
+        node.params = m.params();
+        node.op = m.op();
+        return node.handle;
+    }
+
+    /** The node's parameters; paramArray points at the node's copy, valid until its parameters change. */
+    void batchMemOpGetParams(long hNode, MemorySegment out) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.BATCH_MEM_OP || !(n.params instanceof MemOpParams m)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a batch memory-operation node");
+        }
+        MemorySegment p = HostSegments.sized(out, MEMOP_SIZE, "nodeParams_out");
+        p.fill((byte) 0);
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, m.context().handle);
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, 8, m.count());
+        p.set(ValueLayout.JAVA_LONG_UNALIGNED, 16, m.ops().address());
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, 24, m.flags());
+    }
+
+    void batchMemOpSetParams(long hNode, MemorySegment nodeParams) {
+        EmulatedGraph.Node n = node(hNode, "hNode");
+        if (n.type != EmulatedGraph.BATCH_MEM_OP) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is not a batch memory-operation node");
+        }
+        MemOp m = memOp(nodeParams, n.context);
+        n.context = m.params().context();
+        n.params = m.params();
+        n.op = m.op();
+    }
+
+    /**
+     * cuGraphExecBatchMemOpNodeSetParams: the exec's copy of the node changes (the graph's does not); as
+     * the driver documents, only the waits' and writes' addresses, values and flags may change, not the
+     * context, the count or the operations' types.
+     */
+    void execBatchMemOpSetParams(long hExec, long hNode, MemorySegment nodeParams) {
+        EmulatedGraphExec x = exec(hExec);
+        EmulatedGraphExec.Step s = x.step(node(hNode, "hNode"));
+        if (s == null || s.type != EmulatedGraph.BATCH_MEM_OP || !(s.params instanceof MemOpParams before)) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "hNode is no batch memory-operation node of the graph hGraphExec was made from");
+        }
+        MemOp m = memOp(nodeParams, before.context());
+        MemOpParams now = m.params();
+        boolean same = now.context() == before.context() && now.count() == before.count();
+        for (int i = 0; same && i < now.count(); i++) {
+            long at = (long) i * BatchMemOp.SIZE;
+            same = BatchMemOp.operation(now.ops(), at)
+                    == BatchMemOp.operation(before.ops(), at);
+        }
+        if (!same) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "an exec graph's batch node keeps its context, count and operation types");
+        }
+        s.params = now;
+        s.op = m.op();
     }
 
     /** CU_GRAPH_MEM_ATTR_{USED,RESERVED}_MEM_{CURRENT,HIGH}: the graph memory nodes made (the emulated device reserves what it uses). */

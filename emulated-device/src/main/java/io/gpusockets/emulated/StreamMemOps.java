@@ -3,6 +3,7 @@ package io.gpusockets.emulated;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 
 import io.gpusockets.protocol.structs.BatchMemOp;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
@@ -17,7 +18,9 @@ import java.util.concurrent.locks.LockSupport;
  * kernel or copy on another stream, or the host through a copy, can release it. A wait ends without
  * effect once its context is being destroyed, so a wait that never completes cannot keep a context
  * (or a backend session) from ending. Addresses must lie in an allocation of the current context and be
- * aligned to the value's size, as CUDA requires.
+ * aligned to the value's size, as CUDA requires. On a capturing stream they become a batch
+ * memory-operation node of the capture, as the driver records them, and graphs' batch nodes run the
+ * same checked work ({@link #batchOp}).
  */
 final class StreamMemOps {
     /** CUstreamWaitValue_flags (cuda.h): the comparison in the low bits, FLUSH as a modifier. */
@@ -112,30 +115,66 @@ final class StreamMemOps {
         };
     }
 
-    private void enqueue(long hStream, EmulatedContext c, List<Op> ops, String what) {
+    /**
+     * Queues checked work on the stream; on a capturing stream it becomes a batch memory-operation node
+     * of the capture, as the driver records stream memory operations, whose parameters (those of
+     * {@code params}, {@code count} operations) cuGraphBatchMemOpNodeGetParams answers.
+     */
+    private void enqueue(long hStream, EmulatedContext c, Runnable work, MemorySegment params, int count, String what) {
         EmulatedStream s = streams.resolve(hStream, c);
-        c.enqueue(s, null, () -> {
-            for (Op op : ops) {
-                op.run(c);
-            }
-        }, what);
+        if (s.capture != null) {
+            EmulatedGraph.Node n = c.capture(s, work, what);
+            MemorySegment copy = Arena.ofAuto().allocate((long) count * BatchMemOp.SIZE, 8);
+            copy.copyFrom(params.reinterpret((long) count * BatchMemOp.SIZE));
+            n.params = new Graphs.MemOpParams(c, count, 0, copy);
+            return;
+        }
+        c.enqueue(s, null, work, what);
+    }
+
+    /** One operation as a CUstreamBatchMemOpParams, for a capture's node. */
+    private static MemorySegment single(int operation, long addr, long value, int flags) {
+        MemorySegment op = Arena.ofAuto().allocate(BatchMemOp.SIZE, 8);
+        op.set(ValueLayout.JAVA_INT, BatchMemOp.OPERATION, operation);
+        op.set(ValueLayout.JAVA_LONG, BatchMemOp.ADDRESS, addr);
+        op.set(ValueLayout.JAVA_LONG, BatchMemOp.VALUE, value);
+        op.set(ValueLayout.JAVA_INT, BatchMemOp.FLAGS, flags);
+        return op;
+    }
+
+    private static Runnable run(EmulatedContext c, Op op) {
+        return () -> op.run(c);
     }
 
     void writeValue(long hStream, long addr, long value, int width, int flags) {
         EmulatedContext c = contexts.active();
         String what = "cuStreamWriteValue" + 8 * width;
-        enqueue(hStream, c, List.of(write(c, addr, value, width, flags, what)), what);
+        Op op = write(c, addr, value, width, flags, what);
+        enqueue(hStream, c, run(c, op), single(width == 4 ? BatchMemOp.WRITE_VALUE_32 : BatchMemOp.WRITE_VALUE_64, addr,
+                width == 4 ? value & 0xffff_ffffL : value, flags), 1, what);
     }
 
     void waitValue(long hStream, long addr, long value, int width, int flags) {
         EmulatedContext c = contexts.active();
         String what = "cuStreamWaitValue" + 8 * width;
-        enqueue(hStream, c, List.of(await(c, addr, value, width, flags, what)), what);
+        Op op = await(c, addr, value, width, flags, what);
+        enqueue(hStream, c, run(c, op), single(width == 4 ? BatchMemOp.WAIT_VALUE_32 : BatchMemOp.WAIT_VALUE_64, addr,
+                width == 4 ? value & 0xffff_ffffL : value, flags), 1, what);
     }
 
     /** Every operation is checked before any is queued; barriers and flushes have nothing to order here beyond the stream. */
     void batch(long hStream, int count, MemorySegment paramArray, int flags) {
         EmulatedContext c = contexts.active();
+        Runnable ops = batchOp(c, count, paramArray, flags);
+        enqueue(hStream, c, ops, paramArray, count, "cuStreamBatchMemOp");
+    }
+
+    /**
+     * A batch of operations (CUstreamBatchMemOpParams) checked in context {@code c} as cuStreamBatchMemOp
+     * checks them, as one piece of work that runs them in order: a stream's batch, or a graph's batch
+     * memory-operation node (Graphs), each time a launch reaches it.
+     */
+    Runnable batchOp(EmulatedContext c, int count, MemorySegment paramArray, int flags) {
         if (count <= 0 || count > BatchMemOp.MAX_BATCH || flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "count=" + count + " flags=" + flags);
         }
@@ -157,6 +196,10 @@ final class StreamMemOps {
                 default -> throw new CudaError(CUDA_ERROR_INVALID_VALUE, what + ".operation=" + operation);
             }
         }
-        enqueue(hStream, c, ops, "cuStreamBatchMemOp");
+        return () -> {
+            for (Op op : ops) {
+                op.run(c);
+            }
+        };
     }
 }

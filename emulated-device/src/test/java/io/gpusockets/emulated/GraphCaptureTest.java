@@ -431,6 +431,65 @@ class GraphCaptureTest {
     }
 
     @Test
+    void streamMemoryOperationsCaptureAsBatchNodesAndBatchNodesRunAtEachLaunch() {
+        long s = e.stream(0);
+        // captured: a write becomes a batch memory-operation node (type 12) whose parameters it answers
+        e.ok(e.device.cuStreamBeginCapture(s, GLOBAL));
+        e.ok(e.device.cuStreamWriteValue32(s, y, 7, 0));
+        long graph = endCapture(s);
+        long[] ns = nodes(graph);
+        assertEquals(1, ns.length);
+        MemorySegment type = e.arena.allocate(4);
+        e.ok(e.device.cuGraphNodeGetType(ns[0], type));
+        assertEquals(12, type.get(ValueLayout.JAVA_INT, 0));
+        MemorySegment got = e.arena.allocate(32);
+        e.ok(e.device.cuGraphBatchMemOpNodeGetParams(ns[0], got));
+        assertEquals(1, got.get(ValueLayout.JAVA_INT, 8));
+        MemorySegment op = MemorySegment.ofAddress(got.get(ValueLayout.JAVA_LONG, 16)).reinterpret(48);
+        assertEquals(2, op.get(ValueLayout.JAVA_INT, 0));   // WRITE_VALUE_32
+        assertEquals(y, op.get(ValueLayout.JAVA_LONG, 8));
+        assertEquals(7, op.get(ValueLayout.JAVA_LONG, 16));
+        long exec = instantiate(graph);
+        e.ok(e.device.cuGraphLaunch(exec, s));
+        e.ok(e.device.cuStreamSynchronize(s));
+        assertEquals(7, Float.floatToRawIntBits(ys()[0]));
+
+        // explicit: a wait node holds the graph's later nodes until another stream writes the value
+        long g = out8(o -> e.device.cuGraphCreate(o, 0));
+        MemorySegment ops = e.arena.allocate(48).fill((byte) 0);
+        ops.set(ValueLayout.JAVA_INT, 0, 1);                // WAIT_VALUE_32
+        ops.set(ValueLayout.JAVA_LONG, 8, x);
+        ops.set(ValueLayout.JAVA_LONG, 16, 5);
+        ops.set(ValueLayout.JAVA_INT, 24, 1);               // EQ
+        MemorySegment p = e.arena.allocate(32).fill((byte) 0);
+        p.set(ValueLayout.JAVA_INT, 8, 1);
+        p.set(ValueLayout.JAVA_LONG, 16, ops.address());
+        long wait = out8(o -> e.device.cuGraphAddBatchMemOpNode(o, g, MemorySegment.NULL, 0, p));
+        MemorySegment dep = e.arena.allocate(8);
+        dep.set(ValueLayout.JAVA_LONG, 0, wait);
+        MemorySegment set = e.arena.allocate(40).fill((byte) 0);
+        set.set(ValueLayout.JAVA_LONG, 0, y);
+        set.set(ValueLayout.JAVA_INT, 16, 9);
+        set.set(ValueLayout.JAVA_INT, 20, 4);
+        set.set(ValueLayout.JAVA_LONG, 24, 1);
+        set.set(ValueLayout.JAVA_LONG, 32, 1);
+        out8(o -> e.device.cuGraphAddMemsetNode(o, g, dep, 1, set, 0));
+        long waiting = instantiate(g);
+        e.ok(e.device.cuGraphLaunch(waiting, s));
+        long other = e.stream(0);
+        e.ok(e.device.cuStreamWriteValue32(other, x, 5, 0));
+        e.ok(e.device.cuStreamSynchronize(other));
+        e.ok(e.device.cuStreamSynchronize(s));
+        assertEquals(9, Float.floatToRawIntBits(ys()[0]), "the memset ran after the wait was released");
+        // an exec graph's node keeps its operation types; an address outside the context's memory is refused
+        ops.set(ValueLayout.JAVA_INT, 0, 2);
+        assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuGraphExecBatchMemOpNodeSetParams(waiting, wait, p));
+        ops.set(ValueLayout.JAVA_LONG, 8, 0x10);
+        MemorySegment out = e.arena.allocate(8);
+        assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0, p));
+    }
+
+    @Test
     void captureIntoAnExistingGraphAfterItsNodesAndExecGraphNodeSwitches() {
         long graph = out8(o -> e.device.cuGraphCreate(o, 0));
         long set = out8(o -> e.device.cuGraphAddMemsetNode(o, graph, MemorySegment.NULL, 0, memsetParams(1f), 0));

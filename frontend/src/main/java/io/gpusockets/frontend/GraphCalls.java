@@ -5,6 +5,7 @@ import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.calls.GraphRequest;
 import io.gpusockets.protocol.calls.LaunchRequest;
+import io.gpusockets.protocol.structs.BatchMemOp;
 import io.gpusockets.protocol.structs.GraphNodeParams;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.wire.WireValues;
@@ -21,6 +22,8 @@ import java.util.List;
  * convention (a NULL array asks for the count; otherwise up to *count entries, the rest NULL, and
  * *count becomes the number written). The dependency arrays cuStreamGetCaptureInfo hands out live
  * in this thread's memory until its next such call, as the driver's live until the stream's next call.
+ * User objects are answered here ({@link UserObjects}); a batch memory-operation node's operations travel
+ * as DATA, and those cuGraphBatchMemOpNodeGetParams answers are kept here for the node.
  */
 final class GraphCalls implements FrontendHandlers.Graphs {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -33,6 +36,7 @@ final class GraphCalls implements FrontendHandlers.Graphs {
     private final RemoteCudaDriver driver;
     private final StreamCallbacks callbacks;
     private final DeviceRanges ranges;
+    private final UserObjects userObjects;
     private final ThreadLocal<Arena> captureArrays = new ThreadLocal<>();
     /**
      * Memcpy nodes with a host side this connection made, with the CUDA_MEMCPY3D the program gave: the
@@ -40,12 +44,42 @@ final class GraphCalls implements FrontendHandlers.Graphs {
      */
     private final java.util.Map<Long, byte[]> hostCopyNodes = new java.util.concurrent.ConcurrentHashMap<>();
 
-    GraphCalls(CallChannel channel, LaunchCalls launches, RemoteCudaDriver driver, StreamCallbacks callbacks, DeviceRanges ranges) {
+    GraphCalls(CallChannel channel, LaunchCalls launches, RemoteCudaDriver driver, StreamCallbacks callbacks, DeviceRanges ranges,
+               UserObjects userObjects) {
         this.channel = channel;
+        this.userObjects = userObjects;
         this.launches = launches;
         this.driver = driver;
         this.callbacks = callbacks;
         this.ranges = ranges;
+    }
+
+    // ---- user objects (issue 21): answered in the guest, UserObjects --------------------------------
+
+    @Override
+    public int cuUserObjectCreate(MemorySegment object_out, MemorySegment userPtr, MemorySegment destroy, int initialRefcount,
+                                  int flags) {
+        return userObjects.create(object_out, userPtr, destroy, initialRefcount, flags);
+    }
+
+    @Override
+    public int cuUserObjectRetain(long object, int count) {
+        return UserObjects.retain(object, count);
+    }
+
+    @Override
+    public int cuUserObjectRelease(long object, int count) {
+        return UserObjects.release(object, count);
+    }
+
+    @Override
+    public int cuGraphRetainUserObject(long graph, long object, int count, int flags) {
+        return userObjects.graphRetain(graph, object, count, flags);
+    }
+
+    @Override
+    public int cuGraphReleaseUserObject(long graph, long object, int count) {
+        return userObjects.graphRelease(graph, object, count);
     }
 
     // ---- host nodes and host-memory copy nodes (issue 21) --------------------------------------
@@ -544,6 +578,108 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         return r.result();
     }
 
+    // ---- batch memory-operation nodes (issue 21) ------------------------------------------------
+
+    /**
+     * A batch memory-operation node (GraphRequest's layout): the context, count and flags in the body, the
+     * dependencies and the operations (copied now, as the driver copies them) as DATA; the backend checks
+     * them as cuStreamBatchMemOp's.
+     */
+    @Override
+    public int cuGraphAddBatchMemOpNode(MemorySegment phGraphNode, long hGraph, MemorySegment dependencies, long numDependencies,
+                                        MemorySegment nodeParams) {
+        if (isNull(phGraphNode) || numDependencies < 0 || numDependencies > GraphRequest.MAX_NODES
+                || (numDependencies > 0 && isNull(dependencies))) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        ByteBuffer req = CallChannel.request().putLong(hGraph).putLong(numDependencies);
+        List<MemorySegment> bulk = new java.util.ArrayList<>(2);
+        if (numDependencies > 0) {
+            bulk.add(WireValues.sized(dependencies, 8 * numDependencies).asSlice(0, 8 * numDependencies));
+        }
+        int bad = putMemOps(req, bulk, nodeParams);
+        if (bad != CuResult.CUDA_SUCCESS) {
+            return bad;
+        }
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphAddBatchMemOpNode, req.flip(), bulk, List.of(), false);
+        if (r.result() == CuResult.CUDA_SUCCESS) {
+            WireValues.sized(phGraphNode, 8).set(LONG, 0, r.body().getLong());
+        }
+        return r.result();
+    }
+
+    @Override
+    public int cuGraphBatchMemOpNodeSetParams(long hNode, MemorySegment nodeParams) {
+        ByteBuffer req = CallChannel.request().putLong(hNode);
+        List<MemorySegment> bulk = new java.util.ArrayList<>(1);
+        int bad = putMemOps(req, bulk, nodeParams);
+        return bad != CuResult.CUDA_SUCCESS ? bad
+                : channel.exchange(ApiEntries.cuGraphBatchMemOpNodeSetParams, req.flip(), bulk, List.of(), false).result();
+    }
+
+    @Override
+    public int cuGraphExecBatchMemOpNodeSetParams(long hGraphExec, long hNode, MemorySegment nodeParams) {
+        ByteBuffer req = CallChannel.request().putLong(hGraphExec).putLong(hNode);
+        List<MemorySegment> bulk = new java.util.ArrayList<>(1);
+        int bad = putMemOps(req, bulk, nodeParams);
+        return bad != CuResult.CUDA_SUCCESS ? bad
+                : channel.exchange(ApiEntries.cuGraphExecBatchMemOpNodeSetParams, req.flip(), bulk, List.of(), false).result();
+    }
+
+    /** Appends ctx, count and flags of a CUDA_BATCH_MEM_OP_NODE_PARAMS, and its operations to {@code bulk}. */
+    private static int putMemOps(ByteBuffer req, List<MemorySegment> bulk, MemorySegment nodeParams) {
+        if (isNull(nodeParams)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment p = WireValues.sized(nodeParams, GraphRequest.MEMOP_PARAMS);
+        int count = p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT);
+        long array = p.get(LONG, GraphRequest.MEMOP_ARRAY);
+        if (count <= 0 || count > BatchMemOp.MAX_BATCH || array == 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        req.putLong(p.get(LONG, GraphRequest.MEMOP_CTX)).putInt(count).putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_FLAGS));
+        bulk.add(MemorySegment.ofAddress(array).reinterpret((long) count * BatchMemOp.SIZE));
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * The operations of each node as cuGraphBatchMemOpNodeGetParams last answered them, in memory of this
+     * process that the answer's paramArray points at: the driver's array belongs to the node, valid until
+     * the node's parameters change, so an unchanged answer keeps its array (and address) and a changed
+     * one replaces it. Kept per node for the connection's life (one array each).
+     */
+    private final java.util.Map<Long, MemorySegment> memOpArrays = new java.util.concurrent.ConcurrentHashMap<>();
+
+    @Override
+    public int cuGraphBatchMemOpNodeGetParams(long hNode, MemorySegment nodeParams_out) {
+        if (isNull(nodeParams_out)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment ops = Arena.ofAuto().allocate((long) BatchMemOp.MAX_BATCH * BatchMemOp.SIZE, 8);
+        ByteBuffer req = CallChannel.request().putLong(hNode);
+        // The count comes in the reply: room for the most the backend answers.
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuGraphBatchMemOpNodeGetParams, req.flip(), List.of(), List.of(ops), false);
+        if (r.result() != CuResult.CUDA_SUCCESS) {
+            return r.result();
+        }
+        long ctx = r.body().getLong();
+        int count = r.body().getInt();
+        int flags = r.body().getInt();
+        if (count <= 0 || count > BatchMemOp.MAX_BATCH) {
+            return CuResult.CUDA_ERROR_UNKNOWN;
+        }
+        MemorySegment answer = ops.asSlice(0, (long) count * BatchMemOp.SIZE);
+        MemorySegment kept = memOpArrays.compute(hNode, (node, old) -> old != null && old.mismatch(answer) == -1 ? old
+                : Arena.ofAuto().allocate(answer.byteSize(), 8).copyFrom(answer));
+        MemorySegment p = WireValues.sized(nodeParams_out, GraphRequest.MEMOP_PARAMS);
+        p.asSlice(0, GraphRequest.MEMOP_PARAMS).fill((byte) 0);
+        p.set(LONG, GraphRequest.MEMOP_CTX, ctx);
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT, count);
+        p.set(LONG, GraphRequest.MEMOP_ARRAY, kept.address());
+        p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_FLAGS, flags);
+        return CuResult.CUDA_SUCCESS;
+    }
+
     // ---- graph memory nodes (issue 21) ----------------------------------------------------------
 
     /**
@@ -825,6 +961,9 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         info.set(ValueLayout.JAVA_INT_UNALIGNED, 4, 0);
         info.set(LONG, 8, r.body().getLong());
         info.set(LONG, 16, r.body().getLong());
+        if (result == CuResult.CUDA_SUCCESS) {
+            userObjects.execUpdated(hGraphExec, hGraph);
+        }
         return result;
     }
 }

@@ -40,6 +40,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     private final LocalCalls local = new LocalCalls();
     private final DeviceRanges ranges = DeviceRanges.askingBackend(this);
     private final StreamCallbacks callbacks;
+    /** User objects and the references graphs own (answered here; graph calls followed by {@link #call}). */
+    private final UserObjects userObjects = new UserObjects(this);
     /** Whether known entries and cuCtxGetCurrent may be answered here (GPUSOCKETS_LOCAL_ANSWERS=0 turns it off). */
     private final boolean localAnswers;
     /** The backend's answers to the table's known entries, asked at the first of them; null before. */
@@ -50,12 +52,13 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
         this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
-        // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
-        channel.refuseWhen(callbacks::runningHere);
+        // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too, and
+        // from a user object's destructor (which would hold up every destructor after it).
+        channel.refuseWhen(() -> callbacks.runningHere() || UserObjects.runningHere());
         LaunchCalls launches = new LaunchCalls(channel, this);
         bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
                 new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges), new LinkCalls(this, channel)));
+                new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */
@@ -150,7 +153,11 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
 
     private final AtomicInteger activeCaptures = new AtomicInteger();
 
-    /** The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. */
+    /**
+     * The generic marshalling: inputs in C order, bulk inputs as DATA, outputs from the reply. Every call
+     * passes here, whichever path made it, so the graph calls are shown to {@link UserObjects} before and
+     * after (the references graphs own follow clones, child nodes, instantiation and destruction).
+     */
     @Override
     protected int call(ApiFunction f, Object... args) {
         boolean begin = f == ApiEntries.cuStreamBeginCapture || f == ApiEntries.cuStreamBeginCapture_v1
@@ -158,7 +165,9 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         if (begin) {
             activeCaptures.incrementAndGet();
         }
+        long captureGraph = userObjects.before(f, args);
         int r = marshal(f, args);
+        userObjects.after(f, args, r, captureGraph);
         if (begin && r != CuResult.CUDA_SUCCESS) {
             activeCaptures.decrementAndGet();
         } else if (f == ApiEntries.cuStreamEndCapture && (r == CuResult.CUDA_SUCCESS

@@ -5,6 +5,7 @@ import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.calls.GraphRequest;
 import io.gpusockets.protocol.calls.LaunchRequest;
+import io.gpusockets.protocol.structs.BatchMemOp;
 import io.gpusockets.protocol.structs.GraphNodeParams;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.MemoryProps;
@@ -24,7 +25,8 @@ import java.lang.foreign.ValueLayout;
  * pointers, and become gates ({@link HostCallbackGates}); a memory allocation node's address becomes a
  * range of the session and its size is charged for the session's life; a conditional node's body
  * graphs, and a child graph node's graph, are ids owned by their node; node parameters are checked as
- * when the node was made.
+ * when the node was made; a batch memory-operation node's operations are held to cuStreamBatchMemOp's
+ * rule ({@link MemopsCalls#receiveChecked}), its waits remembered for the session's end.
  */
 final class GraphCalls implements BackendHandlers.Graphs {
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED;
@@ -697,6 +699,134 @@ final class GraphCalls implements BackendHandlers.Graphs {
             c.sendData(MemorySegment.ofAddress(descs).reinterpret(count * MemoryProps.ACCESS_DESC_SIZE));
         }
         return r;
+    }
+
+    // ---- batch memory-operation nodes (issue 21) ------------------------------------------------
+
+    /**
+     * A batch memory-operation node: its operations are held to cuStreamBatchMemOp's rule
+     * ({@link MemopsCalls#receiveChecked}) and its waits remembered for the session's end in the node's
+     * context (the lane's when NULL), since each launch of the graph may wait on them.
+     */
+    @Override
+    public int cuGraphAddBatchMemOpNode(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        long g = c.readLong();
+        long n = GraphRequest.count(c.readLong(), "numDependencies");
+        long graph = c.handle(ParamType.GRAPH, g, false);
+        MemOpNode m = memOpHeader(c, 8 * n);
+        MemorySegment deps = nodes(c, 8 * n, n, g, "dependencies");
+        MemorySegment p = m.withOps(c).params(c);
+        c.reserveHandles(1, 0);   // its node output is a ptr of the codec, which the table does not count
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuGraphAddBatchMemOpNode(out, graph, deps, n, p);
+        if (r == CuResult.CUDA_SUCCESS) {
+            MemOpNode.rememberWaits(c, session, p);
+            c.outs.putLong(internNode(out.get(LONG, 0), g));
+        }
+        return r;
+    }
+
+    @Override
+    public int cuGraphBatchMemOpNodeSetParams(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        long node = node(c.readLong(), 0, "hNode");
+        MemorySegment p = memOpHeader(c, 0).withOps(c).params(c);
+        int r = driver.cuGraphBatchMemOpNodeSetParams(node, p);
+        if (r == CuResult.CUDA_SUCCESS) {
+            MemOpNode.rememberWaits(c, session, p);
+        }
+        return r;
+    }
+
+    @Override
+    public int cuGraphExecBatchMemOpNodeSetParams(Call c) throws ProtocolException, CallRejected, InterruptedException {
+        long exec = c.handle(ParamType.GEXEC, c.readLong(), false);
+        long node = node(c.readLong(), 0, "hNode");
+        MemorySegment p = memOpHeader(c, 0).withOps(c).params(c);
+        int r = driver.cuGraphExecBatchMemOpNodeSetParams(exec, node, p);
+        if (r == CuResult.CUDA_SUCCESS) {
+            MemOpNode.rememberWaits(c, session, p);
+        }
+        return r;
+    }
+
+    /**
+     * The node's parameters as the driver answers them: its context as the session's id, count and flags,
+     * and (DATA) its operations, copied out of the driver's array with their alias fields zeroed.
+     */
+    @Override
+    public int cuGraphBatchMemOpNodeGetParams(Call c) throws ProtocolException, CallRejected, IOException {
+        long node = node(c.readLong(), 0, "hNode");
+        c.expectEnd();
+        MemorySegment p = c.scratch(GraphRequest.MEMOP_PARAMS);
+        p.fill((byte) 0);
+        int r = driver.cuGraphBatchMemOpNodeGetParams(node, p);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        int count = p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT);
+        long array = p.get(LONG, GraphRequest.MEMOP_ARRAY);
+        if (count <= 0 || count > BatchMemOp.MAX_BATCH || array == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a node with " + count + " operations");
+        }
+        long ctx = p.get(LONG, GraphRequest.MEMOP_CTX);
+        MemorySegment ops = c.scratch((long) count * BatchMemOp.SIZE);
+        // The driver's own array, in this process: its address comes from the driver, not the wire.
+        ops.copyFrom(MemorySegment.ofAddress(array).reinterpret(ops.byteSize()));
+        for (int i = 0; i < count; i++) {
+            if (BatchMemOp.width(BatchMemOp.operation(ops, (long) i * BatchMemOp.SIZE)) > 0) {
+                BatchMemOp.clearAlias(ops, (long) i * BatchMemOp.SIZE);
+            }
+        }
+        c.outs.putLong(ctx == 0 ? 0 : handles().idOf(ParamType.CTX, ctx)).putInt(count)
+                .putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_FLAGS));
+        c.sendData(ops);
+        return r;
+    }
+
+    /** A CUDA_BATCH_MEM_OP_NODE_PARAMS as it came: its context (real, 0 for NULL), count, flags, and its operations once received. */
+    private record MemOpNode(long ctx, int count, int flags, MemorySegment ops) {
+        /** The operations, next in the call's DATA, held to cuStreamBatchMemOp's rule. */
+        MemOpNode withOps(Call c) throws ProtocolException, CallRejected, InterruptedException {
+            return new MemOpNode(ctx, count, flags, MemopsCalls.receiveChecked(c, count, (long) count * BatchMemOp.SIZE));
+        }
+
+        /** The parameters as the driver reads them, the operations in backend memory. */
+        MemorySegment params(Call c) {
+            MemorySegment p = c.scratch(GraphRequest.MEMOP_PARAMS);
+            p.fill((byte) 0);
+            p.set(LONG, GraphRequest.MEMOP_CTX, ctx);
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT, count);
+            p.set(LONG, GraphRequest.MEMOP_ARRAY, ops.address());
+            p.set(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_FLAGS, flags);
+            return p;
+        }
+
+        /**
+         * The node's waits, remembered for the session's end (each launch may wait on them) in the node's
+         * context, else the lane's.
+         */
+        static void rememberWaits(Call c, Session session, MemorySegment params) {
+            long ctx = params.get(LONG, GraphRequest.MEMOP_CTX);
+            int count = params.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT);
+            MemorySegment ops = MemorySegment.ofAddress(params.get(LONG, GraphRequest.MEMOP_ARRAY)).reinterpret((long) count * BatchMemOp.SIZE);
+            MemopsCalls.rememberWaits(session, ctx != 0 ? ctx : c.lane.topContext(), ops, count);
+        }
+    }
+
+    /**
+     * Reads ctx, count and flags of a batch memory-operation node and announces its DATA: {@code before}
+     * bytes of other arrays, then the operations (received by {@link MemOpNode#withOps}).
+     */
+    private static MemOpNode memOpHeader(Call c, long before) throws ProtocolException, CallRejected {
+        long ctx = c.handle(ParamType.CTX, c.readLong(), true);
+        int count = c.body.getInt();
+        int flags = c.body.getInt();
+        c.expectEnd();
+        if (count <= 0 || count > BatchMemOp.MAX_BATCH) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count);
+        }
+        c.expectBulk(before + (long) count * BatchMemOp.SIZE);
+        return new MemOpNode(ctx, count, flags, null);
     }
 
     /** The freed address must lie in the session's memory (an allocation node's, or a stream-ordered one). */

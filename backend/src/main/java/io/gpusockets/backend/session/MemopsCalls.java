@@ -10,9 +10,10 @@ import java.lang.foreign.MemorySegment;
 /**
  * Area {@code memops}: cuStreamBatchMemOp and the waits. A batch's count is bounded before the array is
  * taken, and each operation's address must be a device range of the session (4 or 8 bytes by
- * operation), as for the single cuStreamWrite/WaitValue calls (checked by the generic decoding). Every
- * wait is remembered in {@link SessionWaits} with its stream's context, so the session's end can
- * release it.
+ * operation), as for the single cuStreamWrite/WaitValue calls (checked by the generic decoding): the
+ * rule of {@link #receiveChecked}, which graph batch memory-operation nodes are held to as well
+ * ({@link GraphCalls}). Every wait is remembered in {@link SessionWaits} with its stream's context, so
+ * the session's end can release it.
  */
 final class MemopsCalls implements BackendHandlers.Memops {
     private final Session session;
@@ -74,6 +75,19 @@ final class MemopsCalls implements BackendHandlers.Memops {
     /** The operations, each address checked to be a device range of the session; waits remembered. */
     private MemorySegment checked(Call c, long stream, int count, long paramArrayLength)
             throws ProtocolException, CallRejected, InterruptedException {
+        MemorySegment ops = receiveChecked(c, count, paramArrayLength);
+        rememberWaits(session, contextOf(c, stream), ops, count);
+        return ops;
+    }
+
+    /**
+     * The rule every batch of memory operations from the wire is held to, a stream's (cuStreamBatchMemOp)
+     * or a graph node's (cuGraphAddBatchMemOpNode and its SetParams): the count is bounded before the
+     * array is taken, each operation is one cuda.h 13.0 defines, and each address is a device range of the
+     * session, 4 or 8 bytes by operation; the driver-internal alias fields are zeroed.
+     */
+    static MemorySegment receiveChecked(Call c, int count, long paramArrayLength)
+            throws ProtocolException, CallRejected, InterruptedException {
         if (count <= 0 || count > BatchMemOp.MAX_BATCH || paramArrayLength != (long) count * BatchMemOp.SIZE) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count + " with " + paramArrayLength + " bytes");
         }
@@ -89,14 +103,19 @@ final class MemopsCalls implements BackendHandlers.Memops {
                 BatchMemOp.clearAlias(ops, at);
             }
         }
+        return ops;
+    }
+
+    /** Remembers the waits among {@code ops} (checked) in context {@code context} (real), for the session's end. */
+    static void rememberWaits(Session session, long context, MemorySegment ops, int count) {
         for (int i = 0; i < count; i++) {
             long at = (long) i * BatchMemOp.SIZE;
             int op = BatchMemOp.operation(ops, at);
             if (op == BatchMemOp.WAIT_VALUE_32 || op == BatchMemOp.WAIT_VALUE_64) {
                 long value = op == BatchMemOp.WAIT_VALUE_32 ? BatchMemOp.value(ops, at) & 0xffff_ffffL : BatchMemOp.value(ops, at);
-                remember(c, stream, BatchMemOp.address(ops, at), value, BatchMemOp.flags(ops, at), BatchMemOp.width(op));
+                session.waits().queued(new SessionWaits.Wait(context, BatchMemOp.address(ops, at), value, BatchMemOp.flags(ops, at),
+                        BatchMemOp.width(op)));
             }
         }
-        return ops;
     }
 }

@@ -44,6 +44,14 @@ import java.nio.ByteBuffer;
  *   graph u64, numDependencies u64, handle u64, type u32, size u32, ctx u64; DATA: numDependencies*8 bytes of dependencies
  *   reply: node id u64; DATA: size ids of the body graphs (the node's)
  *
+ * batch memory-operation node (cuGraphAddBatchMemOpNode / cuGraphBatchMemOpNodeSetParams / cuGraphExecBatchMemOpNodeSetParams):
+ *   [graph u64, numDependencies u64 | node u64 | exec u64, node u64]   the call's handles
+ *   ctx u64 (0: NULL), count u32, flags u32; DATA: [numDependencies*8 bytes of dependencies,] count CUstreamBatchMemOpParams
+ *   (BatchMemOp, 48 bytes each); reply (AddBatchMemOpNode): node id u64
+ *
+ * batch memory-operation node parameters (cuGraphBatchMemOpNodeGetParams): node u64
+ *   reply: ctx id u64, count u32, flags u32; DATA: count CUstreamBatchMemOpParams (alias fields zeroed)
+ *
  * exec update (cuGraphExecUpdate_v2): exec u64, graph u64
  *   the reply's CUresult is CUDA_SUCCESS when the call reached the driver; the driver's result follows:
  *   result u32, then CUgraphExecUpdateResultInfo: result u32, errorNode id u64, errorFromNode id u64
@@ -71,6 +79,11 @@ public final class GraphRequest {
      */
     public static final long MEM_ALLOC_PARAMS = 120, MEM_ALLOC_ACCESS_DESCS = 88, MEM_ALLOC_ACCESS_COUNT = 96,
             MEM_ALLOC_BYTESIZE = 104, MEM_ALLOC_DPTR = 112;
+    /**
+     * CUDA_BATCH_MEM_OP_NODE_PARAMS (v1 and v2 alike, cuda.h 13.0): ctx at 0, count (u32) at 8, paramArray
+     * (pointer) at 16, flags (u32) at 24; 32 bytes.
+     */
+    public static final long MEMOP_PARAMS = 32, MEMOP_CTX = 0, MEMOP_COUNT = 8, MEMOP_ARRAY = 16, MEMOP_FLAGS = 24;
     /** Most body graphs of one conditional node (a SWITCH's). */
     public static final int MAX_CONDITIONAL_BODIES = 1024;
     /** sizeof(CUgraphExecUpdateResultInfo). */

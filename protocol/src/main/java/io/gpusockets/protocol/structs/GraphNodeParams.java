@@ -23,13 +23,14 @@ import java.lang.foreign.ValueLayout;
  *        WAIT_EVENT / EVENT_RECORD   CUevent event
  *        MEM_ALLOC     CUDA_MEM_ALLOC_NODE_PARAMS_v2 (the v1 layout, 120 bytes; dptr written back in place)
  *        MEM_FREE      CUdeviceptr dptr
+ *        BATCH_MEM_OP  CUDA_BATCH_MEM_OP_NODE_PARAMS_v2 {ctx, count u32 at 8, paramArray at 16, flags u32 at 24} (32 bytes)
  * 248  long long reserved2 (must be 0)
  * </pre>
  *
  *        CONDITIONAL   CUDA_CONDITIONAL_NODE_PARAMS: handle, type u32 at 8, size u32 at 12, phGraph_out at 16, ctx at 24
  *                      (made by the caller's {@link ConditionalNodes}: it has no call of its own)
  *
- * Types without a per-type call here (external semaphores, batch memory operations) and a child graph
+ * Types without a per-type call here (external semaphores) and a child graph
  * whose ownership moves to the parent answer CUDA_ERROR_NOT_SUPPORTED.
  * Edge data that is not all default is applied after the node is made, with cuGraphAddDependencies.
  */
@@ -38,7 +39,7 @@ public final class GraphNodeParams {
     public static final long UNION = 16;
     private static final long RESERVED2 = 248;
     public static final int KERNEL = 0, MEMCPY = 1, MEMSET = 2, HOST = 3, GRAPH = 4, EMPTY = 5, WAIT_EVENT = 6,
-            EVENT_RECORD = 7, MEM_ALLOC = 10, MEM_FREE = 11, CONDITIONAL = 13;
+            EVENT_RECORD = 7, MEM_ALLOC = 10, MEM_FREE = 11, BATCH_MEM_OP = 12, CONDITIONAL = 13;
     /** CUDA_CONDITIONAL_NODE_PARAMS in the union: handle u64, type u32, size u32, phGraph_out (pointer), ctx. */
     public static final long COND_HANDLE = UNION, COND_TYPE = UNION + 8, COND_SIZE = UNION + 12, COND_GRAPHS_OUT = UNION + 16,
             COND_CTX = UNION + 24;
@@ -122,11 +123,12 @@ public final class GraphNodeParams {
             case EVENT_RECORD -> d.cuGraphAddEventRecordNode(out, graph, deps, n, p.get(LONG, UNION));
             case MEM_ALLOC -> d.cuGraphAddMemAllocNode(out, graph, deps, n, p.asSlice(UNION, 120));
             case MEM_FREE -> d.cuGraphAddMemFreeNode(out, graph, deps, n, p.get(LONG, UNION));
+            case BATCH_MEM_OP -> d.cuGraphAddBatchMemOpNode(out, graph, deps, n, p.asSlice(UNION, 32));
             default -> CuResult.CUDA_ERROR_NOT_SUPPORTED;
         };
     }
 
-    /** cuGraphNodeSetParams: kernel, memcpy, memset, host and event nodes, by the call of their type. */
+    /** cuGraphNodeSetParams: kernel, memcpy, memset, host, event and batch memory-operation nodes, by the call of their type. */
     public static int set(CudaDriver d, long hNode, MemorySegment nodeParams) {
         MemorySegment p = params(nodeParams);
         if (p == null) {
@@ -139,11 +141,12 @@ public final class GraphNodeParams {
             case HOST -> d.cuGraphHostNodeSetParams(hNode, p.asSlice(UNION, 16));
             case WAIT_EVENT -> d.cuGraphEventWaitNodeSetEvent(hNode, p.get(LONG, UNION));
             case EVENT_RECORD -> d.cuGraphEventRecordNodeSetEvent(hNode, p.get(LONG, UNION));
+            case BATCH_MEM_OP -> d.cuGraphBatchMemOpNodeSetParams(hNode, p.asSlice(UNION, 32));
             default -> CuResult.CUDA_ERROR_NOT_SUPPORTED;
         };
     }
 
-    /** cuGraphExecNodeSetParams: kernel, memcpy, memset, host and event nodes of an exec graph. */
+    /** cuGraphExecNodeSetParams: kernel, memcpy, memset, host, event and batch memory-operation nodes of an exec graph. */
     public static int execSet(CudaDriver d, long hGraphExec, long hNode, MemorySegment nodeParams) {
         MemorySegment p = params(nodeParams);
         if (p == null) {
@@ -157,6 +160,7 @@ public final class GraphNodeParams {
             case HOST -> d.cuGraphExecHostNodeSetParams(hGraphExec, hNode, p.asSlice(UNION, 16));
             case WAIT_EVENT -> d.cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, p.get(LONG, UNION));
             case EVENT_RECORD -> d.cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, p.get(LONG, UNION));
+            case BATCH_MEM_OP -> d.cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, p.asSlice(UNION, 32));
             default -> CuResult.CUDA_ERROR_NOT_SUPPORTED;
         };
     }
