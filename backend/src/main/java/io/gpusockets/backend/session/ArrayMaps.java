@@ -41,6 +41,14 @@ final class ArrayMaps {
     record Binding(long handle, long resource) {
     }
 
+    /**
+     * An entry whose fields and handles are checked ({@link #checkFields}); {@code handle} is 0 for an unmap,
+     * {@code size} the allocation's bytes.
+     */
+    record Checked(long index, MemorySegment entry, boolean mipmap, long resource, int subresourceType, int device,
+                   long handle, long size, long offset) {
+    }
+
     private final Call c;
     private final CudaDriver driver;
     private final SessionVmm vmm;
@@ -67,10 +75,11 @@ final class ArrayMaps {
     }
 
     /**
-     * Checks entry {@code index} of {@code list} and translates its handles in place; returns the binding a map
-     * makes, or null for an unmap.
+     * Checks the fields of entry {@code index} of {@code list} that need no query of the driver, and translates
+     * its handles in place. Every entry of a list goes through this before any goes through {@link #checkBytes},
+     * so that an entry the backend refuses is refused whatever the device.
      */
-    Binding check(MemorySegment list, long index) throws CallRejected {
+    Checked checkFields(MemorySegment list, long index) throws CallRejected {
         MemorySegment e = list.asSlice(index * ArrayMapInfo.SIZE, ArrayMapInfo.SIZE);
         int resourceType = u32(e, ArrayMapInfo.RESOURCE_TYPE);
         boolean mipmap = resourceType == ArrayMapInfo.RESOURCE_MIPMAPPED_ARRAY;
@@ -103,8 +112,7 @@ final class ArrayMaps {
             if (u64(e, ArrayMapInfo.HANDLE) != 0) {
                 throw invalid(index, "an unmap names no allocation (memHandle must be 0)");
             }
-            requireSupport(index, device);
-            return null;
+            return new Checked(index, e, mipmap, resource, subresourceType, device, 0, 0, 0);
         }
         long handle = c.handle(ParamType.MEMH, u64(e, ArrayMapInfo.HANDLE), false);
         long size = vmm.sizeOf(handle);
@@ -116,13 +124,24 @@ final class ArrayMaps {
         if (offset < 0 || offset >= size) {
             throw invalid(index, "offset=" + Long.toUnsignedString(offset) + " outside the allocation's " + size + " bytes");
         }
-        requireSupport(index, device);
-        long bytes = mapBytes(e, index, mipmap, resource, subresourceType, device);
-        if (bytes <= 0 || bytes > size - offset) {
-            throw invalid(index, "binds " + (bytes == Long.MAX_VALUE ? "more than 2^63" : Long.toString(bytes)) + " bytes at offset "
-                    + offset + " of an allocation of " + size);
+        return new Checked(index, e, mipmap, resource, subresourceType, device, handle, size, offset);
+    }
+
+    /**
+     * The device must have sparse or deferred-mapping arrays, and a map must bind bytes inside its allocation
+     * (read from the array through the driver); returns the binding a map makes, or null for an unmap.
+     */
+    Binding checkBytes(Checked k) throws CallRejected {
+        requireSupport(k.index(), k.device());
+        if (k.handle() == 0) {
+            return null;
         }
-        return new Binding(handle, resource);
+        long bytes = mapBytes(k.entry(), k.index(), k.mipmap(), k.resource(), k.subresourceType(), k.device());
+        if (bytes <= 0 || bytes > k.size() - k.offset()) {
+            throw invalid(k.index(), "binds " + (bytes == Long.MAX_VALUE ? "more than 2^63" : Long.toString(bytes)) + " bytes at offset "
+                    + k.offset() + " of an allocation of " + k.size());
+        }
+        return new Binding(k.handle(), k.resource());
     }
 
     /**

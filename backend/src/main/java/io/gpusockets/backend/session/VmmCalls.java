@@ -190,9 +190,13 @@ final class VmmCalls implements BackendHandlers.Vmm {
         }
         MemorySegment list = c.receiveBulk(mapInfoListLength);
         ArrayMaps maps = new ArrayMaps(c, driver, vmm, session.host().deviceCount());
-        List<ArrayMaps.Binding> bindings = new java.util.ArrayList<>();
+        List<ArrayMaps.Checked> checked = new java.util.ArrayList<>(count);
         for (int i = 0; i < count; i++) {
-            ArrayMaps.Binding b = maps.check(list, i);
+            checked.add(maps.checkFields(list, i));
+        }
+        List<ArrayMaps.Binding> bindings = new java.util.ArrayList<>();
+        for (ArrayMaps.Checked k : checked) {
+            ArrayMaps.Binding b = maps.checkBytes(k);
             if (b != null) {
                 bindings.add(b);
             }
