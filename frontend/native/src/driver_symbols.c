@@ -116,7 +116,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemAlloc) \
     X(cuMemAllocHost) \
     X(cuMemAllocPitch) \
-    X(cuMemBatchDecompressAsync_ptsz) \
     X(cuMemFree) \
     X(cuMemGetAddressRange) \
     X(cuMemGetAttribute) \
@@ -124,7 +123,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemGetInfo) \
     X(cuMemHostGetDevicePointer) \
     X(cuMemHostRegister) \
-    X(cuMemMapArrayAsync_ptsz) \
     X(cuMemcpy2D) \
     X(cuMemcpy2DAsync) \
     X(cuMemcpy2DUnaligned) \

@@ -2246,6 +2246,35 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
                 "only sparse arrays (CUDA_ARRAY3D_SPARSE, not emulated) have sparse properties"));
     }
 
+    /**
+     * The emulated device is a device without sparse arrays (CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED reads
+     * 0, sparse and deferred-mapping arrays are refused at creation, tile-pool allocations at cuMemCreate), so no
+     * array it has can be mapped: CUDA_ERROR_NOT_SUPPORTED, as at their creation.
+     */
+    @Override
+    public int cuMemMapArrayAsync(MemorySegment mapInfoList, int count, long hStream) {
+        return run("cuMemMapArrayAsync", () -> {
+            contexts.active();
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "the emulated device has no sparse or deferred-mapping arrays "
+                    + "(CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED is 0): there is nothing to map");
+        });
+    }
+
+    /**
+     * The emulated device has no decompression engine, as a GPU without one (an H200): its
+     * CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK reads 0, memory for it (CU_MEM_CREATE_USAGE_HW_DECOMPRESS)
+     * is refused, and a batch is CUDA_ERROR_NOT_SUPPORTED, an error of no operation in particular.
+     */
+    @Override
+    public int cuMemBatchDecompressAsync(MemorySegment paramsArray, long count, int flags, MemorySegment errorIndex, long stream) {
+        return run("cuMemBatchDecompressAsync", () -> {
+            contexts.active();
+            putLongIfPresent(errorIndex, -1L, "errorIndex");
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "the emulated device has no decompression engine "
+                    + "(CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK is 0)");
+        });
+    }
+
     // ---- array copies: byte offsets into 1D arrays, as one-row 2D copies ---------------------------
 
     @Override

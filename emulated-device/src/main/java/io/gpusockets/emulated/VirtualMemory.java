@@ -25,7 +25,9 @@ import java.util.TreeMap;
  * a mapping resolvable (as a MAPPED allocation of the current context, the one its kernels and copies
  * then reach), and PROT_NONE or cuMemUnmap takes that away. A physical allocation is freed when it is
  * released as often as it was created or retained and no mapping uses it. Read-only access is not
- * emulated (CUDA_ERROR_NOT_SUPPORTED), since the emulated memory cannot refuse a write.
+ * emulated (CUDA_ERROR_NOT_SUPPORTED), since the emulated memory cannot refuse a write; nor are the
+ * allocation usages of a device with sparse arrays or a decompression engine (CU_MEM_CREATE_USAGE_TILE_POOL,
+ * CU_MEM_CREATE_USAGE_HW_DECOMPRESS: CUDA_ERROR_NOT_SUPPORTED), which the emulated device has not.
  */
 final class VirtualMemory {
     static final long GRANULARITY = 2L << 20;

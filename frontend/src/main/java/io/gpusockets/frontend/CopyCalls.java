@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.DecompressParams;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -20,6 +21,9 @@ import java.lang.foreign.ValueLayout;
  * ({@link RemoteCudaDriver#captureActive}; otherwise no stream can capture, so no query is made) such
  * a copy asks the stream's capture status first and, capturing, becomes a memcpy node of the
  * capture's graph ({@link CapturedCopies}; the 2D/3D and array forms likewise, {@link PitchedCalls}).
+ *
+ * <p>Hardware decompression batches (cuMemBatchDecompressAsync) are device to device: checked here for
+ * their shape and errorIndex, then sent as they are.
  */
 final class CopyCalls implements FrontendHandlers.Copies {
     private final RemoteCudaDriver driver;
@@ -103,6 +107,41 @@ final class CopyCalls implements FrontendHandlers.Copies {
             }
         }
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * Hardware decompression (cuMemBatchDecompressAsync): each operation's shape is checked here as the backend
+     * checks it ({@link DecompressParams#shapeRefusal}) and its src, dst and dstActBytes must be device memory
+     * this frontend knows; the first operation refused is errorIndex. The backend then checks every range
+     * against the session's memory; an error of the backend or the driver has errorIndex SIZE_MAX (the driver's
+     * own index does not travel back).
+     */
+    @Override
+    public int cuMemBatchDecompressAsync(MemorySegment paramsArray, long count, int flags, MemorySegment errorIndex,
+                                         long stream) {
+        long[] failed = {DecompressParams.NO_INDEX};
+        int r = decompress(paramsArray, count, flags, stream, failed);
+        if (r != CuResult.CUDA_SUCCESS && !isNull(errorIndex)) {
+            errorIndex.reinterpret(8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, failed[0]);
+        }
+        return r;
+    }
+
+    private int decompress(MemorySegment paramsArray, long count, int flags, long stream, long[] failed) {
+        if (count <= 0 || count > DecompressParams.MAX_COUNT || flags != 0 || isNull(paramsArray)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        MemorySegment params = paramsArray.reinterpret(count * DecompressParams.SIZE);
+        for (long i = 0; i < count; i++) {
+            if (DecompressParams.shapeRefusal(params, i) != null
+                    || ranges.classify(DecompressParams.at(params, i, DecompressParams.SRC)) != DeviceRanges.Kind.DEVICE
+                    || ranges.classify(DecompressParams.at(params, i, DecompressParams.DST)) != DeviceRanges.Kind.DEVICE
+                    || ranges.classify(DecompressParams.at(params, i, DecompressParams.DST_ACT_BYTES)) != DeviceRanges.Kind.DEVICE) {
+                failed[0] = i;
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+        }
+        return driver.call(ApiEntries.cuMemBatchDecompressAsync, params, count, flags, MemorySegment.NULL, stream);
     }
 
     private static boolean isNull(MemorySegment p) {

@@ -2,6 +2,7 @@ package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.structs.DecompressParams;
 import io.gpusockets.protocol.wire.ProtocolException;
 import io.gpusockets.protocol.wire.WindowSlots;
 import java.io.IOException;
@@ -13,7 +14,8 @@ import java.lang.foreign.ValueLayout;
  * chunk between the transport and the device. To the device a chunk is handed to the driver as it
  * arrives: in place when it is in the page-locked shared window, else through two pinned staging
  * buffers (a synchronous copy of several chunks) or as received. To the host chunks are
- * double-buffered through pinned staging, or placed in the shared window's output slots.
+ * double-buffered through pinned staging, or placed in the shared window's output slots. Hardware
+ * decompression batches (cuMemBatchDecompressAsync) are device to device, every range checked.
  */
 final class CopyCalls implements BackendHandlers.Copies {
     private final Session session;
@@ -390,4 +392,36 @@ final class CopyCalls implements BackendHandlers.Copies {
         return r == CuResult.CUDA_SUCCESS ? driver.cuStreamSynchronize(stream) : r;
     }
 
+
+    /**
+     * Hardware decompression: the array's length as announced, its operations following as DATA. Each is
+     * checked before the driver sees any ({@link DecompressParams#shapeRefusal}: a known algorithm, zero
+     * padding, sizes given, no NULL pointer), and its source [src, src+srcNumBytes), destination
+     * [dst, dst+dstNumBytes) and dstActBytes (4 bytes) must each lie in the session's device memory; flags
+     * must be 0. dstNumBytes, only a hint to the driver, is required here: it is the bound of the range a
+     * guest may have written. The driver's errorIndex is not asked (the frontend answers it: the operation
+     * it found wrong, else SIZE_MAX).
+     */
+    @Override
+    public int cuMemBatchDecompressAsync(Call c, long paramsArrayLength, long count, int flags, long stream)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (count <= 0 || count > DecompressParams.MAX_COUNT || paramsArrayLength != count * DecompressParams.SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count + " with " + paramsArrayLength
+                    + " bytes (1 to " + DecompressParams.MAX_COUNT + " operations)");
+        }
+        if (flags != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags + " (must be 0)");
+        }
+        MemorySegment params = c.receiveBulk(paramsArrayLength);
+        for (long i = 0; i < count; i++) {
+            String refusal = DecompressParams.shapeRefusal(params, i);
+            if (refusal != null) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "paramsArray[" + i + "]: " + refusal);
+            }
+            c.deviceRange(DecompressParams.at(params, i, DecompressParams.SRC), DecompressParams.at(params, i, DecompressParams.SRC_BYTES));
+            c.deviceRange(DecompressParams.at(params, i, DecompressParams.DST), DecompressParams.at(params, i, DecompressParams.DST_BYTES));
+            c.deviceRange(DecompressParams.at(params, i, DecompressParams.DST_ACT_BYTES), 4);
+        }
+        return driver.cuMemBatchDecompressAsync(params, count, 0, MemorySegment.NULL, stream);
+    }
 }

@@ -134,7 +134,14 @@ public final class Session {
         this.window = window == null ? null
                 : new SessionWindow(id, window, driver, () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, this.window, pools, vmm, waits);
-        cleanup.onHandleDropped(quota::handleDropped);
+        cleanup.onHandleDropped(e -> {
+            quota.handleDropped(e);
+            if (e.kind() == ParamType.ARRAY || e.kind() == ParamType.MIPMAP) {
+                for (long freed : vmm.resourceGone(e.real())) {
+                    quota.vmmFreed(freed); // its last holder was this array's binding (cuMemMapArrayAsync)
+                }
+            }
+        });
         if (this.window != null) {
             this.window.pinQuota(quota);
         }

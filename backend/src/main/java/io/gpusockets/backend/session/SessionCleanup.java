@@ -329,6 +329,7 @@ final class SessionCleanup {
             }
             dropHandle(handles.idOf(ParamType.MEMH, e.getKey()));
         }
+        vmm.clearBindings();
         List<SessionVmm.Reservation> reservations = vmm.takeReservations();
         for (SessionVmm.Reservation r : reservations) {
             if (driver.cuMemAddressFree(r.base, r.size) != CuResult.CUDA_SUCCESS) {

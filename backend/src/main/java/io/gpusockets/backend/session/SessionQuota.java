@@ -24,7 +24,8 @@ import java.util.Map;
  * What one session has charged to its tenant ({@link Session#tenant()}), and the charge rules of every
  * path that makes the driver allocate device memory. The rule of an entry is its table attribute
  * ({@code charge=}, {@link ChargeRule}): device allocations ({@code alloc}, {@code pitch}, stream-ordered
- * pool allocations too), arrays and mipmapped arrays (an estimate from their descriptor), module and library loads (the
+ * pool allocations too), arrays and mipmapped arrays (an estimate from their descriptor; sparse and deferred-mapping
+ * ones nothing, their memory being the VMM allocations bound to them), module and library loads (the
  * image's footprint: its variables and code, {@link ModuleFootprint}), contexts and their limits
  * ({@link ContextCharges}), VMM physical allocations (cuMemCreate, by its handler); cuMemGetInfo
  * ({@code info}) answers with the tenant's view. The page-locked shared window is charged here too,
@@ -174,7 +175,8 @@ final class SessionQuota {
                 return new Pending(rule, n);
             }
             case MIPMAP -> {
-                long n = Array3DDescriptor.read((MemorySegment) args[1]).mipmapBytes((int) values[2], UNKNOWN_ELEMENT_BYTES);
+                Array3DDescriptor d = Array3DDescriptor.read((MemorySegment) args[1]);
+                long n = d.unbacked() ? 0 : d.mipmapBytes((int) values[2], UNKNOWN_ELEMENT_BYTES);
                 reserve(n, f.name());
                 return new Pending(rule, n);
             }
@@ -373,16 +375,17 @@ final class SessionQuota {
      */
     static long arrayBytes(MemorySegment descriptor) {
         return descriptor.byteSize() == Array3DDescriptor.SIZE
-                ? Array3DDescriptor.read(descriptor).bytes(UNKNOWN_ELEMENT_BYTES)
+                ? arrayBytes(Array3DDescriptor.read(descriptor))
                 : arrayBytes(ArrayDescriptor.read(descriptor));
     }
 
     /**
      * A 3D array's charge: width × max(height, 1) × max(depth, 1) × element bytes (depth counts layers and
-     * cubemap faces; formats not known here: 16 bytes an element).
+     * cubemap faces; formats not known here: 16 bytes an element); nothing for a sparse or deferred-mapping
+     * array, whose memory is the VMM allocations cuMemMapArrayAsync binds to it, charged at their cuMemCreate.
      */
     static long arrayBytes(Array3DDescriptor d) {
-        return d.bytes(UNKNOWN_ELEMENT_BYTES);
+        return d.unbacked() ? 0 : d.bytes(UNKNOWN_ELEMENT_BYTES);
     }
 
     /** An array's charge: width × max(height, 1) × element bytes (formats not known here: 16 bytes an element). */

@@ -8,9 +8,13 @@ import java.util.TreeMap;
 
 /**
  * A session's VMM objects, in real driver values: its address reservations, the mappings inside them,
- * and its allocation handles with how many references the session holds on each (one per cuMemCreate
- * or cuMemRetainAllocationHandle, as the driver counts them). The frontend sees handles through
- * {@link SessionHandles} (kind MEMH); reservations are plain addresses, checked here.
+ * its allocation handles with how many references the session holds on each (one per cuMemCreate
+ * or cuMemRetainAllocationHandle, as the driver counts them) and each one's size, and the sparse or
+ * deferred-mapping arrays (and mipmapped arrays) a handle's memory was bound to by cuMemMapArrayAsync. The
+ * driver keeps an allocation while a reference, a mapping or an array binding holds it; a binding is
+ * counted until its array goes (an unmap names no handle, so which binding it ended is not known here:
+ * the charge errs high, never low). The frontend sees handles through {@link SessionHandles} (kind MEMH);
+ * reservations are plain addresses, checked here.
  */
 final class SessionVmm {
     /** One mapping of {@code handle} (real) at [base, base+size). */
@@ -38,6 +42,10 @@ final class SessionVmm {
 
     private final TreeMap<Long, Reservation> reservations = new TreeMap<>();
     private final Map<Long, Integer> references = new HashMap<>();
+    /** Bytes of each allocation the session made (cuMemCreate), until the driver frees it. */
+    private final Map<Long, Long> sizes = new HashMap<>();
+    /** The arrays and mipmapped arrays (real) each allocation (real) was bound to, until they go. */
+    private final Map<Long, java.util.Set<Long>> bindings = new HashMap<>();
 
     synchronized void reserved(long base, long size) {
         reservations.put(base, new Reservation(base, size));
@@ -109,6 +117,57 @@ final class SessionVmm {
         return m != null && p < m.getValue().end() ? m.getValue() : null;
     }
 
+    /** cuMemCreate made {@code handle} of {@code size} bytes: the session's first reference. */
+    synchronized void created(long handle, long size) {
+        sizes.put(handle, size);
+        referenced(handle);
+    }
+
+    /** Bytes of the session's allocation {@code handle}, or -1 when it made none of that value. */
+    synchronized long sizeOf(long handle) {
+        Long n = sizes.get(handle);
+        return n == null ? -1 : n;
+    }
+
+    /** cuMemMapArrayAsync bound (part of) {@code handle}'s memory to the array or mipmapped array {@code resource}. */
+    synchronized void bound(long handle, long resource) {
+        bindings.computeIfAbsent(handle, k -> new java.util.HashSet<>()).add(resource);
+    }
+
+    /**
+     * The array or mipmapped array {@code resource} went (destroyed, or with its context): the driver unbound
+     * what it held. Returns the allocations that nothing of the session holds any more (the driver freed them).
+     */
+    synchronized List<Long> resourceGone(long resource) {
+        List<Long> freed = new ArrayList<>();
+        for (var it = bindings.entrySet().iterator(); it.hasNext(); ) {
+            var e = it.next();
+            if (e.getValue().remove(resource) && e.getValue().isEmpty()) {
+                it.remove();
+                if (goneLocked(e.getKey())) {
+                    freed.add(e.getKey());
+                }
+            }
+        }
+        return freed;
+    }
+
+    /**
+     * Whether nothing of the session holds {@code handle} any more (no reference, mapping or array binding):
+     * the driver freed it, and its size is forgotten.
+     */
+    synchronized boolean gone(long handle) {
+        return goneLocked(handle);
+    }
+
+    private boolean goneLocked(long handle) {
+        if (references.containsKey(handle) || isMapped(handle)) {
+            return false;
+        }
+        sizes.remove(handle);
+        return true;
+    }
+
     synchronized void referenced(long handle) {
         references.merge(handle, 1, Integer::sum);
     }
@@ -127,8 +186,11 @@ final class SessionVmm {
         return n - 1;
     }
 
-    /** Whether a mapping of the session still uses {@code handle} (real). */
+    /** Whether a mapping of the session, or an array it was bound to, still uses {@code handle} (real). */
     synchronized boolean isMapped(long handle) {
+        if (bindings.containsKey(handle)) {
+            return true;
+        }
         for (Reservation r : reservations.values()) {
             for (Mapping m : r.mappings.values()) {
                 if (m.handle() == handle) {
@@ -166,6 +228,12 @@ final class SessionVmm {
         Map<Long, Integer> all = new HashMap<>(references);
         references.clear();
         return all;
+    }
+
+    /** Forgets every array binding and size, for the session's end (its arrays and allocations go with it). */
+    synchronized void clearBindings() {
+        bindings.clear();
+        sizes.clear();
     }
 
     synchronized List<Reservation> takeReservations() {

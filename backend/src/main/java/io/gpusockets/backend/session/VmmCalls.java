@@ -3,6 +3,7 @@ package io.gpusockets.backend.session;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.structs.ArrayMapInfo;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.io.IOException;
@@ -15,8 +16,10 @@ import java.util.List;
  * A map must lie inside a reservation of the session, without overlapping a mapping, and name a handle
  * the session holds; the mapped range is a session device range from the map until its unmap (adjacent
  * mappings form one span, {@link SessionMemory#MAPPING}). Only
- * pinned device memory without IPC handle types is created; exporting or importing shareable handles is
- * refused (they name objects of the backend's host).
+ * pinned device memory without IPC handle types is created (usages: none, a sparse arrays' tile pool, hardware
+ * decompression); exporting or importing shareable handles is refused (they name objects of the backend's host).
+ * cuMemMapArrayAsync binds a handle's memory to the session's sparse or deferred-mapping arrays, each entry
+ * checked by {@link ArrayMaps}.
  */
 final class VmmCalls implements BackendHandlers.Vmm {
     private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
@@ -36,7 +39,8 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "prop of " + length + " bytes");
         }
         MemorySegment prop = c.receiveBulk(length);
-        String refusal = MemoryProps.allocationRefusal(prop, session.host().deviceCount());
+        String refusal = MemoryProps.allocationRefusal(prop, session.host().deviceCount(),
+                MemoryProps.USAGE_TILE_POOL | MemoryProps.USAGE_HW_DECOMPRESS);
         if (refusal != null) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, refusal);
         }
@@ -75,7 +79,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         if (r == CuResult.CUDA_SUCCESS) {
             long real = out.get(ValueLayout.JAVA_LONG, 0);
             session.quota().vmmCreated(real, size);
-            vmm.referenced(real);
+            vmm.created(real, size);
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
         return r;
@@ -90,8 +94,8 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemRelease(handle);
         if (r == CuResult.CUDA_SUCCESS && vmm.unreferenced(handle) == 0) {
             session.dropHandle(session.handles().idOf(ParamType.MEMH, handle));
-            if (!vmm.isMapped(handle)) {
-                session.quota().vmmFreed(handle); // the driver frees it with the last reference and mapping
+            if (vmm.gone(handle)) {
+                session.quota().vmmFreed(handle); // the driver frees it with the last reference, mapping and array binding
             }
         }
         return r;
@@ -160,13 +164,50 @@ final class VmmCalls implements BackendHandlers.Vmm {
                 vmm.unmapped(res, ms);
                 for (SessionVmm.Mapping m : ms) {
                     session.memory().remove(m.base());
-                    if (!vmm.holds(m.handle()) && !vmm.isMapped(m.handle())) {
-                        session.quota().vmmFreed(m.handle()); // its last mapping, after its last reference
+                    if (vmm.gone(m.handle())) {
+                        session.quota().vmmFreed(m.handle()); // its last mapping, after its last reference and binding
                     }
                 }
             }
             return r;
         }
+    }
+
+    /**
+     * The list's length as announced; its entries follow as DATA. Every entry is checked and its handles
+     * translated ({@link ArrayMaps}) before the driver sees any; after the driver's success each map's
+     * allocation is held by its array until the array goes ({@link SessionVmm#bound}).
+     */
+    @Override
+    public int cuMemMapArrayAsync(Call c, long mapInfoListLength, int count, long hStream)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (count < 0 || count > ArrayMapInfo.MAX_COUNT || mapInfoListLength != (long) count * ArrayMapInfo.SIZE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + Integer.toUnsignedString(count) + " with "
+                    + mapInfoListLength + " bytes (at most " + ArrayMapInfo.MAX_COUNT + " entries)");
+        }
+        if (count == 0) {
+            return driver.cuMemMapArrayAsync(MemorySegment.NULL, 0, hStream);
+        }
+        MemorySegment list = c.receiveBulk(mapInfoListLength);
+        ArrayMaps maps = new ArrayMaps(c, driver, vmm, session.host().deviceCount());
+        List<ArrayMaps.Checked> checked = new java.util.ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            checked.add(maps.checkFields(list, i));
+        }
+        List<ArrayMaps.Binding> bindings = new java.util.ArrayList<>();
+        for (ArrayMaps.Checked k : checked) {
+            ArrayMaps.Binding b = maps.checkBytes(k);
+            if (b != null) {
+                bindings.add(b);
+            }
+        }
+        int r = driver.cuMemMapArrayAsync(list, count, hStream);
+        if (r == CuResult.CUDA_SUCCESS) {
+            for (ArrayMaps.Binding b : bindings) {
+                vmm.bound(b.handle(), b.resource());
+            }
+        }
+        return r;
     }
 
     @Override

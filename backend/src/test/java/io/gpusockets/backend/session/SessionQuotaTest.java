@@ -156,6 +156,20 @@ class SessionQuotaTest {
         }
     }
 
+    /** A sparse or deferred-mapping array has no memory of its own: the VMM allocations bound to it are charged. */
+    @Test
+    void sparseAndDeferredMappingArraysAreChargedNothing() {
+        assertEquals(0, SessionQuota.arrayBytes(new Array3DDescriptor(4096, 4096, 0, 0x20, 4, Array3DDescriptor.SPARSE)));
+        assertEquals(0, SessionQuota.arrayBytes(new Array3DDescriptor(512, 512, 64, 0x20, 1, Array3DDescriptor.DEFERRED_MAPPING)));
+        assertEquals(0, SessionQuota.arrayBytes(new Array3DDescriptor(64, 64, 6, 0x20, 1,
+                Array3DDescriptor.SPARSE | Array3DDescriptor.LAYERED)), "layered");
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment d3 = a.allocate(Array3DDescriptor.SIZE);
+            new Array3DDescriptor(1024, 1024, 0, 0x20, 4, Array3DDescriptor.SPARSE).write(d3);
+            assertEquals(0, SessionQuota.arrayBytes(d3), "as cuArray3DCreate passes it");
+        }
+    }
+
     @Test
     void memGetInfoShowsTheTenantsView() throws Exception {
         Tenant t = tenant(8 * MIB, 4);

@@ -102,6 +102,14 @@ public record Array3DDescriptor(long width, long height, long depth, int format,
         return depth == 0 ? Shape.TWO_D : Shape.THREE_D;
     }
 
+    /**
+     * Whether the driver gives the array no memory of its own: a sparse or deferred-mapping array's tiles (or
+     * whole memory) are bound later to VMM allocations by cuMemMapArrayAsync, and those allocations hold the memory.
+     */
+    public boolean unbacked() {
+        return (flags & (SPARSE | DEFERRED_MAPPING)) != 0;
+    }
+
     /** Rows per slice: max(height, 1). */
     public long rows() {
         return Math.max(height, 1);

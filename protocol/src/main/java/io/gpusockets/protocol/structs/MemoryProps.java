@@ -72,16 +72,29 @@ public final class MemoryProps {
         return usage == 0 ? null : "usage=" + usage + " (only 0 is served)";
     }
 
-    /** Why a CUmemAllocationProp is not served (null: it is). */
+    /** allocFlags.usage bits (cuda.h 13.0): CU_MEM_CREATE_USAGE_TILE_POOL, CU_MEM_CREATE_USAGE_HW_DECOMPRESS. */
+    public static final int USAGE_TILE_POOL = 0x1, USAGE_HW_DECOMPRESS = 0x2;
+
+    /** Why a CUmemAllocationProp is not served (null: it is), with no allocFlags.usage bit served. */
     public static String allocationRefusal(MemorySegment prop, int deviceCount) {
+        return allocationRefusal(prop, deviceCount, 0);
+    }
+
+    /**
+     * Why a CUmemAllocationProp is not served (null: it is): the usage bits in {@code servedUsage} are (a
+     * backend serves a tile pool for sparse arrays and memory for hardware decompression, which the driver
+     * may refuse on a device without them; the emulated device serves neither).
+     */
+    public static String allocationRefusal(MemorySegment prop, int deviceCount, int servedUsage) {
         String common = common(prop, deviceCount, "type", "requestedHandleTypes");
         if (common != null) {
             return common;
         }
         int compression = prop.get(ValueLayout.JAVA_BYTE, ALLOC_COMPRESSION) & 0xff;
         int usage = prop.get(ValueLayout.JAVA_SHORT_UNALIGNED, ALLOC_USAGE) & 0xffff;
-        if (compression != 0 || usage != 0) {
-            return "allocFlags compressionType=" + compression + " usage=" + usage + " (only 0 is served)";
+        if (compression != 0 || (usage & ~servedUsage) != 0) {
+            return "allocFlags compressionType=" + compression + " usage=" + usage + " (served: compressionType 0, usage bits 0x"
+                    + Integer.toHexString(servedUsage) + ")";
         }
         return null;
     }
