@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
     CHECK(cuCtxCreate(&other, &params, 0, dev));
     CUcontext popped;
     CHECK(cuCtxPopCurrent(&popped));
-    EXPECT("cuCtxEnablePeerAccess to a context of the same device", cuCtxEnablePeerAccess(other, 0), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT("cuCtxEnablePeerAccess to a context of the same device", cuCtxEnablePeerAccess(other, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
     EXPECT("cuCtxDisablePeerAccess of a context never enabled", cuCtxDisablePeerAccess(other), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
     CHECK(cuCtxDestroy(other));
     CHECK(cuCtxGetCurrent(&current));

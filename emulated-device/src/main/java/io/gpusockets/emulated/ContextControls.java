@@ -1,6 +1,5 @@
 package io.gpusockets.emulated;
 
-import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_DEVICE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
@@ -13,9 +12,9 @@ import java.util.WeakHashMap;
  * cuCtxSetFlags, peer access between contexts, pointer SYNC_MEMOPS and GPUDirect RDMA write flushes on
  * the emulated device. Flags are checked as at cuCtxCreate (a scheduling mode, the other CU_CTX_* bits
  * within CU_CTX_FLAGS_MASK) and replace the context's. The emulated devices cannot reach each other's
- * memory (cuDeviceCanAccessPeer answers 0), so peer access is never enabled: a peer on the same device
- * is CUDA_ERROR_INVALID_DEVICE, as the driver answers, one on another device
- * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, and disabling it CUDA_ERROR_PEER_ACCESS_NOT_ENABLED. SYNC_MEMOPS is
+ * memory (cuDeviceCanAccessPeer answers 0), so peer access is never enabled: enabling it, for a peer on
+ * the same device too (as the driver answered on an H100), is CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, and
+ * disabling it CUDA_ERROR_PEER_ACCESS_NOT_ENABLED. SYNC_MEMOPS is
  * kept per allocation and answered by cuPointerGetAttribute; every emulated synchronous copy already
  * synchronizes. An RDMA flush has nothing to wait for: no third-party device writes into emulated memory.
  */
@@ -49,10 +48,10 @@ final class ContextControls {
         if (flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "Flags=" + flags + " must be 0");
         }
-        if (peer.device == c.device) {
-            throw new CudaError(CUDA_ERROR_INVALID_DEVICE, "the peer context is on the current context's device");
-        }
-        throw new CudaError(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "emulated devices cannot reach each other's memory");
+        // a context of the same device gets this too: the driver answered so on an H100 (580.159.04, GPU pass of
+        // 2026-12-05), where the emulated device had said CUDA_ERROR_INVALID_DEVICE
+        throw new CudaError(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, peer.device == c.device
+                ? "the peer context is on the current context's device" : "emulated devices cannot reach each other's memory");
     }
 
     void disablePeerAccess(long peerContext) {

@@ -13,8 +13,8 @@ import java.lang.foreign.ValueLayout;
  * Texture objects (cuTexObjectCreate, Destroy, GetResourceDesc, GetTextureDesc, GetResourceViewDesc) and
  * surface objects (cuSurfObjectCreate, Destroy, GetResourceDesc). A texture's resource must be an array or a
  * mipmapped array of the current context (mipmapFilterMode POINT), or linear / pitch-2D memory inside one of
- * its allocations with a plain format; it samples as {@link TextureSampler} says. A surface's resource must be an array made with
- * CUDA_ARRAY3D_SURFACE_LDST. Kernels reach both through {@link KernelTextures}. A resource view is taken
+ * its allocations with a plain format; it samples as {@link TextureSampler} says. A surface's resource must be an array;
+ * one made without CUDA_ARRAY3D_SURFACE_LDST is taken too, as the driver takes it (an H100, 580.159.04). Kernels reach both through {@link KernelTextures}. A resource view is taken
  * when it views the whole resource as it is (format NONE, the resource's size or 0, every level and layer);
  * others are refused with CUDA_ERROR_NOT_SUPPORTED.
  */
@@ -168,9 +168,6 @@ final class Textures {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "a surface object's resource must be an array (resType=" + ResourceDesc.type(res) + ")");
         }
         EmulatedArray array = arrays.of(c, ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER), "res.array.hArray");
-        if (!array.surfaceLoadStore()) {
-            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "the array was not made with CUDA_ARRAY3D_SURFACE_LDST");
-        }
         long h = handles.issue();
         handles.own(c, h, new EmulatedSurface(h, c, Arena.ofAuto().allocate(ResourceDesc.SIZE).copyFrom(res), array));
         return h;
