@@ -8,6 +8,7 @@ import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
+import io.gpusockets.cli.workloads.Cu;
 import io.gpusockets.cli.workloads.Kernels;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.transport.TransportUri;
