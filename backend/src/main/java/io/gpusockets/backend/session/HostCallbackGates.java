@@ -190,7 +190,7 @@ final class HostCallbackGates {
                 staging = Arena.ofShared();
             }
             MemorySegment region = staging.allocate(pages, PAGE);
-            int r = driver.cuMemHostRegister(region, pages, CU_MEMHOSTREGISTER_PORTABLE);
+            int r = registerRelaxed(driver, region, pages);
             if (r == CuResult.CUDA_SUCCESS) {
                 pinned.add(region);
                 pinDriver = driver;
@@ -213,6 +213,28 @@ final class HostCallbackGates {
         return w;
     }
 
+    /**
+     * cuMemHostRegister in capture mode relaxed for the calling thread: a copy node is often made while a stream
+     * of the context captures (a captured host copy), and in the default mode (global) the driver refuses the
+     * registration then (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, seen on an H100); the thread's mode is put back.
+     */
+    private static int registerRelaxed(CudaDriver driver, MemorySegment region, long pages) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment mode = a.allocate(JAVA_INT);
+            mode.set(JAVA_INT, 0, CU_STREAM_CAPTURE_MODE_RELAXED);
+            boolean exchanged = driver.cuThreadExchangeStreamCaptureMode(mode) == CuResult.CUDA_SUCCESS;
+            try {
+                return driver.cuMemHostRegister(region, pages, CU_MEMHOSTREGISTER_PORTABLE);
+            } finally {
+                if (exchanged) {
+                    driver.cuThreadExchangeStreamCaptureMode(mode); // the mode it had
+                }
+            }
+        }
+    }
+
+    /** cuda.h CU_STREAM_CAPTURE_MODE_RELAXED. */
+    private static final int CU_STREAM_CAPTURE_MODE_RELAXED = 2;
     private static final long PAGE = 4096;
     /** cuda.h CU_MEMHOSTREGISTER_PORTABLE: page-locked for every context. */
     private static final int CU_MEMHOSTREGISTER_PORTABLE = 1;
@@ -258,7 +280,8 @@ final class HostCallbackGates {
         workKeys.clear();
         for (MemorySegment region : pinned) {
             int r = pinDriver.cuMemHostUnregister(region);
-            if (r != CuResult.CUDA_SUCCESS) {
+            // NOT_REGISTERED: the driver dropped it with the last context (seen on an H100): nothing left to undo
+            if (r != CuResult.CUDA_SUCCESS && r != CuResult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) {
                 FAILURES.log(Level.WARNING, () -> "graph copy staging: cuMemHostUnregister: " + CuResult.name(r));
             }
         }
