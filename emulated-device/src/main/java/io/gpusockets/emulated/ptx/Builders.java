@@ -1387,8 +1387,10 @@ final class Builders {
             return;
         }
         in.op = Insn.TENSOR_COPY;
-        if (!reduce && (m.take("shared::cluster") || m.take("shared::cta"))) {
-            if (!m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
+        // .dst.src: a load names shared memory before global memory
+        List<String> spaces = m.rest().stream().filter(x -> x.equals("global") || x.startsWith("shared")).toList();
+        if (!reduce && !spaces.isEmpty() && spaces.getFirst().startsWith("shared")) {
+            if (!(m.take("shared::cluster") || m.take("shared::cta")) || !m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
                 throw new PtxUnsupported("cp.async.bulk.tensor load other than .global.mbarrier::complete_tx::bytes");
             }
             in.mod = Insn.TENSOR_LOAD;

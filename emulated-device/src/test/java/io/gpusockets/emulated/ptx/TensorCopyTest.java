@@ -153,7 +153,11 @@ class TensorCopyTest {
     private int[] load(String kernel, MemorySegment map, int words, long gmap) {
         long f = rig.function(rig.module(Rig.HEADER + kernel), "k");
         long out = rig.upload(new int[words]);
+        long compiled = PtxEngine.statistics().compiledLaunches();
         rig.run(f, 1, 128, out, map, words, gmap);
+        if (PtxEngine.current() != PtxEngine.INTERPRETER) {
+            assertEquals(compiled + 1, PtxEngine.statistics().compiledLaunches(), "the launch ran compiled");
+        }
         return rig.ints(out, words);
     }
 
