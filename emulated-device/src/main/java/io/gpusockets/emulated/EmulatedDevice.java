@@ -2365,4 +2365,52 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     public int cuSurfObjectGetResourceDesc(MemorySegment pResDesc, long surfObject) {
         return run("cuSurfObjectGetResourceDesc", () -> textures.surfaceResourceDesc(pResDesc, surfObject));
     }
+
+    // ---- tensor maps: this device's own 128-byte layout (TensorMapLayout), checked as the driver documents --------
+
+    @Override
+    public int cuTensorMapEncodeTiled(MemorySegment tensorMap, int tensorDataType, int tensorRank, long globalAddress,
+                                      MemorySegment globalDim, MemorySegment globalStrides, MemorySegment boxDim,
+                                      MemorySegment elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill) {
+        return run("cuTensorMapEncodeTiled", () -> {
+            contexts.requireInit();
+            TensorMaps.encodeTiled(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim,
+                    elementStrides, interleave, swizzle, l2Promotion, oobFill);
+        });
+    }
+
+    @Override
+    public int cuTensorMapEncodeIm2col(MemorySegment tensorMap, int tensorDataType, int tensorRank, long globalAddress,
+                                       MemorySegment globalDim, MemorySegment globalStrides, MemorySegment pixelBoxLowerCorner,
+                                       MemorySegment pixelBoxUpperCorner, int channelsPerPixel, int pixelsPerColumn,
+                                       MemorySegment elementStrides, int interleave, int swizzle, int l2Promotion, int oobFill) {
+        return run("cuTensorMapEncodeIm2col", () -> {
+            contexts.requireInit();
+            TensorMaps.encodeIm2col(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
+                    pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave,
+                    swizzle, l2Promotion, oobFill);
+        });
+    }
+
+    @Override
+    public int cuTensorMapEncodeIm2colWide(MemorySegment tensorMap, int tensorDataType, int tensorRank, long globalAddress,
+                                           MemorySegment globalDim, MemorySegment globalStrides, int pixelBoxLowerCornerWidth,
+                                           int pixelBoxUpperCornerWidth, int channelsPerPixel, int pixelsPerColumn,
+                                           MemorySegment elementStrides, int interleave, int mode, int swizzle, int l2Promotion,
+                                           int oobFill) {
+        return run("cuTensorMapEncodeIm2colWide", () -> {
+            contexts.requireInit();
+            TensorMaps.encodeIm2colWide(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,
+                    pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides,
+                    interleave, mode, swizzle, l2Promotion, oobFill);
+        });
+    }
+
+    @Override
+    public int cuTensorMapReplaceAddress(MemorySegment tensorMap, long globalAddress) {
+        return run("cuTensorMapReplaceAddress", () -> {
+            contexts.requireInit();
+            TensorMaps.replaceAddress(tensorMap, globalAddress);
+        });
+    }
 }

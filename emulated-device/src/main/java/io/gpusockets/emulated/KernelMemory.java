@@ -53,6 +53,11 @@ final class KernelMemory implements GlobalMemory {
     }
 
     @Override
+    public RuntimeException unsupported(String detail) {
+        return new KernelFault(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED, detail);
+    }
+
+    @Override
     public RuntimeException trap(String detail) {
         return KernelFault.trap(detail);
     }

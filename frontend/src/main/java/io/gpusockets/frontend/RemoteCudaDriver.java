@@ -57,7 +57,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         channel.refuseWhen(() -> callbacks.runningHere() || UserObjects.runningHere());
         LaunchCalls launches = new LaunchCalls(channel, this);
         bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
-                new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges), new LibraryCalls(channel),
+                new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges),
+                new TensorMapCalls(channel, this), new LibraryCalls(channel),
                 new OccupancyCalls(this), new PoolCalls(channel), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
     }
 

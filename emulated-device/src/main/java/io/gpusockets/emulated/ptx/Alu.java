@@ -202,13 +202,14 @@ final class Alu {
                 long v = norm(a, in.type);
                 boolean shared = Long.compareUnsigned(v - Builders.SHARED_WINDOW, Builders.WINDOW_BYTES) < 0;
                 boolean local = Long.compareUnsigned(v - Builders.LOCAL_WINDOW, Builders.WINDOW_BYTES) < 0;
+                boolean param = Long.compareUnsigned(v - Builders.PARAM_WINDOW, Builders.WINDOW_BYTES) < 0;
                 boolean r = switch (in.mod) {
                     case Insn.SHARED -> shared;
                     case Insn.LOCAL -> local;
-                    case Insn.GLOBAL -> !shared && !local;   // everything else generic is global
+                    case Insn.PARAM -> param;   // cvta.param's window (kernel parameters)
+                    case Insn.GLOBAL -> !shared && !local && !param;   // everything else generic is global
                     // .const: module .const variables are global allocations here and cvta.const leaves their address
-                    // as it is, so a generic address is never a constant-space one (it answers true to .global);
-                    // .param: no generic address reaches the parameters (cvta of .param is not supported).
+                    // as it is, so a generic address is never a constant-space one (it answers true to .global).
                     default -> false;
                 };
                 yield r ? 1 : 0;

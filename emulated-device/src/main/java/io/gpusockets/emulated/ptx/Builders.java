@@ -10,6 +10,8 @@ final class Builders {
     /** Generic addresses of shared and local memory: windows no device allocation can reach. */
     static final long SHARED_WINDOW = 0x5000_0000_0000L;
     static final long LOCAL_WINDOW = 0x5100_0000_0000L;
+    /** Generic addresses of the kernel's parameters (cvta.param): [PARAM_WINDOW, + the parameters' size). */
+    static final long PARAM_WINDOW = 0x5200_0000_0000L;
     static final long WINDOW_BYTES = 1L << 32;
 
     private final Operands ops;
@@ -225,7 +227,9 @@ final class Builders {
                 in.a = symbols.constant(0);
             }
             case "cp" -> {
-                if (m.has("bulk")) {
+                if (m.has("tensor")) {
+                    tensorCopy(in, m, o);
+                } else if (m.has("bulk")) {
                     bulkCopy(in, m, o);
                 } else {
                     copyAsync(in, m, o);
@@ -741,7 +745,9 @@ final class Builders {
             case Insn.GLOBAL, Insn.CONST -> 0;
             case Insn.SHARED -> SHARED_WINDOW;
             case Insn.LOCAL -> LOCAL_WINDOW;
-            default -> throw new PtxUnsupported("cvta of the .param or generic space");
+            // a kernel's __grid_constant__ parameter, whose address only TMA instructions read (TensorCopy)
+            case Insn.PARAM -> PARAM_WINDOW;
+            default -> throw new PtxUnsupported("cvta of the generic space");
         };
         in.op = space == Insn.LOCAL ? Insn.CVTA_LOCAL : Insn.CVTA;
         in.offset = to ? -window : window;
@@ -1084,6 +1090,14 @@ final class Builders {
      * none of, so no-ops (a discarded line reads as what memory holds, one of the values the ISA allows).
      */
     private void cacheHint(Insn in, Mods m, List<String> o, String name) throws PtxUnsupported {
+        if (name.equals("prefetch") && m.take("tensormap")) {
+            // prefetch{.param|.const|.global}.tensormap [a]: fetches a TMA descriptor early; nothing to fetch here
+            m.takeOne("param", "const", "global");
+            count(o, 1);
+            ops.address(new Insn(in.line, in.text), o.get(0));
+            in.op = Insn.NOP;
+            return;
+        }
         boolean sized = name.equals("discard") || name.equals("applypriority");
         int space = m.takeOne("global", "local");
         if (name.equals("prefetchu") || sized) {
@@ -1290,6 +1304,31 @@ final class Builders {
     private void bulkCopy(Insn in, Mods m, List<String> o) throws PtxUnsupported {
         m.take("async");
         m.take("bulk");
+        if (m.take("commit_group")) {
+            // bulk copies and tensor stores are done when issued: a group has nothing left to wait for
+            count(o, 0);
+            in.op = Insn.NOP;
+            return;
+        }
+        if (m.take("wait_group")) {
+            m.take("read");
+            count(o, 1);
+            Operands.immediate(o.getFirst(), Types.U << 4 | 4);
+            in.op = Insn.NOP;
+            return;
+        }
+        if (m.take("prefetch")) {
+            // cp.async.bulk.prefetch.L2.global [a], size: a cache hint; nothing to do without a cache
+            if (!m.take("L2") || !m.take("global")) {
+                throw new PtxUnsupported("cp.async.bulk.prefetch other than .L2.global");
+            }
+            o = cacheHint(m, o, 2);
+            count(o, 2);
+            ops.address(new Insn(in.line, in.text), o.get(0));
+            ops.source(o.get(1), Types.U << 4 | 4);
+            in.op = Insn.NOP;
+            return;
+        }
         if (!(m.take("shared::cluster") || m.take("shared::cta")) || !m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
             throw new PtxUnsupported("cp.async.bulk other than .shared::cluster.global.mbarrier::complete_tx::bytes");
         }
@@ -1308,6 +1347,103 @@ final class Builders {
         in.offset3 = bar.offset;
         in.addressMask3 = bar.addressMask;
         in.c = ops.source(o.get(2), Types.U << 4 | 4);
+    }
+
+    /**
+     * The tensor (TMA) copies of {@link TensorCopy}, tile mode, 1d..5d:
+     * cp.async.bulk.tensor.Nd.shared::cluster(or ::cta).global{.tile}.mbarrier::complete_tx::bytes{.L2::cache_hint}
+     * [dst], [map, {c..}], [mbar]{, policy} (a load); cp.async.bulk.tensor.Nd.global.shared::cta{.tile}.bulk_group
+     * {.L2::cache_hint} [map, {c..}], [src]{, policy} (a store); cp.reduce.async.bulk.tensor.Nd.global.shared::cta
+     * .add/.min/.max{.tile}.bulk_group [map, {c..}], [src]{, policy}; cp.async.bulk.prefetch.tensor.Nd.L2.global{.tile}
+     * [map, {c..}]{, policy} (a no-op: no cache here). Im2col, gather4/scatter4, multicast and CTA-pair forms are refused.
+     */
+    private void tensorCopy(Insn in, Mods m, List<String> o) throws PtxUnsupported {
+        boolean reduce = m.take("reduce");
+        m.take("async");
+        m.take("bulk");
+        m.take("tensor");
+        boolean prefetch = !reduce && m.take("prefetch");
+        int dims = m.takeOne("1d", "2d", "3d", "4d", "5d") + 1;
+        if (dims == 0) {
+            throw new PtxUnsupported("cp.async.bulk.tensor without .1d to .5d");
+        }
+        for (String mode : List.of("im2col", "im2col::w", "im2col::w::128", "tile::gather4", "tile::scatter4", "im2col_no_offs")) {
+            if (m.has(mode)) {
+                throw new PtxUnsupported("cp.async.bulk.tensor ." + mode + " (only .tile is emulated)");
+            }
+        }
+        if (m.has("multicast::cluster") || m.rest().stream().anyMatch(x -> x.startsWith("cta_group"))) {
+            throw new PtxUnsupported("cp.async.bulk.tensor across a cluster (.multicast::cluster, .cta_group)");
+        }
+        m.take("tile");
+        if (prefetch) {
+            if (!m.take("L2") || !m.take("global")) {
+                throw new PtxUnsupported("cp.async.bulk.prefetch.tensor other than .L2.global");
+            }
+            o = cacheHint(m, o, 1);
+            count(o, 1);
+            tensorOperand(new Insn(in.line, in.text), o.get(0), dims);
+            in.op = Insn.NOP;
+            return;
+        }
+        in.op = Insn.TENSOR_COPY;
+        // .dst.src: a load names shared memory before global memory
+        List<String> spaces = m.rest().stream().filter(x -> x.equals("global") || x.startsWith("shared")).toList();
+        if (!reduce && !spaces.isEmpty() && spaces.getFirst().startsWith("shared")) {
+            if (!(m.take("shared::cluster") || m.take("shared::cta")) || !m.take("global") || !m.take("mbarrier::complete_tx::bytes")) {
+                throw new PtxUnsupported("cp.async.bulk.tensor load other than .global.mbarrier::complete_tx::bytes");
+            }
+            in.mod = Insn.TENSOR_LOAD;
+            o = cacheHint(m, o, 3);
+            count(o, 3);
+            ops.address(in, o.get(0));
+            tensorOperand(in, o.get(1), dims);
+            Insn bar = new Insn(in.line, in.text);
+            ops.address(bar, o.get(2));
+            in.e = bar.a;
+            in.offset3 = bar.offset;
+            in.addressMask3 = bar.addressMask;
+            return;
+        }
+        if (!m.take("global") || !m.take("shared::cta") || !m.take("bulk_group")) {
+            throw new PtxUnsupported("cp" + (reduce ? ".reduce" : "") + ".async.bulk.tensor store other than .global.shared::cta.bulk_group");
+        }
+        in.mod = Insn.TENSOR_STORE;
+        if (reduce) {
+            int op = m.takeOne("add", "min", "max");
+            if (op < 0) {
+                throw new PtxUnsupported("cp.reduce.async.bulk.tensor operation (.add/.min/.max are emulated)");
+            }
+            in.mod = Insn.TENSOR_REDUCE_ADD + op;
+        }
+        o = cacheHint(m, o, 2);
+        count(o, 2);
+        tensorOperand(in, o.get(0), dims);
+        ops.address(in, o.get(1));
+    }
+
+    /** {@code [map, {c0, ...}]}: the map's address in b/offset2/addressMask2, the coordinates' slots in vec. */
+    private void tensorOperand(Insn in, String op, int dims) throws PtxUnsupported {
+        if (!op.startsWith("[") || !op.endsWith("]")) {
+            throw new PtxUnsupported("operand " + op + " is not [tensorMap, {coordinates}]");
+        }
+        List<String> parts = Operands.split(op.substring(1, op.length() - 1));
+        if (parts.size() != 2) {
+            throw new PtxUnsupported("operand " + op + " is not [tensorMap, {coordinates}]");
+        }
+        Insn map = new Insn(in.line, in.text);
+        ops.address(map, "[" + parts.get(0) + "]");
+        in.b = map.a;
+        in.offset2 = map.offset;
+        in.addressMask2 = map.addressMask;
+        List<String> coords = ops.vector(parts.get(1));
+        if (coords.size() != dims) {
+            throw new PtxUnsupported(dims + " tensor coordinates expected, found " + coords.size());
+        }
+        in.vec = new int[dims];
+        for (int i = 0; i < dims; i++) {
+            in.vec[i] = ops.source(coords.get(i), Types.S << 4 | 4);
+        }
     }
 
     /**

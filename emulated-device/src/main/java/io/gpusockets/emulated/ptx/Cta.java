@@ -480,6 +480,19 @@ final class Cta implements PtxKernel.CtaRunner {
                     store(Insn.SHARED, bar, 8, Mbarrier.completeTx(load(Insn.SHARED, bar, 8, w, l), size), w, l);
                 }
             }
+            case Insn.TENSOR_COPY -> {
+                for (int m = exec; m != 0; m &= m - 1) {
+                    int l = Integer.numberOfTrailingZeros(m);
+                    long smem = (r[in.a * 32 + l] & in.addressMask) + in.offset;
+                    long map = (r[in.b * 32 + l] & in.addressMask2) + in.offset2;
+                    long bar = in.e < 0 ? 0 : (r[in.e * 32 + l] & in.addressMask3) + in.offset3;
+                    long[] coords = new long[in.vec.length];
+                    for (int k = 0; k < coords.length; k++) {
+                        coords[k] = (int) r[in.vec[k] * 32 + l];   // .s32 coordinates
+                    }
+                    TensorCopy.execute(in, smem, map, bar, coords, tensorAccess(w, l), memory);
+                }
+            }
             case Insn.ELECT -> {
                 int members = 0;
                 for (int m = exec; m != 0; m &= m - 1) {
@@ -907,6 +920,26 @@ final class Cta implements PtxKernel.CtaRunner {
         long old = load(space, address, size, w, l);   // shared: this CTA's own, one thread runs it
         store(space, address, size, Alu.atomic(in, old, b, c), w, l);
         return old;
+    }
+
+    /** What a tensor copy of lane {@code l} of warp {@code w} touches, checked as that lane's accesses. */
+    private TensorCopy.Access tensorAccess(int w, int l) {
+        return new TensorCopy.Access() {
+            @Override
+            public long load(int space, long address, int size) {
+                return Cta.this.load(space, address, size, w, l);
+            }
+
+            @Override
+            public void store(int space, long address, int size, long value) {
+                Cta.this.store(space, address, size, value, w, l);
+            }
+
+            @Override
+            public long paramBytes() {
+                return launch.params().byteSize();
+            }
+        };
     }
 
     private static int resolvedSpace(int space, long address) {

@@ -38,6 +38,14 @@ public interface GlobalMemory {
      */
     RuntimeException trap(String detail);
 
+    /**
+     * The fault for an instruction this device does not emulate in the form a running kernel asks for (a tensor map's
+     * mode): the launch fails with CUDA_ERROR_NOT_SUPPORTED, the context's sticky error, saying what.
+     */
+    default RuntimeException unsupported(String detail) {
+        return fault("not supported: " + detail);
+    }
+
     /** The device heap's malloc: a block of at least {@code size} bytes of device memory, or 0 when the heap is exhausted. */
     long malloc(long size);
 

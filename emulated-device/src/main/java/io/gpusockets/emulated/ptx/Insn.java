@@ -203,6 +203,17 @@ final class Insn {
     static final int BULK_COPY = 105;
     /** elect.sync d|p, membermask: warp-wide; the lowest executing lane is elected: d its lane id, p whether it is this lane. */
     static final int ELECT = 106;
+    /**
+     * The tile-mode tensor (TMA) copies of {@link TensorCopy}: mod TENSOR_LOAD ([a+offset] the shared destination,
+     * [e+offset3] the mbarrier), TENSOR_STORE or TENSOR_REDUCE_* ([a+offset] the shared source); [b+offset2] the tensor
+     * map's generic address, vec the coordinates' slots.
+     */
+    static final int TENSOR_COPY = 115;
+    static final int TENSOR_LOAD = 0;
+    static final int TENSOR_STORE = 1;
+    static final int TENSOR_REDUCE_ADD = 2;
+    static final int TENSOR_REDUCE_MIN = 3;
+    static final int TENSOR_REDUCE_MAX = 4;
     static final int BAR_POPC = 1;
     static final int BAR_AND = 2;
     static final int BAR_OR = 3;

@@ -130,7 +130,8 @@ final class JitCompiler {
         return switch (in.op) {
             case Insn.SETP, Insn.BRA, Insn.EXIT, Insn.BAR, Insn.SHFL, Insn.VOTE, Insn.ACTIVEMASK, Insn.WARPSYNC, Insn.NOP,
                  Insn.PACK, Insn.UNPACK, Insn.CLOCK, Insn.ADD_CARRY, Insn.SUB_CARRY, Insn.MAD_CARRY, Insn.MATCH, Insn.TRAP,
-                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC, Insn.MBARRIER, Insn.BULK_COPY, Insn.ELECT -> null;
+                 Insn.REDUX, Insn.WARP_MATRIX, Insn.FENCE, Insn.CP_ASYNC, Insn.MBARRIER, Insn.BULK_COPY, Insn.ELECT,
+                 Insn.TENSOR_COPY -> null;
             case Insn.BAR_RED -> in.guard >= 0 ? "a guarded bar.red" : null;
             case Insn.LD -> null;
             case Insn.ST -> in.space == Insn.PARAM ? "a store to .param" : null;
@@ -358,6 +359,14 @@ final class JitCompiler {
                 use(b, in.b);
                 use(b, in.c);
                 use(b, in.e);
+            }
+            case Insn.TENSOR_COPY -> {
+                use(b, in.a);
+                use(b, in.b);
+                use(b, in.e);
+                for (int s : in.vec) {
+                    use(b, s);
+                }
             }
             case Insn.ELECT -> use(b, in.e);
             case Insn.WARP_MATRIX -> {
@@ -943,6 +952,18 @@ final class JitCompiler {
                 load(c, in.c);
                 pushAddress(c, in.e, in.addressMask3, in.offset3);
                 c.invokevirtual(CD_CTA, "bulkCopy", MethodTypeDesc.of(CD_void, CD_long, CD_long, CD_long, CD_long));
+            }
+            case Insn.TENSOR_COPY -> {
+                c.aload(CTA);
+                c.loadConstant(i);
+                pushAddress(c, in.a, in.addressMask, in.offset);
+                pushAddress(c, in.b, in.addressMask2, in.offset2);
+                pushAddress(c, in.e, in.addressMask3, in.offset3);   // no mbarrier (a store): 0
+                for (int k = 0; k < 5; k++) {
+                    load(c, k < in.vec.length ? in.vec[k] : -1);
+                }
+                c.invokevirtual(CD_CTA, "tensorCopy", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_long, CD_long, CD_long,
+                        CD_long, CD_long, CD_long, CD_long));
             }
             case Insn.CP_ASYNC -> {
                 c.aload(CTA);

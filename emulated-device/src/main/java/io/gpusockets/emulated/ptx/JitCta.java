@@ -398,6 +398,47 @@ final class JitCta implements PtxKernel.CtaRunner {
         stShared(bar, 8, Mbarrier.completeTx(ldShared(bar, 8), size));
     }
 
+    /** The tensor copy of instruction {@code index} ({@link TensorCopy}); c0..c4 its coordinates (the unused ones 0). */
+    void tensorCopy(int index, long smem, long map, long bar, long c0, long c1, long c2, long c3, long c4) {
+        Insn in = program.code[index];
+        long[] all = {c0, c1, c2, c3, c4};
+        long[] coords = new long[in.vec.length];
+        for (int k = 0; k < coords.length; k++) {
+            coords[k] = (int) all[k];   // .s32 coordinates
+        }
+        TensorCopy.execute(in, smem, map, bar, coords, tensorAccess, memory);
+    }
+
+    /** What a tensor copy touches: this CTA's shared memory, global memory, the launch's parameters. */
+    private final TensorCopy.Access tensorAccess = new TensorCopy.Access() {
+        @Override
+        public long load(int space, long address, int size) {
+            return switch (space) {
+                case Insn.SHARED -> ldShared(address, size);
+                case Insn.PARAM -> ldParam(address, size);
+                default -> {
+                    GlobalMemory.Region r = memory.region(address, size);
+                    yield Cta.get(r.host(), address - r.base(), size);
+                }
+            };
+        }
+
+        @Override
+        public void store(int space, long address, int size, long value) {
+            if (space == Insn.SHARED) {
+                stShared(address, size, value);
+            } else {
+                GlobalMemory.Region r = memory.region(address, size);
+                Cta.put(r.host(), address - r.base(), size, value);
+            }
+        }
+
+        @Override
+        public long paramBytes() {
+            return params.byteSize();
+        }
+    };
+
     /** cp.async of instruction {@code index} from global {@code src} to shared {@code dst}; c its src-size or ignore-src. */
     void copyAsync(int index, long dst, long src, long c) {
         Insn in = program.code[index];

@@ -534,7 +534,7 @@ class BitOpsTest {
             {"match.any.sync.b32 %r1|%p1, %r2, -1", "match.any"},
             {"match.all.b32 %r1, %r2, -1", "match"},
             {"match.any.sync.u16 %r1, %r2, -1", "match"},
-            {"prefetch.tensormap [%rd1]", "prefetch"},
+            {"prefetch.global.L3 [%rd1]", "prefetch"},
             {"discard.global.L2 [%rd1], 64", "discard"},
             {"nanosleep.u64 %rd1", "nanosleep"},
         };

@@ -82,7 +82,7 @@ final class Rig implements AutoCloseable {
         return download(d, 8L * n).toArray(ValueLayout.JAVA_LONG);
     }
 
-    /** cuLaunchKernel with each argument in its own buffer (Long, Integer, Float, Double). */
+    /** cuLaunchKernel with each argument in its own buffer (Long, Integer, Float, Double; a MemorySegment: its bytes). */
     int launch(long f, int[] grid, int[] block, int shared, Object... args) {
         MemorySegment pointers = arena.allocate(8L * Math.max(1, args.length), 8);
         for (int i = 0; i < args.length; i++) {
@@ -91,6 +91,7 @@ final class Rig implements AutoCloseable {
                 case Integer v -> arena.allocateFrom(ValueLayout.JAVA_INT, v);
                 case Float v -> arena.allocateFrom(ValueLayout.JAVA_FLOAT, v);
                 case Double v -> arena.allocateFrom(ValueLayout.JAVA_DOUBLE, v);
+                case MemorySegment v -> v;   // a parameter's bytes as they are (a struct, a CUtensorMap)
                 default -> throw new IllegalArgumentException(String.valueOf(args[i]));
             };
             pointers.setAtIndex(ValueLayout.ADDRESS, i, value);
