@@ -443,29 +443,25 @@ class ResumeTest {
 
     @Test
     void tokensOfAnotherIdentityAfterTheGraceOrGuessedAreRefused() throws Exception {
-        byte[] psk = "a pre-shared key for the resume test".getBytes(java.nio.charset.StandardCharsets.UTF_8);
         EmulatedDevice device = new EmulatedDevice();
-        BackendSettings settings = BackendSettings.fromSystemProperties();
-        settings = settings.withServer(psk, settings.allowedUids(), settings.allowedCids(), settings.handshakeMillis(),
-                settings.warmContexts());
-        try (BackendServer server = new BackendServer(DriverHost.initialise(device, "emulated"), settings)) {
+        try (BackendServer server = pskServer(device)) {
             server.resumeGrace(Duration.ofSeconds(1));
             String uri = server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString();
             FrameChannel[] alice = new FrameChannel[1];
-            Handshake.Welcome w = hello(uri, psk, "alice", new byte[0], alice);
+            Handshake.Welcome w = hello(uri, PSK, "alice", new byte[0], alice);
             assertTrue((w.features() & Handshake.FEATURE_RESUME) != 0, "resume granted");
             assertEquals(Handshake.TOKEN_BYTES, w.resumeToken().length);
             alice[0].close(); // the session is detached now, waiting a second
 
-            String other = refusal(uri, psk, "mallory", w.resumeToken());
+            String other = refusal(uri, PSK, "mallory", w.resumeToken());
             assertTrue(other != null && other.contains("another identity"), String.valueOf(other));
             byte[] guess = w.resumeToken().clone();
             guess[5] ^= 1;
-            String guessed = refusal(uri, psk, "alice", guess);
+            String guessed = refusal(uri, PSK, "alice", guess);
             assertTrue(guessed != null && guessed.contains("unknown or expired"), String.valueOf(guessed));
 
             CopyOutStagingTest.awaitNoSessions(server); // the grace runs out: the session ends
-            String late = refusal(uri, psk, "alice", w.resumeToken());
+            String late = refusal(uri, PSK, "alice", w.resumeToken());
             assertTrue(late != null && late.contains("unknown or expired"), String.valueOf(late));
             assertEquals(3, server.resumeRefusals());
             assertEquals(0, server.resumesAccepted());
@@ -509,22 +505,28 @@ class ResumeTest {
         }
     }
 
+    private static final byte[] PSK = "a pre-shared key for the resume test".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+
+    /** A backend on {@code device} that asks every peer for {@link #PSK}. */
+    private static BackendServer pskServer(EmulatedDevice device) {
+        BackendSettings settings = BackendSettings.fromSystemProperties();
+        settings = settings.withServer(PSK, settings.allowedUids(), settings.allowedCids(), settings.handshakeMillis(),
+                settings.warmContexts());
+        return new BackendServer(DriverHost.initialise(device, "emulated"), settings);
+    }
+
     private static long uid() throws IOException {
         return ((Number) Files.getAttribute(Path.of("/proc/self"), "unix:uid")).longValue();
     }
 
     @Test
     void theRightIdentityResumesWithinTheGrace() throws Exception {
-        byte[] psk = "a pre-shared key for the resume test".getBytes(java.nio.charset.StandardCharsets.UTF_8);
         EmulatedDevice device = new EmulatedDevice();
-        BackendSettings settings = BackendSettings.fromSystemProperties();
-        settings = settings.withServer(psk, settings.allowedUids(), settings.allowedCids(), settings.handshakeMillis(),
-                settings.warmContexts());
-        try (BackendServer server = new BackendServer(DriverHost.initialise(device, "emulated"), settings)) {
+        try (BackendServer server = pskServer(device)) {
             server.resumeGrace(Duration.ofSeconds(20));
             String uri = server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString();
             FrameChannel[] ch = new FrameChannel[1];
-            Handshake.Welcome w = hello(uri, psk, "alice", new byte[0], ch);
+            Handshake.Welcome w = hello(uri, PSK, "alice", new byte[0], ch);
             ch[0].close();
             // detached: still a session of its tenant, and status says it waits
             String peer = "";
@@ -534,7 +536,7 @@ class ResumeTest {
             }
             assertTrue(peer.contains("[detached: peer closed the connection]"), peer);
             assertEquals(1, server.sessionCount());
-            Handshake.Welcome again = hello(uri, psk, "alice", w.resumeToken(), ch);
+            Handshake.Welcome again = hello(uri, PSK, "alice", w.resumeToken(), ch);
             assertEquals(w.sessionId(), again.sessionId());
             FrameHeader h = ch[0].readHeader();
             assertEquals(Opcodes.RESUMED, h.opcode());

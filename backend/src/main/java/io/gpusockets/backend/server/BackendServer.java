@@ -537,10 +537,7 @@ public final class BackendServer implements AutoCloseable {
             }
         }
         if (refusal != null) {
-            resumeRefusals.increment();
-            String why = refusal;
-            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
-            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            refuseResume(channel, c, hello, refusal);
             return null;
         }
         Session.Resume r = s.resume();
@@ -552,6 +549,13 @@ public final class BackendServer implements AutoCloseable {
         }
         resumes.increment();
         return RESUMED;
+    }
+
+    /** Refuses a resume: counted, logged (rate-limited) and said to the peer. */
+    private void refuseResume(FrameChannel channel, Connection c, Handshake.Hello hello, String refusal) throws IOException {
+        resumeRefusals.increment();
+        refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + refusal);
+        channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
     }
 
     /**
@@ -567,10 +571,7 @@ public final class BackendServer implements AutoCloseable {
                 ? "resume refused: the session token was issued to another identity"
                 : channel.readAhead() > 0 ? "resume refused: bytes sent before the handshake's answer" : null;
         if (refusal != null) {
-            resumeRefusals.increment();
-            String why = refusal;
-            refusals.log(Level.WARNING, () -> "refused " + c.peer().description() + " (" + hello.identity() + "): " + why);
-            channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+            refuseResume(channel, c, hello, refusal);
             return null;
         }
         channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(t.sessionId(), host.driverVersion(), host.deviceCount(),
