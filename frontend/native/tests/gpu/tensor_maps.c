@@ -2,9 +2,12 @@
  * tensor_maps (GPU only, native: a record, not a check): what the driver's cuTensorMapEncodeTiled,
  * cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2colWide and cuTensorMapReplaceAddress write, and the
  * errors they give, for a set of cases that vary one parameter at a time from a base case. Each line:
- * case name, result, the 128 bytes of the CUtensorMap in hex (zeros when the call failed). The global
+ * case name, result, the 128 bytes of the CUtensorMap in hex (on success only: a refused encode may leave
+ * bytes written, which no program may rely on and a remote answer does not copy back). The global
  * address is a fixed, 128-byte-aligned number: the encoders take any aligned address (they do not look
  * at the memory), so the output is the same on every run and machine with the same driver.
+ * Listed in programs.list as GPU-only: scripts/gpu-programs also runs it through our libcuda.so.1 (the encoders
+ * forwarded to the backend's driver) and compares the two outputs.
  * usage: tensor_maps
  */
 #include "../common.h"
@@ -14,6 +17,10 @@
 static void print_map(const char *name, CUresult r, const CUtensorMap *map) {
     const unsigned char *b = (const unsigned char *) map;
     printf("%-34s %-28s ", name, err_name(r));
+    if (r != CUDA_SUCCESS) {
+        putchar('\n');
+        return;
+    }
     for (int i = 0; i < 128; i++) {
         printf("%02x", b[i]);
         if (i % 8 == 7 && i != 127) {
