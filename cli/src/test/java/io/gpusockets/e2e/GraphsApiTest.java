@@ -563,8 +563,13 @@ class GraphsApiTest extends EmulatedBackendTest {
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
                     memOpParams(r.cu, 1, unknown)), "an unknown operation");
             MemorySegment write = memOp(r.cu, 2, r.y, 42, 0);   // WRITE_VALUE_32
-            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuGraphAddBatchMemOpNode(out, g, MemorySegment.NULL, 0,
-                    memOpParams(r.cu, 0, write)), "no operations");
+            // no operations: the driver makes such a node (an H100, 580.159.04); it does nothing and answers count 0
+            long empty = r.out(c -> d.cuGraphAddBatchMemOpNode(c, g, MemorySegment.NULL, 0, memOpParams(r.cu, 0, write)),
+                    "a node with no operations");
+            MemorySegment none = r.cu.cell(32);
+            Cuda.ok(d.cuGraphBatchMemOpNodeGetParams(empty, none), "cuGraphBatchMemOpNodeGetParams of the empty node");
+            assertEquals(0, none.get(java.lang.foreign.ValueLayout.JAVA_INT, 8), "its count");
+            Cuda.ok(d.cuGraphDestroyNode(empty), "cuGraphDestroyNode");
             long node = r.out(c -> d.cuGraphAddBatchMemOpNode(c, g, MemorySegment.NULL, 0, memOpParams(r.cu, 1, write)), "write node");
             write.set(JAVA_LONG, 16, 7);   // the node holds a copy
             // the node's parameters: the operations in a copy the node owns

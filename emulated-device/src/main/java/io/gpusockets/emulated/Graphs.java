@@ -604,6 +604,10 @@ final class Graphs {
         long array = p.get(ValueLayout.JAVA_LONG_UNALIGNED, 16);
         int flags = p.get(ValueLayout.JAVA_INT_UNALIGNED, 24);
         EmulatedContext c = ctx == 0 ? fallback : contexts.find(ctx);
+        if (count == 0 && flags == 0) {
+            // a node with no operations, which the driver makes too (an H100, 580.159.04): it does nothing
+            return new MemOp(new MemOpParams(c, 0, 0, Arena.ofAuto().allocate(BatchMemOp.SIZE, 8)), () -> { });
+        }
         if (array == 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "nodeParams.paramArray is NULL");
         }

@@ -634,11 +634,14 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         MemorySegment p = WireValues.sized(nodeParams, GraphRequest.MEMOP_PARAMS);
         int count = p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT);
         long array = p.get(LONG, GraphRequest.MEMOP_ARRAY);
-        if (count <= 0 || count > BatchMemOp.MAX_BATCH || array == 0) {
+        // no operations: a node that does nothing, which the driver makes too (an H100, 580.159.04); no DATA then
+        if (count < 0 || count > BatchMemOp.MAX_BATCH || (count > 0 && array == 0)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
         req.putLong(p.get(LONG, GraphRequest.MEMOP_CTX)).putInt(count).putInt(p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_FLAGS));
-        bulk.add(MemorySegment.ofAddress(array).reinterpret((long) count * BatchMemOp.SIZE));
+        if (count > 0) {
+            bulk.add(MemorySegment.ofAddress(array).reinterpret((long) count * BatchMemOp.SIZE));
+        }
         return CuResult.CUDA_SUCCESS;
     }
 
@@ -665,10 +668,10 @@ final class GraphCalls implements FrontendHandlers.Graphs {
         long ctx = r.body().getLong();
         int count = r.body().getInt();
         int flags = r.body().getInt();
-        if (count <= 0 || count > BatchMemOp.MAX_BATCH) {
+        if (count < 0 || count > BatchMemOp.MAX_BATCH) {
             return CuResult.CUDA_ERROR_UNKNOWN;
         }
-        MemorySegment answer = ops.asSlice(0, (long) count * BatchMemOp.SIZE);
+        MemorySegment answer = ops.asSlice(0, (long) Math.max(count, 1) * BatchMemOp.SIZE); // an empty node: a zeroed array
         MemorySegment kept = memOpArrays.compute(hNode, (node, old) -> old != null && old.mismatch(answer) == -1 ? old
                 : Arena.ofAuto().allocate(answer.byteSize(), 8).copyFrom(answer));
         MemorySegment p = WireValues.sized(nodeParams_out, GraphRequest.MEMOP_PARAMS);

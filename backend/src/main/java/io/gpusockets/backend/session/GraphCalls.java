@@ -765,7 +765,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         }
         int count = p.get(ValueLayout.JAVA_INT_UNALIGNED, GraphRequest.MEMOP_COUNT);
         long array = p.get(LONG, GraphRequest.MEMOP_ARRAY);
-        if (count <= 0 || count > BatchMemOp.MAX_BATCH || array == 0) {
+        if (count < 0 || count > BatchMemOp.MAX_BATCH || (count > 0 && array == 0)) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a node with " + count + " operations");
         }
         long ctx = p.get(LONG, GraphRequest.MEMOP_CTX);
@@ -787,7 +787,9 @@ final class GraphCalls implements BackendHandlers.Graphs {
     private record MemOpNode(long ctx, int count, int flags, MemorySegment ops) {
         /** The operations, next in the call's DATA, held to cuStreamBatchMemOp's rule. */
         MemOpNode withOps(Call c) throws ProtocolException, CallRejected, InterruptedException {
-            return new MemOpNode(ctx, count, flags, MemopsCalls.receiveChecked(c, count, (long) count * BatchMemOp.SIZE));
+            // a node with no operations is made by the driver too (an H100, 580.159.04): no DATA, an empty array
+            return new MemOpNode(ctx, count, flags, count == 0 ? c.scratch(BatchMemOp.SIZE).fill((byte) 0)
+                    : MemopsCalls.receiveChecked(c, count, (long) count * BatchMemOp.SIZE));
         }
 
         /** The parameters as the driver reads them, the operations in backend memory. */
@@ -822,7 +824,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
         int count = c.body.getInt();
         int flags = c.body.getInt();
         c.expectEnd();
-        if (count <= 0 || count > BatchMemOp.MAX_BATCH) {
+        if (count < 0 || count > BatchMemOp.MAX_BATCH) { // 0: a node that does nothing
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "count=" + count);
         }
         c.expectBulk(before + (long) count * BatchMemOp.SIZE);
