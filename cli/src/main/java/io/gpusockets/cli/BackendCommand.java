@@ -299,13 +299,18 @@ final class BackendCommand implements Callable<Integer> {
      */
     private static void reloadOnHangup(TenantRegistry tenants) {
         try {
-            sun.misc.Signal.handle(new sun.misc.Signal("HUP"), sig -> Thread.ofPlatform().daemon()
+            sun.misc.SignalHandler before = sun.misc.Signal.handle(new sun.misc.Signal("HUP"), sig -> Thread.ofPlatform().daemon()
                     .name("gpusockets-tenants-reload").start(() -> {
                         String failure = tenants.reload();
                         System.out.println("gpusockets backend: tenants " + (failure == null
                                 ? "reloaded from " + tenants.file() : "not reloaded: " + failure));
                         System.out.flush();
                     }));
+            if (before == sun.misc.SignalHandler.SIG_IGN) {
+                // the JVM leaves a signal its process was started ignoring (nohup does that) ignored, handler or not
+                System.err.println("gpusockets backend: SIGHUP is ignored in this process (started under nohup?), so it"
+                        + " cannot reload the tenants file; start the backend without nohup (a service manager, setsid)");
+            }
         } catch (IllegalArgumentException e) {
             System.err.println("gpusockets backend: SIGHUP cannot be handled here (" + e.getMessage()
                     + "); the tenants file is read once");
