@@ -354,6 +354,7 @@ class ResumeTest {
                 CopyOutStagingTest.awaitNoSessions(server);
             }
             int drops = 0;
+            int runs = 0;
             long resumed;
             try (BackendServer server = new BackendServer(DriverHost.initialise(cut.driver, "emulated (counted)"),
                     BackendSettings.fromSystemProperties())) {
@@ -377,7 +378,12 @@ class ResumeTest {
                         }
                     });
                     try {
-                        program(d);
+                        // again until the cutter dropped the connection three times: how long one run takes depends
+                        // on the machine, the cutter's pauses do not
+                        do {
+                            program(d);
+                            runs++;
+                        } while (dropped.get() < 3 && runs < 100);
                     } finally {
                         done.set(true);
                         cutter.join();
@@ -387,10 +393,19 @@ class ResumeTest {
                 CopyOutStagingTest.awaitNoSessions(server);
                 resumed = server.resumesAccepted();
             }
-            System.out.println("ResumeTest ring: " + drops + " drops, " + resumed + " resumes");
+            System.out.println("ResumeTest ring: " + runs + " runs, " + drops + " drops, " + resumed + " resumes");
             assertTrue(drops >= 3, "the connection was dropped only " + drops + " times");
             assertTrue(resumed >= 3 && resumed <= drops, drops + " drops, " + resumed + " resumes");
-            assertEquals(clean.programCalls(), cut.programCalls(), "driver calls without and with " + drops + " drops");
+            int times = runs;
+            Map<String, Integer> expected = new TreeMap<>();
+            clean.programCalls().forEach((name, n) -> expected.put(name, n * times));
+            Map<String, Integer> got = new TreeMap<>(cut.programCalls());
+            // the backend's page-locked staging is made once per session, not per run
+            assertEquals(expected.getOrDefault("cuMemAllocHost", 0), got.getOrDefault("cuMemAllocHost", 0) * times,
+                    "staging allocations");
+            expected.remove("cuMemAllocHost");
+            got.remove("cuMemAllocHost");
+            assertEquals(expected, got, "driver calls of " + runs + " uncut runs and of " + runs + " runs with " + drops + " drops");
         } finally {
             if (was == null) {
                 System.clearProperty("gpusockets.resume");
@@ -542,6 +557,10 @@ class ResumeTest {
             assertEquals(Opcodes.RESUMED, h.opcode());
             Handshake.ResumeState st = Handshake.ResumeState.decode(ch[0].readBody(h.length()));
             assertEquals(Map.of(), st.lanes());
+            // counted once the session has the connection, which is just after RESUMED went out
+            for (int i = 0; i < 500 && server.resumesAccepted() == 0; i++) {
+                Thread.sleep(10);
+            }
             assertEquals(1, server.resumesAccepted());
             assertEquals(1, server.sessionCount(), "one session, resumed");
             ch[0].send(Opcodes.GOODBYE, 0, 0, 0);

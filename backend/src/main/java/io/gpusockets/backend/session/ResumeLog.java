@@ -208,8 +208,9 @@ final class ResumeLog {
                 for (Iterator<Entry> it = q.iterator(); it.hasNext(); ) {
                     Entry e = it.next();
                     if (e.dropped) {
-                        return "the reply to request " + e.requestId + " on lane " + l.getKey()
-                                + " was larger than the resume retention bound (" + boundBytes + " bytes)";
+                        return "the reply to request " + e.requestId + " on lane " + l.getKey() + " was not kept: with the"
+                                + " replies of the session's other threads not yet acknowledged it was beyond the resume"
+                                + " retention bound (" + boundBytes + " bytes)";
                     }
                     if (e.complete && e.sentWholeOn != ch) {
                         sendWhole(ch, l.getKey(), e);
