@@ -212,6 +212,14 @@ int main() {
     }
     printf("visits: %llu in all, checksum %016llx, pointers outside the list: %d\n", total,
            (unsigned long long) fnv1a(visits, sizeof visits), bad);
+    // Each allocation is still device memory at the address the program was given.
+    int still = 0;
+    for (int k = 0; k < nalloc; k++) {
+        cudaPointerAttributes at;
+        CK(cudaPointerGetAttributes(&at, allocations[k]));
+        still += at.type == cudaMemoryTypeDevice && at.devicePointer == allocations[k];
+    }
+    printf("allocations at their addresses: %d of %d\n", still, nalloc);
 
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
