@@ -780,8 +780,7 @@ public final class BackendServer implements AutoCloseable {
             }
             Session s;
             try {
-                s = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
-                        resumeRetainBytes, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p).session();
+                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
                 s.deviceShare(tenants.deviceShare());
                 if (sharedContexts != null) {
                     s.shareContexts(sharedContexts);
@@ -804,6 +803,43 @@ public final class BackendServer implements AutoCloseable {
     }
 
     private final Object restoring = new Object();
+
+    /**
+     * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
+     * changes its thread's driver context stack), waiting for it.
+     */
+    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Object[] out = new Object[1];
+        Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
+            try {
+                out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
+                        resumeRetainBytes, p).session();
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                out[0] = e;
+            }
+        });
+        boolean interrupted = false;
+        while (true) {
+            try {
+                t.join(); // not cut short: a restore half made would be nobody's
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        if (out[0] instanceof io.gpusockets.backend.session.CheckpointRefused e) {
+            throw e;
+        } else if (out[0] instanceof IOException e) {
+            throw e;
+        } else if (out[0] instanceof RuntimeException e) {
+            throw e;
+        }
+        return (Session) out[0];
+    }
 
     /** Bulk bytes that went through shared windows, both ways, in sessions that have ended. */
     public long windowBytesCarried() {

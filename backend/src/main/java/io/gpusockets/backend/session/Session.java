@@ -180,8 +180,9 @@ public final class Session {
      * frontend to resume once {@link #resumable} and {@link #serve} are called.
      */
     static Session detached(long id, DriverHost host, BackendSettings settings, ContextPool contextPool,
-                            io.gpusockets.backend.tenant.TenantAccount tenant) {
-        return new Session(id, null, host, settings, "restored from a checkpoint", false, null, contextPool, tenant);
+                            io.gpusockets.backend.tenant.TenantAccount tenant, int features) {
+        boolean async = settings.limits().asyncAllowed() && (features & Handshake.FEATURE_ASYNC) != 0;
+        return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant);
     }
 
     /** The checkpoint records, or null (address-stable memory off). */

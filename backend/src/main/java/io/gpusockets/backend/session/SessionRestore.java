@@ -69,7 +69,7 @@ public final class SessionRestore {
         }
         try (DataInputStream in = open(file)) {
             CheckpointImage.Header h = CheckpointImage.readHeader(in);
-            Session s = Session.detached(h.sessionId(), host, settings, pool, tenant);
+            Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
             boolean ok = false;
             try {
                 replay(s, h, progress);
