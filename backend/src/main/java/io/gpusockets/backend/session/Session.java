@@ -26,6 +26,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * its reader waits, detached, up to the grace period for a resuming connection ({@link #attach}), and goes
  * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
  * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
+ *
+ * <p>With address-stable memory on, the session records what a checkpoint needs ({@link CheckpointRecorder})
+ * and can be checkpointed ({@link #checkpoint}: drained, written, then resumed or frozen); a session restored
+ * from an image ({@link SessionRestore}) starts detached, without a connection, and waits for its frontend.
  */
 public final class Session {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");

@@ -27,6 +27,11 @@ import java.util.TreeMap;
  * {@code cuPointerGetAttribute(s)} answer the allocation, not the granule; {@code cuMemFree} waits for the
  * context's work first, as the driver's implicit synchronisation does.
  *
+ * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}: a
+ * window the driver puts elsewhere fails) and places each replayed allocation at its recorded address
+ * ({@link #placeNext}: its granules, or its block in its size class's granule, must be free; else the allocation
+ * fails and {@link #placeFailure} says why).
+ *
  * <p>Not yet here (they keep the driver's own addresses): pitched allocations, stream-ordered allocations
  * and pools, graph memory nodes, and the VMM calls the program makes itself. A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
