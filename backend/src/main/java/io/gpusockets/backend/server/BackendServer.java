@@ -708,6 +708,139 @@ public final class BackendServer implements AutoCloseable {
                 + allowedCids.stream().sorted().map(String::valueOf).collect(java.util.stream.Collectors.joining(", ")) + ")";
     }
 
+    /**
+     * Checkpoints session {@code sessionId} to {@code file} (issue 22; {@link Session#checkpoint}): drains it, writes
+     * its image and resumes it, or with {@code stop} leaves it frozen, to be restored elsewhere
+     * ({@link #restore}). Refused (the message names why, every feature that cannot be captured included; the
+     * session keeps running) in isolation mode process, for an unknown session, or for what cannot be captured.
+     */
+    public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, java.nio.file.Path file, boolean stop,
+                                                                   io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        refuseInWorkers("checkpoint");
+        Session s = null;
+        for (Session x : sessions) {
+            if (x.id() == sessionId) {
+                s = x;
+            }
+        }
+        if (s == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+        }
+        try {
+            return s.checkpoint(file, stop, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted during the checkpoint of session " + sessionId);
+        }
+    }
+
+    private void refuseInWorkers(String what) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(what + " needs --isolation context (or shared) for"
+                    + " now: in isolation mode process (the default) each session lives in a worker process, which does"
+                    + " not take checkpoints yet");
+        }
+    }
+
+    /**
+     * Restores the session checkpointed in {@code file} into this backend ({@link io.gpusockets.backend.session.SessionRestore}):
+     * under its own id (refused when a session here has it) and tenant (which must exist here and have room for a
+     * session), with every handle id and device address as it was; then it waits, detached and resumable under its
+     * token for the grace period in the image, for its frontend to resume. Returns the session id. A refused or
+     * failed restore leaves nothing.
+     */
+    public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        refuseInWorkers("restore");
+        if (closed) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
+        }
+        var who = io.gpusockets.backend.session.SessionRestore.peek(file);
+        Tenant tenant = tenants.tenant(who.tenant());
+        if (tenant == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: the image's tenant " + who.tenant()
+                    + " is not configured on this backend");
+        }
+        synchronized (restoring) {
+            for (Session x : sessions) {
+                if (x.id() == who.sessionId()) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
+                            + " is live in this backend");
+                }
+            }
+            String refusal = reserveSession();
+            if (refusal != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
+            }
+            if (!tenant.openSession()) {
+                sessionSlots.decrementAndGet();
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
+                        + " holds as many sessions as it may");
+            }
+            Session s;
+            try {
+                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+                s.deviceShare(tenants.deviceShare());
+                if (sharedContexts != null) {
+                    s.shareContexts(sharedContexts);
+                }
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                sessionSlots.decrementAndGet();
+                tenant.closeSession();
+                throw e;
+            }
+            nextSessionId.updateAndGet(v -> Math.max(v, who.sessionId() + 1));
+            status.started(s, "restored");
+            sessions.add(s);
+            resumable.put(java.util.HexFormat.of().formatHex(s.resume().token()), s);
+            Thread.ofPlatform().daemon().name("gpusockets-session-" + s.id()).start(() -> {
+                connections.incrementAndGet(); // run() gives one back, as for a session that came with its connection
+                run(s);
+            });
+            return s.id();
+        }
+    }
+
+    private final Object restoring = new Object();
+
+    /**
+     * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
+     * changes its thread's driver context stack), waiting for it.
+     */
+    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Object[] out = new Object[1];
+        Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
+            try {
+                out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
+                        resumeRetainBytes, p).session();
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                out[0] = e;
+            }
+        });
+        boolean interrupted = false;
+        while (true) {
+            try {
+                t.join(); // not cut short: a restore half made would be nobody's
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        if (out[0] instanceof io.gpusockets.backend.session.CheckpointRefused e) {
+            throw e;
+        } else if (out[0] instanceof IOException e) {
+            throw e;
+        } else if (out[0] instanceof RuntimeException e) {
+            throw e;
+        }
+        return (Session) out[0];
+    }
+
     /** Bulk bytes that went through shared windows, both ways, in sessions that have ended. */
     public long windowBytesCarried() {
         return windowBytes.sum();

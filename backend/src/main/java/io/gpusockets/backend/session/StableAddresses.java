@@ -27,6 +27,11 @@ import java.util.TreeMap;
  * {@code cuPointerGetAttribute(s)} answer the allocation, not the granule; {@code cuMemFree} waits for the
  * context's work first, as the driver's implicit synchronisation does.
  *
+ * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}: a
+ * window the driver puts elsewhere fails) and places each replayed allocation at its recorded address
+ * ({@link #placeNext}: its granules, or its block in its size class's granule, must be free; else the allocation
+ * fails and {@link #placeFailure} says why).
+ *
  * <p>Not yet here (they keep the driver's own addresses): pitched allocations, stream-ordered allocations
  * and pools, graph memory nodes, and the VMM calls the program makes itself. A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
@@ -49,6 +54,11 @@ final class StableAddresses extends DelegatingCudaDriver {
     private final Map<Integer, Window> windows = new HashMap<>();
     /** Every live allocation, by base. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    /** A restore: where the next allocation must lie (0: anywhere), and why the last placement failed. */
+    private long placeAt;
+    private String placeFailure;
+    /** A restore: the window bases the checkpointed session had, by device. */
+    private final Map<Integer, Long> windowAt = new HashMap<>();
 
     StableAddresses(CudaDriver real, long sessionId) {
         super(real);
@@ -119,6 +129,23 @@ final class StableAddresses extends DelegatingCudaDriver {
             return 0;
         }
 
+        /** Takes exactly {@code [at, at + n)} when it is free (a restore); false when any of it is not. */
+        boolean takeAt(long at, long n) {
+            Map.Entry<Long, Long> e = free.floorEntry(at);
+            if (e == null || e.getKey() + e.getValue() < at + n) {
+                return false;
+            }
+            long start = e.getKey(), end = e.getKey() + e.getValue();
+            free.remove(start);
+            if (at > start) {
+                free.put(start, at - start);
+            }
+            if (end > at + n) {
+                free.put(at + n, end - at - n);
+            }
+            return true;
+        }
+
         /** Gives back a range {@link #take} handed out, merged with its free neighbours. */
         void give(long at, long n) {
             Map.Entry<Long, Long> before = free.floorEntry(at);
@@ -157,11 +184,15 @@ final class StableAddresses extends DelegatingCudaDriver {
             if (w == null) {
                 w = openWindow(arena, device);
                 if (w == null) {
+                    placeAt = 0;
                     return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
                 }
                 windows.put(device, w);
             }
-            Allocation a = bytesize >= w.granule / 4 ? large(arena, w, bytesize, context) : small(arena, w, bytesize, context);
+            long at = placeAt;
+            placeAt = 0;
+            Allocation a = at != 0 ? placed(arena, w, bytesize, context, at)
+                    : bytesize >= w.granule / 4 ? large(arena, w, bytesize, context) : small(arena, w, bytesize, context);
             if (a == null) {
                 return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
             }
@@ -185,11 +216,19 @@ final class StableAddresses extends DelegatingCudaDriver {
         long total = out.get(JAVA_LONG, 0);
         long size = Long.highestOneBit(Math.max(total, granule) - 1) << 1; // the device's memory, to a power of two
         long slots = Math.max(1, WINDOWS_SPAN / size);
-        long want = WINDOWS_BASE + Math.floorMod(sessionId * 7919 + device, slots) * size;
+        Long pinned = windowAt.get(device);
+        long want = pinned != null ? pinned : WINDOWS_BASE + Math.floorMod(sessionId * 7919 + device, slots) * size;
         if (delegate.cuMemAddressReserve(out, size, granule, want, 0) != CuResult.CUDA_SUCCESS) {
+            placeFailure = "the address window of device " + device + " could not be reserved at 0x" + Long.toHexString(want);
             return null;
         }
         long base = out.get(JAVA_LONG, 0);
+        if (pinned != null && base != want) {
+            delegate.cuMemAddressFree(base, size);
+            placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
+                    + " (the driver offered 0x" + Long.toHexString(base) + ")";
+            return null;
+        }
         if (base != want) {
             LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": the address window for device " + device
                     + " is at 0x" + Long.toHexString(base) + ", not at 0x" + Long.toHexString(want) + " (taken)");
@@ -210,6 +249,85 @@ final class StableAddresses extends DelegatingCudaDriver {
             return null;
         }
         return new Allocation(at, bytesize, context, w, null, -1, length, handle);
+    }
+
+    /**
+     * A restore: the allocation at exactly {@code at}, granules of its own or a block of its size class, whose
+     * range (or block) must be free; null, with {@link #placeFailure} saying why, when it is not.
+     */
+    private Allocation placed(Arena arena, Window w, long bytesize, long context, long at) {
+        if (bytesize >= w.granule / 4) {
+            long length = (bytesize + w.granule - 1) / w.granule * w.granule;
+            if (at < w.base || (at - w.base) % w.granule != 0 || !w.takeAt(at, length)) {
+                placeFailure = String.format("0x%x+%d is not a free granule range of the window", at, bytesize);
+                return null;
+            }
+            long handle = back(arena, w, at, length);
+            if (handle == 0) {
+                w.give(at, length);
+                placeFailure = String.format("0x%x+%d could not be mapped", at, bytesize);
+                return null;
+            }
+            return new Allocation(at, bytesize, context, w, null, -1, length, handle);
+        }
+        long block = Math.max(SMALLEST, Long.highestOneBit(bytesize - 1) << 1);
+        long granule = at - Math.floorMod(at - w.base, w.granule);
+        if (at < w.base || (at - granule) % block != 0) {
+            placeFailure = String.format("0x%x is not a %d-byte block of the window", at, block);
+            return null;
+        }
+        List<Slab> list = w.slabs.computeIfAbsent(new SlabKey(context, block), k -> new ArrayList<>());
+        Slab s = list.stream().filter(x -> x.base == granule).findFirst().orElse(null);
+        if (s == null) {
+            if (!w.takeAt(granule, w.granule)) {
+                placeFailure = String.format("the granule at 0x%x is taken (by another size class or allocation)", granule);
+                return null;
+            }
+            long handle = back(arena, w, granule, w.granule);
+            if (handle == 0) {
+                w.give(granule, w.granule);
+                placeFailure = String.format("the granule at 0x%x could not be mapped", granule);
+                return null;
+            }
+            s = new Slab(granule, block, handle, (int) (w.granule / block));
+            list.add(s);
+        }
+        int i = (int) ((at - granule) / block);
+        if (s.used.get(i)) {
+            placeFailure = String.format("the block at 0x%x is taken", at);
+            return null;
+        }
+        s.used.set(i);
+        return new Allocation(at, bytesize, context, w, s, i, block, 0);
+    }
+
+    /** A restore: the next {@link #cuMemAlloc} must place its allocation at {@code base}. */
+    synchronized void placeNext(long base) {
+        placeAt = base;
+        placeFailure = null;
+    }
+
+    /** Why the last placement ({@link #placeNext}) failed, or null. */
+    synchronized String placeFailure() {
+        return placeFailure;
+    }
+
+    /** A restore: the window of {@code device} must be reserved at {@code base} (before its first allocation). */
+    synchronized void windowAt(int device, long base) {
+        windowAt.put(device, base);
+    }
+
+    /** The windows' bases by device (those opened so far). */
+    synchronized Map<Integer, Long> windowBases() {
+        Map<Integer, Long> out = new TreeMap<>();
+        windows.forEach((d, w) -> out.put(d, w.base));
+        return out;
+    }
+
+    /** Where the live allocation holding {@code base} was made: its context (real value), or 0. */
+    synchronized long contextOf(long base) {
+        Allocation a = allocations.get(base);
+        return a == null ? 0 : a.context();
     }
 
     /** A block of its size class; null when no granule can be had for a new slab. */
@@ -379,6 +497,11 @@ final class StableAddresses extends DelegatingCudaDriver {
             delegate.cuMemAddressFree(w.base, w.size);
         }
         windows.clear();
+    }
+
+    /** Whether a live allocation of this session's window starts at {@code base}. */
+    synchronized boolean holds(long base) {
+        return allocations.containsKey(base);
     }
 
     /** The base of the window on {@code device}, or 0 before its first allocation (tests, status). */
