@@ -66,7 +66,7 @@ final class CheckpointCommand implements Callable<Integer> {
         return 1;
     }
 
-    /** "STAGE DONE TOTAL" as a person reads it: bytes in MiB where the stage moves bytes. */
+    /** "STAGE DONE TOTAL" as a person reads it: the contents' bytes in MiB. */
     static String describe(String progress) {
         String[] w = progress.split(" ");
         if (w.length != 3) {
@@ -76,8 +76,8 @@ final class CheckpointCommand implements Callable<Integer> {
             long done = Long.parseLong(w[1]);
             long total = Long.parseLong(w[2]);
             String stage = w[0].replace('_', ' ');
-            if (stage.endsWith("bytes")) {
-                return String.format(java.util.Locale.ROOT, "%s %.1f / %.1f MiB%s", stage.substring(0, stage.length() - 5).strip(),
+            if (stage.equals("contents")) {
+                return String.format(java.util.Locale.ROOT, "%s %.1f / %.1f MiB%s", stage,
                         done / 1048576.0, total / 1048576.0, total > 0 ? String.format(java.util.Locale.ROOT, " (%d%%)", done * 100 / total) : "");
             }
             return total > 0 ? stage + " " + done + " / " + total : stage + " " + done;

@@ -95,6 +95,8 @@ public final class BackendServer implements AutoCloseable {
     private volatile long resumeRetainBytes = 8L << 20;
     private final java.util.concurrent.atomic.LongAdder resumeRefusals = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder resumes = new java.util.concurrent.atomic.LongAdder();
+    /** Checkpoints and restores by outcome: done, refused, failed ({@link ServerSnapshot.Operations}). */
+    private final java.util.concurrent.atomic.LongAdder[] checkpoints = adders(3), restores = adders(3);
 
     /** Default of {@code --resume-grace}. */
     public static final int RESUME_GRACE_SECONDS_DEFAULT = 60;
@@ -140,6 +142,8 @@ public final class BackendServer implements AutoCloseable {
                 () -> "handshake of " + dropped.peer().description() + " dropped to make room: "
                         + serverLimits.maxHandshakes() + " in progress (the maximum)"));
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
+        status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
+                restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum()));
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
             timers.scheduleWithFixedDelay(NativeHeapTrim::trim, NativeHeapTrim.INTERVAL_SECONDS,
@@ -530,8 +534,8 @@ public final class BackendServer implements AutoCloseable {
             }
             s = resumable.get(key);
             if (s == null || s.ended() || s.resume() == null) {
-                refusal = "resume refused: unknown or expired session token (its session ended, its grace period ran out,"
-                        + " or no such token was issued)";
+                refusal = Handshake.REFUSAL_UNKNOWN_SESSION + " (its session ended, its grace period ran out, no such"
+                        + " token was issued, or its checkpoint is not restored here yet)";
             } else if (!s.resume().identity().equals(provenIdentity(c.peer(), psk, hello.identity()))) {
                 refusal = "resume refused: the session token was issued to another identity";
             }
@@ -565,8 +569,8 @@ public final class BackendServer implements AutoCloseable {
     private Admitted resumeInWorker(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk,
                                     io.gpusockets.backend.isolation.Workers w, String key) throws IOException {
         io.gpusockets.backend.isolation.SessionTicket t = w.resumable(key);
-        String refusal = t == null ? "resume refused: unknown or expired session token (its session ended, its grace"
-                + " period ran out, or no such token was issued)"
+        String refusal = t == null ? Handshake.REFUSAL_UNKNOWN_SESSION + " (its session ended, its grace period ran out,"
+                + " no such token was issued, or its checkpoint is not restored here yet)"
                 : !t.identity().equals(provenIdentity(c.peer(), psk, hello.identity()))
                 ? "resume refused: the session token was issued to another identity"
                 : channel.readAhead() > 0 ? "resume refused: bytes sent before the handshake's answer" : null;
@@ -717,6 +721,39 @@ public final class BackendServer implements AutoCloseable {
     public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, java.nio.file.Path file, boolean stop,
                                                                    io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(checkpoints, () -> checkpointSession(sessionId, file, stop, p));
+    }
+
+    /** Runs a checkpoint or restore, counting its outcome in {@code by}: done, refused, failed. */
+    private static <T> T counted(java.util.concurrent.atomic.LongAdder[] by, Operation<T> op)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        try {
+            T t = op.run();
+            by[0].increment();
+            return t;
+        } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+            by[1].increment();
+            throw e;
+        } catch (IOException | RuntimeException e) {
+            by[2].increment();
+            throw e;
+        }
+    }
+
+    @FunctionalInterface
+    private interface Operation<T> {
+        T run() throws io.gpusockets.backend.session.CheckpointRefused, IOException;
+    }
+
+    private static java.util.concurrent.atomic.LongAdder[] adders(int n) {
+        java.util.concurrent.atomic.LongAdder[] a = new java.util.concurrent.atomic.LongAdder[n];
+        java.util.Arrays.setAll(a, i -> new java.util.concurrent.atomic.LongAdder());
+        return a;
+    }
+
+    private io.gpusockets.backend.session.CheckpointResult checkpointSession(long sessionId, java.nio.file.Path file,
+            boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         refuseInWorkers("checkpoint");
         Session s = null;
         for (Session x : sessions) {
@@ -751,6 +788,11 @@ public final class BackendServer implements AutoCloseable {
      * failed restore leaves nothing.
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(restores, () -> restoreSession(file, p));
+    }
+
+    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         refuseInWorkers("restore");
         if (closed) {
