@@ -119,6 +119,17 @@ final class StablePools {
 
     private Allocation large(Arena arena, Pool p, AddressWindow w, long bytesize, long context, long stream) {
         long length = StableAddresses.granules(w, bytesize);
+        // first a free on this very stream, the latest: later work of the stream comes after it
+        for (var it = pending.listIterator(pending.size()); it.hasPrevious(); ) {
+            Pending f = it.previous();
+            Allocation a = f.a();
+            if (a.pool() == p && a.slab() == null && f.stream() == stream && a.context() == context
+                    && a.length() >= length && a.length() <= 2 * length) {
+                it.remove();
+                destroyEvent(f);
+                return new Allocation(a.base(), bytesize, context, w, null, -1, a.length(), a.handle(), Kind.POOL, p, stream);
+            }
+        }
         // a cached chunk of this context, no more than twice the size (the smallest such)
         Chunk best = null;
         for (Chunk c : p.cached) {
@@ -130,17 +141,6 @@ final class StablePools {
         if (best != null) {
             p.cached.remove(best);
             return new Allocation(best.base(), bytesize, context, w, null, -1, best.length(), best.handle(), Kind.POOL, p, stream);
-        }
-        // a free on this very stream: later work of the stream comes after it
-        for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
-            Pending f = it.next();
-            Allocation a = f.a();
-            if (a.pool() == p && a.slab() == null && f.stream() == stream && a.context() == context
-                    && a.length() >= length && a.length() <= 2 * length) {
-                it.remove();
-                destroyEvent(f);
-                return new Allocation(a.base(), bytesize, context, w, null, -1, a.length(), a.handle(), Kind.POOL, p, stream);
-            }
         }
         if (!room(p, length)) {
             return null;
@@ -156,19 +156,19 @@ final class StablePools {
     private Allocation small(Arena arena, Pool p, AddressWindow w, long bytesize, long context, long stream) {
         long block = StableAddresses.sizeClass(bytesize, StableAddresses.SMALLEST);
         List<AddressWindow.Slab> list = AddressWindow.slabsOf(p.slabs, context, block);
-        for (AddressWindow.Slab s : list) {
-            int i = s.takeBlock();
-            if (i >= 0) {
-                return StableAddresses.inBlock(w, s, i, bytesize, context);
-            }
-        }
-        for (Iterator<Pending> it = pending.iterator(); it.hasNext(); ) {
-            Pending f = it.next();
+        for (var it = pending.listIterator(pending.size()); it.hasPrevious(); ) {
+            Pending f = it.previous();
             Allocation a = f.a();
             if (a.pool() == p && a.slab() != null && a.slab().blockSize == block && a.context() == context && f.stream() == stream) {
                 it.remove();
                 destroyEvent(f);
                 return StableAddresses.inBlock(w, a.slab(), a.block(), bytesize, context); // its bit is still set
+            }
+        }
+        for (AddressWindow.Slab s : list) {
+            int i = s.takeBlock();
+            if (i >= 0) {
+                return StableAddresses.inBlock(w, s, i, bytesize, context);
             }
         }
         if (!room(p, w.granule)) {
