@@ -48,10 +48,14 @@ import java.util.TreeMap;
  * Every allocation in a window is in {@link #live()} with its kind, for a checkpoint; placing one at a given
  * address is {@link #placeLarge} / {@link #placeSmall} with the address (or block) to use.
  *
+ * <p>A captured {@code cuMemFreeAsync} of memory in the window (the driver cannot put a free of an address it
+ * never handed out into a graph) succeeds, adds no node to the graph and frees nothing: the memory, no longer the
+ * program's, stays mapped until the session ends (its charge stays too, as {@link PoolCalls} keeps a captured
+ * free's).
+ *
  * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
- * memory nodes, and a captured {@code cuMemFreeAsync} of memory in the window is refused with
- * CUDA_ERROR_NOT_SUPPORTED), graph memory nodes added with {@code cuGraphAddMemAllocNode}, and the VMM calls
- * the program makes itself; a pool's memory in the window is mapped for the pool's device only
+ * memory nodes), graph memory nodes added with {@code cuGraphAddMemAllocNode}, and the VMM calls the program
+ * makes itself; a pool's memory in the window is mapped for the pool's device only
  * ({@code cuMemPoolSetAccess} for other devices reaches the driver's pool alone). A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
  * (a size class's rounding, a granule's unused rest and a pool's cached memory are not charged, as today).
@@ -103,6 +107,8 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** Every live allocation, by base. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
     private final StablePools pools = new StablePools(this);
+    /** Allocations a captured cuMemFreeAsync freed: no longer the program's, released only at the session's end. */
+    private final List<Allocation> keptUntilEnd = new ArrayList<>();
     private final Map<PitchKey, Long> pitches = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<PitchKey, Long> eldest) {
@@ -428,9 +434,11 @@ final class StableAddresses extends DelegatingCudaDriver {
             return delegate.cuMemFreeAsync(dptr, hStream);
         }
         if (capturing(hStream)) {
-            LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": a captured cuMemFreeAsync of memory in the"
-                    + " address window is not served (CUDA_ERROR_NOT_SUPPORTED)");
-            return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            // The driver cannot put a free of an address it never handed out into the graph: the free is taken and
+            // the memory kept (mapped, and charged, as a captured free's charge already is) until the session ends.
+            allocations.remove(dptr);
+            keptUntilEnd.add(a);
+            return CuResult.CUDA_SUCCESS;
         }
         try (Arena arena = Arena.ofConfined()) {
             long[] where = current(arena);
@@ -601,7 +609,10 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** At the session's end, after its contexts: every mapping and the windows go. */
     synchronized void close() {
         List<Allocation> inPools = new ArrayList<>();
-        for (Allocation a : List.copyOf(allocations.values())) {
+        List<Allocation> all = new ArrayList<>(allocations.values());
+        all.addAll(keptUntilEnd);
+        keptUntilEnd.clear();
+        for (Allocation a : all) {
             if (a.pool() == null) {
                 release(a);
             } else {
