@@ -27,6 +27,7 @@ import java.nio.file.Path;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -74,6 +75,12 @@ class StableAddressesTest {
             Files.deleteIfExists(dir.resolve("b.sock"));
             Files.deleteIfExists(dir);
         }
+    }
+
+    /** Each test's sessions have released everything before the next measures device memory. */
+    @AfterEach
+    void sessionsEnded() throws InterruptedException {
+        CopyOutStagingTest.awaitNoSessions(server);
     }
 
     private static void inWindow(long p) {
@@ -272,6 +279,40 @@ class StableAddressesTest {
                 Cuda.ok(d.cuStreamSynchronize(s2), "sync");
             }
         }
+    }
+
+    /**
+     * cuMemFreeAsync of a cuMemAlloc allocation gives it back when its stream reaches the free; a captured
+     * cuMemFreeAsync of window memory succeeds (no node for the driver, the memory kept until the session ends) and
+     * the captured graph, with a copy captured before it, still runs.
+     */
+    @Test
+    void streamOrderedFreesOfPlainAndCapturedWindowMemory() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long s = cu.stream();
+            long plain = cu.alloc(3 << 20);
+            inWindow(plain);
+            Cuda.ok(d.cuMemFreeAsync(plain, s), "cuMemFreeAsync of a cuMemAlloc allocation");
+            Cuda.ok(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+            assertNotEquals(CuResult.CUDA_SUCCESS, d.cuMemsetD8(plain, (byte) 1, 16), "gone once the stream reached it");
+            assertEquals(plain, cu.alloc(3 << 20), "its granules came back to the window");
+
+            long a = allocAsync(cu, 4096, s), b = allocAsync(cu, 4096, s);
+            cu.put(a, new byte[] {5, 6, 7, 8});
+            Cuda.ok(d.cuStreamBeginCapture(s, 2), "begin (relaxed)");
+            Cuda.ok(d.cuMemcpyAsync(b, a, 4, s), "a captured copy");
+            Cuda.ok(d.cuMemFreeAsync(a, s), "a captured free of window memory");
+            MemorySegment g = cu.cell(), exec = cu.cell();
+            Cuda.ok(d.cuStreamEndCapture(s, g), "cuStreamEndCapture");
+            Cuda.ok(d.cuGraphInstantiateWithFlags(exec, g.get(JAVA_LONG, 0), 0), "cuGraphInstantiateWithFlags");
+            Cuda.ok(d.cuGraphLaunch(exec.get(JAVA_LONG, 0), s), "cuGraphLaunch");
+            Cuda.ok(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+            assertArrayEquals(new byte[] {5, 6, 7, 8}, cu.get(b, 4));
+            assertNotEquals(a, allocAsync(cu, 4096, s), "memory a captured free names is not reused");
+        }
+        CopyOutStagingTest.awaitNoSessions(server);
     }
 
     private static long poolAttr(Cuda cu, long pool, int attr) {
