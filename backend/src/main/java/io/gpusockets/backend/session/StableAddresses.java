@@ -45,8 +45,9 @@ import java.util.TreeMap;
  *     {@code cuEventSynchronize} are the pools' synchronisation points (the backend's own, for staged copies,
  *     count too).</li>
  * </ul>
- * Every allocation in a window is in {@link #live()} with its kind, for a checkpoint; placing one at a given
- * address is {@link #placeLarge} / {@link #placeSmall} with the address (or block) to use.
+ * Every allocation in a window is in {@link #live()} with its kind, for a checkpoint. Where an allocation goes is
+ * chosen apart from making it, so that a restore can name the place: {@link #placeLarge} maps granules at the
+ * address it is given, {@link #slabAt} a slab's granule, and {@link #inBlock} names a block of a slab.
  *
  * <p>A captured {@code cuMemFreeAsync} of memory in the window (the driver cannot put a free of an address it
  * never handed out into a graph) succeeds, adds no node to the graph and frees nothing: the memory, no longer the
@@ -305,12 +306,17 @@ final class StableAddresses extends DelegatingCudaDriver {
         return new Allocation(s.base + i * s.blockSize, bytesize, context, w, s, i, s.blockSize, 0, Kind.PLAIN, null, 0);
     }
 
-    /** A granule of blocks of {@code block} bytes, mapped; null when none can be had. */
+    /** A granule of blocks of {@code block} bytes taken from the window and mapped; null when none can be had. */
     AddressWindow.Slab newSlab(Arena arena, AddressWindow w, long block, long context) {
         long at = w.take(w.granule);
-        if (at == 0) {
-            return null;
-        }
+        return at == 0 ? null : slabAt(arena, w, at, block, context);
+    }
+
+    /**
+     * A granule of blocks of {@code block} bytes at {@code at} (taken from the window by the caller), mapped; null
+     * when it cannot be backed (the range then goes back to the window).
+     */
+    AddressWindow.Slab slabAt(Arena arena, AddressWindow w, long at, long block, long context) {
         long handle = back(arena, w, at, w.granule);
         if (handle == 0) {
             w.give(at, w.granule);
