@@ -32,9 +32,10 @@ import java.util.TreeMap;
  * <li>{@code cuMemAlloc}.</li>
  * <li>{@code cuMemAllocPitch}: the pitch is the one the driver itself chooses for that width and element size
  *     (asked once per device, width and element size with a one-row {@code cuMemAllocPitch} freed at once, and
- *     remembered): the texture pitch alignment attribute (32 on current GPUs) is only the least a pitch may be
- *     aligned to, while the driver, like the emulated device, rounds rows up to 512 bytes, and a program may rely
- *     on what it got before. {@code pitch * height} is then placed like a {@code cuMemAlloc}, in blocks of at
+ *     remembered), not computed from CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: that attribute is only the least
+ *     alignment a pitch may have for binding a texture, not what cuMemAllocPitch picks (the emulated device rounds
+ *     rows up to 512 bytes; what the real driver picks is its own), and a program that ran before the window
+ *     existed must get the pitch it got then. {@code pitch * height} is then placed like a {@code cuMemAlloc}, in blocks of at
  *     least 512 bytes (the texture alignment); {@code cuMemFree} frees it.</li>
  * <li>Stream-ordered allocations from the session's pools ({@link StablePools}: every pool a session has is one
  *     it made, device-located with no IPC handle types, since {@link PoolCalls} stands one in for the device's
