@@ -27,16 +27,22 @@ import java.util.TreeMap;
  * events, modules, functions, contexts, graphs, nodes...), allocated device memory inside the session's
  * address window ({@link Kind#ALLOC}), obtained a module global ({@link Kind#GLOBAL}, once per address), or is
  * a setter the API table marks {@code checkpoint=set|append} ({@link Kind#SET}; see {@link CheckpointRule}).
+ * A handle a call makes on the side (the session's stand-in for a device's default pool, which cuMemAllocAsync
+ * makes at its first use) is recorded as the call that makes it alone ({@link #madeBy}).
  * A record keeps the opcode, the request body, the DATA bytes the call consumed (module images), the lane's
- * context id at the time, the ids it issued, and its allocation or global. It goes when what it made goes:
+ * context id at the time, the ids it issued (a MAKE's, and a GLOBAL's: cuLibraryGetGlobal makes the library's
+ * module handle on its first use), and its allocation or global. It goes when what it made goes:
  * a MAKE record when every id it issued was dropped ({@link #handleGone}), an ALLOC or GLOBAL record with
- * its range ({@link #rangeGone}), a setter with its target.
+ * its range ({@link #rangeGone}), a setter with its target. A stream-ordered free drops its allocation's record
+ * at the call ({@link #rangeGone}): the memory is no longer the program's, and the checkpoint's drain has every
+ * stream reach its frees before the image is written.
  *
  * <p>The records' memory is bounded ({@link #DEFAULT_BOUND_BYTES}, property
  * {@code gpusockets.backend.checkpointRecordBytes}): past it the session is marked not checkpointable, with
  * the reason, and records nothing more; no call fails for it. What cannot be captured is found when a
  * checkpoint is asked for ({@link #refusals}): handles of kinds not replayed, ranges not recorded (outside the
- * window: managed, pitched, pool or VMM memory), a device malloc heap in use. The session adds what only it
+ * window: managed memory, graph memory, VMM memory the program mapped), graph memory nodes, allocations of a
+ * destroyed pool, a device malloc heap in use. The session adds what only it
  * knows (capture in progress, host callbacks pending).
  *
  * <p>Thread-safety: calls of many lanes record at once; every method takes this object's monitor.
@@ -48,7 +54,8 @@ final class CheckpointRecorder {
     static final String BOUND_PROPERTY = "gpusockets.backend.checkpointRecordBytes";
     /** Handle kinds whose objects a restore makes again by replay. */
     static final Set<ParamType> REPLAYED = EnumSet.of(ParamType.CTX, ParamType.MOD, ParamType.FUNC, ParamType.STREAM,
-            ParamType.EVENT, ParamType.LIB, ParamType.KERNEL, ParamType.GRAPH, ParamType.GNODE, ParamType.GEXEC);
+            ParamType.EVENT, ParamType.LIB, ParamType.KERNEL, ParamType.GRAPH, ParamType.GNODE, ParamType.GEXEC,
+            ParamType.POOL);
     /** CU_LIMIT_MALLOC_HEAP_SIZE. */
     private static final int LIMIT_MALLOC_HEAP_SIZE = 2;
 
@@ -154,6 +161,8 @@ final class CheckpointRecorder {
     private final Map<Long, Map<String, Record>> setters = new HashMap<>();
     /** Allocations outside the window, by base: the function that made them. */
     private final Map<Long, String> outside = new HashMap<>();
+    /** Graph memory nodes made with cuGraphAddMemAllocNode, by node id (refused: their memory is the driver's). */
+    private final Set<Long> graphMemoryNodes = new java.util.HashSet<>();
     private long seq;
     private long bytes;
     private String notCheckpointable;
@@ -166,7 +175,9 @@ final class CheckpointRecorder {
         this.watched = new boolean[fs.size()];
         this.launch = new boolean[fs.size()];
         for (ApiFunction f : fs) {
-            boolean w = f.checkpoint() != CheckpointRule.NONE || f.name().equals("cuCtxSetLimit");
+            // codec=graph entries return the nodes they add through a ptr, not a declared out handle
+            boolean w = f.checkpoint() != CheckpointRule.NONE || f.name().equals("cuCtxSetLimit")
+                    || f.codec() == io.gpusockets.protocol.api.WireCodec.GRAPH;
             for (ApiParam p : f.params()) {
                 w |= p.out() && (p.type().isHandle() || p.type() == ParamType.DPTR);
             }
@@ -275,17 +286,31 @@ final class CheckpointRecorder {
             return;
         }
         Record r = new Record(seq++, kind, f.opcode(), body, data == null ? new byte[0] : data, context,
-                kind == Kind.MAKE ? issued : new long[0], base, size, target, key);
-        if (bytes + r.bytes() > boundBytes) {
-            notCheckpointable = "its checkpoint records would exceed " + boundBytes + " bytes (" + BOUND_PROPERTY + ")";
-            records.clear();
-            byId.clear();
-            byBase.clear();
-            setters.clear();
-            bytes = 0;
+                kind == Kind.MAKE || kind == Kind.GLOBAL ? issued : new long[0], base, size, target, key);
+        if (overBound(r)) {
             return;
         }
+        if (kind == Kind.MAKE && f.name().startsWith("cuGraphAddMemAllocNode")) {
+            for (long id : issued) {
+                graphMemoryNodes.add(id);
+            }
+        }
         add(r);
+    }
+
+    /** Whether {@code r} would take the records past their bound: then the session is marked and they all go. */
+    private boolean overBound(Record r) {
+        if (bytes + r.bytes() <= boundBytes) {
+            return false;
+        }
+        notCheckpointable = "its checkpoint records would exceed " + boundBytes + " bytes (" + BOUND_PROPERTY + ")";
+        records.clear();
+        byId.clear();
+        byBase.clear();
+        setters.clear();
+        graphMemoryNodes.clear();
+        bytes = 0;
+        return true;
     }
 
     private void add(Record r) {
@@ -314,8 +339,23 @@ final class CheckpointRecorder {
         }
     }
 
+    /**
+     * Handle {@code id} was made on the side of another call: recorded as the call {@code maker} with request
+     * {@code body} (generically encoded), in context {@code context}, that makes it alone and issues just it.
+     */
+    synchronized void madeBy(ApiFunction maker, byte[] body, long context, long id) {
+        if (notCheckpointable != null) {
+            return;
+        }
+        Record r = new Record(seq++, Kind.MAKE, maker.opcode(), body, new byte[0], context, new long[] {id}, 0, 0, 0, null);
+        if (!overBound(r)) {
+            add(r);
+        }
+    }
+
     /** A handle was dropped: a record that issued it goes once all its ids went, and setters targeting it go. */
     synchronized void handleGone(long id) {
+        graphMemoryNodes.remove(id);
         Record r = byId.remove(id);
         if (r != null && --r.liveIds <= 0) {
             drop(r);
@@ -359,7 +399,7 @@ final class CheckpointRecorder {
                     + " they may hold device-side malloc memory, which a checkpoint cannot see)");
         }
         Map<ParamType, Integer> unreplayed = new TreeMap<>();
-        int unrecorded = 0;
+        Map<String, Integer> unrecorded = new TreeMap<>();
         for (ParamType t : ParamType.values()) {
             if (!t.isHandle()) {
                 continue;
@@ -368,13 +408,34 @@ final class CheckpointRecorder {
                 if (!REPLAYED.contains(t)) {
                     unreplayed.merge(t, 1, Integer::sum);
                 } else if (!byId.containsKey(e.id()) && notCheckpointable == null) {
-                    unrecorded++;
+                    unrecorded.merge(kindName(t), 1, Integer::sum);
                 }
             }
         }
         unreplayed.forEach((t, n) -> out.add(n + " " + kindName(t) + " handle(s), which a checkpoint does not capture yet"));
-        if (unrecorded > 0) {
-            out.add(unrecorded + " handle(s) made by calls a checkpoint does not replay");
+        if (!graphMemoryNodes.isEmpty()) {
+            out.add(graphMemoryNodes.size() + " graph memory node(s) (cuGraphAddMemAllocNode: graph memory lies outside the"
+                    + " session's address window)");
+        }
+        int orphans = 0;
+        for (Record r : byBase.values()) {
+            if (r.kind == Kind.ALLOC) {
+                ApiFunction f = ApiTable.get().byOpcode(r.opcode);
+                long[] in = inputs(f, r.body);
+                for (ApiParam p : f.params()) {
+                    if (!p.out() && p.type() == ParamType.POOL && handles.get(in[p.index()], ParamType.POOL) == null) {
+                        orphans++;
+                    }
+                }
+            }
+        }
+        if (orphans > 0) {
+            out.add(orphans + " allocation(s) of a memory pool the program destroyed (a restore makes allocations in"
+                    + " their pool)");
+        }
+        if (!unrecorded.isEmpty()) {
+            out.add(unrecorded.values().stream().mapToInt(Integer::intValue).sum() + " handle(s) made by calls a checkpoint"
+                    + " does not replay " + unrecorded);
         }
         Map<String, Integer> outsideBy = new TreeMap<>();
         for (SessionMemory.Range r : memory.ranges()) {
@@ -386,7 +447,10 @@ final class CheckpointRecorder {
             } else if (r.freeable()) {
                 String by = outside.get(r.base());
                 outsideBy.merge("allocations outside the session's address window (" + (by == null ? "not cuMemAlloc" : by)
-                        + (by != null && by.equals("cuMemAllocManaged") ? ": managed memory" : "") + ")", 1, Integer::sum);
+                        + (by != null && by.equals("cuMemAllocManaged") ? ": managed memory" : "")
+                        + (by != null && by.startsWith("cuMemAlloc") && by.endsWith("Async")
+                                ? ": graph memory of a stream capture, or a pool's allocation on another device" : "")
+                        + ")", 1, Integer::sum);
             }
             // a global not asked for by the program is made again with its module, contents included
         }

@@ -156,6 +156,9 @@ public final class SessionRestore {
                     lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
                 }
                 ByteBuffer body = ByteBuffer.wrap(r.body.clone()).order(ByteOrder.LITTLE_ENDIAN);
+                if (r.kind == CheckpointRecorder.Kind.ALLOC) {
+                    streamsGoneToLegacy(s, f, body);
+                }
                 lane.replayResult = CuResult.CUDA_ERROR_UNKNOWN;
                 try {
                     s.dispatcher().execute(lane, new Inbound(new FrameHeader(r.body.length, r.opcode, 0, lane.id, req), body, 0),
@@ -197,6 +200,32 @@ public final class SessionRestore {
             throw new ProtocolFault("the address windows are at " + stable.windowBases() + ", not at " + h.windows());
         }
         s.handles().continueFrom(h.nextHandleId());
+    }
+
+    /**
+     * A stream-ordered allocation's stream may have been destroyed since (its allocation lives on): it is replayed on
+     * the legacy stream instead. The checkpoint's drain synchronised every context, so the allocation was complete
+     * and its stream order no longer matters; the restored allocation, mapped at the call, is ready at once.
+     */
+    private static void streamsGoneToLegacy(Session s, ApiFunction f, ByteBuffer body) {
+        int at = 0;
+        for (var p : f.params()) {
+            if (p.out()) {
+                continue;
+            }
+            switch (p.type()) {
+                case NULL, ZERO, PTR, HOSTPTR -> { }
+                case CSTR -> at += 4 + body.getInt(at);
+                case BYTES, IMAGE -> at += 8;
+                default -> {
+                    if (p.type() == ParamType.STREAM && body.getLong(at) != 0
+                            && s.handles().get(body.getLong(at), ParamType.STREAM) == null) {
+                        body.putLong(at, 0);
+                    }
+                    at += p.type().wireBytes();
+                }
+            }
+        }
     }
 
     /** The name a cuModuleGetGlobal / cuLibraryGetGlobal request asked for. */

@@ -372,9 +372,10 @@ public final class ApiTable {
 
     /** Checks that generic code can marshal the entry and that its hand-written parts have a home. */
     private static void check(ApiFunction f) {
-        if (f.checkpoint() != CheckpointRule.NONE && (f.codec() != WireCodec.GENERIC || f.local() || f.guest())) {
+        if (f.checkpoint() != CheckpointRule.NONE && (!f.codec().readsLikeGeneric() || f.local() || f.guest())) {
             throw new IllegalArgumentException(f.name() + ": checkpoint= needs an entry the backend receives and decodes "
-                    + "generically (no codec=, not local or guest): its target and key are read off the request");
+                    + "generically (no codec=, or one that reads like it: pool-attribute; not local or guest): its target"
+                    + " and key are read off the request");
         }
         if (f.checkpoint() != CheckpointRule.NONE && f.params().stream().anyMatch(p -> p.out() && p.type().isHandle())) {
             throw new IllegalArgumentException(f.name() + ": checkpoint= is for setters; an entry that makes handles is "
