@@ -97,7 +97,7 @@ class CheckpointNativeTest {
 
             // the backend dies as a crash kills it: nothing of the session survives in it
             ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
-            assertTrue(first.handle().onExit().get(30, TimeUnit.SECONDS) != null);
+            assertTrue(first.awaitExit(30), "the killed backend did not exit");
 
             second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri);
             Result rs = cli("restore", image.toString(), "--socket", second.adminSocket().toString());

@@ -330,9 +330,13 @@ final class Call {
         return in;
     }
 
-    /** Keeps the DATA bytes this call consumes from now on (a call a checkpoint may record: module images). */
+    /**
+     * Keeps the DATA bytes this call consumes from now on (a call a checkpoint may record: module images, and the
+     * node arrays and parameters a codec= entry such as cuGraphAddKernelNode announces itself).
+     */
     void captureData() {
-        if (function != null && function.params().stream().anyMatch(p -> !p.out() && p.type().isBulk())) {
+        if (function != null && (function.codec() != io.gpusockets.protocol.api.WireCodec.GENERIC
+                || function.params().stream().anyMatch(p -> !p.out() && p.type().isBulk()))) {
             captured = new java.io.ByteArrayOutputStream();
         }
     }

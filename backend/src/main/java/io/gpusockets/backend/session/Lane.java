@@ -247,7 +247,11 @@ final class Lane implements Runnable {
      * consumes it. Any other frame here means the peer broke the protocol.
      */
     Inbound nextData(long requestId) throws ProtocolException, InterruptedException {
-        Inbound in = next(null);
+        Inbound in = replay ? queue.poll() : next(null);
+        if (in == null) {
+            // a replay lane holds all a record's DATA before its call runs: a call that wants more never gets it
+            throw new ProtocolException("the record holds less DATA than its call reads");
+        }
         FrameHeader h = in.header();
         if (h.opcode() != Opcodes.DATA || h.requestId() != requestId) {
             session.release(in);
