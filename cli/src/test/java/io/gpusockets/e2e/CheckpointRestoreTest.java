@@ -38,8 +38,9 @@ import org.junit.jupiter.api.Timeout;
  * Backend A (emulated device, address-stable memory, isolation context) checkpoints it with stop and is shut down,
  * its device discarded; backend B, on a new emulated device, restores the image and listens where the program
  * reconnects: the program goes on and gets exactly the data of an uninterrupted run, every address unchanged.
- * Also: a checkpoint without stop keeps the session running; a session with pitched memory is refused, naming
- * it, and keeps running; an image with a flipped byte in a chunk is refused at restore and leaves nothing.
+ * Also: pitched, stream-ordered and program-pool allocations come back at their addresses in their pools; a
+ * checkpoint without stop keeps the session running; an image with a flipped byte in a chunk is refused at restore
+ * and leaves nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class CheckpointRestoreTest {
@@ -251,32 +252,93 @@ class CheckpointRestoreTest {
         }
     }
 
+    /** CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC. */
+    private static final int POOL_RELEASE_THRESHOLD = 4, POOL_REUSE_ALLOW_OPPORTUNISTIC = 2;
+
+    /**
+     * Pitched, stream-ordered (the device's default pool, as cudaMallocAsync) and program-pool allocations, each
+     * holding a pointer to the next, come back at their addresses, in their pools, with their contents; the
+     * program pool's attributes too; one freed async before the checkpoint stays freed.
+     */
     @Test
-    void aSessionWithPitchedMemoryIsRefusedNamingItAndKeepsRunning() throws Exception {
+    void pitchedAsyncAndPoolAllocationsComeBackAtTheirAddressesInTheirPools() throws Exception {
+        Path sock = dir.resolve("b.sock");
+        Path image = dir.resolve("session.ckpt");
         EmulatedDevice a = new EmulatedDevice();
-        try (BackendServer server = server(a)) {
-            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
-            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
-                Program p = new Program(d);
-                p.build();
-                MemorySegment c = p.arena.allocate(8), pitch = p.arena.allocate(8);
-                Cuda.ok(d.cuMemAllocPitch(c, pitch, 1000, 10, 4), "cuMemAllocPitch");
-                long pitched = c.get(JAVA_LONG, 0);
-                Path file = dir.resolve("s.ckpt");
-                CheckpointRefused e = assertThrows(CheckpointRefused.class,
-                        () -> server.checkpoint(onlySession(server), file, true, null));
-                assertTrue(e.getMessage().contains("cuMemAllocPitch") && e.getMessage().contains("outside the session's address"
-                        + " window"), e.getMessage());
-                assertTrue(!Files.exists(file), "no image");
+        BackendServer serverA = server(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Program p = new Program(d);
+            p.build();
+            MemorySegment c = p.arena.allocate(8), pitch = p.arena.allocate(8);
+            Cuda.ok(d.cuMemAllocPitch(c, pitch, 1000, 10, 4), "cuMemAllocPitch");
+            long pitched = c.get(JAVA_LONG, 0), pitchBytes = pitch.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 300, p.stream), "cuMemAllocAsync");
+            long asyncSmall = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 3 << 20, p.stream), "cuMemAllocAsync");
+            long asyncLarge = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 4096, p.stream), "cuMemAllocAsync");
+            long freedAsync = c.get(JAVA_LONG, 0);
+            MemorySegment props = p.arena.allocate(88, 8).fill((byte) 0);
+            props.set(JAVA_INT, 0, 1); // pinned
+            props.set(JAVA_INT, 8, 1); // device 0
+            Cuda.ok(d.cuMemPoolCreate(c, props), "cuMemPoolCreate");
+            long pool = c.get(JAVA_LONG, 0);
+            MemorySegment v = p.arena.allocate(8);
+            v.set(JAVA_LONG, 0, 5L << 20);
+            Cuda.ok(d.cuMemPoolSetAttribute(pool, POOL_RELEASE_THRESHOLD, v), "release threshold");
+            v.set(JAVA_INT, 0, 0);
+            Cuda.ok(d.cuMemPoolSetAttribute(pool, POOL_REUSE_ALLOW_OPPORTUNISTIC, v), "opportunistic off");
+            Cuda.ok(d.cuMemAllocFromPoolAsync(c, 200, pool, p.stream), "cuMemAllocFromPoolAsync");
+            long poolSmall = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocFromPoolAsync(c, 1 << 20, pool, p.stream), "cuMemAllocFromPoolAsync");
+            long poolLarge = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemFreeAsync(freedAsync, p.stream), "cuMemFreeAsync");
+            long[] chain = {pitched, asyncSmall, asyncLarge, poolSmall, poolLarge};
+            long[] sizes = {pitchBytes * 10, 300, 3 << 20, 200, 1 << 20};
+            for (int i = 0; i < chain.length; i++) {
+                p.cu.put(chain[i], le(i + 1 < chain.length ? chain[i + 1] : 0));
+                p.cu.put(chain[i] + sizes[i] - 8, le(0x5eed0000L + i));
+            }
+            Cuda.ok(d.cuStreamSynchronize(p.stream), "cuStreamSynchronize");
+            p.walk();
+            long id = onlySession(serverA);
+            serverA.checkpoint(id, image, true, null);
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = server(b)) {
+                assertEquals(id, serverB.restore(image, null));
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                p.check(); // the program resumes on B here
+                for (int i = 0; i < chain.length; i++) {
+                    assertArrayEquals(le(i + 1 < chain.length ? chain[i + 1] : 0), p.cu.get(chain[i], 8), "pointer in " + i);
+                    assertArrayEquals(le(0x5eed0000L + i), p.cu.get(chain[i] + sizes[i] - 8, 8), "tail of " + i);
+                    MemorySegment base = p.arena.allocate(8), size = p.arena.allocate(8);
+                    Cuda.ok(d.cuMemGetAddressRange(base, size, chain[i] + 1), "cuMemGetAddressRange " + i);
+                    assertEquals(chain[i], base.get(JAVA_LONG, 0), "allocation " + i + " at its address");
+                    assertEquals(sizes[i], size.get(JAVA_LONG, 0), "allocation " + i + "'s size");
+                }
+                assertTrue(d.cuMemGetAddressRange(p.arena.allocate(8), p.arena.allocate(8), freedAsync) != 0,
+                        "memory freed before the checkpoint is not made again");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, POOL_RELEASE_THRESHOLD, v), "release threshold");
+                assertEquals(5L << 20, v.get(JAVA_LONG, 0), "the pool's release threshold");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, POOL_REUSE_ALLOW_OPPORTUNISTIC, v), "opportunistic");
+                assertEquals(0, v.get(JAVA_INT, 0), "the pool's reuse flag");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, 7, v), "used memory"); // CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+                assertEquals(200 + (1 << 20), v.get(JAVA_LONG, 0), "the pool holds its two allocations");
+                Cuda.ok(d.cuMemFreeAsync(poolSmall, p.stream), "cuMemFreeAsync after the restore");
+                Cuda.ok(d.cuMemFreeAsync(asyncLarge, p.stream), "cuMemFreeAsync after the restore");
+                Cuda.ok(d.cuMemAllocFromPoolAsync(c, 200, pool, p.stream), "cuMemAllocFromPoolAsync after the restore");
+                Cuda.ok(d.cuStreamSynchronize(p.stream), "cuStreamSynchronize");
+                Cuda.ok(d.cuMemFree(pitched), "cuMemFree of the pitched allocation");
                 p.walk();
                 p.check();
-                Cuda.ok(d.cuMemFree(pitched), "cuMemFree");
-                server.checkpoint(onlySession(server), file, false, null); // once it is gone, the checkpoint is taken
-                p.walk();
-                p.check();
+                assertEquals(1, serverB.resumesAccepted());
             }
         } finally {
-            a.close();
+            b.close();
         }
     }
 
