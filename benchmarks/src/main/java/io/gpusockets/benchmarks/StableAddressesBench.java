@@ -30,7 +30,8 @@ import picocli.CommandLine.Option;
 /**
  * The cost of address-stable memory (issue 22, item 2; {@code -Dgpusockets.backend.stableAddresses}) as a
  * program sees it through a unix:// session to an in-process backend: cuMemAlloc + cuMemFree round trips
- * of 256 bytes, 64 KiB and 4 MiB (p50), a gpus_fill_u32 launch over 1 MiB of such memory with a
+ * of 256 bytes, 64 KiB and 4 MiB (p50), cuMemAllocAsync + cuMemFreeAsync on one stream of the same sizes (p50,
+ * the stream synchronised, untimed, every 100), a gpus_fill_u32 launch over 1 MiB of such memory with a
  * cuCtxSynchronize (p50), and 1 MiB and 64 MiB copies each way (GB/s), in sessions with plain allocations
  * and with stable ones, alternating which goes first in each round; prints the medians and stable/plain.
  */
@@ -118,6 +119,26 @@ public final class StableAddressesBench implements Callable<Integer> {
                 }
                 r.put("alloc+free " + label(bytes) + " µs", h.getValueAtPercentile(50) / 1e3);
             }
+            Cu.check(cu.cuStreamCreate(out, 0), "cuStreamCreate");
+            long stream = out.get(JAVA_LONG, 0);
+            for (long bytes : new long[] {256, 64 << 10, 4 << 20}) {
+                Histogram h = new Histogram(3);
+                int n = 2000;
+                for (int i = 0; i < n + n / 4; i++) {
+                    long t0 = System.nanoTime();
+                    Cu.check(cu.cuMemAllocAsync(out, bytes, stream), "cuMemAllocAsync");
+                    Cu.check(cu.cuMemFreeAsync(out.get(JAVA_LONG, 0), stream), "cuMemFreeAsync");
+                    if (i >= n / 4) {
+                        h.recordValue(System.nanoTime() - t0);
+                    }
+                    if (i % 100 == 99) {
+                        Cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize"); // untimed, as a program syncs now and then
+                    }
+                }
+                r.put("async alloc+free " + label(bytes) + " µs", h.getValueAtPercentile(50) / 1e3);
+            }
+            Cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+            Cu.check(cu.cuStreamDestroy(stream), "cuStreamDestroy");
             try (Kernels k = Kernels.load(cu)) {
                 long fill = k.function("gpus_fill_u32");
                 int words = (1 << 20) / 4;

@@ -12,9 +12,11 @@ import io.gpusockets.protocol.transport.TransportOptions;
 import io.gpusockets.backend.status.AdminSocket;
 import io.gpusockets.backend.status.MetricsEndpoint;
 import io.gpusockets.protocol.transport.TransportUri;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -120,15 +122,20 @@ final class BackendCommand implements Callable<Integer> {
             defaultValue = "" + BackendServer.RESUME_GRACE_SECONDS_DEFAULT,
             description = "How long a session whose connection was lost waits, detached, for its frontend to resume it"
                     + " (frontends that ask: GPUSOCKETS_RESUME=1); it still counts against its tenant meanwhile. 0 = no"
-                    + " resume. Offered in isolation modes context and shared over byte-stream transports (tcp, unix,"
-                    + " vsock, vchan); not yet in mode process nor over ring://. Default: ${DEFAULT-VALUE}.")
+                    + " resume. Offered in every isolation mode and over every transport (ring:// without its shared"
+                    + " window). Default: ${DEFAULT-VALUE}.")
     long resumeGraceSeconds;
 
     @Option(names = "--admin-socket", paramLabel = "PATH",
-            description = "Serve status (gpusockets status) on this Unix socket, mode 0600 (0660 with --admin-group);"
-                    + " only root, this user and the admin group may read it. Default: none. Services use "
-                    + StatusCommand.DEFAULT_SOCKET + ", where gpusockets status looks first.")
+            description = "Serve status, checkpoint and restore (gpusockets status|checkpoint|restore) on this Unix"
+                    + " socket, mode 0600 (0660 with --admin-group); only root, this user and the admin group may use it."
+                    + " Default: none. Services use " + StatusCommand.DEFAULT_SOCKET + ", where those commands look first.")
     Path adminSocket;
+
+    @Option(names = "--restore", paramLabel = "FILE",
+            description = "Before listening, restore the session checkpointed in FILE (gpusockets checkpoint --stop);"
+                    + " its program's frontend then resumes it here. Repeatable. A restore that fails stops the backend.")
+    List<Path> restoreFiles = new ArrayList<>();
 
     @Option(names = "--admin-group", paramLabel = "NAME", description = "Members of this group may read the admin socket too.")
     String adminGroup;
@@ -261,7 +268,18 @@ final class BackendCommand implements Callable<Integer> {
             server.shareContextsPerTenant();
         }
         CountDownLatch stopped = new CountDownLatch(1);
-        AdminSocket admin = adminSocket == null ? null : AdminSocket.open(adminSocket, adminGroup, server::snapshot);
+        for (Path image : restoreFiles) {
+            try {
+                long id = server.restore(image.toAbsolutePath(), null);
+                System.out.println("gpusockets backend: session " + id + " restored from " + image + ", waiting for its frontend");
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException e) {
+                server.close();
+                throw new picocli.CommandLine.ExecutionException(spec.commandLine(), "cannot restore " + image + ": "
+                        + e.getMessage(), e);
+            }
+        }
+        AdminSocket admin = adminSocket == null ? null
+                : AdminSocket.open(adminSocket, adminGroup, server::snapshot, new SessionActions(server));
         MetricsEndpoint endpoint = metricsUri == null ? null
                 : MetricsEndpoint.start(server::snapshot, metricsUri.host(), metricsUri.port());
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {

@@ -33,8 +33,8 @@ import picocli.CommandLine.Spec;
         description = "Show a running backend's devices, tenants and sessions (read from its --admin-socket).")
 final class StatusCommand implements Callable<Integer> {
     /** Where services put the admin socket, and where status looks when neither --socket nor the variable says. */
-    static final String DEFAULT_SOCKET = "/run/gpusockets/admin.sock";
-    static final String SOCKET_VARIABLE = "GPUSOCKETS_ADMIN_SOCKET";
+    static final String DEFAULT_SOCKET = AdminClient.DEFAULT_SOCKET;
+    static final String SOCKET_VARIABLE = AdminClient.SOCKET_VARIABLE;
     /** The most an answer may be: far above what any session count gives, well below trouble. */
     static final int MAX_ANSWER = 64 << 20;
     static final int TIMEOUT_SECONDS = 10;
@@ -53,8 +53,7 @@ final class StatusCommand implements Callable<Integer> {
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        Path path = socket != null ? socket
-                : Path.of(System.getenv().getOrDefault(SOCKET_VARIABLE, DEFAULT_SOCKET));
+        Path path = AdminClient.socket(socket);
         String answer;
         try {
             answer = ask(path, "status");
@@ -82,26 +81,9 @@ final class StatusCommand implements Callable<Integer> {
 
     /** Sends one request line and reads the answer to its end; IOException with a message a user can act on. */
     static String ask(Path path, String request) throws IOException {
-        if (!Files.exists(path)) {
-            throw new IOException("no admin socket at " + path + ": is a backend running with --admin-socket "
-                    + path + "? (or pass --socket PATH, or set " + SOCKET_VARIABLE + ")");
-        }
         ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(
                 Thread.ofPlatform().daemon().name("gpusockets-status-timeout").factory());
-        try (SocketChannel c = SocketChannel.open(StandardProtocolFamily.UNIX)) {
-            try {
-                c.connect(UnixDomainSocketAddress.of(path));
-            } catch (IOException e) {
-                String m = String.valueOf(e.getMessage());
-                if (m.contains("Permission denied") || m.contains("Operation not permitted")) {
-                    throw new IOException("permission denied on " + path + ": only root, the backend's user and members"
-                            + " of its --admin-group may read status", e);
-                }
-                if (m.contains("Connection refused")) {
-                    throw new IOException("nothing answers on " + path + " (a backend that is gone left it?)", e);
-                }
-                throw new IOException("cannot connect to " + path + ": " + m, e);
-            }
+        try (SocketChannel c = AdminClient.connect(path)) {
             timer.schedule(() -> {
                 try {
                     c.close();
@@ -109,10 +91,7 @@ final class StatusCommand implements Callable<Integer> {
                     // the read fails and says so
                 }
             }, TIMEOUT_SECONDS, TimeUnit.SECONDS);
-            ByteBuffer req = ByteBuffer.wrap((request + "\n").getBytes(StandardCharsets.UTF_8));
-            while (req.hasRemaining()) {
-                c.write(req);
-            }
+            AdminClient.send(c, request);
             ByteArrayOutputStream answer = new ByteArrayOutputStream();
             ByteBuffer b = ByteBuffer.allocate(64 << 10);
             try {

@@ -151,6 +151,14 @@ final class BackendProcess implements AutoCloseable {
         return process.toHandle();
     }
 
+    /**
+     * Waits up to {@code seconds} for the process to end; whether it did. (Through the Process, whose reaper sees
+     * the exit: {@code handle().onExit()} was seen to miss a SIGKILLed child's end for over 30 s.)
+     */
+    boolean awaitExit(long seconds) throws InterruptedException {
+        return process.waitFor(seconds, TimeUnit.SECONDS);
+    }
+
     boolean alive() {
         return process.isAlive();
     }

@@ -36,7 +36,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * their outputs, and the backend sends again the replies it had not seen acknowledged; a reply that arrives
  * twice is skipped. Request ids rise per session (across connections), so a lane's ids rise too. The
  * program sees a pause; only a refused resume or the end of the grace period fails calls, with
- * CUDA_ERROR_DEVICE_UNAVAILABLE as a lost connection always did.
+ * CUDA_ERROR_DEVICE_UNAVAILABLE as a lost connection always did. A backend that knows no session by the token
+ * ({@link Handshake#REFUSAL_UNKNOWN_SESSION}) is asked again until the grace period ends: it may be a backend
+ * restarted where the session's checkpoint is being restored; another identity's refusal is final.
  *
  * <p>No reader thread: a caller waiting for its reply reads the connection itself when nobody else
  * is (leader/follower), so a single-threaded program never pays a thread hand-off per call. Frames
@@ -109,8 +111,16 @@ final class BackendConnection implements AutoCloseable {
 
     /** A backend refused to resume the session: trying again will not help. */
     static final class ResumeRefused extends IOException {
-        ResumeRefused(String message) {
+        private final boolean unknownSession;
+
+        ResumeRefused(String message, boolean unknownSession) {
             super(message);
+            this.unknownSession = unknownSession;
+        }
+
+        /** The backend knew no session by the token ({@link Handshake#REFUSAL_UNKNOWN_SESSION}): it may, later. */
+        boolean unknownSession() {
+            return unknownSession;
         }
     }
 
@@ -247,7 +257,8 @@ final class BackendConnection implements AutoCloseable {
             if (h.opcode() == Opcodes.REFUSE) {
                 String why = Handshake.readString(channel.readBody(h.length()));
                 if (token != null) {
-                    throw new ResumeRefused("backend " + uri + " refused to resume the session: " + why);
+                    throw new ResumeRefused("backend " + uri + " refused to resume the session: " + why,
+                            why.startsWith(Handshake.REFUSAL_UNKNOWN_SESSION));
                 }
                 throw new IOException("backend " + uri + " refused the connection: " + why);
             }
@@ -477,7 +488,22 @@ final class BackendConnection implements AutoCloseable {
                 try {
                     o = handshake(uri, config, token);
                 } catch (ResumeRefused r) {
-                    throw fail(r);
+                    if (!r.unknownSession()) {
+                        throw fail(r);
+                    }
+                    // not known there (yet): a backend restarted with the session's checkpoint restores it in a moment
+                    if (System.nanoTime() + backoff * 1_000_000 > deadline) {
+                        throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
+                                + " s (last attempt: " + r.getMessage() + ")", cause));
+                    }
+                    try {
+                        Thread.sleep(backoff);
+                    } catch (InterruptedException stop) {
+                        Thread.currentThread().interrupt();
+                        throw fail(cause);
+                    }
+                    backoff = Math.min(backoff * 2, 1000);
+                    continue;
                 } catch (IOException e) {
                     if (System.nanoTime() + backoff * 1_000_000 > deadline) {
                         throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()

@@ -95,6 +95,8 @@ public final class BackendServer implements AutoCloseable {
     private volatile long resumeRetainBytes = 8L << 20;
     private final java.util.concurrent.atomic.LongAdder resumeRefusals = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder resumes = new java.util.concurrent.atomic.LongAdder();
+    /** Checkpoints and restores by outcome: done, refused, failed ({@link ServerSnapshot.Operations}). */
+    private final java.util.concurrent.atomic.LongAdder[] checkpoints = adders(3), restores = adders(3);
 
     /** Default of {@code --resume-grace}. */
     public static final int RESUME_GRACE_SECONDS_DEFAULT = 60;
@@ -140,6 +142,8 @@ public final class BackendServer implements AutoCloseable {
                 () -> "handshake of " + dropped.peer().description() + " dropped to make room: "
                         + serverLimits.maxHandshakes() + " in progress (the maximum)"));
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
+        status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
+                restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum()));
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
             timers.scheduleWithFixedDelay(NativeHeapTrim::trim, NativeHeapTrim.INTERVAL_SECONDS,
@@ -530,8 +534,8 @@ public final class BackendServer implements AutoCloseable {
             }
             s = resumable.get(key);
             if (s == null || s.ended() || s.resume() == null) {
-                refusal = "resume refused: unknown or expired session token (its session ended, its grace period ran out,"
-                        + " or no such token was issued)";
+                refusal = Handshake.REFUSAL_UNKNOWN_SESSION + " (its session ended, its grace period ran out, no such"
+                        + " token was issued, or its checkpoint is not restored here yet)";
             } else if (!s.resume().identity().equals(provenIdentity(c.peer(), psk, hello.identity()))) {
                 refusal = "resume refused: the session token was issued to another identity";
             }
@@ -565,8 +569,8 @@ public final class BackendServer implements AutoCloseable {
     private Admitted resumeInWorker(FrameChannel channel, Connection c, Handshake.Hello hello, boolean psk,
                                     io.gpusockets.backend.isolation.Workers w, String key) throws IOException {
         io.gpusockets.backend.isolation.SessionTicket t = w.resumable(key);
-        String refusal = t == null ? "resume refused: unknown or expired session token (its session ended, its grace"
-                + " period ran out, or no such token was issued)"
+        String refusal = t == null ? Handshake.REFUSAL_UNKNOWN_SESSION + " (its session ended, its grace period ran out,"
+                + " no such token was issued, or its checkpoint is not restored here yet)"
                 : !t.identity().equals(provenIdentity(c.peer(), psk, hello.identity()))
                 ? "resume refused: the session token was issued to another identity"
                 : channel.readAhead() > 0 ? "resume refused: bytes sent before the handshake's answer" : null;
@@ -706,6 +710,177 @@ public final class BackendServer implements AutoCloseable {
         }
         return "peer CID " + peer.cid().getAsLong() + " is not allowed (allowed: "
                 + allowedCids.stream().sorted().map(String::valueOf).collect(java.util.stream.Collectors.joining(", ")) + ")";
+    }
+
+    /**
+     * Checkpoints session {@code sessionId} to {@code file} (issue 22; {@link Session#checkpoint}): drains it, writes
+     * its image and resumes it, or with {@code stop} leaves it frozen, to be restored elsewhere
+     * ({@link #restore}). Refused (the message names why, every feature that cannot be captured included; the
+     * session keeps running) in isolation mode process, for an unknown session, or for what cannot be captured.
+     */
+    public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, java.nio.file.Path file, boolean stop,
+                                                                   io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(checkpoints, () -> checkpointSession(sessionId, file, stop, p));
+    }
+
+    /** Runs a checkpoint or restore, counting its outcome in {@code by}: done, refused, failed. */
+    private static <T> T counted(java.util.concurrent.atomic.LongAdder[] by, Operation<T> op)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        try {
+            T t = op.run();
+            by[0].increment();
+            return t;
+        } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+            by[1].increment();
+            throw e;
+        } catch (IOException | RuntimeException e) {
+            by[2].increment();
+            throw e;
+        }
+    }
+
+    @FunctionalInterface
+    private interface Operation<T> {
+        T run() throws io.gpusockets.backend.session.CheckpointRefused, IOException;
+    }
+
+    private static java.util.concurrent.atomic.LongAdder[] adders(int n) {
+        java.util.concurrent.atomic.LongAdder[] a = new java.util.concurrent.atomic.LongAdder[n];
+        java.util.Arrays.setAll(a, i -> new java.util.concurrent.atomic.LongAdder());
+        return a;
+    }
+
+    private io.gpusockets.backend.session.CheckpointResult checkpointSession(long sessionId, java.nio.file.Path file,
+            boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        refuseInWorkers("checkpoint");
+        Session s = null;
+        for (Session x : sessions) {
+            if (x.id() == sessionId) {
+                s = x;
+            }
+        }
+        if (s == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+        }
+        try {
+            return s.checkpoint(file, stop, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted during the checkpoint of session " + sessionId);
+        }
+    }
+
+    private void refuseInWorkers(String what) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(what + " needs --isolation context (or shared) for"
+                    + " now: in isolation mode process (the default) each session lives in a worker process, which does"
+                    + " not take checkpoints yet");
+        }
+    }
+
+    /**
+     * Restores the session checkpointed in {@code file} into this backend ({@link io.gpusockets.backend.session.SessionRestore}):
+     * under its own id (refused when a session here has it) and tenant (which must exist here and have room for a
+     * session), with every handle id and device address as it was; then it waits, detached and resumable under its
+     * token for the grace period in the image, for its frontend to resume. Returns the session id. A refused or
+     * failed restore leaves nothing.
+     */
+    public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(restores, () -> restoreSession(file, p));
+    }
+
+    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        refuseInWorkers("restore");
+        if (closed) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
+        }
+        var who = io.gpusockets.backend.session.SessionRestore.peek(file);
+        Tenant tenant = tenants.tenant(who.tenant());
+        if (tenant == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: the image's tenant " + who.tenant()
+                    + " is not configured on this backend");
+        }
+        synchronized (restoring) {
+            for (Session x : sessions) {
+                if (x.id() == who.sessionId()) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
+                            + " is live in this backend");
+                }
+            }
+            String refusal = reserveSession();
+            if (refusal != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
+            }
+            if (!tenant.openSession()) {
+                sessionSlots.decrementAndGet();
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
+                        + " holds as many sessions as it may");
+            }
+            Session s;
+            try {
+                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+                s.deviceShare(tenants.deviceShare());
+                if (sharedContexts != null) {
+                    s.shareContexts(sharedContexts);
+                }
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                sessionSlots.decrementAndGet();
+                tenant.closeSession();
+                throw e;
+            }
+            nextSessionId.updateAndGet(v -> Math.max(v, who.sessionId() + 1));
+            status.started(s, "restored");
+            sessions.add(s);
+            resumable.put(java.util.HexFormat.of().formatHex(s.resume().token()), s);
+            Thread.ofPlatform().daemon().name("gpusockets-session-" + s.id()).start(() -> {
+                connections.incrementAndGet(); // run() gives one back, as for a session that came with its connection
+                run(s);
+            });
+            return s.id();
+        }
+    }
+
+    private final Object restoring = new Object();
+
+    /**
+     * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
+     * changes its thread's driver context stack), waiting for it.
+     */
+    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Object[] out = new Object[1];
+        Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
+            try {
+                out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
+                        resumeRetainBytes, p).session();
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                out[0] = e;
+            }
+        });
+        boolean interrupted = false;
+        while (true) {
+            try {
+                t.join(); // not cut short: a restore half made would be nobody's
+                break;
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        if (out[0] instanceof io.gpusockets.backend.session.CheckpointRefused e) {
+            throw e;
+        } else if (out[0] instanceof IOException e) {
+            throw e;
+        } else if (out[0] instanceof RuntimeException e) {
+            throw e;
+        }
+        return (Session) out[0];
     }
 
     /** Bulk bytes that went through shared windows, both ways, in sessions that have ended. */

@@ -53,6 +53,8 @@ final class Call {
     private Uses[] held = new Uses[4];
     private int[] heldRefusal = new int[4];
     private int heldCount;
+    /** The DATA bytes this call consumed, kept for a checkpoint record ({@link #captureData}), or null. */
+    private java.io.ByteArrayOutputStream captured;
     /** Whether this call holds the session's destroy lock ({@link #retire}). */
     private boolean destroying;
 
@@ -319,7 +321,29 @@ final class Call {
             throw new ProtocolException(name() + ": DATA frame of " + n + " bytes with " + bulkPending + " expected");
         }
         bulkPending -= n;
+        if (captured != null) {
+            ByteBuffer b = in.body().duplicate();
+            byte[] bytes = new byte[b.remaining()];
+            b.get(bytes);
+            captured.writeBytes(bytes);
+        }
         return in;
+    }
+
+    /**
+     * Keeps the DATA bytes this call consumes from now on (a call a checkpoint may record: module images, and the
+     * node arrays and parameters a codec= entry such as cuGraphAddKernelNode announces itself).
+     */
+    void captureData() {
+        if (function != null && (function.codec() != io.gpusockets.protocol.api.WireCodec.GENERIC
+                || function.params().stream().anyMatch(p -> !p.out() && p.type().isBulk()))) {
+            captured = new java.io.ByteArrayOutputStream();
+        }
+    }
+
+    /** The DATA bytes kept by {@link #captureData}, or null. */
+    byte[] capturedData() {
+        return captured == null ? null : captured.toByteArray();
     }
 
     void release(Inbound in) {

@@ -90,7 +90,25 @@ final class CallDispatcher {
         }
         ApiFunction f = table.byOpcode(h.opcode());
         Call call = new Call(session, lane, h, in.body(), f, exec);
-        int result;
+        // checkpoint recording (address-stable sessions only): the request as it came, the ids the call issues
+        CheckpointRecorder rec = session.recorder();
+        boolean watch = rec != null && f != null && rec.watches(f.index());
+        ByteBuffer request = null;
+        long contextId = 0;
+        CheckpointRecorder.Issued issued = null;
+        boolean ownIssued = false;
+        if (watch && rec.records(f.index())) {
+            request = in.body().duplicate();
+            contextId = session.currentContextId(lane);
+            issued = CheckpointRecorder.ISSUED.get();
+            if (issued == null) {
+                issued = new CheckpointRecorder.Issued(null);
+                CheckpointRecorder.ISSUED.set(issued);
+                ownIssued = true;
+            }
+            call.captureData();
+        }
+        int result = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             if (f == null || f.local()) {
                 session.peerFaults().log(Level.WARNING, () -> "unknown opcode " + Opcodes.name(h.opcode()));
@@ -116,6 +134,18 @@ final class CallDispatcher {
             result = CuResult.CUDA_ERROR_UNKNOWN;
         } finally {
             call.close();
+            if (ownIssued) {
+                CheckpointRecorder.ISSUED.remove();
+            }
+        }
+        if (watch && result == CuResult.CUDA_SUCCESS) {
+            byte[] body = null;
+            if (request != null) {
+                body = new byte[request.remaining()];
+                request.get(body);
+            }
+            rec.succeeded(f, body, call.capturedData(), ByteBuffer.wrap(call.outs.array(), 0, call.outs.position()),
+                    issued == null ? new long[0] : issued.ids(), contextId, session::inWindow);
         }
         call.drainBulk();
         finish(lane, call, result);
@@ -123,6 +153,10 @@ final class CallDispatcher {
 
     private void finish(Lane lane, Call call, int result) throws IOException {
         FrameHeader h = call.header;
+        if (lane.replay) {
+            lane.replayResult = result; // a restore's replay: nothing goes to any frontend
+            return;
+        }
         if (result != CuResult.CUDA_SUCCESS) {
             session.host().health().sawResult(result, session.id(), call.name());
         }

@@ -36,6 +36,11 @@ final class CaptureGuard {
         capturing = true;
     }
 
+    /** Whether a capture ever began in the session (only then can a stream be capturing). */
+    boolean everCaptured() {
+        return capturing;
+    }
+
     /** Refuses {@code what} when {@code stream} (a driver handle) is capturing. */
     void refuseHostWork(Call c, CudaDriver driver, long stream, String what) throws CallRejected {
         refuseInCapture(c, driver, stream, what + " on a capturing stream with its data or callback at the call: the graph runs later, away"

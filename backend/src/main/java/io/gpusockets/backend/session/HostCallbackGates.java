@@ -120,6 +120,16 @@ final class HostCallbackGates {
     private SessionQuota pinQuota;
     private long pinnedBytes;
 
+    /** Callbacks enqueued and not yet opened by the guest (a checkpoint refuses while there are any). */
+    int openGates() {
+        return open.size();
+    }
+
+    /** Graph nodes of this session whose work is the guest's (a checkpoint does not capture them yet). */
+    synchronized int graphWorkCount() {
+        return workKeys.size();
+    }
+
     /**
      * Puts a gate into {@code stream} (a real driver handle) on the calling lane's context.
      *

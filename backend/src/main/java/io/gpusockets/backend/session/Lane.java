@@ -62,7 +62,17 @@ final class Lane implements Runnable {
     SessionHandles.Entry usedContextEntry;
     long usedContextEpoch = -1;
 
+    /** A restore's internal lane ({@link SessionRestore}): its replies are discarded, its result kept here. */
+    final boolean replay;
+    /** The result of the last call a replay lane ran. */
+    int replayResult;
+
     Lane(Session session, int id) {
+        this(session, id, false);
+    }
+
+    Lane(Session session, int id, boolean replay) {
+        this.replay = replay;
         this.session = session;
         this.id = id;
         this.spinNanos = session.settings().laneSpinNanos();
@@ -84,6 +94,24 @@ final class Lane implements Runnable {
             thread.start();
         }
         queue.add(in);
+    }
+
+    /** A replay lane: a DATA frame for the call it runs next, queued without starting a thread. */
+    void offerData(Inbound in) {
+        queue.add(in);
+    }
+
+    /** The context stack, bottom first (real driver values). */
+    synchronized long[] contextStack() {
+        return contexts.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /** Replaces the context stack (a restore). */
+    synchronized void contextStack(long[] reals) {
+        contexts.clear();
+        for (long c : reals) {
+            contexts.addLast(c);
+        }
     }
 
     synchronized long topContext() {
@@ -219,7 +247,11 @@ final class Lane implements Runnable {
      * consumes it. Any other frame here means the peer broke the protocol.
      */
     Inbound nextData(long requestId) throws ProtocolException, InterruptedException {
-        Inbound in = next(null);
+        Inbound in = replay ? queue.poll() : next(null);
+        if (in == null) {
+            // a replay lane holds all a record's DATA before its call runs: a call that wants more never gets it
+            throw new ProtocolException("the record holds less DATA than its call reads");
+        }
         FrameHeader h = in.header();
         if (h.opcode() != Opcodes.DATA || h.requestId() != requestId) {
             session.release(in);

@@ -51,6 +51,18 @@ final class Lanes {
         return lane;
     }
 
+    /** Each lane's context stack, bottom first (real values), by lane id (a checkpoint, with the session drained). */
+    Map<Integer, long[]> contextStacks() {
+        Map<Integer, long[]> out = new java.util.TreeMap<>();
+        lanes.forEach((id, l) -> out.put(id, l.contextStack()));
+        return out;
+    }
+
+    /** A restore: lane {@code id} is made now, with this context stack (real values). */
+    void restore(int id, long[] reals) throws ProtocolException {
+        lane(id).contextStack(reals);
+    }
+
     /** LANE_END: the lane finishes what is queued and stops; an unknown id is ignored. */
     void end(int id) {
         Lane lane = lanes.remove(id);

@@ -41,6 +41,15 @@ final class PoolCalls implements BackendHandlers.Pools {
 
     /** The session's stand-in for the device's default pool, made on first use. */
     private long defaultPool(Call c, int device) throws CallRejected {
+        return defaultPool(c, device, false);
+    }
+
+    /**
+     * The stand-in; {@code aside}: made on the side of a call that does not return it (cuMemAllocAsync), so that a
+     * checkpoint records it as the cuDeviceGetDefaultMemPool that makes it alone (a restore then makes it first,
+     * with the same id).
+     */
+    private long defaultPool(Call c, int device, boolean aside) throws CallRejected {
         synchronized (pools) {
             long p = pools.defaultPool(device);
             if (p != 0) {
@@ -57,7 +66,13 @@ final class PoolCalls implements BackendHandlers.Pools {
             }
             long real = out.get(ValueLayout.JAVA_LONG, 0);
             pools.add(new SessionPools.Pool(real, device, true));
-            session.handles().intern(ParamType.POOL, real, 0, 0);
+            long id = session.handles().intern(ParamType.POOL, real, 0, 0);
+            CheckpointRecorder rec = session.recorder();
+            if (aside && rec != null) {
+                byte[] body = java.nio.ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(device).array();
+                rec.madeBy(io.gpusockets.protocol.api.ApiTable.get().byName("cuDeviceGetDefaultMemPool"), body,
+                        session.currentContextId(c.lane), id);
+            }
             return real;
         }
     }
@@ -105,7 +120,7 @@ final class PoolCalls implements BackendHandlers.Pools {
     public int cuMemAllocAsync(Call c, long bytesize, long hStream) throws CallRejected {
         int device = currentDevice(c);
         long pool = pools.currentPool(device);
-        return allocate(c, bytesize, pool != 0 ? pool : defaultPool(c, device), hStream);
+        return allocate(c, bytesize, pool != 0 ? pool : defaultPool(c, device, true), hStream);
     }
 
     @Override

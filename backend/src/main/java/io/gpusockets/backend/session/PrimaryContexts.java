@@ -123,6 +123,31 @@ final class PrimaryContexts {
         }
     }
 
+    /** For a checkpoint: per device, {references, flags}. */
+    synchronized int[][] snapshot() {
+        int[][] out = new int[refs.length][];
+        for (int d = 0; d < refs.length; d++) {
+            out[d] = new int[] {refs[d], flags[d]};
+        }
+        return out;
+    }
+
+    /** A restore, before the replay: the flags each device's primary context is made with. */
+    synchronized void restoreFlags(int[][] state) {
+        for (int d = 0; d < Math.min(state.length, flags.length); d++) {
+            flags[d] = state[d][1];
+        }
+    }
+
+    /** A restore, after the replay (which retained each once): the references the checkpointed session held. */
+    synchronized void restoreRefs(int[][] state) {
+        for (int d = 0; d < Math.min(state.length, refs.length); d++) {
+            if (handle[d] != 0 && state[d][0] > 0) {
+                refs[d] = state[d][0];
+            }
+        }
+    }
+
     synchronized int state(int dev, int[] flagsOut, int[] activeOut) {
         flagsOut[0] = flags[dev];
         activeOut[0] = refs[dev] > 0 ? 1 : 0;

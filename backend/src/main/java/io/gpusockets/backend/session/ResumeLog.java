@@ -71,6 +71,66 @@ final class ResumeLog {
         this.boundBytes = boundBytes;
     }
 
+    /** A complete reply kept for a lane (a checkpoint image carries them): its frames' heads and bodies. */
+    record Kept(int lane, long requestId, List<int[]> heads, List<byte[]> bodies) {
+    }
+
+    /**
+     * For a checkpoint, with the session drained (no call running, no frame being received): the received ids by
+     * lane ({lastRequestId, dataFrames}), a copy.
+     */
+    Map<Integer, long[]> receivedCopy() {
+        Map<Integer, long[]> copy = new java.util.TreeMap<>();
+        received.forEach((l, v) -> copy.put(l, v.clone()));
+        return copy;
+    }
+
+    /**
+     * For a checkpoint, with the session drained: every reply kept and not yet acknowledged, in order per lane.
+     * Throws IllegalStateException naming a reply that was beyond the bound (a resume would need it) or unfinished.
+     */
+    List<Kept> kept() {
+        List<Kept> out = new ArrayList<>();
+        for (Map.Entry<Integer, ArrayDeque<Entry>> l : new java.util.TreeMap<>(lanes).entrySet()) {
+            ArrayDeque<Entry> q = l.getValue();
+            synchronized (q) {
+                for (Entry e : q) {
+                    if (e.dropped || !e.complete) {
+                        throw new IllegalStateException("the reply to request " + e.requestId + " on lane " + l.getKey()
+                                + (e.dropped ? " was larger than the resume retention bound (" + boundBytes + " bytes)"
+                                : " is not complete"));
+                    }
+                    List<byte[]> bodies = new ArrayList<>();
+                    for (ByteBuffer b : e.bodies) {
+                        byte[] a = new byte[b.remaining()];
+                        b.duplicate().get(a);
+                        bodies.add(a);
+                    }
+                    out.add(new Kept(l.getKey(), e.requestId, List.copyOf(e.heads), bodies));
+                }
+            }
+        }
+        return out;
+    }
+
+    /** A restored session's log: what the checkpointed one had received and kept (sent on its resume). */
+    static ResumeLog restored(long boundBytes, Map<Integer, long[]> received, List<Kept> kept) {
+        ResumeLog log = new ResumeLog(boundBytes);
+        received.forEach((l, v) -> log.received.put(l, v.clone()));
+        for (Kept k : kept) {
+            Entry e = new Entry(k.requestId());
+            for (int i = 0; i < k.heads().size(); i++) {
+                e.heads.add(k.heads().get(i).clone());
+                e.bodies.add(ByteBuffer.wrap(k.bodies().get(i)));
+                e.bytes += k.bodies().get(i).length;
+            }
+            e.complete = true;
+            log.lane(k.lane()).addLast(e);
+            log.bytes += e.bytes;
+        }
+        return log;
+    }
+
     /** The reader received a whole frame; throws if a call's request id does not rise on its lane. */
     void received(FrameHeader h) throws io.gpusockets.protocol.wire.ProtocolException {
         long[] r = received.computeIfAbsent(h.lane(), l -> new long[2]);

@@ -26,6 +26,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * its reader waits, detached, up to the grace period for a resuming connection ({@link #attach}), and goes
  * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
  * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
+ *
+ * <p>With address-stable memory on, the session records what a checkpoint needs ({@link CheckpointRecorder})
+ * and can be checkpointed ({@link #checkpoint}: drained, written, then resumed or frozen); a session restored
+ * from an image ({@link SessionRestore}) starts detached, without a connection, and waits for its frontend.
  */
 public final class Session {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -97,6 +101,20 @@ public final class Session {
     private final SessionStats stats = new SessionStats();
     /** Isolation mode shared: where the tenant's one context per device comes from, else null. */
     private volatile SharedContexts shared;
+    /** Checkpoint records ({@link CheckpointRecorder}): kept only with address-stable memory, else null. */
+    private final CheckpointRecorder recorder;
+    /**
+     * A checkpoint's drain ({@link #checkpoint}): while {@link #holding}, new call frames (and every later frame of
+     * their lanes) wait in {@link #held}, neither dispatched nor marked received; once {@link #frozen} (checkpoint
+     * with stop) every frame read is dropped. Guarded by this lock, as is the reader's dispatch of each frame.
+     */
+    private final Object drainLock = new Object();
+    private boolean holding;
+    private boolean frozen;
+    private final java.util.ArrayDeque<Inbound> held = new java.util.ArrayDeque<>();
+    private final java.util.Set<Integer> heldLanes = new java.util.HashSet<>();
+    /** One checkpoint at a time. */
+    private final java.util.concurrent.locks.ReentrantLock checkpointing = new java.util.concurrent.locks.ReentrantLock();
 
     /**
      * {@code window}: the memory shared with the frontend, if the handshake agreed to use it, else null;
@@ -112,7 +130,13 @@ public final class Session {
         this.stable = StableAddresses.enabled() ? new StableAddresses(host.driver(), id) : null;
         this.driver = stable != null ? stable : host.driver();
         this.quota = new SessionQuota(id, tenant, host.facts());
-        memory.onRemoved(quota::rangeRemoved);
+        this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
+        memory.onRemoved(r -> {
+            quota.rangeRemoved(r);
+            if (recorder != null) {
+                recorder.rangeGone(r.base());
+            }
+        });
         this.contextPool = contextPool;
         this.id = id;
         this.channel = channel;
@@ -123,19 +147,27 @@ public final class Session {
         this.peer = peer;
         this.asyncGranted = asyncGranted;
         this.handles = new SessionHandles(id);
+        handles.tracked(recorder != null);
         this.peerFaults = new RateLimitedLog(LOG, "session " + id, "peer faults");
         this.primary = new PrimaryContexts(this);
         this.dispatcher = new CallDispatcher(this);
         this.lanes = new Lanes(this, Math.min(limits.maxLanes(), tenant.limits().lanes()));
         this.dataBuffers = new DataBufferPool(limits.chunkBytes(), hostBuffers);
-        this.hangup = new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
-        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> ended.get() || hangup.gone());
-        this.staging = new StagingPool(driver, id, outChunkBytes(limits.chunkBytes(), channel.maxBody()), hostBuffers);
-        this.window = window == null ? null
+        this.hangup = channel == null ? null : new io.gpusockets.backend.isolation.PeerHangup(channel.connection());
+        this.bodyBudget = new BodyBudget(limits.bodyBudget(), dataBuffers, () -> {
+            io.gpusockets.backend.isolation.PeerHangup hu = hangup;
+            return ended.get() || hu != null && hu.gone();
+        });
+        this.staging = new StagingPool(driver, id, outChunkBytes(limits.chunkBytes(),
+                channel == null ? FrameChannel.DEFAULT_MAX_BODY : channel.maxBody()), hostBuffers);
+        this.window = window == null || channel == null ? null
                 : new SessionWindow(id, window, driver, () -> ended.get() || channel.connection().peerClosed());
         this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, this.window, pools, vmm, waits);
         cleanup.onHandleDropped(e -> {
             quota.handleDropped(e);
+            if (recorder != null) {
+                recorder.handleGone(e.id());
+            }
             if (e.kind() == ParamType.ARRAY || e.kind() == ParamType.MIPMAP) {
                 for (long freed : vmm.resourceGone(e.real())) {
                     quota.vmmFreed(freed); // its last holder was this array's binding (cuMemMapArrayAsync)
@@ -145,6 +177,31 @@ public final class Session {
         if (this.window != null) {
             this.window.pinQuota(quota);
         }
+    }
+
+    /**
+     * A session restored from a checkpoint ({@link SessionRestore}): no connection yet; it waits, detached, for its
+     * frontend to resume once {@link #resumable} and {@link #serve} are called.
+     */
+    static Session detached(long id, DriverHost host, BackendSettings settings, ContextPool contextPool,
+                            io.gpusockets.backend.tenant.TenantAccount tenant, int features) {
+        boolean async = settings.limits().asyncAllowed() && (features & Handshake.FEATURE_ASYNC) != 0;
+        return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant);
+    }
+
+    /** The checkpoint records, or null (address-stable memory off). */
+    CheckpointRecorder recorder() {
+        return recorder;
+    }
+
+    /** Whether a live allocation of the session's address window starts at {@code base}. */
+    boolean inWindow(long base) {
+        return stable != null && stable.holds(base);
+    }
+
+    /** Address-stable memory, or null when off. */
+    StableAddresses stable() {
+        return stable;
     }
 
     /** Native bytes the session's calls hold now: per-call scratch beyond the lane's and bulk inputs being received. */
@@ -403,12 +460,17 @@ public final class Session {
      * connection first, should the reader not have noticed its loss yet). False when the session has ended.
      */
     public boolean attach(FrameChannel next) {
+        synchronized (drainLock) {
+            if (frozen) {
+                return false; // checkpointed with stop: it resumes where it is restored, not here
+            }
+        }
         if (ended.get() || resume == null) {
             return false;
         }
         offered.add(next);
         FrameChannel old = channel;
-        if (old != next) {
+        if (old != null && old != next) {
             old.close(); // the reader notices and takes the offered one
         }
         return true;
@@ -421,7 +483,9 @@ public final class Session {
     private String awaitResume(String cause) throws InterruptedException {
         Resume r = resume;
         detachedBecause = cause;
-        channel.close(); // broken or half-closed: the peer sees the end at once, and a resume brings a new one
+        if (channel != null) {
+            channel.close(); // broken or half-closed: the peer sees the end at once, and a resume brings a new one
+        }
         LOG.log(Level.INFO, "session " + id + " detached (" + cause + "); waiting up to " + r.grace().toSeconds()
                 + " s for its frontend to resume");
         long deadline = System.nanoTime() + r.grace().toNanos();
@@ -472,12 +536,267 @@ public final class Session {
         }
     }
 
+    /** A restored session whose frontend did not resume: why it ends. */
+    private static final class RestoredNotResumed extends IOException {
+        RestoredNotResumed(String why) {
+            super(why);
+        }
+    }
+
+    /**
+     * Checkpoints this session to {@code file} (issue 22; see {@link CheckpointImage} for the format): refuses at
+     * once, naming each, what cannot be captured ({@link CheckpointRecorder#refusals}, pending host callbacks, graph
+     * nodes whose work is the guest's, a stream capture in progress); else drains it (new call frames wait, unread
+     * by the lanes and not marked received; the calls in flight finish, their DATA still flowing; then every context
+     * is synchronised), checks again, writes the image, and then either lets the waiting frames run in order or,
+     * with {@code stop}, freezes the session: the frames that waited and every later one are dropped (the frontend
+     * resends them after it resumes where the image is restored), and it cannot resume here. Other sessions are
+     * never stalled. A refused or failed checkpoint leaves the session running.
+     */
+    public CheckpointResult checkpoint(java.nio.file.Path file, boolean stop, CheckpointProgress progress)
+            throws CheckpointRefused, IOException, InterruptedException {
+        if (recorder == null) {
+            throw new CheckpointRefused("session " + id + " cannot be checkpointed: address-stable memory is off (a"
+                    + " checkpoint needs it: -D" + StableAddresses.PROPERTY + "=true)");
+        }
+        Resume r = resume;
+        if (r == null) {
+            throw new CheckpointRefused("session " + id + " cannot be checkpointed: it was not granted resume (its frontend"
+                    + " asks for it, and --resume-grace is not 0), and a restored session is reached only by a resume");
+        }
+        if (!checkpointing.tryLock()) {
+            throw new CheckpointRefused("session " + id + ": a checkpoint of it is in progress");
+        }
+        try {
+            synchronized (drainLock) {
+                if (frozen || ended.get()) {
+                    throw new CheckpointRefused("session " + id + " cannot be checkpointed: it has "
+                            + (ended.get() ? "ended" : "been checkpointed with stop (frozen)"));
+                }
+            }
+            refuseUncapturable(false);
+            long start = System.nanoTime();
+            progress.progress("drain", 0, 1);
+            synchronized (drainLock) {
+                holding = true;
+            }
+            boolean frozenNow = false;
+            try {
+                while (readerInCall || lanes.busy()) {
+                    if (ended.get()) {
+                        throw new IOException("session " + id + " ended during the checkpoint's drain");
+                    }
+                    if (callbackGates.openGates() > 0) {
+                        refuseUncapturable(false); // a call in flight waits for a host callback that waits for a held frame
+                    }
+                    Thread.sleep(1);
+                }
+                synchronizeContexts();
+                refuseUncapturable(true);
+                long drained = System.nanoTime();
+                progress.progress("drain", 1, 1);
+                CheckpointResult result;
+                try {
+                    result = writeImage(file, progress, drained - start);
+                } catch (IOException | RuntimeException e) {
+                    java.nio.file.Files.deleteIfExists(file);
+                    throw e;
+                }
+                if (stop) {
+                    synchronized (drainLock) {
+                        frozen = true;
+                        holding = false;
+                        heldLanes.clear();
+                        for (Inbound in; (in = held.poll()) != null; ) {
+                            releaseHeld(in);
+                        }
+                    }
+                    frozenNow = true;
+                    LOG.log(Level.INFO, "session " + id + " checkpointed to " + file + " and stopped (frozen: it resumes"
+                            + " where the image is restored)");
+                } else {
+                    LOG.log(Level.INFO, "session " + id + " checkpointed to " + file);
+                }
+                return result;
+            } finally {
+                if (!frozenNow) {
+                    unhold();
+                }
+            }
+        } finally {
+            checkpointing.unlock();
+        }
+    }
+
+    /** Whether a checkpoint with stop froze this session. */
+    public boolean frozen() {
+        synchronized (drainLock) {
+            return frozen;
+        }
+    }
+
+    /** Lets the frames a drain held run, in order (marked received now). */
+    private void unhold() {
+        ResumeLog log = resume == null ? null : resume.log();
+        synchronized (drainLock) {
+            holding = false;
+            heldLanes.clear();
+            for (Inbound in; (in = held.poll()) != null; ) {
+                FrameHeader h = in.header();
+                try {
+                    if (h.opcode() == Opcodes.LANE_END) {
+                        lanes.end(h.lane());
+                        continue;
+                    }
+                    if (log != null && !(h.opcode() == Opcodes.DATA && h.inWindow())) {
+                        log.received(h);
+                    }
+                    lanes.lane(h.lane()).enqueue(in);
+                } catch (ProtocolException e) {
+                    release(in);
+                    fail("protocol violation: " + e.getMessage());
+                }
+            }
+        }
+    }
+
+    /** Throws, naming each, when something in the session cannot be captured; {@code drained}: the device is idle. */
+    private void refuseUncapturable(boolean drained) throws CheckpointRefused {
+        java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory));
+        int gates = callbackGates.openGates();
+        if (gates > 0) {
+            why.add(gates + " host callback(s) pending (cuLaunchHostFunc, cuStreamAddCallback)");
+        }
+        if (callbackGates.graphWorkCount() > 0) {
+            why.add("graph nodes whose work is the guest's (host nodes, host-memory copy nodes)");
+        }
+        if (drained && captureGuard.everCaptured() && capturingStreams() > 0) {
+            why.add("a stream capture in progress (cuStreamBeginCapture)");
+        }
+        if (!why.isEmpty()) {
+            throw new CheckpointRefused("session " + id + " cannot be checkpointed: " + String.join("; ", why)
+                    + " (the session keeps running)");
+        }
+    }
+
+    /** Streams of the session capturing now. */
+    private int capturingStreams() {
+        int n = 0;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment status = arena.allocate(8);
+            for (SessionHandles.Entry e : handles.all(ParamType.STREAM)) {
+                SessionHandles.Entry ctx = handles.get(e.context(), ParamType.CTX);
+                if (ctx == null || driver.cuCtxPushCurrent(ctx.real()) != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    continue;
+                }
+                if (driver.cuStreamIsCapturing(e.real(), status) == io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS
+                        && status.get(java.lang.foreign.ValueLayout.JAVA_INT, 0) != 0) {
+                    n++;
+                }
+                driver.cuCtxPopCurrent(status);
+            }
+        }
+        return n;
+    }
+
+    /** Waits for the work of every context of the session. */
+    private void synchronizeContexts() throws IOException {
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment out = arena.allocate(8);
+            for (SessionHandles.Entry c : handles.all(ParamType.CTX)) {
+                if (driver.cuCtxPushCurrent(c.real()) != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    continue;
+                }
+                int r = driver.cuCtxSynchronize();
+                driver.cuCtxPopCurrent(out);
+                if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    throw new IOException("session " + id + ": synchronising a context for the checkpoint failed: "
+                            + io.gpusockets.protocol.api.CuResult.name(r));
+                }
+            }
+        }
+    }
+
+    /** Writes the image of the drained session ({@link CheckpointImage}). */
+    private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
+        long start = System.nanoTime();
+        Resume r = resume;
+        java.util.List<ResumeLog.Kept> kept;
+        try {
+            kept = r.log().kept();
+        } catch (IllegalStateException e) {
+            throw new IOException("session " + id + " cannot be checkpointed: " + e.getMessage());
+        }
+        java.util.Map<Integer, long[]> stacks = new java.util.TreeMap<>();
+        lanes.contextStacks().forEach((lane, reals) -> stacks.put(lane,
+                java.util.Arrays.stream(reals).map(c -> handles.idOf(ParamType.CTX, c)).toArray()));
+        java.util.List<CheckpointRecorder.Record> records = recorder.snapshot();
+        CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
+                new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
+                        r.log().receivedCopy(), kept),
+                primary.snapshot(), stacks, records);
+        java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
+        java.util.Map<Long, Long> contextOf = new java.util.HashMap<>();
+        long total = 0;
+        for (CheckpointRecorder.Record rec : records) {
+            if (rec.kind == CheckpointRecorder.Kind.ALLOC || rec.kind == CheckpointRecorder.Kind.GLOBAL) {
+                ranges.add(new CheckpointImage.Range(rec.base, rec.size));
+                long ctx = rec.kind == CheckpointRecorder.Kind.ALLOC ? stable.contextOf(rec.base) : 0;
+                if (ctx == 0) {
+                    SessionHandles.Entry e = handles.get(rec.context, ParamType.CTX);
+                    ctx = e == null ? 0 : e.real();
+                }
+                contextOf.put(rec.base, ctx);
+                total += rec.size;
+            }
+        }
+        long finalTotal = total;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined();
+             java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(
+                     java.nio.file.Files.newOutputStream(file), 1 << 20))) {
+            java.lang.foreign.MemorySegment staging = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
+            java.lang.foreign.MemorySegment scratch = arena.allocate(8);
+            byte[] bytes = new byte[CheckpointImage.CHUNK_BYTES];
+            CheckpointImage.writeHeader(out, h, ranges);
+            progress.progress("records", records.size(), records.size());
+            long[] done = {0};
+            for (CheckpointImage.Range range : ranges) {
+                long ctx = contextOf.get(range.base());
+                CheckpointImage.writeRange(out, range, (address, length) -> {
+                    if (driver.cuCtxPushCurrent(ctx) != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                        throw new IOException(String.format("checkpoint: no context for 0x%x", address));
+                    }
+                    int res = driver.cuMemcpyDtoH(staging, address, length);
+                    driver.cuCtxPopCurrent(scratch);
+                    if (res != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                        throw new IOException(String.format("checkpoint: copying 0x%x+%d failed: %s", address, length,
+                                io.gpusockets.protocol.api.CuResult.name(res)));
+                    }
+                    java.lang.foreign.MemorySegment.copy(staging, java.lang.foreign.ValueLayout.JAVA_BYTE, 0, bytes, 0, length);
+                    done[0] += length;
+                    progress.progress("contents", done[0], finalTotal);
+                    return bytes;
+                });
+            }
+            CheckpointImage.writeEnd(out);
+        }
+        return new CheckpointResult(java.nio.file.Files.size(file), ranges.size(), records.size(), drainNanos,
+                System.nanoTime() - start);
+    }
+
     /** Reads frames until the connection ends (waiting to resume where granted), then cleans up. Runs on the session's own thread. */
     public void serve() {
         String reason = "peer closed the connection";
         // This thread's state, fetched once: quick calls run here for every lane of the session.
         ExecutionThread exec = ExecutionThread.current(chunkBytes(), hostBuffers);
         try {
+            if (channel == null) {
+                // restored from a checkpoint: the frontend resumes here, within the grace period
+                String why = awaitResume(detachedBecause != null ? detachedBecause : "restored from a checkpoint");
+                if (why != null) {
+                    throw new RestoredNotResumed(why);
+                }
+            }
             while (true) {
                 try {
                     reason = readFrames(exec);
@@ -497,6 +816,8 @@ public final class Session {
                     }
                 }
             }
+        } catch (RestoredNotResumed e) {
+            reason = e.getMessage();
         } catch (EOFException e) {
             reason = failure != null ? failure : "peer closed the connection";
         } catch (ProtocolException e) {
@@ -532,7 +853,10 @@ public final class Session {
                 }
                 if (op == Opcodes.LANE_END) {
                     channel.skipBody(h.length());
-                    lanes.end(h.lane());
+                    if (recorder == null || admit(new Inbound(h, null, 0), null)) {
+                        lanes.end(h.lane());
+                        readerInCall = false;
+                    }
                     continue;
                 }
                 if (Opcodes.isControl(op) && op != Opcodes.DATA) {
@@ -543,7 +867,13 @@ public final class Session {
                 }
                 if (op == Opcodes.DATA && h.inWindow()) {
                     Inbound in = windowData(h);
-                    lanes.lane(h.lane()).enqueue(in);
+                    if (recorder == null || admit(in, null)) {
+                        try {
+                            lanes.lane(h.lane()).enqueue(in);
+                        } finally {
+                            readerInCall = false;
+                        }
+                    }
                     continue;
                 }
                 int charge = bodyBudget.charge(h);
@@ -558,6 +888,13 @@ public final class Session {
                     throw e;
                 }
                 body.flip();
+                if (recorder != null) {
+                    Inbound in = new Inbound(h, body, charge);
+                    if (admit(in, log)) {
+                        dispatch(in, exec);
+                    }
+                    continue;
+                }
                 if (log != null) {
                     try {
                         log.received(h);
@@ -567,25 +904,80 @@ public final class Session {
                         throw e;
                     }
                 }
-                Inbound in = new Inbound(h, body, charge);
-                Lane lane = lanes.lane(h.lane());
-                if (op != Opcodes.DATA && (h.wantsReply() || !pipelinedToLane) && lane.pending.get() == 0
-                        && dispatcher.runsInline(op)) {
-                    // The lane is idle, the call is quick and its caller waits: run it here, without waking
-                    // a thread. A pipelined call (no reply awaited) goes to the lane's thread even when
-                    // quick, so that this thread reads and queues the next frames while the driver runs it:
-                    // a burst of launches then costs the driver's time per launch, not the driver's plus ours.
-                    readerInCall = true;
-                    try {
-                        dispatcher.execute(lane, in, exec);
-                    } finally {
-                        readerInCall = false;
-                        release(in);
-                    }
-                } else {
-                    lane.enqueue(in);
+                dispatch(new Inbound(h, body, charge), exec);
+            }
+        }
+    }
+
+    /** Runs a frame read (a call or DATA) here when its lane is idle and it is quick, else queues it on its lane. */
+    private void dispatch(Inbound in, ExecutionThread exec) throws IOException, InterruptedException {
+        FrameHeader h = in.header();
+        int op = h.opcode();
+        Lane lane;
+        try {
+            lane = lanes.lane(h.lane());
+        } catch (ProtocolException e) {
+            readerInCall = false;
+            release(in);
+            throw e;
+        }
+        if (op != Opcodes.DATA && (h.wantsReply() || !pipelinedToLane) && lane.pending.get() == 0
+                && dispatcher.runsInline(op)) {
+            // The lane is idle, the call is quick and its caller waits: run it here, without waking
+            // a thread. A pipelined call (no reply awaited) goes to the lane's thread even when
+            // quick, so that this thread reads and queues the next frames while the driver runs it:
+            // a burst of launches then costs the driver's time per launch, not the driver's plus ours.
+            readerInCall = true;
+            try {
+                dispatcher.execute(lane, in, exec);
+            } finally {
+                readerInCall = false;
+                release(in);
+            }
+        } else {
+            try {
+                lane.enqueue(in);
+            } finally {
+                readerInCall = false;
+            }
+        }
+    }
+
+    /**
+     * A recorded session's frame, before its dispatch: true when it goes on now (then marked received in
+     * {@code log}, and {@link #readerInCall} set until it is dispatched, so that a drain waits for it); false when a
+     * checkpoint's drain holds it (a call frame, or any later frame of a lane with one held) or a frozen session
+     * drops it (the frontend resends it where the session resumes).
+     */
+    private boolean admit(Inbound in, ResumeLog log) throws ProtocolException {
+        FrameHeader h = in.header();
+        synchronized (drainLock) {
+            if (frozen) {
+                releaseHeld(in);
+                return false;
+            }
+            if (holding && (h.opcode() != Opcodes.DATA || heldLanes.contains(h.lane()))) {
+                held.add(in);
+                heldLanes.add(h.lane());
+                return false;
+            }
+            if (log != null) {
+                try {
+                    log.received(h);
+                } catch (ProtocolException e) {
+                    release(in);
+                    throw e;
                 }
             }
+            readerInCall = true;
+            return true;
+        }
+    }
+
+    /** Gives back a held frame that will not run (a LANE_END has no buffer). */
+    private void releaseHeld(Inbound in) {
+        if (in.header().opcode() != Opcodes.LANE_END) {
+            release(in);
         }
     }
 
@@ -634,7 +1026,10 @@ public final class Session {
         if (failure == null) {
             failure = reason;
         }
-        channel.close();
+        FrameChannel c = channel;
+        if (c != null) {
+            c.close();
+        }
     }
 
     void send(int opcode, int flags, int lane, long requestId, ByteBuffer... body) throws IOException {
@@ -659,7 +1054,16 @@ public final class Session {
         if (!ended.compareAndSet(false, true)) {
             return;
         }
-        channel.close();
+        FrameChannel current = channel;
+        if (current != null) {
+            current.close();
+        }
+        synchronized (drainLock) {
+            frozen = true;
+            for (Inbound in; (in = held.poll()) != null; ) {
+                releaseHeld(in);
+            }
+        }
         for (FrameChannel c; (c = offered.poll()) != null; ) {
             c.close();
         }

@@ -84,6 +84,28 @@ public final class SessionHandles {
     /** Room reserved by calls in progress ({@link #reserve}), in handles and in streams. */
     private int reserved, reservedStreams;
 
+    /**
+     * Whether the calls of this session are recorded for checkpoint ({@link CheckpointRecorder}): {@link #intern}
+     * then tells the calling thread's {@link CheckpointRecorder.Issued} the ids it issues, and at a restore issues
+     * the ids pinned there instead of the next ones.
+     */
+    private volatile boolean tracked;
+
+    /** See {@link #tracked}. */
+    void tracked(boolean on) {
+        this.tracked = on;
+    }
+
+    /** The id the next new handle would get (for a checkpoint image). */
+    synchronized long nextId() {
+        return next;
+    }
+
+    /** After a restore: new handles are numbered from {@code id} on (the checkpointed session's next id). */
+    synchronized void continueFrom(long id) {
+        next = Math.max(next, id);
+    }
+
     /** Ids start at a session-specific offset so that two sessions rarely share a value. */
     public SessionHandles(long sessionId) {
         this.next = (sessionId << 24) + 0x100;
@@ -121,7 +143,14 @@ public final class SessionHandles {
         while (byId.containsKey(next)) {
             next++;   // an identity handle took this value
         }
-        long newId = next++;
+        CheckpointRecorder.Issued issued = tracked ? CheckpointRecorder.ISSUED.get() : null;
+        long newId = issued == null ? next : issued.take(next, byId::containsKey);
+        if (newId == next) {
+            next++;
+        }
+        if (issued != null) {
+            issued.add(newId);
+        }
         Entry e = new Entry(newId, kind, real, owner, context);
         put(e);
         reals.put(real, e);

@@ -215,6 +215,11 @@ public final class SessionMemory {
         return out;
     }
 
+    /** Every range now, by base (a copy). */
+    synchronized List<Range> ranges() {
+        return new ArrayList<>(ranges.values());
+    }
+
     public synchronized int allocationCount() {
         return (int) ranges.values().stream().filter(Range::freeable).count();
     }

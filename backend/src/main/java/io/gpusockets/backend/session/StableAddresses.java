@@ -9,28 +9,63 @@ import io.gpusockets.protocol.api.DelegatingCudaDriver;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
-import java.util.BitSet;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
  * Address-stable device memory for one session (issue 22, item 2; opt-in with
- * {@code -Dgpusockets.backend.stableAddresses=true}): the session's {@code cuMemAlloc} allocations lie in a
- * virtual address window of its own on each device, reserved with {@code cuMemAddressReserve} at an address
- * derived from the session id, and backed by {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess}, so
- * that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
- * restore). An allocation of at least a quarter granule gets granules of its own; a smaller one a block of
- * its power-of-two size class (256 bytes up) in a granule shared with others of that class. What the
- * program sees stays as the driver's: {@code cuMemGetAddressRange} and the range attributes of
- * {@code cuPointerGetAttribute(s)} answer the allocation, not the granule; {@code cuMemFree} waits for the
- * context's work first, as the driver's implicit synchronisation does.
+ * {@code -Dgpusockets.backend.stableAddresses=true}): the session's device allocations lie in a virtual address
+ * window of its own on each device ({@link AddressWindow}), reserved with {@code cuMemAddressReserve} at an
+ * address derived from the session id, and backed by {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess},
+ * so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
+ * restore). An allocation of at least a quarter granule gets granules of its own; a smaller one a block of its
+ * power-of-two size class (256 bytes up) in a granule shared with others of that class. What the program sees
+ * stays as the driver's: {@code cuMemGetAddressRange} and the range attributes of {@code cuPointerGetAttribute(s)}
+ * answer the allocation, not the granule; {@code cuMemFree} waits for the context's work first, as the driver's
+ * implicit synchronisation does.
  *
- * <p>Not yet here (they keep the driver's own addresses): pitched allocations, stream-ordered allocations
- * and pools, graph memory nodes, and the VMM calls the program makes itself. A session whose window cannot
+ * <p>In the window:
+ * <ul>
+ * <li>{@code cuMemAlloc}.</li>
+ * <li>{@code cuMemAllocPitch}: the pitch is the one the driver itself chooses for that width and element size
+ *     (asked once per device, width and element size with a one-row {@code cuMemAllocPitch} freed at once, and
+ *     remembered), not computed from CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: that attribute is only the least
+ *     alignment a pitch may have for binding a texture, not what cuMemAllocPitch picks (the emulated device rounds
+ *     rows up to 512 bytes; what the real driver picks is its own), and a program that ran before the window
+ *     existed must get the pitch it got then. {@code pitch * height} is then placed like a {@code cuMemAlloc}, in blocks of at
+ *     least 512 bytes (the texture alignment); {@code cuMemFree} frees it.</li>
+ * <li>Stream-ordered allocations from the session's pools ({@link StablePools}: every pool a session has is one
+ *     it made, device-located with no IPC handle types, since {@link PoolCalls} stands one in for the device's
+ *     default pool and refuses the rest): {@code cuMemAllocFromPoolAsync} (which {@link PoolCalls} also uses for
+ *     {@code cuMemAllocAsync}) and {@code cuMemFreeAsync} with the pools' stream order, release thresholds,
+ *     trimming and accounting; {@code cuMemFreeAsync} of a {@code cuMemAlloc} allocation gives it back when its
+ *     stream reaches the free. {@code cuStreamSynchronize}, {@code cuCtxSynchronize(_v2)} and
+ *     {@code cuEventSynchronize} are the pools' synchronisation points (the backend's own, for staged copies,
+ *     count too).</li>
+ * </ul>
+ * Every allocation in a window is in {@link #live()} with its kind, for a checkpoint. Where an allocation goes is
+ * chosen apart from making it, so that a restore can name the place: {@link #placeLarge} maps granules at the
+ * address it is given, {@link #slabAt} a slab's granule, and {@link #inBlock} names a block of a slab.
+ *
+ * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}: a window
+ * the driver puts elsewhere fails) and places each replayed allocation, plain, pitched or from a pool, at its
+ * recorded address ({@link #placeNext}, then {@link #placedAt} through the same hooks: its granules, or its block in
+ * a slab of its size class, must be free; else the allocation fails and {@link #placeFailure} says why).
+ *
+ * <p>A captured {@code cuMemFreeAsync} of memory in the window (the driver cannot put a free of an address it
+ * never handed out into a graph) succeeds, adds no node to the graph and frees nothing: the memory, no longer the
+ * program's, stays mapped until the session ends (its charge stays too, as {@link PoolCalls} keeps a captured
+ * free's).
+ *
+ * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
+ * memory nodes), graph memory nodes added with {@code cuGraphAddMemAllocNode}, and the VMM calls the program
+ * makes itself; a pool's memory in the window is mapped for the pool's device only
+ * ({@code cuMemPoolSetAccess} for other devices reaches the driver's pool alone). A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
- * (a size class's rounding and a granule's unused rest are not charged).
+ * (a size class's rounding, a granule's unused rest and a pool's cached memory are not charged, as today).
  */
 final class StableAddresses extends DelegatingCudaDriver {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -40,15 +75,58 @@ final class StableAddresses extends DelegatingCudaDriver {
     static final long WINDOWS_BASE = 0x7f00_0000_0000L;
     /** Room for windows above {@link #WINDOWS_BASE}. */
     static final long WINDOWS_SPAN = 0x00ff_0000_0000L;
-    private static final long SMALLEST = 256;
+    static final long SMALLEST = 256;
+    /** The least block of a pitched allocation: CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT of current GPUs, so it can back a texture. */
+    private static final long PITCHED_SMALLEST = 512;
     private static final int CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11;
     private static final int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
+    /** Pitches remembered, by device, width and element size (bounded: a program may ask for any width). */
+    private static final int PITCHES_KEPT = 256;
+
+    /** What made an allocation. */
+    enum Kind { PLAIN, PITCHED, POOL }
+
+    /**
+     * A live allocation in a window, as a checkpoint enumerates it: {@code size} as asked ({@code pitch * height}
+     * for a pitched one), the real context it was made in, and for a pool allocation its pool (real handle) and
+     * the stream it was allocated on (0 otherwise).
+     */
+    record Live(long base, long size, int device, long context, Kind kind, long pool, long stream) {
+    }
+
+    /**
+     * A live allocation: {@code size} as asked, inside block {@code block} of {@code slab} or in granules of its
+     * own ({@code length} bytes of {@code handle}); {@code pool} and {@code stream} for a pool allocation.
+     */
+    record Allocation(long base, long size, long context, AddressWindow window, AddressWindow.Slab slab, int block,
+                      long length, long handle, Kind kind, StablePools.Pool pool, long stream) {
+        Allocation as(Kind k, long newSize, StablePools.Pool p, long s) {
+            return new Allocation(base, newSize, context, window, slab, block, length, handle, k, p, s);
+        }
+    }
+
+    private record PitchKey(int device, long width, int elementSize) {
+    }
 
     private final long sessionId;
     /** One window per device, made at its first allocation. */
-    private final Map<Integer, Window> windows = new HashMap<>();
+    private final Map<Integer, AddressWindow> windows = new HashMap<>();
     /** Every live allocation, by base. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    private final StablePools pools = new StablePools(this);
+    /** A restore: where the next allocation must lie (0: anywhere), and why the last placement failed. */
+    private long placeAt;
+    private String placeFailure;
+    /** A restore: the window bases the checkpointed session had, by device. */
+    private final Map<Integer, Long> windowAt = new HashMap<>();
+    /** Allocations a captured cuMemFreeAsync freed: no longer the program's, released only at the session's end. */
+    private final List<Allocation> keptUntilEnd = new ArrayList<>();
+    private final Map<PitchKey, Long> pitches = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<PitchKey, Long> eldest) {
+            return size() > PITCHES_KEPT;
+        }
+    };
 
     StableAddresses(CudaDriver real, long sessionId) {
         super(real);
@@ -60,119 +138,135 @@ final class StableAddresses extends DelegatingCudaDriver {
         return Boolean.getBoolean(PROPERTY);
     }
 
-    /** A live allocation: {@code size} as asked, inside a block of {@code slab} or granules of its own. */
-    private record Allocation(long base, long size, long context, Window window, Slab slab, int block, long length,
-                              long handle) {
-    }
-
-    private record SlabKey(long context, long blockSize) {
-    }
-
-    /** Granules of one size class's blocks. */
-    private static final class Slab {
-        final long base;
-        final long blockSize;
-        final long handle;
-        final BitSet used;
-        final int blocks;
-
-        Slab(long base, long blockSize, long handle, int blocks) {
-            this.base = base;
-            this.blockSize = blockSize;
-            this.handle = handle;
-            this.blocks = blocks;
-            this.used = new BitSet(blocks);
-        }
-    }
-
-    /** A device's window: its reservation, the ranges free in it, and the slabs of each size class. */
-    private static final class Window {
-        final int device;
-        final long base;
-        final long size;
-        final long granule;
-        final TreeMap<Long, Long> free = new TreeMap<>();
-        /** Slabs by context and size class: a context's blocks share granules only with its own (the emulated
-         * device reaches mapped memory from the context that made it accessible). */
-        final Map<SlabKey, List<Slab>> slabs = new HashMap<>();
-
-        Window(int device, long base, long size, long granule) {
-            this.device = device;
-            this.base = base;
-            this.size = size;
-            this.granule = granule;
-            free.put(base, size);
-        }
-
-        /** The lowest free range of {@code n} bytes (a granule multiple), taken; 0 when none. */
-        long take(long n) {
-            for (Map.Entry<Long, Long> e : free.entrySet()) {
-                if (e.getValue() >= n) {
-                    long at = e.getKey();
-                    free.remove(at);
-                    if (e.getValue() > n) {
-                        free.put(at + n, e.getValue() - n);
-                    }
-                    return at;
-                }
-            }
-            return 0;
-        }
-
-        /** Gives back a range {@link #take} handed out, merged with its free neighbours. */
-        void give(long at, long n) {
-            Map.Entry<Long, Long> before = free.floorEntry(at);
-            if (before != null && before.getKey() + before.getValue() == at) {
-                at = before.getKey();
-                n += before.getValue();
-                free.remove(at);
-            }
-            Long after = free.get(at + n);
-            if (after != null) {
-                free.remove(at + n);
-                n += after;
-            }
-            free.put(at, n);
-        }
+    CudaDriver real() {
+        return delegate;
     }
 
     @Override
     public synchronized int cuMemAlloc(MemorySegment dptr, long bytesize) {
+        long at = takePlace();
         if (bytesize <= 0) {
             return delegate.cuMemAlloc(dptr, bytesize);
         }
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment out = arena.allocate(8);
-            int r = delegate.cuCtxGetDevice(out);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
+            long[] where = current(arena);
+            if (where == null) {
+                return delegate.cuMemAlloc(dptr, bytesize); // no context: the driver's answer
             }
-            int device = out.get(JAVA_INT, 0);
-            r = delegate.cuCtxGetCurrent(out);
-            if (r != CuResult.CUDA_SUCCESS) {
-                return r;
-            }
-            long context = out.get(JAVA_LONG, 0);
-            Window w = windows.get(device);
-            if (w == null) {
-                w = openWindow(arena, device);
-                if (w == null) {
-                    return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
-                }
-                windows.put(device, w);
-            }
-            Allocation a = bytesize >= w.granule / 4 ? large(arena, w, bytesize, context) : small(arena, w, bytesize, context);
-            if (a == null) {
-                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            allocations.put(a.base(), a);
-            dptr.set(JAVA_LONG, 0, a.base());
-            return CuResult.CUDA_SUCCESS;
+            return placePlain(arena, dptr, at, bytesize, (int) where[0], where[1], SMALLEST, Kind.PLAIN);
         }
     }
 
+    /**
+     * The driver's pitch for the width and element size (see the class comment); the driver validates them.
+     * {@code pitch * height} then goes where a {@code cuMemAlloc} of that size would.
+     */
+    @Override
+    public synchronized int cuMemAllocPitch(MemorySegment dptr, MemorySegment pPitch, long widthInBytes, long height,
+                                            int elementSizeBytes) {
+        long at = takePlace();
+        if (height <= 0 || widthInBytes <= 0) {
+            return delegate.cuMemAllocPitch(dptr, pPitch, widthInBytes, height, elementSizeBytes);
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long[] where = current(arena);
+            if (where == null) {
+                return delegate.cuMemAllocPitch(dptr, pPitch, widthInBytes, height, elementSizeBytes);
+            }
+            PitchKey key = new PitchKey((int) where[0], widthInBytes, elementSizeBytes);
+            Long pitch = pitches.get(key);
+            if (pitch == null) {
+                MemorySegment probe = arena.allocate(8), probePitch = arena.allocate(8);
+                int r = delegate.cuMemAllocPitch(probe, probePitch, widthInBytes, 1, elementSizeBytes);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+                delegate.cuMemFree(probe.get(JAVA_LONG, 0));
+                pitch = probePitch.get(JAVA_LONG, 0);
+                pitches.put(key, pitch);
+            }
+            if (Math.multiplyHigh(pitch, height) != 0 || pitch * height < 0) {
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            int r = placePlain(arena, dptr, at, pitch * height, (int) where[0], where[1], PITCHED_SMALLEST, Kind.PITCHED);
+            if (r == CuResult.CUDA_SUCCESS) {
+                pPitch.set(JAVA_LONG, 0, pitch);
+            }
+            return r;
+        }
+    }
+
+    /** {device, context} of the calling thread's current context; null when there is none. */
+    private long[] current(Arena arena) {
+        MemorySegment out = arena.allocate(8);
+        if (delegate.cuCtxGetDevice(out) != CuResult.CUDA_SUCCESS) {
+            return null;
+        }
+        int device = out.get(JAVA_INT, 0);
+        if (delegate.cuCtxGetCurrent(out) != CuResult.CUDA_SUCCESS || out.get(JAVA_LONG, 0) == 0) {
+            return null;
+        }
+        return new long[] {device, out.get(JAVA_LONG, 0)};
+    }
+
+    /**
+     * A plain or pitched allocation of {@code bytesize} in the device's window, written to {@code dptr}: at {@code at}
+     * (a restore), or where there is room when 0.
+     */
+    private int placePlain(Arena arena, MemorySegment dptr, long at, long bytesize, int device, long context, long smallest,
+                           Kind kind) {
+        AddressWindow w = window(arena, device);
+        if (w == null) {
+            return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        Allocation a;
+        if (at != 0) {
+            a = placedAt(arena, w, w.slabs, at, bytesize, context, smallest);
+        } else if (bytesize >= w.granule / 4) {
+            long length = granules(w, bytesize);
+            long free = w.take(length);
+            a = free == 0 ? null : placeLarge(arena, w, free, length, bytesize, context);
+        } else {
+            long block = sizeClass(bytesize, smallest);
+            List<AddressWindow.Slab> list = AddressWindow.slabsOf(w.slabs, context, block);
+            a = placeSmall(arena, w, list, block, bytesize, context);
+        }
+        if (a == null) {
+            return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        a = a.as(kind, bytesize, null, 0);
+        allocations.put(a.base(), a);
+        dptr.set(JAVA_LONG, 0, a.base());
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    static long granules(AddressWindow w, long bytes) {
+        return (bytes + w.granule - 1) / w.granule * w.granule;
+    }
+
+    static long sizeClass(long bytes, long smallest) {
+        return Math.max(smallest, Long.highestOneBit(bytes - 1) << 1);
+    }
+
+    /** The device's window, reserved at its first use; null when it cannot be. */
+    AddressWindow window(Arena arena, int device) {
+        AddressWindow w = windows.get(device);
+        if (w == null) {
+            w = openWindow(arena, device);
+            if (w != null) {
+                windows.put(device, w);
+            }
+        }
+        return w;
+    }
+
+    /** The device's window, or null before its first allocation. */
+    AddressWindow existingWindow(int device) {
+        return windows.get(device);
+    }
+
     /** Reserves the device's window at this session's address (or where the driver puts it); null when it cannot. */
-    private Window openWindow(Arena arena, int device) {
+    private AddressWindow openWindow(Arena arena, int device) {
         MemorySegment out = arena.allocate(8);
         MemorySegment prop = prop(arena, device);
         if (delegate.cuMemGetAllocationGranularity(out, prop, 0) != CuResult.CUDA_SUCCESS) {
@@ -185,61 +279,173 @@ final class StableAddresses extends DelegatingCudaDriver {
         long total = out.get(JAVA_LONG, 0);
         long size = Long.highestOneBit(Math.max(total, granule) - 1) << 1; // the device's memory, to a power of two
         long slots = Math.max(1, WINDOWS_SPAN / size);
-        long want = WINDOWS_BASE + Math.floorMod(sessionId * 7919 + device, slots) * size;
+        Long pinned = windowAt.get(device);
+        long want = pinned != null ? pinned : WINDOWS_BASE + Math.floorMod(sessionId * 7919 + device, slots) * size;
         if (delegate.cuMemAddressReserve(out, size, granule, want, 0) != CuResult.CUDA_SUCCESS) {
+            placeFailure = "the address window of device " + device + " could not be reserved at 0x" + Long.toHexString(want);
             return null;
         }
         long base = out.get(JAVA_LONG, 0);
+        if (pinned != null && base != want) {
+            delegate.cuMemAddressFree(base, size);
+            placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
+                    + " (the driver offered 0x" + Long.toHexString(base) + ")";
+            return null;
+        }
         if (base != want) {
             LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": the address window for device " + device
                     + " is at 0x" + Long.toHexString(base) + ", not at 0x" + Long.toHexString(want) + " (taken)");
         }
-        return new Window(device, base, size, granule);
+        return new AddressWindow(device, base, size, granule);
     }
 
-    /** Granules of its own, mapped and made accessible; null when none can be had. */
-    private Allocation large(Arena arena, Window w, long bytesize, long context) {
-        long length = (bytesize + w.granule - 1) / w.granule * w.granule;
-        long at = w.take(length);
-        if (at == 0) {
-            return null;
-        }
+    /**
+     * Granules of its own at {@code at} (taken from the window by the caller), mapped and made accessible; null
+     * when they cannot be had (the range then goes back to the window).
+     */
+    Allocation placeLarge(Arena arena, AddressWindow w, long at, long length, long bytesize, long context) {
         long handle = back(arena, w, at, length);
         if (handle == 0) {
             w.give(at, length);
             return null;
         }
-        return new Allocation(at, bytesize, context, w, null, -1, length, handle);
+        return new Allocation(at, bytesize, context, w, null, -1, length, handle, Kind.PLAIN, null, 0);
     }
 
-    /** A block of its size class; null when no granule can be had for a new slab. */
-    private Allocation small(Arena arena, Window w, long bytesize, long context) {
-        long block = Math.max(SMALLEST, Long.highestOneBit(bytesize - 1) << 1);
-        List<Slab> list = w.slabs.computeIfAbsent(new SlabKey(context, block), k -> new ArrayList<>());
-        for (Slab s : list) {
-            int i = s.used.nextClearBit(0);
-            if (i < s.blocks) {
-                s.used.set(i);
-                return new Allocation(s.base + i * block, bytesize, context, w, s, i, block, 0);
+    /** A free block of {@code block} bytes in one of {@code list}'s slabs, or in a new one; null when no granule can be had. */
+    Allocation placeSmall(Arena arena, AddressWindow w, List<AddressWindow.Slab> list, long block, long bytesize, long context) {
+        for (AddressWindow.Slab s : list) {
+            int i = s.takeBlock();
+            if (i >= 0) {
+                return inBlock(w, s, i, bytesize, context);
             }
         }
-        long at = w.take(w.granule);
-        if (at == 0) {
+        AddressWindow.Slab s = newSlab(arena, w, block, context);
+        if (s == null) {
             return null;
         }
+        list.add(s);
+        return inBlock(w, s, s.takeBlock(), bytesize, context);
+    }
+
+    /** Block {@code i} of {@code s} (already marked used) as an allocation: the place a restore names. */
+    static Allocation inBlock(AddressWindow w, AddressWindow.Slab s, int i, long bytesize, long context) {
+        return new Allocation(s.base + i * s.blockSize, bytesize, context, w, s, i, s.blockSize, 0, Kind.PLAIN, null, 0);
+    }
+
+    /**
+     * A restore: the allocation at exactly {@code at}, granules of its own (from a quarter granule up) or block
+     * {@code at} of a slab of its size class in {@code slabs} (the window's, or a pool's), whose range or block must
+     * be free; null, with {@link #placeFailure} saying why, when it is not.
+     */
+    Allocation placedAt(Arena arena, AddressWindow w, Map<AddressWindow.SlabKey, List<AddressWindow.Slab>> slabs, long at,
+                        long bytesize, long context, long smallest) {
+        if (at < w.base || at >= w.base + w.size) {
+            placeFailure = String.format("0x%x is outside the address window at 0x%x", at, w.base);
+            return null;
+        }
+        if (bytesize >= w.granule / 4) {
+            long length = granules(w, bytesize);
+            if ((at - w.base) % w.granule != 0 || !w.takeAt(at, length)) {
+                placeFailure = String.format("0x%x+%d is not a free granule range of the window", at, bytesize);
+                return null;
+            }
+            Allocation a = placeLarge(arena, w, at, length, bytesize, context);
+            if (a == null) {
+                placeFailure = String.format("0x%x+%d could not be mapped", at, bytesize);
+            }
+            return a;
+        }
+        long block = sizeClass(bytesize, smallest);
+        long granule = at - Math.floorMod(at - w.base, w.granule);
+        if ((at - granule) % block != 0) {
+            placeFailure = String.format("0x%x is not a %d-byte block of the window", at, block);
+            return null;
+        }
+        List<AddressWindow.Slab> list = AddressWindow.slabsOf(slabs, context, block);
+        AddressWindow.Slab s = list.stream().filter(x -> x.base == granule).findFirst().orElse(null);
+        if (s == null) {
+            if (!w.takeAt(granule, w.granule)) {
+                placeFailure = String.format("the granule at 0x%x is taken (by another size class, pool or allocation)", granule);
+                return null;
+            }
+            s = slabAt(arena, w, granule, block, context);
+            if (s == null) {
+                placeFailure = String.format("the granule at 0x%x could not be mapped", granule);
+                return null;
+            }
+            list.add(s);
+        }
+        int i = (int) ((at - granule) / block);
+        if (!s.takeBlock(i)) {
+            placeFailure = String.format("the block at 0x%x is taken", at);
+            return null;
+        }
+        return inBlock(w, s, i, bytesize, context);
+    }
+
+    /** The place the next allocation must have (a restore's {@link #placeNext}), 0 for anywhere; cleared. */
+    private long takePlace() {
+        long at = placeAt;
+        placeAt = 0;
+        return at;
+    }
+
+    /** A restore: the next allocation (cuMemAlloc, cuMemAllocPitch, or from a pool) must be placed at {@code base}. */
+    synchronized void placeNext(long base) {
+        placeAt = base;
+        placeFailure = null;
+    }
+
+    /** Why the last placement ({@link #placeNext}) failed, or null. */
+    synchronized String placeFailure() {
+        return placeFailure;
+    }
+
+    /** A restore: the window of {@code device} must be reserved at {@code base} (before its first allocation). */
+    synchronized void windowAt(int device, long base) {
+        windowAt.put(device, base);
+    }
+
+    /** The windows' bases by device (those opened so far). */
+    synchronized Map<Integer, Long> windowBases() {
+        Map<Integer, Long> out = new TreeMap<>();
+        windows.forEach((d, w) -> out.put(d, w.base));
+        return out;
+    }
+
+    /** Where the live allocation at {@code base} was made: its context (real value), or 0. */
+    synchronized long contextOf(long base) {
+        Allocation a = allocations.get(base);
+        return a == null ? 0 : a.context();
+    }
+
+    /** Whether a live allocation of this session's windows starts at {@code base}. */
+    synchronized boolean holds(long base) {
+        return allocations.containsKey(base);
+    }
+
+    /** A granule of blocks of {@code block} bytes taken from the window and mapped; null when none can be had. */
+    AddressWindow.Slab newSlab(Arena arena, AddressWindow w, long block, long context) {
+        long at = w.take(w.granule);
+        return at == 0 ? null : slabAt(arena, w, at, block, context);
+    }
+
+    /**
+     * A granule of blocks of {@code block} bytes at {@code at} (taken from the window by the caller), mapped; null
+     * when it cannot be backed (the range then goes back to the window).
+     */
+    AddressWindow.Slab slabAt(Arena arena, AddressWindow w, long at, long block, long context) {
         long handle = back(arena, w, at, w.granule);
         if (handle == 0) {
             w.give(at, w.granule);
             return null;
         }
-        Slab s = new Slab(at, block, handle, (int) (w.granule / block));
-        list.add(s);
-        s.used.set(0);
-        return new Allocation(at, bytesize, context, w, s, 0, block, 0);
+        return new AddressWindow.Slab(at, block, handle, context, (int) (w.granule / block));
     }
 
     /** Physical memory for {@code [at, at + length)}, mapped read-write for the window's device; 0 when it fails. */
-    private long back(Arena arena, Window w, long at, long length) {
+    private long back(Arena arena, AddressWindow w, long at, long length) {
         MemorySegment out = arena.allocate(8);
         if (delegate.cuMemCreate(out, length, prop(arena, w.device), 0) != CuResult.CUDA_SUCCESS) {
             return 0;
@@ -261,6 +467,13 @@ final class StableAddresses extends DelegatingCudaDriver {
         return handle;
     }
 
+    /** Unmaps and releases {@code [at, at + length)} and gives the range back to {@code w}. */
+    void unback(AddressWindow w, long at, long length, long handle) {
+        delegate.cuMemUnmap(at, length);
+        delegate.cuMemRelease(handle);
+        w.give(at, length);
+    }
+
     /** CUmemAllocationProp: pinned device memory on {@code device}, no handle types, no flags. */
     private static MemorySegment prop(Arena arena, int device) {
         MemorySegment p = arena.allocate(32, 8);
@@ -278,42 +491,180 @@ final class StableAddresses extends DelegatingCudaDriver {
         }
         delegate.cuCtxSynchronize(); // the driver's cuMemFree waits for the device's work likewise
         allocations.remove(dptr);
-        release(a);
+        if (a.pool() != null) {
+            pools.freed(a);
+            pools.reusable(a);
+        } else {
+            release(a);
+        }
         return CuResult.CUDA_SUCCESS;
     }
 
-    /** Gives back what {@code a} held: its block, or its granules (unmapped and released). */
-    private void release(Allocation a) {
-        Window w = a.window();
+    /** Gives back what a plain or pitched {@code a} held: its block, or its granules (unmapped and released). */
+    void release(Allocation a) {
+        AddressWindow w = a.window();
         if (a.slab() == null) {
-            delegate.cuMemUnmap(a.base(), a.length());
-            delegate.cuMemRelease(a.handle());
-            w.give(a.base(), a.length());
+            unback(w, a.base(), a.length(), a.handle());
             return;
         }
-        Slab s = a.slab();
+        AddressWindow.Slab s = a.slab();
         s.used.clear(a.block());
         if (s.used.isEmpty()) {
-            delegate.cuMemUnmap(s.base, w.granule);
-            delegate.cuMemRelease(s.handle);
-            w.give(s.base, w.granule);
-            w.slabs.get(new SlabKey(a.context(), s.blockSize)).remove(s);
+            unback(w, s.base, w.granule, s.handle);
+            w.slabs.get(new AddressWindow.SlabKey(s.context, s.blockSize)).remove(s);
         }
+    }
+
+    // ---- stream-ordered allocation (StablePools holds the pools' state) ----------------------------------------
+
+    @Override
+    public synchronized int cuMemPoolCreate(MemorySegment pool, MemorySegment poolProps) {
+        int r = delegate.cuMemPoolCreate(pool, poolProps);
+        if (r == CuResult.CUDA_SUCCESS) {
+            pools.created(pool.get(JAVA_LONG, 0), poolProps);
+        }
+        return r;
+    }
+
+    @Override
+    public synchronized int cuMemAllocFromPoolAsync(MemorySegment dptr, long bytesize, long pool, long hStream) {
+        long at = takePlace();
+        StablePools.Pool p = pools.pool(pool);
+        if (p == null || bytesize <= 0 || capturing(hStream)) {
+            return delegate.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long[] where = current(arena);
+            if (where == null || where[0] != p.device) {
+                return delegate.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); // the driver's answer
+            }
+            AddressWindow w = window(arena, p.device);
+            Allocation a = w == null ? null : pools.allocate(arena, p, w, at, bytesize, where[1], hStream);
+            if (a == null) {
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            allocations.put(a.base(), a);
+            dptr.set(JAVA_LONG, 0, a.base());
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    /**
+     * Memory in the window goes back in stream order: it stays mapped until the stream reaches the free (an event
+     * recorded there), then returns to its pool (a plain allocation is unmapped).
+     */
+    @Override
+    public synchronized int cuMemFreeAsync(long dptr, long hStream) {
+        Allocation a = allocations.get(dptr);
+        if (a == null) {
+            return delegate.cuMemFreeAsync(dptr, hStream);
+        }
+        if (capturing(hStream)) {
+            // The driver cannot put a free of an address it never handed out into the graph: the free is taken and
+            // the memory kept (mapped, and charged, as a captured free's charge already is) until the session ends.
+            allocations.remove(dptr);
+            keptUntilEnd.add(a);
+            return CuResult.CUDA_SUCCESS;
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            long[] where = current(arena);
+            int r = pools.freeAsync(arena, a, hStream, where == null ? 0 : where[1]);
+            if (r == CuResult.CUDA_SUCCESS) {
+                allocations.remove(dptr);
+            }
+            return r;
+        }
+    }
+
+    /** Whether {@code hStream} is capturing (or the driver cannot say): then the driver's pools serve it. */
+    private boolean capturing(long hStream) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment status = arena.allocate(4);
+            return delegate.cuStreamIsCapturing(hStream, status) != CuResult.CUDA_SUCCESS || status.get(JAVA_INT, 0) != 0;
+        }
+    }
+
+    @Override
+    public synchronized int cuMemPoolDestroy(long pool) {
+        int r = delegate.cuMemPoolDestroy(pool);
+        if (r == CuResult.CUDA_SUCCESS) {
+            pools.destroyed(pool);
+        }
+        return r;
+    }
+
+    @Override
+    public synchronized int cuMemPoolTrimTo(long pool, long minBytesToKeep) {
+        int r = delegate.cuMemPoolTrimTo(pool, minBytesToKeep);
+        if (r == CuResult.CUDA_SUCCESS) {
+            pools.trim(pool, minBytesToKeep);
+        }
+        return r;
+    }
+
+    @Override
+    public synchronized int cuMemPoolSetAttribute(long pool, int attr, MemorySegment value) {
+        int r = delegate.cuMemPoolSetAttribute(pool, attr, value);
+        if (r == CuResult.CUDA_SUCCESS) {
+            pools.attributeSet(pool, attr, value);
+        }
+        return r;
+    }
+
+    @Override
+    public synchronized int cuMemPoolGetAttribute(long pool, int attr, MemorySegment value) {
+        int r = delegate.cuMemPoolGetAttribute(pool, attr, value);
+        if (r == CuResult.CUDA_SUCCESS) {
+            pools.answer(pool, attr, value);
+        }
+        return r;
+    }
+
+    @Override
+    public int cuStreamSynchronize(long hStream) {
+        return synchronised(delegate.cuStreamSynchronize(hStream));
+    }
+
+    @Override
+    public int cuCtxSynchronize() {
+        return synchronised(delegate.cuCtxSynchronize());
+    }
+
+    @Override
+    public int cuCtxSynchronize_v2(long ctx) {
+        return synchronised(delegate.cuCtxSynchronize_v2(ctx));
+    }
+
+    @Override
+    public int cuEventSynchronize(long hEvent) {
+        return synchronised(delegate.cuEventSynchronize(hEvent));
+    }
+
+    /** After a synchronisation (which waited outside this object's lock): the pools' synchronisation point. */
+    private int synchronised(int r) {
+        synchronized (this) {
+            pools.synchronisationPoint();
+        }
+        return r;
     }
 
     @Override
     public synchronized int cuCtxDestroy(long ctx) {
         int r = delegate.cuCtxDestroy(ctx);
         if (r == CuResult.CUDA_SUCCESS) {
-            // the context's work is done (destroying waited for it); its allocations go with it, as the driver's do
-            List<Allocation> gone = allocations.values().stream().filter(a -> a.context() == ctx).toList();
+            // the context's work is done (destroying waited for it); its plain allocations go with it, as the
+            // driver's do; pool allocations outlive it, as the driver's do
+            List<Allocation> gone = allocations.values().stream().filter(a -> a.context() == ctx && a.pool() == null).toList();
             for (Allocation a : gone) {
                 allocations.remove(a.base());
                 release(a);
             }
+            pools.contextDestroyed(ctx);
         }
         return r;
     }
+
+    // ---- what the program sees ----------------------------------------------------------------------------------
 
     /** The live allocation holding {@code p}, or null. */
     private Allocation holding(long p) {
@@ -369,13 +720,34 @@ final class StableAddresses extends DelegatingCudaDriver {
         }
     }
 
+    // ---- the session's view and end -----------------------------------------------------------------------------
+
+    /** Every live allocation in the windows, by base (what a checkpoint saves; freed ones not yet reached are not live). */
+    synchronized List<Live> live() {
+        List<Live> all = new ArrayList<>(allocations.size());
+        for (Allocation a : allocations.values()) {
+            all.add(new Live(a.base(), a.size(), a.window().device, a.context(), a.kind(),
+                    a.pool() == null ? 0 : a.pool().real, a.stream()));
+        }
+        return all;
+    }
+
     /** At the session's end, after its contexts: every mapping and the windows go. */
     synchronized void close() {
-        for (Allocation a : List.copyOf(allocations.values())) {
-            release(a);
+        List<Allocation> inPools = new ArrayList<>();
+        List<Allocation> all = new ArrayList<>(allocations.values());
+        all.addAll(keptUntilEnd);
+        keptUntilEnd.clear();
+        for (Allocation a : all) {
+            if (a.pool() == null) {
+                release(a);
+            } else {
+                inPools.add(a);
+            }
         }
         allocations.clear();
-        for (Window w : windows.values()) {
+        pools.close(inPools);
+        for (AddressWindow w : windows.values()) {
             delegate.cuMemAddressFree(w.base, w.size);
         }
         windows.clear();
@@ -383,7 +755,7 @@ final class StableAddresses extends DelegatingCudaDriver {
 
     /** The base of the window on {@code device}, or 0 before its first allocation (tests, status). */
     synchronized long windowBase(int device) {
-        Window w = windows.get(device);
+        AddressWindow w = windows.get(device);
         return w == null ? 0 : w.base;
     }
 }

@@ -23,21 +23,30 @@ import jdk.net.ExtendedSocketOptions;
 import jdk.net.UnixDomainPrincipal;
 
 /**
- * The admin socket: a Unix socket that answers {@code gpusockets status}. The protocol is one request
- * line, one answer, then the backend closes: {@code status\n} is answered with the snapshot as JSON
- * ({@link StatusJson}) and a newline; anything else with {@code error: ...\n}. A peer that
- * {@link AdminAccess} does not allow gets {@code refused: ...\n} and a log line.
+ * The admin socket: a Unix socket that answers {@code gpusockets status}, {@code checkpoint} and
+ * {@code restore}. The protocol is one request line, an answer, then the backend closes:
+ * <ul>
+ *   <li>{@code status\n} is answered with the snapshot as JSON ({@link StatusJson}) and a newline;</li>
+ *   <li>{@code checkpoint SESSION [stop] FILE\n} and {@code restore FILE\n} (FILE an absolute path, the
+ *       rest of the line: it may hold spaces) by {@code progress STAGE DONE TOTAL\n} lines as the action
+ *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
+ *       actions answers them with an error);</li>
+ *   <li>anything else with {@code error: ...\n}.</li>
+ * </ul>
+ * A peer that {@link AdminAccess} does not allow gets {@code refused: ...\n} and a log line.
  *
  * <p>Bounded: at most {@value #MAX_CLIENTS} clients are served at once (each on its own thread;
  * more are closed at once), a request line is at most {@value #MAX_REQUEST} bytes, and a client
  * that has not read its answer {@value #DEADLINE_SECONDS} s after connecting is disconnected, so a
- * slow or hostile client holds no more than that. The socket file is made with mode 0600 (0660 and
- * the admin group's ownership when one is configured) and removed on {@link #close}.
+ * slow or hostile client holds no more than that; a checkpoint or restore, which takes as long as the
+ * memory it moves, is exempt once its request is read (an allowed admin asked for it), and goes on to
+ * its end even when its client leaves. The socket file is made with mode 0600 (0660 and the admin
+ * group's ownership when one is configured) and removed on {@link #close}.
  */
 public final class AdminSocket implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
     static final int MAX_CLIENTS = 4;
-    static final int MAX_REQUEST = 128;
+    static final int MAX_REQUEST = 4352;
     static final int DEADLINE_SECONDS = 5;
 
     private final Path path;
@@ -45,6 +54,8 @@ public final class AdminSocket implements AutoCloseable {
     /** Why a peer is refused, or null ({@link AdminAccess#refusal}). */
     private final Function<UnixDomainPrincipal, String> access;
     private final Supplier<ServerSnapshot> snapshots;
+    /** Checkpoint and restore, or null: refused. */
+    private final AdminActions actions;
     private final Semaphore slots = new Semaphore(MAX_CLIENTS);
     private final ScheduledExecutorService deadlines = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-admin-deadline").factory());
@@ -53,11 +64,12 @@ public final class AdminSocket implements AutoCloseable {
     private long refusalsNotLogged;
 
     private AdminSocket(Path path, ServerSocketChannel server, Function<UnixDomainPrincipal, String> access,
-                        Supplier<ServerSnapshot> snapshots) {
+                        Supplier<ServerSnapshot> snapshots, AdminActions actions) {
         this.path = path;
         this.server = server;
         this.access = access;
         this.snapshots = snapshots;
+        this.actions = actions;
     }
 
     /**
@@ -65,14 +77,20 @@ public final class AdminSocket implements AutoCloseable {
      * backend answers on is not) and starts answering. {@code group}: the admin group's name, or null.
      */
     public static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots) throws IOException {
-        return open(path, group, snapshots, null);
+        return open(path, group, snapshots, null, null);
+    }
+
+    /** As {@link #open(Path, String, Supplier)}, answering checkpoint and restore with {@code actions} (null: refused). */
+    public static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots, AdminActions actions)
+            throws IOException {
+        return open(path, group, snapshots, actions, null);
     }
 
     /**
-     * As {@link #open(Path, String, Supplier)}; {@code check}, when not null, replaces {@link AdminAccess#refusal}
-     * (tests, which run as one user, use it to be refused).
+     * As {@link #open(Path, String, Supplier, AdminActions)}; {@code check}, when not null, replaces
+     * {@link AdminAccess#refusal} (tests, which run as one user, use it to be refused).
      */
-    static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots,
+    static AdminSocket open(Path path, String group, Supplier<ServerSnapshot> snapshots, AdminActions actions,
                             Function<UnixDomainPrincipal, String> check) throws IOException {
         path = path.toAbsolutePath();
         if (Files.exists(path, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
@@ -115,7 +133,8 @@ public final class AdminSocket implements AutoCloseable {
                 Files.setPosixFilePermissions(path, PosixFilePermissions.fromString("rw-------"));
             }
             AdminSocket a = new AdminSocket(path, server,
-                    check != null ? check : new AdminAccess(owner, group, AdminAccess::groupFileMembers)::refusal, snapshots);
+                    check != null ? check : new AdminAccess(owner, group, AdminAccess::groupFileMembers)::refusal, snapshots,
+                    actions);
             Thread.ofPlatform().daemon().name("gpusockets-admin").start(a::acceptLoop);
             LOG.log(Level.INFO, "admin socket on " + path + (group != null ? " (group " + group + ")" : ""));
             return a;
@@ -157,7 +176,7 @@ public final class AdminSocket implements AutoCloseable {
             }
             Thread.ofPlatform().daemon().name("gpusockets-admin-client").start(() -> {
                 try {
-                    answer(c);
+                    answer(c, deadline);
                 } finally {
                     deadline.cancel(false);
                     closeQuietly(c);
@@ -167,7 +186,7 @@ public final class AdminSocket implements AutoCloseable {
         }
     }
 
-    private void answer(SocketChannel c) {
+    private void answer(SocketChannel c, java.util.concurrent.Future<?> deadline) {
         try {
             UnixDomainPrincipal peer = c.getOption(ExtendedSocketOptions.SO_PEERCRED);
             String request = readLine(c); // read first, even to refuse: closing on unread bytes would reset the answer
@@ -179,8 +198,10 @@ public final class AdminSocket implements AutoCloseable {
                 write(c, "error: request line longer than " + MAX_REQUEST + " bytes or not ended by a newline\n");
             } else if (request.strip().equals("status")) {
                 write(c, StatusJson.write(snapshots.get()) + "\n");
+            } else if (request.startsWith("checkpoint ") || request.startsWith("restore ")) {
+                act(c, request, deadline);
             } else {
-                write(c, "error: unknown request '" + printable(request) + "' (known: status)\n");
+                write(c, "error: unknown request '" + printable(request) + "' (known: status, checkpoint, restore)\n");
             }
         } catch (IOException e) {
             if (!closed) {
@@ -188,6 +209,92 @@ public final class AdminSocket implements AutoCloseable {
             }
         } catch (RuntimeException e) {
             LOG.log(Level.ERROR, "admin socket: cannot answer", e);
+        }
+    }
+
+    /**
+     * Runs a checkpoint or restore request: progress lines while it goes (a client that left is no longer
+     * written to; the action goes on), then its answer.
+     */
+    private void act(SocketChannel c, String request, java.util.concurrent.Future<?> deadline) throws IOException {
+        Request r;
+        try {
+            r = Request.parse(request);
+        } catch (IllegalArgumentException e) {
+            write(c, "error: " + e.getMessage() + "\n");
+            return;
+        }
+        if (actions == null) {
+            write(c, "error: this backend does not checkpoint or restore sessions\n");
+            return;
+        }
+        deadline.cancel(false);
+        boolean[] gone = {false};
+        AdminActions.Progress progress = (stage, done, total) -> {
+            if (!gone[0]) {
+                try {
+                    write(c, "progress " + stage.replaceAll("\\s", "_") + " " + done + " " + total + "\n");
+                } catch (IOException e) {
+                    gone[0] = true;
+                }
+            }
+        };
+        String answer;
+        try {
+            answer = r.checkpoint() ? actions.checkpoint(r.session(), r.file(), r.stop(), progress)
+                    : actions.restore(r.file(), progress);
+            LOG.log(Level.INFO, "admin socket: " + (r.checkpoint() ? "checkpoint of session " + r.session() : "restore")
+                    + " " + r.file() + ": " + answer);
+            answer = "ok " + answer.strip().replace('\n', ' ');
+        } catch (Exception e) {
+            String m = String.valueOf(e.getMessage()).strip().replace('\n', ' ');
+            LOG.log(Level.WARNING, "admin socket: " + (r.checkpoint() ? "checkpoint of session " + r.session() : "restore")
+                    + " " + r.file() + " failed: " + m);
+            answer = "error: " + m;
+        }
+        if (!gone[0]) {
+            write(c, answer + "\n");
+        }
+    }
+
+    /** A checkpoint ({@code session}, {@code stop}) or restore request, parsed and checked. */
+    record Request(boolean checkpoint, long session, boolean stop, Path file) {
+        static Request parse(String line) {
+            String rest;
+            boolean checkpoint = line.startsWith("checkpoint ");
+            rest = line.substring(checkpoint ? "checkpoint ".length() : "restore ".length());
+            long session = 0;
+            boolean stop = false;
+            if (checkpoint) {
+                int sp = rest.indexOf(' ');
+                if (sp <= 0) {
+                    throw new IllegalArgumentException("usage: checkpoint SESSION [stop] FILE");
+                }
+                try {
+                    session = Long.parseLong(rest.substring(0, sp));
+                } catch (NumberFormatException e) {
+                    throw new IllegalArgumentException("not a session id: '" + printable(rest.substring(0, sp)) + "'");
+                }
+                rest = rest.substring(sp + 1);
+                if (rest.startsWith("stop ")) {
+                    stop = true;
+                    rest = rest.substring("stop ".length());
+                }
+            }
+            if (rest.isEmpty() || rest.chars().anyMatch(ch -> ch < 0x20)) {
+                throw new IllegalArgumentException("usage: " + (checkpoint ? "checkpoint SESSION [stop] FILE" : "restore FILE"));
+            }
+            Path file;
+            try {
+                file = Path.of(rest);
+            } catch (java.nio.file.InvalidPathException e) {
+                throw new IllegalArgumentException("not a file path: '" + printable(rest) + "'");
+            }
+            if (!file.isAbsolute()) {
+                throw new IllegalArgumentException("the file must be an absolute path (the backend resolves no other): '"
+                        + printable(rest) + "'");
+            }
+            return new Request(checkpoint, session, stop, file.normalize());
         }
     }
 

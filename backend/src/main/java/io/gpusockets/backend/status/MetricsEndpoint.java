@@ -132,6 +132,35 @@ public final class MetricsEndpoint implements AutoCloseable {
                         + " refused until it restarts; isolation modes context and shared), else 0")
                 .callback(cb -> cb.call(snapshot().poisoned() == null ? 0 : 1))
                 .register(registry);
+        CounterWithCallback.builder().name("gpusockets_checkpoints_total")
+                .help("Session checkpoints asked of this backend, by result (ok, refused: something could not be captured,"
+                        + " failed: the image could not be written)").labelNames("result")
+                .callback(cb -> {
+                    ServerSnapshot.Operations o = snapshot().operations();
+                    cb.call(o.checkpoints(), "ok");
+                    cb.call(o.checkpointsRefused(), "refused");
+                    cb.call(o.checkpointsFailed(), "failed");
+                })
+                .register(registry);
+        CounterWithCallback.builder().name("gpusockets_restores_total")
+                .help("Session restores asked of this backend, by result (ok, refused, failed: a damaged or unreadable image)")
+                .labelNames("result")
+                .callback(cb -> {
+                    ServerSnapshot.Operations o = snapshot().operations();
+                    cb.call(o.restores(), "ok");
+                    cb.call(o.restoresRefused(), "refused");
+                    cb.call(o.restoresFailed(), "failed");
+                })
+                .register(registry);
+        CounterWithCallback.builder().name("gpusockets_resumes_total")
+                .help("Connections that resumed a session (ok) or were refused (unknown, expired or guessed token, another"
+                        + " identity)").labelNames("result")
+                .callback(cb -> {
+                    ServerSnapshot.Operations o = snapshot().operations();
+                    cb.call(o.resumes(), "ok");
+                    cb.call(o.resumesRefused(), "refused");
+                })
+                .register(registry);
         GaugeWithCallback.builder().name("gpusockets_device_memory_used_bytes").unit(Unit.BYTES)
                 .help("Device memory in use, as the driver reports it (all processes)").labelNames("device", "name")
                 .callback(cb -> snapshot().devices().stream().filter(d -> d.memoryUsedBytes() >= 0)

@@ -18,14 +18,31 @@ import java.util.Map;
  * @param traffic     calls and bytes per tenant and transport since the backend started
  * @param poisoned    what poisoned the driver in the backend's own process (a kernel fault, isolation modes
  *                    context and shared), or null while it serves
+ * @param operations  checkpoints, restores and resumes since the backend started, by outcome
  */
 public record ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices,
-                             List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned) {
+                             List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned,
+                             Operations operations) {
 
-    /** A backend whose driver is not poisoned. */
+    /** A backend whose driver is not poisoned, with no operations counted. */
     public ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices, List<Tenant> tenants,
                           List<SessionSnapshot> sessions, List<Traffic> traffic) {
-        this(timeMillis, backend, connections, devices, tenants, sessions, traffic, null);
+        this(timeMillis, backend, connections, devices, tenants, sessions, traffic, null, Operations.NONE);
+    }
+
+    /** As the canonical constructor, with no operations counted. */
+    public ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices, List<Tenant> tenants,
+                          List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned) {
+        this(timeMillis, backend, connections, devices, tenants, sessions, traffic, poisoned, Operations.NONE);
+    }
+
+    /**
+     * Session operations since the backend started, each by outcome: done, refused (the request named something the
+     * backend will not do: a session that cannot be captured, an unknown token) or failed (an I/O error, a damaged image).
+     */
+    public record Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
+                             long restoresRefused, long restoresFailed, long resumes, long resumesRefused) {
+        public static final Operations NONE = new Operations(0, 0, 0, 0, 0, 0, 0, 0);
     }
 
     public ServerSnapshot {

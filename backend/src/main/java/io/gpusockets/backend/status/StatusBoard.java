@@ -33,6 +33,8 @@ public final class StatusBoard implements AutoCloseable {
 
     /** Sessions served by other processes (isolation mode process: the workers' latest figures), or none. */
     private volatile Supplier<List<SessionSnapshot>> remote = List::of;
+    /** The server's operation counters ({@link #operations}). */
+    private volatile Supplier<ServerSnapshot.Operations> operations = () -> ServerSnapshot.Operations.NONE;
 
     /** The tenants configured now (a reload may add some): shown even before they have a session. */
     private final java.util.function.Supplier<? extends java.util.Collection<? extends TenantAccount>> configured;
@@ -97,6 +99,11 @@ public final class StatusBoard implements AutoCloseable {
         return all;
     }
 
+    /** Where {@link #snapshot} finds the server's checkpoint, restore and resume counters. */
+    public void operations(Supplier<ServerSnapshot.Operations> counters) {
+        this.operations = counters;
+    }
+
     /** Everything: devices (from the driver), tenants, sessions and traffic totals. */
     public ServerSnapshot snapshot() {
         TrafficTotals.Live live = traffic.with(() -> List.copyOf(sessions), remote);
@@ -117,7 +124,7 @@ public final class StatusBoard implements AutoCloseable {
         ServerSnapshot.Poisoned poisoned = host.health().poison().map(p -> new ServerSnapshot.Poisoned(p.codeName(),
                 p.sessionId(), p.call(), p.epochMillis(), host.health().refusal())).orElse(null);
         return new ServerSnapshot(System.currentTimeMillis(), host.description(), connections.getAsInt(),
-                devices.devices(), ts, list, live.traffic(), poisoned);
+                devices.devices(), ts, list, live.traffic(), poisoned, operations.get());
     }
 
     private static List<SessionSnapshot> describe(List<Session> live) {

@@ -36,6 +36,80 @@ class AdminSocketTest {
         assertFalse(Files.exists(p), "the socket file goes with the socket");
     }
 
+    /** Actions that record what they were asked, report progress, and fail on a session id of 13 or a file named "bad". */
+    static final class FakeActions implements AdminActions {
+        final List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        @Override
+        public String checkpoint(long session, Path file, boolean stop, Progress progress) throws Exception {
+            asked.add("checkpoint " + session + " " + stop + " " + file);
+            if (session == 13) {
+                throw new IllegalStateException("session 13 holds managed memory, which a checkpoint cannot capture");
+            }
+            progress.progress("drain", 1, 1);
+            progress.progress("contents bytes", 4096, 8192);
+            progress.progress("contents bytes", 8192, 8192);
+            return "{\"session\":" + session + ",\"bytes\":8192}";
+        }
+
+        @Override
+        public String restore(Path file, Progress progress) throws Exception {
+            asked.add("restore " + file);
+            if (file.getFileName().toString().equals("bad")) {
+                throw new java.io.IOException("chunk 3 of allocation 0x7f0000000000: hash differs (the image is damaged)");
+            }
+            progress.progress("replay", 7, 7);
+            return "{\"session\":42}";
+        }
+    }
+
+    @Test
+    void checkpointAndRestoreStreamProgressThenAnswerOkOrTheActionsError() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        FakeActions actions = new FakeActions();
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, actions)) {
+            assertEquals("progress drain 1 1\nprogress contents_bytes 4096 8192\nprogress contents_bytes 8192 8192\n"
+                    + "ok {\"session\":5,\"bytes\":8192}\n", ask(p, "checkpoint 5 stop /tmp/a dir/img\n"));
+            assertEquals("progress drain 1 1\nprogress contents_bytes 4096 8192\nprogress contents_bytes 8192 8192\n"
+                    + "ok {\"session\":6,\"bytes\":8192}\n", ask(p, "checkpoint 6 /tmp/../tmp/b\n"));
+            assertEquals("error: session 13 holds managed memory, which a checkpoint cannot capture\n",
+                    ask(p, "checkpoint 13 /tmp/c\n"));
+            assertEquals("progress replay 7 7\nok {\"session\":42}\n", ask(p, "restore /tmp/img\n"));
+            assertTrue(ask(p, "restore /tmp/bad\n").startsWith("error: chunk 3 of allocation 0x7f0000000000: hash differs"));
+            assertEquals(List.of("checkpoint 5 true /tmp/a dir/img", "checkpoint 6 false /tmp/b", "checkpoint 13 false /tmp/c",
+                    "restore /tmp/img", "restore /tmp/bad"), actions.asked);
+            // refused before any action runs
+            assertTrue(ask(p, "checkpoint 5 relative/img\n").startsWith("error: the file must be an absolute path"));
+            assertTrue(ask(p, "checkpoint five /tmp/x\n").startsWith("error: not a session id: 'five'"));
+            assertTrue(ask(p, "checkpoint 5\n").startsWith("error: usage: checkpoint SESSION [stop] FILE"));
+            assertTrue(ask(p, "restore \n").startsWith("error: usage: restore FILE"));
+            assertEquals(5, actions.asked.size(), "a refused request reaches no action");
+        }
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample)) {
+            assertEquals("error: this backend does not checkpoint or restore sessions\n", ask(p, "restore /tmp/img\n"));
+        }
+    }
+
+    @Test
+    void aCheckpointOutlastsTheDeadlineOfAStatusClient() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        AdminActions slow = new AdminActions() {
+            @Override
+            public String checkpoint(long session, Path file, boolean stop, Progress progress) throws Exception {
+                Thread.sleep((AdminSocket.DEADLINE_SECONDS + 1) * 1000L);
+                return "{}";
+            }
+
+            @Override
+            public String restore(Path file, Progress progress) {
+                return "{}";
+            }
+        };
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, slow)) {
+            assertEquals("ok {}\n", ask(p, "checkpoint 1 /tmp/x\n"));
+        }
+    }
+
     @Test
     void anAdminGroupGetsTheSocketFileWithMode0660AndAnUnknownGroupIsAClearError() throws Exception {
         Path p = dir.resolve("admin.sock");
@@ -54,7 +128,7 @@ class AdminSocketTest {
     void aPeerTheCheckRefusesGetsARefusalAndNoStatus() throws Exception {
         Path p = dir.resolve("admin.sock");
         // the tests run as one user, allowed as the backend's own: a check that refuses it stands for another user
-        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample,
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, null,
                 peer -> "user " + peer.user().getName() + " is a stranger here")) {
             String answer = ask(p, "status\n");
             assertEquals("refused: user " + System.getProperty("user.name") + " is a stranger here\n", answer);

@@ -38,13 +38,15 @@ import java.util.List;
  *                        value of the {@code known=} lists of its other inputs, then answers those itself
  * @param charge          what the call makes the driver allocate in device memory, charged to the tenant
  *                        before the driver call ({@code charge=}; {@link ChargeRule#NONE} without one)
+ * @param checkpoint      how a session recorded for checkpoint keeps this call, a setter of a live handle or
+ *                        context ({@code checkpoint=}; {@link CheckpointRule#NONE} without one)
  */
 public record ApiFunction(int index, String name, int opcode, List<String> symbols, List<ApiParam> params,
                           boolean async, boolean sync, boolean customFrontend, boolean customBackend,
                           boolean local, boolean critical, java.util.Map<String, Integer> since,
                           String perThread, boolean quick, String area, WireCodec codec, ContextRule context,
                           MergeRule merge, boolean connects, boolean guest, String serves, boolean known,
-                          ChargeRule charge) {
+                          ChargeRule charge, CheckpointRule checkpoint) {
 
     /** FNV-1a of the name with the top bit cleared, so it never meets the control range 0xFFFFxxxx. */
     public static int opcodeFor(String name) {

@@ -24,7 +24,7 @@ public final class ApiTable {
     private static final Pattern ENTRY = Pattern.compile("^(cu[A-Za-z0-9_]+)\\((.*)\\)\\s*(.*)$");
     private static final Pattern PARAM = Pattern.compile("^(out\\s+)?([a-z0-9]+)(?:\\[([^\\]]*)\\])?\\s+([A-Za-z_][A-Za-z0-9_]*)$");
     private static final Set<String> ATTRIBUTES = Set.of("async", "sync", "local", "custom", "symbols", "critical", "ptds", "ptsz", "quick",
-            "area", "codec", "context", "merge", "connects", "guest", "serves", "known", "charge");
+            "area", "codec", "context", "merge", "connects", "guest", "serves", "known", "charge", "checkpoint");
 
     private static volatile ApiTable instance;
 
@@ -174,6 +174,7 @@ public final class ApiTable {
         MergeRule merge = MergeRule.NONE;
         ChargeRule charge = ChargeRule.NONE;
         boolean chargeGiven = false;
+        CheckpointRule checkpoint = CheckpointRule.NONE;
         for (String attr : m.group(3).strip().split("\\s+")) {
             if (attr.isEmpty()) {
                 continue;
@@ -233,6 +234,7 @@ public final class ApiTable {
                     charge = ChargeRule.parse(value);
                     chargeGiven = true;
                 }
+                case "checkpoint" -> checkpoint = CheckpointRule.parse(value);
                 default -> throw new AssertionError(key);
             }
         }
@@ -251,7 +253,7 @@ public final class ApiTable {
         }
         ApiFunction f = new ApiFunction(index, name, ApiFunction.opcodeFor(name), symbols, List.copyOf(params), async,
                 sync, customFrontend, customBackend, local, critical, Map.copyOf(since), perThread, quick, area, codec,
-                context, merge, connects, guest, serves, known, charge);
+                context, merge, connects, guest, serves, known, charge, checkpoint);
         check(f);
         checkCharge(f, chargeGiven);
         return f;
@@ -370,6 +372,15 @@ public final class ApiTable {
 
     /** Checks that generic code can marshal the entry and that its hand-written parts have a home. */
     private static void check(ApiFunction f) {
+        if (f.checkpoint() != CheckpointRule.NONE && (!f.codec().readsLikeGeneric() || f.local() || f.guest())) {
+            throw new IllegalArgumentException(f.name() + ": checkpoint= needs an entry the backend receives and decodes "
+                    + "generically (no codec=, or one that reads like it: pool-attribute; not local or guest): its target"
+                    + " and key are read off the request");
+        }
+        if (f.checkpoint() != CheckpointRule.NONE && f.params().stream().anyMatch(p -> p.out() && p.type().isHandle())) {
+            throw new IllegalArgumentException(f.name() + ": checkpoint= is for setters; an entry that makes handles is "
+                    + "recorded for that already");
+        }
         boolean hand = f.customFrontend() || f.customBackend() || f.local();
         if (hand && f.area().isEmpty()) {
             throw new IllegalArgumentException(f.name() + ": custom and local entries need area=NAME, the API area "

@@ -28,6 +28,15 @@ public enum WireCodec {
     /** {@code link-complete}: a link state, then the size of the linked image or (second step) its bytes as DATA. */
     LINK_COMPLETE;
 
+    /**
+     * Whether a request of this layout starts with the entry's handle and scalar inputs as the generic decoding
+     * reads them (pool-attribute: pool, attribute, then the value, which a generic {@code ptr} does not read), so
+     * that a checkpoint recorder can read a setter's target and key off it ({@code checkpoint=}).
+     */
+    public boolean readsLikeGeneric() {
+        return this == GENERIC || this == POOL_ATTRIBUTE;
+    }
+
     static WireCodec parse(String value) {
         return switch (value) {
             case "launch" -> LAUNCH;

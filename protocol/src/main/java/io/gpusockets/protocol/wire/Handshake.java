@@ -51,6 +51,12 @@ public final class Handshake {
     public static final int FEATURE_RESUME = 4;
     /** Bytes of a session token: 256 random bits. */
     public static final int TOKEN_BYTES = 32;
+    /**
+     * How a backend's REFUSE of a resume begins when it knows no session by the token: the session ended or was never
+     * here, or is not yet (a restore of its checkpoint may be on its way), so a frontend keeps trying within its
+     * grace period, where any other refusal (another identity) is final.
+     */
+    public static final String REFUSAL_UNKNOWN_SESSION = "resume refused: unknown or expired session token";
     /** A window DATA body: offset u64, length u64. */
     public static final int WINDOW_REF_BYTES = 16;
 

@@ -1,0 +1,307 @@
+package io.gpusockets.backend.session;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.zip.CRC32C;
+
+/**
+ * The file a checkpoint writes and a restore reads (issue 22): versioned and self-describing, all numbers
+ * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
+ *
+ * <pre>
+ * magic "GPUSCKPT", u32 version (1)
+ * u64 session id, utf tenant
+ * u32 n, n x (i32 device, u64 window base)            the address windows
+ * u64 next handle id
+ * resume:  u32 token length, token, utf identity, u64 grace seconds, i32 features,
+ *          u32 n, n x (i32 lane, u64 last request id, u64 DATA frames of it)          received
+ *          u32 n, n x (i32 lane, u64 request id, u32 frames, frames x (i32 opcode, i32 flags, u32 length, bytes))
+ *                                                       complete replies not yet acknowledged
+ * u32 n, n x (i32 references, i32 flags)               primary contexts, by device
+ * u32 n, n x (i32 lane, u32 depth, depth x u64 context id)   lanes' context stacks, bottom first
+ * u32 n, n x record:  u8 kind (0 make, 1 alloc, 2 global, 3 set), i32 opcode, u64 context id,
+ *          u32 length, request body, u32 length, DATA bytes, u32 n, n x u64 issued id, u64 base, u64 size,
+ *          u64 target, utf key ("" for none)
+ * u32 n, n x range:  u64 base, u64 size, then chunks of at most {@link #CHUNK_BYTES} until size is covered:
+ *          u32 length, bytes, u32 CRC32C of the bytes                allocations', then globals' contents
+ * magic "GPUSEND!"
+ * </pre>
+ *
+ * Everything but the contents is read into memory first (it is bounded by the recorder's bound); the contents
+ * are streamed, each chunk checked against its hash before it is used ({@link #readContents}).
+ */
+final class CheckpointImage {
+    static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
+    static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
+    static final int VERSION = 1;
+    /** The chunk size contents are copied and hashed in. */
+    static final int CHUNK_BYTES = 8 << 20;
+    /** Bounds a reader applies to what it allocates for one item (an image is not trusted more than a peer). */
+    private static final int MAX_ITEMS = 1 << 24;
+    private static final int MAX_BYTES = 1 << 30;
+
+    /** A resumable session's state: what {@link Session.Resume} and {@link ResumeLog} hold. */
+    record ResumeState(byte[] token, String identity, long graceSeconds, int features, Map<Integer, long[]> received,
+                       List<ResumeLog.Kept> kept) {
+    }
+
+    /** Everything but the contents. */
+    record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
+                  int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records) {
+    }
+
+    /** A range whose contents follow the header. */
+    record Range(long base, long size) {
+    }
+
+    private CheckpointImage() {
+    }
+
+    static void writeHeader(DataOutputStream out, Header h, List<Range> ranges) throws IOException {
+        out.write(MAGIC);
+        out.writeInt(VERSION);
+        out.writeLong(h.sessionId());
+        out.writeUTF(h.tenant());
+        out.writeInt(h.windows().size());
+        for (Map.Entry<Integer, Long> w : h.windows().entrySet()) {
+            out.writeInt(w.getKey());
+            out.writeLong(w.getValue());
+        }
+        out.writeLong(h.nextHandleId());
+        ResumeState r = h.resume();
+        out.writeInt(r.token().length);
+        out.write(r.token());
+        out.writeUTF(r.identity());
+        out.writeLong(r.graceSeconds());
+        out.writeInt(r.features());
+        out.writeInt(r.received().size());
+        for (Map.Entry<Integer, long[]> e : r.received().entrySet()) {
+            out.writeInt(e.getKey());
+            out.writeLong(e.getValue()[0]);
+            out.writeLong(e.getValue()[1]);
+        }
+        out.writeInt(r.kept().size());
+        for (ResumeLog.Kept k : r.kept()) {
+            out.writeInt(k.lane());
+            out.writeLong(k.requestId());
+            out.writeInt(k.heads().size());
+            for (int i = 0; i < k.heads().size(); i++) {
+                out.writeInt(k.heads().get(i)[0]);
+                out.writeInt(k.heads().get(i)[1]);
+                out.writeInt(k.bodies().get(i).length);
+                out.write(k.bodies().get(i));
+            }
+        }
+        out.writeInt(h.primary().length);
+        for (int[] p : h.primary()) {
+            out.writeInt(p[0]);
+            out.writeInt(p[1]);
+        }
+        out.writeInt(h.laneContexts().size());
+        for (Map.Entry<Integer, long[]> l : h.laneContexts().entrySet()) {
+            out.writeInt(l.getKey());
+            out.writeInt(l.getValue().length);
+            for (long c : l.getValue()) {
+                out.writeLong(c);
+            }
+        }
+        out.writeInt(h.records().size());
+        for (CheckpointRecorder.Record rec : h.records()) {
+            out.writeByte(rec.kind.ordinal());
+            out.writeInt(rec.opcode);
+            out.writeLong(rec.context);
+            out.writeInt(rec.body.length);
+            out.write(rec.body);
+            out.writeInt(rec.data.length);
+            out.write(rec.data);
+            out.writeInt(rec.ids.length);
+            for (long id : rec.ids) {
+                out.writeLong(id);
+            }
+            out.writeLong(rec.base);
+            out.writeLong(rec.size);
+            out.writeLong(rec.target);
+            out.writeUTF(rec.key == null ? "" : rec.key);
+        }
+        out.writeInt(ranges.size());
+    }
+
+    /** Writes one range's contents, read through {@code source} (offset, length → the bytes), in hashed chunks. */
+    static void writeRange(DataOutputStream out, Range r, ChunkSource source) throws IOException {
+        out.writeLong(r.base());
+        out.writeLong(r.size());
+        CRC32C crc = new CRC32C();
+        for (long off = 0; off < r.size(); off += CHUNK_BYTES) {
+            int n = (int) Math.min(CHUNK_BYTES, r.size() - off);
+            byte[] bytes = source.read(r.base() + off, n);
+            crc.reset();
+            crc.update(bytes, 0, n);
+            out.writeInt(n);
+            out.write(bytes, 0, n);
+            out.writeInt((int) crc.getValue());
+        }
+    }
+
+    static void writeEnd(DataOutputStream out) throws IOException {
+        out.write(END);
+    }
+
+    /** Reads one range's chunks of {@code size} bytes from somewhere on the device. */
+    interface ChunkSource {
+        byte[] read(long address, int length) throws IOException;
+    }
+
+    /** Takes one verified chunk of contents. */
+    interface ChunkSink {
+        void write(long address, byte[] bytes, int length) throws IOException;
+    }
+
+    static Header readHeader(DataInputStream in) throws IOException {
+        byte[] magic = new byte[MAGIC.length];
+        in.readFully(magic);
+        if (!java.util.Arrays.equals(magic, MAGIC)) {
+            throw new IOException("not a GPUsockets checkpoint image (bad magic)");
+        }
+        int version = in.readInt();
+        if (version != VERSION) {
+            throw new IOException("checkpoint image version " + version + "; this backend reads version " + VERSION);
+        }
+        long sessionId = in.readLong();
+        String tenant = in.readUTF();
+        Map<Integer, Long> windows = new TreeMap<>();
+        for (int i = 0, n = count(in); i < n; i++) {
+            windows.put(in.readInt(), in.readLong());
+        }
+        long nextId = in.readLong();
+        byte[] token = bytes(in, count(in));
+        String identity = in.readUTF();
+        long grace = in.readLong();
+        int features = in.readInt();
+        Map<Integer, long[]> received = new TreeMap<>();
+        for (int i = 0, n = count(in); i < n; i++) {
+            received.put(in.readInt(), new long[] {in.readLong(), in.readLong()});
+        }
+        List<ResumeLog.Kept> kept = new ArrayList<>();
+        for (int i = 0, n = count(in); i < n; i++) {
+            int lane = in.readInt();
+            long req = in.readLong();
+            List<int[]> heads = new ArrayList<>();
+            List<byte[]> bodies = new ArrayList<>();
+            for (int j = 0, m = count(in); j < m; j++) {
+                heads.add(new int[] {in.readInt(), in.readInt()});
+                bodies.add(bytes(in, count(in)));
+            }
+            kept.add(new ResumeLog.Kept(lane, req, heads, bodies));
+        }
+        int devices = count(in);
+        int[][] primary = new int[devices][];
+        for (int d = 0; d < devices; d++) {
+            primary[d] = new int[] {in.readInt(), in.readInt()};
+        }
+        Map<Integer, long[]> lanes = new TreeMap<>();
+        for (int i = 0, n = count(in); i < n; i++) {
+            int lane = in.readInt();
+            long[] stack = new long[count(in)];
+            for (int j = 0; j < stack.length; j++) {
+                stack[j] = in.readLong();
+            }
+            lanes.put(lane, stack);
+        }
+        List<CheckpointRecorder.Record> records = new ArrayList<>();
+        CheckpointRecorder.Kind[] kinds = CheckpointRecorder.Kind.values();
+        for (int i = 0, n = count(in); i < n; i++) {
+            int kind = in.readUnsignedByte();
+            if (kind >= kinds.length) {
+                throw new IOException("checkpoint image: record " + i + " of unknown kind " + kind);
+            }
+            int opcode = in.readInt();
+            long context = in.readLong();
+            byte[] body = bytes(in, count(in));
+            byte[] data = bytes(in, count(in));
+            long[] ids = new long[count(in)];
+            for (int j = 0; j < ids.length; j++) {
+                ids[j] = in.readLong();
+            }
+            long base = in.readLong(), size = in.readLong(), target = in.readLong();
+            String key = in.readUTF();
+            records.add(new CheckpointRecorder.Record(i, kinds[kind], opcode, body, data, context, ids, base, size, target,
+                    key.isEmpty() ? null : key));
+        }
+        return new Header(sessionId, tenant, windows, nextId,
+                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records);
+    }
+
+    /**
+     * Reads the contents that follow the header: each chunk is checked against its hash before {@code sink} gets
+     * it; a chunk whose hash does not match, a range that does not add up, or a missing end fails the read.
+     * Returns the bytes read.
+     */
+    static long readContents(DataInputStream in, ChunkSink sink, CheckpointProgress progress, long total) throws IOException {
+        int ranges = count(in);
+        long done = 0;
+        byte[] buf = new byte[0];
+        CRC32C crc = new CRC32C();
+        for (int i = 0; i < ranges; i++) {
+            long base = in.readLong(), size = in.readLong();
+            if (size < 0) {
+                throw new IOException("checkpoint image: range " + i + " of negative size");
+            }
+            for (long off = 0; off < size; ) {
+                int n = in.readInt();
+                if (n <= 0 || n > CHUNK_BYTES || n > size - off) {
+                    throw new IOException(String.format("checkpoint image: a chunk of %d bytes at 0x%x+%d does not fit its range",
+                            n, base, off));
+                }
+                if (buf.length < n) {
+                    buf = new byte[n];
+                }
+                in.readFully(buf, 0, n);
+                int want = in.readInt();
+                crc.reset();
+                crc.update(buf, 0, n);
+                if ((int) crc.getValue() != want) {
+                    throw new IOException(String.format("checkpoint image: the chunk at 0x%x+%d (%d bytes) does not match"
+                            + " its hash (the image is damaged)", base, off, n));
+                }
+                sink.write(base + off, buf, n);
+                off += n;
+                done += n;
+                progress.progress("contents", done, total);
+            }
+        }
+        byte[] end = new byte[END.length];
+        try {
+            in.readFully(end);
+        } catch (EOFException e) {
+            throw new IOException("checkpoint image: truncated (no end mark)");
+        }
+        if (!java.util.Arrays.equals(end, END)) {
+            throw new IOException("checkpoint image: bad end mark");
+        }
+        return done;
+    }
+
+    private static int count(DataInputStream in) throws IOException {
+        int n = in.readInt();
+        if (n < 0 || n > MAX_ITEMS && n > MAX_BYTES) {
+            throw new IOException("checkpoint image: count out of range: " + n);
+        }
+        return n;
+    }
+
+    private static byte[] bytes(DataInputStream in, int n) throws IOException {
+        if (n > MAX_BYTES) {
+            throw new IOException("checkpoint image: " + n + " bytes in one item");
+        }
+        byte[] b = new byte[n];
+        in.readFully(b);
+        return b;
+    }
+}

@@ -1,0 +1,526 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiParam;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CheckpointRule;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.WireValues;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * What a session with address-stable memory keeps so that it can be checkpointed and restored (issue 22,
+ * items 3 to 5): the request frames of the calls that made its live objects and set their state, in order.
+ * A restore ({@link SessionRestore}) replays them in a fresh session, each handle id pinned to its recorded
+ * value and each allocation placed at its recorded address.
+ *
+ * <p>A call is recorded after it succeeded when it issued new handle ids (kind {@link Kind#MAKE}: streams,
+ * events, modules, functions, contexts, graphs, nodes...), allocated device memory inside the session's
+ * address window ({@link Kind#ALLOC}), obtained a module global ({@link Kind#GLOBAL}, once per address), or is
+ * a setter the API table marks {@code checkpoint=set|append} ({@link Kind#SET}; see {@link CheckpointRule}).
+ * A handle a call makes on the side (the session's stand-in for a device's default pool, which cuMemAllocAsync
+ * makes at its first use) is recorded as the call that makes it alone ({@link #madeBy}).
+ * A record keeps the opcode, the request body, the DATA bytes the call consumed (module images), the lane's
+ * context id at the time, the ids it issued (a MAKE's, and a GLOBAL's: cuLibraryGetGlobal makes the library's
+ * module handle on its first use), and its allocation or global. It goes when what it made goes:
+ * a MAKE record when every id it issued was dropped ({@link #handleGone}), an ALLOC or GLOBAL record with
+ * its range ({@link #rangeGone}), a setter with its target. A stream-ordered free drops its allocation's record
+ * at the call ({@link #rangeGone}): the memory is no longer the program's, and the checkpoint's drain has every
+ * stream reach its frees before the image is written.
+ *
+ * <p>The records' memory is bounded ({@link #DEFAULT_BOUND_BYTES}, property
+ * {@code gpusockets.backend.checkpointRecordBytes}): past it the session is marked not checkpointable, with
+ * the reason, and records nothing more; no call fails for it. What cannot be captured is found when a
+ * checkpoint is asked for ({@link #refusals}): handles of kinds not replayed, ranges not recorded (outside the
+ * window: managed memory, graph memory, VMM memory the program mapped), graph memory nodes, allocations of a
+ * destroyed pool, a device malloc heap in use. The session adds what only it
+ * knows (capture in progress, host callbacks pending).
+ *
+ * <p>Thread-safety: calls of many lanes record at once; every method takes this object's monitor.
+ */
+final class CheckpointRecorder {
+    /** Default bound on the records' bytes per session. */
+    static final long DEFAULT_BOUND_BYTES = 256L << 20;
+    /** The property that sets the bound. */
+    static final String BOUND_PROPERTY = "gpusockets.backend.checkpointRecordBytes";
+    /** Handle kinds whose objects a restore makes again by replay. */
+    static final Set<ParamType> REPLAYED = EnumSet.of(ParamType.CTX, ParamType.MOD, ParamType.FUNC, ParamType.STREAM,
+            ParamType.EVENT, ParamType.LIB, ParamType.KERNEL, ParamType.GRAPH, ParamType.GNODE, ParamType.GEXEC,
+            ParamType.POOL);
+    /** CU_LIMIT_MALLOC_HEAP_SIZE. */
+    private static final int LIMIT_MALLOC_HEAP_SIZE = 2;
+
+    enum Kind { MAKE, ALLOC, GLOBAL, SET }
+
+    /** One recorded call. {@code ids}: the handle ids it issued, in order; {@code base}/{@code size}: its range. */
+    static final class Record {
+        final long seq;
+        final Kind kind;
+        final int opcode;
+        final byte[] body;
+        final byte[] data;
+        final long context;
+        final long[] ids;
+        final long base;
+        final long size;
+        /** Setters: the target id (handle or context) and the key within it. */
+        final long target;
+        final String key;
+        int liveIds;
+
+        Record(long seq, Kind kind, int opcode, byte[] body, byte[] data, long context, long[] ids, long base, long size,
+               long target, String key) {
+            this.seq = seq;
+            this.kind = kind;
+            this.opcode = opcode;
+            this.body = body;
+            this.data = data;
+            this.context = context;
+            this.ids = ids;
+            this.base = base;
+            this.size = size;
+            this.target = target;
+            this.key = key;
+            this.liveIds = ids.length;
+        }
+
+        long bytes() {
+            return 96L + body.length + data.length + 8L * ids.length + (key == null ? 0 : key.length());
+        }
+
+        String name() {
+            ApiFunction f = ApiTable.get().byOpcode(opcode);
+            return f == null ? "opcode " + opcode : f.name();
+        }
+
+        @Override
+        public String toString() {
+            return "Record[" + seq + " " + kind + " " + name() + " ids=" + java.util.Arrays.toString(ids)
+                    + (size > 0 ? String.format(" 0x%x+%d", base, size) : "") + "]";
+        }
+    }
+
+    /**
+     * The handle ids one call on this thread issued ({@link SessionHandles#intern}), and at a restore the
+     * ids it must issue ({@code pinned}), in order. Set by the dispatcher around a watched call.
+     */
+    static final class Issued {
+        final long[] pinned;
+        int next;
+        long[] got = new long[4];
+        int count;
+
+        Issued(long[] pinned) {
+            this.pinned = pinned;
+        }
+
+        /** The id to issue next: the pinned one when it is free, else {@code fallback}. */
+        long take(long fallback, java.util.function.LongPredicate taken) {
+            long id = fallback;
+            if (pinned != null && next < pinned.length && !taken.test(pinned[next])) {
+                id = pinned[next];
+            }
+            if (pinned != null) {
+                next++;
+            }
+            return id;
+        }
+
+        void add(long id) {
+            if (count == got.length) {
+                got = java.util.Arrays.copyOf(got, count * 2);
+            }
+            got[count++] = id;
+        }
+
+        long[] ids() {
+            return java.util.Arrays.copyOf(got, count);
+        }
+    }
+
+    static final ThreadLocal<Issued> ISSUED = new ThreadLocal<>();
+
+    private final long boundBytes;
+    /** By table index: whether a call may be recorded (so its body is kept until it ends). */
+    private final boolean[] watched;
+    /** By table index: a launch (for the malloc heap check). */
+    private final boolean[] launch;
+    private final TreeMap<Long, Record> records = new TreeMap<>();
+    private final Map<Long, Record> byId = new HashMap<>();
+    private final Map<Long, Record> byBase = new HashMap<>();
+    /** Setters by target, then key. */
+    private final Map<Long, Map<String, Record>> setters = new HashMap<>();
+    /** Allocations outside the window, by base: the function that made them. */
+    private final Map<Long, String> outside = new HashMap<>();
+    /** Graph memory nodes made with cuGraphAddMemAllocNode, by node id (refused: their memory is the driver's). */
+    private final Set<Long> graphMemoryNodes = new java.util.HashSet<>();
+    private long seq;
+    private long bytes;
+    private String notCheckpointable;
+    private boolean mallocHeap;
+    private boolean launched;
+
+    CheckpointRecorder(long boundBytes) {
+        this.boundBytes = boundBytes;
+        List<ApiFunction> fs = ApiTable.get().functions();
+        this.watched = new boolean[fs.size()];
+        this.launch = new boolean[fs.size()];
+        for (ApiFunction f : fs) {
+            // codec=graph entries return the nodes they add through a ptr, not a declared out handle
+            boolean w = f.checkpoint() != CheckpointRule.NONE || f.name().equals("cuCtxSetLimit")
+                    || f.codec() == io.gpusockets.protocol.api.WireCodec.GRAPH;
+            for (ApiParam p : f.params()) {
+                w |= p.out() && (p.type().isHandle() || p.type() == ParamType.DPTR);
+            }
+            watched[f.index()] = w;
+            launch[f.index()] = f.name().startsWith("cuLaunch") || f.name().startsWith("cuGraphLaunch");
+        }
+    }
+
+    /** The bound from {@link #BOUND_PROPERTY}, or the default. */
+    static long configuredBound() {
+        return Long.getLong(BOUND_PROPERTY, DEFAULT_BOUND_BYTES);
+    }
+
+    /** Whether calls of table entry {@code index} may be recorded (an array look-up per call). */
+    boolean watches(int index) {
+        return watched[index] || launch[index];
+    }
+
+    /** Whether the entry may make a record (its request body is then copied before it runs). */
+    boolean records(int index) {
+        return watched[index];
+    }
+
+    /**
+     * A watched call succeeded. {@code body}: its whole request body; {@code data}: the DATA bytes it consumed;
+     * {@code outs}: its reply's outputs (as sent); {@code issued}: the ids it issued; {@code context}: the lane's
+     * context id; {@code inWindow}: whether an address lies in the session's address window.
+     */
+    synchronized void succeeded(ApiFunction f, byte[] body, byte[] data, ByteBuffer outs, long[] issued, long context,
+                                java.util.function.LongPredicate inWindow) {
+        if (launch[f.index()]) {
+            launched = true;
+        }
+        if (!watched[f.index()] || body == null) {
+            return;
+        }
+        if (f.name().equals("cuCtxSetLimit") && body.length >= 4
+                && ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getInt(0) == LIMIT_MALLOC_HEAP_SIZE) {
+            mallocHeap = true;
+        }
+        if (notCheckpointable != null) {
+            return;
+        }
+        long base = 0, size = 0;
+        Kind kind = null;
+        ApiParam dptr = outDptr(f);
+        if (dptr != null && outs != null) {
+            long[] outValues = outValues(f, outs);
+            base = outValues[dptr.index()];
+            if (base != 0 && dptr.alloc() != null) {
+                if (!inWindow.test(base)) {
+                    outside.put(base, f.name());
+                } else {
+                    kind = Kind.ALLOC;
+                    size = dptr.rangeSize().evaluate(k -> outValues[k] != Long.MIN_VALUE ? outValues[k] : inputValue(f, body, k));
+                }
+            } else if (base != 0 && dptr.global() != null) {
+                if (byBase.containsKey(base)) {
+                    return; // this global is recorded already
+                }
+                kind = Kind.GLOBAL;
+                size = dptr.rangeSize().evaluate(k -> outValues[k] != Long.MIN_VALUE ? outValues[k] : inputValue(f, body, k));
+            } else if (base != 0 && !inWindow.test(base)) {
+                outside.put(base, f.name());
+            }
+        }
+        if (kind == null && issued.length > 0) {
+            kind = Kind.MAKE;
+        }
+        long target = 0;
+        String key = null;
+        if (kind == null && f.checkpoint() != CheckpointRule.NONE) {
+            kind = Kind.SET;
+            long[] in = inputs(f, body);
+            StringBuilder k = new StringBuilder();
+            int others = 0;
+            long first = 0;
+            for (ApiParam p : f.params()) {
+                if (p.out()) {
+                    continue;
+                }
+                if (p.type().isHandle()) {
+                    if (target == 0 && k.isEmpty()) {
+                        target = in[p.index()];
+                        continue;
+                    }
+                    k.append('h').append(in[p.index()]).append(',');
+                } else if (p.type() == ParamType.DEV) {
+                    k.append('d').append(in[p.index()]).append(',');
+                } else {
+                    if (others++ == 0) {
+                        first = in[p.index()];
+                    }
+                }
+            }
+            if (target == 0) {
+                target = context;
+            }
+            if (f.checkpoint() == CheckpointRule.APPEND) {
+                key = "#" + seq;
+            } else {
+                key = k.append(others >= 2 ? "v" + first : "").toString();
+            }
+        }
+        if (kind == null) {
+            return;
+        }
+        Record r = new Record(seq++, kind, f.opcode(), body, data == null ? new byte[0] : data, context,
+                kind == Kind.MAKE || kind == Kind.GLOBAL ? issued : new long[0], base, size, target, key);
+        if (overBound(r)) {
+            return;
+        }
+        if (kind == Kind.MAKE && f.name().startsWith("cuGraphAddMemAllocNode")) {
+            for (long id : issued) {
+                graphMemoryNodes.add(id);
+            }
+        }
+        add(r);
+    }
+
+    /** Whether {@code r} would take the records past their bound: then the session is marked and they all go. */
+    private boolean overBound(Record r) {
+        if (bytes + r.bytes() <= boundBytes) {
+            return false;
+        }
+        notCheckpointable = "its checkpoint records would exceed " + boundBytes + " bytes (" + BOUND_PROPERTY + ")";
+        records.clear();
+        byId.clear();
+        byBase.clear();
+        setters.clear();
+        graphMemoryNodes.clear();
+        bytes = 0;
+        return true;
+    }
+
+    private void add(Record r) {
+        records.put(r.seq, r);
+        bytes += r.bytes();
+        for (long id : r.ids) {
+            byId.put(id, r);
+        }
+        if (r.kind == Kind.ALLOC || r.kind == Kind.GLOBAL) {
+            Record old = byBase.put(r.base, r);
+            if (old != null) {
+                drop(old);
+            }
+        }
+        if (r.kind == Kind.SET) {
+            Record old = setters.computeIfAbsent(r.target, t -> new LinkedHashMap<>()).put(r.key, r);
+            if (old != null) {
+                drop(old);
+            }
+        }
+    }
+
+    private void drop(Record r) {
+        if (records.remove(r.seq) != null) {
+            bytes -= r.bytes();
+        }
+    }
+
+    /**
+     * Handle {@code id} was made on the side of another call: recorded as the call {@code maker} with request
+     * {@code body} (generically encoded), in context {@code context}, that makes it alone and issues just it.
+     */
+    synchronized void madeBy(ApiFunction maker, byte[] body, long context, long id) {
+        if (notCheckpointable != null) {
+            return;
+        }
+        Record r = new Record(seq++, Kind.MAKE, maker.opcode(), body, new byte[0], context, new long[] {id}, 0, 0, 0, null);
+        if (!overBound(r)) {
+            add(r);
+        }
+    }
+
+    /** A handle was dropped: a record that issued it goes once all its ids went, and setters targeting it go. */
+    synchronized void handleGone(long id) {
+        graphMemoryNodes.remove(id);
+        Record r = byId.remove(id);
+        if (r != null && --r.liveIds <= 0) {
+            drop(r);
+        }
+        Map<String, Record> s = setters.remove(id);
+        if (s != null) {
+            s.values().forEach(this::drop);
+        }
+    }
+
+    /** A device range was dropped (freed, or its context or module went). */
+    synchronized void rangeGone(long base) {
+        outside.remove(base);
+        Record r = byBase.remove(base);
+        if (r != null) {
+            drop(r);
+        }
+    }
+
+    /** The records in order, for an image. */
+    synchronized List<Record> snapshot() {
+        return new ArrayList<>(records.values());
+    }
+
+    /** Bytes the records hold now. */
+    synchronized long bytes() {
+        return bytes;
+    }
+
+    /**
+     * What cannot be captured now, each named (empty: none): the recorder's own findings and what the session's
+     * handles and ranges show that was not recorded.
+     */
+    synchronized List<String> refusals(SessionHandles handles, SessionMemory memory) {
+        List<String> out = new ArrayList<>();
+        if (notCheckpointable != null) {
+            out.add(notCheckpointable);
+        }
+        if (mallocHeap && launched) {
+            out.add("the device malloc heap (cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE) was set and kernels were launched:"
+                    + " they may hold device-side malloc memory, which a checkpoint cannot see)");
+        }
+        Map<ParamType, Integer> unreplayed = new TreeMap<>();
+        Map<String, Integer> unrecorded = new TreeMap<>();
+        for (ParamType t : ParamType.values()) {
+            if (!t.isHandle()) {
+                continue;
+            }
+            for (SessionHandles.Entry e : handles.all(t)) {
+                if (!REPLAYED.contains(t)) {
+                    unreplayed.merge(t, 1, Integer::sum);
+                } else if (!byId.containsKey(e.id()) && notCheckpointable == null) {
+                    unrecorded.merge(kindName(t), 1, Integer::sum);
+                }
+            }
+        }
+        unreplayed.forEach((t, n) -> out.add(n + " " + kindName(t) + " handle(s), which a checkpoint does not capture yet"));
+        if (!graphMemoryNodes.isEmpty()) {
+            out.add(graphMemoryNodes.size() + " graph memory node(s) (cuGraphAddMemAllocNode: graph memory lies outside the"
+                    + " session's address window)");
+        }
+        int orphans = 0;
+        for (Record r : byBase.values()) {
+            if (r.kind == Kind.ALLOC) {
+                ApiFunction f = ApiTable.get().byOpcode(r.opcode);
+                long[] in = inputs(f, r.body);
+                for (ApiParam p : f.params()) {
+                    if (!p.out() && p.type() == ParamType.POOL && handles.get(in[p.index()], ParamType.POOL) == null) {
+                        orphans++;
+                    }
+                }
+            }
+        }
+        if (orphans > 0) {
+            out.add(orphans + " allocation(s) of a memory pool the program destroyed (a restore makes allocations in"
+                    + " their pool)");
+        }
+        if (!unrecorded.isEmpty()) {
+            out.add(unrecorded.values().stream().mapToInt(Integer::intValue).sum() + " handle(s) made by calls a checkpoint"
+                    + " does not replay " + unrecorded);
+        }
+        Map<String, Integer> outsideBy = new TreeMap<>();
+        for (SessionMemory.Range r : memory.ranges()) {
+            if (byBase.containsKey(r.base())) {
+                continue;
+            }
+            if (r.owner() == SessionMemory.MAPPING) {
+                outsideBy.merge("VMM mappings the program made itself (cuMemMap)", 1, Integer::sum);
+            } else if (r.freeable()) {
+                String by = outside.get(r.base());
+                outsideBy.merge("allocations outside the session's address window (" + (by == null ? "not cuMemAlloc" : by)
+                        + (by != null && by.equals("cuMemAllocManaged") ? ": managed memory" : "")
+                        + (by != null && by.startsWith("cuMemAlloc") && by.endsWith("Async")
+                                ? ": graph memory of a stream capture, or a pool's allocation on another device" : "")
+                        + ")", 1, Integer::sum);
+            }
+            // a global not asked for by the program is made again with its module, contents included
+        }
+        outsideBy.forEach((what, n) -> out.add(n + " " + what));
+        return out;
+    }
+
+    private static String kindName(ParamType t) {
+        return switch (t) {
+            case ARRAY -> "CUDA array";
+            case MIPMAP -> "mipmapped array";
+            case TEX -> "texture object";
+            case SURF -> "surface object";
+            case POOL -> "memory pool";
+            case LINK -> "link state";
+            case MEMH -> "VMM allocation (cuMemCreate by the program)";
+            default -> t.name().toLowerCase(java.util.Locale.ROOT);
+        };
+    }
+
+    /** The dptr output of an entry, or null. */
+    private static ApiParam outDptr(ApiFunction f) {
+        for (ApiParam p : f.params()) {
+            if (p.out() && p.type() == ParamType.DPTR) {
+                return p;
+            }
+        }
+        return null;
+    }
+
+    /** The reply's outputs by parameter index (Long.MIN_VALUE for inputs and bulk outputs). */
+    static long[] outValues(ApiFunction f, ByteBuffer outs) {
+        long[] v = new long[f.params().size()];
+        java.util.Arrays.fill(v, Long.MIN_VALUE);
+        ByteBuffer b = outs.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        for (ApiParam p : f.params()) {
+            if (!p.out() || p.type() == ParamType.BYTES) {
+                continue;
+            }
+            int n = p.type().isHandle() ? 8 : WireValues.outWireBytes(p.type());
+            if (b.remaining() < n) {
+                break;
+            }
+            v[p.index()] = n == 4 ? b.getInt() : b.getLong();
+        }
+        return v;
+    }
+
+    private static long inputValue(ApiFunction f, byte[] body, int index) {
+        return inputs(f, body)[index];
+    }
+
+    /** The scalar inputs of a generically decoded request by parameter index (bulk: their length; strings: 0). */
+    static long[] inputs(ApiFunction f, byte[] body) {
+        long[] v = new long[f.params().size()];
+        ByteBuffer b = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN);
+        for (ApiParam p : f.params()) {
+            if (p.out()) {
+                continue;
+            }
+            switch (p.type()) {
+                case NULL, ZERO, PTR, HOSTPTR -> { }
+                case CSTR -> {
+                    int n = b.getInt();
+                    b.position(b.position() + n);
+                }
+                case BYTES, IMAGE -> v[p.index()] = b.getLong();
+                default -> v[p.index()] = ((Number) WireValues.getScalar(b, p.type())).longValue();
+            }
+        }
+        return v;
+    }
+}

@@ -1,0 +1,282 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.ApiTable;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+
+/**
+ * Restores a checkpointed session ({@link CheckpointImage}) into this backend, which never had it: a session
+ * made detached under the image's id, with its address windows at the image's bases; the records replayed in
+ * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
+ * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
+ * address (both checked, as is every module global's address: a global the driver put elsewhere refuses the
+ * restore, naming it; nothing is translated); then every allocation's and global's contents written back, each
+ * chunk checked against its hash first; then the lanes' context stacks, the primary contexts' references and
+ * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
+ * its token; its frontend resumes it through the ordinary resume path. A restore that fails part-way ends the
+ * session it made, which frees everything made so far.
+ */
+public final class SessionRestore {
+    private static final System.Logger LOG = System.getLogger("gpusockets.session");
+
+    private SessionRestore() {
+    }
+
+    /** The image's session id and tenant, read from its start (to refuse a taken id before anything is made). */
+    public record Identity(long sessionId, String tenant) {
+    }
+
+    /** A restored session, not yet serving, and what the restore did. */
+    public record Restored(Session session, int records, long contentBytes) {
+    }
+
+    /** Opens an image and reads its header (session id, tenant) without making anything. */
+    public static Identity peek(java.nio.file.Path file) throws IOException {
+        try (DataInputStream in = open(file)) {
+            CheckpointImage.Header h = CheckpointImage.readHeader(in);
+            return new Identity(h.sessionId(), h.tenant());
+        }
+    }
+
+    private static DataInputStream open(java.nio.file.Path file) throws IOException {
+        return new DataInputStream(new java.io.BufferedInputStream(java.nio.file.Files.newInputStream(file), 1 << 20));
+    }
+
+    /**
+     * Restores the image in {@code file} as a session of {@code tenant}. Throws CheckpointRefused (a replay, a
+     * placement, an id or a hash that does not match; the message says which) or IOException (the image cannot
+     * be read); either way nothing of it is left.
+     */
+    public static Restored restore(java.nio.file.Path file, DriverHost host, BackendSettings settings, ContextPool pool,
+                                   io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
+                                   CheckpointProgress progress)
+            throws CheckpointRefused, IOException {
+        if (!StableAddresses.enabled()) {
+            throw new CheckpointRefused("restore needs address-stable memory on this backend (-D" + StableAddresses.PROPERTY
+                    + "=true)");
+        }
+        try (DataInputStream in = open(file)) {
+            CheckpointImage.Header h = CheckpointImage.readHeader(in);
+            Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
+            boolean ok = false;
+            try {
+                replay(s, h, progress);
+                long total = 0;
+                for (CheckpointRecorder.Record r : h.records()) {
+                    if (r.kind == CheckpointRecorder.Kind.ALLOC || r.kind == CheckpointRecorder.Kind.GLOBAL) {
+                        total += r.size;
+                    }
+                }
+                long bytes = writeContents(s, h, in, progress, total);
+                for (Map.Entry<Integer, long[]> l : h.laneContexts().entrySet()) {
+                    long[] reals = new long[l.getValue().length];
+                    for (int i = 0; i < reals.length; i++) {
+                        reals[i] = contextReal(s, l.getValue()[i]);
+                    }
+                    s.lanes().restore(l.getKey(), reals);
+                }
+                s.primary().restoreRefs(h.primary());
+                CheckpointImage.ResumeState r = h.resume();
+                s.resumable(new Session.Resume(r.token(), r.identity(), java.time.Duration.ofSeconds(r.graceSeconds()),
+                        r.features(), ResumeLog.restored(retainBytes, r.received(), r.kept())));
+                ok = true;
+                LOG.log(System.Logger.Level.INFO, "session " + h.sessionId() + " restored from " + file + ": "
+                        + h.records().size() + " records replayed, " + bytes + " bytes of contents; waiting for its frontend");
+                return new Restored(s, h.records().size(), bytes);
+            } catch (ProtocolFault e) {
+                throw new CheckpointRefused("restore of session " + h.sessionId() + " from " + file + " refused: "
+                        + e.getMessage());
+            } catch (IOException e) {
+                throw new IOException("restore of session " + h.sessionId() + " from " + file + " failed: " + e.getMessage(), e);
+            } finally {
+                if (!ok) {
+                    s.end("restore failed"); // everything it made goes
+                }
+            }
+        }
+    }
+
+    /** A replay that does not reproduce the checkpointed session. */
+    private static final class ProtocolFault extends Exception {
+        ProtocolFault(String message) {
+            super(message);
+        }
+    }
+
+    private static long contextReal(Session s, long id) throws ProtocolFault {
+        if (id == 0) {
+            return 0;
+        }
+        SessionHandles.Entry e = s.handles().get(id, ParamType.CTX);
+        if (e == null) {
+            throw new ProtocolFault("context " + id + " is not there after the replay");
+        }
+        return e.real();
+    }
+
+    private static void replay(Session s, CheckpointImage.Header h, CheckpointProgress progress)
+            throws ProtocolFault, IOException {
+        StableAddresses stable = s.stable();
+        h.windows().forEach(stable::windowAt);
+        s.primary().restoreFlags(h.primary());
+        Lane lane = new Lane(s, -1, true);
+        ExecutionThread exec = ExecutionThread.current(s.chunkBytes(), s.hostBuffers());
+        ApiTable table = ApiTable.get();
+        long requestId = 0;
+        int n = 0;
+        try {
+            for (CheckpointRecorder.Record r : h.records()) {
+                ApiFunction f = table.byOpcode(r.opcode);
+                if (f == null) {
+                    throw new ProtocolFault("record " + r.seq + ": opcode " + r.opcode + " unknown to this backend");
+                }
+                lane.contextStack(r.context == 0 ? new long[0] : new long[] {contextReal(s, r.context)});
+                if (r.kind == CheckpointRecorder.Kind.ALLOC) {
+                    stable.placeNext(r.base);
+                }
+                CheckpointRecorder.Issued pin = new CheckpointRecorder.Issued(r.ids);
+                CheckpointRecorder.ISSUED.set(pin);
+                long req = ++requestId;
+                int chunk = s.chunkBytes();
+                for (int off = 0; off < r.data.length; off += chunk) {
+                    int len = Math.min(chunk, r.data.length - off);
+                    ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
+                    lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
+                }
+                ByteBuffer body = ByteBuffer.wrap(r.body.clone()).order(ByteOrder.LITTLE_ENDIAN);
+                if (r.kind == CheckpointRecorder.Kind.ALLOC) {
+                    streamsGoneToLegacy(s, f, body);
+                }
+                lane.replayResult = CuResult.CUDA_ERROR_UNKNOWN;
+                try {
+                    s.dispatcher().execute(lane, new Inbound(new FrameHeader(r.body.length, r.opcode, 0, lane.id, req), body, 0),
+                            exec);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted during the replay");
+                } finally {
+                    CheckpointRecorder.ISSUED.remove();
+                }
+                if (lane.replayResult != CuResult.CUDA_SUCCESS) {
+                    String placement = r.kind == CheckpointRecorder.Kind.ALLOC ? stable.placeFailure() : null;
+                    throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + ") failed: "
+                            + CuResult.name(lane.replayResult) + (placement != null ? " (" + placement + ")" : ""));
+                }
+                if (!java.util.Arrays.equals(pin.ids(), r.ids)) {
+                    throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + ") issued handle ids "
+                            + java.util.Arrays.toString(pin.ids()) + ", not the recorded " + java.util.Arrays.toString(r.ids));
+                }
+                if (r.kind == CheckpointRecorder.Kind.ALLOC && s.memory().allocationAt(r.base) == null) {
+                    throw new ProtocolFault(String.format("replaying %s (record %d) did not place the allocation at 0x%x%s",
+                            f.name(), r.seq, r.base, stable.placeFailure() == null ? "" : ": " + stable.placeFailure()));
+                }
+                if (r.kind == CheckpointRecorder.Kind.GLOBAL) {
+                    SessionMemory.Range g = s.memory().at(r.base);
+                    if (g == null || g.size() != r.size) {
+                        throw new ProtocolFault(String.format("the module global %s is no longer at 0x%x (%d bytes) after"
+                                + " its module was loaded again: the driver placed it elsewhere, and a restore does not"
+                                + " translate addresses", globalName(f, r.body), r.base, r.size));
+                    }
+                }
+                progress.progress("replay", ++n, h.records().size());
+            }
+        } finally {
+            s.uses().unregister(lane.uses);
+            ExecutionThread.end();
+        }
+        if (stable.windowBases().entrySet().stream().anyMatch(e -> !e.getValue().equals(h.windows().get(e.getKey())))) {
+            throw new ProtocolFault("the address windows are at " + stable.windowBases() + ", not at " + h.windows());
+        }
+        s.handles().continueFrom(h.nextHandleId());
+    }
+
+    /**
+     * A stream-ordered allocation's stream may have been destroyed since (its allocation lives on): it is replayed on
+     * the legacy stream instead. The checkpoint's drain synchronised every context, so the allocation was complete
+     * and its stream order no longer matters; the restored allocation, mapped at the call, is ready at once.
+     */
+    private static void streamsGoneToLegacy(Session s, ApiFunction f, ByteBuffer body) {
+        int at = 0;
+        for (var p : f.params()) {
+            if (p.out()) {
+                continue;
+            }
+            switch (p.type()) {
+                case NULL, ZERO, PTR, HOSTPTR -> { }
+                case CSTR -> at += 4 + body.getInt(at);
+                case BYTES, IMAGE -> at += 8;
+                default -> {
+                    if (p.type() == ParamType.STREAM && body.getLong(at) != 0
+                            && s.handles().get(body.getLong(at), ParamType.STREAM) == null) {
+                        body.putLong(at, 0);
+                    }
+                    at += p.type().wireBytes();
+                }
+            }
+        }
+    }
+
+    /** The name a cuModuleGetGlobal / cuLibraryGetGlobal request asked for. */
+    private static String globalName(ApiFunction f, byte[] body) {
+        ByteBuffer b = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN);
+        for (var p : f.params()) {
+            if (p.out()) {
+                continue;
+            }
+            if (p.type() == ParamType.CSTR) {
+                int len = b.getInt();
+                return "'" + new String(body, b.position(), len, StandardCharsets.UTF_8) + "'";
+            }
+            if (p.type() != ParamType.NULL && p.type() != ParamType.ZERO) {
+                b.position(b.position() + p.type().wireBytes());
+            }
+        }
+        return "(unnamed)";
+    }
+
+    /** Streams the contents into the device, each chunk checked first and only into the session's own ranges. */
+    private static long writeContents(Session s, CheckpointImage.Header h, DataInputStream in, CheckpointProgress progress,
+                                      long total) throws IOException, ProtocolFault {
+        Map<Long, Long> contextOf = new java.util.HashMap<>();
+        for (CheckpointRecorder.Record r : h.records()) {
+            if (r.kind == CheckpointRecorder.Kind.ALLOC || r.kind == CheckpointRecorder.Kind.GLOBAL) {
+                long ctx = r.kind == CheckpointRecorder.Kind.ALLOC ? s.stable().contextOf(r.base) : 0;
+                contextOf.put(r.base, ctx != 0 ? ctx : contextReal(s, r.context));
+            }
+        }
+        io.gpusockets.protocol.api.CudaDriver d = s.driver();
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment staging = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
+            MemorySegment scratch = arena.allocate(8);
+            return CheckpointImage.readContents(in, (address, bytes, length) -> {
+                SessionMemory.Range r = s.memory().covering(address, length);
+                Long ctx = r == null ? null : contextOf.get(r.base());
+                if (ctx == null) {
+                    throw new IOException(String.format("contents for 0x%x+%d, outside the restored allocations", address,
+                            length));
+                }
+                MemorySegment.copy(bytes, 0, staging, ValueLayout.JAVA_BYTE, 0, length);
+                if (d.cuCtxPushCurrent(ctx) != CuResult.CUDA_SUCCESS) {
+                    throw new IOException(String.format("no context for 0x%x", address));
+                }
+                int res = d.cuMemcpyHtoD(address, staging, length);
+                d.cuCtxPopCurrent(scratch);
+                if (res != CuResult.CUDA_SUCCESS) {
+                    throw new IOException(String.format("writing 0x%x+%d failed: %s", address, length, CuResult.name(res)));
+                }
+            }, progress, total);
+        }
+    }
+}

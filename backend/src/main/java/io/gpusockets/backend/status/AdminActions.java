@@ -1,0 +1,27 @@
+package io.gpusockets.backend.status;
+
+import java.nio.file.Path;
+
+/**
+ * What the admin socket may ask a backend to do, beyond reading its status: checkpoint a session to a file
+ * and restore one from a file (issue 22). {@link AdminSocket} parses and checks the request, then calls these
+ * on the client's own thread; each reports progress as it goes and returns one line of JSON saying what it did.
+ * An exception's message is what the client is told (it must name the cause: what could not be captured,
+ * which file could not be written, which check of the image failed).
+ */
+public interface AdminActions {
+    /** Progress of a long action: {@code done} of {@code total} units of {@code stage} (total 0: not known). */
+    @FunctionalInterface
+    interface Progress {
+        void progress(String stage, long done, long total);
+    }
+
+    /**
+     * Checkpoints session {@code session} (its id as {@code status --json} lists it) to {@code file}, an
+     * absolute path the backend writes; with {@code stop} the session is left frozen afterwards.
+     */
+    String checkpoint(long session, Path file, boolean stop, Progress progress) throws Exception;
+
+    /** Restores the session in {@code file} (absolute) into this backend; it then waits for its frontend. */
+    String restore(Path file, Progress progress) throws Exception;
+}

@@ -1,0 +1,387 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.CheckpointResult;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Checkpoint and restore (issue 22, items 3 to 5): a program builds a linked list over allocations of varied sizes
+ * (below 256 bytes, within a granule, beyond one), keeps its head in a {@code __device__} global, and walks it with
+ * a kernel that adds 1 to every node, on a stream with a priority, with an event and a function attribute set.
+ * Backend A (emulated device, address-stable memory, isolation context) checkpoints it with stop and is shut down,
+ * its device discarded; backend B, on a new emulated device, restores the image and listens where the program
+ * reconnects: the program goes on and gets exactly the data of an uninterrupted run, every address unchanged.
+ * Also: pitched, stream-ordered and program-pool allocations come back at their addresses in their pools; a
+ * checkpoint without stop keeps the session running; an image with a flipped byte in a chunk is refused at restore
+ * and leaves nothing.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class CheckpointRestoreTest {
+    /** A list walker: every node is {u64 next, u32 value, ...}; the head pointer lives in the global {@code head}. */
+    static final String PTX = """
+            .version 7.0
+            .target sm_50
+            .address_size 64
+            .visible .global .align 8 .u64 head;
+            .visible .entry walk_bump()
+            {
+                .reg .u64 %rd<3>;
+                .reg .u32 %r<3>;
+                .reg .pred %p<2>;
+                ld.global.u64 %rd1, [head];
+            LOOP:
+                setp.eq.u64 %p1, %rd1, 0;
+                @%p1 bra DONE;
+                ld.global.u32 %r1, [%rd1+8];
+                add.u32 %r1, %r1, 1;
+                st.global.u32 [%rd1+8], %r1;
+                ld.global.u64 %rd1, [%rd1];
+                bra LOOP;
+            DONE:
+                ret;
+            }
+            """;
+    /** Node sizes: some below 256 B, some within a 2 MiB granule, some beyond one. */
+    static final long[] SIZES = {64, 100, 200, 3000, 5L << 20, 16, 4096, 3L << 20, 300};
+    private static final int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+
+    private String wasStable, wasResume;
+    private Path dir;
+
+    @BeforeEach
+    void on() throws Exception {
+        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
+        wasResume = System.setProperty("gpusockets.resume", "true");
+        dir = Files.createTempDirectory("gpusockets-ckpt");
+    }
+
+    @AfterEach
+    void off() {
+        restore("gpusockets.backend.stableAddresses", wasStable);
+        restore("gpusockets.resume", wasResume);
+    }
+
+    private static void restore(String key, String was) {
+        if (was == null) {
+            System.clearProperty(key);
+        } else {
+            System.setProperty(key, was);
+        }
+    }
+
+    /** The program's state: its handles and addresses. */
+    static final class Program {
+        final RemoteCudaDriver d;
+        final Cuda cu;
+        final Arena arena = Arena.ofShared();
+        long module, fn, stream, event, headAddr;
+        final List<Long> nodes = new ArrayList<>();
+        final List<byte[]> tails = new ArrayList<>();
+        int walks;
+
+        Program(RemoteCudaDriver d) {
+            this.d = d;
+            this.cu = new Cuda(d);
+        }
+
+        void build() {
+            cu.primaryContext();
+            byte[] ptx = (PTX + "\0").getBytes(StandardCharsets.US_ASCII);
+            MemorySegment image = arena.allocate(ptx.length);
+            MemorySegment.copy(ptx, 0, image, JAVA_BYTE, 0, ptx.length);
+            MemorySegment c = arena.allocate(8), size = arena.allocate(8);
+            Cuda.ok(d.cuModuleLoadData(c, image), "cuModuleLoadData");
+            module = c.get(JAVA_LONG, 0);
+            fn = cu.function(module, "walk_bump");
+            Cuda.ok(d.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024), "cuFuncSetAttribute");
+            Cuda.ok(d.cuStreamCreateWithPriority(c, 1, -1), "cuStreamCreateWithPriority");
+            stream = c.get(JAVA_LONG, 0);
+            event = cu.event();
+            for (long s : SIZES) {
+                nodes.add(cu.alloc(s));
+            }
+            Random random = new Random(22);
+            for (int i = 0; i < SIZES.length; i++) {
+                java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(16).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                b.putLong(i + 1 < SIZES.length ? nodes.get(i + 1) : 0).putInt(i * 10).putInt(0);
+                cu.put(nodes.get(i), b.array());
+                byte[] tail = new byte[(int) Math.min(SIZES[i] - 16, 1 << 20)];
+                random.nextBytes(tail);
+                if (tail.length > 0) {
+                    cu.put(nodes.get(i) + SIZES[i] - tail.length, tail);
+                }
+                tails.add(tail);
+            }
+            Cuda.ok(d.cuModuleGetGlobal(c, size, module, arena.allocateFrom("head")), "cuModuleGetGlobal");
+            headAddr = c.get(JAVA_LONG, 0);
+            assertEquals(8, size.get(JAVA_LONG, 0));
+            cu.put(headAddr, le(nodes.get(0)));
+        }
+
+        void walk() {
+            Cuda.ok(d.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, cu.params(), MemorySegment.NULL), "launch");
+            Cuda.ok(d.cuEventRecord(event, stream), "cuEventRecord");
+            Cuda.ok(d.cuEventSynchronize(event), "cuEventSynchronize");
+            walks++;
+        }
+
+        /** Everything the program can see, as an uninterrupted run would have it after {@link #walks} walks. */
+        void check() {
+            for (int i = 0; i < SIZES.length; i++) {
+                byte[] head = cu.get(nodes.get(i), 16);
+                java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(head).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                assertEquals(i + 1 < SIZES.length ? nodes.get(i + 1) : 0L, b.getLong(), "node " + i + " next");
+                assertEquals(i * 10 + walks, b.getInt(), "node " + i + " value after " + walks + " walks");
+                byte[] tail = tails.get(i);
+                if (tail.length > 0) {
+                    assertArrayEquals(tail, cu.get(nodes.get(i) + SIZES[i] - tail.length, tail.length), "node " + i + " tail");
+                }
+                MemorySegment base = arena.allocate(8), size = arena.allocate(8);
+                Cuda.ok(d.cuMemGetAddressRange(base, size, nodes.get(i) + 1), "cuMemGetAddressRange");
+                assertEquals((long) nodes.get(i), base.get(JAVA_LONG, 0), "node " + i + " address");
+                assertEquals(SIZES[i], size.get(JAVA_LONG, 0));
+            }
+            MemorySegment c = arena.allocate(8), size = arena.allocate(8);
+            Cuda.ok(d.cuModuleGetGlobal(c, size, module, arena.allocateFrom("head")), "cuModuleGetGlobal");
+            assertEquals(headAddr, c.get(JAVA_LONG, 0), "the global's address");
+            assertArrayEquals(le(nodes.get(0)), cu.get(headAddr, 8), "the global's contents");
+            Cuda.ok(d.cuStreamGetPriority(stream, c), "cuStreamGetPriority");
+            assertEquals(-1, c.get(JAVA_INT, 0), "the stream's priority");
+            Cuda.ok(d.cuFuncGetAttribute(c, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn), "cuFuncGetAttribute");
+            assertEquals(1024, c.get(JAVA_INT, 0), "the function's attribute");
+        }
+    }
+
+    static byte[] le(long v) {
+        return java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(v).array();
+    }
+
+    private BackendServer server(EmulatedDevice device) {
+        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
+        s.resumeGrace(Duration.ofSeconds(60));
+        return s;
+    }
+
+    private static long onlySession(BackendServer s) {
+        assertEquals(1, s.sessions().size());
+        return s.sessions().get(0).id();
+    }
+
+    @Test
+    void aSessionCheckpointedWithStopGoesOnInAnotherBackendOnANewDevice() throws Exception {
+        Path sock = dir.resolve("b.sock");
+        Path image = dir.resolve("session.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Program p = new Program(d);
+            p.build();
+            p.walk();
+            p.walk();
+            p.check();
+            long id = onlySession(serverA);
+            List<String> stages = new ArrayList<>();
+            CheckpointResult r = serverA.checkpoint(id, image, true, (stage, done, total) -> stages.add(stage));
+            assertEquals(SIZES.length + 1, r.allocations(), "every node and the global");
+            assertTrue(r.bytesWritten() > (8L << 20), "the contents are in the image: " + r.bytesWritten());
+            assertTrue(stages.contains("drain") && stages.contains("contents"), stages.toString());
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = server(b)) {
+                assertEquals(id, serverB.restore(image, null));
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                p.check(); // the program resumes on B here: nothing of it was lost
+                p.walk();
+                p.check();
+                p.walk();
+                p.check();
+                assertEquals(1, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
+    @Test
+    void aCheckpointWithoutStopKeepsTheSessionRunning() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        try (BackendServer server = server(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Program p = new Program(d);
+                p.build();
+                p.walk();
+                CheckpointResult r = server.checkpoint(onlySession(server), dir.resolve("s.ckpt"), false, null);
+                assertTrue(r.records() >= SIZES.length + 5, "records: " + r.records());
+                p.walk();
+                p.check();
+                assertEquals(0, server.resumesAccepted());
+            }
+        } finally {
+            a.close();
+        }
+    }
+
+    /** CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC. */
+    private static final int POOL_RELEASE_THRESHOLD = 4, POOL_REUSE_ALLOW_OPPORTUNISTIC = 2;
+
+    /**
+     * Pitched, stream-ordered (the device's default pool, as cudaMallocAsync) and program-pool allocations, each
+     * holding a pointer to the next, come back at their addresses, in their pools, with their contents; the
+     * program pool's attributes too; one freed async before the checkpoint stays freed.
+     */
+    @Test
+    void pitchedAsyncAndPoolAllocationsComeBackAtTheirAddressesInTheirPools() throws Exception {
+        Path sock = dir.resolve("b.sock");
+        Path image = dir.resolve("session.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Program p = new Program(d);
+            p.build();
+            MemorySegment c = p.arena.allocate(8), pitch = p.arena.allocate(8);
+            Cuda.ok(d.cuMemAllocPitch(c, pitch, 1000, 10, 4), "cuMemAllocPitch");
+            long pitched = c.get(JAVA_LONG, 0), pitchBytes = pitch.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 300, p.stream), "cuMemAllocAsync");
+            long asyncSmall = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 3 << 20, p.stream), "cuMemAllocAsync");
+            long asyncLarge = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocAsync(c, 4096, p.stream), "cuMemAllocAsync");
+            long freedAsync = c.get(JAVA_LONG, 0);
+            MemorySegment props = p.arena.allocate(88, 8).fill((byte) 0);
+            props.set(JAVA_INT, 0, 1); // pinned
+            props.set(JAVA_INT, 8, 1); // device 0
+            Cuda.ok(d.cuMemPoolCreate(c, props), "cuMemPoolCreate");
+            long pool = c.get(JAVA_LONG, 0);
+            MemorySegment v = p.arena.allocate(8);
+            v.set(JAVA_LONG, 0, 5L << 20);
+            Cuda.ok(d.cuMemPoolSetAttribute(pool, POOL_RELEASE_THRESHOLD, v), "release threshold");
+            v.set(JAVA_INT, 0, 0);
+            Cuda.ok(d.cuMemPoolSetAttribute(pool, POOL_REUSE_ALLOW_OPPORTUNISTIC, v), "opportunistic off");
+            Cuda.ok(d.cuMemAllocFromPoolAsync(c, 200, pool, p.stream), "cuMemAllocFromPoolAsync");
+            long poolSmall = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAllocFromPoolAsync(c, 1 << 20, pool, p.stream), "cuMemAllocFromPoolAsync");
+            long poolLarge = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemFreeAsync(freedAsync, p.stream), "cuMemFreeAsync");
+            long[] chain = {pitched, asyncSmall, asyncLarge, poolSmall, poolLarge};
+            long[] sizes = {pitchBytes * 10, 300, 3 << 20, 200, 1 << 20};
+            for (int i = 0; i < chain.length; i++) {
+                p.cu.put(chain[i], le(i + 1 < chain.length ? chain[i + 1] : 0));
+                p.cu.put(chain[i] + sizes[i] - 8, le(0x5eed0000L + i));
+            }
+            Cuda.ok(d.cuStreamSynchronize(p.stream), "cuStreamSynchronize");
+            p.walk();
+            long id = onlySession(serverA);
+            serverA.checkpoint(id, image, true, null);
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = server(b)) {
+                assertEquals(id, serverB.restore(image, null));
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                p.check(); // the program resumes on B here
+                for (int i = 0; i < chain.length; i++) {
+                    assertArrayEquals(le(i + 1 < chain.length ? chain[i + 1] : 0), p.cu.get(chain[i], 8), "pointer in " + i);
+                    assertArrayEquals(le(0x5eed0000L + i), p.cu.get(chain[i] + sizes[i] - 8, 8), "tail of " + i);
+                    MemorySegment base = p.arena.allocate(8), size = p.arena.allocate(8);
+                    Cuda.ok(d.cuMemGetAddressRange(base, size, chain[i] + 1), "cuMemGetAddressRange " + i);
+                    assertEquals(chain[i], base.get(JAVA_LONG, 0), "allocation " + i + " at its address");
+                    assertEquals(sizes[i], size.get(JAVA_LONG, 0), "allocation " + i + "'s size");
+                }
+                assertTrue(d.cuMemGetAddressRange(p.arena.allocate(8), p.arena.allocate(8), freedAsync) != 0,
+                        "memory freed before the checkpoint is not made again");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, POOL_RELEASE_THRESHOLD, v), "release threshold");
+                assertEquals(5L << 20, v.get(JAVA_LONG, 0), "the pool's release threshold");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, POOL_REUSE_ALLOW_OPPORTUNISTIC, v), "opportunistic");
+                assertEquals(0, v.get(JAVA_INT, 0), "the pool's reuse flag");
+                Cuda.ok(d.cuMemPoolGetAttribute(pool, 7, v), "used memory"); // CU_MEMPOOL_ATTR_USED_MEM_CURRENT
+                assertEquals(200 + (1 << 20), v.get(JAVA_LONG, 0), "the pool holds its two allocations");
+                Cuda.ok(d.cuMemFreeAsync(poolSmall, p.stream), "cuMemFreeAsync after the restore");
+                Cuda.ok(d.cuMemFreeAsync(asyncLarge, p.stream), "cuMemFreeAsync after the restore");
+                Cuda.ok(d.cuMemAllocFromPoolAsync(c, 200, pool, p.stream), "cuMemAllocFromPoolAsync after the restore");
+                Cuda.ok(d.cuStreamSynchronize(p.stream), "cuStreamSynchronize");
+                Cuda.ok(d.cuMemFree(pitched), "cuMemFree of the pitched allocation");
+                p.walk();
+                p.check();
+                assertEquals(1, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
+    @Test
+    void aDamagedImageIsRefusedAtRestoreAndLeavesNothing() throws Exception {
+        Path image = dir.resolve("s.ckpt");
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer server = server(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Program p = new Program(d);
+                p.build();
+                p.walk();
+                server.checkpoint(onlySession(server), image, false, null);
+            }
+        }
+        a.close();
+        byte[] bytes = Files.readAllBytes(image);
+        Path damaged = dir.resolve("damaged.ckpt");
+        byte[] flipped = bytes.clone();
+        flipped[flipped.length - 8 - 4 - 100] ^= 0x10; // inside the last chunk's bytes
+        Files.write(damaged, flipped);
+        EmulatedDevice c = new EmulatedDevice();
+        try (BackendServer serverB = server(b); BackendServer serverC = server(c); Arena arena = Arena.ofConfined()) {
+            MemorySegment ctx = arena.allocate(8), free = arena.allocate(8), total = arena.allocate(8);
+            Cuda.ok(b.cuInit(0), "cuInit");
+            Cuda.ok(b.cuCtxCreate_v2(ctx, 0, 0), "cuCtxCreate");
+            Cuda.ok(b.cuMemGetInfo(free, total), "cuMemGetInfo");
+            long before = free.get(JAVA_LONG, 0);
+            Exception e = assertThrows(Exception.class, () -> serverB.restore(damaged, null));
+            assertTrue(e.getMessage().contains("does not match its hash"), e.getMessage());
+            assertEquals(0, serverB.sessionCount(), "no session left");
+            Cuda.ok(b.cuMemGetInfo(free, total), "cuMemGetInfo");
+            assertEquals(before, free.get(JAVA_LONG, 0), "no device memory left");
+            // the undamaged image restores (on a device that never loaded its module: the emulated device never
+            // reuses a module's addresses, so on B its global would lie elsewhere, which a restore refuses)
+            long id = serverC.restore(image, null);
+            assertEquals(1, serverC.sessionCount());
+            CheckpointRefused taken = assertThrows(CheckpointRefused.class, () -> serverC.restore(image, null));
+            assertTrue(taken.getMessage().contains("session " + id + " is live"), taken.getMessage());
+        } finally {
+            b.close();
+            c.close();
+        }
+    }
+}

@@ -1,0 +1,34 @@
+package io.gpusockets.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.frontend.RemoteCudaDriver;
+import java.lang.foreign.MemorySegment;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link PoolsAndVmmApiTest} unchanged, against a backend with address-stable memory on
+ * ({@code -Dgpusockets.backend.stableAddresses=true}): pool allocations then lie in the session's address window
+ * ({@code StablePools}), and every assertion must hold as it does with the driver's pools.
+ */
+class StablePoolsAndVmmApiTest extends PoolsAndVmmApiTest {
+    @BeforeAll
+    static void startBackend() throws Exception {
+        backend = BackendProcess.start(java.util.List.of("-D" + io.gpusockets.emulated.FaultScope.PROP_NAME + "=context",
+                "-Dgpusockets.backend.stableAddresses=true"), "--isolation", "context");
+    }
+
+    /** The property reached the backend: an async allocation lies in the windows' range. */
+    @Test
+    void asyncAllocationsLieInTheWindow() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            MemorySegment c = cu.cell();
+            Cuda.ok(d.cuMemAllocAsync(c, 4096, 0), "cuMemAllocAsync");
+            long p = c.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+            assertTrue(p >= 0x7f00_0000_0000L && p < 0x7fff_0000_0000L, "0x" + Long.toHexString(p));
+        }
+    }
+}
