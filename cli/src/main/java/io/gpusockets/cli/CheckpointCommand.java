@@ -48,8 +48,20 @@ final class CheckpointCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         String answer;
+        String[] lastStage = {""};
+        long[] lastPrint = {0};
         try {
             answer = AdminClient.stream(socket, request, p -> {
+                // a line per stage, then at most two a second, and the stage's end
+                String stage = p.split(" ", 2)[0];
+                String[] w = p.split(" ");
+                boolean end = w.length == 3 && w[1].equals(w[2]);
+                long now = System.nanoTime();
+                if (stage.equals(lastStage[0]) && !end && now - lastPrint[0] < 500_000_000L) {
+                    return;
+                }
+                lastStage[0] = stage;
+                lastPrint[0] = now;
                 err.println("gpusockets " + verb + ": " + describe(p));
                 err.flush();
             });

@@ -15,8 +15,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import picocli.CommandLine;
 
 /**
@@ -24,8 +25,9 @@ import picocli.CommandLine;
  * builds a linked list of device pointers over 68 allocations (small ones sharing granules, large ones,
  * stream-ordered ones), keeps its head in a {@code __device__} global and walks it by launches and a graph.
  * Stopped at its gate after round 5, its session is checkpointed with {@code gpusockets checkpoint --stop}, the
- * backend process is killed with SIGKILL, a new backend process starts on the same Unix socket, {@code gpusockets
- * restore} loads the image there, and the program goes on: it reconnects and resumes (GPUSOCKETS_RESUME=1), and
+ * backend process is killed with SIGKILL, a new backend process starts on the same Unix socket and restores the
+ * image (with {@code gpusockets restore} over its admin socket once it listens, or {@code gpusockets backend --restore}
+ * before it listens), and the program goes on: it reconnects and resumes (GPUSOCKETS_RESUME=1), and
  * its stdout must equal the golden file (an uninterrupted run's) byte for byte, every allocation still device
  * memory at its address.
  */
@@ -45,8 +47,9 @@ class CheckpointNativeTest {
 
     private static final List<String> STABLE = List.of("-Dgpusockets.backend.stableAddresses=true");
 
-    @Test
-    void aProgramCheckpointedMidRunFinishesInAnotherBackendProcessAsIfUninterrupted() throws Exception {
+    @ParameterizedTest(name = "restored by {0}")
+    @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
+    void aProgramCheckpointedMidRunFinishesInAnotherBackendProcessAsIfUninterrupted(String how) throws Exception {
         NativePrograms programs = NativePrograms.locate();
         Path nvcc = NativePrograms.nvcc();
         String skip = programs.cannotRun("the checkpoint native test");
@@ -99,12 +102,23 @@ class CheckpointNativeTest {
             ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
             assertTrue(first.awaitExit(30), "the killed backend did not exit");
 
-            second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri);
-            Result rs = cli("restore", image.toString(), "--socket", second.adminSocket().toString());
-            BackendProcess restoring = second;
-            assertEquals(0, rs.exit(), () -> "restore: " + rs.out() + rs.err() + "\nbackend:\n" + String.join("\n", lastLines(restoring)));
-            assertTrue(rs.out().contains(id), () -> "the restored session keeps its id " + id + ": " + rs.out());
-
+            BackendProcess restoring;
+            if (how.equals("gpusockets restore")) {
+                // a backend that listens first: the program's resumes are refused until the restore, and it asks again
+                second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri);
+                restoring = second;
+                Result rs = cli("restore", image.toString(), "--socket", second.adminSocket().toString());
+                assertEquals(0, rs.exit(), () -> "restore: " + rs.out() + rs.err() + "\nbackend:\n"
+                        + String.join("\n", lastLines(restoring)));
+                assertTrue(rs.out().contains("\"session\":" + id + ","), () -> "the restored session keeps its id " + id + ": "
+                        + rs.out());
+            } else {
+                second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri,
+                        "--restore", image.toString());
+                restoring = second;
+                assertTrue(second.output().stream().anyMatch(l -> l.contains("session " + id + " restored from")),
+                        () -> "backend:\n" + String.join("\n", lastLines(restoring)));
+            }
             Files.createFile(Path.of(gate + ".go"));
             NativePrograms.Run r = run.get(300, TimeUnit.SECONDS);
             String context = "--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail() + "\n--- restoring backend:\n"

@@ -5,6 +5,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -246,6 +247,35 @@ class CheckpointRestoreTest {
                 p.walk();
                 p.check();
                 assertEquals(0, server.resumesAccepted());
+            }
+        } finally {
+            a.close();
+        }
+    }
+
+    /**
+     * What a checkpoint cannot capture is refused, naming it, and the session goes on untouched: here a change of
+     * context flags (a setter no record keeps, which a restore would silently lose); nothing is written.
+     */
+    @Test
+    void uncapturableStateIsRefusedByNameAndTheSessionKeepsRunning() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        try (BackendServer server = server(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Program p = new Program(d);
+                p.build();
+                p.walk();
+                Path image = dir.resolve("refused.ckpt");
+                long id = onlySession(server);
+                // CU_CTX_SYNC_MEMOPS
+                Cuda.ok(d.cuCtxSetFlags(0x80), "cuCtxSetFlags");
+                CheckpointRefused flags = assertThrows(CheckpointRefused.class, () -> server.checkpoint(id, image, true, null));
+                assertTrue(flags.getMessage().contains("changes made with cuCtxSetFlags"), flags.getMessage());
+                assertFalse(Files.exists(image), "a refused checkpoint writes nothing");
+                p.walk();
+                p.check();
+                assertEquals(1, server.snapshot().operations().checkpointsRefused());
             }
         } finally {
             a.close();

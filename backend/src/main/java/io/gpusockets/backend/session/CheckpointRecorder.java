@@ -154,6 +154,14 @@ final class CheckpointRecorder {
     private final boolean[] watched;
     /** By table index: a launch (for the malloc heap check). */
     private final boolean[] launch;
+    /**
+     * By table index: a setter whose change no record keeps (graph node and exec-graph parameters and events, exec
+     * graph updates, context flags, pool access, pointer attributes); once one succeeded, checkpoints are refused
+     * naming it, rather than a restore silently coming back without the change.
+     */
+    private final boolean[] unkept;
+    /** The unkept setters that succeeded in this session, by name. */
+    private final Set<String> changedBy = new java.util.TreeSet<>();
     private final TreeMap<Long, Record> records = new TreeMap<>();
     private final Map<Long, Record> byId = new HashMap<>();
     private final Map<Long, Record> byBase = new HashMap<>();
@@ -174,7 +182,11 @@ final class CheckpointRecorder {
         List<ApiFunction> fs = ApiTable.get().functions();
         this.watched = new boolean[fs.size()];
         this.launch = new boolean[fs.size()];
+        this.unkept = new boolean[fs.size()];
         for (ApiFunction f : fs) {
+            unkept[f.index()] = f.checkpoint() == CheckpointRule.NONE && (f.name().matches("cuGraph\\w*(SetParams|SetEvent)")
+                    || f.name().startsWith("cuGraphExecUpdate") || f.name().equals("cuCtxSetFlags")
+                    || f.name().equals("cuMemPoolSetAccess") || f.name().equals("cuPointerSetAttribute"));
             // codec=graph entries return the nodes they add through a ptr, not a declared out handle
             boolean w = f.checkpoint() != CheckpointRule.NONE || f.name().equals("cuCtxSetLimit")
                     || f.codec() == io.gpusockets.protocol.api.WireCodec.GRAPH;
@@ -193,7 +205,7 @@ final class CheckpointRecorder {
 
     /** Whether calls of table entry {@code index} may be recorded (an array look-up per call). */
     boolean watches(int index) {
-        return watched[index] || launch[index];
+        return watched[index] || launch[index] || unkept[index];
     }
 
     /** Whether the entry may make a record (its request body is then copied before it runs). */
@@ -210,6 +222,10 @@ final class CheckpointRecorder {
                                 java.util.function.LongPredicate inWindow) {
         if (launch[f.index()]) {
             launched = true;
+        }
+        if (unkept[f.index()]) {
+            changedBy.add(f.name());
+            return;
         }
         if (!watched[f.index()] || body == null) {
             return;
@@ -413,6 +429,10 @@ final class CheckpointRecorder {
             }
         }
         unreplayed.forEach((t, n) -> out.add(n + " " + kindName(t) + " handle(s), which a checkpoint does not capture yet"));
+        if (!changedBy.isEmpty()) {
+            out.add("changes made with " + String.join(", ", changedBy) + " earlier in this session, which a checkpoint"
+                    + " does not capture yet (a restore would bring back the state as it was made)");
+        }
         if (!graphMemoryNodes.isEmpty()) {
             out.add(graphMemoryNodes.size() + " graph memory node(s) (cuGraphAddMemAllocNode: graph memory lies outside the"
                     + " session's address window)");
