@@ -487,24 +487,12 @@ final class BackendConnection implements AutoCloseable {
                 Opened o;
                 try {
                     o = handshake(uri, config, token);
-                } catch (ResumeRefused r) {
-                    if (!r.unknownSession()) {
+                } catch (IOException e) {
+                    if (e instanceof ResumeRefused r && !r.unknownSession()) {
                         throw fail(r);
                     }
-                    // not known there (yet): a backend restarted with the session's checkpoint restores it in a moment
-                    if (System.nanoTime() + backoff * 1_000_000 > deadline) {
-                        throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
-                                + " s (last attempt: " + r.getMessage() + ")", cause));
-                    }
-                    try {
-                        Thread.sleep(backoff);
-                    } catch (InterruptedException stop) {
-                        Thread.currentThread().interrupt();
-                        throw fail(cause);
-                    }
-                    backoff = Math.min(backoff * 2, 1000);
-                    continue;
-                } catch (IOException e) {
+                    // no connection, or the session not known there (yet: a backend restarted with its checkpoint
+                    // restores it in a moment): again after a pause, within the grace period
                     if (System.nanoTime() + backoff * 1_000_000 > deadline) {
                         throw fail(new IOException("session not resumed within its grace period of " + welcome.graceSeconds()
                                 + " s (last attempt: " + e.getMessage() + ")", cause));
