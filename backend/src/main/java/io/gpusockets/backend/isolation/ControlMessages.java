@@ -22,7 +22,15 @@ import java.util.function.IntConsumer;
  *   REJECTED  string what                       LIMITS   the tenant's limits after a reload
  *   USED      long request
  *   STATS     its session's figures, once a second ({@link io.gpusockets.backend.status.SessionFigures})
- * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8
+ *   PROGRESS  long request, string stage,       CHECKPOINT long request, byte stop, string file: checkpoint the
+ *             long done, long total                        worker's session (issue 22)
+ *   CHECKPOINTED long request, byte outcome,    RESTORE  long request, string file, string tenant, limits,
+ *             ok: long bytes, int allocations,           long retainBytes: restore the image in file as this
+ *             int records, long drainNanos,              idle worker's session (the first message instead of SESSION)
+ *             long imageNanos; else string why
+ *   RESTORED  long request, byte outcome,
+ *             ok: SessionTicket (the restored session's id, features, token, identity, grace); else string why
+ * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed
  * </pre>
  */
 final class ControlMessages {
@@ -32,10 +40,19 @@ final class ControlMessages {
     static final byte REJECTED = 4;
     static final byte USED = 5;
     static final byte STATS = 6;
+    static final byte PROGRESS = 7;
+    static final byte CHECKPOINTED = 8;
+    static final byte RESTORED = 9;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
     static final byte RESUME = 23;
+    static final byte CHECKPOINT = 24;
+    static final byte RESTORE = 25;
+
+    static final byte OUTCOME_DONE = 0;
+    static final byte OUTCOME_REFUSED = 1;
+    static final byte OUTCOME_FAILED = 2;
 
     static final byte KIND_MEMORY = 0;
     static final byte KIND_PINNED = 1;
@@ -62,6 +79,11 @@ final class ControlMessages {
     static void putString(ByteBuffer b, String s) {
         byte[] bytes = s.getBytes(StandardCharsets.UTF_8);
         b.putInt(bytes.length).put(bytes);
+    }
+
+    /** As {@link #putString}, cut to {@code max} characters (a refusal's message must fit in one message). */
+    static void putString(ByteBuffer b, String s, int max) {
+        putString(b, s.length() <= max ? s : s.substring(0, max) + "...");
     }
 
     static String getString(ByteBuffer b) throws IOException {

@@ -89,10 +89,16 @@ final class HandedConnection {
             fds.forEach(DescriptorPassing::close);
             return null;
         }
+        if (m.get() != ControlMessages.SESSION) {
+            fds.forEach(DescriptorPassing::close);
+            throw new IOException("the front sent no session");
+        }
+        return session(m, fds);
+    }
+
+    /** The ticket and connection of a SESSION message whose type byte was read, its descriptors in {@code fds}. */
+    static Received session(ByteBuffer m, List<Integer> fds) throws IOException {
         try {
-            if (m.get() != ControlMessages.SESSION) {
-                throw new IOException("the front sent no session");
-            }
             SessionTicket t = SessionTicket.decode(m);
             return new Received(t, adopt(m, t, fds));
         } catch (IOException | RuntimeException e) {

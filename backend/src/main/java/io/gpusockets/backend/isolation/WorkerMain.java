@@ -21,7 +21,10 @@ import java.util.concurrent.TimeUnit;
  * says it is ready, waits for one session's connection and ticket ({@link HandedConnection}), serves that session with the ordinary
  * {@link Session} on this process's own driver, and returns when the session ends. The session charges
  * its tenant through {@link FrontTenantAccount}. When the control socket closes (the front stopped or
- * died) the session ends at once; a SIGTERM ends it as a backend shutdown does.
+ * died) the session ends at once; a SIGTERM ends it as a backend shutdown does. Checkpoint and restore (issue 22)
+ * run here, on this process's driver: a CHECKPOINT message checkpoints the session on a thread of its own (PROGRESS,
+ * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
+ * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
  */
 public final class WorkerMain {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -40,11 +43,26 @@ public final class WorkerMain {
         ByteBuffer ready = ControlMessages.start(ControlMessages.READY);
         ready.putLong(ProcessHandle.current().pid());
         control.write(ControlMessages.finish(ready));
-        HandedConnection.Received received = HandedConnection.receive(control);
-        if (received == null) {
+        java.util.List<Integer> firstFds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
+        ByteBuffer first;
+        try {
+            first = ControlMessages.readWithDescriptors(control, firstFds::add);
+        } catch (java.io.EOFException e) {
+            firstFds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
             control.close();
             return 0; // stopped while idle
         }
+        byte firstType = first.get();
+        if (firstType == ControlMessages.RESTORE) {
+            firstFds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
+            return restoreAndServe(host, settings, contexts, control, first);
+        }
+        if (firstType != ControlMessages.SESSION) {
+            firstFds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
+            control.close();
+            throw new IOException("the front sent control message " + firstType + " instead of a session");
+        }
+        HandedConnection.Received received = HandedConnection.session(first, firstFds);
         SessionTicket t = received.ticket();
         Connection connection = received.connection();
         FrontTenantAccount tenant = new FrontTenantAccount(t.tenant(), t.limits(), control);
@@ -57,6 +75,101 @@ public final class WorkerMain {
             s.resumable(new Session.Resume(t.resumeToken(), t.identity(), Duration.ofSeconds(t.graceSeconds()), t.features(),
                     t.retainBytes()));
         }
+        java.util.concurrent.atomic.AtomicReference<Session> served = new java.util.concurrent.atomic.AtomicReference<>(s);
+        readControl(control, tenant, served);
+        return serve(s, t, tenant, control, settings);
+    }
+
+    /**
+     * A worker whose first control message is RESTORE: restores the image it names (SessionRestore, on this process's
+     * driver, charging the tenant through the front), answers RESTORED (the session's ticket, or why not), and
+     * serves the restored session, which waits for its frontend to resume through the front (RESUME). A worker
+     * whose restore fails exits (everything the restore made is freed).
+     */
+    private static int restoreAndServe(DriverHost host, BackendSettings settings, ContextPool contexts, Connection control,
+                                       ByteBuffer m) throws IOException {
+        long request;
+        java.nio.file.Path file;
+        String tenantName;
+        io.gpusockets.backend.tenant.TenantLimits limits;
+        long retain;
+        try {
+            request = m.getLong();
+            file = java.nio.file.Path.of(ControlMessages.getString(m));
+            tenantName = ControlMessages.getString(m);
+            limits = SessionTicket.getLimits(m);
+            retain = m.getLong();
+        } catch (java.nio.BufferUnderflowException | IllegalArgumentException e) {
+            control.close();
+            throw new IOException("bad RESTORE message: " + e, e);
+        }
+        FrontTenantAccount tenant = new FrontTenantAccount(tenantName, limits, control);
+        java.util.concurrent.atomic.AtomicReference<Session> served = new java.util.concurrent.atomic.AtomicReference<>();
+        readControl(control, tenant, served); // the restore's reserves are answered through it
+        Object[] out = new Object[1];
+        // a platform thread of its own: the replay changes its thread's driver context stack
+        Thread r = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
+            try {
+                out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contexts, tenant, retain,
+                        (stage, done, total) -> progress(tenant, request, stage, done, total)).session();
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                out[0] = e;
+            }
+        });
+        try {
+            r.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            control.close();
+            return 1;
+        }
+        ByteBuffer a = ControlMessages.start(ControlMessages.RESTORED);
+        a.putLong(request);
+        if (!(out[0] instanceof Session s)) {
+            Exception e = (Exception) out[0];
+            a.put(e instanceof io.gpusockets.backend.session.CheckpointRefused ? ControlMessages.OUTCOME_REFUSED
+                    : ControlMessages.OUTCOME_FAILED);
+            ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+            tenant.send(a);
+            LOG.log(Level.WARNING, "worker pid " + ProcessHandle.current().pid() + ": " + e.getMessage());
+            control.close();
+            return 0;
+        }
+        Session.Resume resume = s.resume();
+        SessionTicket t = new SessionTicket(s.id(), resume.features(), tenantName, limits,
+                new io.gpusockets.protocol.transport.PeerInfo("restored from " + file, java.util.OptionalInt.empty(),
+                        java.util.OptionalLong.empty(), java.util.OptionalLong.empty(), java.util.Optional.empty(), "restored"),
+                resume.token(), resume.identity(), (int) resume.grace().toSeconds(), retain);
+        served.set(s);
+        a.put(ControlMessages.OUTCOME_DONE);
+        t.encode(a);
+        if (!tenant.send(a)) {
+            s.end("the backend's front process is gone");
+            control.close();
+            return 0;
+        }
+        return serve(s, t, tenant, control, settings);
+    }
+
+    /** Refusals and failures sent to the front are cut to this many characters (a control message's bound). */
+    static final int MESSAGE_CHARS = 16 << 10;
+
+    /** Sends a PROGRESS message of the checkpoint or restore {@code request}. */
+    private static void progress(FrontTenantAccount front, long request, String stage, long done, long total) {
+        ByteBuffer p = ControlMessages.start(ControlMessages.PROGRESS);
+        p.putLong(request);
+        ControlMessages.putString(p, stage, 256);
+        p.putLong(done).putLong(total);
+        front.send(p);
+    }
+
+    /**
+     * Reads the front's control messages on a thread of its own until the control socket closes (then the session
+     * ends at once): answers to the tenant's reserves, new limits, resuming connections, checkpoints. {@code served}
+     * holds the session once there is one (a restore makes it later).
+     */
+    private static void readControl(Connection control, FrontTenantAccount tenant,
+                                    java.util.concurrent.atomic.AtomicReference<Session> served) {
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             java.util.List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
             try {
@@ -66,19 +179,65 @@ public final class WorkerMain {
                     if (type != ControlMessages.RESUME && !fds.isEmpty()) {
                         throw new IOException("control message " + type + " came with descriptors");
                     }
+                    Session s = served.get();
                     switch (type) {
                         case ControlMessages.ANSWER -> tenant.answered(a.getLong(), a.getLong());
                         case ControlMessages.LIMITS -> tenant.setLimits(SessionTicket.getLimits(a));
-                        case ControlMessages.RESUME -> resume(s, a, fds);
+                        case ControlMessages.RESUME -> {
+                            if (s == null) {
+                                throw new IOException("a resuming connection before the session was restored");
+                            }
+                            resume(s, a, fds);
+                        }
+                        case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
                         default -> throw new IOException("unexpected control message");
                     }
                 }
             } catch (IOException | RuntimeException e) {
                 fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
                 tenant.frontGone();
-                s.end("the backend's front process is gone");
+                Session s = served.get();
+                if (s != null) {
+                    s.end("the backend's front process is gone");
+                }
             }
         });
+    }
+
+    /**
+     * A CHECKPOINT message: checkpoints the session on a thread of its own (the control reader goes on answering
+     * the tenant's reserves meanwhile), sending PROGRESS and then CHECKPOINTED with the result or why not.
+     */
+    private static void checkpoint(Session s, FrontTenantAccount front, ByteBuffer m) throws IOException {
+        long request = m.getLong();
+        boolean stop = m.get() != 0;
+        String file = ControlMessages.getString(m);
+        Thread.ofPlatform().daemon().name("gpusockets-worker-checkpoint").start(() -> {
+            ByteBuffer a = ControlMessages.start(ControlMessages.CHECKPOINTED);
+            a.putLong(request);
+            try {
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("the worker has no session yet");
+                }
+                io.gpusockets.backend.session.CheckpointResult r = s.checkpoint(java.nio.file.Path.of(file), stop,
+                        (stage, done, total) -> progress(front, request, stage, done, total));
+                a.put(ControlMessages.OUTCOME_DONE).putLong(r.bytesWritten()).putInt(r.allocations()).putInt(r.records())
+                        .putLong(r.drainNanos()).putLong(r.imageNanos());
+            } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                a.put(ControlMessages.OUTCOME_REFUSED);
+                ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+            } catch (IOException | RuntimeException | InterruptedException e) {
+                a.put(ControlMessages.OUTCOME_FAILED);
+                ControlMessages.putString(a, "checkpoint of session " + (s == null ? "?" : s.id()) + " failed in worker pid "
+                        + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
+            }
+            front.send(a);
+        });
+    }
+
+    /** Serves {@code s} (its figures sent to the front once a second) until it ends; returns the exit status. */
+    private static int serve(Session s, SessionTicket t, FrontTenantAccount tenant, Connection control,
+                             BackendSettings settings) {
         // The session's figures for the front's `gpusockets status` and metrics, once a second while it lives.
         Thread.ofPlatform().daemon().name("gpusockets-worker-stats").start(() -> {
             while (!s.ended() && sendStats(s, tenant)) {

@@ -265,6 +265,180 @@ public final class Workers implements AutoCloseable {
         return true;
     }
 
+    /** Whether a worker not yet gone serves (or is restoring) session {@code sessionId}. */
+    public boolean hasSession(long sessionId) {
+        return live.values().stream().anyMatch(w -> w.sessionId == sessionId && !w.gone.get());
+    }
+
+    /**
+     * Checkpoints session {@code sessionId}, served by a worker, to {@code file} (issue 22): the worker runs
+     * {@link io.gpusockets.backend.session.Session#checkpoint} on its own driver (control message CHECKPOINT), its
+     * progress comes back to {@code progress} (PROGRESS), then its result or refusal (CHECKPOINTED). With {@code stop}
+     * the session stays frozen in its worker: no resume reaches it here (its token is forgotten at once), and it
+     * ends when its grace period runs out or the backend stops. Refused for a session no worker serves; an
+     * IOException when the worker dies or the front closes meanwhile.
+     */
+    public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, Path file, boolean stop,
+            io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Worker w = null;
+        for (Worker x : live.values()) {
+            if (x.sessionId == sessionId && x.ticket != null && !x.gone.get()) {
+                w = x;
+            }
+        }
+        if (w == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+        }
+        long request = nextRequest.getAndIncrement();
+        ByteBuffer m = ControlMessages.start(ControlMessages.CHECKPOINT);
+        m.putLong(request).put((byte) (stop ? 1 : 0));
+        ControlMessages.putString(m, file.toAbsolutePath().toString());
+        ByteBuffer r = ask(w, request, m, progress, "the checkpoint of session " + sessionId);
+        try {
+            byte outcome = r.get();
+            if (outcome != ControlMessages.OUTCOME_DONE) {
+                refused(outcome, ControlMessages.getString(r));
+            }
+            var result = new io.gpusockets.backend.session.CheckpointResult(r.getLong(), r.getInt(), r.getInt(), r.getLong(),
+                    r.getLong());
+            if (stop) {
+                w.frozen = true;
+                SessionTicket t = w.ticket;
+                resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+                LOG.log(Level.INFO, "session " + sessionId + " in worker pid " + w.pid + " checkpointed to " + file
+                        + " and frozen: it resumes where the image is restored, not here");
+            }
+            return result;
+        } catch (java.nio.BufferUnderflowException e) {
+            throw new IOException("worker pid " + w.pid + ": bad CHECKPOINTED message: " + e);
+        }
+    }
+
+    /**
+     * Restores the session checkpointed in {@code file} into a worker of its own (an idle one, else one started for
+     * it): the worker runs {@link io.gpusockets.backend.session.SessionRestore} on its own driver (control message
+     * RESTORE) charging {@code tenant}, then waits for the session's frontend; the session is registered here as
+     * resumable under the image's token, identity and grace ({@link #resume} hands a resuming connection to that
+     * worker) and shown by {@link #sessions}. {@code expectedId} is the id the image's header names (the worker
+     * must restore that one). {@code onEnd} runs once: when the worker ends, or at once when the restore is
+     * refused or fails (the worker then exits). Returns the restored session's ticket.
+     */
+    public SessionTicket restore(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable onEnd,
+                                 io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Runnable once = once(onEnd);
+        Worker w = take(expectedId);
+        if (w == null) {
+            once.run();
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: no worker process could be had"
+                    + " (--max-workers " + max + " all serve sessions, or none starts: see the log)");
+        }
+        w.tenant = tenant;
+        w.sessionId = expectedId;
+        w.onEnd = once;
+        long request = nextRequest.getAndIncrement();
+        ByteBuffer m = ControlMessages.start(ControlMessages.RESTORE);
+        m.putLong(request);
+        ControlMessages.putString(m, file.toAbsolutePath().toString());
+        ControlMessages.putString(m, tenant.name());
+        SessionTicket.putLimits(m, tenant.limits());
+        m.putLong(retainBytes);
+        boolean ok = false;
+        try {
+            ByteBuffer r = ask(w, request, m, progress, "the restore of " + file);
+            byte outcome = r.get();
+            if (outcome != ControlMessages.OUTCOME_DONE) {
+                refused(outcome, ControlMessages.getString(r));
+            }
+            SessionTicket t = SessionTicket.decode(r);
+            if (t.sessionId() != expectedId || !t.tenant().equals(tenant.name()) || !t.resumable()) {
+                throw new IOException("worker pid " + w.pid + " restored session " + t.sessionId() + " of tenant " + t.tenant()
+                        + (t.resumable() ? "" : " without a resume token") + "; the image's header names session "
+                        + expectedId + " of tenant " + tenant.name());
+            }
+            w.ticket = t;
+            w.handedAtNanos = System.nanoTime();
+            w.shown = true;
+            resumable.put(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+            if (w.gone.get()) { // it died as it answered: gone() may have missed the token
+                resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+                throw new IOException("worker pid " + w.pid + " died after restoring session " + expectedId);
+            }
+            ok = true;
+            LOG.log(Level.INFO, "session " + expectedId + " restored from " + file + " in worker pid " + w.pid
+                    + "; waiting for its frontend to resume");
+            return t;
+        } finally {
+            if (!ok) {
+                w.process.destroy(); // a worker whose restore failed has freed what it made and exits anyway
+                once.run();
+            }
+            Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
+        }
+    }
+
+    private static Runnable once(Runnable r) {
+        AtomicBoolean ran = new AtomicBoolean();
+        return () -> {
+            if (r != null && ran.compareAndSet(false, true)) {
+                r.run();
+            }
+        };
+    }
+
+    /** Throws a worker's refusal (CheckpointRefused) or failure (IOException) with its message. */
+    private static void refused(byte outcome, String why) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (outcome == ControlMessages.OUTCOME_REFUSED) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(why);
+        }
+        throw new IOException(why);
+    }
+
+    /**
+     * Sends {@code m} (a CHECKPOINT or RESTORE with its {@code request}) to {@code w} and waits for its answer,
+     * passing PROGRESS on; returns the answer after its request id (its outcome next). An IOException when the
+     * worker dies first (its end said), the front closes or the caller is interrupted.
+     */
+    private ByteBuffer ask(Worker w, long request, ByteBuffer m, io.gpusockets.backend.session.CheckpointProgress progress,
+                           String what) throws IOException {
+        Operation op = new Operation(w, progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+        operations.put(request, op);
+        try {
+            Connection ctl = w.control;
+            if (ctl == null || w.gone.get() || closed) {
+                throw new IOException(what + " failed: worker pid " + w.pid + " is gone");
+            }
+            try {
+                ctl.write(ControlMessages.finish(m));
+            } catch (IOException e) {
+                throw new IOException(what + " failed: worker pid " + w.pid + " cannot be told: " + e.getMessage(), e);
+            }
+            try {
+                return op.reply.get();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException(what + ": interrupted while worker pid " + w.pid + " works on it");
+            } catch (java.util.concurrent.ExecutionException e) {
+                throw new IOException(what + " failed: " + e.getCause().getMessage(), e.getCause());
+            }
+        } finally {
+            operations.remove(request);
+        }
+    }
+
+    /** A checkpoint or restore a worker works on: its progress listener and its answer. */
+    private record Operation(Worker worker, io.gpusockets.backend.session.CheckpointProgress progress,
+                             CompletableFuture<ByteBuffer> reply) {
+        Operation(Worker worker, io.gpusockets.backend.session.CheckpointProgress progress) {
+            this(worker, progress, new CompletableFuture<>());
+        }
+    }
+
+    /** Checkpoints and restores waiting for their workers, by request id. */
+    private final Map<Long, Operation> operations = new ConcurrentHashMap<>();
+    private final AtomicLong nextRequest = new AtomicLong(1);
+
     /**
      * How a connection crosses to a worker: whole ({@link HandedConnection#of}), else through a socket pair whose
      * far end crosses while the front relays frames between the connection and the near end.
@@ -519,6 +693,26 @@ public final class Workers implements AutoCloseable {
                     case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
                     case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
                     case ControlMessages.STATS -> w.figures = io.gpusockets.backend.status.SessionFigures.decode(m);
+                    case ControlMessages.PROGRESS -> {
+                        Operation op = operations.get(m.getLong());
+                        String stage = ControlMessages.getString(m);
+                        long done = m.getLong();
+                        long total = m.getLong();
+                        if (op != null && op.worker() == w) {
+                            try {
+                                op.progress().progress(stage, done, total);
+                            } catch (RuntimeException e) {
+                                // a listener that fails hears no more; the operation goes on
+                            }
+                        }
+                    }
+                    case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED -> {
+                        Operation op = operations.get(m.getLong());
+                        if (op == null || op.worker() != w) {
+                            throw new IOException("an answer to no request of this worker");
+                        }
+                        op.reply().complete(m);
+                    }
                     default -> throw new IOException("unknown control message " + type);
                 }
             }
@@ -569,6 +763,7 @@ public final class Workers implements AutoCloseable {
         } catch (Exception e) {
             w.process.destroyForcibly();
         }
+        failOperations(w);
         if (aot != null) {
             aot.exited(w.aotOptions);
         }
@@ -602,6 +797,18 @@ public final class Workers implements AutoCloseable {
         replenish();
     }
 
+    /** Fails the checkpoints and restores {@code w} works on: it is gone. */
+    private void failOperations(Worker w) {
+        for (Operation op : operations.values()) {
+            if (op.worker() == w) {
+                String how = w.process.isAlive() ? "its control socket closed" : "it exited with status " + w.process.exitValue()
+                        + (w.process.exitValue() > 128 ? " (signal " + (w.process.exitValue() - 128) + ")" : "");
+                op.reply().completeExceptionally(new IOException("worker pid " + w.pid
+                        + (w.sessionId == 0 ? "" : " of session " + w.sessionId) + " is gone (" + how + ")"));
+            }
+        }
+    }
+
     private static void sleepQuietly(long millis) {
         try {
             Thread.sleep(millis);
@@ -620,6 +827,7 @@ public final class Workers implements AutoCloseable {
             closed = true;
         }
         controlListener.close();
+        operations.values().forEach(op -> op.reply().completeExceptionally(new IOException("the backend is shutting down")));
         List<Worker> all = List.copyOf(live.values());
         all.forEach(w -> w.process.destroy());
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(STOP_SECONDS);
@@ -661,6 +869,8 @@ public final class Workers implements AutoCloseable {
         /** Its session's ticket and when it was handed over, once it has one. */
         volatile SessionTicket ticket;
         volatile long handedAtNanos;
+        /** Checkpointed with stop: its session waits frozen in the worker, never resumed here. */
+        volatile boolean frozen;
         /** Listed by {@link Workers#sessions} (from the hand-over until its end is reported). */
         volatile boolean shown;
         /** What the worker's last STATS message said of its session. */

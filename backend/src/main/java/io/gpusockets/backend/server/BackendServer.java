@@ -716,7 +716,8 @@ public final class BackendServer implements AutoCloseable {
      * Checkpoints session {@code sessionId} to {@code file} (issue 22; {@link Session#checkpoint}): drains it, writes
      * its image and resumes it, or with {@code stop} leaves it frozen, to be restored elsewhere
      * ({@link #restore}). Refused (the message names why, every feature that cannot be captured included; the
-     * session keeps running) in isolation mode process, for an unknown session, or for what cannot be captured.
+     * session keeps running) for an unknown session or for what cannot be captured. In isolation mode process the
+     * session's worker process takes the checkpoint on its own driver ({@link io.gpusockets.backend.isolation.Workers#checkpoint}).
      */
     public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, java.nio.file.Path file, boolean stop,
                                                                    io.gpusockets.backend.session.CheckpointProgress p)
@@ -754,7 +755,10 @@ public final class BackendServer implements AutoCloseable {
     private io.gpusockets.backend.session.CheckpointResult checkpointSession(long sessionId, java.nio.file.Path file,
             boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        refuseInWorkers("checkpoint");
+        io.gpusockets.backend.isolation.Workers w = workers;
+        if (w != null) { // isolation mode process: the session's worker checkpoints it
+            return w.checkpoint(sessionId, file, stop, p);
+        }
         Session s = null;
         for (Session x : sessions) {
             if (x.id() == sessionId) {
@@ -772,20 +776,13 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    private void refuseInWorkers(String what) throws io.gpusockets.backend.session.CheckpointRefused {
-        if (workers != null) {
-            throw new io.gpusockets.backend.session.CheckpointRefused(what + " needs --isolation context (or shared) for"
-                    + " now: in isolation mode process (the default) each session lives in a worker process, which does"
-                    + " not take checkpoints yet");
-        }
-    }
-
     /**
      * Restores the session checkpointed in {@code file} into this backend ({@link io.gpusockets.backend.session.SessionRestore}):
      * under its own id (refused when a session here has it) and tenant (which must exist here and have room for a
      * session), with every handle id and device address as it was; then it waits, detached and resumable under its
      * token for the grace period in the image, for its frontend to resume. Returns the session id. A refused or
-     * failed restore leaves nothing.
+     * failed restore leaves nothing. In isolation mode process a worker process of its own restores and serves the
+     * session ({@link io.gpusockets.backend.isolation.Workers#restore}).
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
@@ -794,7 +791,6 @@ public final class BackendServer implements AutoCloseable {
 
     private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        refuseInWorkers("restore");
         if (closed) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
         }
@@ -805,6 +801,10 @@ public final class BackendServer implements AutoCloseable {
                     + " is not configured on this backend");
         }
         synchronized (restoring) {
+            io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null) {
+                return restoreInWorker(w, file, who.sessionId(), tenant, p);
+            }
             for (Session x : sessions) {
                 if (x.id() == who.sessionId()) {
                     throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
@@ -845,6 +845,35 @@ public final class BackendServer implements AutoCloseable {
     }
 
     private final Object restoring = new Object();
+
+    /**
+     * {@link #restoreSession} in isolation mode process: a worker of its own restores the session on its driver
+     * ({@link io.gpusockets.backend.isolation.Workers#restore}) and serves it; the session holds a session slot and
+     * its tenant's session until that worker ends, and the front hands a resuming frontend to that worker.
+     */
+    private long restoreInWorker(io.gpusockets.backend.isolation.Workers w, java.nio.file.Path file, long id, Tenant tenant,
+                                 io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        nextSessionId.updateAndGet(v -> Math.max(v, id + 1)); // before the check: no new session takes the id meanwhile
+        if (w.hasSession(id)) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + id + " is live in this backend");
+        }
+        String refusal = reserveSession();
+        if (refusal != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
+        }
+        if (!tenant.openSession()) {
+            sessionSlots.decrementAndGet();
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
+                    + " holds as many sessions as it may");
+        }
+        Runnable ended = () -> {
+            sessionSlots.decrementAndGet();
+            tenant.closeSession();
+        };
+        w.restore(file.toAbsolutePath(), tenant, resumeRetainBytes, id, ended, p); // runs ended itself when it fails
+        return id;
+    }
 
     /**
      * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
