@@ -17,7 +17,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.ValueSource;
+import org.junit.jupiter.params.provider.CsvSource;
 import picocli.CommandLine;
 
 /**
@@ -29,7 +29,9 @@ import picocli.CommandLine;
  * image (with {@code gpusockets restore} over its admin socket once it listens, or {@code gpusockets backend --restore}
  * before it listens), and the program goes on: it reconnects and resumes (GPUSOCKETS_RESUME=1), and
  * its stdout must equal the golden file (an uninterrupted run's) byte for byte, every allocation still device
- * memory at its address.
+ * memory at its address. Both isolation modes that hold the session elsewhere than the front run it: context
+ * (the session in the backend process) and process, the default (the session in a worker process, which takes the
+ * checkpoint; the restoring backend's worker restores it and the front hands the resuming program to it).
  */
 @Timeout(value = 600, unit = TimeUnit.SECONDS)
 class CheckpointNativeTest {
@@ -47,9 +49,10 @@ class CheckpointNativeTest {
 
     private static final List<String> STABLE = List.of("-Dgpusockets.backend.stableAddresses=true");
 
-    @ParameterizedTest(name = "restored by {0}")
-    @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
-    void aProgramCheckpointedMidRunFinishesInAnotherBackendProcessAsIfUninterrupted(String how) throws Exception {
+    @ParameterizedTest(name = "isolation {1}, restored by {0}")
+    @CsvSource({"gpusockets restore, context", "gpusockets backend --restore, context",
+            "gpusockets restore, process", "gpusockets backend --restore, process"})
+    void aProgramCheckpointedMidRunFinishesInAnotherBackendProcessAsIfUninterrupted(String how, String isolation) throws Exception {
         NativePrograms programs = NativePrograms.locate();
         Path nvcc = NativePrograms.nvcc();
         String skip = programs.cannotRun("the checkpoint native test");
@@ -64,7 +67,7 @@ class CheckpointNativeTest {
             assertEquals(0, b.exit(), () -> "nvcc: " + b.stdout() + b.stderr());
             String golden = Files.readString(RuntimeProgramsTest.golden("checkpoint_list"), StandardCharsets.UTF_8);
 
-            String[] backendArgs = {"--isolation", "context", "--resume-grace", "180"};
+            String[] backendArgs = {"--isolation", isolation, "--resume-grace", "180"};
             first = BackendProcess.startWithStatus(STABLE, backendArgs);
             String uri = first.unix();
             Path gate = work.resolve("gate");
@@ -105,7 +108,7 @@ class CheckpointNativeTest {
             BackendProcess restoring;
             if (how.equals("gpusockets restore")) {
                 // a backend that listens first: the program's resumes are refused until the restore, and it asks again
-                second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri);
+                second = BackendProcess.startWithStatus(STABLE, "--isolation", isolation, "--resume-grace", "180", "--listen", uri);
                 restoring = second;
                 Result rs = cli("restore", image.toString(), "--socket", second.adminSocket().toString());
                 assertEquals(0, rs.exit(), () -> "restore: " + rs.out() + rs.err() + "\nbackend:\n"
@@ -113,7 +116,7 @@ class CheckpointNativeTest {
                 assertTrue(rs.out().contains("\"session\":" + id + ","), () -> "the restored session keeps its id " + id + ": "
                         + rs.out());
             } else {
-                second = BackendProcess.startWithStatus(STABLE, "--isolation", "context", "--resume-grace", "180", "--listen", uri,
+                second = BackendProcess.startWithStatus(STABLE, "--isolation", isolation, "--resume-grace", "180", "--listen", uri,
                         "--restore", image.toString());
                 restoring = second;
                 assertTrue(second.output().stream().anyMatch(l -> l.contains("session " + id + " restored from")),
