@@ -190,6 +190,20 @@ class CheckpointRestoreTest {
         return s;
     }
 
+    /**
+     * A backend in isolation mode process: its sessions live in worker processes (this JVM's classpath, the
+     * emulated device, address-stable memory on) that take the checkpoints and make the restores.
+     */
+    private BackendServer processServer(EmulatedDevice device) throws java.io.IOException {
+        BackendServer s = server(device);
+        s.handSessionsTo(new io.gpusockets.backend.isolation.Workers(List.of(
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(), "--enable-native-access=ALL-UNNAMED",
+                "-Xmx256m", "-Dgpusockets.backend.stableAddresses=true", "-Dgpusockets.worker.aotCacheDir=off",
+                "-cp", System.getProperty("java.class.path"), io.gpusockets.cli.Main.class.getName(), "worker",
+                "--device", "emulated"), 1, 2));
+        return s;
+    }
+
     private static long onlySession(BackendServer s) {
         assertEquals(1, s.sessions().size());
         return s.sessions().get(0).id();
@@ -279,6 +293,90 @@ class CheckpointRestoreTest {
             }
         } finally {
             a.close();
+        }
+    }
+
+    /**
+     * Isolation mode process: the session's worker takes the checkpoint on its own driver and its progress comes
+     * back through the front; what cannot be captured is refused there, naming it, the session running on; a session
+     * no worker serves is refused.
+     */
+    @Test
+    void inIsolationModeProcessTheWorkerTakesTheCheckpointAndARefusalNamesTheFeature() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        try (BackendServer server = processServer(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Program p = new Program(d);
+                p.build();
+                p.walk();
+                long id = onlySession(server);
+                Path taken = dir.resolve("s.ckpt");
+                List<String> stages = new java.util.concurrent.CopyOnWriteArrayList<>();
+                CheckpointResult r = server.checkpoint(id, taken, false, (stage, done, total) -> stages.add(stage));
+                assertTrue(r.records() >= SIZES.length + 5, "records: " + r.records());
+                assertEquals(Files.size(taken), r.bytesWritten(), "the worker wrote the image");
+                assertTrue(stages.contains("drain") && stages.contains("contents"), stages.toString());
+                p.walk();
+                p.check();
+                Path image = dir.resolve("refused.ckpt");
+                Cuda.ok(d.cuCtxSetFlags(0x80), "cuCtxSetFlags"); // CU_CTX_SYNC_MEMOPS
+                CheckpointRefused flags = assertThrows(CheckpointRefused.class, () -> server.checkpoint(id, image, true, null));
+                assertTrue(flags.getMessage().contains("changes made with cuCtxSetFlags"), flags.getMessage());
+                assertFalse(Files.exists(image), "a refused checkpoint writes nothing");
+                CheckpointRefused unknown = assertThrows(CheckpointRefused.class,
+                        () -> server.checkpoint(id + 1000, image, false, null));
+                assertTrue(unknown.getMessage().contains("no session " + (id + 1000)), unknown.getMessage());
+                p.walk();
+                p.check();
+                assertEquals(1, server.snapshot().operations().checkpoints());
+                assertEquals(2, server.snapshot().operations().checkpointsRefused());
+            }
+        } finally {
+            a.close();
+        }
+    }
+
+    /**
+     * Isolation mode process end to end through the Java API: checkpointed with stop in backend A's worker (the front
+     * no longer offers its token), A closed; backend B restores it in a worker of its own, refuses a second restore of
+     * the live id, lists it, and hands the reconnecting program to that worker, which goes on with its data intact.
+     */
+    @Test
+    void inIsolationModeProcessARestoredSessionResumesInItsWorker() throws Exception {
+        Path sock = dir.resolve("b.sock");
+        Path image = dir.resolve("session.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = processServer(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Program p = new Program(d);
+            p.build();
+            p.walk();
+            p.check();
+            long id = onlySession(serverA);
+            CheckpointResult r = serverA.checkpoint(id, image, true, null);
+            assertEquals(SIZES.length + 1, r.allocations(), "every node and the global");
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = processServer(b)) {
+                List<String> stages = new java.util.concurrent.CopyOnWriteArrayList<>();
+                assertEquals(id, serverB.restore(image, (stage, done, total) -> stages.add(stage)));
+                assertTrue(stages.contains("contents"), "the worker's progress: " + stages);
+                assertEquals(id, onlySession(serverB), "status lists the restored session");
+                CheckpointRefused twice = assertThrows(CheckpointRefused.class, () -> serverB.restore(image, null));
+                assertTrue(twice.getMessage().contains("session " + id + " is live"), twice.getMessage());
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                p.check(); // the program resumes in B's worker here
+                p.walk();
+                p.check();
+                assertEquals(1, serverB.resumesAccepted());
+                assertEquals(1, serverB.snapshot().operations().restores());
+            }
+        } finally {
+            b.close();
         }
     }
 
