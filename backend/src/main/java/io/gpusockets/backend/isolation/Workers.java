@@ -33,7 +33,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * a worker ends, however it ends, gives back what its session still held of the tenant's quota and logs
  * how it ended. A worker serves one session and exits with it. A resumable session's worker is found by the
  * session's token ({@link #resumable}), and a resuming connection is handed to it the same way ({@link #resume},
- * control message RESUME) while the session waits detached in the worker.
+ * control message RESUME) while the session waits detached in the worker. A checkpoint of a session is taken by its
+ * worker ({@link #checkpoint}), and a restore is made by an idle worker, which then serves the restored session
+ * ({@link #restore}); both wait for the worker's answer, or fail when it dies first.
  *
  * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
  * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
