@@ -42,10 +42,13 @@ class StableAddressesSettingTest {
         return p >= WINDOWS_BASE && p < WINDOWS_END;
     }
 
-    private static RemoteCudaDriver carol(BackendProcess b, Path dir) throws Exception {
+    private static RemoteCudaDriver as(String tenant, BackendProcess b, Path dir) throws Exception {
         return RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(Map.of(FrontendConfig.SERVER_ENV, b.tcp(),
-                FrontendConfig.PSK_FILE_ENV, dir.resolve("carol.key").toString(), FrontendConfig.IDENTITY_ENV, "carol")));
+                FrontendConfig.PSK_FILE_ENV, dir.resolve(tenant + ".key").toString(), FrontendConfig.IDENTITY_ENV, tenant)));
     }
+
+    private static final String CAROL = "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\n";
+    private static final String DAVE = "[tenant dave]\nmatch = psk:dave\npsk-file = dave.key\n";
 
     private static long firstAlloc(RemoteCudaDriver d) {
         Cuda cu = new Cuda(d);
@@ -73,29 +76,29 @@ class StableAddressesSettingTest {
     @ValueSource(strings = {"process", "context"})
     void theTenantsSettingWinsOverTheBackendsForNewSessions(String isolation, @TempDir Path dir) throws Exception {
         Files.writeString(dir.resolve("carol.key"), "carol-key");
+        Files.writeString(dir.resolve("dave.key"), "dave-key");
         Path conf = dir.resolve("tenants.conf");
-        Files.writeString(conf, "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\nstable-addresses = off\n");
+        Files.writeString(conf, CAROL + "stable-addresses = off\n" + DAVE);
         try (BackendProcess b = BackendProcess.startWithStatus("--tenants", conf.toString(), "--stable-addresses",
                 "--isolation", isolation, "--idle-workers", "2");
-             RemoteCudaDriver plain = RemoteCudaDriver.connect(b.tcp());
-             RemoteCudaDriver off = carol(b, dir)) {
+             RemoteCudaDriver plain = as("dave", b, dir);
+             RemoteCudaDriver off = as("carol", b, dir)) {
             long p = firstAlloc(plain), q = firstAlloc(off);
-            assertTrue(inWindows(p), "the default tenant sets nothing: --stable-addresses; 0x" + Long.toHexString(p));
+            assertTrue(inWindows(p), "dave sets nothing: --stable-addresses; 0x" + Long.toHexString(p));
             assertFalse(inWindows(q), "carol's stable-addresses = off; 0x" + Long.toHexString(q));
             Map<Long, Map<String, Object>> rows = rows(b, plain.sessionId(), off.sessionId());
             assertEquals(true, rows.get(plain.sessionId()).get("stableAddresses"), rows.toString());
             assertEquals(false, rows.get(off.sessionId()).get("stableAddresses"), rows.toString());
             assertTrue(StatusTest.status("--socket", b.adminSocket().toString()).out().contains("STABLE"));
 
-            Files.writeString(conf, "[tenant carol]\nmatch = psk:carol\npsk-file = carol.key\nstable-addresses = on\n"
-                    + "[default]\nstable-addresses = off\n");
+            Files.writeString(conf, CAROL + "stable-addresses = on\n" + DAVE + "stable-addresses = off\n");
             Process kill = new ProcessBuilder("kill", "-HUP", Long.toString(b.pid())).inheritIO().start();
             assertEquals(0, kill.waitFor());
             b.awaitLog("tenants reloaded from", 20_000);
-            try (RemoteCudaDriver on = carol(b, dir); RemoteCudaDriver plainOff = RemoteCudaDriver.connect(b.tcp())) {
+            try (RemoteCudaDriver on = as("carol", b, dir); RemoteCudaDriver plainOff = as("dave", b, dir)) {
                 long r = firstAlloc(on), s = firstAlloc(plainOff);
                 assertTrue(inWindows(r), "carol's new session after the reload: on; 0x" + Long.toHexString(r));
-                assertFalse(inWindows(s), "[default] stable-addresses = off over --stable-addresses; 0x" + Long.toHexString(s));
+                assertFalse(inWindows(s), "dave's stable-addresses = off over --stable-addresses; 0x" + Long.toHexString(s));
                 assertFalse(inWindows(new Cuda(off).alloc(4096)), "a session keeps what it started with");
                 rows = rows(b, on.sessionId(), plainOff.sessionId());
                 assertEquals(true, rows.get(on.sessionId()).get("stableAddresses"), rows.toString());

@@ -299,8 +299,10 @@ final class StableAddresses extends DelegatingCudaDriver {
         long size = Long.highestOneBit(Math.max(total, granule) - 1) << 1; // the device's memory, to a power of two
         long slots = Math.max(1, WINDOWS_SPAN / size);
         Long pinned = windowAt.get(device);
-        long want = pinned;
-        if (pinned == null) {
+        long want;
+        if (pinned != null) {
+            want = pinned;
+        } else {
             if (delegate.cuDeviceGetCount(out) != CuResult.CUDA_SUCCESS) {
                 return null;
             }
