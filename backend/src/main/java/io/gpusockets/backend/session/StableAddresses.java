@@ -20,8 +20,8 @@ import java.util.TreeMap;
  * {@code stable-addresses}, else {@code gpusockets backend --stable-addresses}, else
  * {@code -Dgpusockets.backend.stableAddresses=true}; see {@link Session#stableFor}): the session's device
  * allocations lie in a virtual address window of its own on each device ({@link AddressWindow}), reserved with
- * {@code cuMemAddressReserve} at an address derived from the session id ({@link #windowSlot}), and backed by {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess},
- * so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
+ * {@code cuMemAddressReserve} at an address derived from the session id ({@link #windowSlot}), and backed by
+ * {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess}, so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
  * restore). An allocation of at least a quarter granule gets granules of its own; a smaller one a block of its
  * power-of-two size class (256 bytes up) in a granule shared with others of that class. What the program sees
  * stays as the driver's: {@code cuMemGetAddressRange} and the range attributes of {@code cuPointerGetAttribute(s)}
