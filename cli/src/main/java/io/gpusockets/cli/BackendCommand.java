@@ -2,6 +2,7 @@ package io.gpusockets.cli;
 
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.SessionIds;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.backend.session.ServerLimits;
 import io.gpusockets.backend.session.SessionLimits;
@@ -126,6 +127,20 @@ final class BackendCommand implements Callable<Integer> {
                     + " window). Default: ${DEFAULT-VALUE}.")
     long resumeGraceSeconds;
 
+    @Option(names = "--stable-addresses",
+            description = "Give new sessions address-stable memory (each session's allocations in an address window of"
+                    + " its own, which a checkpoint needs), unless their tenant's stable-addresses says otherwise. Off by"
+                    + " default: it makes allocation and free up to a quarter slower (README, Address-stable memory)."
+                    + " Without it, -Dgpusockets.backend.stableAddresses=true turns it on.")
+    boolean stableAddresses;
+
+    @Option(names = "--fleet-id", paramLabel = "N", defaultValue = "0",
+            description = "This backend's id in a fleet of backends, 0 to " + SessionIds.MAX_FLEET + ": the session ids it"
+                    + " issues carry it (fleet id * 2^" + SessionIds.FLEET_SHIFT + " + a counter), and so do their address"
+                    + " windows, so that a session checkpointed here can be restored on another backend of the fleet."
+                    + " Give each backend of a fleet its own. Default: ${DEFAULT-VALUE}.")
+    int fleetId;
+
     @Option(names = "--admin-socket", paramLabel = "PATH",
             description = "Serve status, checkpoint and restore (gpusockets status|checkpoint|restore) on this Unix"
                     + " socket, mode 0600 (0660 with --admin-group); only root, this user and the admin group may use it."
@@ -207,6 +222,10 @@ final class BackendCommand implements Callable<Integer> {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--metrics takes tcp://HOST:PORT: " + metrics);
         }
+        if (fleetId < 0 || fleetId > SessionIds.MAX_FLEET) {
+            throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
+                    "--fleet-id must be 0 to " + SessionIds.MAX_FLEET + ": " + fleetId);
+        }
         if (warmContexts < 0) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--warm-contexts must be 0 or more: " + warmContexts);
@@ -245,9 +264,14 @@ final class BackendCommand implements Callable<Integer> {
         SessionLimits d = SessionLimits.DEFAULT;
         SessionLimits limits = new SessionLimits(maxLanes, d.bodyBudget(), d.maxCallBody(), d.chunkBytes(),
                 d.maxBulkBytes(), d.maxOutBytes(), !noAsync, maxHandles, maxStreams);
-        BackendServer server = new BackendServer(host, BackendSettings.fromSystemProperties().withLimits(limits)
+        BackendSettings settings = BackendSettings.fromSystemProperties().withLimits(limits)
                 .withServer(psk, allowUids, allowCids, BackendSettings.HANDSHAKE_MILLIS_DEFAULT, warmContexts)
-                .withServerLimits(serverLimits), tenants);
+                .withServerLimits(serverLimits);
+        if (stableAddresses) {
+            settings = settings.withStableAddresses(true);
+        }
+        BackendServer server = new BackendServer(host, settings, tenants);
+        server.fleetId(fleetId);
         if (resumeGraceSeconds < 0) {
             throw new picocli.CommandLine.ParameterException(new picocli.CommandLine(this),
                     "--resume-grace must be 0 or more seconds: " + resumeGraceSeconds);

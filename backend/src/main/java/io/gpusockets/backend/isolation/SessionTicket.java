@@ -10,7 +10,8 @@ import java.util.OptionalLong;
 
 /**
  * What the front process decided at the handshake and a worker needs to serve the session: its id, the
- * features granted, the tenant and its limits, what the transport proved about the peer, and when the
+ * features granted, the tenant and its limits, the front's address-stable memory setting, what the transport
+ * proved about the peer, and when the
  * session may be resumed ({@link io.gpusockets.protocol.wire.Handshake#FEATURE_RESUME}) its token, the proven
  * identity the token is bound to, the grace period and the bytes of replies it keeps. The worker trusts it
  * (it comes from its own front over a private socket), never the frontend.
@@ -19,13 +20,27 @@ import java.util.OptionalLong;
  * @param identity      the proven identity the token is bound to ("" without a token)
  * @param graceSeconds  how long the session waits detached for its frontend
  * @param retainBytes   bytes of unacknowledged replies the session keeps for a resume
+ * @param stableAddresses the front's {@code --stable-addresses} (address-stable memory for sessions whose tenant's
+ *                      {@code stable-addresses} says nothing; the worker's session decides with its tenant's limits)
  */
 public record SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer,
-                            byte[] resumeToken, String identity, int graceSeconds, long retainBytes) {
+                            byte[] resumeToken, String identity, int graceSeconds, long retainBytes,
+                            boolean stableAddresses) {
 
-    /** A ticket for a session that is not resumable. */
+    /** A ticket for a session that is not resumable, with address-stable memory only where its tenant asks. */
     public SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer) {
-        this(sessionId, features, tenant, limits, peer, new byte[0], "", 0, 0);
+        this(sessionId, features, tenant, limits, peer, new byte[0], "", 0, 0, false);
+    }
+
+    /** A resumable ticket, with address-stable memory only where its tenant asks. */
+    public SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer,
+                         byte[] resumeToken, String identity, int graceSeconds, long retainBytes) {
+        this(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, false);
+    }
+
+    /** The same ticket with the front's {@code --stable-addresses} as {@code on}. */
+    public SessionTicket withStableAddresses(boolean on) {
+        return new SessionTicket(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, on);
     }
 
     /** Whether the session may be resumed. */
@@ -35,7 +50,8 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
 
     /** The same ticket for a resuming connection from {@code next}. */
     SessionTicket withPeer(PeerInfo next) {
-        return new SessionTicket(sessionId, features, tenant, limits, next, resumeToken, identity, graceSeconds, retainBytes);
+        return new SessionTicket(sessionId, features, tenant, limits, next, resumeToken, identity, graceSeconds, retainBytes,
+                stableAddresses);
     }
 
     void encode(ByteBuffer b) {
@@ -50,18 +66,29 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
         ControlMessages.putString(b, peer.transport());
         b.putInt(resumeToken.length).put(resumeToken);
         ControlMessages.putString(b, identity);
-        b.putInt(graceSeconds).putLong(retainBytes);
+        b.putInt(graceSeconds).putLong(retainBytes).put((byte) (stableAddresses ? 1 : 0));
     }
 
     /** A tenant's limits, as SESSION and LIMITS messages carry them. */
     static void putLimits(ByteBuffer b, TenantLimits limits) {
         b.putLong(limits.memoryBytes()).putInt(limits.sessions()).putInt(limits.lanes()).putInt(limits.handles())
                 .putInt(limits.streams()).putLong(limits.pinnedBytes()).putDouble(limits.deviceShare())
-                .putInt(limits.resumeGraceSeconds());
+                .putInt(limits.resumeGraceSeconds()).put((byte) limits.stableAddresses().ordinal());
     }
 
+    /** @throws IllegalArgumentException on values out of range */
     static TenantLimits getLimits(ByteBuffer b) {
-        return new TenantLimits(b.getLong(), b.getInt(), b.getInt(), b.getInt(), b.getInt(), b.getLong(), b.getDouble(), b.getInt());
+        long memory = b.getLong();
+        int sessions = b.getInt(), lanes = b.getInt(), handles = b.getInt(), streams = b.getInt();
+        long pinned = b.getLong();
+        double share = b.getDouble();
+        int grace = b.getInt();
+        int stable = b.get();
+        if (stable < 0 || stable >= TenantLimits.Stable.values().length) {
+            throw new IllegalArgumentException("stableAddresses=" + stable);
+        }
+        return new TenantLimits(memory, sessions, lanes, handles, streams, pinned, share, grace,
+                TenantLimits.Stable.values()[stable]);
     }
 
     static SessionTicket decode(ByteBuffer b) throws IOException {
@@ -88,7 +115,11 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
             String identity = ControlMessages.getString(b);
             int grace = b.getInt();
             long retain = b.getLong();
-            return new SessionTicket(id, features, tenant, limits, peer, token, identity, grace, retain);
+            byte stable = b.get();
+            if (stable != 0 && stable != 1) {
+                throw new IOException("bad SESSION message: stableAddresses=" + stable);
+            }
+            return new SessionTicket(id, features, tenant, limits, peer, token, identity, grace, retain, stable == 1);
         } catch (java.nio.BufferUnderflowException | IllegalArgumentException e) {
             throw new IOException("bad SESSION message: " + e, e);
         }

@@ -69,7 +69,9 @@ public final class WorkerMain {
         connection.platformThreadsOnly(); // the session's reader and lanes are platform threads: reads wait in the kernel
         // a ring:// connection crosses whole: its shared window is this worker's (pinned here, charged through the front)
         SharedWindow window = (t.features() & Handshake.FEATURE_WINDOW) != 0 ? connection.takeSharedWindow().orElse(null) : null;
-        Session s = new Session(t.sessionId(), new FrameChannel(connection), host, settings, t.peer().description(),
+        // the front's --stable-addresses, which this process's options do not carry; the tenant's setting, in its limits, wins
+        Session s = new Session(t.sessionId(), new FrameChannel(connection), host,
+                settings.withStableAddresses(t.stableAddresses()), t.peer().description(),
                 (t.features() & Handshake.FEATURE_ASYNC) != 0, window, contexts, tenant);
         if (t.resumable()) {
             s.resumable(new Session.Resume(t.resumeToken(), t.identity(), Duration.ofSeconds(t.graceSeconds()), t.features(),

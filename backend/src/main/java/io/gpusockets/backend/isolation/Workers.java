@@ -885,7 +885,7 @@ public final class Workers implements AutoCloseable {
                 return null;
             }
             return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(), t.peer().description(),
-                    (nowNanos - handedAtNanos) / 1e9);
+                    (nowNanos - handedAtNanos) / 1e9, t.limits().stableAddresses().resolve(t.stableAddresses()));
         }
 
         /** The AOT cache options it was started with. */

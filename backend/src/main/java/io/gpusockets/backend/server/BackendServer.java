@@ -66,7 +66,10 @@ public final class BackendServer implements AutoCloseable {
     private final List<Listener> listeners = new ArrayList<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
+    /** The counter of the next session id ({@link io.gpusockets.backend.session.SessionIds}). */
     private final AtomicLong nextSessionId = new AtomicLong(1);
+    /** {@code --fleet-id}: the fleet id in the session ids this backend issues. */
+    private volatile int fleetId;
     private final SecureRandom random = new SecureRandom();
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
@@ -108,6 +111,17 @@ public final class BackendServer implements AutoCloseable {
      */
     public void resumeGrace(java.time.Duration grace) {
         this.resumeGrace = grace;
+    }
+
+    /**
+     * The fleet id ({@code --fleet-id}, 0 to {@value io.gpusockets.backend.session.SessionIds#MAX_FLEET}, default 0)
+     * this backend puts in the ids of the sessions it starts from now on
+     * ({@link io.gpusockets.backend.session.SessionIds}), and so in their address windows' bases: backends of a fleet
+     * with distinct fleet ids issue distinct ids. Set it before the first session.
+     */
+    public void fleetId(int fleet) {
+        io.gpusockets.backend.session.SessionIds.of(fleet, 0); // checks the range
+        this.fleetId = fleet;
     }
 
     /** Bytes of unacknowledged replies a resumable session keeps ({@link Session.Resume}); a resume needing more is refused. */
@@ -333,7 +347,7 @@ public final class BackendServer implements AutoCloseable {
 
     /** The handshake, bounded in time and in number; returns the session it starts, or null (connection closed). */
     private Session admit(Connection c, String scheme) {
-        long id = nextSessionId.getAndIncrement();
+        long id = io.gpusockets.backend.session.SessionIds.of(fleetId, nextSessionId.getAndIncrement());
         FrameChannel channel = new FrameChannel(c);
         String peer = c.peer().description();
         handshakes.begin(c);
@@ -405,6 +419,7 @@ public final class BackendServer implements AutoCloseable {
                     ? new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer())
                     : new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer(),
                             admitted.token(), admitted.identity(), (int) admitted.grace().toSeconds(), resumeRetainBytes);
+            ticket = ticket.withStableAddresses(settings.stableAddresses());
             boolean handed = w.handOver(c, ticket, t, ended);
             forgetIssued(admitted); // known to the workers from here, or never
             if (!handed) {
@@ -832,7 +847,11 @@ public final class BackendServer implements AutoCloseable {
                 tenant.closeSession();
                 throw e;
             }
-            nextSessionId.updateAndGet(v -> Math.max(v, who.sessionId() + 1));
+            if (io.gpusockets.backend.session.SessionIds.fleet(who.sessionId()) == fleetId) {
+                // one of this fleet id's: new ids go above it (an id of another fleet id's never meets ours)
+                long counter = io.gpusockets.backend.session.SessionIds.counter(who.sessionId());
+                nextSessionId.updateAndGet(v -> Math.max(v, counter + 1));
+            }
             status.started(s, "restored");
             sessions.add(s);
             resumable.put(java.util.HexFormat.of().formatHex(s.resume().token()), s);

@@ -8,7 +8,7 @@ import java.util.Set;
  * handshake, the per-session bounds, and the lanes' tuning (listeners, device, tenants, TLS, admin socket,
  * metrics and isolation mode are the backend command's, in cli). Sessions and lanes get their values from here; none of
  * them reads a property. Command-line options fill the first group; the two tuning settings come from
- * system properties ({@link #fromSystemProperties}):
+ * system properties ({@link #fromSystemProperties}), as does address-stable memory's default where no option sets it:
  * <table>
  *   <caption>Backend settings</caption>
  *   <tr><th>Setting</th><th>Default</th><th>Meaning</th></tr>
@@ -31,6 +31,9 @@ import java.util.Set;
  *       <td>µs an idle lane thread polls its queue before it parks, 0 to {@value #LANE_SPIN_MICROS_MAX}</td></tr>
  *   <tr><td>{@value #PIPELINED_TO_LANE_PROP}</td><td>{@value #PIPELINED_TO_LANE_DEFAULT}</td>
  *       <td>pipelined quick calls go to the lane's thread rather than run on the reader when the lane is idle</td></tr>
+ *   <tr><td>stableAddresses ({@code --stable-addresses}, else {@value StableAddresses#PROPERTY})</td><td>false</td>
+ *       <td>new sessions get address-stable memory ({@link StableAddresses}) unless their tenant's
+ *       {@code stable-addresses} says otherwise</td></tr>
  * </table>
  *
  * @param limits          per-session bounds
@@ -47,10 +50,13 @@ import java.util.Set;
  * @param pipelinedToLane whether pipelined quick calls go to the lane's thread (so the reader reads the next
  *                        frames while the driver runs them); false runs them on the reader when the lane is
  *                        idle, for measuring one against the other (benchmarks/RESULTS.md)
+ * @param stableAddresses whether sessions get address-stable memory where their tenant sets nothing
+ *                        ({@link io.gpusockets.backend.tenant.TenantLimits.Stable}): off by default, as it makes
+ *                        allocation and free up to a quarter slower (benchmarks/RESULTS.md, issue 22)
  */
 public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Integer> allowedUids, Set<Long> allowedCids,
                               long handshakeMillis, int warmContexts, ServerLimits serverLimits, long laneSpinMicros,
-                              boolean pipelinedToLane) {
+                              boolean pipelinedToLane, boolean stableAddresses) {
     public static final long HANDSHAKE_MILLIS_DEFAULT = 10_000;
     public static final int WARM_CONTEXTS_DEFAULT = 0;
     public static final String LANE_SPIN_MICROS_PROP = "gpusockets.backend.laneSpinMicros";
@@ -81,19 +87,22 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
         }
     }
 
-    /** The defaults, with the two tuning settings from this JVM's system properties. */
+    /** The defaults, with the two tuning settings and address-stable memory from this JVM's system properties. */
     public static BackendSettings fromSystemProperties() {
         return fromProperties(System.getProperties(), Runtime.getRuntime().availableProcessors());
     }
 
     /**
-     * The defaults, with {@value #LANE_SPIN_MICROS_PROP} and {@value #PIPELINED_TO_LANE_PROP} taken from
-     * {@code properties} where set, on a machine of {@code cores} cores; throws with name=value on a bad value.
+     * The defaults, with {@value #LANE_SPIN_MICROS_PROP}, {@value #PIPELINED_TO_LANE_PROP} and
+     * {@value StableAddresses#PROPERTY} taken from {@code properties} where set, on a machine of {@code cores}
+     * cores; throws with name=value on a bad value ({@value StableAddresses#PROPERTY} is on only when "true", as
+     * {@link Boolean#getBoolean} reads it).
      */
     public static BackendSettings fromProperties(Properties properties, int cores) {
         return new BackendSettings(SessionLimits.DEFAULT, null, Set.of(), Set.of(), HANDSHAKE_MILLIS_DEFAULT,
                 WARM_CONTEXTS_DEFAULT, ServerLimits.DEFAULT, laneSpinMicros(properties.getProperty(LANE_SPIN_MICROS_PROP), cores),
-                pipelinedToLane(properties.getProperty(PIPELINED_TO_LANE_PROP)));
+                pipelinedToLane(properties.getProperty(PIPELINED_TO_LANE_PROP)),
+                Boolean.parseBoolean(properties.getProperty(StableAddresses.PROPERTY)));
     }
 
     /** {@value #LANE_SPIN_MICROS_DEFAULT} µs with more than two cores, else 0. */
@@ -131,17 +140,24 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
     /** These settings with other session bounds. */
     public BackendSettings withLimits(SessionLimits l) {
         return new BackendSettings(l, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, serverLimits,
-                laneSpinMicros, pipelinedToLane);
+                laneSpinMicros, pipelinedToLane, stableAddresses);
     }
 
     /** These settings with the server's handshake checks and warm contexts from elsewhere (the command line). */
     public BackendSettings withServer(byte[] psk, Set<Integer> uids, Set<Long> cids, long handshake, int warm) {
-        return new BackendSettings(limits, psk, uids, cids, handshake, warm, serverLimits, laneSpinMicros, pipelinedToLane);
+        return new BackendSettings(limits, psk, uids, cids, handshake, warm, serverLimits, laneSpinMicros, pipelinedToLane,
+                stableAddresses);
     }
 
     /** These settings with other bounds on connections, handshakes, sessions and idleness. */
     public BackendSettings withServerLimits(ServerLimits l) {
         return new BackendSettings(limits, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, l,
-                laneSpinMicros, pipelinedToLane);
+                laneSpinMicros, pipelinedToLane, stableAddresses);
+    }
+
+    /** These settings with address-stable memory on or off for sessions whose tenant sets nothing. */
+    public BackendSettings withStableAddresses(boolean on) {
+        return new BackendSettings(limits, preSharedKey, allowedUids, allowedCids, handshakeMillis, warmContexts, serverLimits,
+                laneSpinMicros, pipelinedToLane, on);
     }
 }

@@ -27,7 +27,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
  * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
  *
- * <p>With address-stable memory on, the session records what a checkpoint needs ({@link CheckpointRecorder})
+ * <p>With address-stable memory ({@link #stableFor}: the tenant's {@code stable-addresses}, else the backend's
+ * {@code --stable-addresses}), the session records what a checkpoint needs ({@link CheckpointRecorder})
  * and can be checkpointed ({@link #checkpoint}: drained, written, then resumed or frozen); a session restored
  * from an image ({@link SessionRestore}) starts detached, without a connection, and waits for its frontend.
  */
@@ -122,12 +123,29 @@ public final class Session {
      */
     public Session(long id, FrameChannel channel, DriverHost host, BackendSettings settings, String peer, boolean asyncGranted,
                    SharedWindow window, ContextPool contextPool, io.gpusockets.backend.tenant.TenantAccount tenant) {
+        this(id, channel, host, settings, peer, asyncGranted, window, contextPool, tenant, stableFor(settings, tenant));
+    }
+
+    /**
+     * Whether a new session of {@code tenant} gets address-stable memory: the tenant's {@code stable-addresses},
+     * else the backend's ({@code --stable-addresses}, else {@value StableAddresses#PROPERTY}).
+     */
+    public static boolean stableFor(BackendSettings settings, io.gpusockets.backend.tenant.TenantAccount tenant) {
+        if (tenant == null) {
+            throw new IllegalArgumentException("tenant=null");
+        }
+        return tenant.limits().stableAddresses().resolve(settings.stableAddresses());
+    }
+
+    private Session(long id, FrameChannel channel, DriverHost host, BackendSettings settings, String peer, boolean asyncGranted,
+                    SharedWindow window, ContextPool contextPool, io.gpusockets.backend.tenant.TenantAccount tenant,
+                    boolean stableAddresses) {
         if (tenant == null) {
             throw new IllegalArgumentException("tenant=null");
         }
         this.tenant = tenant;
         // first: the call handlers made below take the session's driver
-        this.stable = StableAddresses.enabled() ? new StableAddresses(host.driver(), id) : null;
+        this.stable = stableAddresses ? new StableAddresses(host.driver(), id) : null;
         this.driver = stable != null ? stable : host.driver();
         this.quota = new SessionQuota(id, tenant, host.facts());
         this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
@@ -181,12 +199,18 @@ public final class Session {
 
     /**
      * A session restored from a checkpoint ({@link SessionRestore}): no connection yet; it waits, detached, for its
-     * frontend to resume once {@link #resumable} and {@link #serve} are called.
+     * frontend to resume once {@link #resumable} and {@link #serve} are called. It has address-stable memory whatever
+     * its tenant and the backend say for new sessions: its image's allocations lie in windows.
      */
     static Session detached(long id, DriverHost host, BackendSettings settings, ContextPool contextPool,
                             io.gpusockets.backend.tenant.TenantAccount tenant, int features) {
         boolean async = settings.limits().asyncAllowed() && (features & Handshake.FEATURE_ASYNC) != 0;
-        return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant);
+        return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant, true);
+    }
+
+    /** Whether this session has address-stable memory ({@link StableAddresses}). */
+    public boolean stableAddresses() {
+        return stable != null;
     }
 
     /** The checkpoint records, or null (address-stable memory off). */
@@ -556,8 +580,9 @@ public final class Session {
     public CheckpointResult checkpoint(java.nio.file.Path file, boolean stop, CheckpointProgress progress)
             throws CheckpointRefused, IOException, InterruptedException {
         if (recorder == null) {
-            throw new CheckpointRefused("session " + id + " cannot be checkpointed: address-stable memory is off (a"
-                    + " checkpoint needs it: -D" + StableAddresses.PROPERTY + "=true)");
+            throw new CheckpointRefused("session " + id + " cannot be checkpointed: it has no address-stable memory (a"
+                    + " checkpoint needs it; it is chosen when a session starts: the tenants file's stable-addresses = on"
+                    + " for its tenant, or gpusockets backend --stable-addresses for every tenant that sets none)");
         }
         Resume r = resume;
         if (r == null) {

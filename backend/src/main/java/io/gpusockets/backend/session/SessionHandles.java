@@ -106,9 +106,13 @@ public final class SessionHandles {
         next = Math.max(next, id);
     }
 
-    /** Ids start at a session-specific offset so that two sessions rarely share a value. */
+    /**
+     * Ids start at a session-specific offset so that two sessions of a backend rarely share a value: the id's
+     * counter ({@link SessionIds#counter}, the session id itself with fleet id 0) shifted left by 24, which stays
+     * positive (a fleet id's bits would be shifted out or into the sign).
+     */
     public SessionHandles(long sessionId) {
-        this.next = (sessionId << 24) + 0x100;
+        this.next = (SessionIds.counter(sessionId) << 24) + 0x100;
         for (ParamType t : ParamType.values()) {
             byReal.put(t, new java.util.concurrent.ConcurrentHashMap<>());
         }
@@ -118,7 +122,7 @@ public final class SessionHandles {
      * The id for a real driver value, issuing a new one the first time. Real 0 maps to 0. Texture and surface
      * objects ({@link ParamType#isIdentityHandle}) get their real value as their id: kernels receive them as
      * parameters, which the backend passes on unread. Such a value that is already another handle's id of this
-     * session (ids are counted from {@code sessionId << 24}, real texture objects are small numbers on a GPU and
+     * session (ids are counted from {@code counter << 24}, real texture objects are small numbers on a GPU and
      * pointer-like ones on the emulated device: it does not happen in practice) gets 0; the caller destroys the
      * object and refuses the call.
      */

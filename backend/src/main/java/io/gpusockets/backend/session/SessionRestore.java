@@ -18,7 +18,8 @@ import java.util.Map;
 
 /**
  * Restores a checkpointed session ({@link CheckpointImage}) into this backend, which never had it: a session
- * made detached under the image's id, with its address windows at the image's bases; the records replayed in
+ * made detached under the image's id, with address-stable memory whatever the backend's and its tenant's setting
+ * for new sessions, and its address windows at the image's bases (one taken here refuses the restore, naming it); the records replayed in
  * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
  * address (both checked, as is every module global's address: a global the driver put elsewhere refuses the
@@ -63,10 +64,6 @@ public final class SessionRestore {
                                    io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
                                    CheckpointProgress progress)
             throws CheckpointRefused, IOException {
-        if (!StableAddresses.enabled()) {
-            throw new CheckpointRefused("restore needs address-stable memory on this backend (-D" + StableAddresses.PROPERTY
-                    + "=true)");
-        }
         try (DataInputStream in = open(file)) {
             CheckpointImage.Header h = CheckpointImage.readHeader(in);
             Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());

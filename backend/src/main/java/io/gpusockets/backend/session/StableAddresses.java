@@ -16,11 +16,12 @@ import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * Address-stable device memory for one session (issue 22, item 2; opt-in with
- * {@code -Dgpusockets.backend.stableAddresses=true}): the session's device allocations lie in a virtual address
- * window of its own on each device ({@link AddressWindow}), reserved with {@code cuMemAddressReserve} at an
- * address derived from the session id, and backed by {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess},
- * so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
+ * Address-stable device memory for one session (issue 22, item 2; a setting, off by default: the tenants file's
+ * {@code stable-addresses}, else {@code gpusockets backend --stable-addresses}, else
+ * {@code -Dgpusockets.backend.stableAddresses=true}; see {@link Session#stableFor}): the session's device
+ * allocations lie in a virtual address window of its own on each device ({@link AddressWindow}), reserved with
+ * {@code cuMemAddressReserve} at an address derived from the session id ({@link #windowSlot}), and backed by
+ * {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess}, so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
  * restore). An allocation of at least a quarter granule gets granules of its own; a smaller one a block of its
  * power-of-two size class (256 bytes up) in a granule shared with others of that class. What the program sees
  * stays as the driver's: {@code cuMemGetAddressRange} and the range attributes of {@code cuPointerGetAttribute(s)}
@@ -69,7 +70,7 @@ import java.util.TreeMap;
  */
 final class StableAddresses extends DelegatingCudaDriver {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
-    /** The system property that turns it on. */
+    /** The system property that turns it on where neither the tenant nor {@code --stable-addresses} does. */
     static final String PROPERTY = "gpusockets.backend.stableAddresses";
     /** Where the windows start: the upper TiB of the emulated device's range; the GPU pass checks the real driver's. */
     static final long WINDOWS_BASE = 0x7f00_0000_0000L;
@@ -131,11 +132,6 @@ final class StableAddresses extends DelegatingCudaDriver {
     StableAddresses(CudaDriver real, long sessionId) {
         super(real);
         this.sessionId = sessionId;
-    }
-
-    /** Whether the property turns it on. */
-    static boolean enabled() {
-        return Boolean.getBoolean(PROPERTY);
     }
 
     CudaDriver real() {
@@ -265,6 +261,29 @@ final class StableAddresses extends DelegatingCudaDriver {
         return windows.get(device);
     }
 
+    /**
+     * Which of the {@code slots} windows of a device's size ({@code WINDOWS_SPAN / size}, size the device's memory
+     * rounded up to a power of two) the session {@code sessionId} ({@link SessionIds}) takes on {@code device} of a
+     * backend with {@code devices} devices:
+     * <pre>
+     *   (counter * 7919 + fleet * devices + device) mod slots
+     * </pre>
+     * With fleet id 0 that is {@code (sessionId * 7919 + device) mod slots}, as before fleet ids. A backend's
+     * devices take neighbouring slots, and each fleet id the block of {@code devices} slots above the previous one's,
+     * so the sessions of one counter on backends of a fleet with the same device count never share a window while
+     * {@code (largest fleet id + 1) * devices <= slots}; consecutive counters move 7919 slots on (a prime, so a
+     * backend's sessions visit every slot before one repeats when slots is not a multiple of it). How many windows
+     * there are: {@code WINDOWS_SPAN} (1020 GiB) over the device's memory rounded up to a power of two: 127 on the
+     * emulated device's 8 GiB, 31 on a 24 GiB card, 7 on an 80 GiB H100, 3 on a 141 GiB H200. Sessions of
+     * different counters may share a slot; that only matters in one process: a new session whose window is taken
+     * gets one where the driver puts it (logged), and a restore whose recorded window is taken is refused, naming
+     * the device and the address.
+     */
+    static long windowSlot(long sessionId, int device, int devices, long slots) {
+        return Math.floorMod(SessionIds.counter(sessionId) * 7919 + (long) SessionIds.fleet(sessionId) * devices + device,
+                slots);
+    }
+
     /** Reserves the device's window at this session's address (or where the driver puts it); null when it cannot. */
     private AddressWindow openWindow(Arena arena, int device) {
         MemorySegment out = arena.allocate(8);
@@ -280,7 +299,15 @@ final class StableAddresses extends DelegatingCudaDriver {
         long size = Long.highestOneBit(Math.max(total, granule) - 1) << 1; // the device's memory, to a power of two
         long slots = Math.max(1, WINDOWS_SPAN / size);
         Long pinned = windowAt.get(device);
-        long want = pinned != null ? pinned : WINDOWS_BASE + Math.floorMod(sessionId * 7919 + device, slots) * size;
+        long want;
+        if (pinned != null) {
+            want = pinned;
+        } else {
+            if (delegate.cuDeviceGetCount(out) != CuResult.CUDA_SUCCESS) {
+                return null;
+            }
+            want = WINDOWS_BASE + windowSlot(sessionId, device, out.get(JAVA_INT, 0), slots) * size;
+        }
         if (delegate.cuMemAddressReserve(out, size, granule, want, 0) != CuResult.CUDA_SUCCESS) {
             placeFailure = "the address window of device " + device + " could not be reserved at 0x" + Long.toHexString(want);
             return null;

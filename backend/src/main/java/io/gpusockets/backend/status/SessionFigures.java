@@ -24,9 +24,10 @@ public record SessionFigures(long memoryBytes, int streams, long calls, double c
     }
 
     /** The row status shows. */
-    public SessionSnapshot snapshot(long id, String tenant, String transport, String peer, double ageSeconds) {
+    public SessionSnapshot snapshot(long id, String tenant, String transport, String peer, double ageSeconds,
+                                    boolean stableAddresses) {
         return new SessionSnapshot(id, tenant, transport, peer, memoryBytes, streams, calls, callsPerSecond, bytesIn,
-                bytesOut, bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds);
+                bytesOut, bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses);
     }
 
     public void encode(ByteBuffer b) {

@@ -17,8 +17,10 @@ package io.gpusockets.backend.status;
  * @param bytesOutPerSecond sent bytes per second over the last few seconds
  * @param windowBytes       bulk bytes moved through its shared window (both ways), not counted in bytesIn/Out
  * @param ageSeconds        seconds since it started
+ * @param stableAddresses   whether it has address-stable memory (its allocations in address windows of its own;
+ *                          a checkpoint needs it)
  */
 public record SessionSnapshot(long id, String tenant, String transport, String peer, long memoryBytes, int streams,
                               long calls, double callsPerSecond, long bytesIn, long bytesOut, double bytesInPerSecond,
-                              double bytesOutPerSecond, long windowBytes, double ageSeconds) {
+                              double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses) {
 }

@@ -132,7 +132,7 @@ public final class StatusBoard implements AutoCloseable {
         List<SessionSnapshot> out = new ArrayList<>(live.size());
         for (Session s : live) {
             out.add(SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(), s.peer(),
-                    s.stats().ageSeconds(now)));
+                    s.stats().ageSeconds(now), s.stableAddresses()));
         }
         out.sort(Comparator.comparingLong(SessionSnapshot::id));
         return out;

@@ -35,6 +35,8 @@ import java.util.regex.Pattern;
  * device-share = 0.5         # share of kernel launch admission when tenants compete, (0, 1]
  * resume-grace = 300         # seconds a session whose connection broke waits to be resumed (0: none);
  *                            # default: the backend's --resume-grace
+ * stable-addresses = on      # new sessions get address-stable memory (a checkpoint needs it), on or off;
+ *                            # default: the backend's --stable-addresses
  * </pre>
  * A {@code cert:} subject runs up to the next {@code ", kind:"} item, so it may hold commas. Any limit
  * may be {@code unlimited} (the default for a limit not given). A {@code psk:} identity needs a
@@ -217,14 +219,16 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
                     }
                     key = readKey(n, v);
                 }
-                case "memory", "pinned", "sessions", "lanes", "handles", "streams", "device-share", "resume-grace" -> {
+                case "memory", "pinned", "sessions", "lanes", "handles", "streams", "device-share", "resume-grace",
+                     "stable-addresses" -> {
                     if (values.containsKey(k)) {
                         throw error(n, k + " given twice");
                     }
                     values.put(k, v + "\u0000" + n);
                 }
                 default -> throw error(n, "unknown setting '" + k + "' (known: match, psk-file, memory, pinned, sessions,"
-                        + " lanes, handles, streams, device-share, resume-grace" + (name.equals(DEFAULT) ? ", deny" : "") + ")");
+                        + " lanes, handles, streams, device-share, resume-grace, stable-addresses"
+                        + (name.equals(DEFAULT) ? ", deny" : "") + ")");
             }
         }
 
@@ -300,7 +304,7 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
             }
             TenantLimits limits = new TenantLimits(size("memory"), count("sessions", 0), count("lanes", 1),
                     count("handles", 0), count("streams", 0), size("pinned"), share(),
-                    grace());
+                    grace(), stable());
             if (name.equals(DEFAULT)) {
                 defaults = new Section(DEFAULT, limits, List.of(), null, deny, start);
             } else {
@@ -375,6 +379,20 @@ public record TenantConfig(Path file, List<Section> tenants, Section defaults) {
             } catch (NumberFormatException e) {
                 throw error(n, "resume-grace = " + v + ": expected whole seconds from 0 to " + TenantLimits.GRACE_MAX);
             }
+        }
+
+        private TenantLimits.Stable stable() {
+            String rv = raw("stable-addresses");
+            if (rv == null) {
+                return TenantLimits.Stable.BACKEND;
+            }
+            String v = rv.substring(0, rv.indexOf('\u0000'));
+            int n = Integer.parseInt(rv.substring(rv.indexOf('\u0000') + 1));
+            return switch (v.toLowerCase(Locale.ROOT)) {
+                case "on" -> TenantLimits.Stable.ON;
+                case "off" -> TenantLimits.Stable.OFF;
+                default -> throw error(n, "stable-addresses = " + v + ": expected on or off");
+            };
         }
 
         private double share() {

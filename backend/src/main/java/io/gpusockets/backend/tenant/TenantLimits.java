@@ -16,9 +16,11 @@ package io.gpusockets.backend.tenant;
  * @param resumeGraceSeconds how long a session whose connection broke waits for its frontend to resume it
  *                     (seconds; 0: its sessions end with their connection), or {@link #GRACE_DEFAULT} for the
  *                     backend's {@code --resume-grace}. A detached session keeps counting against every limit above.
+ * @param stableAddresses whether the tenant's new sessions get address-stable memory (the tenants file's
+ *                     {@code stable-addresses}), or {@link Stable#BACKEND} for the backend's {@code --stable-addresses}
  */
 public record TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
-                           double deviceShare, int resumeGraceSeconds) {
+                           double deviceShare, int resumeGraceSeconds, Stable stableAddresses) {
     /** {@link #resumeGraceSeconds} when the tenant sets none: the backend's {@code --resume-grace} applies. */
     public static final int GRACE_DEFAULT = -1;
     /** The longest grace a tenant may be given (a day): a detached session holds its memory all that time. */
@@ -27,7 +29,20 @@ public record TenantLimits(long memoryBytes, int sessions, int lanes, int handle
     public static final TenantLimits UNLIMITED = new TenantLimits(Long.MAX_VALUE, Integer.MAX_VALUE, Integer.MAX_VALUE,
             Integer.MAX_VALUE, Integer.MAX_VALUE, Long.MAX_VALUE, 0);
 
+    /** A tenant's {@code stable-addresses}: not given (the backend's setting applies), on or off. */
+    public enum Stable {
+        BACKEND, ON, OFF;
+
+        /** Whether a session gets address-stable memory, the backend's setting being {@code backendDefault}. */
+        public boolean resolve(boolean backendDefault) {
+            return this == BACKEND ? backendDefault : this == ON;
+        }
+    }
+
     public TenantLimits {
+        if (stableAddresses == null) {
+            throw new IllegalArgumentException("stableAddresses=null");
+        }
         if (memoryBytes < 0 || sessions < 0 || lanes < 1 || handles < 0 || streams < 0 || pinnedBytes < 0
                 || !(deviceShare >= 0 && deviceShare <= 1)
                 || resumeGraceSeconds < GRACE_DEFAULT || resumeGraceSeconds > GRACE_MAX) {
@@ -35,10 +50,16 @@ public record TenantLimits(long memoryBytes, int sessions, int lanes, int handle
         }
     }
 
-    /** Limits with the backend's resume grace. */
+    /** Limits with the backend's resume grace and address-stable memory setting. */
     public TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
                         double deviceShare) {
         this(memoryBytes, sessions, lanes, handles, streams, pinnedBytes, deviceShare, GRACE_DEFAULT);
+    }
+
+    /** Limits with the backend's address-stable memory setting. */
+    public TenantLimits(long memoryBytes, int sessions, int lanes, int handles, int streams, long pinnedBytes,
+                        double deviceShare, int resumeGraceSeconds) {
+        this(memoryBytes, sessions, lanes, handles, streams, pinnedBytes, deviceShare, resumeGraceSeconds, Stable.BACKEND);
     }
 
     /** The grace this tenant's sessions get: its own, else {@code backendDefault}. */

@@ -150,7 +150,7 @@ public final class TenantRegistry {
                 if (!names.contains(t.name())) {
                     TenantLimits l = t.limits();
                     t.setLimits(new TenantLimits(l.memoryBytes(), 0, l.lanes(), l.handles(), l.streams(), l.pinnedBytes(), 0,
-                            l.resumeGraceSeconds()));
+                            l.resumeGraceSeconds(), l.stableAddresses()));
                 }
             }
             defaultTenant.setLimits(config.defaults().limits());

@@ -80,7 +80,7 @@ class SessionStatsTest {
     void aWorkerSessionIsCountedLiveThenEndedExactlyOnce() {
         TrafficTotals totals = new TrafficTotals();
         Set<SessionSnapshot> remote = ConcurrentHashMap.newKeySet();
-        SessionSnapshot w = new SessionSnapshot(9, "alice", "tcp", "peer", 0, 0, 4, 0, 100, 200, 0, 0, 0, 1);
+        SessionSnapshot w = new SessionSnapshot(9, "alice", "tcp", "peer", 0, 0, 4, 0, 100, 200, 0, 0, 0, 1, false);
         remote.add(w);
         var live = totals.with(List::of, () -> new ArrayList<>(remote));
         assertEquals(List.of(w), live.remote());

@@ -37,6 +37,8 @@ class StatusJsonTest {
         assertEquals(2L, x.get("streams"));
         assertEquals(12.35, x.get("callsPerSecond"));
         assertEquals(61.5, x.get("ageSeconds"));
+        assertEquals(true, x.get("stableAddresses"));
+        assertEquals(false, ((Map<String, Object>) ((List<Object>) s.get("sessions")).get(1)).get("stableAddresses"));
         Map<String, Object> t = (Map<String, Object>) ((List<Object>) s.get("traffic")).get(1);
         assertEquals(Map.of("tenant", "default", "transport", "unix", "calls", 5L, "bytesIn", 300L, "bytesOut", 200L), t);
     }

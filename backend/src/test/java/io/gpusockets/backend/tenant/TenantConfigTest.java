@@ -77,6 +77,23 @@ class TenantConfigTest {
     }
 
     @Test
+    void stableAddressesIsOnOrOffElseTheBackends() {
+        TenantConfig c = TenantConfig.parse(FILE, "[tenant x]\nmatch = uid:1\nstable-addresses = on\n[tenant y]\nmatch = uid:2\n"
+                + "stable-addresses = OFF\n[tenant z]\nmatch = uid:3\n[default]\nstable-addresses = on\n");
+        TenantLimits x = c.tenants().get(0).limits(), y = c.tenants().get(1).limits(), z = c.tenants().get(2).limits();
+        assertEquals(TenantLimits.Stable.ON, x.stableAddresses());
+        assertEquals(TenantLimits.Stable.OFF, y.stableAddresses());
+        assertEquals(TenantLimits.Stable.BACKEND, z.stableAddresses(), "not given: the backend's --stable-addresses");
+        assertEquals(TenantLimits.Stable.ON, c.defaults().limits().stableAddresses());
+        assertTrue(x.stableAddresses().resolve(false) && !y.stableAddresses().resolve(true));
+        assertTrue(z.stableAddresses().resolve(true) && !z.stableAddresses().resolve(false));
+        assertEquals(FILE + ":3: stable-addresses = yes: expected on or off",
+                error("[tenant x]\nmatch = uid:1\nstable-addresses = yes\n"));
+        assertEquals(FILE + ":4: stable-addresses given twice",
+                error("[tenant x]\nmatch = uid:1\nstable-addresses = on\nstable-addresses = off\n"));
+    }
+
+    @Test
     void sizesTakeBinaryAndDecimalUnits() {
         assertEquals(8L << 30, TenantConfig.parseSize("8GiB"));
         assertEquals(1_000_000_000L, TenantConfig.parseSize("1GB"));
@@ -90,7 +107,7 @@ class TenantConfigTest {
     @Test
     void badInputIsNamedByFileAndLine() {
         assertEquals("/etc/gpusockets/tenants.conf:3: unknown setting 'memroy' (known: match, psk-file, memory, pinned,"
-                + " sessions, lanes, handles, streams, device-share, resume-grace)", error("[tenant a]\nmatch = uid:1\nmemroy = 1GiB\n"));
+                + " sessions, lanes, handles, streams, device-share, resume-grace, stable-addresses)", error("[tenant a]\nmatch = uid:1\nmemroy = 1GiB\n"));
         assertTrue(error("memory = 1GiB\n").startsWith(FILE + ":1: a setting before the first"));
         assertTrue(error("[tenant a]\nmatch = uid:1\nmemory = 8 parsecs\n").startsWith(FILE + ":3: memory = 8 parsecs: unknown unit"));
         assertTrue(error("[tenant a]\nmatch = uid:one\n").startsWith(FILE + ":2: 'uid:one': uid must be a whole number"));
