@@ -247,6 +247,55 @@ class CheckpointRestoreTest {
         }
     }
 
+    /**
+     * Allocations larger than a chunk and no multiple of it (and one byte past one) go through the pipelined copies
+     * both ways: after a checkpoint with stop, a restore in another backend on a new device and the program's
+     * resume, every byte is back at its address.
+     */
+    @Test
+    void contentsSpanningSeveralChunksComeBackByteForByteAtTheirAddresses() throws Exception {
+        Path sock = dir.resolve("c.sock");
+        Path image = dir.resolve("chunks.ckpt");
+        long chunk = 8L << 20;
+        long[] sizes = {3 * chunk + 12345, chunk + 1, 777};
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            Random random = new Random(33);
+            long[] at = new long[sizes.length];
+            byte[][] data = new byte[sizes.length][];
+            for (int i = 0; i < sizes.length; i++) {
+                at[i] = cu.alloc(sizes[i]);
+                data[i] = new byte[(int) sizes[i]];
+                random.nextBytes(data[i]);
+                cu.put(at[i], data[i]);
+            }
+            CheckpointResult r = serverA.checkpoint(onlySession(serverA), image, true, null);
+            long contents = sizes[0] + sizes[1] + sizes[2];
+            assertTrue(r.bytesWritten() > contents, "the contents are in the image: " + r.bytesWritten());
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = server(b)) {
+                serverB.restore(image, null);
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                for (int i = 0; i < sizes.length; i++) {
+                    assertArrayEquals(data[i], cu.get(at[i], data[i].length), "allocation " + i + " of " + sizes[i] + " bytes");
+                    MemorySegment base = cu.arena.allocate(8), size = cu.arena.allocate(8);
+                    Cuda.ok(d.cuMemGetAddressRange(base, size, at[i] + sizes[i] - 1), "cuMemGetAddressRange");
+                    assertEquals(at[i], base.get(JAVA_LONG, 0), "allocation " + i + " address");
+                    assertEquals(sizes[i], size.get(JAVA_LONG, 0));
+                }
+                assertEquals(1, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
     @Test
     void aCheckpointWithoutStopKeepsTheSessionRunning() throws Exception {
         EmulatedDevice a = new EmulatedDevice();

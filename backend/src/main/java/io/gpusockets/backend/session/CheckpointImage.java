@@ -4,6 +4,10 @@ import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.channels.ReadableByteChannel;
+import java.nio.channels.WritableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -35,7 +39,8 @@ import java.util.zip.CRC32C;
  * </pre>
  *
  * Everything but the contents is read into memory first (it is bounded by the recorder's bound); the contents
- * are streamed, each chunk checked against its hash before it is used ({@link #readContents}).
+ * are streamed through a channel, each chunk checked against its hash before it is used ({@link ContentsReader});
+ * {@link CheckpointContents} moves them between the device and the file.
  */
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
@@ -133,34 +138,32 @@ final class CheckpointImage {
         out.writeInt(ranges.size());
     }
 
-    /** Writes one range's contents, read through {@code source} (offset, length → the bytes), in hashed chunks. */
-    static void writeRange(DataOutputStream out, Range r, ChunkSource source) throws IOException {
-        out.writeLong(r.base());
-        out.writeLong(r.size());
-        CRC32C crc = new CRC32C();
-        for (long off = 0; off < r.size(); off += CHUNK_BYTES) {
-            int n = (int) Math.min(CHUNK_BYTES, r.size() - off);
-            byte[] bytes = source.read(r.base() + off, n);
-            crc.reset();
-            crc.update(bytes, 0, n);
-            out.writeInt(n);
-            out.write(bytes, 0, n);
-            out.writeInt((int) crc.getValue());
+    /** Writes the start of one range's contents: its base and size; its chunks follow ({@link #writeChunk}). */
+    static void writeRange(WritableByteChannel out, Range r) throws IOException {
+        writeFully(out, ByteBuffer.allocate(16).putLong(r.base()).putLong(r.size()).flip());
+    }
+
+    /** Writes one chunk: its length, the first {@code length} bytes of {@code bytes}, their CRC32C (hashed here). */
+    static void writeChunk(WritableByteChannel out, MemorySegment bytes, int length, CRC32C crc) throws IOException {
+        if (length <= 0 || length > CHUNK_BYTES) {
+            throw new IllegalArgumentException("chunk length=" + length);
         }
+        ByteBuffer data = bytes.asSlice(0, length).asByteBuffer();
+        crc.reset();
+        crc.update(data.duplicate());
+        writeFully(out, ByteBuffer.allocate(4).putInt(length).flip());
+        writeFully(out, data);
+        writeFully(out, ByteBuffer.allocate(4).putInt((int) crc.getValue()).flip());
     }
 
-    static void writeEnd(DataOutputStream out) throws IOException {
-        out.write(END);
+    static void writeEnd(WritableByteChannel out) throws IOException {
+        writeFully(out, ByteBuffer.wrap(END));
     }
 
-    /** Reads one range's chunks of {@code size} bytes from somewhere on the device. */
-    interface ChunkSource {
-        byte[] read(long address, int length) throws IOException;
-    }
-
-    /** Takes one verified chunk of contents. */
-    interface ChunkSink {
-        void write(long address, byte[] bytes, int length) throws IOException;
+    private static void writeFully(WritableByteChannel out, ByteBuffer b) throws IOException {
+        while (b.hasRemaining()) {
+            out.write(b);
+        }
     }
 
     static Header readHeader(DataInputStream in) throws IOException {
@@ -238,54 +241,95 @@ final class CheckpointImage {
                 new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records);
     }
 
+    /** One verified chunk of contents: where on the device it goes and how many bytes it has. */
+    record Chunk(long address, int length) {
+    }
+
     /**
-     * Reads the contents that follow the header: each chunk is checked against its hash before {@code sink} gets
-     * it; a chunk whose hash does not match, a range that does not add up, or a missing end fails the read.
-     * Returns the bytes read.
+     * Reads the contents that follow the header, one chunk at a time, each checked against its hash before
+     * {@link #next} returns it; a chunk whose hash does not match, a range that does not add up, or a missing end
+     * fails the read. Reads the channel from where the header ended.
      */
-    static long readContents(DataInputStream in, ChunkSink sink, CheckpointProgress progress, long total) throws IOException {
-        int ranges = count(in);
-        long done = 0;
-        byte[] buf = new byte[0];
-        CRC32C crc = new CRC32C();
-        for (int i = 0; i < ranges; i++) {
-            long base = in.readLong(), size = in.readLong();
-            if (size < 0) {
-                throw new IOException("checkpoint image: range " + i + " of negative size");
+    static final class ContentsReader {
+        private final ReadableByteChannel in;
+        private final ByteBuffer small = ByteBuffer.allocate(16);
+        private final CRC32C crc = new CRC32C();
+        private int ranges = -1;
+        private int range = -1;
+        private long base, size, off;
+        private boolean ended;
+
+        ContentsReader(ReadableByteChannel in) {
+            this.in = in;
+        }
+
+        /**
+         * Reads the next chunk into {@code into} (at least {@link #CHUNK_BYTES} long) and returns it once its hash
+         * matches; null after the last one, once the end mark has been read.
+         */
+        Chunk next(MemorySegment into) throws IOException {
+            if (ended) {
+                return null;
             }
-            for (long off = 0; off < size; ) {
-                int n = in.readInt();
-                if (n <= 0 || n > CHUNK_BYTES || n > size - off) {
-                    throw new IOException(String.format("checkpoint image: a chunk of %d bytes at 0x%x+%d does not fit its range",
-                            n, base, off));
+            if (ranges < 0) {
+                ranges = readInt();
+                if (ranges < 0 || ranges > MAX_ITEMS) {
+                    throw new IOException("checkpoint image: count out of range: " + ranges);
                 }
-                if (buf.length < n) {
-                    buf = new byte[n];
+            }
+            while (off >= size) {
+                if (++range >= ranges) {
+                    byte[] end = new byte[END.length];
+                    try {
+                        readFully(ByteBuffer.wrap(end));
+                    } catch (EOFException e) {
+                        throw new IOException("checkpoint image: truncated (no end mark)");
+                    }
+                    if (!java.util.Arrays.equals(end, END)) {
+                        throw new IOException("checkpoint image: bad end mark");
+                    }
+                    ended = true;
+                    return null;
                 }
-                in.readFully(buf, 0, n);
-                int want = in.readInt();
-                crc.reset();
-                crc.update(buf, 0, n);
-                if ((int) crc.getValue() != want) {
-                    throw new IOException(String.format("checkpoint image: the chunk at 0x%x+%d (%d bytes) does not match"
-                            + " its hash (the image is damaged)", base, off, n));
+                readFully(small.clear().limit(16));
+                base = small.getLong(0);
+                size = small.getLong(8);
+                off = 0;
+                if (size < 0) {
+                    throw new IOException("checkpoint image: range " + range + " of negative size");
                 }
-                sink.write(base + off, buf, n);
-                off += n;
-                done += n;
-                progress.progress("contents", done, total);
+            }
+            int n = readInt();
+            if (n <= 0 || n > CHUNK_BYTES || n > size - off) {
+                throw new IOException(String.format("checkpoint image: a chunk of %d bytes at 0x%x+%d does not fit its range",
+                        n, base, off));
+            }
+            ByteBuffer data = into.asSlice(0, n).asByteBuffer();
+            readFully(data);
+            int want = readInt();
+            crc.reset();
+            crc.update(data.flip());
+            if ((int) crc.getValue() != want) {
+                throw new IOException(String.format("checkpoint image: the chunk at 0x%x+%d (%d bytes) does not match"
+                        + " its hash (the image is damaged)", base, off, n));
+            }
+            Chunk c = new Chunk(base + off, n);
+            off += n;
+            return c;
+        }
+
+        private int readInt() throws IOException {
+            readFully(small.clear().limit(4));
+            return small.getInt(0);
+        }
+
+        private void readFully(ByteBuffer b) throws IOException {
+            while (b.hasRemaining()) {
+                if (in.read(b) < 0) {
+                    throw new EOFException("checkpoint image: truncated");
+                }
             }
         }
-        byte[] end = new byte[END.length];
-        try {
-            in.readFully(end);
-        } catch (EOFException e) {
-            throw new IOException("checkpoint image: truncated (no end mark)");
-        }
-        if (!java.util.Arrays.equals(end, END)) {
-            throw new IOException("checkpoint image: bad end mark");
-        }
-        return done;
     }
 
     private static int count(DataInputStream in) throws IOException {

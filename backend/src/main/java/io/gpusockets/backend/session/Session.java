@@ -775,35 +775,26 @@ public final class Session {
                 total += rec.size;
             }
         }
-        long finalTotal = total;
-        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined();
-             java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(
-                     java.nio.file.Files.newOutputStream(file), 1 << 20))) {
-            java.lang.foreign.MemorySegment staging = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
-            java.lang.foreign.MemorySegment scratch = arena.allocate(8);
-            byte[] bytes = new byte[CheckpointImage.CHUNK_BYTES];
+        java.util.TreeMap<Long, Long> contexts = new java.util.TreeMap<>(contextOf);
+        long first = ranges.isEmpty() ? 0 : contextOf.get(ranges.getFirst().base());
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
+                java.nio.file.StandardOpenOption.WRITE);
+             CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
+             CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(driver, (address, length) -> {
+                 java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);
+                 if (e == null || e.getValue() == 0) {
+                     throw new IOException(String.format("checkpoint: no context for 0x%x", address));
+                 }
+                 return e.getValue();
+             })) {
+            java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(
+                    java.nio.channels.Channels.newOutputStream(ch), 1 << 20));
             CheckpointImage.writeHeader(out, h, ranges);
+            out.flush(); // the contents go straight to the channel after it
             progress.progress("records", records.size(), records.size());
-            long[] done = {0};
-            for (CheckpointImage.Range range : ranges) {
-                long ctx = contextOf.get(range.base());
-                CheckpointImage.writeRange(out, range, (address, length) -> {
-                    if (driver.cuCtxPushCurrent(ctx) != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
-                        throw new IOException(String.format("checkpoint: no context for 0x%x", address));
-                    }
-                    int res = driver.cuMemcpyDtoH(staging, address, length);
-                    driver.cuCtxPopCurrent(scratch);
-                    if (res != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
-                        throw new IOException(String.format("checkpoint: copying 0x%x+%d failed: %s", address, length,
-                                io.gpusockets.protocol.api.CuResult.name(res)));
-                    }
-                    java.lang.foreign.MemorySegment.copy(staging, java.lang.foreign.ValueLayout.JAVA_BYTE, 0, bytes, 0, length);
-                    done[0] += length;
-                    progress.progress("contents", done[0], finalTotal);
-                    return bytes;
-                });
-            }
-            CheckpointImage.writeEnd(out);
+            contents.write(ch, ranges, device, progress, total);
+            CheckpointImage.writeEnd(ch);
         }
         return new CheckpointResult(java.nio.file.Files.size(file), ranges.size(), records.size(), drainNanos,
                 System.nanoTime() - start);

@@ -8,9 +8,6 @@ import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
 import java.io.DataInputStream;
 import java.io.IOException;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -51,6 +48,36 @@ public final class SessionRestore {
         }
     }
 
+    /** Counts the bytes read through it (the header's length, so that the contents are read from right after it). */
+    private static final class CountingInputStream extends java.io.FilterInputStream {
+        long count;
+
+        CountingInputStream(java.io.InputStream in) {
+            super(in);
+        }
+
+        @Override
+        public int read() throws IOException {
+            int b = super.read();
+            count += b < 0 ? 0 : 1;
+            return b;
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            int n = super.read(b, off, len);
+            count += Math.max(n, 0);
+            return n;
+        }
+
+        @Override
+        public long skip(long n) throws IOException {
+            long k = super.skip(n);
+            count += k;
+            return k;
+        }
+    }
+
     private static DataInputStream open(java.nio.file.Path file) throws IOException {
         return new DataInputStream(new java.io.BufferedInputStream(java.nio.file.Files.newInputStream(file), 1 << 20));
     }
@@ -64,8 +91,11 @@ public final class SessionRestore {
                                    io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
                                    CheckpointProgress progress)
             throws CheckpointRefused, IOException {
-        try (DataInputStream in = open(file)) {
-            CheckpointImage.Header h = CheckpointImage.readHeader(in);
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file)) {
+            CountingInputStream counted = new CountingInputStream(new java.io.BufferedInputStream(
+                    java.nio.channels.Channels.newInputStream(ch), 1 << 20));
+            CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(counted));
+            ch.position(counted.count); // the contents are read from the channel, not through the buffered stream
             Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
             boolean ok = false;
             try {
@@ -76,7 +106,7 @@ public final class SessionRestore {
                         total += r.size;
                     }
                 }
-                long bytes = writeContents(s, h, in, progress, total);
+                long bytes = writeContents(s, h, ch, progress, total);
                 for (Map.Entry<Integer, long[]> l : h.laneContexts().entrySet()) {
                     long[] reals = new long[l.getValue().length];
                     for (int i = 0; i < reals.length; i++) {
@@ -243,37 +273,33 @@ public final class SessionRestore {
         return "(unnamed)";
     }
 
-    /** Streams the contents into the device, each chunk checked first and only into the session's own ranges. */
-    private static long writeContents(Session s, CheckpointImage.Header h, DataInputStream in, CheckpointProgress progress,
-                                      long total) throws IOException, ProtocolFault {
+    /**
+     * Streams the contents into the device from {@code ch} (positioned after the header), pipelined
+     * ({@link CheckpointContents}): each chunk checked against its hash first and written only into the session's
+     * own ranges.
+     */
+    private static long writeContents(Session s, CheckpointImage.Header h, java.nio.channels.FileChannel ch,
+                                      CheckpointProgress progress, long total) throws IOException, ProtocolFault {
         Map<Long, Long> contextOf = new java.util.HashMap<>();
+        long first = 0;
         for (CheckpointRecorder.Record r : h.records()) {
             if (r.kind == CheckpointRecorder.Kind.ALLOC || r.kind == CheckpointRecorder.Kind.GLOBAL) {
                 long ctx = r.kind == CheckpointRecorder.Kind.ALLOC ? s.stable().contextOf(r.base) : 0;
                 contextOf.put(r.base, ctx != 0 ? ctx : contextReal(s, r.context));
+                first = first != 0 ? first : contextOf.get(r.base);
             }
         }
-        io.gpusockets.protocol.api.CudaDriver d = s.driver();
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment staging = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
-            MemorySegment scratch = arena.allocate(8);
-            return CheckpointImage.readContents(in, (address, bytes, length) -> {
-                SessionMemory.Range r = s.memory().covering(address, length);
-                Long ctx = r == null ? null : contextOf.get(r.base());
-                if (ctx == null) {
-                    throw new IOException(String.format("contents for 0x%x+%d, outside the restored allocations", address,
-                            length));
-                }
-                MemorySegment.copy(bytes, 0, staging, ValueLayout.JAVA_BYTE, 0, length);
-                if (d.cuCtxPushCurrent(ctx) != CuResult.CUDA_SUCCESS) {
-                    throw new IOException(String.format("no context for 0x%x", address));
-                }
-                int res = d.cuMemcpyHtoD(address, staging, length);
-                d.cuCtxPopCurrent(scratch);
-                if (res != CuResult.CUDA_SUCCESS) {
-                    throw new IOException(String.format("writing 0x%x+%d failed: %s", address, length, CuResult.name(res)));
-                }
-            }, progress, total);
+        try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
+             CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
+                 SessionMemory.Range r = s.memory().covering(address, length);
+                 Long ctx = r == null ? null : contextOf.get(r.base());
+                 if (ctx == null || ctx == 0) {
+                     throw new IOException(String.format("contents for 0x%x+%d, outside the restored allocations", address,
+                             length));
+                 }
+                 return ctx;
+             })) {
+            return contents.read(ch, device, progress, total);
         }
     }
 }

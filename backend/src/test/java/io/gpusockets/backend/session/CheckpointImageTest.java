@@ -12,8 +12,12 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+import java.nio.channels.WritableByteChannel;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -29,18 +33,61 @@ class CheckpointImageTest {
                 new int[][] {{2, 0}}, Map.of(1, new long[] {0x2a000100L}), records);
     }
 
-    private static byte[] image(byte[] contents, long base) throws IOException {
-        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        try (DataOutputStream out = new DataOutputStream(bytes)) {
-            List<CheckpointRecorder.Record> records = List.of(new CheckpointRecorder.Record(0, CheckpointRecorder.Kind.ALLOC,
-                    ApiTable.get().byName("cuMemAlloc").opcode(), new byte[] {8, 0, 0, 0, 0, 0, 0, 0}, new byte[0], 0x2a000100L,
-                    new long[0], base, contents.length, 0, null));
-            CheckpointImage.writeHeader(out, header(records), List.of(new CheckpointImage.Range(base, contents.length)));
-            CheckpointImage.writeRange(out, new CheckpointImage.Range(base, contents.length),
-                    (address, length) -> java.util.Arrays.copyOfRange(contents, (int) (address - base), (int) (address - base) + length));
-            CheckpointImage.writeEnd(out);
+    /** A device of {@code size} bytes at {@code base} over a byte array, recording each chunk copied in. */
+    private static class ArrayDevice implements CheckpointContents.Device {
+        final long base;
+        final byte[] bytes;
+        final List<long[]> copiedIn = new ArrayList<>();
+
+        ArrayDevice(long base, byte[] bytes) {
+            this.base = base;
+            this.bytes = bytes;
         }
+
+        @Override
+        public void copyOut(long address, MemorySegment to, int length) {
+            MemorySegment.copy(bytes, (int) (address - base), to, ValueLayout.JAVA_BYTE, 0, length);
+        }
+
+        @Override
+        public synchronized void copyIn(long address, MemorySegment from, int length) throws IOException {
+            MemorySegment.copy(from, ValueLayout.JAVA_BYTE, 0, bytes, (int) (address - base), length);
+            copiedIn.add(new long[] {address, length});
+        }
+    }
+
+    /** An image of {@code ranges} (base, size pairs) over {@code device}, its contents written through the pipeline. */
+    private static byte[] image(ArrayDevice device, long... ranges) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        List<CheckpointImage.Range> rs = new ArrayList<>();
+        List<CheckpointRecorder.Record> records = new ArrayList<>();
+        long total = 0;
+        for (int i = 0; i < ranges.length; i += 2) {
+            rs.add(new CheckpointImage.Range(ranges[i], ranges[i + 1]));
+            records.add(new CheckpointRecorder.Record(i / 2, CheckpointRecorder.Kind.ALLOC,
+                    ApiTable.get().byName("cuMemAlloc").opcode(), new byte[] {8, 0, 0, 0, 0, 0, 0, 0}, new byte[0], 0x2a000100L,
+                    new long[0], ranges[i], ranges[i + 1], 0, null));
+            total += ranges[i + 1];
+        }
+        DataOutputStream out = new DataOutputStream(bytes);
+        CheckpointImage.writeHeader(out, header(records), rs);
+        out.flush();
+        WritableByteChannel ch = Channels.newChannel(bytes);
+        try (CheckpointContents contents = new CheckpointContents(null, 42, 0, null)) { // plain buffers
+            assertEquals(0, contents.pinnedBuffers());
+            assertEquals(total, contents.write(ch, rs, device, CheckpointProgress.NONE, total));
+        }
+        CheckpointImage.writeEnd(ch);
         return bytes.toByteArray();
+    }
+
+    /** Reads {@code image}'s header, then its contents through the pipeline into {@code device}. */
+    private static long restore(byte[] image, ArrayDevice device) throws IOException {
+        ByteArrayInputStream in = new ByteArrayInputStream(image);
+        CheckpointImage.readHeader(new DataInputStream(in));
+        try (CheckpointContents contents = new CheckpointContents(null, 42, 0, null)) {
+            return contents.read(Channels.newChannel(in), device, CheckpointProgress.NONE, image.length);
+        }
     }
 
     @Test
@@ -48,7 +95,8 @@ class CheckpointImageTest {
         byte[] contents = new byte[CheckpointImage.CHUNK_BYTES * 2 + 1000];
         new Random(1).nextBytes(contents);
         long base = 0x7f5a00400000L;
-        DataInputStream in = new DataInputStream(new ByteArrayInputStream(image(contents, base)));
+        byte[] image = image(new ArrayDevice(base, contents), base, contents.length);
+        DataInputStream in = new DataInputStream(new ByteArrayInputStream(image));
         CheckpointImage.Header h = CheckpointImage.readHeader(in);
         assertEquals(42, h.sessionId());
         assertEquals("default", h.tenant());
@@ -62,39 +110,148 @@ class CheckpointImageTest {
         assertArrayEquals(new long[] {0x2a000100L}, h.laneContexts().get(1));
         assertEquals(1, h.records().size());
         assertEquals(base, h.records().get(0).base);
-        byte[] back = new byte[contents.length];
-        List<Integer> chunks = new ArrayList<>();
-        long n = CheckpointImage.readContents(in, (address, bytes, length) -> {
-            System.arraycopy(bytes, 0, back, (int) (address - base), length);
-            chunks.add(length);
-        }, CheckpointProgress.NONE, contents.length);
-        assertEquals(contents.length, n);
-        assertEquals(List.of(CheckpointImage.CHUNK_BYTES, CheckpointImage.CHUNK_BYTES, 1000), chunks);
-        assertArrayEquals(contents, back);
+        ArrayDevice back = new ArrayDevice(base, new byte[contents.length]);
+        assertEquals(contents.length, restore(image, back));
+        assertEquals(List.of(CheckpointImage.CHUNK_BYTES, CheckpointImage.CHUNK_BYTES, 1000),
+                back.copiedIn.stream().map(c -> (int) c[1]).toList());
+        assertArrayEquals(contents, back.bytes);
+    }
+
+    /**
+     * Allocations that span several chunks, none a multiple of the chunk size (and one of exactly one chunk), go out
+     * and come back through the pipeline byte for byte, chunk after chunk in image order, the image as long as the
+     * format says (so its layout is the serial writer's).
+     */
+    @Test
+    void rangesSpanningSeveralChunksWithRaggedSizesComeBackByteForByte() throws IOException {
+        int c = CheckpointImage.CHUNK_BYTES;
+        long a = 0x7f5a00400000L, b = a + 4L * c, d = b + 2L * c;
+        long sa = 3L * c + 12345, sb = c, sd = c + 1;
+        byte[] device = new byte[(int) (d + sd - a)];
+        new Random(3).nextBytes(device);
+        byte[] image = image(new ArrayDevice(a, device), a, sa, b, sb, d, sd);
+        int headerBytes;
+        {
+            ByteArrayInputStream in = new ByteArrayInputStream(image);
+            CheckpointImage.readHeader(new DataInputStream(in));
+            headerBytes = image.length - in.available();
+        }
+        int chunks = 4 + 1 + 2;
+        assertEquals(headerBytes + 4 + 3 * 16 + chunks * 8 + sa + sb + sd + CheckpointImage.END.length, image.length,
+                "header, the range count, three range starts, each chunk's length and hash, the bytes, the end mark");
+        ArrayDevice back = new ArrayDevice(a, new byte[device.length]);
+        assertEquals(sa + sb + sd, restore(image, back));
+        List<Long> at = back.copiedIn.stream().map(x -> x[0]).toList();
+        assertEquals(List.of(a, a + c, a + 2L * c, a + 3L * c, b, d, d + c), at, "chunk after chunk, in image order");
+        assertEquals(List.of((long) c, (long) c, (long) c, 12345L, (long) c, (long) c, 1L),
+                back.copiedIn.stream().map(x -> x[1]).toList());
+        for (long[] r : new long[][] {{a, sa}, {b, sb}, {d, sd}}) {
+            int from = (int) (r[0] - a), to = from + (int) r[1];
+            assertArrayEquals(java.util.Arrays.copyOfRange(device, from, to), java.util.Arrays.copyOfRange(back.bytes, from, to));
+        }
     }
 
     @Test
     void aFlippedByteFailsItsChunkBeforeTheChunkIsUsedAndABadMagicOrVersionIsRefused() throws IOException {
         byte[] contents = new byte[5000];
         new Random(2).nextBytes(contents);
-        byte[] image = image(contents, 0x1000);
+        byte[] image = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
         image[image.length - 8 - 4 - 10] ^= 1;
-        DataInputStream in = new DataInputStream(new ByteArrayInputStream(image));
-        CheckpointImage.readHeader(in);
-        List<Long> written = new ArrayList<>();
-        IOException e = assertThrows(IOException.class, () -> CheckpointImage.readContents(in,
-                (address, bytes, length) -> written.add(address), CheckpointProgress.NONE, contents.length));
+        ArrayDevice written = new ArrayDevice(0x1000, new byte[contents.length]);
+        IOException e = assertThrows(IOException.class, () -> restore(image, written));
         assertTrue(e.getMessage().contains("does not match its hash"), e.getMessage());
-        assertEquals(List.of(), written, "nothing of the damaged chunk was used");
+        assertEquals(List.of(), written.copiedIn, "nothing of the damaged chunk was used");
 
-        byte[] bad = image(contents, 0x1000);
+        byte[] bad = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
         bad[0] = 'X';
         assertThrows(IOException.class, () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(bad))));
-        byte[] later = image(contents, 0x1000);
+        byte[] later = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
         later[11] = 2; // version 2
         IOException v = assertThrows(IOException.class,
                 () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(later))));
         assertTrue(v.getMessage().contains("version 2"), v.getMessage());
+    }
+
+    /**
+     * With the pipeline reading ahead, a damaged chunk still never reaches the device: damage in the first chunk of a
+     * range of several leaves the device untouched; damage in the third lets exactly the two verified before it through.
+     */
+    @Test
+    void aDamagedChunkIsRefusedBeforeItOrAnythingAfterItIsWrittenWhileTheReaderRunsAhead() throws IOException {
+        int c = CheckpointImage.CHUNK_BYTES;
+        byte[] contents = new byte[4 * c + 77];
+        new Random(4).nextBytes(contents);
+        long base = 0x7f5a00400000L;
+        byte[] image = image(new ArrayDevice(base, contents), base, contents.length);
+        int firstChunkBytes = image.length - CheckpointImage.END.length - (contents.length + 5 * 8); // its u32 length first
+        for (int damaged : new int[] {0, 2}) {
+            byte[] copy = image.clone();
+            copy[firstChunkBytes + 4 + damaged * (c + 8) + 1234] ^= 0x40;
+            ArrayDevice device = new ArrayDevice(base, new byte[contents.length]);
+            IOException e = assertThrows(IOException.class, () -> restore(copy, device));
+            assertTrue(e.getMessage().contains(String.format("0x%x+%d", base, (long) damaged * c))
+                    && e.getMessage().contains("does not match its hash"), e.getMessage());
+            List<Long> at = device.copiedIn.stream().map(x -> x[0]).toList();
+            assertEquals(damaged == 0 ? List.of() : List.of(base, base + c), at, "only chunks verified before the damaged one");
+        }
+        assertTrue(helpersGone(), "no pipeline thread left behind");
+    }
+
+    /** A failure on either side ends both: a device copy that fails while the reader runs ahead, a file that fails. */
+    @Test
+    void aFailureOnEitherSideEndsThePipelineWithItsMessage() throws IOException {
+        int c = CheckpointImage.CHUNK_BYTES;
+        byte[] contents = new byte[5 * c];
+        long base = 0x10000;
+        byte[] image = image(new ArrayDevice(base, contents), base, contents.length);
+        ArrayDevice failing = new ArrayDevice(base, new byte[contents.length]) {
+            @Override
+            public synchronized void copyIn(long address, MemorySegment from, int length) throws IOException {
+                if (address == base + c) {
+                    throw new IOException("device lost");
+                }
+                super.copyIn(address, from, length);
+            }
+        };
+        IOException e = assertThrows(IOException.class, () -> restore(image, failing));
+        assertTrue(e.getMessage().contains("device lost"), e.getMessage());
+
+        List<CheckpointImage.Range> rs = List.of(new CheckpointImage.Range(base, contents.length));
+        WritableByteChannel full = new WritableByteChannel() {
+            long written;
+
+            @Override
+            public int write(ByteBuffer src) throws IOException {
+                if (written > c) {
+                    throw new IOException("disk full");
+                }
+                int n = src.remaining();
+                src.position(src.limit());
+                written += n;
+                return n;
+            }
+
+            @Override
+            public boolean isOpen() {
+                return true;
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        try (CheckpointContents contents2 = new CheckpointContents(null, 42, 0, null)) {
+            IOException w = assertThrows(IOException.class,
+                    () -> contents2.write(full, rs, new ArrayDevice(base, contents), CheckpointProgress.NONE, contents.length));
+            assertTrue(w.getMessage().contains("disk full"), w.getMessage());
+        }
+        assertTrue(helpersGone(), "no pipeline thread left behind");
+    }
+
+    private static boolean helpersGone() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .noneMatch(t -> t.isAlive() && (t.getName().startsWith("gpusockets-checkpoint-writer-")
+                        || t.getName().startsWith("gpusockets-restore-reader-")));
     }
 
     private static ByteBuffer outs(long... values) {

@@ -1,0 +1,389 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.channels.ReadableByteChannel;
+import java.nio.channels.WritableByteChannel;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.zip.CRC32C;
+
+/**
+ * Moves a checkpoint's contents (every allocation's and global's bytes) between the device and the image file in
+ * {@link CheckpointImage#CHUNK_BYTES} chunks, pipelined through {@link #BUFFERS} host buffers: at a checkpoint the
+ * calling thread copies the next chunk off the device while a thread of the checkpoint's own hashes and writes the
+ * previous ones; at a restore that thread reads and verifies the next chunks while the calling thread copies the
+ * previous one onto the device. A chunk reaches the device only after its hash matched ({@link
+ * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes.
+ *
+ * <p>The buffers are page-locked with cuMemHostRegister (portable: any context may copy into them), so a real
+ * GPU moves them by DMA at full speed, and charged to the session's tenant's pinned memory while they exist (as
+ * the session's other page-locked memory is: {@link SessionWindow}, {@link HostCallbackGates}). Where the tenant is
+ * at its pinned limit or the driver cannot page-lock (the emulated device answers CUDA_ERROR_NOT_SUPPORTED), a
+ * buffer is plain native memory, uncharged: the contents still move, more slowly on a GPU. At most
+ * {@code BUFFERS x CHUNK_BYTES} (24 MiB) of host memory and one extra thread per checkpoint or restore in progress;
+ * everything is given back by {@link #close}, which waits for the thread and for the copies in flight first.
+ */
+final class CheckpointContents implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger("gpusockets.session");
+    /** Host buffers per checkpoint or restore: one being copied, one being hashed and written (or read), one spare. */
+    static final int BUFFERS = 3;
+    /** cuda.h CU_MEMHOSTREGISTER_PORTABLE. */
+    private static final int MEMHOSTREGISTER_PORTABLE = 1;
+
+    /** The device side: copies between one chunk's host buffer and the device, returning once the copy is done. */
+    interface Device {
+        void copyOut(long address, MemorySegment to, int length) throws IOException;
+
+        void copyIn(long address, MemorySegment from, int length) throws IOException;
+    }
+
+    /**
+     * {@link Device} on the driver: each copy is issued (cuMemcpyDtoHAsync, cuMemcpyHtoDAsync) on a stream of the
+     * checkpoint's own in the context that holds the address, and waited for before the call returns. Streams are
+     * made on first use per context and destroyed by {@link #close}; they synchronise with the context's legacy
+     * stream as the synchronous copies did. For the calling thread only.
+     */
+    static final class DriverDevice implements Device, AutoCloseable {
+        /** The real context the {@code length} bytes at {@code address} belong to; throws when they are nobody's. */
+        interface Contexts {
+            long of(long address, int length) throws IOException;
+        }
+
+        private final CudaDriver driver;
+        private final Contexts contexts;
+        private final java.util.Map<Long, Long> streams = new java.util.LinkedHashMap<>();
+        private final Arena arena = Arena.ofConfined();
+        private final MemorySegment scratch = arena.allocate(8);
+
+        DriverDevice(CudaDriver driver, Contexts contexts) {
+            this.driver = driver;
+            this.contexts = contexts;
+        }
+
+        @Override
+        public void copyOut(long address, MemorySegment to, int length) throws IOException {
+            copy(address, to, length, true);
+        }
+
+        @Override
+        public void copyIn(long address, MemorySegment from, int length) throws IOException {
+            copy(address, from, length, false);
+        }
+
+        private void copy(long address, MemorySegment host, int length, boolean out) throws IOException {
+            long ctx = contexts.of(address, length);
+            if (driver.cuCtxPushCurrent(ctx) != CuResult.CUDA_SUCCESS) {
+                throw new IOException(String.format("no context for 0x%x", address));
+            }
+            int r;
+            try {
+                Long stream = streams.get(ctx);
+                if (stream == null) {
+                    r = driver.cuStreamCreate(scratch, 0);
+                    if (r != CuResult.CUDA_SUCCESS) {
+                        throw new IOException("making a stream for the contents failed: " + CuResult.name(r));
+                    }
+                    stream = scratch.get(ValueLayout.JAVA_LONG, 0);
+                    streams.put(ctx, stream);
+                }
+                r = out ? driver.cuMemcpyDtoHAsync(host, address, length, stream)
+                        : driver.cuMemcpyHtoDAsync(address, host, length, stream);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    r = driver.cuStreamSynchronize(stream);
+                }
+            } finally {
+                driver.cuCtxPopCurrent(scratch);
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                throw new IOException(String.format("%s 0x%x+%d failed: %s", out ? "copying" : "writing", address, length,
+                        CuResult.name(r)));
+            }
+        }
+
+        /** Destroys the streams (the copies on them have returned). */
+        @Override
+        public void close() {
+            streams.forEach((ctx, stream) -> {
+                if (driver.cuCtxPushCurrent(ctx) == CuResult.CUDA_SUCCESS) {
+                    driver.cuStreamDestroy(stream);
+                    driver.cuCtxPopCurrent(scratch);
+                }
+            });
+            streams.clear();
+            arena.close();
+        }
+    }
+
+    private final CudaDriver driver;
+    private final long sessionId;
+    private final Arena arena = Arena.ofShared();
+    private final List<MemorySegment> buffers = new ArrayList<>();
+    private final List<MemorySegment> registered = new ArrayList<>();
+    /** The context the registrations were made in (pushed again to undo them), 0 for none. */
+    private final long registerContext;
+    private final SessionQuota quota;
+
+    /**
+     * Makes the buffers, page-locking each in {@code context} (a real context of the session, 0 to leave them plain)
+     * and charging it to {@code quota} (null: charged nowhere).
+     */
+    CheckpointContents(CudaDriver driver, long sessionId, long context, SessionQuota quota) {
+        this.driver = driver;
+        this.sessionId = sessionId;
+        this.registerContext = context;
+        this.quota = quota;
+        boolean pushed = context != 0 && driver.cuCtxPushCurrent(context) == CuResult.CUDA_SUCCESS;
+        try {
+            for (int i = 0; i < BUFFERS; i++) {
+                MemorySegment b = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
+                buffers.add(b);
+                if (pushed && registered.size() == i && (quota == null || quota.reservePinned(b.byteSize()))) {
+                    int r = driver.cuMemHostRegister(b, b.byteSize(), MEMHOSTREGISTER_PORTABLE);
+                    if (r == CuResult.CUDA_SUCCESS) {
+                        registered.add(b);
+                        continue;
+                    }
+                    if (quota != null) {
+                        quota.releasePinned(b.byteSize());
+                    }
+                    if (r != CuResult.CUDA_ERROR_NOT_SUPPORTED) {
+                        LOG.log(System.Logger.Level.INFO, "session " + sessionId + ": a checkpoint buffer could not be"
+                                + " page-locked (" + CuResult.name(r) + "); its contents go through plain memory");
+                    }
+                }
+            }
+        } finally {
+            if (pushed) {
+                popContext();
+            }
+        }
+    }
+
+    /** How many of the buffers are page-locked. */
+    int pinnedBuffers() {
+        return registered.size();
+    }
+
+    /** A chunk for the helper thread: a range's start (chunk null), a chunk, or the end (both null). */
+    private record Job(CheckpointImage.Range starts, MemorySegment buffer, long address, int length) {
+    }
+
+    private static final Job END = new Job(null, null, 0, 0);
+
+    /**
+     * Writes {@code ranges}' contents to {@code out} (after the header, before the end mark), copied off the device
+     * by {@code device} on the calling thread while the helper hashes and writes. Returns the bytes copied.
+     */
+    long write(WritableByteChannel out, List<CheckpointImage.Range> ranges, Device device, CheckpointProgress progress,
+               long total) throws IOException {
+        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(BUFFERS, false, buffers);
+        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(BUFFERS + 1);
+        Helper writer = new Helper("checkpoint-writer", () -> {
+            CRC32C crc = new CRC32C();
+            for (Job j; (j = filled.take()) != END; ) {
+                if (j.starts() != null) {
+                    CheckpointImage.writeRange(out, j.starts());
+                } else {
+                    CheckpointImage.writeChunk(out, j.buffer(), j.length(), crc);
+                    free.put(j.buffer());
+                }
+            }
+        });
+        long done = 0;
+        try {
+            for (CheckpointImage.Range r : ranges) {
+                writer.put(filled, new Job(r, null, 0, 0));
+                for (long off = 0; off < r.size(); ) {
+                    int n = (int) Math.min(CheckpointImage.CHUNK_BYTES, r.size() - off);
+                    MemorySegment b = writer.take(free);
+                    device.copyOut(r.base() + off, b, n);
+                    writer.put(filled, new Job(null, b, r.base() + off, n));
+                    off += n;
+                    done += n;
+                    progress.progress("contents", done, total);
+                }
+            }
+            writer.put(filled, END);
+            writer.finish();
+            return done;
+        } finally {
+            writer.stop();
+        }
+    }
+
+    /**
+     * Reads the contents from {@code in} (positioned after the header) to its end mark, each chunk read and verified
+     * by the helper while the calling thread has {@code device} copy the previous one in. Returns the bytes copied.
+     */
+    long read(ReadableByteChannel in, Device device, CheckpointProgress progress, long total) throws IOException {
+        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(BUFFERS, false, buffers);
+        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(BUFFERS + 1);
+        CheckpointImage.ContentsReader contents = new CheckpointImage.ContentsReader(in);
+        Helper reader = new Helper("restore-reader", () -> {
+            while (true) {
+                MemorySegment b = free.take();
+                CheckpointImage.Chunk c = contents.next(b);
+                if (c == null) {
+                    filled.put(END);
+                    return;
+                }
+                filled.put(new Job(null, b, c.address(), c.length()));
+            }
+        });
+        long done = 0;
+        try {
+            for (Job j; (j = reader.take(filled)) != END; ) {
+                device.copyIn(j.address(), j.buffer(), j.length());
+                free.add(j.buffer());
+                done += j.length();
+                progress.progress("contents", done, total);
+            }
+            reader.finish();
+            return done;
+        } finally {
+            reader.stop();
+        }
+    }
+
+    /** Unpins and frees the buffers (the copies have returned: {@link #write} and {@link #read} wait for theirs). */
+    @Override
+    public void close() {
+        if (!registered.isEmpty()) {
+            boolean pushed = driver.cuCtxPushCurrent(registerContext) == CuResult.CUDA_SUCCESS;
+            for (MemorySegment b : registered) {
+                int r = driver.cuMemHostUnregister(b);
+                if (r != CuResult.CUDA_SUCCESS && r != CuResult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED) {
+                    LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": cuMemHostUnregister of a checkpoint"
+                            + " buffer: " + CuResult.name(r));
+                }
+                if (quota != null) {
+                    quota.releasePinned(b.byteSize());
+                }
+            }
+            registered.clear();
+            if (pushed) {
+                popContext();
+            }
+        }
+        arena.close();
+    }
+
+    private void popContext() {
+        try (Arena a = Arena.ofConfined()) {
+            driver.cuCtxPopCurrent(a.allocate(ValueLayout.ADDRESS));
+        }
+    }
+
+    /** A body for the helper thread; its failure fails the checkpoint or restore. */
+    private interface Work {
+        void run() throws IOException, InterruptedException;
+    }
+
+    /**
+     * The helper thread of one {@link #write} or {@link #read}, and the hand-offs with it: a failure on either side
+     * ends both, the helper's surfacing on the calling thread at its next hand-off.
+     */
+    private final class Helper {
+        private final Thread thread;
+        private volatile Throwable failure;
+
+        Helper(String name, Work work) {
+            thread = Thread.ofPlatform().daemon().name("gpusockets-" + name + "-" + sessionId).start(() -> {
+                try {
+                    work.run();
+                } catch (InterruptedException e) {
+                    // stopped by the calling thread, which fails on its own
+                } catch (Throwable t) {
+                    failure = t;
+                }
+            });
+        }
+
+        /** Takes from {@code q}, failing once the helper failed or ended and nothing is left there. */
+        <T> T take(BlockingQueue<T> q) throws IOException {
+            try {
+                while (true) {
+                    T t = q.poll(50, java.util.concurrent.TimeUnit.MILLISECONDS);
+                    if (t != null) {
+                        return t;
+                    }
+                    throwFailure();
+                    if (!thread.isAlive()) {
+                        t = q.poll(); // what it put just before it ended
+                        if (t != null) {
+                            return t;
+                        }
+                        throwFailure();
+                        throw new IOException("checkpoint contents: the " + thread.getName() + " thread ended early");
+                    }
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while moving the contents");
+            }
+        }
+
+        /** Puts into {@code q}, failing once the helper failed or ended. */
+        <T> void put(BlockingQueue<T> q, T t) throws IOException {
+            try {
+                while (!q.offer(t, 50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                    throwFailure();
+                    if (!thread.isAlive()) {
+                        throw new IOException("checkpoint contents: the " + thread.getName() + " thread ended early");
+                    }
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while moving the contents");
+            }
+        }
+
+        /** Throws the helper's failure, if it had one. */
+        private void throwFailure() throws IOException {
+            Throwable f = failure;
+            if (f instanceof IOException io) {
+                throw new IOException(io.getMessage(), io);
+            }
+            if (f != null) {
+                throw new IOException("checkpoint contents: " + f, f);
+            }
+        }
+
+        /** Waits for the helper to end after its END and throws its failure, if any. */
+        void finish() throws IOException {
+            try {
+                thread.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while moving the contents");
+            }
+            throwFailure();
+        }
+
+        /** Ends the helper (interrupting it if it still runs: a failure on the calling thread) and waits for it. */
+        void stop() {
+            if (thread.isAlive()) {
+                thread.interrupt();
+            }
+            boolean interrupted = false;
+            while (true) {
+                try {
+                    thread.join();
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+}
