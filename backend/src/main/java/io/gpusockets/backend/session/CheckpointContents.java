@@ -37,18 +37,23 @@ final class CheckpointContents implements AutoCloseable {
     /** cuda.h CU_MEMHOSTREGISTER_PORTABLE. */
     private static final int MEMHOSTREGISTER_PORTABLE = 1;
 
-    /** The device side: copies between one chunk's host buffer and the device, returning once the copy is done. */
+    /**
+     * The device side: copies between one chunk's host buffer and the device, returning once the copy is done;
+     * {@code pageLocked}: the buffer is page-locked (else plain memory).
+     */
     interface Device {
-        void copyOut(long address, MemorySegment to, int length) throws IOException;
+        void copyOut(long address, MemorySegment to, int length, boolean pageLocked) throws IOException;
 
-        void copyIn(long address, MemorySegment from, int length) throws IOException;
+        void copyIn(long address, MemorySegment from, int length, boolean pageLocked) throws IOException;
     }
 
     /**
-     * {@link Device} on the driver: each copy is issued (cuMemcpyDtoHAsync, cuMemcpyHtoDAsync) on a stream of the
-     * checkpoint's own in the context that holds the address, and waited for before the call returns. Streams are
-     * made on first use per context and destroyed by {@link #close}; they synchronise with the context's legacy
-     * stream as the synchronous copies did. For the calling thread only.
+     * {@link Device} on the driver, in the context that holds the address: a copy through a page-locked buffer is
+     * issued (cuMemcpyDtoHAsync, cuMemcpyHtoDAsync) on a stream of the checkpoint's own and waited for before the call
+     * returns; one through plain memory is a synchronous cuMemcpyDtoH/HtoD (the real driver stages a pageable async
+     * copy synchronously anyway, and the emulated device would take a snapshot of the buffer first). Streams are made
+     * on first use per context and destroyed by {@link #close}; they synchronise with the context's legacy stream as
+     * the synchronous copies do. For the calling thread only.
      */
     static final class DriverDevice implements Device, AutoCloseable {
         /** The real context the {@code length} bytes at {@code address} belong to; throws when they are nobody's. */
@@ -68,35 +73,31 @@ final class CheckpointContents implements AutoCloseable {
         }
 
         @Override
-        public void copyOut(long address, MemorySegment to, int length) throws IOException {
-            copy(address, to, length, true);
+        public void copyOut(long address, MemorySegment to, int length, boolean pageLocked) throws IOException {
+            copy(address, to, length, true, pageLocked);
         }
 
         @Override
-        public void copyIn(long address, MemorySegment from, int length) throws IOException {
-            copy(address, from, length, false);
+        public void copyIn(long address, MemorySegment from, int length, boolean pageLocked) throws IOException {
+            copy(address, from, length, false, pageLocked);
         }
 
-        private void copy(long address, MemorySegment host, int length, boolean out) throws IOException {
+        private void copy(long address, MemorySegment host, int length, boolean out, boolean pageLocked) throws IOException {
             long ctx = contexts.of(address, length);
             if (driver.cuCtxPushCurrent(ctx) != CuResult.CUDA_SUCCESS) {
                 throw new IOException(String.format("no context for 0x%x", address));
             }
             int r;
             try {
-                Long stream = streams.get(ctx);
-                if (stream == null) {
-                    r = driver.cuStreamCreate(scratch, 0);
-                    if (r != CuResult.CUDA_SUCCESS) {
-                        throw new IOException("making a stream for the contents failed: " + CuResult.name(r));
+                if (!pageLocked) {
+                    r = out ? driver.cuMemcpyDtoH(host, address, length) : driver.cuMemcpyHtoD(address, host, length);
+                } else {
+                    long stream = stream(ctx);
+                    r = out ? driver.cuMemcpyDtoHAsync(host, address, length, stream)
+                            : driver.cuMemcpyHtoDAsync(address, host, length, stream);
+                    if (r == CuResult.CUDA_SUCCESS) {
+                        r = driver.cuStreamSynchronize(stream);
                     }
-                    stream = scratch.get(ValueLayout.JAVA_LONG, 0);
-                    streams.put(ctx, stream);
-                }
-                r = out ? driver.cuMemcpyDtoHAsync(host, address, length, stream)
-                        : driver.cuMemcpyHtoDAsync(address, host, length, stream);
-                if (r == CuResult.CUDA_SUCCESS) {
-                    r = driver.cuStreamSynchronize(stream);
                 }
             } finally {
                 driver.cuCtxPopCurrent(scratch);
@@ -105,6 +106,20 @@ final class CheckpointContents implements AutoCloseable {
                 throw new IOException(String.format("%s 0x%x+%d failed: %s", out ? "copying" : "writing", address, length,
                         CuResult.name(r)));
             }
+        }
+
+        /** The stream of the contents in {@code ctx}, current on the calling thread; made on first use. */
+        private long stream(long ctx) throws IOException {
+            Long stream = streams.get(ctx);
+            if (stream == null) {
+                int r = driver.cuStreamCreate(scratch, 0);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    throw new IOException("making a stream for the contents failed: " + CuResult.name(r));
+                }
+                stream = scratch.get(ValueLayout.JAVA_LONG, 0);
+                streams.put(ctx, stream);
+            }
+            return stream;
         }
 
         /** Destroys the streams (the copies on them have returned). */
@@ -159,6 +174,13 @@ final class CheckpointContents implements AutoCloseable {
                     }
                 }
             }
+        } catch (RuntimeException | Error e) {
+            if (pushed) {
+                popContext();
+                pushed = false;
+            }
+            close(); // what was page-locked and charged so far goes back
+            throw e;
         } finally {
             if (pushed) {
                 popContext();
@@ -203,7 +225,7 @@ final class CheckpointContents implements AutoCloseable {
                 for (long off = 0; off < r.size(); ) {
                     int n = (int) Math.min(CheckpointImage.CHUNK_BYTES, r.size() - off);
                     MemorySegment b = writer.take(free);
-                    device.copyOut(r.base() + off, b, n);
+                    device.copyOut(r.base() + off, b, n, registered.contains(b));
                     writer.put(filled, new Job(null, b, r.base() + off, n));
                     off += n;
                     done += n;
@@ -240,7 +262,7 @@ final class CheckpointContents implements AutoCloseable {
         long done = 0;
         try {
             for (Job j; (j = reader.take(filled)) != END; ) {
-                device.copyIn(j.address(), j.buffer(), j.length());
+                device.copyIn(j.address(), j.buffer(), j.length(), registered.contains(j.buffer()));
                 free.add(j.buffer());
                 done += j.length();
                 progress.progress("contents", done, total);

@@ -45,12 +45,13 @@ class CheckpointImageTest {
         }
 
         @Override
-        public void copyOut(long address, MemorySegment to, int length) {
+        public void copyOut(long address, MemorySegment to, int length, boolean pageLocked) {
             MemorySegment.copy(bytes, (int) (address - base), to, ValueLayout.JAVA_BYTE, 0, length);
         }
 
         @Override
-        public synchronized void copyIn(long address, MemorySegment from, int length) throws IOException {
+        public synchronized void copyIn(long address, MemorySegment from, int length, boolean pageLocked)
+                throws IOException {
             MemorySegment.copy(from, ValueLayout.JAVA_BYTE, 0, bytes, (int) (address - base), length);
             copiedIn.add(new long[] {address, length});
         }
@@ -206,11 +207,12 @@ class CheckpointImageTest {
         byte[] image = image(new ArrayDevice(base, contents), base, contents.length);
         ArrayDevice failing = new ArrayDevice(base, new byte[contents.length]) {
             @Override
-            public synchronized void copyIn(long address, MemorySegment from, int length) throws IOException {
+            public synchronized void copyIn(long address, MemorySegment from, int length, boolean pageLocked)
+                    throws IOException {
                 if (address == base + c) {
                     throw new IOException("device lost");
                 }
-                super.copyIn(address, from, length);
+                super.copyIn(address, from, length, pageLocked);
             }
         };
         IOException e = assertThrows(IOException.class, () -> restore(image, failing));
