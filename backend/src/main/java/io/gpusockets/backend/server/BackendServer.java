@@ -804,6 +804,19 @@ public final class BackendServer implements AutoCloseable {
         return counted(restores, () -> restoreSession(file, p));
     }
 
+    /** A session slot and one of the tenant's sessions for a session being restored; refused when either is full. */
+    private void reserveRestored(Tenant tenant) throws io.gpusockets.backend.session.CheckpointRefused {
+        String refusal = reserveSession();
+        if (refusal != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
+        }
+        if (!tenant.openSession()) {
+            sessionSlots.decrementAndGet();
+            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
+                    + " holds as many sessions as it may");
+        }
+    }
+
     private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         if (closed) {
@@ -826,15 +839,7 @@ public final class BackendServer implements AutoCloseable {
                             + " is live in this backend");
                 }
             }
-            String refusal = reserveSession();
-            if (refusal != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
-            }
-            if (!tenant.openSession()) {
-                sessionSlots.decrementAndGet();
-                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
-                        + " holds as many sessions as it may");
-            }
+            reserveRestored(tenant);
             Session s;
             try {
                 s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
@@ -877,15 +882,7 @@ public final class BackendServer implements AutoCloseable {
         if (w.hasSession(id)) {
             throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + id + " is live in this backend");
         }
-        String refusal = reserveSession();
-        if (refusal != null) {
-            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: " + refusal);
-        }
-        if (!tenant.openSession()) {
-            sessionSlots.decrementAndGet();
-            throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: tenant " + tenant.name()
-                    + " holds as many sessions as it may");
-        }
+        reserveRestored(tenant);
         Runnable ended = () -> {
             sessionSlots.decrementAndGet();
             tenant.closeSession();
