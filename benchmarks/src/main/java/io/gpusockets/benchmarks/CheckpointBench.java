@@ -38,7 +38,8 @@ import picocli.CommandLine.Option;
  * session is checkpointed (without stop), the program ends, its backend closes, and a second backend (a new
  * device instance on the emulated device; the same GPU on the real driver) restores the image. Prints, per size,
  * the medians over the rounds and checkpoint/bound, restore/bound; writes DIR/checkpoint.md and a plot with
- * {@code --out}. The cost of address-stable memory itself is {@code scripts/bench stable-addresses}.
+ * {@code --out}. With {@code --during-kernel S}, also a checkpoint asked for while a kernel of S seconds runs (it
+ * must wait for it and succeed). The cost of address-stable memory itself is {@code scripts/bench stable-addresses}.
  */
 @Command(name = "bench-checkpoint", mixinStandardHelpOptions = true,
         description = "Checkpoint and restore throughput against the pinned-copy bound, at several sizes.")
@@ -64,6 +65,11 @@ public final class CheckpointBench implements Callable<Integer> {
 
     @Option(names = "--out", paramLabel = "DIR", description = "Also write DIR/checkpoint.md and DIR/checkpoint.png.")
     Path out;
+
+    @Option(names = "--during-kernel", paramLabel = "SECONDS", defaultValue = "0",
+            description = "Also checkpoint a session while a kernel of that many seconds (gpus_sleep) runs: the checkpoint"
+                    + " must wait for it and succeed. 0: not. Default: ${DEFAULT-VALUE} (the GPU pass: 5).")
+    int duringKernel;
 
     private final PrintStream console = System.out;
     private String lastDescription = "";
@@ -107,6 +113,9 @@ public final class CheckpointBench implements Callable<Integer> {
         description = lastDescription;
         StringBuilder t = new StringBuilder(header).append('\n');
         rows.forEach(r -> t.append(r).append('\n'));
+        if (duringKernel > 0) {
+            t.append(duringKernel(dir)).append('\n');
+        }
         console.println("bench-checkpoint: " + Runtime.getRuntime().availableProcessors() + " cores, " + description
                 + ", images in " + dir + " (medians of " + rounds + " rounds; ckpt/b = checkpoint / pinned DtoH bound,"
                 + " rst/b = restore / pinned HtoD bound)");
@@ -198,6 +207,53 @@ public final class CheckpointBench implements Callable<Integer> {
         Files.deleteIfExists(sock);
         return new Round(copyOut, copyIn, fileWrite, fileRead, checkpoint, restore, result.bytesWritten(),
                 result.drainNanos() / 1e6);
+    }
+
+    /**
+     * A checkpoint asked for just after a kernel of {@link #duringKernel} seconds was launched: it must wait for the
+     * kernel (its drain lasts about as long as what is left of it) and succeed, and the program goes on.
+     */
+    private String duringKernel(Path dir) throws Exception {
+        Path image = dir.resolve("during-kernel.img");
+        Path sock = dir.resolve("k.sock");
+        DriverHost host = device.open(null);
+        try (BackendServer a = new BackendServer(host, BackendSettings.fromSystemProperties())) {
+            a.resumeGrace(Duration.ofSeconds(30));
+            String uri = a.listen(TransportUri.parse("unix://" + sock)).toString();
+            try (GpuSocketsCalls calls = GpuSocketsCalls.open(uri); Arena arena = Arena.ofConfined();
+                 io.gpusockets.cli.workloads.Kernels k = io.gpusockets.cli.workloads.Kernels.load(calls.driver())) {
+                RemoteCudaDriver cu = calls.driver();
+                MemorySegment ns = arena.allocate(JAVA_LONG);
+                ns.set(JAVA_LONG, 0, duringKernel * 1_000_000_000L);
+                MemorySegment args = arena.allocate(java.lang.foreign.ValueLayout.ADDRESS, 1);
+                args.setAtIndex(java.lang.foreign.ValueLayout.ADDRESS, 0, ns);
+                long t0 = System.nanoTime();
+                Cu.check(cu.cuLaunchKernel(k.function("gpus_sleep"), 1, 1, 1, 1, 1, 1, 0, 0, args, MemorySegment.NULL),
+                        "cuLaunchKernel(gpus_sleep)");
+                // a launch may be pipelined (no reply awaited): a round trip behind it on the same thread makes sure the
+                // backend runs it before the checkpoint is asked for (else the checkpoint would rightly come first)
+                int q = cu.cuStreamQuery(0);
+                if (q != 0 && q != 600) { // CUDA_ERROR_NOT_READY: the kernel runs
+                    throw new IllegalStateException("cuStreamQuery after the launch: " + q);
+                }
+                long launched = System.nanoTime() - t0;
+                CheckpointResult r = a.checkpoint(a.snapshot().sessions().getFirst().id(), image, false, null);
+                long total = System.nanoTime() - t0;
+                Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize after the checkpoint");
+                String line = String.format(Locale.ROOT, "checkpoint during a %d s kernel: asked %.0f ms after the launch,"
+                                + " drained in %.0f ms, done %.0f ms after the launch (%d KiB written)", duringKernel,
+                        launched / 1e6, r.drainNanos() / 1e6, total / 1e6, r.bytesWritten() >> 10);
+                if (total < duringKernel * 1_000_000_000L) {
+                    throw new IllegalStateException(line + ": it did not wait for the kernel");
+                }
+                console.println(line);
+                return line;
+            }
+        } finally {
+            closeDevice(host);
+            Files.deleteIfExists(image);
+            Files.deleteIfExists(sock);
+        }
     }
 
     /** Gives back an emulated device's memory (the real driver stays loaded for the next round). */
