@@ -3,6 +3,7 @@ package io.gpusockets.cli;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.CheckpointResult;
 import io.gpusockets.backend.status.AdminActions;
+import io.gpusockets.backend.status.StatusJson;
 import java.nio.file.Path;
 import java.util.Locale;
 
@@ -20,8 +21,8 @@ final class SessionActions implements AdminActions {
     @Override
     public String checkpoint(long session, Path file, boolean stop, Progress progress) throws Exception {
         CheckpointResult r = server.checkpoint(session, file, stop, progress::progress);
-        return String.format(Locale.ROOT, "{\"session\":%d,\"file\":\"%s\",\"stopped\":%b,\"bytes\":%d,\"ranges\":%d,"
-                        + "\"records\":%d,\"drainMillis\":%.1f,\"writeMillis\":%.1f}", session, json(file.toString()), stop,
+        return String.format(Locale.ROOT, "{\"session\":%d,\"file\":%s,\"stopped\":%b,\"bytes\":%d,\"ranges\":%d,"
+                        + "\"records\":%d,\"drainMillis\":%.1f,\"writeMillis\":%.1f}", session, json(file), stop,
                 r.bytesWritten(), r.allocations(), r.records(), r.drainNanos() / 1e6, r.imageNanos() / 1e6);
     }
 
@@ -29,21 +30,12 @@ final class SessionActions implements AdminActions {
     public String restore(Path file, Progress progress) throws Exception {
         long t0 = System.nanoTime();
         long id = server.restore(file, progress::progress);
-        return String.format(Locale.ROOT, "{\"session\":%d,\"file\":\"%s\",\"millis\":%.1f}", id, json(file.toString()),
+        return String.format(Locale.ROOT, "{\"session\":%d,\"file\":%s,\"millis\":%.1f}", id, json(file),
                 (System.nanoTime() - t0) / 1e6);
     }
 
-    private static String json(String s) {
-        StringBuilder b = new StringBuilder();
-        for (char c : s.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                b.append('\\').append(c);
-            } else if (c < 0x20) {
-                b.append(String.format(Locale.ROOT, "\\u%04x", (int) c));
-            } else {
-                b.append(c);
-            }
-        }
-        return b.toString();
+    /** The path as a JSON string, quoted and escaped as status writes strings. */
+    private static String json(Path file) {
+        return StatusJson.string(new StringBuilder(), file.toString()).toString();
     }
 }
