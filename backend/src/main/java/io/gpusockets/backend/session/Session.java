@@ -87,6 +87,9 @@ public final class Session {
     private final SessionQuota quota;
     /** The session's side of the device-time scheduler, or null (set before {@link #serve}). */
     private volatile LaunchShares launchShares;
+    /** The hasher of this session's memory ({@link #chunkHasher}), or null until one is asked for; under hasherLock. */
+    private ChunkHasher hasher;
+    private final Object hasherLock = new Object();
     private volatile String failure;
     private volatile boolean releasePending;
     /** Host memory the session holds in buffers: its threads' scratch and staging, pooled DATA and staging buffers. */
@@ -285,6 +288,36 @@ public final class Session {
         return launchShares;
     }
 
+    /**
+     * The hasher of this session's device memory (issue 23: what changed since a chunk was sent), made at the first
+     * call under a random seed; its kernel, stream and buffers live in the session's contexts, invisible to the
+     * program, and go when their context is destroyed or the session ends ({@link ChunkHasher}). Null once the
+     * session has ended.
+     */
+    public ChunkHasher chunkHasher() {
+        synchronized (hasherLock) {
+            if (ended.get()) {
+                return null;
+            }
+            if (hasher == null) {
+                hasher = new ChunkHasher(driver);
+            }
+            return hasher;
+        }
+    }
+
+    /** Gives back what the hasher made, if there is one (before the contexts go). */
+    private void closeChunkHasher() {
+        ChunkHasher h;
+        synchronized (hasherLock) {
+            h = hasher;
+            hasher = null;
+        }
+        if (h != null) {
+            h.close();
+        }
+    }
+
     /** What this session has charged to its tenant. */
     SessionQuota quota() {
         return quota;
@@ -342,6 +375,13 @@ public final class Session {
 
     /** Before {@code real}, a context of this session, is destroyed: its pinned staging buffers go first, and the window's registration in it. */
     void beforeContextDestroy(long real) {
+        ChunkHasher h;
+        synchronized (hasherLock) {
+            h = hasher;
+        }
+        if (h != null) {
+            h.contextGoing(real); // waits for a hash in progress there
+        }
         LaunchShares ls = launchShares;
         if (ls != null) {
             ls.contextDestroyed(real);
@@ -1103,6 +1143,7 @@ public final class Session {
 
     /** Destroys what the session made and logs its end line; only once no lane is inside the driver. */
     private void release(String reason, boolean stuck) {
+        closeChunkHasher(); // its module, stream and buffers, while their contexts exist
         String released = cleanup.releaseAll();
         if (stable != null) {
             stable.close(); // after the contexts: every mapping and address window of the session goes
