@@ -93,6 +93,22 @@ final class AddressWindow {
         return 0;
     }
 
+    /**
+     * The lowest free range of {@code n} bytes starting at a multiple of {@code alignment} (a power of two, at least
+     * the granule) from the window's base, taken; 0 when none. For a reservation the program makes itself inside the
+     * window ({@link StableAddresses#cuMemAddressReserve}).
+     */
+    long takeAligned(long n, long alignment) {
+        for (Map.Entry<Long, Long> e : free.entrySet()) {
+            long at = base + ((e.getKey() - base + alignment - 1) & -alignment);
+            long end = e.getKey() + e.getValue();
+            if (at >= e.getKey() && at <= end - n && takeAt(at, n)) {
+                return at;
+            }
+        }
+        return 0;
+    }
+
     /** Takes exactly {@code [at, at + n)} when all of it is free (a restore names the place); false otherwise. */
     boolean takeAt(long at, long n) {
         Map.Entry<Long, Long> e = free.floorEntry(at);

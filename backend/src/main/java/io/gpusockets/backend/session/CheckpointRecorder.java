@@ -41,8 +41,9 @@ import java.util.TreeMap;
  * {@code gpusockets.backend.checkpointRecordBytes}): past it the session is marked not checkpointable, with
  * the reason, and records nothing more; no call fails for it. What cannot be captured is found when a
  * checkpoint is asked for ({@link #refusals}): handles of kinds not replayed, ranges not recorded (outside the
- * window: managed memory, graph memory, VMM memory the program mapped), graph memory nodes, allocations of a
- * destroyed pool, a device malloc heap in use. The session adds what only it
+ * window: managed memory, graph memory), graph memory nodes, allocations of a destroyed pool, a device malloc heap
+ * in use. The VMM objects the program makes itself are not recorded: {@link CheckpointVmm} saves their state at the
+ * checkpoint. The session adds what only it
  * knows (capture in progress, host callbacks pending).
  *
  * <p>Thread-safety: calls of many lanes record at once; every method takes this object's monitor.
@@ -193,7 +194,7 @@ final class CheckpointRecorder {
             for (ApiParam p : f.params()) {
                 w |= p.out() && (p.type().isHandle() || p.type() == ParamType.DPTR);
             }
-            watched[f.index()] = w;
+            watched[f.index()] = w && !CheckpointVmm.SAVED_AS_STATE.contains(f.name()); // saved from SessionVmm instead
             launch[f.index()] = f.name().startsWith("cuLaunch") || f.name().startsWith("cuGraphLaunch");
         }
     }
@@ -420,6 +421,9 @@ final class CheckpointRecorder {
             if (!t.isHandle()) {
                 continue;
             }
+            if (t == ParamType.MEMH) {
+                continue; // the program's VMM objects: CheckpointVmm saves them and says what it cannot
+            }
             for (SessionHandles.Entry e : handles.all(t)) {
                 if (!REPLAYED.contains(t)) {
                     unreplayed.merge(t, 1, Integer::sum);
@@ -463,7 +467,7 @@ final class CheckpointRecorder {
                 continue;
             }
             if (r.owner() == SessionMemory.MAPPING) {
-                outsideBy.merge("VMM mappings the program made itself (cuMemMap)", 1, Integer::sum);
+                continue; // the program's own mappings: CheckpointVmm saves them
             } else if (r.freeable()) {
                 String by = outside.get(r.base());
                 outsideBy.merge("allocations outside the session's address window (" + (by == null ? "not cuMemAlloc" : by)

@@ -728,6 +728,7 @@ public final class Session {
     /** Throws, naming each, when something in the session cannot be captured; {@code drained}: the device is idle. */
     private void refuseUncapturable(boolean drained) throws CheckpointRefused {
         java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory));
+        why.addAll(CheckpointVmm.refusals(this));
         int gates = callbackGates.openGates();
         if (gates > 0) {
             why.add(gates + " host callback(s) pending (cuLaunchHostFunc, cuStreamAddCallback)");
@@ -795,7 +796,12 @@ public final class Session {
         java.util.Map<Integer, long[]> stacks = new java.util.TreeMap<>();
         lanes.contextStacks().forEach((lane, reals) -> stacks.put(lane,
                 java.util.Arrays.stream(reals).map(c -> handles.idOf(ParamType.CTX, c)).toArray()));
-        java.util.List<CheckpointRecorder.Record> records = recorder.snapshot();
+        java.util.List<CheckpointRecorder.Record> records;
+        try {
+            records = CheckpointVmm.records(this, recorder.snapshot(), handles.nextId());
+        } catch (IllegalStateException e) {
+            throw new IOException("session " + id + " cannot be checkpointed: " + e.getMessage());
+        }
         CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
                 new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
                         r.log().receivedCopy(), kept),
@@ -814,6 +820,12 @@ public final class Session {
                 contextOf.put(rec.base, ctx);
                 total += rec.size;
             }
+        }
+        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(vmm)) {
+            SessionHandles.Entry e = handles.get(piece.context(), ParamType.CTX);
+            ranges.add(new CheckpointImage.Range(piece.address(), piece.size()));
+            contextOf.put(piece.address(), e == null ? 0 : e.real());
+            total += piece.size();
         }
         java.util.TreeMap<Long, Long> contexts = new java.util.TreeMap<>(contextOf);
         long first = ranges.isEmpty() ? 0 : contextOf.get(ranges.getFirst().base());

@@ -19,7 +19,8 @@ import java.util.Map;
  * for new sessions, and its address windows at the image's bases (one taken here refuses the restore, naming it); the records replayed in
  * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
- * address (both checked, as is every module global's address: a global the driver put elsewhere refuses the
+ * address (both checked, as is every module global's address and every VMM reservation and mapping the program
+ * made, {@link CheckpointVmm}: a global the driver put elsewhere refuses the
  * restore, naming it; nothing is translated); then every allocation's and global's contents written back, each
  * chunk checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
@@ -105,6 +106,9 @@ public final class SessionRestore {
                     if (r.kind == CheckpointRecorder.Kind.ALLOC || r.kind == CheckpointRecorder.Kind.GLOBAL) {
                         total += r.size;
                     }
+                }
+                for (CheckpointVmm.Piece piece : CheckpointVmm.contents(s.vmm())) {
+                    total += piece.size(); // the program's VMM memory, as replayed
                 }
                 long bytes = writeContents(s, h, ch, progress, total);
                 for (Map.Entry<Integer, long[]> l : h.laneContexts().entrySet()) {
@@ -209,6 +213,10 @@ public final class SessionRestore {
                     throw new ProtocolFault(String.format("replaying %s (record %d) did not place the allocation at 0x%x%s",
                             f.name(), r.seq, r.base, stable.placeFailure() == null ? "" : ": " + stable.placeFailure()));
                 }
+                String vmmWrong = CheckpointVmm.replayed(s, f, r);
+                if (vmmWrong != null) {
+                    throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + "): " + vmmWrong);
+                }
                 if (r.kind == CheckpointRecorder.Kind.GLOBAL) {
                     SessionMemory.Range g = s.memory().at(r.base);
                     if (g == null || g.size() != r.size) {
@@ -292,7 +300,8 @@ public final class SessionRestore {
         try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
              CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
                  SessionMemory.Range r = s.memory().covering(address, length);
-                 Long ctx = r == null ? null : contextOf.get(r.base());
+                 Long ctx = r == null ? null : r.owner() == SessionMemory.MAPPING ? (Long) CheckpointVmm.contextOf(s, address)
+                         : contextOf.get(r.base());
                  if (ctx == null || ctx == 0) {
                      throw new IOException(String.format("contents for 0x%x+%d, outside the restored allocations", address,
                              length));

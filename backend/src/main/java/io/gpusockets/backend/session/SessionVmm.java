@@ -15,24 +15,37 @@ import java.util.TreeMap;
  * counted until its array goes (an unmap names no handle, so which binding it ended is not known here:
  * the charge errs high, never low). The frontend sees handles through {@link SessionHandles} (kind MEMH);
  * reservations are plain addresses, checked here.
+ *
+ * <p>For a checkpoint ({@link CheckpointVmm}) it also keeps how each object was made: each reservation's device and
+ * the context id it was made in, each allocation's properties, flags and context id, each mapping's offset, and the
+ * access settings ({@code cuMemSetAccess}) still in force, each with the context id it was made in (an unmap drops
+ * the settings of what it unmapped). An access setting that a later one covers for the same context and devices is
+ * dropped, so repeating a call does not grow them.
  */
 final class SessionVmm {
-    /** One mapping of {@code handle} (real) at [base, base+size). */
-    record Mapping(long base, long size, long handle) {
+    /** One mapping of [offset, offset+size) of {@code handle} (real) at [base, base+size). */
+    record Mapping(long base, long size, long handle, long offset) {
         long end() {
             return base + size;
         }
     }
 
-    /** One reservation [base, base+size) and its mappings by base. */
+    /**
+     * One reservation [base, base+size) and its mappings by base; {@code device}: the address window it lies in
+     * (-1: none, the driver placed it), {@code context}: the id of the context current when it was made (0: none).
+     */
     static final class Reservation {
         final long base;
         final long size;
+        final int device;
+        final long context;
         final TreeMap<Long, Mapping> mappings = new TreeMap<>();
 
-        Reservation(long base, long size) {
+        Reservation(long base, long size, int device, long context) {
             this.base = base;
             this.size = size;
+            this.device = device;
+            this.context = context;
         }
 
         boolean contains(long p, long n) {
@@ -47,8 +60,33 @@ final class SessionVmm {
     /** The arrays and mipmapped arrays (real) each allocation (real) was bound to, until they go. */
     private final Map<Long, java.util.Set<Long>> bindings = new HashMap<>();
 
+    /** How an allocation (real) was made: its CUmemAllocationProp bytes, flags and the context id current then. */
+    record Made(byte[] prop, long flags, long context) {
+    }
+
+    /**
+     * A cuMemSetAccess in force: [base, base+size) (whole mappings), its descriptors, the id of the context current
+     * at the call and that context's device.
+     */
+    record Access(long base, long size, byte[] desc, long context, int device) {
+        long end() {
+            return base + size;
+        }
+    }
+
+    private final Map<Long, Made> made = new HashMap<>();
+    /** Access settings in force, in call order. */
+    private final List<Access> accesses = new ArrayList<>();
+    /** Allocations (real) an unmap took an accessible mapping of while the allocation lived on: their contents outside
+     * the mappings left may matter to the program. */
+    private final java.util.Set<Long> unmappedWhileAccessible = new java.util.HashSet<>();
+
     synchronized void reserved(long base, long size) {
-        reservations.put(base, new Reservation(base, size));
+        reserved(base, size, -1, 0);
+    }
+
+    synchronized void reserved(long base, long size, int device, long context) {
+        reservations.put(base, new Reservation(base, size, device, context));
     }
 
     /** The reservation that holds all of [p, p+n), or null. */
@@ -104,7 +142,97 @@ final class SessionVmm {
     synchronized void unmapped(Reservation r, List<Mapping> ms) {
         for (Mapping m : ms) {
             r.mappings.remove(m.base());
+            List<Access> kept = new ArrayList<>();
+            boolean accessible = false;
+            for (Access a : accesses) {
+                if (a.end() <= m.base() || a.base() >= m.end()) {
+                    kept.add(a);
+                    continue;
+                }
+                accessible = true;
+                if (a.base() < m.base()) {
+                    kept.add(new Access(a.base(), m.base() - a.base(), a.desc(), a.context(), a.device()));
+                }
+                if (a.end() > m.end()) {
+                    kept.add(new Access(m.end(), a.end() - m.end(), a.desc(), a.context(), a.device()));
+                }
+            }
+            accesses.clear();
+            accesses.addAll(kept);
+            if (accessible) {
+                unmappedWhileAccessible.add(m.handle());
+            }
         }
+    }
+
+    /** cuMemCreate made {@code handle}: how, for a checkpoint. */
+    synchronized void made(long handle, byte[] prop, long flags, long context) {
+        made.put(handle, new Made(prop, flags, context));
+    }
+
+    /** How {@code handle} was made, or null. */
+    synchronized Made madeOf(long handle) {
+        return made.get(handle);
+    }
+
+    /**
+     * cuMemSetAccess succeeded on [base, base+size) in the context {@code context} (id) of {@code device}: kept, and
+     * the earlier settings of the same context that it covers, naming no device it does not name, dropped.
+     */
+    synchronized void accessSet(long base, long size, byte[] desc, long context, int device) {
+        Access now = new Access(base, size, desc, context, device);
+        accesses.removeIf(a -> a.context() == context && a.base() >= base && a.end() <= now.end()
+                && devices(now.desc()).containsAll(devices(a.desc())));
+        accesses.add(now);
+    }
+
+    /** The devices a descriptor list names (CUmemAccessDesc: location type, id, flags; 12 bytes each, little-endian). */
+    static java.util.Set<Integer> devices(byte[] desc) {
+        java.util.Set<Integer> out = new java.util.HashSet<>();
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(desc).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        for (int at = 0; at + 12 <= desc.length; at += 12) {
+            out.add(b.getInt(at + 4));
+        }
+        return out;
+    }
+
+    /** The access settings in force, in call order. */
+    synchronized List<Access> accesses() {
+        return new ArrayList<>(accesses);
+    }
+
+    /** Every reservation, by base (a copy; their mapping maps are live: read them under this object's monitor). */
+    synchronized List<Reservation> reservations() {
+        return new ArrayList<>(reservations.values());
+    }
+
+    /** Every mapping, by base. */
+    synchronized List<Mapping> mappings() {
+        List<Mapping> all = new ArrayList<>();
+        for (Reservation r : reservations.values()) {
+            all.addAll(r.mappings.values());
+        }
+        return all;
+    }
+
+    /** The session's references on each allocation it holds one on (real handle to count). */
+    synchronized Map<Long, Integer> references() {
+        return new HashMap<>(references);
+    }
+
+    /** The allocations the session made and the driver has not freed, with their sizes. */
+    synchronized Map<Long, Long> sizes() {
+        return new HashMap<>(sizes);
+    }
+
+    /** Whether an unmap took an accessible mapping of {@code handle} while it lived on. */
+    synchronized boolean unmappedWhileAccessible(long handle) {
+        return unmappedWhileAccessible.contains(handle);
+    }
+
+    /** Whether any allocation is bound to an array (cuMemMapArrayAsync). */
+    synchronized boolean hasBindings() {
+        return !bindings.isEmpty();
     }
 
     /** The mapping containing address {@code p}, or null. */
@@ -165,6 +293,8 @@ final class SessionVmm {
             return false;
         }
         sizes.remove(handle);
+        made.remove(handle);
+        unmappedWhileAccessible.remove(handle);
         return true;
     }
 
@@ -234,6 +364,9 @@ final class SessionVmm {
     synchronized void clearBindings() {
         bindings.clear();
         sizes.clear();
+        made.clear();
+        accesses.clear();
+        unmappedWhileAccessible.clear();
     }
 
     synchronized List<Reservation> takeReservations() {

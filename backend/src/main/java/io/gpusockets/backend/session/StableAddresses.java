@@ -61,9 +61,17 @@ import java.util.TreeMap;
  * program's, stays mapped until the session ends (its charge stays too, as {@link PoolCalls} keeps a captured
  * free's).
  *
+ * <p>The program's own VMM calls: {@code cuMemAddressReserve} is placed inside the window of the current context's
+ * device ({@link #reserveInWindow}): a range of the size asked, aligned as asked (at least a granule), at the
+ * address asked for when that lies in the window, is aligned and is free (the driver too treats {@code addr} as a
+ * hint), else at the lowest free one; the driver sees no call, the window's own reservation already holds the range,
+ * and the program's {@code cuMemMap}s go into it. {@code cuMemAddressFree} of such a range gives it back to the window
+ * ({@link #cuMemAddressFree}). A reservation larger than what is free in the window (the window is the device's
+ * memory rounded up to a power of two) fails with CUDA_ERROR_OUT_OF_MEMORY. {@link CheckpointVmm} saves and restores
+ * what the program mapped there.
+ *
  * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
- * memory nodes), graph memory nodes added with {@code cuGraphAddMemAllocNode}, and the VMM calls the program
- * makes itself; a pool's memory in the window is mapped for the pool's device only
+ * memory nodes) and graph memory nodes added with {@code cuGraphAddMemAllocNode}; a pool's memory in the window is mapped for the pool's device only
  * ({@code cuMemPoolSetAccess} for other devices reaches the driver's pool alone). A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
  * (a size class's rounding, a granule's unused rest and a pool's cached memory are not charged, as today).
@@ -120,6 +128,12 @@ final class StableAddresses extends DelegatingCudaDriver {
     private String placeFailure;
     /** A restore: the window bases the checkpointed session had, by device. */
     private final Map<Integer, Long> windowAt = new HashMap<>();
+    /** Reservations the program made itself inside a window ({@link #reserveInWindow}), by base: their window and size. */
+    private final Map<Long, ProgramReservation> programReservations = new HashMap<>();
+
+    private record ProgramReservation(AddressWindow window, long size) {
+    }
+
     /** Allocations a captured cuMemFreeAsync freed: no longer the program's, released only at the session's end. */
     private final List<Allocation> keptUntilEnd = new ArrayList<>();
     private final Map<PitchKey, Long> pitches = new LinkedHashMap<>(16, 0.75f, true) {
@@ -542,6 +556,67 @@ final class StableAddresses extends DelegatingCudaDriver {
         }
     }
 
+    // ---- the program's own reservations -------------------------------------------------------------------------
+
+    /**
+     * A reservation of the program's ({@code cuMemAddressReserve}) inside the window of {@code device}: {@code size}
+     * bytes (a granule multiple) aligned to {@code alignment} (0: the granule; else a power of two, at least the
+     * granule), at {@code addr} when that is in the window, aligned and free, else at the lowest free aligned range.
+     * Returns its base, or 0 with {@link #placeFailure} saying why.
+     */
+    synchronized long reserveInWindow(int device, long size, long alignment, long addr) {
+        placeFailure = null;
+        try (Arena arena = Arena.ofConfined()) {
+            AddressWindow w = window(arena, device);
+            if (w == null) {
+                placeFailure = placeFailure != null ? placeFailure : "the address window of device " + device + " cannot be had";
+                return 0;
+            }
+            if (size <= 0 || size % w.granule != 0) {
+                placeFailure = "size=" + size + " is not a positive multiple of the granularity " + w.granule;
+                return 0;
+            }
+            if (alignment < 0 || alignment != 0 && Long.bitCount(alignment) != 1) {
+                placeFailure = "alignment=" + alignment + " is not 0 or a power of two";
+                return 0;
+            }
+            long align = Math.max(alignment, w.granule);
+            long at = 0;
+            if (addr != 0 && addr >= w.base && (addr - w.base) % align == 0 && addr - w.base <= w.size - size
+                    && w.takeAt(addr, size)) {
+                at = addr;
+            }
+            if (at == 0) {
+                at = w.takeAligned(size, align);
+            }
+            if (at == 0) {
+                placeFailure = String.format("no free range of %d bytes aligned to %d in the session's address window of"
+                        + " device %d (0x%x, %d bytes): a reservation must lie in it", size, align, device, w.base, w.size);
+                return 0;
+            }
+            programReservations.put(at, new ProgramReservation(w, size));
+            return at;
+        }
+    }
+
+    /** Whether {@code [base, base + size)} is a reservation the program made in a window. */
+    synchronized boolean isProgramReservation(long base, long size) {
+        ProgramReservation r = programReservations.get(base);
+        return r != null && r.size() == size;
+    }
+
+    /** A reservation the program made in a window goes back to it (its mappings went first); others are the driver's. */
+    @Override
+    public synchronized int cuMemAddressFree(long ptr, long size) {
+        ProgramReservation r = programReservations.get(ptr);
+        if (r == null || r.size() != size) {
+            return delegate.cuMemAddressFree(ptr, size);
+        }
+        programReservations.remove(ptr);
+        r.window().give(ptr, size);
+        return CuResult.CUDA_SUCCESS;
+    }
+
     // ---- stream-ordered allocation (StablePools holds the pools' state) ----------------------------------------
 
     @Override
@@ -773,6 +848,7 @@ final class StableAddresses extends DelegatingCudaDriver {
             }
         }
         allocations.clear();
+        programReservations.clear(); // the session's cleanup freed them (the windows go below in any case)
         pools.close(inPools);
         for (AddressWindow w : windows.values()) {
             delegate.cuMemAddressFree(w.base, w.size);

@@ -20,6 +20,10 @@ import java.util.List;
  * decompression); exporting or importing shareable handles is refused (they name objects of the backend's host).
  * cuMemMapArrayAsync binds a handle's memory to the session's sparse or deferred-mapping arrays, each entry
  * checked by {@link ArrayMaps}.
+ *
+ * <p>With address-stable memory ({@link StableAddresses}) a reservation lies inside the session's address window of
+ * the current context's device ({@link StableAddresses#reserveInWindow}), and how each reservation, allocation and
+ * access setting was made is kept ({@link SessionVmm}) for a checkpoint ({@link CheckpointVmm}).
  */
 final class VmmCalls implements BackendHandlers.Vmm {
     private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
@@ -80,6 +84,8 @@ final class VmmCalls implements BackendHandlers.Vmm {
             long real = out.get(ValueLayout.JAVA_LONG, 0);
             session.quota().vmmCreated(real, size);
             vmm.created(real, size);
+            vmm.made(real, prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE).toArray(ValueLayout.JAVA_BYTE), flags,
+                    session.currentContextId(c.lane));
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
         return r;
@@ -102,7 +108,28 @@ final class VmmCalls implements BackendHandlers.Vmm {
     }
 
     @Override
-    public int cuMemAddressReserve(Call c, long size, long alignment, long addr, long flags) {
+    public int cuMemAddressReserve(Call c, long size, long alignment, long addr, long flags) throws CallRejected {
+        StableAddresses stable = session.stable();
+        if (stable != null) {
+            if (flags != 0) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags + " (must be 0)");
+            }
+            MemorySegment dev = c.scratch(8);
+            if (driver.cuCtxGetDevice(dev) != CuResult.CUDA_SUCCESS) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "a reservation lies in the session's address"
+                        + " window of the current context's device, and no context is current");
+            }
+            int device = dev.get(ValueLayout.JAVA_INT, 0);
+            long base = stable.reserveInWindow(device, size, alignment, addr);
+            if (base == 0) {
+                String why = stable.placeFailure();
+                throw new CallRejected(why != null && why.startsWith("no free range") ? CuResult.CUDA_ERROR_OUT_OF_MEMORY
+                        : CuResult.CUDA_ERROR_INVALID_VALUE, why == null ? "no room in the address window" : why);
+            }
+            vmm.reserved(base, size, device, session.currentContextId(c.lane));
+            c.outs.putLong(base);
+            return CuResult.CUDA_SUCCESS;
+        }
         MemorySegment out = c.scratch(8);
         int r = driver.cuMemAddressReserve(out, size, alignment, addr, flags);
         if (r == CuResult.CUDA_SUCCESS) {
@@ -143,7 +170,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         }
         int r = driver.cuMemMap(ptr, size, offset, handle, flags);
         if (r == CuResult.CUDA_SUCCESS) {
-            vmm.mapped(res, new SessionVmm.Mapping(ptr, size, handle));
+            vmm.mapped(res, new SessionVmm.Mapping(ptr, size, handle, offset));
             session.memory().add(new SessionMemory.Range(ptr, size, SessionMemory.MAPPING, false));
         }
         return r;
@@ -221,7 +248,14 @@ final class VmmCalls implements BackendHandlers.Vmm {
         }
         MemorySegment desc = c.receiveBulk(descLength);
         PoolCalls.checkAccessDescs(desc, count, session.host().deviceCount());
-        return driver.cuMemSetAccess(ptr, size, desc, count);
+        int r = driver.cuMemSetAccess(ptr, size, desc, count);
+        if (r == CuResult.CUDA_SUCCESS) {
+            MemorySegment dev = c.scratch(8);
+            int device = driver.cuCtxGetDevice(dev) == CuResult.CUDA_SUCCESS ? dev.get(ValueLayout.JAVA_INT, 0) : -1;
+            vmm.accessSet(ptr, size, desc.asSlice(0, descLength).toArray(ValueLayout.JAVA_BYTE),
+                    session.currentContextId(c.lane), device);
+        }
+        return r;
     }
 
     @Override

@@ -201,7 +201,7 @@ class SessionCleanupTest {
         vmm.referenced(0x60);
         vmm.referenced(0x60);   // created and retained: released twice
         handles.intern(ParamType.MEMH, 0x60, 0, 0);
-        vmm.mapped(vmm.reservationHolding(0x7200_0000L, 2 << 20), new SessionVmm.Mapping(0x7200_0000L, 2 << 20, 0x60));
+        vmm.mapped(vmm.reservationHolding(0x7200_0000L, 2 << 20), new SessionVmm.Mapping(0x7200_0000L, 2 << 20, 0x60, 0));
         memory.add(new SessionMemory.Range(0x7200_0000L, 2 << 20, 0, false));
 
         String released = new SessionCleanup(3, driver, handles, memory, staging, null, pools, vmm, new SessionWaits()).releaseAll();
