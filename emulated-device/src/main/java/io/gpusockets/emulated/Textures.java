@@ -96,7 +96,7 @@ final class Textures {
             checkView(view, sampler);
         }
         Arena arena = Arena.ofAuto();
-        long h = handles.issue();
+        long h = handles.issueObject();
         handles.own(c, h, new EmulatedTexture(h, c, arena.allocate(ResourceDesc.SIZE).copyFrom(res),
                 arena.allocate(ResourceDesc.TEXTURE_DESC_SIZE).copyFrom(tex),
                 view == null ? null : arena.allocate(ResourceDesc.VIEW_DESC_SIZE).copyFrom(view), sampler, array, devPtr, mip));
@@ -168,7 +168,7 @@ final class Textures {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "a surface object's resource must be an array (resType=" + ResourceDesc.type(res) + ")");
         }
         EmulatedArray array = arrays.of(c, ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER), "res.array.hArray");
-        long h = handles.issue();
+        long h = handles.issueObject();
         handles.own(c, h, new EmulatedSurface(h, c, Arena.ofAuto().allocate(ResourceDesc.SIZE).copyFrom(res), array));
         return h;
     }

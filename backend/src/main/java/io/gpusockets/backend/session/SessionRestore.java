@@ -202,6 +202,13 @@ public final class SessionRestore {
                             + CuResult.name(lane.replayResult) + (placement != null ? " (" + placement + ")" : ""));
                 }
                 if (!java.util.Arrays.equals(pin.ids(), r.ids)) {
+                    String object = driverValued(f);
+                    if (object != null) {
+                        throw new ProtocolFault(String.format("the %s 0x%x (record %d, %s) came back from the driver as %s:"
+                                + " kernels and device memory may hold its value, and a restore never changes it",
+                                object, r.ids.length > 0 ? r.ids[0] : 0, r.seq, f.name(), pin.ids().length > 0
+                                        ? String.format("0x%x", pin.ids()[0]) : "nothing"));
+                    }
                     throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + ") issued handle ids "
                             + java.util.Arrays.toString(pin.ids()) + ", not the recorded " + java.util.Arrays.toString(r.ids));
                 }
@@ -255,6 +262,19 @@ public final class SessionRestore {
         }
     }
 
+    /**
+     * "texture object" or "surface object" when {@code f} makes one (its id is the driver's value, which a replay
+     * cannot pin, only compare), else null.
+     */
+    private static String driverValued(ApiFunction f) {
+        for (var p : f.params()) {
+            if (p.out() && p.type().isIdentityHandle()) {
+                return p.type() == ParamType.TEX ? "texture object" : "surface object";
+            }
+        }
+        return null;
+    }
+
     /** The name a cuModuleGetGlobal / cuLibraryGetGlobal request asked for. */
     private static String globalName(ApiFunction f, byte[] body) {
         ByteBuffer b = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN);
@@ -289,8 +309,12 @@ public final class SessionRestore {
                 first = first != 0 ? first : contextOf.get(r.base);
             }
         }
+        java.util.List<CheckpointImage.Range> arrays = CheckpointArrays.ranges(s.driver(), s.handles());
+        for (CheckpointImage.Range a : arrays) {
+            total += a.size();
+        }
         try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
-             CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
+             CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
                  SessionMemory.Range r = s.memory().covering(address, length);
                  Long ctx = r == null ? null : contextOf.get(r.base());
                  if (ctx == null || ctx == 0) {
@@ -298,8 +322,15 @@ public final class SessionRestore {
                              length));
                  }
                  return ctx;
-             })) {
-            return contents.read(ch, device, progress, total);
+             });
+             CheckpointArrays.Device device = new CheckpointArrays.Device(s.driver(), memoryDevice,
+                     range -> CheckpointArrays.resolve(s.driver(), s.handles(), range))) {
+            long bytes = contents.read(ch, h.version(), device, progress, total);
+            java.util.List<String> missing = device.missing(arrays);
+            if (!missing.isEmpty()) {
+                throw new ProtocolFault("the image holds no contents, or not all, for " + String.join(", ", missing));
+            }
+            return bytes;
         }
     }
 }
