@@ -177,10 +177,14 @@ public final class SessionRestore {
                 CheckpointRecorder.ISSUED.set(pin);
                 long req = ++requestId;
                 int chunk = s.chunkBytes();
-                for (int off = 0; off < r.data.length; off += chunk) {
-                    int len = Math.min(chunk, r.data.length - off);
-                    ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
-                    lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
+                int off = 0;
+                for (long part : dataParts(f, r)) {
+                    for (long end = off + part; off < end; ) {
+                        int len = (int) Math.min(chunk, end - off);
+                        ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
+                        lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
+                        off += len;
+                    }
                 }
                 ByteBuffer body = ByteBuffer.wrap(r.body.clone()).order(ByteOrder.LITTLE_ENDIAN);
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {
@@ -234,6 +238,32 @@ public final class SessionRestore {
             throw new ProtocolFault("the address windows are at " + stable.windowBases() + ", not at " + h.windows());
         }
         s.handles().continueFrom(h.nextHandleId());
+    }
+
+    /**
+     * How a record's DATA bytes are cut into parameters, as the frontend sent them (a frame never crosses from one
+     * bulk parameter into the next: cuTexObjectCreate's descriptors): the lengths of its bulk inputs, in order, when a
+     * generically encoded request announces them and they add up to the bytes; else all of them as one.
+     */
+    private static long[] dataParts(ApiFunction f, CheckpointRecorder.Record r) {
+        if (r.data.length == 0) {
+            return new long[0];
+        }
+        if (f.codec() == io.gpusockets.protocol.api.WireCodec.GENERIC) {
+            long[] in = CheckpointRecorder.inputs(f, r.body);
+            java.util.List<Long> parts = new java.util.ArrayList<>();
+            long sum = 0;
+            for (var p : f.params()) {
+                if (!p.out() && p.type().isBulk() && in[p.index()] > 0) {
+                    parts.add(in[p.index()]);
+                    sum += in[p.index()];
+                }
+            }
+            if (sum == r.data.length) {
+                return parts.stream().mapToLong(Long::longValue).toArray();
+            }
+        }
+        return new long[] {r.data.length};
     }
 
     /**
