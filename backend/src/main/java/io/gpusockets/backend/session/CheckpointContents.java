@@ -20,7 +20,9 @@ import java.util.zip.CRC32C;
  * calling thread copies the next chunk off the device while a thread of the checkpoint's own hashes and writes the
  * previous ones; at a restore that thread reads and verifies the next chunks while the calling thread copies the
  * previous one onto the device. A chunk reaches the device only after its hash matched ({@link
- * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes.
+ * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes. Device memory is cut into
+ * chunks of {@link CheckpointImage#CHUNK_BYTES} (the last one shorter); a CUDA array's range is cut and copied as
+ * the {@link Device} says ({@link CheckpointArrays.Device}: whole slices or rows through cuMemcpy3D).
  *
  * <p>The buffers are page-locked with cuMemHostRegister (portable: any context may copy into them), so a real
  * GPU moves them by DMA at full speed, and charged to the session's tenant's pinned memory while they exist (as

@@ -20,8 +20,10 @@ import java.util.Map;
  * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
  * address (both checked, as is every module global's address: a global the driver put elsewhere refuses the
- * restore, naming it; nothing is translated); then every allocation's and global's contents written back, each
- * chunk checked against its hash first; then the lanes' context stacks, the primary contexts' references and
+ * restore, naming it; nothing is translated; texture and surface objects, whose ids are the driver's values, must
+ * come back with their recorded values, else the restore is refused naming the object); then every allocation's,
+ * global's, CUDA array's and mipmapped array level's contents written back ({@link CheckpointArrays}), each chunk
+ * checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
  * its token; its frontend resumes it through the ordinary resume path. A restore that fails part-way ends the
  * session it made, which frees everything made so far.
