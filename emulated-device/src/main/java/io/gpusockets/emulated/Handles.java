@@ -10,6 +10,11 @@ import java.util.concurrent.atomic.AtomicLong;
  * expected is simply not found; values are never reused, so a stale handle can never name a newer
  * object. They start far above CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) and look like
  * pointers, as real driver handles do.
+ *
+ * <p>Texture and surface objects are not handles to the program but values its kernels receive: they are counted
+ * apart, from 1 up, one counter for both kinds, never reused ({@link #issueObject}), so that a device that makes the
+ * same objects in the same order gives them the same values (what a checkpoint's restore asserts), as a GPU, whose
+ * texture objects are small numbers, is expected to do.
  */
 final class Handles {
     private static final long FIRST = 0x5e00_0000_1000L;
@@ -20,6 +25,13 @@ final class Handles {
 
     long issue() {
         return next.getAndAdd(STEP);
+    }
+
+    private final AtomicLong nextObject = new AtomicLong(1);
+
+    /** The value of a new texture or surface object: 1, 2, 3, ... per device. */
+    long issueObject() {
+        return nextObject.getAndIncrement();
     }
 
     <T> T register(long handle, T object) {

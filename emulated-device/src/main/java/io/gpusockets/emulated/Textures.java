@@ -16,7 +16,8 @@ import java.lang.foreign.ValueLayout;
  * its allocations with a plain format; it samples as {@link TextureSampler} says. A surface's resource must be an array;
  * one made without CUDA_ARRAY3D_SURFACE_LDST is taken too, as the driver takes it (an H100, 580.159.04). Kernels reach both through {@link KernelTextures}. A resource view is taken
  * when it views the whole resource as it is (format NONE, the resource's size or 0, every level and layer);
- * others are refused with CUDA_ERROR_NOT_SUPPORTED.
+ * others are refused with CUDA_ERROR_NOT_SUPPORTED. Their values come from {@link Handles#issueObject} (1, 2, 3, ...
+ * per device), so the same objects made in the same order on a fresh device get the same values.
  */
 final class Textures {
     /** CUDA_RESOURCE_VIEW_DESC offsets. */
@@ -96,7 +97,7 @@ final class Textures {
             checkView(view, sampler);
         }
         Arena arena = Arena.ofAuto();
-        long h = handles.issue();
+        long h = handles.issueObject();
         handles.own(c, h, new EmulatedTexture(h, c, arena.allocate(ResourceDesc.SIZE).copyFrom(res),
                 arena.allocate(ResourceDesc.TEXTURE_DESC_SIZE).copyFrom(tex),
                 view == null ? null : arena.allocate(ResourceDesc.VIEW_DESC_SIZE).copyFrom(view), sampler, array, devPtr, mip));
@@ -168,7 +169,7 @@ final class Textures {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "a surface object's resource must be an array (resType=" + ResourceDesc.type(res) + ")");
         }
         EmulatedArray array = arrays.of(c, ResourceDesc.getLong(res, ResourceDesc.HANDLE_OR_POINTER), "res.array.hArray");
-        long h = handles.issue();
+        long h = handles.issueObject();
         handles.own(c, h, new EmulatedSurface(h, c, Arena.ofAuto().allocate(ResourceDesc.SIZE).copyFrom(res), array));
         return h;
     }

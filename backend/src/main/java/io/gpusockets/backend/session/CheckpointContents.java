@@ -15,12 +15,14 @@ import java.util.concurrent.BlockingQueue;
 import java.util.zip.CRC32C;
 
 /**
- * Moves a checkpoint's contents (every allocation's and global's bytes) between the device and the image file in
+ * Moves a checkpoint's contents (every allocation's, global's and CUDA array's bytes) between the device and the image file in
  * {@link CheckpointImage#CHUNK_BYTES} chunks, pipelined through {@link #BUFFERS} host buffers: at a checkpoint the
  * calling thread copies the next chunk off the device while a thread of the checkpoint's own hashes and writes the
  * previous ones; at a restore that thread reads and verifies the next chunks while the calling thread copies the
  * previous one onto the device. A chunk reaches the device only after its hash matched ({@link
- * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes.
+ * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes. Device memory is cut into
+ * chunks of {@link CheckpointImage#CHUNK_BYTES} (the last one shorter); a CUDA array's range is cut and copied as
+ * the {@link Device} says ({@link CheckpointArrays.Device}: whole slices or rows through cuMemcpy3D).
  *
  * <p>The buffers are page-locked with cuMemHostRegister (portable: any context may copy into them), so a real
  * GPU moves them by DMA at full speed, and charged to the session's tenant's pinned memory while they exist (as
@@ -45,6 +47,35 @@ final class CheckpointContents implements AutoCloseable {
         void copyOut(long address, MemorySegment to, int length, boolean pageLocked) throws IOException;
 
         void copyIn(long address, MemorySegment from, int length, boolean pageLocked) throws IOException;
+
+        /**
+         * The bytes of {@code r}'s chunk that starts at {@code offset}: {@link CheckpointImage#CHUNK_BYTES} or what is
+         * left of device memory; a device that copies CUDA arrays cuts theirs as it copies them.
+         */
+        default int chunkLength(CheckpointImage.Range r, long offset) throws IOException {
+            if (!r.memory()) {
+                throw new IOException("this checkpoint cannot copy the contents of " + r.describe());
+            }
+            return (int) Math.min(CheckpointImage.CHUNK_BYTES, r.size() - offset);
+        }
+
+        /** Copies {@code r}'s chunk at {@code offset} off the device (device memory: {@link #copyOut(long, MemorySegment, int, boolean)}). */
+        default void copyOut(CheckpointImage.Range r, long offset, MemorySegment to, int length, boolean pageLocked)
+                throws IOException {
+            if (!r.memory()) {
+                throw new IOException("this checkpoint cannot copy the contents of " + r.describe());
+            }
+            copyOut(r.base() + offset, to, length, pageLocked);
+        }
+
+        /** Copies {@code r}'s chunk at {@code offset} onto the device (device memory: {@link #copyIn(long, MemorySegment, int, boolean)}). */
+        default void copyIn(CheckpointImage.Range r, long offset, MemorySegment from, int length, boolean pageLocked)
+                throws IOException {
+            if (!r.memory()) {
+                throw new IOException("this restore cannot write the contents of " + r.describe());
+            }
+            copyIn(r.base() + offset, from, length, pageLocked);
+        }
     }
 
     /**
@@ -193,11 +224,11 @@ final class CheckpointContents implements AutoCloseable {
         return registered.size();
     }
 
-    /** A chunk for the helper thread: a range's start (chunk null), a chunk, or the end (both null). */
-    private record Job(CheckpointImage.Range starts, MemorySegment buffer, long address, int length) {
+    /** A chunk for the helper thread: a range's start (chunk null), a chunk of {@code range}, or the end (all null). */
+    private record Job(CheckpointImage.Range starts, MemorySegment buffer, CheckpointImage.Range range, long offset, int length) {
     }
 
-    private static final Job END = new Job(null, null, 0, 0);
+    private static final Job END = new Job(null, null, null, 0, 0);
 
     /**
      * Writes {@code ranges}' contents to {@code out} (after the header, before the end mark), copied off the device
@@ -221,12 +252,15 @@ final class CheckpointContents implements AutoCloseable {
         long done = 0;
         try {
             for (CheckpointImage.Range r : ranges) {
-                writer.put(filled, new Job(r, null, 0, 0));
+                writer.put(filled, new Job(r, null, null, 0, 0));
                 for (long off = 0; off < r.size(); ) {
-                    int n = (int) Math.min(CheckpointImage.CHUNK_BYTES, r.size() - off);
+                    int n = device.chunkLength(r, off);
+                    if (n <= 0 || n > CheckpointImage.CHUNK_BYTES || n > r.size() - off) {
+                        throw new IOException("checkpoint contents: a chunk of " + n + " bytes at " + r.describe() + "+" + off);
+                    }
                     MemorySegment b = writer.take(free);
-                    device.copyOut(r.base() + off, b, n, registered.contains(b));
-                    writer.put(filled, new Job(null, b, r.base() + off, n));
+                    device.copyOut(r, off, b, n, registered.contains(b));
+                    writer.put(filled, new Job(null, b, r, off, n));
                     off += n;
                     done += n;
                     progress.progress("contents", done, total);
@@ -245,9 +279,14 @@ final class CheckpointContents implements AutoCloseable {
      * by the helper while the calling thread has {@code device} copy the previous one in. Returns the bytes copied.
      */
     long read(ReadableByteChannel in, Device device, CheckpointProgress progress, long total) throws IOException {
+        return read(in, CheckpointImage.VERSION, device, progress, total);
+    }
+
+    /** {@link #read(ReadableByteChannel, Device, CheckpointProgress, long)} of an image of {@code version}. */
+    long read(ReadableByteChannel in, int version, Device device, CheckpointProgress progress, long total) throws IOException {
         BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(BUFFERS, false, buffers);
         BlockingQueue<Job> filled = new ArrayBlockingQueue<>(BUFFERS + 1);
-        CheckpointImage.ContentsReader contents = new CheckpointImage.ContentsReader(in);
+        CheckpointImage.ContentsReader contents = new CheckpointImage.ContentsReader(in, version);
         Helper reader = new Helper("restore-reader", () -> {
             while (true) {
                 MemorySegment b = free.take();
@@ -256,13 +295,13 @@ final class CheckpointContents implements AutoCloseable {
                     filled.put(END);
                     return;
                 }
-                filled.put(new Job(null, b, c.address(), c.length()));
+                filled.put(new Job(null, b, c.range(), c.offset(), c.length()));
             }
         });
         long done = 0;
         try {
             for (Job j; (j = reader.take(filled)) != END; ) {
-                device.copyIn(j.address(), j.buffer(), j.length(), registered.contains(j.buffer()));
+                device.copyIn(j.range(), j.offset(), j.buffer(), j.length(), registered.contains(j.buffer()));
                 free.add(j.buffer());
                 done += j.length();
                 progress.progress("contents", done, total);

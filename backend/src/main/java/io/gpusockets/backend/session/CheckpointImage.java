@@ -20,7 +20,7 @@ import java.util.zip.CRC32C;
  * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
  *
  * <pre>
- * magic "GPUSCKPT", u32 version (1)
+ * magic "GPUSCKPT", u32 version (2; version 1 is read too)
  * u64 session id, utf tenant
  * u32 n, n x (i32 device, u64 window base)            the address windows
  * u64 next handle id
@@ -33,10 +33,17 @@ import java.util.zip.CRC32C;
  * u32 n, n x record:  u8 kind (0 make, 1 alloc, 2 global, 3 set), i32 opcode, u64 context id,
  *          u32 length, request body, u32 length, DATA bytes, u32 n, n x u64 issued id, u64 base, u64 size,
  *          u64 target, utf key ("" for none)
- * u32 n, n x range:  u64 base, u64 size, then chunks of at most {@link #CHUNK_BYTES} until size is covered:
- *          u32 length, bytes, u32 CRC32C of the bytes                allocations', then globals' contents
+ * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
+ *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
+ *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
+ *          allocations', globals', then arrays' contents (an array's: its elements packed, x fastest, then rows,
+ *          then slices (3D depth, layers, cubemap faces), in chunks of whole slices, whole rows of one slice, or
+ *          part of one row: {@link CheckpointArrays.Geometry})
  * magic "GPUSEND!"
  * </pre>
+ *
+ * Version 1 (written before CUDA arrays were captured) has no kind and no level in a range: all its ranges are
+ * device memory. A restore reads both; other versions are refused, naming the version.
  *
  * Everything but the contents is read into memory first (it is bounded by the recorder's bound); the contents
  * are streamed through a channel, each chunk checked against its hash before it is used ({@link ContentsReader});
@@ -45,7 +52,9 @@ import java.util.zip.CRC32C;
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
     static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 1;
+    static final int VERSION = 2;
+    /** The oldest version a restore reads. */
+    static final int OLDEST_VERSION = 1;
     /** The chunk size contents are copied and hashed in. */
     static final int CHUNK_BYTES = 8 << 20;
     /** Bounds a reader applies to what it allocates for one item (an image is not trusted more than a peer). */
@@ -57,13 +66,45 @@ final class CheckpointImage {
                        List<ResumeLog.Kept> kept) {
     }
 
-    /** Everything but the contents. */
+    /** Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}). */
     record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
-                  int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records) {
+                  int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records, int version) {
+        /** A header of this backend's {@link #VERSION}. */
+        Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
+               int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records) {
+            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, VERSION);
+        }
     }
 
-    /** A range whose contents follow the header. */
-    record Range(long base, long size) {
+    /** A range of device memory: its contents are at {@code base}. */
+    static final int MEMORY = 0;
+    /** A CUDA array: {@code base} is its handle id. */
+    static final int ARRAY = 1;
+    /** Level {@code level} of a mipmapped array: {@code base} is the mipmapped array's handle id. */
+    static final int MIPMAP_LEVEL = 2;
+
+    /**
+     * A range whose contents follow the header: {@code size} bytes of device memory at {@code base} ({@link #MEMORY}),
+     * or the packed elements of a CUDA array ({@link #ARRAY}) or of a mipmapped array's level ({@link #MIPMAP_LEVEL}).
+     */
+    record Range(int kind, long base, int level, long size) {
+        /** Device memory. */
+        Range(long base, long size) {
+            this(MEMORY, base, 0, size);
+        }
+
+        boolean memory() {
+            return kind == MEMORY;
+        }
+
+        /** For messages: the address, or the array. */
+        String describe() {
+            return switch (kind) {
+                case MEMORY -> String.format("0x%x", base);
+                case ARRAY -> "CUDA array " + base;
+                default -> "level " + level + " of mipmapped array " + base;
+            };
+        }
     }
 
     private CheckpointImage() {
@@ -138,10 +179,14 @@ final class CheckpointImage {
         out.writeInt(ranges.size());
     }
 
-    /** Writes the start of one range's contents: its base and size; its chunks follow ({@link #writeChunk}). */
+    /** Writes the start of one range's contents: its kind, base, level and size; its chunks follow ({@link #writeChunk}). */
     static void writeRange(WritableByteChannel out, Range r) throws IOException {
-        writeFully(out, ByteBuffer.allocate(16).putLong(r.base()).putLong(r.size()).flip());
+        writeFully(out, ByteBuffer.allocate(RANGE_BYTES).put((byte) r.kind()).putLong(r.base()).putInt(r.level())
+                .putLong(r.size()).flip());
     }
+
+    /** Bytes of a range's start in this version; {@link #RANGE_BYTES_V1} in version 1. */
+    private static final int RANGE_BYTES = 21, RANGE_BYTES_V1 = 16;
 
     /** Writes one chunk: its length, the first {@code length} bytes of {@code bytes}, their CRC32C (hashed here). */
     static void writeChunk(WritableByteChannel out, MemorySegment bytes, int length, CRC32C crc) throws IOException {
@@ -173,8 +218,9 @@ final class CheckpointImage {
             throw new IOException("not a GPUsockets checkpoint image (bad magic)");
         }
         int version = in.readInt();
-        if (version != VERSION) {
-            throw new IOException("checkpoint image version " + version + "; this backend reads version " + VERSION);
+        if (version < OLDEST_VERSION || version > VERSION) {
+            throw new IOException("checkpoint image version " + version + "; this backend reads versions " + OLDEST_VERSION
+                    + " to " + VERSION);
         }
         long sessionId = in.readLong();
         String tenant = in.readUTF();
@@ -238,11 +284,15 @@ final class CheckpointImage {
                     key.isEmpty() ? null : key));
         }
         return new Header(sessionId, tenant, windows, nextId,
-                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records);
+                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, version);
     }
 
-    /** One verified chunk of contents: where on the device it goes and how many bytes it has. */
-    record Chunk(long address, int length) {
+    /** One verified chunk of contents: its range, where in the range it goes, and how many bytes it has. */
+    record Chunk(Range range, long offset, int length) {
+        /** Where on the device a chunk of device memory goes. */
+        long address() {
+            return range.base() + offset;
+        }
     }
 
     /**
@@ -252,15 +302,24 @@ final class CheckpointImage {
      */
     static final class ContentsReader {
         private final ReadableByteChannel in;
-        private final ByteBuffer small = ByteBuffer.allocate(16);
+        private final int version;
+        private final ByteBuffer small = ByteBuffer.allocate(RANGE_BYTES);
         private final CRC32C crc = new CRC32C();
         private int ranges = -1;
         private int range = -1;
-        private long base, size, off;
+        private Range current;
+        private long off;
         private boolean ended;
 
+        /** A reader of contents written in {@link #VERSION}. */
         ContentsReader(ReadableByteChannel in) {
+            this(in, VERSION);
+        }
+
+        /** A reader of contents written in {@code version} (read from the header). */
+        ContentsReader(ReadableByteChannel in, int version) {
             this.in = in;
+            this.version = version;
         }
 
         /**
@@ -277,7 +336,7 @@ final class CheckpointImage {
                     throw new IOException("checkpoint image: count out of range: " + ranges);
                 }
             }
-            while (off >= size) {
+            while (current == null || off >= current.size()) {
                 if (++range >= ranges) {
                     byte[] end = new byte[END.length];
                     try {
@@ -291,18 +350,26 @@ final class CheckpointImage {
                     ended = true;
                     return null;
                 }
-                readFully(small.clear().limit(16));
-                base = small.getLong(0);
-                size = small.getLong(8);
+                if (version == 1) {
+                    readFully(small.clear().limit(RANGE_BYTES_V1));
+                    current = new Range(small.getLong(0), small.getLong(8));
+                } else {
+                    readFully(small.clear().limit(RANGE_BYTES));
+                    int kind = small.get(0);
+                    if (kind < MEMORY || kind > MIPMAP_LEVEL) {
+                        throw new IOException("checkpoint image: range " + range + " of unknown kind " + kind);
+                    }
+                    current = new Range(kind, small.getLong(1), small.getInt(9), small.getLong(13));
+                }
                 off = 0;
-                if (size < 0) {
+                if (current.size() < 0) {
                     throw new IOException("checkpoint image: range " + range + " of negative size");
                 }
             }
             int n = readInt();
-            if (n <= 0 || n > CHUNK_BYTES || n > size - off) {
-                throw new IOException(String.format("checkpoint image: a chunk of %d bytes at 0x%x+%d does not fit its range",
-                        n, base, off));
+            if (n <= 0 || n > CHUNK_BYTES || n > current.size() - off) {
+                throw new IOException(String.format("checkpoint image: a chunk of %d bytes at %s+%d does not fit its range",
+                        n, current.describe(), off));
             }
             ByteBuffer data = into.asSlice(0, n).asByteBuffer();
             readFully(data);
@@ -310,10 +377,10 @@ final class CheckpointImage {
             crc.reset();
             crc.update(data.flip());
             if ((int) crc.getValue() != want) {
-                throw new IOException(String.format("checkpoint image: the chunk at 0x%x+%d (%d bytes) does not match"
-                        + " its hash (the image is damaged)", base, off, n));
+                throw new IOException(String.format("checkpoint image: the chunk at %s+%d (%d bytes) does not match"
+                        + " its hash (the image is damaged)", current.describe(), off, n));
             }
-            Chunk c = new Chunk(base + off, n);
+            Chunk c = new Chunk(current, off, n);
             off += n;
             return c;
         }

@@ -27,6 +27,10 @@ import java.util.TreeMap;
  * events, modules, functions, contexts, graphs, nodes...), allocated device memory inside the session's
  * address window ({@link Kind#ALLOC}), obtained a module global ({@link Kind#GLOBAL}, once per address), or is
  * a setter the API table marks {@code checkpoint=set|append} ({@link Kind#SET}; see {@link CheckpointRule}).
+ * Texture and surface objects are recorded as the calls that made them, with the driver's value as their id
+ * ({@link SessionHandles#intern}): a restore asserts that the driver gives the same value again. CUDA arrays and
+ * mipmapped arrays are MAKE records like any handle; their contents are not recorded but copied at the checkpoint
+ * ({@link CheckpointArrays}).
  * A handle a call makes on the side (the session's stand-in for a device's default pool, which cuMemAllocAsync
  * makes at its first use) is recorded as the call that makes it alone ({@link #madeBy}).
  * A record keeps the opcode, the request body, the DATA bytes the call consumed (module images), the lane's
@@ -56,7 +60,7 @@ final class CheckpointRecorder {
     /** Handle kinds whose objects a restore makes again by replay. */
     static final Set<ParamType> REPLAYED = EnumSet.of(ParamType.CTX, ParamType.MOD, ParamType.FUNC, ParamType.STREAM,
             ParamType.EVENT, ParamType.LIB, ParamType.KERNEL, ParamType.GRAPH, ParamType.GNODE, ParamType.GEXEC,
-            ParamType.POOL);
+            ParamType.POOL, ParamType.ARRAY, ParamType.MIPMAP, ParamType.TEX, ParamType.SURF);
     /** CU_LIMIT_MALLOC_HEAP_SIZE. */
     private static final int LIMIT_MALLOC_HEAP_SIZE = 2;
 

@@ -729,6 +729,7 @@ public final class Session {
     private void refuseUncapturable(boolean drained) throws CheckpointRefused {
         java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory));
         why.addAll(CheckpointVmm.refusals(this));
+        why.addAll(CheckpointArrays.refusals(driver, handles));
         int gates = callbackGates.openGates();
         if (gates > 0) {
             why.add(gates + " host callback(s) pending (cuLaunchHostFunc, cuStreamAddCallback)");
@@ -829,17 +830,23 @@ public final class Session {
         }
         java.util.TreeMap<Long, Long> contexts = new java.util.TreeMap<>(contextOf);
         long first = ranges.isEmpty() ? 0 : contextOf.get(ranges.getFirst().base());
+        for (CheckpointImage.Range a : CheckpointArrays.ranges(driver, handles)) { // CUDA arrays' contents, after memory
+            ranges.add(a);
+            total += a.size();
+        }
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
                 java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
                 java.nio.file.StandardOpenOption.WRITE);
              CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
-             CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(driver, (address, length) -> {
+             CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
                  java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);
                  if (e == null || e.getValue() == 0) {
                      throw new IOException(String.format("checkpoint: no context for 0x%x", address));
                  }
                  return e.getValue();
-             })) {
+             });
+             CheckpointArrays.Device device = new CheckpointArrays.Device(driver, memoryDevice,
+                     range -> CheckpointArrays.resolve(driver, handles, range))) {
             java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(
                     java.nio.channels.Channels.newOutputStream(ch), 1 << 20));
             CheckpointImage.writeHeader(out, h, ranges);

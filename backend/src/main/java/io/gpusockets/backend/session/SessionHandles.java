@@ -123,8 +123,9 @@ public final class SessionHandles {
      * objects ({@link ParamType#isIdentityHandle}) get their real value as their id: kernels receive them as
      * parameters, which the backend passes on unread. Such a value that is already another handle's id of this
      * session (ids are counted from {@code counter << 24}, real texture objects are small numbers on a GPU and
-     * pointer-like ones on the emulated device: it does not happen in practice) gets 0; the caller destroys the
-     * object and refuses the call.
+     * on the emulated device: it does not happen in practice) gets 0; the caller destroys the object and refuses the
+     * call. With recording on, the value is told to the calling thread's {@link CheckpointRecorder.Issued} as an
+     * issued id (never pinned: a restore cannot choose it, it checks it).
      */
     public synchronized long intern(ParamType kind, long real, long owner, long context) {
         if (real == 0) {
@@ -142,6 +143,10 @@ public final class SessionHandles {
             Entry e = new Entry(real, kind, real, owner, context);
             put(e);
             reals.put(real, e);
+            CheckpointRecorder.Issued issued = tracked ? CheckpointRecorder.ISSUED.get() : null;
+            if (issued != null) {
+                issued.add(real); // recorded; a restore compares the value the driver gives then with it
+            }
             return real;
         }
         while (byId.containsKey(next)) {

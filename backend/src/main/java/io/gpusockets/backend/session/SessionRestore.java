@@ -21,8 +21,10 @@ import java.util.Map;
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
  * address (both checked, as is every module global's address and every VMM reservation and mapping the program
  * made, {@link CheckpointVmm}: a global the driver put elsewhere refuses the
- * restore, naming it; nothing is translated); then every allocation's and global's contents written back, each
- * chunk checked against its hash first; then the lanes' context stacks, the primary contexts' references and
+ * restore, naming it; nothing is translated; texture and surface objects, whose ids are the driver's values, must
+ * come back with their recorded values, else the restore is refused naming the object); then every allocation's,
+ * global's, CUDA array's and mipmapped array level's contents written back ({@link CheckpointArrays}), each chunk
+ * checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
  * its token; its frontend resumes it through the ordinary resume path. A restore that fails part-way ends the
  * session it made, which frees everything made so far.
@@ -181,10 +183,14 @@ public final class SessionRestore {
                 CheckpointRecorder.ISSUED.set(pin);
                 long req = ++requestId;
                 int chunk = s.chunkBytes();
-                for (int off = 0; off < r.data.length; off += chunk) {
-                    int len = Math.min(chunk, r.data.length - off);
-                    ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
-                    lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
+                int off = 0;
+                for (long part : dataParts(f, r)) {
+                    for (long end = off + part; off < end; ) {
+                        int len = (int) Math.min(chunk, end - off);
+                        ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
+                        lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
+                        off += len;
+                    }
                 }
                 ByteBuffer body = ByteBuffer.wrap(r.body.clone()).order(ByteOrder.LITTLE_ENDIAN);
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {
@@ -206,6 +212,13 @@ public final class SessionRestore {
                             + CuResult.name(lane.replayResult) + (placement != null ? " (" + placement + ")" : ""));
                 }
                 if (!java.util.Arrays.equals(pin.ids(), r.ids)) {
+                    String object = driverValued(f);
+                    if (object != null) {
+                        throw new ProtocolFault(String.format("the %s 0x%x (record %d, %s) came back from the driver as %s:"
+                                + " kernels and device memory may hold its value, and a restore never changes it",
+                                object, r.ids.length > 0 ? r.ids[0] : 0, r.seq, f.name(), pin.ids().length > 0
+                                        ? String.format("0x%x", pin.ids()[0]) : "nothing"));
+                    }
                     throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + ") issued handle ids "
                             + java.util.Arrays.toString(pin.ids()) + ", not the recorded " + java.util.Arrays.toString(r.ids));
                 }
@@ -238,6 +251,32 @@ public final class SessionRestore {
     }
 
     /**
+     * How a record's DATA bytes are cut into parameters, as the frontend sent them (a frame never crosses from one
+     * bulk parameter into the next: cuTexObjectCreate's descriptors): the lengths of its bulk inputs, in order, when a
+     * generically encoded request announces them and they add up to the bytes; else all of them as one.
+     */
+    private static long[] dataParts(ApiFunction f, CheckpointRecorder.Record r) {
+        if (r.data.length == 0) {
+            return new long[0];
+        }
+        if (f.codec() == io.gpusockets.protocol.api.WireCodec.GENERIC) {
+            long[] in = CheckpointRecorder.inputs(f, r.body);
+            java.util.List<Long> parts = new java.util.ArrayList<>();
+            long sum = 0;
+            for (var p : f.params()) {
+                if (!p.out() && p.type().isBulk() && in[p.index()] > 0) {
+                    parts.add(in[p.index()]);
+                    sum += in[p.index()];
+                }
+            }
+            if (sum == r.data.length) {
+                return parts.stream().mapToLong(Long::longValue).toArray();
+            }
+        }
+        return new long[] {r.data.length};
+    }
+
+    /**
      * A stream-ordered allocation's stream may have been destroyed since (its allocation lives on): it is replayed on
      * the legacy stream instead. The checkpoint's drain synchronised every context, so the allocation was complete
      * and its stream order no longer matters; the restored allocation, mapped at the call, is ready at once.
@@ -261,6 +300,19 @@ public final class SessionRestore {
                 }
             }
         }
+    }
+
+    /**
+     * "texture object" or "surface object" when {@code f} makes one (its id is the driver's value, which a replay
+     * cannot pin, only compare), else null.
+     */
+    private static String driverValued(ApiFunction f) {
+        for (var p : f.params()) {
+            if (p.out() && p.type().isIdentityHandle()) {
+                return p.type() == ParamType.TEX ? "texture object" : "surface object";
+            }
+        }
+        return null;
     }
 
     /** The name a cuModuleGetGlobal / cuLibraryGetGlobal request asked for. */
@@ -297,8 +349,12 @@ public final class SessionRestore {
                 first = first != 0 ? first : contextOf.get(r.base);
             }
         }
+        java.util.List<CheckpointImage.Range> arrays = CheckpointArrays.ranges(s.driver(), s.handles());
+        for (CheckpointImage.Range a : arrays) {
+            total += a.size();
+        }
         try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
-             CheckpointContents.DriverDevice device = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
+             CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
                  SessionMemory.Range r = s.memory().covering(address, length);
                  Long ctx = r == null ? null : r.owner() == SessionMemory.MAPPING ? (Long) CheckpointVmm.contextOf(s, address)
                          : contextOf.get(r.base());
@@ -307,8 +363,15 @@ public final class SessionRestore {
                              length));
                  }
                  return ctx;
-             })) {
-            return contents.read(ch, device, progress, total);
+             });
+             CheckpointArrays.Device device = new CheckpointArrays.Device(s.driver(), memoryDevice,
+                     range -> CheckpointArrays.resolve(s.driver(), s.handles(), range))) {
+            long bytes = contents.read(ch, h.version(), device, progress, total);
+            java.util.List<String> missing = device.missing(arrays);
+            if (!missing.isEmpty()) {
+                throw new ProtocolFault("the image holds no contents, or not all, for " + String.join(", ", missing));
+            }
+            return bytes;
         }
     }
 }

@@ -14,7 +14,8 @@ import java.lang.foreign.ValueLayout;
  * span is checked, or its array handle translated, before the driver sees it. Their ids are the driver's
  * values (kernels receive them as parameters, which the backend does not read); a program can only name
  * such an object in a call if this session made it, and a value passed to a kernel reaches only the
- * objects of the kernel's own context on the device.
+ * objects of the kernel's own context on the device. A checkpoint records the calls that made them with their
+ * values; a restore replays them and refuses to go on when the driver gives another value ({@link SessionRestore}).
  */
 final class TextureCalls implements BackendHandlers.Textures {
     private final Session session;

@@ -138,8 +138,8 @@ class CheckpointImageTest {
             headerBytes = image.length - in.available();
         }
         int chunks = 4 + 1 + 2;
-        assertEquals(headerBytes + 4 + 3 * 16 + chunks * 8 + sa + sb + sd + CheckpointImage.END.length, image.length,
-                "header, the range count, three range starts, each chunk's length and hash, the bytes, the end mark");
+        assertEquals(headerBytes + 4 + 3 * 21 + chunks * 8 + sa + sb + sd + CheckpointImage.END.length, image.length,
+                "header, the range count, three range starts (kind, base, level, size), each chunk's length and hash, the bytes, the end mark");
         ArrayDevice back = new ArrayDevice(a, new byte[device.length]);
         assertEquals(sa + sb + sd, restore(image, back));
         List<Long> at = back.copiedIn.stream().map(x -> x[0]).toList();
@@ -167,10 +167,123 @@ class CheckpointImageTest {
         bad[0] = 'X';
         assertThrows(IOException.class, () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(bad))));
         byte[] later = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
-        later[11] = 2; // version 2
+        later[11] = 3; // version 3
         IOException v = assertThrows(IOException.class,
                 () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(later))));
-        assertTrue(v.getMessage().contains("version 2"), v.getMessage());
+        assertTrue(v.getMessage().contains("version 3") && v.getMessage().contains("versions 1 to 2"), v.getMessage());
+    }
+
+    /**
+     * An image of version 1 (written before arrays were captured: its ranges have no kind and no level) reads back,
+     * header and contents, as device memory.
+     */
+    @Test
+    void anImageOfVersionOneIsStillRead() throws IOException {
+        byte[] contents = new byte[CheckpointImage.CHUNK_BYTES + 300];
+        new Random(5).nextBytes(contents);
+        long base = 0x7f5a00400000L;
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        CheckpointImage.writeHeader(out, header(List.of()), List.of());
+        out.writeInt(1); // one range, in version 1's form: u64 base, u64 size
+        out.writeLong(base);
+        out.writeLong(contents.length);
+        out.flush();
+        WritableByteChannel ch = Channels.newChannel(bytes);
+        java.util.zip.CRC32C crc = new java.util.zip.CRC32C();
+        MemorySegment all = MemorySegment.ofArray(contents);
+        CheckpointImage.writeChunk(ch, all, CheckpointImage.CHUNK_BYTES, crc);
+        CheckpointImage.writeChunk(ch, all.asSlice(CheckpointImage.CHUNK_BYTES), 300, crc);
+        CheckpointImage.writeEnd(ch);
+        byte[] image = bytes.toByteArray();
+        // writeHeader ends with the range count, written above instead
+        byte[] v1 = new byte[image.length - 4];
+        int headerEnd = image.length - 4 - (16 + contents.length + 2 * 8 + CheckpointImage.END.length) - 4;
+        System.arraycopy(image, 0, v1, 0, headerEnd);
+        System.arraycopy(image, headerEnd + 4, v1, headerEnd, image.length - headerEnd - 4);
+        v1[11] = 1;
+        ByteArrayInputStream in = new ByteArrayInputStream(v1);
+        CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(in));
+        assertEquals(1, h.version());
+        assertEquals(42, h.sessionId());
+        ArrayDevice back = new ArrayDevice(base, new byte[contents.length]);
+        try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
+            assertEquals(contents.length, c.read(Channels.newChannel(in), h.version(), back, CheckpointProgress.NONE, 0));
+        }
+        assertArrayEquals(contents, back.bytes);
+    }
+
+    /**
+     * CUDA arrays' and mipmapped array levels' contents travel as ranges of their own kind, cut as the device cuts
+     * them (here whole rows: {@link CheckpointArrays.Geometry}), hashed, and come back to the same array and level.
+     */
+    @Test
+    void arrayRangesTravelWithTheirKindAndLevelInTheirOwnCuts() throws IOException {
+        CheckpointArrays.Geometry g = new CheckpointArrays.Geometry(3 << 20, 7, 1, CheckpointImage.CHUNK_BYTES);
+        class Arrays implements CheckpointContents.Device {
+            final Map<CheckpointImage.Range, byte[]> held = new java.util.HashMap<>();
+            final List<String> in = new ArrayList<>();
+
+            @Override
+            public void copyOut(long address, MemorySegment to, int length, boolean pageLocked) {
+                throw new AssertionError("no device memory here");
+            }
+
+            @Override
+            public void copyIn(long address, MemorySegment from, int length, boolean pageLocked) {
+                throw new AssertionError("no device memory here");
+            }
+
+            @Override
+            public int chunkLength(CheckpointImage.Range r, long offset) throws IOException {
+                return (int) g.at(offset).bytes();
+            }
+
+            @Override
+            public void copyOut(CheckpointImage.Range r, long offset, MemorySegment to, int length, boolean pageLocked) {
+                MemorySegment.copy(held.get(r), (int) offset, to, ValueLayout.JAVA_BYTE, 0, length);
+            }
+
+            @Override
+            public void copyIn(CheckpointImage.Range r, long offset, MemorySegment from, int length, boolean pageLocked) {
+                MemorySegment.copy(from, ValueLayout.JAVA_BYTE, 0, held.computeIfAbsent(r, k -> new byte[(int) k.size()]),
+                        (int) offset, length);
+                in.add(r.kind() + "/" + r.base() + "/" + r.level() + "+" + offset + ":" + length);
+            }
+        }
+        Arrays from = new Arrays();
+        CheckpointImage.Range array = new CheckpointImage.Range(CheckpointImage.ARRAY, 0x2a000200L, 0, g.bytes());
+        CheckpointImage.Range level = new CheckpointImage.Range(CheckpointImage.MIPMAP_LEVEL, 0x2a000300L, 2, g.bytes());
+        Random random = new Random(6);
+        for (CheckpointImage.Range r : List.of(array, level)) {
+            byte[] b = new byte[(int) r.size()];
+            random.nextBytes(b);
+            from.held.put(r, b);
+        }
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        CheckpointImage.writeHeader(out, header(List.of()), List.of(array, level));
+        out.flush();
+        WritableByteChannel ch = Channels.newChannel(bytes);
+        try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
+            assertEquals(2 * g.bytes(), c.write(ch, List.of(array, level), from, CheckpointProgress.NONE, 0));
+        }
+        CheckpointImage.writeEnd(ch);
+        ByteArrayInputStream in = new ByteArrayInputStream(bytes.toByteArray());
+        CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(in));
+        assertEquals(CheckpointImage.VERSION, h.version());
+        Arrays to = new Arrays();
+        try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
+            assertEquals(2 * g.bytes(), c.read(Channels.newChannel(in), h.version(), to, CheckpointProgress.NONE, 0));
+        }
+        int rows = 2 * (3 << 20); // two rows of 3 MiB per 8 MiB chunk: 2, 2, 2, 1
+        assertEquals(List.of("1/" + 0x2a000200L + "/0+0:" + rows, "1/" + 0x2a000200L + "/0+" + rows + ":" + rows,
+                "1/" + 0x2a000200L + "/0+" + 2 * rows + ":" + rows, "1/" + 0x2a000200L + "/0+" + 3 * rows + ":" + (3 << 20),
+                "2/" + 0x2a000300L + "/2+0:" + rows, "2/" + 0x2a000300L + "/2+" + rows + ":" + rows,
+                "2/" + 0x2a000300L + "/2+" + 2 * rows + ":" + rows, "2/" + 0x2a000300L + "/2+" + 3 * rows + ":" + (3 << 20)),
+                to.in);
+        assertArrayEquals(from.held.get(array), to.held.get(array));
+        assertArrayEquals(from.held.get(level), to.held.get(level));
     }
 
     /**
