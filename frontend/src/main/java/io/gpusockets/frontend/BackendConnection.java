@@ -142,6 +142,8 @@ final class BackendConnection implements AutoCloseable {
     private volatile int generation;
     private volatile Handshake.ResumeState resumeState;
     private final java.util.concurrent.atomic.AtomicLong resumes = new java.util.concurrent.atomic.AtomicLong();
+    /** Resumes that came while a call held the shared window (its bulk data partly through the old ring's). */
+    private final java.util.concurrent.atomic.AtomicLong windowCallsResumed = new java.util.concurrent.atomic.AtomicLong();
     private final boolean async;
     private final AtomicLong requestIds = new AtomicLong(1);
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
@@ -337,6 +339,16 @@ final class BackendConnection implements AutoCloseable {
     /** Times this connection resumed its session on a new transport connection. */
     long resumes() {
         return resumes.get();
+    }
+
+    /** Resumes that came while a call held the shared window (it finished through the byte stream). */
+    long windowCallsResumed() {
+        return windowCallsResumed.get();
+    }
+
+    /** Whether the current connection has a shared window the backend agreed to use. */
+    boolean hasWindow() {
+        return window != null;
     }
 
     /** Bytes of copies {@code lane} keeps for a resume now. */
@@ -592,6 +604,9 @@ final class BackendConnection implements AutoCloseable {
                     readLock.unlock();
                 }
                 if (old != null) {
+                    if (old.held()) {
+                        windowCallsResumed.incrementAndGet(); // that call goes on through the byte stream
+                    }
                     old.retire(); // unmapped here once no call holds it
                 }
                 try {

@@ -53,6 +53,11 @@ final class FrontendWindow {
         this.channel = channel;
     }
 
+    /** Whether a call holds the window now. */
+    boolean held() {
+        return holder.isLocked();
+    }
+
     /** The connection the window came with. */
     Object channel() {
         return channel;
