@@ -470,6 +470,76 @@ class ResumeTest {
         }
     }
 
+    /**
+     * ring:// in isolation mode process: the ring crosses to the session's worker whole, shared window included,
+     * and so does each resuming connection's new ring (the front grants the window again only because it does).
+     * The program's connection is dropped at seeded moments until a drop came mid-copy through the window; its data
+     * check out, each resuming connection was handed to the worker, and the session still has a window.
+     */
+    @Test
+    void aRingSessionInAWorkerProcessResumesWithItsWindow() throws Exception {
+        String was = System.setProperty("gpusockets.resume", "true");
+        String ring = "ring://resume-worker-" + ProcessHandle.current().pid();
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--idle-workers", "1", "--resume-grace", "30",
+                "--listen", ring)) {
+            long resumes;
+            long midCopy;
+            int drops;
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(b.address("ring"))) {
+                assertTrue(d.sharedWindow(), "the resumable ring session in a worker has no shared window");
+                java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+                AtomicInteger dropped = new AtomicInteger();
+                Thread cutter = Thread.ofPlatform().daemon().name("ring-cutter").start(() -> {
+                    Random r = new Random(11);
+                    while (!done.get()) {
+                        try {
+                            Thread.sleep(20 + r.nextInt(80));
+                        } catch (InterruptedException e) {
+                            return;
+                        }
+                        if (!done.get()) {
+                            d.dropConnection();
+                            dropped.incrementAndGet();
+                        }
+                    }
+                });
+                int runs = 0;
+                try {
+                    do {
+                        program(d);
+                        runs++;
+                    } while ((dropped.get() < 3 || d.resumesDuringWindowCopies() < 1) && runs < 50);
+                } catch (AssertionError e) {
+                    throw new AssertionError(e.getMessage() + " after " + dropped.get() + " drops; the backend said:\n"
+                            + String.join("\n", b.output()), e);
+                } finally {
+                    done.set(true);
+                    cutter.join();
+                }
+                assertTrue(d.sharedWindow(), "the session has no shared window after " + d.resumes() + " resumes");
+                resumes = d.resumes();
+                midCopy = d.resumesDuringWindowCopies();
+                drops = dropped.get();
+            }
+            assertTrue(resumes >= 3 && midCopy >= 1, drops + " drops, " + resumes + " resumes, " + midCopy
+                    + " mid-copy through the window");
+            long handed = 0;
+            for (int i = 0; i < 500 && handed < resumes; i++) {
+                handed = b.output().stream().filter(l -> l.contains("resuming connection from") && l.contains("handed to worker"))
+                        .count();
+                Thread.sleep(10);
+            }
+            assertTrue(handed >= resumes, resumes + " resumes, " + handed + " resuming connections handed to the worker:\n"
+                    + String.join("\n", b.output()));
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
     private static BackendServer server(Counted c, String scheme, Path dir, String name) throws IOException {
         Files.createDirectories(dir.resolve(name));
         BackendServer s = new BackendServer(DriverHost.initialise(c.driver, "emulated (counted)"),
