@@ -63,12 +63,17 @@ class ResumeTest {
     static final class Counted {
         final EmulatedDevice device = new EmulatedDevice();
         final Map<String, AtomicInteger> calls = new ConcurrentHashMap<>();
+        /** Bytes the driver copied to the host (cuMemcpyDtoH, cuMemcpyDtoHAsync). */
+        final AtomicLong bytesToHost = new AtomicLong();
         final CudaDriver driver = (CudaDriver) Proxy.newProxyInstance(CudaDriver.class.getClassLoader(),
                 new Class<?>[] {CudaDriver.class}, (proxy, m, args) -> {
                     if (m.getDeclaringClass() == Object.class) {
                         return m.invoke(device, args);
                     }
                     calls.computeIfAbsent(m.getName(), k -> new AtomicInteger()).incrementAndGet();
+                    if (m.getName().startsWith("cuMemcpyDtoH")) {
+                        bytesToHost.addAndGet((Long) args[2]);
+                    }
                     try {
                         return m.invoke(device, args);
                     } catch (InvocationTargetException e) {
@@ -85,6 +90,22 @@ class ResumeTest {
                     m.put(k, v.get());
                 }
             });
+            return m;
+        }
+
+        /**
+         * {@link #programCalls}, but copies to the host as the bytes copied: how many driver calls a copy takes
+         * depends on whether it goes through ring://'s shared window (a chunk per slot) or the byte stream
+         * (double-buffered staging), and a resume changes that for the calls it resends.
+         */
+        Map<String, Long> programCallsCopiesToHostInBytes() {
+            Map<String, Long> m = new TreeMap<>();
+            programCalls().forEach((k, v) -> {
+                if (!k.startsWith("cuMemcpyDtoH")) {
+                    m.put(k, (long) v);
+                }
+            });
+            m.put("bytes copied to the host", bytesToHost.get());
             return m;
         }
     }
@@ -189,10 +210,16 @@ class ResumeTest {
         }
     }
 
+    /** The value round {@code r} copies in at element {@code i}: different each round, so a stale chunk shows. */
+    private static float value(int r, int i) {
+        return 1 + (i + r) % 5;
+    }
+
     /**
-     * The program: per round, copy a 3 MiB buffer of ones in (waits), six pipelined launches that add it to x
-     * in place, a small pipelined copy in, a synchronize, and both buffers back out (3 MiB and 4 KiB) checked
-     * against what the rounds so far must have made. Returns the number of rounds that checked out.
+     * The program: per round, copy a 3 MiB buffer in (waits; its values differ per round and element), six
+     * pipelined launches that add it to x in place, a small pipelined copy in, a synchronize, and the buffers back
+     * out (3 MiB twice and 4 KiB), every element checked against what the rounds so far must have made: a copy
+     * either way that lost, repeated or misplaced a chunk across a cut shows.
      */
     private static void program(RemoteCudaDriver d) throws IOException {
         Cuda cu = new Cuda(d);
@@ -206,13 +233,20 @@ class ResumeTest {
             host.setAtIndex(JAVA_FLOAT, i, 1f);
         }
         Cuda.ok(d.cuMemcpyHtoD(ones, host, bytes), "ones in");
+        float[] sum = new float[KERNEL_N];
         MemorySegment zero = arena.allocate(bytes, 16);
         Cuda.ok(d.cuMemcpyHtoD(x, zero, bytes), "x in");
         MemorySegment params = cu.params(cu.u64(x), cu.u64(ones), cu.u64(x), cu.u32(KERNEL_N));
         MemorySegment small = arena.allocate(4L * 1024, 16);
         MemorySegment back = arena.allocate(bytes, 16);
         for (int r = 1; r <= ROUNDS; r++) {
-            Cuda.ok(d.cuMemcpyHtoD(ones, host, bytes), "ones in, round " + r);
+            for (int i = 0; i < COPY_FLOATS; i++) {
+                host.setAtIndex(JAVA_FLOAT, i, value(r, i));
+            }
+            for (int i = 0; i < KERNEL_N; i++) {
+                sum[i] += LAUNCHES * value(r, i);
+            }
+            Cuda.ok(d.cuMemcpyHtoD(ones, host, bytes), "values in, round " + r);
             for (int k = 0; k < LAUNCHES; k++) {
                 Cuda.ok(d.cuLaunchKernel(fn, KERNEL_N / 256, 1, 1, 256, 1, 1, 0, 0, params, MemorySegment.NULL), "launch");
             }
@@ -222,11 +256,15 @@ class ResumeTest {
             Cuda.ok(d.cuMemcpyHtoDAsync(tag, small, 4L * 1024, 0), "small async copy in");
             Cuda.ok(d.cuCtxSynchronize(), "synchronize, round " + r);
             Cuda.ok(d.cuMemcpyDtoH(back, x, bytes), "x out, round " + r);
-            for (int i = 0; i < COPY_FLOATS; i += 97) {
-                float want = i < KERNEL_N ? r * LAUNCHES : 0f;
-                assertEquals(want, back.getAtIndex(JAVA_FLOAT, i), "x[" + i + "] after round " + r);
+            for (int i = 0; i < COPY_FLOATS; i++) {
+                float want = i < KERNEL_N ? sum[i] : 0f;
+                if (back.getAtIndex(JAVA_FLOAT, i) != want) {
+                    assertEquals(want, back.getAtIndex(JAVA_FLOAT, i), "x[" + i + "] after round " + r);
+                }
             }
-            assertEquals((float) r * LAUNCHES, back.getAtIndex(JAVA_FLOAT, KERNEL_N - 1), "last element, round " + r);
+            Cuda.ok(d.cuMemcpyDtoH(back, ones, bytes), "values out, round " + r);
+            long differs = back.mismatch(host);
+            assertEquals(-1L, differs, "the values copied in and out again differ at byte " + differs + ", round " + r);
             MemorySegment tagBack = arena.allocate(4L * 1024, 16);
             Cuda.ok(d.cuMemcpyDtoH(tagBack, tag, 4L * 1024), "tag out");
             for (int i = 0; i < 1024; i++) {
@@ -336,7 +374,9 @@ class ResumeTest {
     /**
      * ring:// (no proxy can sit in shared memory): the program's own connection is dropped at seeded moments
      * ({@link RemoteCudaDriver#dropConnection}); each drop makes a new ring, and the session resumes on it with its
-     * calls run exactly once.
+     * calls run exactly once. The copies go through the ring's shared window, which each resume re-creates on the
+     * new ring: bytes went through windows taken at resumes, and some drops came mid-copy through the window
+     * (the runs go on until one did), whose data still check out to the byte.
      */
     @Test
     void aRingSessionResumesOnANewRing() throws Exception {
@@ -356,6 +396,9 @@ class ResumeTest {
             int drops = 0;
             int runs = 0;
             long resumed;
+            long midCopy;
+            long windowBytes;
+            long resumedWindowBytes;
             try (BackendServer server = new BackendServer(DriverHost.initialise(cut.driver, "emulated (counted)"),
                     BackendSettings.fromSystemProperties())) {
                 server.resumeGrace(Duration.ofSeconds(30));
@@ -380,28 +423,38 @@ class ResumeTest {
                     try {
                         // again until the cutter dropped the connection three times: how long one run takes depends
                         // on the machine, the cutter's pauses do not
+                        assertTrue(d.sharedWindow(), "the resumable ring session has no shared window");
                         do {
                             program(d);
                             runs++;
-                        } while (dropped.get() < 3 && runs < 100);
+                        } while ((dropped.get() < 3 || d.resumesDuringWindowCopies() < 1) && runs < 100);
+                        assertTrue(d.sharedWindow(), "the session has no shared window after " + d.resumes() + " resumes");
                     } finally {
                         done.set(true);
                         cutter.join();
                     }
                     drops = dropped.get();
+                    midCopy = d.resumesDuringWindowCopies();
                 }
                 CopyOutStagingTest.awaitNoSessions(server);
                 resumed = server.resumesAccepted();
+                windowBytes = server.windowBytesCarried();
+                resumedWindowBytes = server.resumedWindowBytesCarried();
             }
-            System.out.println("ResumeTest ring: " + runs + " runs, " + drops + " drops, " + resumed + " resumes");
+            System.out.println("ResumeTest ring: " + runs + " runs, " + drops + " drops, " + resumed + " resumes ("
+                    + midCopy + " mid-copy through the window); " + windowBytes + " bytes through shared windows, "
+                    + resumedWindowBytes + " through windows re-created at resumes");
             assertTrue(drops >= 3, "the connection was dropped only " + drops + " times");
             assertTrue(resumed >= 3 && resumed <= drops, drops + " drops, " + resumed + " resumes");
+            assertTrue(midCopy >= 1, "no drop came while a copy went through the window (" + runs + " runs)");
+            assertTrue(resumedWindowBytes >= 3L * COPY_FLOATS * 4, "only " + resumedWindowBytes
+                    + " bytes went through windows re-created at resumes: the resumed session does without the window");
             int times = runs;
-            Map<String, Integer> expected = new TreeMap<>();
-            clean.programCalls().forEach((name, n) -> expected.put(name, n * times));
-            Map<String, Integer> got = new TreeMap<>(cut.programCalls());
+            Map<String, Long> expected = new TreeMap<>();
+            clean.programCallsCopiesToHostInBytes().forEach((name, n) -> expected.put(name, n * times));
+            Map<String, Long> got = new TreeMap<>(cut.programCallsCopiesToHostInBytes());
             // the backend's page-locked staging is made once per session, not per run
-            assertEquals(expected.getOrDefault("cuMemAllocHost", 0), got.getOrDefault("cuMemAllocHost", 0) * times,
+            assertEquals(expected.getOrDefault("cuMemAllocHost", 0L), got.getOrDefault("cuMemAllocHost", 0L) * times,
                     "staging allocations");
             expected.remove("cuMemAllocHost");
             got.remove("cuMemAllocHost");
@@ -414,6 +467,76 @@ class ResumeTest {
             }
             clean.device.close();
             cut.device.close();
+        }
+    }
+
+    /**
+     * ring:// in isolation mode process: the ring crosses to the session's worker whole, shared window included,
+     * and so does each resuming connection's new ring (the front grants the window again only because it does).
+     * The program's connection is dropped at seeded moments until a drop came mid-copy through the window; its data
+     * check out, each resuming connection was handed to the worker, and the session still has a window.
+     */
+    @Test
+    void aRingSessionInAWorkerProcessResumesWithItsWindow() throws Exception {
+        String was = System.setProperty("gpusockets.resume", "true");
+        String ring = "ring://resume-worker-" + ProcessHandle.current().pid();
+        try (BackendProcess b = BackendProcess.start("--isolation", "process", "--idle-workers", "1", "--resume-grace", "30",
+                "--listen", ring)) {
+            long resumes;
+            long midCopy;
+            int drops;
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(b.address("ring"))) {
+                assertTrue(d.sharedWindow(), "the resumable ring session in a worker has no shared window");
+                java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+                AtomicInteger dropped = new AtomicInteger();
+                Thread cutter = Thread.ofPlatform().daemon().name("ring-cutter").start(() -> {
+                    Random r = new Random(11);
+                    while (!done.get()) {
+                        try {
+                            Thread.sleep(20 + r.nextInt(80));
+                        } catch (InterruptedException e) {
+                            return;
+                        }
+                        if (!done.get()) {
+                            d.dropConnection();
+                            dropped.incrementAndGet();
+                        }
+                    }
+                });
+                int runs = 0;
+                try {
+                    do {
+                        program(d);
+                        runs++;
+                    } while ((dropped.get() < 3 || d.resumesDuringWindowCopies() < 1) && runs < 50);
+                } catch (AssertionError e) {
+                    throw new AssertionError(e.getMessage() + " after " + dropped.get() + " drops; the backend said:\n"
+                            + String.join("\n", b.output()), e);
+                } finally {
+                    done.set(true);
+                    cutter.join();
+                }
+                assertTrue(d.sharedWindow(), "the session has no shared window after " + d.resumes() + " resumes");
+                resumes = d.resumes();
+                midCopy = d.resumesDuringWindowCopies();
+                drops = dropped.get();
+            }
+            assertTrue(resumes >= 3 && midCopy >= 1, drops + " drops, " + resumes + " resumes, " + midCopy
+                    + " mid-copy through the window");
+            long handed = 0;
+            for (int i = 0; i < 500 && handed < resumes; i++) {
+                handed = b.output().stream().filter(l -> l.contains("resuming connection from") && l.contains("handed to worker"))
+                        .count();
+                Thread.sleep(10);
+            }
+            assertTrue(handed >= resumes, resumes + " resumes, " + handed + " resuming connections handed to the worker:\n"
+                    + String.join("\n", b.output()));
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
         }
     }
 

@@ -40,6 +40,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * ({@link Handshake#REFUSAL_UNKNOWN_SESSION}) is asked again until the grace period ends: it may be a backend
  * restarted where the session's checkpoint is being restored; another identity's refusal is final.
  *
+ * <p>ring://'s shared window belongs to its ring, and each resume makes a new ring: the resumed session uses the
+ * new ring's window ({@link FrontendWindow}, one per connection). What a lane keeps of a frame that refers to the
+ * window is its form without it (a window DATA frame as views of the call's own bytes, which live until its reply;
+ * a call frame without {@code FLAG_WINDOW}), and that is what a resume resends; a call that held the old window
+ * sends the rest of its bulk data through the byte stream, and its output comes back that way.
+ *
  * <p>No reader thread: a caller waiting for its reply reads the connection itself when nobody else
  * is (leader/follower), so a single-threaded program never pays a thread hand-off per call. Frames
  * for other waiters are delivered to them and they are woken; DATA frames are read straight into
@@ -136,12 +142,14 @@ final class BackendConnection implements AutoCloseable {
     private volatile int generation;
     private volatile Handshake.ResumeState resumeState;
     private final java.util.concurrent.atomic.AtomicLong resumes = new java.util.concurrent.atomic.AtomicLong();
+    /** Resumes that came while a call held the shared window (its bulk data partly through the old ring's). */
+    private final java.util.concurrent.atomic.AtomicLong windowCallsResumed = new java.util.concurrent.atomic.AtomicLong();
     private final boolean async;
     private final AtomicLong requestIds = new AtomicLong(1);
     private final Map<Long, Pending> pending = new ConcurrentHashMap<>();
     private final ReentrantLock readLock = new ReentrantLock();
-    /** The connection's shared window when the backend agreed to use it, else null. */
-    private final FrontendWindow window;
+    /** The current connection's shared window when the backend agreed to use it, else null; replaced at a resume. */
+    private volatile FrontendWindow window;
     private volatile IOException broken;
 
     private BackendConnection(TransportUri uri, FrontendConfig config, FrameChannel channel, Handshake.Welcome welcome,
@@ -153,7 +161,7 @@ final class BackendConnection implements AutoCloseable {
         this.token = (welcome.features() & Handshake.FEATURE_RESUME) != 0 && welcome.resumeToken().length == Handshake.TOKEN_BYTES
                 ? welcome.resumeToken() : null;
         this.async = async;
-        this.window = window == null ? null : new FrontendWindow(window, windowSlotBytes());
+        this.window = window == null ? null : new FrontendWindow(window, windowSlotBytes(), channel);
     }
 
     /**
@@ -161,15 +169,16 @@ final class BackendConnection implements AutoCloseable {
      * if this connection has one with slots for it and no other call holds it; the caller gives it back
      * with {@link #releaseWindow} after the reply. Null when the call should use the byte stream.
      */
-    MemorySegment acquireWindow(boolean in) {
-        if (window == null || !window.tryHold(in)) {
+    FrontendWindow acquireWindow(boolean in) {
+        FrontendWindow w = window;
+        if (w == null || !w.tryHold(in)) {
             return null;
         }
         if (broken != null) {
-            window.letGo();
+            w.letGo();
             return null;
         }
-        return window.segment();
+        return w;
     }
 
     /** Bytes of one input slot: the chunk a DATA frame carries. */
@@ -178,29 +187,38 @@ final class BackendConnection implements AutoCloseable {
     }
 
     /**
-     * Where the next input frame goes in the window ({@link FrontendWindow#nextInputSlot}); call
-     * {@link #inputSent} after sending it. Throws when the connection breaks or the backend goes away
-     * (the ring notices a dead peer within its liveness period).
+     * Where the next input frame goes in {@code held}, the window {@link #acquireWindow} lent
+     * ({@link FrontendWindow#nextInputSlot}); call {@link FrontendWindow#inputSent} once {@link #sendVia} sent it
+     * through the window. -1 when {@code held} is no longer the connection's window (the session resumed on a new
+     * ring, here or by another thread): the call sends the rest through the byte stream. Throws when the connection
+     * breaks for good or the backend goes away (the ring notices a dead peer within its liveness period).
      */
-    long nextInputSlot() throws IOException {
-        long slot = window.nextInputSlot(() -> broken != null || channel.connection().peerClosed());
-        if (slot < 0) {
-            if (broken != null) {
-                throw broken;
-            }
-            throw fail(new IOException("backend closed the connection"));
+    long nextInputSlot(FrontendWindow held) throws IOException {
+        FrameChannel ch = channel;
+        if (held != window || held.channel() != ch) {
+            return -1;
         }
-        return slot;
-    }
-
-    /** The frame for the slot {@link #nextInputSlot} gave is sent. */
-    void inputSent() {
-        window.inputSent();
+        long slot = held.nextInputSlot(() -> broken != null || held != window || ch.connection().peerClosed());
+        if (slot >= 0) {
+            return slot;
+        }
+        if (broken != null) {
+            throw broken;
+        }
+        if (held != window) {
+            return -1;
+        }
+        IOException lost = new IOException("backend closed the connection");
+        if (token == null) {
+            throw fail(lost);
+        }
+        reconnect(ch, lost); // resumes on a new ring, whose window this call does not hold
+        return -1;
     }
 
     /** Gives back the window {@link #acquireWindow} lent. */
-    void releaseWindow() {
-        window.letGo();
+    void releaseWindow(FrontendWindow held) {
+        held.letGo();
     }
 
     /** Connects and runs the handshake, all within the configured timeout. */
@@ -246,9 +264,8 @@ final class BackendConnection implements AutoCloseable {
                 throw new ProtocolException("backend " + uri + " asks for unknown auth method " + hello.authMethod());
             }
             boolean resume = token != null || resumeRequested();
-            // a resumable session does without a ring's shared window: a resume would have to re-create it on the
-            // new ring, with the bulk data of calls in flight (not done yet); its bulk data go through the ring's frames
-            window = resume ? null : c.takeSharedWindow().orElse(null);
+            // a resume asks for the new ring's window too: the session uses it from here on
+            window = c.takeSharedWindow().orElse(null);
             int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0)
                     | (resume ? Handshake.FEATURE_RESUME : 0);
             channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(),
@@ -322,6 +339,16 @@ final class BackendConnection implements AutoCloseable {
     /** Times this connection resumed its session on a new transport connection. */
     long resumes() {
         return resumes.get();
+    }
+
+    /** Resumes that came while a call held the shared window (it finished through the byte stream). */
+    long windowCallsResumed() {
+        return windowCallsResumed.get();
+    }
+
+    /** Whether the current connection has a shared window the backend agreed to use. */
+    boolean hasWindow() {
+        return window != null;
     }
 
     /** Bytes of copies {@code lane} keeps for a resume now. */
@@ -411,6 +438,57 @@ final class BackendConnection implements AutoCloseable {
         reconnect(ch, lostBy); // resends every lane's missing frames, this one included
     }
 
+    /**
+     * Sends a frame that refers to {@code via}, the window the calling thread holds: a call frame flagged
+     * {@code FLAG_WINDOW} ({@code plain} null), or a window DATA frame ({@code body} the reference, {@code plain}
+     * views of the bytes it names, which live until the call's reply). It goes as it is only on {@code via}'s own
+     * connection; after a resume it goes without the window (the call's flag cleared, the DATA frame's bytes
+     * instead), and a lane keeps it in that form, which is what a resume resends. Returns whether it went through
+     * the window (then the caller counts the input slot used).
+     */
+    boolean sendVia(FrontendWindow via, int opcode, int flags, int lane, long requestId, ByteBuffer[] plain,
+                    ByteBuffer... body) throws IOException {
+        IOException b = broken;
+        if (b != null) {
+            throw b;
+        }
+        if (token == null) {
+            try {
+                channel.send(opcode, flags, lane, requestId, body); // one connection, one window
+            } catch (IOException e) {
+                throw fail(e);
+            }
+            return true;
+        }
+        int plainFlags = flags & ~FrameHeader.FLAG_WINDOW;
+        ByteBuffer[] plainBody = plain != null ? plain : body;
+        LaneLog log = laneLogs.computeIfAbsent(lane, l -> new LaneLog());
+        ByteBuffer[] kept = dup(plainBody); // views: the call's buffers live until its reply
+        FrameChannel ch;
+        IOException lostBy;
+        synchronized (log) {
+            log.prune();
+            log.sent.addLast(new Sent(requestId, opcode, plainFlags, kept, 0));
+            ch = channel;
+            try {
+                if (log.generation != generation) {
+                    resendLane(lane, log, ch); // sends this frame too, without the window
+                    return false;
+                }
+                if (via.channel() == ch && via == window) {
+                    ch.send(opcode, flags, lane, requestId, body);
+                    return true;
+                }
+                ch.send(opcode, plainFlags, lane, requestId, dup(plainBody));
+                return false;
+            } catch (IOException e) {
+                lostBy = e;
+            }
+        }
+        reconnect(ch, lostBy); // resends every lane's missing frames, this one included (without the window)
+        return false;
+    }
+
     private static ByteBuffer[] dup(ByteBuffer[] b) {
         ByteBuffer[] d = new ByteBuffer[b.length];
         for (int i = 0; i < b.length; i++) {
@@ -446,7 +524,8 @@ final class BackendConnection implements AutoCloseable {
                     continue;
                 }
             }
-            ch.send(f.opcode(), f.flags(), lane, f.requestId(), dup(f.body()));
+            // what a lane keeps never refers to a window (each connection has its own)
+            ch.send(f.opcode(), f.flags() & ~FrameHeader.FLAG_WINDOW, lane, f.requestId(), dup(f.body()));
         }
         log.generation = generation;
     }
@@ -506,6 +585,7 @@ final class BackendConnection implements AutoCloseable {
                     backoff = Math.min(backoff * 2, 1000);
                     continue;
                 }
+                FrontendWindow old;
                 readLock.lock(); // no reader fills a destination while they restart
                 try {
                     for (Pending p : pending.values()) {
@@ -515,10 +595,19 @@ final class BackendConnection implements AutoCloseable {
                         }
                     }
                     resumeState = o.state();
+                    old = window;
+                    // the new ring's window, if the backend took it: frames on the new connection refer to it
+                    window = o.window() == null ? null : new FrontendWindow(o.window(), o.channel().maxBody() / 4, o.channel());
                     channel = o.channel();
                     generation++;
                 } finally {
                     readLock.unlock();
+                }
+                if (old != null) {
+                    if (old.held()) {
+                        windowCallsResumed.incrementAndGet(); // that call goes on through the byte stream
+                    }
+                    old.retire(); // unmapped here once no call holds it
                 }
                 try {
                     for (Map.Entry<Integer, LaneLog> e : laneLogs.entrySet()) {
@@ -616,8 +705,9 @@ final class BackendConnection implements AutoCloseable {
                     throw new ProtocolException("DATA frame for no waiting request: " + h);
                 }
                 if (h.inWindow()) {
-                    scatter(p, windowRef(h), h);
-                    window.outputTaken(); // copied out: the backend may fill that slot again
+                    FrontendWindow w = window;
+                    scatter(p, windowRef(w, channel, h), h);
+                    w.outputTaken(); // copied out: the backend may fill that slot again
                     return;
                 }
                 MemorySegment dst = p.destinations.get(p.destination);
@@ -654,12 +744,13 @@ final class BackendConnection implements AutoCloseable {
         }
     }
 
-    /** The window bytes a window DATA frame refers to, checked against the window. */
-    private MemorySegment windowRef(FrameHeader h) throws IOException {
-        if (window == null || h.length() != Handshake.WINDOW_REF_BYTES) {
-            throw new ProtocolException("window DATA frame " + (window == null ? "without a shared window" : "of bad length") + ": " + h);
+    /** The window bytes a window DATA frame read on {@code ch} refers to, checked against {@code w}, that connection's window. */
+    private static MemorySegment windowRef(FrontendWindow w, FrameChannel ch, FrameHeader h) throws IOException {
+        if (w == null || w.channel() != ch || h.length() != Handshake.WINDOW_REF_BYTES) {
+            throw new ProtocolException("window DATA frame " + (w == null || w.channel() != ch ? "without a shared window"
+                    : "of bad length") + ": " + h);
         }
-        return window.resolve(channel.readBody(h.length()));
+        return w.resolve(ch.readBody(h.length()));
     }
 
     private static void scatter(Pending p, MemorySegment src, FrameHeader h) throws ProtocolException {
@@ -696,8 +787,9 @@ final class BackendConnection implements AutoCloseable {
             broken = new IOException("connection to backend " + uri + " closed");
         }
         channel.close();
-        if (window != null) {
-            window.close(); // broken is set: no call takes it any more
+        FrontendWindow w = window;
+        if (w != null) {
+            w.close(); // broken is set: no call takes it any more
         }
     }
 }

@@ -155,44 +155,49 @@ final class CallChannel {
             // and so does the next call of a lane that keeps much (its reply acknowledges what the lane kept)
             noReply = false;
         }
-        MemorySegment window = noReply ? null : windowFor(bulk, outBytes);
+        FrontendWindow held = noReply ? null : windowFor(bulk, outBytes);
         contexts.beforeCall(f);
         try {
             BackendConnection.Pending p = noReply ? null : connection.expect(outBytes);
             long requestId = p != null ? p.requestId : connection.nextRequestId();
             // ACKED: this thread has the replies of all its earlier calls (it waited for each)
-            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (window != null ? FrameHeader.FLAG_WINDOW : 0)
+            int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (held != null ? FrameHeader.FLAG_WINDOW : 0)
                     | (resumable ? FrameHeader.FLAG_ACKED : 0);
-            connection.send(f.opcode(), flags, laneId, requestId, !noReply, request);
+            if (held != null) {
+                connection.sendVia(held, f.opcode(), flags, laneId, requestId, null, request);
+            } else {
+                connection.send(f.opcode(), flags, laneId, requestId, !noReply, request);
+            }
             requests.increment();
             int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
             long frameBytes = 0;
-            long slot = -1; // with the window: where the current frame's bytes go
+            // with the window: where the current frame's bytes go; after a resume (another ring, another window) the
+            // rest goes through the byte stream
+            long slot = -1;
+            boolean viaWindow = held != null;
             for (MemorySegment b : bulk) {
                 for (long off = 0; off < b.byteSize(); ) {
                     long n = Math.min(chunk - frameBytes, b.byteSize() - off);
-                    if (window != null) {
-                        if (slot < 0) {
-                            slot = connection.nextInputSlot();
-                        }
-                        SplitCopier.copy(b, off, window, slot + frameBytes, n);
-                        frame.add(EMPTY); // a placeholder: the frame's bytes are in the window
-                    } else {
-                        frame.add(b.asSlice(off, n).asByteBuffer());
+                    if (viaWindow && frameBytes == 0) {
+                        slot = connection.nextInputSlot(held);
+                        viaWindow = slot >= 0;
                     }
+                    if (viaWindow) {
+                        SplitCopier.copy(b, off, held.segment(), slot + frameBytes, n);
+                    }
+                    frame.add(b.asSlice(off, n).asByteBuffer()); // through the window: what a resume resends instead
                     frameBytes += n;
                     off += n;
                     if (frameBytes == chunk || frame.size() == MAX_GATHER || (!gather && off == b.byteSize())) {
-                        sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes, !noReply);
+                        viaWindow = sendData(laneId, requestId, frame, viaWindow ? held : null, slot, frameBytes, !noReply);
                         frame.clear();
                         frameBytes = 0;
-                        slot = -1;
                     }
                 }
             }
             if (!frame.isEmpty()) {
-                sendData(laneId, requestId, frame, window != null ? slot : -1, frameBytes, !noReply);
+                sendData(laneId, requestId, frame, viaWindow ? held : null, slot, frameBytes, !noReply);
             }
             if (p == null) {
                 return new Reply(CuResult.CUDA_SUCCESS, null);
@@ -204,8 +209,8 @@ final class CallChannel {
             return new Reply(lost(e), null);
         } finally {
             contexts.afterCall(f);
-            if (window != null) {
-                connection.releaseWindow();
+            if (held != null) {
+                connection.releaseWindow(held);
             }
         }
     }
@@ -248,8 +253,6 @@ final class CallChannel {
         }
     }
 
-    private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
-
     private static long bytes(List<MemorySegment> segments) {
         long n = 0;
         for (MemorySegment m : segments) {
@@ -266,7 +269,7 @@ final class CallChannel {
     static final long WINDOW_MIN_BYTES = 64 << 10;
 
     /** The shared window for a call with this bulk data, held until the reply; null to use the byte stream. */
-    private MemorySegment windowFor(List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+    private FrontendWindow windowFor(List<MemorySegment> bulk, List<MemorySegment> outBytes) {
         long in = 0, out = 0;
         for (MemorySegment b : bulk) {
             in += b.byteSize();
@@ -278,16 +281,21 @@ final class CallChannel {
     }
 
     /**
-     * Sends one DATA frame: {@code frame}'s buffers, or, when {@code slot} is a window offset, a
-     * reference to the {@code bytes} already copied there.
+     * Sends one DATA frame: {@code frame}'s buffers, or, with {@code held}, a reference to the {@code bytes}
+     * already copied to {@code slot} of that window. Returns whether the next frame may go through the window
+     * too (false once the session resumed on a new ring: the frame went as its bytes).
      */
-    private void sendData(int laneId, long requestId, List<ByteBuffer> frame, long slot, long bytes, boolean stable)
-            throws IOException {
-        if (slot < 0) {
+    private boolean sendData(int laneId, long requestId, List<ByteBuffer> frame, FrontendWindow held, long slot, long bytes,
+                             boolean stable) throws IOException {
+        if (held == null) {
             connection.send(Opcodes.DATA, 0, laneId, requestId, stable, frame.toArray(ByteBuffer[]::new));
-            return;
+            return false;
         }
-        connection.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId, WindowSlots.ref(slot, bytes));
-        connection.inputSent();
+        if (!connection.sendVia(held, Opcodes.DATA, FrameHeader.FLAG_WINDOW, laneId, requestId,
+                frame.toArray(ByteBuffer[]::new), WindowSlots.ref(slot, bytes))) {
+            return false;
+        }
+        held.inputSent();
+        return true;
     }
 }

@@ -15,6 +15,10 @@ import java.util.function.BooleanSupplier;
  * (from its request to its reply), the input slots and the count of input frames sent, the count of
  * output frames copied out (published to the backend, which then reuses their slots), the check of the
  * backend's references into it, and the unmapping at close.
+ *
+ * <p>A window belongs to one connection ({@link #channel}): frames that refer to it mean it only there. When a
+ * resumable session resumes on a new ring, the connection {@linkplain #retire retires} the old window (a call that
+ * holds it goes on through the byte stream and unmaps it when it lets go) and uses the new ring's.
  */
 final class FrontendWindow {
     /** How long {@link #close} waits for a call still holding the window. */
@@ -30,12 +34,54 @@ final class FrontendWindow {
     private long inSent;
     /** Window output frames copied out, ever (by whichever thread reads). */
     private long outTaken;
+    /** The connection the window came with, or null where none is named (tests). */
+    private final Object channel;
+    /** The connection was lost and the session resumed on another: no call takes this window any more. */
+    private volatile boolean retired;
+    private final java.util.concurrent.atomic.AtomicBoolean unmapped = new java.util.concurrent.atomic.AtomicBoolean();
 
     /** {@code slotBytes}: the bytes one input frame carries. */
     FrontendWindow(SharedWindow window, long slotBytes) {
+        this(window, slotBytes, null);
+    }
+
+    /** {@code channel}: the connection the window came with; references to it are sent and resolved only there. */
+    FrontendWindow(SharedWindow window, long slotBytes, Object channel) {
         this.window = window;
         this.slotBytes = slotBytes;
         this.inSlots = WindowSlots.inputSlots(window.segment().byteSize(), slotBytes);
+        this.channel = channel;
+    }
+
+    /** Whether a call holds the window now. */
+    boolean held() {
+        return holder.isLocked();
+    }
+
+    /** The connection the window came with. */
+    Object channel() {
+        return channel;
+    }
+
+    /**
+     * The session resumed on another connection: no call takes this window any more; it is unmapped at once when
+     * no call holds it, else when the call that holds it lets go (that call goes on through the byte stream).
+     */
+    void retire() {
+        retired = true;
+        if (!holder.isHeldByCurrentThread() && holder.tryLock()) {
+            try {
+                unmap();
+            } finally {
+                holder.unlock();
+            }
+        }
+    }
+
+    private void unmap() {
+        if (unmapped.compareAndSet(false, true)) {
+            window.release();
+        }
     }
 
     MemorySegment segment() {
@@ -48,11 +94,25 @@ final class FrontendWindow {
      * got it gives it back with {@link #letGo}.
      */
     boolean tryHold(boolean in) {
-        return !(in && inSlots == 0) && holder.tryLock();
+        if ((in && inSlots == 0) || retired || !holder.tryLock()) {
+            return false;
+        }
+        if (retired) {
+            letGo();
+            return false;
+        }
+        return true;
     }
 
     void letGo() {
         holder.unlock();
+        if (retired && holder.tryLock()) {
+            try {
+                unmap();
+            } finally {
+                holder.unlock();
+            }
+        }
     }
 
     /**
@@ -92,7 +152,7 @@ final class FrontendWindow {
         try {
             if (holder.tryLock(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS)) {
                 try {
-                    window.release();
+                    unmap();
                 } finally {
                     holder.unlock();
                 }

@@ -102,6 +102,19 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     /**
+     * Of {@link #resumes}, those that came while a call had its bulk data in ring://'s shared window (a resume
+     * brings a new ring and window; that call finishes through the byte stream). For testing resume.
+     */
+    public long resumesDuringWindowCopies() {
+        return connection.windowCallsResumed();
+    }
+
+    /** Whether the connection now has a shared window (ring://) that bulk copies go through. */
+    public boolean sharedWindow() {
+        return connection.hasWindow();
+    }
+
+    /**
      * Ends a resumable session now (GOODBYE): the program is exiting and the backend would otherwise keep the
      * session detached, waiting for a resume, for its grace period.
      */

@@ -49,6 +49,12 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
     }
 
     /** The same ticket for a resuming connection from {@code next}. */
+    /** The same ticket with the features a resume's handshake granted ({@code Handshake.FEATURE_*}). */
+    SessionTicket withFeatures(int granted) {
+        return new SessionTicket(sessionId, granted, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes,
+                stableAddresses);
+    }
+
     SessionTicket withPeer(PeerInfo next) {
         return new SessionTicket(sessionId, features, tenant, limits, next, resumeToken, identity, graceSeconds, retainBytes,
                 stableAddresses);

@@ -277,8 +277,9 @@ public final class WorkerMain {
 
     /**
      * A RESUME message: the connection of a frontend resuming this worker's session (the front checked its
-     * token and identity and sent WELCOME); the session attaches it, or it is closed when the session cannot
-     * take it (not waiting for one, or ended).
+     * token and identity and sent WELCOME); the session attaches it, with the ring's shared window where the
+     * WELCOME granted it (the ticket's features), or it is closed when the session cannot take it (not waiting
+     * for one, or ended).
      */
     private static void resume(Session s, ByteBuffer m, java.util.List<Integer> fds) throws IOException {
         SessionTicket next = SessionTicket.decode(m);
@@ -291,7 +292,8 @@ public final class WorkerMain {
                     + " not taken: " + e.getMessage());
             return;
         }
-        boolean ok = s.attach(new FrameChannel(c));
+        SharedWindow window = (next.features() & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
+        boolean ok = s.attach(new FrameChannel(c), window);
         if (!ok) {
             c.close();
             LOG.log(Level.WARNING, "session " + next.sessionId() + ": resuming connection from " + next.peer().description()

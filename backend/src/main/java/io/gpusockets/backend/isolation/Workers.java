@@ -243,9 +243,11 @@ public final class Workers implements AutoCloseable {
     /**
      * Hands a connection that resumes the session of {@code tokenHex} (its handshake done by the front, WELCOME
      * sent) to the worker serving that session, which attaches it. False (the connection closed, the reason
-     * logged) when that worker is gone or the connection cannot be handed.
+     * logged) when that worker is gone or the connection cannot be handed. {@code features}: those the resume's
+     * WELCOME granted; with {@code Handshake.FEATURE_WINDOW} the worker's session takes the ring's shared window,
+     * which crosses with the connection.
      */
-    public boolean resume(String tokenHex, Connection c) {
+    public boolean resume(String tokenHex, Connection c, int features) {
         Worker w = resumable.get(tokenHex);
         SessionTicket t = w == null ? null : w.ticket;
         if (t == null || w.gone.get()) {
@@ -256,7 +258,7 @@ public final class Workers implements AutoCloseable {
         if (x == null) {
             return false;
         }
-        SessionTicket next = t.withPeer(c.peer());
+        SessionTicket next = t.withPeer(c.peer()).withFeatures(features);
         ByteBuffer m = ControlMessages.start(ControlMessages.RESUME);
         next.encode(m);
         if (!x.send(w, m, c, next)) {

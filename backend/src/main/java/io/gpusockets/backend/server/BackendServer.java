@@ -66,6 +66,7 @@ public final class BackendServer implements AutoCloseable {
     private final List<Listener> listeners = new ArrayList<>();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder resumedWindowBytes = new java.util.concurrent.atomic.LongAdder();
     /** The counter of the next session id ({@link io.gpusockets.backend.session.SessionIds}). */
     private final AtomicLong nextSessionId = new AtomicLong(1);
     /** {@code --fleet-id}: the fleet id in the session ids this backend issues. */
@@ -338,6 +339,7 @@ public final class BackendServer implements AutoCloseable {
             status.ended(s, () -> sessions.remove(s));
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
+            resumedWindowBytes.add(s.resumedWindowBytes());
             connections.decrementAndGet();
             if (s.tenant() instanceof Tenant t) {
                 t.closeSession();
@@ -560,14 +562,27 @@ public final class BackendServer implements AutoCloseable {
             return null;
         }
         Session.Resume r = s.resume();
+        int features = resumedFeatures(r.features(), hello, c);
         channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(s.id(), host.driverVersion(), host.deviceCount(),
-                r.features(), host.description(), r.token(), (int) r.grace().toSeconds()).encode());
+                features, host.description(), r.token(), (int) r.grace().toSeconds()).encode());
         c.platformThreadsOnly();
-        if (!s.attach(channel)) {
+        SharedWindow window = (features & Handshake.FEATURE_WINDOW) != 0 ? c.takeSharedWindow().orElse(null) : null;
+        if (!s.attach(channel, window)) {
             return null;
         }
         resumes.increment();
         return RESUMED;
+    }
+
+    /**
+     * The features a resume grants: those of the session's first handshake, but the shared window per connection
+     * (each ring has its own): granted when the resuming frontend asks for it and this connection has one that the
+     * session can use (in isolation mode process, one that crosses to the worker with the connection).
+     */
+    private int resumedFeatures(int granted, Handshake.Hello hello, Connection c) {
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+                && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
+        return granted & ~Handshake.FEATURE_WINDOW | (window ? Handshake.FEATURE_WINDOW : 0);
     }
 
     /** Refuses a resume: counted, logged (rate-limited) and said to the peer. */
@@ -593,12 +608,13 @@ public final class BackendServer implements AutoCloseable {
             refuseResume(channel, c, hello, refusal);
             return null;
         }
+        int features = resumedFeatures(t.features(), hello, c);
         channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(t.sessionId(), host.driverVersion(), host.deviceCount(),
-                t.features(), host.description(), t.resumeToken(), t.graceSeconds()).encode());
+                features, host.description(), t.resumeToken(), t.graceSeconds()).encode());
         // as admit() does before a hand-over: the handshake's virtual thread left the channel non-blocking, and the
         // JDK would shut a non-blocking channel's socket down when the front lets go of its copy
         c.platformThreadsOnly();
-        if (!w.resume(key, c)) {
+        if (!w.resume(key, c, features)) {
             return RESUMED; // closed by the workers, the reason logged
         }
         resumes.increment();
@@ -663,17 +679,15 @@ public final class BackendServer implements AutoCloseable {
 
     /**
      * A new session's token when its frontend asks for resume and this backend can offer it, else null
-     * (with a log line saying why not): any transport, any isolation mode, unless the grace is 0 or the
-     * frontend also asks for a ring's shared window, which a resume would have to re-create on the new ring
-     * (not done yet; our frontend asks for one or the other, never both).
+     * (with a log line saying why not): any transport, any isolation mode, unless the grace is 0. A ring's
+     * shared window is no obstacle: each resume brings a new ring, whose window the session takes
+     * ({@link #resumedFeatures}).
      */
     private byte[] resumeToken(Connection c, Handshake.Hello hello, java.time.Duration grace) {
         if ((hello.features() & Handshake.FEATURE_RESUME) == 0) {
             return null;
         }
-        String no = grace.isZero() ? "the resume grace (--resume-grace, or the tenant's resume-grace) is 0"
-                : (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
-                        ? "the frontend asked for the ring's shared window too, which a resume does not re-create yet" : null;
+        String no = grace.isZero() ? "the resume grace (--resume-grace, or the tenant's resume-grace) is 0" : null;
         if (no != null) {
             LOG.log(Level.INFO, "resume not granted to " + c.peer().description() + ": " + no
                     + "; the session ends with its connection");
@@ -690,7 +704,7 @@ public final class BackendServer implements AutoCloseable {
                         java.time.Duration grace) throws IOException {
         boolean async = settings.limits().asyncAllowed() && (hello.features() & Handshake.FEATURE_ASYNC) != 0;
         // isolation mode process: a ring:// connection crosses to its worker whole, shared window included
-        boolean window = token == null && (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
+        boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
                 && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0)
                 | (token != null ? Handshake.FEATURE_RESUME : 0);
@@ -931,6 +945,14 @@ public final class BackendServer implements AutoCloseable {
     /** Bulk bytes that went through shared windows, both ways, in sessions that have ended. */
     public long windowBytesCarried() {
         return windowBytes.sum();
+    }
+
+    /**
+     * Of {@link #windowBytesCarried}, those through windows that sessions took when they resumed on a new ring
+     * (a resume re-creates the shared window).
+     */
+    public long resumedWindowBytesCarried() {
+        return resumedWindowBytes.sum();
     }
 
     @Override

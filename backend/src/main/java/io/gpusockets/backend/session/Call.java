@@ -58,6 +58,12 @@ final class Call {
     /** Whether this call holds the session's destroy lock ({@link #retire}). */
     private boolean destroying;
 
+    /**
+     * The shared window of the connection the call came on, or null: where a call flagged
+     * {@link FrameHeader#FLAG_WINDOW} gets its bulk output, while that window is not retired.
+     */
+    SessionWindow window;
+
     Call(Session session, Lane lane, FrameHeader header, ByteBuffer body, ApiFunction function, ExecutionThread exec) {
         this.session = session;
         this.lane = lane;
@@ -448,11 +454,12 @@ final class Call {
         }
     }
 
-    /** Tells the frontend that {@code length} bytes of this call's output are in the shared window at {@code offset}. */
-    void sendWindowData(long offset, long length) throws IOException {
-        session.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, header.lane(), header.requestId(),
-                io.gpusockets.protocol.wire.WindowSlots.ref(offset, length));
-        session.window().outputSent(length);
+    /**
+     * Tells the frontend that {@code length} bytes of this call's output are in the shared window {@code w} at
+     * {@code offset} ({@link Session#sendWindowData}).
+     */
+    void sendWindowData(SessionWindow w, long offset, long length) throws IOException {
+        session.sendWindowData(w, header.lane(), header.requestId(), offset, length);
     }
 
     void close() {

@@ -90,6 +90,7 @@ final class CallDispatcher {
         }
         ApiFunction f = table.byOpcode(h.opcode());
         Call call = new Call(session, lane, h, in.body(), f, exec);
+        call.window = in.window();
         // checkpoint recording (address-stable sessions only): the request as it came, the ids the call issues
         CheckpointRecorder rec = session.recorder();
         boolean watch = rec != null && f != null && rec.watches(f.index());

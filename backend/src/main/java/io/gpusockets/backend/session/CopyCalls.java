@@ -60,8 +60,7 @@ final class CopyCalls implements BackendHandlers.Copies {
         if (bulk != count) {
             throw new ProtocolException(c.name() + ": data length " + bulk + " differs from ByteCount " + count);
         }
-        if (count > 0 && session.window() != null && c.peekChunk().header().inWindow()
-                && session.window().pin(c.lane.topContext())) {
+        if (count > 0 && c.peekChunk().bytesInWindow() && c.peekChunk().window().pin(c.lane.topContext())) {
             return copyInFromWindow(c, dst, count, async ? stream : 0);
         }
         if (!async && count > session.chunkBytes()) {
@@ -290,10 +289,16 @@ final class CopyCalls implements BackendHandlers.Copies {
             }
             return r;
         }
-        MemorySegment window = session.window() == null ? null : session.window().segment();
-        int slots = window == null ? 0 : WindowSlots.outputSlots(window.byteSize(), session.chunkBytes());
-        if (c.header.inWindow() && slots > 0) {
-            return copyOutWindow(c, window, slots, src, count, async, stream);
+        SessionWindow w = c.header.inWindow() ? c.window : null;
+        if (w != null && w.tryUse()) { // not retired: the call came on the connection the session still has
+            try {
+                int slots = WindowSlots.outputSlots(w.segment().byteSize(), session.chunkBytes());
+                if (slots > 0) {
+                    return copyOutWindow(c, w, slots, src, count, async, stream);
+                }
+            } finally {
+                w.doneUsing();
+            }
         }
         StagingPool pool = session.staging();
         long context = c.lane.topContext();
@@ -349,23 +354,54 @@ final class CopyCalls implements BackendHandlers.Copies {
      * this call until the reply): the device writes each chunk by DMA into the next of the window's
      * {@code slots} output slots (page-locked), and the frontend is told where it lies; while it copies
      * that chunk into the program's memory, the next chunk is already on its way into the next slot.
-     * A slot is reused once the frontend says it has taken the chunk in it.
+     * A slot is reused once the frontend says it has taken the chunk in it. When the window is retired
+     * meanwhile (its connection was lost; the session resumes on a new one), the rest goes through the
+     * byte stream ({@link #copyOutRest}).
      */
-    private int copyOutWindow(Call c, MemorySegment window, int slots, long src, long count, boolean async, long stream)
+    private int copyOutWindow(Call c, SessionWindow w, int slots, long src, long count, boolean async, long stream)
             throws IOException, InterruptedException {
         long slotBytes = session.chunkBytes();
-        session.window().pin(c.lane.topContext()); // page-locked, the device writes the window itself
+        MemorySegment window = w.segment();
+        w.pin(c.lane.topContext()); // page-locked, the device writes the window itself
         for (long off = 0; off < count; ) {
             int len = (int) Math.min(slotBytes, count - off);
-            long slot = session.window().nextOutputSlot(slots, slotBytes);
+            long slot = w.nextOutputSlot(slots, slotBytes);
+            if (slot < 0) {
+                return copyOutRest(c, src + off, count - off, slotBytes, async, stream);
+            }
             int r = copyChunk(window.asSlice(slot, len), src + off, async, stream);
             if (r != CuResult.CUDA_SUCCESS) {
                 return r;
             }
-            c.sendWindowData(slot, len);
+            c.sendWindowData(w, slot, len);
             off += len;
         }
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * The rest of a copy to the host whose window was retired mid-copy: in chunks of {@code chunk} bytes as through
+     * the window (the same driver calls), each through a staging buffer and the byte stream.
+     */
+    private int copyOutRest(Call c, long src, long count, long chunk, boolean async, long stream)
+            throws IOException, InterruptedException {
+        StagingPool pool = session.staging();
+        StagingPool.Buffer buf = pool.acquire(c.lane.topContext());
+        try {
+            for (long off = 0; off < count; ) {
+                int len = (int) Math.min(Math.min(chunk, pool.bufferBytes()), count - off);
+                MemorySegment part = buf.segment().asSlice(0, len);
+                int r = copyChunk(part, src + off, async, stream);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+                c.sendData(part);
+                off += len;
+            }
+            return CuResult.CUDA_SUCCESS;
+        } finally {
+            pool.release(buf);
+        }
     }
 
     /**

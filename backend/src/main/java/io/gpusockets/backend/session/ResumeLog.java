@@ -35,6 +35,9 @@ import java.util.function.Supplier;
  * under it (the connection was lost mid-reply), its frames are only kept, and the whole entry is sent on
  * the new channel when it completes ({@link #send}) or when the session resumes ({@link #resend}), never
  * both: each entry remembers the channel it went out on whole. A frontend skips a reply it already has.
+ *
+ * <p>Output placed in a ring's shared window goes out live as a reference into it, but is kept as the bytes
+ * ({@link #sendWindowData}): a resume brings a new ring with a window of its own, and sends them as plain DATA.
  */
 final class ResumeLog {
     /** Default {@link #boundBytes}: the retained replies of one session. */
@@ -182,6 +185,21 @@ final class ResumeLog {
      * waits to resume). {@code channel} null: detached.
      */
     void send(Supplier<FrameChannel> channel, int opcode, int flags, int lane, long requestId, ByteBuffer... body) {
+        send(channel, opcode, flags, lane, requestId, body, null, null);
+    }
+
+    /**
+     * {@link #send} for a window DATA frame of a call's output: kept as the bytes the window holds ({@code bytes}, a
+     * plain DATA frame: the window belongs to its connection, and the connection a resume brings has another), sent
+     * live as the reference {@code ref} on the window's own connection ({@code windowChannel}), else as the bytes.
+     */
+    void sendWindowData(Supplier<FrameChannel> channel, Object windowChannel, int lane, long requestId, ByteBuffer ref,
+                        ByteBuffer bytes) {
+        send(channel, Opcodes.DATA, 0, lane, requestId, new ByteBuffer[] {bytes}, ref, windowChannel);
+    }
+
+    private void send(Supplier<FrameChannel> channel, int opcode, int flags, int lane, long requestId, ByteBuffer[] body,
+                      ByteBuffer windowRef, Object windowChannel) {
         ArrayDeque<Entry> q = lane(lane);
         synchronized (q) {
             Entry e = q.peekLast();
@@ -223,7 +241,11 @@ final class ResumeLog {
             }
             try {
                 if (!e.diverted && e.startedOn == ch) {
-                    ch.send(opcode, flags, lane, requestId, body);
+                    if (windowRef != null && ch == windowChannel) {
+                        ch.send(opcode, flags | FrameHeader.FLAG_WINDOW, lane, requestId, windowRef);
+                    } else {
+                        ch.send(opcode, flags, lane, requestId, body);
+                    }
                     if (last) {
                         e.sentWholeOn = ch;
                     }

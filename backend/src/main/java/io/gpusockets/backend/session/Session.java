@@ -25,7 +25,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * unless it ended on purpose (GOODBYE, a protocol violation, the idle timeout, the backend's shutdown):
  * its reader waits, detached, up to the grace period for a resuming connection ({@link #attach}), and goes
  * on reading that. Its lanes, their queues and latched errors, and every object it holds stay as they were;
- * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED.
+ * replies sent meanwhile are kept by {@link ResumeLog} and sent again after RESUMED. A ring's shared window
+ * belongs to its connection: at a resume the old one is retired ({@link SessionWindow#retire}) and the new ring's
+ * window, where the frontend asks for it, is the session's from then on ({@link #attach}).
  *
  * <p>With address-stable memory ({@link #stableFor}: the tenant's {@code stable-addresses}, else the backend's
  * {@code --stable-addresses}), the session records what a checkpoint needs ({@link CheckpointRecorder})
@@ -44,8 +46,18 @@ public final class Session {
     private volatile Resume resume;
     /** The connection replies go out on now, or null while detached (one object, not one per reply). */
     private final java.util.function.Supplier<FrameChannel> liveChannel = () -> detachedBecause == null ? channel : null;
-    /** Connections offered by resuming frontends ({@link #attach}), taken by the reader. */
-    private final java.util.concurrent.LinkedBlockingQueue<FrameChannel> offered = new java.util.concurrent.LinkedBlockingQueue<>();
+    /** Connections offered by resuming frontends ({@link #attach}), with their shared windows, taken by the reader. */
+    private final java.util.concurrent.LinkedBlockingQueue<Offer> offered = new java.util.concurrent.LinkedBlockingQueue<>();
+
+    /** A resuming connection and the shared window it brings (null for none). */
+    private record Offer(FrameChannel channel, SharedWindow window) {
+        void close() {
+            channel.close();
+            if (window != null) {
+                window.release();
+            }
+        }
+    }
     private final DriverHost host;
     private final BackendSettings settings;
     private final SessionLimits limits;
@@ -71,8 +83,13 @@ public final class Session {
     private final AtomicBoolean ended = new AtomicBoolean();
     /** Host buffers device-to-host copies stage through (pinned where the driver allows). */
     private final StagingPool staging;
-    /** The memory shared with the frontend, or null. */
-    private final SessionWindow window;
+    /** The memory shared with the frontend on the current connection, or null; replaced at a resume (reader only). */
+    private volatile SessionWindow window;
+    /** Every window the session had that is not unmapped yet: the current one and retired ones frames still use. */
+    private final java.util.List<SessionWindow> windows = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Bytes carried by windows no longer in {@link #windows}: all of them, and those of windows attached at resumes. */
+    private final java.util.concurrent.atomic.LongAdder pastWindowBytes = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder pastResumedWindowBytes = new java.util.concurrent.atomic.LongAdder();
     private final SessionCleanup cleanup;
     /** Address-stable memory ({@link StableAddresses}), or null when off. */
     private final StableAddresses stable;
@@ -181,9 +198,8 @@ public final class Session {
         });
         this.staging = new StagingPool(driver, id, outChunkBytes(limits.chunkBytes(),
                 channel == null ? FrameChannel.DEFAULT_MAX_BODY : channel.maxBody()), hostBuffers);
-        this.window = window == null || channel == null ? null
-                : new SessionWindow(id, window, driver, () -> ended.get() || channel.connection().peerClosed());
-        this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, this.window, pools, vmm, waits);
+        this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, null, pools, vmm, waits);
+        cleanup.windows(windows);
         cleanup.onHandleDropped(e -> {
             quota.handleDropped(e);
             if (recorder != null) {
@@ -195,8 +211,39 @@ public final class Session {
                 }
             }
         });
-        if (this.window != null) {
-            this.window.pinQuota(quota);
+        if (window != null && channel != null) {
+            useWindow(window, channel, false);
+        }
+    }
+
+    /**
+     * Makes {@code shared}, the window of {@code ch}, the session's window: frames read on {@code ch} refer to it.
+     * A wait for one of its slots ends when the session ends, or, for a session that does not resume, when the
+     * frontend is gone; a resumable session's retires it instead when the connection is lost.
+     */
+    private void useWindow(SharedWindow shared, FrameChannel ch, boolean resumed) {
+        SessionWindow w = new SessionWindow(id, shared, driver,
+                () -> ended.get() || resume == null && ch.connection().peerClosed(), ch, resumed);
+        w.pinQuota(quota);
+        windows.add(w);
+        window = w;
+    }
+
+    /** Retires the current window (its connection is lost) and forgets the windows already unmapped. */
+    private void retireWindow() {
+        SessionWindow w = window;
+        window = null;
+        if (w != null) {
+            w.retire();
+        }
+        for (SessionWindow old : windows) {
+            if (old.released()) {
+                windows.remove(old);
+                pastWindowBytes.add(old.bytes());
+                if (old.resumed()) {
+                    pastResumedWindowBytes.add(old.bytes());
+                }
+            }
         }
     }
 
@@ -346,14 +393,29 @@ public final class Session {
         return contextPool;
     }
 
-    /** The memory shared with the frontend, or null. */
+    /** The memory shared with the frontend on the current connection, or null. */
     SessionWindow window() {
         return window;
     }
 
-    /** Bulk bytes that went through the shared window so far, both ways. */
+    /** Bulk bytes that went through the shared windows so far, both ways (every window the session had). */
     public long windowBytes() {
-        return window == null ? 0 : window.bytes();
+        long n = pastWindowBytes.sum();
+        for (SessionWindow w : windows) {
+            n += w.bytes();
+        }
+        return n;
+    }
+
+    /** Of {@link #windowBytes}, those through windows attached when the session resumed on a new ring. */
+    public long resumedWindowBytes() {
+        long n = pastResumedWindowBytes.sum();
+        for (SessionWindow w : windows) {
+            if (w.resumed()) {
+                n += w.bytes();
+            }
+        }
+        return n;
     }
 
     /**
@@ -388,8 +450,8 @@ public final class Session {
         }
         cleanup.destroyExecGraphs(handles.idOf(ParamType.CTX, real));
         staging.retire(real);
-        if (window != null) {
-            window.unpin(real);
+        for (SessionWindow w : windows) {
+            w.unpin(real);
         }
     }
 
@@ -524,15 +586,37 @@ public final class Session {
      * connection first, should the reader not have noticed its loss yet). False when the session has ended.
      */
     public boolean attach(FrameChannel next) {
+        return attach(next, null);
+    }
+
+    /**
+     * {@link #attach(FrameChannel)} with the shared window of the resuming connection ({@code window}, null for none),
+     * which becomes the session's window once the reader takes the connection; when the handshake granted it
+     * ({@link Handshake#FEATURE_WINDOW} in the WELCOME of the resume). False (the window released) when the session
+     * cannot take the connection.
+     */
+    public boolean attach(FrameChannel next, SharedWindow window) {
         synchronized (drainLock) {
             if (frozen) {
+                if (window != null) {
+                    window.release();
+                }
                 return false; // checkpointed with stop: it resumes where it is restored, not here
             }
         }
         if (ended.get() || resume == null) {
+            if (window != null) {
+                window.release();
+            }
             return false;
         }
-        offered.add(next);
+        offered.add(new Offer(next, window));
+        if (ended.get()) {
+            for (Offer o; (o = offered.poll()) != null; ) {
+                o.close(); // ended meanwhile: its end may have drained the queue before this offer
+            }
+            return false;
+        }
         FrameChannel old = channel;
         if (old != null && old != next) {
             old.close(); // the reader notices and takes the offered one
@@ -546,6 +630,7 @@ public final class Session {
      */
     private String awaitResume(String cause) throws InterruptedException {
         Resume r = resume;
+        retireWindow(); // it belongs to the lost connection: frames already read still use it, no new use starts
         detachedBecause = cause;
         if (channel != null) {
             channel.close(); // broken or half-closed: the peer sees the end at once, and a resume brings a new one
@@ -564,21 +649,25 @@ public final class Session {
             if (left <= 0) {
                 return cause + "; not resumed within the grace period of " + r.grace().toSeconds() + " s";
             }
-            FrameChannel next = offered.poll(Math.min(left, 200_000_000L), java.util.concurrent.TimeUnit.NANOSECONDS);
-            if (next == null) {
+            Offer offer = offered.poll(Math.min(left, 200_000_000L), java.util.concurrent.TimeUnit.NANOSECONDS);
+            if (offer == null) {
                 continue; // looks at ended (the backend's shutdown) and the deadline again
             }
             if (ended.get()) {
-                next.close();
+                offer.close();
                 return "ended while detached";
             }
-            for (FrameChannel newer; (newer = offered.poll()) != null; ) {
-                next.close(); // a later attempt of the same frontend supersedes it
-                next = newer;
+            for (Offer newer; (newer = offered.poll()) != null; ) {
+                offer.close(); // a later attempt of the same frontend supersedes it
+                offer = newer;
             }
+            FrameChannel next = offer.channel();
             try {
                 next.send(Opcodes.RESUMED, 0, 0, 0, r.log().state().encode());
                 channel = next;
+                if (offer.window() != null) {
+                    useWindow(offer.window(), next, true); // the new ring's: frames read from here on refer to it
+                }
                 hangup = new io.gpusockets.backend.isolation.PeerHangup(next.connection());
                 peer = next.connection().peer().description();
                 detachedBecause = null;
@@ -595,6 +684,11 @@ public final class Session {
                         + "); waiting for the next");
                 next.close(); // lost again at once: wait for the next attempt
                 channel = next;
+                if (window != null && window.channel() == next) {
+                    retireWindow();
+                } else if (offer.window() != null) {
+                    offer.window().release(); // never became the session's
+                }
                 detachedBecause = cause;
             }
         }
@@ -713,7 +807,7 @@ public final class Session {
                         lanes.end(h.lane());
                         continue;
                     }
-                    if (log != null && !(h.opcode() == Opcodes.DATA && h.inWindow())) {
+                    if (log != null) {
                         log.received(h);
                     }
                     lanes.lane(h.lane()).enqueue(in);
@@ -942,7 +1036,15 @@ public final class Session {
                 }
                 if (op == Opcodes.DATA && h.inWindow()) {
                     Inbound in = windowData(h);
-                    if (recorder == null || admit(in, null)) {
+                    if (recorder == null && log != null) {
+                        try {
+                            log.received(h); // counted like any DATA frame: RESUMED tells the frontend what to resend
+                        } catch (ProtocolException e) {
+                            release(in);
+                            throw e;
+                        }
+                    }
+                    if (recorder == null || admit(in, log)) {
                         try {
                             lanes.lane(h.lane()).enqueue(in);
                         } finally {
@@ -964,7 +1066,7 @@ public final class Session {
                 }
                 body.flip();
                 if (recorder != null) {
-                    Inbound in = new Inbound(h, body, charge);
+                    Inbound in = new Inbound(h, body, charge, window);
                     if (admit(in, log)) {
                         dispatch(in, exec);
                     }
@@ -979,7 +1081,7 @@ public final class Session {
                         throw e;
                     }
                 }
-                dispatch(new Inbound(h, body, charge), exec);
+                dispatch(new Inbound(h, body, charge, window), exec);
             }
         }
     }
@@ -1068,9 +1170,8 @@ public final class Session {
 
     /** A frame is done with: its window slot, pooled buffer and budget go back. */
     void release(Inbound in) {
-        boolean inWindow = in.header().opcode() == Opcodes.DATA && in.header().inWindow();
-        if (inWindow) {
-            window.inputDone(); // a frame of bytes in a window slot, which the frontend may now refill
+        if (in.bytesInWindow()) {
+            in.window().inputDone(); // a frame of bytes in a window slot, which the frontend may now refill
         } else {
             dataBuffers.offer(in.body());
         }
@@ -1120,6 +1221,24 @@ public final class Session {
     }
 
     /**
+     * Sends a window DATA frame of a call's output: {@code length} bytes at {@code offset} of {@code w}. A resumable
+     * session keeps the bytes themselves, as a plain DATA frame (a window belongs to its connection, and a resume
+     * brings a new one), and sends the reference only on {@code w}'s own connection, else the bytes.
+     */
+    void sendWindowData(SessionWindow w, int lane, long requestId, long offset, long length) throws IOException {
+        ByteBuffer ref = io.gpusockets.protocol.wire.WindowSlots.ref(offset, length);
+        Resume r = resume;
+        if (r != null) {
+            r.log().sendWindowData(liveChannel, w.channel(), lane, requestId, ref,
+                    w.segment().asSlice(offset, length).asByteBuffer());
+        } else {
+            channel.send(Opcodes.DATA, FrameHeader.FLAG_WINDOW, lane, requestId, ref);
+        }
+        w.outputSent(length);
+        stats.frameOut(Handshake.WINDOW_REF_BYTES);
+    }
+
+    /**
      * Stops the lanes, destroys what the session made, logs one line. Idempotent. The connection closes
      * at once; a lane still inside a driver call after the bounded waits of {@link Lanes#endAll} keeps
      * the session's contexts alive, and their release waits for it on a {@link SessionReaper} thread
@@ -1139,8 +1258,8 @@ public final class Session {
                 releaseHeld(in);
             }
         }
-        for (FrameChannel c; (c = offered.poll()) != null; ) {
-            c.close();
+        for (Offer o; (o = offered.poll()) != null; ) {
+            o.close();
         }
         callbackGates.close();   // no stream may stay blocked on a guest that is gone
         LaunchShares ls = launchShares;
@@ -1174,8 +1293,8 @@ public final class Session {
             LOG.log(Level.WARNING, "session " + id + ": " + missed + " bytes were still charged to tenant " + tenant.name()
                     + " after its release (given back now)");
         }
-        if (window != null) {
-            window.release(); // every lane has finished: nothing of ours touches it any more
+        for (SessionWindow w : windows) {
+            w.release(); // every lane has finished: nothing of ours touches it any more
         }
         releasePending = false;
         peerFaults.flush();

@@ -26,6 +26,8 @@ final class SessionCleanup {
     private final StagingPool staging;
     /** The shared window, or null. */
     private final SessionWindow window;
+    /** The session's shared windows (the current one and retired ones not yet unmapped), or null: see {@link #windows}. */
+    private volatile java.util.List<SessionWindow> windows;
     private final SessionPools pools;
     private final SessionVmm vmm;
     private final SessionWaits waits;
@@ -50,6 +52,11 @@ final class SessionCleanup {
         this.memory = memory;
         this.staging = staging;
         this.window = window;
+    }
+
+    /** The session's shared windows, as they stand when it ends: each is unpinned before the contexts go. */
+    void windows(java.util.List<SessionWindow> windows) {
+        this.windows = windows;
     }
 
     void shareContexts(SharedContexts s) {
@@ -81,6 +88,12 @@ final class SessionCleanup {
         int libFailed = 0;
         if (window != null) {
             window.unpin(0);  // before its context may go, and before the window is unmapped
+        }
+        java.util.List<SessionWindow> all = windows;
+        if (all != null) {
+            for (SessionWindow w : all) {
+                w.unpin(0);
+            }
         }
         staging.close(); // pinned buffers belong to contexts: free them while those still exist
         String stagingSummary = staging.summary();

@@ -25,6 +25,12 @@ import java.util.function.BooleanSupplier;
  *
  * <p>DATA frames flagged FLAG_WINDOW refer to it; copies to the host may be placed in it. Only the
  * frontend's own data is ever in it, so a frontend that writes it at the wrong time harms nobody else.
+ *
+ * <p>A window belongs to one connection (a ring's mapping): a resumable session that resumes on a new ring gets
+ * a new window and {@linkplain #retire retires} the old one. Frames read before the resume may still refer to a
+ * retired window: it stays mapped (and page-locked) until the last of them is done with and no copy to the host
+ * writes it ({@link #tryUse}), then it is unpinned and unmapped. A copy to the host waiting for a slot of a
+ * retired window is told so ({@link #nextOutputSlot} returns -1) and sends the rest through the byte stream.
  */
 final class SessionWindow {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -46,14 +52,102 @@ final class SessionWindow {
     private long pinnedIn;
     /** The driver refused to page-lock the window once: copies through it go through the driver's own staging. */
     private boolean pinRefused;
+    /** The connection the window came with (frames referring to it travel on it), or null where unknown. */
+    private final Object channel;
+    /** Attached at a resume, not at the session's start. */
+    private final boolean resumed;
+    /** Frames referring to the window not yet done with, and copies to the host writing it now. Guarded by this. */
+    private int users;
+    /** Its connection is gone: no new use, unmapped once {@link #users} is 0. Guarded by this. */
+    private boolean retired;
+    /** Unpinned and unmapped (retired and unused, or the session's end). Guarded by this. */
+    private boolean released;
     /** Where page-locking is charged, or null. Guarded by this. */
     private SessionQuota quota;
 
     SessionWindow(long sessionId, SharedWindow window, CudaDriver driver, BooleanSupplier gone) {
+        this(sessionId, window, driver, gone, null, false);
+    }
+
+    /**
+     * {@code gone}: the session ended, or its frontend is gone for good; {@code channel}: the connection the window
+     * came with; {@code resumed}: attached when the session resumed on that connection.
+     */
+    SessionWindow(long sessionId, SharedWindow window, CudaDriver driver, BooleanSupplier gone, Object channel, boolean resumed) {
         this.sessionId = sessionId;
         this.window = window;
         this.driver = driver;
         this.gone = gone;
+        this.channel = channel;
+        this.resumed = resumed;
+    }
+
+    /** The connection the window came with: a window reference is valid only on it. */
+    Object channel() {
+        return channel;
+    }
+
+    /** Whether the window came with a resume (for the count of bytes through windows re-created at resumes). */
+    boolean resumed() {
+        return resumed;
+    }
+
+    /**
+     * Takes the window for one copy to the host that writes it; false once it is retired. The copy gives it back
+     * with {@link #doneUsing}.
+     */
+    synchronized boolean tryUse() {
+        if (retired || released) {
+            return false;
+        }
+        users++;
+        return true;
+    }
+
+    /** A copy that {@link #tryUse took} the window is done with it. */
+    void doneUsing() {
+        boolean last;
+        synchronized (this) {
+            last = --users == 0 && retired;
+        }
+        if (last) {
+            unmapRetired();
+        }
+    }
+
+    /**
+     * Its connection is gone (the session resumes on another, with a window of its own): no new use; unpinned and
+     * unmapped once the frames that refer to it are done with, at once when none does.
+     */
+    void retire() {
+        boolean now;
+        synchronized (this) {
+            retired = true;
+            now = users == 0;
+        }
+        if (now) {
+            unmapRetired();
+        }
+    }
+
+    synchronized boolean retired() {
+        return retired;
+    }
+
+    /** Whether the window is unmapped here (retired and unused, or the session's end). */
+    synchronized boolean released() {
+        return released;
+    }
+
+    private void unmapRetired() {
+        synchronized (this) {
+            if (released) {
+                return;
+            }
+            released = true;
+        }
+        unpin(0);
+        window.release();
     }
 
     /** The shared memory itself. */
@@ -70,20 +164,34 @@ final class SessionWindow {
         MemorySegment in = WindowSlots.resolve(window.segment(), ref);
         budget.acquire(BodyBudget.MIN_CHARGE);
         bytes.add(in.byteSize());
-        return new Inbound(h, in.asByteBuffer().order(ByteOrder.LITTLE_ENDIAN), BodyBudget.MIN_CHARGE);
+        synchronized (this) {
+            users++; // read on the window's own connection, which is not retired while its reader reads it
+        }
+        return new Inbound(h, in.asByteBuffer().order(ByteOrder.LITTLE_ENDIAN), BodyBudget.MIN_CHARGE, this);
     }
 
     /** An input frame's bytes are done with: the frontend may refill its slot. */
-    synchronized void inputDone() {
-        WindowSlots.publish(window.segment(), WindowSlots.IN_RELEASED_OFFSET, ++inReleased);
+    void inputDone() {
+        boolean last;
+        synchronized (this) {
+            if (!released) {
+                WindowSlots.publish(window.segment(), WindowSlots.IN_RELEASED_OFFSET, ++inReleased);
+            }
+            last = --users == 0 && retired;
+        }
+        if (last) {
+            unmapRetired();
+        }
     }
 
     /**
      * The window offset where the next output frame goes, in one of {@code slots} output slots of
      * {@code slotBytes}, once the frontend has copied out the frame that last used that slot; call
      * {@link #outputSent} after sending it. Waits for as long as the frontend is there: it ends
-     * with an IOException when the frontend goes away or the session ends, and an InterruptedException
-     * when the lane is interrupted. A frontend that never takes its data holds only its own lane.
+     * with an IOException when the frontend goes away or the session ends, an InterruptedException
+     * when the lane is interrupted, and -1 when the window is {@linkplain #retire retired} (the
+     * session resumes on a new connection: the copy sends the rest through the byte stream). A
+     * frontend that never takes its data holds only its own lane. Only while {@link #tryUse} holds it.
      */
     long nextOutputSlot(int slots, long slotBytes) throws IOException, InterruptedException {
         MemorySegment w = window.segment();
@@ -93,9 +201,12 @@ final class SessionWindow {
         }
         boolean[] interrupted = new boolean[1];
         if (!WindowSlots.await(w, WindowSlots.OUT_TAKEN_OFFSET, sent - slots + 1,
-                () -> (interrupted[0] = Thread.interrupted()) || gone.getAsBoolean())) {
+                () -> (interrupted[0] = Thread.interrupted()) || gone.getAsBoolean() || retired())) {
             if (interrupted[0]) {
                 throw new InterruptedException("session ending while waiting for the frontend to take window data");
+            }
+            if (!gone.getAsBoolean() && retired()) {
+                return -1;
             }
             throw new IOException("frontend gone while window data was waiting for it");
         }
@@ -128,7 +239,7 @@ final class SessionWindow {
         if (pinnedIn != 0) {
             return true;
         }
-        if (pinRefused || context == 0) {
+        if (pinRefused || released || context == 0) {
             return false;
         }
         MemorySegment w = window.segment();
@@ -180,6 +291,9 @@ final class SessionWindow {
 
     /** Unmaps the window here; only once nothing of the session touches it any more. */
     void release() {
+        synchronized (this) {
+            released = true;
+        }
         window.release();
     }
 }

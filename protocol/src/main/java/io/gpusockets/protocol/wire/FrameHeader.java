@@ -33,7 +33,9 @@ public record FrameHeader(int length, int opcode, int flags, int lane, long requ
     /**
      * On DATA: the body is a window reference (offset u64, length u64) into the connection's
      * {@link io.gpusockets.protocol.transport.SharedWindow}, not the bytes. On a call: the caller asks
-     * for its bulk output that way. Only on sessions that agreed to the window feature.
+     * for its bulk output that way. Only on sessions that agreed to the window feature. A reference means the
+     * window of the connection the frame travels on: a session resumed on a new ring has that ring's window,
+     * and what a resume resends never refers to a window.
      */
     public static final int FLAG_WINDOW = 4;
 
