@@ -776,13 +776,36 @@ final class BackendConnection implements AutoCloseable {
         return broken;
     }
 
+    /**
+     * The connection was lost just as the program ends: one resume (within the connect timeout) to say GOODBYE, so
+     * that the backend ends the session now instead of keeping it detached for its grace period. Calls still
+     * unanswered are not resent: the program no longer waits for them.
+     */
+    private void goodbyeOnANewConnection() {
+        try {
+            Opened o = handshake(uri, config, token);
+            try {
+                o.channel().send(Opcodes.GOODBYE, 0, 0, 0);
+            } finally {
+                o.channel().close();
+                if (o.window() != null) {
+                    o.window().release();
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // the backend keeps the session for its grace period, then ends it
+        }
+    }
+
     @Override
     public void close() {
         if (broken == null) {
             try {
                 channel.send(Opcodes.GOODBYE, 0, 0, 0);
-            } catch (IOException ignored) {
-                // closing anyway
+            } catch (IOException lost) {
+                if (token != null) {
+                    goodbyeOnANewConnection();
+                }
             }
             broken = new IOException("connection to backend " + uri + " closed");
         }
