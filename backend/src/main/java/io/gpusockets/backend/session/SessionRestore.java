@@ -99,6 +99,7 @@ public final class SessionRestore {
                     java.nio.channels.Channels.newInputStream(ch), 1 << 20));
             CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(counted));
             ch.position(counted.count); // the contents are read from the channel, not through the buffered stream
+            RestoreModels.check(h, host, file); // before anything is made
             Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
             boolean ok = false;
             try {
