@@ -37,7 +37,10 @@ import java.util.TreeMap;
  * context id at the time, the ids it issued (a MAKE's, and a GLOBAL's: cuLibraryGetGlobal makes the library's
  * module handle on its first use), and its allocation or global. It goes when what it made goes:
  * a MAKE record when every id it issued was dropped ({@link #handleGone}), an ALLOC or GLOBAL record with
- * its range ({@link #rangeGone}), a setter with its target. A stream-ordered free drops its allocation's record
+ * its range ({@link #rangeGone}), a setter with its target, or when a later call of the same target and key
+ * supersedes it, unless a call that copies state (instantiating, cloning or updating from a graph, a child graph node,
+ * copying attributes: {@link #reads}) was recorded between them and its record lives: then it stays until that
+ * record goes, so that the replay in order gives the copy the state it read. A stream-ordered free drops its allocation's record
  * at the call ({@link #rangeGone}): the memory is no longer the program's, and the checkpoint's drain has every
  * stream reach its frees before the image is written.
  *
