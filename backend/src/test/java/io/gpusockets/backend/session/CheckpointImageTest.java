@@ -421,6 +421,45 @@ class CheckpointImageTest {
         assertEquals(0, rec.bytes());
     }
 
+    /**
+     * A graph node's parameters superseded after an instantiation read them stay while that exec graph lives; a loop
+     * of parameter changes each followed by an exec-graph update stays bounded (each update supersedes the one before,
+     * freeing the value only it read); an update the driver refused is not recorded.
+     */
+    @Test
+    void aSetterReadByACopyStaysWhileTheCopyLivesAndAnUpdateLoopStaysBounded() {
+        CheckpointRecorder rec = new CheckpointRecorder(1 << 20);
+        ApiTable t = ApiTable.get();
+        ApiFunction set = t.byName("cuGraphKernelNodeSetParams"), inst = t.byName("cuGraphInstantiateWithFlags");
+        ApiFunction update = t.byName("cuGraphExecUpdate");
+        long graph = 10, node = 11, exec = 12, exec2 = 13;
+        rec.succeeded(set, body(node, 1), null, outs(), new long[0], 1, b -> true);
+        rec.succeeded(inst, body(graph, 0L), null, outs(exec), new long[] {exec}, 1, b -> true);
+        rec.succeeded(set, body(node, 2), null, outs(), new long[0], 1, b -> true);
+        assertEquals(List.of("cuGraphKernelNodeSetParams", "cuGraphInstantiateWithFlags", "cuGraphKernelNodeSetParams"),
+                rec.snapshot().stream().map(CheckpointRecorder.Record::name).toList(), "the first value: exec's");
+        rec.handleGone(exec);
+        List<CheckpointRecorder.Record> left = rec.snapshot();
+        assertEquals(1, left.size(), "with its reader gone, the superseded value goes: " + left);
+        assertEquals(2, ByteBuffer.wrap(left.get(0).body).order(ByteOrder.LITTLE_ENDIAN).getInt(8));
+
+        rec.succeeded(inst, body(graph, 0L), null, outs(exec2), new long[] {exec2}, 1, b -> true);
+        for (int i = 0; i < 1000; i++) {
+            rec.succeeded(set, body(node, 100 + i), null, outs(), new long[0], 1, b -> true);
+            rec.succeeded(update, body(exec2, graph), null, outs(0L), new long[0], 1, b -> true);
+        }
+        rec.succeeded(update, body(exec2, 99L), null, outs(910L), new long[0], 1, b -> true); // GRAPH_EXEC_UPDATE_FAILURE
+        List<CheckpointRecorder.Record> loop = rec.snapshot();
+        assertEquals(List.of("cuGraphKernelNodeSetParams", "cuGraphInstantiateWithFlags", "cuGraphKernelNodeSetParams",
+                "cuGraphExecUpdate"), loop.stream().map(CheckpointRecorder.Record::name).toList(),
+                "exec2's instantiation read 2; the last update read 1099; nothing else is needed");
+        assertEquals(1099, ByteBuffer.wrap(loop.get(2).body).order(ByteOrder.LITTLE_ENDIAN).getInt(8));
+        rec.handleGone(exec2);
+        rec.handleGone(node);
+        assertEquals(List.of(), rec.snapshot());
+        assertEquals(0, rec.bytes());
+    }
+
     @Test
     void pastItsBoundTheRecorderMarksTheSessionNotCheckpointable() {
         CheckpointRecorder rec = new CheckpointRecorder(300);
