@@ -318,7 +318,7 @@ class CheckpointRestoreTest {
 
     /**
      * What a checkpoint cannot capture is refused, naming it, and the session goes on untouched: here a change of
-     * context flags (a setter no record keeps, which a restore would silently lose); nothing is written.
+     * pointer attribute (a setter no record keeps, which a restore would silently lose); nothing is written.
      */
     @Test
     void uncapturableStateIsRefusedByNameAndTheSessionKeepsRunning() throws Exception {
@@ -331,10 +331,10 @@ class CheckpointRestoreTest {
                 p.walk();
                 Path image = dir.resolve("refused.ckpt");
                 long id = onlySession(server);
-                // CU_CTX_SYNC_MEMOPS
-                Cuda.ok(d.cuCtxSetFlags(0x80), "cuCtxSetFlags");
+                // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+                Cuda.ok(d.cuPointerSetAttribute(p.cu.u32(1), 6, p.nodes.get(0)), "cuPointerSetAttribute");
                 CheckpointRefused flags = assertThrows(CheckpointRefused.class, () -> server.checkpoint(id, image, true, null));
-                assertTrue(flags.getMessage().contains("changes made with cuCtxSetFlags"), flags.getMessage());
+                assertTrue(flags.getMessage().contains("changes made with cuPointerSetAttribute"), flags.getMessage());
                 assertFalse(Files.exists(image), "a refused checkpoint writes nothing");
                 p.walk();
                 p.check();
@@ -369,9 +369,10 @@ class CheckpointRestoreTest {
                 p.walk();
                 p.check();
                 Path image = dir.resolve("refused.ckpt");
-                Cuda.ok(d.cuCtxSetFlags(0x80), "cuCtxSetFlags"); // CU_CTX_SYNC_MEMOPS
+                // CU_POINTER_ATTRIBUTE_SYNC_MEMOPS
+                Cuda.ok(d.cuPointerSetAttribute(p.cu.u32(1), 6, p.nodes.get(0)), "cuPointerSetAttribute");
                 CheckpointRefused flags = assertThrows(CheckpointRefused.class, () -> server.checkpoint(id, image, true, null));
-                assertTrue(flags.getMessage().contains("changes made with cuCtxSetFlags"), flags.getMessage());
+                assertTrue(flags.getMessage().contains("changes made with cuPointerSetAttribute"), flags.getMessage());
                 assertFalse(Files.exists(image), "a refused checkpoint writes nothing");
                 CheckpointRefused unknown = assertThrows(CheckpointRefused.class,
                         () -> server.checkpoint(id + 1000, image, false, null));

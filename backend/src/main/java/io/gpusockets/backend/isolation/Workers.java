@@ -35,7 +35,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * session's token ({@link #resumable}), and a resuming connection is handed to it the same way ({@link #resume},
  * control message RESUME) while the session waits detached in the worker. A checkpoint of a session is taken by its
  * worker ({@link #checkpoint}), and a restore is made by an idle worker, which then serves the restored session
- * ({@link #restore}); both wait for the worker's answer, or fail when it dies first.
+ * ({@link #restore}); both wait for the worker's answer, or fail when it dies first or sends nothing for the quiet
+ * timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
+ * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
+ * that keeps moving is never cut off).
  *
  * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
  * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
@@ -48,6 +51,10 @@ public final class Workers implements AutoCloseable {
     static final long START_SECONDS = 60;
     /** How long a stopping worker has to end its session before it is killed. */
     static final long STOP_SECONDS = 10;
+    /** The property that sets {@link #quietTimeout}'s default, in seconds (0: wait for ever). */
+    public static final String QUIET_PROPERTY = "gpusockets.worker.checkpointQuietSeconds";
+    /** The quiet timeout's default: longer than a drain waiting for a long kernel usually takes. */
+    static final long QUIET_SECONDS_DEFAULT = 300;
 
     private final List<String> command;
     private final int idleTarget;
@@ -68,6 +75,8 @@ public final class Workers implements AutoCloseable {
     /** The workers' AOT cache, or null for none ({@link WorkerAotCache}). */
     private final WorkerAotCache aot;
     private volatile boolean closed;
+    /** How long a checkpoint or restore waits for its worker's next message; 0: for ever. */
+    private volatile long quietNanos = TimeUnit.SECONDS.toNanos(Math.max(0, Long.getLong(QUIET_PROPERTY, QUIET_SECONDS_DEFAULT)));
 
     /**
      * @param command the worker's command line (java, its options, the classpath, the main class and
@@ -100,6 +109,22 @@ public final class Workers implements AutoCloseable {
     /** Worker processes at most, idle ones included: also the most sessions this backend serves at once. */
     public int max() {
         return max;
+    }
+
+    /**
+     * How long a checkpoint or restore waits for its worker's next message (progress or answer) before it fails
+     * saying the worker did not answer (default {@value #QUIET_SECONDS_DEFAULT} s, property {@value #QUIET_PROPERTY};
+     * zero waits for ever). A drain waiting for a kernel sends nothing until the kernel ends, so the timeout must
+     * exceed the longest kernel a checkpoint may wait for. A checkpoint that timed out leaves its worker as it is:
+     * should it answer later, a checkpoint with stop that succeeded then freezes the session as it would have (its
+     * token forgotten here; the image is complete), and anything else is logged. A restore that timed out ends its
+     * worker, as a failed restore does.
+     */
+    public void quietTimeout(java.time.Duration timeout) {
+        if (timeout.isNegative()) {
+            throw new IllegalArgumentException("quiet timeout " + timeout);
+        }
+        quietNanos = timeout.toNanos();
     }
 
     /** Workers serving a session now. */
@@ -298,7 +323,24 @@ public final class Workers implements AutoCloseable {
         ByteBuffer m = ControlMessages.start(ControlMessages.CHECKPOINT);
         m.putLong(request).put((byte) (stop ? 1 : 0));
         ControlMessages.putString(m, file.toAbsolutePath().toString());
-        ByteBuffer r = ask(w, request, m, progress, "the checkpoint of session " + sessionId);
+        Worker worker = w;
+        ByteBuffer r = ask(w, request, m, progress, "the checkpoint of session " + sessionId, late -> {
+            try {
+                checkpointed(worker, sessionId, file, stop, late);
+                LOG.log(Level.WARNING, "session " + sessionId + " in worker pid " + worker.pid + ": its checkpoint to " + file
+                        + " succeeded after it had timed out" + (stop ? " (the session is frozen; the image is complete)" : ""));
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException e) {
+                LOG.log(Level.WARNING, "session " + sessionId + " in worker pid " + worker.pid + ": its checkpoint, which had"
+                        + " timed out, ended: " + e.getMessage());
+            }
+        });
+        return checkpointed(w, sessionId, file, stop, r);
+    }
+
+    /** A CHECKPOINTED answer (after its request id): its result, the session frozen here after one with stop. */
+    private io.gpusockets.backend.session.CheckpointResult checkpointed(Worker w, long sessionId, Path file, boolean stop,
+                                                                       ByteBuffer r)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         try {
             byte outcome = r.get();
             if (outcome != ControlMessages.OUTCOME_DONE) {
@@ -350,7 +392,7 @@ public final class Workers implements AutoCloseable {
         m.putLong(retainBytes);
         boolean ok = false;
         try {
-            ByteBuffer r = ask(w, request, m, progress, "the restore of " + file);
+            ByteBuffer r = ask(w, request, m, progress, "the restore of " + file, late -> { });
             byte outcome = r.get();
             if (outcome != ControlMessages.OUTCOME_DONE) {
                 refused(outcome, ControlMessages.getString(r));
@@ -402,11 +444,13 @@ public final class Workers implements AutoCloseable {
     /**
      * Sends {@code m} (a CHECKPOINT or RESTORE with its {@code request}) to {@code w} and waits for its answer,
      * passing PROGRESS on; returns the answer after its request id (its outcome next). An IOException when the
-     * worker dies first (its end said), the front closes or the caller is interrupted.
+     * worker dies first (its end said), sends nothing for the quiet timeout (then an answer that comes later goes to
+     * {@code late}), the front closes or the caller is interrupted.
      */
     private ByteBuffer ask(Worker w, long request, ByteBuffer m, io.gpusockets.backend.session.CheckpointProgress progress,
-                           String what) throws IOException {
-        Operation op = new Operation(w, progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+                           String what, java.util.function.Consumer<ByteBuffer> late) throws IOException {
+        Operation op = new Operation(w, progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress,
+                late);
         operations.put(request, op);
         try {
             Connection ctl = w.control;
@@ -419,7 +463,29 @@ public final class Workers implements AutoCloseable {
                 throw new IOException(what + " failed: worker pid " + w.pid + " cannot be told: " + e.getMessage(), e);
             }
             try {
-                return op.reply.get();
+                while (true) {
+                    long quiet = quietNanos;
+                    if (quiet == 0) {
+                        return op.reply.get();
+                    }
+                    long left = op.heard.get() + quiet - System.nanoTime();
+                    try {
+                        if (left > 0) {
+                            return op.reply.get(left, TimeUnit.NANOSECONDS);
+                        }
+                    } catch (java.util.concurrent.TimeoutException e) {
+                        continue; // progress may have come meanwhile: the deadline moves with it
+                    }
+                    synchronized (op) { // against the reader completing it now: then its answer is taken
+                        if (!op.reply.isDone()) {
+                            op.abandoned = true;
+                            throw new IOException(what + " failed: worker pid " + w.pid + " sent nothing for "
+                                    + TimeUnit.NANOSECONDS.toSeconds(quiet) + " s (no progress, no answer: it hangs, or"
+                                    + " waits for a kernel that runs longer; -D" + QUIET_PROPERTY + "=SECONDS sets how long"
+                                    + " to wait, 0 for ever)");
+                        }
+                    }
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new IOException(what + ": interrupted while worker pid " + w.pid + " works on it");
@@ -427,15 +493,44 @@ public final class Workers implements AutoCloseable {
                 throw new IOException(what + " failed: " + e.getCause().getMessage(), e.getCause());
             }
         } finally {
-            operations.remove(request);
+            synchronized (op) {
+                if (!op.abandoned) {
+                    operations.remove(request); // an abandoned one stays for its late answer, or until its worker goes
+                }
+            }
         }
     }
 
-    /** A checkpoint or restore a worker works on: its progress listener and its answer. */
-    private record Operation(Worker worker, io.gpusockets.backend.session.CheckpointProgress progress,
-                             CompletableFuture<ByteBuffer> reply) {
-        Operation(Worker worker, io.gpusockets.backend.session.CheckpointProgress progress) {
-            this(worker, progress, new CompletableFuture<>());
+    /**
+     * A checkpoint or restore a worker works on: its progress listener, its answer, when its worker was last heard of
+     * (System.nanoTime), whether its caller gave up waiting (timed out: a late answer goes to {@code late}).
+     */
+    private static final class Operation {
+        final Worker worker;
+        final io.gpusockets.backend.session.CheckpointProgress progress;
+        final CompletableFuture<ByteBuffer> reply = new CompletableFuture<>();
+        final AtomicLong heard = new AtomicLong(System.nanoTime());
+        final java.util.function.Consumer<ByteBuffer> late;
+        /** Guarded by this object's monitor. */
+        boolean abandoned;
+
+        Operation(Worker worker, io.gpusockets.backend.session.CheckpointProgress progress,
+                  java.util.function.Consumer<ByteBuffer> late) {
+            this.worker = worker;
+            this.progress = progress;
+            this.late = late;
+        }
+
+        Worker worker() {
+            return worker;
+        }
+
+        io.gpusockets.backend.session.CheckpointProgress progress() {
+            return progress;
+        }
+
+        CompletableFuture<ByteBuffer> reply() {
+            return reply;
         }
     }
 
@@ -703,6 +798,7 @@ public final class Workers implements AutoCloseable {
                         long done = m.getLong();
                         long total = m.getLong();
                         if (op != null && op.worker() == w) {
+                            op.heard.set(System.nanoTime());
                             try {
                                 op.progress().progress(stage, done, total);
                             } catch (RuntimeException e) {
@@ -711,11 +807,22 @@ public final class Workers implements AutoCloseable {
                         }
                     }
                     case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED -> {
-                        Operation op = operations.get(m.getLong());
+                        long request = m.getLong();
+                        Operation op = operations.get(request);
                         if (op == null || op.worker() != w) {
                             throw new IOException("an answer to no request of this worker");
                         }
-                        op.reply().complete(m);
+                        boolean late;
+                        synchronized (op) {
+                            late = op.abandoned;
+                            if (!late) {
+                                op.reply().complete(m);
+                            }
+                        }
+                        if (late) {
+                            operations.remove(request);
+                            op.late.accept(m);
+                        }
                     }
                     default -> throw new IOException("unknown control message " + type);
                 }
@@ -811,6 +918,11 @@ public final class Workers implements AutoCloseable {
                         + (w.sessionId == 0 ? "" : " of session " + w.sessionId) + " is gone (" + how + ")"));
             }
         }
+        operations.values().removeIf(op -> {
+            synchronized (op) {
+                return op.worker() == w && op.abandoned; // timed out: no answer will come
+            }
+        });
     }
 
     private static void sleepQuietly(long millis) {

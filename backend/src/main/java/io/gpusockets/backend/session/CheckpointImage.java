@@ -20,7 +20,7 @@ import java.util.zip.CRC32C;
  * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
  *
  * <pre>
- * magic "GPUSCKPT", u32 version (2; version 1 is read too)
+ * magic "GPUSCKPT", u32 version (3; versions 1 and 2 are read too)
  * u64 session id, utf tenant
  * u32 n, n x (i32 device, u64 window base)            the address windows
  * u64 next handle id
@@ -33,6 +33,8 @@ import java.util.zip.CRC32C;
  * u32 n, n x record:  u8 kind (0 make, 1 alloc, 2 global, 3 set), i32 opcode, u64 context id,
  *          u32 length, request body, u32 length, DATA bytes, u32 n, n x u64 issued id, u64 base, u64 size,
  *          u64 target, utf key ("" for none)
+ * u32 n, n x (i32 device, utf name, i32 compute capability as major * 10 + minor, -1 unknown)   the devices' models,
+ *          which a restore checks the module images against ({@link RestoreModels}); not in versions 1 and 2
  * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
  *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
  *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
@@ -43,7 +45,8 @@ import java.util.zip.CRC32C;
  * </pre>
  *
  * Version 1 (written before CUDA arrays were captured) has no kind and no level in a range: all its ranges are
- * device memory. A restore reads both; other versions are refused, naming the version.
+ * device memory. Versions 1 and 2 have no device models (a restore then checks the modules against its devices
+ * without naming the checkpointing one). A restore reads all three; other versions are refused, naming the version.
  *
  * Everything but the contents is read into memory first (it is bounded by the recorder's bound); the contents
  * are streamed through a channel, each chunk checked against its hash before it is used ({@link ContentsReader});
@@ -52,7 +55,9 @@ import java.util.zip.CRC32C;
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
     static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 2;
+    static final int VERSION = 3;
+    /** The first version that records the devices' models. */
+    static final int DEVICES_VERSION = 3;
     /** The oldest version a restore reads. */
     static final int OLDEST_VERSION = 1;
     /** The chunk size contents are copied and hashed in. */
@@ -68,12 +73,18 @@ final class CheckpointImage {
 
     /** Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}). */
     record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
-                  int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records, int version) {
+                  int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
+                  List<DeviceModel> devices, int version) {
         /** A header of this backend's {@link #VERSION}. */
         Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
-               int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records) {
-            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, VERSION);
+               int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
+               List<DeviceModel> devices) {
+            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, VERSION);
         }
+    }
+
+    /** A device of the checkpointing backend: its ordinal, name and compute capability (major * 10 + minor, or -1). */
+    record DeviceModel(int device, String name, int capability) {
     }
 
     /** A range of device memory: its contents are at {@code base}. */
@@ -175,6 +186,12 @@ final class CheckpointImage {
             out.writeLong(rec.size);
             out.writeLong(rec.target);
             out.writeUTF(rec.key == null ? "" : rec.key);
+        }
+        out.writeInt(h.devices().size());
+        for (DeviceModel d : h.devices()) {
+            out.writeInt(d.device());
+            out.writeUTF(d.name());
+            out.writeInt(d.capability());
         }
         out.writeInt(ranges.size());
     }
@@ -283,8 +300,12 @@ final class CheckpointImage {
             records.add(new CheckpointRecorder.Record(i, kinds[kind], opcode, body, data, context, ids, base, size, target,
                     key.isEmpty() ? null : key));
         }
+        List<DeviceModel> models = new ArrayList<>();
+        for (int i = 0, n = version >= DEVICES_VERSION ? count(in) : 0; i < n; i++) {
+            models.add(new DeviceModel(in.readInt(), in.readUTF(), in.readInt()));
+        }
         return new Header(sessionId, tenant, windows, nextId,
-                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, version);
+                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, version);
     }
 
     /** One verified chunk of contents: its range, where in the range it goes, and how many bytes it has. */

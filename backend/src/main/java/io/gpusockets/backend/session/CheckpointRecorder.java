@@ -37,7 +37,10 @@ import java.util.TreeMap;
  * context id at the time, the ids it issued (a MAKE's, and a GLOBAL's: cuLibraryGetGlobal makes the library's
  * module handle on its first use), and its allocation or global. It goes when what it made goes:
  * a MAKE record when every id it issued was dropped ({@link #handleGone}), an ALLOC or GLOBAL record with
- * its range ({@link #rangeGone}), a setter with its target. A stream-ordered free drops its allocation's record
+ * its range ({@link #rangeGone}), a setter with its target, or when a later call of the same target and key
+ * supersedes it, unless a call that copies state (instantiating, cloning or updating from a graph, a child graph node,
+ * copying attributes: {@link #reads}) was recorded between them and its record lives: then it stays until that
+ * record goes, so that the replay in order gives the copy the state it read. A stream-ordered free drops its allocation's record
  * at the call ({@link #rangeGone}): the memory is no longer the program's, and the checkpoint's drain has every
  * stream reach its frees before the image is written.
  *
@@ -160,11 +163,22 @@ final class CheckpointRecorder {
     /** By table index: a launch (for the malloc heap check). */
     private final boolean[] launch;
     /**
-     * By table index: a setter whose change no record keeps (graph node and exec-graph parameters and events, exec
-     * graph updates, context flags, pool access, pointer attributes); once one succeeded, checkpoints are refused
-     * naming it, rather than a restore silently coming back without the change.
+     * By table index: a setter whose change no record keeps (a host node's parameters: host nodes are the guest's
+     * work, which a checkpoint refuses anyway; pointer attributes: their target is an allocation, which setter records
+     * do not follow); once one succeeded, checkpoints are refused naming it, rather than a restore silently coming
+     * back without the change.
      */
     private final boolean[] unkept;
+    /**
+     * By table index: a call that reads state setters changed (instantiating, cloning or updating from a graph,
+     * a child graph node, copying attributes): a setter superseded after such a call was recorded is kept while
+     * that record lives ({@link #readers}), so that the replay gives the call the state it read.
+     */
+    private final boolean[] reads;
+    /** The live records of {@link #reads} calls, by seq. */
+    private final java.util.TreeSet<Long> readers = new java.util.TreeSet<>();
+    /** Setters superseded but kept for a reader after them, by their seq. */
+    private final Map<Long, Shadow> shadows = new LinkedHashMap<>();
     /** The unkept setters that succeeded in this session, by name. */
     private final Set<String> changedBy = new java.util.TreeSet<>();
     private final TreeMap<Long, Record> records = new TreeMap<>();
@@ -188,10 +202,14 @@ final class CheckpointRecorder {
         this.watched = new boolean[fs.size()];
         this.launch = new boolean[fs.size()];
         this.unkept = new boolean[fs.size()];
+        this.reads = new boolean[fs.size()];
         for (ApiFunction f : fs) {
             unkept[f.index()] = f.checkpoint() == CheckpointRule.NONE && (f.name().matches("cuGraph\\w*(SetParams|SetEvent)")
                     || f.name().startsWith("cuGraphExecUpdate") || f.name().equals("cuCtxSetFlags")
                     || f.name().equals("cuMemPoolSetAccess") || f.name().equals("cuPointerSetAttribute"));
+            reads[f.index()] = f.name().startsWith("cuGraphInstantiate") || f.name().equals("cuGraphClone")
+                    || f.name().equals("cuGraphAddChildGraphNode") || f.name().startsWith("cuGraphExecUpdate")
+                    || f.name().equals("cuGraphExecChildGraphNodeSetParams") || f.name().endsWith("CopyAttributes");
             // codec=graph entries return the nodes they add through a ptr, not a declared out handle
             boolean w = f.checkpoint() != CheckpointRule.NONE || f.name().equals("cuCtxSetLimit")
                     || f.codec() == io.gpusockets.protocol.api.WireCodec.GRAPH;
@@ -234,6 +252,10 @@ final class CheckpointRecorder {
         }
         if (!watched[f.index()] || body == null) {
             return;
+        }
+        if (f.name().startsWith("cuGraphExecUpdate") && (outs == null || outs.remaining() < 4
+                || outs.duplicate().order(ByteOrder.LITTLE_ENDIAN).getInt(outs.position()) != 0)) {
+            return; // the driver refused the update (its reply says so as an output): the exec graph is unchanged
         }
         if (f.name().equals("cuCtxSetLimit") && body.length >= 4
                 && ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getInt(0) == LIMIT_MALLOC_HEAP_SIZE) {
@@ -317,6 +339,9 @@ final class CheckpointRecorder {
             }
         }
         add(r);
+        if (reads[f.index()]) {
+            readers.add(r.seq);
+        }
     }
 
     /** Whether {@code r} would take the records past their bound: then the session is marked and they all go. */
@@ -329,6 +354,8 @@ final class CheckpointRecorder {
         byId.clear();
         byBase.clear();
         setters.clear();
+        readers.clear();
+        shadows.clear();
         graphMemoryNodes.clear();
         bytes = 0;
         return true;
@@ -347,16 +374,47 @@ final class CheckpointRecorder {
             }
         }
         if (r.kind == Kind.SET) {
-            Record old = setters.computeIfAbsent(r.target, t -> new LinkedHashMap<>()).put(r.key, r);
+            Map<String, Record> byKey = setters.computeIfAbsent(r.target, t -> new LinkedHashMap<>());
+            Record old = byKey.put(r.key, r);
             if (old != null) {
-                drop(old);
+                Long reader = readers.higher(old.seq);
+                if (reader == null) {
+                    drop(old);
+                } else {
+                    // a call recorded since read the state old set: old stays (with its target) while a reader
+                    // between it and r lives
+                    String kept = r.key + "@" + old.seq;
+                    byKey.put(kept, old);
+                    shadows.put(old.seq, new Shadow(old, kept, r.seq));
+                }
             }
         }
+    }
+
+    /** A setter {@code record} superseded by the one of seq {@code until}, kept under {@code key} for readers between. */
+    private record Shadow(Record record, String key, long until) {
     }
 
     private void drop(Record r) {
         if (records.remove(r.seq) != null) {
             bytes -= r.bytes();
+        }
+        shadows.remove(r.seq);
+        if (readers.remove(r.seq)) {
+            // setters kept for this reader alone go
+            List<Shadow> free = new ArrayList<>();
+            for (Shadow sh : shadows.values()) {
+                if (sh.record.seq < r.seq && r.seq < sh.until && readers.subSet(sh.record.seq, false, sh.until, false).isEmpty()) {
+                    free.add(sh);
+                }
+            }
+            for (Shadow sh : free) {
+                Map<String, Record> byKey = setters.get(sh.record.target);
+                if (byKey != null) {
+                    byKey.remove(sh.key);
+                }
+                drop(sh.record);
+            }
         }
     }
 
@@ -383,7 +441,7 @@ final class CheckpointRecorder {
         }
         Map<String, Record> s = setters.remove(id);
         if (s != null) {
-            s.values().forEach(this::drop);
+            new ArrayList<>(s.values()).forEach(this::drop);
         }
     }
 
@@ -439,7 +497,9 @@ final class CheckpointRecorder {
         unreplayed.forEach((t, n) -> out.add(n + " " + kindName(t) + " handle(s), which a checkpoint does not capture yet"));
         if (!changedBy.isEmpty()) {
             out.add("changes made with " + String.join(", ", changedBy) + " earlier in this session, which a checkpoint"
-                    + " does not capture yet (a restore would bring back the state as it was made)");
+                    + " does not capture (a restore would bring back the state as it was made: a host node's parameters"
+                    + " are the guest's work; a pointer attribute's target is an allocation, which setter records do not"
+                    + " follow)");
         }
         if (!graphMemoryNodes.isEmpty()) {
             out.add(graphMemoryNodes.size() + " graph memory node(s) (cuGraphAddMemAllocNode: graph memory lies outside the"

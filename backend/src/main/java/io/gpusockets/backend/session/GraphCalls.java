@@ -1197,6 +1197,9 @@ final class GraphCalls implements BackendHandlers.Graphs {
         MemorySegment info = c.scratch(GraphRequest.UPDATE_INFO_BYTES);
         info.fill((byte) 0);
         int r = driver.cuGraphExecUpdate(exec, graph, info);
+        if (r != CuResult.CUDA_SUCCESS && c.lane.replay) {
+            return r; // a restore replays only updates that succeeded: one that fails now fails the restore, named
+        }
         c.reserveUnknown(ParamType.GNODE, info.asSlice(8, 16), 2);
         c.outs.putInt(r).putInt(info.get(ValueLayout.JAVA_INT_UNALIGNED, 0))
                 .putLong(nodeId(info.get(LONG, 8), g)).putLong(nodeId(info.get(LONG, 16), g));

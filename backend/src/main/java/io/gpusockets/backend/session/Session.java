@@ -900,7 +900,7 @@ public final class Session {
         CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
                 new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
                         r.log().receivedCopy(), kept),
-                primary.snapshot(), stacks, records);
+                primary.snapshot(), stacks, records, RestoreModels.devices(host));
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
         java.util.Map<Long, Long> contextOf = new java.util.HashMap<>();
         long total = 0;

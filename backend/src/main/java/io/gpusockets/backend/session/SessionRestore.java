@@ -15,7 +15,8 @@ import java.util.Map;
 
 /**
  * Restores a checkpointed session ({@link CheckpointImage}) into this backend, which never had it: a session
- * made detached under the image's id, with address-stable memory whatever the backend's and its tenant's setting
+ * made detached under the image's id once every recorded module image was found to carry code its device here can
+ * run ({@link RestoreModels}: else the restore is refused before anything is made), with address-stable memory whatever the backend's and its tenant's setting
  * for new sessions, and its address windows at the image's bases (one taken here refuses the restore, naming it); the records replayed in
  * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
@@ -99,6 +100,7 @@ public final class SessionRestore {
                     java.nio.channels.Channels.newInputStream(ch), 1 << 20));
             CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(counted));
             ch.position(counted.count); // the contents are read from the channel, not through the buffered stream
+            RestoreModels.check(h, host, file); // before anything is made
             Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
             boolean ok = false;
             try {

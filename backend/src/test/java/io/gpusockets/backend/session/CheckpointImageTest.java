@@ -27,10 +27,15 @@ import org.junit.jupiter.api.Test;
 /** The checkpoint image's writer and reader ({@link CheckpointImage}), and the recorder's bookkeeping ({@link CheckpointRecorder}). */
 class CheckpointImageTest {
     private static CheckpointImage.Header header(List<CheckpointRecorder.Record> records) {
+        return header(records, List.of(new CheckpointImage.DeviceModel(0, "NVIDIA H100 80GB HBM3", 90)));
+    }
+
+    private static CheckpointImage.Header header(List<CheckpointRecorder.Record> records,
+                                                 List<CheckpointImage.DeviceModel> devices) {
         return new CheckpointImage.Header(42, "default", Map.of(0, 0x7f5a00000000L), 0x2a000123L,
                 new CheckpointImage.ResumeState(new byte[] {1, 2, 3}, "psk=;cert=;uid=0", 60, 5, Map.of(1, new long[] {9, 2}),
                         List.of(new ResumeLog.Kept(1, 8, List.of(new int[] {77, 1}), List.of(new byte[] {4, 5})))),
-                new int[][] {{2, 0}}, Map.of(1, new long[] {0x2a000100L}), records);
+                new int[][] {{2, 0}}, Map.of(1, new long[] {0x2a000100L}), records, devices);
     }
 
     /** A device of {@code size} bytes at {@code base} over a byte array, recording each chunk copied in. */
@@ -111,6 +116,7 @@ class CheckpointImageTest {
         assertArrayEquals(new long[] {0x2a000100L}, h.laneContexts().get(1));
         assertEquals(1, h.records().size());
         assertEquals(base, h.records().get(0).base);
+        assertEquals(List.of(new CheckpointImage.DeviceModel(0, "NVIDIA H100 80GB HBM3", 90)), h.devices());
         ArrayDevice back = new ArrayDevice(base, new byte[contents.length]);
         assertEquals(contents.length, restore(image, back));
         assertEquals(List.of(CheckpointImage.CHUNK_BYTES, CheckpointImage.CHUNK_BYTES, 1000),
@@ -167,10 +173,10 @@ class CheckpointImageTest {
         bad[0] = 'X';
         assertThrows(IOException.class, () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(bad))));
         byte[] later = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
-        later[11] = 3; // version 3
+        later[11] = 4; // version 4
         IOException v = assertThrows(IOException.class,
                 () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(later))));
-        assertTrue(v.getMessage().contains("version 3") && v.getMessage().contains("versions 1 to 2"), v.getMessage());
+        assertTrue(v.getMessage().contains("version 4") && v.getMessage().contains("versions 1 to 3"), v.getMessage());
     }
 
     /**
@@ -184,7 +190,7 @@ class CheckpointImageTest {
         long base = 0x7f5a00400000L;
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         DataOutputStream out = new DataOutputStream(bytes);
-        CheckpointImage.writeHeader(out, header(List.of()), List.of());
+        CheckpointImage.writeHeader(out, header(List.of(), List.of()), List.of());
         out.writeInt(1); // one range, in version 1's form: u64 base, u64 size
         out.writeLong(base);
         out.writeLong(contents.length);
@@ -196,11 +202,11 @@ class CheckpointImageTest {
         CheckpointImage.writeChunk(ch, all.asSlice(CheckpointImage.CHUNK_BYTES), 300, crc);
         CheckpointImage.writeEnd(ch);
         byte[] image = bytes.toByteArray();
-        // writeHeader ends with the range count, written above instead
-        byte[] v1 = new byte[image.length - 4];
-        int headerEnd = image.length - 4 - (16 + contents.length + 2 * 8 + CheckpointImage.END.length) - 4;
+        // writeHeader ends with the device count (0; version 3 on) and the range count, written above instead
+        byte[] v1 = new byte[image.length - 8];
+        int headerEnd = image.length - 4 - (16 + contents.length + 2 * 8 + CheckpointImage.END.length) - 8;
         System.arraycopy(image, 0, v1, 0, headerEnd);
-        System.arraycopy(image, headerEnd + 4, v1, headerEnd, image.length - headerEnd - 4);
+        System.arraycopy(image, headerEnd + 8, v1, headerEnd, image.length - headerEnd - 8);
         v1[11] = 1;
         ByteArrayInputStream in = new ByteArrayInputStream(v1);
         CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(in));
@@ -411,6 +417,45 @@ class CheckpointImageTest {
         rec.handleGone(101);          // the stream destroyed
         rec.rangeGone(0x7f00L << 32); // the allocation freed
         rec.handleGone(103);          // the function gone (its module unloaded): its setters go too
+        assertEquals(List.of(), rec.snapshot());
+        assertEquals(0, rec.bytes());
+    }
+
+    /**
+     * A graph node's parameters superseded after an instantiation read them stay while that exec graph lives; a loop
+     * of parameter changes each followed by an exec-graph update stays bounded (each update supersedes the one before,
+     * freeing the value only it read); an update the driver refused is not recorded.
+     */
+    @Test
+    void aSetterReadByACopyStaysWhileTheCopyLivesAndAnUpdateLoopStaysBounded() {
+        CheckpointRecorder rec = new CheckpointRecorder(1 << 20);
+        ApiTable t = ApiTable.get();
+        ApiFunction set = t.byName("cuGraphKernelNodeSetParams"), inst = t.byName("cuGraphInstantiateWithFlags");
+        ApiFunction update = t.byName("cuGraphExecUpdate");
+        long graph = 10, node = 11, exec = 12, exec2 = 13;
+        rec.succeeded(set, body(node, 1), null, outs(), new long[0], 1, b -> true);
+        rec.succeeded(inst, body(graph, 0L), null, outs(exec), new long[] {exec}, 1, b -> true);
+        rec.succeeded(set, body(node, 2), null, outs(), new long[0], 1, b -> true);
+        assertEquals(List.of("cuGraphKernelNodeSetParams", "cuGraphInstantiateWithFlags", "cuGraphKernelNodeSetParams"),
+                rec.snapshot().stream().map(CheckpointRecorder.Record::name).toList(), "the first value: exec's");
+        rec.handleGone(exec);
+        List<CheckpointRecorder.Record> left = rec.snapshot();
+        assertEquals(1, left.size(), "with its reader gone, the superseded value goes: " + left);
+        assertEquals(2, ByteBuffer.wrap(left.get(0).body).order(ByteOrder.LITTLE_ENDIAN).getInt(8));
+
+        rec.succeeded(inst, body(graph, 0L), null, outs(exec2), new long[] {exec2}, 1, b -> true);
+        for (int i = 0; i < 1000; i++) {
+            rec.succeeded(set, body(node, 100 + i), null, outs(), new long[0], 1, b -> true);
+            rec.succeeded(update, body(exec2, graph), null, outs(0L), new long[0], 1, b -> true);
+        }
+        rec.succeeded(update, body(exec2, 99L), null, outs(910L), new long[0], 1, b -> true); // GRAPH_EXEC_UPDATE_FAILURE
+        List<CheckpointRecorder.Record> loop = rec.snapshot();
+        assertEquals(List.of("cuGraphKernelNodeSetParams", "cuGraphInstantiateWithFlags", "cuGraphKernelNodeSetParams",
+                "cuGraphExecUpdate"), loop.stream().map(CheckpointRecorder.Record::name).toList(),
+                "exec2's instantiation read 2; the last update read 1099; nothing else is needed");
+        assertEquals(1099, ByteBuffer.wrap(loop.get(2).body).order(ByteOrder.LITTLE_ENDIAN).getInt(8));
+        rec.handleGone(exec2);
+        rec.handleGone(node);
         assertEquals(List.of(), rec.snapshot());
         assertEquals(0, rec.bytes());
     }

@@ -374,8 +374,13 @@ public final class ApiTable {
     private static void check(ApiFunction f) {
         if (f.checkpoint() != CheckpointRule.NONE && (!f.codec().readsLikeGeneric() || f.local() || f.guest())) {
             throw new IllegalArgumentException(f.name() + ": checkpoint= needs an entry the backend receives and decodes "
-                    + "generically (no codec=, or one that reads like it: pool-attribute; not local or guest): its target"
+                    + "generically (no codec=, or one that reads like it: pool-attribute, graph; not local or guest): its target"
                     + " and key are read off the request");
+        }
+        if (f.checkpoint() != CheckpointRule.NONE && f.codec() == WireCodec.GRAPH
+                && f.params().stream().anyMatch(p -> !p.out() && !p.type().isHandle() && p.type() != ParamType.PTR)) {
+            throw new IllegalArgumentException(f.name() + ": checkpoint= on a codec=graph entry needs handle inputs then"
+                    + " ptr ones (the request starts with the handles; the rest is read by hand)");
         }
         if (f.checkpoint() != CheckpointRule.NONE && f.params().stream().anyMatch(p -> p.out() && p.type().isHandle())) {
             throw new IllegalArgumentException(f.name() + ": checkpoint= is for setters; an entry that makes handles is "

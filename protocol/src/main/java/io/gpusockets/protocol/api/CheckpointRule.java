@@ -11,7 +11,9 @@ public enum CheckpointRule {
     NONE,
     /**
      * {@code set}: the last call per target and key is kept (the key: its other handle and {@code dev} inputs,
-     * and its first other input when it has two or more, the attribute of an attribute/value pair); an earlier one is dropped.
+     * and its first other input when it has two or more, the attribute of an attribute/value pair); an earlier one is dropped,
+     * unless a call that copies state (an instantiation, a clone, an exec-graph update...) was recorded since: then it
+     * stays while that call's record lives.
      */
     SET,
     /** {@code append}: every call is kept, in order (edges added and removed). */

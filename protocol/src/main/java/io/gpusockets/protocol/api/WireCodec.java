@@ -30,11 +30,13 @@ public enum WireCodec {
 
     /**
      * Whether a request of this layout starts with the entry's handle and scalar inputs as the generic decoding
-     * reads them (pool-attribute: pool, attribute, then the value, which a generic {@code ptr} does not read), so
-     * that a checkpoint recorder can read a setter's target and key off it ({@code checkpoint=}).
+     * reads them (pool-attribute: pool, attribute, then the value, which a generic {@code ptr} does not read; graph:
+     * a setter's handles, then its parameters, which its generic {@code ptr} inputs do not read, so the table lets
+     * {@code checkpoint=} on a graph entry only when its other inputs are all {@code ptr}), so that a checkpoint
+     * recorder can read a setter's target and key off it ({@code checkpoint=}).
      */
     public boolean readsLikeGeneric() {
-        return this == GENERIC || this == POOL_ATTRIBUTE;
+        return this == GENERIC || this == POOL_ATTRIBUTE || this == GRAPH;
     }
 
     static WireCodec parse(String value) {
