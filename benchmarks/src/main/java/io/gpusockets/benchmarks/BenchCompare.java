@@ -88,6 +88,7 @@ public final class BenchCompare implements Callable<Integer> {
         if (out == null) {
             out = Path.of("bench-compare-" + LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
         }
+        out = out.toAbsolutePath(); // each side's run starts in its own checkout: a relative path would land there
         Files.createDirectories(out);
         Side sa = side("A", a);
         Side sb = side("B", b);
