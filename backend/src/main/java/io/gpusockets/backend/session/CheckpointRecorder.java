@@ -48,8 +48,9 @@ import java.util.TreeMap;
  * {@code gpusockets.backend.checkpointRecordBytes}): past it the session is marked not checkpointable, with
  * the reason, and records nothing more; no call fails for it. What cannot be captured is found when a
  * checkpoint is asked for ({@link #refusals}): handles of kinds not replayed, ranges not recorded (outside the
- * window: managed memory, graph memory), graph memory nodes, allocations of a destroyed pool, a device malloc heap
- * in use. The VMM objects the program makes itself are not recorded: {@link CheckpointVmm} saves their state at the
+ * window: managed memory, graph memory of a capture), graph memory nodes outside the window, graph memory of a
+ * destroyed graph whose exec graph lives, allocations of a destroyed pool, a device malloc heap in use. A graph
+ * memory node in the window ({@link StableGraphMemory}) is recorded as an allocation that issued the node's id. The VMM objects the program makes itself are not recorded: {@link CheckpointVmm} saves their state at the
  * checkpoint. The session adds what only it
  * knows (capture in progress, host callbacks pending).
  *
@@ -264,6 +265,9 @@ final class CheckpointRecorder {
         if (notCheckpointable != null) {
             return;
         }
+        if (f.name().equals("cuGraphAddMemAllocNode") && graphMemoryNode(f, body, data, outs, issued, context, inWindow)) {
+            return;
+        }
         long base = 0, size = 0;
         Kind kind = null;
         ApiParam dptr = outDptr(f);
@@ -342,6 +346,37 @@ final class CheckpointRecorder {
         if (reads[f.index()]) {
             readers.add(r.seq);
         }
+    }
+
+    /**
+     * A graph memory allocation node whose memory lies in the window ({@link StableGraphMemory}): recorded as an
+     * allocation (its contents saved, its replay placed at its address) that also issued the node's id (pinned at the
+     * replay). Its life is its range's: it goes when the memory goes back with its graph, not with the node's id (an
+     * exec graph may hold the memory after its graph's destruction; {@link #refusals} names that case). Request body
+     * (GraphRequest): graph, numDependencies, accessDescCount, bytesize; outputs: the node's id, the address.
+     * Returns false when the memory is the driver's (then refused as before).
+     */
+    private boolean graphMemoryNode(ApiFunction f, byte[] body, byte[] data, ByteBuffer outs, long[] issued, long context,
+                                    java.util.function.LongPredicate inWindow) {
+        if (outs == null || body.length < 32) {
+            return false;
+        }
+        ByteBuffer o = outs.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+        if (o.remaining() < 16) {
+            return false;
+        }
+        o.getLong();
+        long base = o.getLong();
+        long size = ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(24);
+        if (base == 0 || !inWindow.test(base)) {
+            return false;
+        }
+        Record r = new Record(seq++, Kind.ALLOC, f.opcode(), body, data == null ? new byte[0] : data, context, issued, base,
+                size, 0, null);
+        if (!overBound(r)) {
+            add(r);
+        }
+        return true;
     }
 
     /** Whether {@code r} would take the records past their bound: then the session is marked and they all go. */
@@ -436,7 +471,7 @@ final class CheckpointRecorder {
     synchronized void handleGone(long id) {
         graphMemoryNodes.remove(id);
         Record r = byId.remove(id);
-        if (r != null && --r.liveIds <= 0) {
+        if (r != null && --r.liveIds <= 0 && r.kind != Kind.ALLOC) { // a graph memory node's record goes with its range
             drop(r);
         }
         Map<String, Record> s = setters.remove(id);
@@ -451,6 +486,11 @@ final class CheckpointRecorder {
         Record r = byBase.remove(base);
         if (r != null) {
             drop(r);
+            if (r.kind == Kind.ALLOC) {
+                for (long id : r.ids) {
+                    byId.remove(id, r); // a graph memory node whose memory the program freed: its id is unrecorded now
+                }
+            }
         }
     }
 
@@ -504,6 +544,12 @@ final class CheckpointRecorder {
         if (!graphMemoryNodes.isEmpty()) {
             out.add(graphMemoryNodes.size() + " graph memory node(s) (cuGraphAddMemAllocNode: graph memory lies outside the"
                     + " session's address window)");
+        }
+        long orphanedGraphMemory = byBase.values().stream().filter(r -> r.kind == Kind.ALLOC && r.ids.length > 0
+                && r.liveIds <= 0).count();
+        if (orphanedGraphMemory > 0) {
+            out.add(orphanedGraphMemory + " graph memory allocation(s) of a destroyed graph whose exec graph lives (a"
+                    + " restore makes graph memory again with its node, in its graph)");
         }
         int orphans = 0;
         for (Record r : byBase.values()) {

@@ -621,6 +621,8 @@ final class GraphCalls implements BackendHandlers.Graphs {
      * address when it makes the node: from then on it is a range of the session (the graph's other
      * nodes naming it are checked as any other work), and its size is charged to the tenant for the
      * session's life, as the graph memory of a captured cuMemAllocAsync is ({@link SessionQuota#keepGraphMemory}).
+     * With address-stable memory the session's driver is {@link StableGraphMemory}: the address lies in the
+     * session's window, and memory and charge go back when the node's graph and its exec graph are destroyed.
      */
     @Override
     public int cuGraphAddMemAllocNode(Call c) throws ProtocolException, CallRejected, InterruptedException {

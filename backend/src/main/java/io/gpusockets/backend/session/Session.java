@@ -93,6 +93,8 @@ public final class Session {
     private final SessionCleanup cleanup;
     /** Address-stable memory ({@link StableAddresses}), or null when off. */
     private final StableAddresses stable;
+    /** Graph memory nodes in the address window ({@link StableGraphMemory}, the driver over {@link #stable}), or null when off. */
+    private final StableGraphMemory graphMemory;
     /** See {@link #driver()}. */
     private final io.gpusockets.protocol.api.CudaDriver driver;
     private final ContextPool contextPool;
@@ -166,7 +168,8 @@ public final class Session {
         this.tenant = tenant;
         // first: the call handlers made below take the session's driver
         this.stable = stableAddresses ? new StableAddresses(host.driver(), id) : null;
-        this.driver = stable != null ? stable : host.driver();
+        this.graphMemory = stable == null ? null : new StableGraphMemory(stable, this::graphMemoryReleased);
+        this.driver = graphMemory != null ? graphMemory : host.driver();
         this.quota = new SessionQuota(id, tenant, host.facts());
         this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
         memory.onRemoved(r -> {
@@ -256,6 +259,12 @@ public final class Session {
                             io.gpusockets.backend.tenant.TenantAccount tenant, int features) {
         boolean async = settings.limits().asyncAllowed() && (features & Handshake.FEATURE_ASYNC) != 0;
         return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant, true);
+    }
+
+    /** A graph memory node's allocation went back with its graph ({@link StableGraphMemory}): its range and charge go. */
+    private void graphMemoryReleased(long base, long size) {
+        memory.remove(base); // gone already when the program freed it outside its graph
+        quota.releaseGraphMemory(size);
     }
 
     /** Whether this session has address-stable memory ({@link StableAddresses}). */
@@ -488,8 +497,8 @@ public final class Session {
     }
 
     /**
-     * The driver this session's calls go to: the host's, or the session's {@link StableAddresses} over it when
-     * address-stable memory is on.
+     * The driver this session's calls go to: the host's, or the session's {@link StableGraphMemory} over its
+     * {@link StableAddresses} over it when address-stable memory is on.
      */
     io.gpusockets.protocol.api.CudaDriver driver() {
         return driver;

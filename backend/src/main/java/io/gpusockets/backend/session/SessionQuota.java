@@ -434,6 +434,21 @@ final class SessionQuota {
         }
     }
 
+    /**
+     * Graph memory a stand-in allocation node held ({@link StableGraphMemory}) went back with its graph: its
+     * {@code bytes} leave {@link #graphMemory} and return to the tenant (after the session's end, the end did).
+     */
+    void releaseGraphMemory(long bytes) {
+        synchronized (this) {
+            if (closed) {
+                return;
+            }
+            long n = Math.min(bytes, graphMemory);
+            graphMemory -= n;
+            releaseLocked(n);
+        }
+    }
+
     /** Bytes of graph memory this session holds charged. */
     synchronized long graphMemory() {
         return graphMemory;

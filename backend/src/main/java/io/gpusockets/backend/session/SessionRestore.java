@@ -185,14 +185,14 @@ public final class SessionRestore {
                 CheckpointRecorder.ISSUED.set(pin);
                 long req = ++requestId;
                 int chunk = s.chunkBytes();
-                int off = 0;
-                for (long part : dataParts(f, r)) {
-                    for (long end = off + part; off < end; ) {
-                        int len = (int) Math.min(chunk, end - off);
+                int partStart = 0;
+                for (int part : dataParts(f, r.body, r.data.length)) {
+                    for (int off = partStart; off < partStart + part; off += chunk) {
+                        int len = Math.min(chunk, partStart + part - off);
                         ByteBuffer b = ByteBuffer.wrap(r.data, off, len).slice().order(ByteOrder.LITTLE_ENDIAN);
                         lane.offerData(new Inbound(new FrameHeader(len, Opcodes.DATA, 0, lane.id, req), b, 0));
-                        off += len;
                     }
+                    partStart += part;
                 }
                 ByteBuffer body = ByteBuffer.wrap(r.body.clone()).order(ByteOrder.LITTLE_ENDIAN);
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {
@@ -253,29 +253,38 @@ public final class SessionRestore {
     }
 
     /**
-     * How a record's DATA bytes are cut into parameters, as the frontend sent them (a frame never crosses from one
-     * bulk parameter into the next: cuTexObjectCreate's descriptors): the lengths of its bulk inputs, in order, when a
-     * generically encoded request announces them and they add up to the bytes; else all of them as one.
+     * The lengths of the DATA parameters a record's bytes hold, in order: a DATA frame never crosses from one into
+     * the next (the frontend sends each in frames of its own). A generically decoded call's are its bulk
+     * inputs' lengths (cuTexObjectCreate's descriptors), as its body gives them (cuGraphAddMemcpyNode: the dependencies, then the copy; the edges of
+     * cuGraphAddDependencies); cuGraphAddMemAllocNode's (GraphRequest: body graph, numDependencies, ...) are the
+     * dependencies, the pool properties and the access descriptors; any other call's DATA is one part.
      */
-    private static long[] dataParts(ApiFunction f, CheckpointRecorder.Record r) {
-        if (r.data.length == 0) {
-            return new long[0];
+    private static int[] dataParts(ApiFunction f, byte[] body, int length) throws ProtocolFault {
+        if (length == 0) {
+            return new int[0];
         }
-        if (f.codec() == io.gpusockets.protocol.api.WireCodec.GENERIC) {
-            long[] in = CheckpointRecorder.inputs(f, r.body);
-            java.util.List<Long> parts = new java.util.ArrayList<>();
-            long sum = 0;
-            for (var p : f.params()) {
-                if (!p.out() && p.type().isBulk() && in[p.index()] > 0) {
-                    parts.add(in[p.index()]);
-                    sum += in[p.index()];
-                }
+        if (f.name().equals("cuGraphAddMemAllocNode")) {
+            long deps = 8 * ByteBuffer.wrap(body).order(ByteOrder.LITTLE_ENDIAN).getLong(8);
+            long props = io.gpusockets.protocol.structs.MemoryProps.POOL_PROPS_SIZE;
+            if (deps < 0 || deps + props > length) {
+                throw new ProtocolFault("a cuGraphAddMemAllocNode record of " + length + " DATA bytes for " + deps / 8
+                        + " dependencies");
             }
-            if (sum == r.data.length) {
-                return parts.stream().mapToLong(Long::longValue).toArray();
+            return new int[] {(int) deps, (int) props, (int) (length - deps - props)};
+        }
+        if (f.codec() != io.gpusockets.protocol.api.WireCodec.GENERIC) {
+            return new int[] {length};
+        }
+        long[] in = CheckpointRecorder.inputs(f, body);
+        java.util.List<Integer> parts = new java.util.ArrayList<>();
+        long sum = 0;
+        for (var p : f.params()) {
+            if (!p.out() && p.type().isBulk() && in[p.index()] > 0) {
+                parts.add((int) in[p.index()]);
+                sum += in[p.index()];
             }
         }
-        return new long[] {r.data.length};
+        return sum == length ? parts.stream().mapToInt(Integer::intValue).toArray() : new int[] {length};
     }
 
     /**

@@ -70,8 +70,11 @@ import java.util.TreeMap;
  * memory rounded up to a power of two) fails with CUDA_ERROR_OUT_OF_MEMORY. {@link CheckpointVmm} saves and restores
  * what the program mapped there.
  *
+ * <p>Graph memory nodes added with {@code cuGraphAddMemAllocNode}: {@link StableGraphMemory} places their memory here
+ * ({@link #allocateGraphMemory}, kind {@link Kind#GRAPH}) when the node is added, and gives it back with the graph.
+ *
  * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
- * memory nodes) and graph memory nodes added with {@code cuGraphAddMemAllocNode}; a pool's memory in the window is mapped for the pool's device only
+ * memory of a capture); a pool's memory in the window is mapped for the pool's device only
  * ({@code cuMemPoolSetAccess} for other devices reaches the driver's pool alone). A session whose window cannot
  * be reserved at its address gets the one the driver picks (logged). The tenant's charge stays the size asked
  * (a size class's rounding, a granule's unused rest and a pool's cached memory are not charged, as today).
@@ -93,7 +96,7 @@ final class StableAddresses extends DelegatingCudaDriver {
     private static final int PITCHES_KEPT = 256;
 
     /** What made an allocation. */
-    enum Kind { PLAIN, PITCHED, POOL }
+    enum Kind { PLAIN, PITCHED, POOL, GRAPH }
 
     /**
      * A live allocation in a window, as a checkpoint enumerates it: {@code size} as asked ({@code pitch * height}
@@ -248,6 +251,38 @@ final class StableAddresses extends DelegatingCudaDriver {
         allocations.put(a.base(), a);
         dptr.set(JAVA_LONG, 0, a.base());
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * A graph memory node's allocation ({@link StableGraphMemory}): {@code bytesize} placed like a {@code cuMemAlloc}
+     * in the window of the current context's device, which must be {@code device} (CUDA_ERROR_NOT_SUPPORTED
+     * otherwise; no context: CUDA_ERROR_INVALID_CONTEXT), at a restore's {@link #placeNext} address when one is
+     * set. Freed only by {@link #releaseGraphMemory}; a context's destruction leaves it.
+     */
+    synchronized int allocateGraphMemory(MemorySegment dptr, long bytesize, int device) {
+        long at = takePlace();
+        try (Arena arena = Arena.ofConfined()) {
+            long[] where = current(arena);
+            if (where == null) {
+                return CuResult.CUDA_ERROR_INVALID_CONTEXT;
+            }
+            if (where[0] != device) {
+                placeFailure = "graph memory for device " + device + " from a context of device " + where[0];
+                return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            }
+            return placePlain(arena, dptr, at, bytesize, device, where[1], SMALLEST, Kind.GRAPH);
+        }
+    }
+
+    /** Gives back the graph memory at {@code base} ({@link #allocateGraphMemory}); false when there is none. */
+    synchronized boolean releaseGraphMemory(long base) {
+        Allocation a = allocations.get(base);
+        if (a == null || a.kind() != Kind.GRAPH) {
+            return false;
+        }
+        allocations.remove(base);
+        release(a);
+        return true;
     }
 
     static long granules(AddressWindow w, long bytes) {
@@ -756,7 +791,9 @@ final class StableAddresses extends DelegatingCudaDriver {
         if (r == CuResult.CUDA_SUCCESS) {
             // the context's work is done (destroying waited for it); its plain allocations go with it, as the
             // driver's do; pool allocations outlive it, as the driver's do
-            List<Allocation> gone = allocations.values().stream().filter(a -> a.context() == ctx && a.pool() == null).toList();
+            // graph memory (StableGraphMemory) belongs to its graph, which outlives contexts: it goes with the graph
+            List<Allocation> gone = allocations.values().stream()
+                    .filter(a -> a.context() == ctx && a.pool() == null && a.kind() != Kind.GRAPH).toList();
             for (Allocation a : gone) {
                 allocations.remove(a.base());
                 release(a);
