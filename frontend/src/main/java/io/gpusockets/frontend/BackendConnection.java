@@ -39,6 +39,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * CUDA_ERROR_DEVICE_UNAVAILABLE as a lost connection always did. A backend that knows no session by the token
  * ({@link Handshake#REFUSAL_UNKNOWN_SESSION}) is asked again until the grace period ends: it may be a backend
  * restarted where the session's checkpoint is being restored; another identity's refusal is final.
+ * A resumable connection over TCP has keepalive on ({@link #keepAlive}): a connection whose far end
+ * vanished without a word (a guest VM restored from a snapshot, whose user-mode NAT lost its state; a
+ * NAT or firewall that dropped it) is noticed within seconds of silence even by a thread that waits for
+ * a reply and sends nothing, instead of never.
  *
  * <p>ring://'s shared window belongs to its ring, and each resume makes a new ring: the resumed session uses the
  * new ring's window ({@link FrontendWindow}, one per connection). What a lane keeps of a frame that refers to the
@@ -87,6 +91,13 @@ final class BackendConnection implements AutoCloseable {
     static final long RESUME_PIPELINED_BULK_MAX = 1 << 20;
     /** Once a lane keeps this many copied bytes, its next pipelined call waits for its reply (which acknowledges them). */
     static final long RESUME_LANE_KEPT_MAX = 4 << 20;
+
+    /** Keepalive of a resumable TCP connection: the first probe after this many seconds of silence. */
+    static final int KEEPALIVE_IDLE_SECONDS = 5;
+    /** Keepalive: seconds between unanswered probes. */
+    static final int KEEPALIVE_INTERVAL_SECONDS = 2;
+    /** Keepalive: unanswered probes before the kernel gives the connection up. */
+    static final int KEEPALIVE_PROBES = 3;
 
     static boolean resumeRequested() {
         String e = System.getenv(RESUME_ENV);
@@ -292,6 +303,9 @@ final class BackendConnection implements AutoCloseable {
                 }
                 state = Handshake.ResumeState.decode(channel.readBody(h.length()));
             }
+            if ((welcome.features() & Handshake.FEATURE_RESUME) != 0) {
+                c.livenessChannel().ifPresent(BackendConnection::keepAlive);
+            }
             if (window != null && (welcome.features() & Handshake.FEATURE_WINDOW) == 0) {
                 window.release();
                 window = null;
@@ -312,6 +326,30 @@ final class BackendConnection implements AutoCloseable {
                         + (uri.scheme().equals("tcp") ? " (a tls:// port waits like this for a tcp:// client: is it one?)" : ""), e);
             }
             throw e;
+        }
+    }
+
+    /**
+     * Turns TCP keepalive on for {@code channel} (a no-op for a unix socket): after
+     * {@value #KEEPALIVE_IDLE_SECONDS} s of silence the kernel probes the peer every
+     * {@value #KEEPALIVE_INTERVAL_SECONDS} s, and fails the socket's reads after {@value #KEEPALIVE_PROBES}
+     * unanswered probes, or at once when the probe is answered with a reset (a peer that no longer knows
+     * the connection). A live peer answers the probes however long it computes, so a long call is never
+     * cut; a lost connection then resumes. Costs one small packet each way per idle period.
+     */
+    static void keepAlive(java.nio.channels.SocketChannel channel) {
+        if (!channel.supportedOptions().contains(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE)) {
+            return; // a unix socket: its peer cannot vanish without the kernel knowing
+        }
+        try {
+            channel.setOption(java.net.StandardSocketOptions.SO_KEEPALIVE, true);
+            channel.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS);
+            channel.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, KEEPALIVE_INTERVAL_SECONDS);
+            channel.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, KEEPALIVE_PROBES);
+        } catch (IOException e) {
+            // the connection works without it; only a silent loss of it would then go unnoticed
+            System.err.println("gpusockets: could not turn TCP keepalive on for the connection to the backend ("
+                    + e.getMessage() + "): a connection lost without a reset is not noticed");
         }
     }
 
