@@ -47,7 +47,7 @@ import org.junit.jupiter.api.Timeout;
  * driver gives a texture object another value is refused naming it.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class CheckpointArraysTest {
+class CheckpointArraysTest extends CheckpointTestSupport {
     static final String PTX = """
             .version 7.0
             .target sm_50
@@ -93,41 +93,6 @@ class CheckpointArraysTest {
     private static final int W = 64, H = 32;
     /** The surface's array: SW x SH s32. */
     private static final int SW = 16, SH = 8;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-arrays");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
-    private static BackendServer server(EmulatedDevice device) {
-        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
-    }
-
-    private static long onlySession(BackendServer s) {
-        assertEquals(1, s.sessions().size());
-        return s.sessions().get(0).id();
-    }
 
     /** One array the program filled: its handle, its shape and the bytes it holds. */
     record Filled(String name, long array, Array3DDescriptor shape, byte[] bytes) {

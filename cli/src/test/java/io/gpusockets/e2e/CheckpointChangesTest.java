@@ -37,40 +37,10 @@ import org.junit.jupiter.api.Timeout;
  * it computed before. A change no record keeps (a pointer attribute) is still refused by name.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-class CheckpointChangesTest {
+class CheckpointChangesTest extends CheckpointTestSupport {
     private static final int N = 64;
     /** CU_CTX_SYNC_MEMOPS. */
     private static final int CTX_SYNC_MEMOPS = 0x80;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-changes");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
-    private static BackendServer server(EmulatedDevice device) {
-        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
-    }
 
     /** saxpy over x = 1 and y: a graph's kernel node computes y = a * 1 + y; {@link #run} clears y first. */
     private static final class Rig {

@@ -37,42 +37,12 @@ import org.junit.jupiter.api.Timeout;
  * exec graphs are destroyed.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class CheckpointGraphMemoryTest {
+class CheckpointGraphMemoryTest extends CheckpointTestSupport {
     private static final int N = 128;
     private static final long BIG = 1L << 20;
     private static final long WINDOWS_BASE = 0x7f00_0000_0000L, WINDOWS_END = 0x7fff_0000_0000L;
     private static final int TYPE_MEM_ALLOC = 10, TYPE_MEM_FREE = 11;
     private static final int USED_MEM_CURRENT = 0, RESERVED_MEM_CURRENT = 2;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-gmem");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
-    private static BackendServer server(EmulatedDevice device) {
-        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
-    }
 
     private static boolean inWindows(long p) {
         return p >= WINDOWS_BASE && p < WINDOWS_END;

@@ -41,32 +41,8 @@ import org.junit.jupiter.api.Timeout;
  * emulated device answering another name and compute capability (it runs PTX whatever it says). Skipped without nvcc.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-class CheckpointModelTest {
+class CheckpointModelTest extends CheckpointTestSupport {
     private static final String KERNEL = "extern \"C\" __global__ void inc(int *p) { p[threadIdx.x] += %d; }\n";
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-model");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
 
     /** The emulated device answering {@code name} and compute capability {@code major}.{@code minor}. */
     private static CudaDriver model(EmulatedDevice device, String name, int major, int minor) {
@@ -87,12 +63,6 @@ class CheckpointModelTest {
                 return 0;
             }
         };
-    }
-
-    private static BackendServer server(CudaDriver driver) {
-        BackendServer s = new BackendServer(DriverHost.initialise(driver, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
     }
 
     private byte[] fatbin(String name, int add, String... gencode) throws Exception {

@@ -44,7 +44,7 @@ import org.junit.jupiter.api.Timeout;
  * and leaves nothing.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class CheckpointRestoreTest {
+class CheckpointRestoreTest extends CheckpointTestSupport {
     /** A list walker: every node is {u64 next, u32 value, ...}; the head pointer lives in the global {@code head}. */
     static final String PTX = """
             .version 7.0
@@ -72,30 +72,6 @@ class CheckpointRestoreTest {
     /** Node sizes: some below 256 B, some within a 2 MiB granule, some beyond one. */
     static final long[] SIZES = {64, 100, 200, 3000, 5L << 20, 16, 4096, 3L << 20, 300};
     private static final int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
 
     /** The program's state: its handles and addresses. */
     static final class Program {
@@ -202,11 +178,6 @@ class CheckpointRestoreTest {
                 "-cp", System.getProperty("java.class.path"), io.gpusockets.cli.Main.class.getName(), "worker",
                 "--device", "emulated"), 1, 2));
         return s;
-    }
-
-    private static long onlySession(BackendServer s) {
-        assertEquals(1, s.sessions().size());
-        return s.sessions().get(0).id();
     }
 
     @Test

@@ -41,39 +41,9 @@ import org.junit.jupiter.api.Timeout;
  * Memory an unmap made unreachable while its allocation lived on is refused by name.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class CheckpointVmmTest {
+class CheckpointVmmTest extends CheckpointTestSupport {
     private static final long MIB2 = 2L << 20;
     private static final long WINDOWS_BASE = 0x7f00_0000_0000L, WINDOWS_END = 0x7fff_0000_0000L;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-vmm");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
-    private static BackendServer server(EmulatedDevice device) {
-        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
-    }
 
     private static long out(int r, MemorySegment cell, String what) {
         Cuda.ok(r, what);
