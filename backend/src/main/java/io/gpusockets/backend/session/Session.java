@@ -796,6 +796,34 @@ public final class Session {
         }
     }
 
+    /**
+     * Tells the frontend of this frozen session (checkpointed with stop; restored, or migrated, to another backend)
+     * that the session is now at {@code uri} ({@link Opcodes#MOVED}), if it is connected; it then resumes there. The
+     * caller ends the session next: a frontend that missed this frame (it was detached, or the connection was reset
+     * before it read it) learns where the session went when it asks to resume here, from the backend that remembers
+     * it. Throws IllegalArgumentException for a URI a MOVED frame cannot carry, IllegalStateException when the session
+     * is not frozen or has no resume (nothing could follow it).
+     */
+    public void moved(String uri) {
+        Handshake.Moved m = new Handshake.Moved(uri);
+        synchronized (drainLock) {
+            if (!frozen || resume == null || ended.get()) {
+                throw new IllegalStateException("session " + id + " cannot be sent elsewhere: it is "
+                        + (ended.get() ? "ended" : resume == null ? "not resumable" : "not frozen (checkpointed with stop)"));
+            }
+        }
+        FrameChannel c = liveChannel.get();
+        if (c == null) {
+            return;
+        }
+        try {
+            c.send(Opcodes.MOVED, 0, 0, 0, m.encode()); // no lane sends meanwhile: the session is frozen
+        } catch (IOException e) {
+            LOG.log(Level.INFO, "session " + id + ": MOVED not sent (" + e.getMessage() + "); its frontend hears it when"
+                    + " it asks to resume");
+        }
+    }
+
     /** Whether a checkpoint with stop froze this session. */
     public boolean frozen() {
         synchronized (drainLock) {
