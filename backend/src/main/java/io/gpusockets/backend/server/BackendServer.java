@@ -824,6 +824,20 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * The session {@code sessionId} this process serves (isolation modes context and shared), or null (none, or it
+     * lives in a worker process): for the operations on one session beyond checkpoints, such as a migration's
+     * pre-copy ({@link io.gpusockets.backend.session.PreCopy}).
+     */
+    public Session session(long sessionId) {
+        for (Session x : sessions) {
+            if (x.id() == sessionId) {
+                return x;
+            }
+        }
+        return null;
+    }
+
+    /**
      * Sends session {@code sessionId}, frozen by a checkpoint with stop and restored (or migrated) to the backend at
      * {@code uri}, on its way: its frontend is told ({@link Session#moved}: a MOVED frame on its connection) and
      * resumes there, the session ends here (its memory and contexts freed), and for its grace period a resume with
