@@ -39,6 +39,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * CUDA_ERROR_DEVICE_UNAVAILABLE as a lost connection always did. A backend that knows no session by the token
  * ({@link Handshake#REFUSAL_UNKNOWN_SESSION}) is asked again until the grace period ends: it may be a backend
  * restarted where the session's checkpoint is being restored; another identity's refusal is final.
+ * A backend may tell a resumable session that it moved to another backend ({@link Opcodes#MOVED}, after a
+ * migration or a checkpoint restored elsewhere), on the connection or in answer to a resume: the session is
+ * resumed at the URI it names, as after a lost connection, and later resumes go there too.
  * A resumable connection over TCP has keepalive on ({@link #keepAlive}): a connection whose far end
  * vanished without a word (a guest VM restored from a snapshot, whose user-mode NAT lost its state; a
  * NAT or firewall that dropped it) is noticed within seconds of silence even by a thread that waits for
@@ -126,6 +129,23 @@ final class BackendConnection implements AutoCloseable {
     record Sent(long requestId, int opcode, int flags, ByteBuffer[] body, long copied) {
     }
 
+    /** The backend said the session moved ({@link Opcodes#MOVED}): it is resumed at {@link #to}. */
+    static final class SessionMoved extends IOException {
+        private final TransportUri to;
+
+        SessionMoved(TransportUri from, TransportUri to) {
+            super("backend " + from + " says the session moved to " + to);
+            this.to = to;
+        }
+
+        TransportUri to() {
+            return to;
+        }
+    }
+
+    /** Moves followed one after another without a resume that succeeded, before the frontend gives up (a loop). */
+    static final int MAX_MOVES = 8;
+
     /** A backend refused to resume the session: trying again will not help. */
     static final class ResumeRefused extends IOException {
         private final boolean unknownSession;
@@ -141,7 +161,8 @@ final class BackendConnection implements AutoCloseable {
         }
     }
 
-    private final TransportUri uri;
+    /** Where the session is: the URI it was opened at, or the last one a backend said it moved to. */
+    private volatile TransportUri uri;
     private final FrontendConfig config;
     private volatile FrameChannel channel;
     private final Handshake.Welcome welcome;
@@ -289,6 +310,9 @@ final class BackendConnection implements AutoCloseable {
                             why.startsWith(Handshake.REFUSAL_UNKNOWN_SESSION));
                 }
                 throw new IOException("backend " + uri + " refused the connection: " + why);
+            }
+            if (h.opcode() == Opcodes.MOVED && token != null) {
+                throw new SessionMoved(uri, moved(channel, h));
             }
             if (h.opcode() != Opcodes.WELCOME || h.length() > 8192) {
                 throw new ProtocolException("expected WELCOME from " + uri + ", got " + h);
@@ -595,8 +619,15 @@ final class BackendConnection implements AutoCloseable {
                 return; // another thread resumed already
             }
             failed.close();
-            System.err.println("gpusockets: connection to backend " + uri + " lost (" + cause.getMessage()
-                    + "); resuming the session");
+            if (cause instanceof SessionMoved m) {
+                System.err.println("gpusockets: the session moved from backend " + uri + " to " + m.to()
+                        + "; resuming it there");
+                uri = m.to();
+            } else {
+                System.err.println("gpusockets: connection to backend " + uri + " lost (" + cause.getMessage()
+                        + "); resuming the session");
+            }
+            int moves = cause instanceof SessionMoved ? 1 : 0;
             long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(welcome.graceSeconds())
                     + config.connectTimeout().toNanos();
             long backoff = 20;
@@ -605,6 +636,15 @@ final class BackendConnection implements AutoCloseable {
                 try {
                     o = handshake(uri, config, token);
                 } catch (IOException e) {
+                    if (e instanceof SessionMoved m) {
+                        if (++moves > MAX_MOVES) {
+                            throw fail(new IOException("the session moved " + MAX_MOVES + " times without resuming (last: "
+                                    + m.getMessage() + ")", cause));
+                        }
+                        System.err.println("gpusockets: " + m.getMessage() + "; resuming it there");
+                        uri = m.to();
+                        continue; // at once: the backend that has it says where it is
+                    }
                     if (e instanceof ResumeRefused r && !r.unknownSession()) {
                         throw fail(r);
                     }
@@ -771,6 +811,8 @@ final class BackendConnection implements AutoCloseable {
                 if (p.waiter != Thread.currentThread()) {
                     LockSupport.unpark(p.waiter);
                 }
+            } else if (h.opcode() == Opcodes.MOVED && token != null) {
+                throw new SessionMoved(uri, moved(channel, h)); // the caller resumes there
             } else {
                 throw new ProtocolException("unexpected frame from backend: " + h);
             }
@@ -780,6 +822,14 @@ final class BackendConnection implements AutoCloseable {
             }
             throw fail(e);
         }
+    }
+
+    /** The URI of a MOVED frame whose header was read from {@code ch}, checked ({@link Handshake.Moved#decode}). */
+    private static TransportUri moved(FrameChannel ch, FrameHeader h) throws IOException {
+        if (h.length() > 4 + Handshake.Moved.MAX_MOVED_URI) {
+            throw new ProtocolException("MOVED frame too long: " + h);
+        }
+        return TransportUri.parse(Handshake.Moved.decode(ch.readBody(h.length())).uri());
     }
 
     /** The window bytes a window DATA frame read on {@code ch} refers to, checked against {@code w}, that connection's window. */
@@ -821,7 +871,17 @@ final class BackendConnection implements AutoCloseable {
      */
     private void goodbyeOnANewConnection() {
         try {
-            Opened o = handshake(uri, config, token);
+            Opened o = null;
+            for (int moves = 0; o == null; moves++) {
+                try {
+                    o = handshake(uri, config, token);
+                } catch (SessionMoved m) {
+                    if (moves >= MAX_MOVES) {
+                        throw m;
+                    }
+                    uri = m.to(); // say it where the session is now
+                }
+            }
             try {
                 o.channel().send(Opcodes.GOODBYE, 0, 0, 0);
             } finally {

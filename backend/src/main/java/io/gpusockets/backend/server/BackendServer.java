@@ -91,6 +91,18 @@ public final class BackendServer implements AutoCloseable {
     private volatile io.gpusockets.backend.isolation.Workers workers;
     /** Sessions that may be resumed, by their token in hex. */
     private final Map<String, Session> resumable = new ConcurrentHashMap<>();
+    /**
+     * Sessions that moved to another backend ({@link #sessionMoved}), by their token in hex: a resume with the token
+     * (by the identity it was issued to) is answered MOVED with where it went, for the session's grace period; at most
+     * {@link #MAX_MOVED_REMEMBERED}, the oldest forgotten first.
+     */
+    private final Map<String, MovedSession> moved = new ConcurrentHashMap<>();
+    /** Bound of {@link #moved}. */
+    static final int MAX_MOVED_REMEMBERED = 4096;
+
+    private record MovedSession(String uri, String identity, long untilNanos) {
+    }
+
     /** Tokens sent in a WELCOME whose session is not yet in {@link #resumable} (a resume may arrive that soon). */
     private final Set<String> issuing = ConcurrentHashMap.newKeySet();
     /** How long a session whose connection was lost waits for its frontend to resume; zero: no resume. */
@@ -536,6 +548,12 @@ public final class BackendServer implements AutoCloseable {
         Session s = null;
         if (refusal == null) {
             String key = java.util.HexFormat.of().formatHex(hello.resumeToken());
+            MovedSession m = moved.get(key);
+            if (m != null && m.untilNanos() - System.nanoTime() > 0
+                    && m.identity().equals(provenIdentity(c.peer(), psk, hello.identity()))) {
+                channel.send(Opcodes.MOVED, 0, 0, 0, new Handshake.Moved(m.uri()).encode());
+                return null; // the frontend resumes there
+            }
             io.gpusockets.backend.isolation.Workers w = workers;
             for (int i = 0; i < 200 && issuing.contains(key) && !resumable.containsKey(key)
                     && (w == null || w.resumable(key) == null); i++) {
@@ -803,6 +821,70 @@ public final class BackendServer implements AutoCloseable {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted during the checkpoint of session " + sessionId);
         }
+    }
+
+    /**
+     * The session {@code sessionId} this process serves (isolation modes context and shared), or null (none, or it
+     * lives in a worker process): for the operations on one session beyond checkpoints, such as a migration's
+     * pre-copy ({@link io.gpusockets.backend.session.PreCopy}).
+     */
+    public Session session(long sessionId) {
+        for (Session x : sessions) {
+            if (x.id() == sessionId) {
+                return x;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Sends session {@code sessionId}, frozen by a checkpoint with stop and restored (or migrated) to the backend at
+     * {@code uri}, on its way: its frontend is told ({@link Session#moved}: a MOVED frame on its connection) and
+     * resumes there, the session ends here (its memory and contexts freed), and for its grace period a resume with
+     * its token is answered with the same MOVED. {@code uri} is the target's address as the frontend reaches it.
+     * Refused (nothing changes) for an unknown session, one not frozen, a URI a MOVED frame cannot carry, and in
+     * isolation mode process (not built yet: the session lives in a worker).
+     */
+    public void sessionMoved(long sessionId, String uri) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("sending a session to another backend is not"
+                    + " supported in isolation mode process yet");
+        }
+        try {
+            Handshake.Moved.check(uri);
+        } catch (IllegalArgumentException e) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("cannot send session " + sessionId + " to " + uri
+                    + ": " + e.getMessage());
+        }
+        Session s = null;
+        for (Session x : sessions) {
+            if (x.id() == sessionId) {
+                s = x;
+            }
+        }
+        if (s == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+        }
+        Session.Resume r = s.resume();
+        if (r == null || !s.frozen()) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be sent to " + uri
+                    + ": it is not frozen by a checkpoint with stop (or a migration)");
+        }
+        long now = System.nanoTime();
+        moved.values().removeIf(e -> e.untilNanos() - now <= 0);
+        while (moved.size() >= MAX_MOVED_REMEMBERED) {
+            moved.entrySet().stream().min(java.util.Map.Entry.comparingByValue(
+                    java.util.Comparator.comparingLong(MovedSession::untilNanos)))
+                    .ifPresent(e -> moved.remove(e.getKey()));
+        }
+        moved.put(java.util.HexFormat.of().formatHex(r.token()), new MovedSession(uri, r.identity(), now + r.grace().toNanos()));
+        try {
+            s.moved(uri);
+        } catch (IllegalStateException e) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(e.getMessage());
+        }
+        s.end("moved to " + uri);
+        LOG.log(Level.INFO, "session " + sessionId + " moved to " + uri);
     }
 
     /**

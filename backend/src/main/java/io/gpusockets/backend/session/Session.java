@@ -732,8 +732,35 @@ public final class Session {
             throw new CheckpointRefused("session " + id + " cannot be checkpointed: it was not granted resume (its frontend"
                     + " asks for it, and --resume-grace is not 0), and a restored session is reached only by a resume");
         }
+        return drained(stop, progress, drainNanos -> {
+            try {
+                return writeImage(file, progress, drainNanos);
+            } catch (IOException | RuntimeException e) {
+                java.nio.file.Files.deleteIfExists(file);
+                throw e;
+            }
+        }, stop ? "checkpointed to " + file + " and stopped (frozen: it resumes where the image is restored)"
+                : "checkpointed to " + file);
+    }
+
+    /** What runs while the session is drained ({@link #drained}); {@code drainNanos}: how long the drain took. */
+    @FunctionalInterface
+    public interface DrainedWork<T> {
+        T run(long drainNanos) throws CheckpointRefused, IOException;
+    }
+
+    /**
+     * Drains this session as a checkpoint does (refusing first, naming each, what cannot be captured; new call frames
+     * wait, unread by the lanes and not marked received; the calls in flight finish; every context is synchronised;
+     * checks again), runs {@code work} on the idle session, and then either lets the waiting frames run in order or,
+     * with {@code freeze} and a {@code work} that returned, freezes the session (the frames that waited and every
+     * later one are dropped: the frontend resends them where the session resumes). A refused or failed drain or work
+     * leaves the session running. One checkpoint or migration at a time; {@code done} is logged on success.
+     */
+    public <T> T drained(boolean freeze, CheckpointProgress progress, DrainedWork<T> work, String done)
+            throws CheckpointRefused, IOException, InterruptedException {
         if (!checkpointing.tryLock()) {
-            throw new CheckpointRefused("session " + id + ": a checkpoint of it is in progress");
+            throw new CheckpointRefused("session " + id + ": a checkpoint or migration of it is in progress");
         }
         try {
             synchronized (drainLock) {
@@ -763,14 +790,8 @@ public final class Session {
                 refuseUncapturable(true);
                 long drained = System.nanoTime();
                 progress.progress("drain", 1, 1);
-                CheckpointResult result;
-                try {
-                    result = writeImage(file, progress, drained - start);
-                } catch (IOException | RuntimeException e) {
-                    java.nio.file.Files.deleteIfExists(file);
-                    throw e;
-                }
-                if (stop) {
+                T result = work.run(drained - start);
+                if (freeze) {
                     synchronized (drainLock) {
                         frozen = true;
                         holding = false;
@@ -780,11 +801,8 @@ public final class Session {
                         }
                     }
                     frozenNow = true;
-                    LOG.log(Level.INFO, "session " + id + " checkpointed to " + file + " and stopped (frozen: it resumes"
-                            + " where the image is restored)");
-                } else {
-                    LOG.log(Level.INFO, "session " + id + " checkpointed to " + file);
                 }
+                LOG.log(Level.INFO, "session " + id + " " + done);
                 return result;
             } finally {
                 if (!frozenNow) {
@@ -793,6 +811,80 @@ public final class Session {
             }
         } finally {
             checkpointing.unlock();
+        }
+    }
+
+    /** The contexts of the session's memory: each range's base (allocation, global, VMM mapping) to its real context. */
+    private java.util.TreeMap<Long, Long> contextsOf(java.util.List<CheckpointImage.Range> ranges,
+                                                    java.util.List<CheckpointRecorder.Record> records) {
+        java.util.TreeMap<Long, Long> contextOf = new java.util.TreeMap<>();
+        for (CheckpointRecorder.Record rec : records) {
+            if (rec.kind == CheckpointRecorder.Kind.ALLOC || rec.kind == CheckpointRecorder.Kind.GLOBAL) {
+                ranges.add(new CheckpointImage.Range(rec.base, rec.size));
+                long ctx = rec.kind == CheckpointRecorder.Kind.ALLOC ? stable.contextOf(rec.base) : 0;
+                if (ctx == 0) {
+                    SessionHandles.Entry e = handles.get(rec.context, ParamType.CTX);
+                    ctx = e == null ? 0 : e.real();
+                }
+                contextOf.put(rec.base, ctx);
+            }
+        }
+        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(vmm)) {
+            SessionHandles.Entry e = handles.get(piece.context(), ParamType.CTX);
+            ranges.add(new CheckpointImage.Range(piece.address(), piece.size()));
+            contextOf.put(piece.address(), e == null ? 0 : e.real());
+        }
+        return contextOf;
+    }
+
+    /**
+     * The session's device memory now (allocations, module globals, VMM mappings; not CUDA arrays), cut into chunks
+     * of {@code chunkBytes} in the real contexts that hold them: what a migration hashes and copies
+     * ({@link PreCopy}). Taken from the checkpoint records, so only with address-stable memory; consistent with the
+     * program only while the session is drained, a view of the moment otherwise (a range freed meanwhile is absent at
+     * the next call, one made meanwhile new).
+     */
+    java.util.List<ChunkHasher.Chunk> memoryChunks(long chunkBytes) throws CheckpointRefused {
+        if (recorder == null) {
+            throw new CheckpointRefused("session " + id + " has no address-stable memory (a migration needs it)");
+        }
+        java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
+        java.util.TreeMap<Long, Long> contexts = contextsOf(ranges, recorder.snapshot());
+        java.util.List<ChunkHasher.Chunk> out = new java.util.ArrayList<>();
+        for (CheckpointImage.Range r : ranges) {
+            long ctx = contexts.get(r.base());
+            if (ctx != 0 && r.size() > 0) {
+                ChunkHasher.split(ctx, r.base(), r.size(), chunkBytes, out);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Tells the frontend of this frozen session (checkpointed with stop; restored, or migrated, to another backend)
+     * that the session is now at {@code uri} ({@link Opcodes#MOVED}), if it is connected; it then resumes there. The
+     * caller ends the session next: a frontend that missed this frame (it was detached, or the connection was reset
+     * before it read it) learns where the session went when it asks to resume here, from the backend that remembers
+     * it. Throws IllegalArgumentException for a URI a MOVED frame cannot carry, IllegalStateException when the session
+     * is not frozen or has no resume (nothing could follow it).
+     */
+    public void moved(String uri) {
+        Handshake.Moved m = new Handshake.Moved(uri);
+        synchronized (drainLock) {
+            if (!frozen || resume == null || ended.get()) {
+                throw new IllegalStateException("session " + id + " cannot be sent elsewhere: it is "
+                        + (ended.get() ? "ended" : resume == null ? "not resumable" : "not frozen (checkpointed with stop)"));
+            }
+        }
+        FrameChannel c = liveChannel.get();
+        if (c == null) {
+            return;
+        }
+        try {
+            c.send(Opcodes.MOVED, 0, 0, 0, m.encode()); // no lane sends meanwhile: the session is frozen
+        } catch (IOException e) {
+            LOG.log(Level.INFO, "session " + id + ": MOVED not sent (" + e.getMessage() + "); its frontend hears it when"
+                    + " it asks to resume");
         }
     }
 
@@ -911,28 +1003,12 @@ public final class Session {
                         r.log().receivedCopy(), kept),
                 primary.snapshot(), stacks, records, RestoreModels.devices(host));
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
-        java.util.Map<Long, Long> contextOf = new java.util.HashMap<>();
+        java.util.TreeMap<Long, Long> contexts = contextsOf(ranges, records);
         long total = 0;
-        for (CheckpointRecorder.Record rec : records) {
-            if (rec.kind == CheckpointRecorder.Kind.ALLOC || rec.kind == CheckpointRecorder.Kind.GLOBAL) {
-                ranges.add(new CheckpointImage.Range(rec.base, rec.size));
-                long ctx = rec.kind == CheckpointRecorder.Kind.ALLOC ? stable.contextOf(rec.base) : 0;
-                if (ctx == 0) {
-                    SessionHandles.Entry e = handles.get(rec.context, ParamType.CTX);
-                    ctx = e == null ? 0 : e.real();
-                }
-                contextOf.put(rec.base, ctx);
-                total += rec.size;
-            }
+        for (CheckpointImage.Range a : ranges) {
+            total += a.size();
         }
-        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(vmm)) {
-            SessionHandles.Entry e = handles.get(piece.context(), ParamType.CTX);
-            ranges.add(new CheckpointImage.Range(piece.address(), piece.size()));
-            contextOf.put(piece.address(), e == null ? 0 : e.real());
-            total += piece.size();
-        }
-        java.util.TreeMap<Long, Long> contexts = new java.util.TreeMap<>(contextOf);
-        long first = ranges.isEmpty() ? 0 : contextOf.get(ranges.getFirst().base());
+        long first = ranges.isEmpty() ? 0 : contexts.get(ranges.getFirst().base());
         for (CheckpointImage.Range a : CheckpointArrays.ranges(driver, handles)) { // CUDA arrays' contents, after memory
             ranges.add(a);
             total += a.size();

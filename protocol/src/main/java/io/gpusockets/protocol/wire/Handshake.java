@@ -17,6 +17,8 @@ import javax.crypto.spec.SecretKeySpec;
  *                            resume token bytes, resume grace seconds u32
  *          or  REFUSE        reason str (and the backend closes)
  *   backend  → RESUMED       (only after a WELCOME that answers a HELLO with a resume token) {@link ResumeState}
+ *          or  MOVED         instead of WELCOME, to a HELLO with the token of a session that moved: {@link Moved}
+ *   backend  → MOVED         at any time after the handshake, to a frontend granted resume: {@link Moved}
  * </pre>
  * str = u32 length + UTF-8; bytes = u32 length + bytes. With the pre-shared-key method the proof is
  * HMAC-SHA256(key, nonce || identity); without it the proof is empty.
@@ -27,6 +29,11 @@ import javax.crypto.spec.SecretKeySpec;
  * the one that opened the session); the backend answers WELCOME (same session id, same token) and RESUMED,
  * then resends the replies the frontend had not acknowledged; the frontend resends what RESUMED says the
  * backend did not receive. An empty token asks for a new session.
+ *
+ * <p><b>Moved.</b> A session migrated to another backend (or checkpointed with stop and restored there) is
+ * resumed there: the backend that had it sends MOVED with the URI the frontend should use, on the session's
+ * connection, and as the answer to a resume HELLO with its token while it remembers where it went. The frontend
+ * then resumes at that URI, as after a lost connection, and uses it for later resumes too.
  */
 public final class Handshake {
     public static final int MAGIC = 0x53555047; // "GPUS" little-endian
@@ -173,6 +180,50 @@ public final class Handshake {
                 m.put(b.getInt(), new long[] {b.getLong(), Integer.toUnsignedLong(b.getInt())});
             }
             return new ResumeState(m);
+        }
+    }
+
+    /**
+     * MOVED: where the session went, one str (a transport URI of at most {@link #MAX_MOVED_URI} bytes that
+     * {@link io.gpusockets.protocol.transport.TransportUri#parse} accepts).
+     */
+    public record Moved(String uri) {
+        public static final int MAX_MOVED_URI = 1024;
+
+        public Moved {
+            check(uri);
+        }
+
+        public ByteBuffer encode() {
+            return encodeString(uri);
+        }
+
+        /** Decodes and checks a MOVED body of {@code b.remaining()} bytes. */
+        public static Moved decode(ByteBuffer b) throws ProtocolException {
+            if (b.remaining() > 4 + MAX_MOVED_URI) {
+                throw new ProtocolException("malformed MOVED: body of " + b.remaining() + " bytes (max " + (4 + MAX_MOVED_URI) + ")");
+            }
+            String uri = readString(b);
+            if (b.hasRemaining()) {
+                throw new ProtocolException("malformed MOVED: " + b.remaining() + " bytes after the URI");
+            }
+            try {
+                return new Moved(uri);
+            } catch (IllegalArgumentException e) {
+                throw new ProtocolException("malformed MOVED: " + e.getMessage());
+            }
+        }
+
+        /** Throws IllegalArgumentException, naming why, for a URI MOVED cannot carry. */
+        public static void check(String uri) {
+            if (uri.getBytes(StandardCharsets.UTF_8).length > MAX_MOVED_URI) {
+                throw new IllegalArgumentException("a moved-to URI is at most " + MAX_MOVED_URI + " bytes: length="
+                        + uri.getBytes(StandardCharsets.UTF_8).length);
+            }
+            if (uri.chars().anyMatch(c -> c < 0x20 || c == 0x7f)) {
+                throw new IllegalArgumentException("a moved-to URI has no control characters");
+            }
+            io.gpusockets.protocol.transport.TransportUri.parse(uri);
         }
     }
 

@@ -19,6 +19,11 @@ public final class Opcodes {
     public static final int REFUSE = 0xFFFF0004;
     /** backend → frontend, after the WELCOME that resumes a session: {@link Handshake.ResumeState}. */
     public static final int RESUMED = 0xFFFF0005;
+    /**
+     * backend → frontend of a resumable session: the session moved to another backend ({@link Handshake.Moved}); the
+     * frontend resumes it there and keeps that URI. Also the answer to a resume HELLO whose session moved away.
+     */
+    public static final int MOVED = 0xFFFF0006;
     /** a chunk of a bulk parameter (memcpy data, module image), tied to its call by lane and request id. */
     public static final int DATA = 0xFFFF0010;
     /** frontend → backend: the client thread behind this lane has ended. */
@@ -40,6 +45,7 @@ public final class Opcodes {
             case WELCOME -> "WELCOME";
             case REFUSE -> "REFUSE";
             case RESUMED -> "RESUMED";
+            case MOVED -> "MOVED";
             case DATA -> "DATA";
             case LANE_END -> "LANE_END";
             case GOODBYE -> "GOODBYE";
