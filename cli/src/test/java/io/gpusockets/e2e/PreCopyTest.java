@@ -240,6 +240,62 @@ class PreCopyTest {
         }
     }
 
+    /**
+     * The program frees an allocation in the middle of a pre-copy round (while the round sends its first batch, after
+     * the round's hash pass read every chunk): the free completes at once (the round holds no use of memory while it
+     * sends), and the round's later batches leave the freed allocation out instead of reading it (the emulated device
+     * fails a kernel that reads unmapped memory, as a GPU faults the context); the next round no longer has it.
+     */
+    @Test
+    void anAllocationFreedDuringARoundIsNeverReadAfterItsFree() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer server = new BackendServer(DriverHost.initialise(a, "emulated"), BackendSettings.fromSystemProperties());
+        try (server) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("f.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                long[] at = new long[3];
+                for (int i = 0; i < at.length; i++) {
+                    at[i] = cu.alloc(ALLOC);
+                    cu.put(at[i], new byte[ALLOC]);
+                }
+                Session session = server.session(server.sessions().get(0).id());
+                Set<Long> sentAfterFree = new HashSet<>();
+                int[] frees = {-1};
+                boolean[] freed = new boolean[1];
+                PreCopy.Sink sink = (chunk, hash, bytes) -> {
+                    if (!freed[0]) {
+                        freed[0] = true;
+                        Thread t = Thread.ofPlatform().start(() -> {
+                            cu.primaryContext();
+                            frees[0] = d.cuMemFree(at[2]);
+                        });
+                        try {
+                            t.join(); // would never end if the round held a use of at[2] while it sends
+                        } catch (InterruptedException e) {
+                            throw new java.io.InterruptedIOException();
+                        }
+                    } else if (chunk.address() >= at[2] && chunk.address() < at[2] + ALLOC) {
+                        sentAfterFree.add(chunk.address());
+                    }
+                };
+                try (PreCopy pc = new PreCopy(session, CHUNK, 4 * CHUNK)) {
+                    PreCopy.Round r0 = pc.round(sink);
+                    assertEquals(0, frees[0], "cuMemFree during the round");
+                    assertEquals(3 * ALLOC / CHUNK, r0.chunks(), "the round's hash pass read all three allocations");
+                    assertEquals(Set.of(), sentAfterFree, "no chunk of the freed allocation is read after its free");
+                    assertEquals(2 * ALLOC / CHUNK, r0.sentChunks(), "the freed allocation's chunks are left out");
+                    PreCopy.Round r1 = pc.round((chunk, hash, bytes) -> { });
+                    assertEquals(2 * ALLOC / CHUNK, r1.chunks(), "the next round no longer has it");
+                    assertEquals(0, r1.sentChunks());
+                }
+            }
+        } finally {
+            a.close();
+        }
+    }
+
     /** Writes a new 4-byte word at {@code dptr} (word-aligned offset {@code offset} of an allocation) and its model. */
     private static void plant(Cuda cu, long dptr, int[] model, int offset, Set<Long> planted, long chunk) {
         int word = offset / 4;

@@ -28,9 +28,13 @@ import java.util.Map;
  * through one reused buffer of one chunk; at {@link #close} they go. A round of the pre-copy sends every changed
  * chunk; the caller decides how many rounds (while the changed set shrinks).
  *
- * <p>Not yet: a chunk list is taken at the start of a round, and an allocation the program frees during that round
- * is still read by the hashing kernel (on a GPU, a read of unmapped memory faults the context); memory freed during a
- * pre-copy must first hold off its free, as calls' uses do ({@link SessionUses}).
+ * <p>Frees meanwhile: the program may free (or unmap, or destroy the context of) memory during a round. Each pass of
+ * the hashing kernel over the program's memory (the hash of a round, each batch's hash and copy) first uses the ranges
+ * its chunks lie in, as a call does ({@link SessionUses}: through a {@link UseSlot} of its own, registered with the
+ * session's uses), and lets them go when the pass returned: a free waits for the pass, and a chunk whose range is gone
+ * or dying when a pass starts is left out of it (not sent; its range is gone at the next round). So the kernel never
+ * reads memory freed under it, and a free waits at most one pass (never for the sink: chunks are sent from the staging
+ * buffer, after the uses ended).
  */
 public final class PreCopy implements AutoCloseable {
     /** Where the chunks go (the target, or a test): each with the hash of its bytes under the session's hasher. */
@@ -56,6 +60,8 @@ public final class PreCopy implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment host;
     private final List<Round> rounds = new ArrayList<>();
+    /** This pre-copy's uses of the ranges a pass of the kernel reads: a free waits for them. */
+    private final UseSlot uses = new UseSlot();
     private boolean closed;
 
     /**
@@ -76,6 +82,7 @@ public final class PreCopy implements AutoCloseable {
         this.chunkBytes = chunkBytes;
         this.stagingBytes = Math.max(chunkBytes, stagingBytes / chunkBytes * chunkBytes);
         this.host = arena.allocate(chunkBytes, 16);
+        session.uses().register(uses);
     }
 
     /** The rounds so far. */
@@ -90,12 +97,18 @@ public final class PreCopy implements AutoCloseable {
      */
     public synchronized Round round(Sink sink) throws IOException, CheckpointRefused {
         check();
-        List<ChunkHasher.Chunk> chunks = session.memoryChunks(chunkBytes);
         long t0 = System.nanoTime();
-        ChunkHashes now = hasher.hash(chunks);
+        List<ChunkHasher.Chunk> chunks = use(session.memoryChunks(chunkBytes));
+        ChunkHashes now;
+        try {
+            now = hasher.hash(chunks);
+        } finally {
+            release();
+        }
         long hashNanos = System.nanoTime() - t0;
         List<ChunkHasher.Chunk> changed = changed(now);
         long copyNanos = 0;
+        int sentChunks = 0;
         long sentBytes = 0;
         // a batch per context that fits its staging buffer
         Map<Long, List<ChunkHasher.Chunk>> byContext = new java.util.LinkedHashMap<>();
@@ -107,17 +120,22 @@ public final class PreCopy implements AutoCloseable {
             List<ChunkHasher.Chunk> batch = new ArrayList<>();
             for (ChunkHasher.Chunk c : e.getValue()) {
                 if (batch.size() == stagingBytes / chunkBytes) {
-                    copyNanos += sendStaged(e.getKey(), base, batch, sink);
+                    long[] did = sendStaged(e.getKey(), base, batch, sink);
+                    copyNanos += did[0];
+                    sentChunks += (int) did[1];
+                    sentBytes += did[2];
                     batch.clear();
                 }
                 batch.add(c);
-                sentBytes += c.bytes();
             }
             if (!batch.isEmpty()) {
-                copyNanos += sendStaged(e.getKey(), base, batch, sink);
+                long[] did = sendStaged(e.getKey(), base, batch, sink);
+                copyNanos += did[0];
+                sentChunks += (int) did[1];
+                sentBytes += did[2];
             }
         }
-        Round r = new Round(rounds.size(), false, chunks.size(), total(chunks), changed.size(), sentBytes, hashNanos,
+        Round r = new Round(rounds.size(), false, chunks.size(), total(chunks), sentChunks, sentBytes, hashNanos,
                 copyNanos);
         rounds.add(r);
         return r;
@@ -166,9 +184,14 @@ public final class PreCopy implements AutoCloseable {
         return out;
     }
 
-    /** Hashes and copies {@code batch} into the staging buffer at {@code base} in one pass, then sends each; returns the time. */
-    private long sendStaged(long ctx, long base, List<ChunkHasher.Chunk> batch, Sink sink) throws IOException {
+    /**
+     * Hashes and copies {@code batch} (less the chunks whose range went meanwhile) into the staging buffer at
+     * {@code base} in one pass, then sends each; returns the time, the chunks and the bytes sent.
+     */
+    private long[] sendStaged(long ctx, long base, List<ChunkHasher.Chunk> all, Sink sink) throws IOException {
         long t = System.nanoTime();
+        List<ChunkHasher.Chunk> batch = use(all);
+        ChunkHashes copied;
         long[] to = new long[batch.size()];
         long at = base;
         for (int i = 0; i < batch.size(); i++) {
@@ -176,14 +199,63 @@ public final class PreCopy implements AutoCloseable {
             to[i] = at + (c.address() & 15); // equal to the chunk's address mod 16
             at += align(c.bytes());
         }
-        ChunkHashes copied = hasher.hashAndCopy(batch, to);
+        try {
+            if (batch.isEmpty()) {
+                return new long[] {System.nanoTime() - t, 0, 0};
+            }
+            copied = hasher.hashAndCopy(batch, to);
+        } finally {
+            release();
+        }
+        long bytes = 0;
         for (int i = 0; i < batch.size(); i++) {
             ChunkHasher.Chunk c = batch.get(i);
             copyOut(ctx, to[i], c.bytes());
             sink.chunk(c, copied.hash(i), host.asSlice(0, c.bytes()));
             sent.put(c, copied.hash(i));
+            bytes += c.bytes();
         }
-        return System.nanoTime() - t;
+        return new long[] {System.nanoTime() - t, batch.size(), bytes};
+    }
+
+    /**
+     * Uses the ranges {@code chunks} lie in (each mapping of a span over adjacent VMM mappings) until
+     * {@link #release}, and returns the chunks whose ranges are all there and not dying (being freed): a free of
+     * one of those waits until the release. The chunks left out are not read.
+     */
+    private List<ChunkHasher.Chunk> use(List<ChunkHasher.Chunk> chunks) {
+        SessionMemory memory = session.memory();
+        List<ChunkHasher.Chunk> out = new ArrayList<>(chunks.size());
+        java.util.Set<SessionMemory.Range> using = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        java.util.Set<SessionMemory.Range> refused = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+        for (ChunkHasher.Chunk c : chunks) {
+            SessionMemory.Range first = memory.covering(c.address(), c.bytes());
+            boolean ok = first != null;
+            for (SessionMemory.Range r = first; ok && r != null; ) {
+                if (refused.contains(r)) {
+                    ok = false;
+                } else if (!using.contains(r)) {
+                    if (uses.use(r.uses)) {
+                        using.add(r);
+                    } else {
+                        refused.add(r);
+                        ok = false;
+                    }
+                }
+                r = r.base() + r.size() < c.address() + c.bytes() ? memory.next(r) : null;
+            }
+            if (ok) {
+                out.add(c);
+            }
+        }
+        return out;
+    }
+
+    /** Ends the uses of {@link #use}; tells a free waiting for one of them. */
+    private void release() {
+        if (uses.endAll()) {
+            session.uses().released();
+        }
     }
 
     /**
@@ -273,5 +345,6 @@ public final class PreCopy implements AutoCloseable {
         }
         staging.clear();
         arena.close();
+        session.uses().unregister(uses);
     }
 }
