@@ -113,6 +113,13 @@ public final class BackendServer implements AutoCloseable {
     private final java.util.concurrent.atomic.LongAdder resumes = new java.util.concurrent.atomic.LongAdder();
     /** Checkpoints and restores by outcome: done, refused, failed ({@link ServerSnapshot.Operations}). */
     private final java.util.concurrent.atomic.LongAdder[] checkpoints = adders(3), restores = adders(3);
+    /** Migrations from here by result (done, refused, failed), and the memory bytes they sent. */
+    private final java.util.concurrent.atomic.LongAdder[] migrations = adders(3);
+    private final java.util.concurrent.atomic.LongAdder migrationBytes = new java.util.concurrent.atomic.LongAdder();
+    /** Sessions migrating from here now. */
+    private final Set<Long> migrating = ConcurrentHashMap.newKeySet();
+    private volatile boolean acceptMigrations;
+    private volatile long migrationBufferBytes = 256L << 20;
 
     /** Default of {@code --resume-grace}. */
     public static final int RESUME_GRACE_SECONDS_DEFAULT = 60;
@@ -387,6 +394,10 @@ public final class BackendServer implements AutoCloseable {
         if (admitted == RESUMED) {
             return null; // the connection now serves a session that was waiting for it
         }
+        if (admitted == MIGRATING) {
+            receiveMigration(channel, c);
+            return null;
+        }
         if (admitted == null) {
             c.close();
             return null;
@@ -526,6 +537,8 @@ public final class BackendServer implements AutoCloseable {
 
     /** {@link #handshake}'s answer when the connection resumed a session (handed to it, not closed). */
     private static final Admitted RESUMED = new Admitted(0, null, null, null, null);
+    /** {@link #handshake}'s answer for a migration's connection (a source backend): see {@link #receiveMigration}. */
+    private static final Admitted MIGRATING = new Admitted(Handshake.FEATURE_MIGRATION, null, null, null, null);
 
     /**
      * The identities the handshake proved, as a resume token is bound to them: the pre-shared-key identity
@@ -665,6 +678,20 @@ public final class BackendServer implements AutoCloseable {
             if (refusal == null && workers == null) {
                 refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
             }
+        }
+        if ((hello.features() & Handshake.FEATURE_MIGRATION) != 0) {
+            if (refusal == null) {
+                refusal = migrationRefusal(c, scheme, nonce, hello);
+            }
+            if (refusal != null) {
+                String why = refusal;
+                refusals.log(Level.WARNING, () -> "refused a migration from " + c.peer().description() + ": " + why);
+                channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
+                return null;
+            }
+            channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(0, host.driverVersion(), host.deviceCount(),
+                    Handshake.FEATURE_MIGRATION, host.description()).encode());
+            return MIGRATING;
         }
         if (hello.resumes()) {
             return resumeSession(channel, c, hello, auth == Handshake.AUTH_PSK, refusal);
@@ -888,6 +915,141 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * Whether this backend accepts migrations from other backends (issue 23, {@code --accept-migrations}; off by
+     * default): a connection whose HELLO asks for {@link Handshake#FEATURE_MIGRATION} is refused unless this is on
+     * and the peer proved the backend's own pre-shared key (not a tenant's), a TLS client certificate, or, over unix,
+     * this process's own uid.
+     */
+    public void acceptMigrations(boolean on) {
+        acceptMigrations = on;
+    }
+
+    /** Host memory a migration's target keeps received chunks in before it spills them to a temp file (256 MiB). */
+    public void migrationBufferBytes(long bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("migrationBufferBytes=" + bytes);
+        }
+        migrationBufferBytes = bytes;
+    }
+
+    /** Migrations from this backend by result: [done, refused, failed]. */
+    public long[] migrations() {
+        return new long[] {migrations[0].sum(), migrations[1].sum(), migrations[2].sum()};
+    }
+
+    /** Memory bytes sent by the migrations from this backend that completed (every round's chunks). */
+    public long migrationBytes() {
+        return migrationBytes.sum();
+    }
+
+    /** Whether session {@code id} is migrating from this backend now. */
+    public boolean migrating(long id) {
+        return migrating.contains(id);
+    }
+
+    /** Why a migration's HELLO is refused, or null (see {@link #acceptMigrations}). */
+    private String migrationRefusal(Connection c, String scheme, byte[] nonce, Handshake.Hello hello) {
+        if (!acceptMigrations) {
+            return "this backend does not accept migrations (start it with --accept-migrations)";
+        }
+        if (workers != null) {
+            return "migrations into isolation mode process are not supported yet (run the target with --isolation context)";
+        }
+        if (closed) {
+            return "the backend is shutting down";
+        }
+        byte[] key = settings.preSharedKey();
+        if (key != null && Handshake.proofMatches(key, nonce, hello.identity(), hello.proof())) {
+            return null;
+        }
+        if (c.peer().certificate().isPresent()) {
+            return null;
+        }
+        if ("unix".equals(scheme) && c.peer().uid().isPresent()) {
+            try {
+                Object own = java.nio.file.Files.getAttribute(java.nio.file.Path.of("/proc/self"), "unix:uid");
+                if (own instanceof Integer u && u == c.peer().uid().getAsInt()) {
+                    return null;
+                }
+            } catch (IOException | RuntimeException e) {
+                // not provable: refused below
+            }
+        }
+        return "a migration must be proven by this backend's pre-shared key (--psk-file), a TLS client certificate,"
+                + " or, over unix, this backend's own uid";
+    }
+
+    /** Serves a migration's connection to its end ({@link MigrationTarget}), on the handshake's thread. */
+    private void receiveMigration(FrameChannel channel, Connection c) {
+        String peer = c.peer().description();
+        try (MigrationTarget t = new MigrationTarget(this, channel, migrationBufferBytes)) {
+            try {
+                t.receive();
+            } catch (IOException | RuntimeException e) {
+                String why = e.getMessage() != null ? e.getMessage() : e.toString();
+                LOG.log(Level.WARNING, "migration from " + peer + " failed: " + why);
+                t.fail(why);
+            }
+        } catch (IOException e) {
+            LOG.log(Level.WARNING, "migration from " + peer + " not received: " + e.getMessage());
+        } finally {
+            c.close();
+        }
+    }
+
+    /**
+     * Migrates session {@code sessionId} to the backend listening at {@code targetUri} while its program runs
+     * ({@link Migration}: pre-copy rounds, a short stop, the target restores it, the frontend is sent there and
+     * resumes at {@code frontendUri}, or {@code targetUri} when null). The target must accept migrations from this
+     * backend ({@link #acceptMigrations}); this backend proves itself with its own pre-shared key when it has one.
+     * Refused (the session runs on here) for an unknown session, one without address-stable memory or resume, what a
+     * checkpoint cannot capture, a target that refuses; a failure before the target's OK leaves the program running
+     * here too. In isolation mode process: refused (not built yet; run the backend with --isolation context).
+     */
+    public Migration.Result migrate(long sessionId, String targetUri, String frontendUri,
+                                    io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(migrations, () -> {
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("migration is not supported in isolation mode"
+                        + " process yet: run the backend with --isolation context");
+            }
+            if (frontendUri != null) {
+                try {
+                    Handshake.Moved.check(frontendUri);
+                } catch (IllegalArgumentException e) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: frontend URI "
+                            + frontendUri + ": " + e.getMessage());
+                }
+            }
+            Session s = session(sessionId);
+            if (s == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+            }
+            if (s.resume() == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be migrated:"
+                        + " it was not granted resume (its frontend could not follow it)");
+            }
+            if (!migrating.add(sessionId)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " is migrating already");
+            }
+            long[] sent = {0};
+            io.gpusockets.backend.session.CheckpointProgress p = progress == null
+                    ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress;
+            try {
+                Migration.Result r = Migration.run(this, s, targetUri, frontendUri, settings.preSharedKey(), p);
+                sent[0] = r.bytes();
+                LOG.log(Level.INFO, "session " + sessionId + " migrated to " + targetUri + ": " + r.rounds().size()
+                        + " rounds, " + r.bytes() + " bytes, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
+                return r;
+            } finally {
+                migrationBytes.add(sent[0]);
+                migrating.remove(sessionId);
+            }
+        });
+    }
+
+    /**
      * Restores the session checkpointed in {@code file} into this backend ({@link io.gpusockets.backend.session.SessionRestore}):
      * under its own id (refused when a session here has it) and tenant (which must exist here and have room for a
      * session), with every handle id and device address as it was; then it waits, detached and resumable under its
@@ -955,6 +1117,7 @@ public final class BackendServer implements AutoCloseable {
             }
             status.started(s, "restored");
             sessions.add(s);
+            moved.remove(java.util.HexFormat.of().formatHex(s.resume().token())); // back here (a migration back): no MOVED
             resumable.put(java.util.HexFormat.of().formatHex(s.resume().token()), s);
             Thread.ofPlatform().daemon().name("gpusockets-session-" + s.id()).start(() -> {
                 connections.incrementAndGet(); // run() gives one back, as for a session that came with its connection

@@ -1038,6 +1038,70 @@ public final class Session {
                 System.nanoTime() - start);
     }
 
+    /**
+     * A migration's image of this drained session (issue 23 item 1): the checkpoint image's header (everything but
+     * the contents, {@link CheckpointImage}) written to {@code header}, and the contents of its CUDA arrays (the
+     * ranges after memory, each with its chunks) to {@code arrays}; returns the device memory ranges the header lists
+     * first, in order, whose contents the migration's chunks carry (the target writes them between the two). Run only
+     * on a drained session ({@link #drained}).
+     */
+    public java.util.List<long[]> writeMigrationImage(java.nio.channels.WritableByteChannel header,
+                                                      java.nio.channels.WritableByteChannel arrays,
+                                                      CheckpointProgress progress) throws IOException, CheckpointRefused {
+        Resume r = resume;
+        if (recorder == null || r == null) {
+            throw new CheckpointRefused("session " + id + " cannot be migrated: it needs address-stable memory and resume");
+        }
+        java.util.List<ResumeLog.Kept> kept;
+        try {
+            kept = r.log().kept();
+        } catch (IllegalStateException e) {
+            throw new IOException("session " + id + " cannot be migrated: " + e.getMessage());
+        }
+        java.util.Map<Integer, long[]> stacks = new java.util.TreeMap<>();
+        lanes.contextStacks().forEach((lane, reals) -> stacks.put(lane,
+                java.util.Arrays.stream(reals).map(c -> handles.idOf(ParamType.CTX, c)).toArray()));
+        java.util.List<CheckpointRecorder.Record> records;
+        try {
+            records = CheckpointVmm.records(this, recorder.snapshot(), handles.nextId());
+        } catch (IllegalStateException e) {
+            throw new IOException("session " + id + " cannot be migrated: " + e.getMessage());
+        }
+        CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
+                new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
+                        r.log().receivedCopy(), kept),
+                primary.snapshot(), stacks, records, RestoreModels.devices(host));
+        java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
+        contextsOf(ranges, records);
+        java.util.List<long[]> memory = new java.util.ArrayList<>();
+        for (CheckpointImage.Range m : ranges) {
+            memory.add(new long[] {m.base(), m.size()});
+        }
+        java.util.List<CheckpointImage.Range> arrayRanges = CheckpointArrays.ranges(driver, handles);
+        java.util.List<CheckpointImage.Range> all = new java.util.ArrayList<>(ranges);
+        all.addAll(arrayRanges);
+        java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(
+                java.nio.channels.Channels.newOutputStream(header), 1 << 16));
+        CheckpointImage.writeHeader(out, h, all);
+        out.flush();
+        progress.progress("records", records.size(), records.size());
+        if (!arrayRanges.isEmpty()) {
+            long total = 0;
+            for (CheckpointImage.Range a : arrayRanges) {
+                total += a.size();
+            }
+            try (CheckpointContents contents = new CheckpointContents(driver, id, 0, quota); // plain host buffers
+                 CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
+                     throw new IOException(String.format("migration: device memory 0x%x among the arrays", address));
+                 });
+                 CheckpointArrays.Device device = new CheckpointArrays.Device(driver, memoryDevice,
+                         range -> CheckpointArrays.resolve(driver, handles, range))) {
+                contents.write(arrays, arrayRanges, device, progress, total);
+            }
+        }
+        return memory;
+    }
+
     /** Reads frames until the connection ends (waiting to resume where granted), then cleans up. Runs on the session's own thread. */
     public void serve() {
         String reason = "peer closed the connection";

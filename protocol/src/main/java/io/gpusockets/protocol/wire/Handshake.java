@@ -56,6 +56,13 @@ public final class Handshake {
      * HELLO to resume it (granted where the backend keeps sessions it serves itself; not over a shared window).
      */
     public static final int FEATURE_RESUME = 4;
+    /**
+     * A HELLO with this bit opens no session: it is a source backend migrating a session here (issue 23; the
+     * backend's {@code Migration}s). Granted only by a backend that accepts migrations and only to a peer proven by
+     * the backend's own pre-shared key, a TLS client certificate, or the backend's own uid over unix; the WELCOME
+     * echoes the bit, and the migration's frames ({@link Opcodes#MIGRATE_BEGIN} and after) follow.
+     */
+    public static final int FEATURE_MIGRATION = 8;
     /** Bytes of a session token: 256 random bits. */
     public static final int TOKEN_BYTES = 32;
     /**

@@ -1,0 +1,260 @@
+package io.gpusockets.backend.server;
+
+import io.gpusockets.backend.session.CheckpointProgress;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.ChunkHasher;
+import io.gpusockets.backend.session.PreCopy;
+import io.gpusockets.backend.session.Session;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.TransportOptions;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Handshake;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.WritableByteChannel;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A migration of a running session from this backend to another (issue 23 item 1), the source's side: one connection
+ * to the target's listening URI whose HELLO asks for {@link Handshake#FEATURE_MIGRATION}, then frames on lane 0:
+ *
+ * <pre>
+ * MIGRATE_BEGIN   u64 hasher seed, u32 chunk bytes
+ * MIGRATE_CHUNK   u64 address, u64 hash (the session's {@link ChunkHasher} under that seed), the chunk's bytes
+ * MIGRATE_IMAGE   flags 0: a piece of the checkpoint image's header; flags 1: a piece of its CUDA arrays' contents
+ * MIGRATE_COMMIT  u32 n, n x (u64 base, u64 size): the device memory ranges the header lists first
+ * MIGRATE_DONE    (target to source) u8 ok, u64 restore nanoseconds, utf-8 message (u32 length, bytes)
+ * </pre>
+ *
+ * Pre-copy rounds ({@link PreCopy}) run while the program runs, at most {@link #MAX_ROUNDS}, while the chunks a round
+ * sends are fewer than the round before; then the session is drained ({@link Session#drained}, as a checkpoint with
+ * stop does), the final round sends the chunks that changed, the image's header and arrays follow, COMMIT, and the
+ * source waits for DONE with the session still drained. OK: the session freezes, its frontend is sent to the target
+ * ({@link BackendServer#sessionMoved}). Anything else before that (a refusal, a failure, the connection lost): the
+ * drain lets go and the program runs on here; the target, had it restored the session before the loss of its answer,
+ * holds it detached until its grace period ends (no frontend is sent there).
+ */
+public final class Migration {
+    /** Pre-copy rounds at most before the stop (the changed set must also shrink from one round to the next). */
+    static final int MAX_ROUNDS = 8;
+    /** The chunk size: 1 MiB (divides the image's chunk, fits a frame). */
+    static final int CHUNK_BYTES = 1 << 20;
+    /** The device staging buffer of a pre-copy round: 16 chunks. */
+    static final long STAGING_BYTES = 16L * CHUNK_BYTES;
+    /** The HELLO identity of a migration. */
+    static final String IDENTITY = "gpusockets-migration";
+    /** A piece of the image in one IMAGE frame. */
+    static final int IMAGE_PIECE = 1 << 20;
+
+    /**
+     * What a migration did: each round's chunks and bytes (pre-copy rounds, then the final one), and the downtime
+     * split: the drain, the final round's hash and copy, the target's restore, and the switch (the frontend told).
+     */
+    public record Result(long sessionId, String target, List<PreCopy.Round> rounds, long drainNanos, long hashNanos,
+                         long finalCopyNanos, long restoreNanos, long switchNanos, long downtimeNanos) {
+        /** Bytes of memory sent over all rounds. */
+        public long bytes() {
+            long n = 0;
+            for (PreCopy.Round r : rounds) {
+                n += r.sentBytes();
+            }
+            return n;
+        }
+    }
+
+    private Migration() {
+    }
+
+    /** What the stop produced. */
+    private record Stop(long drainNanos, PreCopy.Round last, long restoreNanos, long stoppedAt) {
+    }
+
+    /** The source's side: see the class. */
+    static Result run(BackendServer server, Session s, String targetUri, String frontendUri, byte[] psk,
+                      CheckpointProgress progress) throws CheckpointRefused, IOException {
+        TransportUri uri;
+        try {
+            uri = TransportUri.parse(targetUri);
+        } catch (IllegalArgumentException e) {
+            throw new CheckpointRefused("migration refused: target " + targetUri + ": " + e.getMessage());
+        }
+        Connection c = Transports.connect(uri, Duration.ofSeconds(10), TransportOptions.NONE);
+        try (FrameChannel ch = new FrameChannel(c)) {
+            open(ch, targetUri, psk);
+            ByteBuffer begin = ByteBuffer.allocate(12).putLong(s.chunkHasher().seed()).putInt(CHUNK_BYTES).flip();
+            ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, 0, begin);
+            PreCopy.Sink sink = (chunk, hash, bytes) -> ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, 0,
+                    ByteBuffer.allocate(16).putLong(chunk.address()).putLong(hash).flip(), bytes.asByteBuffer());
+            Stop stop;
+            List<PreCopy.Round> rounds;
+            try (PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES)) {
+                PreCopy.Round prev = pc.round(sink);
+                progress.progress("pre-copy", 1, MAX_ROUNDS);
+                for (int i = 1; i < MAX_ROUNDS && prev.sentChunks() > 0; i++) {
+                    PreCopy.Round r = pc.round(sink);
+                    progress.progress("pre-copy", i + 1, MAX_ROUNDS);
+                    if (r.sentChunks() >= prev.sentChunks()) {
+                        break; // not shrinking: stop now
+                    }
+                    prev = r;
+                }
+                try {
+                    stop = s.drained(true, progress, drainNanos -> {
+                        PreCopy.Round last = pc.finalRound(sink);
+                        List<long[]> memory;
+                        try (ImageWriter header = new ImageWriter(ch, 0); ImageWriter arrays = new ImageWriter(ch, 1)) {
+                            memory = s.writeMigrationImage(header, arrays, progress);
+                        }
+                        ByteBuffer commit = ByteBuffer.allocate(4 + 16 * memory.size()).putInt(memory.size());
+                        for (long[] m : memory) {
+                            commit.putLong(m[0]).putLong(m[1]);
+                        }
+                        ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, 0, commit.flip());
+                        progress.progress("restore", 0, 1);
+                        FrameHeader h = ch.readHeader();
+                        if (h.opcode() != Opcodes.MIGRATE_DONE || h.length() > 8192) {
+                            throw new ProtocolException("migration: expected the target's DONE, got " + h);
+                        }
+                        ByteBuffer b = ch.readBody(h.length()).order(java.nio.ByteOrder.BIG_ENDIAN);
+                        boolean ok = b.get() != 0;
+                        long restoreNanos = b.getLong();
+                        int len = b.getInt();
+                        if (len < 0 || len > b.remaining()) {
+                            throw new ProtocolException("migration: a DONE message of " + len + " bytes");
+                        }
+                        byte[] m = new byte[len];
+                        b.get(m);
+                        String message = new String(m, StandardCharsets.UTF_8);
+                        if (!ok) {
+                            throw new IOException("the target " + targetUri + " failed the migration: " + message);
+                        }
+                        progress.progress("restore", 1, 1);
+                        return new Stop(drainNanos, last, restoreNanos, System.nanoTime() - drainNanos);
+                    }, "migrated to " + targetUri + " (frozen: it resumes there)");
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted during the migration of session " + s.id());
+                }
+                rounds = pc.rounds();
+            }
+            long t = System.nanoTime();
+            server.sessionMoved(s.id(), frontendUri != null ? frontendUri : targetUri);
+            long now = System.nanoTime();
+            return new Result(s.id(), targetUri, rounds, stop.drainNanos(), stop.last().hashNanos(),
+                    stop.last().copyNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
+        }
+    }
+
+    /** The handshake of a migration: SERVER_HELLO, HELLO with the migration bit (and the key's proof), WELCOME. */
+    private static void open(FrameChannel ch, String target, byte[] psk) throws IOException, CheckpointRefused {
+        FrameHeader h = ch.readHeader();
+        if (h.opcode() != Opcodes.SERVER_HELLO || h.length() > 4096) {
+            throw new ProtocolException(target + " is not a GPUsockets backend (first frame " + h + ")");
+        }
+        Handshake.ServerHello hello = Handshake.ServerHello.decode(ch.readBody(h.length()));
+        if (Handshake.PROTOCOL_VERSION < hello.minVersion() || Handshake.PROTOCOL_VERSION > hello.maxVersion()) {
+            throw new CheckpointRefused("migration refused: " + target + " speaks protocol versions " + hello.minVersion()
+                    + ".." + hello.maxVersion() + "; this backend speaks " + Handshake.PROTOCOL_VERSION);
+        }
+        byte[] proof = new byte[0];
+        if (hello.authMethod() == Handshake.AUTH_PSK && psk != null) {
+            proof = Handshake.proof(psk, hello.nonce(), IDENTITY);
+        }
+        ch.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, Handshake.FEATURE_MIGRATION,
+                IDENTITY, proof).encode());
+        h = ch.readHeader();
+        if (h.opcode() == Opcodes.REFUSE && h.length() <= 8192) {
+            throw new CheckpointRefused("migration refused by " + target + ": "
+                    + Handshake.readString(ch.readBody(h.length())));
+        }
+        if (h.opcode() != Opcodes.WELCOME || h.length() > 8192) {
+            throw new ProtocolException("migration: expected WELCOME from " + target + ", got " + h);
+        }
+        Handshake.Welcome w = Handshake.Welcome.decode(ch.readBody(h.length()));
+        if ((w.features() & Handshake.FEATURE_MIGRATION) == 0) {
+            throw new CheckpointRefused("migration refused: " + target + " did not grant it");
+        }
+    }
+
+    /** A channel that sends what is written to it as IMAGE frames of at most {@link #IMAGE_PIECE} bytes. */
+    private static final class ImageWriter implements WritableByteChannel {
+        private final FrameChannel ch;
+        private final int flags;
+        private final ByteBuffer piece = ByteBuffer.allocate(IMAGE_PIECE);
+        private boolean open = true;
+
+        ImageWriter(FrameChannel ch, int flags) {
+            this.ch = ch;
+            this.flags = flags;
+        }
+
+        @Override
+        public int write(ByteBuffer src) throws IOException {
+            int n = src.remaining();
+            while (src.hasRemaining()) {
+                int k = Math.min(src.remaining(), piece.remaining());
+                piece.put(piece.position(), src, src.position(), k);
+                piece.position(piece.position() + k);
+                src.position(src.position() + k);
+                if (!piece.hasRemaining()) {
+                    flush();
+                }
+            }
+            return n;
+        }
+
+        private void flush() throws IOException {
+            if (piece.position() > 0) {
+                ch.send(Opcodes.MIGRATE_IMAGE, flags, 0, 0, piece.flip());
+                piece.clear();
+            }
+        }
+
+        @Override
+        public boolean isOpen() {
+            return open;
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (open) {
+                open = false;
+                flush();
+            }
+        }
+    }
+
+    /** DONE's body. */
+    static ByteBuffer done(boolean ok, long restoreNanos, String message) {
+        byte[] m = message.getBytes(StandardCharsets.UTF_8);
+        if (m.length > 4000) {
+            m = java.util.Arrays.copyOf(m, 4000);
+        }
+        return ByteBuffer.allocate(13 + m.length).put((byte) (ok ? 1 : 0)).putLong(restoreNanos).putInt(m.length).put(m)
+                .flip();
+    }
+
+    static List<long[]> ranges(ByteBuffer b) throws ProtocolException {
+        int n = b.getInt();
+        if (n < 0 || n > b.remaining() / 16) {
+            throw new ProtocolException("migration: COMMIT names " + n + " ranges in " + b.remaining() + " bytes");
+        }
+        List<long[]> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            long base = b.getLong(), size = b.getLong();
+            if (size < 0) {
+                throw new ProtocolException("migration: a range of " + size + " bytes");
+            }
+            out.add(new long[] {base, size});
+        }
+        return out;
+    }
+}

@@ -1,0 +1,238 @@
+package io.gpusockets.backend.server;
+
+import io.gpusockets.backend.session.CheckpointProgress;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.ChunkHasher;
+import io.gpusockets.protocol.wire.FrameChannel;
+import io.gpusockets.protocol.wire.FrameHeader;
+import io.gpusockets.protocol.wire.Opcodes;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.zip.CRC32C;
+
+/**
+ * The target's side of a migration ({@link Migration} states the frames): keeps the chunks it receives, each checked
+ * against the hash sent with it ({@link ChunkHasher#reference} under the source's seed: a chunk damaged on the way is
+ * refused), in host memory up to {@code bufferBytes} and in a temp file beyond; a chunk sent again replaces the one
+ * kept. At COMMIT it writes a checkpoint image (the header and arrays as sent, each memory range's contents from the
+ * kept chunks, every range covered or the migration fails naming the missing chunk) into a temp folder, restores it
+ * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it) and answers
+ * DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks and
+ * {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends, however it ends.
+ */
+final class MigrationTarget implements AutoCloseable {
+    static final int MAX_CHUNKS = 1 << 22;
+    static final long MAX_IMAGE_BYTES = 1L << 30;
+    private static final System.Logger LOG = System.getLogger("gpusockets.migration");
+
+    private final BackendServer server;
+    private final FrameChannel ch;
+    private final long bufferBytes;
+    private final Path dir;
+    private final FileChannel spill;
+    private final FileChannel header;
+    private final FileChannel arrays;
+    /** Chunks kept in memory, by address. */
+    private final Map<Long, byte[]> kept = new HashMap<>();
+    /** Chunks in the spill file, by address: offset (each address keeps its slot). */
+    private final Map<Long, long[]> spilled = new HashMap<>();
+    private long keptBytes, spillEnd, imageBytes;
+    private long seed;
+    private int chunkBytes;
+
+    MigrationTarget(BackendServer server, FrameChannel ch, long bufferBytes) throws IOException {
+        this.server = server;
+        this.ch = ch;
+        this.bufferBytes = bufferBytes;
+        this.dir = Files.createTempDirectory("gpusockets-migration");
+        this.spill = open(dir.resolve("chunks"));
+        this.header = open(dir.resolve("header"));
+        this.arrays = open(dir.resolve("arrays"));
+    }
+
+    private static FileChannel open(Path p) throws IOException {
+        return FileChannel.open(p, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE);
+    }
+
+    /** Receives until COMMIT, restores, answers; returns the restored session's id. */
+    long receive() throws IOException {
+        FrameHeader h = ch.readHeader();
+        if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12) {
+            throw new ProtocolException("migration: expected BEGIN, got " + h);
+        }
+        ByteBuffer b = ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN);
+        seed = b.getLong();
+        chunkBytes = b.getInt();
+        if (chunkBytes <= 0 || chunkBytes % 16 != 0 || chunkBytes > ch.maxBody() - 16
+                || io.gpusockets.backend.session.ChunkHasher.DEFAULT_CHUNK_BYTES % chunkBytes != 0) {
+            throw new ProtocolException("migration: chunks of " + chunkBytes + " bytes (a multiple of 16 that divides "
+                    + io.gpusockets.backend.session.ChunkHasher.DEFAULT_CHUNK_BYTES + ", at most a frame)");
+        }
+        while (true) {
+            h = ch.readHeader();
+            switch (h.opcode()) {
+                case Opcodes.MIGRATE_CHUNK -> chunk(h);
+                case Opcodes.MIGRATE_IMAGE -> image(h);
+                case Opcodes.MIGRATE_COMMIT -> {
+                    if (h.length() > ch.maxBody()) {
+                        throw new ProtocolException("migration: COMMIT of " + h.length() + " bytes");
+                    }
+                    return commit(Migration.ranges(ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN)));
+                }
+                default -> throw new ProtocolException("migration: unexpected " + h);
+            }
+        }
+    }
+
+    private void chunk(FrameHeader h) throws IOException {
+        if (h.length() <= 16 || h.length() > 16 + chunkBytes) {
+            throw new ProtocolException("migration: a chunk frame of " + h.length() + " bytes (chunks of " + chunkBytes + ")");
+        }
+        ByteBuffer b = ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN);
+        long address = b.getLong(), hash = b.getLong();
+        byte[] bytes = new byte[b.remaining()];
+        b.get(bytes);
+        if (ChunkHasher.reference(address, MemorySegment.ofArray(bytes), seed) != hash) {
+            throw new ProtocolException(String.format("migration: chunk 0x%x (%d bytes) does not match its hash",
+                    address, bytes.length));
+        }
+        byte[] had = kept.get(address);
+        long[] slot = spilled.get(address);
+        if (had == null && slot == null && kept.size() + spilled.size() >= MAX_CHUNKS) {
+            throw new ProtocolException("migration: more than " + MAX_CHUNKS + " chunks");
+        }
+        if (had != null && had.length == bytes.length) {
+            kept.put(address, bytes);
+        } else if (slot != null && slot[1] == bytes.length) {
+            write(spill, ByteBuffer.wrap(bytes), slot[0]);
+        } else if (had == null && slot == null && keptBytes + bytes.length <= bufferBytes) {
+            kept.put(address, bytes);
+            keptBytes += bytes.length;
+        } else {
+            if (had != null) {
+                kept.remove(address);
+                keptBytes -= had.length;
+            }
+            write(spill, ByteBuffer.wrap(bytes), spillEnd);
+            spilled.put(address, new long[] {spillEnd, bytes.length});
+            spillEnd += bytes.length;
+        }
+    }
+
+    private void image(FrameHeader h) throws IOException {
+        if (h.length() > ch.maxBody() || imageBytes + h.length() > MAX_IMAGE_BYTES || (h.flags() != 0 && h.flags() != 1)) {
+            throw new ProtocolException("migration: an image piece " + h + " (at most " + MAX_IMAGE_BYTES + " bytes in all)");
+        }
+        imageBytes += h.length();
+        FileChannel to = h.flags() == 0 ? header : arrays;
+        write(to, ch.readBody(h.length()), to.size());
+    }
+
+    private static void write(FileChannel f, ByteBuffer b, long at) throws IOException {
+        while (b.hasRemaining()) {
+            at += f.write(b, at);
+        }
+    }
+
+    /** Writes the image from the header, the kept chunks and the arrays, and restores it. */
+    private long commit(List<long[]> memory) throws IOException {
+        Path image = dir.resolve("image");
+        try (FileChannel out = FileChannel.open(image, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+            header.transferTo(0, header.size(), out);
+            int imageChunk = (int) ChunkHasher.DEFAULT_CHUNK_BYTES;
+            ByteBuffer buf = ByteBuffer.allocateDirect(imageChunk);
+            CRC32C crc = new CRC32C();
+            for (long[] m : memory) {
+                long base = m[0], size = m[1];
+                write(out, ByteBuffer.allocate(21).put((byte) 0).putLong(base).putInt(0).putLong(size).flip(), out.size());
+                for (long off = 0; off < size; off += imageChunk) {
+                    int n = (int) Math.min(imageChunk, size - off);
+                    buf.clear();
+                    for (int k = 0; k < n; k += chunkBytes) {
+                        long address = base + off + k;
+                        int len = Math.min(chunkBytes, n - k);
+                        byte[] b = kept.get(address);
+                        long[] slot = spilled.get(address);
+                        if ((b == null ? slot == null || slot[1] != len : b.length != len)) {
+                            throw new IOException(String.format("migration: no chunk of %d bytes at 0x%x (range 0x%x+%d)",
+                                    len, address, base, size));
+                        }
+                        if (b != null) {
+                            buf.put(b);
+                        } else {
+                            ByteBuffer dst = buf.slice(buf.position(), len);
+                            long at = slot[0];
+                            while (dst.hasRemaining()) {
+                                int r = spill.read(dst, at + dst.position());
+                                if (r < 0) {
+                                    throw new IOException("migration: the chunk file ended early");
+                                }
+                            }
+                            buf.position(buf.position() + len);
+                        }
+                    }
+                    buf.flip();
+                    crc.reset();
+                    crc.update(buf.duplicate());
+                    ByteBuffer len = ByteBuffer.allocate(4).putInt(n).flip();
+                    ByteBuffer sum = ByteBuffer.allocate(4).putInt((int) crc.getValue()).flip();
+                    write(out, len, out.size());
+                    write(out, buf, out.size());
+                    write(out, sum, out.size());
+                }
+            }
+            arrays.transferTo(0, arrays.size(), out.position(out.size()));
+            write(out, ByteBuffer.wrap("GPUSEND!".getBytes(java.nio.charset.StandardCharsets.US_ASCII)), out.size());
+        }
+        long t = System.nanoTime();
+        long id;
+        try {
+            id = server.restore(image, CheckpointProgress.NONE);
+        } catch (CheckpointRefused e) {
+            throw new IOException(e.getMessage(), e);
+        }
+        long restoreNanos = System.nanoTime() - t;
+        ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos, "restored session " + id));
+        LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, restore "
+                + restoreNanos / 1_000_000 + " ms)");
+        return id;
+    }
+
+    /** Answers a failure (best effort: the source may be gone). */
+    void fail(String why) {
+        try {
+            ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(false, 0, why));
+        } catch (IOException | RuntimeException ignored) {
+            // the source sees the connection end instead
+        }
+    }
+
+    @Override
+    public void close() {
+        for (FileChannel f : new FileChannel[] {spill, header, arrays}) {
+            try {
+                f.close();
+            } catch (IOException ignored) {
+                // deleted below
+            }
+        }
+        try (var files = Files.list(dir)) {
+            for (Path p : (Iterable<Path>) files::iterator) {
+                Files.deleteIfExists(p);
+            }
+            Files.deleteIfExists(dir);
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.WARNING, "migration: temp folder " + dir + " not removed: " + e.getMessage());
+        }
+    }
+}

@@ -1,0 +1,241 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.server.Migration;
+import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.FrontendConfig;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Migration between two in-process backends while the program runs (issue 23 item 1, {@link BackendServer#migrate}):
+ * a Java program (RemoteCudaDriver) launches, again and again, a kernel that adds to a changing subset of the chunks
+ * of several allocations ({@link PreCopyTest#PTX}), and keeps a CPU model of what it wrote. It is migrated A to B
+ * (over tcp, both backends holding the same pre-shared key; the frontend told B's unix URI) and then B to A (over
+ * unix, proven by the backend's own uid) while it runs; at the end the data on the device equals the model, and the
+ * migration results count rounds, bytes and the downtime split. A target that does not accept migrations refuses,
+ * and the program runs on at A.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class MigrationTest {
+    static final int ALLOC = 64 << 10;
+    static final int DIRTIED = 4;
+
+    private String wasStable, wasResume;
+    private Path dir;
+
+    @BeforeEach
+    void on() throws Exception {
+        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
+        wasResume = System.setProperty("gpusockets.resume", "true");
+        dir = Files.createTempDirectory("gpusockets-migration-test");
+    }
+
+    @AfterEach
+    void off() {
+        restore("gpusockets.backend.stableAddresses", wasStable);
+        restore("gpusockets.resume", wasResume);
+    }
+
+    private static void restore(String key, String was) {
+        if (was == null) {
+            System.clearProperty(key);
+        } else {
+            System.setProperty(key, was);
+        }
+    }
+
+    private static BackendServer server(EmulatedDevice device, byte[] psk) {
+        BackendSettings s = BackendSettings.fromSystemProperties();
+        s = s.withServer(psk, s.allowedUids(), s.allowedCids(), s.handshakeMillis(), s.warmContexts());
+        BackendServer server = new BackendServer(DriverHost.initialise(device, "emulated"), s);
+        server.resumeGrace(Duration.ofSeconds(60));
+        return server;
+    }
+
+    /** The program: allocations with random data, then launches that dirty a changing subset, with its model. */
+    static final class Program {
+        final RemoteCudaDriver d;
+        final Cuda cu;
+        final long fn;
+        final long[] at = new long[DIRTIED + 1];
+        final int[][] model = new int[at.length][];
+        final AtomicBoolean stop = new AtomicBoolean();
+        final AtomicReference<Throwable> failed = new AtomicReference<>();
+        volatile int launches;
+        Thread thread;
+
+        Program(RemoteCudaDriver d) {
+            this.d = d;
+            this.cu = new Cuda(d);
+            cu.primaryContext();
+            byte[] ptx = (PreCopyTest.PTX + "\0").getBytes(StandardCharsets.US_ASCII);
+            MemorySegment image = cu.arena.allocate(ptx.length);
+            MemorySegment.copy(ptx, 0, image, JAVA_BYTE, 0, ptx.length);
+            MemorySegment c = cu.cell();
+            Cuda.ok(d.cuModuleLoadData(c, image), "cuModuleLoadData");
+            fn = cu.function(c.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0), "dirty");
+            Random random = new Random(9);
+            for (int i = 0; i < at.length; i++) {
+                at[i] = cu.alloc(ALLOC);
+                byte[] data = new byte[ALLOC];
+                random.nextBytes(data);
+                cu.put(at[i], data);
+                java.nio.IntBuffer ib = java.nio.ByteBuffer.wrap(data).order(java.nio.ByteOrder.LITTLE_ENDIAN).asIntBuffer();
+                model[i] = new int[ib.remaining()];
+                ib.get(model[i]);
+            }
+        }
+
+        void start() {
+            thread = Thread.ofPlatform().name("program").start(() -> {
+                try {
+                    cu.primaryContext();
+                    for (int k = 0; !stop.get(); k++) {
+                        for (int i = 0; i < DIRTIED; i++) {
+                            int words = ALLOC / 4;
+                            Cuda.ok(d.cuLaunchKernel(fn, words / 256, 1, 1, 256, 1, 1, 0, 0,
+                                    cu.params(cu.u64(at[i]), cu.u32(words), cu.u32(k)), MemorySegment.NULL), "launch");
+                            for (int w = 0; w < words; w++) {
+                                if (((w >> 8) * 3 + k) % 5 == 0) {
+                                    model[i][w] += k + 1;
+                                }
+                            }
+                        }
+                        Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                        launches++;
+                    }
+                } catch (Throwable t) {
+                    failed.set(t);
+                }
+            });
+        }
+
+        /** Waits for {@code n} more launches (bounded by the test's timeout). */
+        void runs(int n) throws InterruptedException {
+            int until = launches + n;
+            while (launches < until && failed.get() == null) {
+                Thread.sleep(5);
+            }
+        }
+
+        void finish() throws InterruptedException {
+            stop.set(true);
+            thread.join();
+            if (failed.get() != null) {
+                throw new AssertionError("the program failed", failed.get());
+            }
+            for (int i = 0; i < at.length; i++) {
+                byte[] expected = new byte[ALLOC];
+                java.nio.ByteBuffer.wrap(expected).order(java.nio.ByteOrder.LITTLE_ENDIAN).asIntBuffer().put(model[i]);
+                assertArrayEquals(expected, cu.get(at[i], ALLOC), "allocation " + i + " after the run");
+            }
+        }
+    }
+
+    private static void checkResult(Migration.Result r) {
+        assertTrue(r.rounds().size() >= 2, "pre-copy rounds and a final round: " + r);
+        assertTrue(r.rounds().getLast().drained(), "the last round ran on the drained session");
+        assertEquals(r.rounds().getFirst().chunks(), r.rounds().getFirst().sentChunks(), "round 0 sends everything");
+        assertTrue(r.bytes() >= (long) (DIRTIED + 1) * ALLOC, "at least the memory once: " + r.bytes());
+        assertTrue(r.downtimeNanos() > 0 && r.drainNanos() >= 0 && r.restoreNanos() > 0, r.toString());
+    }
+
+    private static void awaitNoSessions(BackendServer s) throws InterruptedException {
+        while (!s.sessions().isEmpty()) {
+            Thread.sleep(10); // the moved session's thread removes it once released (bounded by the test's timeout)
+        }
+    }
+
+    @Test
+    void aRunningProgramMigratesToAnotherBackendAndBackWithItsDataIntact() throws Exception {
+        byte[] psk = "migration test key".getBytes(StandardCharsets.UTF_8);
+        Path key = dir.resolve("psk");
+        Files.write(key, psk);
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a, psk); BackendServer serverB = server(b, psk)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            String tcpB = serverB.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString();
+            serverA.acceptMigrations(true);
+            serverB.acceptMigrations(true);
+            serverB.migrationBufferBytes(ALLOC); // most chunks spill to the temp file
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(FrontendConfig.fromEnvironment(Map.of(
+                    FrontendConfig.SERVER_ENV, unixA, FrontendConfig.PSK_FILE_ENV, key.toString())))) {
+                Program p = new Program(d);
+                long id = serverA.sessions().get(0).id();
+                p.start();
+                p.runs(2);
+                Migration.Result ab = serverA.migrate(id, tcpB, unixB, null);
+                checkResult(ab);
+                p.runs(3); // on B now
+                assertEquals(unixB, d.backendUri(), "the frontend follows the session to B");
+                assertEquals(1, serverB.resumesAccepted());
+                awaitNoSessions(serverA);
+                Migration.Result ba = serverB.migrate(id, unixA, null, null);
+                checkResult(ba);
+                p.runs(3);
+                assertEquals(unixA, d.backendUri(), "and back to A");
+                assertEquals(new long[] {1, 0, 0}[0], serverA.migrations()[0]);
+                assertEquals(1, serverB.migrations()[0]);
+                assertTrue(serverA.migrationBytes() > 0);
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
+    void aTargetThatDoesNotAcceptMigrationsRefusesAndTheProgramRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a, null); BackendServer serverB = server(b, null)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            String tcpB = serverB.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                Program p = new Program(d);
+                long id = serverA.sessions().get(0).id();
+                p.start();
+                p.runs(1);
+                CheckpointRefused off = assertThrows(CheckpointRefused.class, () -> serverA.migrate(id, unixB, null, null));
+                assertTrue(off.getMessage().contains("--accept-migrations"), off.getMessage());
+                serverB.acceptMigrations(true);
+                CheckpointRefused unproven = assertThrows(CheckpointRefused.class, () -> serverA.migrate(id, tcpB, null, null));
+                assertTrue(unproven.getMessage().contains("pre-shared key"), unproven.getMessage());
+                p.runs(2);
+                assertEquals(unixA, d.backendUri());
+                assertEquals(2, serverA.migrations()[1], "two refused");
+                assertTrue(serverB.sessions().isEmpty());
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+}
