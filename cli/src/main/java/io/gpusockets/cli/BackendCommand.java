@@ -142,7 +142,7 @@ final class BackendCommand implements Callable<Integer> {
     int fleetId;
 
     @Option(names = "--admin-socket", paramLabel = "PATH",
-            description = "Serve status, checkpoint and restore (gpusockets status|checkpoint|restore) on this Unix"
+            description = "Serve status, checkpoint, restore and migrate (gpusockets status|checkpoint|restore|migrate) on this Unix"
                     + " socket, mode 0600 (0660 with --admin-group); only root, this user and the admin group may use it."
                     + " Default: none. Services use " + StatusCommand.DEFAULT_SOCKET + ", where those commands look first.")
     Path adminSocket;
@@ -151,6 +151,17 @@ final class BackendCommand implements Callable<Integer> {
             description = "Before listening, restore the session checkpointed in FILE (gpusockets checkpoint --stop);"
                     + " its program's frontend then resumes it here. Repeatable. A restore that fails stops the backend.")
     List<Path> restoreFiles = new ArrayList<>();
+
+    @Option(names = "--accept-migrations",
+            description = "Accept sessions migrated here from other backends (gpusockets migrate), proven by this backend's"
+                    + " own --psk-file key, a TLS client certificate, or, over unix, this backend's own uid. Needs"
+                    + " --isolation context. Off by default.")
+    boolean acceptMigrations;
+
+    @Option(names = "--migration-buffer", paramLabel = "MIB", defaultValue = "256",
+            description = "With --accept-migrations: host memory an incoming migration keeps its received chunks in,"
+                    + " beyond which they go to a temp file. Default: ${DEFAULT-VALUE}.")
+    long migrationBufferMib;
 
     @Option(names = "--admin-group", paramLabel = "NAME", description = "Members of this group may read the admin socket too.")
     String adminGroup;
@@ -259,6 +270,15 @@ final class BackendCommand implements Callable<Integer> {
                     + " --isolation context: in mode process each idle worker makes its session's context ahead, in mode"
                     + " shared a tenant's sessions share one");
         }
+        if (migrationBufferMib < 0 || migrationBufferMib > (Long.MAX_VALUE >> 20)) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                    "--migration-buffer must be 0 or more MiB: " + migrationBufferMib);
+        }
+        if (acceptMigrations && isolation != io.gpusockets.backend.isolation.Isolation.CONTEXT) {
+            throw new picocli.CommandLine.ParameterException(spec.commandLine(),
+                    "--accept-migrations needs --isolation context (migration into isolation mode " + isolation.name()
+                            .toLowerCase(java.util.Locale.ROOT) + " is not built yet)");
+        }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
         SessionLimits d = SessionLimits.DEFAULT;
@@ -277,6 +297,8 @@ final class BackendCommand implements Callable<Integer> {
                     "--resume-grace must be 0 or more seconds: " + resumeGraceSeconds);
         }
         server.resumeGrace(java.time.Duration.ofSeconds(resumeGraceSeconds));
+        server.acceptMigrations(acceptMigrations);
+        server.migrationBufferBytes(migrationBufferMib << 20);
         if (tenantsFile != null) {
             tenants.checkReloadsWith(isolation::tenantsRefusal);
             reloadOnHangup(tenants);

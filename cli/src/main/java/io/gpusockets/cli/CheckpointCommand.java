@@ -45,6 +45,15 @@ final class CheckpointCommand implements Callable<Integer> {
 
     /** Sends {@code request}, shows its progress on stderr, prints its summary; the exit status. */
     static int run(CommandSpec spec, String verb, Path socket, String request) {
+        return run(spec, verb, socket, request, json -> null);
+    }
+
+    /**
+     * As {@link #run(CommandSpec, String, Path, String)}; {@code readable} turns the summary (JSON) into a line for
+     * stderr, or null for none.
+     */
+    static int run(CommandSpec spec, String verb, Path socket, String request,
+                   java.util.function.Function<String, String> readable) {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         String answer;
@@ -70,6 +79,16 @@ final class CheckpointCommand implements Callable<Integer> {
             return 1;
         }
         if (answer.startsWith("ok ")) {
+            String line = null;
+            try {
+                line = readable.apply(answer.substring(3));
+            } catch (RuntimeException e) {
+                // a summary this client cannot read: the JSON on stdout still says it all
+            }
+            if (line != null) {
+                err.println("gpusockets " + verb + ": " + line);
+                err.flush();
+            }
             out.println(answer.substring(3));
             out.flush();
             return 0;

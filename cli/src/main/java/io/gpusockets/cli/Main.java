@@ -7,7 +7,7 @@ import picocli.CommandLine.Command;
 /** {@code gpusockets}: the command line (scripts/gpusockets and the bundle's bin/gpusockets run this). */
 @Command(name = "gpusockets", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Transparent CUDA driver API remoting: serve a GPU to remote programs, try it, test it.",
-        subcommands = {BackendCommand.class, WorkerCommand.class, DemoCommand.class, GpuSuiteCommand.class, RunCommand.class, SoakCommand.class, StatusCommand.class, CheckpointCommand.class, RestoreCommand.class, DoctorCommand.class, CommandLine.HelpCommand.class})
+        subcommands = {BackendCommand.class, WorkerCommand.class, DemoCommand.class, GpuSuiteCommand.class, RunCommand.class, SoakCommand.class, StatusCommand.class, CheckpointCommand.class, RestoreCommand.class, MigrateCommand.class, DoctorCommand.class, CommandLine.HelpCommand.class})
 public final class Main {
 
     public static void main(String[] args) {

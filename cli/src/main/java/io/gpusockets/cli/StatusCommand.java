@@ -160,13 +160,14 @@ final class StatusCommand implements Callable<Integer> {
         }
         rows = new ArrayList<>();
         rows.add(new String[] {"SESSION", "TENANT", "TRANSPORT", "PEER", "MEMORY", "STREAMS", "CALLS/S", "IN/S", "OUT/S", "AGE",
-                "STABLE"});
+                "STABLE", "STATE"});
         for (Object o : sessions) {
             Map<String, Object> x = (Map<String, Object>) o;
             rows.add(new String[] {String.valueOf(x.get("id")), String.valueOf(x.get("tenant")), String.valueOf(x.get("transport")),
                     String.valueOf(x.get("peer")), bytes(x.get("memoryBytes")), String.valueOf(x.get("streams")),
                     rate(x.get("callsPerSecond")), bytes(x.get("bytesInPerSecond")), bytes(x.get("bytesOutPerSecond")),
-                    age(x.get("ageSeconds")), Boolean.TRUE.equals(x.get("stableAddresses")) ? "yes" : "no"});
+                    age(x.get("ageSeconds")), Boolean.TRUE.equals(x.get("stableAddresses")) ? "yes" : "no",
+                    x.get("state") instanceof String st ? st : "serving"});
         }
         columns(b, rows);
         return b.toString();

@@ -211,6 +211,36 @@ class MigrationTest {
     }
 
     @Test
+    void statusShowsTheSessionAsMigratingWhileItMigratesAndCountsIt() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a, null); BackendServer serverB = server(b, null)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                Program p = new Program(d);
+                long id = serverA.sessions().get(0).id();
+                assertEquals(false, serverA.snapshot().sessions().getFirst().migrating());
+                java.util.List<String> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+                p.start();
+                p.runs(1);
+                serverA.migrate(id, unixB, null, (stage, done, total) -> serverA.snapshot().sessions().stream()
+                        .filter(x -> x.id() == id).findFirst().ifPresent(x -> seen.add(stage + "=" + x.migrating())));
+                assertTrue(!seen.isEmpty() && seen.stream().allMatch(x -> x.endsWith("=true")), seen.toString());
+                assertEquals(1, serverA.snapshot().operations().migrations());
+                assertEquals(serverA.migrationBytes(), serverA.snapshot().operations().migrationBytes());
+                assertTrue(serverA.migrationBytes() > 0);
+                p.runs(2);
+                assertEquals(unixB, d.backendUri());
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
     void aTargetThatDoesNotAcceptMigrationsRefusesAndTheProgramRunsOn() throws Exception {
         EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
         try (BackendServer serverA = server(a, null); BackendServer serverB = server(b, null)) {

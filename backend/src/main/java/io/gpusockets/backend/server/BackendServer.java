@@ -177,7 +177,9 @@ public final class BackendServer implements AutoCloseable {
                         + serverLimits.maxHandshakes() + " in progress (the maximum)"));
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
         status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
-                restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum()));
+                restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum(),
+                migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum()));
+        status.migrating(migrating::contains);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
             timers.scheduleWithFixedDelay(NativeHeapTrim::trim, NativeHeapTrim.INTERVAL_SECONDS,

@@ -4,7 +4,7 @@ import java.nio.file.Path;
 
 /**
  * What the admin socket may ask a backend to do, beyond reading its status: checkpoint a session to a file
- * and restore one from a file (issue 22). {@link AdminSocket} parses and checks the request, then calls these
+ * and restore one from a file (issue 22), migrate one to another backend (issue 23). {@link AdminSocket} parses and checks the request, then calls these
  * on the client's own thread; each reports progress as it goes and returns one line of JSON saying what it did.
  * An exception's message is what the client is told (it must name the cause: what could not be captured,
  * which file could not be written, which check of the image failed).
@@ -24,4 +24,11 @@ public interface AdminActions {
 
     /** Restores the session in {@code file} (absolute) into this backend; it then waits for its frontend. */
     String restore(Path file, Progress progress) throws Exception;
+
+    /**
+     * Migrates session {@code session} to the backend listening at {@code targetUri} while its program runs; its
+     * frontend is then sent to {@code frontendUri} (null: {@code targetUri}). Neither URI is checked here beyond being
+     * one printable word: the backend parses them and refuses what it cannot use.
+     */
+    String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception;
 }

@@ -23,12 +23,13 @@ import jdk.net.ExtendedSocketOptions;
 import jdk.net.UnixDomainPrincipal;
 
 /**
- * The admin socket: a Unix socket that answers {@code gpusockets status}, {@code checkpoint} and
- * {@code restore}. The protocol is one request line, an answer, then the backend closes:
+ * The admin socket: a Unix socket that answers {@code gpusockets status}, {@code checkpoint},
+ * {@code restore} and {@code migrate}. The protocol is one request line, an answer, then the backend closes:
  * <ul>
  *   <li>{@code status\n} is answered with the snapshot as JSON ({@link StatusJson}) and a newline;</li>
  *   <li>{@code checkpoint SESSION [stop] FILE\n} and {@code restore FILE\n} (FILE an absolute path, the
- *       rest of the line: it may hold spaces) by {@code progress STAGE DONE TOTAL\n} lines as the action
+ *       rest of the line: it may hold spaces), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
+ *       one word of printable characters), by {@code progress STAGE DONE TOTAL\n} lines as the action
  *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
  *       actions answers them with an error);</li>
  *   <li>anything else with {@code error: ...\n}.</li>
@@ -38,7 +39,7 @@ import jdk.net.UnixDomainPrincipal;
  * <p>Bounded: at most {@value #MAX_CLIENTS} clients are served at once (each on its own thread;
  * more are closed at once), a request line is at most {@value #MAX_REQUEST} bytes, and a client
  * that has not read its answer {@value #DEADLINE_SECONDS} s after connecting is disconnected, so a
- * slow or hostile client holds no more than that; a checkpoint or restore, which takes as long as the
+ * slow or hostile client holds no more than that; a checkpoint, restore or migration, which takes as long as the
  * memory it moves, is exempt once its request is read (an allowed admin asked for it), and goes on to
  * its end even when its client leaves. The socket file is made with mode 0600 (0660 and the admin
  * group's ownership when one is configured) and removed on {@link #close}.
@@ -198,10 +199,12 @@ public final class AdminSocket implements AutoCloseable {
                 write(c, "error: request line longer than " + MAX_REQUEST + " bytes or not ended by a newline\n");
             } else if (request.strip().equals("status")) {
                 write(c, StatusJson.write(snapshots.get()) + "\n");
-            } else if (request.startsWith("checkpoint ") || request.startsWith("restore ")) {
+            } else if (request.startsWith("checkpoint ") || request.startsWith("restore ")
+                    || request.startsWith("migrate ")) {
                 act(c, request, deadline);
             } else {
-                write(c, "error: unknown request '" + printable(request) + "' (known: status, checkpoint, restore)\n");
+                write(c, "error: unknown request '" + printable(request) + "' (known: status, checkpoint, restore,"
+                        + " migrate)\n");
             }
         } catch (IOException e) {
             if (!closed) {
@@ -213,7 +216,7 @@ public final class AdminSocket implements AutoCloseable {
     }
 
     /**
-     * Runs a checkpoint or restore request: progress lines while it goes (a client that left is no longer
+     * Runs a checkpoint, restore or migrate request: progress lines while it goes (a client that left is no longer
      * written to; the action goes on), then its answer.
      */
     private void act(SocketChannel c, String request, java.util.concurrent.Future<?> deadline) throws IOException {
@@ -225,7 +228,7 @@ public final class AdminSocket implements AutoCloseable {
             return;
         }
         if (actions == null) {
-            write(c, "error: this backend does not checkpoint or restore sessions\n");
+            write(c, "error: this backend does not checkpoint, restore or migrate sessions\n");
             return;
         }
         deadline.cancel(false);
@@ -241,15 +244,16 @@ public final class AdminSocket implements AutoCloseable {
         };
         String answer;
         try {
-            answer = r.checkpoint() ? actions.checkpoint(r.session(), r.file(), r.stop(), progress)
-                    : actions.restore(r.file(), progress);
-            LOG.log(Level.INFO, "admin socket: " + (r.checkpoint() ? "checkpoint of session " + r.session() : "restore")
-                    + " " + r.file() + ": " + answer);
+            answer = switch (r.verb()) {
+                case CHECKPOINT -> actions.checkpoint(r.session(), r.file(), r.stop(), progress);
+                case RESTORE -> actions.restore(r.file(), progress);
+                case MIGRATE -> actions.migrate(r.session(), r.target(), r.frontend(), progress);
+            };
+            LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
         } catch (Exception e) {
             String m = String.valueOf(e.getMessage()).strip().replace('\n', ' ');
-            LOG.log(Level.WARNING, "admin socket: " + (r.checkpoint() ? "checkpoint of session " + r.session() : "restore")
-                    + " " + r.file() + " failed: " + m);
+            LOG.log(Level.WARNING, "admin socket: " + r.describe() + " failed: " + m);
             answer = "error: " + m;
         }
         if (!gone[0]) {
@@ -257,9 +261,31 @@ public final class AdminSocket implements AutoCloseable {
         }
     }
 
-    /** A checkpoint ({@code session}, {@code stop}) or restore request, parsed and checked. */
-    record Request(boolean checkpoint, long session, boolean stop, Path file) {
+    /** What a request asks for. */
+    enum Verb { CHECKPOINT, RESTORE, MIGRATE }
+
+    /**
+     * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
+     * {@code target}, {@code frontend} or null) request, parsed and checked.
+     */
+    record Request(Verb verb, long session, boolean stop, Path file, String target, String frontend) {
+        /** The longest URI a migrate request may name. */
+        static final int MAX_URI = 1024;
+
+        /** For the log. */
+        String describe() {
+            return switch (verb) {
+                case CHECKPOINT -> "checkpoint of session " + session + " " + file;
+                case RESTORE -> "restore " + file;
+                case MIGRATE -> "migration of session " + session + " to " + target
+                        + (frontend != null ? " (frontend to " + frontend + ")" : "");
+            };
+        }
+
         static Request parse(String line) {
+            if (line.startsWith("migrate ")) {
+                return parseMigrate(line.substring("migrate ".length()));
+            }
             String rest;
             boolean checkpoint = line.startsWith("checkpoint ");
             rest = line.substring(checkpoint ? "checkpoint ".length() : "restore ".length());
@@ -270,11 +296,7 @@ public final class AdminSocket implements AutoCloseable {
                 if (sp <= 0) {
                     throw new IllegalArgumentException("usage: checkpoint SESSION [stop] FILE");
                 }
-                try {
-                    session = Long.parseLong(rest.substring(0, sp));
-                } catch (NumberFormatException e) {
-                    throw new IllegalArgumentException("not a session id: '" + printable(rest.substring(0, sp)) + "'");
-                }
+                session = sessionId(rest.substring(0, sp));
                 rest = rest.substring(sp + 1);
                 if (rest.startsWith("stop ")) {
                     stop = true;
@@ -294,7 +316,31 @@ public final class AdminSocket implements AutoCloseable {
                 throw new IllegalArgumentException("the file must be an absolute path (the backend resolves no other): '"
                         + printable(rest) + "'");
             }
-            return new Request(checkpoint, session, stop, file.normalize());
+            return new Request(checkpoint ? Verb.CHECKPOINT : Verb.RESTORE, session, stop, file.normalize(), null, null);
+        }
+
+        /** {@code SESSION TARGET_URI [FRONTEND_URI]}, single spaces apart, each URI printable ASCII. */
+        private static Request parseMigrate(String rest) {
+            String[] w = rest.split(" ", -1);
+            if (w.length < 2 || w.length > 3) {
+                throw new IllegalArgumentException("usage: migrate SESSION TARGET_URI [FRONTEND_URI]");
+            }
+            long session = sessionId(w[0]);
+            for (int i = 1; i < w.length; i++) {
+                if (w[i].isEmpty() || w[i].length() > MAX_URI || !w[i].chars().allMatch(ch -> ch > 0x20 && ch < 0x7f)) {
+                    throw new IllegalArgumentException("not a URI: '" + printable(w[i])
+                            + "' (usage: migrate SESSION TARGET_URI [FRONTEND_URI])");
+                }
+            }
+            return new Request(Verb.MIGRATE, session, false, null, w[1], w.length == 3 ? w[2] : null);
+        }
+
+        private static long sessionId(String s) {
+            try {
+                return Long.parseLong(s);
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("not a session id: '" + printable(s) + "'");
+            }
         }
     }
 

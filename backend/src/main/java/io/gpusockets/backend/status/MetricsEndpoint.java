@@ -161,6 +161,21 @@ public final class MetricsEndpoint implements AutoCloseable {
                     cb.call(o.resumesRefused(), "refused");
                 })
                 .register(registry);
+        CounterWithCallback.builder().name("gpusockets_migrations_total")
+                .help("Session migrations from this backend to another, by result (done, refused: by this backend or the"
+                        + " target, failed: an error before the target's OK; the program runs on here)").labelNames("result")
+                .callback(cb -> {
+                    ServerSnapshot.Operations o = snapshot().operations();
+                    cb.call(o.migrations(), "done");
+                    cb.call(o.migrationsRefused(), "refused");
+                    cb.call(o.migrationsFailed(), "failed");
+                })
+                .register(registry);
+        CounterWithCallback.builder().name("gpusockets_migration_bytes_total").unit(Unit.BYTES)
+                .help("Memory bytes sent by the migrations from this backend that completed (every pre-copy and final"
+                        + " round's chunks)")
+                .callback(cb -> cb.call(snapshot().operations().migrationBytes()))
+                .register(registry);
         GaugeWithCallback.builder().name("gpusockets_device_memory_used_bytes").unit(Unit.BYTES)
                 .help("Device memory in use, as the driver reports it (all processes)").labelNames("device", "name")
                 .callback(cb -> snapshot().devices().stream().filter(d -> d.memoryUsedBytes() >= 0)

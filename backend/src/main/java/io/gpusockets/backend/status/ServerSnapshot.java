@@ -18,7 +18,7 @@ import java.util.Map;
  * @param traffic     calls and bytes per tenant and transport since the backend started
  * @param poisoned    what poisoned the driver in the backend's own process (a kernel fault, isolation modes
  *                    context and shared), or null while it serves
- * @param operations  checkpoints, restores and resumes since the backend started, by outcome
+ * @param operations  checkpoints, restores, resumes and migrations since the backend started, by outcome
  */
 public record ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices,
                              List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned,
@@ -39,10 +39,20 @@ public record ServerSnapshot(long timeMillis, String backend, int connections, L
     /**
      * Session operations since the backend started, each by outcome: done, refused (the request named something the
      * backend will not do: a session that cannot be captured, an unknown token) or failed (an I/O error, a damaged image).
+     * Migrations are those from this backend to another ({@code migrationBytes}: the memory bytes sent by the ones
+     * that completed).
      */
     public record Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
-                             long restoresRefused, long restoresFailed, long resumes, long resumesRefused) {
-        public static final Operations NONE = new Operations(0, 0, 0, 0, 0, 0, 0, 0);
+                             long restoresRefused, long restoresFailed, long resumes, long resumesRefused,
+                             long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes) {
+        public static final Operations NONE = new Operations(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
+        /** No migrations counted. */
+        public Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
+                          long restoresRefused, long restoresFailed, long resumes, long resumesRefused) {
+            this(checkpoints, checkpointsRefused, checkpointsFailed, restores, restoresRefused, restoresFailed, resumes,
+                    resumesRefused, 0, 0, 0, 0);
+        }
     }
 
     public ServerSnapshot {

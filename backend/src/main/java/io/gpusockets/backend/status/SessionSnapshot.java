@@ -19,8 +19,23 @@ package io.gpusockets.backend.status;
  * @param ageSeconds        seconds since it started
  * @param stableAddresses   whether it has address-stable memory (its allocations in address windows of its own;
  *                          a checkpoint needs it)
+ * @param migrating         whether it is being migrated from this backend to another now (issue 23)
  */
 public record SessionSnapshot(long id, String tenant, String transport, String peer, long memoryBytes, int streams,
                               long calls, double callsPerSecond, long bytesIn, long bytesOut, double bytesInPerSecond,
-                              double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses) {
+                              double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses,
+                              boolean migrating) {
+    /** A session not being migrated. */
+    public SessionSnapshot(long id, String tenant, String transport, String peer, long memoryBytes, int streams,
+                           long calls, double callsPerSecond, long bytesIn, long bytesOut, double bytesInPerSecond,
+                           double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses) {
+        this(id, tenant, transport, peer, memoryBytes, streams, calls, callsPerSecond, bytesIn, bytesOut,
+                bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, false);
+    }
+
+    /** This row, marked as being migrated. */
+    public SessionSnapshot asMigrating() {
+        return new SessionSnapshot(id, tenant, transport, peer, memoryBytes, streams, calls, callsPerSecond, bytesIn,
+                bytesOut, bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, true);
+    }
 }

@@ -35,6 +35,8 @@ public final class StatusBoard implements AutoCloseable {
     private volatile Supplier<List<SessionSnapshot>> remote = List::of;
     /** The server's operation counters ({@link #operations}). */
     private volatile Supplier<ServerSnapshot.Operations> operations = () -> ServerSnapshot.Operations.NONE;
+    /** Whether a session is being migrated from this backend ({@link #migrating}). */
+    private volatile java.util.function.LongPredicate migrating = id -> false;
 
     /** The tenants configured now (a reload may add some): shown even before they have a session. */
     private final java.util.function.Supplier<? extends java.util.Collection<? extends TenantAccount>> configured;
@@ -104,6 +106,11 @@ public final class StatusBoard implements AutoCloseable {
         this.operations = counters;
     }
 
+    /** Where {@link #snapshot} learns which sessions are being migrated (shown as such). */
+    public void migrating(java.util.function.LongPredicate which) {
+        this.migrating = which;
+    }
+
     /** Everything: devices (from the driver), tenants, sessions and traffic totals. */
     public ServerSnapshot snapshot() {
         TrafficTotals.Live live = traffic.with(() -> List.copyOf(sessions), remote);
@@ -127,12 +134,14 @@ public final class StatusBoard implements AutoCloseable {
                 devices.devices(), ts, list, live.traffic(), poisoned, operations.get());
     }
 
-    private static List<SessionSnapshot> describe(List<Session> live) {
+    private List<SessionSnapshot> describe(List<Session> live) {
         long now = System.nanoTime();
+        java.util.function.LongPredicate moving = migrating;
         List<SessionSnapshot> out = new ArrayList<>(live.size());
         for (Session s : live) {
-            out.add(SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(), s.peer(),
-                    s.stats().ageSeconds(now), s.stableAddresses()));
+            SessionSnapshot x = SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(),
+                    s.peer(), s.stats().ageSeconds(now), s.stableAddresses());
+            out.add(moving.test(s.id()) ? x.asMigrating() : x);
         }
         out.sort(Comparator.comparingLong(SessionSnapshot::id));
         return out;

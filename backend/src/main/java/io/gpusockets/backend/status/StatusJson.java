@@ -17,7 +17,7 @@ import java.util.TreeMap;
  * "memoryUsedBytes","memoryTotalBytes"}],"tenants":[{"name","memoryUsedBytes","memoryLimitBytes",
  * "sessions","sessionLimit","rejections":{LIMIT:N}}],"sessions":[{"id","tenant","transport","peer",
  * "memoryBytes","streams","calls","callsPerSecond","bytesIn","bytesOut","bytesInPerSecond",
- * "bytesOutPerSecond","windowBytes","ageSeconds","stableAddresses"}],"traffic":[{"tenant","transport","calls","bytesIn",
+ * "bytesOutPerSecond","windowBytes","ageSeconds","stableAddresses","state"}],"traffic":[{"tenant","transport","calls","bytesIn",
  * "bytesOut"}]}}.
  */
 public final class StatusJson {
@@ -89,7 +89,8 @@ public final class StatusJson {
             field(b, "bytesOutPerSecond", x.bytesOutPerSecond()).append(',');
             field(b, "windowBytes", x.windowBytes()).append(',');
             field(b, "ageSeconds", x.ageSeconds()).append(',');
-            name(b, "stableAddresses").append(x.stableAddresses()).append('}');
+            name(b, "stableAddresses").append(x.stableAddresses()).append(',');
+            field(b, "state", x.migrating() ? "migrating" : "serving").append('}');
         }
         b.append("],");
         name(b, "traffic").append('[');

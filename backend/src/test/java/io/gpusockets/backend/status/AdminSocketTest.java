@@ -61,6 +61,17 @@ class AdminSocketTest {
             progress.progress("replay", 7, 7);
             return "{\"session\":42}";
         }
+
+        @Override
+        public String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception {
+            asked.add("migrate " + session + " " + targetUri + " " + frontendUri);
+            if (session == 13) {
+                throw new IllegalStateException("migration refused by tcp://b:7000: this backend does not accept migrations");
+            }
+            progress.progress("pre-copy", 1, 8);
+            progress.progress("restore", 1, 1);
+            return "{\"session\":" + session + ",\"rounds\":[]}";
+        }
     }
 
     @Test
@@ -86,7 +97,30 @@ class AdminSocketTest {
             assertEquals(5, actions.asked.size(), "a refused request reaches no action");
         }
         try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample)) {
-            assertEquals("error: this backend does not checkpoint or restore sessions\n", ask(p, "restore /tmp/img\n"));
+            assertEquals("error: this backend does not checkpoint, restore or migrate sessions\n", ask(p, "restore /tmp/img\n"));
+        }
+    }
+
+    @Test
+    void migrateStreamsProgressThenTheResultAndRefusesABadRequestBeforeAnyAction() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        FakeActions actions = new FakeActions();
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, actions)) {
+            assertEquals("progress pre-copy 1 8\nprogress restore 1 1\nok {\"session\":5,\"rounds\":[]}\n",
+                    ask(p, "migrate 5 tcp://b:7000\n"));
+            assertEquals("progress pre-copy 1 8\nprogress restore 1 1\nok {\"session\":6,\"rounds\":[]}\n",
+                    ask(p, "migrate 6 unix:///run/b.sock tcp://10.0.0.2:7000\n"));
+            assertEquals("error: migration refused by tcp://b:7000: this backend does not accept migrations\n",
+                    ask(p, "migrate 13 tcp://b:7000\n"));
+            assertEquals(List.of("migrate 5 tcp://b:7000 null", "migrate 6 unix:///run/b.sock tcp://10.0.0.2:7000",
+                    "migrate 13 tcp://b:7000 null"), actions.asked);
+            assertTrue(ask(p, "migrate 5\n").startsWith("error: usage: migrate SESSION TARGET_URI [FRONTEND_URI]"));
+            assertTrue(ask(p, "migrate 5 a b c\n").startsWith("error: usage: migrate SESSION TARGET_URI [FRONTEND_URI]"));
+            assertTrue(ask(p, "migrate five tcp://b:7000\n").startsWith("error: not a session id: 'five'"));
+            assertTrue(ask(p, "migrate 5  tcp://b:7000\n").startsWith("error: not a URI: ''"));
+            assertTrue(ask(p, "migrate 5 tcp://b:7000\u0001\n").startsWith("error: not a URI: 'tcp://b:7000?'"));
+            assertTrue(ask(p, "migrate 5 tcp://" + "b".repeat(AdminSocket.Request.MAX_URI) + "\n").startsWith("error: not a URI"));
+            assertEquals(3, actions.asked.size(), "a refused request reaches no action");
         }
     }
 
@@ -102,6 +136,11 @@ class AdminSocketTest {
 
             @Override
             public String restore(Path file, Progress progress) {
+                return "{}";
+            }
+
+            @Override
+            public String migrate(long session, String targetUri, String frontendUri, Progress progress) {
                 return "{}";
             }
         };

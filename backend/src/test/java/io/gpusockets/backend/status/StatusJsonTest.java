@@ -39,6 +39,8 @@ class StatusJsonTest {
         assertEquals(61.5, x.get("ageSeconds"));
         assertEquals(true, x.get("stableAddresses"));
         assertEquals(false, ((Map<String, Object>) ((List<Object>) s.get("sessions")).get(1)).get("stableAddresses"));
+        assertEquals("serving", x.get("state"));
+        assertEquals("migrating", ((Map<String, Object>) ((List<Object>) s.get("sessions")).get(1)).get("state"));
         Map<String, Object> t = (Map<String, Object>) ((List<Object>) s.get("traffic")).get(1);
         assertEquals(Map.of("tenant", "default", "transport", "unix", "calls", 5L, "bytesIn", 300L, "bytesOut", 200L), t);
     }

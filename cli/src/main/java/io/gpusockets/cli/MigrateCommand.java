@@ -1,0 +1,78 @@
+package io.gpusockets.cli;
+
+import io.gpusockets.backend.status.StatusJson;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+import picocli.CommandLine.Spec;
+
+/**
+ * {@code gpusockets migrate SESSION --to URI [--frontend-uri URI]}: asks a running backend, over its admin socket,
+ * to move session SESSION to the backend listening at URI while its program runs (that backend started with
+ * {@code --accept-migrations}; both in {@code --isolation context}). The program's frontend then resumes at
+ * {@code --frontend-uri}, or URI. Progress and a readable summary (rounds, bytes, the downtime split) go to stderr,
+ * the backend's summary (JSON) to stdout. Exit status 0 when moved, 1 when refused or failed (the message says why;
+ * the program runs on at the source).
+ */
+@Command(name = "migrate", mixinStandardHelpOptions = true,
+        description = "Move a running session to another backend (started with --accept-migrations) while its program runs.")
+final class MigrateCommand implements Callable<Integer> {
+    @Spec
+    CommandSpec spec;
+
+    @Parameters(index = "0", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists it.")
+    long session;
+
+    @Option(names = "--to", required = true, paramLabel = "URI",
+            description = "The target backend's listening URI, as the source backend reaches it (tcp://, unix://, tls://...).")
+    String to;
+
+    @Option(names = "--frontend-uri", paramLabel = "URI",
+            description = "Where the program's frontend reaches the target, when not the --to URI (another network).")
+    String frontendUri;
+
+    @Option(names = "--socket", paramLabel = "PATH", description = "The source backend's admin socket. Default: $"
+            + AdminClient.SOCKET_VARIABLE + ", else " + AdminClient.DEFAULT_SOCKET + ".")
+    Path socket;
+
+    @Override
+    public Integer call() {
+        for (String uri : frontendUri == null ? List.of(to) : List.of(to, frontendUri)) {
+            if (uri.isEmpty() || !uri.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
+                spec.commandLine().getErr().println("gpusockets migrate: not a URI: '" + uri + "'");
+                return 2;
+            }
+        }
+        String request = "migrate " + session + " " + to + (frontendUri != null ? " " + frontendUri : "");
+        return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request, MigrateCommand::readable);
+    }
+
+    /** The summary as a person reads it: where it went, each round's chunks and MiB, the downtime and its split. */
+    @SuppressWarnings("unchecked")
+    static String readable(String json) {
+        Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
+        StringBuilder b = new StringBuilder();
+        b.append("session ").append(m.get("session")).append(" moved to ").append(m.get("target")).append("; rounds:");
+        for (Object o : (List<Object>) m.get("rounds")) {
+            Map<String, Object> r = (Map<String, Object>) o;
+            b.append(String.format(Locale.ROOT, " #%s%s: %s chunks, %.1f MiB;", r.get("round"),
+                    Boolean.TRUE.equals(r.get("drained")) ? " (final)" : "", r.get("sentChunks"),
+                    number(r.get("sentBytes")) / 1048576.0));
+        }
+        b.append(String.format(Locale.ROOT, " downtime %.1f ms (drain %.1f, final hash %.1f, final copy %.1f, restore %.1f,"
+                        + " switch %.1f)", number(m.get("downtimeMillis")), number(m.get("drainMillis")),
+                number(m.get("hashMillis")), number(m.get("finalCopyMillis")), number(m.get("restoreMillis")),
+                number(m.get("switchMillis"))));
+        return b.toString();
+    }
+
+    private static double number(Object o) {
+        return o instanceof Number n ? n.doubleValue() : Double.NaN;
+    }
+}
