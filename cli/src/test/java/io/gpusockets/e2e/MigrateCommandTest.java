@@ -79,7 +79,7 @@ class MigrateCommandTest {
             p.runs(3); // on B now
             assertEquals(b.unix(), d.backendUri(), "the frontend follows the session to B");
             String metricsA = StatusTest.metrics(a);
-            assertTrue(metricsA.contains("gpusockets_migrations_total{result=\"done\"} 1.0\n"), metricsA);
+            assertTrue(metricsA.contains("gpusockets_migrations_total{result=\"ok\"} 1.0\n"), metricsA);
             assertTrue(metricsA.contains("gpusockets_migration_bytes_total " + (double) (Long) r.get("bytes") + "\n")
                     || metricsA.contains("gpusockets_migration_bytes_total " + r.get("bytes") + ".0\n"), metricsA);
             List<Map<String, Object>> onB = StatusTest.list(StatusTest.statusJson(b), "sessions");
@@ -96,7 +96,7 @@ class MigrateCommandTest {
             assertEquals(b.unix(), d.backendUri(), "a refused migration leaves the program where it was");
             String metricsB = StatusTest.metrics(b);
             assertTrue(metricsB.contains("gpusockets_migrations_total{result=\"refused\"} 1.0\n"), metricsB);
-            assertTrue(metricsB.contains("gpusockets_migrations_total{result=\"done\"} 0.0\n"), metricsB);
+            assertTrue(metricsB.contains("gpusockets_migrations_total{result=\"ok\"} 0.0\n"), metricsB);
 
             CheckpointNativeTest.Result unknown = CheckpointNativeTest.cli("migrate", "999", "--to", a.unix(),
                     "--socket", b.adminSocket().toString());

@@ -162,11 +162,11 @@ public final class MetricsEndpoint implements AutoCloseable {
                 })
                 .register(registry);
         CounterWithCallback.builder().name("gpusockets_migrations_total")
-                .help("Session migrations from this backend to another, by result (done, refused: by this backend or the"
+                .help("Session migrations from this backend to another, by result (ok, refused: by this backend or the"
                         + " target, failed: an error before the target's OK; the program runs on here)").labelNames("result")
                 .callback(cb -> {
                     ServerSnapshot.Operations o = snapshot().operations();
-                    cb.call(o.migrations(), "done");
+                    cb.call(o.migrations(), "ok");
                     cb.call(o.migrationsRefused(), "refused");
                     cb.call(o.migrationsFailed(), "failed");
                 })

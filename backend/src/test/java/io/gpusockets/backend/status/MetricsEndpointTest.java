@@ -79,13 +79,13 @@ class MetricsEndpointTest {
                 base.sessions(), base.traffic(), null, new ServerSnapshot.Operations(0, 0, 0, 0, 0, 0, 0, 0, 3, 2, 1,
                 5L << 20));
         String t = text(new MetricsEndpoint(() -> s, null, 0));
-        for (String line : List.of("gpusockets_migrations_total{result=\"done\"} 3.0",
+        for (String line : List.of("gpusockets_migrations_total{result=\"ok\"} 3.0",
                 "gpusockets_migrations_total{result=\"refused\"} 2.0", "gpusockets_migrations_total{result=\"failed\"} 1.0",
                 "gpusockets_migration_bytes_total 5242880.0")) {
             assertTrue(t.contains(line + "\n"), "missing '" + line + "' in:\n" + t);
         }
         String none = text(new MetricsEndpoint(Snapshots::sample, null, 0));
-        assertTrue(none.contains("gpusockets_migrations_total{result=\"done\"} 0.0\n"), "present before any migration");
+        assertTrue(none.contains("gpusockets_migrations_total{result=\"ok\"} 0.0\n"), "present before any migration");
     }
 
     @Test
