@@ -108,6 +108,7 @@ public final class Migration {
                 }
                 try {
                     stop = s.drained(true, progress, drainNanos -> {
+                        long drainedAt = System.nanoTime(); // the stop began drainNanos before this
                         PreCopy.Round last = pc.finalRound(sink);
                         List<long[]> memory;
                         try (ImageWriter header = new ImageWriter(ch, 0); ImageWriter arrays = new ImageWriter(ch, 1)) {
@@ -137,7 +138,7 @@ public final class Migration {
                             throw new IOException("the target " + targetUri + " failed the migration: " + message);
                         }
                         progress.progress("restore", 1, 1);
-                        return new Stop(drainNanos, last, restoreNanos, System.nanoTime() - drainNanos);
+                        return new Stop(drainNanos, last, restoreNanos, drainedAt - drainNanos);
                     }, "migrated to " + targetUri + " (frozen: it resumes there)");
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
