@@ -979,15 +979,17 @@ public final class Session {
         }
     }
 
-    /** Writes the image of the drained session ({@link CheckpointImage}). */
-    private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
-        long start = System.nanoTime();
-        Resume r = resume;
+    /**
+     * The image header of this drained session (everything but the contents, {@link CheckpointImage}): resume state,
+     * lanes' context stacks, the records with the program's VMM state written in ({@link CheckpointVmm}), the devices'
+     * models. {@code verb}: what a failure says the session cannot be ("checkpointed", "migrated").
+     */
+    private CheckpointImage.Header imageHeader(Resume r, String verb) throws IOException {
         java.util.List<ResumeLog.Kept> kept;
         try {
             kept = r.log().kept();
         } catch (IllegalStateException e) {
-            throw new IOException("session " + id + " cannot be checkpointed: " + e.getMessage());
+            throw new IOException("session " + id + " cannot be " + verb + ": " + e.getMessage());
         }
         java.util.Map<Integer, long[]> stacks = new java.util.TreeMap<>();
         lanes.contextStacks().forEach((lane, reals) -> stacks.put(lane,
@@ -996,12 +998,21 @@ public final class Session {
         try {
             records = CheckpointVmm.records(this, recorder.snapshot(), handles.nextId());
         } catch (IllegalStateException e) {
-            throw new IOException("session " + id + " cannot be checkpointed: " + e.getMessage());
+            throw new IOException("session " + id + " cannot be " + verb + ": " + e.getMessage());
         }
         CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
                 new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
                         r.log().receivedCopy(), kept),
                 primary.snapshot(), stacks, records, RestoreModels.devices(host));
+        return h;
+    }
+
+    /** Writes the image of the drained session ({@link CheckpointImage}). */
+    private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
+        long start = System.nanoTime();
+        Resume r = resume;
+        CheckpointImage.Header h = imageHeader(r, "checkpointed");
+        java.util.List<CheckpointRecorder.Record> records = h.records();
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
         java.util.TreeMap<Long, Long> contexts = contextsOf(ranges, records);
         long total = 0;
@@ -1052,25 +1063,8 @@ public final class Session {
         if (recorder == null || r == null) {
             throw new CheckpointRefused("session " + id + " cannot be migrated: it needs address-stable memory and resume");
         }
-        java.util.List<ResumeLog.Kept> kept;
-        try {
-            kept = r.log().kept();
-        } catch (IllegalStateException e) {
-            throw new IOException("session " + id + " cannot be migrated: " + e.getMessage());
-        }
-        java.util.Map<Integer, long[]> stacks = new java.util.TreeMap<>();
-        lanes.contextStacks().forEach((lane, reals) -> stacks.put(lane,
-                java.util.Arrays.stream(reals).map(c -> handles.idOf(ParamType.CTX, c)).toArray()));
-        java.util.List<CheckpointRecorder.Record> records;
-        try {
-            records = CheckpointVmm.records(this, recorder.snapshot(), handles.nextId());
-        } catch (IllegalStateException e) {
-            throw new IOException("session " + id + " cannot be migrated: " + e.getMessage());
-        }
-        CheckpointImage.Header h = new CheckpointImage.Header(id, tenant.name(), stable.windowBases(), handles.nextId(),
-                new CheckpointImage.ResumeState(r.token(), r.identity(), r.grace().toSeconds(), r.features(),
-                        r.log().receivedCopy(), kept),
-                primary.snapshot(), stacks, records, RestoreModels.devices(host));
+        CheckpointImage.Header h = imageHeader(r, "migrated");
+        java.util.List<CheckpointRecorder.Record> records = h.records();
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
         contextsOf(ranges, records);
         java.util.List<long[]> memory = new java.util.ArrayList<>();
