@@ -27,6 +27,13 @@ final class BackendProcess implements AutoCloseable {
         this.dir = dir;
     }
 
+    /** Backends started and not yet closed: the test JVM kills them when it exits, so none outlives the suite. */
+    private static final java.util.Set<Process> LEFT_RUNNING = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    static {
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> LEFT_RUNNING.forEach(Process::destroyForcibly)));
+    }
+
     static BackendProcess start(String... extraArgs) throws IOException, InterruptedException {
         return start(List.of(), extraArgs);
     }
@@ -61,6 +68,7 @@ final class BackendProcess implements AutoCloseable {
                 "--listen", "tcp://127.0.0.1:0", "--listen", "unix://" + dir.resolve("backend.sock")));
         cmd.addAll(List.of(extraArgs));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        LEFT_RUNNING.add(p);
         BackendProcess b = new BackendProcess(p, dir);
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -188,6 +196,7 @@ final class BackendProcess implements AutoCloseable {
         if (!process.waitFor(10, TimeUnit.SECONDS)) {
             process.destroyForcibly();
         }
+        LEFT_RUNNING.remove(process);
         try (var files = Files.list(dir)) {
             for (Path f : files.toList()) {
                 Files.deleteIfExists(f);

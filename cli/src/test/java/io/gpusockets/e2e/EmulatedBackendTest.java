@@ -20,13 +20,30 @@ abstract class EmulatedBackendTest {
 
     @BeforeAll
     static void startBackend() throws Exception {
-        backend = BackendProcess.start(java.util.List.of("-D" + io.gpusockets.emulated.FaultScope.PROP_NAME + "=context"),
-                "--isolation", "context");
+        startBackend(java.util.List.of());
+    }
+
+    /**
+     * Starts the class's backend with these JVM options too. A subclass that needs other options calls this from a
+     * {@code @BeforeAll} of its own: where JUnit runs this class's {@code startBackend} as well, the backend it
+     * started is closed here instead of being left running past the test JVM (the field is one for every subclass).
+     */
+    static void startBackend(java.util.List<String> jvmOptions) throws Exception {
+        if (backend != null) {
+            backend.close();
+            backend = null;
+        }
+        java.util.List<String> options = new java.util.ArrayList<>(jvmOptions);
+        options.addFirst("-D" + io.gpusockets.emulated.FaultScope.PROP_NAME + "=context");
+        backend = BackendProcess.start(options, "--isolation", "context");
     }
 
     @AfterAll
     static void stopBackend() throws Exception {
-        backend.close();
+        if (backend != null) {
+            backend.close();
+            backend = null;
+        }
     }
 
     /** A frontend connected over {@code scheme} ("tcp" or "unix"). */

@@ -9,8 +9,7 @@ import org.junit.jupiter.api.BeforeAll;
  */
 class StablePoolLocationsAndBatchesApiTest extends PoolLocationsAndBatchesApiTest {
     @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start(java.util.List.of("-D" + io.gpusockets.emulated.FaultScope.PROP_NAME + "=context",
-                "-Dgpusockets.backend.stableAddresses=true"), "--isolation", "context");
+    static void startStableBackend() throws Exception {
+        startBackend(java.util.List.of("-Dgpusockets.backend.stableAddresses=true"));
     }
 }

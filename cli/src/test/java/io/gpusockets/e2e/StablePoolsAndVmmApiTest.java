@@ -14,9 +14,8 @@ import org.junit.jupiter.api.Test;
  */
 class StablePoolsAndVmmApiTest extends PoolsAndVmmApiTest {
     @BeforeAll
-    static void startBackend() throws Exception {
-        backend = BackendProcess.start(java.util.List.of("-D" + io.gpusockets.emulated.FaultScope.PROP_NAME + "=context",
-                "-Dgpusockets.backend.stableAddresses=true"), "--isolation", "context");
+    static void startStableBackend() throws Exception {
+        startBackend(java.util.List.of("-Dgpusockets.backend.stableAddresses=true"));
     }
 
     /** The property reached the backend: an async allocation lies in the windows' range. */
