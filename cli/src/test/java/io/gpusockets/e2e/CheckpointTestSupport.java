@@ -13,7 +13,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 
 /**
- * What the in-process checkpoint tests share: each test runs with address-stable memory and resume on (the system
+ * What the in-process checkpoint and migration tests share: each test runs with address-stable memory and resume on (the system
  * properties the backend and the frontend read, set back afterwards), a temporary folder for its images, and
  * backends on an emulated device (or a driver wrapping one) that keep a detached session a minute.
  */

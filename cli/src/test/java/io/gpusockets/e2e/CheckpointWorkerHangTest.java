@@ -30,31 +30,7 @@ import org.junit.jupiter.api.Timeout;
  * go on (SIGCONT) the late answer is taken and dropped, the session runs on, and the next checkpoint succeeds.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
-class CheckpointWorkerHangTest {
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-ckpt-hang");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
+class CheckpointWorkerHangTest extends CheckpointTestSupport {
     /** This JVM's worker processes, sent {@code signal} with kill(1). */
     private static void signalWorkers(String signal) throws Exception {
         List<ProcessHandle> workers = ProcessHandle.current().children()

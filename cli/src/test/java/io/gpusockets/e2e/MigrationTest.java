@@ -40,33 +40,9 @@ import org.junit.jupiter.api.Timeout;
  * and the program runs on at A.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
-class MigrationTest {
+class MigrationTest extends CheckpointTestSupport {
     static final int ALLOC = 64 << 10;
     static final int DIRTIED = 4;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-migration-test");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
 
     private static BackendServer server(EmulatedDevice device, byte[] psk) {
         BackendSettings s = BackendSettings.fromSystemProperties();

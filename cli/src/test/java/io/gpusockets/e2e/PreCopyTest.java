@@ -46,7 +46,7 @@ import org.junit.jupiter.api.Timeout;
  * the drain, ends with the data its own CPU model of the run says.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class PreCopyTest {
+class PreCopyTest extends CheckpointTestSupport {
     /** dirty(base, words, k): word i of chunk c = i / 256 gets k + 1 added when (3c + k) % 5 == 0. */
     static final String PTX = """
             .version 7.0
@@ -85,30 +85,6 @@ class PreCopyTest {
     static final int ALLOC = 16 << 10;
     /** Allocations the kernel writes; two more (for planted changes) it never touches, and a ragged one. */
     static final int DIRTIED = 6;
-
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-precopy");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
 
     /** What a target would hold: the last bytes and hash sent for each chunk (by address). */
     static final class Target implements PreCopy.Sink {

@@ -28,42 +28,7 @@ import org.junit.jupiter.api.Timeout;
  * A frontend that was detached when the session moved hears where it went when it asks A to resume.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
-class SessionMovedTest {
-    private String wasStable, wasResume;
-    private Path dir;
-
-    @BeforeEach
-    void on() throws Exception {
-        wasStable = System.setProperty("gpusockets.backend.stableAddresses", "true");
-        wasResume = System.setProperty("gpusockets.resume", "true");
-        dir = Files.createTempDirectory("gpusockets-moved");
-    }
-
-    @AfterEach
-    void off() {
-        restore("gpusockets.backend.stableAddresses", wasStable);
-        restore("gpusockets.resume", wasResume);
-    }
-
-    private static void restore(String key, String was) {
-        if (was == null) {
-            System.clearProperty(key);
-        } else {
-            System.setProperty(key, was);
-        }
-    }
-
-    private static BackendServer server(EmulatedDevice device) {
-        BackendServer s = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties());
-        s.resumeGrace(Duration.ofSeconds(60));
-        return s;
-    }
-
-    private static long onlySession(BackendServer s) {
-        assertEquals(1, s.sessions().size());
-        return s.sessions().get(0).id();
-    }
-
+class SessionMovedTest extends CheckpointTestSupport {
     @Test
     void aConnectedFrontendFollowsItsSessionToTheBackendItMovedTo() throws Exception {
         Path image = dir.resolve("s.ckpt");
