@@ -835,12 +835,7 @@ public final class BackendServer implements AutoCloseable {
         if (w != null) { // isolation mode process: the session's worker checkpoints it
             return w.checkpoint(sessionId, file, stop, p);
         }
-        Session s = null;
-        for (Session x : sessions) {
-            if (x.id() == sessionId) {
-                s = x;
-            }
-        }
+        Session s = session(sessionId);
         if (s == null) {
             throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
         }
@@ -885,12 +880,7 @@ public final class BackendServer implements AutoCloseable {
             throw new io.gpusockets.backend.session.CheckpointRefused("cannot send session " + sessionId + " to " + uri
                     + ": " + e.getMessage());
         }
-        Session s = null;
-        for (Session x : sessions) {
-            if (x.id() == sessionId) {
-                s = x;
-            }
-        }
+        Session s = session(sessionId);
         if (s == null) {
             throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
         }
@@ -1093,11 +1083,9 @@ public final class BackendServer implements AutoCloseable {
             if (w != null) {
                 return restoreInWorker(w, file, who.sessionId(), tenant, p);
             }
-            for (Session x : sessions) {
-                if (x.id() == who.sessionId()) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
-                            + " is live in this backend");
-                }
+            if (session(who.sessionId()) != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
+                        + " is live in this backend");
             }
             reserveRestored(tenant);
             Session s;
