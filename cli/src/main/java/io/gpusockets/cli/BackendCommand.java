@@ -154,8 +154,8 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--accept-migrations",
             description = "Accept sessions migrated here from other backends (gpusockets migrate), proven by this backend's"
-                    + " own --psk-file key, a TLS client certificate, or, over unix, this backend's own uid. Needs"
-                    + " --isolation context. Off by default.")
+                    + " own --psk-file key, a TLS client certificate, or, over unix, this backend's own uid. In every"
+                    + " isolation mode (process: an idle worker restores each). Off by default.")
     boolean acceptMigrations;
 
     @Option(names = "--migration-buffer", paramLabel = "MIB", defaultValue = "256",
@@ -273,11 +273,6 @@ final class BackendCommand implements Callable<Integer> {
         if (migrationBufferMib < 0 || migrationBufferMib > (Long.MAX_VALUE >> 20)) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(),
                     "--migration-buffer must be 0 or more MiB: " + migrationBufferMib);
-        }
-        if (acceptMigrations && isolation != io.gpusockets.backend.isolation.Isolation.CONTEXT) {
-            throw new picocli.CommandLine.ParameterException(spec.commandLine(),
-                    "--accept-migrations needs --isolation context (migration into isolation mode " + isolation.name()
-                            .toLowerCase(java.util.Locale.ROOT) + " is not built yet)");
         }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);

@@ -889,14 +889,7 @@ public final class BackendServer implements AutoCloseable {
             throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be sent to " + uri
                     + ": it is not frozen by a checkpoint with stop (or a migration)");
         }
-        long now = System.nanoTime();
-        moved.values().removeIf(e -> e.untilNanos() - now <= 0);
-        while (moved.size() >= MAX_MOVED_REMEMBERED) {
-            moved.entrySet().stream().min(java.util.Map.Entry.comparingByValue(
-                    java.util.Comparator.comparingLong(MovedSession::untilNanos)))
-                    .ifPresent(e -> moved.remove(e.getKey()));
-        }
-        moved.put(java.util.HexFormat.of().formatHex(r.token()), new MovedSession(uri, r.identity(), now + r.grace().toNanos()));
+        rememberMoved(r.token(), uri, r.identity(), r.grace());
         try {
             s.moved(uri);
         } catch (IllegalStateException e) {
@@ -904,6 +897,18 @@ public final class BackendServer implements AutoCloseable {
         }
         s.end("moved to " + uri);
         LOG.log(Level.INFO, "session " + sessionId + " moved to " + uri);
+    }
+
+    /** From now on, for {@code grace}, a resume with {@code token} by {@code identity} is answered MOVED to {@code uri}. */
+    private void rememberMoved(byte[] token, String uri, String identity, java.time.Duration grace) {
+        long now = System.nanoTime();
+        moved.values().removeIf(e -> e.untilNanos() - now <= 0);
+        while (moved.size() >= MAX_MOVED_REMEMBERED) {
+            moved.entrySet().stream().min(java.util.Map.Entry.comparingByValue(
+                    java.util.Comparator.comparingLong(MovedSession::untilNanos)))
+                    .ifPresent(e -> moved.remove(e.getKey()));
+        }
+        moved.put(java.util.HexFormat.of().formatHex(token), new MovedSession(uri, identity, now + grace.toNanos()));
     }
 
     /**
@@ -943,9 +948,6 @@ public final class BackendServer implements AutoCloseable {
     private String migrationRefusal(Connection c, String scheme, byte[] nonce, Handshake.Hello hello) {
         if (!acceptMigrations) {
             return "this backend does not accept migrations (start it with --accept-migrations)";
-        }
-        if (workers != null) {
-            return "migrations into isolation mode process are not supported yet (run the target with --isolation context)";
         }
         if (closed) {
             return "the backend is shutting down";
@@ -996,16 +998,16 @@ public final class BackendServer implements AutoCloseable {
      * backend ({@link #acceptMigrations}); this backend proves itself with its own pre-shared key when it has one.
      * Refused (the session runs on here) for an unknown session, one without address-stable memory or resume, what a
      * checkpoint cannot capture, a target that refuses; a failure before the target's OK leaves the program running
-     * here too. In isolation mode process: refused (not built yet; run the backend with --isolation context).
+     * here too. In isolation mode process the session's worker process runs the source's side itself, connecting to
+     * the target directly ({@link io.gpusockets.backend.isolation.Workers#migrate}), and the result is the same; a
+     * worker that dies meanwhile fails the migration (its session ended with it), one that sends nothing for the
+     * workers' quiet timeout fails it with a message (the worker goes on: see
+     * {@link io.gpusockets.backend.isolation.Workers#quietTimeout}).
      */
     public Migration.Result migrate(long sessionId, String targetUri, String frontendUri,
                                     io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         return counted(migrations, () -> {
-            if (workers != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("migration is not supported in isolation mode"
-                        + " process yet: run the backend with --isolation context");
-            }
             if (frontendUri != null) {
                 try {
                     Handshake.Moved.check(frontendUri);
@@ -1014,11 +1016,12 @@ public final class BackendServer implements AutoCloseable {
                             + frontendUri + ": " + e.getMessage());
                 }
             }
-            Session s = session(sessionId);
-            if (s == null) {
+            io.gpusockets.backend.isolation.Workers w = workers;
+            Session s = w != null ? null : session(sessionId);
+            if (w == null && s == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
             }
-            if (s.resume() == null) {
+            if (s != null && s.resume() == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be migrated:"
                         + " it was not granted resume (its frontend could not follow it)");
             }
@@ -1029,7 +1032,11 @@ public final class BackendServer implements AutoCloseable {
             io.gpusockets.backend.session.CheckpointProgress p = progress == null
                     ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress;
             try {
-                Migration.Result r = Migration.run(this, s, targetUri, frontendUri, settings.preSharedKey(), p);
+                String goesTo = frontendUri != null ? frontendUri : targetUri;
+                Migration.Result r = w != null // isolation mode process: the session's worker migrates it
+                        ? w.migrate(sessionId, targetUri, frontendUri, settings.preSharedKey(), p,
+                                t -> rememberMoved(t.resumeToken(), goesTo, t.identity(), java.time.Duration.ofSeconds(t.graceSeconds())))
+                        : Migration.run(this::sessionMoved, s, targetUri, frontendUri, settings.preSharedKey(), p);
                 sent[0] = r.bytes();
                 LOG.log(Level.INFO, "session " + sessionId + " migrated to " + targetUri + ": " + r.rounds().size()
                         + " rounds, " + r.bytes() + " bytes, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
@@ -1136,7 +1143,9 @@ public final class BackendServer implements AutoCloseable {
             sessionSlots.decrementAndGet();
             tenant.closeSession();
         };
-        w.restore(file.toAbsolutePath(), tenant, resumeRetainBytes, id, ended, p); // runs ended itself when it fails
+        io.gpusockets.backend.isolation.SessionTicket t = w.restore(file.toAbsolutePath(), tenant, resumeRetainBytes, id,
+                ended, p); // runs ended itself when it fails
+        moved.remove(java.util.HexFormat.of().formatHex(t.resumeToken())); // back here (a migration back): no MOVED
         return id;
     }
 

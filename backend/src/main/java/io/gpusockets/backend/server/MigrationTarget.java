@@ -26,8 +26,9 @@ import java.util.zip.CRC32C;
  * refused), in host memory up to {@code bufferBytes} and in a temp file beyond; a chunk sent again replaces the one
  * kept. At COMMIT it writes a checkpoint image (the header and arrays as sent, each memory range's contents from the
  * kept chunks, every range covered or the migration fails naming the missing chunk) into a temp folder, restores it
- * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it) and answers
- * DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks and
+ * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it; in
+ * isolation mode process an idle worker process restores it from that image and holds it, and DONE waits for that
+ * worker's answer) and answers DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks and
  * {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends, however it ends.
  */
 final class MigrationTarget implements AutoCloseable {

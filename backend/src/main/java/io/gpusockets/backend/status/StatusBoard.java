@@ -91,12 +91,15 @@ public final class StatusBoard implements AutoCloseable {
         return merge(describe(List.copyOf(sessions)), remote.get());
     }
 
-    private static List<SessionSnapshot> merge(List<SessionSnapshot> here, List<SessionSnapshot> others) {
+    private List<SessionSnapshot> merge(List<SessionSnapshot> here, List<SessionSnapshot> others) {
         if (others.isEmpty()) {
             return here;
         }
+        java.util.function.LongPredicate moving = migrating; // a worker's session migrates through its worker
         List<SessionSnapshot> all = new ArrayList<>(here);
-        all.addAll(others);
+        for (SessionSnapshot x : others) {
+            all.add(moving.test(x.id()) ? x.asMigrating() : x);
+        }
         all.sort(Comparator.comparingLong(SessionSnapshot::id));
         return all;
     }
