@@ -51,6 +51,19 @@ class BackendCommandOptionsTest {
     }
 
     @Test
+    void aBadDrainTargetOrTimeoutIsRefusedAtStart() {
+        for (String[] args : new String[][] {{"--drain-to", "nowhere"}, {"--drain-to", "unix:///tmp/b.sock", "--drain-timeout", "0"}}) {
+            java.io.StringWriter err = new java.io.StringWriter();
+            java.util.List<String> all = new java.util.ArrayList<>(java.util.List.of("--device", "emulated"));
+            all.addAll(java.util.List.of(args));
+            int exit = new CommandLine(new BackendCommand()).setCaseInsensitiveEnumValuesAllowed(true)
+                    .setErr(new java.io.PrintWriter(err)).execute(all.toArray(String[]::new));
+            assertEquals(2, exit, "a usage error, before anything listens: " + all);
+            org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--drain-"), err.toString());
+        }
+    }
+
+    @Test
     void isolationDefaultsToProcess() {
         BackendCommand command = new BackendCommand();
         new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true).parseArgs();

@@ -167,6 +167,11 @@ final class BackendProcess implements AutoCloseable {
         return process.waitFor(seconds, TimeUnit.SECONDS);
     }
 
+    /** The exit status of a backend that has ended ({@link #awaitExit}). */
+    int exitValue() {
+        return process.exitValue();
+    }
+
     boolean alive() {
         return process.isAlive();
     }

@@ -75,6 +75,8 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
+    /** Set by {@link #drainTo}: new sessions, restores and incoming migrations are refused; resumes still come in. */
+    private volatile boolean draining;
     private final ServerLimits serverLimits;
     /** Connections held: accepted and not yet closed. */
     private final AtomicInteger connections = new AtomicInteger();
@@ -698,6 +700,9 @@ public final class BackendServer implements AutoCloseable {
         if (hello.resumes()) {
             return resumeSession(channel, c, hello, auth == Handshake.AUTH_PSK, refusal);
         }
+        if (refusal == null && draining) {
+            refusal = "the backend is shutting down (its sessions are moving to another backend)";
+        }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
@@ -949,7 +954,7 @@ public final class BackendServer implements AutoCloseable {
         if (!acceptMigrations) {
             return "this backend does not accept migrations (start it with --accept-migrations)";
         }
-        if (closed) {
+        if (closed || draining) {
             return "the backend is shutting down";
         }
         byte[] key = settings.preSharedKey();
@@ -1049,6 +1054,86 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * What {@link #drainTo} did: the migrations that completed, and each session that did not move with why (refused,
+     * failed, or still migrating when the time ran out).
+     */
+    public record Drain(List<Migration.Result> moved, Map<Long, String> notMoved) {
+    }
+
+    /** How long {@link #drainTo} waits for the migrations it interrupted when its time ran out. */
+    static final long DRAIN_STOP_SECONDS = 10;
+
+    /**
+     * Moves every session this backend serves to the backend at {@code targetUri} before it stops (issue 23,
+     * {@code gpusockets backend --drain-to URI}): from now on new sessions, restores and incoming migrations are
+     * refused (resumes still come in, and a moved session's frontend that asks here is answered MOVED); each session is
+     * migrated ({@link #migrate}, its frontend sent to {@code targetUri}) on one of {@code parallel} threads, sessions
+     * that came in meanwhile too, until every one has been tried or {@code timeout} has passed (then the migrations
+     * still running are interrupted: they fail and their programs run on here until {@link #close}). Each result is
+     * logged. Sessions that could not move (not resumable, frozen, refused by the target, failed) run on until
+     * {@link #close} ends them as any shutdown does.
+     */
+    public Drain drainTo(String targetUri, java.time.Duration timeout, int parallel) throws InterruptedException {
+        if (parallel < 1 || timeout.isNegative()) {
+            throw new IllegalArgumentException("drainTo: parallel=" + parallel + " timeout=" + timeout);
+        }
+        draining = true;
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<Migration.Result> moved = java.util.Collections.synchronizedList(new ArrayList<>());
+        Map<Long, String> notMoved = new ConcurrentHashMap<>();
+        Map<Long, java.util.concurrent.Future<?>> tried = new java.util.LinkedHashMap<>();
+        var pool = Executors.newFixedThreadPool(parallel, Thread.ofPlatform().daemon().name("gpusockets-drain-", 0).factory());
+        try {
+            while (true) {
+                for (SessionSnapshot x : sessions()) {
+                    long id = x.id();
+                    if (tried.containsKey(id)) {
+                        continue;
+                    }
+                    tried.put(id, pool.submit(() -> {
+                        try {
+                            Migration.Result r = migrate(id, targetUri, null, null);
+                            moved.add(r);
+                            LOG.log(Level.INFO, "drain: session " + id + " moved to " + targetUri + " (downtime "
+                                    + r.downtimeNanos() / 1_000_000 + " ms, " + r.bytes() + " bytes)");
+                        } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                            notMoved.put(id, String.valueOf(e.getMessage()));
+                            LOG.log(Level.WARNING, "drain: session " + id + " not moved to " + targetUri + ": "
+                                    + e.getMessage() + " (it ends when the backend stops)");
+                        }
+                    }));
+                }
+                boolean allDone = true;
+                for (java.util.concurrent.Future<?> f : tried.values()) {
+                    long left = deadline - System.nanoTime();
+                    try {
+                        f.get(Math.max(0, left), TimeUnit.NANOSECONDS);
+                    } catch (java.util.concurrent.TimeoutException e) {
+                        allDone = false;
+                        break;
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        // caught inside: not thrown
+                    }
+                }
+                if (!allDone || sessions().stream().allMatch(x -> tried.containsKey(x.id()))) {
+                    break; // the time ran out, or every session has been tried
+                }
+            }
+        } finally {
+            pool.shutdownNow(); // migrations still running are interrupted: they fail, their programs run on here
+        }
+        pool.awaitTermination(DRAIN_STOP_SECONDS, TimeUnit.SECONDS);
+        for (var e : tried.entrySet()) {
+            if (!e.getValue().isDone()) {
+                notMoved.putIfAbsent(e.getKey(), "still migrating when the drain's " + timeout.toSeconds() + " s ran out");
+                LOG.log(Level.WARNING, "drain: session " + e.getKey() + " not moved to " + targetUri + " within "
+                        + timeout.toSeconds() + " s (it ends when the backend stops)");
+            }
+        }
+        return new Drain(List.copyOf(moved), Map.copyOf(notMoved));
+    }
+
+    /**
      * Restores the session checkpointed in {@code file} into this backend ({@link io.gpusockets.backend.session.SessionRestore}):
      * under its own id (refused when a session here has it) and tenant (which must exist here and have room for a
      * session), with every handle id and device address as it was; then it waits, detached and resumable under its
@@ -1076,7 +1161,7 @@ public final class BackendServer implements AutoCloseable {
 
     private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        if (closed) {
+        if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
         }
         var who = io.gpusockets.backend.session.SessionRestore.peek(file);
