@@ -1,9 +1,14 @@
 package io.gpusockets.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -15,10 +20,54 @@ import org.junit.jupiter.api.Timeout;
  * serving three running programs ({@link MigrationTest.Program}: launches dirtying a changing subset of their
  * allocations, checked against a CPU model) gets SIGTERM; it migrates all three to the target backend process
  * (started with {@code --accept-migrations}, over unix, proven by the shared uid), says so, and exits 0; the
- * three programs go on at the target and end with their data intact.
+ * three programs go on at the target and end with their data intact. And {@link BackendServer#drainTo} in this
+ * process, isolation mode context: what cannot move is reported with why, new sessions are refused.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class DrainToTest extends CheckpointTestSupport {
+    /**
+     * {@link BackendServer#drainTo} in isolation mode context, in this process: the two resumable running programs move
+     * and finish at B; a session granted no resume (A's grace 0 when it connected) is reported as not moved with why
+     * and runs on at A; a new session is refused from the drain on.
+     */
+    @Test
+    void drainToMovesTheSessionsThatCanMoveAndReportsTheOthersAndRefusesNewOnes() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            serverA.resumeGrace(Duration.ZERO); // the first session is granted no resume
+            try (RemoteCudaDriver stays = RemoteCudaDriver.connect(unixA)) {
+                new MigrationTest.Program(stays);
+                long staysId = onlySession(serverA);
+                serverA.resumeGrace(Duration.ofSeconds(60));
+                try (RemoteCudaDriver d1 = RemoteCudaDriver.connect(unixA); RemoteCudaDriver d2 = RemoteCudaDriver.connect(unixA)) {
+                    List<MigrationTest.Program> programs = List.of(new MigrationTest.Program(d1), new MigrationTest.Program(d2));
+                    for (MigrationTest.Program p : programs) {
+                        p.start();
+                        p.runs(2);
+                    }
+                    BackendServer.Drain drain = serverA.drainTo(unixB, Duration.ofSeconds(120), 2);
+                    assertEquals(2, drain.moved().size(), drain.toString());
+                    assertEquals(java.util.Set.of(staysId), drain.notMoved().keySet(), drain.toString());
+                    assertTrue(drain.notMoved().get(staysId).contains("not granted resume"), drain.toString());
+                    java.io.IOException refused = assertThrows(java.io.IOException.class, () -> RemoteCudaDriver.connect(unixA));
+                    assertTrue(refused.getMessage().contains("shutting down"), refused.getMessage());
+                    for (MigrationTest.Program p : programs) {
+                        p.runs(3);
+                        assertEquals(unixB, p.d.backendUri());
+                        p.finish();
+                    }
+                    assertEquals(unixA, stays.backendUri(), "the session that could not move runs on at A");
+                }
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
     @Test
     void sigtermMovesEveryRunningSessionToTheTargetAndTheSourceExitsZero() throws Exception {
         try (BackendProcess b = BackendProcess.start("--resume-grace", "60", "--accept-migrations",
