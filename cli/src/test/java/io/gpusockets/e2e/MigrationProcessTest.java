@@ -35,7 +35,8 @@ import org.junit.jupiter.api.Timeout;
  * against its CPU model at the end) migrates A to B and back, both in mode process, and between a mode-process and a
  * mode-context backend both ways; a worker killed during its migration fails the migration with a message and its
  * program fails cleanly (its session died with the worker: its frontend's resume is refused until the grace period
- * ends, then its calls fail with CUDA_ERROR_DEVICE_UNAVAILABLE), without a hang.
+ * ends, then its calls fail with CUDA_ERROR_DEVICE_UNAVAILABLE), without a hang; one that stops answering fails it
+ * after the quiet timeout and, when it goes on, still moves the session.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class MigrationProcessTest extends CheckpointTestSupport {
@@ -140,6 +141,65 @@ class MigrationProcessTest extends CheckpointTestSupport {
                 p.runs(3);
                 assertEquals(unixA, d.backendUri());
                 p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /** kill -SIGNAL for each of {@code pids}. */
+    private static void signal(String signal, List<Long> pids) throws Exception {
+        for (long pid : pids) {
+            Process kill = new ProcessBuilder("kill", "-" + signal, Long.toString(pid)).inheritIO().start();
+            assertEquals(0, kill.waitFor(), "kill -" + signal + " " + pid);
+        }
+    }
+
+    /**
+     * A worker that stops answering during its migration (SIGSTOP at the first pre-copy round) fails it after the quiet
+     * timeout with a message; when it goes on (SIGCONT) it finishes the migration, the session moves to B after all
+     * (the front takes the late answer: its token answers MOVED) and the program ends there with its data intact.
+     */
+    @Test
+    void aMigrationWhoseWorkerStopsAnsweringFailsAfterTheQuietTimeoutAndALateSuccessStillMovesTheSession() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        Workers workersA = workers();
+        workersA.quietTimeout(Duration.ofSeconds(2));
+        try (BackendServer serverA = server(a, null, workersA); BackendServer serverB = server(b, null, null)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                long id = onlySession(serverA);
+                p.start();
+                p.runs(2);
+                AtomicBoolean stopped = new AtomicBoolean();
+                List<Long> pids = workersA.pids();
+                IOException e;
+                try {
+                    e = assertThrows(IOException.class, () -> serverA.migrate(id, unixB, null, (stage, done, total) -> {
+                        if (stopped.compareAndSet(false, true)) {
+                            try {
+                                signal("STOP", pids);
+                            } catch (Exception x) {
+                                throw new IllegalStateException(x);
+                            }
+                        }
+                    }));
+                } finally {
+                    signal("CONT", pids);
+                }
+                assertTrue(stopped.get());
+                assertTrue(e.getMessage().contains("sent nothing for 2 s"), e.getMessage());
+                assertEquals(1, serverA.migrations()[2], "counted as failed");
+                while (!unixB.equals(d.backendUri()) && p.failed.get() == null) {
+                    Thread.sleep(10); // the worker goes on and the session moves after all (bounded by the test's timeout)
+                }
+                p.runs(3);
+                assertEquals(unixB, d.backendUri());
+                p.finish();
+                awaitNoSessions(serverA);
             }
         } finally {
             a.close();
