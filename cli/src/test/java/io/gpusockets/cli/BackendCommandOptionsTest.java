@@ -52,7 +52,8 @@ class BackendCommandOptionsTest {
 
     @Test
     void aBadDrainTargetOrTimeoutIsRefusedAtStart() {
-        for (String[] args : new String[][] {{"--drain-to", "nowhere"}, {"--drain-to", "unix:///tmp/b.sock", "--drain-timeout", "0"}}) {
+        for (String[] args : new String[][] {{"--drain-to", "nowhere"},
+                {"--drain-to", "unix:///tmp/b.sock", "--drain-timeout", "0"}}) {
             java.io.StringWriter err = new java.io.StringWriter();
             java.util.List<String> all = new java.util.ArrayList<>(java.util.List.of("--device", "emulated"));
             all.addAll(java.util.List.of(args));

@@ -410,7 +410,8 @@ public final class Workers implements AutoCloseable {
 
     /** A MIGRATED answer (after its request id): its result, the session's token forgotten here when it moved. */
     private io.gpusockets.backend.server.Migration.Result migrated(Worker w, SessionTicket t, ByteBuffer r,
-            java.util.function.Consumer<SessionTicket> moved) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+            java.util.function.Consumer<SessionTicket> moved)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         io.gpusockets.backend.server.Migration.Result result;
         try {
             byte outcome = r.get();
@@ -578,8 +579,8 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * A checkpoint, restore or migration a worker works on: its progress listener, its answer, when its worker was last heard of
-     * (System.nanoTime), whether its caller gave up waiting (timed out: a late answer goes to {@code late}).
+     * A checkpoint, restore or migration a worker works on: its progress listener, its answer, when its worker was last
+     * heard of (System.nanoTime), whether its caller gave up waiting (timed out: a late answer goes to {@code late}).
      */
     private static final class Operation {
         final Worker worker;

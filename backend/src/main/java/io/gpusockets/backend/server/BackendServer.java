@@ -1039,8 +1039,8 @@ public final class BackendServer implements AutoCloseable {
             try {
                 String goesTo = frontendUri != null ? frontendUri : targetUri;
                 Migration.Result r = w != null // isolation mode process: the session's worker migrates it
-                        ? w.migrate(sessionId, targetUri, frontendUri, settings.preSharedKey(), p,
-                                t -> rememberMoved(t.resumeToken(), goesTo, t.identity(), java.time.Duration.ofSeconds(t.graceSeconds())))
+                        ? w.migrate(sessionId, targetUri, frontendUri, settings.preSharedKey(), p, t -> rememberMoved(
+                                t.resumeToken(), goesTo, t.identity(), java.time.Duration.ofSeconds(t.graceSeconds())))
                         : Migration.run(this::sessionMoved, s, targetUri, frontendUri, settings.preSharedKey(), p);
                 sent[0] = r.bytes();
                 LOG.log(Level.INFO, "session " + sessionId + " migrated to " + targetUri + ": " + r.rounds().size()

@@ -28,8 +28,9 @@ import java.util.zip.CRC32C;
  * kept chunks, every range covered or the migration fails naming the missing chunk) into a temp folder, restores it
  * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it; in
  * isolation mode process an idle worker process restores it from that image and holds it, and DONE waits for that
- * worker's answer) and answers DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks and
- * {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends, however it ends.
+ * worker's answer) and answers DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS}
+ * distinct chunks and {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends,
+ * however it ends.
  */
 final class MigrationTarget implements AutoCloseable {
     static final int MAX_CHUNKS = 1 << 22;
