@@ -144,7 +144,7 @@ public final class StatusBoard implements AutoCloseable {
         for (Session s : live) {
             SessionSnapshot x = SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(),
                     s.peer(), s.stats().ageSeconds(now), s.stableAddresses());
-            out.add(moving.test(s.id()) ? x.asMigrating() : x);
+            out.add(moving.test(s.id()) ? x.asMigrating() : s.detached() != null ? x.asDetached() : x);
         }
         out.sort(Comparator.comparingLong(SessionSnapshot::id));
         return out;
