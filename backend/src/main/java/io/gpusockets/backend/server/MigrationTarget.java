@@ -66,9 +66,18 @@ final class MigrationTarget implements AutoCloseable {
         return FileChannel.open(p, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE);
     }
 
-    /** Receives until COMMIT, restores, answers; returns the restored session's id. */
+    /**
+     * Receives until COMMIT, restores, answers; returns the restored session's id, or -1 when the source closed the
+     * connection before BEGIN (a probe such as {@code gpusockets doctor migration}: nothing to restore, nothing to log).
+     */
     long receive() throws IOException {
-        FrameHeader h = ch.readHeader();
+        FrameHeader h;
+        try {
+            h = ch.readHeader();
+        } catch (java.io.EOFException e) {
+            LOG.log(System.Logger.Level.DEBUG, "migration: the source closed before BEGIN (a probe)");
+            return -1;
+        }
         if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12) {
             throw new ProtocolException("migration: expected BEGIN, got " + h);
         }
