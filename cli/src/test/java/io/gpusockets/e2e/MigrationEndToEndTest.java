@@ -213,8 +213,10 @@ class MigrationEndToEndTest extends CheckpointTestSupport {
      * A program connected over ring:// migrates A to B, back, and again, four times, the migration stream itself
      * over ring:// (both backends hold the same pre-shared key; the frontend follows to the target's ring), while it
      * dirties a changing subset of its allocations in every pass; at the end its memory equals its model (what an
-     * uninterrupted run computes), and each migration sent everything in its first round and only some chunks in
-     * its final one.
+     * uninterrupted run computes), each migration sent everything in its first round and ended with a drained final
+     * round, and neither device holds memory afterwards. (How many chunks the final round resends depends on how many
+     * passes the program made meanwhile: {@link #theFinalRoundResendsExactlyTheChunksChangedAtTheGateAndAChangeWrittenBackIsNotMissed}
+     * counts them where the test decides the changes.)
      */
     @Test
     void aProgramOnRingMigratesBackAndForthOverRingWithItsDataIntact() throws Exception {
@@ -241,7 +243,6 @@ class MigrationEndToEndTest extends CheckpointTestSupport {
                     assertTrue(r.rounds().size() >= 2 && r.rounds().getLast().drained(), rounds.toString());
                     assertEquals(ALLOCS, r.rounds().getFirst().chunks(), "one chunk per allocation: " + rounds);
                     assertEquals(ALLOCS, r.rounds().getFirst().sentChunks(), "round 0 sends everything: " + rounds);
-                    assertTrue(r.rounds().getLast().sentChunks() < ALLOCS, "the final round sends what changed: " + rounds);
                     p.runs(2); // on the target now
                     assertEquals(to, d.backendUri(), "migration " + m + ": the frontend follows the session");
                     awaitNoSessions(from);
