@@ -178,10 +178,10 @@ public final class MigrationChecks {
 
     private static String refusalAdvice(String why) {
         if (why.contains("--accept-migrations")) {
-            return "start the target backend with --accept-migrations (and --isolation context)";
+            return "start the target backend with --accept-migrations";
         }
-        if (why.contains("isolation")) {
-            return "run the target backend with --isolation context";
+        if (why.contains("shutting down")) {
+            return "the target is stopping (or draining its own sessions): pick another target, or restart it";
         }
         if (why.contains("pre-shared key") || why.contains("authentication")) {
             return "give both backends the same --psk-file and pass it here with --psk-file (over unix, running both"
