@@ -1010,24 +1010,46 @@ public final class Session {
     /** Writes the image of the drained session ({@link CheckpointImage}). */
     private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
         long start = System.nanoTime();
+        int[] counts;
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
+                java.nio.file.StandardOpenOption.WRITE)) {
+            counts = writeImageTo(ch, range -> true, progress, "checkpointed", null);
+        }
+        return new CheckpointResult(java.nio.file.Files.size(file), counts[0], counts[1], drainNanos,
+                System.nanoTime() - start);
+    }
+
+    /**
+     * Writes the image of the drained session to {@code ch}: the header, then the contents of the device memory ranges
+     * {@code keep} accepts and of every CUDA array, then the end mark. Returns {ranges written, records}; adds the
+     * bytes of device memory written to {@code memoryBytes[0]} when given.
+     */
+    private int[] writeImageTo(java.nio.channels.WritableByteChannel ch,
+                               java.util.function.Predicate<CheckpointImage.Range> keep, CheckpointProgress progress,
+                               String verb, long[] memoryBytes) throws IOException {
         Resume r = resume;
-        CheckpointImage.Header h = imageHeader(r, "checkpointed");
+        CheckpointImage.Header h = imageHeader(r, verb);
         java.util.List<CheckpointRecorder.Record> records = h.records();
+        java.util.List<CheckpointImage.Range> all = new java.util.ArrayList<>();
+        java.util.TreeMap<Long, Long> contexts = contextsOf(all, records);
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
-        java.util.TreeMap<Long, Long> contexts = contextsOf(ranges, records);
         long total = 0;
-        for (CheckpointImage.Range a : ranges) {
-            total += a.size();
+        for (CheckpointImage.Range a : all) {
+            if (keep.test(a)) {
+                ranges.add(a);
+                total += a.size();
+            }
+        }
+        if (memoryBytes != null) {
+            memoryBytes[0] += total;
         }
         long first = ranges.isEmpty() ? 0 : contexts.get(ranges.getFirst().base());
         for (CheckpointImage.Range a : CheckpointArrays.ranges(driver, handles)) { // CUDA arrays' contents, after memory
             ranges.add(a);
             total += a.size();
         }
-        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
-                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
-                java.nio.file.StandardOpenOption.WRITE);
-             CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
+        try (CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
                  java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);
                  if (e == null || e.getValue() == 0) {
@@ -1045,8 +1067,77 @@ public final class Session {
             contents.write(ch, ranges, device, progress, total);
             CheckpointImage.writeEnd(ch);
         }
-        return new CheckpointResult(java.nio.file.Files.size(file), ranges.size(), records.size(), drainNanos,
-                System.nanoTime() - start);
+        return new int[] {ranges.size(), records.size()};
+    }
+
+    /**
+     * The physical allocations backing this session's address windows (issue 23, hand-over on one host;
+     * {@link StableAddresses#physical}), each exportable as a POSIX descriptor ({@link #exportPosixFd}). Refused for a
+     * session without address-stable memory, or whose device cannot export them (the driver's
+     * CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0). Consistent only while drained.
+     */
+    public java.util.List<PhysicalMemory> physicalMemory() throws CheckpointRefused {
+        if (stable == null || recorder == null) {
+            throw new CheckpointRefused("session " + id + " cannot be handed over: it has no address-stable memory");
+        }
+        java.util.List<PhysicalMemory> all = stable.physical();
+        for (PhysicalMemory m : all) {
+            if (!stable.exportable(m.device())) {
+                throw new CheckpointRefused("session " + id + " cannot be handed over: device " + m.device()
+                        + " cannot export its memory as POSIX file descriptors");
+            }
+        }
+        return all;
+    }
+
+    /**
+     * A new POSIX descriptor of the physical allocation {@code m} (cuMemExportToShareableHandle), the caller's to close;
+     * an IOException names the driver's error.
+     */
+    public int exportPosixFd(PhysicalMemory m) throws IOException {
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment fd = arena.allocate(8).fill((byte) 0);
+            int r = stable.real().cuMemExportToShareableHandle(fd, m.handle(),
+                    io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                throw new IOException(String.format("session %d: exporting the memory at 0x%x (%d bytes) failed: %s", id,
+                        m.address(), m.size(), io.gpusockets.protocol.api.CuResult.name(r)));
+            }
+            return fd.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+        }
+    }
+
+    /**
+     * A hand-over's image of this drained session (issue 23, hand-over on one host): the checkpoint image
+     * ({@link CheckpointImage}) to {@code ch}, whose device memory ranges lying wholly in {@code handed} (the physical
+     * allocations the target maps itself) carry no contents; the rest (module globals, the program's own VMM memory,
+     * CUDA arrays) carry theirs. Returns the bytes of device memory contents written. Run only on a drained session.
+     */
+    public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
+                                   CheckpointProgress progress) throws IOException, CheckpointRefused {
+        if (recorder == null || resume == null) {
+            throw new CheckpointRefused("session " + id + " cannot be handed over: it needs address-stable memory and resume");
+        }
+        java.util.TreeMap<Long, Long> ends = new java.util.TreeMap<>();
+        for (PhysicalMemory m : handed) {
+            ends.put(m.address(), m.address() + m.size());
+        }
+        long[] bytes = {0};
+        writeImageTo(ch, r -> !covered(ends, r.base(), r.size()), progress, "handed over", bytes);
+        return bytes[0];
+    }
+
+    /** Whether [base, base+size) lies in the union of the ranges {@code ends} holds (start to end). */
+    private static boolean covered(java.util.TreeMap<Long, Long> ends, long base, long size) {
+        long at = base, end = base + size;
+        while (at < end) {
+            java.util.Map.Entry<Long, Long> e = ends.floorEntry(at);
+            if (e == null || e.getValue() <= at) {
+                return false;
+            }
+            at = e.getValue();
+        }
+        return true;
     }
 
     /**
