@@ -33,7 +33,8 @@ import org.junit.jupiter.api.Timeout;
  * a pitched one and a pool allocation is handed A to B and back while it runs; its data equals the model, no window
  * memory was copied (the result's count), and each backend's device memory drops when the session leaves it. A target
  * that does not accept hand-overs refuses before the program notices; an allocation the target cannot import fails
- * the hand-over and the program runs on at A.
+ * the hand-over and the program runs on at A; a session whose device cannot export its memory, or without
+ * address-stable memory, is refused.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class HandOverTest extends CheckpointTestSupport {
@@ -221,6 +222,45 @@ class HandOverTest extends CheckpointTestSupport {
                 assertEquals(unixA, d.backendUri(), "the program runs on at A");
                 assertTrue(serverB.sessions().isEmpty(), "nothing left at B");
                 assertEquals(1, serverA.migrations()[2], "failed");
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /** A device that says it cannot export memory as POSIX descriptors. */
+    private static final class NoPosixHandles extends DelegatingCudaDriver {
+        NoPosixHandles(CudaDriver d) {
+            super(d);
+        }
+
+        @Override
+        public int cuDeviceGetAttribute(MemorySegment pi, int attrib, int dev) {
+            if (attrib == 103) { // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+                pi.set(ValueLayout.JAVA_INT, 0, 0);
+                return io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+            }
+            return super.cuDeviceGetAttribute(pi, attrib, dev);
+        }
+    }
+
+    @Test
+    void aSessionOnADeviceThatCannotExportIsRefusedAndRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(new NoPosixHandles(a)); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                long id = onlySession(serverA);
+                p.start();
+                p.runs(1);
+                CheckpointRefused r = assertThrows(CheckpointRefused.class, () -> handOver(serverA, serverB, id));
+                assertTrue(r.getMessage().contains("cannot export its memory as POSIX file descriptors"), r.getMessage());
+                p.runs(2);
+                assertEquals(unixA, d.backendUri());
                 p.finish();
             }
         } finally {
