@@ -13,6 +13,7 @@ import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.DelegatingCudaDriver;
+import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.protocol.transport.PeerInfo;
 import io.gpusockets.protocol.transport.TransportUri;
@@ -30,8 +31,9 @@ import org.junit.jupiter.api.Timeout;
  * device of its own: the devices share nothing but the memory files their exportable allocations live in, as two
  * backend processes on one GPU share only the exported allocations. A program ({@link MigrationTest.Program}: kernels
  * that change a subset of several allocations in every launch, with a CPU model) that also holds a 32 MiB allocation,
- * a pitched one and a pool allocation is handed A to B and back while it runs; its data equals the model, no window
- * memory was copied (the result's count), and each backend's device memory drops when the session leaves it. A target
+ * a pitched one, a pool allocation and VMM memory of its own (one allocation it keeps, one it released and still
+ * maps) is handed A to B and back while it runs; its data equals the model, nothing was copied but the released VMM
+ * allocation (the result's count), and each backend's device memory drops when the session leaves it. A target
  * that does not accept hand-overs refuses before the program notices; an allocation the target cannot import fails
  * the hand-over and the program runs on at A; a session whose device cannot export its memory, or without
  * address-stable memory, is refused.
@@ -98,9 +100,48 @@ class HandOverTest extends CheckpointTestSupport {
         }
     }
 
+    private static final long MIB2 = 2L << 20;
+
+    /** The program's own VMM memory: allocations it keeps (handed over) and one it released but maps (copied). */
+    private static final class ProgramVmm {
+        final long kept, released;
+        final byte[] keptData = new byte[(int) (2 * MIB2)], releasedData = new byte[(int) MIB2];
+
+        ProgramVmm(RemoteCudaDriver d, Cuda cu) {
+            MemorySegment c = cu.cell();
+            MemorySegment prop = cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+            prop.set(ValueLayout.JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+            prop.set(ValueLayout.JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+            MemorySegment rw = cu.cell(MemoryProps.ACCESS_DESC_SIZE).fill((byte) 0);
+            rw.set(ValueLayout.JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+            rw.set(ValueLayout.JAVA_INT, 8, MemoryProps.ACCESS_READWRITE);
+            Cuda.ok(d.cuMemCreate(c, 2 * MIB2, prop, 0), "cuMemCreate");
+            long h1 = c.get(ValueLayout.JAVA_LONG, 0);
+            Cuda.ok(d.cuMemCreate(c, MIB2, prop, 0), "cuMemCreate");
+            long h2 = c.get(ValueLayout.JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAddressReserve(c, 3 * MIB2, 0, 0, 0), "cuMemAddressReserve");
+            kept = c.get(ValueLayout.JAVA_LONG, 0);
+            released = kept + 2 * MIB2;
+            Cuda.ok(d.cuMemMap(kept, 2 * MIB2, 0, h1, 0), "cuMemMap");
+            Cuda.ok(d.cuMemMap(released, MIB2, 0, h2, 0), "cuMemMap");
+            Cuda.ok(d.cuMemSetAccess(kept, 3 * MIB2, rw, 1), "cuMemSetAccess");
+            Cuda.ok(d.cuMemRelease(h2), "cuMemRelease (still mapped)");
+            Random random = new Random(6);
+            random.nextBytes(keptData);
+            random.nextBytes(releasedData);
+            cu.put(kept, keptData);
+            cu.put(released, releasedData);
+        }
+
+        void check(Cuda cu) {
+            assertArrayEquals(keptData, cu.get(kept, keptData.length), "the program's VMM allocation");
+            assertArrayEquals(releasedData, cu.get(released, releasedData.length), "the released, mapped VMM allocation");
+        }
+    }
+
     private static void checkResult(HandOver.Result r) {
-        assertEquals(0, r.copiedBytes(), "no window memory copied: " + r);
-        assertTrue(r.handles() > 0 && r.handedBytes() >= BIG, "the allocations were handed over: " + r);
+        assertEquals(MIB2, r.copiedBytes(), "only the program's released, mapped VMM allocation is copied: " + r);
+        assertTrue(r.handles() > 0 && r.handedBytes() >= BIG + 2 * MIB2, "the allocations were handed over: " + r);
         assertTrue(r.downtimeNanos() >= r.drainNanos() + r.exportNanos() + r.imageNanos() + r.restoreNanos()
                 + r.switchNanos(), "the downtime holds its stages: " + r);
         assertTrue(r.restoreNanos() > 0 && r.imageBytes() > 0, r.toString());
@@ -135,6 +176,7 @@ class HandOverTest extends CheckpointTestSupport {
                 byte[] pooledData = new byte[3 << 20];
                 new Random(5).nextBytes(pooledData);
                 cu.put(pooled, pooledData);
+                ProgramVmm vmm = new ProgramVmm(d, cu);
                 long id = onlySession(serverA);
                 long usedA = used(a);
                 assertTrue(usedA > BIG, "A holds the program's memory");
@@ -160,6 +202,7 @@ class HandOverTest extends CheckpointTestSupport {
                 assertArrayEquals(bigData, cu.get(big, BIG), "the 32 MiB allocation");
                 assertArrayEquals(pitchedData, cu.get(pitched, pitchedData.length), "the pitched allocation");
                 assertArrayEquals(pooledData, cu.get(pooled, pooledData.length), "the pool allocation");
+                vmm.check(cu);
             }
         } finally {
             a.close();

@@ -32,7 +32,9 @@ import java.util.List;
  * <pre>
  * READY    (target, first) u8 ok, u64 0, u32 length, utf-8: why not (a target that does not accept hand-overs)
  * BEGIN    (source) "GPUSHOV1", u32 n, u64 image bytes
- * HANDLE   (source) n x: u64 address, u64 size, with the allocation's descriptor attached
+ * HANDLE   (source) n x: u64 address, u64 size, with the allocation's descriptor attached; address 0: one of the
+ *          program's own allocations ({@link Session#programMemory}, in the order the image's records make them),
+ *          with no descriptor when the program released it and only maps it (its contents are in the image)
  * IMAGE    (source) the image's bytes ({@link io.gpusockets.backend.session.Session#writeHandOverImage})
  * DONE     (target) u8 ok, u64 restore nanoseconds, u32 length, utf-8: the target's frontend URI (ok) or why not
  * </pre>
@@ -95,15 +97,20 @@ public final class HandOver {
         try {
             stop = s.drained(true, progress, drainNanos -> {
                 long drainedAt = System.nanoTime();
-                List<PhysicalMemory> memory = s.physicalMemory();
+                List<PhysicalMemory> memory = new ArrayList<>(s.physicalMemory());
+                memory.addAll(s.programMemory());
                 int[] fds = new int[memory.size()];
                 Arrays.fill(fds, -1);
                 try {
                     progress.progress("export", 0, memory.size());
                     long handed = 0;
+                    int exportedCount = 0;
                     for (int i = 0; i < fds.length; i++) {
-                        fds[i] = s.exportPosixFd(memory.get(i));
-                        handed += memory.get(i).size();
+                        if (memory.get(i).handle() != 0) {
+                            fds[i] = s.exportPosixFd(memory.get(i));
+                            handed += memory.get(i).size();
+                            exportedCount++;
+                        }
                     }
                     long exported = System.nanoTime();
                     progress.progress("export", memory.size(), memory.size());
@@ -117,7 +124,11 @@ public final class HandOver {
                     ByteBuffer h = ByteBuffer.allocateDirect(16);
                     for (int i = 0; i < fds.length; i++) {
                         h.clear().putLong(memory.get(i).address()).putLong(memory.get(i).size()).flip();
-                        DescriptorPassing.send(c, h, fds[i]);
+                        if (fds[i] >= 0) {
+                            DescriptorPassing.send(c, h, fds[i]);
+                        } else {
+                            c.write(h);
+                        }
                     }
                     sendFile(c, image);
                     long sent = System.nanoTime();
@@ -128,7 +139,7 @@ public final class HandOver {
                     }
                     progress.progress("restore", 1, 1);
                     return new Stop(drainNanos, exported - drainedAt, sent - exported, done.nanos(),
-                            drainedAt - drainNanos, fds.length, handed, copied, imageBytes, done.message());
+                            drainedAt - drainNanos, exportedCount, handed, copied, imageBytes, done.message());
                 } finally {
                     for (int fd : fds) {
                         if (fd >= 0) {
@@ -229,11 +240,12 @@ public final class HandOver {
                     });
                     h.flip();
                     long address = h.getLong(), size = h.getLong();
-                    if (got[1] != 1 || size <= 0 || address + size < address) {
+                    boolean descriptors = address == 0 ? got[1] <= 1 : got[1] == 1; // a program allocation may come without
+                    if (!descriptors || size <= 0 || address + size < address) {
                         throw new IOException(String.format("hand-over: allocation %d (0x%x, %d bytes) came with %d descriptors",
                                 i, address, size, got[1]));
                     }
-                    handed.add(new SessionRestore.Handed(address, size, got[0]));
+                    handed.add(new SessionRestore.Handed(address, size, got[1] == 1 ? got[0] : -1));
                 }
                 receiveFile(c, image, imageBytes);
                 long t = System.nanoTime();

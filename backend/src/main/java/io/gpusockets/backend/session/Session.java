@@ -1091,6 +1091,27 @@ public final class Session {
     }
 
     /**
+     * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds), in the order a checkpoint
+     * image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
+     * a hand-over exports those the program still holds a reference to; for one it released but still maps, the
+     * entry's handle is 0 (its contents go in the image). Refused like {@link #physicalMemory}.
+     */
+    public java.util.List<PhysicalMemory> programMemory() throws CheckpointRefused {
+        java.util.List<PhysicalMemory> out = new java.util.ArrayList<>();
+        java.util.Map<Long, Integer> refs = vmm.references();
+        for (java.util.Map.Entry<Long, Long> e : new java.util.TreeMap<>(vmm.sizes()).entrySet()) {
+            SessionVmm.Made m = vmm.madeOf(e.getKey());
+            int device = m == null ? 0 : ByteBuffer.wrap(m.prop()).order(ByteOrder.LITTLE_ENDIAN).getInt(12);
+            if (stable == null || !stable.exportable(device)) {
+                throw new CheckpointRefused("session " + id + " cannot be handed over: device " + device
+                        + " cannot export its memory as POSIX file descriptors");
+            }
+            out.add(new PhysicalMemory(0, e.getValue(), refs.getOrDefault(e.getKey(), 0) > 0 ? e.getKey() : 0, device));
+        }
+        return out;
+    }
+
+    /**
      * A new POSIX descriptor of the physical allocation {@code m} (cuMemExportToShareableHandle), the caller's to close;
      * an IOException names the driver's error.
      */
@@ -1110,7 +1131,8 @@ public final class Session {
     /**
      * A hand-over's image of this drained session (issue 23, hand-over on one host): the checkpoint image
      * ({@link CheckpointImage}) to {@code ch}, whose device memory ranges lying wholly in {@code handed} (the physical
-     * allocations the target maps itself) carry no contents; the rest (module globals, the program's own VMM memory,
+     * allocations the target maps itself: window memory by address, the program's own by handle, in its mappings)
+     * carry no contents; the rest (module globals, the program's own VMM memory,
      * CUDA arrays) carry theirs. Returns the bytes of device memory contents written. Run only on a drained session.
      */
     public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
@@ -1119,8 +1141,18 @@ public final class Session {
             throw new CheckpointRefused("session " + id + " cannot be handed over: it needs address-stable memory and resume");
         }
         java.util.TreeMap<Long, Long> ends = new java.util.TreeMap<>();
+        java.util.Set<Long> handles = new java.util.HashSet<>();
         for (PhysicalMemory m : handed) {
-            ends.put(m.address(), m.address() + m.size());
+            if (m.address() != 0) {
+                ends.put(m.address(), m.address() + m.size());
+            } else if (m.handle() != 0) {
+                handles.add(m.handle());
+            }
+        }
+        for (SessionVmm.Mapping m : vmm.mappings()) {
+            if (handles.contains(m.handle())) {
+                ends.merge(m.base(), m.base() + m.size(), Math::max); // the program's memory the target maps itself
+            }
         }
         long[] bytes = {0};
         writeImageTo(ch, r -> !covered(ends, r.base(), r.size()), progress, "handed over", bytes);

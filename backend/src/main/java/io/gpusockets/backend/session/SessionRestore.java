@@ -99,8 +99,10 @@ public final class SessionRestore {
     }
 
     /**
-     * One physical allocation a hand-over brought (issue 23): {@code size} bytes the source mapped at {@code address},
-     * as the POSIX descriptor {@code fd} (the caller's: the restore imports it and never closes it).
+     * One physical allocation a hand-over brought (issue 23): {@code size} bytes the source mapped at {@code address}
+     * in its window, or with address 0 one of the program's own allocations, in the order the image's records make
+     * them ({@link Session#programMemory}); {@code fd} the POSIX descriptor (the caller's: the restore imports it and
+     * never closes it), or -1 for a program allocation not handed over (made anew, its contents in the image).
      */
     public record Handed(long address, long size, int fd) {
     }
@@ -177,25 +179,36 @@ public final class SessionRestore {
     /** Imports every handed-over allocation and gives them to the session's windows to map ({@link StableAddresses#adopt}). */
     private static void importHanded(Session s, java.util.List<Handed> handed) throws ProtocolFault {
         java.util.Map<Long, Long> handles = new java.util.HashMap<>(), sizes = new java.util.HashMap<>();
+        java.util.List<long[]> program = new java.util.ArrayList<>();
         io.gpusockets.protocol.api.CudaDriver real = s.stable().real();
         try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
             java.lang.foreign.MemorySegment out = arena.allocate(8);
             for (Handed m : handed) {
+                if (m.fd() < 0) {
+                    program.add(new long[] {0, m.size()});
+                    continue;
+                }
                 int r = real.cuMemImportFromShareableHandle(out, java.lang.foreign.MemorySegment.ofAddress(m.fd()),
                         io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-                if (r != CuResult.CUDA_SUCCESS || handles.containsKey(m.address())) {
+                if (r != CuResult.CUDA_SUCCESS || (m.address() != 0 && handles.containsKey(m.address()))) {
                     handles.values().forEach(real::cuMemRelease);
+                    program.stream().filter(h -> h[0] != 0).forEach(h -> real.cuMemRelease(h[0]));
                     if (r == CuResult.CUDA_SUCCESS) {
                         real.cuMemRelease(out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
                     }
                     throw new ProtocolFault(String.format("the memory handed over for 0x%x (%d bytes) %s", m.address(),
                             m.size(), r != CuResult.CUDA_SUCCESS ? "cannot be imported: " + CuResult.name(r) : "came twice"));
                 }
-                handles.put(m.address(), out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
-                sizes.put(m.address(), m.size());
+                long h = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                if (m.address() == 0) {
+                    program.add(new long[] {h, m.size()});
+                } else {
+                    handles.put(m.address(), h);
+                    sizes.put(m.address(), m.size());
+                }
             }
         }
-        s.stable().adopt(handles, sizes);
+        s.stable().adopt(handles, sizes, program);
     }
 
     /** A replay that does not reproduce the checkpointed session. */

@@ -153,6 +153,8 @@ final class StableAddresses extends DelegatingCudaDriver {
     private final Map<Integer, Boolean> exportableDevices = new HashMap<>();
     /** A hand-over's restore: imported handles (and their sizes) by address, not yet mapped ({@link #adopt}); else null. */
     private Map<Long, Long> adopted, adoptedSizes;
+    /** A hand-over's restore: the program's own allocations, {imported handle or 0, size}, in cuMemCreate order; else null. */
+    private java.util.ArrayDeque<long[]> adoptedProgram;
     private final Map<PitchKey, Long> pitches = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<PitchKey, Long> eldest) {
@@ -595,9 +597,21 @@ final class StableAddresses extends DelegatingCudaDriver {
         return new ArrayList<>(backed.values());
     }
 
-    /** Whether the windows' physical allocations can be exported as POSIX descriptors (the device says so; see {@link #prop}). */
+    /**
+     * Whether allocations on {@code device} are made exportable as POSIX descriptors: the device says it can
+     * (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, asked once per device).
+     */
     synchronized boolean exportable(int device) {
-        return exportableDevices.getOrDefault(device, false);
+        Boolean exportable = exportableDevices.get(device);
+        if (exportable == null) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment v = arena.allocate(4);
+                exportable = delegate.cuDeviceGetAttribute(v, ATTRIBUTE_POSIX_FD_HANDLES, device) == CuResult.CUDA_SUCCESS
+                        && v.get(JAVA_INT, 0) == 1;
+            }
+            exportableDevices.put(device, exportable);
+        }
+        return exportable;
     }
 
     /**
@@ -605,9 +619,35 @@ final class StableAddresses extends DelegatingCudaDriver {
      * the imported handle, {@code sizes}: address to its size); every window range the replay backs must be one of
      * them ({@link #back}). {@link #endAdoption} releases those the replay did not use.
      */
-    synchronized void adopt(Map<Long, Long> handles, Map<Long, Long> sizes) {
+    synchronized void adopt(Map<Long, Long> handles, Map<Long, Long> sizes, List<long[]> programAllocations) {
         adopted = new HashMap<>(handles);
         adoptedSizes = new HashMap<>(sizes);
+        adoptedProgram = new java.util.ArrayDeque<>(programAllocations);
+    }
+
+    /**
+     * A hand-over's restore: what the replay of the program's next {@code cuMemCreate} of {@code size} bytes takes
+     * instead of a new allocation ({@link VmmCalls#cuMemCreate}; the records make them in the order the source handed
+     * them over, {@link CheckpointVmm#records}): the imported handle, 0 when the source handed none for it (its
+     * contents come with the image), or -1 when no hand-over is being restored. A size that differs from the one
+     * handed over throws IllegalStateException, naming both.
+     */
+    synchronized long takeProgramAllocation(long size) {
+        if (adoptedProgram == null) {
+            return -1;
+        }
+        long[] next = adoptedProgram.poll();
+        if (next == null) {
+            throw new IllegalStateException("a cuMemCreate of " + size + " bytes beyond the program allocations handed over");
+        }
+        if (next[1] != size) {
+            if (next[0] != 0) {
+                delegate.cuMemRelease(next[0]);
+            }
+            throw new IllegalStateException("a cuMemCreate of " + size + " bytes where the program allocation handed over"
+                    + " holds " + next[1]);
+        }
+        return next[0];
     }
 
     /**
@@ -622,8 +662,17 @@ final class StableAddresses extends DelegatingCudaDriver {
                 unused++;
             }
         }
+        if (adoptedProgram != null) {
+            for (long[] h : adoptedProgram) {
+                if (h[0] != 0) {
+                    delegate.cuMemRelease(h[0]);
+                    unused++;
+                }
+            }
+        }
         adopted = null;
         adoptedSizes = null;
+        adoptedProgram = null;
         return unused;
     }
 
@@ -633,13 +682,7 @@ final class StableAddresses extends DelegatingCudaDriver {
      * asked once per device), so that a hand-over can export the memory to another backend process on the host.
      */
     private MemorySegment prop(Arena arena, int device) {
-        Boolean exportable = exportableDevices.get(device);
-        if (exportable == null) {
-            MemorySegment v = arena.allocate(4);
-            exportable = delegate.cuDeviceGetAttribute(v, ATTRIBUTE_POSIX_FD_HANDLES, device) == CuResult.CUDA_SUCCESS
-                    && v.get(JAVA_INT, 0) == 1;
-            exportableDevices.put(device, exportable);
-        }
+        boolean exportable = exportable(device);
         MemorySegment p = arena.allocate(32, 8).fill((byte) 0);
         p.set(JAVA_INT, 0, 1); // CU_MEM_ALLOCATION_TYPE_PINNED
         p.set(JAVA_INT, 4, exportable ? MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : MemoryProps.HANDLE_TYPE_NONE);

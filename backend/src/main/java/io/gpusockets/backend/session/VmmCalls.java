@@ -71,10 +71,24 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment prop = allocationProp(c, propLength);
         MemorySegment out = c.scratch(8);
+        StableAddresses stable = session.stable();
+        long handed = -1;
+        if (stable != null) {
+            try {
+                handed = stable.takeProgramAllocation(size);
+            } catch (IllegalStateException e) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, e.getMessage());
+            }
+        }
         session.quota().reserve(size, "cuMemCreate");
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
-            r = driver.cuMemCreate(out, size, prop, flags);
+            if (handed > 0) {
+                out.set(ValueLayout.JAVA_LONG, 0, handed); // a hand-over's restore: the source's allocation, imported
+                r = CuResult.CUDA_SUCCESS;
+            } else {
+                r = driver.cuMemCreate(out, size, exportable(stable, prop), flags);
+            }
         } finally {
             if (r != CuResult.CUDA_SUCCESS) {
                 session.quota().unreserve(size);
@@ -89,6 +103,22 @@ final class VmmCalls implements BackendHandlers.Vmm {
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
         return r;
+    }
+
+    /**
+     * The properties the driver is given: the program's, with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested when
+     * the session has address-stable memory and the device can export (so that a hand-over to another backend process
+     * on the GPU maps the allocation instead of copying it); the program never sees the bit
+     * ({@link #cuMemGetAllocationPropertiesFromHandle}) and cannot ask for it.
+     */
+    private static MemorySegment exportable(StableAddresses stable, MemorySegment prop) {
+        if (stable == null || !stable.exportable(MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+            return prop;
+        }
+        MemorySegment n = java.lang.foreign.Arena.ofAuto().allocate(MemoryProps.ALLOCATION_PROP_SIZE, 8)
+                .copyFrom(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
+        n.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        return n;
     }
 
     /** One of the session's references goes; with the last, the handle id stops naming it. */
@@ -295,6 +325,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemGetAllocationPropertiesFromHandle(prop, handle);
         if (r == CuResult.CUDA_SUCCESS) {
             prop.set(ValueLayout.JAVA_LONG_UNALIGNED, MemoryProps.WIN32, 0); // a host pointer of the backend: never sent
+            prop.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_NONE); // ours (hand-over)
             c.sendData(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
         }
         return r;
