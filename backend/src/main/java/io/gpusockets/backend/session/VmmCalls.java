@@ -23,7 +23,11 @@ import java.util.List;
  *
  * <p>With address-stable memory ({@link StableAddresses}) a reservation lies inside the session's address window of
  * the current context's device ({@link StableAddresses#reserveInWindow}), and how each reservation, allocation and
- * access setting was made is kept ({@link SessionVmm}) for a checkpoint ({@link CheckpointVmm}).
+ * access setting was made is kept ({@link SessionVmm}) for a checkpoint ({@link CheckpointVmm}); where the device can
+ * export memory as POSIX descriptors the driver is asked for exportable allocations (the program neither asks for nor
+ * sees that handle type), so that a hand-over to another backend process on the GPU maps them there, and that
+ * hand-over's restore replays each {@code cuMemCreate} by taking the allocation it imported
+ * ({@link StableAddresses#takeProgramAllocation}).
  */
 final class VmmCalls implements BackendHandlers.Vmm {
     private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
