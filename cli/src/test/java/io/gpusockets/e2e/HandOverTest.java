@@ -210,6 +210,53 @@ class HandOverTest extends CheckpointTestSupport {
         }
     }
 
+    /** What {@code backend --take-over} does with in-process sessions: several hand-overs, one after another, on one connection. */
+    @Test
+    void twoSessionsAreHandedOverOneAfterTheOtherOnOneConnection() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d1 = RemoteCudaDriver.connect(unixA); RemoteCudaDriver d2 = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p1 = new MigrationTest.Program(d1), p2 = new MigrationTest.Program(d2);
+                java.util.List<Long> ids = serverA.sessions().stream().map(x -> x.id()).sorted().toList();
+                assertEquals(2, ids.size());
+                p1.start();
+                p2.start();
+                p1.runs(1);
+                p2.runs(1);
+                Connection[] c = pair();
+                try {
+                    CompletableFuture<java.util.List<Long>> received = CompletableFuture.supplyAsync(() -> {
+                        try {
+                            return java.util.List.of(serverB.receiveHandOver(c[1], null), serverB.receiveHandOver(c[1], null));
+                        } catch (Exception e) {
+                            throw new java.util.concurrent.CompletionException(e);
+                        }
+                    });
+                    for (long id : ids) {
+                        assertEquals(0, serverA.handOver(id, c[0], null, null).copiedBytes());
+                    }
+                    assertEquals(ids, received.get());
+                } finally {
+                    c[0].close();
+                    c[1].close();
+                }
+                p1.runs(2);
+                p2.runs(2);
+                assertEquals(unixB, d1.backendUri());
+                assertEquals(unixB, d2.backendUri());
+                awaitNoSessions(serverA);
+                p1.finish();
+                p2.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
     @Test
     void aTargetThatDoesNotAcceptRefusesAndTheProgramRunsOn() throws Exception {
         EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
