@@ -87,6 +87,7 @@ public final class HandOver {
                     + " frontend could not follow it)");
         }
         s.physicalMemory(); // refuses early: no address-stable memory, or a device that cannot export
+        s.programMemory();
         Answer ready = answer(c);
         if (!ready.ok()) {
             throw new CheckpointRefused("hand-over refused by the target: " + ready.message());

@@ -1093,8 +1093,9 @@ public final class Session {
     /**
      * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds), in the order a checkpoint
      * image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
-     * a hand-over exports those the program still holds a reference to; for one it released but still maps, the
-     * entry's handle is 0 (its contents go in the image). Refused like {@link #physicalMemory}.
+     * a hand-over exports those the program still holds a reference to; for one it released but still maps, or one
+     * made for a use other than plain memory ({@link VmmCalls#exportableUsage}), the entry's handle is 0 (its contents
+     * go in the image). Refused like {@link #physicalMemory}.
      */
     public java.util.List<PhysicalMemory> programMemory() throws CheckpointRefused {
         java.util.List<PhysicalMemory> out = new java.util.ArrayList<>();
@@ -1106,7 +1107,9 @@ public final class Session {
                 throw new CheckpointRefused("session " + id + " cannot be handed over: device " + device
                         + " cannot export its memory as POSIX file descriptors");
             }
-            out.add(new PhysicalMemory(0, e.getValue(), refs.getOrDefault(e.getKey(), 0) > 0 ? e.getKey() : 0, device));
+            boolean exported = refs.getOrDefault(e.getKey(), 0) > 0 && m != null
+                    && VmmCalls.exportableUsage(java.lang.foreign.MemorySegment.ofArray(m.prop()));
+            out.add(new PhysicalMemory(0, e.getValue(), exported ? e.getKey() : 0, device));
         }
         return out;
     }

@@ -84,7 +84,14 @@ final class VmmCalls implements BackendHandlers.Vmm {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, e.getMessage());
             }
         }
-        session.quota().reserve(size, "cuMemCreate");
+        try {
+            session.quota().reserve(size, "cuMemCreate");
+        } catch (CallRejected | RuntimeException e) {
+            if (handed > 0) {
+                driver.cuMemRelease(handed);
+            }
+            throw e;
+        }
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             if (handed > 0) {
@@ -116,13 +123,23 @@ final class VmmCalls implements BackendHandlers.Vmm {
      * ({@link #cuMemGetAllocationPropertiesFromHandle}) and cannot ask for it.
      */
     private static MemorySegment exportable(StableAddresses stable, MemorySegment prop) {
-        if (stable == null || !stable.exportable(MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+        if (stable == null || !exportableUsage(prop)
+                || !stable.exportable(MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
             return prop;
         }
         MemorySegment n = java.lang.foreign.Arena.ofAuto().allocate(MemoryProps.ALLOCATION_PROP_SIZE, 8)
                 .copyFrom(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
         n.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         return n;
+    }
+
+    /**
+     * Whether an allocation of these properties is made exportable: plain memory only (no allocFlags usage, no
+     * compression: a tile pool or decompression memory stays as the program asked, and a hand-over copies it).
+     */
+    static boolean exportableUsage(MemorySegment prop) {
+        return prop.get(ValueLayout.JAVA_BYTE, MemoryProps.ALLOC_COMPRESSION) == 0
+                && prop.get(ValueLayout.JAVA_SHORT_UNALIGNED, MemoryProps.ALLOC_USAGE) == 0;
     }
 
     /** One of the session's references goes; with the last, the handle id stops naming it. */
