@@ -1154,7 +1154,7 @@ public final class BackendServer implements AutoCloseable {
         if (workers != null) {
             return "a hand-over into isolation mode process is not supported yet (run the target with --isolation context)";
         }
-        return closed ? "the backend is shutting down" : null;
+        return closed || draining ? "the backend is shutting down" : null;
     }
 
     /**
