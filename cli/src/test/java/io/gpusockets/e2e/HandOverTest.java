@@ -336,10 +336,34 @@ class HandOverTest extends CheckpointTestSupport {
         }
     }
 
+    /** A device that says it exports memory but refuses exportable allocations (the backend falls back to plain). */
+    private static final class RefusesExportable extends DelegatingCudaDriver {
+        RefusesExportable(CudaDriver d) {
+            super(d);
+        }
+
+        @Override
+        public int cuMemCreate(MemorySegment handle, long size, MemorySegment prop, long flags) {
+            if (prop.get(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES) != MemoryProps.HANDLE_TYPE_NONE) {
+                return io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            }
+            return super.cuMemCreate(handle, size, prop, flags);
+        }
+    }
+
     @Test
     void aSessionOnADeviceThatCannotExportIsRefusedAndRunsOn() throws Exception {
+        cannotExport(NoPosixHandles::new);
+    }
+
+    @Test
+    void aDeviceThatRefusesExportableMemoryServesPlainMemoryAndTheHandOverIsRefused() throws Exception {
+        cannotExport(RefusesExportable::new);
+    }
+
+    private void cannotExport(java.util.function.UnaryOperator<CudaDriver> wrap) throws Exception {
         EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
-        try (BackendServer serverA = server(new NoPosixHandles(a)); BackendServer serverB = server(b)) {
+        try (BackendServer serverA = server(wrap.apply(a)); BackendServer serverB = server(b)) {
             String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
             serverB.acceptMigrations(true);
             try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {

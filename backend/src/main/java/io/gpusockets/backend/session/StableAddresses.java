@@ -558,7 +558,11 @@ final class StableAddresses extends DelegatingCudaDriver {
             handle = imported;
         } else {
             MemorySegment out = arena.allocate(8);
-            if (delegate.cuMemCreate(out, length, prop(arena, w.device), 0) != CuResult.CUDA_SUCCESS) {
+            int r = delegate.cuMemCreate(out, length, prop(arena, w.device), 0);
+            if (refusedExportable(r, w.device)) {
+                r = delegate.cuMemCreate(out, length, prop(arena, w.device), 0); // plain, now
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
                 return 0;
             }
             handle = out.get(JAVA_LONG, 0);
@@ -612,6 +616,21 @@ final class StableAddresses extends DelegatingCudaDriver {
             exportableDevices.put(device, exportable);
         }
         return exportable;
+    }
+
+    /**
+     * Whether {@code r}, a cuMemCreate's answer, is a refusal of the exportable handle type on a device that said it
+     * has it (CUDA_ERROR_NOT_SUPPORTED or CUDA_ERROR_INVALID_VALUE, not a lack of memory): the device's allocations are
+     * made plain from then on (the caller tries again), and a hand-over of the session is refused, naming the device.
+     */
+    synchronized boolean refusedExportable(int r, int device) {
+        if ((r != CuResult.CUDA_ERROR_NOT_SUPPORTED && r != CuResult.CUDA_ERROR_INVALID_VALUE) || !exportable(device)) {
+            return false;
+        }
+        exportableDevices.put(device, false);
+        LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": device " + device + " refused exportable memory ("
+                + CuResult.name(r) + ") though it says it has it: plain memory from now on, and no hand-over");
+        return true;
     }
 
     /**

@@ -98,7 +98,11 @@ final class VmmCalls implements BackendHandlers.Vmm {
                 out.set(ValueLayout.JAVA_LONG, 0, handed); // a hand-over's restore: the source's allocation, imported
                 r = CuResult.CUDA_SUCCESS;
             } else {
-                r = driver.cuMemCreate(out, size, exportable(stable, prop), flags);
+                MemorySegment asked = exportable(stable, prop);
+                r = driver.cuMemCreate(out, size, asked, flags);
+                if (asked != prop && stable.refusedExportable(r, MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+                    r = driver.cuMemCreate(out, size, prop, flags); // as the program asked
+                }
             }
         } finally {
             if (r != CuResult.CUDA_SUCCESS) {
