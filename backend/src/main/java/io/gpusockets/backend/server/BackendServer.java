@@ -1143,7 +1143,92 @@ public final class BackendServer implements AutoCloseable {
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        return counted(restores, () -> restoreSession(file, p));
+        return counted(restores, () -> restoreSession(file, p, java.util.List.of()));
+    }
+
+    /** Why this backend refuses a hand-over into it now, or null. */
+    String handOverRefusal() {
+        if (!acceptMigrations) {
+            return "this backend does not accept migrations (start it with --accept-migrations)";
+        }
+        if (workers != null) {
+            return "a hand-over into isolation mode process is not supported yet (run the target with --isolation context)";
+        }
+        return closed || draining ? "the backend is shutting down" : null;
+    }
+
+    /**
+     * {@link #restore} of a hand-over's image ({@link HandOver#receive}): the session's window memory is imported from
+     * {@code handed} (the source's exported allocations) and mapped where it was, not made and filled. Refused unless
+     * this backend accepts migrations ({@link #acceptMigrations}); in isolation mode process: refused (not built yet).
+     */
+    public long restoreHandedOver(java.nio.file.Path file, java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                                  io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        String refusal = handOverRefusal();
+        if (refusal != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(refusal);
+        }
+        return counted(restores, () -> restoreSession(file, p, handed));
+    }
+
+    /**
+     * Hands session {@code sessionId} over to another backend process on this host and GPU through {@code c}, a
+     * connection to it that carries descriptors ({@link HandOver}: no memory copied); its frontend is sent to
+     * {@code frontendUri}, or to the address the target answers. Counted with the migrations. Refused (the session
+     * runs on here) as a migration is, and for a session whose device cannot export its memory; a failure before the
+     * target's OK leaves the program running here.
+     */
+    public HandOver.Result handOver(long sessionId, Connection c, String frontendUri,
+                                    io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(migrations, () -> {
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
+                        + " process yet: run the backend with --isolation context");
+            }
+            if (frontendUri != null) {
+                try {
+                    Handshake.Moved.check(frontendUri);
+                } catch (IllegalArgumentException e) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("hand-over refused: frontend URI "
+                            + frontendUri + ": " + e.getMessage());
+                }
+            }
+            Session s = session(sessionId);
+            if (s == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+            }
+            if (!migrating.add(sessionId)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " is migrating already");
+            }
+            try {
+                HandOver.Result r = HandOver.send(this, s, c, frontendUri, progress == null
+                        ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+                migrationBytes.add(r.copiedBytes());
+                LOG.log(Level.INFO, "session " + sessionId + " handed over to " + r.frontendUri() + ": " + r.handles()
+                        + " allocations (" + r.handedBytes() + " bytes) mapped there, " + r.copiedBytes()
+                        + " bytes copied, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
+                return r;
+            } finally {
+                migrating.remove(sessionId);
+            }
+        });
+    }
+
+    /**
+     * The target's side of a hand-over ({@link HandOver#receive}) on {@code c}: the session restored here with its
+     * memory mapped from the source's, its frontend told to resume at {@code frontendUri} (null: this backend's first
+     * listening address). Returns the session id.
+     */
+    public long receiveHandOver(Connection c, String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused,
+            IOException {
+        String uri = frontendUri;
+        if (uri == null) {
+            List<TransportUri> at = addresses();
+            uri = at.isEmpty() ? "" : at.getFirst().toString();
+        }
+        return HandOver.receive(c, this, uri);
     }
 
     /** A session slot and one of the tenant's sessions for a session being restored; refused when either is full. */
@@ -1159,7 +1244,8 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p,
+                                java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
@@ -1182,7 +1268,8 @@ public final class BackendServer implements AutoCloseable {
             reserveRestored(tenant);
             Session s;
             try {
-                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p,
+                        handed);
                 s.deviceShare(tenants.deviceShare());
                 if (sharedContexts != null) {
                     s.shareContexts(sharedContexts);
@@ -1238,13 +1325,14 @@ public final class BackendServer implements AutoCloseable {
      * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
      * changes its thread's driver context stack), waiting for it.
      */
-    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p)
+    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p,
+                                       java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Object[] out = new Object[1];
         Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
             try {
                 out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
-                        resumeRetainBytes, p).session();
+                        resumeRetainBytes, p, handed).session();
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
                 out[0] = e;
             }

@@ -29,7 +29,9 @@ import jdk.net.UnixDomainPrincipal;
  *   <li>{@code status\n} is answered with the snapshot as JSON ({@link StatusJson}) and a newline;</li>
  *   <li>{@code checkpoint SESSION [stop] FILE\n} and {@code restore FILE\n} (FILE an absolute path, the
  *       rest of the line: it may hold spaces), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
- *       one word of printable characters), by {@code progress STAGE DONE TOTAL\n} lines as the action
+ *       one word of printable characters), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
+ *       {@code receive-hand-over SOURCE_SOCKET [FRONTEND_URI]\n} (absolute socket paths, one word each: the
+ *       hand-over on one host, {@link AdminActions#handOver}), by {@code progress STAGE DONE TOTAL\n} lines as the action
  *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
  *       actions answers them with an error);</li>
  *   <li>anything else with {@code error: ...\n}.</li>
@@ -200,11 +202,12 @@ public final class AdminSocket implements AutoCloseable {
             } else if (request.strip().equals("status")) {
                 write(c, StatusJson.write(snapshots.get()) + "\n");
             } else if (request.startsWith("checkpoint ") || request.startsWith("restore ")
-                    || request.startsWith("migrate ")) {
+                    || request.startsWith("migrate ") || request.startsWith("hand-over ")
+                    || request.startsWith("receive-hand-over ")) {
                 act(c, request, deadline);
             } else {
                 write(c, "error: unknown request '" + printable(request) + "' (known: status, checkpoint, restore,"
-                        + " migrate)\n");
+                        + " migrate, hand-over, receive-hand-over)\n");
             }
         } catch (IOException e) {
             if (!closed) {
@@ -248,6 +251,8 @@ public final class AdminSocket implements AutoCloseable {
                 case CHECKPOINT -> actions.checkpoint(r.session(), r.file(), r.stop(), progress);
                 case RESTORE -> actions.restore(r.file(), progress);
                 case MIGRATE -> actions.migrate(r.session(), r.target(), r.frontend(), progress);
+                case HAND_OVER -> actions.handOver(r.session(), r.file(), r.frontend(), progress);
+                case RECEIVE_HAND_OVER -> actions.receiveHandOver(r.file(), r.frontend(), progress);
             };
             LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
@@ -262,7 +267,7 @@ public final class AdminSocket implements AutoCloseable {
     }
 
     /** What a request asks for. */
-    enum Verb { CHECKPOINT, RESTORE, MIGRATE }
+    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER }
 
     /**
      * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
@@ -279,12 +284,21 @@ public final class AdminSocket implements AutoCloseable {
                 case RESTORE -> "restore " + file;
                 case MIGRATE -> "migration of session " + session + " to " + target
                         + (frontend != null ? " (frontend to " + frontend + ")" : "");
+                case HAND_OVER -> "hand-over of session " + session + " to the backend at " + file
+                        + (frontend != null ? " (frontend to " + frontend + ")" : "");
+                case RECEIVE_HAND_OVER -> "hand-over received from " + file;
             };
         }
 
         static Request parse(String line) {
             if (line.startsWith("migrate ")) {
                 return parseMigrate(line.substring("migrate ".length()));
+            }
+            if (line.startsWith("hand-over ")) {
+                return parseHandOver(line.substring("hand-over ".length()), true);
+            }
+            if (line.startsWith("receive-hand-over ")) {
+                return parseHandOver(line.substring("receive-hand-over ".length()), false);
             }
             String rest;
             boolean checkpoint = line.startsWith("checkpoint ");
@@ -333,6 +347,37 @@ public final class AdminSocket implements AutoCloseable {
                 }
             }
             return new Request(Verb.MIGRATE, session, false, null, w[1], w.length == 3 ? w[2] : null);
+        }
+
+        /**
+         * {@code SESSION SOCKET [FRONTEND_URI]} ({@code withSession}) or {@code SOCKET [FRONTEND_URI]}, single spaces
+         * apart: SOCKET an absolute path, each word printable ASCII.
+         */
+        private static Request parseHandOver(String rest, boolean withSession) {
+            String usage = withSession ? "usage: hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]"
+                    : "usage: receive-hand-over SOURCE_SOCKET [FRONTEND_URI]";
+            String[] w = rest.split(" ", -1);
+            int first = withSession ? 1 : 0;
+            if (w.length < first + 1 || w.length > first + 2) {
+                throw new IllegalArgumentException(usage);
+            }
+            for (String x : w) {
+                if (x.isEmpty() || x.length() > MAX_URI || !x.chars().allMatch(ch -> ch > 0x20 && ch < 0x7f)) {
+                    throw new IllegalArgumentException("not one printable word: '" + printable(x) + "' (" + usage + ")");
+                }
+            }
+            long session = withSession ? sessionId(w[0]) : 0;
+            Path socket;
+            try {
+                socket = Path.of(w[first]);
+            } catch (java.nio.file.InvalidPathException e) {
+                throw new IllegalArgumentException("not a socket path: '" + printable(w[first]) + "'");
+            }
+            if (!socket.isAbsolute()) {
+                throw new IllegalArgumentException("the socket must be an absolute path: '" + printable(w[first]) + "'");
+            }
+            return new Request(withSession ? Verb.HAND_OVER : Verb.RECEIVE_HAND_OVER, session, false, socket.normalize(),
+                    null, w.length == first + 2 ? w[first + 1] : null);
         }
 
         private static long sessionId(String s) {
