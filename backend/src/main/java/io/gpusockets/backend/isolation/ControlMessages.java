@@ -30,6 +30,9 @@ import java.util.function.IntConsumer;
  *             long imageNanos; else string why
  *   RESTORED  long request, byte outcome,
  *             ok: SessionTicket (the restored session's id, features, token, identity, grace); else string why
+ *   MARKED    long mark: the answer to          TAKEOVER_MARK long mark: a backend takes this one over; the worker
+ *             TAKEOVER_MARK, the last message             answers MARKED, and what it sends after that is read by the
+ *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed
  * </pre>
  */
@@ -43,12 +46,14 @@ final class ControlMessages {
     static final byte PROGRESS = 7;
     static final byte CHECKPOINTED = 8;
     static final byte RESTORED = 9;
+    static final byte MARKED = 10;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
     static final byte RESUME = 23;
     static final byte CHECKPOINT = 24;
     static final byte RESTORE = 25;
+    static final byte TAKEOVER_MARK = 26;
 
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;

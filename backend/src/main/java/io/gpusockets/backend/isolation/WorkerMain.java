@@ -25,6 +25,9 @@ import java.util.concurrent.TimeUnit;
  * run here, on this process's driver: a CHECKPOINT message checkpoints the session on a thread of its own (PROGRESS,
  * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
+ * When a new backend takes the front's place ({@code --take-over}, {@link TakeOver}), the old front sends TAKEOVER_MARK
+ * and this worker answers MARKED; the control socket itself stays open (the new front holds a copy of the old one's
+ * end), so the session never notices: "front gone" means the last copy of that end closed.
  */
 public final class WorkerMain {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -192,6 +195,12 @@ public final class WorkerMain {
                             resume(s, a, fds);
                         }
                         case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
+                        case ControlMessages.TAKEOVER_MARK -> {
+                            // a new backend takes over this worker's control socket: what follows MARKED is read there
+                            ByteBuffer marked = ControlMessages.start(ControlMessages.MARKED);
+                            marked.putLong(a.getLong());
+                            tenant.send(marked);
+                        }
                         default -> throw new IOException("unexpected control message");
                     }
                 }

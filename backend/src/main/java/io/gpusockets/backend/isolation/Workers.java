@@ -75,6 +75,10 @@ public final class Workers implements AutoCloseable {
     /** The workers' AOT cache, or null for none ({@link WorkerAotCache}). */
     private final WorkerAotCache aot;
     private volatile boolean closed;
+    /** Set once a backend takes this one over ({@link #handOff}): no worker starts, no session is handed over here. */
+    private volatile boolean handingOff;
+    /** Workers adopted from the backend this one took over ({@link #adopt}), so far. */
+    private final AtomicLong adopted = new AtomicLong();
     /** How long a checkpoint or restore waits for its worker's next message; 0: for ever. */
     private volatile long quietNanos = TimeUnit.SECONDS.toNanos(Math.max(0, Long.getLong(QUIET_PROPERTY, QUIET_SECONDS_DEFAULT)));
 
@@ -242,7 +246,7 @@ public final class Workers implements AutoCloseable {
         ticket.encode(m);
         if (!x.send(w, m, c, ticket)) {
             w.onEnd = null; // the caller gives back what the session held: this returns false
-            w.process.destroyForcibly();
+            w.handle.destroyForcibly();
             return false;
         }
         if (ticket.resumable()) {
@@ -292,6 +296,146 @@ public final class Workers implements AutoCloseable {
         LOG.log(Level.INFO, "session " + t.sessionId() + ": resuming connection from " + c.peer().description()
                 + " handed to worker pid " + w.pid);
         return true;
+    }
+
+    /**
+     * A worker serving a session, handed from a backend being taken over to the backend that takes it over
+     * ({@link TakeOver}): its pid, its session's ticket, what the session holds of its tenant's quota as granted by
+     * the old front (exact: the old front read every reserve the worker sent before it answered the mark), how long
+     * ago the session was handed to it, and the control socket ({@code control}: the old front's copy, let go of by
+     * {@link #release}; null on the receiving side, which has the descriptor instead).
+     */
+    public record Handed(long pid, SessionTicket ticket, long memoryBytes, long pinnedBytes, long ageMillis, Connection control) {
+    }
+
+    /**
+     * For a take-over (the old backend's side): stops idle and starting workers (the new backend starts its own),
+     * then asks every worker serving a session to mark its control stream (TAKEOVER_MARK); once a worker answers
+     * MARKED this front reads nothing more from it, so the messages it sends next wait in its socket for the new
+     * front. Returns the workers that answered within {@code timeout}, taken off this front's books (their end is
+     * no longer reported here, their quota no longer given back here); one that did not answer stays here, logged.
+     * From this call on no worker is started and none is handed a session. Refused while a checkpoint or restore
+     * runs in a worker.
+     */
+    public List<Handed> handOff(java.time.Duration timeout) throws IOException {
+        synchronized (live) {
+            if (closed || handingOff) {
+                throw new IOException(closed ? "the workers are stopped" : "the workers are being handed over already");
+            }
+            if (!operations.isEmpty()) {
+                throw new IOException("a checkpoint or restore runs in a worker: take over when it is done");
+            }
+            handingOff = true;
+        }
+        for (Worker w : live.values()) {
+            if (w.sessionId == 0 && w.claim()) {
+                idle.remove(w);
+                Connection ctl = w.control;
+                if (ctl != null) {
+                    ctl.close(); // an idle worker ends when its control socket closes
+                } else {
+                    w.handle.destroy(); // still starting
+                }
+            }
+        }
+        List<Worker> serving = live.values().stream().filter(w -> w.sessionId != 0 && !w.gone.get() && w.control != null).toList();
+        for (Worker w : serving) {
+            ByteBuffer m = ControlMessages.start(ControlMessages.TAKEOVER_MARK);
+            m.putLong(w.pid);
+            try {
+                w.control.write(ControlMessages.finish(m));
+            } catch (IOException e) {
+                // the worker is going: its reader ends it here
+            }
+        }
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<Handed> out = new ArrayList<>();
+        for (Worker w : serving) {
+            try {
+                w.marked.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                LOG.log(Level.WARNING, "worker pid " + w.pid + " of session " + w.sessionId + " did not answer the take-over's"
+                        + " mark within " + timeout.toMillis() + " ms: it stays with this backend");
+                continue;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while the workers marked their control streams");
+            }
+            live.remove(w.pid);
+            SessionTicket t = w.ticket;
+            if (t.resumable()) {
+                resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+            }
+            w.shown = false;
+            w.onEnd = null;
+            out.add(new Handed(w.pid, t, w.memoryHeld.get(), w.pinnedHeld.get(),
+                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w.handedAtNanos), w.control));
+        }
+        return out;
+    }
+
+    /** After a take-over: lets go of this front's copies of the handed workers' control sockets (no shutdown). */
+    public void release(List<Handed> handed) {
+        for (Handed h : handed) {
+            if (h.control() != null) {
+                DescriptorPassing.detach(h.control());
+            }
+        }
+    }
+
+    /**
+     * For a take-over (the new backend's side): serves the worker {@code h}, whose control socket is {@code controlFd}
+     * (received from the old backend, owned here from now on), as if this front had handed it its session: its
+     * reserves are answered against {@code tenant} (which the caller charged with what the worker holds), its figures
+     * listed by {@link #sessions} ("adopted from pid {@code from}"), a resume with its token handed to it, and its
+     * end, seen as its control socket closing (it is not this process's child: no exit status), gives back its quota
+     * and runs {@code onEnd}. Fails (the descriptor closed) when the worker is gone already.
+     */
+    public void adopt(Handed h, int controlFd, TenantAccount tenant, Runnable onEnd, long from) throws IOException {
+        ProcessHandle ph = ProcessHandle.of(h.pid()).filter(ProcessHandle::isAlive).orElse(null);
+        if (ph == null) {
+            DescriptorPassing.close(controlFd);
+            throw new IOException("worker pid " + h.pid() + " of session " + h.ticket().sessionId() + " is gone");
+        }
+        Connection ctl = DescriptorPassing.adopt(controlFd, new io.gpusockets.protocol.transport.PeerInfo("worker pid " + h.pid(),
+                OptionalInt.empty(), java.util.OptionalLong.empty(), java.util.OptionalLong.empty(), java.util.Optional.empty(),
+                "fdunix"));
+        Worker w = new Worker(ph, from);
+        w.claimed.set(true);
+        w.ready.complete(null);
+        w.control = ctl;
+        w.tenant = tenant;
+        w.ticket = h.ticket();
+        w.sessionId = h.ticket().sessionId();
+        w.handedAtNanos = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(h.ageMillis());
+        w.memoryHeld.set(h.memoryBytes());
+        w.pinnedHeld.set(h.pinnedBytes());
+        w.onEnd = onEnd;
+        w.shown = true;
+        synchronized (live) {
+            if (closed) {
+                ctl.close();
+                throw new IOException("the workers are stopped");
+            }
+            live.put(w.pid, w);
+        }
+        if (h.ticket().resumable()) {
+            resumable.put(java.util.HexFormat.of().formatHex(h.ticket().resumeToken()), w);
+        }
+        adopted.incrementAndGet();
+        Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, true));
+        LOG.log(Level.INFO, "session " + w.sessionId + " in worker pid " + w.pid + " adopted from backend pid " + from
+                + " (tenant " + tenant.name() + ", holding " + h.memoryBytes() + " bytes of device memory)");
+    }
+
+    /** Workers adopted from a backend this one took over, so far. */
+    public long adoptedCount() {
+        return adopted.get();
+    }
+
+    /** Whether a checkpoint or restore runs in a worker now. */
+    public boolean busy() {
+        return !operations.isEmpty();
     }
 
     /** Whether a worker not yet gone serves (or is restoring) session {@code sessionId}. */
@@ -417,7 +561,7 @@ public final class Workers implements AutoCloseable {
             return t;
         } finally {
             if (!ok) {
-                w.process.destroy(); // a worker whose restore failed has freed what it made and exits anyway
+                w.handle.destroy(); // a worker whose restore failed has freed what it made and exits anyway
                 once.run();
             }
             Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
@@ -671,7 +815,7 @@ public final class Workers implements AutoCloseable {
      */
     private void replenish() {
         synchronized (live) { // one counter at a time, or two threads would each start the missing one
-            while (!closed) {
+            while (!closed && !handingOff) {
                 long unclaimed = live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count();
                 long starting = live.values().stream().filter(w -> !w.gone.get() && !w.ready.isDone()).count();
                 if (unclaimed >= idleTarget + waiting.get() || starting >= parallelStarts) {
@@ -692,7 +836,7 @@ public final class Workers implements AutoCloseable {
     /** A new worker process (to wait idle until a session claims it); null at the cap. */
     private Worker spawn() throws IOException {
         synchronized (live) {
-            if (closed || live.size() >= max) {
+            if (closed || handingOff || live.size() >= max) {
                 return null;
             }
             List<String> aotOptions = aot == null ? List.of() : aot.options();
@@ -747,20 +891,26 @@ public final class Workers implements AutoCloseable {
                 continue;
             }
             w.control = ctl;
-            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl));
+            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, false));
         }
     }
 
-    /** Serves one worker's control messages until its socket closes. */
-    private void readLoop(Worker w, Connection ctl) {
+    /**
+     * Serves one worker's control messages until its socket closes, or until it answers a take-over's mark (then the
+     * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
+     */
+    private void readLoop(Worker w, Connection ctl, boolean adopted) {
         try {
-            ByteBuffer m = ControlMessages.read(ctl);
-            if (m.get() != ControlMessages.READY) {
-                throw new IOException("expected READY");
+            ByteBuffer m;
+            if (!adopted) {
+                m = ControlMessages.read(ctl);
+                if (m.get() != ControlMessages.READY) {
+                    throw new IOException("expected READY");
+                }
+                w.ready.complete(null);
+                idle.add(w);
+                replenish(); // a start slot is free: the next worker starts, if one is wanted
             }
-            w.ready.complete(null);
-            idle.add(w);
-            replenish(); // a start slot is free: the next worker starts, if one is wanted
             while (true) {
                 m = ControlMessages.read(ctl);
                 byte type = m.get();
@@ -792,6 +942,14 @@ public final class Workers implements AutoCloseable {
                     case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
                     case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
                     case ControlMessages.STATS -> w.figures = io.gpusockets.backend.status.SessionFigures.decode(m);
+                    case ControlMessages.MARKED -> {
+                        if (m.getLong() != w.pid) {
+                            throw new IOException("a take-over mark that is not this worker's");
+                        }
+                        w.handedOff = true;
+                        w.marked.complete(null);
+                        return; // what the worker sends from now on is for the backend that takes over
+                    }
                     case ControlMessages.PROGRESS -> {
                         Operation op = operations.get(m.getLong());
                         String stage = ControlMessages.getString(m);
@@ -828,12 +986,14 @@ public final class Workers implements AutoCloseable {
                 }
             }
         } catch (IOException | RuntimeException e) {
-            if (!(e instanceof java.io.EOFException) && !closed && w.process.isAlive()) {
+            if (!(e instanceof java.io.EOFException) && !closed && w.handle.isAlive()) {
                 LOG.log(Level.WARNING, "worker pid " + w.pid + ": control socket: " + e.getMessage() + "; stopping it");
             }
         } finally {
-            ctl.close();
-            gone(w);
+            if (!w.handedOff) {
+                ctl.close();
+                gone(w);
+            }
         }
     }
 
@@ -867,12 +1027,18 @@ public final class Workers implements AutoCloseable {
             resumable.remove(java.util.HexFormat.of().formatHex(ticket.resumeToken()), w);
         }
         Integer exit = null;
+        boolean stopped = false;
         try {
             // a worker that trains the AOT cache writes it as it exits: give it the time that takes
             long wait = w.aotOptions.stream().anyMatch(o -> o.startsWith("-XX:AOTCacheOutput")) ? 6 * STOP_SECONDS : STOP_SECONDS;
-            exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
+            if (w.process != null) {
+                exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
+            } else {
+                w.handle.onExit().get(wait, TimeUnit.SECONDS); // adopted: not our child, its status is not ours to read
+            }
+            stopped = true;
         } catch (Exception e) {
-            w.process.destroyForcibly();
+            w.handle.destroyForcibly();
         }
         failOperations(w);
         if (aot != null) {
@@ -897,10 +1063,11 @@ public final class Workers implements AutoCloseable {
             ended.run();
         }
         String what = w.sessionId == 0 ? "idle worker pid " + w.pid : "worker pid " + w.pid + " of session " + w.sessionId;
-        String how = exit == null ? "killed (would not stop)" : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
+        String how = exit == null ? (stopped ? "exited (status unknown: adopted from pid " + w.adoptedFrom + ", not our child)"
+                : "killed (would not stop)") : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
         String quota = memory + pinned == 0 ? "" : "; gave back " + memory + " bytes of device and " + pinned
                 + " of pinned memory to tenant " + t.name();
-        if (exit != null && exit == 0) {
+        if (exit != null && exit == 0 || exit == null && stopped) {
             LOG.log(Level.INFO, what + " ended: " + how + quota);
         } else if (!closed) {
             LOG.log(Level.WARNING, what + " died: " + how + "; only its session ended, the driver frees its contexts" + quota);
@@ -912,8 +1079,8 @@ public final class Workers implements AutoCloseable {
     private void failOperations(Worker w) {
         for (Operation op : operations.values()) {
             if (op.worker() == w) {
-                String how = w.process.isAlive() ? "its control socket closed" : "it exited with status " + w.process.exitValue()
-                        + (w.process.exitValue() > 128 ? " (signal " + (w.process.exitValue() - 128) + ")" : "");
+                String how = w.handle.isAlive() || w.process == null ? "its control socket closed" : "it exited with status "
+                        + w.process.exitValue() + (w.process.exitValue() > 128 ? " (signal " + (w.process.exitValue() - 128) + ")" : "");
                 op.reply().completeExceptionally(new IOException("worker pid " + w.pid
                         + (w.sessionId == 0 ? "" : " of session " + w.sessionId) + " is gone (" + how + ")"));
             }
@@ -945,16 +1112,21 @@ public final class Workers implements AutoCloseable {
         controlListener.close();
         operations.values().forEach(op -> op.reply().completeExceptionally(new IOException("the backend is shutting down")));
         List<Worker> all = List.copyOf(live.values());
-        all.forEach(w -> w.process.destroy());
+        all.forEach(w -> w.handle.destroy());
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(STOP_SECONDS);
         for (Worker w : all) {
             try {
-                if (!w.process.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                    w.process.destroyForcibly().waitFor(STOP_SECONDS, TimeUnit.SECONDS);
+                w.handle.onExit().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                w.handle.destroyForcibly();
+                try {
+                    w.handle.onExit().get(STOP_SECONDS, TimeUnit.SECONDS);
+                } catch (Exception ignored) {
+                    // left to the kernel
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                w.process.destroyForcibly();
+                w.handle.destroyForcibly();
             }
         }
         try {
@@ -967,8 +1139,16 @@ public final class Workers implements AutoCloseable {
 
     /** One worker process and what the front knows of it. */
     private static final class Worker {
+        /** The process, or null for a worker adopted from another backend (not our child: {@link #handle} only). */
         final Process process;
+        final ProcessHandle handle;
         final long pid;
+        /** The pid of the backend this worker was adopted from ({@link #adopt}), else 0. */
+        final long adoptedFrom;
+        /** Completed when the worker answers TAKEOVER_MARK: this front reads no more of its control socket. */
+        final CompletableFuture<Void> marked = new CompletableFuture<>();
+        /** Handed to a backend that takes this one over: its reader stopped without closing or ending anything. */
+        volatile boolean handedOff;
         /** Taken for a session from the idle queue; set once. */
         final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();
@@ -998,7 +1178,8 @@ public final class Workers implements AutoCloseable {
             if (t == null) {
                 return null;
             }
-            return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(), t.peer().description(),
+            return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(),
+                    t.peer().description() + (adoptedFrom == 0 ? "" : ", adopted from pid " + adoptedFrom),
                     (nowNanos - handedAtNanos) / 1e9, t.limits().stableAddresses().resolve(t.stableAddresses()));
         }
 
@@ -1007,8 +1188,19 @@ public final class Workers implements AutoCloseable {
 
         Worker(Process process, List<String> aotOptions) {
             this.process = process;
+            this.handle = process.toHandle();
             this.pid = process.pid();
+            this.adoptedFrom = 0;
             this.aotOptions = aotOptions;
+        }
+
+        /** A worker another backend started ({@code handle}), adopted from that backend's process {@code from}. */
+        Worker(ProcessHandle handle, long from) {
+            this.process = null;
+            this.handle = handle;
+            this.pid = handle.pid();
+            this.adoptedFrom = from;
+            this.aotOptions = List.of();
         }
 
         /** Takes this worker for a session: true once, and only while it is alive. */
