@@ -350,7 +350,7 @@ final class BackendCommand implements Callable<Integer> {
             }
             takenListeners.addAll(server.addresses().stream().map(TransportUri::toString).toList());
             for (String uri : takenListeners) {
-                System.out.println("gpusockets backend: listening on " + uri + " (taken over)");
+                System.out.println("gpusockets backend: listening on " + uri); // the old backend's socket, taken over
             }
             System.out.printf(java.util.Locale.ROOT, "gpusockets backend: took over pid %d: %d session(s) adopted, %d"
                             + " listener(s), %d bytes on the take-over connection, in %.1f ms; %d session(s) stay in the old"
