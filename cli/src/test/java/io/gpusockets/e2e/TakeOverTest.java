@@ -80,7 +80,9 @@ class TakeOverTest {
                 Matcher m = TOOK.matcher(line);
                 assertTrue(m.find(), line);
                 assertEquals(a.pid(), Long.parseLong(m.group(1)), line);
-                assertEquals(PROGRAMS, Integer.parseInt(m.group(2)), line);
+                int adopted = Integer.parseInt(m.group(2));
+                // the 8 programs, and the connecting loop's session when one was open at that moment
+                assertTrue(adopted == PROGRAMS || adopted == PROGRAMS + 1, line);
                 assertEquals(2, Integer.parseInt(m.group(3)), "both listeners crossed: " + line);
                 long bytes = Long.parseLong(m.group(4));
                 assertTrue(bytes > 0 && bytes < 64 << 10, "the take-over connection carried " + bytes + " bytes, for "
@@ -88,13 +90,16 @@ class TakeOverTest {
 
                 assertTrue(a.awaitExit(30), "the old backend exits");
                 assertEquals(0, a.exitValue(), "the old backend exits with 0");
-                a.awaitLog("taken over: handed " + PROGRAMS + " session(s) and 2 listener(s)", 5_000);
+                a.awaitLog("taken over: handed " + adopted + " session(s) and 2 listener(s)", 5_000);
 
                 // B lists the 8 sessions, adopted, and charges what they hold
                 Map<String, Object> onB = StatusTest.statusJson(b);
                 List<Map<String, Object>> sessions = StatusTest.list(onB, "sessions");
-                assertEquals(PROGRAMS, sessions.stream().filter(s -> String.valueOf(s.get("peer"))
-                        .contains("adopted from pid " + a.pid())).count(), "B lists the adopted sessions: " + sessions);
+                for (Future<Integer> p : programs) {
+                    assertFalse(p.isDone(), "the programs still run");
+                }
+                assertTrue(sessions.stream().filter(s -> String.valueOf(s.get("peer")).contains("adopted from pid " + a.pid()))
+                        .count() >= PROGRAMS, "B lists the adopted sessions: " + sessions);
                 assertTrue(tenantMemory(onB) >= PROGRAMS * HELD, "B charges what they hold: " + tenantMemory(onB));
                 for (Future<Integer> p : programs) {
                     assertFalse(p.isDone() && p.state() == Future.State.FAILED, "no program failed");
