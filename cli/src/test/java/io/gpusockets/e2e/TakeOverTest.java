@@ -139,8 +139,14 @@ class TakeOverTest {
             c2.put(p2, new byte[] {4, 5, 6});
             awaitTrue(() -> tenantMemory(StatusTest.statusJson(a)) == (12 << 20), "A charges both sessions");
             Path admin = a.adminSocket().resolveSibling("b-admin.sock");
-            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), admin, 2, "--isolation", "process")) {
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), admin, 2, "--isolation", "process",
+                    "--metrics", "tcp://127.0.0.1:0")) {
                 assertTrue(a.awaitExit(30), "the old backend exits");
+                String metrics = StatusTest.metrics(b);
+                assertEquals(1.0, StatusTest.sample(metrics, "gpusockets_takeovers_total"), metrics);
+                assertEquals(2.0, StatusTest.sample(metrics, "gpusockets_takeover_sessions_total"), metrics);
+                double bytes = StatusTest.sample(metrics, "gpusockets_takeover_bytes_total");
+                assertTrue(bytes > 0 && bytes < 16 << 10, "take-over bytes: " + bytes);
                 Map<String, Object> s = StatusTest.statusJson(b);
                 List<Map<String, Object>> sessions = StatusTest.list(s, "sessions");
                 assertEquals(2, sessions.size(), "B lists both sessions: " + sessions);

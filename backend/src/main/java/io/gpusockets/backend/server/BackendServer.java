@@ -78,6 +78,7 @@ public final class BackendServer implements AutoCloseable {
     /** Take-overs this backend made (it took another over), and the sessions it adopted by them. */
     private final java.util.concurrent.atomic.LongAdder takeOvers = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder adoptedSessions = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder takeOverBytes = new java.util.concurrent.atomic.LongAdder();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder resumedWindowBytes = new java.util.concurrent.atomic.LongAdder();
@@ -192,7 +193,8 @@ public final class BackendServer implements AutoCloseable {
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
         status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
                 restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum(),
-                migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum()));
+                migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum(), takeOvers.sum(),
+                adoptedSessions.sum(), takeOverBytes.sum()));
         status.migrating(migrating::contains);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
@@ -251,11 +253,6 @@ public final class BackendServer implements AutoCloseable {
     /** Whether this backend was taken over and serves only its own in-process sessions until they end. */
     public boolean draining() {
         return draining;
-    }
-
-    /** Take-overs this backend made, and sessions it adopted by them (metrics). */
-    public long[] takeOvers() {
-        return new long[] {takeOvers.sum(), adoptedSessions.sum()};
     }
 
     /**
@@ -372,6 +369,7 @@ public final class BackendServer implements AutoCloseable {
                 w.release(handed);
             }
             draining = true;
+            status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
         }
         var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
                 handed.size(), kept, bytes);
@@ -457,6 +455,7 @@ public final class BackendServer implements AutoCloseable {
         io.gpusockets.backend.isolation.TakeOver.done(request.from(), r.bytes());
         takeOvers.increment();
         adoptedSessions.add(adopted);
+        takeOverBytes.add(r.bytes());
         return new io.gpusockets.backend.isolation.TakeOver.Summary(r.fromPid(), r.listeners().size(), adopted, r.sessionsKept(),
                 r.bytes());
     }
