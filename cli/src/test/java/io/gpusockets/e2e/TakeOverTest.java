@@ -172,6 +172,45 @@ class TakeOverTest {
     }
 
     @Test
+    void inContextModeTheOldBackendServesItsOwnSessionsUntilTheyEndAndARingListenerIsBoundAnew() throws Exception {
+        String ring = "ring://take-over-" + ProcessHandle.current().pid();
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--listen", ring)) {
+            RemoteCudaDriver kept = RemoteCudaDriver.connect(a.unix());
+            Cuda k = new Cuda(kept);
+            k.primaryContext();
+            long p = k.alloc(1 << 20);
+            k.put(p, new byte[] {5, 6, 7});
+            Path admin = a.adminSocket().resolveSibling("b-admin.sock");
+            // the ring listener does not cross (its connections are set up with files of the listening process): the
+            // old backend closes it and the new one, whose --listen names it, binds it anew
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), admin, 3, "--isolation", "context",
+                    "--listen", ring)) {
+                b.awaitLog("took over pid " + a.pid() + ": 0 session(s) adopted, 2 listener(s)", 5_000);
+                a.awaitLog("listener " + ring + " cannot be handed over", 5_000);
+                Map<String, Object> onA = StatusTest.statusJson(a);
+                assertTrue(String.valueOf(onA.get("backend")).contains("draining"), "A says it drains: " + onA.get("backend"));
+                assertEquals(1, StatusTest.list(onA, "sessions").size(), "A still serves its own session");
+                for (String address : List.of(a.unix(), a.tcp(), ring)) {
+                    try (RemoteCudaDriver d = RemoteCudaDriver.connect(address)) {
+                        Cuda cu = new Cuda(d);
+                        cu.primaryContext();
+                        long q = cu.alloc(4096);
+                        cu.put(q, new byte[] {1, 2});
+                        assertArrayEquals(new byte[] {1, 2}, cu.get(q, 2), address);
+                        assertEquals(1, StatusTest.list(StatusTest.statusJson(b), "sessions").size(), "B serves " + address);
+                    }
+                }
+                assertArrayEquals(new byte[] {5, 6, 7}, k.get(p, 3), "the old backend's own session goes on");
+                assertTrue(a.alive(), "A lives while its own session does");
+                kept.close();
+                assertTrue(a.awaitExit(30), "A exits once its last session ended");
+                assertEquals(0, a.exitValue());
+                a.awaitLog("taken over: the last session of this process ended", 5_000);
+            }
+        }
+    }
+
+    @Test
     void refusalsSayWhy() throws Exception {
         Path missing = Files.createTempDirectory("gpusockets-take-over-test").resolve("no-such.sock");
         Run r = run("--take-over", missing.toString(), "--isolation", "process");
