@@ -227,6 +227,11 @@ class TakeOverTest {
                 new Cuda(d).primaryContext();
             }
 
+            RemoteCudaDriver held = RemoteCudaDriver.connect(a.unix());
+            Cuda h = new Cuda(held);
+            h.primaryContext();
+            long hp = h.alloc(1 << 20);
+            h.put(hp, new byte[] {4, 4});
             // a second take-over while the first runs: the first holds A until its new backend answers DONE, so ask
             // by hand (a take-over socket nobody answers on) and then again
             Path dir = Files.createTempDirectory("gpusockets-take-over-test");
@@ -240,8 +245,31 @@ class TakeOverTest {
                 Run second = run("--take-over", a.adminSocket().toString(), "--isolation", "process");
                 assertEquals(2, second.exit(), second.out());
                 assertTrue(second.out().contains("this backend is being taken over already"), second.out());
-                from.close();
+                from.close(); // the "new backend" fails before it answers: A takes everything back and serves on
+                a.awaitLog("take-over failed before the new backend answered: serving on", 10_000);
                 asking.close();
+            }
+            long more = h.alloc(1 << 20); // its worker, marked and taken back, is A's again: reserves are answered
+            assertArrayEquals(new byte[] {4, 4}, h.get(hp, 2), "the session in a worker goes on after the failed take-over");
+            awaitTrue(() -> tenantMemory(StatusTest.statusJson(a)) == (2 << 20), "A charges the taken-back session");
+            for (String address : List.of(a.unix(), a.tcp())) {
+                try (RemoteCudaDriver d = RemoteCudaDriver.connect(address)) {
+                    Cuda cu = new Cuda(d);
+                    cu.primaryContext();
+                    long p = cu.alloc(4096);
+                    cu.put(p, new byte[] {3, 1});
+                    assertArrayEquals(new byte[] {3, 1}, cu.get(p, 2), "A serves " + address + " again");
+                }
+            }
+            // and it can be taken over for real afterwards
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"), 2,
+                    "--isolation", "process", "--idle-workers", "0")) {
+                assertTrue(a.awaitExit(30), "A exits after the second take-over");
+                assertEquals(0, a.exitValue());
+                b.awaitLog("took over pid " + a.pid() + ": 1 session(s) adopted", 5_000);
+                Cuda.ok(held.cuMemFree(more), "cuMemFree");
+                assertArrayEquals(new byte[] {4, 4}, h.get(hp, 2), "the session goes on in B");
+                held.close();
             }
         }
     }

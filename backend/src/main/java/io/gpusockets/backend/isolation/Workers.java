@@ -77,6 +77,8 @@ public final class Workers implements AutoCloseable {
     private volatile boolean closed;
     /** Set once a backend takes this one over ({@link #handOff}): no worker starts, no session is handed over here. */
     private volatile boolean handingOff;
+    /** Workers marked for a take-over and not yet released or taken back, by pid. */
+    private final Map<Long, Worker> handing = new ConcurrentHashMap<>();
     /** Workers adopted from the backend this one took over ({@link #adopt}), so far. */
     private final AtomicLong adopted = new AtomicLong();
     /** How long a checkpoint or restore waits for its worker's next message; 0: for ever. */
@@ -367,7 +369,7 @@ public final class Workers implements AutoCloseable {
                 resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
             }
             w.shown = false;
-            w.onEnd = null;
+            handing.put(w.pid, w);
             out.add(new Handed(w.pid, t, w.memoryHeld.get(), w.pinnedHeld.get(),
                     TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w.handedAtNanos), w.control));
         }
@@ -377,10 +379,35 @@ public final class Workers implements AutoCloseable {
     /** After a take-over: lets go of this front's copies of the handed workers' control sockets (no shutdown). */
     public void release(List<Handed> handed) {
         for (Handed h : handed) {
+            handing.remove(h.pid());
             if (h.control() != null) {
                 DescriptorPassing.detach(h.control());
             }
         }
+    }
+
+    /**
+     * After a take-over that failed before the new backend answered: this front serves the handed workers again (their
+     * control streams read on from the mark: the new backend read nothing of them unless it failed while adopting)
+     * and starts workers again.
+     */
+    public void takeBack(List<Handed> handed) {
+        for (Handed h : handed) {
+            Worker w = handing.remove(h.pid());
+            if (w == null) {
+                continue;
+            }
+            w.handedOff = false;
+            w.shown = true;
+            live.put(w.pid, w);
+            if (w.ticket.resumable()) {
+                resumable.put(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+            }
+            Connection ctl = w.control;
+            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, true));
+        }
+        handingOff = false;
+        replenish();
     }
 
     /**

@@ -318,59 +318,66 @@ public final class BackendServer implements AutoCloseable {
             mine = List.copyOf(listeners);
             listeners.clear();
         }
-        for (Listener l : mine) {
-            handedListeners.add(l);
-            java.util.OptionalInt fd = listeningDescriptor(l);
-            if (fd.isPresent()) {
-                passed.add(new io.gpusockets.backend.isolation.TakeOver.ListenerFd(l.address(),
-                        io.gpusockets.transport.vsock.DescriptorPassing.duplicate(fd.getAsInt())));
-                l.closeLeavingSocket();
-            } else {
-                l.close();
-                LOG.log(Level.WARNING, "take-over: listener " + l.address() + " cannot be handed over (only tcp:// and unix://"
-                        + " listening sockets cross): closed; the new backend listens on it anew where its --listen names it");
-            }
-        }
-        for (Listener l : mine) {
-            Thread t = acceptThreads.remove(l);
-            if (t != null) {
-                try {
-                    t.join(TimeUnit.SECONDS.toMillis(5));
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-        }
-        // 2. connections accepted before: their handshakes end here (handed to a worker, or a session of this process)
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.handshakeMillis() + 1000);
-        while (admitting.get() > 0 && System.nanoTime() < deadline) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-        }
-        // 3. the workers, marked; idle ones stopped
         io.gpusockets.backend.isolation.Workers w = workers;
-        List<io.gpusockets.backend.isolation.Workers.Handed> handed = w == null ? List.of()
-                : w.handOff(java.time.Duration.ofSeconds(10));
-        // 4. sessions this process serves: they stay here until they end. Where a HandOver (shareable handles) can move
-        // an in-process session, this is the one place it is called for each of them.
-        int kept = sessions.size();
+        List<io.gpusockets.backend.isolation.Workers.Handed> handed = List.of();
+        int kept = 0;
         long bytes;
         try {
+            for (Listener l : mine) {
+                handedListeners.add(l);
+                java.util.OptionalInt fd = listeningDescriptor(l);
+                if (fd.isPresent()) {
+                    passed.add(new io.gpusockets.backend.isolation.TakeOver.ListenerFd(l.address(),
+                            io.gpusockets.transport.vsock.DescriptorPassing.duplicate(fd.getAsInt())));
+                    l.closeLeavingSocket();
+                } else {
+                    l.close();
+                    LOG.log(Level.WARNING, "take-over: listener " + l.address() + " cannot be handed over (only tcp:// and unix://"
+                            + " listening sockets cross): closed; the new backend listens on it anew where its --listen names it");
+                }
+            }
+            for (Listener l : mine) {
+                Thread t = acceptThreads.remove(l);
+                if (t != null) {
+                    try {
+                        t.join(TimeUnit.SECONDS.toMillis(5));
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            }
+            // 2. connections accepted before: their handshakes end here (handed to a worker, or a session of this process)
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.handshakeMillis() + 1000);
+            while (admitting.get() > 0 && System.nanoTime() < deadline) {
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            // 3. the workers, marked; idle ones stopped
+            if (w != null) {
+                handed = w.handOff(java.time.Duration.ofSeconds(10));
+            }
+            // 4. sessions this process serves: they stay here until they end. Where a HandOver (shareable handles) can move
+            // an in-process session, this is the one place it is called for each of them.
+            kept = sessions.size();
             bytes = io.gpusockets.backend.isolation.TakeOver.give(to, passed, handed, ProcessHandle.current().pid(),
                     nextSessionId.get(), kept);
-        } finally {
-            // 5. let go of our copies: the new backend holds the sockets (or, when it failed, nobody: said in the log)
-            passed.forEach(p -> io.gpusockets.transport.vsock.DescriptorPassing.close(p.fd()));
-            if (w != null) {
-                w.release(handed);
-            }
-            draining = true;
-            status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
+        } catch (IOException | RuntimeException e) {
+            // the new backend failed before it answered (or this one could not hand something): this one goes on as it
+            // was, with the same sockets and workers
+            takeBack(passed, handed, w);
+            throw new IOException("take-over failed, this backend serves on: " + e.getMessage(), e);
         }
+        // 5. let go of our copies: the new backend holds the sockets
+        passed.forEach(p -> io.gpusockets.transport.vsock.DescriptorPassing.close(p.fd()));
+        if (w != null) {
+            w.release(handed);
+        }
+        draining = true;
+        status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
         var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
                 handed.size(), kept, bytes);
         LOG.log(Level.INFO, "taken over: handed " + handed.size() + " session(s) in workers and " + passed.size()
@@ -386,12 +393,30 @@ public final class BackendServer implements AutoCloseable {
             } catch (InterruptedException e) {
                 return;
             }
-            if (kept > 0) {
+            if (summary.sessionsKept() > 0) {
                 LOG.log(Level.INFO, "taken over: the last session of this process ended");
             }
             takenOver.accept(summary);
         });
         return summary;
+    }
+
+    /** A take-over that failed: serves the listening sockets and the workers again, ready to be taken over anew. */
+    private void takeBack(List<io.gpusockets.backend.isolation.TakeOver.ListenerFd> passed,
+                          List<io.gpusockets.backend.isolation.Workers.Handed> handed, io.gpusockets.backend.isolation.Workers w) {
+        if (w != null) {
+            w.takeBack(handed);
+        }
+        for (io.gpusockets.backend.isolation.TakeOver.ListenerFd p : passed) {
+            try {
+                serve(io.gpusockets.transport.vsock.DescriptorPassing.adoptListener(p.fd(), p.uri()));
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.ERROR, "take-over failed and listener " + p.uri() + " cannot be served again: " + e.getMessage());
+            }
+        }
+        LOG.log(Level.WARNING, "take-over failed before the new backend answered: serving on with " + handed.size()
+                + " session(s) in workers and " + passed.size() + " listener(s) taken back");
+        takingOver.set(false);
     }
 
     /** The descriptor of {@code l}'s listening socket, where it can cross to another process. */
