@@ -40,10 +40,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
  *
- * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
- * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
+ * <p>A take-over ({@code gpusockets backend --take-over}, {@link TakeOver}) moves workers between fronts: the old
+ * front marks each serving worker's control stream and stops its idle ones ({@link #handOff}), the new front adopts
+ * each worker from its control socket's descriptor, pid, ticket and quota held ({@link #adopt}): an adopted worker is
+ * no child of this process, so its end is learnt from its control socket closing and its exit status is unknown.
+ *
+ * <p>What it owns: the worker processes (never more than {@code max}, idle ones included; adopted ones count too),
+ * one reader thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
  * {@link #close}. A worker whose front disappears (even by kill -9) sees its control socket close and ends
- * its session and itself.
+ * its session and itself; a front that hands its workers over closes its copies without shutdown, so the
+ * socket stays open through the new front's copy.
  */
 public final class Workers implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");

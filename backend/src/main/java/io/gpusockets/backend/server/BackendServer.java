@@ -43,7 +43,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * serves it as a {@link Session} on its own thread. A failing session never affects another.
  * What peers can make it hold is bounded by {@link ServerLimits}: connections (closed at once past the
  * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
- * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal.
+ * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal. A new backend may take
+ * this one over ({@link #handOffTo} here, {@link #takeOver} there; {@link io.gpusockets.backend.isolation.TakeOver}):
+ * listeners and workers' sessions move, the sessions of this process stay until they end ({@link #draining}).
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
