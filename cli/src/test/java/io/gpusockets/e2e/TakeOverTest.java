@@ -211,6 +211,45 @@ class TakeOverTest {
     }
 
     @Test
+    void aConnectionAcceptedBeforeTheTakeOverAndOneMadeDuringItAreBothServed() throws Exception {
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1")) {
+            ExecutorService pool = Executors.newFixedThreadPool(2);
+            try (RawClient early = new RawClient(a.unix())) { // accepted by A, its handshake not done yet
+                Future<BackendProcess> taking = pool.submit(() -> BackendProcess.startTakingOver(a.adminSocket(),
+                        a.adminSocket().resolveSibling("b.sock"), 2, "--isolation", "process"));
+                a.awaitLog("take-over: stopped accepting (2 listening socket(s) kept for the new backend), 1 handshake", 60_000);
+                // A accepts no more and B serves nothing yet (A waits for the early handshake): this one waits in the
+                // listening socket's backlog, and B accepts it
+                Future<byte[]> during = pool.submit(() -> {
+                    try (RemoteCudaDriver d = RemoteCudaDriver.connect(a.tcp())) {
+                        Cuda cu = new Cuda(d);
+                        cu.primaryContext();
+                        long p = cu.alloc(4096);
+                        cu.put(p, new byte[] {6, 5, 4});
+                        return cu.get(p, 3);
+                    }
+                });
+                Thread.sleep(300);
+                assertFalse(during.isDone(), "nobody accepts while A waits for the early handshake: " + during.state());
+                RawClient.Frame welcome = early.hello(io.gpusockets.protocol.wire.Handshake.PROTOCOL_VERSION);
+                assertEquals(io.gpusockets.protocol.wire.Opcodes.WELCOME, welcome.header().opcode(), "A finished its handshake");
+                try (BackendProcess b = taking.get(60, TimeUnit.SECONDS)) {
+                    assertArrayEquals(new byte[] {6, 5, 4}, during.get(60, TimeUnit.SECONDS), "the program that connected"
+                            + " during the take-over is served by B");
+                    b.awaitLog("took over pid " + a.pid() + ": 1 session(s) adopted", 5_000);
+                    RawClient.Frame count = early.call(RawClient.opcode("cuDeviceGetCount"), RawClient.body(0));
+                    assertEquals(0, count.body().order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt(), "the early session,"
+                            + " handed to a worker by A and adopted by B, answers");
+                    assertTrue(a.awaitExit(30), "A exits");
+                    assertEquals(0, a.exitValue());
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
+
+    @Test
     void refusalsSayWhy() throws Exception {
         Path missing = Files.createTempDirectory("gpusockets-take-over-test").resolve("no-such.sock");
         Run r = run("--take-over", missing.toString(), "--isolation", "process");

@@ -349,6 +349,8 @@ public final class BackendServer implements AutoCloseable {
                 }
             }
             // 2. connections accepted before: their handshakes end here (handed to a worker, or a session of this process)
+            LOG.log(Level.INFO, "take-over: stopped accepting (" + passed.size() + " listening socket(s) kept for the new"
+                    + " backend), " + admitting.get() + " handshake(s) in progress to finish first");
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.handshakeMillis() + 1000);
             while (admitting.get() > 0 && System.nanoTime() < deadline) {
                 try {
