@@ -250,6 +250,37 @@ class TakeOverTest {
     }
 
     @Test
+    void aTenantTheNewBackendDoesNotKnowKeepsTheLimitsItHad() throws Exception {
+        Path dir = Files.createTempDirectory("gpusockets-take-over-tenants");
+        Path conf = dir.resolve("tenants.conf");
+        Files.writeString(conf, "[tenant carol]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\nmemory = 8MiB\n");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--tenants", conf.toString())) {
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(a.unix())) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                long p = cu.alloc(4 << 20);
+                cu.put(p, new byte[] {8});
+                try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                        2, "--isolation", "process")) { // no --tenants: B knows only its default tenant
+                    b.awaitLog("belongs to tenant carol, which this backend's tenants file does not name: it keeps the limits"
+                            + " it had", 5_000);
+                    List<Map<String, Object>> sessions = StatusTest.list(StatusTest.statusJson(b), "sessions");
+                    assertEquals("carol", sessions.getFirst().get("tenant"), "the session keeps its tenant: " + sessions);
+                    long q = cu.alloc(2 << 20); // within carol's 8 MiB, answered by B
+                    MemorySegment cell = cu.arena.allocate(8);
+                    assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_OUT_OF_MEMORY, d.cuMemAlloc(cell, 4 << 20),
+                            "past carol's 8 MiB, as in A (B's own default tenant has no limit)");
+                    Cuda.ok(d.cuMemFree(q), "cuMemFree");
+                    assertArrayEquals(new byte[] {8}, cu.get(p, 1));
+                }
+            }
+        } finally {
+            Files.deleteIfExists(conf);
+            Files.deleteIfExists(dir);
+        }
+    }
+
+    @Test
     void refusalsSayWhy() throws Exception {
         Path missing = Files.createTempDirectory("gpusockets-take-over-test").resolve("no-such.sock");
         Run r = run("--take-over", missing.toString(), "--isolation", "process");
