@@ -281,6 +281,47 @@ class TakeOverTest {
     }
 
     @Test
+    void anAdoptedSessionResumesThroughTheNewBackendAfterItsConnectionIsCut() throws Exception {
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--resume-grace", "30")) {
+            java.net.SocketAddress backend = java.net.UnixDomainSocketAddress.of(a.unix().substring("unix://".length()));
+            try (ResumeTest.CuttingProxy proxy = new ResumeTest.CuttingProxy("unix",
+                    Files.createTempDirectory("gpusockets-take-over-resume"), backend, 3, 256 << 10);
+                 RemoteCudaDriver d = RemoteCudaDriver.connect(proxy.uri)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                long p = cu.alloc(1 << 20);
+                Random random = new Random(5);
+                byte[] first = new byte[1 << 16];
+                random.nextBytes(first);
+                cu.put(p, first);
+                try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                        2, "--isolation", "process")) {
+                    assertTrue(a.awaitExit(30), "A exits");
+                    proxy.arm(); // from now on the connection is cut; the frontend resumes at the same address: B
+                    for (int i = 0; i < 100 && proxy.cuts.get() < 2; i++) {
+                        byte[] data = new byte[1 << 16];
+                        random.nextBytes(data);
+                        cu.put(p + (1 << 16), data);
+                        assertArrayEquals(data, cu.get(p + (1 << 16), data.length), "round " + i);
+                    }
+                    proxy.armed = false;
+                    assertTrue(proxy.cuts.get() >= 1, "the proxy cut the connection");
+                    assertArrayEquals(first, cu.get(p, first.length), "the session's memory is intact");
+                    String line = b.awaitLog("resuming connection from", 10_000);
+                    assertTrue(line.contains("handed to worker pid"), "B hands the resume to the adopted worker: " + line);
+                }
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
+    @Test
     void refusalsSayWhy() throws Exception {
         Path missing = Files.createTempDirectory("gpusockets-take-over-test").resolve("no-such.sock");
         Run r = run("--take-over", missing.toString(), "--isolation", "process");
