@@ -39,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * <pre>
  *   LISTENER  string uri                                    + 1 descriptor: the listening socket
  *   WORKER    long pid, long memoryBytes, long pinnedBytes,  + 1 descriptor: the worker's control socket
- *             long ageMillis, SessionTicket
+ *             long ageMillis, byte frozen, SessionTicket
  *   END       long fromPid, long nextSessionCounter, int sessionsKept
  * B sends back
  *   DONE      long bytesReceived
@@ -101,7 +101,8 @@ public final class TakeOver {
         }
         for (Workers.Handed w : workers) {
             ByteBuffer m = ControlMessages.start(WORKER);
-            m.putLong(w.pid()).putLong(w.memoryBytes()).putLong(w.pinnedBytes()).putLong(w.ageMillis());
+            m.putLong(w.pid()).putLong(w.memoryBytes()).putLong(w.pinnedBytes()).putLong(w.ageMillis())
+                    .put((byte) (w.frozen() ? 1 : 0));
             w.ticket().encode(m);
             OptionalInt fd = DescriptorPassing.descriptorOf(w.control());
             if (fd.isEmpty()) {
@@ -175,11 +176,12 @@ public final class TakeOver {
                             long memory = m.getLong();
                             long pinned = m.getLong();
                             long age = m.getLong();
+                            byte frozen = m.get();
                             SessionTicket t = SessionTicket.decode(m);
-                            if (pid <= 0 || memory < 0 || pinned < 0 || age < 0) {
+                            if (pid <= 0 || memory < 0 || pinned < 0 || age < 0 || frozen < 0 || frozen > 1) {
                                 throw new IOException("take-over: worker pid=" + pid + " memory=" + memory + " pinned=" + pinned);
                             }
-                            workers.add(new ReceivedWorker(new Workers.Handed(pid, t, memory, pinned, age, null), fd));
+                            workers.add(new ReceivedWorker(new Workers.Handed(pid, t, memory, pinned, age, frozen == 1, null), fd));
                         }
                         default -> throw new IOException("take-over: unknown message " + type);
                     }

@@ -310,10 +310,12 @@ public final class Workers implements AutoCloseable {
      * A worker serving a session, handed from a backend being taken over to the backend that takes it over
      * ({@link TakeOver}): its pid, its session's ticket, what the session holds of its tenant's quota as granted by
      * the old front (exact: the old front read every reserve the worker sent before it answered the mark), how long
-     * ago the session was handed to it, and the control socket ({@code control}: the old front's copy, let go of by
-     * {@link #release}; null on the receiving side, which has the descriptor instead).
+     * ago the session was handed to it, whether it was checkpointed with stop ({@code frozen}: never resumed, its token
+     * not honoured), and the control socket ({@code control}: the old front's copy, let go of by {@link #release};
+     * null on the receiving side, which has the descriptor instead).
      */
-    public record Handed(long pid, SessionTicket ticket, long memoryBytes, long pinnedBytes, long ageMillis, Connection control) {
+    public record Handed(long pid, SessionTicket ticket, long memoryBytes, long pinnedBytes, long ageMillis, boolean frozen,
+                         Connection control) {
     }
 
     /**
@@ -377,7 +379,7 @@ public final class Workers implements AutoCloseable {
             w.shown = false;
             handing.put(w.pid, w);
             out.add(new Handed(w.pid, t, w.memoryHeld.get(), w.pinnedHeld.get(),
-                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w.handedAtNanos), w.control));
+                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w.handedAtNanos), w.frozen, w.control));
         }
         return out;
     }
@@ -406,7 +408,7 @@ public final class Workers implements AutoCloseable {
             w.handedOff = false;
             w.shown = true;
             live.put(w.pid, w);
-            if (w.ticket.resumable()) {
+            if (w.ticket.resumable() && !w.frozen) {
                 resumable.put(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
             }
             Connection ctl = w.control;
@@ -445,6 +447,7 @@ public final class Workers implements AutoCloseable {
         w.pinnedHeld.set(h.pinnedBytes());
         w.onEnd = onEnd;
         w.shown = true;
+        w.frozen = h.frozen();
         synchronized (live) {
             if (closed) {
                 ctl.close();
@@ -452,7 +455,7 @@ public final class Workers implements AutoCloseable {
             }
             live.put(w.pid, w);
         }
-        if (h.ticket().resumable()) {
+        if (h.ticket().resumable() && !h.frozen()) {
             resumable.put(java.util.HexFormat.of().formatHex(h.ticket().resumeToken()), w);
         }
         adopted.incrementAndGet();
