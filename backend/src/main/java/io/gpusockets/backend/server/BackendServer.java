@@ -45,7 +45,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
  * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal. A new backend may take
  * this one over ({@link #handOffTo} here, {@link #takeOver} there; {@link io.gpusockets.backend.isolation.TakeOver}):
- * listeners and workers' sessions move, the sessions of this process stay until they end ({@link #draining}).
+ * listeners and workers' sessions move, the sessions of this process stay until they end ({@link #takenOver()}).
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -74,9 +74,9 @@ public final class BackendServer implements AutoCloseable {
     private final AtomicInteger admitting = new AtomicInteger();
     /** Set when another backend asks to take this one over ({@link #handOffTo}); never cleared once it went ahead. */
     private final java.util.concurrent.atomic.AtomicBoolean takingOver = new java.util.concurrent.atomic.AtomicBoolean();
-    /** Taken over: serving only the sessions of this process until they end, then {@link #takenOver} runs. */
-    private volatile boolean draining;
-    private volatile java.util.function.Consumer<io.gpusockets.backend.isolation.TakeOver.Summary> takenOver = summary -> { };
+    /** Taken over: serving only the sessions of this process until they end, then {@link #onTakenOver}'s hook runs. */
+    private volatile boolean handedOff;
+    private volatile java.util.function.Consumer<io.gpusockets.backend.isolation.TakeOver.Summary> takenOverHook = summary -> { };
     /** Take-overs this backend made (it took another over), and the sessions it adopted by them. */
     private final java.util.concurrent.atomic.LongAdder takeOvers = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder adoptedSessions = new java.util.concurrent.atomic.LongAdder();
@@ -253,8 +253,8 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /** Whether this backend was taken over and serves only its own in-process sessions until they end. */
-    public boolean draining() {
-        return draining;
+    public boolean takenOver() {
+        return handedOff;
     }
 
     /**
@@ -262,7 +262,7 @@ public final class BackendServer implements AutoCloseable {
      * the CLI exits then.
      */
     public void onTakenOver(java.util.function.Consumer<io.gpusockets.backend.isolation.TakeOver.Summary> then) {
-        this.takenOver = then;
+        this.takenOverHook = then;
     }
 
     /**
@@ -271,7 +271,7 @@ public final class BackendServer implements AutoCloseable {
      * Refused (nothing changed) when this backend is being taken over already, runs another isolation than
      * {@code isolation}, or runs a checkpoint, restore or migration. Then: stops accepting (listening sockets kept for
      * the new backend), lets accepted handshakes finish, hands every worker and listener over, and keeps serving the
-     * sessions of this process ({@code draining}) until they end, when {@link #onTakenOver} runs.
+     * sessions of this process (draining) until they end, when {@link #onTakenOver} runs.
      */
     public io.gpusockets.backend.isolation.TakeOver.Summary handOffTo(java.nio.file.Path socket, String isolation,
                                                                       java.nio.file.attribute.UserPrincipal requester)
@@ -380,7 +380,7 @@ public final class BackendServer implements AutoCloseable {
         if (w != null) {
             w.release(handed);
         }
-        draining = true;
+        handedOff = true;
         status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
         var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
                 handed.size(), kept, bytes);
@@ -400,7 +400,7 @@ public final class BackendServer implements AutoCloseable {
             if (summary.sessionsKept() > 0) {
                 LOG.log(Level.INFO, "taken over: the last session of this process ended");
             }
-            takenOver.accept(summary);
+            takenOverHook.accept(summary);
         });
         return summary;
     }
