@@ -27,7 +27,8 @@ import picocli.CommandLine.Option;
 
 /** {@code gpusockets backend}: serves this machine's GPU (or the emulated device) until stopped. */
 @Command(name = "backend", mixinStandardHelpOptions = true,
-        description = "Serve the GPU to remote frontends until interrupted (SIGINT/SIGTERM).")
+        description = "Serve the GPU to remote frontends until interrupted (SIGINT/SIGTERM; with --drain-to, SIGTERM"
+                + " first moves every session to another backend).")
 final class BackendCommand implements Callable<Integer> {
     @Option(names = "--listen", paramLabel = "URI",
             description = "Where to listen, repeatable: tcp://HOST:PORT (port 0 = any), tls://HOST:PORT (TLS 1.3, needs --tls-key-store), unix:///PATH, vsock://CID|any:PORT. Default: ${DEFAULT-VALUE}.",
@@ -154,9 +155,25 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--accept-migrations",
             description = "Accept sessions migrated here from other backends (gpusockets migrate), proven by this backend's"
-                    + " own --psk-file key, a TLS client certificate, or, over unix, this backend's own uid. Needs"
-                    + " --isolation context. Off by default.")
+                    + " own --psk-file key, a TLS client certificate, or, over unix, this backend's own uid. In every"
+                    + " isolation mode (process: an idle worker restores each). Off by default.")
     boolean acceptMigrations;
+
+    @Option(names = "--drain-to", paramLabel = "URI",
+            description = "On SIGTERM, before stopping: refuse new sessions and migrate every session to the backend"
+                    + " listening at URI (started with --accept-migrations; a session moves when it has resume and"
+                    + " address-stable memory), " + DRAIN_PARALLEL + " at a time, then exit (status 0) once all are done"
+                    + " or --drain-timeout has passed; a session that cannot move ends as at any shutdown (logged with"
+                    + " why). SIGINT, or a second SIGTERM, stops at once. Default: none (SIGTERM stops at once).")
+    String drainTo;
+
+    @Option(names = "--drain-timeout", paramLabel = "SECONDS", defaultValue = "300",
+            description = "With --drain-to: how long the drain may take before the backend stops anyway."
+                    + " Default: ${DEFAULT-VALUE}.")
+    long drainTimeoutSeconds;
+
+    /** Sessions a --drain-to migrates at once. */
+    static final int DRAIN_PARALLEL = 4;
 
     @Option(names = "--migration-buffer", paramLabel = "MIB", defaultValue = "256",
             description = "With --accept-migrations: host memory an incoming migration keeps its received chunks in,"
@@ -282,10 +299,17 @@ final class BackendCommand implements Callable<Integer> {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(),
                     "--migration-buffer must be 0 or more MiB: " + migrationBufferMib);
         }
-        if (acceptMigrations && isolation != io.gpusockets.backend.isolation.Isolation.CONTEXT) {
+        if (drainTo != null) {
+            try {
+                TransportUri.parse(drainTo);
+            } catch (IllegalArgumentException e) {
+                throw new picocli.CommandLine.ParameterException(spec.commandLine(), "--drain-to " + drainTo + ": "
+                        + e.getMessage());
+            }
+        }
+        if (drainTimeoutSeconds < 1) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(),
-                    "--accept-migrations needs --isolation context (migration into isolation mode " + isolation.name()
-                            .toLowerCase(java.util.Locale.ROOT) + " is not built yet)");
+                    "--drain-timeout must be 1 or more seconds: " + drainTimeoutSeconds);
         }
         DriverHost host = device.open(libcuda);
         byte[] psk = pskFile == null ? null : Files.readString(pskFile).strip().getBytes(StandardCharsets.UTF_8);
@@ -379,6 +403,9 @@ final class BackendCommand implements Callable<Integer> {
             server.close();
             stopped.countDown();
         }, "gpusockets-shutdown"));
+        if (drainTo != null) {
+            drainOnTerminate(server, stopped);
+        }
         System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
                 + isolation + (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS ? " (a worker process per session, at most "
                 + maxWorkers + " at once, " + idleWorkers + " kept started ahead)" : ""));
@@ -401,6 +428,53 @@ final class BackendCommand implements Callable<Integer> {
         System.out.flush();
         stopped.await();
         return 0;
+    }
+
+    /**
+     * --drain-to: SIGTERM (sun.misc.Signal, as for SIGHUP) starts {@link BackendServer#drainTo} on a thread of its own,
+     * prints each session that did not move and a summary, and then lets {@link #call} return 0 (the shutdown hook
+     * closes the rest); a second SIGTERM exits at once (status 143, as without --drain-to). SIGINT is left as it is.
+     */
+    private void drainOnTerminate(BackendServer server, CountDownLatch stopped) {
+        java.util.concurrent.atomic.AtomicBoolean started = new java.util.concurrent.atomic.AtomicBoolean();
+        try {
+            sun.misc.Signal.handle(new sun.misc.Signal("TERM"), sig -> {
+                if (!started.compareAndSet(false, true)) {
+                    System.out.println("gpusockets backend: second SIGTERM: stopping now, sessions not moved yet end");
+                    System.out.flush();
+                    Thread.ofPlatform().name("gpusockets-exit").start(() -> System.exit(143));
+                    return;
+                }
+                Thread.ofPlatform().name("gpusockets-drain").start(() -> {
+                    int n = server.sessions().size();
+                    System.out.println("gpusockets backend: SIGTERM: moving " + n + " session(s) to " + drainTo
+                            + " (at most " + drainTimeoutSeconds + " s), then stopping");
+                    System.out.flush();
+                    try {
+                        BackendServer.Drain d = server.drainTo(drainTo, java.time.Duration.ofSeconds(drainTimeoutSeconds),
+                                DRAIN_PARALLEL);
+                        for (var r : d.moved()) {
+                            System.out.println("gpusockets backend: session " + r.sessionId() + " moved to " + r.target()
+                                    + " (" + r.bytes() + " bytes, downtime " + r.downtimeNanos() / 1_000_000 + " ms)");
+                        }
+                        for (var e : new java.util.TreeMap<>(d.notMoved()).entrySet()) {
+                            System.out.println("gpusockets backend: session " + e.getKey() + " not moved: " + e.getValue()
+                                    + "; it ends now");
+                        }
+                        System.out.println("gpusockets backend: drained: " + d.moved().size() + " session(s) moved to "
+                                + drainTo + ", " + d.notMoved().size() + " not moved");
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    } finally {
+                        System.out.flush();
+                        stopped.countDown();
+                    }
+                });
+            });
+        } catch (IllegalArgumentException e) {
+            System.err.println("gpusockets backend: SIGTERM cannot be handled here (" + e.getMessage()
+                    + "); --drain-to does nothing, SIGTERM stops at once");
+        }
     }
 
     /**

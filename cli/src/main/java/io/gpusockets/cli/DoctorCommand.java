@@ -6,6 +6,7 @@ import io.gpusockets.cli.doctor.DoctorReport;
 import io.gpusockets.cli.doctor.FrontendLibrary;
 import io.gpusockets.cli.doctor.GuestChecks;
 import io.gpusockets.cli.doctor.LoaderSearch;
+import io.gpusockets.cli.doctor.MigrationChecks;
 import io.gpusockets.frontend.FrontendConfig;
 import java.io.PrintWriter;
 import java.nio.file.Files;
@@ -22,7 +23,7 @@ import picocli.CommandLine.Spec;
 import picocli.CommandLine.Unmatched;
 
 /**
- * {@code gpusockets doctor [backend|guest]}: checks a deployment and says what to fix, one line per check.
+ * {@code gpusockets doctor [backend|guest|migration]}: checks a deployment and says what to fix, one line per check.
  * Plain {@code doctor} picks the role: guest when GPUSOCKETS_SERVER is set (the environment,
  * -Dgpusockets.server or /etc/gpusockets/frontend.conf: the frontend would use it), else backend when
  * this host has an NVIDIA driver (/dev/nvidiactl, /proc/driver/nvidia, or a libcuda.so.1 that is not
@@ -32,7 +33,7 @@ import picocli.CommandLine.Unmatched;
         description = {"Check this host's GPUsockets set-up and say what to fix: one line per check, [ ok ], [warn] or [FAIL],"
                 + " each failure with a fix. Exit status 0 when nothing failed, 1 otherwise.",
                 "Without a role: guest when GPUSOCKETS_SERVER is set, else backend when an NVIDIA driver is present, else guest."},
-        subcommands = {DoctorCommand.Backend.class, DoctorCommand.Guest.class})
+        subcommands = {DoctorCommand.Backend.class, DoctorCommand.Guest.class, DoctorCommand.Migration.class})
 final class DoctorCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
@@ -210,6 +211,57 @@ final class DoctorCommand implements Callable<Integer> {
                 o.put(FrontendConfig.CONNECT_TIMEOUT_ENV, String.valueOf(timeoutMs));
             }
             return print(spec, json, guest(env, o, "as asked: gpusockets doctor guest"));
+        }
+    }
+
+    /**
+     * {@code doctor migration --to URI}: checks what a migration from this backend to the one at URI needs
+     * ({@link MigrationChecks}).
+     */
+    @Command(name = "migration", mixinStandardHelpOptions = true,
+            description = {"Check what migrating sessions from this backend (the source) to another (the target) needs:"
+                    + " the target is reachable and accepts migrations from this backend (its handshake, proven with"
+                    + " --psk-file as the source proves itself), the sessions' tenants are known there, they have"
+                    + " address-stable memory, and their device memory fits in the target's free memory.",
+                    "Run it on the source's host, e.g. doctor migration --to tcp://target:7070 --psk-file"
+                            + " /etc/gpusockets/psk --socket /run/gpusockets/admin.sock."})
+    static final class Migration implements Callable<Integer> {
+        @Spec
+        CommandSpec spec;
+
+        @Option(names = "--json", description = "Print the findings as JSON (machine-readable).")
+        boolean json;
+
+        @Option(names = "--to", required = true, paramLabel = "URI",
+                description = "The target backend's listening URI, as the source reaches it (as gpusockets migrate --to).")
+        String to;
+
+        @Option(names = "--psk-file", paramLabel = "FILE", description = "The source backend's --psk-file: the key it"
+                + " proves itself with (the target must hold the same).")
+        Path pskFile;
+
+        @Option(names = "--socket", paramLabel = "PATH", description = "The source backend's admin socket: its sessions'"
+                + " tenants and memory are compared with the target. Without it only the target is checked.")
+        Path socket;
+
+        @Option(names = "--session", paramLabel = "ID", description = "Only this session of the source's (default: all).")
+        Long session;
+
+        @Option(names = "--target-socket", paramLabel = "PATH", description = "The target backend's admin socket, when"
+                + " doctor runs on its host: its tenants and devices' free memory are read there.")
+        Path targetSocket;
+
+        @Option(names = "--timeout-ms", paramLabel = "MS", defaultValue = "5000",
+                description = "Connect and handshake bound (default ${DEFAULT-VALUE}).")
+        long timeoutMs;
+
+        @Override
+        public Integer call() {
+            MigrationChecks checks = new MigrationChecks(to, pskFile, socket, session, targetSocket,
+                    java.time.Duration.ofMillis(timeoutMs),
+                    p -> io.gpusockets.backend.status.StatusJson.parse(StatusCommand.ask(p, "status").strip()));
+            return print(spec, json, new DoctorReport("migration", "as asked: gpusockets doctor migration --to " + to,
+                    checks.run()));
         }
     }
 

@@ -15,7 +15,7 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpusockets migrate SESSION --to URI [--frontend-uri URI]}: asks a running backend, over its admin socket,
  * to move session SESSION to the backend listening at URI while its program runs (that backend started with
- * {@code --accept-migrations}; both in {@code --isolation context}). The program's frontend then resumes at
+ * {@code --accept-migrations}; any isolation mode at either end). The program's frontend then resumes at
  * {@code --frontend-uri}, or URI. Progress and a readable summary (rounds, bytes, the downtime split) go to stderr,
  * the backend's summary (JSON) to stdout. Exit status 0 when moved, 1 when refused or failed (the message says why;
  * the program runs on at the source).

@@ -41,19 +41,27 @@ class BackendCommandOptionsTest {
     }
 
     @Test
-    void acceptMigrationsOutsideIsolationContextIsRefusedAtStart() {
-        BackendCommand command = new BackendCommand();
-        CommandLine cli = new CommandLine(command).setCaseInsensitiveEnumValuesAllowed(true);
+    void aNegativeMigrationBufferIsRefusedAtStart() {
         java.io.StringWriter err = new java.io.StringWriter();
-        int exit = cli.setErr(new java.io.PrintWriter(err)).execute("--device", "emulated", "--listen", "tcp://127.0.0.1:0",
-                "--accept-migrations");
+        int exit = new CommandLine(new BackendCommand()).setCaseInsensitiveEnumValuesAllowed(true)
+                .setErr(new java.io.PrintWriter(err)).execute("--device", "emulated", "--accept-migrations",
+                        "--migration-buffer", "-1");
         assertEquals(2, exit, "a usage error, before anything listens");
-        org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--accept-migrations needs --isolation context"),
-                err.toString());
-        exit = new CommandLine(new BackendCommand()).setCaseInsensitiveEnumValuesAllowed(true)
-                .setErr(new java.io.PrintWriter(java.io.Writer.nullWriter())).execute("--device", "emulated",
-                        "--isolation", "context", "--migration-buffer", "-1");
-        assertEquals(2, exit);
+        org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--migration-buffer"), err.toString());
+    }
+
+    @Test
+    void aBadDrainTargetOrTimeoutIsRefusedAtStart() {
+        for (String[] args : new String[][] {{"--drain-to", "nowhere"},
+                {"--drain-to", "unix:///tmp/b.sock", "--drain-timeout", "0"}}) {
+            java.io.StringWriter err = new java.io.StringWriter();
+            java.util.List<String> all = new java.util.ArrayList<>(java.util.List.of("--device", "emulated"));
+            all.addAll(java.util.List.of(args));
+            int exit = new CommandLine(new BackendCommand()).setCaseInsensitiveEnumValuesAllowed(true)
+                    .setErr(new java.io.PrintWriter(err)).execute(all.toArray(String[]::new));
+            assertEquals(2, exit, "a usage error, before anything listens: " + all);
+            org.junit.jupiter.api.Assertions.assertTrue(err.toString().contains("--drain-"), err.toString());
+        }
     }
 
     @Test

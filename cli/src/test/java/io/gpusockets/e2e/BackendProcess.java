@@ -190,7 +190,7 @@ final class BackendProcess implements AutoCloseable {
         return process.waitFor(seconds, TimeUnit.SECONDS);
     }
 
-    /** The exit status of a backend that ended. */
+    /** The exit status of a backend that has ended ({@link #awaitExit}). */
     int exitValue() {
         return process.exitValue();
     }

@@ -28,8 +28,12 @@ import java.util.function.IntConsumer;
  *             ok: long bytes, int allocations,           long retainBytes: restore the image in file as this
  *             int records, long drainNanos,              idle worker's session (the first message instead of SESSION)
  *             long imageNanos; else string why
- *   RESTORED  long request, byte outcome,
- *             ok: SessionTicket (the restored session's id, features, token, identity, grace); else string why
+ *   RESTORED  long request, byte outcome,     MIGRATE  long request, string target, string frontend ("": the
+ *             ok: SessionTicket (the restored            target), int n + n bytes: the backend's pre-shared key
+ *             session's id, features, token,             (n = -1: none): migrate the worker's session (issue 23)
+ *             identity, grace); else string why
+ *   MIGRATED  long request, byte outcome,
+ *             ok: the Migration.Result ({@link io.gpusockets.backend.server.Migration.Result#encode}); else string why
  *   MARKED    long mark: the answer to          TAKEOVER_MARK long mark: a backend takes this one over; the worker
  *             TAKEOVER_MARK, the last message             answers MARKED, and what it sends after that is read by the
  *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
@@ -46,14 +50,16 @@ final class ControlMessages {
     static final byte PROGRESS = 7;
     static final byte CHECKPOINTED = 8;
     static final byte RESTORED = 9;
-    static final byte MARKED = 10;
+    static final byte MIGRATED = 10;
+    static final byte MARKED = 11;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
     static final byte RESUME = 23;
     static final byte CHECKPOINT = 24;
     static final byte RESTORE = 25;
-    static final byte TAKEOVER_MARK = 26;
+    static final byte MIGRATE = 26;
+    static final byte TAKEOVER_MARK = 27;
 
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;

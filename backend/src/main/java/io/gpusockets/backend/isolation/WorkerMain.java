@@ -25,6 +25,8 @@ import java.util.concurrent.TimeUnit;
  * run here, on this process's driver: a CHECKPOINT message checkpoints the session on a thread of its own (PROGRESS,
  * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
+ * A MIGRATE message (issue 23) migrates the session from here: this worker runs the source's side of the migration,
+ * connecting to the target backend itself, and ends its session once the target holds it (MIGRATED back first).
  * When a new backend takes the front's place ({@code --take-over}, {@link TakeOver}), the old front sends TAKEOVER_MARK
  * and this worker answers MARKED; the control socket itself stays open (the new front holds a copy of the old one's
  * end), so the session never notices: "front gone" means the last copy of that end closed.
@@ -195,6 +197,7 @@ public final class WorkerMain {
                             resume(s, a, fds);
                         }
                         case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
+                        case ControlMessages.MIGRATE -> migrate(s, tenant, a);
                         case ControlMessages.TAKEOVER_MARK -> {
                             // a new backend takes over this worker's control socket: what follows MARKED is read there
                             ByteBuffer marked = ControlMessages.start(ControlMessages.MARKED);
@@ -243,6 +246,68 @@ public final class WorkerMain {
                         + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
             }
             front.send(a);
+        });
+    }
+
+    /**
+     * A MIGRATE message: migrates the session to the target backend ({@link io.gpusockets.backend.server.Migration#run},
+     * this worker connecting to the target itself with the key the front sent) on a thread of its own, sending
+     * PROGRESS and then MIGRATED with the result or why not. Once the target holds the session its frontend is sent
+     * there (MOVED), MIGRATED goes to the front, and then the session ends here (and with it this worker); a refusal
+     * or failure before the target's OK leaves the program running here.
+     */
+    private static void migrate(Session s, FrontTenantAccount front, ByteBuffer m) throws IOException {
+        long request = m.getLong();
+        String target = ControlMessages.getString(m);
+        String frontend = ControlMessages.getString(m);
+        int n = m.getInt();
+        if (n < -1 || n > m.remaining()) {
+            throw new IOException("MIGRATE: a key of " + n + " bytes, " + m.remaining() + " left");
+        }
+        byte[] psk = n < 0 ? null : new byte[n];
+        if (psk != null) {
+            m.get(psk);
+        }
+        String goesTo = frontend.isEmpty() ? target : frontend;
+        Thread.ofPlatform().daemon().name("gpusockets-worker-migration").start(() -> {
+            ByteBuffer a = ControlMessages.start(ControlMessages.MIGRATED);
+            a.putLong(request);
+            boolean moved = false;
+            try {
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("the worker has no session yet");
+                }
+                if (s.resume() == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("session " + s.id() + " cannot be migrated:"
+                            + " it was not granted resume (its frontend could not follow it)");
+                }
+                io.gpusockets.backend.server.Migration.Result r = io.gpusockets.backend.server.Migration.run((id, uri) -> {
+                    try {
+                        Handshake.Moved.check(uri);
+                        s.moved(uri); // MOVED to the frontend; the session ends once the front knows
+                    } catch (IllegalArgumentException | IllegalStateException e) {
+                        throw new io.gpusockets.backend.session.CheckpointRefused("cannot send session " + id + " to "
+                                + uri + ": " + e.getMessage());
+                    }
+                }, s, target, frontend.isEmpty() ? null : frontend, psk,
+                        (stage, done, total) -> progress(front, request, stage, done, total));
+                moved = true;
+                a.put(ControlMessages.OUTCOME_DONE);
+                r.encode(a);
+            } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                a.put(ControlMessages.OUTCOME_REFUSED);
+                ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+            } catch (IOException | RuntimeException e) {
+                a.put(ControlMessages.OUTCOME_FAILED);
+                ControlMessages.putString(a, "migration of session " + (s == null ? "?" : s.id()) + " failed in worker pid "
+                        + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
+            }
+            front.send(a);
+            if (moved) {
+                LOG.log(Level.INFO, "session " + s.id() + " migrated to " + target + " from worker pid "
+                        + ProcessHandle.current().pid());
+                s.end("moved to " + goesTo); // after MIGRATED: this worker exits with its session
+            }
         });
     }
 

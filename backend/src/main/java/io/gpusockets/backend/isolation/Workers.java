@@ -35,7 +35,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * session's token ({@link #resumable}), and a resuming connection is handed to it the same way ({@link #resume},
  * control message RESUME) while the session waits detached in the worker. A checkpoint of a session is taken by its
  * worker ({@link #checkpoint}), and a restore is made by an idle worker, which then serves the restored session
- * ({@link #restore}); both wait for the worker's answer, or fail when it dies first or sends nothing for the quiet
+ * ({@link #restore}); a migration of a session is run by its worker, which connects to the target itself
+ * ({@link #migrate}); all three wait for the worker's answer, or fail when it dies first or sends nothing for the quiet
  * timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
@@ -87,7 +88,7 @@ public final class Workers implements AutoCloseable {
     private final Map<Long, Worker> handing = new ConcurrentHashMap<>();
     /** Workers adopted from the backend this one took over ({@link #adopt}), so far. */
     private final AtomicLong adopted = new AtomicLong();
-    /** How long a checkpoint or restore waits for its worker's next message; 0: for ever. */
+    /** How long a checkpoint, restore or migration waits for its worker's next message; 0: for ever. */
     private volatile long quietNanos = TimeUnit.SECONDS.toNanos(Math.max(0, Long.getLong(QUIET_PROPERTY, QUIET_SECONDS_DEFAULT)));
 
     /**
@@ -124,13 +125,15 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * How long a checkpoint or restore waits for its worker's next message (progress or answer) before it fails
+     * How long a checkpoint, restore or migration waits for its worker's next message (progress or answer) before it
+     * fails
      * saying the worker did not answer (default {@value #QUIET_SECONDS_DEFAULT} s, property {@value #QUIET_PROPERTY};
      * zero waits for ever). A drain waiting for a kernel sends nothing until the kernel ends, so the timeout must
      * exceed the longest kernel a checkpoint may wait for. A checkpoint that timed out leaves its worker as it is:
      * should it answer later, a checkpoint with stop that succeeded then freezes the session as it would have (its
      * token forgotten here; the image is complete), and anything else is logged. A restore that timed out ends its
-     * worker, as a failed restore does.
+     * worker, as a failed restore does. A migration that timed out goes on in its worker: should it succeed later,
+     * the session moves as it would have (its token forgotten here), and anything else is logged.
      */
     public void quietTimeout(java.time.Duration timeout) {
         if (timeout.isNegative()) {
@@ -490,15 +493,7 @@ public final class Workers implements AutoCloseable {
     public io.gpusockets.backend.session.CheckpointResult checkpoint(long sessionId, Path file, boolean stop,
             io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        Worker w = null;
-        for (Worker x : live.values()) {
-            if (x.sessionId == sessionId && x.ticket != null && !x.gone.get()) {
-                w = x;
-            }
-        }
-        if (w == null) {
-            throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
-        }
+        Worker w = serving(sessionId);
         long request = nextRequest.getAndIncrement();
         ByteBuffer m = ControlMessages.start(ControlMessages.CHECKPOINT);
         m.putLong(request).put((byte) (stop ? 1 : 0));
@@ -539,6 +534,88 @@ public final class Workers implements AutoCloseable {
         } catch (java.nio.BufferUnderflowException e) {
             throw new IOException("worker pid " + w.pid + ": bad CHECKPOINTED message: " + e);
         }
+    }
+
+    /**
+     * Migrates session {@code sessionId}, served by a worker, to the backend at {@code targetUri} (issue 23): the worker
+     * runs the source's side of {@link io.gpusockets.backend.server.Migration} itself (control message MIGRATE),
+     * connecting to the target with {@code psk} (null: none), its progress comes back to {@code progress} (PROGRESS,
+     * which restarts the quiet timeout), then its result or why not (MIGRATED). On success the worker has sent the
+     * session's frontend to {@code frontendUri} (null: {@code targetUri}) and ends the session; its token is no longer
+     * offered here and {@code moved} gets the session's ticket (its token, identity and grace) at once. Refused for a
+     * session no worker serves, one frozen or not resumable; an IOException when the migration fails in the worker
+     * (its program runs on there), the worker dies (its session with it) or sends nothing for the quiet timeout.
+     */
+    public io.gpusockets.backend.server.Migration.Result migrate(long sessionId, String targetUri, String frontendUri,
+            byte[] psk, io.gpusockets.backend.session.CheckpointProgress progress,
+            java.util.function.Consumer<SessionTicket> moved)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        Worker w = serving(sessionId);
+        SessionTicket t = w.ticket;
+        if (w.frozen) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be migrated: it is"
+                    + " frozen by a checkpoint with stop");
+        }
+        if (!t.resumable()) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be migrated: it was"
+                    + " not granted resume (its frontend could not follow it)");
+        }
+        int max = io.gpusockets.backend.server.Migration.Result.MAX_TARGET;
+        if (targetUri.length() > max || (frontendUri != null && frontendUri.length() > max)
+                || (psk != null && psk.length > max)) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: a URI or key longer than " + max
+                    + " characters");
+        }
+        long request = nextRequest.getAndIncrement();
+        ByteBuffer m = ControlMessages.start(ControlMessages.MIGRATE);
+        m.putLong(request);
+        ControlMessages.putString(m, targetUri);
+        ControlMessages.putString(m, frontendUri == null ? "" : frontendUri);
+        m.putInt(psk == null ? -1 : psk.length);
+        if (psk != null) {
+            m.put(psk);
+        }
+        ByteBuffer r = ask(w, request, m, progress, "the migration of session " + sessionId, late -> {
+            try {
+                migrated(w, t, late, moved);
+                LOG.log(Level.WARNING, "session " + sessionId + " in worker pid " + w.pid + ": its migration to " + targetUri
+                        + " succeeded after it had timed out (the session is there now)");
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException e) {
+                LOG.log(Level.WARNING, "session " + sessionId + " in worker pid " + w.pid + ": its migration, which had"
+                        + " timed out, ended: " + e.getMessage());
+            }
+        });
+        return migrated(w, t, r, moved);
+    }
+
+    /** A MIGRATED answer (after its request id): its result, the session's token forgotten here when it moved. */
+    private io.gpusockets.backend.server.Migration.Result migrated(Worker w, SessionTicket t, ByteBuffer r,
+            java.util.function.Consumer<SessionTicket> moved)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        io.gpusockets.backend.server.Migration.Result result;
+        try {
+            byte outcome = r.get();
+            if (outcome != ControlMessages.OUTCOME_DONE) {
+                refused(outcome, ControlMessages.getString(r));
+            }
+            result = io.gpusockets.backend.server.Migration.Result.decode(r);
+        } catch (java.nio.BufferUnderflowException | io.gpusockets.protocol.wire.ProtocolException e) {
+            throw new IOException("worker pid " + w.pid + ": bad MIGRATED message: " + e.getMessage());
+        }
+        w.frozen = true; // it ends in a moment; no resume reaches it meanwhile
+        resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+        moved.accept(t);
+        return result;
+    }
+
+    /** The worker serving session {@code sessionId}; refused when none does. */
+    private Worker serving(long sessionId) throws io.gpusockets.backend.session.CheckpointRefused {
+        for (Worker x : live.values()) {
+            if (x.sessionId == sessionId && x.ticket != null && !x.gone.get()) {
+                return x;
+            }
+        }
+        throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
     }
 
     /**
@@ -622,7 +699,7 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * Sends {@code m} (a CHECKPOINT or RESTORE with its {@code request}) to {@code w} and waits for its answer,
+     * Sends {@code m} (a CHECKPOINT, RESTORE or MIGRATE with its {@code request}) to {@code w} and waits for its answer,
      * passing PROGRESS on; returns the answer after its request id (its outcome next). An IOException when the
      * worker dies first (its end said), sends nothing for the quiet timeout (then an answer that comes later goes to
      * {@code late}), the front closes or the caller is interrupted.
@@ -682,8 +759,8 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * A checkpoint or restore a worker works on: its progress listener, its answer, when its worker was last heard of
-     * (System.nanoTime), whether its caller gave up waiting (timed out: a late answer goes to {@code late}).
+     * A checkpoint, restore or migration a worker works on: its progress listener, its answer, when its worker was last
+     * heard of (System.nanoTime), whether its caller gave up waiting (timed out: a late answer goes to {@code late}).
      */
     private static final class Operation {
         final Worker worker;
@@ -714,7 +791,7 @@ public final class Workers implements AutoCloseable {
         }
     }
 
-    /** Checkpoints and restores waiting for their workers, by request id. */
+    /** Checkpoints, restores and migrations waiting for their workers, by request id. */
     private final Map<Long, Operation> operations = new ConcurrentHashMap<>();
     private final AtomicLong nextRequest = new AtomicLong(1);
 
@@ -1000,7 +1077,7 @@ public final class Workers implements AutoCloseable {
                             }
                         }
                     }
-                    case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED -> {
+                    case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED, ControlMessages.MIGRATED -> {
                         long request = m.getLong();
                         Operation op = operations.get(request);
                         if (op == null || op.worker() != w) {
@@ -1111,7 +1188,7 @@ public final class Workers implements AutoCloseable {
         replenish();
     }
 
-    /** Fails the checkpoints and restores {@code w} works on: it is gone. */
+    /** Fails the checkpoints, restores and migrations {@code w} works on: it is gone. */
     private void failOperations(Worker w) {
         for (Operation op : operations.values()) {
             if (op.worker() == w) {

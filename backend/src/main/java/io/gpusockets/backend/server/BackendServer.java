@@ -92,6 +92,8 @@ public final class BackendServer implements AutoCloseable {
     private final ScheduledExecutorService timers = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-handshake-timer").factory());
     private volatile boolean closed;
+    /** Set by {@link #drainTo}: new sessions, restores and incoming migrations are refused; resumes still come in. */
+    private volatile boolean draining;
     private final ServerLimits serverLimits;
     /** Connections held: accepted and not yet closed. */
     private final AtomicInteger connections = new AtomicInteger();
@@ -285,6 +287,9 @@ public final class BackendServer implements AutoCloseable {
             if (!mine.equals(isolation)) {
                 throw new IOException("isolation mismatch: this backend runs isolation " + mine + ", the new one " + isolation
                         + " (start it with --isolation " + mine + ")");
+            }
+            if (draining) {
+                throw new IOException("this backend is moving its sessions to another backend (--drain-to)");
             }
             io.gpusockets.backend.isolation.Workers w = workers;
             if (w != null && w.busy() || !migrating.isEmpty()) {
@@ -970,6 +975,9 @@ public final class BackendServer implements AutoCloseable {
         if (hello.resumes()) {
             return resumeSession(channel, c, hello, auth == Handshake.AUTH_PSK, refusal);
         }
+        if (refusal == null && draining) {
+            refusal = "the backend is shutting down (its sessions are moving to another backend)";
+        }
         TenantRegistry.Admission admission = null;
         if (refusal == null) {
             admission = tenants.admit(c.peer(), auth == Handshake.AUTH_PSK ? hello.identity() : null);
@@ -1161,14 +1169,7 @@ public final class BackendServer implements AutoCloseable {
             throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be sent to " + uri
                     + ": it is not frozen by a checkpoint with stop (or a migration)");
         }
-        long now = System.nanoTime();
-        moved.values().removeIf(e -> e.untilNanos() - now <= 0);
-        while (moved.size() >= MAX_MOVED_REMEMBERED) {
-            moved.entrySet().stream().min(java.util.Map.Entry.comparingByValue(
-                    java.util.Comparator.comparingLong(MovedSession::untilNanos)))
-                    .ifPresent(e -> moved.remove(e.getKey()));
-        }
-        moved.put(java.util.HexFormat.of().formatHex(r.token()), new MovedSession(uri, r.identity(), now + r.grace().toNanos()));
+        rememberMoved(r.token(), uri, r.identity(), r.grace());
         try {
             s.moved(uri);
         } catch (IllegalStateException e) {
@@ -1176,6 +1177,18 @@ public final class BackendServer implements AutoCloseable {
         }
         s.end("moved to " + uri);
         LOG.log(Level.INFO, "session " + sessionId + " moved to " + uri);
+    }
+
+    /** From now on, for {@code grace}, a resume with {@code token} by {@code identity} is answered MOVED to {@code uri}. */
+    private void rememberMoved(byte[] token, String uri, String identity, java.time.Duration grace) {
+        long now = System.nanoTime();
+        moved.values().removeIf(e -> e.untilNanos() - now <= 0);
+        while (moved.size() >= MAX_MOVED_REMEMBERED) {
+            moved.entrySet().stream().min(java.util.Map.Entry.comparingByValue(
+                    java.util.Comparator.comparingLong(MovedSession::untilNanos)))
+                    .ifPresent(e -> moved.remove(e.getKey()));
+        }
+        moved.put(java.util.HexFormat.of().formatHex(token), new MovedSession(uri, identity, now + grace.toNanos()));
     }
 
     /**
@@ -1216,10 +1229,7 @@ public final class BackendServer implements AutoCloseable {
         if (!acceptMigrations) {
             return "this backend does not accept migrations (start it with --accept-migrations)";
         }
-        if (workers != null) {
-            return "migrations into isolation mode process are not supported yet (run the target with --isolation context)";
-        }
-        if (closed) {
+        if (closed || draining) {
             return "the backend is shutting down";
         }
         byte[] key = settings.preSharedKey();
@@ -1268,16 +1278,16 @@ public final class BackendServer implements AutoCloseable {
      * backend ({@link #acceptMigrations}); this backend proves itself with its own pre-shared key when it has one.
      * Refused (the session runs on here) for an unknown session, one without address-stable memory or resume, what a
      * checkpoint cannot capture, a target that refuses; a failure before the target's OK leaves the program running
-     * here too. In isolation mode process: refused (not built yet; run the backend with --isolation context).
+     * here too. In isolation mode process the session's worker process runs the source's side itself, connecting to
+     * the target directly ({@link io.gpusockets.backend.isolation.Workers#migrate}), and the result is the same; a
+     * worker that dies meanwhile fails the migration (its session ended with it), one that sends nothing for the
+     * workers' quiet timeout fails it with a message (the worker goes on: see
+     * {@link io.gpusockets.backend.isolation.Workers#quietTimeout}).
      */
     public Migration.Result migrate(long sessionId, String targetUri, String frontendUri,
                                     io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         return counted(migrations, () -> {
-            if (workers != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("migration is not supported in isolation mode"
-                        + " process yet: run the backend with --isolation context");
-            }
             if (frontendUri != null) {
                 try {
                     Handshake.Moved.check(frontendUri);
@@ -1286,11 +1296,12 @@ public final class BackendServer implements AutoCloseable {
                             + frontendUri + ": " + e.getMessage());
                 }
             }
-            Session s = session(sessionId);
-            if (s == null) {
+            io.gpusockets.backend.isolation.Workers w = workers;
+            Session s = w != null ? null : session(sessionId);
+            if (w == null && s == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
             }
-            if (s.resume() == null) {
+            if (s != null && s.resume() == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be migrated:"
                         + " it was not granted resume (its frontend could not follow it)");
             }
@@ -1301,7 +1312,11 @@ public final class BackendServer implements AutoCloseable {
             io.gpusockets.backend.session.CheckpointProgress p = progress == null
                     ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress;
             try {
-                Migration.Result r = Migration.run(this, s, targetUri, frontendUri, settings.preSharedKey(), p);
+                String goesTo = frontendUri != null ? frontendUri : targetUri;
+                Migration.Result r = w != null // isolation mode process: the session's worker migrates it
+                        ? w.migrate(sessionId, targetUri, frontendUri, settings.preSharedKey(), p, t -> rememberMoved(
+                                t.resumeToken(), goesTo, t.identity(), java.time.Duration.ofSeconds(t.graceSeconds())))
+                        : Migration.run(this::sessionMoved, s, targetUri, frontendUri, settings.preSharedKey(), p);
                 sent[0] = r.bytes();
                 LOG.log(Level.INFO, "session " + sessionId + " migrated to " + targetUri + ": " + r.rounds().size()
                         + " rounds, " + r.bytes() + " bytes, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
@@ -1311,6 +1326,86 @@ public final class BackendServer implements AutoCloseable {
                 migrating.remove(sessionId);
             }
         });
+    }
+
+    /**
+     * What {@link #drainTo} did: the migrations that completed, and each session that did not move with why (refused,
+     * failed, or still migrating when the time ran out).
+     */
+    public record Drain(List<Migration.Result> moved, Map<Long, String> notMoved) {
+    }
+
+    /** How long {@link #drainTo} waits for the migrations it interrupted when its time ran out. */
+    static final long DRAIN_STOP_SECONDS = 10;
+
+    /**
+     * Moves every session this backend serves to the backend at {@code targetUri} before it stops (issue 23,
+     * {@code gpusockets backend --drain-to URI}): from now on new sessions, restores and incoming migrations are
+     * refused (resumes still come in, and a moved session's frontend that asks here is answered MOVED); each session is
+     * migrated ({@link #migrate}, its frontend sent to {@code targetUri}) on one of {@code parallel} threads, sessions
+     * that came in meanwhile too, until every one has been tried or {@code timeout} has passed (then the migrations
+     * still running are interrupted: they fail and their programs run on here until {@link #close}). Each result is
+     * logged. Sessions that could not move (not resumable, frozen, refused by the target, failed) run on until
+     * {@link #close} ends them as any shutdown does.
+     */
+    public Drain drainTo(String targetUri, java.time.Duration timeout, int parallel) throws InterruptedException {
+        if (parallel < 1 || timeout.isNegative()) {
+            throw new IllegalArgumentException("drainTo: parallel=" + parallel + " timeout=" + timeout);
+        }
+        draining = true;
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<Migration.Result> moved = java.util.Collections.synchronizedList(new ArrayList<>());
+        Map<Long, String> notMoved = new ConcurrentHashMap<>();
+        Map<Long, java.util.concurrent.Future<?>> tried = new java.util.LinkedHashMap<>();
+        var pool = Executors.newFixedThreadPool(parallel, Thread.ofPlatform().daemon().name("gpusockets-drain-", 0).factory());
+        try {
+            while (true) {
+                for (SessionSnapshot x : sessions()) {
+                    long id = x.id();
+                    if (tried.containsKey(id)) {
+                        continue;
+                    }
+                    tried.put(id, pool.submit(() -> {
+                        try {
+                            Migration.Result r = migrate(id, targetUri, null, null);
+                            moved.add(r);
+                            LOG.log(Level.INFO, "drain: session " + id + " moved to " + targetUri + " (downtime "
+                                    + r.downtimeNanos() / 1_000_000 + " ms, " + r.bytes() + " bytes)");
+                        } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                            notMoved.put(id, String.valueOf(e.getMessage()));
+                            LOG.log(Level.WARNING, "drain: session " + id + " not moved to " + targetUri + ": "
+                                    + e.getMessage() + " (it ends when the backend stops)");
+                        }
+                    }));
+                }
+                boolean allDone = true;
+                for (java.util.concurrent.Future<?> f : tried.values()) {
+                    long left = deadline - System.nanoTime();
+                    try {
+                        f.get(Math.max(0, left), TimeUnit.NANOSECONDS);
+                    } catch (java.util.concurrent.TimeoutException e) {
+                        allDone = false;
+                        break;
+                    } catch (java.util.concurrent.ExecutionException e) {
+                        // caught inside: not thrown
+                    }
+                }
+                if (!allDone || sessions().stream().allMatch(x -> tried.containsKey(x.id()))) {
+                    break; // the time ran out, or every session has been tried
+                }
+            }
+        } finally {
+            pool.shutdownNow(); // migrations still running are interrupted: they fail, their programs run on here
+        }
+        pool.awaitTermination(DRAIN_STOP_SECONDS, TimeUnit.SECONDS);
+        for (var e : tried.entrySet()) {
+            if (!e.getValue().isDone()) {
+                notMoved.putIfAbsent(e.getKey(), "still migrating when the drain's " + timeout.toSeconds() + " s ran out");
+                LOG.log(Level.WARNING, "drain: session " + e.getKey() + " not moved to " + targetUri + " within "
+                        + timeout.toSeconds() + " s (it ends when the backend stops)");
+            }
+        }
+        return new Drain(List.copyOf(moved), Map.copyOf(notMoved));
     }
 
     /**
@@ -1341,7 +1436,7 @@ public final class BackendServer implements AutoCloseable {
 
     private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        if (closed) {
+        if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
         }
         var who = io.gpusockets.backend.session.SessionRestore.peek(file);
@@ -1408,7 +1503,9 @@ public final class BackendServer implements AutoCloseable {
             sessionSlots.decrementAndGet();
             tenant.closeSession();
         };
-        w.restore(file.toAbsolutePath(), tenant, resumeRetainBytes, id, ended, p); // runs ended itself when it fails
+        io.gpusockets.backend.isolation.SessionTicket t = w.restore(file.toAbsolutePath(), tenant, resumeRetainBytes, id,
+                ended, p); // runs ended itself when it fails
+        moved.remove(java.util.HexFormat.of().formatHex(t.resumeToken())); // back here (a migration back): no MOVED
         return id;
     }
 

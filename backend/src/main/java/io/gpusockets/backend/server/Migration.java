@@ -68,6 +68,53 @@ public final class Migration {
             }
             return n;
         }
+
+        /**
+         * Writes this result into {@code b} (a worker's answer to the front: long id, string target (int length,
+         * UTF-8), int rounds, each round's fields, then the six durations); at most {@link #ENCODED_BYTES} bytes with
+         * a target of {@link #MAX_TARGET} bytes or fewer.
+         */
+        public void encode(ByteBuffer b) {
+            byte[] t = target.getBytes(StandardCharsets.UTF_8);
+            b.putLong(sessionId).putInt(t.length).put(t).putInt(rounds.size());
+            for (PreCopy.Round r : rounds) {
+                b.putInt(r.round()).put((byte) (r.drained() ? 1 : 0)).putInt(r.chunks()).putLong(r.bytes())
+                        .putInt(r.sentChunks()).putLong(r.sentBytes()).putLong(r.hashNanos()).putLong(r.copyNanos());
+            }
+            b.putLong(drainNanos).putLong(hashNanos).putLong(finalCopyNanos).putLong(restoreNanos).putLong(switchNanos)
+                    .putLong(downtimeNanos);
+        }
+
+        /** The longest target URI an encoded result carries (a migration's URI is far shorter). */
+        public static final int MAX_TARGET = 4096;
+        /** {@link #encode}'s bound. */
+        public static final int ENCODED_BYTES = 8 + 4 + MAX_TARGET + 4 + (MAX_ROUNDS + 1) * 45 + 6 * 8;
+
+        /** Reads what {@link #encode} wrote; a ProtocolException for what it cannot have written. */
+        public static Result decode(ByteBuffer b) throws ProtocolException {
+            try {
+                long id = b.getLong();
+                int n = b.getInt();
+                if (n < 0 || n > MAX_TARGET || n > b.remaining()) {
+                    throw new ProtocolException("migration result: a target of " + n + " bytes");
+                }
+                byte[] t = new byte[n];
+                b.get(t);
+                int count = b.getInt();
+                if (count < 0 || count > MAX_ROUNDS + 1) {
+                    throw new ProtocolException("migration result: " + count + " rounds (at most " + (MAX_ROUNDS + 1) + ")");
+                }
+                List<PreCopy.Round> rounds = new ArrayList<>(count);
+                for (int i = 0; i < count; i++) {
+                    rounds.add(new PreCopy.Round(b.getInt(), b.get() != 0, b.getInt(), b.getLong(), b.getInt(), b.getLong(),
+                            b.getLong(), b.getLong()));
+                }
+                return new Result(id, new String(t, StandardCharsets.UTF_8), List.copyOf(rounds), b.getLong(), b.getLong(),
+                        b.getLong(), b.getLong(), b.getLong(), b.getLong());
+            } catch (java.nio.BufferUnderflowException e) {
+                throw new ProtocolException("migration result: truncated");
+            }
+        }
     }
 
     private Migration() {
@@ -77,9 +124,23 @@ public final class Migration {
     private record Stop(long drainNanos, PreCopy.Round last, long restoreNanos, long stoppedAt) {
     }
 
-    /** The source's side: see the class. */
-    static Result run(BackendServer server, Session s, String targetUri, String frontendUri, byte[] psk,
-                      CheckpointProgress progress) throws CheckpointRefused, IOException {
+    /**
+     * The switch at the end of a migration the target confirmed: tells session {@code sessionId}'s frontend to resume
+     * at {@code uri} and ends the session here ({@link BackendServer#sessionMoved} where this process serves it; in a
+     * worker process, the worker's own session).
+     */
+    @FunctionalInterface
+    public interface Switch {
+        void moved(long sessionId, String uri) throws CheckpointRefused;
+    }
+
+    /**
+     * The source's side (see the class), run by the process that serves {@code s}: the backend itself (isolation
+     * modes context and shared) or the session's worker process (mode process, control message MIGRATE). {@code psk}:
+     * the key that proves this backend to the target, or null.
+     */
+    public static Result run(Switch moved, Session s, String targetUri, String frontendUri, byte[] psk,
+                             CheckpointProgress progress) throws CheckpointRefused, IOException {
         TransportUri uri;
         try {
             uri = TransportUri.parse(targetUri);
@@ -147,7 +208,7 @@ public final class Migration {
                 rounds = pc.rounds();
             }
             long t = System.nanoTime();
-            server.sessionMoved(s.id(), frontendUri != null ? frontendUri : targetUri);
+            moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
             long now = System.nanoTime();
             return new Result(s.id(), targetUri, rounds, stop.drainNanos(), stop.last().hashNanos(),
                     stop.last().copyNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());

@@ -26,9 +26,11 @@ import java.util.zip.CRC32C;
  * refused), in host memory up to {@code bufferBytes} and in a temp file beyond; a chunk sent again replaces the one
  * kept. At COMMIT it writes a checkpoint image (the header and arrays as sent, each memory range's contents from the
  * kept chunks, every range covered or the migration fails naming the missing chunk) into a temp folder, restores it
- * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it) and answers
- * DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks and
- * {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends, however it ends.
+ * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it; in
+ * isolation mode process an idle worker process restores it from that image and holds it, and DONE waits for that
+ * worker's answer) and answers DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS}
+ * distinct chunks and {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends,
+ * however it ends.
  */
 final class MigrationTarget implements AutoCloseable {
     static final int MAX_CHUNKS = 1 << 22;
@@ -64,9 +66,18 @@ final class MigrationTarget implements AutoCloseable {
         return FileChannel.open(p, StandardOpenOption.CREATE_NEW, StandardOpenOption.READ, StandardOpenOption.WRITE);
     }
 
-    /** Receives until COMMIT, restores, answers; returns the restored session's id. */
+    /**
+     * Receives until COMMIT, restores, answers; returns the restored session's id, or -1 when the source closed the
+     * connection before BEGIN (a probe such as {@code gpusockets doctor migration}: nothing to restore, nothing to log).
+     */
     long receive() throws IOException {
-        FrameHeader h = ch.readHeader();
+        FrameHeader h;
+        try {
+            h = ch.readHeader();
+        } catch (java.io.EOFException e) {
+            LOG.log(System.Logger.Level.DEBUG, "migration: the source closed before BEGIN (a probe)");
+            return -1;
+        }
         if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12) {
             throw new ProtocolException("migration: expected BEGIN, got " + h);
         }

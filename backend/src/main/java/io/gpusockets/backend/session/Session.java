@@ -258,7 +258,9 @@ public final class Session {
     static Session detached(long id, DriverHost host, BackendSettings settings, ContextPool contextPool,
                             io.gpusockets.backend.tenant.TenantAccount tenant, int features) {
         boolean async = settings.limits().asyncAllowed() && (features & Handshake.FEATURE_ASYNC) != 0;
-        return new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant, true);
+        Session s = new Session(id, null, host, settings, "restored from a checkpoint", async, null, contextPool, tenant, true);
+        s.detachedBecause = "restored from a checkpoint"; // from the start, not only once serve waits: status says so at once
+        return s;
     }
 
     /** A graph memory node's allocation went back with its graph ({@link StableGraphMemory}): its range and charge go. */

@@ -19,23 +19,52 @@ package io.gpusockets.backend.status;
  * @param ageSeconds        seconds since it started
  * @param stableAddresses   whether it has address-stable memory (its allocations in address windows of its own;
  *                          a checkpoint needs it)
- * @param migrating         whether it is being migrated from this backend to another now (issue 23)
+ * @param state             {@link #SERVING}; {@link #MIGRATING}: being migrated from this backend to another now (issue
+ *                          23); {@link #DETACHED}: waiting for its frontend to resume (its connection lost, or restored
+ *                          or migrated here and not yet resumed), up to its grace period
  */
 public record SessionSnapshot(long id, String tenant, String transport, String peer, long memoryBytes, int streams,
                               long calls, double callsPerSecond, long bytesIn, long bytesOut, double bytesInPerSecond,
                               double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses,
-                              boolean migrating) {
-    /** A session not being migrated. */
+                              String state) {
+    public static final String SERVING = "serving";
+    public static final String MIGRATING = "migrating";
+    public static final String DETACHED = "detached";
+
+    public SessionSnapshot {
+        java.util.Objects.requireNonNull(state, "state");
+    }
+
+    /** A session serving its frontend. */
     public SessionSnapshot(long id, String tenant, String transport, String peer, long memoryBytes, int streams,
                            long calls, double callsPerSecond, long bytesIn, long bytesOut, double bytesInPerSecond,
                            double bytesOutPerSecond, long windowBytes, double ageSeconds, boolean stableAddresses) {
         this(id, tenant, transport, peer, memoryBytes, streams, calls, callsPerSecond, bytesIn, bytesOut,
-                bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, false);
+                bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, SERVING);
+    }
+
+    /** Whether it is being migrated from this backend now. */
+    public boolean migrating() {
+        return MIGRATING.equals(state);
+    }
+
+    /** Whether it waits, detached, for its frontend to resume. */
+    public boolean detached() {
+        return DETACHED.equals(state);
     }
 
     /** This row, marked as being migrated. */
     public SessionSnapshot asMigrating() {
+        return withState(MIGRATING);
+    }
+
+    /** This row, marked as detached. */
+    public SessionSnapshot asDetached() {
+        return withState(DETACHED);
+    }
+
+    private SessionSnapshot withState(String state) {
         return new SessionSnapshot(id, tenant, transport, peer, memoryBytes, streams, calls, callsPerSecond, bytesIn,
-                bytesOut, bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, true);
+                bytesOut, bytesInPerSecond, bytesOutPerSecond, windowBytes, ageSeconds, stableAddresses, state);
     }
 }

@@ -91,12 +91,15 @@ public final class StatusBoard implements AutoCloseable {
         return merge(describe(List.copyOf(sessions)), remote.get());
     }
 
-    private static List<SessionSnapshot> merge(List<SessionSnapshot> here, List<SessionSnapshot> others) {
+    private List<SessionSnapshot> merge(List<SessionSnapshot> here, List<SessionSnapshot> others) {
         if (others.isEmpty()) {
             return here;
         }
+        java.util.function.LongPredicate moving = migrating; // a worker's session migrates through its worker
         List<SessionSnapshot> all = new ArrayList<>(here);
-        all.addAll(others);
+        for (SessionSnapshot x : others) {
+            all.add(moving.test(x.id()) ? x.asMigrating() : x);
+        }
         all.sort(Comparator.comparingLong(SessionSnapshot::id));
         return all;
     }
@@ -149,7 +152,7 @@ public final class StatusBoard implements AutoCloseable {
         for (Session s : live) {
             SessionSnapshot x = SessionFigures.of(s, now).snapshot(s.id(), s.tenant().name(), s.stats().transport(),
                     s.peer(), s.stats().ageSeconds(now), s.stableAddresses());
-            out.add(moving.test(s.id()) ? x.asMigrating() : x);
+            out.add(moving.test(s.id()) ? x.asMigrating() : s.detached() != null ? x.asDetached() : x);
         }
         out.sort(Comparator.comparingLong(SessionSnapshot::id));
         return out;

@@ -18,7 +18,8 @@ import java.util.TreeMap;
  * "sessions","sessionLimit","rejections":{LIMIT:N}}],"sessions":[{"id","tenant","transport","peer",
  * "memoryBytes","streams","calls","callsPerSecond","bytesIn","bytesOut","bytesInPerSecond",
  * "bytesOutPerSecond","windowBytes","ageSeconds","stableAddresses","state"}],"traffic":[{"tenant","transport","calls","bytesIn",
- * "bytesOut"}]}}.
+ * "bytesOut"}]}}. A session's state is "serving", "migrating" (being migrated from this backend) or "detached"
+ * (waiting for its frontend to resume: {@link SessionSnapshot#state}).
  */
 public final class StatusJson {
     private StatusJson() {
@@ -90,7 +91,7 @@ public final class StatusJson {
             field(b, "windowBytes", x.windowBytes()).append(',');
             field(b, "ageSeconds", x.ageSeconds()).append(',');
             name(b, "stableAddresses").append(x.stableAddresses()).append(',');
-            field(b, "state", x.migrating() ? "migrating" : "serving").append('}');
+            field(b, "state", x.state()).append('}');
         }
         b.append("],");
         name(b, "traffic").append('[');

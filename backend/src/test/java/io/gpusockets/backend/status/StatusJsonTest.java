@@ -59,6 +59,24 @@ class StatusJsonTest {
     }
 
     @Test
+    @SuppressWarnings("unchecked")
+    void aSessionsStateIsServingMigratingOrDetached() {
+        SessionSnapshot serving = Snapshots.sample().sessions().getFirst();
+        assertEquals(SessionSnapshot.SERVING, serving.state());
+        for (SessionSnapshot x : List.of(serving, serving.asMigrating(), serving.asDetached())) {
+            ServerSnapshot base = Snapshots.sample();
+            ServerSnapshot one = new ServerSnapshot(base.timeMillis(), base.backend(), base.connections(), base.devices(),
+                    base.tenants(), List.of(x), base.traffic(), null);
+            Map<String, Object> s = (Map<String, Object>) StatusJson.parse(StatusJson.write(one));
+            assertEquals(x.state(), ((Map<String, Object>) ((List<Object>) s.get("sessions")).getFirst()).get("state"));
+        }
+        assertTrue(serving.asMigrating().migrating() && !serving.asMigrating().detached());
+        assertTrue(serving.asDetached().detached() && !serving.asDetached().migrating());
+        assertThrows(NullPointerException.class, () -> new SessionSnapshot(1, "t", "tcp", "p", 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                0, false, null));
+    }
+
+    @Test
     void readerRefusesBrokenTextWithTheOffset() {
         for (String bad : new String[] {"", "{", "{\"a\":}", "[1,]", "\"abc", "{\"a\":1} x", "nul", "\"\\u12\"", "--1"}) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> StatusJson.parse(bad), bad);
