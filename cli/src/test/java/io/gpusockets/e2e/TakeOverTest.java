@@ -322,6 +322,42 @@ class TakeOverTest {
     }
 
     @Test
+    void aSessionWhoseTlsConnectionTheOldBackendRelaysStaysThereUntilItEnds() throws Exception {
+        io.gpusockets.protocol.transport.TestCertificates certs = io.gpusockets.protocol.transport.TestCertificates.get();
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--listen", "tls://127.0.0.1:0",
+                "--tls-key-store", certs.serverKeyStore().toString(),
+                "--tls-key-store-password-file", certs.passwordFile().toString())) {
+            Map<String, String> env = new java.util.HashMap<>();
+            env.put(io.gpusockets.frontend.FrontendConfig.SERVER_ENV, a.address("tls"));
+            env.put(io.gpusockets.frontend.FrontendConfig.TLS_CA_ENV, certs.caPem().toString());
+            try (RemoteCudaDriver relayed = RemoteCudaDriver.connect(io.gpusockets.frontend.FrontendConfig.fromEnvironment(env));
+                 RemoteCudaDriver handed = RemoteCudaDriver.connect(a.unix())) {
+                Cuda r = new Cuda(relayed);
+                Cuda h = new Cuda(handed);
+                r.primaryContext();
+                h.primaryContext();
+                long rp = r.alloc(1 << 20);
+                long hp = h.alloc(1 << 20);
+                r.put(rp, new byte[] {1, 1});
+                h.put(hp, new byte[] {2, 2});
+                try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                        2, "--isolation", "process")) {
+                    b.awaitLog("took over pid " + a.pid() + ": 1 session(s) adopted, 2 listener(s)", 5_000);
+                    a.awaitLog("connection is relayed by this process", 5_000);
+                    assertArrayEquals(new byte[] {2, 2}, h.get(hp, 2), "the handed session goes on in B");
+                    assertArrayEquals(new byte[] {1, 1}, r.get(rp, 2), "the relayed session goes on in A");
+                    assertTrue(a.alive(), "A lives while it relays a session");
+                    relayed.close();
+                    assertTrue(a.awaitExit(30), "A exits once the relayed session ended");
+                    assertEquals(0, a.exitValue());
+                    a.awaitLog("taken over: the last session of this process ended", 5_000);
+                    assertArrayEquals(new byte[] {2, 2}, h.get(hp, 2));
+                }
+            }
+        }
+    }
+
+    @Test
     void refusalsSayWhy() throws Exception {
         Path missing = Files.createTempDirectory("gpusockets-take-over-test").resolve("no-such.sock");
         Run r = run("--take-over", missing.toString(), "--isolation", "process");

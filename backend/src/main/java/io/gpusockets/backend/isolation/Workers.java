@@ -327,8 +327,9 @@ public final class Workers implements AutoCloseable {
      * MARKED this front reads nothing more from it, so the messages it sends next wait in its socket for the new
      * front. Returns the workers that answered within {@code timeout}, taken off this front's books (their end is
      * no longer reported here, their quota no longer given back here); one that did not answer stays here, logged.
-     * From this call on no worker is started and none is handed a session. Refused while a checkpoint or restore
-     * runs in a worker.
+     * From this call on no worker is started and none is handed a session. Workers whose frontend connection this
+     * process relays (tls://, vchan://) are not handed: they stay here with their relay until they end. Refused while
+     * a checkpoint, restore or migration runs in a worker.
      */
     public List<Handed> handOff(java.time.Duration timeout) throws IOException {
         synchronized (live) {
@@ -351,7 +352,18 @@ public final class Workers implements AutoCloseable {
                 }
             }
         }
-        List<Worker> serving = live.values().stream().filter(w -> w.sessionId != 0 && !w.gone.get() && w.control != null).toList();
+        List<Worker> serving = new ArrayList<>();
+        for (Worker w : live.values()) {
+            if (w.sessionId == 0 || w.gone.get() || w.control == null) {
+                continue;
+            }
+            if (w.relayed) {
+                LOG.log(Level.INFO, "take-over: session " + w.sessionId + " stays with this backend until it ends: its "
+                        + w.ticket.peer().transport() + ":// connection is relayed by this process");
+                continue;
+            }
+            serving.add(w);
+        }
         for (Worker w : serving) {
             ByteBuffer m = ControlMessages.start(ControlMessages.TAKEOVER_MARK);
             m.putLong(w.pid);
@@ -842,6 +854,7 @@ public final class Workers implements AutoCloseable {
                     c.close();
                     return false;
                 }
+                w.relayed = true; // a take-over leaves this worker here: the relay lives in this process
                 FrameRelay.start(id, c, near);
                 LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
                         + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
@@ -1262,6 +1275,8 @@ public final class Workers implements AutoCloseable {
         final CompletableFuture<Void> marked = new CompletableFuture<>();
         /** Handed to a backend that takes this one over: its reader stopped without closing or ending anything. */
         volatile boolean handedOff;
+        /** Its frontend's connection is relayed by this process ({@link FrameRelay}): a take-over leaves it here. */
+        volatile boolean relayed;
         /** Taken for a session from the idle queue; set once. */
         final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();

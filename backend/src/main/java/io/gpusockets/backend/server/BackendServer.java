@@ -371,7 +371,7 @@ public final class BackendServer implements AutoCloseable {
             }
             // 4. sessions this process serves: they stay here until they end. Where a HandOver (shareable handles) can move
             // an in-process session, this is the one place it is called for each of them.
-            kept = sessions.size();
+            kept = sessions.size() + (w == null ? 0 : w.serving()); // and workers whose connection this process relays
             bytes = io.gpusockets.backend.isolation.TakeOver.give(to, passed, handed, ProcessHandle.current().pid(),
                     nextSessionId.get(), kept);
         } catch (IOException | RuntimeException e) {
