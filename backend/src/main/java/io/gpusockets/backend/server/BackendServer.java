@@ -430,6 +430,10 @@ public final class BackendServer implements AutoCloseable {
 
     /** The descriptor of {@code l}'s listening socket, where it can cross to another process. */
     private static java.util.OptionalInt listeningDescriptor(Listener l) throws IOException {
+        String scheme = l.address().scheme();
+        if (!scheme.equals("tcp") && !scheme.equals("unix")) {
+            return java.util.OptionalInt.empty(); // what the new backend can serve from a descriptor
+        }
         java.util.OptionalInt own = io.gpusockets.transport.vsock.DescriptorPassing.listenerDescriptor(l);
         if (own.isPresent() || l.serverChannel().isEmpty()) {
             return own;
@@ -482,7 +486,14 @@ public final class BackendServer implements AutoCloseable {
             }
         }
         for (io.gpusockets.backend.isolation.TakeOver.ListenerFd l : r.listeners()) {
-            Listener listener = io.gpusockets.transport.vsock.DescriptorPassing.adoptListener(l.fd(), l.uri());
+            Listener listener;
+            try {
+                listener = io.gpusockets.transport.vsock.DescriptorPassing.adoptListener(l.fd(), l.uri());
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.ERROR, "take-over: cannot serve listener " + l.uri() + " received from pid " + r.fromPid() + ": "
+                        + e.getMessage() + " (listen on it with --listen)"); // the adopted sessions are served all the same
+                continue;
+            }
             serve(listener);
             LOG.log(Level.INFO, "listening on " + listener.address() + " (taken over from pid " + r.fromPid() + ")");
         }
