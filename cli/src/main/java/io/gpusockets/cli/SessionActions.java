@@ -15,9 +15,10 @@ import java.nio.file.Path;
 import java.util.Locale;
 
 /**
- * The admin socket's checkpoint, restore, migrate and hand-over ({@link AdminActions}) as a running backend does them
- * ({@link BackendServer#checkpoint}, {@link BackendServer#restore}, {@link BackendServer#migrate},
- * {@link BackendServer#handOver}, {@link BackendServer#receiveHandOver}), each answered with one line of JSON.
+ * The admin socket's checkpoint, restore, migrate, hand-over and take-over ({@link AdminActions}) as a running backend
+ * does them ({@link BackendServer#checkpoint}, {@link BackendServer#restore}, {@link BackendServer#migrate},
+ * {@link BackendServer#handOver}, {@link BackendServer#receiveHandOver}, {@link BackendServer#takeOver}), each answered
+ * with one line of JSON.
  */
 final class SessionActions implements AdminActions {
     private final BackendServer server;
@@ -32,6 +33,11 @@ final class SessionActions implements AdminActions {
         return String.format(Locale.ROOT, "{\"session\":%d,\"file\":%s,\"stopped\":%b,\"bytes\":%d,\"ranges\":%d,"
                         + "\"records\":%d,\"drainMillis\":%.1f,\"writeMillis\":%.1f}", session, json(file), stop,
                 r.bytesWritten(), r.allocations(), r.records(), r.drainNanos() / 1e6, r.imageNanos() / 1e6);
+    }
+
+    @Override
+    public String takeOver(Path socket, String isolation, java.nio.file.attribute.UserPrincipal requester) throws Exception {
+        return server.handOffTo(socket, isolation, requester).json();
     }
 
     @Override

@@ -5,7 +5,7 @@ import java.nio.file.Path;
 /**
  * What the admin socket may ask a backend to do, beyond reading its status: checkpoint a session to a file
  * and restore one from a file (issue 22), migrate one to another backend, hand one over to another backend process on
- * the same GPU, or receive such a hand-over (issue 23). {@link AdminSocket} parses and checks the request, then calls these
+ * the same GPU, receive such a hand-over, or hand the whole backend to a new one (issue 23). {@link AdminSocket} parses and checks the request, then calls these
  * on the client's own thread; each reports progress as it goes and returns one line of JSON saying what it did.
  * An exception's message is what the client is told (it must name the cause: what could not be captured,
  * which file could not be written, which check of the image failed).
@@ -50,5 +50,14 @@ public interface AdminActions {
      */
     default String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) throws Exception {
         throw new UnsupportedOperationException("this backend does not receive hand-overs");
+    }
+
+    /**
+     * Hands this backend over to a new one ({@code gpusockets backend --take-over}): the new backend listens on the
+     * take-over socket {@code socket} (absolute, owned by {@code requester}, the admin socket's peer) and runs isolation
+     * {@code isolation}. Returns one line of JSON saying what was handed (sessions, listeners, bytes sent).
+     */
+    default String takeOver(Path socket, String isolation, java.nio.file.attribute.UserPrincipal requester) throws Exception {
+        throw new UnsupportedOperationException("this backend cannot be taken over");
     }
 }
