@@ -213,6 +213,35 @@ final class BackendProcess implements AutoCloseable {
         throw new AssertionError("backend never logged '" + text + "'; log:\n" + String.join("\n", output));
     }
 
+    /**
+     * Waits until every session the backend logged as started has been logged as ended, so that a test's baseline
+     * (device memory free) is not taken while an earlier test's session is still going.
+     */
+    void awaitNoSessions(long millis) throws InterruptedException {
+        java.util.regex.Pattern started = java.util.regex.Pattern.compile("session (\\d+) started");
+        java.util.regex.Pattern ended = java.util.regex.Pattern.compile("session (\\d+) ended");
+        long deadline = System.currentTimeMillis() + millis;
+        java.util.Set<String> open = new java.util.TreeSet<>();
+        while (System.currentTimeMillis() < deadline) {
+            open.clear();
+            for (String line : output()) {
+                java.util.regex.Matcher m = started.matcher(line);
+                if (m.find()) {
+                    open.add(m.group(1));
+                }
+                m = ended.matcher(line);
+                if (m.find()) {
+                    open.remove(m.group(1));
+                }
+            }
+            if (open.isEmpty()) {
+                return;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("sessions " + open + " never ended; log:\n" + String.join("\n", output()));
+    }
+
     /** The backend's output lines so far: a snapshot (a view of the live list would fail when a line comes meanwhile). */
     List<String> output() {
         return List.copyOf(output);

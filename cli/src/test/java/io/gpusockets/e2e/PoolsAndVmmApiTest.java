@@ -201,6 +201,7 @@ class PoolsAndVmmApiTest extends EmulatedBackendTest {
     void aSessionsEndFreesItsAsyncAllocationsPoolsMappingsHandlesAndReservations() throws Exception {
         long freeBefore;
         long session;
+        backend.awaitNoSessions(10_000); // an earlier test's session ending meanwhile would move the baseline
         try (RemoteCudaDriver probe = connect("unix")) {
             Cuda cp = new Cuda(probe);
             cp.primaryContext();
