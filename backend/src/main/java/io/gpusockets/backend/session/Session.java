@@ -745,6 +745,9 @@ public final class Session {
                 : "checkpointed to " + file);
     }
 
+    /** How long a checkpoint or migration waits for another of the same session to end before it is refused. */
+    static final long CHECKPOINT_WAIT_SECONDS = 2;
+
     /** What runs while the session is drained ({@link #drained}); {@code drainNanos}: how long the drain took. */
     @FunctionalInterface
     public interface DrainedWork<T> {
@@ -757,11 +760,13 @@ public final class Session {
      * checks again), runs {@code work} on the idle session, and then either lets the waiting frames run in order or,
      * with {@code freeze} and a {@code work} that returned, freezes the session (the frames that waited and every
      * later one are dropped: the frontend resends them where the session resumes). A refused or failed drain or work
-     * leaves the session running. One checkpoint or migration at a time; {@code done} is logged on success.
+     * leaves the session running. One checkpoint or migration at a time: a request waits up to
+     * {@link #CHECKPOINT_WAIT_SECONDS} for one in progress to end, then is refused; {@code done} is logged on success.
      */
     public <T> T drained(boolean freeze, CheckpointProgress progress, DrainedWork<T> work, String done)
             throws CheckpointRefused, IOException, InterruptedException {
-        if (!checkpointing.tryLock()) {
+        // a request that comes as another ends (its frames already let go, its lock not yet) waits for it
+        if (!checkpointing.tryLock(CHECKPOINT_WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS)) {
             throw new CheckpointRefused("session " + id + ": a checkpoint or migration of it is in progress");
         }
         try {
