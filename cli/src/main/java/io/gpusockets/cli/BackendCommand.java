@@ -377,13 +377,17 @@ final class BackendCommand implements Callable<Integer> {
                 System.out.println("gpusockets backend: listening on " + uri); // the old backend's socket, taken over
             }
             System.out.printf(java.util.Locale.ROOT, "gpusockets backend: took over pid %d: %d session(s) adopted, %d"
-                            + " listener(s), %d bytes on the take-over connection, in %.1f ms; %d session(s) stay in the old"
-                            + " backend until they end%n", taken.fromPid(), taken.sessions(), taken.listeners(), taken.bytes(),
-                    (System.nanoTime() - t0) / 1e6, taken.sessionsKept());
+                            + " listener(s), %d bytes on the take-over connection, %d session(s) handed over (%d bytes of"
+                            + " device memory mapped, %d copied), in %.1f ms; %d session(s) stay in the old backend until"
+                            + " they end%n", taken.fromPid(), taken.sessions(), taken.listeners(), taken.bytes(),
+                    taken.handedOver(), taken.handedBytes(), taken.copiedBytes(), (System.nanoTime() - t0) / 1e6,
+                    taken.sessionsKept());
         }
         server.onTakenOver(summary -> {
             System.out.println("gpusockets backend: taken over: handed " + summary.sessions() + " session(s) and "
-                    + summary.listeners() + " listener(s), " + summary.bytes() + " bytes on the take-over connection; exiting");
+                    + summary.listeners() + " listener(s), " + summary.bytes() + " bytes on the take-over connection, "
+                    + summary.handedOver() + " session(s) handed over (" + summary.handedBytes() + " bytes of device memory"
+                    + " mapped there, " + summary.copiedBytes() + " copied); exiting");
             System.out.flush();
             Thread.ofPlatform().start(() -> System.exit(0));
         });

@@ -210,6 +210,68 @@ class TakeOverTest {
         }
     }
 
+    private static final Pattern HANDED = Pattern.compile("(\\d+) session\\(s\\) handed over \\((\\d+) bytes of device memory"
+            + " mapped, (\\d+) copied\\)");
+
+    @Test
+    void inContextModeWithStableAddressesEveryRunningSessionIsHandedOverWithNoMemoryCopiedAndTheOldBackendExits()
+            throws Exception {
+        int n = 6;
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60")) {
+            AtomicBoolean takenOver = new AtomicBoolean();
+            AtomicBoolean finish = new AtomicBoolean();
+            CountDownLatch started = new CountDownLatch(n);
+            ExecutorService pool = Executors.newFixedThreadPool(n);
+            List<Future<Integer>> programs = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                String address = i % 2 == 0 ? a.unix() : a.tcp();
+                int seed = i + 1;
+                programs.add(pool.submit(() -> program(address, seed, started, takenOver, finish)));
+            }
+            assertTrue(started.await(150, TimeUnit.SECONDS), "every program started");
+            assertEquals(n, StatusTest.list(StatusTest.statusJson(a), "sessions").size(), "A serves the sessions");
+            long held = tenantMemory(StatusTest.statusJson(a));
+            assertTrue(held >= n * HELD, "the sessions hold " + held + " bytes");
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, "--isolation", "context", "--stable-addresses", "--resume-grace", "60")) {
+                takenOver.set(true);
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                Matcher m = HANDED.matcher(line);
+                assertTrue(m.find(), line);
+                assertTrue(line.contains(": 0 session(s) adopted, 2 listener(s)"), line);
+                assertEquals(n, Integer.parseInt(m.group(1)), "every session handed over: " + line);
+                assertTrue(Long.parseLong(m.group(2)) >= n * HELD, "their memory mapped in B: " + line);
+                assertEquals(0, Long.parseLong(m.group(3)), "no device memory copied: " + line);
+                assertTrue(line.endsWith("0 session(s) stay in the old backend until they end"), line);
+                assertTrue(a.awaitExit(30), "the old backend exits");
+                assertEquals(0, a.exitValue(), "the old backend exits with 0");
+                a.awaitLog("handed over " + n + " session(s) of this process", 5_000);
+
+                List<Map<String, Object>> onB = StatusTest.list(StatusTest.statusJson(b), "sessions");
+                assertEquals(n, onB.size(), "B serves the sessions: " + onB);
+                assertTrue(tenantMemory(StatusTest.statusJson(b)) >= n * HELD, "B charges what they hold");
+                finish.set(true);
+                for (Future<Integer> p : programs) {
+                    assertTrue(p.get(120, TimeUnit.SECONDS) >= 7, "every program ran its rounds, checked");
+                }
+                for (String address : List.of(a.unix(), a.tcp())) {
+                    AtomicBoolean yes = new AtomicBoolean(true);
+                    assertTrue(program(address, 99, new CountDownLatch(1), yes, yes) >= 7, "a new program at " + address);
+                }
+                awaitTrue(() -> StatusTest.list(StatusTest.statusJson(b), "sessions").isEmpty(), "every session ended in B");
+                pool.shutdown();
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
     @Test
     void aConnectionAcceptedBeforeTheTakeOverAndOneMadeDuringItAreBothServed() throws Exception {
         try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1")) {
