@@ -95,10 +95,12 @@ public final class TakeOver {
      * What a take-over moved, as both backends log and report it: listeners, sessions in workers adopted, sessions of
      * the old backend's process handed over by shareable handles ({@code handedOver}: their memory mapped by the new
      * backend, {@code handedBytes}; {@code copiedBytes} went in their images), the sessions left with the old backend,
-     * and the bytes the take-over connection carried before the hand-overs.
+     * and the bytes the take-over connection carried before the hand-overs. On the new backend's side, the time split:
+     * {@code handNanos} waiting for what the old backend hands (its stop, mark and send), {@code adoptNanos} adopting
+     * it (until DONE), {@code handOverNanos} the hand-overs that followed; the old backend's reports 0 for these.
      */
     public record Summary(long fromPid, int listeners, int sessions, int sessionsKept, long bytes, int handedOver,
-                          long handedBytes, long copiedBytes) {
+                          long handedBytes, long copiedBytes, long handNanos, long adoptNanos, long handOverNanos) {
         /** One line of JSON, as the admin socket and the CLI print it. */
         public String json() {
             return "{\"fromPid\":" + fromPid + ",\"listeners\":" + listeners + ",\"sessions\":" + sessions + ",\"sessionsKept\":"

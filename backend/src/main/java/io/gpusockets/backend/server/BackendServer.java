@@ -395,7 +395,7 @@ public final class BackendServer implements AutoCloseable {
         kept = moved.kept();
         status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
         var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
-                handed.size(), kept, bytes, moved.sessions(), moved.handedBytes(), moved.copiedBytes());
+                handed.size(), kept, bytes, moved.sessions(), moved.handedBytes(), moved.copiedBytes(), 0, 0, 0);
         LOG.log(Level.INFO, "taken over: handed " + handed.size() + " session(s) in workers and " + passed.size()
                 + " listener(s) in " + TimeUnit.NANOSECONDS.toMillis(handedAt - began) + " ms, " + bytes
                 + " bytes on the take-over connection; handed over " + moved.sessions() + " session(s) of this process ("
@@ -515,7 +515,9 @@ public final class BackendServer implements AutoCloseable {
      */
     public io.gpusockets.backend.isolation.TakeOver.Summary takeOver(io.gpusockets.backend.isolation.TakeOver.Request request)
             throws IOException {
+        long t0 = System.nanoTime();
         io.gpusockets.backend.isolation.TakeOver.Received r = io.gpusockets.backend.isolation.TakeOver.take(request.from());
+        long received = System.nanoTime();
         io.gpusockets.backend.isolation.Workers w = workers;
         if (w == null && !r.workers().isEmpty()) {
             r.workers().forEach(x -> io.gpusockets.transport.vsock.DescriptorPassing.close(x.fd()));
@@ -567,8 +569,9 @@ public final class BackendServer implements AutoCloseable {
         takeOvers.increment();
         adoptedSessions.add(adopted);
         takeOverBytes.add(r.bytes());
+        long doneAt = System.nanoTime();
         // the old backend's own sessions: each it can hand over comes now, one after another, then FINISHED
-        int received = 0;
+        int handedIn = 0;
         io.gpusockets.backend.isolation.TakeOver.Next end = null;
         while (end == null) {
             io.gpusockets.backend.isolation.TakeOver.Next next;
@@ -584,7 +587,7 @@ public final class BackendServer implements AutoCloseable {
             }
             try {
                 long id = HandOver.receive(request.from(), this, HandOver.SAME_ADDRESS, true);
-                received++;
+                handedIn++;
                 adoptedSessions.increment();
                 LOG.log(Level.INFO, "take-over: session " + id + " of pid " + r.fromPid() + " handed over here");
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
@@ -594,8 +597,9 @@ public final class BackendServer implements AutoCloseable {
             }
         }
         return new io.gpusockets.backend.isolation.TakeOver.Summary(r.fromPid(), r.listeners().size(), adopted,
-                end != null ? end.sessionsKept() : Math.max(0, r.sessionsKept() - received), r.bytes(), received,
-                end != null ? end.handedBytes() : 0, end != null ? end.copiedBytes() : 0);
+                end != null ? end.sessionsKept() : Math.max(0, r.sessionsKept() - handedIn), r.bytes(), handedIn,
+                end != null ? end.handedBytes() : 0, end != null ? end.copiedBytes() : 0, received - t0, doneAt - received,
+                System.nanoTime() - doneAt);
     }
 
     /** Isolation mode shared: from now on the sessions of one tenant share one context per device. */
@@ -1608,9 +1612,12 @@ public final class BackendServer implements AutoCloseable {
                 HandOver.Result r = HandOver.send(this, s, c, frontendUri, progress == null
                         ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
                 migrationBytes.add(r.copiedBytes());
-                LOG.log(Level.INFO, "session " + sessionId + " handed over to " + r.frontendUri() + ": " + r.handles()
-                        + " allocations (" + r.handedBytes() + " bytes) mapped there, " + r.copiedBytes()
-                        + " bytes copied, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
+                LOG.log(Level.INFO, String.format(java.util.Locale.ROOT, "session %d handed over to %s: %d allocations"
+                        + " (%d bytes) mapped there, %d bytes copied, downtime %.1f ms (drain %.1f, export %.1f, image %.1f,"
+                        + " restore %.1f, switch %.1f)", sessionId, r.frontendUri().isEmpty()
+                        ? "the backend that took this one over" : r.frontendUri(), r.handles(), r.handedBytes(),
+                        r.copiedBytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.exportNanos() / 1e6,
+                        r.imageNanos() / 1e6, r.restoreNanos() / 1e6, r.switchNanos() / 1e6));
                 return r;
             } finally {
                 migrating.remove(sessionId);
