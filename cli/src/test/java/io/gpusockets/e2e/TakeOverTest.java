@@ -187,6 +187,8 @@ class TakeOverTest {
                     "--listen", ring)) {
                 b.awaitLog("took over pid " + a.pid() + ": 0 session(s) adopted, 2 listener(s)", 5_000);
                 a.awaitLog("listener " + ring + " cannot be handed over", 5_000);
+                assertTrue(a.awaitLog("stays here until it ends: session", 5_000).contains("it was not granted resume"),
+                        "A says why its session stays");
                 Map<String, Object> onA = StatusTest.statusJson(a);
                 assertTrue(String.valueOf(onA.get("backend")).contains("draining"), "A says it drains: " + onA.get("backend"));
                 assertEquals(1, StatusTest.list(onA, "sessions").size(), "A still serves its own session");

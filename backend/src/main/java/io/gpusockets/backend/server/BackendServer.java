@@ -429,8 +429,9 @@ public final class BackendServer implements AutoCloseable {
      * address-stable memory on devices that export POSIX descriptors; isolation context or shared) is handed over on
      * {@code to} ({@link HandOver}, announced by {@link io.gpusockets.backend.isolation.TakeOver#handOverNext}), and its
      * frontend resumes at the address it used; the others stay here until they end, each logged with why. The first
-     * hand-over that fails ends them (the connection's state is not known then): it and the sessions not handed yet stay.
-     * Ends with FINISHED (what moved, how many stay), unless a hand-over failed.
+     * hand-over that fails ends them (the connection's state is not known then): it and the sessions not handed yet stay;
+     * one that takes longer than {@link io.gpusockets.backend.isolation.TakeOver#STEP_TIMEOUT} fails (the connection is
+     * closed, the session's drain let go). Ends with FINISHED (what moved, how many stay), unless a hand-over failed.
      */
     private HandedOver handOverSessions(Connection to, io.gpusockets.backend.isolation.Workers w, int keptBefore) {
         int n = 0;
@@ -449,14 +450,23 @@ public final class BackendServer implements AutoCloseable {
                 LOG.log(Level.WARNING, "take-over: session " + s.id() + " stays here until it ends: " + why);
                 continue;
             }
+            java.util.concurrent.atomic.AtomicBoolean over = new java.util.concurrent.atomic.AtomicBoolean();
+            java.util.concurrent.CompletableFuture.delayedExecutor(io.gpusockets.backend.isolation.TakeOver.STEP_TIMEOUT
+                    .toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+                        if (!over.get()) {
+                            to.close(); // a new backend that hangs does not hold the drained session for ever
+                        }
+                    });
             try {
                 io.gpusockets.backend.isolation.TakeOver.handOverNext(to, s.id());
                 HandOver.Result r = handOver(s.id(), to, HandOver.SAME_ADDRESS, null);
+                over.set(true);
                 n++;
                 handedBytes += r.handedBytes();
                 copiedBytes += r.copiedBytes();
                 longest = Math.max(longest, r.downtimeNanos());
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                over.set(true);
                 LOG.log(Level.WARNING, "take-over: session " + s.id() + " could not be handed over (" + e.getMessage()
                         + "): it and the sessions not handed over yet stay here until they end");
                 open = false;
