@@ -275,6 +275,48 @@ class TakeOverTest {
     }
 
     @Test
+    void aSessionTheNewBackendRefusesStaysWithTheOldBackendAndRunsOnThere() throws Exception {
+        Path dir = Files.createTempDirectory("gpusockets-take-over-refused");
+        Path conf = dir.resolve("tenants.conf");
+        Files.writeString(conf, "[tenant carol]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\n");
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60", "--tenants", conf.toString());
+             RemoteCudaDriver d = RemoteCudaDriver.connect(a.unix())) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long p = cu.alloc(4 << 20);
+            cu.put(p, new byte[] {3, 1, 4});
+            // B knows no tenant carol: its restore of the handed session refuses, and the session runs on at A
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, "--isolation", "context", "--stable-addresses")) {
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                assertTrue(line.contains("0 session(s) handed over") && line.endsWith("1 session(s) stay in the old backend"
+                        + " until they end"), line);
+                b.awaitLog("could not be handed over", 5_000);
+                a.awaitLog("could not be handed over", 5_000);
+                assertArrayEquals(new byte[] {3, 1, 4}, cu.get(p, 3), "the session runs on at A");
+                long q = cu.alloc(1 << 20);
+                cu.put(q, new byte[] {2, 7});
+                assertArrayEquals(new byte[] {2, 7}, cu.get(q, 2));
+                assertEquals(1, StatusTest.list(StatusTest.statusJson(a), "sessions").size(), "A still serves it");
+                assertTrue(a.alive(), "A lives while its session does");
+                d.close();
+                assertTrue(a.awaitExit(30), "A exits once the session ended");
+                assertEquals(0, a.exitValue());
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+            Files.deleteIfExists(conf);
+            Files.deleteIfExists(dir);
+        }
+    }
+
+    @Test
     void aConnectionAcceptedBeforeTheTakeOverAndOneMadeDuringItAreBothServed() throws Exception {
         try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1")) {
             ExecutorService pool = Executors.newFixedThreadPool(2);
