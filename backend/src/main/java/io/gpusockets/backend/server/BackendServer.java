@@ -439,6 +439,9 @@ public final class BackendServer implements AutoCloseable {
         List<Session> mine = w != null ? List.of() : List.copyOf(sessions);
         boolean open = true;
         for (Session s : mine) {
+            if (session(s.id()) == null) {
+                continue; // it ended meanwhile (one that ends during its hand-over fails it, ending the hand-overs)
+            }
             String why;
             try {
                 HandOver.check(s);
