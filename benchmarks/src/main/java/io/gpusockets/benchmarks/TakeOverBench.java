@@ -90,7 +90,8 @@ public final class TakeOverBench implements Callable<Integer> {
 
     /** One take-over's figures (milliseconds; downtime figures NaN in mode process). */
     record Run(String mode, long mib, double longestMs, double medianMs, int calls, double takeOverMs, double requestMs,
-               double handMs, double adoptMs, double handOversMs, int moved, long bytes, long copied, double[] down) {
+               double handMs, double adoptMs, double handOversMs, int moved, long bytes, long copied, double[] down,
+               List<String> downtimes) {
     }
 
     @Override
@@ -115,7 +116,8 @@ public final class TakeOverBench implements Callable<Integer> {
                             r.handOversMs(), r.moved(), r.bytes(), r.copied(), mode.equals("context")
                                     ? String.format(Locale.ROOT, "; longest hand-over %.1f ms (drain %.1f, export %.1f,"
                                     + " image %.1f, restore %.1f, switch %.1f)", r.down()[0], r.down()[1], r.down()[2],
-                                    r.down()[3], r.down()[4], r.down()[5]) : "");
+                                    r.down()[3], r.down()[4], r.down()[5]) + "; each (ms): " + String.join(", ", r.downtimes())
+                                    : "");
                 } finally {
                     try (var files = Files.list(dir)) {
                         for (Path f : files.toList()) {
@@ -232,8 +234,13 @@ public final class TakeOverBench implements Callable<Integer> {
                     throw new IllegalStateException("B's line is not as expected: " + took);
                 }
                 double[] down = {Double.NaN, Double.NaN, Double.NaN, Double.NaN, Double.NaN, Double.NaN};
+                List<String> downtimes = new ArrayList<>();
                 for (String l : a.lines) {
                     Matcher dm = DOWN.matcher(l);
+                    if (dm.find()) {
+                        downtimes.add(dm.group(1) + " (restore " + dm.group(5) + ")");
+                        dm.reset();
+                    }
                     if (dm.find() && (Double.isNaN(down[0]) || Double.parseDouble(dm.group(1)) > down[0])) {
                         for (int k = 0; k < 6; k++) {
                             down[k] = Double.parseDouble(dm.group(k + 1));
@@ -248,7 +255,7 @@ public final class TakeOverBench implements Callable<Integer> {
                 return new Run(mode, mib, probe.longest(from, to) / 1e6, DriverBench.median(before) / 1e6, probe.count(),
                         Double.parseDouble(m.group(6)), Double.parseDouble(m.group(7)), Double.parseDouble(m.group(8)),
                         Double.parseDouble(m.group(9)), Double.parseDouble(m.group(10)), moved, Long.parseLong(m.group(2)),
-                        Long.parseLong(m.group(5)), down);
+                        Long.parseLong(m.group(5)), down, downtimes);
             }
         } finally {
             for (RemoteCudaDriver d : drivers) {
