@@ -360,9 +360,13 @@ final class BackendCommand implements Callable<Integer> {
         if (takeOver != null) {
             io.gpusockets.backend.isolation.TakeOver.Summary taken;
             long t0 = System.nanoTime();
+            long tAsked;
+            long tEnd;
             try (io.gpusockets.backend.isolation.TakeOver.Request request = io.gpusockets.backend.isolation.TakeOver.ask(
                     takeOver.toAbsolutePath(), isolation.name().toLowerCase(java.util.Locale.ROOT))) {
+                tAsked = System.nanoTime();
                 taken = server.takeOver(request);
+                tEnd = System.nanoTime();
                 String answer = request.answer();
                 if (!answer.startsWith("ok ")) {
                     System.err.println("gpusockets backend: the old backend reported after the take-over: " + answer);
@@ -377,13 +381,18 @@ final class BackendCommand implements Callable<Integer> {
                 System.out.println("gpusockets backend: listening on " + uri); // the old backend's socket, taken over
             }
             System.out.printf(java.util.Locale.ROOT, "gpusockets backend: took over pid %d: %d session(s) adopted, %d"
-                            + " listener(s), %d bytes on the take-over connection, in %.1f ms; %d session(s) stay in the old"
-                            + " backend until they end%n", taken.fromPid(), taken.sessions(), taken.listeners(), taken.bytes(),
-                    (System.nanoTime() - t0) / 1e6, taken.sessionsKept());
+                            + " listener(s), %d bytes on the take-over connection, %d session(s) handed over (%d bytes of"
+                            + " device memory mapped, %d copied), in %.1f ms (request %.1f, the old backend's stop and"
+                            + " hand %.1f, adoption %.1f, hand-overs %.1f); %d session(s) stay in the old backend until"
+                            + " they end%n", taken.fromPid(), taken.sessions(), taken.listeners(), taken.bytes(),
+                    taken.handedOver(), taken.handedBytes(), taken.copiedBytes(), (tEnd - t0) / 1e6, (tAsked - t0) / 1e6,
+                    taken.handNanos() / 1e6, taken.adoptNanos() / 1e6, taken.handOverNanos() / 1e6, taken.sessionsKept());
         }
         server.onTakenOver(summary -> {
             System.out.println("gpusockets backend: taken over: handed " + summary.sessions() + " session(s) and "
-                    + summary.listeners() + " listener(s), " + summary.bytes() + " bytes on the take-over connection; exiting");
+                    + summary.listeners() + " listener(s), " + summary.bytes() + " bytes on the take-over connection, "
+                    + summary.handedOver() + " session(s) handed over (" + summary.handedBytes() + " bytes of device memory"
+                    + " mapped there, " + summary.copiedBytes() + " copied); exiting");
             System.out.flush();
             Thread.ofPlatform().start(() -> System.exit(0));
         });

@@ -187,6 +187,8 @@ class TakeOverTest {
                     "--listen", ring)) {
                 b.awaitLog("took over pid " + a.pid() + ": 0 session(s) adopted, 2 listener(s)", 5_000);
                 a.awaitLog("listener " + ring + " cannot be handed over", 5_000);
+                assertTrue(a.awaitLog("stays here until it ends: session", 5_000).contains("it was not granted resume"),
+                        "A says why its session stays");
                 Map<String, Object> onA = StatusTest.statusJson(a);
                 assertTrue(String.valueOf(onA.get("backend")).contains("draining"), "A says it drains: " + onA.get("backend"));
                 assertEquals(1, StatusTest.list(onA, "sessions").size(), "A still serves its own session");
@@ -197,7 +199,8 @@ class TakeOverTest {
                         long q = cu.alloc(4096);
                         cu.put(q, new byte[] {1, 2});
                         assertArrayEquals(new byte[] {1, 2}, cu.get(q, 2), address);
-                        assertEquals(1, StatusTest.list(StatusTest.statusJson(b), "sessions").size(), "B serves " + address);
+                        // the previous address's session, closed, may not have ended in B yet
+                        awaitTrue(() -> StatusTest.list(StatusTest.statusJson(b), "sessions").size() == 1, "B serves " + address);
                     }
                 }
                 assertArrayEquals(new byte[] {5, 6, 7}, k.get(p, 3), "the old backend's own session goes on");
@@ -207,6 +210,110 @@ class TakeOverTest {
                 assertEquals(0, a.exitValue());
                 a.awaitLog("taken over: the last session of this process ended", 5_000);
             }
+        }
+    }
+
+    private static final Pattern HANDED = Pattern.compile("(\\d+) session\\(s\\) handed over \\((\\d+) bytes of device memory"
+            + " mapped, (\\d+) copied\\)");
+
+    @Test
+    void inContextModeWithStableAddressesEveryRunningSessionIsHandedOverWithNoMemoryCopiedAndTheOldBackendExits()
+            throws Exception {
+        int n = 6;
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60")) {
+            AtomicBoolean takenOver = new AtomicBoolean();
+            AtomicBoolean finish = new AtomicBoolean();
+            CountDownLatch started = new CountDownLatch(n);
+            ExecutorService pool = Executors.newFixedThreadPool(n);
+            List<Future<Integer>> programs = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                String address = i % 2 == 0 ? a.unix() : a.tcp();
+                int seed = i + 1;
+                programs.add(pool.submit(() -> program(address, seed, started, takenOver, finish)));
+            }
+            assertTrue(started.await(150, TimeUnit.SECONDS), "every program started");
+            assertEquals(n, StatusTest.list(StatusTest.statusJson(a), "sessions").size(), "A serves the sessions");
+            long held = tenantMemory(StatusTest.statusJson(a));
+            assertTrue(held >= n * HELD, "the sessions hold " + held + " bytes");
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, "--isolation", "context", "--stable-addresses", "--resume-grace", "60")) {
+                takenOver.set(true);
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                Matcher m = HANDED.matcher(line);
+                assertTrue(m.find(), line);
+                assertTrue(line.contains(": 0 session(s) adopted, 2 listener(s)"), line);
+                assertEquals(n, Integer.parseInt(m.group(1)), "every session handed over: " + line);
+                assertTrue(Long.parseLong(m.group(2)) >= n * HELD, "their memory mapped in B: " + line);
+                assertEquals(0, Long.parseLong(m.group(3)), "no device memory copied: " + line);
+                assertTrue(line.endsWith("0 session(s) stay in the old backend until they end"), line);
+                assertTrue(a.awaitExit(30), "the old backend exits");
+                assertEquals(0, a.exitValue(), "the old backend exits with 0");
+                a.awaitLog("handed over " + n + " session(s) of this process", 5_000);
+
+                List<Map<String, Object>> onB = StatusTest.list(StatusTest.statusJson(b), "sessions");
+                assertEquals(n, onB.size(), "B serves the sessions: " + onB);
+                assertTrue(tenantMemory(StatusTest.statusJson(b)) >= n * HELD, "B charges what they hold");
+                finish.set(true);
+                for (Future<Integer> p : programs) {
+                    assertTrue(p.get(120, TimeUnit.SECONDS) >= 7, "every program ran its rounds, checked");
+                }
+                for (String address : List.of(a.unix(), a.tcp())) {
+                    AtomicBoolean yes = new AtomicBoolean(true);
+                    assertTrue(program(address, 99, new CountDownLatch(1), yes, yes) >= 7, "a new program at " + address);
+                }
+                awaitTrue(() -> StatusTest.list(StatusTest.statusJson(b), "sessions").isEmpty(), "every session ended in B");
+                pool.shutdown();
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
+    @Test
+    void aSessionTheNewBackendRefusesStaysWithTheOldBackendAndRunsOnThere() throws Exception {
+        Path dir = Files.createTempDirectory("gpusockets-take-over-refused");
+        Path conf = dir.resolve("tenants.conf");
+        Files.writeString(conf, "[tenant carol]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\n");
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60", "--tenants", conf.toString());
+             RemoteCudaDriver d = RemoteCudaDriver.connect(a.unix())) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long p = cu.alloc(4 << 20);
+            cu.put(p, new byte[] {3, 1, 4});
+            // B knows no tenant carol: its restore of the handed session refuses, and the session runs on at A
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, "--isolation", "context", "--stable-addresses")) {
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                assertTrue(line.contains("0 session(s) handed over") && line.endsWith("1 session(s) stay in the old backend"
+                        + " until they end"), line);
+                b.awaitLog("could not be handed over", 5_000);
+                a.awaitLog("could not be handed over", 5_000);
+                assertArrayEquals(new byte[] {3, 1, 4}, cu.get(p, 3), "the session runs on at A");
+                long q = cu.alloc(1 << 20);
+                cu.put(q, new byte[] {2, 7});
+                assertArrayEquals(new byte[] {2, 7}, cu.get(q, 2));
+                assertEquals(1, StatusTest.list(StatusTest.statusJson(a), "sessions").size(), "A still serves it");
+                assertTrue(a.alive(), "A lives while its session does");
+                d.close();
+                assertTrue(a.awaitExit(30), "A exits once the session ended");
+                assertEquals(0, a.exitValue());
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+            Files.deleteIfExists(conf);
+            Files.deleteIfExists(dir);
         }
     }
 

@@ -18,10 +18,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The take-over connection: how a running backend A hands its listeners and its workers' sessions to a new
- * backend B ({@code gpusockets backend --take-over A_ADMIN_SOCKET}), no GPU memory copied: each session already
- * lives in a worker process (isolation mode {@code process}) that holds its program's connection and all its GPU
- * state, so B only has to become that worker's front.
+ * The take-over connection: how a running backend A hands its listeners and its sessions to a new backend B
+ * ({@code gpusockets backend --take-over A_ADMIN_SOCKET}), no GPU memory copied: a session in a worker process
+ * (isolation mode {@code process}) holds its program's connection and all its GPU state, so B only has to become that
+ * worker's front; a session A serves in its own process (isolation {@code context} or {@code shared}) is handed over
+ * after that ({@link io.gpusockets.backend.server.HandOver}: its memory exported as shareable handles and mapped at
+ * the same addresses in B).
  *
  * <ol>
  *   <li>B listens on a fresh {@code fdunix://} socket in a private directory (mode 0700), connects to A's admin
@@ -45,8 +47,17 @@ import java.util.concurrent.TimeUnit;
  *   DONE      long bytesReceived
  * </pre>
  *       B adopts every worker (tenant charges re-made from what each holds), then serves the listeners
- *       ({@link DescriptorPassing#adoptListener}) and answers DONE; A closes its copies of everything it sent and
- *       exits, after the sessions it serves itself (isolation context or shared, relayed connections) end.</li>
+ *       ({@link DescriptorPassing#adoptListener}) and answers DONE; A closes its copies of everything it sent.</li>
+ *   <li>A hands over, one after another on the same connection, each session of its own process that can be
+ *       (resumable, address-stable memory, a device that exports POSIX descriptors), then says FINISHED:
+ * <pre>
+ *   HAND_OVER long sessionId                                 then a {@link io.gpusockets.backend.server.HandOver}
+ *   FINISHED  int handedOver, long handedBytes, long copiedBytes, int sessionsKept
+ * </pre>
+ *       A closes each handed session's connection and its frontend resumes at the address it used, B's now. The
+ *       first hand-over that fails ends them (no FINISHED): that session and those not handed yet stay with A, as do
+ *       sessions that cannot be handed over (logged with why) and connections A relays in process mode. A exits once
+ *       the sessions it still serves end.</li>
  * </ol>
  * What crosses is a few hundred bytes per session, whatever memory the sessions hold ({@link Summary#bytes}).
  * What it owns: the connection and the descriptors of one take-over while it runs; bounded by one message of
@@ -57,6 +68,8 @@ public final class TakeOver {
     static final byte WORKER = 2;
     static final byte END = 3;
     static final byte DONE = 4;
+    static final byte HAND_OVER = 5;
+    static final byte FINISHED = 6;
     /** Listeners and workers one take-over carries at most (a broken or hostile peer sends no more). */
     static final int MAX_ITEMS = 65536;
     /** How long each side waits for the other at each step. */
@@ -78,13 +91,79 @@ public final class TakeOver {
                            int sessionsKept, long bytes) {
     }
 
-    /** What a take-over moved, as both backends log and report it. */
-    public record Summary(long fromPid, int listeners, int sessions, int sessionsKept, long bytes) {
+    /**
+     * What a take-over moved, as both backends log and report it: listeners, sessions in workers adopted, sessions of
+     * the old backend's process handed over by shareable handles ({@code handedOver}: their memory mapped by the new
+     * backend, {@code handedBytes}; {@code copiedBytes} went in their images), the sessions left with the old backend,
+     * and the bytes the take-over connection carried before the hand-overs. On the new backend's side, the time split:
+     * {@code handNanos} waiting for what the old backend hands (its stop, mark and send), {@code adoptNanos} adopting
+     * it (until DONE), {@code handOverNanos} the hand-overs that followed; the old backend's reports 0 for these.
+     */
+    public record Summary(long fromPid, int listeners, int sessions, int sessionsKept, long bytes, int handedOver,
+                          long handedBytes, long copiedBytes, long handNanos, long adoptNanos, long handOverNanos) {
         /** One line of JSON, as the admin socket and the CLI print it. */
         public String json() {
             return "{\"fromPid\":" + fromPid + ",\"listeners\":" + listeners + ",\"sessions\":" + sessions + ",\"sessionsKept\":"
-                    + sessionsKept + ",\"bytes\":" + bytes + "}";
+                    + sessionsKept + ",\"bytes\":" + bytes + ",\"handedOver\":" + handedOver + ",\"handedBytes\":"
+                    + handedBytes + ",\"copiedBytes\":" + copiedBytes + "}";
         }
+    }
+
+    /**
+     * What the old backend says after DONE, once per session of its own process: either the session that a {@link
+     * io.gpusockets.backend.server.HandOver} on this connection moves next ({@code finished} false), or that no more
+     * follow, with how many sessions it handed over and keeps ({@code finished} true).
+     */
+    public record Next(boolean finished, long sessionId, int handedOver, long handedBytes, long copiedBytes, int sessionsKept) {
+    }
+
+    /** The old backend's side, after DONE: a hand-over of session {@code sessionId} follows on {@code to}. */
+    public static void handOverNext(Connection to, long sessionId) throws IOException {
+        ByteBuffer m = ControlMessages.start(HAND_OVER);
+        m.putLong(sessionId);
+        to.write(ControlMessages.finish(m));
+    }
+
+    /** The old backend's side: no more hand-overs; what they moved and how many sessions it keeps until they end. */
+    public static void finished(Connection to, int handedOver, long handedBytes, long copiedBytes, int sessionsKept)
+            throws IOException {
+        ByteBuffer m = ControlMessages.start(FINISHED);
+        m.putInt(handedOver).putLong(handedBytes).putLong(copiedBytes).putInt(sessionsKept);
+        to.write(ControlMessages.finish(m));
+    }
+
+    /**
+     * The new backend's side, after DONE and after each hand-over: what the old backend does next, waited for at most
+     * {@link #STEP_TIMEOUT} (then the connection is closed and this fails). An old backend that closes the connection
+     * after DONE (one that hands no sessions over) fails this too: the caller takes it as FINISHED.
+     */
+    public static Next next(Connection from) throws IOException {
+        java.util.concurrent.atomic.AtomicBoolean answered = new java.util.concurrent.atomic.AtomicBoolean();
+        CompletableFuture.delayedExecutor(STEP_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+            if (!answered.get()) {
+                from.close();
+            }
+        });
+        ByteBuffer m;
+        try {
+            m = ControlMessages.read(from);
+        } finally {
+            answered.set(true);
+        }
+        byte type = m.get();
+        if (type == HAND_OVER && m.remaining() == 8) {
+            return new Next(false, m.getLong(), 0, 0, 0, 0);
+        }
+        if (type == FINISHED && m.remaining() == 24) {
+            int handed = m.getInt();
+            long handedBytes = m.getLong(), copied = m.getLong();
+            int kept = m.getInt();
+            if (handed < 0 || handedBytes < 0 || copied < 0 || kept < 0) {
+                throw new IOException("take-over: FINISHED with negative counts");
+            }
+            return new Next(true, 0, handed, handedBytes, copied, kept);
+        }
+        throw new IOException("take-over: message " + type + " of " + (m.remaining() + 1) + " bytes after DONE");
     }
 
     /**

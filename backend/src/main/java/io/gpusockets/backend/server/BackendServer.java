@@ -45,7 +45,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
  * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal. A new backend may take
  * this one over ({@link #handOffTo} here, {@link #takeOver} there; {@link io.gpusockets.backend.isolation.TakeOver}):
- * listeners and workers' sessions move, the sessions of this process stay until they end ({@link #takenOver()}).
+ * listeners and workers' sessions move, then each session of this process that can be handed over ({@link HandOver});
+ * the rest stay until they end ({@link #takenOver()}).
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -272,8 +273,9 @@ public final class BackendServer implements AutoCloseable {
      * socket by a user allowed there, whose take-over socket is {@code socket} (it must belong to {@code requester}).
      * Refused (nothing changed) when this backend is being taken over already, runs another isolation than
      * {@code isolation}, or runs a checkpoint, restore or migration. Then: stops accepting (listening sockets kept for
-     * the new backend), lets accepted handshakes finish, hands every worker and listener over, and keeps serving the
-     * sessions of this process (draining) until they end, when {@link #onTakenOver} runs.
+     * the new backend), lets accepted handshakes finish, hands every worker and listener over, then each session of
+     * this process that can be handed over ({@link #handOverSessions}), and keeps serving the rest (draining) until
+     * they end, when {@link #onTakenOver} runs.
      */
     public io.gpusockets.backend.isolation.TakeOver.Summary handOffTo(java.nio.file.Path socket, String isolation,
                                                                       java.nio.file.attribute.UserPrincipal requester)
@@ -369,9 +371,9 @@ public final class BackendServer implements AutoCloseable {
             if (w != null) {
                 handed = w.handOff(java.time.Duration.ofSeconds(10));
             }
-            // 4. sessions this process serves: they stay here until they end. Where a HandOver (shareable handles) can move
-            // an in-process session, this is the one place it is called for each of them.
-            kept = sessions.size() + (w == null ? 0 : w.serving()); // and workers whose connection this process relays
+            // 4. sessions this process serves (isolation context or shared; in process: workers whose connection this
+            // process relays): handed over after DONE where they can be (step 6), the rest stay here until they end
+            kept = sessions.size() + (w == null ? 0 : w.serving());
             bytes = io.gpusockets.backend.isolation.TakeOver.give(to, passed, handed, ProcessHandle.current().pid(),
                     nextSessionId.get(), kept);
         } catch (IOException | RuntimeException e) {
@@ -386,13 +388,21 @@ public final class BackendServer implements AutoCloseable {
             w.release(handed);
         }
         handedOff = true;
+        long handedAt = System.nanoTime();
+        // 6. the sessions of this process, each that can be handed over by shareable handles (HandOver, one after another
+        // on the take-over connection): their frontends resume at the addresses they used, which the new backend serves
+        HandedOver moved = handOverSessions(to, w, kept);
+        kept = moved.kept();
         status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
         var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
-                handed.size(), kept, bytes);
+                handed.size(), kept, bytes, moved.sessions(), moved.handedBytes(), moved.copiedBytes(), 0, 0, 0);
         LOG.log(Level.INFO, "taken over: handed " + handed.size() + " session(s) in workers and " + passed.size()
-                + " listener(s) in " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began) + " ms, " + bytes
-                + " bytes on the take-over connection; " + (kept == 0 ? "exiting" : "serving the " + kept
-                + " session(s) of this process until they end (draining)"));
+                + " listener(s) in " + TimeUnit.NANOSECONDS.toMillis(handedAt - began) + " ms, " + bytes
+                + " bytes on the take-over connection; handed over " + moved.sessions() + " session(s) of this process ("
+                + moved.handedBytes() + " bytes of device memory mapped there, " + moved.copiedBytes() + " bytes copied,"
+                + " longest pause " + TimeUnit.NANOSECONDS.toMillis(moved.longestPauseNanos()) + " ms) in "
+                + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - handedAt) + " ms; " + (kept == 0 ? "exiting"
+                : "serving the " + kept + " session(s) of this process until they end (draining)"));
         Thread.ofPlatform().daemon().name("gpusockets-drain").start(() -> {
             try {
                 Thread.sleep(200); // the admin socket answers the new backend first
@@ -408,6 +418,73 @@ public final class BackendServer implements AutoCloseable {
             takenOverHook.accept(summary);
         });
         return summary;
+    }
+
+    /** What step 6 of a take-over did: sessions handed over, their bytes mapped and copied, the longest pause, kept. */
+    private record HandedOver(int sessions, long handedBytes, long copiedBytes, long longestPauseNanos, int kept) {
+    }
+
+    /**
+     * A take-over's step 6, after the new backend's DONE: each session of this process that can be (resumable,
+     * address-stable memory on devices that export POSIX descriptors; isolation context or shared) is handed over on
+     * {@code to} ({@link HandOver}, announced by {@link io.gpusockets.backend.isolation.TakeOver#handOverNext}), and its
+     * frontend resumes at the address it used; the others stay here until they end, each logged with why. The first
+     * hand-over that fails ends them (the connection's state is not known then): it and the sessions not handed yet stay;
+     * one that takes longer than {@link io.gpusockets.backend.isolation.TakeOver#STEP_TIMEOUT} fails (the connection is
+     * closed, the session's drain let go). Ends with FINISHED (what moved, how many stay), unless a hand-over failed.
+     */
+    private HandedOver handOverSessions(Connection to, io.gpusockets.backend.isolation.Workers w, int keptBefore) {
+        int n = 0;
+        long handedBytes = 0, copiedBytes = 0, longest = 0;
+        List<Session> mine = w != null ? List.of() : List.copyOf(sessions);
+        boolean open = true;
+        for (Session s : mine) {
+            if (session(s.id()) == null) {
+                continue; // it ended meanwhile (one that ends during its hand-over fails it, ending the hand-overs)
+            }
+            String why;
+            try {
+                HandOver.check(s);
+                why = migrating.contains(s.id()) ? "a checkpoint or migration of it runs" : null;
+            } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                why = e.getMessage();
+            }
+            if (why != null) {
+                LOG.log(Level.WARNING, "take-over: session " + s.id() + " stays here until it ends: " + why);
+                continue;
+            }
+            java.util.concurrent.atomic.AtomicBoolean over = new java.util.concurrent.atomic.AtomicBoolean();
+            java.util.concurrent.CompletableFuture.delayedExecutor(io.gpusockets.backend.isolation.TakeOver.STEP_TIMEOUT
+                    .toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
+                        if (!over.get()) {
+                            to.close(); // a new backend that hangs does not hold the drained session for ever
+                        }
+                    });
+            try {
+                io.gpusockets.backend.isolation.TakeOver.handOverNext(to, s.id());
+                HandOver.Result r = handOver(s.id(), to, HandOver.SAME_ADDRESS, null);
+                over.set(true);
+                n++;
+                handedBytes += r.handedBytes();
+                copiedBytes += r.copiedBytes();
+                longest = Math.max(longest, r.downtimeNanos());
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                over.set(true);
+                LOG.log(Level.WARNING, "take-over: session " + s.id() + " could not be handed over (" + e.getMessage()
+                        + "): it and the sessions not handed over yet stay here until they end");
+                open = false;
+                break;
+            }
+        }
+        int kept = Math.max(0, keptBefore - n);
+        if (open) {
+            try {
+                io.gpusockets.backend.isolation.TakeOver.finished(to, n, handedBytes, copiedBytes, kept);
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "take-over: the new backend was not told that the hand-overs ended: " + e.getMessage());
+            }
+        }
+        return new HandedOver(n, handedBytes, copiedBytes, longest, kept);
     }
 
     /** A take-over that failed: serves the listening sockets and the workers again, ready to be taken over anew. */
@@ -445,11 +522,15 @@ public final class BackendServer implements AutoCloseable {
      * The new backend's side of a take-over, once the old backend connected ({@link
      * io.gpusockets.backend.isolation.TakeOver#ask}): receives, adopts every worker (its tenant charged with what it
      * holds: a tenant this backend's tenants file does not name keeps the limits it had, as a tenant of its own,
-     * logged), serves the listeners, and answers DONE. Sessions ids issued from then on follow the old backend's.
+     * logged), serves the listeners, and answers DONE; then receives each session the old backend hands over from its
+     * own process ({@link HandOver#receive}, no {@code --accept-migrations} needed) until FINISHED. Sessions ids issued
+     * from then on follow the old backend's.
      */
     public io.gpusockets.backend.isolation.TakeOver.Summary takeOver(io.gpusockets.backend.isolation.TakeOver.Request request)
             throws IOException {
+        long t0 = System.nanoTime();
         io.gpusockets.backend.isolation.TakeOver.Received r = io.gpusockets.backend.isolation.TakeOver.take(request.from());
+        long received = System.nanoTime();
         io.gpusockets.backend.isolation.Workers w = workers;
         if (w == null && !r.workers().isEmpty()) {
             r.workers().forEach(x -> io.gpusockets.transport.vsock.DescriptorPassing.close(x.fd()));
@@ -501,8 +582,37 @@ public final class BackendServer implements AutoCloseable {
         takeOvers.increment();
         adoptedSessions.add(adopted);
         takeOverBytes.add(r.bytes());
-        return new io.gpusockets.backend.isolation.TakeOver.Summary(r.fromPid(), r.listeners().size(), adopted, r.sessionsKept(),
-                r.bytes());
+        long doneAt = System.nanoTime();
+        // the old backend's own sessions: each it can hand over comes now, one after another, then FINISHED
+        int handedIn = 0;
+        io.gpusockets.backend.isolation.TakeOver.Next end = null;
+        while (end == null) {
+            io.gpusockets.backend.isolation.TakeOver.Next next;
+            try {
+                next = io.gpusockets.backend.isolation.TakeOver.next(request.from());
+            } catch (IOException e) {
+                LOG.log(Level.WARNING, "take-over: the old backend hands no more sessions over (" + e.getMessage() + ")");
+                break;
+            }
+            if (next.finished()) {
+                end = next;
+                break;
+            }
+            try {
+                long id = HandOver.receive(request.from(), this, HandOver.SAME_ADDRESS, true);
+                handedIn++;
+                adoptedSessions.increment();
+                LOG.log(Level.INFO, "take-over: session " + id + " of pid " + r.fromPid() + " handed over here");
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                LOG.log(Level.WARNING, "take-over: session " + next.sessionId() + " of pid " + r.fromPid() + " could not be"
+                        + " handed over (" + e.getMessage() + "): it and the sessions after it stay there until they end");
+                break;
+            }
+        }
+        return new io.gpusockets.backend.isolation.TakeOver.Summary(r.fromPid(), r.listeners().size(), adopted,
+                end != null ? end.sessionsKept() : Math.max(0, r.sessionsKept() - handedIn), r.bytes(), handedIn,
+                end != null ? end.handedBytes() : 0, end != null ? end.copiedBytes() : 0, received - t0, doneAt - received,
+                System.nanoTime() - doneAt);
     }
 
     /** Isolation mode shared: from now on the sessions of one tenant share one context per device. */
@@ -1190,6 +1300,20 @@ public final class BackendServer implements AutoCloseable {
         LOG.log(Level.INFO, "session " + sessionId + " moved to " + uri);
     }
 
+    /**
+     * Ends session {@code sessionId}, frozen by a hand-over to the backend that took this one over: its connection is
+     * closed with no MOVED, and its frontend resumes at the address it used, which that backend serves now.
+     */
+    void sessionResumesElsewhere(long sessionId) throws io.gpusockets.backend.session.CheckpointRefused {
+        Session s = session(sessionId);
+        if (s == null || s.resume() == null || !s.frozen()) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " cannot be let go: it is "
+                    + (s == null ? "not here" : "not frozen by a hand-over"));
+        }
+        s.end("handed over to the backend that took this one over (it resumes there, at the address it used)");
+        LOG.log(Level.INFO, "session " + sessionId + " handed over: its frontend resumes at the address it used");
+    }
+
     /** From now on, for {@code grace}, a resume with {@code token} by {@code identity} is answered MOVED to {@code uri}. */
     private void rememberMoved(byte[] token, String uri, String identity, java.time.Duration grace) {
         long now = System.nanoTime();
@@ -1432,9 +1556,12 @@ public final class BackendServer implements AutoCloseable {
         return counted(restores, () -> restoreSession(file, p, java.util.List.of()));
     }
 
-    /** Why this backend refuses a hand-over into it now, or null. */
-    String handOverRefusal() {
-        if (!acceptMigrations) {
+    /**
+     * Why this backend refuses a hand-over into it now, or null; {@code takingOver}: one on a take-over's connection
+     * (which the old backend's admin socket allowed), that needs no {@code --accept-migrations}.
+     */
+    String handOverRefusal(boolean takingOver) {
+        if (!acceptMigrations && !takingOver) {
             return "this backend does not accept migrations (start it with --accept-migrations)";
         }
         if (workers != null) {
@@ -1451,7 +1578,13 @@ public final class BackendServer implements AutoCloseable {
     public long restoreHandedOver(java.nio.file.Path file, java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
                                   io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        String refusal = handOverRefusal();
+        return restoreHandedOver(file, handed, p, false);
+    }
+
+    long restoreHandedOver(java.nio.file.Path file, java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                           io.gpusockets.backend.session.CheckpointProgress p, boolean takingOver)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        String refusal = handOverRefusal(takingOver);
         if (refusal != null) {
             throw new io.gpusockets.backend.session.CheckpointRefused(refusal);
         }
@@ -1473,7 +1606,7 @@ public final class BackendServer implements AutoCloseable {
                 throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
                         + " process yet: run the backend with --isolation context");
             }
-            if (frontendUri != null) {
+            if (frontendUri != null && !frontendUri.equals(HandOver.SAME_ADDRESS)) {
                 try {
                     Handshake.Moved.check(frontendUri);
                 } catch (IllegalArgumentException e) {
@@ -1492,9 +1625,12 @@ public final class BackendServer implements AutoCloseable {
                 HandOver.Result r = HandOver.send(this, s, c, frontendUri, progress == null
                         ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
                 migrationBytes.add(r.copiedBytes());
-                LOG.log(Level.INFO, "session " + sessionId + " handed over to " + r.frontendUri() + ": " + r.handles()
-                        + " allocations (" + r.handedBytes() + " bytes) mapped there, " + r.copiedBytes()
-                        + " bytes copied, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
+                LOG.log(Level.INFO, String.format(java.util.Locale.ROOT, "session %d handed over to %s: %d allocations"
+                        + " (%d bytes) mapped there, %d bytes copied, downtime %.1f ms (drain %.1f, export %.1f, image %.1f,"
+                        + " restore %.1f, switch %.1f)", sessionId, r.frontendUri().isEmpty()
+                        ? "the backend that took this one over" : r.frontendUri(), r.handles(), r.handedBytes(),
+                        r.copiedBytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.exportNanos() / 1e6,
+                        r.imageNanos() / 1e6, r.restoreNanos() / 1e6, r.switchNanos() / 1e6));
                 return r;
             } finally {
                 migrating.remove(sessionId);

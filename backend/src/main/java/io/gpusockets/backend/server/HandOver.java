@@ -26,8 +26,8 @@ import java.util.List;
  * them and its restore maps them at the same addresses ({@link SessionRestore}, {@code Handed}); the rest of the
  * checkpoint image (records, module globals' and the program's own VMM memory's contents, CUDA arrays, resume state)
  * goes as bytes. How the connection was made is the caller's business ({@link BackendServer#handOver} listens for the
- * target, {@code backend --take-over} uses its own); {@link #send} and {@link #receive} only need it to carry
- * descriptors. Messages, big-endian:
+ * target, {@code backend --take-over} hands every session it can over its take-over connection, one after another);
+ * {@link #send} and {@link #receive} only need it to carry descriptors. Messages, big-endian:
  *
  * <pre>
  * READY    (target, first) u8 ok, u64 0, u32 length, utf-8: why not (a target that does not accept hand-overs)
@@ -41,8 +41,9 @@ import java.util.List;
  *
  * The source drains the session ({@link Session#drained}, as a migration's stop), exports, writes the image to a temp
  * file, sends, and waits for DONE with the session still drained. OK: the session freezes, its frontend is sent to
- * the target ({@link BackendServer#sessionMoved}) and it ends here, releasing its handles (the memory lives on: the
- * target maps it). Anything else before that (a refusal, an import that fails, the connection lost): the drain lets
+ * the target ({@link BackendServer#sessionMoved}; or, with {@link #SAME_ADDRESS}, its connection is closed and it resumes
+ * at the address it used, {@link BackendServer#sessionResumesElsewhere}) and it ends here, releasing its handles (the
+ * memory lives on: the target maps it). Anything else before that (a refusal, an import that fails, the connection lost): the drain lets
  * go and the program runs on here; a target that restored before its answer was lost holds the session detached
  * until its grace period ends. Bounds on the target: at most {@link #MAX_HANDLES} descriptors, an image of at most
  * {@link #MAX_IMAGE_BYTES}, in a temp folder that goes when the hand-over ends.
@@ -53,6 +54,12 @@ public final class HandOver {
     static final long MAX_IMAGE_BYTES = 16L << 30;
     private static final int PIECE = 1 << 20;
     private static final System.Logger LOG = System.getLogger("gpusockets.migration");
+    /**
+     * The frontend URI that sends no MOVED: the source closes the session's connection and its frontend resumes at the
+     * address it used, as after a lost connection (what {@code backend --take-over} does: that address is the new
+     * backend's now).
+     */
+    public static final String SAME_ADDRESS = "";
 
     /**
      * What a hand-over did: the physical allocations handed over and their bytes (mapped by the target, not copied),
@@ -73,8 +80,8 @@ public final class HandOver {
 
     /**
      * The source's side: hands {@code s} over through {@code c} (a connection that carries descriptors to the target
-     * backend), then sends its frontend to {@code frontendUri}, or to the URI the target answers when null. See the
-     * class for what a failure leaves.
+     * backend), then sends its frontend to {@code frontendUri}, or to the URI the target answers when null, or lets it
+     * resume at the address it used ({@link #SAME_ADDRESS}). See the class for what a failure leaves.
      */
     public static Result send(BackendServer server, Session s, Connection c, String frontendUri, CheckpointProgress progress)
             throws CheckpointRefused, IOException {
@@ -82,12 +89,7 @@ public final class HandOver {
             throw new CheckpointRefused("hand-over refused: the connection to the target cannot carry descriptors"
                     + " (an fdunix:// connection is needed)");
         }
-        if (s.resume() == null) {
-            throw new CheckpointRefused("session " + s.id() + " cannot be handed over: it was not granted resume (its"
-                    + " frontend could not follow it)");
-        }
-        s.physicalMemory(); // refuses early: no address-stable memory, or a device that cannot export
-        s.programMemory();
+        check(s);
         Answer ready = answer(c);
         if (!ready.ok()) {
             throw new CheckpointRefused("hand-over refused by the target: " + ready.message());
@@ -158,10 +160,27 @@ public final class HandOver {
         }
         String uri = frontendUri != null ? frontendUri : stop.targetUri();
         long t = System.nanoTime();
-        server.sessionMoved(s.id(), uri);
+        if (SAME_ADDRESS.equals(uri)) {
+            server.sessionResumesElsewhere(s.id());
+        } else {
+            server.sessionMoved(s.id(), uri);
+        }
         long now = System.nanoTime();
         return new Result(s.id(), uri, stop.handles(), stop.handedBytes(), stop.copiedBytes(), stop.imageBytes(),
                 stop.drainNanos(), stop.exportNanos(), stop.imageNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
+    }
+
+    /**
+     * Refuses (nothing exchanged) a session that cannot be handed over: not granted resume, no address-stable memory,
+     * or memory on a device that cannot export it as POSIX file descriptors.
+     */
+    public static void check(Session s) throws CheckpointRefused {
+        if (s.resume() == null) {
+            throw new CheckpointRefused("session " + s.id() + " cannot be handed over: it was not granted resume (its"
+                    + " frontend could not follow it)");
+        }
+        s.physicalMemory(); // refuses early: no address-stable memory, or a device that cannot export
+        s.programMemory();
     }
 
     /** READY's or DONE's content. */
@@ -208,7 +227,13 @@ public final class HandOver {
      * address the session's frontend resumes at). Returns the session id; a failure is answered and thrown.
      */
     public static long receive(Connection c, BackendServer server, String frontendUri) throws IOException, CheckpointRefused {
-        String refusal = server.handOverRefusal();
+        return receive(c, server, frontendUri, false);
+    }
+
+    /** {@link #receive}; {@code takingOver}: on a take-over's connection, which needs no {@code --accept-migrations}. */
+    static long receive(Connection c, BackendServer server, String frontendUri, boolean takingOver)
+            throws IOException, CheckpointRefused {
+        String refusal = server.handOverRefusal(takingOver);
         done(c, refusal == null, 0, refusal);
         if (refusal != null) {
             throw new CheckpointRefused("hand-over refused: " + refusal);
@@ -250,7 +275,7 @@ public final class HandOver {
                 }
                 receiveFile(c, image, imageBytes);
                 long t = System.nanoTime();
-                id = server.restoreHandedOver(image, handed, CheckpointProgress.NONE);
+                id = server.restoreHandedOver(image, handed, CheckpointProgress.NONE, takingOver);
                 restoreNanos = System.nanoTime() - t;
             } catch (IOException | CheckpointRefused | RuntimeException e) {
                 String why = e.getMessage() != null ? e.getMessage() : e.toString();
