@@ -136,6 +136,9 @@ public final class BackendServer implements AutoCloseable {
     /** Migrations from here by result (done, refused, failed), and the memory bytes they sent. */
     private final java.util.concurrent.atomic.LongAdder[] migrations = adders(3);
     private final java.util.concurrent.atomic.LongAdder migrationBytes = new java.util.concurrent.atomic.LongAdder();
+    /** Moves from here that completed (migrations and hand-overs), and the sum of their downtimes in nanoseconds. */
+    private final java.util.concurrent.atomic.LongAdder downtimes = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder downtimeNanos = new java.util.concurrent.atomic.LongAdder();
     /** Sessions migrating from here now. */
     private final Set<Long> migrating = ConcurrentHashMap.newKeySet();
     private volatile boolean acceptMigrations;
@@ -199,7 +202,7 @@ public final class BackendServer implements AutoCloseable {
         status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
                 restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum(),
                 migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum(), takeOvers.sum(),
-                adoptedSessions.sum(), takeOverBytes.sum()));
+                adoptedSessions.sum(), takeOverBytes.sum(), downtimes.sum(), downtimeNanos.sum()));
         status.migrating(migrating::contains);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
@@ -1453,6 +1456,8 @@ public final class BackendServer implements AutoCloseable {
                                 t.resumeToken(), goesTo, t.identity(), java.time.Duration.ofSeconds(t.graceSeconds())))
                         : Migration.run(this::sessionMoved, s, targetUri, frontendUri, settings.preSharedKey(), p);
                 sent[0] = r.bytes();
+                downtimes.increment();
+                downtimeNanos.add(r.downtimeNanos());
                 LOG.log(Level.INFO, "session " + sessionId + " migrated to " + targetUri + ": " + r.rounds().size()
                         + " rounds, " + r.bytes() + " bytes, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
                 return r;
@@ -1625,6 +1630,8 @@ public final class BackendServer implements AutoCloseable {
                 HandOver.Result r = HandOver.send(this, s, c, frontendUri, progress == null
                         ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
                 migrationBytes.add(r.copiedBytes());
+                downtimes.increment();
+                downtimeNanos.add(r.downtimeNanos());
                 LOG.log(Level.INFO, String.format(java.util.Locale.ROOT, "session %d handed over to %s: %d allocations"
                         + " (%d bytes) mapped there, %d bytes copied, downtime %.1f ms (drain %.1f, export %.1f, image %.1f,"
                         + " restore %.1f, switch %.1f)", sessionId, r.frontendUri().isEmpty()

@@ -2,8 +2,10 @@ package io.gpusockets.backend.status;
 
 import io.prometheus.metrics.core.metrics.CounterWithCallback;
 import io.prometheus.metrics.core.metrics.GaugeWithCallback;
+import io.prometheus.metrics.core.metrics.SummaryWithCallback;
 import io.prometheus.metrics.exporter.httpserver.HTTPServer;
 import io.prometheus.metrics.model.registry.PrometheusRegistry;
+import io.prometheus.metrics.model.snapshots.Quantiles;
 import io.prometheus.metrics.model.snapshots.Unit;
 import java.io.IOException;
 import java.util.concurrent.ArrayBlockingQueue;
@@ -175,6 +177,14 @@ public final class MetricsEndpoint implements AutoCloseable {
                 .help("Memory bytes sent by the migrations from this backend that completed (every pre-copy and final"
                         + " round's chunks)")
                 .callback(cb -> cb.call(snapshot().operations().migrationBytes()))
+                .register(registry);
+        SummaryWithCallback.builder().name("gpusockets_migration_downtime_seconds").unit(Unit.SECONDS)
+                .help("Downtime of the sessions moved from this backend that completed, migrations and hand-overs alike:"
+                        + " from the stop (the drain's start) to the frontend sent to the target")
+                .callback(cb -> {
+                    ServerSnapshot.Operations o = snapshot().operations();
+                    cb.call(o.downtimes(), o.downtimeNanos() / 1e9, Quantiles.EMPTY);
+                })
                 .register(registry);
         CounterWithCallback.builder().name("gpusockets_takeovers_total")
                 .help("Backends this backend took over (gpusockets backend --take-over)")

@@ -41,13 +41,25 @@ public record ServerSnapshot(long timeMillis, String backend, int connections, L
      * backend will not do: a session that cannot be captured, an unknown token) or failed (an I/O error, a damaged image).
      * Migrations are those from this backend to another ({@code migrationBytes}: the memory bytes sent by the ones
      * that completed). Take-overs are those this backend made of another ({@code gpusockets backend --take-over}), with
-     * the sessions it adopted by them and the bytes their take-over connections carried.
+     * the sessions it adopted by them and the bytes their take-over connections carried. The downtimes are those of the
+     * moves from this backend that completed, migrations and hand-overs alike: how many, and their sum in nanoseconds.
      */
     public record Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
                              long restoresRefused, long restoresFailed, long resumes, long resumesRefused,
                              long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes,
-                             long takeOvers, long takeOverSessions, long takeOverBytes) {
+                             long takeOvers, long takeOverSessions, long takeOverBytes, long downtimes,
+                             long downtimeNanos) {
         public static final Operations NONE = new Operations(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
+        /** No downtimes counted. */
+        public Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
+                          long restoresRefused, long restoresFailed, long resumes, long resumesRefused,
+                          long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes,
+                          long takeOvers, long takeOverSessions, long takeOverBytes) {
+            this(checkpoints, checkpointsRefused, checkpointsFailed, restores, restoresRefused, restoresFailed, resumes,
+                    resumesRefused, migrations, migrationsRefused, migrationsFailed, migrationBytes, takeOvers,
+                    takeOverSessions, takeOverBytes, 0, 0);
+        }
 
         /** No take-overs counted. */
         public Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,

@@ -89,6 +89,18 @@ class MetricsEndpointTest {
     }
 
     @Test
+    void theDowntimeOfCompletedMovesIsASummaryOfCountAndSum() throws Exception {
+        ServerSnapshot base = Snapshots.sample();
+        ServerSnapshot s = new ServerSnapshot(base.timeMillis(), base.backend(), 0, base.devices(), base.tenants(),
+                base.sessions(), base.traffic(), null, new ServerSnapshot.Operations(0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0,
+                5L << 20, 0, 0, 0, 4, 1_500_000_000L));
+        String t = text(new MetricsEndpoint(() -> s, null, 0));
+        for (String line : List.of("gpusockets_migration_downtime_seconds_count 4", "gpusockets_migration_downtime_seconds_sum 1.5")) {
+            assertTrue(t.contains(line), "missing '" + line + "' in:\n" + t);
+        }
+    }
+
+    @Test
     void aTenantWithoutTrafficYetStillHasACallCounter() throws Exception {
         ServerSnapshot base = Snapshots.sample();
         ServerSnapshot s = new ServerSnapshot(base.timeMillis(), base.backend(), 0, base.devices(),
