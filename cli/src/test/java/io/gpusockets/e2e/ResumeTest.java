@@ -550,7 +550,7 @@ class ResumeTest {
     }
 
     /** A raw handshake asking for resume; returns the WELCOME, or throws with the REFUSE reason. */
-    private static Handshake.Welcome hello(String uri, byte[] psk, String identity, byte[] token, FrameChannel[] keep)
+    static Handshake.Welcome hello(String uri, byte[] psk, String identity, byte[] token, FrameChannel[] keep)
             throws IOException {
         FrameChannel ch = new FrameChannel(Transports.connect(TransportUri.parse(uri), Duration.ofSeconds(5), TransportOptions.NONE));
         FrameHeader h = ch.readHeader();

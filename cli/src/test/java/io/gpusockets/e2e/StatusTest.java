@@ -158,6 +158,37 @@ class StatusTest {
     }
 
     @Test
+    void aProcessModeWorkersSessionWhoseConnectionIsLostShowsDetachedUntilItResumes() throws Exception {
+        try (BackendProcess b = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1",
+                "--resume-grace", "60")) {
+            io.gpusockets.protocol.wire.FrameChannel[] ch = new io.gpusockets.protocol.wire.FrameChannel[1];
+            io.gpusockets.protocol.wire.Handshake.Welcome w = ResumeTest.hello(b.unix(), new byte[0], "detach", new byte[0], ch);
+            assertEquals("serving", awaitState(b, w.sessionId(), "serving"), "a session with its connection");
+            ch[0].close();
+            assertEquals("detached", awaitState(b, w.sessionId(), "detached"), "its worker's session waits for a resume");
+            ResumeTest.hello(b.unix(), new byte[0], "detach", w.resumeToken(), ch);
+            assertEquals("serving", awaitState(b, w.sessionId(), "serving"), "resumed");
+            ch[0].send(Opcodes.GOODBYE, 0, 0, 0);
+            ch[0].close();
+        }
+    }
+
+    /** The state status shows for session {@code id} once it is {@code want} (a worker reports once a second), else the last. */
+    private static String awaitState(BackendProcess b, long id, String want) throws InterruptedException {
+        String state = null;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (System.nanoTime() < deadline) {
+            state = list(statusJson(b), "sessions").stream().filter(x -> x.get("id").equals(id))
+                    .map(x -> (String) x.get("state")).findFirst().orElse(null);
+            if (want.equals(state)) {
+                break;
+            }
+            Thread.sleep(100);
+        }
+        return state;
+    }
+
+    @Test
     void showsTheSessionsThatProcessModeWorkersServeWithTheirFigures() throws Exception {
         try (BackendProcess b = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "1")) {
             long callsBefore;
