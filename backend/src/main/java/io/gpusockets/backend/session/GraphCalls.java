@@ -315,7 +315,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "memset node of width=" + width + " height=" + height
                     + " pitch=" + pitch + " elementSize=" + es);
         }
-        c.deviceRange(dst, (height - 1) * pitch + width * es);
+        p.set(LONG, 0, c.deviceRange(dst, (height - 1) * pitch + width * es));
         return p;
     }
 
