@@ -1,6 +1,7 @@
 package io.gpusockets.e2e;
 
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -34,7 +35,8 @@ import org.junit.jupiter.api.Timeout;
  * with two globals ({@code acc}, a u64, and {@code table}, 64 u32) uses them the ways cudart's symbol calls and
  * kernels do: cuModuleGetGlobal then cuMemcpyHtoD / DtoH to the address (cudaMemcpyToSymbol / FromSymbol),
  * cuMemsetD32 on the table, a kernel that takes a global's address (and one inside the table) as a parameter, a
- * kernel that names {@code acc} itself, and cuMemGetAddressRange and pointer attributes on the globals. Checkpointed
+ * kernel that names {@code acc} itself, graphs with a kernel node given a global's address and a memset node on one
+ * (made before the checkpoints, and made after them), and cuMemGetAddressRange and pointer attributes on the globals. Checkpointed
  * with stop, restored on a new device, checkpointed again and restored on a third (a chain), and migrated A to B and
  * back: each time every address the program holds is still its, and its data is what an uninterrupted run has.
  */
@@ -74,6 +76,8 @@ class GlobalTranslationTest extends CheckpointTestSupport {
         final RemoteCudaDriver d;
         final Cuda cu;
         final long module, addTo, bump, acc, table;
+        /** An executable graph made before any checkpoint: a kernel node given acc's address, a memset node on the table. */
+        final long graph;
         long accValue;
         final int[] tableValues = new int[TABLE];
 
@@ -91,6 +95,35 @@ class GlobalTranslationTest extends CheckpointTestSupport {
             bump = cu.function(module, "bump");
             acc = global("acc", 8);
             table = global("table", 4 * TABLE);
+            long g = out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            long k = out(o -> d.cuGraphAddKernelNode(o, g, MemorySegment.NULL, 0, kernelNode(acc, 1_000_000)), "kernel node");
+            MemorySegment set = cu.cell(40).fill((byte) 0);
+            set.set(JAVA_LONG, 0, table + 4 * 30);
+            set.set(JAVA_INT, 16, 50);
+            set.set(JAVA_INT, 20, 4);
+            set.set(JAVA_LONG, 24, 4);
+            set.set(JAVA_LONG, 32, 1);
+            MemorySegment deps = cu.cell();
+            deps.set(JAVA_LONG, 0, k);
+            out(o -> d.cuGraphAddMemsetNode(o, g, deps, 1, set, 0), "memset node");
+            graph = out(o -> d.cuGraphInstantiateWithFlags(o, g, 0), "cuGraphInstantiateWithFlags");
+        }
+
+        long out(java.util.function.Function<MemorySegment, Integer> call, String what) {
+            MemorySegment c = cu.cell();
+            Cuda.ok(call.apply(c), what);
+            return c.get(JAVA_LONG, 0);
+        }
+
+        /** CUDA_KERNEL_NODE_PARAMS of add_to(p, v), one thread. */
+        MemorySegment kernelNode(long p, long v) {
+            MemorySegment n = cu.cell(72).fill((byte) 0);
+            n.set(JAVA_LONG, 0, addTo);
+            for (int i = 0; i < 6; i++) {
+                n.set(JAVA_INT, 8 + 4 * i, 1);
+            }
+            n.set(JAVA_LONG, 40, cu.params(cu.u64(p), cu.u64(v)).address());
+            return n;
         }
 
         long global(String name, long bytes) {
@@ -114,6 +147,15 @@ class GlobalTranslationTest extends CheckpointTestSupport {
             tableValues[20] += 3;
             launch(bump, cu.params());
             accValue += 1;
+            Cuda.ok(d.cuGraphLaunch(graph, 0), "cuGraphLaunch"); // made before the checkpoints
+            accValue += 1_000_000;
+            java.util.Arrays.fill(tableValues, 30, 34, 50);
+            long g = out(o -> d.cuGraphCreate(o, 0), "cuGraphCreate");
+            out(o -> d.cuGraphAddKernelNode(o, g, MemorySegment.NULL, 0, kernelNode(table + 4 * 40, k)), "kernel node");
+            long e = out(o -> d.cuGraphInstantiateWithFlags(o, g, 0), "cuGraphInstantiateWithFlags");
+            Cuda.ok(d.cuGraphLaunch(e, 0), "cuGraphLaunch"); // made now
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            tableValues[40] += k;
         }
 
         void launch(long fn, MemorySegment params) {

@@ -17,16 +17,18 @@ import java.util.concurrent.ConcurrentSkipListMap;
  *
  * <p>Where pointers are translated (the places a device pointer comes from the wire): every DPTR parameter of the
  * API table (copies, memset, pointer queries and attributes, cuMemGetAddressRange, tensor maps), the device addresses
- * inside memops, pitched and 3D copies, texture and surface resources, decompression batches and launch attributes
- * (the range checks of {@link Call#deviceRange}), and a launch's kernel parameters: every 8-byte aligned word of the
- * parameters (a pointer-sized parameter, or a pointer inside a struct parameter) whose value lies in a program range
- * (cuLaunchKernel, cuLaunchCooperativeKernel, cuLaunchKernelEx, both parameter modes). Answers translated back:
- * cuModuleGetGlobal's and cuLibraryGetGlobal's address, cuMemGetAddressRange's base, cuPointerGetAttribute(s)' range
+ * inside memops, pitched and 3D copies (graph copy nodes too), graph memset nodes, texture and surface resources,
+ * decompression batches and launch attributes (the range checks of {@link Call#deviceRange}), and kernel parameters:
+ * every 8-byte aligned word of the parameters (a pointer-sized parameter, or a pointer inside a struct parameter)
+ * whose value lies in a program range (cuLaunchKernel, cuLaunchCooperativeKernel, cuLaunchKernelEx, both parameter
+ * modes; graph kernel nodes as they are added or set). Answers translated back: cuModuleGetGlobal's and
+ * cuLibraryGetGlobal's address, cuMemGetAddressRange's base, cuPointerGetAttribute(s)' device pointer and range
  * start. What cannot be translated: a global's address that the program stored in device memory (a kernel that
  * takes the address of a global and writes it to memory, or a host copy of the address into device memory: the
- * bytes are the program's, and reading them back or dereferencing them on the device finds the old address, which is
- * nobody's there), a global's address a kernel computes itself from another global's (the new layout need not keep
- * offsets between globals), and graph node parameters (kernel nodes' parameters are not rewritten).
+ * bytes are the program's, and dereferencing them on the device after the restore reaches the old address, which is
+ * nobody's there: an illegal address), a global's address a kernel computes itself from another global's (the new
+ * layout need not keep the offsets between globals), and graph node parameters read back (cuGraph*NodeGetParams
+ * answer with the real addresses).
  *
  * <p>A checkpoint of a session with translations records the program's addresses (the recorder sees the answers as
  * the program does) and reads the contents at the real ones, so a chain of restores carries the program's view on.

@@ -44,10 +44,12 @@ final class LaunchCalls implements BackendHandlers.Launches {
      * A restored session whose module globals moved ({@link GlobalTranslation}): every 8-byte aligned word of the
      * kernel's parameters (each parameter's copy, or mode 1's buffer) whose value lies in a global's range as the
      * program knows it becomes the real address (a pointer-sized parameter, or a pointer inside a struct). The
-     * parameters' sizes are read again from the request at {@code at} (where {@link LaunchRequest#readKernelParams}
-     * read them). Nothing is done, nor read, for a session without translations.
+     * parameters' sizes are read again from the request {@code body} at {@code at} (where
+     * {@link LaunchRequest#readKernelParams} read them). Nothing is done, nor read, for a session without
+     * translations. Launches and graph kernel nodes ({@link GraphCalls}) both.
      */
-    private void translate(Call c, int at, MemorySegment kernelParams, MemorySegment extra) {
+    static void translate(Session session, java.nio.ByteBuffer body, int at, MemorySegment kernelParams,
+                          MemorySegment extra) {
         GlobalTranslation t = session.translation();
         if (t == null) {
             return;
@@ -58,7 +60,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
             translateWords(t, buffer.reinterpret(size));
             return;
         }
-        java.nio.ByteBuffer b = c.body.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).position(at);
+        java.nio.ByteBuffer b = body.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).position(at);
         int count = b.getInt();
         for (int i = 0; i < count; i++) {
             int size = b.getInt();
@@ -99,7 +101,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
             extra = LaunchRequest.readExtra(c.body, scratch);
         }
         c.expectEnd();
-        translate(c, params, kernelParams, extra);
+        translate(session, c.body, params, kernelParams, extra);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
@@ -117,7 +119,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
         int params = c.body.position();
         MemorySegment kernelParams = LaunchRequest.readKernelParams(c.body, (bytes, alignment) -> c.scratch(bytes));
         c.expectEnd();
-        translate(c, params, kernelParams, MemorySegment.NULL);
+        translate(session, c.body, params, kernelParams, MemorySegment.NULL);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
@@ -140,7 +142,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
             extra = LaunchRequest.readExtra(c.body, scratch);
         }
         c.expectEnd();
-        translate(c, params, kernelParams, extra);
+        translate(session, c.body, params, kernelParams, extra);
         MemorySegment config = config(c, scratch, attrs, h);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         var t = admit();
