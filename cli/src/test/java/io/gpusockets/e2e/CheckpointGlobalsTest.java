@@ -41,7 +41,7 @@ import org.junit.jupiter.api.Timeout;
  * back: each time every address the program holds is still its, and its data is what an uninterrupted run has.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
-class GlobalTranslationTest extends CheckpointTestSupport {
+class CheckpointGlobalsTest extends CheckpointTestSupport {
     static final String PTX = """
             .version 7.0
             .target sm_50
