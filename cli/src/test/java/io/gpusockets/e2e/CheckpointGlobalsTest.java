@@ -241,6 +241,52 @@ class CheckpointGlobalsTest extends CheckpointTestSupport {
         }
     }
 
+    /**
+     * A global that comes back with another size than recorded cannot be translated byte for byte: the restore is
+     * refused naming it, and leaves no session (a driver that reports 8 more bytes for every global stands for a
+     * module that is not the one checkpointed).
+     */
+    @Test
+    void aGlobalOfAnotherSizeRefusesTheRestoreNamingIt() throws Exception {
+        Path sock = dir.resolve("b.sock");
+        EmulatedDevice a = device(0), b = device(1 << 20);
+        io.gpusockets.protocol.api.CudaDriver larger = (io.gpusockets.protocol.api.CudaDriver) java.lang.reflect.Proxy
+                .newProxyInstance(io.gpusockets.protocol.api.CudaDriver.class.getClassLoader(),
+                        new Class<?>[] {io.gpusockets.protocol.api.CudaDriver.class}, (proxy, m, args) -> {
+                            Object r;
+                            try {
+                                r = m.invoke(b, args);
+                            } catch (java.lang.reflect.InvocationTargetException e) {
+                                throw e.getCause();
+                            }
+                            if (m.getName().equals("cuModuleGetGlobal") && (Integer) r == 0) {
+                                MemorySegment size = (MemorySegment) args[1];
+                                size.reinterpret(8).set(JAVA_LONG, 0, size.reinterpret(8).get(JAVA_LONG, 0) + 8);
+                            }
+                            return r;
+                        });
+        try {
+            BackendServer serverA = server(a);
+            String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+                Program p = new Program(d);
+                p.round(1);
+                serverA.checkpoint(onlySession(serverA), dir.resolve("1.ckpt"), true, (stage, done, total) -> { });
+                serverA.close();
+            }
+            try (BackendServer serverB = server(larger)) {
+                Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class,
+                        () -> serverB.restore(dir.resolve("1.ckpt"), null));
+                assertTrue(e.getMessage().contains("the module global 'acc' has 16 bytes after its module was loaded"
+                        + " again, not the recorded 8"), e.getMessage());
+                assertEquals(0, serverB.sessionCount(), "no session left");
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
     /** The globals surely moved: the same module on the devices the test restores to places them apart. */
     @Test
     void theDevicesPlaceTheModulesGlobalsApart() throws Exception {
