@@ -180,6 +180,14 @@ final class BackendCommand implements Callable<Integer> {
                     + " beyond which they go to a temp file. Default: ${DEFAULT-VALUE}.")
     long migrationBufferMib;
 
+    @Option(names = "--take-over", paramLabel = "ADMIN_SOCKET",
+            description = "Take over the running backend whose --admin-socket is ADMIN_SOCKET (a rolling upgrade): its"
+                    + " listeners (tcp://, unix://) and the sessions its workers serve move here, no program failing and no"
+                    + " GPU memory copied; the old backend then exits (after the sessions it serves itself end). Needs the"
+                    + " same --isolation. Without --listen, serves what the old backend listened on. README, Upgrading a"
+                    + " backend with no program failing.")
+    Path takeOver;
+
     @Option(names = "--admin-group", paramLabel = "NAME", description = "Members of this group may read the admin socket too.")
     String adminGroup;
 
@@ -348,7 +356,40 @@ final class BackendCommand implements Callable<Integer> {
                         + e.getMessage(), e);
             }
         }
+        java.util.Set<String> takenListeners = new java.util.HashSet<>();
+        if (takeOver != null) {
+            io.gpusockets.backend.isolation.TakeOver.Summary taken;
+            long t0 = System.nanoTime();
+            try (io.gpusockets.backend.isolation.TakeOver.Request request = io.gpusockets.backend.isolation.TakeOver.ask(
+                    takeOver.toAbsolutePath(), isolation.name().toLowerCase(java.util.Locale.ROOT))) {
+                taken = server.takeOver(request);
+                String answer = request.answer();
+                if (!answer.startsWith("ok ")) {
+                    System.err.println("gpusockets backend: the old backend reported after the take-over: " + answer);
+                }
+            } catch (IOException e) {
+                server.close();
+                System.err.println("gpusockets backend: take-over failed: " + e.getMessage());
+                return 2;
+            }
+            takenListeners.addAll(server.addresses().stream().map(TransportUri::toString).toList());
+            for (String uri : takenListeners) {
+                System.out.println("gpusockets backend: listening on " + uri); // the old backend's socket, taken over
+            }
+            System.out.printf(java.util.Locale.ROOT, "gpusockets backend: took over pid %d: %d session(s) adopted, %d"
+                            + " listener(s), %d bytes on the take-over connection, in %.1f ms; %d session(s) stay in the old"
+                            + " backend until they end%n", taken.fromPid(), taken.sessions(), taken.listeners(), taken.bytes(),
+                    (System.nanoTime() - t0) / 1e6, taken.sessionsKept());
+        }
+        server.onTakenOver(summary -> {
+            System.out.println("gpusockets backend: taken over: handed " + summary.sessions() + " session(s) and "
+                    + summary.listeners() + " listener(s), " + summary.bytes() + " bytes on the take-over connection; exiting");
+            System.out.flush();
+            Thread.ofPlatform().start(() -> System.exit(0));
+        });
         AdminSocket admin = adminSocket == null ? null
+                : takeOver != null && adminSocket.toAbsolutePath().equals(takeOver.toAbsolutePath())
+                ? AdminSocket.openInPlaceOf(adminSocket, adminGroup, server::snapshot, new SessionActions(server))
                 : AdminSocket.open(adminSocket, adminGroup, server::snapshot, new SessionActions(server));
         MetricsEndpoint endpoint = metricsUri == null ? null
                 : MetricsEndpoint.start(server::snapshot, metricsUri.host(), metricsUri.port());
@@ -368,7 +409,12 @@ final class BackendCommand implements Callable<Integer> {
         System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
                 + isolation + (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS ? " (a worker process per session, at most "
                 + maxWorkers + " at once, " + idleWorkers + " kept started ahead)" : ""));
-        for (String uri : listen) {
+        boolean listenGiven = spec.commandLine().getParseResult() != null
+                && spec.commandLine().getParseResult().hasMatchedOption("--listen");
+        for (String uri : takeOver != null && !listenGiven ? List.<String>of() : listen) {
+            if (takenListeners.contains(TransportUri.parse(uri).toString())) {
+                continue; // taken over from the old backend
+            }
             TransportUri bound = server.listen(TransportUri.parse(uri), transportOptions);
             System.out.println("gpusockets backend: listening on " + bound);
         }

@@ -16,7 +16,11 @@ import picocli.CommandLine.Spec;
  * {@code gpusockets migrate SESSION --to URI [--frontend-uri URI]}: asks a running backend, over its admin socket,
  * to move session SESSION to the backend listening at URI while its program runs (that backend started with
  * {@code --accept-migrations}; any isolation mode at either end). The program's frontend then resumes at
- * {@code --frontend-uri}, or URI. Progress and a readable summary (rounds, bytes, the downtime split) go to stderr,
+ * {@code --frontend-uri}, or URI. {@code gpusockets migrate SESSION --hand-over-to ADMIN_SOCKET [--frontend-uri URI]}
+ * hands it instead to the backend process on the same host and GPU whose admin socket that is, with no memory copied
+ * (its exported allocations mapped there: the admin verb {@code hand-over}; both backends in {@code --isolation
+ * context}); the frontend resumes at {@code --frontend-uri}, or the target's first listening address. Progress and a
+ * readable summary (rounds, bytes, the downtime split) go to stderr,
  * the backend's summary (JSON) to stdout. Exit status 0 when moved, 1 when refused or failed (the message says why;
  * the program runs on at the source).
  */
@@ -29,9 +33,15 @@ final class MigrateCommand implements Callable<Integer> {
     @Parameters(index = "0", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists it.")
     long session;
 
-    @Option(names = "--to", required = true, paramLabel = "URI",
+    @Option(names = "--to", paramLabel = "URI",
             description = "The target backend's listening URI, as the source backend reaches it (tcp://, unix://, tls://...).")
     String to;
+
+    @Option(names = "--hand-over-to", paramLabel = "ADMIN_SOCKET",
+            description = "Instead of --to: hand the session to the backend process on this host and GPU whose admin"
+                    + " socket this is, with no memory copied (both backends in --isolation context, the target started"
+                    + " with --accept-migrations).")
+    Path handOverTo;
 
     @Option(names = "--frontend-uri", paramLabel = "URI",
             description = "Where the program's frontend reaches the target, when not the --to URI (another network).")
@@ -43,6 +53,20 @@ final class MigrateCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        if ((to == null) == (handOverTo == null)) {
+            spec.commandLine().getErr().println("gpusockets migrate: give one of --to URI and --hand-over-to ADMIN_SOCKET");
+            return 2;
+        }
+        if (handOverTo != null) {
+            String target = handOverTo.toAbsolutePath().normalize().toString();
+            if (!target.chars().allMatch(c -> c > 0x20 && c < 0x7f)
+                    || (frontendUri != null && !frontendUri.chars().allMatch(c -> c > 0x20 && c < 0x7f))) {
+                spec.commandLine().getErr().println("gpusockets migrate: the socket path and URI must be printable words");
+                return 2;
+            }
+            String request = "hand-over " + session + " " + target + (frontendUri != null ? " " + frontendUri : "");
+            return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request, MigrateCommand::readableHandOver);
+        }
         for (String uri : frontendUri == null ? List.of(to) : List.of(to, frontendUri)) {
             if (uri.isEmpty() || !uri.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
                 spec.commandLine().getErr().println("gpusockets migrate: not a URI: '" + uri + "'");
@@ -70,6 +94,18 @@ final class MigrateCommand implements Callable<Integer> {
                 number(m.get("hashMillis")), number(m.get("finalCopyMillis")), number(m.get("restoreMillis")),
                 number(m.get("switchMillis"))));
         return b.toString();
+    }
+
+    /** A hand-over's summary: where it went, what was mapped there and copied, the downtime and its split. */
+    @SuppressWarnings("unchecked")
+    static String readableHandOver(String json) {
+        Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
+        return String.format(Locale.ROOT, "session %s handed over to %s: %s allocations (%.1f MiB) mapped there, %.1f MiB"
+                        + " copied; downtime %.1f ms (drain %.1f, export %.1f, image %.1f, restore %.1f, switch %.1f)",
+                m.get("session"), m.get("frontend"), m.get("allocations"), number(m.get("handedBytes")) / 1048576.0,
+                number(m.get("copiedBytes")) / 1048576.0, number(m.get("downtimeMillis")), number(m.get("drainMillis")),
+                number(m.get("exportMillis")), number(m.get("imageMillis")), number(m.get("restoreMillis")),
+                number(m.get("switchMillis")));
     }
 
     private static double number(Object o) {

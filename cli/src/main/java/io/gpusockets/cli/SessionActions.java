@@ -1,6 +1,11 @@
 package io.gpusockets.cli;
 
 import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.server.HandOver;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.Listener;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
 import io.gpusockets.backend.server.Migration;
 import io.gpusockets.backend.session.PreCopy;
 import io.gpusockets.backend.session.CheckpointResult;
@@ -10,8 +15,9 @@ import java.nio.file.Path;
 import java.util.Locale;
 
 /**
- * The admin socket's checkpoint, restore and migrate ({@link AdminActions}) as a running backend does them
- * ({@link BackendServer#checkpoint}, {@link BackendServer#restore}, {@link BackendServer#migrate}), each answered
+ * The admin socket's checkpoint, restore, migrate, hand-over and take-over ({@link AdminActions}) as a running backend
+ * does them ({@link BackendServer#checkpoint}, {@link BackendServer#restore}, {@link BackendServer#migrate},
+ * {@link BackendServer#handOver}, {@link BackendServer#receiveHandOver}, {@link BackendServer#takeOver}), each answered
  * with one line of JSON.
  */
 final class SessionActions implements AdminActions {
@@ -27,6 +33,11 @@ final class SessionActions implements AdminActions {
         return String.format(Locale.ROOT, "{\"session\":%d,\"file\":%s,\"stopped\":%b,\"bytes\":%d,\"ranges\":%d,"
                         + "\"records\":%d,\"drainMillis\":%.1f,\"writeMillis\":%.1f}", session, json(file), stop,
                 r.bytesWritten(), r.allocations(), r.records(), r.drainNanos() / 1e6, r.imageNanos() / 1e6);
+    }
+
+    @Override
+    public String takeOver(Path socket, String isolation, java.nio.file.attribute.UserPrincipal requester) throws Exception {
+        return server.handOffTo(socket, isolation, requester).json();
     }
 
     @Override
@@ -60,6 +71,100 @@ final class SessionActions implements AdminActions {
                 r.bytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.hashNanos() / 1e6, r.finalCopyNanos() / 1e6,
                 r.restoreNanos() / 1e6, r.switchNanos() / 1e6));
         return b.toString();
+    }
+
+    /**
+     * The source's side of a hand-over on one host ({@link BackendServer#handOver}): listens on an {@code fdunix://}
+     * socket in a fresh folder only this user can enter, asks the target backend on its admin socket to
+     * {@code receive-hand-over} from there, hands the session over on the connection it makes, and answers
+     * {@code {"session","frontend","allocations","handedBytes","copiedBytes","imageBytes","downtimeMillis",
+     * "drainMillis","exportMillis","imageMillis","restoreMillis","switchMillis","target":TARGET_ANSWER}}. A target
+     * that refuses (or never connects) fails it before the session is drained.
+     */
+    @Override
+    public String handOver(long session, Path targetAdmin, String frontendUri, Progress progress) throws Exception {
+        Path dir = java.nio.file.Files.createTempDirectory("gpusockets-handover",
+                java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
+                        java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
+        Path socket = dir.resolve("s");
+        try (Listener listener = Transports.listen(TransportUri.parse("fdunix://" + socket));
+             java.nio.channels.SocketChannel admin = java.nio.channels.SocketChannel.open(
+                     java.net.UnixDomainSocketAddress.of(targetAdmin))) {
+            write(admin, "receive-hand-over " + socket + (frontendUri != null ? " " + frontendUri : "") + "\n");
+            java.util.concurrent.CompletableFuture<String> answer = new java.util.concurrent.CompletableFuture<>();
+            Thread.ofVirtual().start(() -> {
+                String line = null;
+                try {
+                    line = lastLine(admin);
+                    answer.complete(line);
+                } catch (java.io.IOException | RuntimeException e) {
+                    answer.complete("error: " + e.getMessage());
+                }
+                if (line == null || !line.startsWith("ok ")) {
+                    listener.close(); // a refusal: the accept below ends
+                }
+            });
+            Connection c;
+            try {
+                c = listener.accept();
+            } catch (java.io.IOException e) {
+                throw new IllegalStateException("the target backend at " + targetAdmin + " did not take the hand-over: "
+                        + answer.get(10, java.util.concurrent.TimeUnit.SECONDS));
+            }
+            HandOver.Result r;
+            try (c) {
+                r = server.handOver(session, c, frontendUri, progress::progress);
+            }
+            String target = answer.get();
+            return String.format(Locale.ROOT, "{\"session\":%d,\"frontend\":%s,\"allocations\":%d,\"handedBytes\":%d,"
+                            + "\"copiedBytes\":%d,\"imageBytes\":%d,\"downtimeMillis\":%.1f,\"drainMillis\":%.1f,"
+                            + "\"exportMillis\":%.1f,\"imageMillis\":%.1f,\"restoreMillis\":%.1f,\"switchMillis\":%.1f,"
+                            + "\"target\":%s}", r.sessionId(),
+                    StatusJson.string(new StringBuilder(), r.frontendUri()), r.handles(), r.handedBytes(), r.copiedBytes(),
+                    r.imageBytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.exportNanos() / 1e6,
+                    r.imageNanos() / 1e6, r.restoreNanos() / 1e6, r.switchNanos() / 1e6,
+                    target.startsWith("ok ") ? target.substring(3) : StatusJson.string(new StringBuilder(), target));
+        } finally {
+            java.nio.file.Files.deleteIfExists(socket);
+            java.nio.file.Files.deleteIfExists(dir);
+        }
+    }
+
+    /** The target's side: connects to the source's socket and receives the session ({@link BackendServer#receiveHandOver}). */
+    @Override
+    public String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) throws Exception {
+        long t0 = System.nanoTime();
+        try (Connection c = Transports.connect(TransportUri.parse("fdunix://" + sourceSocket),
+                java.time.Duration.ofSeconds(10))) {
+            long id = server.receiveHandOver(c, frontendUri);
+            return String.format(Locale.ROOT, "{\"session\":%d,\"millis\":%.1f}", id, (System.nanoTime() - t0) / 1e6);
+        }
+    }
+
+    private static void write(java.nio.channels.SocketChannel c, String s) throws java.io.IOException {
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(s.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        while (b.hasRemaining()) {
+            c.write(b);
+        }
+    }
+
+    /** The admin answer's last line (progress lines before it are skipped), bounded. */
+    private static String lastLine(java.nio.channels.SocketChannel c) throws java.io.IOException {
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+                java.nio.channels.Channels.newInputStream(c), java.nio.charset.StandardCharsets.UTF_8));
+        String last = null;
+        for (String line; (line = in.readLine()) != null; ) {
+            if (line.length() > 65536) {
+                throw new java.io.IOException("the target's admin answer has a line of " + line.length() + " characters");
+            }
+            if (!line.startsWith("progress ")) {
+                last = line;
+            }
+        }
+        if (last == null) {
+            throw new java.io.IOException("the target's admin socket closed without an answer");
+        }
+        return last;
     }
 
     /** The path as a JSON string, quoted and escaped as status writes strings. */

@@ -52,8 +52,27 @@ final class BackendProcess implements AutoCloseable {
         return start(List.of(), jvmOptions, extraArgs);
     }
 
+    /**
+     * A backend that takes over the running one whose admin socket is {@code oldAdmin} ({@code --take-over}, no
+     * {@code --listen}: it serves the old one's listeners), with its own admin socket at {@code admin} (may be the old
+     * one's path); returns once it reported the {@code listeners} addresses it took over.
+     */
+    static BackendProcess startTakingOver(Path oldAdmin, Path admin, int listeners, String... extraArgs)
+            throws IOException, InterruptedException {
+        List<String> args = new ArrayList<>(List.of("--take-over", oldAdmin.toString(), "--admin-socket", admin.toString()));
+        args.addAll(List.of(extraArgs));
+        BackendProcess b = start(List.of(), List.of(), false, listeners, args.toArray(String[]::new));
+        b.adminSocket = admin;
+        return b;
+    }
+
     private static BackendProcess start(List<String> prefix, List<String> jvmOptions, String... extraArgs)
             throws IOException, InterruptedException {
+        return start(prefix, jvmOptions, true, -1, extraArgs);
+    }
+
+    private static BackendProcess start(List<String> prefix, List<String> jvmOptions, boolean listen, long listens,
+                                        String... extraArgs) throws IOException, InterruptedException {
         Path dir = Files.createTempDirectory("gpusockets-e2e");
         List<String> cmd = new ArrayList<>(prefix);
         cmd.addAll(List.of(
@@ -64,15 +83,19 @@ final class BackendProcess implements AutoCloseable {
                 .sorted().forEach(k -> cmd.add("-D" + k + "=" + System.getProperty(k)));
         cmd.addAll(jvmOptions);
         cmd.addAll(List.of("-cp", System.getProperty("java.class.path"),
-                "io.gpusockets.cli.Main", "backend", "--device", "emulated",
-                "--listen", "tcp://127.0.0.1:0", "--listen", "unix://" + dir.resolve("backend.sock")));
+                "io.gpusockets.cli.Main", "backend", "--device", "emulated"));
+        if (listen) {
+            cmd.addAll(List.of("--listen", "tcp://127.0.0.1:0", "--listen", "unix://" + dir.resolve("backend.sock")));
+        }
         cmd.addAll(List.of(extraArgs));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         LEFT_RUNNING.add(p);
         BackendProcess b = new BackendProcess(p, dir);
         BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        long listens = cmd.stream().filter("--listen"::equals).count();
+        if (listens < 0) {
+            listens = cmd.stream().filter("--listen"::equals).count();
+        }
         while (b.addresses.size() < listens) {
             String line = r.readLine();
             if (line == null || System.nanoTime() > deadline) {

@@ -96,6 +96,13 @@ final class Contexts {
         return c;
     }
 
+    /** The calling thread's current context, or null when none (or a destroyed one) is current. */
+    EmulatedContext currentOrNull() {
+        requireInit();
+        EmulatedContext c = stacks.get().peek();
+        return c == null || c.destroyed() ? null : c;
+    }
+
     /** The current context, refusing new work once it has faulted. */
     EmulatedContext active() {
         EmulatedContext c = current();

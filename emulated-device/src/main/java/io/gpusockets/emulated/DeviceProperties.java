@@ -77,6 +77,7 @@ final class DeviceProperties {
             Map.entry(95, 1),                     // cooperative launch (cuLaunchCooperativeKernel; no grid-wide barrier)
             Map.entry(97, SHARED_MEMORY_PER_BLOCK_OPTIN),
             Map.entry(102, 1),                    // virtual memory management (cuMemCreate/Map: VirtualMemory)
+            Map.entry(103, 1),                    // POSIX descriptor handles (exportable allocations: MemoryFiles)
             Map.entry(115, 1),                    // memory pools and stream-ordered allocation (MemoryPools)
             Map.entry(106, MAX_BLOCKS_PER_MULTIPROCESSOR),
             Map.entry(122, 1),                    // 64-bit stream memory operations (StreamMemOps)

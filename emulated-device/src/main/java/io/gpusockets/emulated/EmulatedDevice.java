@@ -1096,6 +1096,19 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     }
 
     @Override
+    public int cuMemExportToShareableHandle(MemorySegment shareableHandle, long handle, int handleType, long flags) {
+        return run("cuMemExportToShareableHandle", () -> vmm.export(shareableHandle, handle, handleType, flags));
+    }
+
+    @Override
+    public int cuMemImportFromShareableHandle(MemorySegment handle, MemorySegment osHandle, int shHandleType) {
+        return run("cuMemImportFromShareableHandle", () -> {
+            MemorySegment out = sized(handle, 8, "handle");
+            out.set(HostSegments.LONG, 0, vmm.importFrom(osHandle, shHandleType));
+        });
+    }
+
+    @Override
     public int cuMemGetAllocationPropertiesFromHandle(MemorySegment prop, long handle) {
         return run("cuMemGetAllocationPropertiesFromHandle", () -> vmm.properties(prop, handle));
     }

@@ -28,26 +28,40 @@ import java.util.TreeMap;
  * emulated (CUDA_ERROR_NOT_SUPPORTED), since the emulated memory cannot refuse a write; nor are the
  * allocation usages of a device with sparse arrays or a decompression engine (CU_MEM_CREATE_USAGE_TILE_POOL,
  * CU_MEM_CREATE_USAGE_HW_DECOMPRESS: CUDA_ERROR_NOT_SUPPORTED), which the emulated device has not.
+ * An allocation whose requestedHandleTypes has CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR lives in a memory file
+ * ({@link MemoryFiles}) instead of private host memory: cuMemExportToShareableHandle gives a descriptor of it and
+ * cuMemImportFromShareableHandle, in this instance or one in another process, maps the same pages, so two backend
+ * processes on one host share the allocation as two processes on one GPU do (the pages live while any holds the
+ * file or a mapping of it).
  */
 final class VirtualMemory {
     static final long GRANULARITY = 2L << 20;
 
-    /** A physical allocation. */
+    /**
+     * A physical allocation; {@code file} is its memory file's descriptor (this instance's own) when it is exportable
+     * (requestedHandleTypes POSIX_FILE_DESCRIPTOR, or imported), else -1.
+     */
     static final class Physical {
         final long handle;
         final int device;
         final long size;
         final Arena arena;
         final MemorySegment host;
+        final int file;
         int references = 1;     // guarded by VirtualMemory.this
         int mappings;           // guarded by VirtualMemory.this
 
-        Physical(long handle, int device, long size, Arena arena, MemorySegment host) {
+        Physical(long handle, int device, long size, Arena arena, MemorySegment host, int file) {
             this.handle = handle;
             this.device = device;
             this.size = size;
             this.arena = arena;
             this.host = host;
+            this.file = file;
+        }
+
+        int handleTypes() {
+            return file >= 0 ? MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : MemoryProps.HANDLE_TYPE_NONE;
         }
     }
 
@@ -89,7 +103,7 @@ final class VirtualMemory {
     private int checkedProp(MemorySegment prop) {
         contexts.requireInit();
         MemorySegment s = HostSegments.sized(prop, MemoryProps.ALLOCATION_PROP_SIZE, "prop");
-        String refusal = MemoryProps.allocationRefusal(s, deviceCount);
+        String refusal = MemoryProps.allocationRefusal(s, deviceCount, 0, MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
         if (refusal != null) {
             throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, refusal);
         }
@@ -120,18 +134,101 @@ final class VirtualMemory {
         if (flags != 0) {
             throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
         }
+        boolean exportable = (prop.get(HostSegments.INT, MemoryProps.HANDLE_TYPES) & MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
         memory.charge(device, size);
         Arena arena = Arena.ofShared();
         MemorySegment host;
+        int file = -1;
         try {
-            host = arena.allocate(size, EmulatedMemory.ALIGNMENT);
-        } catch (OutOfMemoryError | IllegalArgumentException e) {
+            if (exportable) {
+                file = MemoryFiles.create(size);
+                host = MemoryFiles.map(file, size, arena);
+            } else {
+                host = arena.allocate(size, EmulatedMemory.ALIGNMENT);
+            }
+        } catch (OutOfMemoryError | IllegalArgumentException | MemoryFiles.SystemCallFailed e) {
             arena.close();
+            if (file >= 0) {
+                MemoryFiles.close(file);
+            }
             memory.uncharge(device, size);
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "host memory for size=" + size + " unavailable: " + e.getMessage());
         }
         long h = handles.issue();
-        handles.register(h, new Physical(h, device, size, arena, host));
+        handles.register(h, new Physical(h, device, size, arena, host, file));
+        return h;
+    }
+
+    /**
+     * cuMemExportToShareableHandle: a new descriptor of the allocation's memory file, written as an int to
+     * {@code out}; the caller owns it. Only POSIX file descriptors are emulated (other types: NOT_SUPPORTED); an
+     * allocation created without that requested handle type cannot be exported (INVALID_VALUE, as the driver answers).
+     */
+    synchronized void export(MemorySegment out, long handle, int handleType, long flags) {
+        Physical p = physical(handle);
+        if (flags != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
+        }
+        if (handleType != MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "handleType=" + handleType + ": only CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR is emulated");
+        }
+        if (p.file < 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "handle=0x" + Long.toHexString(handle)
+                    + " was not created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in requestedHandleTypes");
+        }
+        MemorySegment o = HostSegments.sized(out, 4, "shareableHandle");
+        try {
+            o.set(HostSegments.INT, 0, MemoryFiles.dup(p.file));
+        } catch (MemoryFiles.SystemCallFailed e) {
+            throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "no descriptor for the export: " + e.getMessage());
+        }
+    }
+
+    /**
+     * cuMemImportFromShareableHandle with a POSIX descriptor (the pointer's value, as the driver takes it): a new
+     * physical allocation on the same pages, of the file's size (a multiple of the granularity), on the current
+     * context's device (device 0 without one), charged to this instance's budget as any allocation is. The caller
+     * keeps {@code fd}; this instance holds a dup of it.
+     */
+    long importFrom(MemorySegment osHandle, int handleType) {
+        contexts.requireInit();
+        if (handleType != MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+            throw new CudaError(CUDA_ERROR_NOT_SUPPORTED, "shHandleType=" + handleType + ": only CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR is emulated");
+        }
+        long value = osHandle.address();
+        if (value < 0 || value > Integer.MAX_VALUE) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "osHandle=" + value + " is no file descriptor");
+        }
+        int fd = (int) value;
+        long size;
+        try {
+            size = MemoryFiles.size(fd);
+        } catch (MemoryFiles.SystemCallFailed e) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "osHandle=" + fd + " is no exported allocation: " + e.getMessage());
+        }
+        if (size <= 0 || size % GRANULARITY != 0) {
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "osHandle=" + fd + " is no exported allocation: its size " + size
+                    + " is no positive multiple of " + GRANULARITY);
+        }
+        EmulatedContext current = contexts.currentOrNull();
+        int device = current != null ? current.device : 0;
+        memory.charge(device, size);
+        Arena arena = Arena.ofShared();
+        int own = -1;
+        MemorySegment host;
+        try {
+            own = MemoryFiles.dup(fd);
+            host = MemoryFiles.map(own, size, arena);
+        } catch (MemoryFiles.SystemCallFailed e) {
+            arena.close();
+            if (own >= 0) {
+                MemoryFiles.close(own);
+            }
+            memory.uncharge(device, size);
+            throw new CudaError(CUDA_ERROR_INVALID_VALUE, "osHandle=" + fd + " cannot be mapped: " + e.getMessage());
+        }
+        long h = handles.issue();
+        handles.register(h, new Physical(h, device, size, arena, host, own));
         return h;
     }
 
@@ -156,6 +253,9 @@ final class VirtualMemory {
     private void freeIfUnused(Physical p) {
         if (p.references == 0 && p.mappings == 0) {
             p.arena.close();
+            if (p.file >= 0) {
+                MemoryFiles.close(p.file);   // the pages live on while another process holds the file or maps it
+            }
             memory.uncharge(p.device, p.size);
         }
     }
@@ -331,7 +431,7 @@ final class VirtualMemory {
         Physical p = physical(handle);
         MemorySegment s = HostSegments.sized(prop, MemoryProps.ALLOCATION_PROP_SIZE, "prop").fill((byte) 0);
         s.set(HostSegments.INT, MemoryProps.TYPE, MemoryProps.ALLOCATION_TYPE_PINNED);
-        s.set(HostSegments.INT, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_NONE);
+        s.set(HostSegments.INT, MemoryProps.HANDLE_TYPES, p.handleTypes());
         s.set(HostSegments.INT, MemoryProps.LOCATION, MemoryProps.LOCATION_TYPE_DEVICE);
         s.set(HostSegments.INT, MemoryProps.LOCATION + 4, p.device);
     }

@@ -153,7 +153,7 @@ class PoolsAndVirtualMemoryTest {
             MemorySegment out = e.arena.allocate(8);
             e.ok(e.device.cuMemGetAllocationGranularity(out, prop, 1));
             assertEquals(MIB2, readLong(out));
-            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemCreate(out, MIB2, allocationProp(e, 1, 1, 0), 0), "fd export");
+            assertEquals(CUDA_ERROR_NOT_SUPPORTED, e.device.cuMemCreate(out, MIB2, allocationProp(e, 1, 2, 0), 0), "win32 export");
             assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuMemCreate(out, 4096, prop, 0), "not a granularity multiple");
             long before = e.freeBytes();
             e.ok(e.device.cuMemCreate(out, 2 * MIB2, prop, 0));

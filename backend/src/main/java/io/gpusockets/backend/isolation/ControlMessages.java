@@ -34,6 +34,9 @@ import java.util.function.IntConsumer;
  *             identity, grace); else string why
  *   MIGRATED  long request, byte outcome,
  *             ok: the Migration.Result ({@link io.gpusockets.backend.server.Migration.Result#encode}); else string why
+ *   MARKED    long mark: the answer to          TAKEOVER_MARK long mark: a backend takes this one over; the worker
+ *             TAKEOVER_MARK, the last message             answers MARKED, and what it sends after that is read by the
+ *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed
  * </pre>
  */
@@ -48,6 +51,7 @@ final class ControlMessages {
     static final byte CHECKPOINTED = 8;
     static final byte RESTORED = 9;
     static final byte MIGRATED = 10;
+    static final byte MARKED = 11;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
@@ -55,6 +59,7 @@ final class ControlMessages {
     static final byte CHECKPOINT = 24;
     static final byte RESTORE = 25;
     static final byte MIGRATE = 26;
+    static final byte TAKEOVER_MARK = 27;
 
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;

@@ -27,6 +27,9 @@ import java.util.concurrent.TimeUnit;
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
  * A MIGRATE message (issue 23) migrates the session from here: this worker runs the source's side of the migration,
  * connecting to the target backend itself, and ends its session once the target holds it (MIGRATED back first).
+ * When a new backend takes the front's place ({@code --take-over}, {@link TakeOver}), the old front sends TAKEOVER_MARK
+ * and this worker answers MARKED; the control socket itself stays open (the new front holds a copy of the old one's
+ * end), so the session never notices: "front gone" means the last copy of that end closed.
  */
 public final class WorkerMain {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -195,6 +198,12 @@ public final class WorkerMain {
                         }
                         case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
                         case ControlMessages.MIGRATE -> migrate(s, tenant, a);
+                        case ControlMessages.TAKEOVER_MARK -> {
+                            // a new backend takes over this worker's control socket: what follows MARKED is read there
+                            ByteBuffer marked = ControlMessages.start(ControlMessages.MARKED);
+                            marked.putLong(a.getLong());
+                            tenant.send(marked);
+                        }
                         default -> throw new IOException("unexpected control message");
                     }
                 }

@@ -41,10 +41,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
  *
- * <p>What it owns: the worker processes (never more than {@code max}, idle ones included), one reader
- * thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
+ * <p>A take-over ({@code gpusockets backend --take-over}, {@link TakeOver}) moves workers between fronts: the old
+ * front marks each serving worker's control stream and stops its idle ones ({@link #handOff}), the new front adopts
+ * each worker from its control socket's descriptor, pid, ticket and quota held ({@link #adopt}): an adopted worker is
+ * no child of this process, so its end is learnt from its control socket closing and its exit status is unknown.
+ *
+ * <p>What it owns: the worker processes (never more than {@code max}, idle ones included; adopted ones count too),
+ * one reader thread per live worker, and a private directory (mode 0700) holding the control socket; all go in
  * {@link #close}. A worker whose front disappears (even by kill -9) sees its control socket close and ends
- * its session and itself.
+ * its session and itself; a front that hands its workers over closes its copies without shutdown, so the
+ * socket stays open through the new front's copy.
  */
 public final class Workers implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -76,6 +82,12 @@ public final class Workers implements AutoCloseable {
     /** The workers' AOT cache, or null for none ({@link WorkerAotCache}). */
     private final WorkerAotCache aot;
     private volatile boolean closed;
+    /** Set once a backend takes this one over ({@link #handOff}): no worker starts, no session is handed over here. */
+    private volatile boolean handingOff;
+    /** Workers marked for a take-over and not yet released or taken back, by pid. */
+    private final Map<Long, Worker> handing = new ConcurrentHashMap<>();
+    /** Workers adopted from the backend this one took over ({@link #adopt}), so far. */
+    private final AtomicLong adopted = new AtomicLong();
     /** How long a checkpoint, restore or migration waits for its worker's next message; 0: for ever. */
     private volatile long quietNanos = TimeUnit.SECONDS.toNanos(Math.max(0, Long.getLong(QUIET_PROPERTY, QUIET_SECONDS_DEFAULT)));
 
@@ -245,7 +257,7 @@ public final class Workers implements AutoCloseable {
         ticket.encode(m);
         if (!x.send(w, m, c, ticket)) {
             w.onEnd = null; // the caller gives back what the session held: this returns false
-            w.process.destroyForcibly();
+            w.handle.destroyForcibly();
             return false;
         }
         if (ticket.resumable()) {
@@ -295,6 +307,186 @@ public final class Workers implements AutoCloseable {
         LOG.log(Level.INFO, "session " + t.sessionId() + ": resuming connection from " + c.peer().description()
                 + " handed to worker pid " + w.pid);
         return true;
+    }
+
+    /**
+     * A worker serving a session, handed from a backend being taken over to the backend that takes it over
+     * ({@link TakeOver}): its pid, its session's ticket, what the session holds of its tenant's quota as granted by
+     * the old front (exact: the old front read every reserve the worker sent before it answered the mark), how long
+     * ago the session was handed to it, whether it was checkpointed with stop ({@code frozen}: never resumed, its token
+     * not honoured), and the control socket ({@code control}: the old front's copy, let go of by {@link #release};
+     * null on the receiving side, which has the descriptor instead).
+     */
+    public record Handed(long pid, SessionTicket ticket, long memoryBytes, long pinnedBytes, long ageMillis, boolean frozen,
+                         Connection control) {
+    }
+
+    /**
+     * For a take-over (the old backend's side): stops idle and starting workers (the new backend starts its own),
+     * then asks every worker serving a session to mark its control stream (TAKEOVER_MARK); once a worker answers
+     * MARKED this front reads nothing more from it, so the messages it sends next wait in its socket for the new
+     * front. Returns the workers that answered within {@code timeout}, taken off this front's books (their end is
+     * no longer reported here, their quota no longer given back here); one that did not answer stays here, logged.
+     * From this call on no worker is started and none is handed a session. Workers whose frontend connection this
+     * process relays (tls://, vchan://) are not handed: they stay here with their relay until they end. Refused while
+     * a checkpoint, restore or migration runs in a worker.
+     */
+    public List<Handed> handOff(java.time.Duration timeout) throws IOException {
+        synchronized (live) {
+            if (closed || handingOff) {
+                throw new IOException(closed ? "the workers are stopped" : "the workers are being handed over already");
+            }
+            if (!operations.isEmpty()) {
+                throw new IOException("a checkpoint or restore runs in a worker: take over when it is done");
+            }
+            handingOff = true;
+        }
+        for (Worker w : live.values()) {
+            if (w.sessionId == 0 && w.claim()) {
+                idle.remove(w);
+                Connection ctl = w.control;
+                if (ctl != null) {
+                    ctl.close(); // an idle worker ends when its control socket closes
+                } else {
+                    w.handle.destroy(); // still starting
+                }
+            }
+        }
+        List<Worker> serving = new ArrayList<>();
+        for (Worker w : live.values()) {
+            if (w.sessionId == 0 || w.gone.get() || w.control == null) {
+                continue;
+            }
+            if (w.relayed) {
+                LOG.log(Level.INFO, "take-over: session " + w.sessionId + " stays with this backend until it ends: its "
+                        + w.ticket.peer().transport() + ":// connection is relayed by this process");
+                continue;
+            }
+            serving.add(w);
+        }
+        for (Worker w : serving) {
+            ByteBuffer m = ControlMessages.start(ControlMessages.TAKEOVER_MARK);
+            m.putLong(w.pid);
+            try {
+                w.control.write(ControlMessages.finish(m));
+            } catch (IOException e) {
+                // the worker is going: its reader ends it here
+            }
+        }
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<Handed> out = new ArrayList<>();
+        for (Worker w : serving) {
+            try {
+                w.marked.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                LOG.log(Level.WARNING, "worker pid " + w.pid + " of session " + w.sessionId + " did not answer the take-over's"
+                        + " mark within " + timeout.toMillis() + " ms: it stays with this backend");
+                continue;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted while the workers marked their control streams");
+            }
+            live.remove(w.pid);
+            SessionTicket t = w.ticket;
+            if (t.resumable()) {
+                resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+            }
+            w.shown = false;
+            handing.put(w.pid, w);
+            out.add(new Handed(w.pid, t, w.memoryHeld.get(), w.pinnedHeld.get(),
+                    TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - w.handedAtNanos), w.frozen, w.control));
+        }
+        return out;
+    }
+
+    /** After a take-over: lets go of this front's copies of the handed workers' control sockets (no shutdown). */
+    public void release(List<Handed> handed) {
+        for (Handed h : handed) {
+            handing.remove(h.pid());
+            if (h.control() != null) {
+                DescriptorPassing.detach(h.control());
+            }
+        }
+    }
+
+    /**
+     * After a take-over that failed before the new backend answered: this front serves the handed workers again (their
+     * control streams read on from the mark: the new backend read nothing of them unless it failed while adopting)
+     * and starts workers again.
+     */
+    public void takeBack(List<Handed> handed) {
+        for (Handed h : handed) {
+            Worker w = handing.remove(h.pid());
+            if (w == null) {
+                continue;
+            }
+            w.handedOff = false;
+            w.shown = true;
+            live.put(w.pid, w);
+            if (w.ticket.resumable() && !w.frozen) {
+                resumable.put(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+            }
+            Connection ctl = w.control;
+            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, true));
+        }
+        handingOff = false;
+        replenish();
+    }
+
+    /**
+     * For a take-over (the new backend's side): serves the worker {@code h}, whose control socket is {@code controlFd}
+     * (received from the old backend, owned here from now on), as if this front had handed it its session: its
+     * reserves are answered against {@code tenant} (which the caller charged with what the worker holds), its figures
+     * listed by {@link #sessions} ("adopted from pid {@code from}"), a resume with its token handed to it, and its
+     * end, seen as its control socket closing (it is not this process's child: no exit status), gives back its quota
+     * and runs {@code onEnd}. Fails (the descriptor closed) when the worker is gone already.
+     */
+    public void adopt(Handed h, int controlFd, TenantAccount tenant, Runnable onEnd, long from) throws IOException {
+        ProcessHandle ph = ProcessHandle.of(h.pid()).filter(ProcessHandle::isAlive).orElse(null);
+        if (ph == null) {
+            DescriptorPassing.close(controlFd);
+            throw new IOException("worker pid " + h.pid() + " of session " + h.ticket().sessionId() + " is gone");
+        }
+        Connection ctl = DescriptorPassing.adopt(controlFd, new io.gpusockets.protocol.transport.PeerInfo("worker pid " + h.pid(),
+                OptionalInt.empty(), java.util.OptionalLong.empty(), java.util.OptionalLong.empty(), java.util.Optional.empty(),
+                "fdunix"));
+        Worker w = new Worker(ph, from);
+        w.claimed.set(true);
+        w.ready.complete(null);
+        w.control = ctl;
+        w.tenant = tenant;
+        w.ticket = h.ticket();
+        w.sessionId = h.ticket().sessionId();
+        w.handedAtNanos = System.nanoTime() - TimeUnit.MILLISECONDS.toNanos(h.ageMillis());
+        w.memoryHeld.set(h.memoryBytes());
+        w.pinnedHeld.set(h.pinnedBytes());
+        w.onEnd = onEnd;
+        w.shown = true;
+        w.frozen = h.frozen();
+        synchronized (live) {
+            if (closed) {
+                ctl.close();
+                throw new IOException("the workers are stopped");
+            }
+            live.put(w.pid, w);
+        }
+        if (h.ticket().resumable() && !h.frozen()) {
+            resumable.put(java.util.HexFormat.of().formatHex(h.ticket().resumeToken()), w);
+        }
+        adopted.incrementAndGet();
+        Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, true));
+        LOG.log(Level.INFO, "session " + w.sessionId + " in worker pid " + w.pid + " adopted from backend pid " + from
+                + " (tenant " + tenant.name() + ", holding " + h.memoryBytes() + " bytes of device memory)");
+    }
+
+    /** Workers adopted from a backend this one took over, so far. */
+    public long adoptedCount() {
+        return adopted.get();
+    }
+
+    /** Whether a checkpoint or restore runs in a worker now. */
+    public boolean busy() {
+        return !operations.isEmpty();
     }
 
     /** Whether a worker not yet gone serves (or is restoring) session {@code sessionId}. */
@@ -494,7 +686,7 @@ public final class Workers implements AutoCloseable {
             return t;
         } finally {
             if (!ok) {
-                w.process.destroy(); // a worker whose restore failed has freed what it made and exits anyway
+                w.handle.destroy(); // a worker whose restore failed has freed what it made and exits anyway
                 once.run();
             }
             Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
@@ -662,6 +854,7 @@ public final class Workers implements AutoCloseable {
                     c.close();
                     return false;
                 }
+                w.relayed = true; // a take-over leaves this worker here: the relay lives in this process
                 FrameRelay.start(id, c, near);
                 LOG.log(Level.INFO, "session " + id + ": a " + ticket.peer().transport() + ":// connection cannot be handed over"
                         + " whole (its state lives in this process); the front relays its frames to the worker (one extra copy of"
@@ -748,7 +941,7 @@ public final class Workers implements AutoCloseable {
      */
     private void replenish() {
         synchronized (live) { // one counter at a time, or two threads would each start the missing one
-            while (!closed) {
+            while (!closed && !handingOff) {
                 long unclaimed = live.values().stream().filter(w -> !w.claimed.get() && !w.gone.get()).count();
                 long starting = live.values().stream().filter(w -> !w.gone.get() && !w.ready.isDone()).count();
                 if (unclaimed >= idleTarget + waiting.get() || starting >= parallelStarts) {
@@ -769,7 +962,7 @@ public final class Workers implements AutoCloseable {
     /** A new worker process (to wait idle until a session claims it); null at the cap. */
     private Worker spawn() throws IOException {
         synchronized (live) {
-            if (closed || live.size() >= max) {
+            if (closed || handingOff || live.size() >= max) {
                 return null;
             }
             List<String> aotOptions = aot == null ? List.of() : aot.options();
@@ -824,20 +1017,26 @@ public final class Workers implements AutoCloseable {
                 continue;
             }
             w.control = ctl;
-            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl));
+            Thread.ofPlatform().daemon().name("gpusockets-worker-" + w.pid).start(() -> readLoop(w, ctl, false));
         }
     }
 
-    /** Serves one worker's control messages until its socket closes. */
-    private void readLoop(Worker w, Connection ctl) {
+    /**
+     * Serves one worker's control messages until its socket closes, or until it answers a take-over's mark (then the
+     * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
+     */
+    private void readLoop(Worker w, Connection ctl, boolean adopted) {
         try {
-            ByteBuffer m = ControlMessages.read(ctl);
-            if (m.get() != ControlMessages.READY) {
-                throw new IOException("expected READY");
+            ByteBuffer m;
+            if (!adopted) {
+                m = ControlMessages.read(ctl);
+                if (m.get() != ControlMessages.READY) {
+                    throw new IOException("expected READY");
+                }
+                w.ready.complete(null);
+                idle.add(w);
+                replenish(); // a start slot is free: the next worker starts, if one is wanted
             }
-            w.ready.complete(null);
-            idle.add(w);
-            replenish(); // a start slot is free: the next worker starts, if one is wanted
             while (true) {
                 m = ControlMessages.read(ctl);
                 byte type = m.get();
@@ -869,6 +1068,14 @@ public final class Workers implements AutoCloseable {
                     case ControlMessages.REJECTED -> t.rejected(ControlMessages.getString(m));
                     case ControlMessages.USED -> answer(ctl, m.getLong(), t.memoryUsed());
                     case ControlMessages.STATS -> w.figures = io.gpusockets.backend.status.SessionFigures.decode(m);
+                    case ControlMessages.MARKED -> {
+                        if (m.getLong() != w.pid) {
+                            throw new IOException("a take-over mark that is not this worker's");
+                        }
+                        w.handedOff = true;
+                        w.marked.complete(null);
+                        return; // what the worker sends from now on is for the backend that takes over
+                    }
                     case ControlMessages.PROGRESS -> {
                         Operation op = operations.get(m.getLong());
                         String stage = ControlMessages.getString(m);
@@ -905,12 +1112,14 @@ public final class Workers implements AutoCloseable {
                 }
             }
         } catch (IOException | RuntimeException e) {
-            if (!(e instanceof java.io.EOFException) && !closed && w.process.isAlive()) {
+            if (!(e instanceof java.io.EOFException) && !closed && w.handle.isAlive()) {
                 LOG.log(Level.WARNING, "worker pid " + w.pid + ": control socket: " + e.getMessage() + "; stopping it");
             }
         } finally {
-            ctl.close();
-            gone(w);
+            if (!w.handedOff) {
+                ctl.close();
+                gone(w);
+            }
         }
     }
 
@@ -944,12 +1153,18 @@ public final class Workers implements AutoCloseable {
             resumable.remove(java.util.HexFormat.of().formatHex(ticket.resumeToken()), w);
         }
         Integer exit = null;
+        boolean stopped = false;
         try {
             // a worker that trains the AOT cache writes it as it exits: give it the time that takes
             long wait = w.aotOptions.stream().anyMatch(o -> o.startsWith("-XX:AOTCacheOutput")) ? 6 * STOP_SECONDS : STOP_SECONDS;
-            exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
+            if (w.process != null) {
+                exit = w.process.onExit().get(wait, TimeUnit.SECONDS).exitValue();
+            } else {
+                w.handle.onExit().get(wait, TimeUnit.SECONDS); // adopted: not our child, its status is not ours to read
+            }
+            stopped = true;
         } catch (Exception e) {
-            w.process.destroyForcibly();
+            w.handle.destroyForcibly();
         }
         failOperations(w);
         if (aot != null) {
@@ -974,10 +1189,11 @@ public final class Workers implements AutoCloseable {
             ended.run();
         }
         String what = w.sessionId == 0 ? "idle worker pid " + w.pid : "worker pid " + w.pid + " of session " + w.sessionId;
-        String how = exit == null ? "killed (would not stop)" : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
+        String how = exit == null ? (stopped ? "exited (status unknown: adopted from pid " + w.adoptedFrom + ", not our child)"
+                : "killed (would not stop)") : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
         String quota = memory + pinned == 0 ? "" : "; gave back " + memory + " bytes of device and " + pinned
                 + " of pinned memory to tenant " + t.name();
-        if (exit != null && exit == 0) {
+        if (exit != null && exit == 0 || exit == null && stopped) {
             LOG.log(Level.INFO, what + " ended: " + how + quota);
         } else if (!closed) {
             LOG.log(Level.WARNING, what + " died: " + how + "; only its session ended, the driver frees its contexts" + quota);
@@ -989,8 +1205,8 @@ public final class Workers implements AutoCloseable {
     private void failOperations(Worker w) {
         for (Operation op : operations.values()) {
             if (op.worker() == w) {
-                String how = w.process.isAlive() ? "its control socket closed" : "it exited with status " + w.process.exitValue()
-                        + (w.process.exitValue() > 128 ? " (signal " + (w.process.exitValue() - 128) + ")" : "");
+                String how = w.handle.isAlive() || w.process == null ? "its control socket closed" : "it exited with status "
+                        + w.process.exitValue() + (w.process.exitValue() > 128 ? " (signal " + (w.process.exitValue() - 128) + ")" : "");
                 op.reply().completeExceptionally(new IOException("worker pid " + w.pid
                         + (w.sessionId == 0 ? "" : " of session " + w.sessionId) + " is gone (" + how + ")"));
             }
@@ -1022,16 +1238,21 @@ public final class Workers implements AutoCloseable {
         controlListener.close();
         operations.values().forEach(op -> op.reply().completeExceptionally(new IOException("the backend is shutting down")));
         List<Worker> all = List.copyOf(live.values());
-        all.forEach(w -> w.process.destroy());
+        all.forEach(w -> w.handle.destroy());
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(STOP_SECONDS);
         for (Worker w : all) {
             try {
-                if (!w.process.waitFor(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                    w.process.destroyForcibly().waitFor(STOP_SECONDS, TimeUnit.SECONDS);
+                w.handle.onExit().get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+            } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
+                w.handle.destroyForcibly();
+                try {
+                    w.handle.onExit().get(STOP_SECONDS, TimeUnit.SECONDS);
+                } catch (Exception ignored) {
+                    // left to the kernel
                 }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
-                w.process.destroyForcibly();
+                w.handle.destroyForcibly();
             }
         }
         try {
@@ -1044,8 +1265,18 @@ public final class Workers implements AutoCloseable {
 
     /** One worker process and what the front knows of it. */
     private static final class Worker {
+        /** The process, or null for a worker adopted from another backend (not our child: {@link #handle} only). */
         final Process process;
+        final ProcessHandle handle;
         final long pid;
+        /** The pid of the backend this worker was adopted from ({@link #adopt}), else 0. */
+        final long adoptedFrom;
+        /** Completed when the worker answers TAKEOVER_MARK: this front reads no more of its control socket. */
+        final CompletableFuture<Void> marked = new CompletableFuture<>();
+        /** Handed to a backend that takes this one over: its reader stopped without closing or ending anything. */
+        volatile boolean handedOff;
+        /** Its frontend's connection is relayed by this process ({@link FrameRelay}): a take-over leaves it here. */
+        volatile boolean relayed;
         /** Taken for a session from the idle queue; set once. */
         final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();
@@ -1075,7 +1306,8 @@ public final class Workers implements AutoCloseable {
             if (t == null) {
                 return null;
             }
-            return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(), t.peer().description(),
+            return figures.snapshot(t.sessionId(), t.tenant(), t.peer().transport(),
+                    t.peer().description() + (adoptedFrom == 0 ? "" : ", adopted from pid " + adoptedFrom),
                     (nowNanos - handedAtNanos) / 1e9, t.limits().stableAddresses().resolve(t.stableAddresses()));
         }
 
@@ -1084,8 +1316,19 @@ public final class Workers implements AutoCloseable {
 
         Worker(Process process, List<String> aotOptions) {
             this.process = process;
+            this.handle = process.toHandle();
             this.pid = process.pid();
+            this.adoptedFrom = 0;
             this.aotOptions = aotOptions;
+        }
+
+        /** A worker another backend started ({@code handle}), adopted from that backend's process {@code from}. */
+        Worker(ProcessHandle handle, long from) {
+            this.process = null;
+            this.handle = handle;
+            this.pid = handle.pid();
+            this.adoptedFrom = from;
+            this.aotOptions = List.of();
         }
 
         /** Takes this worker for a session: true once, and only while it is alive. */

@@ -43,7 +43,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * serves it as a {@link Session} on its own thread. A failing session never affects another.
  * What peers can make it hold is bounded by {@link ServerLimits}: connections (closed at once past the
  * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
- * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal.
+ * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal. A new backend may take
+ * this one over ({@link #handOffTo} here, {@link #takeOver} there; {@link io.gpusockets.backend.isolation.TakeOver}):
+ * listeners and workers' sessions move, the sessions of this process stay until they end ({@link #takenOver()}).
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -64,6 +66,21 @@ public final class BackendServer implements AutoCloseable {
     /** Contexts made ahead for sessions, or null. */
     private final ContextPool contextPool;
     private final List<Listener> listeners = new ArrayList<>();
+    /** Each listener's accept thread. */
+    private final Map<Listener, Thread> acceptThreads = new ConcurrentHashMap<>();
+    /** Listeners let go of for a backend that took this one over: their accept loops end. */
+    private final Set<Listener> handedListeners = ConcurrentHashMap.newKeySet();
+    /** Connections accepted whose handshake has not ended yet (a take-over waits for them). */
+    private final AtomicInteger admitting = new AtomicInteger();
+    /** Set when another backend asks to take this one over ({@link #handOffTo}); never cleared once it went ahead. */
+    private final java.util.concurrent.atomic.AtomicBoolean takingOver = new java.util.concurrent.atomic.AtomicBoolean();
+    /** Taken over: serving only the sessions of this process until they end, then {@link #onTakenOver}'s hook runs. */
+    private volatile boolean handedOff;
+    private volatile java.util.function.Consumer<io.gpusockets.backend.isolation.TakeOver.Summary> takenOverHook = summary -> { };
+    /** Take-overs this backend made (it took another over), and the sessions it adopted by them. */
+    private final java.util.concurrent.atomic.LongAdder takeOvers = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder adoptedSessions = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder takeOverBytes = new java.util.concurrent.atomic.LongAdder();
     private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
     private final java.util.concurrent.atomic.LongAdder windowBytes = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder resumedWindowBytes = new java.util.concurrent.atomic.LongAdder();
@@ -180,7 +197,8 @@ public final class BackendServer implements AutoCloseable {
         this.status = new StatusBoard(host, sessions, connections::get, tenants::tenants);
         status.operations(() -> new ServerSnapshot.Operations(checkpoints[0].sum(), checkpoints[1].sum(), checkpoints[2].sum(),
                 restores[0].sum(), restores[1].sum(), restores[2].sum(), resumes.sum(), resumeRefusals.sum(),
-                migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum()));
+                migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum(), takeOvers.sum(),
+                adoptedSessions.sum(), takeOverBytes.sum()));
         status.migrating(migrating::contains);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
@@ -211,10 +229,15 @@ public final class BackendServer implements AutoCloseable {
     public synchronized TransportUri listen(TransportUri uri, io.gpusockets.protocol.transport.TransportOptions options)
             throws IOException {
         Listener l = Transports.listen(uri, options);
-        listeners.add(l);
-        Thread.ofPlatform().daemon().name("gpusockets-accept-" + uri.scheme()).start(() -> acceptLoop(l));
+        serve(l);
         LOG.log(Level.INFO, "listening on " + l.address() + " (" + host.description() + ")");
         return l.address();
+    }
+
+    /** Accepts on {@code l} from now on (it is closed with this server). */
+    private synchronized void serve(Listener l) {
+        listeners.add(l);
+        acceptThreads.put(l, Thread.ofPlatform().daemon().name("gpusockets-accept-" + l.address().scheme()).start(() -> acceptLoop(l)));
     }
 
     public synchronized List<TransportUri> addresses() {
@@ -224,6 +247,262 @@ public final class BackendServer implements AutoCloseable {
     public int sessionCount() {
         io.gpusockets.backend.isolation.Workers w = workers;
         return sessions.size() + (w == null ? 0 : w.serving());
+    }
+
+    /** The isolation mode this server runs: "process", "shared" or "context" (a take-over needs both alike). */
+    public String isolationName() {
+        return workers != null ? "process" : sharedContexts != null ? "shared" : "context";
+    }
+
+    /** Whether this backend was taken over and serves only its own in-process sessions until they end. */
+    public boolean takenOver() {
+        return handedOff;
+    }
+
+    /**
+     * Who is told once this backend was taken over ({@link #handOffTo}) and the last session it serves itself ended:
+     * the CLI exits then.
+     */
+    public void onTakenOver(java.util.function.Consumer<io.gpusockets.backend.isolation.TakeOver.Summary> then) {
+        this.takenOverHook = then;
+    }
+
+    /**
+     * The old backend's side of a take-over ({@link io.gpusockets.backend.isolation.TakeOver}): asked on the admin
+     * socket by a user allowed there, whose take-over socket is {@code socket} (it must belong to {@code requester}).
+     * Refused (nothing changed) when this backend is being taken over already, runs another isolation than
+     * {@code isolation}, or runs a checkpoint, restore or migration. Then: stops accepting (listening sockets kept for
+     * the new backend), lets accepted handshakes finish, hands every worker and listener over, and keeps serving the
+     * sessions of this process (draining) until they end, when {@link #onTakenOver} runs.
+     */
+    public io.gpusockets.backend.isolation.TakeOver.Summary handOffTo(java.nio.file.Path socket, String isolation,
+                                                                      java.nio.file.attribute.UserPrincipal requester)
+            throws IOException {
+        if (!takingOver.compareAndSet(false, true)) {
+            throw new IOException("this backend is being taken over already");
+        }
+        Connection to = null;
+        try {
+            String mine = isolationName();
+            if (!mine.equals(isolation)) {
+                throw new IOException("isolation mismatch: this backend runs isolation " + mine + ", the new one " + isolation
+                        + " (start it with --isolation " + mine + ")");
+            }
+            if (draining) {
+                throw new IOException("this backend is moving its sessions to another backend (--drain-to)");
+            }
+            io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null && w.busy() || !migrating.isEmpty()) {
+                throw new IOException("a checkpoint, restore or migration runs: take over when it is done");
+            }
+            if (!socket.isAbsolute()) {
+                throw new IOException("the take-over socket must be an absolute path: " + socket);
+            }
+            java.nio.file.attribute.UserPrincipal owner = java.nio.file.Files.getOwner(socket, java.nio.file.LinkOption.NOFOLLOW_LINKS);
+            if (requester != null && !owner.equals(requester)) {
+                throw new IOException("the take-over socket " + socket + " belongs to " + owner.getName() + ", not to the requester "
+                        + requester.getName());
+            }
+            to = Transports.connect(TransportUri.parse("fdunix://" + socket), java.time.Duration.ofSeconds(10));
+        } catch (IOException | RuntimeException e) {
+            takingOver.set(false);
+            throw e instanceof IOException io ? io : new IOException(e.toString(), e);
+        }
+        try {
+            return handOff(to);
+        } finally {
+            to.close();
+        }
+    }
+
+    private io.gpusockets.backend.isolation.TakeOver.Summary handOff(Connection to) throws IOException {
+        long began = System.nanoTime();
+        // 1. stop accepting; the listening sockets stay bound (their copies go to the new backend), so a program that
+        // connects meanwhile waits in the backlog and is accepted there
+        List<io.gpusockets.backend.isolation.TakeOver.ListenerFd> passed = new ArrayList<>();
+        List<Listener> mine;
+        synchronized (this) {
+            mine = List.copyOf(listeners);
+            listeners.clear();
+        }
+        io.gpusockets.backend.isolation.Workers w = workers;
+        List<io.gpusockets.backend.isolation.Workers.Handed> handed = List.of();
+        int kept = 0;
+        long bytes;
+        try {
+            for (Listener l : mine) {
+                handedListeners.add(l);
+                java.util.OptionalInt fd = listeningDescriptor(l);
+                if (fd.isPresent()) {
+                    passed.add(new io.gpusockets.backend.isolation.TakeOver.ListenerFd(l.address(),
+                            io.gpusockets.transport.vsock.DescriptorPassing.duplicate(fd.getAsInt())));
+                    l.closeLeavingSocket();
+                } else {
+                    l.close();
+                    LOG.log(Level.WARNING, "take-over: listener " + l.address() + " cannot be handed over (only tcp:// and unix://"
+                            + " listening sockets cross): closed; the new backend listens on it anew where its --listen names it");
+                }
+            }
+            for (Listener l : mine) {
+                Thread t = acceptThreads.remove(l);
+                if (t != null) {
+                    try {
+                        t.join(TimeUnit.SECONDS.toMillis(5));
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            }
+            // 2. connections accepted before: their handshakes end here (handed to a worker, or a session of this process)
+            LOG.log(Level.INFO, "take-over: stopped accepting (" + passed.size() + " listening socket(s) kept for the new"
+                    + " backend), " + admitting.get() + " handshake(s) in progress to finish first");
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(settings.handshakeMillis() + 1000);
+            while (admitting.get() > 0 && System.nanoTime() < deadline) {
+                try {
+                    Thread.sleep(5);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            // 3. the workers, marked; idle ones stopped
+            if (w != null) {
+                handed = w.handOff(java.time.Duration.ofSeconds(10));
+            }
+            // 4. sessions this process serves: they stay here until they end. Where a HandOver (shareable handles) can move
+            // an in-process session, this is the one place it is called for each of them.
+            kept = sessions.size() + (w == null ? 0 : w.serving()); // and workers whose connection this process relays
+            bytes = io.gpusockets.backend.isolation.TakeOver.give(to, passed, handed, ProcessHandle.current().pid(),
+                    nextSessionId.get(), kept);
+        } catch (IOException | RuntimeException e) {
+            // the new backend failed before it answered (or this one could not hand something): this one goes on as it
+            // was, with the same sockets and workers
+            takeBack(passed, handed, w);
+            throw new IOException("take-over failed, this backend serves on: " + e.getMessage(), e);
+        }
+        // 5. let go of our copies: the new backend holds the sockets
+        passed.forEach(p -> io.gpusockets.transport.vsock.DescriptorPassing.close(p.fd()));
+        if (w != null) {
+            w.release(handed);
+        }
+        handedOff = true;
+        status.note(" (taken over by another backend: draining, serving only the sessions of this process until they end)");
+        var summary = new io.gpusockets.backend.isolation.TakeOver.Summary(ProcessHandle.current().pid(), passed.size(),
+                handed.size(), kept, bytes);
+        LOG.log(Level.INFO, "taken over: handed " + handed.size() + " session(s) in workers and " + passed.size()
+                + " listener(s) in " + TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began) + " ms, " + bytes
+                + " bytes on the take-over connection; " + (kept == 0 ? "exiting" : "serving the " + kept
+                + " session(s) of this process until they end (draining)"));
+        Thread.ofPlatform().daemon().name("gpusockets-drain").start(() -> {
+            try {
+                Thread.sleep(200); // the admin socket answers the new backend first
+                while (!sessions.isEmpty() || w != null && w.serving() > 0) {
+                    Thread.sleep(100);
+                }
+            } catch (InterruptedException e) {
+                return;
+            }
+            if (summary.sessionsKept() > 0) {
+                LOG.log(Level.INFO, "taken over: the last session of this process ended");
+            }
+            takenOverHook.accept(summary);
+        });
+        return summary;
+    }
+
+    /** A take-over that failed: serves the listening sockets and the workers again, ready to be taken over anew. */
+    private void takeBack(List<io.gpusockets.backend.isolation.TakeOver.ListenerFd> passed,
+                          List<io.gpusockets.backend.isolation.Workers.Handed> handed, io.gpusockets.backend.isolation.Workers w) {
+        if (w != null) {
+            w.takeBack(handed);
+        }
+        for (io.gpusockets.backend.isolation.TakeOver.ListenerFd p : passed) {
+            try {
+                serve(io.gpusockets.transport.vsock.DescriptorPassing.adoptListener(p.fd(), p.uri()));
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.ERROR, "take-over failed and listener " + p.uri() + " cannot be served again: " + e.getMessage());
+            }
+        }
+        LOG.log(Level.WARNING, "take-over failed before the new backend answered: serving on with " + handed.size()
+                + " session(s) in workers and " + passed.size() + " listener(s) taken back");
+        takingOver.set(false);
+    }
+
+    /** The descriptor of {@code l}'s listening socket, where it can cross to another process. */
+    private static java.util.OptionalInt listeningDescriptor(Listener l) throws IOException {
+        String scheme = l.address().scheme();
+        if (!scheme.equals("tcp") && !scheme.equals("unix")) {
+            return java.util.OptionalInt.empty(); // what the new backend can serve from a descriptor
+        }
+        java.util.OptionalInt own = io.gpusockets.transport.vsock.DescriptorPassing.listenerDescriptor(l);
+        if (own.isPresent() || l.serverChannel().isEmpty()) {
+            return own;
+        }
+        return io.gpusockets.transport.vsock.DescriptorPassing.findListeningSocket(l.serverChannel().get().getLocalAddress());
+    }
+
+    /**
+     * The new backend's side of a take-over, once the old backend connected ({@link
+     * io.gpusockets.backend.isolation.TakeOver#ask}): receives, adopts every worker (its tenant charged with what it
+     * holds: a tenant this backend's tenants file does not name keeps the limits it had, as a tenant of its own,
+     * logged), serves the listeners, and answers DONE. Sessions ids issued from then on follow the old backend's.
+     */
+    public io.gpusockets.backend.isolation.TakeOver.Summary takeOver(io.gpusockets.backend.isolation.TakeOver.Request request)
+            throws IOException {
+        io.gpusockets.backend.isolation.TakeOver.Received r = io.gpusockets.backend.isolation.TakeOver.take(request.from());
+        io.gpusockets.backend.isolation.Workers w = workers;
+        if (w == null && !r.workers().isEmpty()) {
+            r.workers().forEach(x -> io.gpusockets.transport.vsock.DescriptorPassing.close(x.fd()));
+            r.listeners().forEach(x -> io.gpusockets.transport.vsock.DescriptorPassing.close(x.fd()));
+            throw new IOException("the old backend handed workers to a backend without isolation process");
+        }
+        nextSessionId.accumulateAndGet(r.nextSessionCounter(), Math::max);
+        int adopted = 0;
+        for (io.gpusockets.backend.isolation.TakeOver.ReceivedWorker x : r.workers()) {
+            var h = x.handed();
+            String name = h.ticket().tenant();
+            Tenant t = tenants.tenant(name);
+            if (t == null) {
+                t = new Tenant(name, h.ticket().limits());
+                LOG.log(Level.WARNING, "take-over: session " + h.ticket().sessionId() + " belongs to tenant " + name + ", which"
+                        + " this backend's tenants file does not name: it keeps the limits it had, charged apart ("
+                        + h.memoryBytes() + " bytes of device memory held)");
+            }
+            Tenant tenant = t;
+            tenant.adoptSession(h.memoryBytes(), h.pinnedBytes());
+            sessionSlots.incrementAndGet();
+            Runnable ended = () -> {
+                sessionSlots.decrementAndGet();
+                tenant.closeSession();
+            };
+            try {
+                w.adopt(h, x.fd(), tenant, ended, r.fromPid());
+                adopted++;
+            } catch (IOException e) {
+                tenant.releaseMemory(h.memoryBytes());
+                tenant.releasePinned(h.pinnedBytes());
+                ended.run();
+                LOG.log(Level.WARNING, "take-over: " + e.getMessage());
+            }
+        }
+        for (io.gpusockets.backend.isolation.TakeOver.ListenerFd l : r.listeners()) {
+            Listener listener;
+            try {
+                listener = io.gpusockets.transport.vsock.DescriptorPassing.adoptListener(l.fd(), l.uri());
+            } catch (IOException | RuntimeException e) {
+                LOG.log(Level.ERROR, "take-over: cannot serve listener " + l.uri() + " received from pid " + r.fromPid() + ": "
+                        + e.getMessage() + " (listen on it with --listen)"); // the adopted sessions are served all the same
+                continue;
+            }
+            serve(listener);
+            LOG.log(Level.INFO, "listening on " + listener.address() + " (taken over from pid " + r.fromPid() + ")");
+        }
+        io.gpusockets.backend.isolation.TakeOver.done(request.from(), r.bytes());
+        takeOvers.increment();
+        adoptedSessions.add(adopted);
+        takeOverBytes.add(r.bytes());
+        return new io.gpusockets.backend.isolation.TakeOver.Summary(r.fromPid(), r.listeners().size(), adopted, r.sessionsKept(),
+                r.bytes());
     }
 
     /** Isolation mode shared: from now on the sessions of one tenant share one context per device. */
@@ -272,13 +551,13 @@ public final class BackendServer implements AutoCloseable {
     private void acceptLoop(Listener l) {
         RateLimitedLog failures = new RateLimitedLog(LOG, "accept on " + l.address(), "accept failures");
         long backoff = 0;
-        while (!closed) {
+        while (!closed && !handedListeners.contains(l)) {
             try {
                 Connection c = l.accept();
                 backoff = 0;
                 start(c, l.address().scheme());
             } catch (IOException | RuntimeException | OutOfMemoryError e) {
-                if (closed) {
+                if (closed || handedListeners.contains(l)) {
                     return;
                 }
                 backoff = Math.min(Math.max(ACCEPT_BACKOFF_MIN_MILLIS, backoff * 2), ACCEPT_BACKOFF_MAX_MILLIS);
@@ -314,8 +593,10 @@ public final class BackendServer implements AutoCloseable {
             Thread.Builder builder = VIRTUAL_THREAD_SCHEMES.contains(scheme)
                     ? Thread.ofVirtual().name("gpusockets-handshake")
                     : Thread.ofPlatform().daemon().name("gpusockets-handshake");
+            admitting.incrementAndGet();
             builder.start(() -> handle(c, scheme));
         } catch (RuntimeException | OutOfMemoryError e) {
+            admitting.decrementAndGet();
             connections.decrementAndGet();
             c.close();
             throw e;
@@ -326,7 +607,12 @@ public final class BackendServer implements AutoCloseable {
     private void handle(Connection c, String scheme) {
         boolean handedOn = false;
         try {
-            Session s = admit(c, scheme);
+            Session s;
+            try {
+                s = admit(c, scheme);
+            } finally {
+                admitting.decrementAndGet(); // handed to a worker by now, or a session of this process, or closed
+            }
             if (s == null) {
                 return;
             }
@@ -1143,7 +1429,92 @@ public final class BackendServer implements AutoCloseable {
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        return counted(restores, () -> restoreSession(file, p));
+        return counted(restores, () -> restoreSession(file, p, java.util.List.of()));
+    }
+
+    /** Why this backend refuses a hand-over into it now, or null. */
+    String handOverRefusal() {
+        if (!acceptMigrations) {
+            return "this backend does not accept migrations (start it with --accept-migrations)";
+        }
+        if (workers != null) {
+            return "a hand-over into isolation mode process is not supported yet (run the target with --isolation context)";
+        }
+        return closed || draining ? "the backend is shutting down" : null;
+    }
+
+    /**
+     * {@link #restore} of a hand-over's image ({@link HandOver#receive}): the session's window memory is imported from
+     * {@code handed} (the source's exported allocations) and mapped where it was, not made and filled. Refused unless
+     * this backend accepts migrations ({@link #acceptMigrations}); in isolation mode process: refused (not built yet).
+     */
+    public long restoreHandedOver(java.nio.file.Path file, java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                                  io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        String refusal = handOverRefusal();
+        if (refusal != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(refusal);
+        }
+        return counted(restores, () -> restoreSession(file, p, handed));
+    }
+
+    /**
+     * Hands session {@code sessionId} over to another backend process on this host and GPU through {@code c}, a
+     * connection to it that carries descriptors ({@link HandOver}: no memory copied); its frontend is sent to
+     * {@code frontendUri}, or to the address the target answers. Counted with the migrations. Refused (the session
+     * runs on here) as a migration is, and for a session whose device cannot export its memory; a failure before the
+     * target's OK leaves the program running here.
+     */
+    public HandOver.Result handOver(long sessionId, Connection c, String frontendUri,
+                                    io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(migrations, () -> {
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
+                        + " process yet: run the backend with --isolation context");
+            }
+            if (frontendUri != null) {
+                try {
+                    Handshake.Moved.check(frontendUri);
+                } catch (IllegalArgumentException e) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("hand-over refused: frontend URI "
+                            + frontendUri + ": " + e.getMessage());
+                }
+            }
+            Session s = session(sessionId);
+            if (s == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
+            }
+            if (!migrating.add(sessionId)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + sessionId + " is migrating already");
+            }
+            try {
+                HandOver.Result r = HandOver.send(this, s, c, frontendUri, progress == null
+                        ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+                migrationBytes.add(r.copiedBytes());
+                LOG.log(Level.INFO, "session " + sessionId + " handed over to " + r.frontendUri() + ": " + r.handles()
+                        + " allocations (" + r.handedBytes() + " bytes) mapped there, " + r.copiedBytes()
+                        + " bytes copied, downtime " + r.downtimeNanos() / 1_000_000 + " ms");
+                return r;
+            } finally {
+                migrating.remove(sessionId);
+            }
+        });
+    }
+
+    /**
+     * The target's side of a hand-over ({@link HandOver#receive}) on {@code c}: the session restored here with its
+     * memory mapped from the source's, its frontend told to resume at {@code frontendUri} (null: this backend's first
+     * listening address). Returns the session id.
+     */
+    public long receiveHandOver(Connection c, String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused,
+            IOException {
+        String uri = frontendUri;
+        if (uri == null) {
+            List<TransportUri> at = addresses();
+            uri = at.isEmpty() ? "" : at.getFirst().toString();
+        }
+        return HandOver.receive(c, this, uri);
     }
 
     /** A session slot and one of the tenant's sessions for a session being restored; refused when either is full. */
@@ -1159,7 +1530,8 @@ public final class BackendServer implements AutoCloseable {
         }
     }
 
-    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
+    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p,
+                                java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
@@ -1182,7 +1554,8 @@ public final class BackendServer implements AutoCloseable {
             reserveRestored(tenant);
             Session s;
             try {
-                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+                s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p,
+                        handed);
                 s.deviceShare(tenants.deviceShare());
                 if (sharedContexts != null) {
                     s.shareContexts(sharedContexts);
@@ -1238,13 +1611,14 @@ public final class BackendServer implements AutoCloseable {
      * Runs {@link io.gpusockets.backend.session.SessionRestore#restore} on a platform thread of its own (the replay
      * changes its thread's driver context stack), waiting for it.
      */
-    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p)
+    private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p,
+                                       java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Object[] out = new Object[1];
         Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
             try {
                 out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
-                        resumeRetainBytes, p).session();
+                        resumeRetainBytes, p, handed).session();
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
                 out[0] = e;
             }

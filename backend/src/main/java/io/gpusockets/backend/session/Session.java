@@ -1047,24 +1047,46 @@ public final class Session {
     /** Writes the image of the drained session ({@link CheckpointImage}). */
     private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
         long start = System.nanoTime();
+        int[] counts;
+        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
+                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
+                java.nio.file.StandardOpenOption.WRITE)) {
+            counts = writeImageTo(ch, range -> true, progress, "checkpointed", null);
+        }
+        return new CheckpointResult(java.nio.file.Files.size(file), counts[0], counts[1], drainNanos,
+                System.nanoTime() - start);
+    }
+
+    /**
+     * Writes the image of the drained session to {@code ch}: the header, then the contents of the device memory ranges
+     * {@code keep} accepts and of every CUDA array, then the end mark. Returns {ranges written, records}; adds the
+     * bytes of device memory written to {@code memoryBytes[0]} when given.
+     */
+    private int[] writeImageTo(java.nio.channels.WritableByteChannel ch,
+                               java.util.function.Predicate<CheckpointImage.Range> keep, CheckpointProgress progress,
+                               String verb, long[] memoryBytes) throws IOException {
         Resume r = resume;
-        CheckpointImage.Header h = imageHeader(r, "checkpointed");
+        CheckpointImage.Header h = imageHeader(r, verb);
         java.util.List<CheckpointRecorder.Record> records = h.records();
+        java.util.List<CheckpointImage.Range> all = new java.util.ArrayList<>();
+        java.util.TreeMap<Long, Long> contexts = contextsOf(all, records);
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
-        java.util.TreeMap<Long, Long> contexts = contextsOf(ranges, records);
         long total = 0;
-        for (CheckpointImage.Range a : ranges) {
-            total += a.size();
+        for (CheckpointImage.Range a : all) {
+            if (keep.test(a)) {
+                ranges.add(a);
+                total += a.size();
+            }
+        }
+        if (memoryBytes != null) {
+            memoryBytes[0] += total;
         }
         long first = ranges.isEmpty() ? 0 : contexts.get(ranges.getFirst().base());
         for (CheckpointImage.Range a : CheckpointArrays.ranges(driver, handles)) { // CUDA arrays' contents, after memory
             ranges.add(a);
             total += a.size();
         }
-        try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
-                java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
-                java.nio.file.StandardOpenOption.WRITE);
-             CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
+        try (CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
                  java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);
                  if (e == null || e.getValue() == 0) {
@@ -1082,8 +1104,112 @@ public final class Session {
             contents.write(ch, ranges, device, progress, total);
             CheckpointImage.writeEnd(ch);
         }
-        return new CheckpointResult(java.nio.file.Files.size(file), ranges.size(), records.size(), drainNanos,
-                System.nanoTime() - start);
+        return new int[] {ranges.size(), records.size()};
+    }
+
+    /**
+     * The physical allocations backing this session's address windows (issue 23, hand-over on one host;
+     * {@link StableAddresses#physical}), each exportable as a POSIX descriptor ({@link #exportPosixFd}). Refused for a
+     * session without address-stable memory, or whose device cannot export them (the driver's
+     * CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0). Consistent only while drained.
+     */
+    public java.util.List<PhysicalMemory> physicalMemory() throws CheckpointRefused {
+        if (stable == null || recorder == null) {
+            throw new CheckpointRefused("session " + id + " cannot be handed over: it has no address-stable memory");
+        }
+        java.util.List<PhysicalMemory> all = stable.physical();
+        for (PhysicalMemory m : all) {
+            if (!stable.exportable(m.device())) {
+                throw new CheckpointRefused("session " + id + " cannot be handed over: device " + m.device()
+                        + " cannot export its memory as POSIX file descriptors");
+            }
+        }
+        return all;
+    }
+
+    /**
+     * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds), in the order a checkpoint
+     * image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
+     * a hand-over exports those the program still holds a reference to; for one it released but still maps, or one
+     * made for a use other than plain memory ({@link VmmCalls#exportableUsage}), the entry's handle is 0 (its contents
+     * go in the image). Refused like {@link #physicalMemory}.
+     */
+    public java.util.List<PhysicalMemory> programMemory() throws CheckpointRefused {
+        java.util.List<PhysicalMemory> out = new java.util.ArrayList<>();
+        java.util.Map<Long, Integer> refs = vmm.references();
+        for (java.util.Map.Entry<Long, Long> e : new java.util.TreeMap<>(vmm.sizes()).entrySet()) {
+            SessionVmm.Made m = vmm.madeOf(e.getKey());
+            int device = m == null ? 0 : ByteBuffer.wrap(m.prop()).order(ByteOrder.LITTLE_ENDIAN).getInt(12);
+            if (stable == null || !stable.exportable(device)) {
+                throw new CheckpointRefused("session " + id + " cannot be handed over: device " + device
+                        + " cannot export its memory as POSIX file descriptors");
+            }
+            boolean exported = refs.getOrDefault(e.getKey(), 0) > 0 && m != null
+                    && VmmCalls.exportableUsage(java.lang.foreign.MemorySegment.ofArray(m.prop()));
+            out.add(new PhysicalMemory(0, e.getValue(), exported ? e.getKey() : 0, device));
+        }
+        return out;
+    }
+
+    /**
+     * A new POSIX descriptor of the physical allocation {@code m} (cuMemExportToShareableHandle), the caller's to close;
+     * an IOException names the driver's error.
+     */
+    public int exportPosixFd(PhysicalMemory m) throws IOException {
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment fd = arena.allocate(8).fill((byte) 0);
+            int r = stable.real().cuMemExportToShareableHandle(fd, m.handle(),
+                    io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                throw new IOException(String.format("session %d: exporting the memory at 0x%x (%d bytes) failed: %s", id,
+                        m.address(), m.size(), io.gpusockets.protocol.api.CuResult.name(r)));
+            }
+            return fd.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+        }
+    }
+
+    /**
+     * A hand-over's image of this drained session (issue 23, hand-over on one host): the checkpoint image
+     * ({@link CheckpointImage}) to {@code ch}, whose device memory ranges lying wholly in {@code handed} (the physical
+     * allocations the target maps itself: window memory by address, the program's own by handle, in its mappings)
+     * carry no contents; the rest (module globals, the program's own VMM memory,
+     * CUDA arrays) carry theirs. Returns the bytes of device memory contents written. Run only on a drained session.
+     */
+    public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
+                                   CheckpointProgress progress) throws IOException, CheckpointRefused {
+        if (recorder == null || resume == null) {
+            throw new CheckpointRefused("session " + id + " cannot be handed over: it needs address-stable memory and resume");
+        }
+        java.util.TreeMap<Long, Long> ends = new java.util.TreeMap<>();
+        java.util.Set<Long> handles = new java.util.HashSet<>();
+        for (PhysicalMemory m : handed) {
+            if (m.address() != 0) {
+                ends.put(m.address(), m.address() + m.size());
+            } else if (m.handle() != 0) {
+                handles.add(m.handle());
+            }
+        }
+        for (SessionVmm.Mapping m : vmm.mappings()) {
+            if (handles.contains(m.handle())) {
+                ends.merge(m.base(), m.base() + m.size(), Math::max); // the program's memory the target maps itself
+            }
+        }
+        long[] bytes = {0};
+        writeImageTo(ch, r -> !covered(ends, r.base(), r.size()), progress, "handed over", bytes);
+        return bytes[0];
+    }
+
+    /** Whether [base, base+size) lies in the union of the ranges {@code ends} holds (start to end). */
+    private static boolean covered(java.util.TreeMap<Long, Long> ends, long base, long size) {
+        long at = base, end = base + size;
+        while (at < end) {
+            java.util.Map.Entry<Long, Long> e = ends.floorEntry(at);
+            if (e == null || e.getValue() <= at) {
+                return false;
+            }
+            at = e.getValue();
+        }
+        return true;
     }
 
     /**

@@ -97,6 +97,28 @@ public final class SessionRestore {
                                    io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
                                    CheckpointProgress progress)
             throws CheckpointRefused, IOException {
+        return restore(file, host, settings, pool, tenant, retainBytes, progress, java.util.List.of());
+    }
+
+    /**
+     * One physical allocation a hand-over brought (issue 23): {@code size} bytes the source mapped at {@code address}
+     * in its window, or with address 0 one of the program's own allocations, in the order the image's records make
+     * them ({@link Session#programMemory}); {@code fd} the POSIX descriptor (the caller's: the restore imports it and
+     * never closes it), or -1 for a program allocation not handed over (made anew, its contents in the image).
+     */
+    public record Handed(long address, long size, int fd) {
+    }
+
+    /**
+     * {@link #restore} of a hand-over's image: the window memory of the session is not made and filled but imported
+     * from {@code handed} (cuMemImportFromShareableHandle) and mapped where the source had it; every window range the
+     * replay backs must be one of them (else the restore is refused, naming it); those no replayed allocation takes
+     * (a pool's free memory) are released. The image carries the rest of the contents as a checkpoint does.
+     */
+    public static Restored restore(java.nio.file.Path file, DriverHost host, BackendSettings settings, ContextPool pool,
+                                   io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
+                                   CheckpointProgress progress, java.util.List<Handed> handed)
+            throws CheckpointRefused, IOException {
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file)) {
             CountingInputStream counted = new CountingInputStream(new java.io.BufferedInputStream(
                     java.nio.channels.Channels.newInputStream(ch), 1 << 20));
@@ -106,7 +128,18 @@ public final class SessionRestore {
             Session s = Session.detached(h.sessionId(), host, settings, pool, tenant, h.resume().features());
             boolean ok = false;
             try {
-                replay(s, h, progress);
+                if (!handed.isEmpty()) {
+                    importHanded(s, handed);
+                }
+                try {
+                    replay(s, h, progress);
+                } finally {
+                    int unused = s.stable().endAdoption();
+                    if (unused > 0) {
+                        LOG.log(System.Logger.Level.DEBUG, "session " + h.sessionId() + ": " + unused
+                                + " handed-over allocation(s) held no live allocation (released)");
+                    }
+                }
                 long total = 0;
                 for (CheckpointRecorder.Record r : h.records()) {
                     if (r.kind == CheckpointRecorder.Kind.ALLOC || r.kind == CheckpointRecorder.Kind.GLOBAL) {
@@ -143,6 +176,41 @@ public final class SessionRestore {
                 }
             }
         }
+    }
+
+    /** Imports every handed-over allocation and gives them to the session's windows to map ({@link StableAddresses#adopt}). */
+    private static void importHanded(Session s, java.util.List<Handed> handed) throws ProtocolFault {
+        java.util.Map<Long, Long> handles = new java.util.HashMap<>(), sizes = new java.util.HashMap<>();
+        java.util.List<long[]> program = new java.util.ArrayList<>();
+        io.gpusockets.protocol.api.CudaDriver real = s.stable().real();
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment out = arena.allocate(8);
+            for (Handed m : handed) {
+                if (m.fd() < 0) {
+                    program.add(new long[] {0, m.size()});
+                    continue;
+                }
+                int r = real.cuMemImportFromShareableHandle(out, java.lang.foreign.MemorySegment.ofAddress(m.fd()),
+                        io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+                if (r != CuResult.CUDA_SUCCESS || (m.address() != 0 && handles.containsKey(m.address()))) {
+                    handles.values().forEach(real::cuMemRelease);
+                    program.stream().filter(h -> h[0] != 0).forEach(h -> real.cuMemRelease(h[0]));
+                    if (r == CuResult.CUDA_SUCCESS) {
+                        real.cuMemRelease(out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
+                    }
+                    throw new ProtocolFault(String.format("the memory handed over for 0x%x (%d bytes) %s", m.address(),
+                            m.size(), r != CuResult.CUDA_SUCCESS ? "cannot be imported: " + CuResult.name(r) : "came twice"));
+                }
+                long h = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                if (m.address() == 0) {
+                    program.add(new long[] {h, m.size()});
+                } else {
+                    handles.put(m.address(), h);
+                    sizes.put(m.address(), m.size());
+                }
+            }
+        }
+        s.stable().adopt(handles, sizes, program);
     }
 
     /** A replay that does not reproduce the checkpointed session. */

@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.DelegatingCudaDriver;
+import io.gpusockets.protocol.structs.MemoryProps;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -73,6 +74,11 @@ import java.util.TreeMap;
  * <p>Graph memory nodes added with {@code cuGraphAddMemAllocNode}: {@link StableGraphMemory} places their memory here
  * ({@link #allocateGraphMemory}, kind {@link Kind#GRAPH}) when the node is added, and gives it back with the graph.
  *
+ * <p>Hand-over on one host (issue 23): where the device has POSIX descriptor handles, every physical allocation of the
+ * windows is made exportable ({@link #prop}) and known with its address ({@link #physical}), so that {@code HandOver}
+ * can export them all to another backend process on the same GPU, whose restore maps them at the same addresses
+ * instead of making and filling new memory ({@link #adopt}).
+ *
  * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
  * memory of a capture); a pool's memory in the window is mapped for the pool's device only
  * ({@code cuMemPoolSetAccess} for other devices reaches the driver's pool alone). A session whose window cannot
@@ -92,6 +98,8 @@ final class StableAddresses extends DelegatingCudaDriver {
     private static final long PITCHED_SMALLEST = 512;
     private static final int CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11;
     private static final int CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12;
+    /** CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED. */
+    static final int ATTRIBUTE_POSIX_FD_HANDLES = 103;
     /** Pitches remembered, by device, width and element size (bounded: a program may ask for any width). */
     private static final int PITCHES_KEPT = 256;
 
@@ -139,6 +147,14 @@ final class StableAddresses extends DelegatingCudaDriver {
 
     /** Allocations a captured cuMemFreeAsync freed: no longer the program's, released only at the session's end. */
     private final List<Allocation> keptUntilEnd = new ArrayList<>();
+    /** Every physical allocation mapped in the windows, by address ({@link #back}, {@link #unback}). */
+    private final TreeMap<Long, PhysicalMemory> backed = new TreeMap<>();
+    /** Whether each device's allocations are made exportable ({@link #prop}). */
+    private final Map<Integer, Boolean> exportableDevices = new HashMap<>();
+    /** A hand-over's restore: imported handles (and their sizes) by address, not yet mapped ({@link #adopt}); else null. */
+    private Map<Long, Long> adopted, adoptedSizes;
+    /** A hand-over's restore: the program's own allocations, {imported handle or 0, size}, in cuMemCreate order; else null. */
+    private java.util.ArrayDeque<long[]> adoptedProgram;
     private final Map<PitchKey, Long> pitches = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<PitchKey, Long> eldest) {
@@ -520,13 +536,37 @@ final class StableAddresses extends DelegatingCudaDriver {
         return new AddressWindow.Slab(at, block, handle, context, (int) (w.granule / block));
     }
 
-    /** Physical memory for {@code [at, at + length)}, mapped read-write for the window's device; 0 when it fails. */
+    /**
+     * Physical memory for {@code [at, at + length)}, mapped read-write for the window's device; 0 when it fails. During
+     * a hand-over's restore ({@link #adopt}) the memory is the source's, imported: the handle imported for {@code at}
+     * (at least {@code length} bytes) is mapped instead of a new one made; a range with none fails (its contents would
+     * be lost).
+     */
     private long back(Arena arena, AddressWindow w, long at, long length) {
-        MemorySegment out = arena.allocate(8);
-        if (delegate.cuMemCreate(out, length, prop(arena, w.device), 0) != CuResult.CUDA_SUCCESS) {
-            return 0;
+        long handle;
+        if (adopted != null) {
+            Long imported = adopted.remove(at);
+            long size = imported == null ? 0 : adoptedSizes.remove(at);
+            if (imported == null || size < length) {
+                placeFailure = String.format("0x%x+%d was not handed over as one physical allocation%s", at, length,
+                        imported == null ? "" : " (the one handed over holds " + size + " bytes)");
+                if (imported != null) {
+                    delegate.cuMemRelease(imported);
+                }
+                return 0;
+            }
+            handle = imported;
+        } else {
+            MemorySegment out = arena.allocate(8);
+            int r = delegate.cuMemCreate(out, length, prop(arena, w.device), 0);
+            if (refusedExportable(r, w.device)) {
+                r = delegate.cuMemCreate(out, length, prop(arena, w.device), 0); // plain, now
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                return 0;
+            }
+            handle = out.get(JAVA_LONG, 0);
         }
-        long handle = out.get(JAVA_LONG, 0);
         if (delegate.cuMemMap(at, length, 0, handle, 0) != CuResult.CUDA_SUCCESS) {
             delegate.cuMemRelease(handle);
             return 0;
@@ -540,20 +580,131 @@ final class StableAddresses extends DelegatingCudaDriver {
             delegate.cuMemRelease(handle);
             return 0;
         }
+        backed.put(at, new PhysicalMemory(at, length, handle, w.device));
         return handle;
     }
 
     /** Unmaps and releases {@code [at, at + length)} and gives the range back to {@code w}. */
     void unback(AddressWindow w, long at, long length, long handle) {
+        backed.remove(at);
         delegate.cuMemUnmap(at, length);
         delegate.cuMemRelease(handle);
         w.give(at, length);
     }
 
-    /** CUmemAllocationProp: pinned device memory on {@code device}, no handle types, no flags. */
-    private static MemorySegment prop(Arena arena, int device) {
-        MemorySegment p = arena.allocate(32, 8);
+    /**
+     * Every physical allocation backing the windows now (granules of plain, pitched and graph allocations, slabs,
+     * pools' memory, cached or in use), by address: what a hand-over ({@code HandOver}) exports. Consistent only while
+     * the session is drained.
+     */
+    synchronized List<PhysicalMemory> physical() {
+        return new ArrayList<>(backed.values());
+    }
+
+    /**
+     * Whether allocations on {@code device} are made exportable as POSIX descriptors: the device says it can
+     * (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, asked once per device).
+     */
+    synchronized boolean exportable(int device) {
+        Boolean exportable = exportableDevices.get(device);
+        if (exportable == null) {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment v = arena.allocate(4);
+                exportable = delegate.cuDeviceGetAttribute(v, ATTRIBUTE_POSIX_FD_HANDLES, device) == CuResult.CUDA_SUCCESS
+                        && v.get(JAVA_INT, 0) == 1;
+            }
+            exportableDevices.put(device, exportable);
+        }
+        return exportable;
+    }
+
+    /**
+     * Whether {@code r}, a cuMemCreate's answer, is a refusal of the exportable handle type on a device that said it
+     * has it (CUDA_ERROR_NOT_SUPPORTED or CUDA_ERROR_INVALID_VALUE, not a lack of memory): the device's allocations are
+     * made plain from then on (the caller tries again), and a hand-over of the session is refused, naming the device.
+     */
+    synchronized boolean refusedExportable(int r, int device) {
+        if ((r != CuResult.CUDA_ERROR_NOT_SUPPORTED && r != CuResult.CUDA_ERROR_INVALID_VALUE) || !exportable(device)) {
+            return false;
+        }
+        exportableDevices.put(device, false);
+        LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": device " + device + " refused exportable memory ("
+                + CuResult.name(r) + ") though it says it has it: plain memory from now on, and no hand-over");
+        return true;
+    }
+
+    /**
+     * A hand-over's restore: the physical allocations the source exported, imported here ({@code handles}: address to
+     * the imported handle, {@code sizes}: address to its size); every window range the replay backs must be one of
+     * them ({@link #back}). {@link #endAdoption} releases those the replay did not use.
+     */
+    synchronized void adopt(Map<Long, Long> handles, Map<Long, Long> sizes, List<long[]> programAllocations) {
+        adopted = new HashMap<>(handles);
+        adoptedSizes = new HashMap<>(sizes);
+        adoptedProgram = new java.util.ArrayDeque<>(programAllocations);
+    }
+
+    /**
+     * A hand-over's restore: what the replay of the program's next {@code cuMemCreate} of {@code size} bytes takes
+     * instead of a new allocation ({@link VmmCalls#cuMemCreate}; the records make them in the order the source handed
+     * them over, {@link CheckpointVmm#records}): the imported handle, 0 when the source handed none for it (its
+     * contents come with the image), or -1 when no hand-over is being restored. A size that differs from the one
+     * handed over throws IllegalStateException, naming both.
+     */
+    synchronized long takeProgramAllocation(long size) {
+        if (adoptedProgram == null) {
+            return -1;
+        }
+        long[] next = adoptedProgram.poll();
+        if (next == null) {
+            throw new IllegalStateException("a cuMemCreate of " + size + " bytes beyond the program allocations handed over");
+        }
+        if (next[1] != size) {
+            if (next[0] != 0) {
+                delegate.cuMemRelease(next[0]);
+            }
+            throw new IllegalStateException("a cuMemCreate of " + size + " bytes where the program allocation handed over"
+                    + " holds " + next[1]);
+        }
+        return next[0];
+    }
+
+    /**
+     * Ends a hand-over's restore: releases the imported handles no replayed allocation took (free memory a pool kept,
+     * say); returns how many.
+     */
+    synchronized int endAdoption() {
+        int unused = 0;
+        if (adopted != null) {
+            for (long h : adopted.values()) {
+                delegate.cuMemRelease(h);
+                unused++;
+            }
+        }
+        if (adoptedProgram != null) {
+            for (long[] h : adoptedProgram) {
+                if (h[0] != 0) {
+                    delegate.cuMemRelease(h[0]);
+                    unused++;
+                }
+            }
+        }
+        adopted = null;
+        adoptedSizes = null;
+        adoptedProgram = null;
+        return unused;
+    }
+
+    /**
+     * CUmemAllocationProp: pinned device memory on {@code device}, no flags, and CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+     * in requestedHandleTypes where the device has it (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+     * asked once per device), so that a hand-over can export the memory to another backend process on the host.
+     */
+    private MemorySegment prop(Arena arena, int device) {
+        boolean exportable = exportable(device);
+        MemorySegment p = arena.allocate(32, 8).fill((byte) 0);
         p.set(JAVA_INT, 0, 1); // CU_MEM_ALLOCATION_TYPE_PINNED
+        p.set(JAVA_INT, 4, exportable ? MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : MemoryProps.HANDLE_TYPE_NONE);
         p.set(JAVA_INT, 8, 1); // location: CU_MEM_LOCATION_TYPE_DEVICE
         p.set(JAVA_INT, 12, device);
         return p;

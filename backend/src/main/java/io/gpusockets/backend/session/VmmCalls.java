@@ -23,7 +23,11 @@ import java.util.List;
  *
  * <p>With address-stable memory ({@link StableAddresses}) a reservation lies inside the session's address window of
  * the current context's device ({@link StableAddresses#reserveInWindow}), and how each reservation, allocation and
- * access setting was made is kept ({@link SessionVmm}) for a checkpoint ({@link CheckpointVmm}).
+ * access setting was made is kept ({@link SessionVmm}) for a checkpoint ({@link CheckpointVmm}); where the device can
+ * export memory as POSIX descriptors the driver is asked for exportable allocations (the program neither asks for nor
+ * sees that handle type), so that a hand-over to another backend process on the GPU maps them there, and that
+ * hand-over's restore replays each {@code cuMemCreate} by taking the allocation it imported
+ * ({@link StableAddresses#takeProgramAllocation}).
  */
 final class VmmCalls implements BackendHandlers.Vmm {
     private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
@@ -71,10 +75,35 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment prop = allocationProp(c, propLength);
         MemorySegment out = c.scratch(8);
-        session.quota().reserve(size, "cuMemCreate");
+        StableAddresses stable = session.stable();
+        long handed = -1;
+        if (stable != null) {
+            try {
+                handed = stable.takeProgramAllocation(size);
+            } catch (IllegalStateException e) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, e.getMessage());
+            }
+        }
+        try {
+            session.quota().reserve(size, "cuMemCreate");
+        } catch (CallRejected | RuntimeException e) {
+            if (handed > 0) {
+                driver.cuMemRelease(handed);
+            }
+            throw e;
+        }
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
-            r = driver.cuMemCreate(out, size, prop, flags);
+            if (handed > 0) {
+                out.set(ValueLayout.JAVA_LONG, 0, handed); // a hand-over's restore: the source's allocation, imported
+                r = CuResult.CUDA_SUCCESS;
+            } else {
+                MemorySegment asked = exportable(stable, prop);
+                r = driver.cuMemCreate(out, size, asked, flags);
+                if (asked != prop && stable.refusedExportable(r, MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+                    r = driver.cuMemCreate(out, size, prop, flags); // as the program asked
+                }
+            }
         } finally {
             if (r != CuResult.CUDA_SUCCESS) {
                 session.quota().unreserve(size);
@@ -89,6 +118,32 @@ final class VmmCalls implements BackendHandlers.Vmm {
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
         return r;
+    }
+
+    /**
+     * The properties the driver is given: the program's, with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR requested when
+     * the session has address-stable memory and the device can export (so that a hand-over to another backend process
+     * on the GPU maps the allocation instead of copying it); the program never sees the bit
+     * ({@link #cuMemGetAllocationPropertiesFromHandle}) and cannot ask for it.
+     */
+    private static MemorySegment exportable(StableAddresses stable, MemorySegment prop) {
+        if (stable == null || !exportableUsage(prop)
+                || !stable.exportable(MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+            return prop;
+        }
+        MemorySegment n = java.lang.foreign.Arena.ofAuto().allocate(MemoryProps.ALLOCATION_PROP_SIZE, 8)
+                .copyFrom(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
+        n.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        return n;
+    }
+
+    /**
+     * Whether an allocation of these properties is made exportable: plain memory only (no allocFlags usage, no
+     * compression: a tile pool or decompression memory stays as the program asked, and a hand-over copies it).
+     */
+    static boolean exportableUsage(MemorySegment prop) {
+        return prop.get(ValueLayout.JAVA_BYTE, MemoryProps.ALLOC_COMPRESSION) == 0
+                && prop.get(ValueLayout.JAVA_SHORT_UNALIGNED, MemoryProps.ALLOC_USAGE) == 0;
     }
 
     /** One of the session's references goes; with the last, the handle id stops naming it. */
@@ -295,6 +350,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemGetAllocationPropertiesFromHandle(prop, handle);
         if (r == CuResult.CUDA_SUCCESS) {
             prop.set(ValueLayout.JAVA_LONG_UNALIGNED, MemoryProps.WIN32, 0); // a host pointer of the backend: never sent
+            prop.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_NONE); // ours (hand-over)
             c.sendData(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
         }
         return r;

@@ -4,7 +4,8 @@ import java.nio.file.Path;
 
 /**
  * What the admin socket may ask a backend to do, beyond reading its status: checkpoint a session to a file
- * and restore one from a file (issue 22), migrate one to another backend (issue 23). {@link AdminSocket} parses and checks the request, then calls these
+ * and restore one from a file (issue 22), migrate one to another backend, hand one over to another backend process on
+ * the same GPU, receive such a hand-over, or hand the whole backend to a new one (issue 23). {@link AdminSocket} parses and checks the request, then calls these
  * on the client's own thread; each reports progress as it goes and returns one line of JSON saying what it did.
  * An exception's message is what the client is told (it must name the cause: what could not be captured,
  * which file could not be written, which check of the image failed).
@@ -31,4 +32,32 @@ public interface AdminActions {
      * one printable word: the backend parses them and refuses what it cannot use.
      */
     String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception;
+
+    /**
+     * Hands session {@code session} over to the backend process whose admin socket is {@code targetAdmin} (absolute),
+     * on this host and GPU, with no memory copied (issue 23 item 2): that backend is asked with
+     * {@code receive-hand-over}; the frontend is then sent to {@code frontendUri} (null: the address the target
+     * answers). A backend that does not hand sessions over refuses.
+     */
+    default String handOver(long session, Path targetAdmin, String frontendUri, Progress progress) throws Exception {
+        throw new UnsupportedOperationException("this backend does not hand sessions over");
+    }
+
+    /**
+     * The target's side of a hand-over: connects to the source's descriptor-carrying socket {@code sourceSocket}
+     * (absolute) and receives the session; its frontend resumes at {@code frontendUri} (null: this backend's first
+     * address). A backend that does not accept migrations refuses.
+     */
+    default String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) throws Exception {
+        throw new UnsupportedOperationException("this backend does not receive hand-overs");
+    }
+
+    /**
+     * Hands this backend over to a new one ({@code gpusockets backend --take-over}): the new backend listens on the
+     * take-over socket {@code socket} (absolute, owned by {@code requester}, the admin socket's peer) and runs isolation
+     * {@code isolation}. Returns one line of JSON saying what was handed (sessions, listeners, bytes sent).
+     */
+    default String takeOver(Path socket, String isolation, java.nio.file.attribute.UserPrincipal requester) throws Exception {
+        throw new UnsupportedOperationException("this backend cannot be taken over");
+    }
 }

@@ -29,9 +29,14 @@ import jdk.net.UnixDomainPrincipal;
  *   <li>{@code status\n} is answered with the snapshot as JSON ({@link StatusJson}) and a newline;</li>
  *   <li>{@code checkpoint SESSION [stop] FILE\n} and {@code restore FILE\n} (FILE an absolute path, the
  *       rest of the line: it may hold spaces), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
- *       one word of printable characters), by {@code progress STAGE DONE TOTAL\n} lines as the action
+ *       one word of printable characters), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
+ *       {@code receive-hand-over SOURCE_SOCKET [FRONTEND_URI]\n} (absolute socket paths, one word each: the
+ *       hand-over on one host, {@link AdminActions#handOver}), by {@code progress STAGE DONE TOTAL\n} lines as the action
  *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
  *       actions answers them with an error);</li>
+ *   <li>{@code take-over fdunix:///PATH ISOLATION\n} (a new backend asking to take this one over, {@code gpusockets
+ *       backend --take-over}; PATH its take-over socket, owned by the requesting user) by {@code ok JSON\n} once
+ *       everything is handed, or {@code error: ...\n} (refused: being taken over already, another isolation, ...);</li>
  *   <li>anything else with {@code error: ...\n}.</li>
  * </ul>
  * A peer that {@link AdminAccess} does not allow gets {@code refused: ...\n} and a log line.
@@ -42,7 +47,8 @@ import jdk.net.UnixDomainPrincipal;
  * slow or hostile client holds no more than that; a checkpoint, restore or migration, which takes as long as the
  * memory it moves, is exempt once its request is read (an allowed admin asked for it), and goes on to
  * its end even when its client leaves. The socket file is made with mode 0600 (0660 and the admin
- * group's ownership when one is configured) and removed on {@link #close}.
+ * group's ownership when one is configured) and removed on {@link #close} unless another backend's admin socket has
+ * taken its place meanwhile ({@link #openInPlaceOf}: a backend that took this one over, at the same path).
  */
 public final class AdminSocket implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -50,7 +56,8 @@ public final class AdminSocket implements AutoCloseable {
     static final int MAX_REQUEST = 4352;
     static final int DEADLINE_SECONDS = 5;
 
-    private final Path path;
+    /** Where the socket file is (it moves once, in {@link #openInPlaceOf}). */
+    private volatile Path path;
     private final ServerSocketChannel server;
     /** Why a peer is refused, or null ({@link AdminAccess#refusal}). */
     private final Function<UnixDomainPrincipal, String> access;
@@ -61,6 +68,8 @@ public final class AdminSocket implements AutoCloseable {
     private final ScheduledExecutorService deadlines = Executors.newSingleThreadScheduledExecutor(
             Thread.ofPlatform().daemon().name("gpusockets-admin-deadline").factory());
     private volatile boolean closed;
+    /** The socket file's identity (inode) when this socket made it: {@link #close} removes only that file. */
+    private volatile Object fileKey;
     private long lastRefusalLog;
     private long refusalsNotLogged;
 
@@ -136,6 +145,8 @@ public final class AdminSocket implements AutoCloseable {
             AdminSocket a = new AdminSocket(path, server,
                     check != null ? check : new AdminAccess(owner, group, AdminAccess::groupFileMembers)::refusal, snapshots,
                     actions);
+            a.fileKey = Files.readAttributes(path, java.nio.file.attribute.BasicFileAttributes.class,
+                    java.nio.file.LinkOption.NOFOLLOW_LINKS).fileKey();
             Thread.ofPlatform().daemon().name("gpusockets-admin").start(a::acceptLoop);
             LOG.log(Level.INFO, "admin socket on " + path + (group != null ? " (group " + group + ")" : ""));
             return a;
@@ -148,6 +159,27 @@ public final class AdminSocket implements AutoCloseable {
 
     public Path path() {
         return path;
+    }
+
+    /**
+     * As {@link #open(Path, String, Supplier, AdminActions)}, for a backend that took over the one whose admin socket
+     * is at {@code path}: binds a temporary path beside it, then renames it over {@code path} (rename(2): a client
+     * finds one socket or the other there, never none). The old backend's socket, reachable no more by that path,
+     * does not remove the new one when it closes.
+     */
+    public static AdminSocket openInPlaceOf(Path path, String group, Supplier<ServerSnapshot> snapshots, AdminActions actions)
+            throws IOException {
+        path = path.toAbsolutePath();
+        Path temporary = path.resolveSibling(path.getFileName() + ".take-over-" + ProcessHandle.current().pid());
+        AdminSocket a = open(temporary, group, snapshots, actions, null);
+        try {
+            Files.move(temporary, path, java.nio.file.StandardCopyOption.ATOMIC_MOVE, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        } catch (IOException e) {
+            a.close();
+            throw e;
+        }
+        a.path = path; // the same file (inode), now at its place
+        return a;
     }
 
     private void acceptLoop() {
@@ -199,12 +231,15 @@ public final class AdminSocket implements AutoCloseable {
                 write(c, "error: request line longer than " + MAX_REQUEST + " bytes or not ended by a newline\n");
             } else if (request.strip().equals("status")) {
                 write(c, StatusJson.write(snapshots.get()) + "\n");
+            } else if (request.startsWith("take-over ")) {
+                takeOver(c, request.substring("take-over ".length()), peer, deadline);
             } else if (request.startsWith("checkpoint ") || request.startsWith("restore ")
-                    || request.startsWith("migrate ")) {
+                    || request.startsWith("migrate ") || request.startsWith("hand-over ")
+                    || request.startsWith("receive-hand-over ")) {
                 act(c, request, deadline);
             } else {
                 write(c, "error: unknown request '" + printable(request) + "' (known: status, checkpoint, restore,"
-                        + " migrate)\n");
+                        + " migrate, hand-over, receive-hand-over, take-over)\n");
             }
         } catch (IOException e) {
             if (!closed) {
@@ -248,6 +283,8 @@ public final class AdminSocket implements AutoCloseable {
                 case CHECKPOINT -> actions.checkpoint(r.session(), r.file(), r.stop(), progress);
                 case RESTORE -> actions.restore(r.file(), progress);
                 case MIGRATE -> actions.migrate(r.session(), r.target(), r.frontend(), progress);
+                case HAND_OVER -> actions.handOver(r.session(), r.file(), r.frontend(), progress);
+                case RECEIVE_HAND_OVER -> actions.receiveHandOver(r.file(), r.frontend(), progress);
             };
             LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
@@ -261,8 +298,40 @@ public final class AdminSocket implements AutoCloseable {
         }
     }
 
+    /** A take-over request: {@code fdunix:///PATH ISOLATION}; answered once everything is handed (no deadline then). */
+    private void takeOver(SocketChannel c, String rest, UnixDomainPrincipal peer, java.util.concurrent.Future<?> deadline)
+            throws IOException {
+        String[] w = rest.strip().split(" ");
+        if (w.length != 2 || !w[0].startsWith("fdunix://") || !w[1].matches("[a-z]{1,16}")) {
+            write(c, "error: usage: take-over fdunix:///PATH ISOLATION\n");
+            return;
+        }
+        Path socket;
+        try {
+            socket = Path.of(w[0].substring("fdunix://".length()));
+        } catch (java.nio.file.InvalidPathException e) {
+            write(c, "error: not a socket path: '" + printable(w[0]) + "'\n");
+            return;
+        }
+        if (actions == null) {
+            write(c, "error: this backend cannot be taken over\n");
+            return;
+        }
+        deadline.cancel(false);
+        String answer;
+        try {
+            answer = "ok " + actions.takeOver(socket, w[1], peer.user()).strip().replace('\n', ' ');
+            LOG.log(Level.INFO, "admin socket: take-over by the backend listening on " + socket + ": " + answer);
+        } catch (Exception e) {
+            String m = String.valueOf(e.getMessage()).strip().replace('\n', ' ');
+            LOG.log(Level.WARNING, "admin socket: take-over refused or failed: " + m);
+            answer = "error: " + m;
+        }
+        write(c, answer + "\n");
+    }
+
     /** What a request asks for. */
-    enum Verb { CHECKPOINT, RESTORE, MIGRATE }
+    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER }
 
     /**
      * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
@@ -279,12 +348,21 @@ public final class AdminSocket implements AutoCloseable {
                 case RESTORE -> "restore " + file;
                 case MIGRATE -> "migration of session " + session + " to " + target
                         + (frontend != null ? " (frontend to " + frontend + ")" : "");
+                case HAND_OVER -> "hand-over of session " + session + " to the backend at " + file
+                        + (frontend != null ? " (frontend to " + frontend + ")" : "");
+                case RECEIVE_HAND_OVER -> "hand-over received from " + file;
             };
         }
 
         static Request parse(String line) {
             if (line.startsWith("migrate ")) {
                 return parseMigrate(line.substring("migrate ".length()));
+            }
+            if (line.startsWith("hand-over ")) {
+                return parseHandOver(line.substring("hand-over ".length()), true);
+            }
+            if (line.startsWith("receive-hand-over ")) {
+                return parseHandOver(line.substring("receive-hand-over ".length()), false);
             }
             String rest;
             boolean checkpoint = line.startsWith("checkpoint ");
@@ -333,6 +411,37 @@ public final class AdminSocket implements AutoCloseable {
                 }
             }
             return new Request(Verb.MIGRATE, session, false, null, w[1], w.length == 3 ? w[2] : null);
+        }
+
+        /**
+         * {@code SESSION SOCKET [FRONTEND_URI]} ({@code withSession}) or {@code SOCKET [FRONTEND_URI]}, single spaces
+         * apart: SOCKET an absolute path, each word printable ASCII.
+         */
+        private static Request parseHandOver(String rest, boolean withSession) {
+            String usage = withSession ? "usage: hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]"
+                    : "usage: receive-hand-over SOURCE_SOCKET [FRONTEND_URI]";
+            String[] w = rest.split(" ", -1);
+            int first = withSession ? 1 : 0;
+            if (w.length < first + 1 || w.length > first + 2) {
+                throw new IllegalArgumentException(usage);
+            }
+            for (String x : w) {
+                if (x.isEmpty() || x.length() > MAX_URI || !x.chars().allMatch(ch -> ch > 0x20 && ch < 0x7f)) {
+                    throw new IllegalArgumentException("not one printable word: '" + printable(x) + "' (" + usage + ")");
+                }
+            }
+            long session = withSession ? sessionId(w[0]) : 0;
+            Path socket;
+            try {
+                socket = Path.of(w[first]);
+            } catch (java.nio.file.InvalidPathException e) {
+                throw new IllegalArgumentException("not a socket path: '" + printable(w[first]) + "'");
+            }
+            if (!socket.isAbsolute()) {
+                throw new IllegalArgumentException("the socket must be an absolute path: '" + printable(w[first]) + "'");
+            }
+            return new Request(withSession ? Verb.HAND_OVER : Verb.RECEIVE_HAND_OVER, session, false, socket.normalize(),
+                    null, w.length == first + 2 ? w[first + 1] : null);
         }
 
         private static long sessionId(String s) {
@@ -412,7 +521,13 @@ public final class AdminSocket implements AutoCloseable {
         }
         deadlines.shutdownNow();
         try {
-            Files.deleteIfExists(path);
+            Object key = Files.readAttributes(path, java.nio.file.attribute.BasicFileAttributes.class,
+                    java.nio.file.LinkOption.NOFOLLOW_LINKS).fileKey();
+            if (key != null && key.equals(fileKey)) {
+                Files.deleteIfExists(path);
+            }
+        } catch (java.nio.file.NoSuchFileException e) {
+            // gone already
         } catch (IOException e) {
             LOG.log(Level.WARNING, "admin socket: cannot remove " + path + ": " + e.getMessage());
         }

@@ -176,6 +176,18 @@ public final class MetricsEndpoint implements AutoCloseable {
                         + " round's chunks)")
                 .callback(cb -> cb.call(snapshot().operations().migrationBytes()))
                 .register(registry);
+        CounterWithCallback.builder().name("gpusockets_takeovers_total")
+                .help("Backends this backend took over (gpusockets backend --take-over)")
+                .callback(cb -> cb.call(snapshot().operations().takeOvers()))
+                .register(registry);
+        CounterWithCallback.builder().name("gpusockets_takeover_sessions_total")
+                .help("Sessions adopted from backends this backend took over (their workers now answer to it)")
+                .callback(cb -> cb.call(snapshot().operations().takeOverSessions()))
+                .register(registry);
+        CounterWithCallback.builder().name("gpusockets_takeover_bytes_total").unit(Unit.BYTES)
+                .help("Bytes the take-over connections carried (a few hundred per session: no GPU memory is copied)")
+                .callback(cb -> cb.call(snapshot().operations().takeOverBytes()))
+                .register(registry);
         GaugeWithCallback.builder().name("gpusockets_device_memory_used_bytes").unit(Unit.BYTES)
                 .help("Device memory in use, as the driver reports it (all processes)").labelNames("device", "name")
                 .callback(cb -> snapshot().devices().stream().filter(d -> d.memoryUsedBytes() >= 0)

@@ -40,12 +40,22 @@ public record ServerSnapshot(long timeMillis, String backend, int connections, L
      * Session operations since the backend started, each by outcome: done, refused (the request named something the
      * backend will not do: a session that cannot be captured, an unknown token) or failed (an I/O error, a damaged image).
      * Migrations are those from this backend to another ({@code migrationBytes}: the memory bytes sent by the ones
-     * that completed).
+     * that completed). Take-overs are those this backend made of another ({@code gpusockets backend --take-over}), with
+     * the sessions it adopted by them and the bytes their take-over connections carried.
      */
     public record Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
                              long restoresRefused, long restoresFailed, long resumes, long resumesRefused,
-                             long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes) {
+                             long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes,
+                             long takeOvers, long takeOverSessions, long takeOverBytes) {
         public static final Operations NONE = new Operations(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+
+        /** No take-overs counted. */
+        public Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,
+                          long restoresRefused, long restoresFailed, long resumes, long resumesRefused,
+                          long migrations, long migrationsRefused, long migrationsFailed, long migrationBytes) {
+            this(checkpoints, checkpointsRefused, checkpointsFailed, restores, restoresRefused, restoresFailed, resumes,
+                    resumesRefused, migrations, migrationsRefused, migrationsFailed, migrationBytes, 0, 0, 0);
+        }
 
         /** No migrations counted. */
         public Operations(long checkpoints, long checkpointsRefused, long checkpointsFailed, long restores,

@@ -109,6 +109,14 @@ public final class StatusBoard implements AutoCloseable {
         this.operations = counters;
     }
 
+    /** Said after the backend's description in {@link #snapshot} ("" for nothing): a taken-over backend draining. */
+    private volatile String note = "";
+
+    /** Sets what {@link #snapshot} says after the backend's description (a state such as draining). */
+    public void note(String text) {
+        this.note = text == null ? "" : text;
+    }
+
     /** Where {@link #snapshot} learns which sessions are being migrated (shown as such). */
     public void migrating(java.util.function.LongPredicate which) {
         this.migrating = which;
@@ -133,7 +141,7 @@ public final class StatusBoard implements AutoCloseable {
         }
         ServerSnapshot.Poisoned poisoned = host.health().poison().map(p -> new ServerSnapshot.Poisoned(p.codeName(),
                 p.sessionId(), p.call(), p.epochMillis(), host.health().refusal())).orElse(null);
-        return new ServerSnapshot(System.currentTimeMillis(), host.description(), connections.getAsInt(),
+        return new ServerSnapshot(System.currentTimeMillis(), host.description() + note, connections.getAsInt(),
                 devices.devices(), ts, list, live.traffic(), poisoned, operations.get());
     }
 

@@ -94,6 +94,17 @@ public final class Tenant implements TenantAccount {
         }
     }
 
+    /**
+     * A session that another backend let in and this one takes over (gpusockets backend --take-over) with what it
+     * holds: counted and charged as it is, past the limits if need be (it holds the memory already; new reserves see
+     * the limits as usual).
+     */
+    public void adoptSession(long memoryBytes, long pinnedBytes) {
+        sessions.incrementAndGet();
+        memoryUsed.addAndGet(Math.max(0, memoryBytes));
+        pinnedUsed.addAndGet(Math.max(0, pinnedBytes));
+    }
+
     /** A session that {@link #openSession} let in has ended. */
     public void closeSession() {
         sessions.decrementAndGet();

@@ -72,6 +72,19 @@ class AdminSocketTest {
             progress.progress("restore", 1, 1);
             return "{\"session\":" + session + ",\"rounds\":[]}";
         }
+
+        @Override
+        public String handOver(long session, Path targetAdmin, String frontendUri, Progress progress) {
+            asked.add("hand-over " + session + " " + targetAdmin + " " + frontendUri);
+            progress.progress("export", 3, 3);
+            return "{\"session\":" + session + ",\"copiedBytes\":0}";
+        }
+
+        @Override
+        public String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) {
+            asked.add("receive-hand-over " + sourceSocket + " " + frontendUri);
+            return "{\"session\":7}";
+        }
     }
 
     @Test
@@ -121,6 +134,44 @@ class AdminSocketTest {
             assertTrue(ask(p, "migrate 5 tcp://b:7000\u0001\n").startsWith("error: not a URI: 'tcp://b:7000?'"));
             assertTrue(ask(p, "migrate 5 tcp://" + "b".repeat(AdminSocket.Request.MAX_URI) + "\n").startsWith("error: not a URI"));
             assertEquals(3, actions.asked.size(), "a refused request reaches no action");
+        }
+    }
+
+    @Test
+    void handOverVerbsReachTheirActionsAndABadRequestIsRefusedBeforeAnyAction() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        FakeActions actions = new FakeActions();
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, actions)) {
+            assertEquals("progress export 3 3\nok {\"session\":5,\"copiedBytes\":0}\n", ask(p, "hand-over 5 /run/b/admin.sock\n"));
+            assertEquals("ok {\"session\":6,\"copiedBytes\":0}\n", ask(p, "hand-over 6 /run/b/admin.sock unix:///run/b.sock\n")
+                    .replaceFirst("progress export 3 3\n", ""));
+            assertEquals("ok {\"session\":7}\n", ask(p, "receive-hand-over /tmp/h/s\n"));
+            assertEquals(List.of("hand-over 5 /run/b/admin.sock null", "hand-over 6 /run/b/admin.sock unix:///run/b.sock",
+                    "receive-hand-over /tmp/h/s null"), actions.asked);
+            assertTrue(ask(p, "hand-over 5\n").startsWith("error: usage: hand-over SESSION TARGET_ADMIN_SOCKET"));
+            assertTrue(ask(p, "hand-over 5 run/b.sock\n").startsWith("error: the socket must be an absolute path"));
+            assertTrue(ask(p, "hand-over x /run/b.sock\n").startsWith("error: not a session id: 'x'"));
+            assertTrue(ask(p, "receive-hand-over /a b c\n").startsWith("error: usage: receive-hand-over SOURCE_SOCKET"));
+            assertTrue(ask(p, "receive-hand-over /a\u0001\n").startsWith("error: not one printable word"));
+            assertEquals(3, actions.asked.size(), "a refused request reaches no action");
+        }
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, new AdminActions() {
+            @Override
+            public String checkpoint(long session, Path file, boolean stop, Progress progress) {
+                return "{}";
+            }
+
+            @Override
+            public String restore(Path file, Progress progress) {
+                return "{}";
+            }
+
+            @Override
+            public String migrate(long session, String targetUri, String frontendUri, Progress progress) {
+                return "{}";
+            }
+        })) {
+            assertEquals("error: this backend does not hand sessions over\n", ask(p, "hand-over 5 /run/b/admin.sock\n"));
         }
     }
 

@@ -6,7 +6,7 @@ import java.lang.foreign.ValueLayout;
 /**
  * The property structs of memory pools and the VMM API (cuda.h 13.0), as they travel (bytes) and how
  * both the backend and the emulated device read them. What is forwarded: pinned memory on a device,
- * no IPC handle types; anything else is refused by {@link #poolRefusal} / {@link #allocationRefusal}.
+ * no IPC handle types from the wire (the backend asks for POSIX descriptors itself, for a hand-over on one host); anything else is refused by {@link #poolRefusal} / {@link #allocationRefusal}.
  *
  * <pre>
  * CUmemLocation (8)          CUmemPoolProps (88)                  CUmemAllocationProp (32)
@@ -29,6 +29,8 @@ public final class MemoryProps {
     public static final int LOCATION_TYPE_DEVICE = 1;
     public static final int ALLOCATION_TYPE_PINNED = 1;
     public static final int HANDLE_TYPE_NONE = 0;
+    /** CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: the allocation can be exported as a file descriptor (same host only). */
+    public static final int HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1;
     public static final int ACCESS_NONE = 0;
     public static final int ACCESS_READ = 1;
     public static final int ACCESS_READWRITE = 3;
@@ -64,7 +66,7 @@ public final class MemoryProps {
 
     /** Why a CUmemPoolProps is not served (null: it is): a message naming the field. */
     public static String poolRefusal(MemorySegment props, int deviceCount) {
-        String common = common(props, deviceCount, "allocType", "handleTypes");
+        String common = common(props, deviceCount, "allocType", "handleTypes", HANDLE_TYPE_NONE);
         if (common != null) {
             return common;
         }
@@ -86,7 +88,17 @@ public final class MemoryProps {
      * may refuse on a device without them; the emulated device serves neither).
      */
     public static String allocationRefusal(MemorySegment prop, int deviceCount, int servedUsage) {
-        String common = common(prop, deviceCount, "type", "requestedHandleTypes");
+        return allocationRefusal(prop, deviceCount, servedUsage, HANDLE_TYPE_NONE);
+    }
+
+    /**
+     * Why a CUmemAllocationProp is not served (null: it is), with the usage bits in {@code servedUsage} and the
+     * requestedHandleTypes bits in {@code servedHandleTypes} served: a device emulating exportable allocations serves
+     * {@link #HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}; the backend serves none from the wire (a descriptor of its host means
+     * nothing to a program elsewhere) but asks for it itself (a hand-over to another backend process on the host).
+     */
+    public static String allocationRefusal(MemorySegment prop, int deviceCount, int servedUsage, int servedHandleTypes) {
+        String common = common(prop, deviceCount, "type", "requestedHandleTypes", servedHandleTypes);
         if (common != null) {
             return common;
         }
@@ -99,14 +111,16 @@ public final class MemoryProps {
         return null;
     }
 
-    private static String common(MemorySegment s, int deviceCount, String typeName, String handleName) {
+    private static String common(MemorySegment s, int deviceCount, String typeName, String handleName, int servedHandles) {
         int type = i32(s, TYPE);
         if (type != ALLOCATION_TYPE_PINNED) {
             return typeName + "=" + type + " (only CU_MEM_ALLOCATION_TYPE_PINNED is served)";
         }
         int handles = i32(s, HANDLE_TYPES);
-        if (handles != HANDLE_TYPE_NONE) {
-            return handleName + "=" + handles + " (IPC handles cannot cross machines: only CU_MEM_HANDLE_TYPE_NONE is served)";
+        if ((handles & ~servedHandles) != 0) {
+            return handleName + "=" + handles + (servedHandles == HANDLE_TYPE_NONE
+                    ? " (IPC handles cannot cross machines: only CU_MEM_HANDLE_TYPE_NONE is served)"
+                    : " (served bits: 0x" + Integer.toHexString(servedHandles) + ")");
         }
         Location l = Location.read(s, LOCATION);
         if (l.type() != LOCATION_TYPE_DEVICE) {

@@ -108,6 +108,26 @@ final class SocketListener implements Listener {
         afterClose.run();
     }
 
+    /** The channel of a plain tcp:// or unix:// listener; empty for tls://, whose connections need this process's TLS. */
+    @Override
+    public java.util.Optional<ServerSocketChannel> serverChannel() {
+        String scheme = address.scheme();
+        return scheme.equals("tcp") || scheme.equals("unix") ? java.util.Optional.of(server) : java.util.Optional.empty();
+    }
+
+    /** Closes the channel (the JDK does not shut a listening socket down) and leaves a unix socket's file in place. */
+    @Override
+    public void closeLeavingSocket() {
+        if (!closed.compareAndSet(false, true)) {
+            return;
+        }
+        try {
+            server.close();
+        } catch (IOException ignored) {
+            // the descriptor is released even when close reports an error
+        }
+    }
+
     @Override
     public String toString() {
         return "SocketListener[" + address + "]";

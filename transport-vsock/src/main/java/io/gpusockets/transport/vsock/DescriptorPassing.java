@@ -179,6 +179,156 @@ public final class DescriptorPassing {
         }
     }
 
+    /** The listening socket under a vsock:// or fdunix:// listener of this module, or empty for another kind. */
+    public static OptionalInt listenerDescriptor(io.gpusockets.protocol.transport.Listener l) {
+        return l instanceof NativeSocketListener n ? OptionalInt.of(n.descriptor()) : OptionalInt.empty();
+    }
+
+    /**
+     * The descriptor of this process's listening socket bound to {@code local} (what a JDK server channel's
+     * getLocalAddress says: a {@link java.net.UnixDomainSocketAddress} or an {@link java.net.InetSocketAddress}), found
+     * in /proc/self/fd by SO_ACCEPTCONN and getsockname(2): how a backend being taken over finds the socket of a
+     * tcp:// or unix:// listener, whose descriptor the JDK does not tell. Empty when no such socket is open.
+     */
+    public static OptionalInt findListeningSocket(java.net.SocketAddress local) throws IOException {
+        try (Arena arena = Arena.ofConfined();
+             DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            MemorySegment value = arena.allocate(JAVA_INT);
+            MemorySegment length = arena.allocate(JAVA_INT);
+            MemorySegment addr = arena.allocate(128, 8);
+            for (Path p : fds) {
+                int fd;
+                try {
+                    fd = Integer.parseInt(p.getFileName().toString());
+                    if (!Files.readSymbolicLink(p).toString().startsWith("socket:")) {
+                        continue;
+                    }
+                } catch (NumberFormatException | IOException gone) {
+                    continue;
+                }
+                length.set(JAVA_INT, 0, 4);
+                if (NativeSockets.getsockopt(state, fd, NativeSockets.SOL_SOCKET, NativeSockets.SO_ACCEPTCONN, value, length) != 0
+                        || value.get(JAVA_INT, 0) == 0) {
+                    continue;
+                }
+                length.set(JAVA_INT, 0, 128);
+                addr.fill((byte) 0);
+                if (NativeSockets.getsockname(state, fd, addr, length) == 0 && sameAddress(addr, length.get(JAVA_INT, 0), local)) {
+                    return OptionalInt.of(fd);
+                }
+            }
+        }
+        return OptionalInt.empty();
+    }
+
+    /** Whether the sockaddr in {@code addr} ({@code n} bytes) is {@code local}. */
+    private static boolean sameAddress(MemorySegment addr, int n, java.net.SocketAddress local) {
+        int family = Short.toUnsignedInt(addr.get(java.lang.foreign.ValueLayout.JAVA_SHORT, 0));
+        if (local instanceof java.net.UnixDomainSocketAddress u) {
+            if (family != NativeSockets.AF_UNIX || n <= 2) {
+                return false;
+            }
+            byte[] path = addr.asSlice(2, n - 2).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            int end = 0;
+            while (end < path.length && path[end] != 0) {
+                end++;
+            }
+            String bound = new String(path, 0, end, java.nio.charset.StandardCharsets.UTF_8);
+            return !bound.isEmpty() && Path.of(bound).toAbsolutePath().normalize().equals(u.getPath().toAbsolutePath().normalize());
+        }
+        if (!(local instanceof java.net.InetSocketAddress in) || (family != NativeSockets.AF_INET && family != NativeSockets.AF_INET6)) {
+            return false;
+        }
+        int port = Short.toUnsignedInt(Short.reverseBytes(addr.get(java.lang.foreign.ValueLayout.JAVA_SHORT, 2)));
+        if (port != in.getPort()) {
+            return false;
+        }
+        byte[] want = in.getAddress().getAddress();
+        byte[] got = family == NativeSockets.AF_INET ? addr.asSlice(4, 4).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE)
+                : addr.asSlice(8, 16).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+        if (java.util.Arrays.equals(want, got)) {
+            return true;
+        }
+        // an IPv4 address on a dual-stack socket: ::ffff:a.b.c.d
+        return want.length == 4 && got.length == 16 && java.util.Arrays.equals(want, java.util.Arrays.copyOfRange(got, 12, 16));
+    }
+
+    /** A new descriptor (close-on-exec) for the same socket as {@code fd}, which the caller owns. */
+    public static int duplicate(int fd) throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            int copy = NativeSockets.fcntl(state, fd, NativeSockets.F_DUPFD_CLOEXEC, 0);
+            if (copy < 0) {
+                throw Errno.exception("dup of descriptor " + fd, NativeSockets.errno(state));
+            }
+            return copy;
+        }
+    }
+
+    /**
+     * A listener over a listening socket received from another process (a backend that takes over another's tcp://
+     * and unix:// listeners): it owns {@code fd} from now on and accepts through this module's socket layer, so its
+     * connections are this module's too (they can be passed on to worker processes as they are). Peers are described
+     * as the JDK transports describe them: unix, the listener's URI and the peer's uid (SO_PEERCRED); tcp, the peer's
+     * address, with Nagle off. Closing it leaves a unix socket's file in place (the next listen on the path replaces
+     * a stale one).
+     */
+    public static io.gpusockets.protocol.transport.Listener adoptListener(int fd, io.gpusockets.protocol.transport.TransportUri address)
+            throws IOException {
+        String scheme = address.scheme();
+        if (!scheme.equals("unix") && !scheme.equals("tcp")) {
+            close(fd);
+            throw new IOException("a received listener must be tcp:// or unix://: " + address);
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            int flags = NativeSockets.fcntl(state, fd, NativeSockets.F_GETFL, 0);
+            if (flags < 0 || NativeSockets.fcntl(state, fd, NativeSockets.F_SETFL, flags | NativeSockets.O_NONBLOCK) < 0) {
+                int errno = NativeSockets.errno(state);
+                SocketFd.closeQuietly(state, fd);
+                throw Errno.exception("received listener " + address, errno);
+            }
+        }
+        NativeSocketListener.Wrapper wrapper = scheme.equals("unix")
+                ? accepted -> NativeSocketConnection.of(accepted, s -> {
+                    OptionalInt uid = SocketCalls.peerUid(s.fd());
+                    return new PeerInfo(address + " (" + (uid.isPresent() ? "uid " + uid.getAsInt() : "uid unknown") + ")", uid);
+                })
+                : accepted -> NativeSocketConnection.of(noDelay(accepted), s -> PeerInfo.of(tcpPeer(s.fd())));
+        return new NativeSocketListener(fd, address, wrapper, () -> { });
+    }
+
+    /** Nagle off on an accepted TCP socket (as the JDK tcp:// transport sets it). */
+    private static int noDelay(int fd) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment one = arena.allocate(JAVA_INT);
+            one.set(JAVA_INT, 0, 1);
+            NativeSockets.setsockopt(NativeSockets.newCallState(arena), fd, NativeSockets.IPPROTO_TCP, NativeSockets.TCP_NODELAY, one, 4);
+        }
+        return fd;
+    }
+
+    /** "tcp://HOST:PORT" of a connected TCP socket's peer (getpeername), or "tcp://unknown". */
+    private static String tcpPeer(int fd) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment addr = arena.allocate(128, 8);
+            MemorySegment length = arena.allocate(JAVA_INT);
+            length.set(JAVA_INT, 0, 128);
+            if (NativeSockets.getpeername(NativeSockets.newCallState(arena), fd, addr, length) != 0) {
+                return "tcp://unknown";
+            }
+            int family = Short.toUnsignedInt(addr.get(java.lang.foreign.ValueLayout.JAVA_SHORT, 0));
+            int port = Short.toUnsignedInt(Short.reverseBytes(addr.get(java.lang.foreign.ValueLayout.JAVA_SHORT, 2)));
+            byte[] ip = family == NativeSockets.AF_INET ? addr.asSlice(4, 4).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE)
+                    : addr.asSlice(8, 16).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            String host = java.net.InetAddress.getByAddress(ip).getHostAddress();
+            return "tcp://" + (host.indexOf(':') >= 0 ? "[" + host + "]" : host) + ":" + port;
+        } catch (java.net.UnknownHostException e) {
+            return "tcp://unknown";
+        }
+    }
+
     private static NativeSocketConnection carrier(Connection c) {
         if (!canCarry(c)) {
             throw new IllegalArgumentException("descriptors travel over fdunix:// connections only: " + c);

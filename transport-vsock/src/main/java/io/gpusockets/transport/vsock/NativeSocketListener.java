@@ -120,6 +120,17 @@ final class NativeSocketListener implements Listener {
         fd.close();
     }
 
+    /** Lets go of this process's descriptor without shutdown(2) and without removing a unix socket's file. */
+    @Override
+    public void closeLeavingSocket() {
+        fd.closeKeepingSocket();
+    }
+
+    /** The listening socket's descriptor (for a take-over: {@link DescriptorPassing#listenerDescriptor}). */
+    int descriptor() {
+        return fd.fd();
+    }
+
     @Override
     public String toString() {
         return "NativeSocketListener[" + address + ", " + fd + "]";

@@ -44,6 +44,12 @@ final class NativeSockets {
     static final int MSG_CMSG_CLOEXEC = 0x40000000;
     static final int F_GETFL = 3;
     static final int F_SETFL = 4;
+    static final int F_DUPFD_CLOEXEC = 1030;
+    static final int SO_ACCEPTCONN = 30;
+    static final int AF_INET = 2;
+    static final int AF_INET6 = 10;
+    static final int IPPROTO_TCP = 6;
+    static final int TCP_NODELAY = 1;
     static final int O_NONBLOCK = 0x800;
 
     private static final Linker LINKER = Linker.nativeLinker();
@@ -67,6 +73,8 @@ final class NativeSockets {
     private static final MethodHandle POLL = errnoCall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle GETSOCKOPT = errnoCall("getsockopt",
             FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS));
+    private static final MethodHandle SETSOCKOPT = errnoCall("setsockopt",
+            FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT));
     private static final MethodHandle GETSOCKNAME = errnoCall("getsockname", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS));
     private static final MethodHandle GETPEERNAME = errnoCall("getpeername", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS));
     private static final MethodHandle EVENTFD = errnoCall("eventfd", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT));
@@ -272,6 +280,14 @@ final class NativeSockets {
     static int getsockopt(MemorySegment state, int fd, int level, int name, MemorySegment value, MemorySegment lengthInOut) {
         try {
             return (int) GETSOCKOPT.invokeExact(state, fd, level, name, value, lengthInOut);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    static int setsockopt(MemorySegment state, int fd, int level, int name, MemorySegment value, int length) {
+        try {
+            return (int) SETSOCKOPT.invokeExact(state, fd, level, name, value, length);
         } catch (Throwable t) {
             throw unexpected(t);
         }

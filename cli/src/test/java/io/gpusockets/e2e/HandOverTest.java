@@ -1,0 +1,407 @@
+package io.gpusockets.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.server.HandOver;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.DelegatingCudaDriver;
+import io.gpusockets.protocol.structs.MemoryProps;
+import io.gpusockets.protocol.transport.Connection;
+import io.gpusockets.protocol.transport.PeerInfo;
+import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.transport.vsock.DescriptorPassing;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Hand-over on one host (issue 23 item 2, {@link HandOver}) between two in-process backends, each on an emulated
+ * device of its own: the devices share nothing but the memory files their exportable allocations live in, as two
+ * backend processes on one GPU share only the exported allocations. A program ({@link MigrationTest.Program}: kernels
+ * that change a subset of several allocations in every launch, with a CPU model) that also holds a 32 MiB allocation,
+ * a pitched one, a pool allocation and VMM memory of its own (one allocation it keeps, one it released and still
+ * maps) is handed A to B and back while it runs; its data equals the model, nothing was copied but the released VMM
+ * allocation (the result's count), and each backend's device memory drops when the session leaves it. A target
+ * that does not accept hand-overs refuses before the program notices; an allocation the target cannot import fails
+ * the hand-over and the program runs on at A; a session whose device cannot export its memory, or without
+ * address-stable memory, is refused.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class HandOverTest extends CheckpointTestSupport {
+    private static final int BIG = 32 << 20;
+
+    /** Two connected fdunix:// connections (a socket pair), as a hand-over's caller makes them. */
+    private static Connection[] pair() throws Exception {
+        int[] fds = DescriptorPassing.socketPair();
+        PeerInfo peer = PeerInfo.of("hand-over test").withTransport("fdunix");
+        return new Connection[] {DescriptorPassing.adopt(fds[0], peer), DescriptorPassing.adopt(fds[1], peer)};
+    }
+
+    /** Hands session {@code id} from {@code from} to {@code to} over a socket pair; returns the source's result. */
+    private static HandOver.Result handOver(BackendServer from, BackendServer to, long id) throws Exception {
+        Connection[] c = pair();
+        try {
+            CompletableFuture<Long> received = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return to.receiveHandOver(c[1], null);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            });
+            try {
+                HandOver.Result r = from.handOver(id, c[0], null, null);
+                assertEquals(id, received.get());
+                return r;
+            } catch (Exception e) {
+                c[0].close(); // a target waiting for what the source never sends sees the end
+                try {
+                    received.get();
+                } catch (java.util.concurrent.ExecutionException ignored) {
+                    // the target's side of the same failure
+                }
+                throw e;
+            }
+        } finally {
+            c[0].close();
+            c[1].close();
+        }
+    }
+
+    /** Device memory in use on the emulated device (asked in its primary context, from the test's thread). */
+    private static long used(CudaDriver device) {
+        try (java.lang.foreign.Arena a = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment free = a.allocate(8), total = a.allocate(8), ctx = a.allocate(8);
+            Cuda.ok(device.cuInit(0), "cuInit");
+            Cuda.ok(device.cuCtxCreate(ctx, MemorySegment.NULL, 0, 0), "cuCtxCreate"); // made current
+            try {
+                Cuda.ok(device.cuMemGetInfo(free, total), "cuMemGetInfo");
+            } finally {
+                device.cuCtxDestroy(ctx.get(ValueLayout.JAVA_LONG, 0));
+            }
+            return total.get(ValueLayout.JAVA_LONG, 0) - free.get(ValueLayout.JAVA_LONG, 0);
+        }
+    }
+
+    private static void awaitNoSessions(BackendServer s) throws InterruptedException {
+        while (!s.sessions().isEmpty()) {
+            Thread.sleep(10); // the moved session's thread removes it once released (bounded by the test's timeout)
+        }
+    }
+
+    private static final long MIB2 = 2L << 20;
+
+    /** The program's own VMM memory: allocations it keeps (handed over) and one it released but maps (copied). */
+    private static final class ProgramVmm {
+        final long kept, released;
+        final byte[] keptData = new byte[(int) (2 * MIB2)], releasedData = new byte[(int) MIB2];
+
+        ProgramVmm(RemoteCudaDriver d, Cuda cu) {
+            MemorySegment c = cu.cell();
+            MemorySegment prop = cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+            prop.set(ValueLayout.JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+            prop.set(ValueLayout.JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+            MemorySegment rw = cu.cell(MemoryProps.ACCESS_DESC_SIZE).fill((byte) 0);
+            rw.set(ValueLayout.JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+            rw.set(ValueLayout.JAVA_INT, 8, MemoryProps.ACCESS_READWRITE);
+            Cuda.ok(d.cuMemCreate(c, 2 * MIB2, prop, 0), "cuMemCreate");
+            long h1 = c.get(ValueLayout.JAVA_LONG, 0);
+            Cuda.ok(d.cuMemCreate(c, MIB2, prop, 0), "cuMemCreate");
+            long h2 = c.get(ValueLayout.JAVA_LONG, 0);
+            Cuda.ok(d.cuMemAddressReserve(c, 3 * MIB2, 0, 0, 0), "cuMemAddressReserve");
+            kept = c.get(ValueLayout.JAVA_LONG, 0);
+            released = kept + 2 * MIB2;
+            Cuda.ok(d.cuMemMap(kept, 2 * MIB2, 0, h1, 0), "cuMemMap");
+            Cuda.ok(d.cuMemMap(released, MIB2, 0, h2, 0), "cuMemMap");
+            Cuda.ok(d.cuMemSetAccess(kept, 3 * MIB2, rw, 1), "cuMemSetAccess");
+            Cuda.ok(d.cuMemRelease(h2), "cuMemRelease (still mapped)");
+            Random random = new Random(6);
+            random.nextBytes(keptData);
+            random.nextBytes(releasedData);
+            cu.put(kept, keptData);
+            cu.put(released, releasedData);
+        }
+
+        void check(Cuda cu) {
+            assertArrayEquals(keptData, cu.get(kept, keptData.length), "the program's VMM allocation");
+            assertArrayEquals(releasedData, cu.get(released, releasedData.length), "the released, mapped VMM allocation");
+        }
+    }
+
+    private static void checkResult(HandOver.Result r) {
+        assertEquals(MIB2, r.copiedBytes(), "only the program's released, mapped VMM allocation is copied: " + r);
+        assertTrue(r.handles() > 0 && r.handedBytes() >= BIG + 2 * MIB2, "the allocations were handed over: " + r);
+        assertTrue(r.downtimeNanos() >= r.drainNanos() + r.exportNanos() + r.imageNanos() + r.restoreNanos()
+                + r.switchNanos(), "the downtime holds its stages: " + r);
+        assertTrue(r.restoreNanos() > 0 && r.imageBytes() > 0, r.toString());
+    }
+
+    @Test
+    void aRunningProgramIsHandedToAnotherBackendAndBackWithNoMemoryCopied() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverA.acceptMigrations(true);
+            serverB.acceptMigrations(true);
+            long usedB = used(b);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                Cuda cu = p.cu;
+                byte[] bigData = new byte[BIG];
+                new Random(3).nextBytes(bigData);
+                long big = cu.alloc(BIG);
+                cu.put(big, bigData);
+                MemorySegment c = cu.cell(), pitch = cu.cell();
+                Cuda.ok(d.cuMemAllocPitch(c, pitch, 1000, 10, 4), "cuMemAllocPitch");
+                long pitched = c.get(ValueLayout.JAVA_LONG, 0);
+                byte[] pitchedData = new byte[(int) pitch.get(ValueLayout.JAVA_LONG, 0) * 10];
+                new Random(4).nextBytes(pitchedData);
+                cu.put(pitched, pitchedData);
+                long stream = cu.stream();
+                Cuda.ok(d.cuMemAllocAsync(c, 3 << 20, stream), "cuMemAllocAsync");
+                long pooled = c.get(ValueLayout.JAVA_LONG, 0);
+                Cuda.ok(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+                byte[] pooledData = new byte[3 << 20];
+                new Random(5).nextBytes(pooledData);
+                cu.put(pooled, pooledData);
+                ProgramVmm vmm = new ProgramVmm(d, cu);
+                long id = onlySession(serverA);
+                long usedA = used(a);
+                assertTrue(usedA > BIG, "A holds the program's memory");
+
+                p.start();
+                p.runs(2);
+                HandOver.Result ab = handOver(serverA, serverB, id);
+                checkResult(ab);
+                assertEquals(unixB, ab.frontendUri());
+                p.runs(3); // on B now
+                assertEquals(unixB, d.backendUri(), "the frontend follows the session to B");
+                awaitNoSessions(serverA);
+                assertTrue(used(a) < usedA - BIG, "A's device no longer holds the session's memory: " + used(a));
+                assertTrue(used(b) > usedB + BIG, "B's device holds it: " + used(b));
+
+                HandOver.Result ba = handOver(serverB, serverA, id);
+                checkResult(ba);
+                p.runs(3);
+                assertEquals(unixA, d.backendUri(), "and back to A");
+                awaitNoSessions(serverB);
+                assertEquals(2, serverA.migrations()[0] + serverB.migrations()[0]);
+                p.finish();
+                assertArrayEquals(bigData, cu.get(big, BIG), "the 32 MiB allocation");
+                assertArrayEquals(pitchedData, cu.get(pitched, pitchedData.length), "the pitched allocation");
+                assertArrayEquals(pooledData, cu.get(pooled, pooledData.length), "the pool allocation");
+                vmm.check(cu);
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /** What {@code backend --take-over} does with in-process sessions: several hand-overs, one after another, on one connection. */
+    @Test
+    void twoSessionsAreHandedOverOneAfterTheOtherOnOneConnection() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d1 = RemoteCudaDriver.connect(unixA); RemoteCudaDriver d2 = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p1 = new MigrationTest.Program(d1), p2 = new MigrationTest.Program(d2);
+                java.util.List<Long> ids = serverA.sessions().stream().map(x -> x.id()).sorted().toList();
+                assertEquals(2, ids.size());
+                p1.start();
+                p2.start();
+                p1.runs(1);
+                p2.runs(1);
+                Connection[] c = pair();
+                try {
+                    CompletableFuture<java.util.List<Long>> received = CompletableFuture.supplyAsync(() -> {
+                        try {
+                            return java.util.List.of(serverB.receiveHandOver(c[1], null), serverB.receiveHandOver(c[1], null));
+                        } catch (Exception e) {
+                            throw new java.util.concurrent.CompletionException(e);
+                        }
+                    });
+                    for (long id : ids) {
+                        assertEquals(0, serverA.handOver(id, c[0], null, null).copiedBytes());
+                    }
+                    assertEquals(ids, received.get());
+                } finally {
+                    c[0].close();
+                    c[1].close();
+                }
+                p1.runs(2);
+                p2.runs(2);
+                assertEquals(unixB, d1.backendUri());
+                assertEquals(unixB, d2.backendUri());
+                awaitNoSessions(serverA);
+                p1.finish();
+                p2.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
+    void aTargetThatDoesNotAcceptRefusesAndTheProgramRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock")));
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                long id = onlySession(serverA);
+                p.start();
+                p.runs(1);
+                CheckpointRefused off = assertThrows(CheckpointRefused.class, () -> handOver(serverA, serverB, id));
+                assertTrue(off.getMessage().contains("--accept-migrations"), off.getMessage());
+                p.runs(2);
+                assertEquals(unixA, d.backendUri());
+                assertTrue(serverB.sessions().isEmpty());
+                assertEquals(1, serverA.migrations()[1], "refused");
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /** An emulated device whose imports fail: the target cannot take the memory. */
+    private static final class NoImports extends DelegatingCudaDriver {
+        NoImports(CudaDriver d) {
+            super(d);
+        }
+
+        @Override
+        public int cuMemImportFromShareableHandle(MemorySegment handle, MemorySegment osHandle, int shHandleType) {
+            return io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+
+    @Test
+    void anAllocationTheTargetCannotImportFailsTheHandOverAndTheProgramRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(new NoImports(b))) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock")));
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                long id = onlySession(serverA);
+                p.start();
+                p.runs(1);
+                java.io.IOException failed = assertThrows(java.io.IOException.class, () -> handOver(serverA, serverB, id));
+                assertTrue(failed.getMessage().contains("cannot be imported"), failed.getMessage());
+                p.runs(2);
+                assertEquals(unixA, d.backendUri(), "the program runs on at A");
+                assertTrue(serverB.sessions().isEmpty(), "nothing left at B");
+                assertEquals(1, serverA.migrations()[2], "failed");
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /** A device that says it cannot export memory as POSIX descriptors. */
+    private static final class NoPosixHandles extends DelegatingCudaDriver {
+        NoPosixHandles(CudaDriver d) {
+            super(d);
+        }
+
+        @Override
+        public int cuDeviceGetAttribute(MemorySegment pi, int attrib, int dev) {
+            if (attrib == 103) { // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+                pi.set(ValueLayout.JAVA_INT, 0, 0);
+                return io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
+            }
+            return super.cuDeviceGetAttribute(pi, attrib, dev);
+        }
+    }
+
+    /** A device that says it exports memory but refuses exportable allocations (the backend falls back to plain). */
+    private static final class RefusesExportable extends DelegatingCudaDriver {
+        RefusesExportable(CudaDriver d) {
+            super(d);
+        }
+
+        @Override
+        public int cuMemCreate(MemorySegment handle, long size, MemorySegment prop, long flags) {
+            if (prop.get(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES) != MemoryProps.HANDLE_TYPE_NONE) {
+                return io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            }
+            return super.cuMemCreate(handle, size, prop, flags);
+        }
+    }
+
+    @Test
+    void aSessionOnADeviceThatCannotExportIsRefusedAndRunsOn() throws Exception {
+        cannotExport(NoPosixHandles::new);
+    }
+
+    @Test
+    void aDeviceThatRefusesExportableMemoryServesPlainMemoryAndTheHandOverIsRefused() throws Exception {
+        cannotExport(RefusesExportable::new);
+    }
+
+    private void cannotExport(java.util.function.UnaryOperator<CudaDriver> wrap) throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(wrap.apply(a)); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                MigrationTest.Program p = new MigrationTest.Program(d);
+                long id = onlySession(serverA);
+                p.start();
+                p.runs(1);
+                CheckpointRefused r = assertThrows(CheckpointRefused.class, () -> handOver(serverA, serverB, id));
+                assertTrue(r.getMessage().contains("cannot export its memory as POSIX file descriptors"), r.getMessage());
+                p.runs(2);
+                assertEquals(unixA, d.backendUri());
+                p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
+    void aSessionWithoutStableAddressesIsRefused() throws Exception {
+        System.setProperty("gpusockets.backend.stableAddresses", "false");
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                cu.alloc(1 << 20);
+                long id = onlySession(serverA);
+                CheckpointRefused r = assertThrows(CheckpointRefused.class, () -> handOver(serverA, serverB, id));
+                assertTrue(r.getMessage().contains("address-stable"), r.getMessage());
+                cu.alloc(1 << 20); // runs on
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+}
