@@ -16,9 +16,9 @@ import java.util.concurrent.ConcurrentSkipListMap;
  * addresses it was given before the checkpoint.
  *
  * <p>Where pointers are translated (the places a device pointer comes from the wire): every DPTR parameter of the
- * API table (copies, memset, pointer queries and attributes, cuMemGetAddressRange, tensor maps), the device addresses
- * inside memops, pitched and 3D copies (graph copy nodes too), graph memset nodes, texture and surface resources,
- * decompression batches and launch attributes (the range checks of {@link Call#deviceRange}), and kernel parameters:
+ * API table (copies, memset, pointer queries and attributes, cuMemGetAddressRange), a tensor map's global address,
+ * the device addresses inside memops, pitched and 3D copies (graph copy nodes too), graph memset nodes, texture and
+ * surface resources, decompression batches and launch attributes (the range checks of {@link Call#deviceRange}), and kernel parameters:
  * every 8-byte aligned word of the parameters (a pointer-sized parameter, or a pointer inside a struct parameter)
  * whose value lies in a program range (cuLaunchKernel, cuLaunchCooperativeKernel, cuLaunchKernelEx, both parameter
  * modes; graph kernel nodes as they are added or set). Answers translated back: cuModuleGetGlobal's and
