@@ -522,8 +522,7 @@ class CheckpointRestoreTest extends CheckpointTestSupport {
             assertEquals(0, serverB.sessionCount(), "no session left");
             Cuda.ok(b.cuMemGetInfo(free, total), "cuMemGetInfo");
             assertEquals(before, free.get(JAVA_LONG, 0), "no device memory left");
-            // the undamaged image restores (on a device that never loaded its module: the emulated device never
-            // reuses a module's addresses, so on B its global would lie elsewhere, which a restore refuses)
+            // the undamaged image restores (on a device that never loaded its module)
             long id = serverC.restore(image, null);
             assertEquals(1, serverC.sessionCount());
             CheckpointRefused taken = assertThrows(CheckpointRefused.class, () -> serverC.restore(image, null));

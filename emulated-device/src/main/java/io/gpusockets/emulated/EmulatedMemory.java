@@ -26,12 +26,31 @@ import java.util.concurrent.atomic.AtomicLong;
  * module's code, the local memory, heap and printf FIFO its limits reserve). They are a model of the
  * driver's footprint (README, "Footprint model"), kept so that the device's memory in use moves as a
  * GPU's does; each belongs to a context and goes when it is released or its context is destroyed.
+ *
+ * <p>Module data (a module's {@code __device__} and {@code __constant__} variables, {@link Allocation.Kind#GLOBAL})
+ * lies in a range of its own ({@link #MODULE_BASE}), starting at an offset that differs from one instance (one device,
+ * one process) to the next, as the real driver places a module's globals wherever it likes in a new process: a
+ * backend that loads a module again (a restore, a migration's target) finds its globals elsewhere, as on a GPU.
+ * Within one instance the placement is deterministic (in order, never reused). The system property
+ * {@value #MODULE_OFFSET_PROPERTY} pins the offset (a multiple of 64 KiB below 64 GiB; 0 places module data as
+ * every instance did before) for tests that need a fixed place.
  */
 final class EmulatedMemory {
+    /**
+     * Start of the module data range: the upper half of the lower TiB (allocations take the lower half, below it;
+     * address reservations at requested addresses the upper TiB, from {@link #FIXED_BASE}).
+     */
+    static final long MODULE_BASE = 0x7e80_0000_0000L;
+    /** The system property that pins the module data offset (bytes past {@link #MODULE_BASE}). */
+    static final String MODULE_OFFSET_PROPERTY = "gpusockets.emulated.moduleDataOffset";
+    /** Instances made in this process so far: one input of the next one's module data offset. */
+    private static final AtomicLong INSTANCES = new AtomicLong();
+
     static final long BASE = 0x7e00_0000_0000L;
     /**
      * Top of the range: 2 TiB of addresses in all, kept below the 47-bit user-space limit. The lower TiB
-     * (up to {@link #FIXED_BASE}) is handed out in order and never reused; the upper holds address
+     * (up to {@link #FIXED_BASE}) is handed out in order and never reused (allocations below {@link #MODULE_BASE},
+     * module data above it); the upper holds address
      * reservations made at the address their caller asked for ({@link #reserveAt}), reused once freed.
      */
     static final long LIMIT = 0x7fff_ffff_0000L;
@@ -60,9 +79,12 @@ final class EmulatedMemory {
         }
     }
     private long nextAddress = BASE;   // guarded by this
+    /** The next module data address ({@link #MODULE_BASE} plus this instance's offset, then onwards). */
+    private long nextModuleAddress;   // guarded by this
 
     EmulatedMemory(int deviceCount, long capacityPerDevice) {
         this.capacity = capacityPerDevice;
+        this.nextModuleAddress = MODULE_BASE + moduleOffset(Long.getLong(MODULE_OFFSET_PROPERTY, -1));
         this.used = new AtomicLong[deviceCount];
         for (int i = 0; i < deviceCount; i++) {
             used[i] = new AtomicLong();
@@ -88,7 +110,7 @@ final class EmulatedMemory {
         charge(owner.device, budgeted);
         long base;
         try {
-            base = reserveAddresses(size);
+            base = kind == Allocation.Kind.GLOBAL ? reserveModuleAddresses(size) : reserveAddresses(size);
         } catch (CudaError e) {
             budget.addAndGet(-budgeted);
             throw e;
@@ -114,15 +136,45 @@ final class EmulatedMemory {
         return a;
     }
 
+    /**
+     * The offset of an instance's module data past {@link #MODULE_BASE}: {@code pinned} where it is a valid one (a
+     * multiple of 64 KiB below 64 GiB), else drawn from this process's id and the instances made in it before, in
+     * steps of 64 KiB (so two instances in one process, or two processes, place module data apart).
+     */
+    static long moduleOffset(long pinned) {
+        long step = 64 * 1024, slots = 1 << 20; // 64 GiB
+        if (pinned >= 0) {
+            if (pinned % step != 0 || pinned >= step * slots) {
+                throw new IllegalArgumentException(MODULE_OFFSET_PROPERTY + "=" + pinned
+                        + ": a multiple of 64 KiB below 64 GiB");
+            }
+            return pinned;
+        }
+        long seed = ProcessHandle.current().pid() * 0x9E3779B97F4A7C15L + INSTANCES.incrementAndGet() * 0xBF58476D1CE4E5B9L;
+        seed ^= seed >>> 31;
+        return (Math.floorMod(seed, slots - 1) + 1) * step; // never 0: a fresh instance never matches the pinned default
+    }
+
     private long reserveAddresses(long size) {
         return reserveAddresses(size, ALIGNMENT);
+    }
+
+    /** A fresh range of module data addresses, never reused ({@link #MODULE_BASE}). */
+    private synchronized long reserveModuleAddresses(long size) {
+        long start = nextModuleAddress;
+        long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
+        if (rounded <= 0 || rounded > FIXED_BASE - start) {
+            throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "module data address range exhausted (addresses are never reused)");
+        }
+        nextModuleAddress = start + rounded;
+        return start;
     }
 
     /** A fresh range of addresses aligned to {@code alignment} (a power of two, at least {@link #ALIGNMENT}), never reused. */
     synchronized long reserveAddresses(long size, long alignment) {
         long start = (nextAddress + alignment - 1) & -alignment;
         long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
-        if (rounded <= 0 || start < nextAddress || rounded > FIXED_BASE - start) {
+        if (rounded <= 0 || start < nextAddress || rounded > MODULE_BASE - start) {
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "device address range exhausted (addresses are never reused)");
         }
         nextAddress = start + rounded;

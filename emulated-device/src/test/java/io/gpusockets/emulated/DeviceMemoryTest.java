@@ -33,6 +33,54 @@ class DeviceMemoryTest {
         }
     }
 
+    private static final String GLOBALS_PTX = """
+            .version 7.0
+            .target sm_50
+            .address_size 64
+            .visible .global .align 8 .u64 first;
+            .visible .global .align 4 .u32 second[100];
+            """;
+
+    /** The address of global {@code name} of a fresh load of {@link #GLOBALS_PTX} on {@code e}'s device. */
+    private static long globalOfNewModule(Emulated e, String name) {
+        MemorySegment out = e.arena.allocate(8), size = e.arena.allocate(8);
+        e.ok(e.device.cuModuleLoadData(out, e.nativeString(GLOBALS_PTX)));
+        e.ok(e.device.cuModuleGetGlobal(out, size, readLong(out), e.nativeString(name)));
+        return readLong(out);
+    }
+
+    /**
+     * Module data lies in its own range, at an offset per device instance (as a driver in a new process places a
+     * module's globals elsewhere: issue 27's finding), in order within one instance; the system property pins it.
+     */
+    @Test
+    void placesModuleGlobalsAtAnOffsetPerInstanceThatAPropertyPins() {
+        try (Emulated a = new Emulated(); Emulated b = new Emulated()) {
+            long first = globalOfNewModule(a, "first"), again = globalOfNewModule(a, "first");
+            assertTrue(first >= EmulatedMemory.MODULE_BASE && first < EmulatedMemory.FIXED_BASE, Long.toHexString(first));
+            assertTrue(again > first, "in order within one instance, never reused");
+            assertTrue(globalOfNewModule(a, "second") > again);
+            assertTrue(first != globalOfNewModule(b, "first"), "another instance places the same module elsewhere");
+            long p = a.alloc(4096);
+            assertTrue(p < EmulatedMemory.MODULE_BASE, "allocations below the module data: " + Long.toHexString(p));
+        }
+        String was = System.setProperty(EmulatedMemory.MODULE_OFFSET_PROPERTY, Long.toString(3 << 16));
+        try (Emulated a = new Emulated(); Emulated b = new Emulated()) {
+            assertEquals(EmulatedMemory.MODULE_BASE + (3 << 16), globalOfNewModule(a, "first"), "pinned");
+            assertEquals(EmulatedMemory.MODULE_BASE + (3 << 16), globalOfNewModule(b, "first"), "pinned for every instance");
+        } finally {
+            if (was == null) {
+                System.clearProperty(EmulatedMemory.MODULE_OFFSET_PROPERTY);
+            } else {
+                System.setProperty(EmulatedMemory.MODULE_OFFSET_PROPERTY, was);
+            }
+        }
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> EmulatedMemory.moduleOffset(100));
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class,
+                () -> EmulatedMemory.moduleOffset(64L << 30));
+        assertEquals(0, EmulatedMemory.moduleOffset(0));
+    }
+
     @Test
     void copiesRoundTripThroughDeviceMemory() {
         try (Emulated e = new Emulated()) {

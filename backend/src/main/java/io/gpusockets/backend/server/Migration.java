@@ -152,8 +152,15 @@ public final class Migration {
             open(ch, targetUri, psk);
             ByteBuffer begin = ByteBuffer.allocate(12).putLong(s.chunkHasher().seed()).putInt(CHUNK_BYTES).flip();
             ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, 0, begin);
-            PreCopy.Sink sink = (chunk, hash, bytes) -> ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, 0,
-                    ByteBuffer.allocate(16).putLong(chunk.address()).putLong(hash).flip(), bytes.asByteBuffer());
+            long seed = s.chunkHasher().seed();
+            PreCopy.Sink sink = (chunk, hash, bytes) -> {
+                // a chunk goes under the address the program knows (the image's); a restored module global that lies
+                // elsewhere here is hashed again under it (the device hashed it where it lies)
+                long address = s.toProgram(chunk.address());
+                long sent = address == chunk.address() ? hash : ChunkHasher.reference(address, bytes, seed);
+                ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, 0, ByteBuffer.allocate(16).putLong(address).putLong(sent).flip(),
+                        bytes.asByteBuffer());
+            };
             Stop stop;
             List<PreCopy.Round> rounds;
             try (PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES)) {

@@ -273,8 +273,13 @@ final class Call {
         reserveHandles(session.handles().unknown(kind, reals, n), 0);
     }
 
-    /** Checks that [p, p+n) lies within one of the session's device ranges. */
-    void deviceRange(long p, long n) throws CallRejected {
+    /**
+     * Checks that [p, p+n) lies within one of the session's device ranges and returns p's real address: p itself,
+     * or where p is a restored module global's address as the program knows it, where the global lies now
+     * ({@link GlobalTranslation}; the caller passes the returned address to the driver).
+     */
+    long deviceRange(long p, long n) throws CallRejected {
+        p = session.toReal(p);
         SessionMemory memory = session.memory();
         SessionMemory.Range r = memory.covering(p, n);
         if (r == null) {
@@ -287,7 +292,7 @@ final class Call {
                         String.format("device range 0x%x+%d being freed by another call", p, n));
             }
             if (r.base() + r.size() - p >= n) {
-                return;
+                return p;
             }
             r = memory.next(r);   // a span over adjacent mappings: each of them is used
             if (r == null) {

@@ -243,6 +243,7 @@ final class CallDispatcher {
             }
         }
         c.expectEnd();
+        GlobalTranslation translation = session.translation();
         for (int i = 0; i < n; i++) {
             ApiParam p = params.get(i);
             if (p.out()) {
@@ -266,6 +267,14 @@ final class CallDispatcher {
                             "the tenant's shared context (isolation mode shared) is not the session's to destroy");
                 }
             } else if (t == ParamType.DPTR) {
+                if (translation != null && !p.free()) {
+                    // a restored module global the driver placed elsewhere: the program's address becomes the real one
+                    long real = translation.toReal(values[i]);
+                    if (real != values[i]) {
+                        values[i] = real;
+                        args[i] = real;
+                    }
+                }
                 if (p.free()) {
                     // freeing NULL is a no-op the driver answers with success (cudart's cudaFree(0) does it)
                     if (values[i] != 0 && session.memory().allocationAt(values[i]) == null) {
@@ -416,8 +425,12 @@ final class CallDispatcher {
         }
     }
 
-    /** Records what the call created or destroyed and writes its outputs. */
-    private void afterSuccess(Call c, Object[] args, long[] values) throws IOException {
+    /**
+     * Records what the call created or destroyed and writes its outputs. A device address goes back as the program
+     * knows it ({@link GlobalTranslation}): a module global the driver placed elsewhere after a restore, at its
+     * recorded address.
+     */
+    private void afterSuccess(Call c, Object[] args, long[] values) throws IOException, CallRejected {
         ApiFunction f = c.function;
         List<ApiParam> params = f.params();
         long context = -1;
@@ -455,7 +468,15 @@ final class CallDispatcher {
                 } else {
                     owner = moduleParamValue(f, values);
                 }
+                GlobalTranslation translation = session.translation();
+                if (!alloc && translation != null) {
+                    long program = translation.placed(values[i], size);
+                    ((MemorySegment) args[i]).set(ValueLayout.JAVA_LONG, 0, program); // the reply's
+                }
                 session.memory().add(new SessionMemory.Range(values[i], size, owner, alloc));
+            } else if (p.out() && t == ParamType.DPTR && session.translation() != null) {
+                // cuMemGetAddressRange's base
+                ((MemorySegment) args[i]).set(ValueLayout.JAVA_LONG, 0, session.toProgram(values[i]));
             } else if (!p.out() && t == ParamType.DPTR && p.free()) {
                 session.memory().remove(values[i]);
             } else if (!p.out() && t.isHandle() && p.destroy()) {

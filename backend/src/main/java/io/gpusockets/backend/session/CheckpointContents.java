@@ -99,9 +99,21 @@ final class CheckpointContents implements AutoCloseable {
         private final MemorySegment scratch = arena.allocate(8);
 
         DriverDevice(CudaDriver driver, Contexts contexts) {
+            this(driver, contexts, address -> address);
+        }
+
+        /**
+         * As above, for an image whose addresses are the program's where they differ from the real ones
+         * ({@link GlobalTranslation}): {@code real} gives the real address of one, which the copies use; the contexts
+         * are asked with the image's.
+         */
+        DriverDevice(CudaDriver driver, Contexts contexts, java.util.function.LongUnaryOperator real) {
             this.driver = driver;
             this.contexts = contexts;
+            this.real = real;
         }
+
+        private final java.util.function.LongUnaryOperator real;
 
         @Override
         public void copyOut(long address, MemorySegment to, int length, boolean pageLocked) throws IOException {
@@ -115,6 +127,7 @@ final class CheckpointContents implements AutoCloseable {
 
         private void copy(long address, MemorySegment host, int length, boolean out, boolean pageLocked) throws IOException {
             long ctx = contexts.of(address, length);
+            address = real.applyAsLong(address);
             if (driver.cuCtxPushCurrent(ctx) != CuResult.CUDA_SUCCESS) {
                 throw new IOException(String.format("no context for 0x%x", address));
             }

@@ -454,9 +454,13 @@ final class CopyCalls implements BackendHandlers.Copies {
             if (refusal != null) {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "paramsArray[" + i + "]: " + refusal);
             }
-            c.deviceRange(DecompressParams.at(params, i, DecompressParams.SRC), DecompressParams.at(params, i, DecompressParams.SRC_BYTES));
-            c.deviceRange(DecompressParams.at(params, i, DecompressParams.DST), DecompressParams.at(params, i, DecompressParams.DST_BYTES));
-            c.deviceRange(DecompressParams.at(params, i, DecompressParams.DST_ACT_BYTES), 4);
+            long[][] fields = {{DecompressParams.SRC, DecompressParams.at(params, i, DecompressParams.SRC_BYTES)},
+                    {DecompressParams.DST, DecompressParams.at(params, i, DecompressParams.DST_BYTES)},
+                    {DecompressParams.DST_ACT_BYTES, 4}};
+            for (long[] field : fields) {
+                long real = c.deviceRange(DecompressParams.at(params, i, field[0]), field[1]);
+                params.set(ValueLayout.JAVA_LONG_UNALIGNED, i * DecompressParams.SIZE + field[0], real);
+            }
         }
         return driver.cuMemBatchDecompressAsync(params, count, 0, MemorySegment.NULL, stream);
     }

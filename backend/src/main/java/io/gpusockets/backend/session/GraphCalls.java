@@ -315,7 +315,7 @@ final class GraphCalls implements BackendHandlers.Graphs {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "memset node of width=" + width + " height=" + height
                     + " pitch=" + pitch + " elementSize=" + es);
         }
-        c.deviceRange(dst, (height - 1) * pitch + width * es);
+        p.set(LONG, 0, c.deviceRange(dst, (height - 1) * pitch + width * es));
         return p;
     }
 
@@ -980,11 +980,20 @@ final class GraphCalls implements BackendHandlers.Graphs {
         return driver.cuGraphExecKernelNodeSetParams(exec, node, params);
     }
 
-    /** A CUDA_KERNEL_NODE_PARAMS rebuilt here: the function or kernel translated, the parameter values in backend memory. */
+    /**
+     * A CUDA_KERNEL_NODE_PARAMS rebuilt here: the function or kernel translated, the parameter values in backend memory
+     * (a restored module global's address among them translated as a launch's, {@link LaunchCalls#translate}).
+     */
     private MemorySegment kernelNodeParams(Call c) throws ProtocolException, CallRejected {
         SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
+        int start = c.body.position();
         GraphRequest.KernelNode k = GraphRequest.readKernelNode(c.body, scratch);
         LaunchRequest.Header h = k.header();
+        if (session.translation() != null) {
+            java.nio.ByteBuffer b = c.body.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).position(start + 4 + 8);
+            LaunchRequest.readHeader(b); // the kind and context, then the header: the parameters follow
+            LaunchCalls.translate(session, c.body, b.position(), k.kernelParams(), k.extra());
+        }
         MemorySegment p = c.scratch(GraphRequest.KNP_SIZE);
         p.fill((byte) 0);
         long f = k.kind() == GraphRequest.KIND_KERNEL ? c.handle(ParamType.KERNEL, h.function(), false)

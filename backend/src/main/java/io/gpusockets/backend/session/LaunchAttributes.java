@@ -41,7 +41,7 @@ final class LaunchAttributes {
             case LaunchConfigRequest.ACCESS_POLICY_WINDOW -> {
                 long base = v.get(ValueLayout.JAVA_LONG, 0), bytes = v.get(ValueLayout.JAVA_LONG, 8);
                 if (bytes != 0) {
-                    c.deviceRange(base, bytes);
+                    v.set(ValueLayout.JAVA_LONG, 0, c.deviceRange(base, bytes));
                 }
             }
             case LaunchConfigRequest.DEVICE_UPDATABLE_KERNEL_NODE -> throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED,

@@ -40,6 +40,45 @@ final class LaunchCalls implements BackendHandlers.Launches {
         }
     }
 
+    /**
+     * A restored session whose module globals moved ({@link GlobalTranslation}): every 8-byte aligned word of the
+     * kernel's parameters (each parameter's copy, or mode 1's buffer) whose value lies in a global's range as the
+     * program knows it becomes the real address (a pointer-sized parameter, or a pointer inside a struct). The
+     * parameters' sizes are read again from the request {@code body} at {@code at} (where
+     * {@link LaunchRequest#readKernelParams} read them). Nothing is done, nor read, for a session without
+     * translations. Launches and graph kernel nodes ({@link GraphCalls}) both.
+     */
+    static void translate(Session session, java.nio.ByteBuffer body, int at, MemorySegment kernelParams,
+                          MemorySegment extra) {
+        GlobalTranslation t = session.translation();
+        if (t == null) {
+            return;
+        }
+        if (!extra.equals(MemorySegment.NULL)) {
+            MemorySegment buffer = extra.getAtIndex(ValueLayout.ADDRESS, 1);
+            long size = extra.getAtIndex(ValueLayout.ADDRESS, 3).reinterpret(8).get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+            translateWords(t, buffer.reinterpret(size));
+            return;
+        }
+        java.nio.ByteBuffer b = body.duplicate().order(java.nio.ByteOrder.LITTLE_ENDIAN).position(at);
+        int count = b.getInt();
+        for (int i = 0; i < count; i++) {
+            int size = b.getInt();
+            b.position(b.position() + size);
+            translateWords(t, kernelParams.getAtIndex(ValueLayout.ADDRESS, i).reinterpret(size));
+        }
+    }
+
+    private static void translateWords(GlobalTranslation t, MemorySegment s) {
+        for (long off = 0; off + 8 <= s.byteSize(); off += 8) {
+            long v = s.get(ValueLayout.JAVA_LONG_UNALIGNED, off);
+            long real = t.toReal(v);
+            if (real != v) {
+                s.set(ValueLayout.JAVA_LONG_UNALIGNED, off, real);
+            }
+        }
+    }
+
     /** After the launch: the scheduler follows it to its completion. */
     private int launched(io.gpusockets.backend.tenant.DeviceShare.Ticket t, Call c, long stream, int r) {
         if (t != null) {
@@ -55,12 +94,14 @@ final class LaunchCalls implements BackendHandlers.Launches {
         SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
         MemorySegment kernelParams = MemorySegment.NULL;
         MemorySegment extra = MemorySegment.NULL;
+        int params = c.body.position();
         if (h.mode() == LaunchRequest.MODE_KERNEL_PARAMS) {
             kernelParams = LaunchRequest.readKernelParams(c.body, scratch);
         } else {
             extra = LaunchRequest.readExtra(c.body, scratch);
         }
         c.expectEnd();
+        translate(session, c.body, params, kernelParams, extra);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
@@ -75,8 +116,10 @@ final class LaunchCalls implements BackendHandlers.Launches {
         if (h.mode() != LaunchRequest.MODE_KERNEL_PARAMS) {
             throw new ProtocolException("cuLaunchCooperativeKernel: mode=" + h.mode() + " (only kernel parameters)");
         }
+        int params = c.body.position();
         MemorySegment kernelParams = LaunchRequest.readKernelParams(c.body, (bytes, alignment) -> c.scratch(bytes));
         c.expectEnd();
+        translate(session, c.body, params, kernelParams, MemorySegment.NULL);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
@@ -92,12 +135,14 @@ final class LaunchCalls implements BackendHandlers.Launches {
         LaunchRequest.Header h = LaunchRequest.readHeader(c.body);
         MemorySegment kernelParams = MemorySegment.NULL;
         MemorySegment extra = MemorySegment.NULL;
+        int params = c.body.position();
         if (h.mode() == LaunchRequest.MODE_KERNEL_PARAMS) {
             kernelParams = LaunchRequest.readKernelParams(c.body, scratch);
         } else {
             extra = LaunchRequest.readExtra(c.body, scratch);
         }
         c.expectEnd();
+        translate(session, c.body, params, kernelParams, extra);
         MemorySegment config = config(c, scratch, attrs, h);
         long f = c.handle(ParamType.FUNC, h.function(), false);
         var t = admit();

@@ -72,8 +72,10 @@ final class LibraryCalls implements BackendHandlers.Libraries {
         session.handles().claim(modId, libId, context);
         long base = dptr.get(ValueLayout.JAVA_LONG, 0), size = bytes.get(ValueLayout.JAVA_LONG, 0);
         // (its memory was charged with the library's load, in every context: ContextCharges)
+        GlobalTranslation translation = session.translation();
+        long program = translation == null ? base : translation.placed(base, size); // as the program knows it
         session.memory().add(new SessionMemory.Range(base, size, modId, false));
-        c.outs.putLong(base).putLong(size);
+        c.outs.putLong(program).putLong(size);
         return r;
     }
 

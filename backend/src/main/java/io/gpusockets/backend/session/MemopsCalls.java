@@ -6,6 +6,7 @@ import io.gpusockets.protocol.api.ParamType;
 import io.gpusockets.protocol.structs.BatchMemOp;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * Area {@code memops}: cuStreamBatchMemOp and the waits. A batch's count is bounded before the array is
@@ -99,7 +100,7 @@ final class MemopsCalls implements BackendHandlers.Memops {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "paramArray[" + i + "].operation=" + BatchMemOp.operation(ops, at));
             }
             if (width > 0) {
-                c.deviceRange(BatchMemOp.address(ops, at), width);
+                ops.set(ValueLayout.JAVA_LONG_UNALIGNED, at + BatchMemOp.ADDRESS, c.deviceRange(BatchMemOp.address(ops, at), width));
                 BatchMemOp.clearAlias(ops, at);
             }
         }

@@ -112,8 +112,10 @@ final class PitchedCalls implements BackendHandlers.Pitched {
                 if (start < 0 || extent < 0 || s.device() + start < s.device()) {
                     throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "device side out of range");
                 }
-                c.deviceRange(s.device() + start, extent);
-                return s.resolved(Memcpy3D.DEVICE);
+                long device = c.deviceRange(s.device() + start, extent) - start;
+                Side r = s.resolved(Memcpy3D.DEVICE);
+                return device == r.device() ? r : new Side(r.memoryType(), r.x(), r.y(), r.z(), r.lod(), r.host(), device,
+                        r.array(), r.pitch(), r.height(), r.reserved());
             }
             case Memcpy3D.ARRAY -> {
                 return s.withArray(c.handle(ParamType.ARRAY, s.array(), false));

@@ -32,15 +32,26 @@ final class PointerCalls implements BackendHandlers.Pointers {
         if (PointerAttributeRequest.valueBytes(attribute) == 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "pointer attribute " + attribute);
         }
-        c.deviceRange(ptr, 1);
+        ptr = c.deviceRange(ptr, 1);
         MemorySegment data = c.scratch(16);
         int r = driver.cuPointerGetAttribute(data, attribute, ptr);
         long value = data.get(ValueLayout.JAVA_LONG, 0);
         if (attribute == PointerAttributeRequest.CONTEXT) {
             value = session.handles().idOf(ParamType.CTX, value);
+        } else {
+            value = programAddress(attribute, value);
         }
         PointerAttributeRequest.putValue(c.outs, value);
         return r;
+    }
+
+    /**
+     * A device address among the attributes (DEVICE_POINTER, RANGE_START_ADDR) as the program knows it: a restored module
+     * global the driver placed elsewhere answers with its recorded address ({@link GlobalTranslation}).
+     */
+    private long programAddress(int attribute, long value) {
+        return attribute == PointerAttributeRequest.DEVICE_POINTER || attribute == PointerAttributeRequest.RANGE_START_ADDR
+                ? session.toProgram(value) : value;
     }
 
     /** HOST_POINTER (cuda.h CU_POINTER_ATTRIBUTE_HOST_POINTER): the backend's host address is nobody's business; 0. */
@@ -65,7 +76,8 @@ final class PointerCalls implements BackendHandlers.Pointers {
         }
         long[] values = new long[n];
         int r = CuResult.CUDA_SUCCESS;
-        boolean ours = session.memory().contains(q.ptr(), 1);
+        long ptr = session.toReal(q.ptr());
+        boolean ours = session.memory().contains(ptr, 1);
         for (int i = 0; i < n && !ours; i++) {
             // as the driver answers for memory it does not know (seen on the H200): the host pointer is the pointer
             values[i] = attributes[i] == HOST_POINTER ? q.ptr() : 0;
@@ -78,7 +90,7 @@ final class PointerCalls implements BackendHandlers.Pointers {
                 attrs.setAtIndex(ValueLayout.JAVA_INT, i, attributes[i]);
                 data.setAtIndex(ValueLayout.JAVA_LONG, i, slots.address() + 16L * i);
             }
-            r = driver.cuPointerGetAttributes(n, attrs, data, q.ptr());
+            r = driver.cuPointerGetAttributes(n, attrs, data, ptr);
             for (int i = 0; i < n && r == CuResult.CUDA_SUCCESS; i++) {
                 long v = PointerAttributeRequest.valueBytes(attributes[i]) == 4
                         ? slots.get(ValueLayout.JAVA_INT, 16L * i) : slots.get(ValueLayout.JAVA_LONG, 16L * i);
@@ -86,6 +98,8 @@ final class PointerCalls implements BackendHandlers.Pointers {
                     v = session.handles().idOf(ParamType.CTX, v);
                 } else if (attributes[i] == HOST_POINTER) {
                     v = 0;
+                } else {
+                    v = programAddress(attributes[i], v);
                 }
                 values[i] = v;
             }

@@ -68,6 +68,8 @@ public final class Session {
     private final boolean asyncGranted;
     private final SessionHandles handles;
     private final SessionMemory memory = new SessionMemory();
+    /** The restored module globals that moved, or null ({@link #translation()}). */
+    private volatile GlobalTranslation translation;
     /** Who uses which handle, range and context now, so that destroys wait for them. */
     private final SessionUses uses = new SessionUses(this);
     private final SessionPools pools = new SessionPools();
@@ -174,8 +176,12 @@ public final class Session {
         this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
         memory.onRemoved(r -> {
             quota.rangeRemoved(r);
+            GlobalTranslation t = translation;
             if (recorder != null) {
-                recorder.rangeGone(r.base());
+                recorder.rangeGone(t == null ? r.base() : t.toProgram(r.base())); // recorded as the program knows it
+            }
+            if (t != null) {
+                t.gone(r.base());
             }
         });
         this.contextPool = contextPool;
@@ -538,6 +544,35 @@ public final class Session {
         return memory;
     }
 
+    /**
+     * The module globals a restore found elsewhere than the program knows them ({@link GlobalTranslation}), or null:
+     * null for every session that was not restored or whose restore found every global in its place, so that a call's
+     * cost of translating is one null check there.
+     */
+    GlobalTranslation translation() {
+        return translation;
+    }
+
+    /** Set by a restore: before its replay (an empty one), and to null after it when no global moved. */
+    void translation(GlobalTranslation t) {
+        translation = t;
+    }
+
+    /** The real address of a device pointer from the program ({@link GlobalTranslation#toReal}). */
+    long toReal(long address) {
+        GlobalTranslation t = translation;
+        return t == null ? address : t.toReal(address);
+    }
+
+    /**
+     * The program's address of a real device address ({@link GlobalTranslation#toProgram}): a restored module global
+     * the driver placed elsewhere has its recorded address, anything else its own.
+     */
+    public long toProgram(long address) {
+        GlobalTranslation t = translation;
+        return t == null ? address : t.toProgram(address);
+    }
+
     SessionUses uses() {
         return uses;
     }
@@ -861,7 +896,7 @@ public final class Session {
         for (CheckpointImage.Range r : ranges) {
             long ctx = contexts.get(r.base());
             if (ctx != 0 && r.size() > 0) {
-                ChunkHasher.split(ctx, r.base(), r.size(), chunkBytes, out);
+                ChunkHasher.split(ctx, toReal(r.base()), r.size(), chunkBytes, out); // hashed and copied where it lies
             }
         }
         return out;
@@ -1063,7 +1098,7 @@ public final class Session {
                      throw new IOException(String.format("checkpoint: no context for 0x%x", address));
                  }
                  return e.getValue();
-             });
+             }, this::toReal); // the records' addresses are the program's: a moved global is read where it lies
              CheckpointArrays.Device device = new CheckpointArrays.Device(driver, memoryDevice,
                      range -> CheckpointArrays.resolve(driver, handles, range))) {
             java.io.DataOutputStream out = new java.io.DataOutputStream(new java.io.BufferedOutputStream(

@@ -20,10 +20,12 @@ import java.util.Map;
  * for new sessions, and its address windows at the image's bases (one taken here refuses the restore, naming it); the records replayed in
  * order on an internal lane whose replies are discarded, each through the dispatcher as the frontend's frame
  * was, with every handle id it issues pinned to the recorded one and every allocation placed at its recorded
- * address (both checked, as is every module global's address and every VMM reservation and mapping the program
- * made, {@link CheckpointVmm}: a global the driver put elsewhere refuses the
- * restore, naming it; nothing is translated; texture and surface objects, whose ids are the driver's values, must
- * come back with their recorded values, else the restore is refused naming the object); then every allocation's,
+ * address (both checked, as is every VMM reservation and mapping the program made, {@link CheckpointVmm}; texture
+ * and surface objects, whose ids are the driver's values, must come back with their recorded values, else the
+ * restore is refused naming the object). Module globals live where the driver loads them, which a new process
+ * chooses: a global that came back elsewhere is translated from then on ({@link GlobalTranslation}: the program keeps
+ * its recorded address), and one that came back with another size than recorded refuses the restore, naming it (a
+ * byte-for-byte translation would be unsound; the module is not the one checkpointed); then every allocation's,
  * global's, CUDA array's and mipmapped array level's contents written back ({@link CheckpointArrays}), each chunk
  * checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
@@ -233,6 +235,8 @@ public final class SessionRestore {
             throws ProtocolFault, IOException {
         StableAddresses stable = s.stable();
         h.windows().forEach(stable::windowAt);
+        GlobalTranslation translation = new GlobalTranslation();
+        s.translation(translation); // the globals that come back elsewhere, from the first replayed one
         s.primary().restoreFlags(h.primary());
         Lane lane = new Lane(s, -1, true);
         ExecutionThread exec = ExecutionThread.current(s.chunkBytes(), s.hostBuffers());
@@ -249,6 +253,7 @@ public final class SessionRestore {
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {
                     stable.placeNext(r.base);
                 }
+                translation.expect(r.kind == CheckpointRecorder.Kind.GLOBAL ? r.base : 0);
                 CheckpointRecorder.Issued pin = new CheckpointRecorder.Issued(r.ids);
                 CheckpointRecorder.ISSUED.set(pin);
                 long req = ++requestId;
@@ -301,18 +306,36 @@ public final class SessionRestore {
                     throw new ProtocolFault("replaying " + f.name() + " (record " + r.seq + "): " + vmmWrong);
                 }
                 if (r.kind == CheckpointRecorder.Kind.GLOBAL) {
-                    SessionMemory.Range g = s.memory().at(r.base);
-                    if (g == null || g.size() != r.size) {
-                        throw new ProtocolFault(String.format("the module global %s is no longer at 0x%x (%d bytes) after"
-                                + " its module was loaded again: the driver placed it elsewhere, and a restore does not"
-                                + " translate addresses", globalName(f, r.body), r.base, r.size));
+                    // where the driver placed it now: at its recorded address, or elsewhere (then translated)
+                    long real = translation.toReal(r.base);
+                    SessionMemory.Range g = s.memory().at(real);
+                    if (g == null) {
+                        throw new ProtocolFault(String.format("the module global %s (0x%x, %d bytes) did not come back"
+                                + " when its module was loaded again", globalName(f, r.body), r.base, r.size));
+                    }
+                    if (g.size() != r.size) {
+                        // a translation maps the recorded range onto the new one byte for byte: unsound for another size
+                        throw new ProtocolFault(String.format("the module global %s has %d bytes after its module was"
+                                + " loaded again, not the recorded %d (at 0x%x): its module is not the one checkpointed",
+                                globalName(f, r.body), g.size(), r.size, r.base));
+                    }
+                    if (real != r.base) {
+                        LOG.log(System.Logger.Level.DEBUG, () -> String.format("session %d: module global %s at 0x%x"
+                                + " now lies at 0x%x: translated", s.id(), globalName(f, r.body), r.base, real));
                     }
                 }
                 progress.progress("replay", ++n, h.records().size());
             }
         } finally {
+            translation.expect(0);
             s.uses().unregister(lane.uses);
             ExecutionThread.end();
+        }
+        if (translation.isEmpty()) {
+            s.translation(null); // every global in its place: no call pays for translating
+        } else {
+            LOG.log(System.Logger.Level.INFO, "session " + s.id() + ": " + translation.snapshot().size() + " module"
+                    + " globals lie elsewhere than the program knows them: their addresses are translated");
         }
         if (stable.windowBases().entrySet().stream().anyMatch(e -> !e.getValue().equals(h.windows().get(e.getKey())))) {
             throw new ProtocolFault("the address windows are at " + stable.windowBases() + ", not at " + h.windows());
@@ -434,15 +457,16 @@ public final class SessionRestore {
         }
         try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
-                 SessionMemory.Range r = s.memory().covering(address, length);
+                 // the image's addresses are the program's; a moved global's contents go where it lies now
+                 SessionMemory.Range r = s.memory().covering(s.toReal(address), length);
                  Long ctx = r == null ? null : r.owner() == SessionMemory.MAPPING ? (Long) CheckpointVmm.contextOf(s, address)
-                         : contextOf.get(r.base());
+                         : contextOf.get(s.toProgram(r.base()));
                  if (ctx == null || ctx == 0) {
                      throw new IOException(String.format("contents for 0x%x+%d, outside the restored allocations", address,
                              length));
                  }
                  return ctx;
-             });
+             }, s::toReal);
              CheckpointArrays.Device device = new CheckpointArrays.Device(s.driver(), memoryDevice,
                      range -> CheckpointArrays.resolve(s.driver(), s.handles(), range))) {
             long bytes = contents.read(ch, h.version(), device, progress, total);

@@ -15,12 +15,15 @@ import java.lang.foreign.MemorySegment;
  * native memory of the exact size, and the map is written into a 64-byte-aligned buffer, as the driver requires, before
  * it goes back as DATA. The global address is only the driver's to check (alignment): a map is 128 bytes a program
  * could forge, and a kernel can dereference any pointer anyway, so checking it against the session's allocations would
- * protect nothing; sessions are kept apart by their contexts (or worker processes).
+ * protect nothing; sessions are kept apart by their contexts (or worker processes). A restored module global's address
+ * as the program knows it becomes where the global lies now ({@link GlobalTranslation}).
  */
 final class TensorMapCalls implements BackendHandlers.Tensormaps {
+    private final Session session;
     private final CudaDriver driver;
 
     TensorMapCalls(Session session) {
+        this.session = session;
         this.driver = session.host().driver();
     }
 
@@ -36,7 +39,7 @@ final class TensorMapCalls implements BackendHandlers.Tensormaps {
         checked(TensorMapArgs.check(TensorMapArgs.TILED, tensorRank, tensorDataType, interleave, swizzle, l2Promotion, oobFill, -1));
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment map = arena.allocate(TensorMapArgs.MAP, TensorMapArgs.MAP_ALIGNMENT);
-            int r = driver.cuTensorMapEncodeTiled(map, tensorDataType, tensorRank, globalAddress,
+            int r = driver.cuTensorMapEncodeTiled(map, tensorDataType, tensorRank, session.toReal(globalAddress),
                     TensorMapArgs.exact(arena, dims, 8, tensorRank), TensorMapArgs.exact(arena, strides, 8, tensorRank - 1),
                     TensorMapArgs.exact(arena, box, 4, tensorRank), TensorMapArgs.exact(arena, es, 4, tensorRank),
                     interleave, swizzle, l2Promotion, oobFill);
@@ -58,7 +61,7 @@ final class TensorMapCalls implements BackendHandlers.Tensormaps {
         checked(TensorMapArgs.check(TensorMapArgs.IM2COL, tensorRank, tensorDataType, interleave, swizzle, l2Promotion, oobFill, -1));
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment map = arena.allocate(TensorMapArgs.MAP, TensorMapArgs.MAP_ALIGNMENT);
-            int r = driver.cuTensorMapEncodeIm2col(map, tensorDataType, tensorRank, globalAddress,
+            int r = driver.cuTensorMapEncodeIm2col(map, tensorDataType, tensorRank, session.toReal(globalAddress),
                     TensorMapArgs.exact(arena, dims, 8, tensorRank), TensorMapArgs.exact(arena, strides, 8, tensorRank - 1),
                     TensorMapArgs.exact(arena, lower, 4, tensorRank - 2), TensorMapArgs.exact(arena, upper, 4, tensorRank - 2),
                     channelsPerPixel, pixelsPerColumn, TensorMapArgs.exact(arena, es, 4, tensorRank), interleave, swizzle,
@@ -80,7 +83,7 @@ final class TensorMapCalls implements BackendHandlers.Tensormaps {
                 oobFill, mode));
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment map = arena.allocate(TensorMapArgs.MAP, TensorMapArgs.MAP_ALIGNMENT);
-            int r = driver.cuTensorMapEncodeIm2colWide(map, tensorDataType, tensorRank, globalAddress,
+            int r = driver.cuTensorMapEncodeIm2colWide(map, tensorDataType, tensorRank, session.toReal(globalAddress),
                     TensorMapArgs.exact(arena, dims, 8, tensorRank), TensorMapArgs.exact(arena, strides, 8, tensorRank - 1),
                     pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn,
                     TensorMapArgs.exact(arena, es, 4, tensorRank), interleave, mode, swizzle, l2Promotion, oobFill);
@@ -99,7 +102,7 @@ final class TensorMapCalls implements BackendHandlers.Tensormaps {
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment map = arena.allocate(TensorMapArgs.MAP, TensorMapArgs.MAP_ALIGNMENT);
             map.copyFrom(received.asSlice(0, TensorMapArgs.MAP));
-            return reply(c, driver.cuTensorMapReplaceAddress(map, globalAddress), map);
+            return reply(c, driver.cuTensorMapReplaceAddress(map, session.toReal(globalAddress)), map);
         }
     }
 

@@ -45,8 +45,10 @@ final class TextureCalls implements BackendHandlers.Textures {
         switch (ResourceDesc.type(res)) {
             case ResourceDesc.TYPE_ARRAY -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
                     c.handle(ParamType.ARRAY, target, false));
-            case ResourceDesc.TYPE_LINEAR -> c.deviceRange(target, ResourceDesc.getLong(res, ResourceDesc.LINEAR_SIZE));
-            case ResourceDesc.TYPE_PITCH2D -> c.deviceRange(target, ResourceDesc.pitch2DSpan(res));
+            case ResourceDesc.TYPE_LINEAR -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
+                    c.deviceRange(target, ResourceDesc.getLong(res, ResourceDesc.LINEAR_SIZE)));
+            case ResourceDesc.TYPE_PITCH2D -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
+                    c.deviceRange(target, ResourceDesc.pitch2DSpan(res)));
             case ResourceDesc.TYPE_MIPMAPPED_ARRAY -> ResourceDesc.setLong(res, ResourceDesc.HANDLE_OR_POINTER,
                     c.handle(ParamType.MIPMAP, target, false));
             default -> throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "resType " + ResourceDesc.type(res));
