@@ -28,7 +28,9 @@ import java.util.Map;
  * checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
  * its token; its frontend resumes it through the ordinary resume path. A restore that fails part-way ends the
- * session it made, which frees everything made so far.
+ * session it made, which frees everything made so far. A hand-over's restore ({@link Handed}) and a migration's whose
+ * window memory the target landed ({@link Landed}, {@link MigrationLanding}) map that memory where the replay backs
+ * it ({@link StableAddresses#adopt}) instead of making it, and write contents only for what the image carries.
  */
 public final class SessionRestore {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
