@@ -16,10 +16,12 @@ import io.gpusockets.backend.session.MigrationLanding;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.wire.ProtocolException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.List;
 import java.util.Random;
@@ -32,7 +34,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * The migration target's landing (issue 23 item 1, {@link MigrationLanding}): the session's window memory is written
  * into device memory on the target as it arrives, and the restore at COMMIT takes it over, so the image the target
- * restores carries no memory contents ({@link Migration.Result#imageMemoryBytes} 0) and the data is intact; a layout
+ * restores carries only the memory outside the windows ({@link Migration.Result#imageMemoryBytes}: here the program's
+ * own VMM allocation, restored from the image beside the landed memory) and the data is intact; a layout
  * that changes between rounds (an allocation freed, a smaller one made at its address with the same first bytes, whose
  * chunks the source must send again since the target's memory under them is new) lands right; a bad layout is refused
  * naming what is wrong, before anything is made, and a closed landing leaves no device memory behind.
@@ -66,6 +69,22 @@ class MigrationLandingTest extends CheckpointTestSupport {
                 byte[] xData = random((int) (4 * MIB), 1);
                 long x = p.cu.alloc(xData.length);
                 p.cu.put(x, xData);
+                // the program's own VMM memory: not in the windows, so not landed: it goes through the image
+                MemorySegment c = p.cu.cell();
+                MemorySegment prop = p.cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+                prop.set(ValueLayout.JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+                prop.set(ValueLayout.JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+                MemorySegment rw = p.cu.cell(MemoryProps.ACCESS_DESC_SIZE).fill((byte) 0);
+                rw.set(ValueLayout.JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+                rw.set(ValueLayout.JAVA_INT, 8, MemoryProps.ACCESS_READWRITE);
+                Cuda.ok(d.cuMemCreate(c, 2 * MIB, prop, 0), "cuMemCreate");
+                long vmmHandle = c.get(JAVA_LONG, 0);
+                Cuda.ok(d.cuMemAddressReserve(c, 2 * MIB, 0, 0, 0), "cuMemAddressReserve");
+                long vmm = c.get(JAVA_LONG, 0);
+                Cuda.ok(d.cuMemMap(vmm, 2 * MIB, 0, vmmHandle, 0), "cuMemMap");
+                Cuda.ok(d.cuMemSetAccess(vmm, 2 * MIB, rw, 1), "cuMemSetAccess");
+                byte[] vmmData = random((int) (2 * MIB), 4);
+                p.cu.put(vmm, vmmData);
                 long id = serverA.sessions().get(0).id();
                 p.start();
                 p.runs(1);
@@ -94,7 +113,8 @@ class MigrationLandingTest extends CheckpointTestSupport {
                 // the case this test is for: the same address, another physical allocation under it, the same bytes
                 assertEquals(x, y[0], "Y took X's place");
                 assertTrue(r.rounds().size() >= 3, "two pre-copy rounds at least, and the final: " + r);
-                assertEquals(0, r.imageMemoryBytes(), "all memory landed: the image carried none: " + r);
+                assertEquals(2 * MIB, r.imageMemoryBytes(), "all window memory landed: the image carried only the"
+                        + " program's VMM memory: " + r);
                 p.runs(2);
                 assertEquals(unixB, d.backendUri());
                 assertEquals(1, serverB.resumesAccepted());
@@ -103,6 +123,7 @@ class MigrationLandingTest extends CheckpointTestSupport {
                 cu.primaryContext();
                 assertArrayEquals(yData, cu.get(y[0], yData.length), "Y, made between two rounds, at 0x"
                         + Long.toHexString(y[0]) + " (X was at 0x" + Long.toHexString(x) + ")");
+                assertArrayEquals(vmmData, cu.get(vmm, vmmData.length), "the program's VMM memory, through the image");
             }
         } finally {
             a.close();
