@@ -54,7 +54,8 @@ import picocli.CommandLine.Option;
  * {@code --out}.
  *
  * <p>Bounds: chunks are 1 MiB (the migration's own chunk size) and dirtied whole, so a rate below one chunk per
- * migration dirties nothing it sees; the target's restore writes the image to a temp file (java.io.tmpdir of B).
+ * migration dirties nothing it sees; B (isolation mode context) lands the memory as it arrives and its restore adopts
+ * it, so its temp image (java.io.tmpdir of B) holds the header and arrays only ({@code MigrationLanding}).
  */
 @Command(name = "bench-migration", mixinStandardHelpOptions = true,
         description = "Live migration of a session dirtying its memory, against the pinned-copy bound, at several sizes.")

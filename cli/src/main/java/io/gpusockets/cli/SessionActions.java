@@ -51,7 +51,8 @@ final class SessionActions implements AdminActions {
     /**
      * {@code {"session","target","rounds":[{"round","drained","chunks","bytes","sentChunks","sentBytes","hashMillis",
      * "copyMillis"}],"bytes","downtimeMillis","drainMillis","hashMillis","finalCopyMillis","restoreMillis",
-     * "switchMillis"}}: each round (the pre-copy ones, then the final one, drained) and the downtime split.
+     * "switchMillis","imageMemoryBytes"}}: each round (the pre-copy ones, then the final one, drained), the downtime
+     * split, and the memory contents the target's image carried (0: it landed all of it as it came; -1: not said).
      */
     @Override
     public String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception {
@@ -67,9 +68,10 @@ final class SessionActions implements AdminActions {
                     x.copyNanos() / 1e6));
         }
         b.append(String.format(Locale.ROOT, "],\"bytes\":%d,\"downtimeMillis\":%.1f,\"drainMillis\":%.1f,"
-                        + "\"hashMillis\":%.1f,\"finalCopyMillis\":%.1f,\"restoreMillis\":%.1f,\"switchMillis\":%.1f}",
+                        + "\"hashMillis\":%.1f,\"finalCopyMillis\":%.1f,\"restoreMillis\":%.1f,\"switchMillis\":%.1f,"
+                        + "\"imageMemoryBytes\":%d}",
                 r.bytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.hashNanos() / 1e6, r.finalCopyNanos() / 1e6,
-                r.restoreNanos() / 1e6, r.switchNanos() / 1e6));
+                r.restoreNanos() / 1e6, r.switchNanos() / 1e6, r.imageMemoryBytes()));
         return b.toString();
     }
 

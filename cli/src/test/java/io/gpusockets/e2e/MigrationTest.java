@@ -138,6 +138,7 @@ class MigrationTest extends CheckpointTestSupport {
         assertEquals(r.rounds().getFirst().chunks(), r.rounds().getFirst().sentChunks(), "round 0 sends everything");
         assertTrue(r.bytes() >= (long) (DIRTIED + 1) * ALLOC, "at least the memory once: " + r.bytes());
         assertTrue(r.downtimeNanos() > 0 && r.drainNanos() >= 0 && r.restoreNanos() > 0, r.toString());
+        assertEquals(0, r.imageMemoryBytes(), "the target landed all the memory as it came: " + r);
         // the stages run one after another within the stop (the restore's time is the target's, inside the wait for DONE)
         assertTrue(r.downtimeNanos() >= r.drainNanos() + r.hashNanos() + r.finalCopyNanos() + r.restoreNanos()
                 + r.switchNanos(), "the downtime holds its stages: " + r);

@@ -1558,7 +1558,31 @@ public final class BackendServer implements AutoCloseable {
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        return counted(restores, () -> restoreSession(file, p, java.util.List.of()));
+        return counted(restores, () -> restoreSession(file, p, java.util.List.of(), null));
+    }
+
+    /**
+     * Whether a migration's target here lands the session's memory as it receives it ({@link MigrationTarget},
+     * {@link io.gpusockets.backend.session.MigrationLanding}): isolation modes context and shared. Mode process: not
+     * built (a worker process restores the session from the whole image).
+     */
+    boolean landsMigrations() {
+        return workers == null;
+    }
+
+    /**
+     * {@link #restore} of a migration's image whose window memory this process landed ({@code landed}, by the
+     * source's addresses: the restore adopts it, {@link io.gpusockets.backend.session.SessionRestore.Landed};
+     * {@code adopted} runs once it did). Not in isolation mode process.
+     */
+    long restoreLanded(java.nio.file.Path file, java.util.List<io.gpusockets.backend.session.PhysicalMemory> landed,
+                       Runnable adopted, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("a landed migration in isolation mode process");
+        }
+        return counted(restores, () -> restoreSession(file, p, java.util.List.of(),
+                new io.gpusockets.backend.session.SessionRestore.Landed(landed, adopted)));
     }
 
     /**
@@ -1593,7 +1617,7 @@ public final class BackendServer implements AutoCloseable {
         if (refusal != null) {
             throw new io.gpusockets.backend.session.CheckpointRefused(refusal);
         }
-        return counted(restores, () -> restoreSession(file, p, handed));
+        return counted(restores, () -> restoreSession(file, p, handed, null));
     }
 
     /**
@@ -1674,7 +1698,8 @@ public final class BackendServer implements AutoCloseable {
     }
 
     private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p,
-                                java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
+                                java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                                io.gpusockets.backend.session.SessionRestore.Landed landed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
@@ -1698,7 +1723,7 @@ public final class BackendServer implements AutoCloseable {
             Session s;
             try {
                 s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p,
-                        handed);
+                        handed, landed);
                 s.deviceShare(tenants.deviceShare());
                 if (sharedContexts != null) {
                     s.shareContexts(sharedContexts);
@@ -1755,13 +1780,14 @@ public final class BackendServer implements AutoCloseable {
      * changes its thread's driver context stack), waiting for it.
      */
     private Session restoreOnOwnThread(java.nio.file.Path file, Tenant tenant, io.gpusockets.backend.session.CheckpointProgress p,
-                                       java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed)
+                                       java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                                       io.gpusockets.backend.session.SessionRestore.Landed landed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Object[] out = new Object[1];
         Thread t = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
             try {
                 out[0] = io.gpusockets.backend.session.SessionRestore.restore(file, host, settings, contextPool, tenant,
-                        resumeRetainBytes, p, handed).session();
+                        resumeRetainBytes, p, handed, landed).session();
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
                 out[0] = e;
             }

@@ -3,6 +3,7 @@ package io.gpusockets.backend.server;
 import io.gpusockets.backend.session.CheckpointProgress;
 import io.gpusockets.backend.session.CheckpointRefused;
 import io.gpusockets.backend.session.ChunkHasher;
+import io.gpusockets.backend.session.MigrationLanding;
 import io.gpusockets.backend.session.PreCopy;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.protocol.transport.Connection;
@@ -28,11 +29,22 @@ import java.util.List;
  *
  * <pre>
  * MIGRATE_BEGIN   u64 hasher seed, u32 chunk bytes
+ * MIGRATE_LAYOUT  flags 1: final (complete, sent drained), else 0; u32 n, n x (i32 device, u64 address, u64 size):
+ *                 the physical allocations of the session's address windows ({@link MigrationLanding})
  * MIGRATE_CHUNK   u64 address, u64 hash (the session's {@link ChunkHasher} under that seed), the chunk's bytes
  * MIGRATE_IMAGE   flags 0: a piece of the checkpoint image's header; flags 1: a piece of its CUDA arrays' contents
  * MIGRATE_COMMIT  u32 n, n x (u64 base, u64 size): the device memory ranges the header lists first
- * MIGRATE_DONE    (target to source) u8 ok, u64 restore nanoseconds, utf-8 message (u32 length, bytes)
+ * MIGRATE_DONE    (target to source) u8 ok, u64 restore nanoseconds, utf-8 message (u32 length, bytes), u64 bytes
+ *                 of device memory contents the target wrote into the image at COMMIT (0 when all of it was landed)
  * </pre>
+ *
+ * Each round starts with a LAYOUT: the target lands the session's window memory as it receives it
+ * ({@link MigrationLanding}: the chunks go straight into device memory made in that layout, and its restore at COMMIT
+ * takes that memory over), so that the downtime at the target is the replay of the records and the final chunks, not
+ * a copy of the whole memory; the pre-copy sends again what lay under a physical allocation the layout replaced
+ * ({@link PreCopy#layout}). A layout too large for one frame goes as an empty one (not final): the target then keeps
+ * the chunks and writes them into the image at COMMIT, as it does for the memory outside the windows (module
+ * globals, the program's own VMM memory).
  *
  * Pre-copy rounds ({@link PreCopy}) run while the program runs, at most {@link #MAX_ROUNDS}, while the chunks a round
  * sends are fewer than the round before; then the session is drained ({@link Session#drained}, as a checkpoint with
@@ -56,10 +68,13 @@ public final class Migration {
 
     /**
      * What a migration did: each round's chunks and bytes (pre-copy rounds, then the final one), and the downtime
-     * split: the drain, the final round's hash and copy, the target's restore, and the switch (the frontend told).
+     * split: the drain, the final round's hash and copy, the target's restore, and the switch (the frontend told);
+     * and the bytes of memory contents the target wrote into its image at COMMIT (0 where it landed all the memory as
+     * it came, -1 where the target did not say).
      */
     public record Result(long sessionId, String target, List<PreCopy.Round> rounds, long drainNanos, long hashNanos,
-                         long finalCopyNanos, long restoreNanos, long switchNanos, long downtimeNanos) {
+                         long finalCopyNanos, long restoreNanos, long switchNanos, long downtimeNanos,
+                         long imageMemoryBytes) {
         /** Bytes of memory sent over all rounds. */
         public long bytes() {
             long n = 0;
@@ -71,7 +86,7 @@ public final class Migration {
 
         /**
          * Writes this result into {@code b} (a worker's answer to the front: long id, string target (int length,
-         * UTF-8), int rounds, each round's fields, then the six durations); at most {@link #ENCODED_BYTES} bytes with
+         * UTF-8), int rounds, each round's fields, then the six durations and the image's memory bytes); at most {@link #ENCODED_BYTES} bytes with
          * a target of {@link #MAX_TARGET} bytes or fewer.
          */
         public void encode(ByteBuffer b) {
@@ -82,13 +97,13 @@ public final class Migration {
                         .putInt(r.sentChunks()).putLong(r.sentBytes()).putLong(r.hashNanos()).putLong(r.copyNanos());
             }
             b.putLong(drainNanos).putLong(hashNanos).putLong(finalCopyNanos).putLong(restoreNanos).putLong(switchNanos)
-                    .putLong(downtimeNanos);
+                    .putLong(downtimeNanos).putLong(imageMemoryBytes);
         }
 
         /** The longest target URI an encoded result carries (a migration's URI is far shorter). */
         public static final int MAX_TARGET = 4096;
         /** {@link #encode}'s bound. */
-        public static final int ENCODED_BYTES = 8 + 4 + MAX_TARGET + 4 + (MAX_ROUNDS + 1) * 45 + 6 * 8;
+        public static final int ENCODED_BYTES = 8 + 4 + MAX_TARGET + 4 + (MAX_ROUNDS + 1) * 45 + 7 * 8;
 
         /** Reads what {@link #encode} wrote; a ProtocolException for what it cannot have written. */
         public static Result decode(ByteBuffer b) throws ProtocolException {
@@ -110,7 +125,7 @@ public final class Migration {
                             b.getLong(), b.getLong()));
                 }
                 return new Result(id, new String(t, StandardCharsets.UTF_8), List.copyOf(rounds), b.getLong(), b.getLong(),
-                        b.getLong(), b.getLong(), b.getLong(), b.getLong());
+                        b.getLong(), b.getLong(), b.getLong(), b.getLong(), b.getLong());
             } catch (java.nio.BufferUnderflowException e) {
                 throw new ProtocolException("migration result: truncated");
             }
@@ -121,7 +136,7 @@ public final class Migration {
     }
 
     /** What the stop produced. */
-    private record Stop(long drainNanos, PreCopy.Round last, long restoreNanos, long stoppedAt) {
+    private record Stop(long drainNanos, PreCopy.Round last, long restoreNanos, long stoppedAt, long imageMemoryBytes) {
     }
 
     /**
@@ -164,9 +179,11 @@ public final class Migration {
             Stop stop;
             List<PreCopy.Round> rounds;
             try (PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES)) {
+                layout(ch, pc, s, false);
                 PreCopy.Round prev = pc.round(sink);
                 progress.progress("pre-copy", 1, MAX_ROUNDS);
                 for (int i = 1; i < MAX_ROUNDS && prev.sentChunks() > 0; i++) {
+                    layout(ch, pc, s, false);
                     PreCopy.Round r = pc.round(sink);
                     progress.progress("pre-copy", i + 1, MAX_ROUNDS);
                     if (r.sentChunks() >= prev.sentChunks()) {
@@ -177,6 +194,7 @@ public final class Migration {
                 try {
                     stop = s.drained(true, progress, drainNanos -> {
                         long drainedAt = System.nanoTime(); // the stop began drainNanos before this
+                        layout(ch, pc, s, true);
                         PreCopy.Round last = pc.finalRound(sink);
                         List<long[]> memory;
                         try (ImageWriter header = new ImageWriter(ch, 0); ImageWriter arrays = new ImageWriter(ch, 1)) {
@@ -202,11 +220,12 @@ public final class Migration {
                         byte[] m = new byte[len];
                         b.get(m);
                         String message = new String(m, StandardCharsets.UTF_8);
+                        long imageMemory = b.remaining() >= 8 ? b.getLong() : -1;
                         if (!ok) {
                             throw new IOException("the target " + targetUri + " failed the migration: " + message);
                         }
                         progress.progress("restore", 1, 1);
-                        return new Stop(drainNanos, last, restoreNanos, drainedAt - drainNanos);
+                        return new Stop(drainNanos, last, restoreNanos, drainedAt - drainNanos, imageMemory);
                     }, "migrated to " + targetUri + " (frozen: it resumes there)");
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
@@ -218,8 +237,23 @@ public final class Migration {
             moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
             long now = System.nanoTime();
             return new Result(s.id(), targetUri, rounds, stop.drainNanos(), stop.last().hashNanos(),
-                    stop.last().copyNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
+                    stop.last().copyNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt(), stop.imageMemoryBytes());
         }
+    }
+
+    /**
+     * Sends the window layout ({@link MigrationLanding#encode}) and tells the pre-copy; {@code last}: the final one, on
+     * the drained session (flags 1). One too large for a frame goes empty and not final (the target then lands nothing).
+     */
+    private static void layout(FrameChannel ch, PreCopy pc, Session s, boolean last) throws IOException {
+        List<io.gpusockets.backend.session.PhysicalMemory> layout = s.windowLayout();
+        boolean fits = 4L + (long) MigrationLanding.ENTRY_BYTES * layout.size() <= ch.maxBody()
+                && layout.size() <= MigrationLanding.MAX_ENTRIES;
+        if (!fits) {
+            layout = List.of();
+        }
+        pc.layout(layout);
+        ch.send(Opcodes.MIGRATE_LAYOUT, last && fits ? 1 : 0, 0, 0, MigrationLanding.encode(layout));
     }
 
     /** The handshake of a migration: SERVER_HELLO, HELLO with the migration bit (and the key's proof), WELCOME. */
@@ -302,13 +336,13 @@ public final class Migration {
     }
 
     /** DONE's body. */
-    static ByteBuffer done(boolean ok, long restoreNanos, String message) {
+    static ByteBuffer done(boolean ok, long restoreNanos, String message, long imageMemoryBytes) {
         byte[] m = message.getBytes(StandardCharsets.UTF_8);
         if (m.length > 4000) {
             m = java.util.Arrays.copyOf(m, 4000);
         }
-        return ByteBuffer.allocate(13 + m.length).put((byte) (ok ? 1 : 0)).putLong(restoreNanos).putInt(m.length).put(m)
-                .flip();
+        return ByteBuffer.allocate(21 + m.length).put((byte) (ok ? 1 : 0)).putLong(restoreNanos).putInt(m.length).put(m)
+                .putLong(imageMemoryBytes).flip();
     }
 
     static List<long[]> ranges(ByteBuffer b) throws ProtocolException {

@@ -3,6 +3,7 @@ package io.gpusockets.backend.server;
 import io.gpusockets.backend.session.CheckpointProgress;
 import io.gpusockets.backend.session.CheckpointRefused;
 import io.gpusockets.backend.session.ChunkHasher;
+import io.gpusockets.backend.session.MigrationLanding;
 import io.gpusockets.protocol.wire.FrameChannel;
 import io.gpusockets.protocol.wire.FrameHeader;
 import io.gpusockets.protocol.wire.Opcodes;
@@ -21,16 +22,30 @@ import java.util.Map;
 import java.util.zip.CRC32C;
 
 /**
- * The target's side of a migration ({@link Migration} states the frames): keeps the chunks it receives, each checked
- * against the hash sent with it ({@link ChunkHasher#reference} under the source's seed: a chunk damaged on the way is
- * refused), in host memory up to {@code bufferBytes} and in a temp file beyond; a chunk sent again replaces the one
- * kept. At COMMIT it writes a checkpoint image (the header and arrays as sent, each memory range's contents from the
- * kept chunks, every range covered or the migration fails naming the missing chunk) into a temp folder, restores it
- * ({@link BackendServer#restore}: the session detached, resumable under its token, as a restore leaves it; in
- * isolation mode process an idle worker process restores it from that image and holds it, and DONE waits for that
- * worker's answer) and answers DONE. Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS}
- * distinct chunks and {@link #MAX_IMAGE_BYTES} of header and arrays; the temp folder goes when the migration ends,
- * however it ends.
+ * The target's side of a migration ({@link Migration} states the frames). Each chunk it receives is checked against
+ * the hash sent with it ({@link ChunkHasher#reference} under the source's seed: a chunk damaged on the way is
+ * refused). In isolation modes context and shared the session's window memory lands as it comes
+ * ({@link MigrationLanding}): each LAYOUT makes the device memory of the source's windows here (and releases what
+ * the source no longer has; a bad layout is refused, failing the migration, and the landing is released), and a chunk
+ * that lies in landed memory is written there at once. Other chunks (memory outside the windows: module globals, the
+ * program's own VMM memory; window memory the layout did not cover yet) are kept in host memory up to
+ * {@code bufferBytes} and in a temp file beyond; a chunk sent again replaces the one kept, and a kept chunk moves into
+ * the landing once a layout covers it.
+ *
+ * <p>At COMMIT it writes a checkpoint image into a temp folder: the header and arrays as sent, and the contents of
+ * each memory range the landing does not hold from the kept chunks (every range covered or the migration fails
+ * naming the missing chunk). Where the last layout was the final one (sent drained, so complete), the landed ranges
+ * are left out of the image and the restore adopts the landed memory ({@link BackendServer#restoreLanded}: mapped at
+ * the addresses the source had, no memory made or written for them): the downtime here is the replay of the records
+ * and the rest, not a copy of the whole memory. Otherwise (no final layout, or isolation mode process, where an idle
+ * worker process restores the session from the image: the landing is not built there) every range's contents go
+ * into the image, read from the landing where they were written there, and the image is restored as a checkpoint is
+ * ({@link BackendServer#restore}: the session detached, resumable under its token; in mode process DONE waits for the
+ * worker's answer). DONE says how many bytes of memory contents the image carried ({@link Migration.Result#imageMemoryBytes}).
+ *
+ * <p>Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks kept and
+ * {@link #MAX_IMAGE_BYTES} of header and arrays; a layout as {@link MigrationLanding} bounds it; the temp folder and
+ * whatever the landing still holds go when the migration ends, however it ends.
  */
 final class MigrationTarget implements AutoCloseable {
     static final int MAX_CHUNKS = 1 << 22;
@@ -51,6 +66,10 @@ final class MigrationTarget implements AutoCloseable {
     private long keptBytes, spillEnd, imageBytes;
     private long seed;
     private int chunkBytes;
+    /** The landing (isolation modes context and shared), made at BEGIN; else null. */
+    private MigrationLanding landing;
+    /** Whether the last layout was the final one (the landing holds all the window memory). */
+    private boolean finalLayout;
 
     MigrationTarget(BackendServer server, FrameChannel ch, long bufferBytes) throws IOException {
         this.server = server;
@@ -89,9 +108,13 @@ final class MigrationTarget implements AutoCloseable {
             throw new ProtocolException("migration: chunks of " + chunkBytes + " bytes (a multiple of 16 that divides "
                     + io.gpusockets.backend.session.ChunkHasher.DEFAULT_CHUNK_BYTES + ", at most a frame)");
         }
+        if (server.landsMigrations()) {
+            landing = new MigrationLanding(server.host().driver(), server.host().deviceCount(), chunkBytes);
+        }
         while (true) {
             h = ch.readHeader();
             switch (h.opcode()) {
+                case Opcodes.MIGRATE_LAYOUT -> layout(h);
                 case Opcodes.MIGRATE_CHUNK -> chunk(h);
                 case Opcodes.MIGRATE_IMAGE -> image(h);
                 case Opcodes.MIGRATE_COMMIT -> {
@@ -117,6 +140,15 @@ final class MigrationTarget implements AutoCloseable {
             throw new ProtocolException(String.format("migration: chunk 0x%x (%d bytes) does not match its hash",
                     address, bytes.length));
         }
+        if (landing != null && landing.write(address, MemorySegment.ofArray(bytes))) {
+            forget(address); // what was kept for it is older
+            return;
+        }
+        keep(address, bytes);
+    }
+
+    /** Keeps a chunk in host memory or the spill file. */
+    private void keep(long address, byte[] bytes) throws IOException {
         byte[] had = kept.get(address);
         long[] slot = spilled.get(address);
         if (had == null && slot == null && kept.size() + spilled.size() >= MAX_CHUNKS) {
@@ -140,6 +172,61 @@ final class MigrationTarget implements AutoCloseable {
         }
     }
 
+    /** Drops what is kept for {@code address} (its slot in the spill file stays unused). */
+    private void forget(long address) {
+        byte[] had = kept.remove(address);
+        if (had != null) {
+            keptBytes -= had.length;
+        }
+        spilled.remove(address);
+    }
+
+    /**
+     * A LAYOUT: the landing made to match it ({@link MigrationLanding#apply}), then the kept chunks that now lie in
+     * landed memory moved there. Without a landing it is read and checked only.
+     */
+    private void layout(FrameHeader h) throws IOException {
+        if (h.length() > ch.maxBody() || (h.flags() != 0 && h.flags() != 1)) {
+            throw new ProtocolException("migration: a layout " + h);
+        }
+        List<MigrationLanding.Entry> entries = MigrationLanding.decode(ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN));
+        finalLayout = h.flags() == 1;
+        if (landing == null) {
+            return;
+        }
+        List<Long> made;
+        try {
+            made = landing.apply(entries);
+        } catch (ProtocolException e) {
+            landing.close(); // a bad layout leaves nothing landed
+            landing = null;
+            throw e;
+        }
+        if (made.isEmpty()) {
+            return;
+        }
+        for (Long address : new java.util.ArrayList<>(kept.keySet())) {
+            byte[] b = kept.get(address);
+            if (landing.holds(address, b.length)) {
+                landing.write(address, MemorySegment.ofArray(b));
+                forget(address);
+            }
+        }
+        for (Map.Entry<Long, long[]> e : new java.util.ArrayList<>(spilled.entrySet())) {
+            if (landing.holds(e.getKey(), e.getValue()[1])) {
+                byte[] b = new byte[(int) e.getValue()[1]];
+                ByteBuffer dst = ByteBuffer.wrap(b);
+                while (dst.hasRemaining()) {
+                    if (spill.read(dst, e.getValue()[0] + dst.position()) < 0) {
+                        throw new IOException("migration: the chunk file ended early");
+                    }
+                }
+                landing.write(e.getKey(), MemorySegment.ofArray(b));
+                forget(e.getKey());
+            }
+        }
+    }
+
     private void image(FrameHeader h) throws IOException {
         if (h.length() > ch.maxBody() || imageBytes + h.length() > MAX_IMAGE_BYTES || (h.flags() != 0 && h.flags() != 1)) {
             throw new ProtocolException("migration: an image piece " + h + " (at most " + MAX_IMAGE_BYTES + " bytes in all)");
@@ -155,16 +242,42 @@ final class MigrationTarget implements AutoCloseable {
         }
     }
 
-    /** Writes the image from the header, the kept chunks and the arrays, and restores it. */
+    /**
+     * Writes the image from the header, the kept chunks (and, without a final layout, the landed ones) and the arrays,
+     * and restores it (adopting the landing where the final layout came).
+     */
     private long commit(List<long[]> memory) throws IOException {
         Path image = dir.resolve("image");
+        boolean landed = landing != null && finalLayout;
+        long imageMemory = 0;
         try (FileChannel out = FileChannel.open(image, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
             header.transferTo(0, header.size(), out);
+            int left = 0;
+            for (long[] m : memory) {
+                if (landed && m[1] > 0 && landing.holds(m[0], m[1])) {
+                    left++;
+                }
+            }
+            if (left > 0) { // the header ends with the count of ranges: less those left out
+                ByteBuffer count = ByteBuffer.allocate(4);
+                if (header.size() < 4 || header.read(count, header.size() - 4) != 4) {
+                    throw new IOException("migration: the image's header is too short");
+                }
+                int ranges = count.flip().getInt();
+                if (ranges < memory.size()) {
+                    throw new ProtocolException("migration: the header lists " + ranges + " ranges, COMMIT " + memory.size());
+                }
+                write(out, ByteBuffer.allocate(4).putInt(ranges - left).flip(), header.size() - 4);
+            }
             int imageChunk = (int) ChunkHasher.DEFAULT_CHUNK_BYTES;
             ByteBuffer buf = ByteBuffer.allocateDirect(imageChunk);
             CRC32C crc = new CRC32C();
             for (long[] m : memory) {
                 long base = m[0], size = m[1];
+                if (landed && size > 0 && landing.holds(base, size)) {
+                    continue; // its contents are in the landing, which the restore adopts
+                }
+                imageMemory += size;
                 write(out, ByteBuffer.allocate(21).put((byte) 0).putLong(base).putInt(0).putLong(size).flip(), out.size());
                 for (long off = 0; off < size; off += imageChunk) {
                     int n = (int) Math.min(imageChunk, size - off);
@@ -174,6 +287,11 @@ final class MigrationTarget implements AutoCloseable {
                         int len = Math.min(chunkBytes, n - k);
                         byte[] b = kept.get(address);
                         long[] slot = spilled.get(address);
+                        if (b == null && slot == null && landing != null && landing.holds(address, len)) {
+                            landing.read(address, MemorySegment.ofBuffer(buf.slice(buf.position(), len)), len);
+                            buf.position(buf.position() + len);
+                            continue;
+                        }
                         if ((b == null ? slot == null || slot[1] != len : b.length != len)) {
                             throw new IOException(String.format("migration: no chunk of %d bytes at 0x%x (range 0x%x+%d)",
                                     len, address, base, size));
@@ -207,22 +325,29 @@ final class MigrationTarget implements AutoCloseable {
         }
         long t = System.nanoTime();
         long id;
+        long landedBytes = landed ? landing.landedBytes() : 0;
         try {
-            id = server.restore(image, CheckpointProgress.NONE);
+            if (landed) {
+                MigrationLanding l = landing;
+                id = server.restoreLanded(image, l.handOff(), l::adopted, CheckpointProgress.NONE);
+            } else {
+                id = server.restore(image, CheckpointProgress.NONE);
+            }
         } catch (CheckpointRefused e) {
             throw new IOException(e.getMessage(), e);
         }
         long restoreNanos = System.nanoTime() - t;
-        ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos, "restored session " + id));
-        LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, restore "
-                + restoreNanos / 1_000_000 + " ms)");
+        ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos, "restored session " + id, imageMemory));
+        LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, "
+                + (landed ? landedBytes + " bytes landed as received, " : landing == null ? "" : "no final layout: ")
+                + imageMemory + " bytes of memory through the image, restore " + restoreNanos / 1_000_000 + " ms)");
         return id;
     }
 
     /** Answers a failure (best effort: the source may be gone). */
     void fail(String why) {
         try {
-            ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(false, 0, why));
+            ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(false, 0, why, -1));
         } catch (IOException | RuntimeException ignored) {
             // the source sees the connection end instead
         }
@@ -230,6 +355,9 @@ final class MigrationTarget implements AutoCloseable {
 
     @Override
     public void close() {
+        if (landing != null) {
+            landing.close();
+        }
         for (FileChannel f : new FileChannel[] {spill, header, arrays}) {
             try {
                 f.close();

@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * The source side of a migration's memory copy (issue 23 item 1): pre-copy rounds while the program runs, then a
@@ -83,6 +84,35 @@ public final class PreCopy implements AutoCloseable {
         this.stagingBytes = Math.max(chunkBytes, stagingBytes / chunkBytes * chunkBytes);
         this.host = arena.allocate(chunkBytes, 16);
         session.uses().register(uses);
+    }
+
+    /**
+     * The window layout the target was last told ({@link MigrationLanding}), by address: each entry's end; null
+     * before the first.
+     */
+    private TreeMap<Long, long[]> layout;
+
+    /**
+     * Tells the pre-copy the window layout ({@link Session#windowLayout}) the caller is about to send the target,
+     * which lands the memory there: a chunk sent while another physical allocation (or none) covered it is no longer
+     * counted as sent (the target's memory under it was made anew or is gone), so the next round sends it again.
+     */
+    public synchronized void layout(List<PhysicalMemory> now) {
+        check();
+        TreeMap<Long, long[]> next = new TreeMap<>();
+        for (PhysicalMemory m : now) {
+            next.put(m.address(), new long[] {m.address(), m.size(), m.device()});
+        }
+        if (layout != null) {
+            sent.keySet().removeIf(c -> !java.util.Arrays.equals(covering(layout, c), covering(next, c)));
+        }
+        layout = next;
+    }
+
+    /** The entry of {@code l} that holds all of chunk {@code c}, or null. */
+    private static long[] covering(TreeMap<Long, long[]> l, ChunkHasher.Chunk c) {
+        Map.Entry<Long, long[]> e = l.floorEntry(c.address());
+        return e != null && c.address() + c.bytes() <= e.getValue()[0] + e.getValue()[1] ? e.getValue() : null;
     }
 
     /** The rounds so far. */

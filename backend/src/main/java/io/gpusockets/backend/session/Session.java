@@ -1133,6 +1133,15 @@ public final class Session {
     }
 
     /**
+     * The physical allocations backing this session's address windows now ({@link StableAddresses#physical}), in
+     * address order: the layout a migration's target lands the memory in ({@link MigrationLanding}); empty without
+     * address-stable memory. A snapshot: consistent only while drained, a hint while the program runs.
+     */
+    public java.util.List<PhysicalMemory> windowLayout() {
+        return stable == null ? java.util.List.of() : stable.physical();
+    }
+
+    /**
      * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds), in the order a checkpoint
      * image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
      * a hand-over exports those the program still holds a reference to; for one it released but still maps, or one

@@ -30,7 +30,9 @@ import java.util.Map;
  * checked against its hash first; then the lanes' context stacks, the primary contexts' references and
  * the resume state (received ids, unacknowledged replies). The caller registers the session as resumable under
  * its token; its frontend resumes it through the ordinary resume path. A restore that fails part-way ends the
- * session it made, which frees everything made so far.
+ * session it made, which frees everything made so far. A hand-over's restore ({@link Handed}) and a migration's whose
+ * window memory the target landed ({@link Landed}, {@link MigrationLanding}) map that memory where the replay backs
+ * it ({@link StableAddresses#adopt}) instead of making it, and write contents only for what the image carries.
  */
 public final class SessionRestore {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -119,6 +121,26 @@ public final class SessionRestore {
                                    io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
                                    CheckpointProgress progress, java.util.List<Handed> handed)
             throws CheckpointRefused, IOException {
+        return restore(file, host, settings, pool, tenant, retainBytes, progress, handed, null);
+    }
+
+    /**
+     * What a migration's target landed ({@link MigrationLanding#handOff}): physical allocations of this process, by the
+     * address the source had them at, holding their contents; {@code adopted} is run once the restore took them (from
+     * then on the session releases them, however the restore ends; before, the caller does).
+     */
+    public record Landed(java.util.List<PhysicalMemory> memory, Runnable adopted) {
+    }
+
+    /**
+     * {@link #restore} of a migration's image whose window memory was landed ({@code landed}, not null): the replay
+     * maps the landed allocations where it backs those ranges, as a hand-over's restore maps the imported ones (every
+     * window range it backs must be one of them), and the image carries the contents of the rest only.
+     */
+    public static Restored restore(java.nio.file.Path file, DriverHost host, BackendSettings settings, ContextPool pool,
+                                   io.gpusockets.backend.tenant.TenantAccount tenant, long retainBytes,
+                                   CheckpointProgress progress, java.util.List<Handed> handed, Landed landed)
+            throws CheckpointRefused, IOException {
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file)) {
             CountingInputStream counted = new CountingInputStream(new java.io.BufferedInputStream(
                     java.nio.channels.Channels.newInputStream(ch), 1 << 20));
@@ -130,6 +152,14 @@ public final class SessionRestore {
             try {
                 if (!handed.isEmpty()) {
                     importHanded(s, handed);
+                } else if (landed != null) {
+                    Map<Long, Long> handles = new java.util.HashMap<>(), sizes = new java.util.HashMap<>();
+                    for (PhysicalMemory m : landed.memory()) {
+                        handles.put(m.address(), m.handle());
+                        sizes.put(m.address(), m.size());
+                    }
+                    s.stable().adopt(handles, sizes, null);
+                    landed.adopted().run();
                 }
                 try {
                     replay(s, h, progress);

@@ -77,7 +77,8 @@ import java.util.TreeMap;
  * <p>Hand-over on one host (issue 23): where the device has POSIX descriptor handles, every physical allocation of the
  * windows is made exportable ({@link #prop}) and known with its address ({@link #physical}), so that {@code HandOver}
  * can export them all to another backend process on the same GPU, whose restore maps them at the same addresses
- * instead of making and filling new memory ({@link #adopt}).
+ * instead of making and filling new memory ({@link #adopt}). A migration's target adopts the same way the memory it
+ * landed as the pre-copy sent it ({@link MigrationLanding}).
  *
  * <p>Not yet here (they keep the driver's own addresses): allocations on a stream that is capturing (graph
  * memory of a capture); a pool's memory in the window is mapped for the pool's device only
@@ -636,12 +637,13 @@ final class StableAddresses extends DelegatingCudaDriver {
     /**
      * A hand-over's restore: the physical allocations the source exported, imported here ({@code handles}: address to
      * the imported handle, {@code sizes}: address to its size); every window range the replay backs must be one of
-     * them ({@link #back}). {@link #endAdoption} releases those the replay did not use.
+     * them ({@link #back}). {@link #endAdoption} releases those the replay did not use. {@code programAllocations}
+     * null (a migration's landing, {@link MigrationLanding}): the program's own allocations are made anew.
      */
     synchronized void adopt(Map<Long, Long> handles, Map<Long, Long> sizes, List<long[]> programAllocations) {
         adopted = new HashMap<>(handles);
         adoptedSizes = new HashMap<>(sizes);
-        adoptedProgram = new java.util.ArrayDeque<>(programAllocations);
+        adoptedProgram = programAllocations == null ? null : new java.util.ArrayDeque<>(programAllocations);
     }
 
     /**

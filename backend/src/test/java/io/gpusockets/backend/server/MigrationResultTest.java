@@ -23,7 +23,7 @@ class MigrationResultTest {
         for (int i = 0; i < rounds; i++) {
             list.add(new PreCopy.Round(i, i == rounds - 1, 10 + i, 1000L * i, 5 + i, 500L * i, 7L * i, 9L * i));
         }
-        return new Migration.Result(42, target, List.copyOf(list), 1, 2, 3, 4, 5, 6);
+        return new Migration.Result(42, target, List.copyOf(list), 1, 2, 3, 4, 5, 6, 7);
     }
 
     @Test

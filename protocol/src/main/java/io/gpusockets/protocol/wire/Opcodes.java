@@ -29,13 +29,15 @@ public final class Opcodes {
      * A migration's frames, on a connection whose HELLO asked for {@link Handshake#FEATURE_MIGRATION}, all on lane 0
      * (the backend's {@code Migration} states their bodies): BEGIN (seed, chunk size), CHUNK (address, hash,
      * bytes), IMAGE (the checkpoint image's header, flags 0, or its arrays' contents, flags 1, in pieces), COMMIT (the
-     * memory ranges), and the target's answer DONE (ok, message).
+     * memory ranges), LAYOUT (the physical allocations of the session's address windows, before each round; flags 1:
+     * the final one, sent while the session is drained), and the target's answer DONE (ok, message).
      */
     public static final int MIGRATE_BEGIN = 0xFFFF0020;
     public static final int MIGRATE_CHUNK = 0xFFFF0021;
     public static final int MIGRATE_IMAGE = 0xFFFF0022;
     public static final int MIGRATE_COMMIT = 0xFFFF0023;
     public static final int MIGRATE_DONE = 0xFFFF0024;
+    public static final int MIGRATE_LAYOUT = 0xFFFF0025;
     public static final int DATA = 0xFFFF0010;
     /** frontend → backend: the client thread behind this lane has ended. */
     public static final int LANE_END = 0xFFFF0011;
