@@ -130,7 +130,8 @@ class CompatHarnessTest {
         assertFalse(r.stdout().contains("WRONG"), r::stdout);
         // the cases that must fail are there, so that the self-test cannot pass by comparing nothing
         for (String c : List.of("ok    exit 0 with a wrong number -> fail", "ok    within the declared tolerance -> pass",
-                "ok    beyond the declared tolerance -> fail", "ok    right output, wrong exit -> fail")) {
+                "ok    beyond the declared tolerance -> fail", "ok    right output, wrong exit -> fail",
+                "ok    no rules file: a wrong number -> fail", "ok    rules, none for this case -> fail")) {
             assertTrue(r.stdout().contains(c), () -> "no '" + c + "' in:\n" + r.stdout());
         }
     }
