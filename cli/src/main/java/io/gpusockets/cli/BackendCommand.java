@@ -377,9 +377,6 @@ final class BackendCommand implements Callable<Integer> {
                 return 2;
             }
             takenListeners.addAll(server.addresses().stream().map(TransportUri::toString).toList());
-            for (String uri : takenListeners) {
-                System.out.println("gpusockets backend: listening on " + uri); // the old backend's socket, taken over
-            }
             System.out.printf(java.util.Locale.ROOT, "gpusockets backend: took over pid %d: %d session(s) adopted, %d"
                             + " listener(s), %d bytes on the take-over connection, %d session(s) handed over (%d bytes of"
                             + " device memory mapped, %d copied), in %.1f ms (request %.1f, the old backend's stop and"
@@ -418,6 +415,11 @@ final class BackendCommand implements Callable<Integer> {
         System.out.println("gpusockets backend: " + host.description() + ", " + host.deviceCount() + " device(s), isolation "
                 + isolation + (isolation == io.gpusockets.backend.isolation.Isolation.PROCESS ? " (a worker process per session, at most "
                 + maxWorkers + " at once, " + idleWorkers + " kept started ahead)" : ""));
+        // the old backend's sockets, taken over: reported with the others, once the admin socket answers (a script that
+        // waits for "listening on" and then asks for status finds it, as after a fresh start)
+        for (String uri : takenListeners) {
+            System.out.println("gpusockets backend: listening on " + uri);
+        }
         boolean listenGiven = spec.commandLine().getParseResult() != null
                 && spec.commandLine().getParseResult().hasMatchedOption("--listen");
         for (String uri : takeOver != null && !listenGiven ? List.<String>of() : listen) {
