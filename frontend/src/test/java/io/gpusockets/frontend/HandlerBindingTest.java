@@ -34,7 +34,7 @@ class HandlerBindingTest {
 
     @Test
     void everyAreaMustHaveAnImplementation() {
-        var e = assertThrows(NullPointerException.class, () -> new FrontendHandlers(null, null, null, null, null, null, null, null, null, null, null, null, null, null, null));
+        var e = assertThrows(NullPointerException.class, () -> new FrontendHandlers(null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null));
         assertTrue(e.getMessage().contains("contexts"), e.getMessage());
     }
 }

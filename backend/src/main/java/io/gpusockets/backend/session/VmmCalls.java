@@ -362,7 +362,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
     }
 
     @Override
-    public int cuMemImportFromShareableHandle(Call c, int shHandleType) throws CallRejected {
+    public int cuMemImportFromShareableHandle(Call c, long osHandle, int shHandleType) throws CallRejected {
         throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);
     }
 

@@ -17,7 +17,7 @@ class HandlerBindingTest {
 
     @Test
     void everyCustomEntryAndOnlyThoseHasAHandlerInTheDispatchArray() {
-        BackendHandlers.Handler[] h = BackendHandlers.bind(null, null, null, null, null, null, null, null, null, null, null, null, null, null, null);
+        BackendHandlers.Handler[] h = BackendHandlers.bind(null, null, null, null, null, null, null, null, null, null, null, null, null, null, null, null);
         for (ApiFunction f : ApiTable.get().functions()) {
             assertEquals(f.customBackend(), h[f.index()] != null, f.name());
         }

@@ -24,10 +24,13 @@ import java.util.function.IntToLongFunction;
  * @param optional output: the caller may pass NULL for it
  * @param known    i32/u32 input of a {@code known} entry: the values a frontend asks for in advance
  *                 ({@code known=LIST}); empty otherwise
+ * @param byValue  bytes input of a constant length: cuda.h passes it as a struct by value (CUipcMemHandle,
+ *                 CUipcEventHandle); the exported C function takes the struct and hands the frontend its address, and
+ *                 the backend's downcall passes it by value again. Everywhere else it is a host buffer of that length.
  */
 public record ApiParam(String name, int index, boolean out, ParamType type, Expr length, Expr range, Expr rows,
                        Expr pitch, Expr alloc, Expr global, int owner, boolean nullable, boolean destroy,
-                       boolean free, boolean optional, java.util.List<Integer> known) {
+                       boolean free, boolean optional, java.util.List<Integer> known, boolean byValue) {
 
     /** Whether a successful call registers a device range from this output ({@code alloc=} or {@code global=}). */
     public boolean registersRange() {
@@ -85,6 +88,7 @@ public record ApiParam(String name, int index, boolean out, ParamType type, Expr
         append(m, free ? "free" : null);
         append(m, optional ? "optional" : null);
         append(m, known.isEmpty() ? null : "known=" + known.size() + " values");
+        append(m, byValue ? "byvalue" : null);
         return (out ? "out " : "") + type.name().toLowerCase() + (m.isEmpty() ? "" : "[" + m + "]") + " " + name;
     }
 

@@ -260,7 +260,7 @@ public final class ApiTable {
     }
 
     private static final Pattern AREA = Pattern.compile("[a-z]+");
-    private static final Set<String> FLAGS = Set.of("nullable", "destroy", "free", "optional");
+    private static final Set<String> FLAGS = Set.of("nullable", "destroy", "free", "optional", "byvalue");
     private static final Set<String> KEYED = Set.of("range", "rows", "pitch", "alloc", "global", "owner", "known");
     /** At most this many values in one known= list. */
     public static final int MAX_KNOWN_VALUES = 1024;
@@ -311,6 +311,8 @@ public final class ApiTable {
         only(function, text, mods, "destroy", handle && !out);
         only(function, text, mods, "nullable", !out && (handle || type == ParamType.BYTES));
         only(function, text, mods, "optional", out);
+        only(function, text, mods, "byvalue", !out && type == ParamType.BYTES && length != null && length.matches("[0-9]+")
+                && !mods.containsKey("nullable"));
         only(function, text, mods, "known", !out && (type == ParamType.I32 || type == ParamType.U32));
         if (mods.containsKey("rows") != mods.containsKey("pitch") || (mods.containsKey("rows") && !mods.containsKey("range"))) {
             throw new IllegalArgumentException(function + ": rows= and pitch= go together, with range=: " + m.group(4));
@@ -326,7 +328,7 @@ public final class ApiTable {
                 expr(function, mods.get("rows"), names), expr(function, mods.get("pitch"), names),
                 expr(function, mods.get("alloc"), names), expr(function, mods.get("global"), names), owner,
                 mods.containsKey("nullable"), mods.containsKey("destroy"), mods.containsKey("free"),
-                mods.containsKey("optional"), knownValues(function, mods.get("known")));
+                mods.containsKey("optional"), knownValues(function, mods.get("known")), mods.containsKey("byvalue"));
     }
 
     /** A known= list: values N and ranges N..M (both ends included), separated by '|'. */

@@ -292,6 +292,9 @@ public final class ApiGenerator {
         if (p.out()) {
             return "void *";
         }
+        if (p.byValue()) {
+            return byValueType(p);
+        }
         return switch (p.type()) {
             case I32 -> "int";
             case U32, ZERO -> "unsigned int";
@@ -305,9 +308,17 @@ public final class ApiGenerator {
         };
     }
 
-    /** C type of the upcall's parameter: handles are Java longs on the Java side. */
+    /** C type of the upcall's parameter: handles are Java longs on the Java side; a struct by value goes by address. */
     private static String upcallCType(ApiParam p) {
+        if (p.byValue()) {
+            return "void *";
+        }
         return !p.out() && p.type().isHandle() ? "unsigned long long" : cType(p);
+    }
+
+    /** The struct a {@code byvalue} bytes input is in the exported prototype: only its size and alignment matter. */
+    private static String byValueType(ApiParam p) {
+        return "gpus_byvalue_" + p.length().text();
     }
 
     /** The name of the entry's first input parameter of a type (the generator's table check guarantees one). */
@@ -357,6 +368,16 @@ public final class ApiGenerator {
         b.append("/* Generated from cuda-driver.api by ApiGenerator. Do not edit: change the table. */\n");
         b.append("#include \"gpusockets.h\"\n\n");
         b.append("const int gpus_function_count = ").append(fs.size()).append(";\n\n");
+        java.util.Set<String> byValueTypes = new java.util.TreeSet<>();
+        for (ApiFunction f : fs) {
+            for (ApiParam p : f.params()) {
+                if (p.byValue() && byValueTypes.add(p.length().text())) {
+                    b.append("/* a struct cuda.h passes by value (CUipcMemHandle, CUipcEventHandle: char reserved[N]) */\n")
+                            .append("typedef struct { char reserved[").append(p.length().text()).append("]; } ")
+                            .append(byValueType(p)).append(";\n\n");
+                }
+            }
+        }
         b.append("const char *const gpus_function_names[] = {\n");
         for (ApiFunction f : fs) {
             b.append("    \"").append(f.name()).append("\",\n");
@@ -370,7 +391,7 @@ public final class ApiGenerator {
                 params.add(cType(p) + " " + p.name());
                 upcallTypes.add(upcallCType(p));
                 String cast = !p.out() && p.type().isHandle() ? "(unsigned long long)(uintptr_t)" : "";
-                args.add(cast + p.name());
+                args.add(p.byValue() ? "(void *) &" + p.name() : cast + p.name());
             }
             String proto = "(" + (params.isEmpty() ? "void" : String.join(", ", params)) + ")";
             String upcall = "(" + (upcallTypes.isEmpty() ? "void" : String.join(", ", upcallTypes)) + ")";
@@ -425,7 +446,8 @@ public final class ApiGenerator {
         for (ApiFunction f : table.functions()) {
             List<String> layouts = new ArrayList<>();
             for (ApiParam p : f.params()) {
-                layouts.add(p.out() ? "ADDRESS" : p.type().layout());
+                layouts.add(p.out() ? "ADDRESS" : p.byValue() ? "java.lang.foreign.MemoryLayout.structLayout("
+                        + "java.lang.foreign.MemoryLayout.sequenceLayout(" + p.length().text() + ", JAVA_BYTE))" : p.type().layout());
             }
             b.append("    private static final MethodHandle ").append(f.name()).append(" = NativeLibrary.bind(\"")
                     .append(f.primarySymbol()).append("\", FunctionDescriptor.of(JAVA_INT")
