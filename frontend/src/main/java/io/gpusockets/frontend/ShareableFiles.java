@@ -32,9 +32,10 @@ import java.nio.charset.StandardCharsets;
  * token gives nothing the backend would honour for another tenant (the backend checks every import).
  *
  * <p>This class owns nothing after a call: {@link #create} hands the descriptor to its caller (in the end to the
- * program, which closes it), and {@link #read} only reads the descriptor it is given. A descriptor that is not one this
- * class made (not a memfd sealed this way, or of another size or magic) is answered {@code null}, never an exception;
- * so is a closed or invalid one (EBADF). Calls go to the C library through the FFM linker (no JNI).
+ * program, which closes it), and {@link #read} only reads the descriptor it is given. For a descriptor that is not one
+ * this class made (not a memfd sealed this way, or of another size or magic), and for a closed or invalid one (EBADF),
+ * {@link #read} answers why in words, never with an exception. Calls go to the C library through the FFM linker (no
+ * JNI).
  */
 final class ShareableFiles {
     /** Bytes of a token, the size of a CUmemFabricHandle and of the wire's shareable handle. */
