@@ -127,15 +127,6 @@ final class ManagedMemory implements AutoCloseable {
     private static final MethodHandle POLL = downcall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = downcall("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
 
-    /** What moved so far. */
-    record Stats(long pagesSent, long bytesSent, long pagesFetched, long bytesFetched, long pagesZeroFilled, long faults) {
-        @Override
-        public String toString() {
-            return "pages_sent=" + pagesSent + " bytes_sent=" + bytesSent + " pages_fetched=" + pagesFetched
-                    + " bytes_fetched=" + bytesFetched + " pages_zero_filled=" + pagesZeroFilled + " faults=" + faults;
-        }
-    }
-
     /** One managed allocation: the guest pages [start, start + pages * PAGE) cover [base, base + size). */
     private static final class Allocation {
         final long base;
@@ -219,8 +210,8 @@ final class ManagedMemory implements AutoCloseable {
                 || n.startsWith("cuMemDiscard") || n.equals("cuStreamAddCallback");
     }
 
-    Stats stats() {
-        return new Stats(pagesSent.sum(), bytesSent.sum(), pagesFetched.sum(), bytesFetched.sum(), pagesZeroFilled.sum(),
+    ManagedMemoryStats stats() {
+        return new ManagedMemoryStats(pagesSent.sum(), bytesSent.sum(), pagesFetched.sum(), bytesFetched.sum(), pagesZeroFilled.sum(),
                 faults.sum());
     }
 
@@ -351,14 +342,22 @@ final class ManagedMemory implements AutoCloseable {
     }
 
     /** cuMemPrefetchAsync to CU_DEVICE_CPU succeeded: fetches the range now. */
-    synchronized void prefetchToHost(long address, long length) {
+    void prefetchToHost(long address, long length) {
+        hostAccess(address, length, false);
+    }
+
+    /**
+     * Makes the managed pages of {@code [address, address + length)} present on the calling thread, and writable when
+     * {@code write} (they then go to the device before the next GPU work); other addresses are left alone.
+     */
+    synchronized void hostAccess(long address, long length, boolean write) {
         if (allocations.isEmpty()) {
             return;
         }
         boolean was = BUSY.get();
         BUSY.set(true);
         try {
-            present(address, length, false);
+            present(address, length, write);
         } finally {
             BUSY.set(was);
         }

@@ -42,7 +42,7 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         return reply.result();
     }
 
-    /** HOST_POINTER: always NULL here (no device memory is mapped into the guest); the backend answers 0. */
+    /** HOST_POINTER: the backend answers 0 (device memory is not mapped into the guest), the pointer itself for managed memory. */
     private static final int HOST_POINTER = 4;
 
     /**

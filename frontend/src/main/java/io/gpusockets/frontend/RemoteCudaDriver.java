@@ -338,8 +338,18 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     /** What managed memory moved so far (pages and bytes sent and fetched; {@link ManagedMemory}). */
-    public String managedMemoryStats() {
-        return managed.stats().toString();
+    public ManagedMemoryStats managedMemoryStats() {
+        return managed.stats();
+    }
+
+    /**
+     * For Java programs: makes the managed memory in {@code [address, address + length)} ready for this thread to read
+     * (and, with {@code write}, to write) through a {@link MemorySegment}. Call it after GPU work and before touching
+     * managed memory from Java: a JVM thread must not block in a page fault that another JVM thread resolves (a
+     * safepoint could wait for both). C programs need nothing of the kind: their faults are resolved as they come.
+     */
+    public void prepareManagedAccess(long address, long length, boolean write) {
+        managed.hostAccess(address, length, write);
     }
 
     /** The program is exiting: GPUSOCKETS_MANAGED_STATS=1 prints what managed memory moved. */

@@ -1,0 +1,194 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusockets.frontend.ManagedMemoryStats;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Managed memory (issue 25) against a backend process on the emulated device: one pointer valid in the guest and on
+ * the device, pages sent before GPU work and fetched after it, and only the pages touched moved (the counters of
+ * {@link ManagedMemoryStats}); the attributes, the calls on managed ranges, the tenant's accounting and the free of
+ * both sides. Then the runtime-API program {@code runtime/managed.cu} (cudaMallocManaged, NVIDIA's add, a linked list
+ * built on the CPU and walked by a kernel, several streams), built by nvcc and run unmodified through libcuda.so.1:
+ * its output equals its golden file and the pages the frontend moved equal the pages the program touched.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class ManagedMemoryTest extends EmulatedBackendTest {
+    private static final long PAGE = 4096;
+
+    /** Guest pages covered by [p, p + n). */
+    private static long pages(long p, long n) {
+        return (p + n - 1) / PAGE - p / PAGE + 1;
+    }
+
+    private static long managed(Cuda cu, long bytes) {
+        MemorySegment c = cu.cell();
+        Cuda.ok(cu.d.cuMemAllocManaged(c, bytes, 1), "cuMemAllocManaged");
+        return c.get(JAVA_LONG, 0);
+    }
+
+    private static boolean mappedHere(long address) throws Exception {
+        String start = Long.toHexString(address & -PAGE);
+        for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
+            if (line.startsWith(start + "-")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Test
+    void onePointerOnBothSidesAndOnlyTouchedPagesMove() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            MemorySegment v = cu.cell();
+            Cuda.ok(d.cuDeviceGetAttribute(v, 83, 0), "MANAGED_MEMORY");
+            assertEquals(1, v.get(JAVA_INT, 0), "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY");
+            Cuda.ok(d.cuDeviceGetAttribute(v, 89, 0), "CONCURRENT_MANAGED_ACCESS");
+            assertEquals(0, v.get(JAVA_INT, 0), "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
+
+            MemorySegment free = cu.cell(), total = cu.cell();
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            long freeBefore = free.get(JAVA_LONG, 0);
+
+            long size = (1 << 20) + 3;
+            long base = managed(cu, size);
+            assertTrue(mappedHere(base), "the guest maps the managed allocation at its device address");
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            assertTrue(freeBefore - free.get(JAVA_LONG, 0) >= size, "the tenant is charged for managed memory");
+
+            // the CPU writes the first 4 pages' worth of bytes
+            long written = 4 * PAGE;
+            d.prepareManagedAccess(base, written, true);
+            MemorySegment host = MemorySegment.ofAddress(base).reinterpret(size);
+            for (long i = 0; i < written; i += 4) {
+                host.set(JAVA_INT, i, (int) (i * 7 + 1));
+            }
+            // a kernel fills 8 pages' worth further on
+            long module = cu.loadKernels();
+            long fill = cu.function(module, "gpus_fill_u32");
+            long at = base + 8 * PAGE;
+            int n = (int) (8 * PAGE / 4);
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(at), cu.u32(0xABCD), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            ManagedMemoryStats afterLaunch = d.managedMemoryStats();
+            assertEquals(pages(base, written), afterLaunch.pagesSent(), "only the pages the CPU wrote went to the device");
+            assertEquals(written, afterLaunch.bytesSent());
+            assertEquals(0, afterLaunch.pagesFetched(), "nothing is fetched before the CPU touches it");
+
+            // the CPU reads what the kernel wrote, through the same pointer
+            d.prepareManagedAccess(at, 8 * PAGE, false);
+            for (long i = 0; i < 8 * PAGE; i += 4) {
+                assertEquals(0xABCD, host.get(JAVA_INT, at - base + i), "kernel's value at +" + i);
+            }
+            // and its own bytes, which went to the device and came back
+            d.prepareManagedAccess(base, written, false);
+            for (long i = 0; i < written; i += 4) {
+                assertEquals((int) (i * 7 + 1), host.get(JAVA_INT, i), "CPU's value at +" + i);
+            }
+            ManagedMemoryStats afterRead = d.managedMemoryStats();
+            assertEquals(pages(at, 8 * PAGE) + pages(base, written), afterRead.pagesFetched(),
+                    "only the pages the CPU read were fetched");
+            assertEquals(afterLaunch.pagesSent(), afterRead.pagesSent(), "reads send nothing");
+
+            // attributes and the calls on managed ranges
+            long plain = cu.alloc(4096);
+            MemorySegment data = cu.cell().fill((byte) 0);
+            Cuda.ok(d.cuPointerGetAttribute(data, 8, base + 100), "IS_MANAGED");
+            assertEquals(1, data.get(JAVA_INT, 0), "IS_MANAGED of managed memory");
+            Cuda.ok(d.cuPointerGetAttribute(data, 8, plain), "IS_MANAGED");
+            assertEquals(0, data.get(JAVA_INT, 0), "IS_MANAGED of device memory");
+            Cuda.ok(d.cuMemAdvise(base, size, 1, 0), "cuMemAdvise READ_MOSTLY");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAdvise(plain, 4096, 1, 0), "advice on device memory");
+            Cuda.ok(d.cuMemRangeGetAttribute(data, 4, 2, base, size), "PREFERRED_LOCATION");
+            assertEquals(-2, data.get(JAVA_INT, 0), "no preferred location (CU_DEVICE_INVALID)");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 0, 1), "zero bytes");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 4096, 3), "both flags");
+
+            // a prefetch to the CPU fetches now: the kernel's pages again after another launch
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(at), cu.u32(0x1234), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            Cuda.ok(d.cuMemPrefetchAsync(at, 8 * PAGE, -1, 0), "cuMemPrefetchAsync to CU_DEVICE_CPU");
+            assertEquals(afterRead.pagesFetched() + pages(at, 8 * PAGE), d.managedMemoryStats().pagesFetched());
+            assertEquals(0x1234, host.get(JAVA_INT, at - base + 4 * PAGE));
+
+            // a free frees both sides, and gives the charge back
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            long freeBeforeFree = free.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+            assertFalse(mappedHere(base), "the guest mapping goes with cuMemFree");
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            assertTrue(free.get(JAVA_LONG, 0) - freeBeforeFree >= size, "the charge goes back with the free");
+            Cuda.ok(d.cuMemFree(plain), "cuMemFree");
+        }
+    }
+
+    @Test
+    void aSessionsEndFreesBothSides() throws Exception {
+        long base;
+        try (RemoteCudaDriver d = connect("tcp")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            base = managed(cu, 3 * PAGE);
+            assertTrue(mappedHere(base));
+        }
+        assertFalse(mappedHere(base), "closing the driver unmaps its managed memory");
+    }
+
+    /** runtime/managed.cu through libcuda.so.1: golden output, and the pages moved are the pages it touched. */
+    @Test
+    void cudaMallocManagedProgramMovesOnlyTheTouchedPages() throws Exception {
+        NativePrograms programs = NativePrograms.locate();
+        Path nvcc = NativePrograms.nvcc();
+        String skip = programs.cannotRun("managed.cu");
+        assumeTrue(skip == null, skip);
+        assumeTrue(nvcc != null, "managed.cu needs nvcc");
+        Path work = Files.createTempDirectory("gpusockets-managed");
+        try {
+            Path exe = work.resolve("managed");
+            List<String> build = RuntimeProgramsTest.buildCommand(nvcc, new RuntimeProgramsTest.Line("managed", "static", Map.of()), exe);
+            NativePrograms.Run b = NativePrograms.run(build, Map.of(), work, 300);
+            assertEquals(0, b.exit(), () -> "nvcc: " + b.stdout() + b.stderr());
+            Map<String, String> env = new HashMap<>();
+            env.put("LD_LIBRARY_PATH", programs.libDir.toString());
+            env.put("GPUSOCKETS_SERVER", backend.address("unix"));
+            env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
+            env.put("GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path"));
+            env.put("GPUSOCKETS_MANAGED_STATS", "1");
+            NativePrograms.Run r = NativePrograms.run(List.of(exe.toString()), env, work, 120);
+            String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
+            assertEquals(0, r.exit(), () -> "exit status" + context);
+            assertEquals(Files.readString(RuntimeProgramsTest.golden("managed"), StandardCharsets.UTF_8), r.stdout(), context);
+            Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
+            Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());
+            assertTrue(expect.find(), () -> "the program's own count" + context);
+            assertTrue(moved.find(), () -> "the frontend's count (GPUSOCKETS_MANAGED_STATS=1)" + context);
+            assertEquals(expect.group(1), moved.group(1), () -> "pages sent = pages the CPU wrote" + context);
+            assertEquals(expect.group(2), moved.group(2), () -> "pages fetched = pages the CPU read after GPU work" + context);
+        } finally {
+            NativePrograms.deleteTree(work);
+        }
+    }
+}
