@@ -157,18 +157,20 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         assertFalse(mappedHere(base), "closing the driver unmaps its managed memory");
     }
 
-    /** runtime/managed.cu through libcuda.so.1: golden output, and the pages moved are the pages it touched. */
-    @Test
-    void cudaMallocManagedProgramMovesOnlyTheTouchedPages() throws Exception {
+    /**
+     * Builds runtime/NAME.cu with nvcc and runs it through libcuda.so.1 with GPUSOCKETS_MANAGED_STATS=1; checks its exit
+     * status and golden output and returns the run (skipped where libcuda.so.1 or nvcc is missing).
+     */
+    private static NativePrograms.Run runGolden(String name) throws Exception {
         NativePrograms programs = NativePrograms.locate();
         Path nvcc = NativePrograms.nvcc();
-        String skip = programs.cannotRun("managed.cu");
+        String skip = programs.cannotRun(name + ".cu");
         assumeTrue(skip == null, skip);
-        assumeTrue(nvcc != null, "managed.cu needs nvcc");
+        assumeTrue(nvcc != null, name + ".cu needs nvcc");
         Path work = Files.createTempDirectory("gpusockets-managed");
         try {
-            Path exe = work.resolve("managed");
-            List<String> build = RuntimeProgramsTest.buildCommand(nvcc, new RuntimeProgramsTest.Line("managed", "static", Map.of()), exe);
+            Path exe = work.resolve(name);
+            List<String> build = RuntimeProgramsTest.buildCommand(nvcc, new RuntimeProgramsTest.Line(name, "static", Map.of()), exe);
             NativePrograms.Run b = NativePrograms.run(build, Map.of(), work, 300);
             assertEquals(0, b.exit(), () -> "nvcc: " + b.stdout() + b.stderr());
             Map<String, String> env = new HashMap<>();
@@ -179,16 +181,30 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             env.put("GPUSOCKETS_MANAGED_STATS", "1");
             NativePrograms.Run r = NativePrograms.run(List.of(exe.toString()), env, work, 120);
             String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
-            assertEquals(0, r.exit(), () -> "exit status" + context);
-            assertEquals(Files.readString(RuntimeProgramsTest.golden("managed"), StandardCharsets.UTF_8), r.stdout(), context);
-            Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
-            Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());
-            assertTrue(expect.find(), () -> "the program's own count" + context);
-            assertTrue(moved.find(), () -> "the frontend's count (GPUSOCKETS_MANAGED_STATS=1)" + context);
-            assertEquals(expect.group(1), moved.group(1), () -> "pages sent = pages the CPU wrote" + context);
-            assertEquals(expect.group(2), moved.group(2), () -> "pages fetched = pages the CPU read after GPU work" + context);
+            assertEquals(0, r.exit(), () -> name + ": exit status" + context);
+            assertEquals(Files.readString(RuntimeProgramsTest.golden(name), StandardCharsets.UTF_8), r.stdout(), name + context);
+            return r;
         } finally {
             NativePrograms.deleteTree(work);
         }
+    }
+
+    /** runtime/managed.cu through libcuda.so.1: golden output, and the pages moved are the pages it touched. */
+    @Test
+    void cudaMallocManagedProgramMovesOnlyTheTouchedPages() throws Exception {
+        NativePrograms.Run r = runGolden("managed");
+        String context = "\n--- stderr:\n" + r.stderrTail();
+        Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
+        Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());
+        assertTrue(expect.find(), () -> "the program's own count" + context);
+        assertTrue(moved.find(), () -> "the frontend's count (GPUSOCKETS_MANAGED_STATS=1)" + context);
+        assertEquals(expect.group(1), moved.group(1), () -> "pages sent = pages the CPU wrote" + context);
+        assertEquals(expect.group(2), moved.group(2), () -> "pages fetched = pages the CPU read after GPU work" + context);
+    }
+
+    /** runtime/managed_vars.cu: __managed__ variables (an initializer, a table, a struct holding a managed pointer). */
+    @Test
+    void managedVariablesHoldTheirValuesOnBothSides() throws Exception {
+        runGolden("managed_vars");
     }
 }

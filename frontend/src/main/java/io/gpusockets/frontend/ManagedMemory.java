@@ -67,8 +67,11 @@ import java.util.concurrent.atomic.LongAdder;
  * {@code write(2)}) fail with EFAULT ({@code UFFD_USER_MODE_ONLY}); touch the buffer first.
  *
  * <p>Counters ({@link #stats}; {@code GPUSOCKETS_MANAGED_STATS=1} prints them on stderr at the program's exit): pages
- * and bytes sent, pages and bytes fetched, pages filled with zeros here, faults. Not here yet: {@code __managed__}
- * variables (refused by the module loader's {@code cuModuleGetGlobal} as before), {@code cuStreamAttachMemAsync},
+ * and bytes sent, pages and bytes fetched, pages filled with zeros here, faults.
+ *
+ * <p>{@code __managed__} variables ({@link #adoptGlobal}): the library's global, as cuLibraryGetGlobal answers it, is
+ * mapped the same way, its pages DEVICE (the initializer is the device's); variables whose pages touch share one
+ * region, only their own bytes move, and cuLibraryUnload unmaps them. Not here yet: {@code cuStreamAttachMemAsync},
  * advice that changes when data moves, a fault handler for processes whose kernel lacks userfaultfd (managed memory
  * is then refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
  */
@@ -127,34 +130,50 @@ final class ManagedMemory implements AutoCloseable {
     private static final MethodHandle POLL = downcall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = downcall("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
 
-    /** One managed allocation: the guest pages [start, start + pages * PAGE) cover [base, base + size). */
+    /**
+     * One guest region of managed memory: the pages [start, start + pages * PAGE), covering the device byte ranges
+     * {@code bases[i], sizes[i]} (one cuMemAllocManaged allocation, or the {@code __managed__} variables of one library
+     * whose pages touch: {@code library} is then its handle, else 0). Only bytes in the ranges move.
+     */
     private static final class Allocation {
-        final long base;
-        final long size;
         final long start;
         final int pages;
         final long context;
+        final long library;
+        final long[] bases;
+        final long[] sizes;
         final byte[] state;
 
-        Allocation(long base, long size, long context) {
-            this.base = base;
-            this.size = size;
-            this.start = base & -PAGE;
-            this.pages = (int) ((base + size - start + PAGE - 1) / PAGE);
+        Allocation(long start, int pages, long context, long library, long[] bases, long[] sizes, byte[] state) {
+            this.start = start;
+            this.pages = pages;
             this.context = context;
-            this.state = new byte[pages];
+            this.library = library;
+            this.bases = bases;
+            this.sizes = sizes;
+            this.state = state;
+        }
+
+        /** A cuMemAllocManaged allocation's region: fresh pages, ZERO. */
+        static Allocation of(long base, long size, long context) {
+            long start = base & -PAGE;
+            int pages = (int) ((base + size - start + PAGE - 1) / PAGE);
+            byte[] state = new byte[pages];
             java.util.Arrays.fill(state, ZERO);
+            return new Allocation(start, pages, context, 0, new long[] {base}, new long[] {size}, state);
         }
 
         long pageAddress(int page) {
             return start + page * PAGE;
         }
 
-        /** Bytes of page {@code page} through {@code page + n} that lie in the device allocation (its rest is guest padding). */
-        long deviceBytes(int page, int n) {
-            long from = Math.max(pageAddress(page), base);
-            long to = Math.min(pageAddress(page + n), base + size);
-            return Math.max(0, to - from);
+        long end() {
+            return pageAddress(pages);
+        }
+
+        /** Whether this is the cuMemAllocManaged allocation at {@code base}. */
+        boolean isAllocation(long base) {
+            return library == 0 && bases[0] == base;
         }
     }
 
@@ -225,39 +244,147 @@ final class ManagedMemory implements AutoCloseable {
                 return refuse(base, "the kernel offers no userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY) to track"
                         + " managed pages", CuResult.CUDA_ERROR_NOT_SUPPORTED);
             }
-            long context = currentContext();
-            Allocation a = new Allocation(base, size, context);
-            long length = a.pages * PAGE;
-            try (Arena call = Arena.ofConfined()) {
-                MemorySegment state = call.allocate(CALL_STATE);
-                MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(a.start), length,
-                        PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0L);
-                if (got.address() == -1L || got.address() != a.start) {
-                    int errno = got.address() == -1L ? (int) ERRNO.get(state, 0L) : EEXIST;
-                    if (got.address() != -1L) {
-                        int ignored = (int) MUNMAP.invokeExact(state, got, length);
-                    }
-                    return refuse(base, String.format("guest address range 0x%x+%d is %s", a.start, length,
-                            errno == EEXIST ? "already in use in this process (a clash)" : "not mappable (errno " + errno + ")"),
-                            CuResult.CUDA_ERROR_OUT_OF_MEMORY);
-                }
-                MemorySegment reg = call.allocate(32);
-                reg.set(JAVA_LONG, 0, a.start);
-                reg.set(JAVA_LONG, 8, length);
-                reg.set(JAVA_LONG, 16, REGISTER_MODE_MISSING | REGISTER_MODE_WP);
-                if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_REGISTER, reg) != 0) {
-                    int errno = (int) ERRNO.get(state, 0L);
-                    int ignored = (int) MUNMAP.invokeExact(state, got, length);
-                    return refuse(base, "userfaultfd cannot track 0x" + Long.toHexString(a.start) + " (errno " + errno + ")",
-                            CuResult.CUDA_ERROR_NOT_SUPPORTED);
-                }
-            } catch (Throwable t) {
-                return refuse(base, "mapping it failed: " + t, CuResult.CUDA_ERROR_OUT_OF_MEMORY);
+            Allocation a = Allocation.of(base, size, currentContext());
+            String failed = mapPages(a.start, a.pages * PAGE);
+            if (failed != null) {
+                return refuse(base, failed, failed.contains("userfaultfd") ? CuResult.CUDA_ERROR_NOT_SUPPORTED
+                        : CuResult.CUDA_ERROR_OUT_OF_MEMORY);
             }
             allocations.put(a.start, a);
             anyPresent = true; // ZERO pages too: a submission must turn them into DEVICE
             return CuResult.CUDA_SUCCESS;
         }
+    }
+
+    /**
+     * Maps anonymous memory at exactly [start, start + length) and registers it with the userfaultfd; null, or why not
+     * (nothing is left mapped then).
+     */
+    private String mapPages(long start, long length) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length,
+                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0L);
+            if (got.address() == -1L || got.address() != start) {
+                int errno = got.address() == -1L ? (int) ERRNO.get(state, 0L) : EEXIST;
+                if (got.address() != -1L) {
+                    int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                }
+                return String.format("guest address range 0x%x+%d is %s", start, length,
+                        errno == EEXIST ? "already in use in this process (a clash)" : "not mappable (errno " + errno + ")");
+            }
+            MemorySegment reg = call.allocate(32);
+            reg.set(JAVA_LONG, 0, start);
+            reg.set(JAVA_LONG, 8, length);
+            reg.set(JAVA_LONG, 16, REGISTER_MODE_MISSING | REGISTER_MODE_WP);
+            if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_REGISTER, reg) != 0) {
+                int errno = (int) ERRNO.get(state, 0L);
+                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                return "userfaultfd cannot track 0x" + Long.toHexString(start) + " (errno " + errno + ")";
+            }
+            return null;
+        } catch (Throwable t) {
+            return "mapping it failed: " + t;
+        }
+    }
+
+    /**
+     * A {@code __managed__} variable of {@code library} at [address, address + size) (cuLibraryGetManaged, answered
+     * through cuLibraryGetGlobal): maps its pages here, DEVICE (the device holds its initial value). Variables whose
+     * pages touch share one region; a page shared with memory of another kind is refused as a clash. Returns
+     * CUDA_SUCCESS or the error the program gets.
+     */
+    int adoptGlobal(long address, long size, long library) {
+        synchronized (this) {
+            if (size <= 0) {
+                return CuResult.CUDA_SUCCESS;
+            }
+            if (!open()) {
+                System.err.println("gpusockets: __managed__ variables need userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY):"
+                        + " CUDA_ERROR_NOT_SUPPORTED");
+                return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            }
+            long start = address & -PAGE;
+            long end = (address + size + PAGE - 1) & -PAGE;
+            List<Allocation> touching = new java.util.ArrayList<>();
+            for (Allocation a : allocations.values()) {
+                if (a.start < end && a.end() > start) {
+                    touching.add(a);
+                }
+            }
+            if (touching.size() > 1 || touching.size() == 1 && touching.getFirst().library != library) {
+                System.err.println(String.format("gpusockets: __managed__ variable at 0x%x+%d shares guest pages with other"
+                        + " managed memory (a clash): CUDA_ERROR_OUT_OF_MEMORY", address, size));
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            if (touching.isEmpty()) {
+                String failed = mapPages(start, end - start);
+                if (failed != null) {
+                    System.err.println("gpusockets: __managed__ variable at 0x" + Long.toHexString(address) + ": " + failed);
+                    return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+                }
+                byte[] state = new byte[(int) ((end - start) / PAGE)];
+                java.util.Arrays.fill(state, DEVICE);
+                allocations.put(start, new Allocation(start, state.length, currentContext(), library,
+                        new long[] {address}, new long[] {size}, state));
+                return CuResult.CUDA_SUCCESS;
+            }
+            Allocation r = touching.getFirst();
+            for (int i = 0; i < r.bases.length; i++) {
+                if (r.bases[i] == address) {
+                    return CuResult.CUDA_SUCCESS; // asked again
+                }
+            }
+            long newStart = Math.min(start, r.start), newEnd = Math.max(end, r.end());
+            String failed = newStart < r.start ? mapPages(newStart, r.start - newStart) : null;
+            if (failed == null && newEnd > r.end()) {
+                failed = mapPages(r.end(), newEnd - r.end());
+                if (failed != null && newStart < r.start) {
+                    unmapPages(newStart, r.start - newStart);
+                }
+            }
+            if (failed != null) {
+                System.err.println("gpusockets: __managed__ variable at 0x" + Long.toHexString(address) + ": " + failed);
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            // the shared pages hold zeros where the new variable lies: send what was written there, then fetch anew
+            boolean was = BUSY.get();
+            BUSY.set(true);
+            try {
+                for (int p = (int) ((Math.max(start, r.start) - r.start) / PAGE); p < r.pages && r.pageAddress(p) < end; p++) {
+                    if (r.state[p] == DIRTY) {
+                        send(r, p, 1);
+                    }
+                    if (r.state[p] != DEVICE) {
+                        madvise(r.pageAddress(p), PAGE);
+                        r.state[p] = DEVICE;
+                    }
+                }
+            } finally {
+                BUSY.set(was);
+            }
+            byte[] state = new byte[(int) ((newEnd - newStart) / PAGE)];
+            java.util.Arrays.fill(state, DEVICE);
+            System.arraycopy(r.state, 0, state, (int) ((r.start - newStart) / PAGE), r.pages);
+            long[] bases = java.util.Arrays.copyOf(r.bases, r.bases.length + 1);
+            long[] sizes = java.util.Arrays.copyOf(r.sizes, r.sizes.length + 1);
+            bases[r.bases.length] = address;
+            sizes[r.sizes.length] = size;
+            allocations.remove(r.start);
+            allocations.put(newStart, new Allocation(newStart, state.length, r.context, library, bases, sizes, state));
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    /** cuLibraryUnload of {@code library} succeeded: its {@code __managed__} variables' pages go. */
+    synchronized void libraryUnloaded(long library) {
+        allocations.values().removeIf(a -> {
+            if (a.library == library && library != 0) {
+                unmap(a);
+                return true;
+            }
+            return false;
+        });
     }
 
     private int refuse(long base, String why, int result) {
@@ -275,13 +402,13 @@ final class ManagedMemory implements AutoCloseable {
     /** Whether {@code base} is a managed allocation's base. */
     synchronized boolean isManaged(long base) {
         Allocation a = find(base);
-        return a != null && a.base == base;
+        return a != null && a.isAllocation(base);
     }
 
     /** A cuMemFree of {@code base} succeeded: the guest mapping goes too. */
     synchronized void freed(long base) {
         Allocation a = find(base);
-        if (a == null || a.base != base) {
+        if (a == null || !a.isAllocation(base)) {
             return;
         }
         allocations.remove(a.start);
@@ -289,13 +416,17 @@ final class ManagedMemory implements AutoCloseable {
     }
 
     private void unmap(Allocation a) {
+        unmapPages(a.start, a.pages * PAGE);
+    }
+
+    private void unmapPages(long start, long length) {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment state = call.allocate(CALL_STATE);
             MemorySegment range = call.allocate(16);
-            range.set(JAVA_LONG, 0, a.start);
-            range.set(JAVA_LONG, 8, a.pages * PAGE);
+            range.set(JAVA_LONG, 0, start);
+            range.set(JAVA_LONG, 8, length);
             int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_UNREGISTER, range);
-            ignored = (int) MUNMAP.invokeExact(state, MemorySegment.ofAddress(a.start), a.pages * PAGE);
+            ignored = (int) MUNMAP.invokeExact(state, MemorySegment.ofAddress(start), length);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
@@ -393,24 +524,28 @@ final class ManagedMemory implements AutoCloseable {
         anyPresent = false;
     }
 
-    /** Sends pages [page, page + n) of {@code a} to the device (only the bytes that lie in the device allocation). */
+    /** Sends pages [page, page + n) of {@code a} to the device: the bytes of them that lie in its device ranges. */
     private void send(Allocation a, int page, int n) {
-        long from = Math.max(a.pageAddress(page), a.base);
-        long bytes = a.deviceBytes(page, n);
-        if (bytes == 0) {
-            return;
-        }
-        ByteBuffer req = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
-        req.putLong(from).putLong(bytes).putLong(bytes).flip();
-        CallChannel.Reply r = channel.exchange(ApiEntries.cuMemcpyHtoD, req, List.of(MemorySegment.ofAddress(from).reinterpret(bytes)),
-                List.of(), false);
-        if (r.result() != CuResult.CUDA_SUCCESS) {
-            System.err.println("gpusockets: sending managed pages at 0x" + Long.toHexString(from) + " failed: "
-                    + CuResult.name(r.result()));
-            return;
+        long lo = a.pageAddress(page), hi = a.pageAddress(page + n);
+        long total = 0;
+        for (int i = 0; i < a.bases.length; i++) {
+            long from = Math.max(lo, a.bases[i]), to = Math.min(hi, a.bases[i] + a.sizes[i]);
+            if (to <= from) {
+                continue;
+            }
+            ByteBuffer req = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+            req.putLong(from).putLong(to - from).putLong(to - from).flip();
+            CallChannel.Reply r = channel.exchange(ApiEntries.cuMemcpyHtoD, req,
+                    List.of(MemorySegment.ofAddress(from).reinterpret(to - from)), List.of(), false);
+            if (r.result() != CuResult.CUDA_SUCCESS) {
+                System.err.println("gpusockets: sending managed pages at 0x" + Long.toHexString(from) + " failed: "
+                        + CuResult.name(r.result()));
+                return;
+            }
+            total += to - from;
         }
         pagesSent.add(n);
-        bytesSent.add(bytes);
+        bytesSent.add(total);
     }
 
     /** Makes the pages of [address, address + length) that lie in managed allocations present; DIRTY when {@code write}. */
@@ -465,14 +600,17 @@ final class ManagedMemory implements AutoCloseable {
         if (kind == DEVICE) {
             src = staging(bytes);
             src.asSlice(0, bytes).fill((byte) 0);
-            long from = Math.max(a.pageAddress(page), a.base);
-            long deviceBytes = a.deviceBytes(page, n);
-            long offset = from - a.pageAddress(page);
-            if (deviceBytes > 0 && !fetch(a, from, src.asSlice(offset, deviceBytes))) {
-                return n; // reported; the pages stay absent and the next touch tries again
+            long lo = a.pageAddress(page), hi = a.pageAddress(page + n);
+            long total = 0;
+            for (int i = 0; i < a.bases.length; i++) {
+                long from = Math.max(lo, a.bases[i]), to = Math.min(hi, a.bases[i] + a.sizes[i]);
+                if (to > from) {
+                    fetch(a, from, src.asSlice(from - lo, to - from)); // a failure is reported; those bytes read zero
+                }
+                total += Math.max(0, to - from);
             }
             pagesFetched.add(n);
-            bytesFetched.add(deviceBytes);
+            bytesFetched.add(total);
         } else {
             src = zeros(bytes);
             pagesZeroFilled.add(n);

@@ -324,6 +324,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             return managed.allocated(outs[0], (Long) args[1]);
         } else if (f == ApiEntries.cuMemFree) {
             managed.freed((Long) args[0]);
+        } else if (f == ApiEntries.cuLibraryUnload) {
+            managed.libraryUnloaded((Long) args[0]);
         } else if (f == ApiEntries.cuMemPrefetchAsync && (Integer) args[2] == DEVICE_CPU
                 || f == ApiEntries.cuMemPrefetchAsync_v2 && (int) (long) (Long) args[2] == LOCATION_TYPE_HOST) {
             managed.prefetchToHost((Long) args[0], (Long) args[1]);
@@ -335,6 +337,11 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             }
         }
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /** A library's {@code __managed__} variable at [address, address + size): managed memory of the guest too. */
+    int managedGlobal(long address, long size, long library) {
+        return managed.adoptGlobal(address, size, library);
     }
 
     /** What managed memory moved so far (pages and bytes sent and fetched; {@link ManagedMemory}). */
