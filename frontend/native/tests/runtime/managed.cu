@@ -159,7 +159,11 @@ int main(void) {
         CK(cudaFree(v[k]));
     }
 
-    // 4. x again, never touched since the add: fetched on first touch, with its own values
+    // 4. x again, never touched since the add: prefetched to the CPU (GPUsockets fetches it at the call), then read
+    cudaMemLocation host = {};
+    host.type = cudaMemLocationTypeHost;
+    CK(cudaMemPrefetchAsync(x, n * sizeof(float), host, 0, 0));
+    CK(cudaStreamSynchronize(0));
     double xs = 0;
     for (int i = 0; i < n; i++) {
         xs += x[i];

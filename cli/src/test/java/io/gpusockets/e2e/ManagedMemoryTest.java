@@ -145,6 +145,48 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         }
     }
 
+    /**
+     * An address the guest already uses is a clash: the backend's allocation is freed again (the charge goes back) and
+     * the program gets CUDA_ERROR_OUT_OF_MEMORY. The emulated device hands out addresses in order and never reuses one,
+     * so the next managed allocation's address is known: this test maps a page of its own there first.
+     */
+    @Test
+    void anAddressTheGuestUsesIsAClashAndRefused() throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.invoke.MethodHandle mmap = linker.downcallHandle(linker.defaultLookup().find("mmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.ADDRESS, java.lang.foreign.ValueLayout.ADDRESS,
+                        JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
+        java.lang.invoke.MethodHandle munmap = linker.downcallHandle(linker.defaultLookup().find("munmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long step = 2 * 65536; // 64 KiB, padded with 64 KiB (ManagedCalls.GUEST_PAGE)
+            long a = managed(cu, 65536);
+            long b = managed(cu, 65536);
+            assertEquals(a + step, b, "the emulated device places managed allocations one after the other");
+            long next = b + step;
+            MemorySegment taken = (MemorySegment) mmap.invokeExact(MemorySegment.ofAddress(next & -PAGE), PAGE, 3,
+                    0x02 | 0x20 | 0x100000, -1, 0L); // PRIVATE | ANONYMOUS | FIXED_NOREPLACE
+            assertEquals(next & -PAGE, taken.address(), "the test's own page at the next address");
+            try {
+                MemorySegment free = cu.cell(), total = cu.cell();
+                Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+                long before = free.get(JAVA_LONG, 0);
+                assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, d.cuMemAllocManaged(cu.cell(), 65536, 1), "a clash");
+                Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+                assertEquals(before, free.get(JAVA_LONG, 0), "the clashing allocation was freed on the backend");
+                long c = managed(cu, 65536);
+                assertTrue(c > next, "the next allocation lies past the clash");
+                Cuda.ok(d.cuMemFree(c), "cuMemFree");
+            } finally {
+                int ignored = (int) munmap.invokeExact(taken, PAGE);
+            }
+            Cuda.ok(d.cuMemFree(a), "cuMemFree");
+            Cuda.ok(d.cuMemFree(b), "cuMemFree");
+        }
+    }
+
     @Test
     void aSessionsEndFreesBothSides() throws Exception {
         long base;
