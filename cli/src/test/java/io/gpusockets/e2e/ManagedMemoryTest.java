@@ -187,6 +187,50 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         }
     }
 
+    /**
+     * A system call that reads absent managed pages (write(2) from them into a pipe) gets the device's bytes: the
+     * kernel's fault is served too where the process may have it served (root in CI; elsewhere skipped).
+     */
+    @Test
+    void aSystemCallReadsManagedPagesTheGpuWrote() throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.foreign.SymbolLookup libc = linker.defaultLookup();
+        java.lang.invoke.MethodHandle pipe = linker.downcallHandle(libc.find("pipe").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS));
+        java.lang.invoke.MethodHandle write = linker.downcallHandle(libc.find("write").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_LONG, JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        java.lang.invoke.MethodHandle read = linker.downcallHandle(libc.find("read").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_LONG, JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        java.lang.invoke.MethodHandle close = linker.downcallHandle(libc.find("close").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long base = managed(cu, 4 * PAGE);
+            long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+            int n = (int) (PAGE / 4);
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(base + PAGE), cu.u32(0x5EED), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            MemorySegment fds = cu.cell(8);
+            assertEquals(0, (int) pipe.invokeExact(fds));
+            int in = fds.get(JAVA_INT, 0), out = fds.get(JAVA_INT, 4);
+            try {
+                long wrote = (long) write.invokeExact(out, MemorySegment.ofAddress(base + PAGE), PAGE);
+                assumeTrue(wrote == PAGE, "userfaultfd serves user-mode faults only here (write(2) from managed memory: " + wrote + ")");
+                MemorySegment got = cu.cell(PAGE);
+                assertEquals(PAGE, (long) read.invokeExact(in, got, PAGE));
+                for (long i = 0; i < PAGE; i += 4) {
+                    assertEquals(0x5EED, got.get(JAVA_INT, i), "byte " + i + " written by the kernel, read by write(2)");
+                }
+            } finally {
+                int ignored = (int) close.invokeExact(in);
+                ignored = (int) close.invokeExact(out);
+            }
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+        }
+    }
+
     @Test
     void aSessionsEndFreesBothSides() throws Exception {
         long base;

@@ -37,7 +37,8 @@ import java.util.concurrent.atomic.LongAdder;
  * session's window. Reserving that window in the guest at start, so that a clash cannot happen, is the next step:
  * issue 25, item 1.)
  *
- * <p><b>Pages.</b> Tracked with userfaultfd ({@code UFFD_USER_MODE_ONLY}, Linux 5.11+, needs no privilege), not with
+ * <p><b>Pages.</b> Tracked with userfaultfd (Linux 5.11+: for every fault where the process may, else with
+ * {@code UFFD_USER_MODE_ONLY}, which needs no privilege, for the program's own accesses), not with
  * {@code mprotect} and a SIGSEGV handler: a fault blocks the faulting thread in the kernel while a thread of this class
  * resolves it, so no signal handler has to be chained with the embedded JVM's (which runs with {@code -Xrs} but still
  * owns SIGSEGV for its own null checks and safepoints), nothing runs in signal context, and a page is installed whole
@@ -63,8 +64,8 @@ import java.util.concurrent.atomic.LongAdder;
  * GPU work and synchronising with it. On a GPU of this kind that is a segmentation fault; here a read fetches the
  * device's bytes at some moment (not ordered after the work the program submitted), and a later write sends the page
  * back whole at the next submission: the result is undefined, as CUDA says, but no other memory is touched and the
- * backend checks every range as always. Kernel-mode accesses (passing an absent managed page to {@code read(2)} or
- * {@code write(2)}) fail with EFAULT ({@code UFFD_USER_MODE_ONLY}); touch the buffer first.
+ * backend checks every range as always. Where only user-mode faults are served, kernel-mode accesses (passing an
+ * absent managed page to {@code read(2)} or {@code write(2)}) fail with EFAULT; touch the buffer first.
  *
  * <p>Counters ({@link #stats}; {@code GPUSOCKETS_MANAGED_STATS=1} prints them on stderr at the program's exit): pages
  * and bytes sent, pages and bytes fetched, pages filled with zeros here, faults.
@@ -201,6 +202,8 @@ final class ManagedMemory implements AutoCloseable {
     /** Staging for fetches and zero fills (the fault thread's and callers', under this object's lock). */
     private MemorySegment staging;
     private MemorySegment zeros;
+    /** Whether the userfaultfd serves the kernel's faults too (system calls on absent managed pages), not only the program's. */
+    private boolean kernelFaults;
     /** The context the fault thread has current. */
     private long faultThreadContext;
 
@@ -243,6 +246,9 @@ final class ManagedMemory implements AutoCloseable {
             if (!open()) {
                 return refuse(base, "the kernel offers no userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY) to track"
                         + " managed pages", CuResult.CUDA_ERROR_NOT_SUPPORTED);
+            }
+            if (size > (long) Integer.MAX_VALUE * PAGE / 2) {
+                return refuse(base, "larger than the guest pages this frontend tracks", CuResult.CUDA_ERROR_OUT_OF_MEMORY);
             }
             Allocation a = Allocation.of(base, size, currentContext());
             String failed = mapPages(a.start, a.pages * PAGE);
@@ -296,8 +302,8 @@ final class ManagedMemory implements AutoCloseable {
      */
     int adoptGlobal(long address, long size, long library) {
         synchronized (this) {
-            if (size <= 0) {
-                return CuResult.CUDA_SUCCESS;
+            if (size <= 0 || size > (long) Integer.MAX_VALUE * PAGE / 2) {
+                return size <= 0 ? CuResult.CUDA_SUCCESS : CuResult.CUDA_ERROR_OUT_OF_MEMORY;
             }
             if (!open()) {
                 System.err.println("gpusockets: __managed__ variables need userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY):"
@@ -731,7 +737,13 @@ final class ManagedMemory implements AutoCloseable {
         uffd = -2;
         try (Arena call = Arena.ofConfined()) {
             MemorySegment state = call.allocate(CALL_STATE);
-            int fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC | UFFD_USER_MODE_ONLY);
+            // Kernel-mode faults too where allowed (privileged, or vm.unprivileged_userfaultfd=1): then read(2) into and
+            // write(2) from managed memory work as for any memory; else user-mode faults only.
+            int fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC);
+            kernelFaults = fd >= 0;
+            if (fd < 0) {
+                fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC | UFFD_USER_MODE_ONLY);
+            }
             if (fd < 0) {
                 return false;
             }
@@ -825,7 +837,7 @@ final class ManagedMemory implements AutoCloseable {
     /** The program is exiting: prints the counters when GPUSOCKETS_MANAGED_STATS=1. */
     void programExiting() {
         if (printStats) {
-            System.err.println("gpusockets: managed memory: " + stats());
+            System.err.println("gpusockets: managed memory: " + stats() + (uffd >= 0 && !kernelFaults ? " (user-mode faults only)" : ""));
         }
     }
 
