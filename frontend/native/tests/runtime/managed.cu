@@ -159,9 +159,11 @@ int main(void) {
         CK(cudaFree(v[k]));
     }
 
-    // 4. x again, never touched since the add: prefetched to the CPU (GPUsockets fetches it at the call), then read
+    // 4. x again, never touched since the add: advised read-mostly, prefetched to the CPU (GPUsockets fetches it at
+    // the call), then read
     cudaMemLocation host = {};
     host.type = cudaMemLocationTypeHost;
+    CK(cudaMemAdvise(x, n * sizeof(float), cudaMemAdviseSetReadMostly, host));
     CK(cudaMemPrefetchAsync(x, n * sizeof(float), host, 0, 0));
     CK(cudaStreamSynchronize(0));
     double xs = 0;

@@ -1,4 +1,4 @@
-// __managed__ variables (issue 25): a counter with an initializer (the device's initial value is what the
+// __managed__ variables (issue 25): pointer attributes say managed; a counter with an initializer (the device's initial value is what the
 // CPU first reads), a table the CPU fills and a kernel transforms, a struct holding a pointer to managed
 // memory from cudaMallocManaged; the CPU reads each back after cudaDeviceSynchronize. Every value equals
 // the CPU's reference.
@@ -25,6 +25,9 @@ __global__ void bump(int n) {
 
 int main(void) {
     printf("counter before: %d\n", counter);
+    cudaPointerAttributes attrs;
+    CK(cudaPointerGetAttributes(&attrs, &table[100]));
+    printf("table pointer type: %s\n", attrs.type == cudaMemoryTypeManaged ? "managed" : "not managed");
     for (int i = 0; i < 4096; i++) {
         table[i] = (float) (i % 100);
     }

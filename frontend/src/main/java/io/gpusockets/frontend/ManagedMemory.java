@@ -405,6 +405,20 @@ final class ManagedMemory implements AutoCloseable {
         return result;
     }
 
+    /** Whether {@code p} lies in a {@code __managed__} variable ({@link #adoptGlobal}). */
+    synchronized boolean isManagedVariable(long p) {
+        Allocation a = find(p);
+        if (a == null || a.library == 0) {
+            return false;
+        }
+        for (int i = 0; i < a.bases.length; i++) {
+            if (p >= a.bases[i] && p - a.bases[i] < a.sizes[i]) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Whether {@code base} is a managed allocation's base. */
     synchronized boolean isManaged(long base) {
         Allocation a = find(base);

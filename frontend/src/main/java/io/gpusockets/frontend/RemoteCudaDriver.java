@@ -60,7 +60,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         // from a user object's destructor (which would hold up every destructor after it).
         channel.refuseWhen(() -> callbacks.runningHere() || UserObjects.runningHere());
         LaunchCalls launches = new LaunchCalls(channel, this);
-        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
+        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel, managed), local,
                 new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges),
                 new TensorMapCalls(channel, this), new LibraryCalls(channel),
                 new OccupancyCalls(this), new PoolCalls(channel), new VmmCalls(this), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
