@@ -123,6 +123,13 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAdvise(plain, 4096, 1, 0), "advice on device memory");
             Cuda.ok(d.cuMemRangeGetAttribute(data, 4, 2, base, size), "PREFERRED_LOCATION");
             assertEquals(-2, data.get(JAVA_INT, 0), "no preferred location (CU_DEVICE_INVALID)");
+            long stream = cu.stream();
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base, 0, 2), "cuStreamAttachMemAsync HOST, the whole allocation");
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base + PAGE, PAGE, 4), "cuStreamAttachMemAsync SINGLE, a part");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, plain, 0, 2), "device memory");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base + 8, 0, 2),
+                    "length 0 names a whole allocation, from its base");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base, 0, 8), "unknown flags");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 0, 1), "zero bytes");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 4096, 3), "both flags");
 

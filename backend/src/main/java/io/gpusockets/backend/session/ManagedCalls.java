@@ -25,13 +25,15 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code cuMemPrefetchAsync(_v2)} is accepted (the guest sends dirty pages before it, as before any GPU work, and fetches
  * a prefetch to CU_DEVICE_CPU itself); {@code cuMemRangeGetAttribute(s)} answers the four classic attributes as the
  * driver does for memory never advised: READ_MOSTLY 0, PREFERRED_LOCATION, LAST_PREFETCH_LOCATION and each
- * ACCESSED_BY slot CU_DEVICE_INVALID (-2). The batch prefetches and discards of CUDA 13 are refused with
+ * ACCESSED_BY slot CU_DEVICE_INVALID (-2); {@code cuStreamAttachMemAsync} is checked and accepted (the guest makes all
+ * managed memory coherent at every launch, which an attach would only narrow). The batch prefetches and discards of CUDA 13 are refused with
  * CUDA_ERROR_INVALID_VALUE, whatever they list (not written yet).
  */
 final class ManagedCalls implements BackendHandlers.Managed {
     private static final String NOT_MANAGED = "not a managed allocation of the session";
     private static final int CU_MEM_ATTACH_GLOBAL = 1;
     private static final int CU_MEM_ATTACH_HOST = 2;
+    private static final int CU_MEM_ATTACH_SINGLE = 4;
     /** CU_DEVICE_INVALID, what the driver answers for a location never set. */
     private static final int DEVICE_INVALID = -2;
     /** The most bytes cuMemRangeGetAttribute answers (ACCESSED_BY: 4 bytes a device; far more devices than exist). */
@@ -166,6 +168,25 @@ final class ManagedCalls implements BackendHandlers.Managed {
     @Override
     public int cuMemRangeGetAttributes(Call c, long numAttributes, long devPtr, long count) throws CallRejected {
         throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "cuMemRangeGetAttributes (ask one attribute at a time)");
+    }
+
+    /**
+     * Checked and accepted: the range (length 0: the whole allocation) must lie in one managed allocation, flags GLOBAL,
+     * HOST or SINGLE. The guest already makes all managed memory coherent at every launch, which is what an attach
+     * would narrow, so nothing else changes (a program that touches memory attached to one stream while another
+     * stream's kernel runs reads and writes it correctly here, fetched and sent as at any fault).
+     */
+    @Override
+    public int cuStreamAttachMemAsync(Call c, long hStream, long devPtr, long length, int flags) throws CallRejected {
+        if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST && flags != CU_MEM_ATTACH_SINGLE) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
+        }
+        SessionMemory.Range r = session.memory().covering(devPtr, Math.max(length, 1));
+        if (r == null || length == 0 && r.base() != devPtr) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d: %s", devPtr, length, NOT_MANAGED));
+        }
+        checkManaged(c, devPtr, length == 0 ? r.size() : length);
+        return CuResult.CUDA_SUCCESS;
     }
 
     @Override
