@@ -184,6 +184,8 @@ final class ManagedMemory implements AutoCloseable {
     private final boolean printStats;
     /** Live allocations by guest start page address; guarded by this. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
+    private volatile boolean used;
     /** Whether any page of any allocation is present (a submission then has work to do); guarded by this. */
     private boolean anyPresent;
     private final LongAdder pagesSent = new LongAdder();
@@ -257,6 +259,7 @@ final class ManagedMemory implements AutoCloseable {
                         : CuResult.CUDA_ERROR_OUT_OF_MEMORY);
             }
             allocations.put(a.start, a);
+            used = true;
             anyPresent = true; // ZERO pages too: a submission must turn them into DEVICE
             return CuResult.CUDA_SUCCESS;
         }
@@ -333,6 +336,7 @@ final class ManagedMemory implements AutoCloseable {
                 java.util.Arrays.fill(state, DEVICE);
                 allocations.put(start, new Allocation(start, state.length, currentContext(), library,
                         new long[] {address}, new long[] {size}, state));
+                used = true;
                 return CuResult.CUDA_SUCCESS;
             }
             Allocation r = touching.getFirst();
@@ -467,8 +471,8 @@ final class ManagedMemory implements AutoCloseable {
      * pages and marks every page device-newer.
      */
     void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes) {
-        if (BUSY.get()) {
-            return;
+        if (!used || BUSY.get()) {
+            return; // every call passes here: a program without managed memory pays one volatile read
         }
         synchronized (this) {
             if (allocations.isEmpty()) {
