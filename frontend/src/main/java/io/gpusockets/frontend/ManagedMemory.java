@@ -485,10 +485,14 @@ final class ManagedMemory implements AutoCloseable {
                     flushAndInvalidate();
                 }
                 for (MemorySegment s : bulk) {
-                    present(s.address(), s.byteSize(), false);
+                    if (s.isNative()) {
+                        present(s.address(), s.byteSize(), false);
+                    }
                 }
                 for (MemorySegment s : outBytes) {
-                    present(s.address(), s.byteSize(), true);
+                    if (s.isNative()) {
+                        present(s.address(), s.byteSize(), true);
+                    }
                 }
             } finally {
                 BUSY.set(false);
