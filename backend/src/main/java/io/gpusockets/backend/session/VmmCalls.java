@@ -77,7 +77,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment prop = allocationProp(c, propLength);
         MemorySegment out = c.scratch(8);
-        int r = driver.cuMemGetAllocationGranularity(out, prop, option);
+        int r = driver.cuMemGetAllocationGranularity(out, forDriver(prop), option);
         if (r == CuResult.CUDA_SUCCESS) {
             c.outs.putLong(out.get(ValueLayout.JAVA_LONG, 0));
         }

@@ -1,0 +1,421 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.DriverHost;
+import io.gpusockets.backend.session.ShareRegistry;
+import io.gpusockets.backend.status.ServerSnapshot;
+import io.gpusockets.backend.tenant.TenantConfig;
+import io.gpusockets.backend.tenant.TenantRegistry;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.FrontendConfig;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.ApiEntries;
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.MemoryProps;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.reflect.Method;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * IPC memory and event handles and shareable VMM handles between sessions of one tenant (issue 24 item 1), on the
+ * emulated device: in isolation context (a backend in this JVM, which shows its registry, its tenants' charges and the
+ * device's memory in use) and in isolation process (a backend process, each session a worker). Shareable handles carry a
+ * memory between two sessions both ways in both modes and are charged once; another tenant's session, a forged token
+ * and a stale one (its exporter ended) are refused; a session's live exports are bounded; a sharing session is refused
+ * a checkpoint; IPC memory and events in isolation context are refused with the cause; in isolation process they go
+ * through the driver's IPC handles (skipped while the emulated device has none).
+ *
+ * <p>The Java frontend does not forward cuMemExport/ImportFromShareableHandle yet (it answers NOT_SUPPORTED locally
+ * until the guest's descriptor is made there), so this test sends those two calls through the frontend's generic
+ * marshalling: the wire carries the 64-byte token both ways, as the C frontend's will.
+ */
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class IpcSharingTest {
+    private static final long SIZE = 2L << 20; // the emulated device's granularity
+    private static final int POSIX_FD = MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    private static final int FABRIC = 8;
+
+    @TempDir
+    Path dir;
+    private EmulatedDevice device;
+    private BackendServer server;
+    private Arena arena;
+    private long monitor;
+
+    @AfterEach
+    void stop() {
+        if (server != null) {
+            server.close();
+        }
+        if (device != null && monitor != 0) {
+            device.cuCtxDestroy(monitor);
+        }
+        if (arena != null) {
+            arena.close();
+        }
+    }
+
+    /** The tenants file: this uid's unix:// sessions are tenant "me", anything else (tcp://) is [default]. */
+    private Path tenantsFile() throws Exception {
+        Path conf = dir.resolve("tenants.conf");
+        Files.writeString(conf, "[default]\n\n[tenant me]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\n");
+        return conf;
+    }
+
+    /** A backend in this JVM (isolation context) listening on unix:// and tcp://; returns {unix, tcp}. */
+    private String[] inProcess() throws Exception {
+        TenantRegistry tenants = new TenantRegistry(TenantConfig.read(tenantsFile()));
+        device = new EmulatedDevice();
+        server = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties(), tenants);
+        String unix = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+        String tcp = server.listen(TransportUri.parse("tcp://127.0.0.1:0")).toString();
+        arena = Arena.ofShared();
+        MemorySegment ctx = arena.allocate(8);
+        Cuda.ok(device.cuCtxCreate(ctx, MemorySegment.NULL, 0, 0), "cuCtxCreate(monitor)");
+        monitor = ctx.get(JAVA_LONG, 0);
+        Cuda.ok(device.cuCtxPopCurrent(ctx), "cuCtxPopCurrent(monitor)");
+        server.snapshot(); // status's own context, kept from then on
+        return new String[] {unix, tcp};
+    }
+
+    private long deviceUsed() {
+        MemorySegment free = arena.allocate(8), total = arena.allocate(8), out = arena.allocate(8);
+        Cuda.ok(device.cuCtxPushCurrent(monitor), "cuCtxPushCurrent(monitor)");
+        try {
+            Cuda.ok(device.cuMemGetInfo(free, total), "cuMemGetInfo(device)");
+        } finally {
+            device.cuCtxPopCurrent(out);
+        }
+        return total.get(JAVA_LONG, 0) - free.get(JAVA_LONG, 0);
+    }
+
+    private long tenantUsed(String name) {
+        return server.snapshot().tenants().stream().filter(t -> t.name().equals(name))
+                .mapToLong(ServerSnapshot.Tenant::memoryUsedBytes).findFirst().orElse(0);
+    }
+
+    private static RemoteCudaDriver connect(String address) throws Exception {
+        return RemoteCudaDriver.connect(FrontendConfig.forServer(address));
+    }
+
+    // ---- the calls
+
+    private static final Method CALL;
+
+    static {
+        try {
+            CALL = RemoteCudaDriver.class.getDeclaredMethod("call", ApiFunction.class, Object[].class);
+            CALL.setAccessible(true);
+        } catch (NoSuchMethodException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** A call through the frontend's generic marshalling (the wire as the C frontend sends it). */
+    private static int raw(RemoteCudaDriver d, ApiFunction f, Object... args) throws Exception {
+        return (Integer) CALL.invoke(d, f, args);
+    }
+
+    private static MemorySegment prop(Cuda cu, int handleTypes) {
+        MemorySegment p = cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+        p.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+        p.set(JAVA_INT, 4, handleTypes);
+        p.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+        p.set(JAVA_INT, 12, 0);
+        return p;
+    }
+
+    private static long create(Cuda cu, int handleTypes) {
+        MemorySegment out = cu.cell();
+        Cuda.ok(cu.d.cuMemCreate(out, SIZE, prop(cu, handleTypes), 0), "cuMemCreate");
+        return out.get(JAVA_LONG, 0);
+    }
+
+    /** Reserves, maps {@code memh} and sets read-write access for device 0; returns the address. */
+    private static long map(Cuda cu, long memh) {
+        MemorySegment out = cu.cell();
+        Cuda.ok(cu.d.cuMemAddressReserve(out, SIZE, 0, 0, 0), "cuMemAddressReserve");
+        long va = out.get(JAVA_LONG, 0);
+        Cuda.ok(cu.d.cuMemMap(va, SIZE, 0, memh, 0), "cuMemMap");
+        MemorySegment desc = cu.cell(12).fill((byte) 0);
+        desc.set(JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+        desc.set(JAVA_INT, 8, MemoryProps.ACCESS_READWRITE);
+        Cuda.ok(cu.d.cuMemSetAccess(va, SIZE, desc, 1), "cuMemSetAccess");
+        return va;
+    }
+
+    private static void unmap(Cuda cu, long va) {
+        Cuda.ok(cu.d.cuMemUnmap(va, SIZE), "cuMemUnmap");
+        Cuda.ok(cu.d.cuMemAddressFree(va, SIZE), "cuMemAddressFree");
+    }
+
+    private static byte[] export(RemoteCudaDriver d, long memh, int type) throws Exception {
+        MemorySegment token = Arena.ofAuto().allocate(64);
+        Cuda.ok(raw(d, ApiEntries.cuMemExportToShareableHandle, token, memh, type, 0L), "cuMemExportToShareableHandle");
+        return token.toArray(JAVA_BYTE);
+    }
+
+    /** cuMemImportFromShareableHandle of {@code token}: {result, handle}. */
+    private static long[] importing(RemoteCudaDriver d, byte[] token, int type) throws Exception {
+        MemorySegment out = Arena.ofAuto().allocate(8);
+        MemorySegment t = Arena.ofAuto().allocate(64).copyFrom(MemorySegment.ofArray(token));
+        int r = raw(d, ApiEntries.cuMemImportFromShareableHandle, out, t, type);
+        return new long[] {r, out.get(JAVA_LONG, 0)};
+    }
+
+    private static long imported(RemoteCudaDriver d, byte[] token, int type) throws Exception {
+        long[] r = importing(d, token, type);
+        Cuda.ok((int) r[0], "cuMemImportFromShareableHandle");
+        return r[1];
+    }
+
+    private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new AssertionError("not within 60 s: " + what);
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    // ---- isolation context (in this JVM)
+
+    @Test
+    void shareableHandlesCarryMemoryBetweenTwoSessionsOfOneTenantChargedOnceAndRefusedToAnotherTenant() throws Exception {
+        String[] at = inProcess();
+        long idle = deviceUsed();
+        long tenantIdle = tenantUsed("me");
+        RemoteCudaDriver a = connect(at[0]);
+        RemoteCudaDriver b = connect(at[0]);
+        Cuda ca = new Cuda(a), cb = new Cuda(b);
+        ca.primaryContext();
+        cb.primaryContext();
+        long memh = create(ca, POSIX_FD);
+        long charged = tenantUsed("me") - tenantIdle;
+        assertTrue(charged >= SIZE, "the exporter's allocation is charged: " + charged);
+        byte[] token = export(a, memh, POSIX_FD);
+        assertEquals(1, server.shares().count());
+        long vaA = map(ca, memh);
+        ca.put(vaA, new byte[] {1, 2, 3, 4});
+
+        long theirs = imported(b, token, POSIX_FD);
+        long vaB = map(cb, theirs);
+        assertArrayEquals(new byte[] {1, 2, 3, 4}, cb.get(vaB, 4), "the importer sees the exporter's memory");
+        cb.put(vaB + 8, new byte[] {9, 8});
+        assertArrayEquals(new byte[] {9, 8}, ca.get(vaA + 8, 2), "and the exporter the importer's writes");
+        assertEquals(charged, tenantUsed("me") - tenantIdle, "an imported allocation is not charged again");
+
+        // FABRIC is served as the same descriptor behind a token
+        long fab = create(ca, FABRIC);
+        long fabB = imported(b, export(a, fab, FABRIC), FABRIC);
+        MemorySegment types = cb.cell(MemoryProps.ALLOCATION_PROP_SIZE);
+        Cuda.ok(b.cuMemGetAllocationPropertiesFromHandle(types, fabB), "cuMemGetAllocationPropertiesFromHandle");
+        Cuda.ok(b.cuMemRelease(fabB), "cuMemRelease(imported)");
+        Cuda.ok(a.cuMemRelease(fab), "cuMemRelease(fabric)");
+
+        // an allocation made without a shareable type is not exported
+        long plain = create(ca, MemoryProps.HANDLE_TYPE_NONE);
+        MemorySegment t = Arena.ofAuto().allocate(64);
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, raw(a, ApiEntries.cuMemExportToShareableHandle, t, plain, POSIX_FD, 0L));
+        Cuda.ok(a.cuMemRelease(plain), "cuMemRelease(plain)");
+
+        // another tenant (tcp:// is [default]), a forged token: refused as the driver refuses a handle it cannot open
+        try (RemoteCudaDriver other = connect(at[1])) {
+            new Cuda(other).primaryContext();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(other, token, POSIX_FD)[0], "another tenant's token");
+        }
+        byte[] forged = token.clone();
+        forged[17] ^= 0x40;
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, forged, POSIX_FD)[0], "a forged token");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, new byte[64], POSIX_FD)[0], "zeros");
+
+        // sharing sessions do not move: both are refused a checkpoint, naming the other
+        CheckpointRefused refused = assertThrows(CheckpointRefused.class,
+                () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
+        assertTrue(refused.getMessage().contains("do not move together")
+                && refused.getMessage().contains(String.valueOf(b.sessionId())), refused.getMessage());
+        assertThrows(CheckpointRefused.class, () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
+
+        // the exporter ends: its share goes (a token of it is stale), the importer's mapping stays as the driver keeps it
+        Cuda.ok(a.cuMemRelease(memh), "cuMemRelease(exporter's)");
+        a.close();
+        awaitTrue(() -> server.shares().count() == 0, "the exporter's shares dropped with it");
+        assertArrayEquals(new byte[] {1, 2, 3, 4}, cb.get(vaB, 4), "the importer's mapping outlives the exporter");
+        try (RemoteCudaDriver late = connect(at[0])) {
+            new Cuda(late).primaryContext();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(late, token, POSIX_FD)[0], "a stale token");
+        }
+        unmap(cb, vaB);
+        Cuda.ok(b.cuMemRelease(theirs), "cuMemRelease(imported)");
+        b.close();
+        awaitTrue(() -> deviceUsed() == idle, "device memory back to the baseline " + idle);
+        awaitTrue(() -> tenantUsed("me") == tenantIdle, "the tenant's charge back to " + tenantIdle);
+    }
+
+    @Test
+    void theOpenersEndReleasesWhatItImportedAndNoDeviceMemoryLeaks() throws Exception {
+        String[] at = inProcess();
+        long idle = deviceUsed();
+        try (RemoteCudaDriver a = connect(at[0])) {
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            long memh = create(ca, POSIX_FD);
+            byte[] token = export(a, memh, POSIX_FD);
+            try (RemoteCudaDriver b = connect(at[0])) {
+                Cuda cb = new Cuda(b);
+                cb.primaryContext();
+                map(cb, imported(b, token, POSIX_FD)); // left mapped and held: the session's end lets go
+            }
+            awaitTrue(() -> server.snapshot().sessions().size() == 1, "the importer's session ended");
+            // once the importer is gone the exporter may move again
+            CheckpointRefused r = assertThrows(CheckpointRefused.class,
+                    () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
+            assertTrue(!r.getMessage().contains("do not move together"), "only for what it lacks: " + r.getMessage());
+        }
+        awaitTrue(() -> server.shares().count() == 0, "the exporter's shares dropped");
+        awaitTrue(() -> deviceUsed() == idle, "device memory back to the baseline " + idle);
+    }
+
+    @Test
+    void ipcMemoryAndEventsInIsolationContextAreRefusedWithTheCause() throws Exception {
+        String[] at = inProcess();
+        try (RemoteCudaDriver a = connect(at[0])) {
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            long p = ca.alloc(4096);
+            MemorySegment h = ca.cell(64);
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetMemHandle(h, p));
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetEventHandle(h, ca.event()));
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcOpenMemHandle(ca.cell(), h, 0));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenMemHandle(ca.cell(), h, 2), "Flags are checked first");
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcOpenEventHandle(ca.cell(), h));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcCloseMemHandle(p), "no IPC memory was opened");
+        }
+    }
+
+    @Test
+    void aSessionsLiveExportsAreBounded() throws Exception {
+        String was = System.setProperty(ShareRegistry.MAX_PROPERTY, "2");
+        String[] at;
+        try {
+            at = inProcess();
+        } finally {
+            if (was == null) {
+                System.clearProperty(ShareRegistry.MAX_PROPERTY);
+            } else {
+                System.setProperty(ShareRegistry.MAX_PROPERTY, was);
+            }
+        }
+        try (RemoteCudaDriver a = connect(at[0])) {
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            long memh = create(ca, POSIX_FD);
+            export(a, memh, POSIX_FD);
+            export(a, memh, POSIX_FD);
+            MemorySegment t = Arena.ofAuto().allocate(64);
+            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, raw(a, ApiEntries.cuMemExportToShareableHandle, t, memh, POSIX_FD, 0L));
+            assertEquals(2, server.shares().count(), "the refused export left nothing behind");
+        }
+        awaitTrue(() -> server.shares().count() == 0, "the session's end dropped its exports");
+    }
+
+    // ---- isolation process (a backend process, each session a worker)
+
+    @Test
+    void shareableHandlesCrossBetweenWorkerProcessesOfOneTenantAndAreRefusedToAnother() throws Exception {
+        try (BackendProcess bp = BackendProcess.start("--isolation", "process", "--idle-workers", "2",
+                "--tenants", tenantsFile().toString());
+             RemoteCudaDriver a = RemoteCudaDriver.connect(bp.unix());
+             RemoteCudaDriver b = RemoteCudaDriver.connect(bp.unix())) {
+            Cuda ca = new Cuda(a), cb = new Cuda(b);
+            ca.primaryContext();
+            cb.primaryContext();
+            long memh = create(ca, POSIX_FD);
+            byte[] token = export(a, memh, POSIX_FD);
+            long vaA = map(ca, memh);
+            ca.put(vaA, new byte[] {5, 6, 7});
+            long theirs = imported(b, token, POSIX_FD);
+            long vaB = map(cb, theirs);
+            assertArrayEquals(new byte[] {5, 6, 7}, cb.get(vaB, 3), "the memory crossed from worker to worker");
+            cb.put(vaB + 3, new byte[] {8});
+            assertArrayEquals(new byte[] {5, 6, 7, 8}, ca.get(vaA, 4), "both ways");
+            try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
+                new Cuda(other).primaryContext();
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(other, token, POSIX_FD)[0], "another tenant's token");
+            }
+            bp.awaitLog("of another tenant", 10_000);
+            byte[] forged = token.clone();
+            forged[30] ^= 1;
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, forged, POSIX_FD)[0], "a forged token");
+            // the exporter ends: the importer's worker keeps its mapping
+            Cuda.ok(a.cuMemRelease(memh), "cuMemRelease");
+            a.close();
+            assertArrayEquals(new byte[] {5, 6, 7, 8}, cb.get(vaB, 4), "the importer's mapping outlives the exporter");
+        }
+    }
+
+    @Test
+    void ipcMemoryAndEventsCrossBetweenWorkerProcessesThroughTheDriversIpcHandles() throws Exception {
+        try (BackendProcess bp = BackendProcess.start("--isolation", "process", "--idle-workers", "2",
+                "--tenants", tenantsFile().toString());
+             RemoteCudaDriver a = RemoteCudaDriver.connect(bp.unix());
+             RemoteCudaDriver b = RemoteCudaDriver.connect(bp.unix())) {
+            Cuda ca = new Cuda(a), cb = new Cuda(b);
+            ca.primaryContext();
+            cb.primaryContext();
+            long p = ca.alloc(1 << 16);
+            ca.put(p, new byte[] {4, 2});
+            MemorySegment handle = ca.cell(64);
+            int r = a.cuIpcGetMemHandle(handle, p);
+            Assumptions.assumeTrue(r != CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                    "the emulated device has no IPC memory handles yet (its driver answered NOT_SUPPORTED)");
+            Cuda.ok(r, "cuIpcGetMemHandle");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetMemHandle(ca.cell(64), p + 16), "not an allocation's base");
+            MemorySegment opened = cb.cell();
+            Cuda.ok(b.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
+            long q = opened.get(JAVA_LONG, 0);
+            assertArrayEquals(new byte[] {4, 2}, cb.get(q, 2), "the importer reads the exporter's allocation");
+            cb.put(q + 2, new byte[] {7});
+            assertArrayEquals(new byte[] {4, 2, 7}, ca.get(p, 3));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemFree(q), "opened IPC memory is not freed by cuMemFree");
+            try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
+                new Cuda(other).primaryContext();
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.cuIpcOpenMemHandle(new Cuda(other).cell(), handle, 0));
+            }
+            Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcCloseMemHandle(q), "closed already");
+
+            MemorySegment ev = ca.cell();
+            Cuda.ok(a.cuEventCreate(ev, 0x2 | 0x4), "cuEventCreate(disable timing, interprocess)");
+            MemorySegment eh = ca.cell(64);
+            Cuda.ok(a.cuIpcGetEventHandle(eh, ev.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+            MemorySegment theirs = cb.cell();
+            Cuda.ok(b.cuIpcOpenEventHandle(theirs, eh), "cuIpcOpenEventHandle");
+            Cuda.ok(a.cuEventRecord(ev.get(JAVA_LONG, 0), 0), "cuEventRecord");
+            Cuda.ok(b.cuEventSynchronize(theirs.get(JAVA_LONG, 0)), "cuEventSynchronize(opened)");
+            Cuda.ok(b.cuEventDestroy(theirs.get(JAVA_LONG, 0)), "cuEventDestroy(opened)");
+        }
+    }
+}
