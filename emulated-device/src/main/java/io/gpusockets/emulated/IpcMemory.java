@@ -72,7 +72,7 @@ final class IpcMemory {
     /**
      * The wire form of an IPC handle, 64 bytes little-endian: magic (int) at 0, version (int) 4, process id (long) 8,
      * descriptor (int) 16, size (long) 24, nonce (long) 32, then zeros up to the check word (long) at 56, a hash of the
-     * 56 bytes before it. Shared by memory and event handles, which differ in their magic.
+     * 56 bytes before it. Shared by memory and event handles ({@link IpcEvents}), which differ in their magic.
      */
     record Handle(int magic, long pid, int fd, long size, long nonce) {
         static final int BYTES = 64;

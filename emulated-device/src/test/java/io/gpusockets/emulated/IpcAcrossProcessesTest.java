@@ -1,6 +1,7 @@
 package io.gpusockets.emulated;
 
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_CONTEXT;
+import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_HANDLE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE;
 import static io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -24,9 +25,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 /**
- * IPC memory handles between two processes, as the backend's process isolation uses them: this JVM exports
+ * IPC memory and event handles between two processes, as the backend's process isolation uses them: this JVM exports
  * (or opens), a second JVM ({@link IpcPeer}, started from this test's class path) opens (or exports), and both see
- * the same memory. Also what the driver refuses: opening in the exporting process, bytes that are
+ * the same memory and the same event (a stream of one process waits for work recorded in the other). Also what the driver refuses: opening in the exporting process, bytes that are
  * no handle, a handle whose allocation was freed or whose exporter exited, closing more often than opened.
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
@@ -77,10 +78,15 @@ class IpcAcrossProcessesTest {
         }
 
         @Override
-        public void close() throws Exception {
+        public void close() throws IOException {
             in.println("quit");
-            if (!process.waitFor(30, TimeUnit.SECONDS)) {
+            try {
+                if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                }
+            } catch (InterruptedException e) {
                 process.destroyForcibly();
+                Thread.currentThread().interrupt();
             }
         }
     }
@@ -248,6 +254,107 @@ class IpcAcrossProcessesTest {
 
             e.ok(e.device.cuMemFree(base));
             assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuIpcGetMemHandle(h, base), "freed");
+        }
+    }
+
+    private static MemorySegment eventHandle(Emulated e, long event) {
+        MemorySegment h = e.arena.allocate(64);
+        e.ok(e.device.cuIpcGetEventHandle(h, event));
+        return h;
+    }
+
+    @Test
+    void aStreamOfEachProcessWaitsForWorkTheOtherRecordedOnTheSharedEvent() throws Exception {
+        try (Emulated e = new Emulated(); Peer peer = new Peer()) {
+            long module = e.loadShippedModule();
+            long fill = e.function(module, "gpus_fill_u32");
+            long sleep = e.function(module, "gpus_sleep");
+            long shared = e.alloc(4L * COUNT);
+            long copy = e.alloc(4L * COUNT);
+            long opened = Long.parseLong(peer.value("open " + hex(memHandle(e, shared))));
+            long event = e.event(EmulatedEvent.INTERPROCESS | EmulatedEvent.DISABLE_TIMING);
+            MemorySegment handle = eventHandle(e, event);
+            assertArrayEquals(handle.toArray(ValueLayout.JAVA_BYTE), eventHandle(e, event).toArray(ValueLayout.JAVA_BYTE));
+            long theirs = Long.parseLong(peer.value("eopen " + hex(handle)));
+            assertEquals(CUDA_SUCCESS, peer.rc("equery " + theirs), "never recorded: complete");
+
+            // the peer records after a sleep and a fill; this process's stream waits for it, then copies
+            assertEquals(CUDA_SUCCESS, peer.rc("later " + theirs + " " + opened + " " + COUNT + " " + 0x61616161 + " 300"));
+            long stream = e.stream(1);
+            e.ok(e.device.cuStreamWaitEvent(stream, event, 0));
+            e.ok(e.device.cuMemcpyDtoDAsync(copy, shared, 4L * COUNT, stream));
+            e.ok(e.device.cuStreamSynchronize(stream));
+            assertArrayEquals(filled(COUNT, 0x61616161), e.downloadInts(copy, COUNT), "the copy waited for the other process's fill");
+            e.ok(e.device.cuEventQuery(event));
+            assertEquals(CUDA_SUCCESS, peer.rc("equery " + theirs));
+
+            // this process records after a sleep and a fill; the peer's stream waits for it, then copies
+            long theirCopy = Long.parseLong(peer.value("alloc " + 4 * COUNT));
+            e.ok(e.launch(sleep, 1, 1, 0, stream, 300_000_000L));
+            e.ok(e.launch(fill, COUNT / 64, 64, 0, stream, shared, 0x62626262, COUNT));
+            e.ok(e.device.cuEventRecord(event, stream));
+            assertEquals(CUDA_SUCCESS, peer.rc("waitcopy " + theirs + " " + opened + " " + theirCopy + " " + COUNT));
+            assertArrayEquals(filled(COUNT, 0x62626262), peer.ints(theirCopy, COUNT), "the peer's copy waited for this process's fill");
+
+            // cuEventSynchronize in the peer waits for this process's recording
+            e.ok(e.launch(sleep, 1, 1, 0, stream, 300_000_000L));
+            e.ok(e.launch(fill, COUNT / 64, 64, 0, stream, shared, 0x63636363, COUNT));
+            e.ok(e.device.cuEventRecord(event, stream));
+            assertEquals(CUDA_SUCCESS, peer.rc("esync " + theirs));
+            assertArrayEquals(filled(COUNT, 0x63636363), peer.ints(opened, COUNT), "synchronized with this process's fill");
+            assertEquals(CUDA_SUCCESS, peer.rc("equery " + theirs));
+
+            // and cuEventSynchronize here waits for the peer's
+            assertEquals(CUDA_SUCCESS, peer.rc("later " + theirs + " " + opened + " " + COUNT + " " + 0x64646464 + " 300"));
+            e.ok(e.device.cuEventSynchronize(event));
+            assertArrayEquals(filled(COUNT, 0x64646464), e.downloadInts(shared, COUNT));
+
+            assertEquals(CUDA_SUCCESS, peer.rc("edestroy " + theirs));
+            assertEquals(CUDA_ERROR_INVALID_HANDLE, peer.rc("equery " + theirs), "destroyed");
+            e.ok(e.device.cuEventDestroy(event));
+            assertEquals(CUDA_ERROR_INVALID_VALUE, peer.rc("eopen " + hex(handle)) , "the exporter destroyed it");
+        }
+    }
+
+    @Test
+    void aRecordingPendingAtTheExportCarriesOverAndTheOpenerExportsTheSameHandle() throws Exception {
+        try (Emulated e = new Emulated(); Peer peer = new Peer()) {
+            long module = e.loadShippedModule();
+            long fill = e.function(module, "gpus_fill_u32");
+            long sleep = e.function(module, "gpus_sleep");
+            long shared = e.alloc(4L * COUNT);
+            long opened = Long.parseLong(peer.value("open " + hex(memHandle(e, shared))));
+            long event = e.event(EmulatedEvent.INTERPROCESS | EmulatedEvent.DISABLE_TIMING);
+            long stream = e.stream(1);
+            e.ok(e.launch(sleep, 1, 1, 0, stream, 300_000_000L));
+            e.ok(e.launch(fill, COUNT / 64, 64, 0, stream, shared, 0x71717171, COUNT));
+            e.ok(e.device.cuEventRecord(event, stream));   // recorded before the event is exported
+            MemorySegment handle = eventHandle(e, event);
+            long theirs = Long.parseLong(peer.value("eopen " + hex(handle)));
+            assertEquals(CUDA_SUCCESS, peer.rc("esync " + theirs));
+            assertArrayEquals(filled(COUNT, 0x71717171), peer.ints(opened, COUNT));
+            assertEquals(hex(handle), peer.value("eexport " + theirs), "the opened event's handle is the one it was opened from");
+        }
+    }
+
+    @Test
+    void eventHandlesRefuseWhatTheDriverRefuses() throws Exception {
+        try (Emulated e = new Emulated(); Peer peer = new Peer()) {
+            MemorySegment out = e.arena.allocate(8);
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuEventCreate(out, EmulatedEvent.INTERPROCESS), "without DISABLE_TIMING");
+            MemorySegment h = e.arena.allocate(64);
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuIpcGetEventHandle(h, e.event(EmulatedEvent.DISABLE_TIMING)),
+                    "not an interprocess event");
+            long event = e.event(EmulatedEvent.INTERPROCESS | EmulatedEvent.DISABLE_TIMING);
+            MemorySegment handle = eventHandle(e, event);
+            assertEquals(CUDA_ERROR_INVALID_CONTEXT, e.device.cuIpcOpenEventHandle(out, handle), "the exporting process");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, e.device.cuIpcOpenEventHandle(out, e.arena.allocate(64)), "zeros");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, peer.rc("eopen " + hex(memHandle(e, e.alloc(4096)))), "a memory handle");
+            assertEquals(CUDA_ERROR_INVALID_VALUE, peer.rc("open " + hex(handle)), "an event handle as a memory handle");
+
+            MemorySegment deviceAttr = e.arena.allocate(4);
+            e.ok(e.device.cuDeviceGetAttribute(deviceAttr, 125, 0));
+            assertEquals(1, deviceAttr.get(ValueLayout.JAVA_INT, 0), "CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED");
         }
     }
 }

@@ -24,6 +24,7 @@ import java.util.StringJoiner;
  * ecreate                           cuEventCreate(INTERPROCESS|DISABLE_TIMING), cuIpcGetEventHandle -> rc event HANDLE
  * later EV PTR COUNT VALUE MILLIS   on a new stream: gpus_sleep, gpus_fill_u32, cuEventRecord(EV); returns at once -> rc
  * waitcopy EV SRC DST COUNT         on a new stream: cuStreamWaitEvent(EV), cuMemcpyDtoDAsync, cuStreamSynchronize -> rc
+ * eexport EV                        cuIpcGetEventHandle             -> rc HANDLE
  * equery EV | esync EV | edestroy EV                                -> rc
  * alloc BYTES                       cuMemAlloc                      -> rc ptr
  * quit
@@ -92,6 +93,11 @@ public final class IpcPeer {
                         MemorySegment h = e.arena.allocate(64);
                         int rc = e.device.cuIpcGetEventHandle(h, ev);
                         yield rc + " " + ev + " " + HexFormat.of().formatHex(h.toArray(ValueLayout.JAVA_BYTE));
+                    }
+                    case "eexport" -> {
+                        MemorySegment h = e.arena.allocate(64);
+                        int rc = e.device.cuIpcGetEventHandle(h, number(a[1]));
+                        yield rc + " " + HexFormat.of().formatHex(h.toArray(ValueLayout.JAVA_BYTE));
                     }
                     case "later" -> {
                         long stream = e.stream(1);
