@@ -59,7 +59,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
                 new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges),
                 new TensorMapCalls(channel, this), new LibraryCalls(channel),
-                new OccupancyCalls(this), new PoolCalls(channel), new VmmCalls(), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
+                new OccupancyCalls(this), new PoolCalls(channel), new VmmCalls(this), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
     }
 
     /** Connects to one backend ({@code tcp://host:port}, {@code unix:///path}, ...) with settings from the environment. */
