@@ -19,14 +19,12 @@ import io.gpusockets.backend.tenant.TenantRegistry;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
-import io.gpusockets.protocol.api.ApiEntries;
-import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.transport.vsock.DescriptorPassing;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.reflect.Method;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
@@ -46,9 +44,10 @@ import org.junit.jupiter.api.io.TempDir;
  * a checkpoint; IPC memory and events in isolation context are refused with the cause; in isolation process they go
  * through the driver's IPC handles (skipped while the emulated device has none).
  *
- * <p>The Java frontend does not forward cuMemExport/ImportFromShareableHandle yet (it answers NOT_SUPPORTED locally
- * until the guest's descriptor is made there), so this test sends those two calls through the frontend's generic
- * marshalling: the wire carries the 64-byte token both ways, as the C frontend's will.
+ * <p>Shareable handles go through the frontend as a program's would: a POSIX descriptor the frontend makes in this
+ * process, or the 64-byte fabric handle (the token itself), which the forged-token cases alter. The C programs
+ * {@code ipc_memory} and {@code ipc_shareable} (two processes through {@code libcuda.so.1}) run against a backend
+ * process in isolation process, their child once as the same tenant and once as another ({@code --expect-refused}).
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class IpcSharingTest {
@@ -121,22 +120,6 @@ class IpcSharingTest {
 
     // ---- the calls
 
-    private static final Method CALL;
-
-    static {
-        try {
-            CALL = RemoteCudaDriver.class.getDeclaredMethod("call", ApiFunction.class, Object[].class);
-            CALL.setAccessible(true);
-        } catch (NoSuchMethodException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
-
-    /** A call through the frontend's generic marshalling (the wire as the C frontend sends it). */
-    private static int raw(RemoteCudaDriver d, ApiFunction f, Object... args) throws Exception {
-        return (Integer) CALL.invoke(d, f, args);
-    }
-
     private static MemorySegment prop(Cuda cu, int handleTypes) {
         MemorySegment p = cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
         p.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
@@ -170,23 +153,44 @@ class IpcSharingTest {
         Cuda.ok(cu.d.cuMemAddressFree(va, SIZE), "cuMemAddressFree");
     }
 
-    private static byte[] export(RemoteCudaDriver d, long memh, int type) throws Exception {
-        MemorySegment token = Arena.ofAuto().allocate(64);
-        Cuda.ok(raw(d, ApiEntries.cuMemExportToShareableHandle, token, memh, type, 0L), "cuMemExportToShareableHandle");
-        return token.toArray(JAVA_BYTE);
+    /** cuMemExportToShareableHandle as POSIX_FILE_DESCRIPTOR: the descriptor the frontend made in this process. */
+    private static int exportFd(RemoteCudaDriver d, long memh) {
+        MemorySegment fd = Arena.ofAuto().allocate(8);
+        Cuda.ok(d.cuMemExportToShareableHandle(fd, memh, POSIX_FD, 0), "cuMemExportToShareableHandle(POSIX fd)");
+        return fd.get(JAVA_INT, 0);
     }
 
-    /** cuMemImportFromShareableHandle of {@code token}: {result, handle}. */
-    private static long[] importing(RemoteCudaDriver d, byte[] token, int type) throws Exception {
+    /** cuMemImportFromShareableHandle of a descriptor: {result, handle}; the descriptor stays the caller's. */
+    private static long[] importingFd(RemoteCudaDriver d, int fd) {
         MemorySegment out = Arena.ofAuto().allocate(8);
-        MemorySegment t = Arena.ofAuto().allocate(64).copyFrom(MemorySegment.ofArray(token));
-        int r = raw(d, ApiEntries.cuMemImportFromShareableHandle, out, t, type);
+        int r = d.cuMemImportFromShareableHandle(out, MemorySegment.ofAddress(fd), POSIX_FD);
         return new long[] {r, out.get(JAVA_LONG, 0)};
     }
 
-    private static long imported(RemoteCudaDriver d, byte[] token, int type) throws Exception {
-        long[] r = importing(d, token, type);
-        Cuda.ok((int) r[0], "cuMemImportFromShareableHandle");
+    private static long importedFd(RemoteCudaDriver d, int fd) {
+        long[] r = importingFd(d, fd);
+        Cuda.ok((int) r[0], "cuMemImportFromShareableHandle(POSIX fd)");
+        return r[1];
+    }
+
+    /** cuMemExportToShareableHandle as FABRIC: the 64 bytes, which are the backend's token. */
+    private static byte[] exportFabric(RemoteCudaDriver d, long memh) {
+        MemorySegment token = Arena.ofAuto().allocate(64);
+        Cuda.ok(d.cuMemExportToShareableHandle(token, memh, FABRIC, 0), "cuMemExportToShareableHandle(FABRIC)");
+        return token.toArray(JAVA_BYTE);
+    }
+
+    /** cuMemImportFromShareableHandle of fabric handle bytes: {result, handle}. */
+    private static long[] importingFabric(RemoteCudaDriver d, byte[] token) {
+        MemorySegment out = Arena.ofAuto().allocate(8);
+        MemorySegment t = Arena.ofAuto().allocate(64).copyFrom(MemorySegment.ofArray(token));
+        int r = d.cuMemImportFromShareableHandle(out, t, FABRIC);
+        return new long[] {r, out.get(JAVA_LONG, 0)};
+    }
+
+    private static long importedFabric(RemoteCudaDriver d, byte[] token) {
+        long[] r = importingFabric(d, token);
+        Cuda.ok((int) r[0], "cuMemImportFromShareableHandle(FABRIC)");
         return r[1];
     }
 
@@ -215,41 +219,46 @@ class IpcSharingTest {
         long memh = create(ca, POSIX_FD);
         long charged = tenantUsed("me") - tenantIdle;
         assertTrue(charged >= SIZE, "the exporter's allocation is charged: " + charged);
-        byte[] token = export(a, memh, POSIX_FD);
+        int fd = exportFd(a, memh);
         assertEquals(1, server.shares().count());
         long vaA = map(ca, memh);
         ca.put(vaA, new byte[] {1, 2, 3, 4});
 
-        long theirs = imported(b, token, POSIX_FD);
+        long theirs = importedFd(b, fd);
         long vaB = map(cb, theirs);
         assertArrayEquals(new byte[] {1, 2, 3, 4}, cb.get(vaB, 4), "the importer sees the exporter's memory");
         cb.put(vaB + 8, new byte[] {9, 8});
         assertArrayEquals(new byte[] {9, 8}, ca.get(vaA + 8, 2), "and the exporter the importer's writes");
         assertEquals(charged, tenantUsed("me") - tenantIdle, "an imported allocation is not charged again");
 
-        // FABRIC is served as the same descriptor behind a token
+        // FABRIC: the handle is the token itself; the program sees the type it asked for
         long fab = create(ca, FABRIC);
-        long fabB = imported(b, export(a, fab, FABRIC), FABRIC);
-        MemorySegment types = cb.cell(MemoryProps.ALLOCATION_PROP_SIZE);
-        Cuda.ok(b.cuMemGetAllocationPropertiesFromHandle(types, fabB), "cuMemGetAllocationPropertiesFromHandle");
+        byte[] fabric = exportFabric(a, fab);
+        long fabB = importedFabric(b, fabric);
+        MemorySegment types = ca.cell(MemoryProps.ALLOCATION_PROP_SIZE);
+        Cuda.ok(a.cuMemGetAllocationPropertiesFromHandle(types, fab), "cuMemGetAllocationPropertiesFromHandle");
+        assertEquals(FABRIC, types.get(JAVA_INT, 4), "requestedHandleTypes as the program asked");
+        byte[] forged = fabric.clone();
+        forged[17] ^= 0x40;
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFabric(b, forged)[0], "a forged token");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFabric(b, new byte[64])[0], "zeros");
+        try (RemoteCudaDriver other = connect(at[1])) {
+            new Cuda(other).primaryContext();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFabric(other, fabric)[0], "another tenant's fabric handle");
+        }
         Cuda.ok(b.cuMemRelease(fabB), "cuMemRelease(imported)");
         Cuda.ok(a.cuMemRelease(fab), "cuMemRelease(fabric)");
 
         // an allocation made without a shareable type is not exported
         long plain = create(ca, MemoryProps.HANDLE_TYPE_NONE);
-        MemorySegment t = Arena.ofAuto().allocate(64);
-        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, raw(a, ApiEntries.cuMemExportToShareableHandle, t, plain, POSIX_FD, 0L));
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuMemExportToShareableHandle(ca.cell(), plain, POSIX_FD, 0));
         Cuda.ok(a.cuMemRelease(plain), "cuMemRelease(plain)");
 
-        // another tenant (tcp:// is [default]), a forged token: refused as the driver refuses a handle it cannot open
+        // another tenant (tcp:// is [default]): refused as the driver refuses a handle it cannot open
         try (RemoteCudaDriver other = connect(at[1])) {
             new Cuda(other).primaryContext();
-            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(other, token, POSIX_FD)[0], "another tenant's token");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFd(other, fd)[0], "another tenant's descriptor");
         }
-        byte[] forged = token.clone();
-        forged[17] ^= 0x40;
-        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, forged, POSIX_FD)[0], "a forged token");
-        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, new byte[64], POSIX_FD)[0], "zeros");
 
         // sharing sessions do not move: both are refused a checkpoint, naming the other
         CheckpointRefused refused = assertThrows(CheckpointRefused.class,
@@ -265,8 +274,9 @@ class IpcSharingTest {
         assertArrayEquals(new byte[] {1, 2, 3, 4}, cb.get(vaB, 4), "the importer's mapping outlives the exporter");
         try (RemoteCudaDriver late = connect(at[0])) {
             new Cuda(late).primaryContext();
-            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(late, token, POSIX_FD)[0], "a stale token");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFd(late, fd)[0], "a stale token");
         }
+        DescriptorPassing.close(fd);
         unmap(cb, vaB);
         Cuda.ok(b.cuMemRelease(theirs), "cuMemRelease(imported)");
         b.close();
@@ -282,12 +292,13 @@ class IpcSharingTest {
             Cuda ca = new Cuda(a);
             ca.primaryContext();
             long memh = create(ca, POSIX_FD);
-            byte[] token = export(a, memh, POSIX_FD);
+            int fd = exportFd(a, memh);
             try (RemoteCudaDriver b = connect(at[0])) {
                 Cuda cb = new Cuda(b);
                 cb.primaryContext();
-                map(cb, imported(b, token, POSIX_FD)); // left mapped and held: the session's end lets go
+                map(cb, importedFd(b, fd)); // left mapped and held: the session's end lets go
             }
+            DescriptorPassing.close(fd);
             awaitTrue(() -> server.snapshot().sessions().size() == 1, "the importer's session ended");
             // once the importer is gone the exporter may move again
             CheckpointRefused r = assertThrows(CheckpointRefused.class,
@@ -332,10 +343,9 @@ class IpcSharingTest {
             Cuda ca = new Cuda(a);
             ca.primaryContext();
             long memh = create(ca, POSIX_FD);
-            export(a, memh, POSIX_FD);
-            export(a, memh, POSIX_FD);
-            MemorySegment t = Arena.ofAuto().allocate(64);
-            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, raw(a, ApiEntries.cuMemExportToShareableHandle, t, memh, POSIX_FD, 0L));
+            DescriptorPassing.close(exportFd(a, memh));
+            DescriptorPassing.close(exportFd(a, memh));
+            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuMemExportToShareableHandle(ca.cell(), memh, POSIX_FD, 0));
             assertEquals(2, server.shares().count(), "the refused export left nothing behind");
         }
         awaitTrue(() -> server.shares().count() == 0, "the session's end dropped its exports");
@@ -353,22 +363,21 @@ class IpcSharingTest {
             ca.primaryContext();
             cb.primaryContext();
             long memh = create(ca, POSIX_FD);
-            byte[] token = export(a, memh, POSIX_FD);
+            int fd = exportFd(a, memh);
             long vaA = map(ca, memh);
             ca.put(vaA, new byte[] {5, 6, 7});
-            long theirs = imported(b, token, POSIX_FD);
+            long theirs = importedFd(b, fd);
             long vaB = map(cb, theirs);
             assertArrayEquals(new byte[] {5, 6, 7}, cb.get(vaB, 3), "the memory crossed from worker to worker");
             cb.put(vaB + 3, new byte[] {8});
             assertArrayEquals(new byte[] {5, 6, 7, 8}, ca.get(vaA, 4), "both ways");
             try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
                 new Cuda(other).primaryContext();
-                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(other, token, POSIX_FD)[0], "another tenant's token");
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFd(other, fd)[0], "another tenant's descriptor");
             }
             bp.awaitLog("of another tenant", 10_000);
-            byte[] forged = token.clone();
-            forged[30] ^= 1;
-            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importing(b, forged, POSIX_FD)[0], "a forged token");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFabric(b, new byte[64])[0], "a forged token");
+            DescriptorPassing.close(fd);
             // the exporter ends: the importer's worker keeps its mapping
             Cuda.ok(a.cuMemRelease(memh), "cuMemRelease");
             a.close();
@@ -416,6 +425,36 @@ class IpcSharingTest {
             Cuda.ok(a.cuEventRecord(ev.get(JAVA_LONG, 0), 0), "cuEventRecord");
             Cuda.ok(b.cuEventSynchronize(theirs.get(JAVA_LONG, 0)), "cuEventSynchronize(opened)");
             Cuda.ok(b.cuEventDestroy(theirs.get(JAVA_LONG, 0)), "cuEventDestroy(opened)");
+        }
+    }
+
+    // ---- two real processes through libcuda.so.1 (frontend/native/tests/ipc_memory.c, ipc_shareable.c)
+
+    @Test
+    void theCProgramsShareMemoryAndAnEventBetweenTwoProcessesOfOneTenantAndAreRefusedToAnother() throws Exception {
+        NativePrograms programs = NativePrograms.locate();
+        String why = programs.cannotRun("the IPC programs");
+        Assumptions.assumeTrue(why == null, why);
+        Path work = Files.createDirectories(dir.resolve("programs"));
+        try (BackendProcess bp = BackendProcess.start("--isolation", "process", "--idle-workers", "2",
+                "--tenants", tenantsFile().toString())) {
+            for (String name : java.util.List.of("ipc_memory", "ipc_shareable")) {
+                Path exe = programs.build(name, work);
+                java.util.Map<String, String> env = new java.util.HashMap<>(java.util.Map.of(
+                        "LD_LIBRARY_PATH", programs.libDir.toString(),
+                        "GPUSOCKETS_SERVER", bp.unix(),
+                        "GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"),
+                        "GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path")));
+                NativePrograms.Run same = NativePrograms.run(java.util.List.of(exe.toString()), env, work, 180);
+                assertEquals(0, same.exit(), () -> name + " (one tenant): " + same.stderrTail());
+                assertTrue(same.stdout().startsWith(name + ": ok"), () -> name + ": " + same.stdout() + same.stderrTail());
+
+                env.put("IPC_CHILD_SERVER", bp.tcp()); // the child over tcp:// is tenant [default]
+                NativePrograms.Run other = NativePrograms.run(java.util.List.of(exe.toString(), "--expect-refused"), env, work, 180);
+                assertEquals(0, other.exit(), () -> name + " (child of another tenant): " + other.stderrTail());
+                assertTrue(other.stdout().startsWith(name + ": refused"), () -> name + ": " + other.stdout() + other.stderrTail());
+            }
+            bp.awaitLog("of another tenant", 10_000);
         }
     }
 }
