@@ -355,7 +355,7 @@ class IpcSharingTest {
 
     @Test
     void shareableHandlesCrossBetweenWorkerProcessesOfOneTenantAndAreRefusedToAnother() throws Exception {
-        try (BackendProcess bp = BackendProcess.start("--isolation", "process", "--idle-workers", "2",
+        try (BackendProcess bp = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "2",
                 "--tenants", tenantsFile().toString());
              RemoteCudaDriver a = RemoteCudaDriver.connect(bp.unix());
              RemoteCudaDriver b = RemoteCudaDriver.connect(bp.unix())) {
@@ -371,6 +371,12 @@ class IpcSharingTest {
             assertArrayEquals(new byte[] {5, 6, 7}, cb.get(vaB, 3), "the memory crossed from worker to worker");
             cb.put(vaB + 3, new byte[] {8});
             assertArrayEquals(new byte[] {5, 6, 7, 8}, ca.get(vaA, 4), "both ways");
+            // sharing sessions do not move: the front refuses their checkpoint (gpusockets checkpoint), naming the other
+            for (RemoteCudaDriver d : java.util.List.of(a, b)) {
+                CheckpointNativeTest.Result ck = CheckpointNativeTest.cli("checkpoint", String.valueOf(d.sessionId()), "--to",
+                        dir.resolve("s" + d.sessionId() + ".img").toString(), "--socket", bp.adminSocket().toString());
+                assertTrue(ck.exit() != 0 && (ck.out() + ck.err()).contains("do not move together"), ck.out() + ck.err());
+            }
             try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
                 new Cuda(other).primaryContext();
                 assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFd(other, fd)[0], "another tenant's descriptor");
@@ -413,8 +419,16 @@ class IpcSharingTest {
                 new Cuda(other).primaryContext();
                 assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.cuIpcOpenMemHandle(new Cuda(other).cell(), handle, 0));
             }
-            Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
+            MemorySegment again = cb.cell();
+            Cuda.ok(b.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle (a second time)");
+            assertEquals(q, again.get(JAVA_LONG, 0), "a second open answers the same pointer");
+            Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle (the first)");
+            assertArrayEquals(new byte[] {4, 2, 7}, cb.get(q, 3), "still mapped for the second open");
+            Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle (the second)");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcCloseMemHandle(q), "closed already");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q, (byte) 0, 1), "no longer a range of the session");
+            // opened and left open: the session's end closes it
+            Cuda.ok(b.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle (left open)");
 
             MemorySegment ev = ca.cell();
             Cuda.ok(a.cuEventCreate(ev, 0x2 | 0x4), "cuEventCreate(disable timing, interprocess)");

@@ -1037,6 +1037,7 @@ public final class Workers implements AutoCloseable {
      * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
      */
     private void readLoop(Worker w, Connection ctl, boolean adopted) {
+        List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
         try {
             ByteBuffer m;
             if (!adopted) {
@@ -1048,7 +1049,6 @@ public final class Workers implements AutoCloseable {
                 idle.add(w);
                 replenish(); // a start slot is free: the next worker starts, if one is wanted
             }
-            List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
             while (true) {
                 fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // none left unclaimed
                 fds.clear();
@@ -1138,6 +1138,7 @@ public final class Workers implements AutoCloseable {
                 LOG.log(Level.WARNING, "worker pid " + w.pid + ": control socket: " + e.getMessage() + "; stopping it");
             }
         } finally {
+            fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // a message's that was not taken
             if (!w.handedOff) {
                 ctl.close();
                 gone(w);

@@ -17,13 +17,20 @@ import java.lang.foreign.ValueLayout;
  * of the session) and registers its 64 bytes with the front; the importer's worker is given them, for a session of
  * the same tenant only, and opens them with its driver. An opened range is a range of the importer's memory that
  * cuMemFree refuses and cuIpcCloseMemHandle removes, closed at the session's end, and NOT charged to the tenant (the
- * exporter's allocation is: the memory is charged once). An opened event is an event of the importer's table
- * (cuEventDestroy, or the session's end, destroys it).
+ * exporter's allocation is: the memory is charged once); a second open of one handle gives the same pointer and is
+ * counted, each close taking one. An opened event is an event of the importer's table (cuEventDestroy, or the session's
+ * end, destroys it). A session with address-stable memory ({@link StableAddresses}) cannot export its cuMemAlloc
+ * memory this way (it is VMM memory in its window, which the driver's IPC handles do not cover): refused with
+ * CUDA_ERROR_NOT_SUPPORTED saying so.
  *
  * <p>Isolation {@code context} and {@code shared} (every session in the front process): refused with
  * CUDA_ERROR_NOT_SUPPORTED and the cause: the driver cannot open an IPC handle in the process that exported it, and a
  * context's pointers and events are not valid in another context's work. Shareable VMM handles
- * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
+ * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode. Not built (a deliberate refusal): serving
+ * context-mode IPC memory by mapping the exporter's window granules into the importer's context, and context-mode
+ * events as one driver event shared by reference count. The latter is unsound in mode context: an event belongs to its
+ * context, which the exporting session's end destroys with everything in it, whatever another session holds; and a
+ * cuEventRecord of it on another context's stream is what a GPU pass would have to check first.
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
  * hand-over ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}).
@@ -60,6 +67,12 @@ final class IpcCalls implements BackendHandlers.Ipc {
         if (r == null || r.owner() <= 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is not the base of a cuMemAlloc"
                     + " allocation of this session (module globals, VMM mappings and opened IPC memory cannot be exported)", dptr));
+        }
+        if (session.inWindow(dptr)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + " has address-stable"
+                    + " memory: its cuMemAlloc allocations are VMM mappings in its address window, which the driver's IPC"
+                    + " memory handles do not cover (share them as shareable VMM handles, or set stable-addresses = off"
+                    + " for tenant " + session.tenant().name() + ")");
         }
         MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
         int res = driver.cuIpcGetMemHandle(out, dptr);
@@ -108,8 +121,9 @@ final class IpcCalls implements BackendHandlers.Ipc {
         if (res == CuResult.CUDA_SUCCESS) {
             long base = out.get(ValueLayout.JAVA_LONG, 0);
             // not freeable (cuMemFree refuses it), owned by its context (the driver unmaps it with the context), not charged
-            session.sharing().memoryOpened(base, f.size(), context);
-            session.memory().add(new SessionMemory.Range(base, f.size(), context, false));
+            if (session.sharing().memoryOpened(base, f.size(), context)) {
+                session.memory().add(new SessionMemory.Range(base, f.size(), context, false));
+            }
             c.outs.putLong(base);
         }
         return res;
@@ -122,12 +136,19 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is no IPC memory this session"
                     + " opened", dptr));
         }
+        if (o.opens() > 1) { // the driver keeps the mapping for the session's other opens
+            int r = driver.cuIpcCloseMemHandle(dptr);
+            if (r == CuResult.CUDA_SUCCESS) {
+                session.sharing().memoryClosed(dptr);
+            }
+            return r;
+        }
         // no call of another lane is inside the driver with this range while it goes
         try (SessionUses.Retirement retiring = c.retire(new long[0], new long[]{dptr})) {
             int r = driver.cuIpcCloseMemHandle(dptr);
             if (r == CuResult.CUDA_SUCCESS) {
                 retiring.commit();
-                session.sharing().memoryGone(dptr);
+                session.sharing().memoryClosed(dptr);
                 session.memory().remove(dptr);
             }
             return r;

@@ -332,10 +332,12 @@ final class SessionCleanup {
         for (var e : s.takeMemory().entrySet()) {
             SessionHandles.Entry ctx = handles.get(e.getValue().context(), ParamType.CTX);
             boolean pushed = ctx != null && pushContextFor(ctx.real());
-            if (driver.cuIpcCloseMemHandle(e.getKey()) == CuResult.CUDA_SUCCESS) {
-                closed++;
-            } else {
-                LOG.log(Level.WARNING, "session " + sessionId + ": cuIpcCloseMemHandle failed during cleanup");
+            for (int i = 0; i < e.getValue().opens(); i++) {
+                if (driver.cuIpcCloseMemHandle(e.getKey()) == CuResult.CUDA_SUCCESS) {
+                    closed++;
+                } else {
+                    LOG.log(Level.WARNING, "session " + sessionId + ": cuIpcCloseMemHandle failed during cleanup");
+                }
             }
             memory.remove(e.getKey());
             if (pushed) {

@@ -12,16 +12,21 @@ import java.util.Set;
  * migration and a hand-over ({@link #refusal}).
  */
 final class SessionShares {
-    /** An opened IPC memory range: its size and the context id it was opened in. */
-    record Opened(long size, long context) {
+    /**
+     * An opened IPC memory range: its size, the context id it was opened in, and how many opens of it the session holds
+     * (the driver answers a second open of one handle with the same pointer and counts it: each close takes one).
+     */
+    record Opened(long size, long context, int opens) {
     }
 
     private final Map<Long, Opened> memory = new java.util.concurrent.ConcurrentHashMap<>();
     private final Set<Long> events = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final Set<Long> vmm = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    void memoryOpened(long base, long size, long context) {
-        memory.put(base, new Opened(size, context));
+    /** An open of IPC memory at {@code base}; true when it is the session's first of that range. */
+    boolean memoryOpened(long base, long size, long context) {
+        return memory.merge(base, new Opened(size, context, 1),
+                (old, one) -> new Opened(old.size(), old.context(), old.opens() + 1)).opens() == 1;
     }
 
     /** The opened range at {@code base}, or null. */
@@ -29,12 +34,19 @@ final class SessionShares {
         return memory.get(base);
     }
 
-    /** The range at {@code base} left the session (closed, or with its context); true when it was an opened one. */
+    /** A close of the range at {@code base}; true when it was the session's last open of it (the range goes). */
+    boolean memoryClosed(long base) {
+        Opened left = memory.computeIfPresent(base, (k, o) -> o.opens() <= 1 ? null : new Opened(o.size(), o.context(),
+                o.opens() - 1));
+        return left == null;
+    }
+
+    /** The range at {@code base} left the session (with its context, or its last close); true when it was an opened one. */
     boolean memoryGone(long base) {
         return memory.remove(base) != null;
     }
 
-    /** Every opened range now, by base (a copy), taken: the session's end closes them. */
+    /** Every opened range now, by base (a copy), taken: the session's end closes each as often as it was opened. */
     Map<Long, Opened> takeMemory() {
         Map<Long, Opened> all = new java.util.TreeMap<>(memory);
         memory.keySet().removeAll(all.keySet());
