@@ -77,14 +77,23 @@ class IpcSharingTest {
 
     /** The tenants file: this uid's unix:// sessions are tenant "me", anything else (tcp://) is [default]. */
     private Path tenantsFile() throws Exception {
+        return tenantsFile("");
+    }
+
+    /** As {@link #tenantsFile()}, with {@code extra} lines for tenant "me". */
+    private Path tenantsFile(String extra) throws Exception {
         Path conf = dir.resolve("tenants.conf");
-        Files.writeString(conf, "[default]\n\n[tenant me]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\n");
+        Files.writeString(conf, "[default]\n\n[tenant me]\nmatch = uid:" + Files.getAttribute(dir, "unix:uid") + "\n" + extra);
         return conf;
     }
 
     /** A backend in this JVM (isolation context) listening on unix:// and tcp://; returns {unix, tcp}. */
     private String[] inProcess() throws Exception {
-        TenantRegistry tenants = new TenantRegistry(TenantConfig.read(tenantsFile()));
+        return inProcess("");
+    }
+
+    private String[] inProcess(String extraForMe) throws Exception {
+        TenantRegistry tenants = new TenantRegistry(TenantConfig.read(tenantsFile(extraForMe)));
         device = new EmulatedDevice();
         server = new BackendServer(DriverHost.initialise(device, "emulated"), BackendSettings.fromSystemProperties(), tenants);
         String unix = server.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
@@ -310,7 +319,59 @@ class IpcSharingTest {
     }
 
     @Test
-    void ipcMemoryAndEventsInIsolationContextAreRefusedWithTheCause() throws Exception {
+    void ipcMemoryInIsolationContextMapsTheExportersOwnGranulesIntoTheOpenerWithAddressStableMemory() throws Exception {
+        String[] at = inProcess("stable-addresses = on\n");
+        long idle = deviceUsed();
+        long tenantIdle = tenantUsed("me");
+        RemoteCudaDriver a = connect(at[0]);
+        Cuda ca = new Cuda(a);
+        ca.primaryContext();
+        long p = ca.alloc(3 << 20); // granules of its own (a quarter granule and up)
+        ca.put(p, new byte[] {1, 2, 3});
+        ca.put(p + (3 << 20) - 2, new byte[] {4, 5});
+        MemorySegment handle = ca.cell(64);
+        Cuda.ok(a.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+        long small = ca.alloc(4096); // a block of a slab: its granule is shared with others
+        long charged = tenantUsed("me") - tenantIdle;
+        assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetMemHandle(ca.cell(64), small), "a shared granule");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetMemHandle(ca.cell(64), p + 64), "not a base");
+        assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetEventHandle(ca.cell(64), ca.event()), "events: mode process");
+
+        RemoteCudaDriver b = connect(at[0]);
+        Cuda cb = new Cuda(b);
+        cb.primaryContext();
+        MemorySegment opened = cb.cell();
+        Cuda.ok(b.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
+        long q = opened.get(JAVA_LONG, 0);
+        assertArrayEquals(new byte[] {1, 2, 3}, cb.get(q, 3), "the opener reads the exporter's allocation");
+        assertArrayEquals(new byte[] {4, 5}, cb.get(q + (3 << 20) - 2, 2), "to its last byte");
+        cb.put(q + 3, new byte[] {9});
+        assertArrayEquals(new byte[] {1, 2, 3, 9}, ca.get(p, 4), "and the exporter the opener's writes");
+        assertEquals(charged, tenantUsed("me") - tenantIdle, "an opened mapping is not charged");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q + (3 << 20), (byte) 0, 1), "past the allocation");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemFree(q), "cuMemFree refuses opened memory");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcGetMemHandle(cb.cell(64), q), "no re-export");
+        try (RemoteCudaDriver other = connect(at[1])) {
+            new Cuda(other).primaryContext();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.cuIpcOpenMemHandle(new Cuda(other).cell(), handle, 0),
+                    "another tenant");
+        }
+        CheckpointRefused refused = assertThrows(CheckpointRefused.class,
+                () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
+        assertTrue(refused.getMessage().contains("do not move together"), refused.getMessage());
+
+        Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q, (byte) 0, 1), "closed: no range of the session");
+        Cuda.ok(b.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle (left open: the opener's end closes it)");
+        b.close();
+        a.close();
+        awaitTrue(() -> server.shares().count() == 0, "the exporter's shares dropped");
+        awaitTrue(() -> deviceUsed() == idle, "device memory back to the baseline " + idle);
+        awaitTrue(() -> tenantUsed("me") == tenantIdle, "the tenant's charge back to " + tenantIdle);
+    }
+
+    @Test
+    void ipcMemoryWithoutAddressStableMemoryAndEventsInIsolationContextAreRefusedWithTheCause() throws Exception {
         String[] at = inProcess();
         try (RemoteCudaDriver a = connect(at[0])) {
             Cuda ca = new Cuda(a);
@@ -319,7 +380,7 @@ class IpcSharingTest {
             MemorySegment h = ca.cell(64);
             assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetMemHandle(h, p));
             assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetEventHandle(h, ca.event()));
-            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcOpenMemHandle(ca.cell(), h, 0));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenMemHandle(ca.cell(), h, 0), "a handle never issued");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenMemHandle(ca.cell(), h, 2), "Flags are checked first");
             assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcOpenEventHandle(ca.cell(), h));
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcCloseMemHandle(p), "no IPC memory was opened");

@@ -214,7 +214,7 @@ public final class Session {
                 channel == null ? FrameChannel.DEFAULT_MAX_BODY : channel.maxBody()), hostBuffers);
         this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, null, pools, vmm, waits);
         cleanup.windows(windows);
-        cleanup.sharing(sharing);
+        cleanup.sharing(sharing, host.driver());
         cleanup.onHandleDropped(e -> {
             quota.handleDropped(e);
             if (e.kind() == ParamType.EVENT) {

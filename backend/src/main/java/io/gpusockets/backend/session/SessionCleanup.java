@@ -315,8 +315,12 @@ final class SessionCleanup {
     /** What the session opened of other sessions' shares, or null. */
     private SessionShares sharing;
 
-    void sharing(SessionShares s) {
+    /** The driver under the session's address-stable layer: an IPC window mapping is the driver's, not the window's. */
+    private CudaDriver realDriver;
+
+    void sharing(SessionShares s, CudaDriver real) {
         this.sharing = s;
+        this.realDriver = real;
     }
 
     /**
@@ -330,6 +334,12 @@ final class SessionCleanup {
         }
         int closed = 0;
         for (var e : s.takeMemory().entrySet()) {
+            if (e.getValue().mapped() != null) { // isolation context: the session's own mapping of another's memory
+                memory.remove(e.getKey());
+                IpcCalls.unmapWindow(realDriver, e.getValue().mapped());
+                closed++;
+                continue;
+            }
             SessionHandles.Entry ctx = handles.get(e.getValue().context(), ParamType.CTX);
             boolean pushed = ctx != null && pushContextFor(ctx.real());
             for (int i = 0; i < e.getValue().opens(); i++) {

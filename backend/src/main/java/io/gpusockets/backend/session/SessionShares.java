@@ -5,7 +5,8 @@ import java.util.Set;
 
 /**
  * What one session opened of other sessions' shares ({@link ShareRegistry}): IPC memory ranges (cuIpcOpenMemHandle,
- * by base, with the context they were opened in), IPC events (cuIpcOpenEventHandle, driver handles) and imported VMM
+ * by base, with the context they were opened in, or, in isolation context, the session's own mapping of the exporter's
+ * window memory), IPC events (cuIpcOpenEventHandle, driver handles) and imported VMM
  * allocations (cuMemImportFromShareableHandle, driver handles). None is charged to the tenant: the exporter's
  * allocation already is. The session's end closes the memory it opened ({@link SessionCleanup}); its events and
  * VMM handles go as its other events and allocations do. While it holds any, the session is refused a checkpoint, a
@@ -16,7 +17,15 @@ final class SessionShares {
      * An opened IPC memory range: its size, the context id it was opened in, and how many opens of it the session holds
      * (the driver answers a second open of one handle with the same pointer and counts it: each close takes one).
      */
-    record Opened(long size, long context, int opens) {
+    record Opened(long size, long context, int opens, Mapped mapped) {
+    }
+
+    /**
+     * Isolation context: the importer's own mapping of the exporter's window memory (its reservation of {@code span}
+     * bytes at {@code reservation}, and each imported physical allocation's address, size and handle), which a close
+     * unmaps, releases and frees ({@link IpcCalls#unmapWindow}); null for the driver's IPC mappings.
+     */
+    record Mapped(long reservation, long span, long[] addresses, long[] sizes, long[] handles) {
     }
 
     private final Map<Long, Opened> memory = new java.util.concurrent.ConcurrentHashMap<>();
@@ -25,8 +34,13 @@ final class SessionShares {
 
     /** An open of IPC memory at {@code base}; true when it is the session's first of that range. */
     boolean memoryOpened(long base, long size, long context) {
-        return memory.merge(base, new Opened(size, context, 1),
-                (old, one) -> new Opened(old.size(), old.context(), old.opens() + 1)).opens() == 1;
+        return memory.merge(base, new Opened(size, context, 1, null),
+                (old, one) -> new Opened(old.size(), old.context(), old.opens() + 1, old.mapped())).opens() == 1;
+    }
+
+    /** Window memory of another session mapped at {@code base} (isolation context): each open a mapping of its own. */
+    void memoryMapped(long base, long size, Mapped mapped) {
+        memory.put(base, new Opened(size, 0, 1, mapped));
     }
 
     /** The opened range at {@code base}, or null. */
@@ -37,7 +51,7 @@ final class SessionShares {
     /** A close of the range at {@code base}; true when it was the session's last open of it (the range goes). */
     boolean memoryClosed(long base) {
         Opened left = memory.computeIfPresent(base, (k, o) -> o.opens() <= 1 ? null : new Opened(o.size(), o.context(),
-                o.opens() - 1));
+                o.opens() - 1, o.mapped()));
         return left == null;
     }
 

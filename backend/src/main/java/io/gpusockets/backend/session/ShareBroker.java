@@ -16,6 +16,16 @@ public interface ShareBroker {
     /** What {@code token} names for this session ({@link ShareRegistry#lookup}); a descriptor in it is the caller's. */
     ShareRegistry.Found lookup(byte kind, byte[] token) throws ShareRegistry.Refused;
 
+    /**
+     * Registers memory of the session's address window (isolation context: {@link ShareRegistry.Window}); its
+     * descriptors are the broker's from here, whatever the outcome. Only where {@link #sameProcess}.
+     */
+    default byte[] shareWindow(long size, ShareRegistry.Window window) throws ShareRegistry.Refused {
+        ShareRegistry.closeAll(window);
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "window memory is shared only between sessions of one process");
+    }
+
     /** Whether every session of the backend runs in this process (isolation context or shared). */
     boolean sameProcess();
 

@@ -32,7 +32,9 @@ import java.util.TreeSet;
  *
  * Each entry holds the exporter's session and tenant and what an importer needs: the driver's 64 IPC bytes (memory and
  * events, exported by a worker process in isolation mode {@code process}) and the allocation's size, or a POSIX
- * descriptor of the VMM allocation (kept open here until the entry goes). The token carries no authority by itself: a
+ * descriptor of the VMM allocation (kept open here until the entry goes), or, for memory of an exporter in isolation
+ * context, descriptors of the physical allocations of its address window that back it ({@link Window}). The token
+ * carries no authority by itself: a
  * lookup from a session of another tenant, of an unknown or stale token, or of the wrong kind is refused with
  * CUDA_ERROR_INVALID_VALUE, as the driver answers a handle it cannot open, and another tenant's attempt is logged
  * (rate limited) naming both sessions.
@@ -73,11 +75,30 @@ public final class ShareRegistry {
     }
 
     /** What an importer gets: the driver's bytes and the size (memory, events), or a descriptor (VMM: the caller's). */
-    public record Found(long exporter, byte[] driverBytes, long size, int fd) {
+    public record Found(long exporter, byte[] driverBytes, long size, int fd, Window window) {
+        public Found(long exporter, byte[] driverBytes, long size, int fd) {
+            this(exporter, driverBytes, size, fd, null);
+        }
+    }
+
+    /**
+     * Isolation context: a cuMemAlloc allocation of the exporter's address window as the physical allocations
+     * (granules of its own) that back it, each a POSIX descriptor mapped at {@code offset} of a span; the allocation
+     * starts at {@code start} of the span. A lookup's descriptors are new ones (duplicates), the caller's to close.
+     */
+    public record Window(long start, List<Piece> pieces) {
+        public long span() {
+            Piece last = pieces.get(pieces.size() - 1);
+            return last.offset() + last.size();
+        }
+    }
+
+    /** One physical allocation of a {@link Window}: {@code size} bytes at {@code offset} of the span, as a descriptor. */
+    public record Piece(long offset, long size, int fd) {
     }
 
     private record Entry(long id, byte[] secret, byte kind, long exporter, String tenant, byte[] driverBytes, long size,
-                         int fd, Set<Long> openers) {
+                         int fd, Window window, Set<Long> openers) {
     }
 
     private static final byte[] MAGIC = {'G', 'S', 'S', 'H'};
@@ -114,11 +135,23 @@ public final class ShareRegistry {
      */
     public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd)
             throws Refused {
+        return share(exporter, tenant, kind, driverBytes, size, fd, null);
+    }
+
+    /**
+     * As {@link #share(long, String, byte, byte[], long, int)}, for memory of the exporter's address window in isolation
+     * context ({@code window}, whose descriptors become this registry's, closed when the entry goes or at once when
+     * the share is refused) instead of the driver's bytes.
+     */
+    public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,
+                                     Window window) throws Refused {
         try {
             if (kind != KIND_MEMORY && kind != KIND_EVENT && kind != KIND_VMM) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "share of kind " + kind);
             }
-            if ((kind == KIND_VMM) != (fd >= 0) || kind != KIND_VMM && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
+            boolean windowed = window != null && kind == KIND_MEMORY && !window.pieces().isEmpty();
+            if (window != null && !windowed || (kind == KIND_VMM) != (fd >= 0)
+                    || kind != KIND_VMM && !windowed && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a share of kind " + kind + " without what an importer needs");
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
@@ -131,15 +164,17 @@ public final class ShareRegistry {
             random.nextBytes(secret);
             long id = nextId++;
             Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
-                    new TreeSet<>());
+                    window, new TreeSet<>());
             entries.put(id, e);
             mine.add(id);
             fd = -1;
+            window = null;
             return token(id, kind, secret);
         } finally {
             if (fd >= 0) {
                 DescriptorPassing.close(fd);
             }
+            closeAll(window);
         }
     }
 
@@ -167,18 +202,39 @@ public final class ShareRegistry {
                         + " exported it (as the driver refuses it in the exporting process)");
             }
             int fd = -1;
-            if (e.fd() >= 0) {
-                try {
+            Window window = null;
+            try {
+                if (e.fd() >= 0) {
                     fd = DescriptorPassing.duplicate(e.fd());
-                } catch (IOException x) {
-                    throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "no descriptor for the import: " + x.getMessage());
                 }
+                if (e.window() != null) {
+                    List<Piece> pieces = new ArrayList<>();
+                    window = new Window(e.window().start(), pieces);
+                    for (Piece p : e.window().pieces()) {
+                        pieces.add(new Piece(p.offset(), p.size(), DescriptorPassing.duplicate(p.fd())));
+                    }
+                }
+            } catch (IOException x) {
+                if (fd >= 0) {
+                    DescriptorPassing.close(fd);
+                }
+                closeAll(window);
+                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "no descriptor for the import: " + x.getMessage());
             }
             if (e.exporter() != importer) {
                 e.openers().add(importer);
                 opened.computeIfAbsent(importer, k -> new TreeSet<>()).add(e.exporter());
             }
-            return new Found(e.exporter(), e.driverBytes() == null ? null : e.driverBytes().clone(), e.size(), fd);
+            return new Found(e.exporter(), e.driverBytes() == null ? null : e.driverBytes().clone(), e.size(), fd, window);
+        }
+    }
+
+    /** Closes the descriptors of {@code w} (null: none). */
+    public static void closeAll(Window w) {
+        if (w != null) {
+            for (Piece p : w.pieces()) {
+                DescriptorPassing.close(p.fd());
+            }
         }
     }
 
@@ -225,6 +281,7 @@ public final class ShareRegistry {
     /** Session {@code session} ended: its exports go (their descriptors closed) and it opens nothing any more. */
     public void sessionEnded(long session) {
         List<Integer> close = new ArrayList<>();
+        List<Window> windows = new ArrayList<>();
         synchronized (this) {
             Set<Long> mine = byExporter.remove(session);
             if (mine != null) {
@@ -232,6 +289,9 @@ public final class ShareRegistry {
                     Entry e = entries.remove(id);
                     if (e != null && e.fd() >= 0) {
                         close.add(e.fd());
+                    }
+                    if (e != null && e.window() != null) {
+                        windows.add(e.window());
                     }
                 }
             }
@@ -244,6 +304,7 @@ public final class ShareRegistry {
             }
         }
         close.forEach(DescriptorPassing::close);
+        windows.forEach(ShareRegistry::closeAll);
     }
 
     /**
@@ -289,6 +350,11 @@ public final class ShareRegistry {
             @Override
             public Found lookup(byte kind, byte[] token) throws Refused {
                 return ShareRegistry.this.lookup(session, tenant, kind, token);
+            }
+
+            @Override
+            public byte[] shareWindow(long size, Window window) throws Refused {
+                return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window);
             }
 
             @Override
