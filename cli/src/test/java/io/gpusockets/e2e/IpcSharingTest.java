@@ -363,6 +363,11 @@ class IpcSharingTest {
         Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
         assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q, (byte) 0, 1), "closed: no range of the session");
         Cuda.ok(b.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle (left open: the opener's end closes it)");
+        long q2 = opened.get(JAVA_LONG, 0);
+        Cuda.ok(a.cuMemFree(p), "cuMemFree (the exporter's)");
+        assertEquals(0, server.shares().count(), "the free withdrew the export");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcOpenMemHandle(cb.cell(), handle, 0), "a withdrawn handle");
+        assertArrayEquals(new byte[] {1, 2, 3, 9}, cb.get(q2, 4), "an open mapping keeps the memory, as the driver's does");
         b.close();
         a.close();
         awaitTrue(() -> server.shares().count() == 0, "the exporter's shares dropped");
@@ -408,6 +413,9 @@ class IpcSharingTest {
             DescriptorPassing.close(exportFd(a, memh));
             assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuMemExportToShareableHandle(ca.cell(), memh, POSIX_FD, 0));
             assertEquals(2, server.shares().count(), "the refused export left nothing behind");
+            Cuda.ok(a.cuMemRelease(memh), "cuMemRelease");
+            assertEquals(0, server.shares().count(), "the allocation's release withdrew its exports (no token keeps"
+                    + " memory alive that its tenant no longer pays for)");
         }
         awaitTrue(() -> server.shares().count() == 0, "the session's end dropped its exports");
     }
@@ -445,6 +453,18 @@ class IpcSharingTest {
             bp.awaitLog("of another tenant", 10_000);
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, importingFabric(b, new byte[64])[0], "a forged token");
             DescriptorPassing.close(fd);
+            // an allocation released by its exporter: its worker withdraws the export (UNSHARE) and the token goes stale
+            long gone = create(ca, POSIX_FD);
+            int goneFd = exportFd(a, gone);
+            Cuda.ok(a.cuMemRelease(gone), "cuMemRelease(exported, unmapped)");
+            awaitTrue(() -> {
+                long[] r = importingFd(b, goneFd);
+                if (r[0] == CuResult.CUDA_SUCCESS) {
+                    b.cuMemRelease(r[1]); // the front had not read the withdrawal yet
+                }
+                return r[0] == CuResult.CUDA_ERROR_INVALID_VALUE;
+            }, "the released allocation's export withdrawn");
+            DescriptorPassing.close(goneFd);
             // the exporter ends: the importer's worker keeps its mapping
             Cuda.ok(a.cuMemRelease(memh), "cuMemRelease");
             a.close();

@@ -38,13 +38,16 @@ import java.util.function.IntConsumer;
  *             TAKEOVER_MARK, the last message             answers MARKED, and what it sends after that is read by the
  *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
  *   SHARE     long request, byte share kind,  SHARED   long request, byte outcome, done: long exporter session,
- *             long size, int n + n bytes (the          long size, int n + n bytes (SHARE: the token; LOOKUP: the
+ *             long size, long object, int n +          long size, int n + n bytes (SHARE: the token; LOOKUP: the
+ *             n bytes (the
  *             driver's IPC handle; 0 for VMM)          driver's IPC handle, 0 for VMM, whose descriptor comes with
  *             (+ 1 descriptor for VMM): register       it); refused: int CUresult, string why
  *             an export with the front's registry
  *   LOOKUP    long request, byte share kind,
  *             64 bytes token: what a token names
  *             for this worker's session
+ *   UNSHARE   byte share kind, long object: the
+ *             session let go of what it exported
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed;
  * share kind: {@link io.gpusockets.backend.session.ShareRegistry} (1 memory, 2 event, 3 VMM), n at most
  * {@link #MAX_SHARE_BYTES}. Only SHARE (from a worker), SESSION, RESUME and SHARED (from the front) carry descriptors.
@@ -64,6 +67,7 @@ final class ControlMessages {
     static final byte MARKED = 11;
     static final byte SHARE = 12;
     static final byte LOOKUP = 13;
+    static final byte UNSHARE = 14;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;

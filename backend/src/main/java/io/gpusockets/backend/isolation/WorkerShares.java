@@ -37,11 +37,11 @@ final class WorkerShares implements ShareBroker {
     }
 
     @Override
-    public byte[] share(byte kind, byte[] driverBytes, long size, int fd) throws ShareRegistry.Refused {
+    public byte[] share(byte kind, byte[] driverBytes, long size, int fd, long object) throws ShareRegistry.Refused {
         try {
             long request = nextRequest.getAndIncrement();
             ByteBuffer m = ControlMessages.start(ControlMessages.SHARE);
-            m.putLong(request).put(kind).putLong(size);
+            m.putLong(request).put(kind).putLong(size).putLong(object);
             byte[] b = driverBytes == null ? new byte[0] : driverBytes;
             m.putInt(b.length).put(b);
             Answer a = ask(request, m, fd);
@@ -50,6 +50,20 @@ final class WorkerShares implements ShareBroker {
             if (fd >= 0) {
                 DescriptorPassing.close(fd); // the front holds its own copy now, or none
             }
+        }
+    }
+
+    @Override
+    public void withdraw(byte kind, long object) {
+        if (frontGone) {
+            return;
+        }
+        ByteBuffer m = ControlMessages.start(ControlMessages.UNSHARE);
+        m.put(kind).putLong(object);
+        try {
+            control.write(ControlMessages.finish(m));
+        } catch (IOException e) {
+            frontGone();
         }
     }
 

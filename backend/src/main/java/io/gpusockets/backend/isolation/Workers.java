@@ -1067,6 +1067,14 @@ public final class Workers implements AutoCloseable {
                         share(w, t, ctl, m, fd);
                     }
                     case ControlMessages.LOOKUP -> lookup(w, t, ctl, m);
+                    case ControlMessages.UNSHARE -> {
+                        byte kind = m.get();
+                        long object = m.getLong();
+                        io.gpusockets.backend.session.ShareRegistry r = shares;
+                        if (r != null && w.sessionId != 0) {
+                            r.withdraw(w.sessionId, kind, object);
+                        }
+                    }
                     case ControlMessages.RESERVE -> {
                         long request = m.getLong();
                         byte kind = m.get();
@@ -1151,11 +1159,13 @@ public final class Workers implements AutoCloseable {
         long request;
         byte kind;
         long size;
+        long object;
         byte[] bytes;
         try {
             request = m.getLong();
             kind = m.get();
             size = m.getLong();
+            object = m.getLong();
             bytes = ControlMessages.getShareBytes(m);
         } catch (IOException | java.nio.BufferUnderflowException e) {
             if (fd >= 0) {
@@ -1174,7 +1184,7 @@ public final class Workers implements AutoCloseable {
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
                         "this backend keeps no shares between sessions");
             }
-            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd);
+            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, null, object);
             a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(token.length).put(token);
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());

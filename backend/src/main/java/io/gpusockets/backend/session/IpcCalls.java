@@ -93,7 +93,8 @@ final class IpcCalls implements BackendHandlers.Ipc {
         byte[] token;
         try {
             token = session.shares().share(ShareRegistry.KIND_MEMORY,
-                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), r.size(), -1);
+                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), r.size(), -1, dptr);
+            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
         } catch (ShareRegistry.Refused e) {
             throw rejected(e);
         }
@@ -191,7 +192,8 @@ final class IpcCalls implements BackendHandlers.Ipc {
         byte[] token;
         try {
             token = session.shares().share(ShareRegistry.KIND_EVENT,
-                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), 0, -1);
+                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), 0, -1, event);
+            session.sharing().exported(ShareRegistry.KIND_EVENT, event);
         } catch (ShareRegistry.Refused e) {
             throw rejected(e);
         }
@@ -291,7 +293,9 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, e.getMessage() + "; " + CONTEXT_MODE_FIX);
         }
         try {
-            return session.shares().shareWindow(size, window);
+            byte[] token = session.shares().shareWindow(size, window, dptr);
+            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
+            return token;
         } catch (ShareRegistry.Refused e) {
             throw rejected(e);
         }

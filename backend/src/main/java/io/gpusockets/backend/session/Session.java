@@ -181,6 +181,9 @@ public final class Session {
         memory.onRemoved(r -> {
             quota.rangeRemoved(r);
             sharing.memoryGone(r.base());
+            if (sharing.unexported(ShareRegistry.KIND_MEMORY, r.base())) {
+                shares.withdraw(ShareRegistry.KIND_MEMORY, r.base()); // no token keeps memory alive its tenant no longer pays for
+            }
             GlobalTranslation t = translation;
             if (recorder != null) {
                 recorder.rangeGone(t == null ? r.base() : t.toProgram(r.base())); // recorded as the program knows it
@@ -219,6 +222,9 @@ public final class Session {
             quota.handleDropped(e);
             if (e.kind() == ParamType.EVENT) {
                 sharing.eventGone(e.real());
+                if (sharing.unexported(ShareRegistry.KIND_EVENT, e.real())) {
+                    shares.withdraw(ShareRegistry.KIND_EVENT, e.real());
+                }
             }
             if (recorder != null) {
                 recorder.handleGone(e.id());
@@ -226,6 +232,7 @@ public final class Session {
             if (e.kind() == ParamType.ARRAY || e.kind() == ParamType.MIPMAP) {
                 for (long freed : vmm.resourceGone(e.real())) {
                     quota.vmmFreed(freed); // its last holder was this array's binding (cuMemMapArrayAsync)
+                    vmmGone(freed);
                 }
             }
         });
@@ -419,6 +426,18 @@ public final class Session {
 
     SessionShares sharing() {
         return sharing;
+    }
+
+    /**
+     * Nothing of the session holds the VMM allocation {@code real} any more (the driver freed it, or will once importers
+     * let go): it is no longer imported, and its shareable exports go, so that no token keeps memory alive that the
+     * tenant is no longer charged for.
+     */
+    void vmmGone(long real) {
+        sharing.vmmGone(real);
+        if (sharing.unexported(ShareRegistry.KIND_VMM, real)) {
+            shares.withdraw(ShareRegistry.KIND_VMM, real);
+        }
     }
 
     /** Refused when the session holds what it opened of another session's shares ({@link SessionShares#refusal}). */

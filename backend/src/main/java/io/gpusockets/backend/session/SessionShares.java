@@ -67,6 +67,19 @@ final class SessionShares {
         return all;
     }
 
+    /** What the session exported, by share kind: allocations' addresses, events and VMM handles (driver values). */
+    private final Map<Byte, Set<Long>> exports = new java.util.concurrent.ConcurrentHashMap<>();
+
+    void exported(byte kind, long object) {
+        exports.computeIfAbsent(kind, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(object);
+    }
+
+    /** The session let go of {@code object}; true when it had exported it (its shares must go: {@link ShareBroker#withdraw}). */
+    boolean unexported(byte kind, long object) {
+        Set<Long> s = exports.get(kind);
+        return s != null && s.remove(object);
+    }
+
     void eventOpened(long real) {
         events.add(real);
     }

@@ -8,10 +8,14 @@ package io.gpusockets.backend.session;
  */
 public interface ShareBroker {
     /**
-     * Registers an export; returns its 64-byte token. {@code fd} (a VMM share's POSIX descriptor, else -1) is the
-     * broker's from here, whatever the outcome.
+     * Registers an export of {@code object} (the allocation's address, the VMM handle: what {@link #withdraw} names);
+     * returns its 64-byte token. {@code fd} (a VMM share's POSIX descriptor, else -1) is the broker's from here,
+     * whatever the outcome.
      */
-    byte[] share(byte kind, byte[] driverBytes, long size, int fd) throws ShareRegistry.Refused;
+    byte[] share(byte kind, byte[] driverBytes, long size, int fd, long object) throws ShareRegistry.Refused;
+
+    /** The session let go of {@code object} (an exported allocation's address, VMM handle): its shares go. */
+    void withdraw(byte kind, long object);
 
     /** What {@code token} names for this session ({@link ShareRegistry#lookup}); a descriptor in it is the caller's. */
     ShareRegistry.Found lookup(byte kind, byte[] token) throws ShareRegistry.Refused;
@@ -20,7 +24,7 @@ public interface ShareBroker {
      * Registers memory of the session's address window (isolation context: {@link ShareRegistry.Window}); its
      * descriptors are the broker's from here, whatever the outcome. Only where {@link #sameProcess}.
      */
-    default byte[] shareWindow(long size, ShareRegistry.Window window) throws ShareRegistry.Refused {
+    default byte[] shareWindow(long size, ShareRegistry.Window window, long object) throws ShareRegistry.Refused {
         ShareRegistry.closeAll(window);
         throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
                 "window memory is shared only between sessions of one process");
@@ -32,12 +36,16 @@ public interface ShareBroker {
     /** A session without one (made outside a backend, e.g. a warm-up): every share is refused. */
     ShareBroker NONE = new ShareBroker() {
         @Override
-        public byte[] share(byte kind, byte[] driverBytes, long size, int fd) throws ShareRegistry.Refused {
+        public byte[] share(byte kind, byte[] driverBytes, long size, int fd, long object) throws ShareRegistry.Refused {
             if (fd >= 0) {
                 io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
             }
             throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
                     "this session is served without a share registry");
+        }
+
+        @Override
+        public void withdraw(byte kind, long object) {
         }
 
         @Override

@@ -41,8 +41,9 @@ import java.util.TreeSet;
  *
  * <p>Bounds: at most {@link #maxPerSession} live shares per exporting session ({@value #MAX_PROPERTY}, default
  * {@value #MAX_DEFAULT}; past it CUDA_ERROR_OUT_OF_MEMORY), so no peer grows this process's memory or descriptors
- * without bound. An entry goes when its exporting session ends (mappings already opened stay, as the driver keeps
- * them). Who opened what is kept too, so that a session sharing with another is refused a checkpoint, a migration and
+ * without bound. An entry goes when its exporter lets go of what it names ({@link #withdraw}: the allocation freed, the
+ * VMM handle released, the event destroyed), so that no token keeps memory alive that its tenant no longer pays for,
+ * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept too, so that a session sharing with another is refused a checkpoint, a migration and
  * a hand-over ({@link #movingRefusal}): "sessions that share memory by IPC/shareable handles do not move together in
  * this version". A session with exports nobody opened moves; its exports are not in the image (they go with the
  * session here).
@@ -98,7 +99,7 @@ public final class ShareRegistry {
     }
 
     private record Entry(long id, byte[] secret, byte kind, long exporter, String tenant, byte[] driverBytes, long size,
-                         int fd, Window window, Set<Long> openers) {
+                         int fd, Window window, long object, Set<Long> openers) {
     }
 
     private static final byte[] MAGIC = {'G', 'S', 'S', 'H'};
@@ -135,16 +136,17 @@ public final class ShareRegistry {
      */
     public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd)
             throws Refused {
-        return share(exporter, tenant, kind, driverBytes, size, fd, null);
+        return share(exporter, tenant, kind, driverBytes, size, fd, null, 0);
     }
 
     /**
      * As {@link #share(long, String, byte, byte[], long, int)}, for memory of the exporter's address window in isolation
      * context ({@code window}, whose descriptors become this registry's, closed when the entry goes or at once when
-     * the share is refused) instead of the driver's bytes.
+     * the share is refused) instead of the driver's bytes. {@code object} names what was exported in the exporter (its
+     * allocation's address, its VMM handle) for {@link #withdraw}.
      */
     public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,
-                                     Window window) throws Refused {
+                                     Window window, long object) throws Refused {
         try {
             if (kind != KIND_MEMORY && kind != KIND_EVENT && kind != KIND_VMM) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "share of kind " + kind);
@@ -164,7 +166,7 @@ public final class ShareRegistry {
             random.nextBytes(secret);
             long id = nextId++;
             Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
-                    window, new TreeSet<>());
+                    window, object, new TreeSet<>());
             entries.put(id, e);
             mine.add(id);
             fd = -1;
@@ -278,6 +280,37 @@ public final class ShareRegistry {
         return b.array();
     }
 
+    /**
+     * The exporter let go of what its shares of {@code kind} name as {@code object} (freed the allocation, released the
+     * VMM handle): those shares go, their descriptors closed, so that no token keeps memory alive that its tenant is no
+     * longer charged for. What importers opened already stays, as the driver keeps it.
+     */
+    public void withdraw(long exporter, byte kind, long object) {
+        List<Integer> close = new ArrayList<>();
+        List<Window> windows = new ArrayList<>();
+        synchronized (this) {
+            Set<Long> mine = byExporter.get(exporter);
+            if (mine == null) {
+                return;
+            }
+            for (var it = mine.iterator(); it.hasNext(); ) {
+                Entry e = entries.get(it.next());
+                if (e != null && e.kind() == kind && e.object() == object) {
+                    it.remove();
+                    entries.remove(e.id());
+                    if (e.fd() >= 0) {
+                        close.add(e.fd());
+                    }
+                    if (e.window() != null) {
+                        windows.add(e.window());
+                    }
+                }
+            }
+        }
+        close.forEach(DescriptorPassing::close);
+        windows.forEach(ShareRegistry::closeAll);
+    }
+
     /** Session {@code session} ended: its exports go (their descriptors closed) and it opens nothing any more. */
     public void sessionEnded(long session) {
         List<Integer> close = new ArrayList<>();
@@ -343,8 +376,13 @@ public final class ShareRegistry {
     public ShareBroker broker(long session, String tenant) {
         return new ShareBroker() {
             @Override
-            public byte[] share(byte kind, byte[] driverBytes, long size, int fd) throws Refused {
-                return ShareRegistry.this.share(session, tenant, kind, driverBytes, size, fd);
+            public byte[] share(byte kind, byte[] driverBytes, long size, int fd, long object) throws Refused {
+                return ShareRegistry.this.share(session, tenant, kind, driverBytes, size, fd, null, object);
+            }
+
+            @Override
+            public void withdraw(byte kind, long object) {
+                ShareRegistry.this.withdraw(session, kind, object);
             }
 
             @Override
@@ -353,8 +391,8 @@ public final class ShareRegistry {
             }
 
             @Override
-            public byte[] shareWindow(long size, Window window) throws Refused {
-                return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window);
+            public byte[] shareWindow(long size, Window window, long object) throws Refused {
+                return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window, object);
             }
 
             @Override

@@ -185,7 +185,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
             session.dropHandle(session.handles().idOf(ParamType.MEMH, handle));
             if (vmm.gone(handle)) {
                 session.quota().vmmFreed(handle); // the driver frees it with the last reference, mapping and array binding
-                session.sharing().vmmGone(handle);
+                session.vmmGone(handle);
             }
         }
         return r;
@@ -277,7 +277,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
                     session.memory().remove(m.base());
                     if (vmm.gone(m.handle())) {
                         session.quota().vmmFreed(m.handle()); // its last mapping, after its last reference and binding
-                        session.sharing().vmmGone(m.handle());
+                        session.vmmGone(m.handle());
                     }
                 }
             }
@@ -422,7 +422,9 @@ final class VmmCalls implements BackendHandlers.Vmm {
         }
         byte[] token;
         try {
-            token = session.shares().share(ShareRegistry.KIND_VMM, null, vmm.sizeOf(handle), fd.get(ValueLayout.JAVA_INT, 0));
+            token = session.shares().share(ShareRegistry.KIND_VMM, null, vmm.sizeOf(handle), fd.get(ValueLayout.JAVA_INT, 0),
+                    handle);
+            session.sharing().exported(ShareRegistry.KIND_VMM, handle);
         } catch (ShareRegistry.Refused e) {
             throw new CallRejected(e.result(), e.getMessage());
         }

@@ -101,4 +101,20 @@ class ShareRegistryTest {
         assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", ShareRegistry.KIND_VMM, null, 64, -1));
         assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", (byte) 9, driverBytes(1), 64, -1));
     }
+
+    @Test
+    void anExporterLettingGoOfAnObjectWithdrawsItsSharesOnly() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] a = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1, null, 0x1000);
+        byte[] again = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1, null, 0x1000);
+        byte[] b = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(2), 64, -1, null, 0x2000);
+        r.withdraw(2, ShareRegistry.KIND_MEMORY, 0x1000); // another session's object of that value: nothing of 1's goes
+        r.withdraw(1, ShareRegistry.KIND_EVENT, 0x1000); // another kind
+        assertEquals(3, r.count());
+        r.withdraw(1, ShareRegistry.KIND_MEMORY, 0x1000);
+        assertEquals(1, r.count());
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, a));
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, again));
+        assertNotNull(r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, b));
+    }
 }
