@@ -56,10 +56,10 @@ final class IpcCalls implements BackendHandlers.Ipc {
 
     private void requireWorker(String what) throws CallRejected {
         if (session.shares().sameProcess()) {
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, what + " between sessions needs each session in a"
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, what + " between sessions need each session in a"
                     + " process of its own: run the backend with --isolation process (the default); in isolation context"
                     + " or shared every session is in one process, where the driver cannot open an IPC handle it exported"
-                    + " (shareable VMM handles, cuMemExportToShareableHandle, work in every isolation mode)");
+                    + " and an event belongs to its session's context, which that session's end destroys");
         }
     }
 
