@@ -102,6 +102,11 @@ final class Streams {
             contexts.captures.recordEventNode(s, EmulatedGraph.WAIT_EVENT, e);
             return;
         }
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null && s.capture == null) {   // recorded here or in another process: the shared counters say
+            IpcEvents.waitEvent(c, s, cell);
+            return;
+        }
         if (e.captured == null && e.recording() == null) {
             return;   // never recorded: nothing to wait for, in a capture or not
         }
@@ -137,6 +142,11 @@ final class Streams {
             return;
         }
         e.captured = null;
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            IpcEvents.record(c, s, e, cell);
+            return;
+        }
         EmulatedEvent.Recording r = new EmulatedEvent.Recording();
         r.reached = c.enqueue(s, null, () -> r.nanos = System.nanoTime(), "cuEventRecord");
         e.recording(r);
@@ -145,6 +155,12 @@ final class Streams {
     int synchronizeEvent(long hEvent) {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         checkNotCaptured(e);
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            cell.await(cell.recorded(), () -> false);
+            e.context.throwIfFaulted();
+            return CUDA_SUCCESS;
+        }
         EmulatedEvent.Recording r = e.recording();
         if (r != null) {
             r.reached.join();
@@ -157,6 +173,10 @@ final class Streams {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         checkNotCaptured(e);
         e.context.throwIfFaulted();
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            return cell.completed() >= cell.recorded() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+        }
         EmulatedEvent.Recording r = e.recording();
         return r == null || r.reached.isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     }
@@ -194,6 +214,7 @@ final class Streams {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         if (handles.remove(hEvent, e)) {
             e.context.owned.remove(hEvent);
+            e.released();
         }
     }
 }
