@@ -273,19 +273,22 @@ final class EmulatedMemory {
     /**
      * Moves a live allocation into shared pages ({@code host}, owned by {@code arena}: a mapping of {@code file}): its
      * contents are copied over, the record with the new backing replaces {@code a} (same address, id, kind and
-     * owner), and {@code a}'s own memory is freed. The caller has waited for the context's queued work, which may hold
-     * the old memory; later accesses (kernels, copies) resolve the new record. Returns null (nothing changed) when
-     * {@code a} is no longer live.
+     * owner), and {@code a}'s own memory is freed; from then on releasing the allocation closes {@code file}. The caller
+     * has waited for the context's queued work, which may hold the old memory; later accesses (kernels, copies) resolve
+     * the new record. Returns null (nothing changed: the caller closes {@code arena} and the file) when {@code a} is no
+     * longer live.
      */
     Allocation share(Allocation a, SharedFile file, Arena arena, MemorySegment host) {
         Allocation b = new Allocation(a.base(), a.size(), a.id(), a.kind(), a.owner(), arena, host);
         MemorySegment.copy(a.host(), 0, host, 0, a.size());
-        sharedFiles.put(a.id(), file);
         if (!byBase.replace(a.base(), a, b)) {
-            sharedFiles.remove(a.id(), file);
             return null;
         }
         a.arena().close();
+        sharedFiles.put(a.id(), file);
+        if (byBase.get(a.base()) != b && sharedFiles.remove(a.id(), file)) {
+            MemoryFiles.close(file.fd());   // freed meanwhile, before its release could see the file
+        }
         return b;
     }
 

@@ -25,8 +25,10 @@ import java.util.function.BooleanSupplier;
  *
  * <p>Approximations: the driver's event is its last recording, so a wait for an earlier recording ends when a later one
  * completes (a program whose records of one event race on two streams sees its waits end at the latest completed one).
- * A wait whose recording process exits before its stream reaches the record never ends, as on a GPU whose other process
- * hangs. In stream capture an IPC event is recorded and waited for as a local one (graph nodes).
+ * The cell also holds the process id of the last recording's process: a waiter that finds that process gone (it looks
+ * about every 50 ms of waiting) counts the recording as reached, so one session's crashed worker cannot hold another's
+ * streams forever (what a GPU does then is not documented). In stream capture an IPC event is recorded and waited for
+ * as a local one (graph nodes).
  *
  * <p>The handle is {@link IpcMemory.Handle} with the event magic: the exporter's process id, the descriptor it keeps
  * open while the event lives, the page's size, the nonce in the file's name. cuIpcOpenEventHandle in another process
@@ -40,7 +42,10 @@ import java.util.function.BooleanSupplier;
 final class IpcEvents {
     /** Bytes of a cell's memory file: one page. */
     static final long CELL_BYTES = 4096;
-    private static final long RECORDED = 0, COMPLETED = 8;
+    private static final long RECORDED = 0, COMPLETED = 8, RECORDER = 16;
+    /** Parks (at the longest interval) between two looks at whether the last recording's process still lives. */
+    private static final int LIVENESS_EVERY = 50;
+    private static final long SELF = ProcessHandle.current().pid();
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
     private static final long FIRST_PARK_NANOS = 20_000, LAST_PARK_NANOS = 1_000_000;
 
@@ -71,8 +76,9 @@ final class IpcEvents {
             this.handle = handle;
         }
 
-        /** A new recording: its ticket. */
+        /** A new recording of this process: its ticket. */
         long record() {
+            LONG.setVolatile(page, RECORDER, SELF);
             return (long) LONG.getAndAdd(page, RECORDED, 1L) + 1;
         }
 
@@ -95,17 +101,30 @@ final class IpcEvents {
             } while (!LONG.compareAndSet(page, COMPLETED, c, ticket));
         }
 
-        /** Parks until the recording {@code ticket} is reached (true) or {@code stop} says to give up (false). */
+        /**
+         * Parks until the recording {@code ticket} is reached (true) or {@code stop} says to give up (false). A recording
+         * whose process has exited counts as reached: no process waits forever for a dead one.
+         */
         boolean await(long ticket, BooleanSupplier stop) {
             long park = FIRST_PARK_NANOS;
+            int looks = 0;
             while (completed() < ticket) {
                 if (stop.getAsBoolean()) {
                     return false;
+                }
+                if (park == LAST_PARK_NANOS && ++looks % LIVENESS_EVERY == 0 && recorderExited()) {
+                    complete(ticket);
+                    return true;
                 }
                 LockSupport.parkNanos(park);
                 park = Math.min(park * 2, LAST_PARK_NANOS);
             }
             return true;
+        }
+
+        private boolean recorderExited() {
+            long pid = (long) LONG.getVolatile(page, RECORDER);
+            return pid != SELF && pid > 0 && !ProcessHandle.of(pid).map(ProcessHandle::isAlive).orElse(false);
         }
 
         /** One more user (a queued record or wait); false once released. */

@@ -37,6 +37,10 @@ import java.util.Map;
  * documents this one for the same case and the CUDA runtime is reported to answer it. That is an assumption that the
  * GPU pass checks.
  *
+ * <p>Not enforced: the driver's rule that a process opens another's handles in one context per device only (each
+ * context here gets its own mapping); cuda.h asks for the allocation's base pointer, the emulated device takes any
+ * pointer inside it, as the brief of issue 24 and common use (offsets sent beside the handle) expect.
+ *
  * <p>What it keeps: the opened mappings of this device's contexts with their reference counts, by context and handle (an entry of a destroyed
  * context, whose mappings its destruction already released, is dropped at the next open).
  */

@@ -157,7 +157,12 @@ final class Streams {
         checkNotCaptured(e);
         IpcEvents.Cell cell = e.cell;
         if (cell != null) {
-            cell.await(cell.recorded(), () -> false);
+            use(cell);
+            try {
+                cell.await(cell.recorded(), () -> false);
+            } finally {
+                cell.release();
+            }
             e.context.throwIfFaulted();
             return CUDA_SUCCESS;
         }
@@ -175,7 +180,12 @@ final class Streams {
         e.context.throwIfFaulted();
         IpcEvents.Cell cell = e.cell;
         if (cell != null) {
-            return cell.completed() >= cell.recorded() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+            use(cell);
+            try {
+                return cell.completed() >= cell.recorded() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+            } finally {
+                cell.release();
+            }
         }
         EmulatedEvent.Recording r = e.recording();
         return r == null || r.reached.isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -201,7 +211,14 @@ final class Streams {
         return (b.nanos - a.nanos) / 1_000_000f;
     }
 
-    /** An event last recorded in a capture that is still going stands for no work that runs. */
+    /** Holds an IPC event's cell for a call (released by the caller); a cell whose event was destroyed meanwhile is refused. */
+    private static void use(IpcEvents.Cell cell) {
+        if (!cell.acquire()) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "the event was destroyed");
+        }
+    }
+
+        /** An event last recorded in a capture that is still going stands for no work that runs. */
     private static void checkNotCaptured(EmulatedEvent e) {
         Captures.CapturedRecord r = e.captured;
         if (r != null && r.sequence().graph != null && r.sequence().origin.capture == r.sequence()) {

@@ -337,6 +337,32 @@ class IpcAcrossProcessesTest {
         }
     }
 
+    /** Without the rule, the waits below never end: the timeout (on a thread of its own, since waits ignore interrupts) fails it. */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+    void aRecordingWhoseProcessDiedCountsAsReachedSoNoWaitHangs() throws Exception {
+        try (Emulated e = new Emulated()) {
+            long shared = e.alloc(4L * COUNT);
+            long event = e.event(EmulatedEvent.INTERPROCESS | EmulatedEvent.DISABLE_TIMING);
+            MemorySegment handle = eventHandle(e, event);
+            Peer peer = new Peer();
+            try {
+                long opened = Long.parseLong(peer.value("open " + hex(memHandle(e, shared))));
+                long theirs = Long.parseLong(peer.value("eopen " + hex(handle)));
+                assertEquals(CUDA_SUCCESS, peer.rc("later " + theirs + " " + opened + " " + COUNT + " 1 600000"));   // 10 minutes
+                assertEquals(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_READY, e.device.cuEventQuery(event),
+                        "the peer's recording is pending");
+            } finally {
+                peer.process.destroyForcibly().waitFor();
+            }
+            long stream = e.stream(1);
+            e.ok(e.device.cuStreamWaitEvent(stream, event, 0));
+            e.ok(e.device.cuStreamSynchronize(stream));
+            e.ok(e.device.cuEventSynchronize(event));
+            e.ok(e.device.cuEventQuery(event));
+        }
+    }
+
     @Test
     void eventHandlesRefuseWhatTheDriverRefuses() throws Exception {
         try (Emulated e = new Emulated(); Peer peer = new Peer()) {
