@@ -38,8 +38,6 @@ class NativeProgramsListTest {
             }
         }
         sources.remove("no_backend");   // run by the harness and the script on their own
-        sources.remove("ipc_memory");   // two processes sharing memory: built by IpcProgramsBuildTest, run by tests of their own
-        sources.remove("ipc_shareable");
         assertEquals(sources, listed, "programs in frontend/native/tests (and cuda/, gpu/) vs those in programs.list");
     }
 

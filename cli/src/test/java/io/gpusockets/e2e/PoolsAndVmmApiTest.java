@@ -182,10 +182,11 @@ class PoolsAndVmmApiTest extends EmulatedBackendTest {
             expect(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuMemMap(va + MIB2, MIB2, 0, h2, 0), "past the reservation");
             expect(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuMemMap(va, MIB2, 0, h2, 0), "over a mapping");
             MemorySegment badProp = allocationProp(ca);
-            badProp.set(JAVA_INT, 4, 1);
-            expect(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuMemCreate(c, MIB2, badProp, 0), "a POSIX fd handle type");
-            expect(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuMemExportToShareableHandle(c, h2, 1, 0), "export");
-            expect(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuMemImportFromShareableHandle(c, c, 1), "import");
+            badProp.set(JAVA_INT, 4, 2); // CU_MEM_HANDLE_TYPE_WIN32 (POSIX fd and fabric are served: IpcSharingTest)
+            expect(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuMemCreate(c, MIB2, badProp, 0), "a Win32 handle type");
+            expect(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuMemExportToShareableHandle(c, h2, 1, 0),
+                    "export of an allocation made without the type");
+            expect(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuMemImportFromShareableHandle(c, c, 1), "import of no descriptor");
             Cuda.ok(a.cuMemRelease(h2), "release h2");
             expect(CuResult.CUDA_ERROR_INVALID_HANDLE, a.cuMemRelease(h2), "released already");
 

@@ -12,10 +12,13 @@ import java.lang.foreign.MemorySegment;
  * @param kind   ALLOCATED by cuMemAlloc* (and cuMemAllocAsync), GLOBAL for a module's variable (cuMemFree
  *               refuses it), HEAP for a context's malloc heap (whose budget the context's reservations
  *               already hold: {@link EmulatedMemory.Reservation}), or MAPPED: a VMM mapping made accessible,
- *               whose memory and budget belong to its physical allocation ({@link VirtualMemory}), not to this record
+ *               whose memory and budget belong to its physical allocation ({@link VirtualMemory}), not to this record,
+ *               or IPC: another process's cuMemAlloc allocation opened with cuIpcOpenMemHandle ({@link IpcMemory}), its
+ *               memory file mapped here; cuMemFree refuses it, cuIpcCloseMemHandle removes it, and it takes nothing of
+ *               this device's budget (the exporter's holds it, as one GPU's memory is counted once)
  */
 record Allocation(long base, long size, long id, Kind kind, EmulatedContext owner, Arena arena, MemorySegment host) {
-    enum Kind { ALLOCATED, GLOBAL, HEAP, MAPPED }
+    enum Kind { ALLOCATED, GLOBAL, HEAP, MAPPED, IPC }
 
     long end() {
         return base + size;

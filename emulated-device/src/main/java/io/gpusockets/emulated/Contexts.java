@@ -219,7 +219,9 @@ final class Contexts {
         }
         memory.releaseReservations(c);
         for (Map.Entry<Long, Object> e : c.owned.entrySet()) {
-            handles.remove(e.getKey(), e.getValue());
+            if (handles.remove(e.getKey(), e.getValue()) && e.getValue() instanceof EmulatedEvent event) {
+                event.released();   // an IPC event's shared cell
+            }
         }
         c.owned.clear();
         modules.forget(c);

@@ -81,6 +81,7 @@ final class DeviceProperties {
             Map.entry(115, 1),                    // memory pools and stream-ordered allocation (MemoryPools)
             Map.entry(106, MAX_BLOCKS_PER_MULTIPROCESSOR),
             Map.entry(122, 1),                    // 64-bit stream memory operations (StreamMemOps)
+            Map.entry(125, 1),                    // IPC events (IpcEvents; IPC memory handles: IpcMemory)
             Map.entry(108, MAX_PERSISTING_L2_CACHE_SIZE),
             Map.entry(111, RESERVED_SHARED_MEMORY_PER_BLOCK),
             Map.entry(131, -1),                   // NUMA id of device memory: none

@@ -56,7 +56,8 @@ import java.util.function.IntSupplier;
  * unified and pitched copies, arrays, texture and surface objects in {@link PitchedTransfers},
  * {@link CudaArrays} and {@link Textures} (kernels sample and write them through {@link KernelTextures});
  * pools, virtual memory, graphs, JIT link states and the rest in the classes named for them
- * ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...).
+ * ({@link MemoryPools}, {@link VirtualMemory}, {@link Graphs}, {@link LinkStates}, ...); IPC memory and event handles,
+ * which other processes (other emulated devices, in other JVMs) open, in {@link IpcMemory} and {@link IpcEvents}.
  */
 public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoCloseable {
     /** The device name every emulated device reports. */
@@ -89,6 +90,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     private final PeerCopies peers;
     private final Graphs graphs;
     private final LinkStates links;
+    private final IpcMemory ipcMemory;
+    private final IpcEvents ipcEvents;
     private final ThreadLocal<String> lastDetail = new ThreadLocal<>();
     private final FaultScope faultScope;
     private final long uuidSeed;
@@ -150,6 +153,8 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
         this.peers = new PeerCopies(contexts, streams, memory);
         this.graphs = new Graphs(handles, contexts, streams, launcher, memory, pools, memOps);
         this.links = new LinkStates(handles, contexts);
+        this.ipcMemory = new IpcMemory(contexts, memory, pools);
+        this.ipcEvents = new IpcEvents(handles, contexts);
     }
 
     /**
@@ -1237,6 +1242,39 @@ public final class EmulatedDevice extends UnsupportedCudaDriver implements AutoC
     @Override
     public int cuMemFree(long dptr) {
         return run("cuMemFree", () -> allocations.free(dptr));
+    }
+
+    // ---- issue 24: IPC memory and event handles across processes (IpcMemory, IpcEvents) ----------------------
+
+    @Override
+    public int cuIpcGetMemHandle(MemorySegment pHandle, long dptr) {
+        return run("cuIpcGetMemHandle", () -> ipcMemory.getHandle(pHandle, dptr));
+    }
+
+    @Override
+    public int cuIpcOpenMemHandle(MemorySegment pdptr, MemorySegment handle, int flags) {
+        return run("cuIpcOpenMemHandle", () -> {
+            MemorySegment out = sized(pdptr, 8, "pdptr");
+            out.set(HostSegments.LONG, 0, ipcMemory.open(handle, flags));
+        });
+    }
+
+    @Override
+    public int cuIpcCloseMemHandle(long dptr) {
+        return run("cuIpcCloseMemHandle", () -> ipcMemory.close(dptr));
+    }
+
+    @Override
+    public int cuIpcGetEventHandle(MemorySegment pHandle, long event) {
+        return run("cuIpcGetEventHandle", () -> ipcEvents.getHandle(pHandle, event));
+    }
+
+    @Override
+    public int cuIpcOpenEventHandle(MemorySegment phEvent, MemorySegment handle) {
+        return run("cuIpcOpenEventHandle", () -> {
+            MemorySegment out = sized(phEvent, 8, "phEvent");
+            out.set(HostSegments.LONG, 0, ipcEvents.open(handle));
+        });
     }
 
     @Override

@@ -2,7 +2,11 @@ package io.gpusockets.emulated;
 
 import java.util.concurrent.CompletableFuture;
 
-/** An event: each cuEventRecord replaces the recording that later waits and queries refer to. */
+/**
+ * An event: each cuEventRecord replaces the recording that later waits and queries refer to. An IPC event (exported
+ * with cuIpcGetEventHandle, or opened with cuIpcOpenEventHandle) has a {@link IpcEvents.Cell} shared with the other
+ * processes, which its records, queries and waits outside stream capture go through instead.
+ */
 final class EmulatedEvent {
     static final int DISABLE_TIMING = 0x2;
     static final int INTERPROCESS = 0x4;
@@ -20,6 +24,8 @@ final class EmulatedEvent {
     private volatile Recording recording;   // null until first recorded
     /** Set when last recorded in a capturing stream: what a wait on it joins. */
     volatile Captures.CapturedRecord captured;
+    /** The shared state of an IPC event, else null; set once. */
+    volatile IpcEvents.Cell cell;
 
     EmulatedEvent(long handle, EmulatedContext context, int flags) {
         this.handle = handle;
@@ -37,5 +43,13 @@ final class EmulatedEvent {
 
     void recording(Recording r) {
         recording = r;
+    }
+
+    /** The event's handle is gone (cuEventDestroy, its context destroyed): an IPC cell is let go. */
+    void released() {
+        IpcEvents.Cell c = cell;
+        if (c != null) {
+            c.release();
+        }
     }
 }

@@ -255,6 +255,60 @@ final class EmulatedMemory {
         }
     }
 
+    /**
+     * The memory file an allocation exported with cuIpcGetMemHandle lives in ({@link IpcMemory}): the descriptor this
+     * process keeps open for openers to reach through {@code /proc/PID/fd/N} until the allocation is released, and the
+     * nonce its name and the handle carry.
+     */
+    record SharedFile(int fd, long nonce) {
+    }
+
+    /** Exported allocations' memory files, by allocation id; each closed when its allocation is released. */
+    private final Map<Long, SharedFile> sharedFiles = new java.util.concurrent.ConcurrentHashMap<>();
+
+    SharedFile sharedFile(Allocation a) {
+        return sharedFiles.get(a.id());
+    }
+
+    /**
+     * Moves a live allocation into shared pages ({@code host}, owned by {@code arena}: a mapping of {@code file}): its
+     * contents are copied over, the record with the new backing replaces {@code a} (same address, id, kind and
+     * owner), and {@code a}'s own memory is freed; from then on releasing the allocation closes {@code file}. The caller
+     * has waited for the context's queued work, which may hold the old memory; later accesses (kernels, copies) resolve
+     * the new record. Returns null (nothing changed: the caller closes {@code arena} and the file) when {@code a} is no
+     * longer live.
+     */
+    Allocation share(Allocation a, SharedFile file, Arena arena, MemorySegment host) {
+        Allocation b = new Allocation(a.base(), a.size(), a.id(), a.kind(), a.owner(), arena, host);
+        MemorySegment.copy(a.host(), 0, host, 0, a.size());
+        if (!byBase.replace(a.base(), a, b)) {
+            return null;
+        }
+        a.arena().close();
+        sharedFiles.put(a.id(), file);
+        if (byBase.get(a.base()) != b && sharedFiles.remove(a.id(), file)) {
+            MemoryFiles.close(file.fd());   // freed meanwhile, before its release could see the file
+        }
+        return b;
+    }
+
+    /**
+     * Makes another process's exported allocation resolvable in {@code owner}: an IPC allocation at fresh addresses
+     * over {@code host} (a mapping of its memory file, owned by {@code arena}), charged to nobody here.
+     */
+    Allocation addOpened(EmulatedContext owner, long size, Arena arena, MemorySegment host) {
+        long base = reserveAddresses(size);
+        Allocation a = new Allocation(base, size, ids.getAndIncrement(), Allocation.Kind.IPC, owner, arena, host);
+        byBase.put(base, a);
+        if (owner.destroyed()) {   // as in allocate: the context's cleanup may not have seen this one
+            if (unmap(a)) {
+                release(a);
+            }
+            throw new CudaError(CUDA_ERROR_INVALID_CONTEXT, "context " + owner.name + " was destroyed");
+        }
+        return a;
+    }
+
     /** Makes a VMM mapping resolvable: a MAPPED allocation over host memory owned by its physical allocation. */
     Allocation addMapped(EmulatedContext owner, long base, long size, Arena arena, MemorySegment host) {
         Allocation a = new Allocation(base, size, ids.getAndIncrement(), Allocation.Kind.MAPPED, owner, arena, host);
@@ -291,6 +345,13 @@ final class EmulatedMemory {
             return; // its memory and budget are its physical allocation's
         }
         a.arena().close();
+        if (a.kind() == Allocation.Kind.IPC) {
+            return; // the mapping goes; the memory and its budget are the exporter's
+        }
+        SharedFile file = sharedFiles.remove(a.id());
+        if (file != null) {
+            MemoryFiles.close(file.fd());   // a late cuIpcOpenMemHandle of it now fails cleanly
+        }
         if (a.kind() != Allocation.Kind.HEAP) {
             used[a.owner().device].addAndGet(-a.size());
         }

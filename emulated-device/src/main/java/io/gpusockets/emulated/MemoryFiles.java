@@ -41,14 +41,20 @@ final class MemoryFiles {
     private static final MethodHandle MMAP = function("mmap",
             FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
     private static final MethodHandle MUNMAP = function("munmap", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG));
+    private static final int O_RDWR = 2, O_CLOEXEC = 0x80000;
+    /** open(path, flags, mode): variadic from its third argument. */
+    private static final MethodHandle OPEN = function("open", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT),
+            Linker.Option.firstVariadicArg(2));
 
     private MemoryFiles() {
     }
 
-    private static MethodHandle function(String name, FunctionDescriptor d) {
+    private static MethodHandle function(String name, FunctionDescriptor d, Linker.Option... more) {
         SymbolLookup libc = LINKER.defaultLookup();
         MemorySegment symbol = libc.find(name).orElseThrow(() -> new UnsatisfiedLinkError("libc has no " + name));
-        return LINKER.downcallHandle(symbol, d, Linker.Option.captureCallState("errno"));
+        Linker.Option[] options = java.util.Arrays.copyOf(more, more.length + 1);
+        options[more.length] = Linker.Option.captureCallState("errno");
+        return LINKER.downcallHandle(symbol, d, options);
     }
 
     /** A failed system call: its name and errno. */
@@ -74,9 +80,17 @@ final class MemoryFiles {
 
     /** A new memory file of {@code size} bytes (zero-filled), close-on-exec; the caller closes it. */
     static int create(long size) throws SystemCallFailed {
+        return create(size, "gpusockets-emulated-vmm");
+    }
+
+    /**
+     * Like {@link #create(long)}, named {@code name}: {@code /proc/PID/fd/N} of it reads {@code /memfd:NAME (deleted)},
+     * which is how an opener of an IPC handle checks that the descriptor it reached is still the exported file.
+     */
+    static int create(long size, String name) throws SystemCallFailed {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment state = a.allocate(STATE);
-            int fd = (int) MEMFD_CREATE.invokeExact(state, a.allocateFrom("gpusockets-emulated-vmm"), MFD_CLOEXEC);
+            int fd = (int) MEMFD_CREATE.invokeExact(state, a.allocateFrom(name), MFD_CLOEXEC);
             if (fd < 0) {
                 throw new SystemCallFailed("memfd_create", errno(state));
             }
@@ -123,6 +137,34 @@ final class MemoryFiles {
             throw e;
         } catch (Throwable t) {
             throw unexpected(t);
+        }
+    }
+
+    /**
+     * Opens {@code path} read-write, close-on-exec (for {@code /proc/PID/fd/N}: a new descriptor of the file another
+     * process of this user holds); the caller closes it. ENOENT: no such process or descriptor; EACCES: not ours.
+     */
+    static int open(String path) throws SystemCallFailed {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment state = a.allocate(STATE);
+            int fd = (int) OPEN.invokeExact(state, a.allocateFrom(path), O_RDWR | O_CLOEXEC, 0);
+            if (fd < 0) {
+                throw new SystemCallFailed("open(" + path + ")", errno(state));
+            }
+            return fd;
+        } catch (SystemCallFailed e) {
+            throw e;
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    /** What {@code /proc/self/fd/FD} reads: for a memory file {@code /memfd:NAME (deleted)}; null if unreadable. */
+    static String target(int fd) {
+        try {
+            return java.nio.file.Files.readSymbolicLink(java.nio.file.Path.of("/proc/self/fd/" + fd)).toString();
+        } catch (java.io.IOException | UnsupportedOperationException e) {
+            return null;
         }
     }
 

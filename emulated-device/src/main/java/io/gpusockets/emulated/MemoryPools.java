@@ -139,6 +139,7 @@ final class MemoryPools {
         }
         Allocation a = memory.allocate(c, bytesize, Allocation.Kind.ALLOCATED);
         p.allocations.put(a.base(), a);
+        poolMade.add(a);
         synchronized (p) {
             long used = used(p);
             p.usedHigh = Math.max(p.usedHigh, used);
@@ -148,6 +149,15 @@ final class MemoryPools {
     }
 
     /** Any live cuMemAlloc or pool allocation of the current context; released when the stream reaches the free. */
+    /** Pool allocations, live or freed (held weakly: a freed one drops out once nothing holds it). */
+    private final java.util.Set<Allocation> poolMade =
+            java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(new java.util.WeakHashMap<>()));
+
+    /** Whether {@code a} came from a pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) or a graph memory node. */
+    boolean isPoolMemory(Allocation a) {
+        return poolMade.contains(a) || graphMemory.contains(a.base());
+    }
+
     /** Allocations of graph memory nodes (Graphs): they stay until their context goes. */
     private final java.util.Set<Long> graphMemory = java.util.concurrent.ConcurrentHashMap.newKeySet();
 

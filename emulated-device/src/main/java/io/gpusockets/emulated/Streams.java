@@ -102,6 +102,11 @@ final class Streams {
             contexts.captures.recordEventNode(s, EmulatedGraph.WAIT_EVENT, e);
             return;
         }
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null && s.capture == null) {   // recorded here or in another process: the shared counters say
+            IpcEvents.waitEvent(c, s, cell);
+            return;
+        }
         if (e.captured == null && e.recording() == null) {
             return;   // never recorded: nothing to wait for, in a capture or not
         }
@@ -137,6 +142,11 @@ final class Streams {
             return;
         }
         e.captured = null;
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            IpcEvents.record(c, s, e, cell);
+            return;
+        }
         EmulatedEvent.Recording r = new EmulatedEvent.Recording();
         r.reached = c.enqueue(s, null, () -> r.nanos = System.nanoTime(), "cuEventRecord");
         e.recording(r);
@@ -145,6 +155,17 @@ final class Streams {
     int synchronizeEvent(long hEvent) {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         checkNotCaptured(e);
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            use(cell);
+            try {
+                cell.await(cell.recorded(), () -> false);
+            } finally {
+                cell.release();
+            }
+            e.context.throwIfFaulted();
+            return CUDA_SUCCESS;
+        }
         EmulatedEvent.Recording r = e.recording();
         if (r != null) {
             r.reached.join();
@@ -157,6 +178,15 @@ final class Streams {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         checkNotCaptured(e);
         e.context.throwIfFaulted();
+        IpcEvents.Cell cell = e.cell;
+        if (cell != null) {
+            use(cell);
+            try {
+                return cell.completed() >= cell.recorded() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+            } finally {
+                cell.release();
+            }
+        }
         EmulatedEvent.Recording r = e.recording();
         return r == null || r.reached.isDone() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     }
@@ -181,7 +211,14 @@ final class Streams {
         return (b.nanos - a.nanos) / 1_000_000f;
     }
 
-    /** An event last recorded in a capture that is still going stands for no work that runs. */
+    /** Holds an IPC event's cell for a call (released by the caller); a cell whose event was destroyed meanwhile is refused. */
+    private static void use(IpcEvents.Cell cell) {
+        if (!cell.acquire()) {
+            throw new CudaError(CUDA_ERROR_INVALID_HANDLE, "the event was destroyed");
+        }
+    }
+
+        /** An event last recorded in a capture that is still going stands for no work that runs. */
     private static void checkNotCaptured(EmulatedEvent e) {
         Captures.CapturedRecord r = e.captured;
         if (r != null && r.sequence().graph != null && r.sequence().origin.capture == r.sequence()) {
@@ -194,6 +231,7 @@ final class Streams {
         EmulatedEvent e = contexts.lookup(hEvent, EmulatedEvent.class, "hEvent");
         if (handles.remove(hEvent, e)) {
             e.context.owned.remove(hEvent);
+            e.released();
         }
     }
 }

@@ -37,7 +37,20 @@ import java.util.function.IntConsumer;
  *   MARKED    long mark: the answer to          TAKEOVER_MARK long mark: a backend takes this one over; the worker
  *             TAKEOVER_MARK, the last message             answers MARKED, and what it sends after that is read by the
  *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
- * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed
+ *   SHARE     long request, byte share kind,  SHARED   long request, byte outcome, done: long exporter session,
+ *             long size, long object, int n +          long size, int n + n bytes (SHARE: the token; LOOKUP: the
+ *             n bytes (the
+ *             driver's IPC handle; 0 for VMM)          driver's IPC handle, 0 for VMM, whose descriptor comes with
+ *             (+ 1 descriptor for VMM): register       it); refused: int CUresult, string why
+ *             an export with the front's registry
+ *   LOOKUP    long request, byte share kind,
+ *             64 bytes token: what a token names
+ *             for this worker's session
+ *   UNSHARE   byte share kind, long object: the
+ *             session let go of what it exported
+ * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed;
+ * share kind: {@link io.gpusockets.backend.session.ShareRegistry} (1 memory, 2 event, 3 VMM), n at most
+ * {@link #MAX_SHARE_BYTES}. Only SHARE (from a worker), SESSION, RESUME and SHARED (from the front) carry descriptors.
  * </pre>
  */
 final class ControlMessages {
@@ -52,6 +65,9 @@ final class ControlMessages {
     static final byte RESTORED = 9;
     static final byte MIGRATED = 10;
     static final byte MARKED = 11;
+    static final byte SHARE = 12;
+    static final byte LOOKUP = 13;
+    static final byte UNSHARE = 14;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
@@ -60,6 +76,10 @@ final class ControlMessages {
     static final byte RESTORE = 25;
     static final byte MIGRATE = 26;
     static final byte TAKEOVER_MARK = 27;
+    static final byte SHARED = 28;
+
+    /** The most bytes a SHARE or SHARED carries (the driver's IPC handle, a token: 64). */
+    static final int MAX_SHARE_BYTES = 64;
 
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;
@@ -95,6 +115,17 @@ final class ControlMessages {
     /** As {@link #putString}, cut to {@code max} characters (a refusal's message must fit in one message). */
     static void putString(ByteBuffer b, String s, int max) {
         putString(b, s.length() <= max ? s : s.substring(0, max) + "...");
+    }
+
+    /** Reads an int length and that many bytes, at most {@link #MAX_SHARE_BYTES}. */
+    static byte[] getShareBytes(ByteBuffer b) throws IOException {
+        int n = b.getInt();
+        if (n < 0 || n > MAX_SHARE_BYTES || n > b.remaining()) {
+            throw new IOException("control message: " + n + " share bytes (0.." + MAX_SHARE_BYTES + "), " + b.remaining() + " left");
+        }
+        byte[] bytes = new byte[n];
+        b.get(bytes);
+        return bytes;
     }
 
     static String getString(ByteBuffer b) throws IOException {

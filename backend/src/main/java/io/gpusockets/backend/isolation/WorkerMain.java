@@ -82,8 +82,10 @@ public final class WorkerMain {
             s.resumable(new Session.Resume(t.resumeToken(), t.identity(), Duration.ofSeconds(t.graceSeconds()), t.features(),
                     t.retainBytes()));
         }
+        WorkerShares shares = new WorkerShares(control);
+        s.shares(shares);
         java.util.concurrent.atomic.AtomicReference<Session> served = new java.util.concurrent.atomic.AtomicReference<>(s);
-        readControl(control, tenant, served);
+        readControl(control, tenant, shares, served);
         return serve(s, t, tenant, control, settings);
     }
 
@@ -112,7 +114,8 @@ public final class WorkerMain {
         }
         FrontTenantAccount tenant = new FrontTenantAccount(tenantName, limits, control);
         java.util.concurrent.atomic.AtomicReference<Session> served = new java.util.concurrent.atomic.AtomicReference<>();
-        readControl(control, tenant, served); // the restore's reserves are answered through it
+        WorkerShares shares = new WorkerShares(control);
+        readControl(control, tenant, shares, served); // the restore's reserves are answered through it
         Object[] out = new Object[1];
         // a platform thread of its own: the replay changes its thread's driver context stack
         Thread r = Thread.ofPlatform().daemon().name("gpusockets-restore").start(() -> {
@@ -142,6 +145,7 @@ public final class WorkerMain {
             control.close();
             return 0;
         }
+        s.shares(shares);
         Session.Resume resume = s.resume();
         SessionTicket t = new SessionTicket(s.id(), resume.features(), tenantName, limits,
                 new io.gpusockets.protocol.transport.PeerInfo("restored from " + file, java.util.OptionalInt.empty(),
@@ -175,7 +179,7 @@ public final class WorkerMain {
      * ends at once): answers to the tenant's reserves, new limits, resuming connections, checkpoints. {@code served}
      * holds the session once there is one (a restore makes it later).
      */
-    private static void readControl(Connection control, FrontTenantAccount tenant,
+    private static void readControl(Connection control, FrontTenantAccount tenant, WorkerShares shares,
                                     java.util.concurrent.atomic.AtomicReference<Session> served) {
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             java.util.List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
@@ -183,12 +187,20 @@ public final class WorkerMain {
                 while (true) {
                     ByteBuffer a = ControlMessages.readWithDescriptors(control, fds::add);
                     byte type = a.get();
-                    if (type != ControlMessages.RESUME && !fds.isEmpty()) {
+                    if (type != ControlMessages.RESUME && type != ControlMessages.SHARED && !fds.isEmpty()) {
                         throw new IOException("control message " + type + " came with descriptors");
                     }
                     Session s = served.get();
                     switch (type) {
                         case ControlMessages.ANSWER -> tenant.answered(a.getLong(), a.getLong());
+                        case ControlMessages.SHARED -> {
+                            if (fds.size() > 1) {
+                                throw new IOException("a SHARED message with " + fds.size() + " descriptors");
+                            }
+                            int fd = fds.isEmpty() ? -1 : fds.get(0);
+                            fds.clear();
+                            shares.answered(a, fd);
+                        }
                         case ControlMessages.LIMITS -> tenant.setLimits(SessionTicket.getLimits(a));
                         case ControlMessages.RESUME -> {
                             if (s == null) {
@@ -210,6 +222,7 @@ public final class WorkerMain {
             } catch (IOException | RuntimeException e) {
                 fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close);
                 tenant.frontGone();
+                shares.frontGone();
                 Session s = served.get();
                 if (s != null) {
                     s.end("the backend's front process is gone");

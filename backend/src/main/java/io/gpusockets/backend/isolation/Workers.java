@@ -71,6 +71,8 @@ public final class Workers implements AutoCloseable {
     private final TransportUri controlUri;
     /** Every worker process not yet known to be gone, by pid. */
     private final Map<Long, Worker> live = new ConcurrentHashMap<>();
+    /** The backend's shares between sessions (SHARE and LOOKUP of the workers), or null: every share refused. */
+    private volatile io.gpusockets.backend.session.ShareRegistry shares;
     private final BlockingQueue<Worker> idle = new LinkedBlockingQueue<>();
     /** Workers serving a resumable session, by its token in hex; a worker leaves when it ends. */
     private final Map<String, Worker> resumable = new ConcurrentHashMap<>();
@@ -487,6 +489,15 @@ public final class Workers implements AutoCloseable {
     /** Whether a checkpoint or restore runs in a worker now. */
     public boolean busy() {
         return !operations.isEmpty();
+    }
+
+    /**
+     * The registry the workers' SHARE and LOOKUP messages are answered from (IPC and shareable handles between
+     * sessions of one tenant; {@link io.gpusockets.backend.session.ShareRegistry}), speaking for each worker's session
+     * and tenant.
+     */
+    public void shares(io.gpusockets.backend.session.ShareRegistry registry) {
+        this.shares = registry;
     }
 
     /** Whether a worker not yet gone serves (or is restoring) session {@code sessionId}. */
@@ -1026,6 +1037,7 @@ public final class Workers implements AutoCloseable {
      * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
      */
     private void readLoop(Worker w, Connection ctl, boolean adopted) {
+        List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
         try {
             ByteBuffer m;
             if (!adopted) {
@@ -1038,13 +1050,31 @@ public final class Workers implements AutoCloseable {
                 replenish(); // a start slot is free: the next worker starts, if one is wanted
             }
             while (true) {
-                m = ControlMessages.read(ctl);
+                fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // none left unclaimed
+                fds.clear();
+                m = ControlMessages.readWithDescriptors(ctl, fds::add);
                 byte type = m.get();
                 TenantAccount t = w.tenant;
                 if (t == null) {
                     throw new IOException("control message " + type + " before a session");
                 }
+                if (type != ControlMessages.SHARE && !fds.isEmpty() || fds.size() > 1) {
+                    throw new IOException("control message " + type + " came with " + fds.size() + " descriptor(s)");
+                }
                 switch (type) {
+                    case ControlMessages.SHARE -> {
+                        int fd = fds.isEmpty() ? -1 : fds.remove(0);
+                        share(w, t, ctl, m, fd);
+                    }
+                    case ControlMessages.LOOKUP -> lookup(w, t, ctl, m);
+                    case ControlMessages.UNSHARE -> {
+                        byte kind = m.get();
+                        long object = m.getLong();
+                        io.gpusockets.backend.session.ShareRegistry r = shares;
+                        if (r != null && w.sessionId != 0) {
+                            r.withdraw(w.sessionId, kind, object);
+                        }
+                    }
                     case ControlMessages.RESERVE -> {
                         long request = m.getLong();
                         byte kind = m.get();
@@ -1116,9 +1146,91 @@ public final class Workers implements AutoCloseable {
                 LOG.log(Level.WARNING, "worker pid " + w.pid + ": control socket: " + e.getMessage() + "; stopping it");
             }
         } finally {
+            fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // a message's that was not taken
             if (!w.handedOff) {
                 ctl.close();
                 gone(w);
+            }
+        }
+    }
+
+    /** A worker's SHARE: registers its session's export ({@code fd}, a VMM share's descriptor, is the registry's). */
+    private void share(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, int fd) throws IOException {
+        long request;
+        byte kind;
+        long size;
+        long object;
+        byte[] bytes;
+        try {
+            request = m.getLong();
+            kind = m.get();
+            size = m.getLong();
+            object = m.getLong();
+            bytes = ControlMessages.getShareBytes(m);
+        } catch (IOException | java.nio.BufferUnderflowException e) {
+            if (fd >= 0) {
+                io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
+            }
+            throw new IOException("bad SHARE: " + e.getMessage(), e);
+        }
+        ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
+        a.putLong(request);
+        io.gpusockets.backend.session.ShareRegistry r = shares;
+        try {
+            if (r == null || w.sessionId == 0) {
+                if (fd >= 0) {
+                    io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
+                }
+                throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                        "this backend keeps no shares between sessions");
+            }
+            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, null, object);
+            a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(token.length).put(token);
+        } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
+            a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
+            ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);
+        }
+        ctl.write(ControlMessages.finish(a));
+    }
+
+    /** A worker's LOOKUP: what a token names for its session (a VMM share's descriptor goes with the answer). */
+    private void lookup(Worker w, TenantAccount t, Connection ctl, ByteBuffer m) throws IOException {
+        long request;
+        byte kind;
+        byte[] token = new byte[io.gpusockets.backend.session.ShareRegistry.TOKEN_BYTES];
+        try {
+            request = m.getLong();
+            kind = m.get();
+            m.get(token);
+        } catch (java.nio.BufferUnderflowException e) {
+            throw new IOException("bad LOOKUP: " + e, e);
+        }
+        ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
+        a.putLong(request);
+        io.gpusockets.backend.session.ShareRegistry r = shares;
+        int fd = -1;
+        try {
+            if (r == null || w.sessionId == 0) {
+                throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE,
+                        "this backend keeps no shares between sessions");
+            }
+            io.gpusockets.backend.session.ShareRegistry.Found f = r.lookup(w.sessionId, t.name(), kind, token);
+            fd = f.fd();
+            byte[] bytes = f.driverBytes() == null ? new byte[0] : f.driverBytes();
+            a.put(ControlMessages.OUTCOME_DONE).putLong(f.exporter()).putLong(f.size()).putInt(bytes.length).put(bytes);
+        } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
+            a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
+            ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);
+        }
+        try {
+            if (fd >= 0) {
+                io.gpusockets.transport.vsock.DescriptorPassing.send(ctl, ControlMessages.finish(a), fd);
+            } else {
+                ctl.write(ControlMessages.finish(a));
+            }
+        } finally {
+            if (fd >= 0) {
+                io.gpusockets.transport.vsock.DescriptorPassing.close(fd); // the worker has its own copy now
             }
         }
     }
@@ -1167,6 +1279,10 @@ public final class Workers implements AutoCloseable {
             w.handle.destroyForcibly();
         }
         failOperations(w);
+        io.gpusockets.backend.session.ShareRegistry registry = shares;
+        if (registry != null && w.sessionId != 0) {
+            registry.sessionEnded(w.sessionId); // its exports go; what others opened of them stays, as the driver keeps it
+        }
         if (aot != null) {
             aot.exited(w.aotOptions);
         }

@@ -109,6 +109,8 @@ public final class BackendServer implements AutoCloseable {
 
     /** Isolation mode process: the worker processes that serve sessions after the handshake, else null. */
     private volatile io.gpusockets.backend.isolation.Workers workers;
+    /** IPC and shareable handles between sessions of one tenant (issue 24 item 1), whatever the isolation mode. */
+    private final io.gpusockets.backend.session.ShareRegistry shares = io.gpusockets.backend.session.ShareRegistry.configured();
     /** Sessions that may be resumed, by their token in hex. */
     private final Map<String, Session> resumable = new ConcurrentHashMap<>();
     /**
@@ -628,6 +630,7 @@ public final class BackendServer implements AutoCloseable {
      * of {@code w}'s worker processes, which {@link #close} stops.
      */
     public void handSessionsTo(io.gpusockets.backend.isolation.Workers w) {
+        w.shares(shares);
         status.remoteSessions(w::sessions);
         w.reportEndsTo(status::ended);
         tenants.onReload(w::limitsChanged);
@@ -759,6 +762,7 @@ public final class BackendServer implements AutoCloseable {
                 resumable.remove(java.util.HexFormat.of().formatHex(r.token()));
             }
             status.ended(s, () -> sessions.remove(s));
+            shares.sessionEnded(s.id());
             sessionSlots.decrementAndGet();
             windowBytes.add(s.windowBytes());
             resumedWindowBytes.add(s.resumedWindowBytes());
@@ -880,6 +884,7 @@ public final class BackendServer implements AutoCloseable {
         }
         try {
             s.deviceShare(tenants.deviceShare());
+            s.shares(shares.broker(id, admitted.tenant().name()));
             if (sharedContexts != null) {
                 s.shareContexts(sharedContexts);
             }
@@ -1205,6 +1210,22 @@ public final class BackendServer implements AutoCloseable {
         return counted(checkpoints, () -> checkpointSession(sessionId, file, stop, p));
     }
 
+    /**
+     * Refused when another live session opened one of {@code sessionId}'s IPC or shareable exports, or it opened one of
+     * another's ({@link io.gpusockets.backend.session.ShareRegistry#movingRefusal}).
+     */
+    private void notSharing(long sessionId, String what) throws io.gpusockets.backend.session.CheckpointRefused {
+        String why = shares.movingRefusal(sessionId, what);
+        if (why != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(why);
+        }
+    }
+
+    /** The IPC and shareable handles between this backend's sessions. */
+    public io.gpusockets.backend.session.ShareRegistry shares() {
+        return shares;
+    }
+
     /** Runs a checkpoint or restore, counting its outcome in {@code by}: done, refused, failed. */
     private static <T> T counted(java.util.concurrent.atomic.LongAdder[] by, Operation<T> op)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
@@ -1235,6 +1256,7 @@ public final class BackendServer implements AutoCloseable {
     private io.gpusockets.backend.session.CheckpointResult checkpointSession(long sessionId, java.nio.file.Path file,
             boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        notSharing(sessionId, "checkpointed");
         io.gpusockets.backend.isolation.Workers w = workers;
         if (w != null) { // isolation mode process: the session's worker checkpoints it
             return w.checkpoint(sessionId, file, stop, p);
@@ -1434,6 +1456,7 @@ public final class BackendServer implements AutoCloseable {
                             + frontendUri + ": " + e.getMessage());
                 }
             }
+            notSharing(sessionId, "migrated");
             io.gpusockets.backend.isolation.Workers w = workers;
             Session s = w != null ? null : session(sessionId);
             if (w == null && s == null) {
@@ -1631,6 +1654,7 @@ public final class BackendServer implements AutoCloseable {
                                     io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         return counted(migrations, () -> {
+            notSharing(sessionId, "handed over");
             if (workers != null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
                         + " process yet: run the backend with --isolation context");
@@ -1725,6 +1749,7 @@ public final class BackendServer implements AutoCloseable {
                 s = restoreOnOwnThread(file, tenant, p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p,
                         handed, landed);
                 s.deviceShare(tenants.deviceShare());
+                s.shares(shares.broker(s.id(), tenant.name()));
                 if (sharedContexts != null) {
                     s.shareContexts(sharedContexts);
                 }

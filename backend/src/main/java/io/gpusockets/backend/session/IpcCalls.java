@@ -1,40 +1,378 @@
 package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.CudaDriver;
+import io.gpusockets.protocol.api.ParamType;
+import io.gpusockets.protocol.wire.ProtocolException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
 
 /**
- * Area {@code ipc}: IPC memory and event handles between sessions. Not served yet: every call is refused with
- * CUDA_ERROR_NOT_SUPPORTED, as the frontend answered before these calls were forwarded (issue 24 item 1 serves them
- * between sessions of one tenant).
+ * Area {@code ipc}: IPC memory and event handles between sessions of one tenant (issue 24 item 1), through the
+ * backend's {@link ShareRegistry}: the program gets and gives a 64-byte token, never the driver's handle.
+ *
+ * <p>Isolation {@code process} (each session a worker process): the exporter's worker asks its driver for the IPC
+ * handle (cuIpcGetMemHandle of the base of a cuMemAlloc allocation of the session; cuIpcGetEventHandle of an event
+ * of the session) and registers its 64 bytes with the front; the importer's worker is given them, for a session of
+ * the same tenant only, and opens them with its driver. An opened range is a range of the importer's memory that
+ * cuMemFree refuses and cuIpcCloseMemHandle removes, closed at the session's end, and NOT charged to the tenant (the
+ * exporter's allocation is: the memory is charged once); a second open of one handle gives the same pointer and is
+ * counted, each close taking one. An opened event is an event of the importer's table (cuEventDestroy, or the session's
+ * end, destroys it). A session with address-stable memory ({@link StableAddresses}) cannot export its cuMemAlloc
+ * memory this way (it is VMM memory in its window, which the driver's IPC handles do not cover): refused with
+ * CUDA_ERROR_NOT_SUPPORTED saying so.
+ *
+ * <p>Isolation {@code context} and {@code shared} (every session in the front process, where the driver cannot open an
+ * IPC handle it exported, and a context's cuMemAlloc pointer is not valid in another context's kernels): IPC memory is
+ * served by the VMM route where it is sound: a cuMemAlloc allocation of a session with address-stable memory
+ * ({@link StableAddresses}) that has granules of its own (at least a quarter granule; not a pool's) is exported as the
+ * physical allocations that back it, each a POSIX descriptor the registry keeps ({@link ShareRegistry.Window}), and the
+ * opener imports them into its driver, maps them in a reservation of its own at the same offsets and sets read-write
+ * access for its context's device; cuIpcCloseMemHandle (or the opener's end) unmaps, releases and frees that. Anything
+ * else is refused with CUDA_ERROR_NOT_SUPPORTED naming the cause and the fix (--isolation process, or stable-addresses
+ * for the tenant). IPC events are refused there with CUDA_ERROR_NOT_SUPPORTED: sharing one driver event by reference
+ * count (the design's first idea) is unsound in mode context, where an event belongs to its context, which the
+ * exporting session's end destroys with everything in it whatever another session holds; and a cuEventRecord of it on
+ * another context's stream is what a GPU pass would have to check first. Shareable VMM handles
+ * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
+ *
+ * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
+ * hand-over ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}).
  */
 final class IpcCalls implements BackendHandlers.Ipc {
-    private static final String NOT_YET = "IPC handles between sessions are not served by this backend yet";
+    /** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: the one flag cuIpcOpenMemHandle takes. */
+    static final int LAZY_ENABLE_PEER_ACCESS = 1;
+
+    private final Session session;
+    private final CudaDriver driver;
 
     IpcCalls(Session session) {
+        this.session = session;
+        this.driver = session.driver();
+    }
+
+    private void requireWorker(String what) throws CallRejected {
+        if (session.shares().sameProcess()) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, what + " between sessions need each session in a"
+                    + " process of its own: run the backend with --isolation process (the default); in isolation context"
+                    + " or shared every session is in one process, where the driver cannot open an IPC handle it exported"
+                    + " and an event belongs to its session's context, which that session's end destroys");
+        }
+    }
+
+    private static CallRejected rejected(ShareRegistry.Refused e) {
+        return new CallRejected(e.result(), e.getMessage());
     }
 
     @Override
-    public int cuIpcGetMemHandle(Call c, long dptr) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NOT_YET);
+    public int cuIpcGetMemHandle(Call c, long dptr) throws CallRejected, IOException {
+        SessionMemory.Range r = session.memory().allocationAt(dptr);
+        if (r == null || r.owner() <= 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is not the base of a cuMemAlloc"
+                    + " allocation of this session (module globals, VMM mappings and opened IPC memory cannot be exported)", dptr));
+        }
+        if (session.shares().sameProcess()) {
+            byte[] token = shareWindow(dptr, r.size());
+            c.sendData(MemorySegment.ofArray(token));
+            return CuResult.CUDA_SUCCESS;
+        }
+        if (session.inWindow(dptr)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + " has address-stable"
+                    + " memory: its cuMemAlloc allocations are VMM mappings in its address window, which the driver's IPC"
+                    + " memory handles do not cover (share them as shareable VMM handles, or set stable-addresses = off"
+                    + " for tenant " + session.tenant().name() + ")");
+        }
+        MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
+        int res = driver.cuIpcGetMemHandle(out, dptr);
+        if (res != CuResult.CUDA_SUCCESS) {
+            return res;
+        }
+        byte[] token;
+        try {
+            token = session.shares().share(ShareRegistry.KIND_MEMORY,
+                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), r.size(), -1, dptr);
+            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+        c.sendData(MemorySegment.ofArray(token));
+        return res;
+    }
+
+    private byte[] token(Call c, long length) throws ProtocolException, CallRejected, InterruptedException {
+        if (length != ShareRegistry.TOKEN_BYTES) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "handle of " + length + " bytes");
+        }
+        return c.receiveBulk(length).asSlice(0, length).toArray(ValueLayout.JAVA_BYTE);
     }
 
     @Override
-    public int cuIpcOpenMemHandle(Call c, long handle, int flags) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NOT_YET);
+    public int cuIpcOpenMemHandle(Call c, long handle, int flags) throws ProtocolException, CallRejected, InterruptedException {
+        byte[] token = token(c, handle);
+        if (flags != 0 && flags != LAZY_ENABLE_PEER_ACCESS) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "Flags=" + Integer.toUnsignedString(flags)
+                    + " (0 or CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)");
+        }
+        long context = session.currentContextId(c.lane);
+        if (context == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
+        }
+        ShareRegistry.Found f;
+        try {
+            f = session.shares().lookup(ShareRegistry.KIND_MEMORY, token);
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+        if (f.window() != null) {
+            long base = mapWindow(c, f);
+            c.outs.putLong(base);
+            return CuResult.CUDA_SUCCESS;
+        }
+        requireWorker("IPC memory");
+        MemorySegment out = c.scratch(8);
+        MemorySegment bytes = c.scratch(ShareRegistry.DRIVER_BYTES).copyFrom(MemorySegment.ofArray(f.driverBytes()));
+        int res = driver.cuIpcOpenMemHandle(out, bytes, flags);
+        if (res == CuResult.CUDA_SUCCESS) {
+            long base = out.get(ValueLayout.JAVA_LONG, 0);
+            // not freeable (cuMemFree refuses it), owned by its context (the driver unmaps it with the context), not charged
+            if (session.sharing().memoryOpened(base, f.size(), context)) {
+                session.memory().add(new SessionMemory.Range(base, f.size(), context, false));
+            }
+            c.outs.putLong(base);
+        }
+        return res;
     }
 
     @Override
-    public int cuIpcCloseMemHandle(Call c, long dptr) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NOT_YET);
+    public int cuIpcCloseMemHandle(Call c, long dptr) throws CallRejected, InterruptedException {
+        SessionShares.Opened o = session.sharing().memoryAt(dptr);
+        if (o == null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is no IPC memory this session"
+                    + " opened", dptr));
+        }
+        if (o.mapped() != null) { // isolation context: the session's own mapping of another session's window memory
+            try (SessionUses.Retirement retiring = c.retire(new long[0], new long[]{dptr})) {
+                retiring.commit();
+                session.sharing().memoryClosed(dptr);
+                session.memory().remove(dptr);
+                unmapWindow(session.host().driver(), o.mapped());
+                return CuResult.CUDA_SUCCESS;
+            }
+        }
+        if (o.opens() > 1) { // the driver keeps the mapping for the session's other opens
+            int r = driver.cuIpcCloseMemHandle(dptr);
+            if (r == CuResult.CUDA_SUCCESS) {
+                session.sharing().memoryClosed(dptr);
+            }
+            return r;
+        }
+        // no call of another lane is inside the driver with this range while it goes
+        try (SessionUses.Retirement retiring = c.retire(new long[0], new long[]{dptr})) {
+            int r = driver.cuIpcCloseMemHandle(dptr);
+            if (r == CuResult.CUDA_SUCCESS) {
+                retiring.commit();
+                session.sharing().memoryClosed(dptr);
+                session.memory().remove(dptr);
+            }
+            return r;
+        }
     }
 
     @Override
-    public int cuIpcGetEventHandle(Call c, long event) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NOT_YET);
+    public int cuIpcGetEventHandle(Call c, long event) throws CallRejected, IOException {
+        requireWorker("IPC events");
+        MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
+        int res = driver.cuIpcGetEventHandle(out, event);
+        if (res != CuResult.CUDA_SUCCESS) {
+            return res;
+        }
+        byte[] token;
+        try {
+            token = session.shares().share(ShareRegistry.KIND_EVENT,
+                    out.asSlice(0, ShareRegistry.DRIVER_BYTES).toArray(ValueLayout.JAVA_BYTE), 0, -1, event);
+            session.sharing().exported(ShareRegistry.KIND_EVENT, event);
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+        c.sendData(MemorySegment.ofArray(token));
+        return res;
     }
 
     @Override
-    public int cuIpcOpenEventHandle(Call c, long handle) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NOT_YET);
+    public int cuIpcOpenEventHandle(Call c, long handle) throws ProtocolException, CallRejected, InterruptedException {
+        byte[] token = token(c, handle);
+        requireWorker("IPC events");
+        ShareRegistry.Found f;
+        try {
+            f = session.shares().lookup(ShareRegistry.KIND_EVENT, token);
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+        long context = session.currentContextId(c.lane);
+        if (context == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
+        }
+        MemorySegment out = c.scratch(8);
+        MemorySegment bytes = c.scratch(ShareRegistry.DRIVER_BYTES).copyFrom(MemorySegment.ofArray(f.driverBytes()));
+        int res = driver.cuIpcOpenEventHandle(out, bytes);
+        if (res == CuResult.CUDA_SUCCESS) {
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            session.sharing().eventOpened(real);
+            c.outs.putLong(session.handles().intern(ParamType.EVENT, real, 0, context));
+        }
+        return res;
+    }
+
+    private static final String CONTEXT_MODE_FIX = "IPC memory in isolation context or shared is served for cuMemAlloc"
+            + " allocations of a session with address-stable memory whose granules are their own; otherwise run the"
+            + " backend with --isolation process (the default)";
+
+    /**
+     * Isolation context: the allocation at {@code dptr} ({@code size} bytes) as the physical allocations of the session's
+     * address window that back it, each exported as a POSIX descriptor, registered as a share; its token. Refused
+     * (CUDA_ERROR_NOT_SUPPORTED, naming the cause and the fix) when the session has no address-stable memory, the
+     * allocation lies outside its window, or shares a granule with another allocation (those smaller than a quarter
+     * granule do).
+     */
+    private byte[] shareWindow(long dptr, long size) throws CallRejected {
+        StableAddresses stable = session.stable();
+        if (stable == null || !session.inWindow(dptr)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + (stable == null
+                    ? " has no address-stable memory (stable-addresses = on for tenant " + session.tenant().name() + ")"
+                    : String.format(": 0x%x lies outside its address window", dptr)) + ": " + CONTEXT_MODE_FIX);
+        }
+        if (!stable.ownGranules(dptr)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, String.format("0x%x (%d bytes) shares a granule with"
+                    + " other allocations (allocations smaller than a quarter granule, and pools' memory, share granules"
+                    + " with others and cannot be shared); %s", dptr, size, CONTEXT_MODE_FIX));
+        }
+        List<PhysicalMemory> pieces = new ArrayList<>();
+        for (PhysicalMemory m : stable.physical()) {
+            if (m.address() < dptr + size && dptr < m.address() + m.size()) {
+                pieces.add(m);
+            }
+        }
+        pieces.sort(java.util.Comparator.comparingLong(PhysicalMemory::address));
+        String why = pieces.isEmpty() ? "no physical allocation backs it" : null;
+        long at = pieces.isEmpty() ? 0 : pieces.get(0).address();
+        for (PhysicalMemory m : pieces) {
+            if (why != null) {
+                break;
+            }
+            if (m.address() != at || m.handle() == 0) {
+                why = "its physical allocations are not one run of granules";
+            }
+            at = m.address() + m.size();
+            for (SessionMemory.Range other : session.memory().ranges()) {
+                if (other.base() != dptr && other.base() < at && m.address() < other.base() + other.size()) {
+                    why = String.format("it shares a granule with the allocation at 0x%x (allocations smaller than a quarter"
+                            + " granule share granules with others and cannot be shared)", other.base());
+                    break;
+                }
+            }
+        }
+        if (why == null && at < dptr + size) {
+            why = "its physical allocations do not cover it";
+        }
+        if (why != null) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, String.format("0x%x (%d bytes): %s; %s", dptr, size,
+                    why, CONTEXT_MODE_FIX));
+        }
+        long start = pieces.get(0).address();
+        List<ShareRegistry.Piece> exported = new ArrayList<>();
+        ShareRegistry.Window window = new ShareRegistry.Window(dptr - start, exported);
+        try {
+            for (PhysicalMemory m : pieces) {
+                exported.add(new ShareRegistry.Piece(m.address() - start, m.size(), session.exportPosixFd(m)));
+            }
+        } catch (IOException e) {
+            ShareRegistry.closeAll(window);
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, e.getMessage() + "; " + CONTEXT_MODE_FIX);
+        }
+        try {
+            byte[] token = session.shares().shareWindow(size, window, dptr);
+            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
+            return token;
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+    }
+
+    /**
+     * Isolation context: maps the exporter's window memory {@code f} into a reservation of this session (the driver's
+     * own, outside any window: such a mapping is refused a checkpoint anyway), read-write for the current context's
+     * device; returns the allocation's address there. Nothing is charged: the exporter's allocation is. The lookup's
+     * descriptors are closed here.
+     */
+    private long mapWindow(Call c, ShareRegistry.Found f) throws CallRejected {
+        CudaDriver real = session.host().driver();
+        ShareRegistry.Window w = f.window();
+        int n = w.pieces().size();
+        long[] addresses = new long[n];
+        long[] sizes = new long[n];
+        long[] handles = new long[n];
+        long reservation = 0;
+        int mapped = 0;
+        int r = CuResult.CUDA_SUCCESS;
+        try {
+            MemorySegment out = c.scratch(8);
+            r = real.cuCtxGetDevice(out);
+            int device = out.get(ValueLayout.JAVA_INT, 0);
+            if (r == CuResult.CUDA_SUCCESS) {
+                r = real.cuMemAddressReserve(out, w.span(), 0, 0, 0);
+                reservation = r == CuResult.CUDA_SUCCESS ? out.get(ValueLayout.JAVA_LONG, 0) : 0;
+            }
+            for (int i = 0; i < n && r == CuResult.CUDA_SUCCESS; i++) {
+                ShareRegistry.Piece p = w.pieces().get(i);
+                r = real.cuMemImportFromShareableHandle(out, MemorySegment.ofAddress(p.fd()),
+                        io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    break;
+                }
+                handles[i] = out.get(ValueLayout.JAVA_LONG, 0);
+                addresses[i] = reservation + p.offset();
+                sizes[i] = p.size();
+                r = real.cuMemMap(addresses[i], p.size(), 0, handles[i], 0);
+                if (r == CuResult.CUDA_SUCCESS) {
+                    mapped = i + 1;
+                } else {
+                    real.cuMemRelease(handles[i]);
+                    handles[i] = 0;
+                }
+            }
+            if (r == CuResult.CUDA_SUCCESS) {
+                MemorySegment desc = c.scratch(io.gpusockets.protocol.structs.MemoryProps.ACCESS_DESC_SIZE);
+                desc.set(ValueLayout.JAVA_INT, 0, io.gpusockets.protocol.structs.MemoryProps.LOCATION_TYPE_DEVICE);
+                desc.set(ValueLayout.JAVA_INT, 4, device);
+                desc.set(ValueLayout.JAVA_INT, 8, io.gpusockets.protocol.structs.MemoryProps.ACCESS_READWRITE);
+                r = real.cuMemSetAccess(reservation, w.span(), desc, 1);
+            }
+        } finally {
+            ShareRegistry.closeAll(w);
+        }
+        SessionShares.Mapped m = new SessionShares.Mapped(reservation, w.span(), java.util.Arrays.copyOf(addresses, mapped),
+                java.util.Arrays.copyOf(sizes, mapped), java.util.Arrays.copyOf(handles, mapped));
+        if (r != CuResult.CUDA_SUCCESS) {
+            if (reservation != 0) {
+                unmapWindow(real, m);
+            }
+            throw new CallRejected(r, "mapping the exporter's memory into this session failed");
+        }
+        long base = reservation + w.start();
+        session.sharing().memoryMapped(base, f.size(), m);
+        session.memory().add(new SessionMemory.Range(base, f.size(), SessionMemory.IPC_MAPPING, false));
+        return base;
+    }
+
+    /** Unmaps, releases and frees what {@link #mapWindow} made (a close, or the session's end). */
+    static void unmapWindow(CudaDriver real, SessionShares.Mapped m) {
+        for (int i = 0; i < m.handles().length; i++) {
+            real.cuMemUnmap(m.addresses()[i], m.sizes()[i]);
+            real.cuMemRelease(m.handles()[i]);
+        }
+        real.cuMemAddressFree(m.reservation(), m.span());
     }
 }

@@ -74,6 +74,10 @@ public final class Session {
     private final SessionUses uses = new SessionUses(this);
     private final SessionPools pools = new SessionPools();
     private final SessionVmm vmm = new SessionVmm();
+    /** What it opened of other sessions' shares (issue 24 item 1). */
+    private final SessionShares sharing = new SessionShares();
+    /** Its way to the backend's share registry; none until {@link #shares(ShareBroker)}. */
+    private volatile ShareBroker shares = ShareBroker.NONE;
     private final SessionWaits waits = new SessionWaits();
     private final PrimaryContexts primary;
     private final HostCallbackGates callbackGates = new HostCallbackGates();
@@ -176,6 +180,10 @@ public final class Session {
         this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
         memory.onRemoved(r -> {
             quota.rangeRemoved(r);
+            sharing.memoryGone(r.base());
+            if (sharing.unexported(ShareRegistry.KIND_MEMORY, r.base())) {
+                shares.withdraw(ShareRegistry.KIND_MEMORY, r.base()); // no token keeps memory alive its tenant no longer pays for
+            }
             GlobalTranslation t = translation;
             if (recorder != null) {
                 recorder.rangeGone(t == null ? r.base() : t.toProgram(r.base())); // recorded as the program knows it
@@ -209,14 +217,22 @@ public final class Session {
                 channel == null ? FrameChannel.DEFAULT_MAX_BODY : channel.maxBody()), hostBuffers);
         this.cleanup = new SessionCleanup(id, driver, handles, memory, staging, null, pools, vmm, waits);
         cleanup.windows(windows);
+        cleanup.sharing(sharing, host.driver());
         cleanup.onHandleDropped(e -> {
             quota.handleDropped(e);
+            if (e.kind() == ParamType.EVENT) {
+                sharing.eventGone(e.real());
+                if (sharing.unexported(ShareRegistry.KIND_EVENT, e.real())) {
+                    shares.withdraw(ShareRegistry.KIND_EVENT, e.real());
+                }
+            }
             if (recorder != null) {
                 recorder.handleGone(e.id());
             }
             if (e.kind() == ParamType.ARRAY || e.kind() == ParamType.MIPMAP) {
                 for (long freed : vmm.resourceGone(e.real())) {
                     quota.vmmFreed(freed); // its last holder was this array's binding (cuMemMapArrayAsync)
+                    vmmGone(freed);
                 }
             }
         });
@@ -396,6 +412,42 @@ public final class Session {
      * Isolation mode shared: this session's primary contexts are its tenant's shared ones from {@code s}.
      * Set before {@link #serve}.
      */
+    /**
+     * The session's way to the backend's shares of IPC and shareable handles ({@link ShareRegistry}); call before
+     * {@link #serve}. Without one every export and import is refused.
+     */
+    public void shares(ShareBroker broker) {
+        this.shares = broker == null ? ShareBroker.NONE : broker;
+    }
+
+    ShareBroker shares() {
+        return shares;
+    }
+
+    SessionShares sharing() {
+        return sharing;
+    }
+
+    /**
+     * Nothing of the session holds the VMM allocation {@code real} any more (the driver freed it, or will once importers
+     * let go): it is no longer imported, and its shareable exports go, so that no token keeps memory alive that the
+     * tenant is no longer charged for.
+     */
+    void vmmGone(long real) {
+        sharing.vmmGone(real);
+        if (sharing.unexported(ShareRegistry.KIND_VMM, real)) {
+            shares.withdraw(ShareRegistry.KIND_VMM, real);
+        }
+    }
+
+    /** Refused when the session holds what it opened of another session's shares ({@link SessionShares#refusal}). */
+    private void checkNotSharing(String what) throws CheckpointRefused {
+        String why = sharing.refusal(id, what);
+        if (why != null) {
+            throw new CheckpointRefused(why);
+        }
+    }
+
     public void shareContexts(SharedContexts s) {
         this.shared = s;
         cleanup.shareContexts(s);
@@ -759,6 +811,7 @@ public final class Session {
      */
     public CheckpointResult checkpoint(java.nio.file.Path file, boolean stop, CheckpointProgress progress)
             throws CheckpointRefused, IOException, InterruptedException {
+        checkNotSharing("checkpointed");
         if (recorder == null) {
             throw new CheckpointRefused("session " + id + " cannot be checkpointed: it has no address-stable memory (a"
                     + " checkpoint needs it; it is chosen when a session starts: the tenants file's stable-addresses = on"
@@ -887,6 +940,7 @@ public final class Session {
      * the next call, one made meanwhile new).
      */
     java.util.List<ChunkHasher.Chunk> memoryChunks(long chunkBytes) throws CheckpointRefused {
+        checkNotSharing("migrated");
         if (recorder == null) {
             throw new CheckpointRefused("session " + id + " has no address-stable memory (a migration needs it)");
         }
@@ -1119,6 +1173,7 @@ public final class Session {
      * CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0). Consistent only while drained.
      */
     public java.util.List<PhysicalMemory> physicalMemory() throws CheckpointRefused {
+        checkNotSharing("handed over");
         if (stable == null || recorder == null) {
             throw new CheckpointRefused("session " + id + " cannot be handed over: it has no address-stable memory");
         }
@@ -1191,6 +1246,7 @@ public final class Session {
      */
     public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
                                    CheckpointProgress progress) throws IOException, CheckpointRefused {
+        checkNotSharing("handed over");
         if (recorder == null || resume == null) {
             throw new CheckpointRefused("session " + id + " cannot be handed over: it needs address-stable memory and resume");
         }
@@ -1236,6 +1292,7 @@ public final class Session {
     public java.util.List<long[]> writeMigrationImage(java.nio.channels.WritableByteChannel header,
                                                       java.nio.channels.WritableByteChannel arrays,
                                                       CheckpointProgress progress) throws IOException, CheckpointRefused {
+        checkNotSharing("migrated");
         Resume r = resume;
         if (recorder == null || r == null) {
             throw new CheckpointRefused("session " + id + " cannot be migrated: it needs address-stable memory and resume");

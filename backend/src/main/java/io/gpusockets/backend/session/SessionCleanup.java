@@ -112,6 +112,7 @@ final class SessionCleanup {
         String waitSummary = earlyWaits + releaseWaits();
         String poolSummary = releasePools();
         String vmmSummary = releaseVmm();
+        String ipcSummary = releaseIpc();
         // The driver does not destroy graphs with a context: exec graphs first (they were made from graphs), then graphs.
         int graphsFailed = destroyExecGraphs(-1);
         for (SessionHandles.Entry g : handles.all(ParamType.GRAPH)) {
@@ -155,7 +156,7 @@ final class SessionCleanup {
                 + (graphs + execs > 0 ? ", " + graphs + " graph(s), " + execs + " exec graph(s)" : "")
                 + (graphsFailed > 0 ? ", " + graphsFailed + " graph(s) failed to destroy" : "")
                 + (links > 0 ? ", " + links + " link state(s)" : "")
-                + stagingSummary + waitSummary + poolSummary + vmmSummary
+                + stagingSummary + waitSummary + poolSummary + vmmSummary + ipcSummary
                 + (failed > 0 ? ", " + failed + " context(s) failed to destroy" : "")
                 + (libFailed > 0 ? ", " + libFailed + " librar(ies) failed to unload" : "");
     }
@@ -311,6 +312,53 @@ final class SessionCleanup {
      * Makes {@code context} current, or, when the program destroyed it, another live context of the
      * session (pool memory belongs to the device, not to the context that allocated it).
      */
+    /** What the session opened of other sessions' shares, or null. */
+    private SessionShares sharing;
+
+    /** The driver under the session's address-stable layer: an IPC window mapping is the driver's, not the window's. */
+    private CudaDriver realDriver;
+
+    void sharing(SessionShares s, CudaDriver real) {
+        this.sharing = s;
+        this.realDriver = real;
+    }
+
+    /**
+     * Closes the IPC memory the session opened (cuIpcCloseMemHandle, in the context it was opened in, while that
+     * still exists): the exporter's allocation stays, and the driver's mapping of it here goes.
+     */
+    private String releaseIpc() {
+        SessionShares s = sharing;
+        if (s == null) {
+            return "";
+        }
+        int closed = 0;
+        for (var e : s.takeMemory().entrySet()) {
+            if (e.getValue().mapped() != null) { // isolation context: the session's own mapping of another's memory
+                memory.remove(e.getKey());
+                IpcCalls.unmapWindow(realDriver, e.getValue().mapped());
+                closed++;
+                continue;
+            }
+            SessionHandles.Entry ctx = handles.get(e.getValue().context(), ParamType.CTX);
+            boolean pushed = ctx != null && pushContextFor(ctx.real());
+            for (int i = 0; i < e.getValue().opens(); i++) {
+                if (driver.cuIpcCloseMemHandle(e.getKey()) == CuResult.CUDA_SUCCESS) {
+                    closed++;
+                } else {
+                    LOG.log(Level.WARNING, "session " + sessionId + ": cuIpcCloseMemHandle failed during cleanup");
+                }
+            }
+            memory.remove(e.getKey());
+            if (pushed) {
+                try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                    driver.cuCtxPopCurrent(arena.allocate(8));
+                }
+            }
+        }
+        return closed == 0 ? "" : ", " + closed + " IPC memory mapping(s) closed";
+    }
+
     private boolean pushContextFor(long context) {
         if (context != 0 && handles.idOf(ParamType.CTX, context) != 0 && driver.cuCtxPushCurrent(context) == CuResult.CUDA_SUCCESS) {
             return true;

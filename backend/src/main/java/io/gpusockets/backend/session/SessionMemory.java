@@ -64,6 +64,12 @@ public final class SessionMemory {
      */
     static final long MAPPING = -1;
 
+    /**
+     * The owner of another session's memory mapped here by cuIpcOpenMemHandle in isolation context (the session's own
+     * VMM mapping of it, {@link IpcCalls}): no context or module frees it, and cuMemFree refuses it.
+     */
+    static final long IPC_MAPPING = -2;
+
     private final java.util.concurrent.ConcurrentSkipListMap<Long, Range> ranges = new java.util.concurrent.ConcurrentSkipListMap<>();
     /** Bases of the ranges of each owner. */
     private final Map<Long, java.util.Set<Long>> byOwner = new java.util.HashMap<>();

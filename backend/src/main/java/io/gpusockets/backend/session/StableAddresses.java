@@ -594,6 +594,15 @@ final class StableAddresses extends DelegatingCudaDriver {
     }
 
     /**
+     * Whether the live allocation at {@code base} has granules of its own (at least a quarter granule: not a block of
+     * a slab, whose granule other allocations share): what another session may map ({@link IpcCalls}).
+     */
+    synchronized boolean ownGranules(long base) {
+        Allocation a = allocations.get(base);
+        return a != null && a.slab() == null && a.pool() == null;
+    }
+
+    /**
      * Every physical allocation backing the windows now (granules of plain, pitched and graph allocations, slabs,
      * pools' memory, cached or in use), by address: what a hand-over ({@code HandOver}) exports. Consistent only while
      * the session is drained.

@@ -16,8 +16,19 @@ import java.util.List;
  * A map must lie inside a reservation of the session, without overlapping a mapping, and name a handle
  * the session holds; the mapped range is a session device range from the map until its unmap (adjacent
  * mappings form one span, {@link SessionMemory#MAPPING}). Only
- * pinned device memory without IPC handle types is created (usages: none, a sparse arrays' tile pool, hardware
- * decompression); exporting or importing shareable handles is refused (they name objects of the backend's host).
+ * pinned device memory is created (usages: none, a sparse arrays' tile pool, hardware decompression), with
+ * requestedHandleTypes none, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR or CU_MEM_HANDLE_TYPE_FABRIC (the driver is asked
+ * for a POSIX descriptor for either: a fabric handle of the backend's host would mean nothing to the program).
+ *
+ * <p>Shareable handles (issue 24 item 1) are served between sessions of one tenant, in every isolation mode, through
+ * the backend's {@link ShareRegistry}: cuMemExportToShareableHandle (type POSIX_FILE_DESCRIPTOR or FABRIC, of an
+ * allocation the session made with that type requested) exports the allocation as a POSIX descriptor, which the
+ * registry keeps (in isolation {@code process} the worker sends it to the front with SCM_RIGHTS) until the exporting
+ * session ends, and the program gets a 64-byte token (the frontend turns it into a descriptor of the guest);
+ * cuMemImportFromShareableHandle of a token of the same tenant imports a duplicate of the descriptor into the
+ * importer's driver: a handle of the importer's table, mappable in its reservations, NOT charged again (the exporter's
+ * cuMemCreate is: the memory is charged once). A session holding an imported allocation, or whose export another
+ * session imported, is refused a checkpoint, a migration and a hand-over. dma-buf handles stay refused.
  * cuMemMapArrayAsync binds a handle's memory to the session's sparse or deferred-mapping arrays, each entry
  * checked by {@link ArrayMaps}.
  *
@@ -30,7 +41,10 @@ import java.util.List;
  * ({@link StableAddresses#takeProgramAllocation}).
  */
 final class VmmCalls implements BackendHandlers.Vmm {
-    private static final String NO_IPC = "shareable handles name objects of the backend's host and cannot cross machines";
+    /** CU_MEM_HANDLE_TYPE_FABRIC: served as a POSIX descriptor of the backend's host behind the token. */
+    static final int HANDLE_TYPE_FABRIC = 0x8;
+    /** The requestedHandleTypes a program may ask for ({@link ShareRegistry}). */
+    static final int SHAREABLE_TYPES = MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | HANDLE_TYPE_FABRIC;
 
     private final Session session;
     private final CudaDriver driver;
@@ -48,7 +62,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
         }
         MemorySegment prop = c.receiveBulk(length);
         String refusal = MemoryProps.allocationRefusal(prop, session.host().deviceCount(),
-                MemoryProps.USAGE_TILE_POOL | MemoryProps.USAGE_HW_DECOMPRESS);
+                MemoryProps.USAGE_TILE_POOL | MemoryProps.USAGE_HW_DECOMPRESS, SHAREABLE_TYPES);
         if (refusal != null) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, refusal);
         }
@@ -63,7 +77,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
             throws ProtocolException, CallRejected, InterruptedException {
         MemorySegment prop = allocationProp(c, propLength);
         MemorySegment out = c.scratch(8);
-        int r = driver.cuMemGetAllocationGranularity(out, prop, option);
+        int r = driver.cuMemGetAllocationGranularity(out, forDriver(prop), option);
         if (r == CuResult.CUDA_SUCCESS) {
             c.outs.putLong(out.get(ValueLayout.JAVA_LONG, 0));
         }
@@ -98,10 +112,11 @@ final class VmmCalls implements BackendHandlers.Vmm {
                 out.set(ValueLayout.JAVA_LONG, 0, handed); // a hand-over's restore: the source's allocation, imported
                 r = CuResult.CUDA_SUCCESS;
             } else {
-                MemorySegment asked = exportable(stable, prop);
+                MemorySegment driverProp = forDriver(prop);
+                MemorySegment asked = exportable(stable, driverProp);
                 r = driver.cuMemCreate(out, size, asked, flags);
-                if (asked != prop && stable.refusedExportable(r, MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
-                    r = driver.cuMemCreate(out, size, prop, flags); // as the program asked
+                if (asked != driverProp && stable.refusedExportable(r, MemoryProps.Location.read(prop, MemoryProps.LOCATION).id())) {
+                    r = driver.cuMemCreate(out, size, driverProp, flags); // as the program asked
                 }
             }
         } finally {
@@ -118,6 +133,19 @@ final class VmmCalls implements BackendHandlers.Vmm {
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
         }
         return r;
+    }
+
+    /** The program's properties with CU_MEM_HANDLE_TYPE_FABRIC asked of the driver as a POSIX descriptor. */
+    private static MemorySegment forDriver(MemorySegment prop) {
+        int types = prop.get(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES);
+        if ((types & HANDLE_TYPE_FABRIC) == 0) {
+            return prop;
+        }
+        MemorySegment n = java.lang.foreign.Arena.ofAuto().allocate(MemoryProps.ALLOCATION_PROP_SIZE, 8)
+                .copyFrom(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
+        n.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES,
+                (types & ~HANDLE_TYPE_FABRIC) | MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        return n;
     }
 
     /**
@@ -157,6 +185,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
             session.dropHandle(session.handles().idOf(ParamType.MEMH, handle));
             if (vmm.gone(handle)) {
                 session.quota().vmmFreed(handle); // the driver frees it with the last reference, mapping and array binding
+                session.vmmGone(handle);
             }
         }
         return r;
@@ -248,6 +277,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
                     session.memory().remove(m.base());
                     if (vmm.gone(m.handle())) {
                         session.quota().vmmFreed(m.handle()); // its last mapping, after its last reference and binding
+                        session.vmmGone(m.handle());
                     }
                 }
             }
@@ -350,20 +380,101 @@ final class VmmCalls implements BackendHandlers.Vmm {
         int r = driver.cuMemGetAllocationPropertiesFromHandle(prop, handle);
         if (r == CuResult.CUDA_SUCCESS) {
             prop.set(ValueLayout.JAVA_LONG_UNALIGNED, MemoryProps.WIN32, 0); // a host pointer of the backend: never sent
-            prop.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, MemoryProps.HANDLE_TYPE_NONE); // ours (hand-over)
+            // the types the program asked for (the POSIX type the backend asks for itself, for a hand-over, is not shown)
+            SessionVmm.Made made = vmm.madeOf(handle);
+            int types = made != null ? java.nio.ByteBuffer.wrap(made.prop()).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                    .getInt((int) MemoryProps.HANDLE_TYPES) & SHAREABLE_TYPES
+                    : session.sharing().imported(handle) ? MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : MemoryProps.HANDLE_TYPE_NONE;
+            prop.set(ValueLayout.JAVA_INT_UNALIGNED, MemoryProps.HANDLE_TYPES, types);
             c.sendData(prop.asSlice(0, MemoryProps.ALLOCATION_PROP_SIZE));
         }
         return r;
     }
 
+    /**
+     * Exports an allocation the session made with the type requested: the driver's POSIX descriptor goes to the
+     * registry (the front's, over the control socket in isolation process) and the program gets the token.
+     */
     @Override
-    public int cuMemExportToShareableHandle(Call c, long handle, int handleType, long flags) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);
+    public int cuMemExportToShareableHandle(Call c, long handle, int handleType, long flags) throws CallRejected, IOException {
+        if (handleType != MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && handleType != HANDLE_TYPE_FABRIC) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "handleType=" + handleType + " (served:"
+                    + " CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR and CU_MEM_HANDLE_TYPE_FABRIC, between sessions of one tenant)");
+        }
+        if (flags != 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags + " (must be 0)");
+        }
+        if (!vmm.holds(handle)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the session holds no reference to this handle");
+        }
+        SessionVmm.Made made = vmm.madeOf(handle);
+        int requested = made == null ? 0 : java.nio.ByteBuffer.wrap(made.prop()).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                .getInt((int) MemoryProps.HANDLE_TYPES);
+        if ((requested & handleType) == 0) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, made == null
+                    ? "an imported allocation cannot be exported again: export the exporter's"
+                    : "the allocation was not created with handleType " + handleType + " in requestedHandleTypes");
+        }
+        MemorySegment fd = c.scratch(8);
+        int r = driver.cuMemExportToShareableHandle(fd, handle, MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        byte[] token;
+        try {
+            token = session.shares().share(ShareRegistry.KIND_VMM, null, vmm.sizeOf(handle), fd.get(ValueLayout.JAVA_INT, 0),
+                    handle);
+            session.sharing().exported(ShareRegistry.KIND_VMM, handle);
+        } catch (ShareRegistry.Refused e) {
+            throw new CallRejected(e.result(), e.getMessage());
+        }
+        c.sendData(MemorySegment.ofArray(token));
+        return r;
     }
 
+    /**
+     * Imports the allocation a token of the same tenant names: the driver imports a duplicate of the registry's
+     * descriptor (closed here after), and the handle is the session's, held as one it made (mappable, released by
+     * cuMemRelease) but not charged.
+     */
     @Override
-    public int cuMemImportFromShareableHandle(Call c, long osHandle, int shHandleType) throws CallRejected {
-        throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, NO_IPC);
+    public int cuMemImportFromShareableHandle(Call c, long osHandle, int shHandleType)
+            throws ProtocolException, CallRejected, InterruptedException {
+        if (osHandle != ShareRegistry.TOKEN_BYTES) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "osHandle of " + osHandle + " bytes");
+        }
+        byte[] token = c.receiveBulk(osHandle).asSlice(0, osHandle).toArray(ValueLayout.JAVA_BYTE);
+        if (shHandleType != MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR && shHandleType != HANDLE_TYPE_FABRIC) {
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "shHandleType=" + shHandleType + " (served:"
+                    + " CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR and CU_MEM_HANDLE_TYPE_FABRIC, between sessions of one tenant)");
+        }
+        ShareRegistry.Found f;
+        try {
+            f = session.shares().lookup(ShareRegistry.KIND_VMM, token);
+        } catch (ShareRegistry.Refused e) {
+            throw new CallRejected(e.result(), e.getMessage());
+        }
+        MemorySegment out = c.scratch(8);
+        int r;
+        try {
+            r = driver.cuMemImportFromShareableHandle(out, MemorySegment.ofAddress(f.fd()),
+                    MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        } finally {
+            io.gpusockets.transport.vsock.DescriptorPassing.close(f.fd());
+        }
+        if (r == CuResult.CUDA_SUCCESS) {
+            long real = out.get(ValueLayout.JAVA_LONG, 0);
+            if (vmm.holds(real)) { // an allocation the session holds already (its own export): one more reference
+                vmm.referenced(real);
+            } else {
+                vmm.created(real, f.size()); // not charged: the exporter's cuMemCreate is
+                if (f.exporter() != session.id()) {
+                    session.sharing().vmmImported(real);
+                }
+            }
+            c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));
+        }
+        return r;
     }
 
     @Override

@@ -6,7 +6,9 @@ import java.lang.foreign.ValueLayout;
 /**
  * The property structs of memory pools and the VMM API (cuda.h 13.0), as they travel (bytes) and how
  * both the backend and the emulated device read them. What is forwarded: pinned memory on a device,
- * no IPC handle types from the wire (the backend asks for POSIX descriptors itself, for a hand-over on one host); anything else is refused by {@link #poolRefusal} / {@link #allocationRefusal}.
+ * no IPC handle types on a pool from the wire; a cuMemCreate may ask for POSIX descriptors or fabric handles (the backend
+ * serves both as tokens between sessions of one tenant, and asks for POSIX descriptors itself, for a hand-over on one
+ * host); anything else is refused by {@link #poolRefusal} / {@link #allocationRefusal}.
  *
  * <pre>
  * CUmemLocation (8)          CUmemPoolProps (88)                  CUmemAllocationProp (32)
@@ -94,8 +96,9 @@ public final class MemoryProps {
     /**
      * Why a CUmemAllocationProp is not served (null: it is), with the usage bits in {@code servedUsage} and the
      * requestedHandleTypes bits in {@code servedHandleTypes} served: a device emulating exportable allocations serves
-     * {@link #HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}; the backend serves none from the wire (a descriptor of its host means
-     * nothing to a program elsewhere) but asks for it itself (a hand-over to another backend process on the host).
+     * {@link #HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}; the backend serves it and CU_MEM_HANDLE_TYPE_FABRIC from the wire
+     * (shared between sessions of one tenant behind a token: a descriptor of its host means nothing to the program)
+     * and asks for POSIX descriptors itself (a hand-over to another backend process on the host).
      */
     public static String allocationRefusal(MemorySegment prop, int deviceCount, int servedUsage, int servedHandleTypes) {
         String common = common(prop, deviceCount, "type", "requestedHandleTypes", servedHandleTypes);

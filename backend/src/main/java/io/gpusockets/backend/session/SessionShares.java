@@ -1,0 +1,113 @@
+package io.gpusockets.backend.session;
+
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * What one session opened of other sessions' shares ({@link ShareRegistry}): IPC memory ranges (cuIpcOpenMemHandle,
+ * by base, with the context they were opened in, or, in isolation context, the session's own mapping of the exporter's
+ * window memory), IPC events (cuIpcOpenEventHandle, driver handles) and imported VMM
+ * allocations (cuMemImportFromShareableHandle, driver handles). None is charged to the tenant: the exporter's
+ * allocation already is. The session's end closes the memory it opened ({@link SessionCleanup}); its events and
+ * VMM handles go as its other events and allocations do. While it holds any, the session is refused a checkpoint, a
+ * migration and a hand-over ({@link #refusal}).
+ */
+final class SessionShares {
+    /**
+     * An opened IPC memory range: its size, the context id it was opened in, and how many opens of it the session holds
+     * (the driver answers a second open of one handle with the same pointer and counts it: each close takes one).
+     */
+    record Opened(long size, long context, int opens, Mapped mapped) {
+    }
+
+    /**
+     * Isolation context: the importer's own mapping of the exporter's window memory (its reservation of {@code span}
+     * bytes at {@code reservation}, and each imported physical allocation's address, size and handle), which a close
+     * unmaps, releases and frees ({@link IpcCalls#unmapWindow}); null for the driver's IPC mappings.
+     */
+    record Mapped(long reservation, long span, long[] addresses, long[] sizes, long[] handles) {
+    }
+
+    private final Map<Long, Opened> memory = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Set<Long> events = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private final Set<Long> vmm = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
+    /** An open of IPC memory at {@code base}; true when it is the session's first of that range. */
+    boolean memoryOpened(long base, long size, long context) {
+        return memory.merge(base, new Opened(size, context, 1, null),
+                (old, one) -> new Opened(old.size(), old.context(), old.opens() + 1, old.mapped())).opens() == 1;
+    }
+
+    /** Window memory of another session mapped at {@code base} (isolation context): each open a mapping of its own. */
+    void memoryMapped(long base, long size, Mapped mapped) {
+        memory.put(base, new Opened(size, 0, 1, mapped));
+    }
+
+    /** The opened range at {@code base}, or null. */
+    Opened memoryAt(long base) {
+        return memory.get(base);
+    }
+
+    /** A close of the range at {@code base}; true when it was the session's last open of it (the range goes). */
+    boolean memoryClosed(long base) {
+        Opened left = memory.computeIfPresent(base, (k, o) -> o.opens() <= 1 ? null : new Opened(o.size(), o.context(),
+                o.opens() - 1, o.mapped()));
+        return left == null;
+    }
+
+    /** The range at {@code base} left the session (with its context, or its last close); true when it was an opened one. */
+    boolean memoryGone(long base) {
+        return memory.remove(base) != null;
+    }
+
+    /** Every opened range now, by base (a copy), taken: the session's end closes each as often as it was opened. */
+    Map<Long, Opened> takeMemory() {
+        Map<Long, Opened> all = new java.util.TreeMap<>(memory);
+        memory.keySet().removeAll(all.keySet());
+        return all;
+    }
+
+    /** What the session exported, by share kind: allocations' addresses, events and VMM handles (driver values). */
+    private final Map<Byte, Set<Long>> exports = new java.util.concurrent.ConcurrentHashMap<>();
+
+    void exported(byte kind, long object) {
+        exports.computeIfAbsent(kind, k -> java.util.concurrent.ConcurrentHashMap.newKeySet()).add(object);
+    }
+
+    /** The session let go of {@code object}; true when it had exported it (its shares must go: {@link ShareBroker#withdraw}). */
+    boolean unexported(byte kind, long object) {
+        Set<Long> s = exports.get(kind);
+        return s != null && s.remove(object);
+    }
+
+    void eventOpened(long real) {
+        events.add(real);
+    }
+
+    void eventGone(long real) {
+        events.remove(real);
+    }
+
+    void vmmImported(long real) {
+        vmm.add(real);
+    }
+
+    /** Whether {@code real} is an allocation the session imported from another session. */
+    boolean imported(long real) {
+        return vmm.contains(real);
+    }
+
+    void vmmGone(long real) {
+        vmm.remove(real);
+    }
+
+    /** Why the session cannot be {@code what} (checkpointed, migrated, handed over) for what it opened; null: it can. */
+    String refusal(long session, String what) {
+        if (memory.isEmpty() && events.isEmpty() && vmm.isEmpty()) {
+            return null;
+        }
+        return "session " + session + " cannot be " + what + ": it holds " + memory.size() + " IPC memory mapping(s), "
+                + events.size() + " IPC event(s) and " + vmm.size() + " imported shareable allocation(s) of other"
+                + " sessions, and sessions that share memory by IPC/shareable handles do not move together in this version";
+    }
+}

@@ -1,0 +1,404 @@
+package io.gpusockets.backend.session;
+
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.transport.vsock.DescriptorPassing;
+import java.io.IOException;
+import java.lang.System.Logger.Level;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * The backend's shares between sessions (issue 24 item 1): IPC memory and event handles and shareable VMM handles, kept
+ * in the FRONT process (the one that accepts connections and knows every session's tenant), whatever the isolation
+ * mode. A program never sees what the driver made: an export is given a 64-byte token, and an import names the token.
+ *
+ * <pre>
+ * token (64 bytes)
+ *   0  magic   "GSSH"           16 secret   16 bytes of SecureRandom (compared in constant time)
+ *   4  version 1                32 zero     32 bytes
+ *   5  kind    1 memory, 2 event, 3 VMM
+ *   6  zero    2 bytes
+ *   8  id      long, little-endian (issued in order, never reused by this process)
+ * </pre>
+ *
+ * Each entry holds the exporter's session and tenant and what an importer needs: the driver's 64 IPC bytes (memory and
+ * events, exported by a worker process in isolation mode {@code process}) and the allocation's size, or a POSIX
+ * descriptor of the VMM allocation (kept open here until the entry goes), or, for memory of an exporter in isolation
+ * context, descriptors of the physical allocations of its address window that back it ({@link Window}). The token
+ * carries no authority by itself: a
+ * lookup from a session of another tenant, of an unknown or stale token, or of the wrong kind is refused with
+ * CUDA_ERROR_INVALID_VALUE, as the driver answers a handle it cannot open, and another tenant's attempt is logged
+ * (rate limited) naming both sessions.
+ *
+ * <p>Bounds: at most {@link #maxPerSession} live shares per exporting session ({@value #MAX_PROPERTY}, default
+ * {@value #MAX_DEFAULT}; past it CUDA_ERROR_OUT_OF_MEMORY), so no peer grows this process's memory or descriptors
+ * without bound. An entry goes when its exporter lets go of what it names ({@link #withdraw}: the allocation freed, the
+ * VMM handle released, the event destroyed), so that no token keeps memory alive that its tenant no longer pays for,
+ * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept too, so that a session sharing with another is refused a checkpoint, a migration and
+ * a hand-over ({@link #movingRefusal}): "sessions that share memory by IPC/shareable handles do not move together in
+ * this version". A session with exports nobody opened moves; its exports are not in the image (they go with the
+ * session here).
+ */
+public final class ShareRegistry {
+    private static final System.Logger LOG = System.getLogger("gpusockets.backend");
+
+    public static final int TOKEN_BYTES = 64;
+    /** The driver's CUipcMemHandle / CUipcEventHandle. */
+    public static final int DRIVER_BYTES = 64;
+    public static final byte KIND_MEMORY = 1;
+    public static final byte KIND_EVENT = 2;
+    public static final byte KIND_VMM = 3;
+
+    public static final String MAX_PROPERTY = "gpusockets.ipc.maxSharesPerSession";
+    public static final int MAX_DEFAULT = 1024;
+
+    /** The refusal of a share or a lookup: the CUresult the program sees and why. */
+    public static final class Refused extends Exception {
+        private final int result;
+
+        public Refused(int result, String message) {
+            super(message);
+            this.result = result;
+        }
+
+        public int result() {
+            return result;
+        }
+    }
+
+    /** What an importer gets: the driver's bytes and the size (memory, events), or a descriptor (VMM: the caller's). */
+    public record Found(long exporter, byte[] driverBytes, long size, int fd, Window window) {
+        public Found(long exporter, byte[] driverBytes, long size, int fd) {
+            this(exporter, driverBytes, size, fd, null);
+        }
+    }
+
+    /**
+     * Isolation context: a cuMemAlloc allocation of the exporter's address window as the physical allocations
+     * (granules of its own) that back it, each a POSIX descriptor mapped at {@code offset} of a span; the allocation
+     * starts at {@code start} of the span. A lookup's descriptors are new ones (duplicates), the caller's to close.
+     */
+    public record Window(long start, List<Piece> pieces) {
+        public long span() {
+            Piece last = pieces.get(pieces.size() - 1);
+            return last.offset() + last.size();
+        }
+    }
+
+    /** One physical allocation of a {@link Window}: {@code size} bytes at {@code offset} of the span, as a descriptor. */
+    public record Piece(long offset, long size, int fd) {
+    }
+
+    private record Entry(long id, byte[] secret, byte kind, long exporter, String tenant, byte[] driverBytes, long size,
+                         int fd, Window window, long object, Set<Long> openers) {
+    }
+
+    private static final byte[] MAGIC = {'G', 'S', 'S', 'H'};
+    private static final byte VERSION = 1;
+
+    private final int maxPerSession;
+    private final SecureRandom random = new SecureRandom();
+    private final Map<Long, Entry> entries = new HashMap<>();
+    private final Map<Long, Set<Long>> byExporter = new HashMap<>();
+    /** Importing session -> the exporters it opened something of. */
+    private final Map<Long, Set<Long>> opened = new HashMap<>();
+    private long nextId = 1;
+    private final RateLimitedLog refusals = new RateLimitedLog(LOG, "shares", "refused share lookups");
+
+    public ShareRegistry(int maxPerSession) {
+        if (maxPerSession < 1) {
+            throw new IllegalArgumentException(MAX_PROPERTY + "=" + maxPerSession + " (at least 1)");
+        }
+        this.maxPerSession = maxPerSession;
+    }
+
+    /** A registry bounded by {@value #MAX_PROPERTY}, else {@value #MAX_DEFAULT}. */
+    public static ShareRegistry configured() {
+        return new ShareRegistry(Integer.getInteger(MAX_PROPERTY, MAX_DEFAULT));
+    }
+
+    public int maxPerSession() {
+        return maxPerSession;
+    }
+
+    /**
+     * Registers an export of session {@code exporter} (tenant {@code tenant}); returns its token. {@code fd} (VMM, else
+     * -1) becomes this registry's, closed when the entry goes, or at once when the share is refused.
+     */
+    public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd)
+            throws Refused {
+        return share(exporter, tenant, kind, driverBytes, size, fd, null, 0);
+    }
+
+    /**
+     * As {@link #share(long, String, byte, byte[], long, int)}, for memory of the exporter's address window in isolation
+     * context ({@code window}, whose descriptors become this registry's, closed when the entry goes or at once when
+     * the share is refused) instead of the driver's bytes. {@code object} names what was exported in the exporter (its
+     * allocation's address, its VMM handle) for {@link #withdraw}.
+     */
+    public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,
+                                     Window window, long object) throws Refused {
+        try {
+            if (kind != KIND_MEMORY && kind != KIND_EVENT && kind != KIND_VMM) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "share of kind " + kind);
+            }
+            boolean windowed = window != null && kind == KIND_MEMORY && !window.pieces().isEmpty();
+            if (window != null && !windowed || (kind == KIND_VMM) != (fd >= 0)
+                    || kind != KIND_VMM && !windowed && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a share of kind " + kind + " without what an importer needs");
+            }
+            Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
+            if (mine.size() >= maxPerSession) {
+                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
+                        + " live IPC/shareable exports, the most a session may have (" + MAX_PROPERTY + "=" + maxPerSession
+                        + " on the backend)");
+            }
+            byte[] secret = new byte[16];
+            random.nextBytes(secret);
+            long id = nextId++;
+            Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
+                    window, object, new TreeSet<>());
+            entries.put(id, e);
+            mine.add(id);
+            fd = -1;
+            window = null;
+            return token(id, kind, secret);
+        } finally {
+            if (fd >= 0) {
+                DescriptorPassing.close(fd);
+            }
+            closeAll(window);
+        }
+    }
+
+    /**
+     * The share {@code token} names, for session {@code importer} of {@code tenant}: refused (INVALID_VALUE) for
+     * another tenant's share, a stale or forged token or one of another kind. A VMM share's descriptor is a new one
+     * (a duplicate), the caller's to close.
+     */
+    public Found lookup(long importer, String tenant, byte kind, byte[] token) throws Refused {
+        Entry e;
+        synchronized (this) {
+            e = entryOf(token, kind);
+            if (e == null) {
+                throw refusal("session " + importer + " (tenant " + tenant + "): an IPC/shareable handle this backend did not"
+                        + " issue, or one whose exporting session ended, or of another kind", null);
+            }
+            if (!e.tenant().equals(tenant)) {
+                String why = "session " + importer + " (tenant " + tenant + ") named a handle exported by session "
+                        + e.exporter() + " of another tenant";
+                refusals.log(Level.WARNING, () -> why);
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "the handle belongs to another tenant");
+            }
+            if (e.exporter() == importer && kind != KIND_VMM) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_CONTEXT, "an IPC handle cannot be opened by the session that"
+                        + " exported it (as the driver refuses it in the exporting process)");
+            }
+            int fd = -1;
+            Window window = null;
+            try {
+                if (e.fd() >= 0) {
+                    fd = DescriptorPassing.duplicate(e.fd());
+                }
+                if (e.window() != null) {
+                    List<Piece> pieces = new ArrayList<>();
+                    window = new Window(e.window().start(), pieces);
+                    for (Piece p : e.window().pieces()) {
+                        pieces.add(new Piece(p.offset(), p.size(), DescriptorPassing.duplicate(p.fd())));
+                    }
+                }
+            } catch (IOException x) {
+                if (fd >= 0) {
+                    DescriptorPassing.close(fd);
+                }
+                closeAll(window);
+                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "no descriptor for the import: " + x.getMessage());
+            }
+            if (e.exporter() != importer) {
+                e.openers().add(importer);
+                opened.computeIfAbsent(importer, k -> new TreeSet<>()).add(e.exporter());
+            }
+            return new Found(e.exporter(), e.driverBytes() == null ? null : e.driverBytes().clone(), e.size(), fd, window);
+        }
+    }
+
+    /** Closes the descriptors of {@code w} (null: none). */
+    public static void closeAll(Window w) {
+        if (w != null) {
+            for (Piece p : w.pieces()) {
+                DescriptorPassing.close(p.fd());
+            }
+        }
+    }
+
+    private Refused refusal(String log, String message) {
+        refusals.log(Level.INFO, () -> log);
+        return new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, message == null ? "no such IPC/shareable handle here"
+                + " (forged, stale: its exporting session ended, or of another kind)" : message);
+    }
+
+    private Entry entryOf(byte[] token, byte kind) {
+        if (token == null || token.length != TOKEN_BYTES) {
+            return null;
+        }
+        ByteBuffer b = ByteBuffer.wrap(token).order(ByteOrder.LITTLE_ENDIAN);
+        for (byte m : MAGIC) {
+            if (b.get() != m) {
+                return null;
+            }
+        }
+        if (b.get() != VERSION || b.get() != kind || b.getShort() != 0) {
+            return null;
+        }
+        long id = b.getLong();
+        byte[] secret = new byte[16];
+        b.get(secret);
+        while (b.hasRemaining()) {
+            if (b.get() != 0) {
+                return null;
+            }
+        }
+        Entry e = entries.get(id);
+        if (e == null || e.kind() != kind || !MessageDigest.isEqual(e.secret(), secret)) {
+            return null;
+        }
+        return e;
+    }
+
+    private static byte[] token(long id, byte kind, byte[] secret) {
+        ByteBuffer b = ByteBuffer.allocate(TOKEN_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+        b.put(MAGIC).put(VERSION).put(kind).putShort((short) 0).putLong(id).put(secret);
+        return b.array();
+    }
+
+    /**
+     * The exporter let go of what its shares of {@code kind} name as {@code object} (freed the allocation, released the
+     * VMM handle): those shares go, their descriptors closed, so that no token keeps memory alive that its tenant is no
+     * longer charged for. What importers opened already stays, as the driver keeps it.
+     */
+    public void withdraw(long exporter, byte kind, long object) {
+        List<Integer> close = new ArrayList<>();
+        List<Window> windows = new ArrayList<>();
+        synchronized (this) {
+            Set<Long> mine = byExporter.get(exporter);
+            if (mine == null) {
+                return;
+            }
+            for (var it = mine.iterator(); it.hasNext(); ) {
+                Entry e = entries.get(it.next());
+                if (e != null && e.kind() == kind && e.object() == object) {
+                    it.remove();
+                    entries.remove(e.id());
+                    if (e.fd() >= 0) {
+                        close.add(e.fd());
+                    }
+                    if (e.window() != null) {
+                        windows.add(e.window());
+                    }
+                }
+            }
+        }
+        close.forEach(DescriptorPassing::close);
+        windows.forEach(ShareRegistry::closeAll);
+    }
+
+    /** Session {@code session} ended: its exports go (their descriptors closed) and it opens nothing any more. */
+    public void sessionEnded(long session) {
+        List<Integer> close = new ArrayList<>();
+        List<Window> windows = new ArrayList<>();
+        synchronized (this) {
+            Set<Long> mine = byExporter.remove(session);
+            if (mine != null) {
+                for (long id : mine) {
+                    Entry e = entries.remove(id);
+                    if (e != null && e.fd() >= 0) {
+                        close.add(e.fd());
+                    }
+                    if (e != null && e.window() != null) {
+                        windows.add(e.window());
+                    }
+                }
+            }
+            opened.remove(session);
+            for (Entry e : entries.values()) {
+                e.openers().remove(session);
+            }
+            for (Set<Long> exporters : opened.values()) {
+                exporters.remove(session);
+            }
+        }
+        close.forEach(DescriptorPassing::close);
+        windows.forEach(ShareRegistry::closeAll);
+    }
+
+    /**
+     * Why session {@code session} cannot be checkpointed, migrated or handed over (null: it can): it opened a share of
+     * another live session, or another live session opened one of its exports.
+     */
+    public synchronized String movingRefusal(long session, String what) {
+        Set<Long> with = new TreeSet<>(opened.getOrDefault(session, Set.of()));
+        for (long id : byExporter.getOrDefault(session, Set.of())) {
+            Entry e = entries.get(id);
+            if (e != null) {
+                with.addAll(e.openers());
+            }
+        }
+        with.remove(session);
+        if (with.isEmpty()) {
+            return null;
+        }
+        return "session " + session + " cannot be " + what + ": it shares memory or events with session(s) "
+                + with.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "))
+                + " by IPC/shareable handles, and sessions that share memory by IPC/shareable handles do not move together"
+                + " in this version";
+    }
+
+    /** Live shares now (for the backend's status). */
+    public synchronized int count() {
+        return entries.size();
+    }
+
+    /** Live shares of session {@code session}. */
+    public synchronized int countOf(long session) {
+        return byExporter.getOrDefault(session, Set.of()).size();
+    }
+
+    /** The share broker of session {@code session} of {@code tenant} served in this process (isolation context, shared). */
+    public ShareBroker broker(long session, String tenant) {
+        return new ShareBroker() {
+            @Override
+            public byte[] share(byte kind, byte[] driverBytes, long size, int fd, long object) throws Refused {
+                return ShareRegistry.this.share(session, tenant, kind, driverBytes, size, fd, null, object);
+            }
+
+            @Override
+            public void withdraw(byte kind, long object) {
+                ShareRegistry.this.withdraw(session, kind, object);
+            }
+
+            @Override
+            public Found lookup(byte kind, byte[] token) throws Refused {
+                return ShareRegistry.this.lookup(session, tenant, kind, token);
+            }
+
+            @Override
+            public byte[] shareWindow(long size, Window window, long object) throws Refused {
+                return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window, object);
+            }
+
+            @Override
+            public boolean sameProcess() {
+                return true;
+            }
+        };
+    }
+}

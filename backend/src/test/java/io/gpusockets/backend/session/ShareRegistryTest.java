@@ -1,0 +1,120 @@
+package io.gpusockets.backend.session;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.protocol.api.CuResult;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/** The front's registry of IPC and shareable handles: tokens, tenants, bounds, and what a session's end drops. */
+class ShareRegistryTest {
+    private static byte[] driverBytes(int seed) {
+        byte[] b = new byte[ShareRegistry.DRIVER_BYTES];
+        Arrays.fill(b, (byte) seed);
+        return b;
+    }
+
+    @Test
+    void aSessionOfTheSameTenantGetsTheDriverBytesAndTheSize() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] token = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(7), 4096, -1);
+        assertEquals(ShareRegistry.TOKEN_BYTES, token.length);
+        ShareRegistry.Found f = r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, token);
+        assertArrayEquals(driverBytes(7), f.driverBytes());
+        assertEquals(4096, f.size());
+        assertEquals(1, f.exporter());
+        assertEquals(-1, f.fd());
+        assertEquals(1, r.count());
+    }
+
+    @Test
+    void anotherTenantsForgedStaleAndWrongKindTokensAreRefusedAsInvalidValue() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] token = r.share(1, "alice", ShareRegistry.KIND_EVENT, driverBytes(1), 0, -1);
+        ShareRegistry.Refused other = assertThrows(ShareRegistry.Refused.class,
+                () -> r.lookup(3, "bob", ShareRegistry.KIND_EVENT, token));
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.result());
+        assertTrue(other.getMessage().contains("another tenant"), other.getMessage());
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, assertThrows(ShareRegistry.Refused.class,
+                () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, token)).result(), "wrong kind");
+        byte[] forged = token.clone();
+        forged[20] ^= 1; // the secret
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, assertThrows(ShareRegistry.Refused.class,
+                () -> r.lookup(2, "alice", ShareRegistry.KIND_EVENT, forged)).result());
+        byte[] trailing = token.clone();
+        trailing[63] = 1;
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_EVENT, trailing));
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_EVENT, new byte[64]));
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_EVENT, new byte[3]));
+        assertNotNull(r.lookup(2, "alice", ShareRegistry.KIND_EVENT, token));
+        r.sessionEnded(1);
+        assertEquals(0, r.count());
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_EVENT, token), "stale");
+    }
+
+    @Test
+    void theExportingSessionCannotOpenItsOwnIpcHandle() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] token = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, assertThrows(ShareRegistry.Refused.class,
+                () -> r.lookup(1, "alice", ShareRegistry.KIND_MEMORY, token)).result());
+    }
+
+    @Test
+    void aSessionsLiveSharesAreBoundedAndItsEndGivesTheRoomBack() throws Exception {
+        ShareRegistry r = new ShareRegistry(2);
+        r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(2), 64, -1);
+        ShareRegistry.Refused past = assertThrows(ShareRegistry.Refused.class,
+                () -> r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(3), 64, -1));
+        assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, past.result());
+        assertTrue(past.getMessage().contains(ShareRegistry.MAX_PROPERTY), past.getMessage());
+        r.share(2, "alice", ShareRegistry.KIND_MEMORY, driverBytes(4), 64, -1); // another session's room is its own
+        r.sessionEnded(1);
+        assertEquals(1, r.count());
+        r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(5), 64, -1);
+    }
+
+    @Test
+    void sessionsThatShareAreRefusedAMoveUntilOneOfThemEnds() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] token = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        assertNull(r.movingRefusal(1, "checkpointed"), "an export nobody opened does not hold the session");
+        r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, token);
+        String exporter = r.movingRefusal(1, "checkpointed");
+        assertNotNull(exporter);
+        assertTrue(exporter.contains("session(s) 2") && exporter.contains("do not move together"), exporter);
+        assertTrue(r.movingRefusal(2, "migrated").contains("session(s) 1"));
+        r.sessionEnded(2);
+        assertNull(r.movingRefusal(1, "checkpointed"));
+    }
+
+    @Test
+    void aShareWithoutWhatAnImporterNeedsIsRefused() {
+        ShareRegistry r = new ShareRegistry(8);
+        assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", ShareRegistry.KIND_MEMORY, new byte[3], 64, -1));
+        assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", ShareRegistry.KIND_VMM, null, 64, -1));
+        assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", (byte) 9, driverBytes(1), 64, -1));
+    }
+
+    @Test
+    void anExporterLettingGoOfAnObjectWithdrawsItsSharesOnly() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] a = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1, null, 0x1000);
+        byte[] again = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1, null, 0x1000);
+        byte[] b = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(2), 64, -1, null, 0x2000);
+        r.withdraw(2, ShareRegistry.KIND_MEMORY, 0x1000); // another session's object of that value: nothing of 1's goes
+        r.withdraw(1, ShareRegistry.KIND_EVENT, 0x1000); // another kind
+        assertEquals(3, r.count());
+        r.withdraw(1, ShareRegistry.KIND_MEMORY, 0x1000);
+        assertEquals(1, r.count());
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, a));
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, again));
+        assertNotNull(r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, b));
+    }
+}
