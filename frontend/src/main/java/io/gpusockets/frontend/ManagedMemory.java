@@ -58,7 +58,8 @@ import java.util.concurrent.atomic.LongAdder;
  * synchronisation, which is the same under the model (the CPU must not touch them in between) and needs no hook on
  * the synchronising calls. Data the frontend itself reads or writes as host memory (a managed pointer passed where
  * the API takes a host buffer) is made present, and for writes DIRTY, on the calling thread before the call, so no
- * JVM thread ever blocks in a fault.
+ * JVM thread of the frontend blocks in a fault (one could wait there for a safepoint that waits for it); Java programs
+ * call {@link RemoteCudaDriver#prepareManagedAccess} before touching managed memory for the same reason.
  *
  * <p><b>What a program must not do</b> (README, Managed memory): touch managed memory from the CPU between submitting
  * GPU work and synchronising with it. On a GPU of this kind that is a segmentation fault; here a read fetches the
@@ -72,9 +73,13 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>{@code __managed__} variables ({@link #adoptGlobal}): the library's global, as cuLibraryGetGlobal answers it, is
  * mapped the same way, its pages DEVICE (the initializer is the device's); variables whose pages touch share one
- * region, only their own bytes move, and cuLibraryUnload unmaps them. Not here yet: {@code cuStreamAttachMemAsync},
- * advice that changes when data moves, a fault handler for processes whose kernel lacks userfaultfd (managed memory
- * is then refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
+ * region, only their own bytes move, and cuLibraryUnload unmaps them.
+ *
+ * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
+ * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
+ * when data moves ({@code cuStreamAttachMemAsync} and {@code cuMemAdvise} are accepted and change nothing), guests
+ * with pages other than 4 KiB, a fault handler for processes whose kernel lacks userfaultfd (managed memory is then
+ * refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
  */
 final class ManagedMemory implements AutoCloseable {
     /** Page states. */
