@@ -135,6 +135,7 @@ final class ManagedMemory implements AutoCloseable {
     private static final MethodHandle READ = downcall("read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
     private static final MethodHandle POLL = downcall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = downcall("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+    private static final MethodHandle GETPAGESIZE = downcall("getpagesize", FunctionDescriptor.of(JAVA_INT));
 
     /**
      * One guest region of managed memory: the pages [start, start + pages * PAGE), covering the device byte ranges
@@ -764,6 +765,11 @@ final class ManagedMemory implements AutoCloseable {
         uffd = -2;
         try (Arena call = Arena.ofConfined()) {
             MemorySegment state = call.allocate(CALL_STATE);
+            int pageSize = (int) GETPAGESIZE.invokeExact(state);
+            if (pageSize != PAGE) {
+                System.err.println("gpusockets: managed memory needs 4 KiB pages; this kernel's are " + pageSize + " bytes");
+                return false;
+            }
             // Kernel-mode faults too where allowed (privileged, or vm.unprivileged_userfaultfd=1): then read(2) into and
             // write(2) from managed memory work as for any memory; else user-mode faults only.
             int fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC);
