@@ -149,7 +149,6 @@ GPUS_EXPORT CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags, CU
     X(cuMemsetD8) \
     X(cuModuleGetGlobal) \
     X(cuSignalExternalSemaphoresAsync_ptsz) \
-    X(cuStreamAttachMemAsync_ptsz) \
     X(cuTexRefSetAddress2D_v2) \
     X(cuVDPAUCtxCreate) \
     X(cuVDPAUCtxCreate_v2) \

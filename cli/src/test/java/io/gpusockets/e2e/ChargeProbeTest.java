@@ -218,6 +218,12 @@ class ChargeProbeTest {
                     probe("cuMemAlloc", () -> Cuda.ok(d.cuMemAlloc(p, 4 * MIB), "cuMemAlloc"),
                             () -> Cuda.ok(d.cuMemFree(p.get(JAVA_LONG, 0)), "cuMemFree"));
                 }),
+                Map.entry("cuMemAllocManaged", (cu, d) -> {
+                    MemorySegment p = cu.cell();
+                    Reading r = probe("cuMemAllocManaged", () -> Cuda.ok(d.cuMemAllocManaged(p, 4 * MIB, 1), "cuMemAllocManaged"),
+                            () -> Cuda.ok(d.cuMemFree(p.get(JAVA_LONG, 0)), "cuMemFree"));
+                    assertTrue(r.charged() >= 4 * MIB, "the size asked is charged: " + r.charged());
+                }),
                 Map.entry("cuMemAllocPitch", (cu, d) -> {
                     MemorySegment p = cu.cell();
                     probe("cuMemAllocPitch", () -> Cuda.ok(d.cuMemAllocPitch(p, cu.cell(), 1000, 1024, 4), "cuMemAllocPitch"),

@@ -58,6 +58,13 @@ final class CallChannel {
         this.refused = refused;
     }
 
+    /** Managed memory's hook, told of every request before it is sent ({@link ManagedMemory#beforeCall}). */
+    void managedMemory(ManagedMemory managed) {
+        this.managed = managed;
+    }
+
+    private ManagedMemory managed;
+
     BackendConnection connection() {
         return connection;
     }
@@ -146,6 +153,9 @@ final class CallChannel {
         if (refused.getAsBoolean()) {
             // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
             return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
+        }
+        if (managed != null) {
+            managed.beforeCall(f, bulk, outBytes);
         }
         int laneId = lane.get().id;
         boolean resumable = connection.resumable();

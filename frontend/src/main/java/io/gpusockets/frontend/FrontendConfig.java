@@ -157,6 +157,11 @@ public record FrontendConfig(List<String> servers, Duration connectTimeout, bool
         return value == null || value.isBlank() ? null : Path.of(value.strip());
     }
 
+    /** One setting by its variable name (environment, system property, config file), or null. */
+    static String setting(String name) {
+        return setting(name, Map.of());
+    }
+
     private static String setting(String name, Map<String, String> overrides) {
         if (overrides.containsKey(name)) {
             return overrides.get(name);

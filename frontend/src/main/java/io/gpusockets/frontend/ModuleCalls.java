@@ -3,9 +3,9 @@ package io.gpusockets.frontend;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.wire.WireValues;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Area {@code modules}: module loads that need the guest. cuModuleLoad reads its file here and sends
@@ -21,7 +21,6 @@ final class ModuleCalls implements FrontendHandlers.Modules {
     /** CUmoduleLoadingMode (cuda.h): CU_MODULE_EAGER_LOADING, CU_MODULE_LAZY_LOADING. */
     static final int EAGER_LOADING = 1;
     static final int LAZY_LOADING = 2;
-    private static final AtomicBoolean MANAGED_NOTED = new AtomicBoolean();
 
     private final RemoteCudaDriver driver;
 
@@ -138,16 +137,51 @@ final class ModuleCalls implements FrontendHandlers.Modules {
     }
 
     /**
-     * Managed memory is memory the host and device share by page migration: the guest's pages cannot
-     * migrate to a remote GPU, so a library's managed variables are not offered (stderr says so once).
+     * A library's {@code __managed__} variable (cudart asks for each one it registers): the variable's device range,
+     * as cuLibraryGetGlobal answers it, becomes managed memory of the guest at the same address
+     * ({@link ManagedMemory#adoptGlobal}), with the device's initial value fetched at the CPU's first touch. Without a
+     * current context the variable is device 0's primary context's, retained for the program's life.
      */
     @Override
     public int cuLibraryGetManaged(MemorySegment dptr, MemorySegment bytes, long library, MemorySegment name) {
-        if (MANAGED_NOTED.compareAndSet(false, true)) {
-            System.err.println("gpusockets: managed memory (cuLibraryGetManaged) cannot be shared with a remote GPU: "
-                    + "CUDA_ERROR_NOT_SUPPORTED");
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment address = arena.allocate(8), size = arena.allocate(8), ctx = arena.allocate(8);
+            int r = driver.cuLibraryGetGlobal(address, size, library, name);
+            boolean pushed = false;
+            if (r == CuResult.CUDA_ERROR_INVALID_CONTEXT) {
+                // The driver's managed variables belong to no context; cudart asks before it has made one. The variable
+                // is taken from device 0's primary context, which stays retained for it (the one cudart uses).
+                r = driver.cuDevicePrimaryCtxRetain(ctx, 0);
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+                r = driver.cuCtxPushCurrent(ctx.get(ValueLayout.JAVA_LONG, 0));
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+                pushed = true;
+                r = driver.cuLibraryGetGlobal(address, size, library, name);
+            }
+            try {
+                if (r == CuResult.CUDA_SUCCESS) {
+                    r = driver.managedGlobal(address.get(ValueLayout.JAVA_LONG, 0), size.get(ValueLayout.JAVA_LONG, 0), library);
+                }
+            } finally {
+                if (pushed) {
+                    driver.cuCtxPopCurrent(ctx);
+                }
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            if (!(dptr.isNative() && dptr.address() == 0)) {
+                WireValues.sized(dptr, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, address.get(ValueLayout.JAVA_LONG, 0));
+            }
+            if (!(bytes.isNative() && bytes.address() == 0)) {
+                WireValues.sized(bytes, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, size.get(ValueLayout.JAVA_LONG, 0));
+            }
+            return CuResult.CUDA_SUCCESS;
         }
-        return CuResult.CUDA_ERROR_NOT_SUPPORTED;
     }
 
     /** A unified function is device code callable from the host through a pointer: the backend's code cannot run here. */

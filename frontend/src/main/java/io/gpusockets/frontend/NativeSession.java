@@ -125,6 +125,7 @@ final class NativeSession {
     static void programExiting() {
         try {
             if (connected instanceof RemoteCudaDriver r) {
+                r.programExiting();
                 r.endIfResumable();
             }
         } catch (Throwable t) {

@@ -9,12 +9,26 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.util.List;
 
-/** Area {@code pointers}: pointer attributes, whose value travels as u64 whatever its size in the program. */
+/**
+ * Area {@code pointers}: pointer attributes, whose value travels as u64 whatever its size in the program. A
+ * {@code __managed__} variable, which the backend knows as a module global only, answers IS_MANAGED 1 and HOST_POINTER
+ * the pointer itself here ({@link ManagedMemory#isManagedVariable}), as cuMemAllocManaged memory does from the backend.
+ */
 final class PointerCalls implements FrontendHandlers.Pointers {
     private final CallChannel channel;
+    private final ManagedMemory managed;
 
-    PointerCalls(CallChannel channel) {
+    PointerCalls(CallChannel channel, ManagedMemory managed) {
         this.channel = channel;
+        this.managed = managed;
+    }
+
+    /** The value the program gets: the backend's, but for a managed variable's IS_MANAGED and HOST_POINTER. */
+    private long value(int attribute, long ptr, long backends) {
+        if ((attribute == PointerAttributeRequest.IS_MANAGED || attribute == HOST_POINTER) && managed.isManagedVariable(ptr)) {
+            return attribute == HOST_POINTER ? ptr : 1;
+        }
+        return backends;
     }
 
     @Override
@@ -31,7 +45,7 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         req.flip();
         CallChannel.Reply reply = channel.exchange(ApiEntries.cuPointerGetAttribute, req, List.of(), List.of(), false);
         if (reply.result() == CuResult.CUDA_SUCCESS) {
-            long v = PointerAttributeRequest.readValue(reply.body());
+            long v = value(attribute, ptr, PointerAttributeRequest.readValue(reply.body()));
             MemorySegment d = WireValues.sized(data, size);
             if (size == 8) {
                 d.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, v);
@@ -42,7 +56,7 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         return reply.result();
     }
 
-    /** HOST_POINTER: always NULL here (no device memory is mapped into the guest); the backend answers 0. */
+    /** HOST_POINTER: the backend answers 0 (device memory is not mapped into the guest), the pointer itself for managed memory. */
     private static final int HOST_POINTER = 4;
 
     /**
@@ -74,7 +88,7 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         CallChannel.Reply reply = channel.exchange(ApiEntries.cuPointerGetAttributes, req, List.of(), List.of(), false);
         if (reply.result() == CuResult.CUDA_SUCCESS) {
             for (int i = 0; i < numAttributes; i++) {
-                long v = PointerAttributeRequest.readValue(reply.body());
+                long v = value(attrs[i], ptr, PointerAttributeRequest.readValue(reply.body()));
                 int size = attrs[i] == HOST_POINTER ? 8 : PointerAttributeRequest.valueBytes(attrs[i]);
                 MemorySegment d = MemorySegment.ofAddress(slots.getAtIndex(ValueLayout.JAVA_LONG_UNALIGNED, i)).reinterpret(size);
                 if (size == 8) {

@@ -40,6 +40,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     private final LocalCalls local = new LocalCalls();
     private final DeviceRanges ranges = DeviceRanges.askingBackend(this);
     private final StreamCallbacks callbacks;
+    /** Managed memory: guest mappings at the backend's addresses, pages moved at launch and synchronisation points. */
+    private final ManagedMemory managed;
     /** User objects and the references graphs own (answered here; graph calls followed by {@link #call}). */
     private final UserObjects userObjects = new UserObjects(this);
     /** Whether known entries and cuCtxGetCurrent may be answered here (GPUSOCKETS_LOCAL_ANSWERS=0 turns it off). */
@@ -51,12 +53,14 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         this.connection = connection;
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
+        this.managed = new ManagedMemory(channel, this);
+        channel.managedMemory(managed);
         this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too, and
         // from a user object's destructor (which would hold up every destructor after it).
         channel.refuseWhen(() -> callbacks.runningHere() || UserObjects.runningHere());
         LaunchCalls launches = new LaunchCalls(channel, this);
-        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel), local,
+        bind(new FrontendHandlers(new ContextCalls(this), new ModuleCalls(this), new PointerCalls(channel, managed), local,
                 new CopyCalls(this, ranges), launches, local, callbacks, new PitchedCalls(channel, this, ranges),
                 new TensorMapCalls(channel, this), new LibraryCalls(channel),
                 new OccupancyCalls(this), new PoolCalls(channel), new VmmCalls(this), new GraphCalls(channel, launches, this, callbacks, ranges, userObjects), new LinkCalls(this, channel)));
@@ -293,10 +297,71 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                     }
                 }
             }
+            int managedResult = managedAfter(f, args, outs);
+            if (managedResult != CuResult.CUDA_SUCCESS) {
+                return managedResult;
+            }
             ranges.afterCall(f, args, reply.body() != null ? outs : null);
         }
         learnContext(f, args, reply.result(), generation);
         return reply.result();
+    }
+
+    /** CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY and _CONCURRENT_MANAGED_ACCESS. */
+    private static final int ATTRIBUTE_MANAGED_MEMORY = 83;
+    private static final int ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89;
+    /** CU_DEVICE_CPU and CU_MEM_LOCATION_TYPE_HOST: a prefetch to the guest. */
+    private static final int DEVICE_CPU = -1;
+    private static final int LOCATION_TYPE_HOST = 2;
+
+    /**
+     * Managed memory's part of a successful call ({@link ManagedMemory}): a managed allocation is mapped here (a clash
+     * frees it again and answers the error), a freed one unmapped, a prefetch to the CPU fetched; the device attributes
+     * say what the guest offers: managed memory without concurrent access.
+     */
+    private int managedAfter(ApiFunction f, Object[] args, long[] outs) {
+        if (f == ApiEntries.cuMemAllocManaged) {
+            return managed.allocated(outs[0], (Long) args[1]);
+        } else if (f == ApiEntries.cuMemFree) {
+            managed.freed((Long) args[0]);
+        } else if (f == ApiEntries.cuLibraryUnload) {
+            managed.libraryUnloaded((Long) args[0]);
+        } else if (f == ApiEntries.cuMemPrefetchAsync && (Integer) args[2] == DEVICE_CPU
+                || f == ApiEntries.cuMemPrefetchAsync_v2 && (int) (long) (Long) args[2] == LOCATION_TYPE_HOST) {
+            managed.prefetchToHost((Long) args[0], (Long) args[1]);
+        } else if (f == ApiEntries.cuDeviceGetAttribute) {
+            int attribute = (Integer) args[1];
+            if (attribute == ATTRIBUTE_MANAGED_MEMORY || attribute == ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
+                WireValues.sized((MemorySegment) args[0], 4).set(ValueLayout.JAVA_INT_UNALIGNED, 0,
+                        attribute == ATTRIBUTE_MANAGED_MEMORY ? 1 : 0);
+            }
+        }
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /** A library's {@code __managed__} variable at [address, address + size): managed memory of the guest too. */
+    int managedGlobal(long address, long size, long library) {
+        return managed.adoptGlobal(address, size, library);
+    }
+
+    /** What managed memory moved so far (pages and bytes sent and fetched; {@link ManagedMemory}). */
+    public ManagedMemoryStats managedMemoryStats() {
+        return managed.stats();
+    }
+
+    /**
+     * For Java programs: makes the managed memory in {@code [address, address + length)} ready for this thread to read
+     * (and, with {@code write}, to write) through a {@link MemorySegment}. Call it after GPU work and before touching
+     * managed memory from Java: a JVM thread must not block in a page fault that another JVM thread resolves (a
+     * safepoint could wait for both). C programs need nothing of the kind: their faults are resolved as they come.
+     */
+    public void prepareManagedAccess(long address, long length, boolean write) {
+        managed.hostAccess(address, length, write);
+    }
+
+    /** The program is exiting: GPUSOCKETS_MANAGED_STATS=1 prints what managed memory moved. */
+    void programExiting() {
+        managed.programExiting();
     }
 
     /**
@@ -368,6 +433,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     public void close() {
         channel.closing();        // closing on purpose: nothing to report
         callbacks.close();
+        managed.close();
         connection.close();
         local.close();
     }

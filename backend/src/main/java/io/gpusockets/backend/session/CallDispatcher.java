@@ -50,10 +50,11 @@ final class CallDispatcher {
 
     CallDispatcher(Session session) {
         this.session = session;
-        this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session), new CopyCalls(session),
+        ManagedCalls managed = new ManagedCalls(session);
+        this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session, managed), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
                 new TensorMapCalls(session), new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session),
-                new ManagedCalls(session), new MemopsCalls(session), new GraphCalls(session), new LinkCalls(session),
+                managed, new MemopsCalls(session), new GraphCalls(session), new LinkCalls(session),
                 new IpcCalls(session));
         this.inline = new boolean[table.functions().size()];
         this.destroyed = new int[table.functions().size()][];

@@ -10,15 +10,19 @@ import java.lang.foreign.ValueLayout;
 
 /**
  * Area {@code pointers}: pointer attributes, whose output needs translating (a context becomes this session's handle id),
- * and cuPointerSetAttribute, whose one settable attribute (SYNC_MEMOPS) is checked here.
+ * and cuPointerSetAttribute, whose one settable attribute (SYNC_MEMOPS) is checked here. Managed memory
+ * ({@link ManagedCalls}), device memory to the driver, answers as the driver answers for its managed memory: IS_MANAGED 1
+ * and HOST_POINTER the pointer itself (the guest maps it at the same address).
  */
 final class PointerCalls implements BackendHandlers.Pointers {
     private final Session session;
     private final CudaDriver driver;
+    private final ManagedCalls managed;
 
-    PointerCalls(Session session) {
+    PointerCalls(Session session, ManagedCalls managed) {
         this.session = session;
         this.driver = session.driver();
+        this.managed = managed;
     }
 
     /** Request and reply are {@link PointerAttributeRequest}'s; a context comes back as this session's handle id. */
@@ -38,6 +42,8 @@ final class PointerCalls implements BackendHandlers.Pointers {
         long value = data.get(ValueLayout.JAVA_LONG, 0);
         if (attribute == PointerAttributeRequest.CONTEXT) {
             value = session.handles().idOf(ParamType.CTX, value);
+        } else if (attribute == PointerAttributeRequest.IS_MANAGED && r == CuResult.CUDA_SUCCESS) {
+            value = managed.isManaged(ptr, 1) ? 1 : 0;
         } else {
             value = programAddress(attribute, value);
         }
@@ -61,7 +67,7 @@ final class PointerCalls implements BackendHandlers.Pointers {
      * Request and reply are {@link PointerAttributeRequest#readSeveral}'s. As the driver, a pointer that is
      * none of the session's answers success with every value 0 but HOST_POINTER, the pointer itself (the
      * driver is not asked, so nothing of another session shows); for the session's memory a context comes
-     * back as this session's handle id, a host pointer as 0 (none is mapped into the guest).
+     * back as this session's handle id, a host pointer as 0 (none is mapped into the guest) but for managed memory.
      */
     @Override
     public int cuPointerGetAttributes(Call c) throws ProtocolException, CallRejected {
@@ -97,7 +103,9 @@ final class PointerCalls implements BackendHandlers.Pointers {
                 if (attributes[i] == PointerAttributeRequest.CONTEXT) {
                     v = session.handles().idOf(ParamType.CTX, v);
                 } else if (attributes[i] == HOST_POINTER) {
-                    v = 0;
+                    v = managed.isManaged(ptr, 1) ? q.ptr() : 0;
+                } else if (attributes[i] == PointerAttributeRequest.IS_MANAGED) {
+                    v = managed.isManaged(ptr, 1) ? 1 : 0;
                 } else {
                     v = programAddress(attributes[i], v);
                 }

@@ -1,0 +1,303 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import io.gpusockets.frontend.ManagedMemoryStats;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Managed memory (issue 25) against a backend process on the emulated device: one pointer valid in the guest and on
+ * the device, pages sent before GPU work and fetched after it, and only the pages touched moved (the counters of
+ * {@link ManagedMemoryStats}); the attributes, the calls on managed ranges, the tenant's accounting and the free of
+ * both sides. Then the runtime-API program {@code runtime/managed.cu} (cudaMallocManaged, NVIDIA's add, a linked list
+ * built on the CPU and walked by a kernel, several streams), built by nvcc and run unmodified through libcuda.so.1:
+ * its output equals its golden file and the pages the frontend moved equal the pages the program touched.
+ */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class ManagedMemoryTest extends EmulatedBackendTest {
+    private static final long PAGE = 4096;
+
+    /** Guest pages covered by [p, p + n). */
+    private static long pages(long p, long n) {
+        return (p + n - 1) / PAGE - p / PAGE + 1;
+    }
+
+    private static long managed(Cuda cu, long bytes) {
+        MemorySegment c = cu.cell();
+        Cuda.ok(cu.d.cuMemAllocManaged(c, bytes, 1), "cuMemAllocManaged");
+        return c.get(JAVA_LONG, 0);
+    }
+
+    private static boolean mappedHere(long address) throws Exception {
+        String start = Long.toHexString(address & -PAGE);
+        for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
+            if (line.startsWith(start + "-")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Test
+    void onePointerOnBothSidesAndOnlyTouchedPagesMove() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            MemorySegment v = cu.cell();
+            Cuda.ok(d.cuDeviceGetAttribute(v, 83, 0), "MANAGED_MEMORY");
+            assertEquals(1, v.get(JAVA_INT, 0), "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY");
+            Cuda.ok(d.cuDeviceGetAttribute(v, 89, 0), "CONCURRENT_MANAGED_ACCESS");
+            assertEquals(0, v.get(JAVA_INT, 0), "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
+
+            MemorySegment free = cu.cell(), total = cu.cell();
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            long freeBefore = free.get(JAVA_LONG, 0);
+
+            long size = (1 << 20) + 3;
+            long base = managed(cu, size);
+            assertTrue(mappedHere(base), "the guest maps the managed allocation at its device address");
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            assertTrue(freeBefore - free.get(JAVA_LONG, 0) >= size, "the tenant is charged for managed memory");
+
+            // the CPU writes the first 4 pages' worth of bytes
+            long written = 4 * PAGE;
+            d.prepareManagedAccess(base, written, true);
+            MemorySegment host = MemorySegment.ofAddress(base).reinterpret(size);
+            for (long i = 0; i < written; i += 4) {
+                host.set(JAVA_INT, i, (int) (i * 7 + 1));
+            }
+            // a kernel fills 8 pages' worth further on
+            long module = cu.loadKernels();
+            long fill = cu.function(module, "gpus_fill_u32");
+            long at = base + 8 * PAGE;
+            int n = (int) (8 * PAGE / 4);
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(at), cu.u32(0xABCD), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            ManagedMemoryStats afterLaunch = d.managedMemoryStats();
+            assertEquals(pages(base, written), afterLaunch.pagesSent(), "only the pages the CPU wrote went to the device");
+            assertEquals(written, afterLaunch.bytesSent());
+            assertEquals(0, afterLaunch.pagesFetched(), "nothing is fetched before the CPU touches it");
+
+            // the CPU reads what the kernel wrote, through the same pointer
+            d.prepareManagedAccess(at, 8 * PAGE, false);
+            for (long i = 0; i < 8 * PAGE; i += 4) {
+                assertEquals(0xABCD, host.get(JAVA_INT, at - base + i), "kernel's value at +" + i);
+            }
+            // and its own bytes, which went to the device and came back
+            d.prepareManagedAccess(base, written, false);
+            for (long i = 0; i < written; i += 4) {
+                assertEquals((int) (i * 7 + 1), host.get(JAVA_INT, i), "CPU's value at +" + i);
+            }
+            ManagedMemoryStats afterRead = d.managedMemoryStats();
+            assertEquals(pages(at, 8 * PAGE) + pages(base, written), afterRead.pagesFetched(),
+                    "only the pages the CPU read were fetched");
+            assertEquals(afterLaunch.pagesSent(), afterRead.pagesSent(), "reads send nothing");
+
+            // attributes and the calls on managed ranges
+            long plain = cu.alloc(4096);
+            MemorySegment data = cu.cell().fill((byte) 0);
+            Cuda.ok(d.cuPointerGetAttribute(data, 8, base + 100), "IS_MANAGED");
+            assertEquals(1, data.get(JAVA_INT, 0), "IS_MANAGED of managed memory");
+            Cuda.ok(d.cuPointerGetAttribute(data, 8, plain), "IS_MANAGED");
+            assertEquals(0, data.get(JAVA_INT, 0), "IS_MANAGED of device memory");
+            Cuda.ok(d.cuMemAdvise(base, size, 1, 0), "cuMemAdvise READ_MOSTLY");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAdvise(plain, 4096, 1, 0), "advice on device memory");
+            Cuda.ok(d.cuMemRangeGetAttribute(data, 4, 2, base, size), "PREFERRED_LOCATION");
+            assertEquals(-2, data.get(JAVA_INT, 0), "no preferred location (CU_DEVICE_INVALID)");
+            long stream = cu.stream();
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base, 0, 2), "cuStreamAttachMemAsync HOST, the whole allocation");
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base + PAGE, PAGE, 4), "cuStreamAttachMemAsync SINGLE, a part");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, plain, 0, 2), "device memory");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base + 8, 0, 2),
+                    "length 0 names a whole allocation, from its base");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base, 0, 8), "unknown flags");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 0, 1), "zero bytes");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemAllocManaged(cu.cell(), 4096, 3), "both flags");
+
+            // a prefetch to the CPU fetches now: the kernel's pages again after another launch
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(at), cu.u32(0x1234), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            Cuda.ok(d.cuMemPrefetchAsync(at, 8 * PAGE, -1, 0), "cuMemPrefetchAsync to CU_DEVICE_CPU");
+            assertEquals(afterRead.pagesFetched() + pages(at, 8 * PAGE), d.managedMemoryStats().pagesFetched());
+            assertEquals(0x1234, host.get(JAVA_INT, at - base + 4 * PAGE));
+
+            // a free frees both sides, and gives the charge back
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            long freeBeforeFree = free.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+            assertFalse(mappedHere(base), "the guest mapping goes with cuMemFree");
+            Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+            assertTrue(free.get(JAVA_LONG, 0) - freeBeforeFree >= size, "the charge goes back with the free");
+            Cuda.ok(d.cuMemFree(plain), "cuMemFree");
+        }
+    }
+
+    /**
+     * An address the guest already uses is a clash: the backend's allocation is freed again (the charge goes back) and
+     * the program gets CUDA_ERROR_OUT_OF_MEMORY. The emulated device hands out addresses in order and never reuses one,
+     * so the next managed allocation's address is known: this test maps a page of its own there first.
+     */
+    @Test
+    void anAddressTheGuestUsesIsAClashAndRefused() throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.invoke.MethodHandle mmap = linker.downcallHandle(linker.defaultLookup().find("mmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.ADDRESS, java.lang.foreign.ValueLayout.ADDRESS,
+                        JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
+        java.lang.invoke.MethodHandle munmap = linker.downcallHandle(linker.defaultLookup().find("munmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long step = 2 * 65536; // 64 KiB, padded with 64 KiB (ManagedCalls.GUEST_PAGE)
+            long a = managed(cu, 65536);
+            long b = managed(cu, 65536);
+            assertEquals(a + step, b, "the emulated device places managed allocations one after the other");
+            long next = b + step;
+            MemorySegment taken = (MemorySegment) mmap.invokeExact(MemorySegment.ofAddress(next & -PAGE), PAGE, 3,
+                    0x02 | 0x20 | 0x100000, -1, 0L); // PRIVATE | ANONYMOUS | FIXED_NOREPLACE
+            assertEquals(next & -PAGE, taken.address(), "the test's own page at the next address");
+            try {
+                MemorySegment free = cu.cell(), total = cu.cell();
+                Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+                long before = free.get(JAVA_LONG, 0);
+                assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, d.cuMemAllocManaged(cu.cell(), 65536, 1), "a clash");
+                Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
+                assertEquals(before, free.get(JAVA_LONG, 0), "the clashing allocation was freed on the backend");
+                long c = managed(cu, 65536);
+                assertTrue(c > next, "the next allocation lies past the clash");
+                Cuda.ok(d.cuMemFree(c), "cuMemFree");
+            } finally {
+                int ignored = (int) munmap.invokeExact(taken, PAGE);
+            }
+            Cuda.ok(d.cuMemFree(a), "cuMemFree");
+            Cuda.ok(d.cuMemFree(b), "cuMemFree");
+        }
+    }
+
+    /**
+     * A system call that reads absent managed pages (write(2) from them into a pipe) gets the device's bytes: the
+     * kernel's fault is served too where the process may have it served (root in CI; elsewhere skipped).
+     */
+    @Test
+    void aSystemCallReadsManagedPagesTheGpuWrote() throws Throwable {
+        java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
+        java.lang.foreign.SymbolLookup libc = linker.defaultLookup();
+        java.lang.invoke.MethodHandle pipe = linker.downcallHandle(libc.find("pipe").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS));
+        java.lang.invoke.MethodHandle write = linker.downcallHandle(libc.find("write").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_LONG, JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        java.lang.invoke.MethodHandle read = linker.downcallHandle(libc.find("read").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_LONG, JAVA_INT, java.lang.foreign.ValueLayout.ADDRESS, JAVA_LONG));
+        java.lang.invoke.MethodHandle close = linker.downcallHandle(libc.find("close").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long base = managed(cu, 4 * PAGE);
+            long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+            int n = (int) (PAGE / 4);
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(base + PAGE), cu.u32(0x5EED), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            MemorySegment fds = cu.cell(8);
+            assertEquals(0, (int) pipe.invokeExact(fds));
+            int in = fds.get(JAVA_INT, 0), out = fds.get(JAVA_INT, 4);
+            try {
+                long wrote = (long) write.invokeExact(out, MemorySegment.ofAddress(base + PAGE), PAGE);
+                assumeTrue(wrote == PAGE, "userfaultfd serves user-mode faults only here (write(2) from managed memory: " + wrote + ")");
+                MemorySegment got = cu.cell(PAGE);
+                assertEquals(PAGE, (long) read.invokeExact(in, got, PAGE));
+                for (long i = 0; i < PAGE; i += 4) {
+                    assertEquals(0x5EED, got.get(JAVA_INT, i), "byte " + i + " written by the kernel, read by write(2)");
+                }
+            } finally {
+                int ignored = (int) close.invokeExact(in);
+                ignored = (int) close.invokeExact(out);
+            }
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+        }
+    }
+
+    @Test
+    void aSessionsEndFreesBothSides() throws Exception {
+        long base;
+        try (RemoteCudaDriver d = connect("tcp")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            base = managed(cu, 3 * PAGE);
+            assertTrue(mappedHere(base));
+        }
+        assertFalse(mappedHere(base), "closing the driver unmaps its managed memory");
+    }
+
+    /**
+     * Builds runtime/NAME.cu with nvcc and runs it through libcuda.so.1 with GPUSOCKETS_MANAGED_STATS=1; checks its exit
+     * status and golden output and returns the run (skipped where libcuda.so.1 or nvcc is missing).
+     */
+    private static NativePrograms.Run runGolden(String name) throws Exception {
+        NativePrograms programs = NativePrograms.locate();
+        Path nvcc = NativePrograms.nvcc();
+        String skip = programs.cannotRun(name + ".cu");
+        assumeTrue(skip == null, skip);
+        assumeTrue(nvcc != null, name + ".cu needs nvcc");
+        Path work = Files.createTempDirectory("gpusockets-managed");
+        try {
+            Path exe = work.resolve(name);
+            List<String> build = RuntimeProgramsTest.buildCommand(nvcc, new RuntimeProgramsTest.Line(name, "static", Map.of()), exe);
+            NativePrograms.Run b = NativePrograms.run(build, Map.of(), work, 300);
+            assertEquals(0, b.exit(), () -> "nvcc: " + b.stdout() + b.stderr());
+            Map<String, String> env = new HashMap<>();
+            env.put("LD_LIBRARY_PATH", programs.libDir.toString());
+            env.put("GPUSOCKETS_SERVER", backend.address("unix"));
+            env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
+            env.put("GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path"));
+            env.put("GPUSOCKETS_MANAGED_STATS", "1");
+            NativePrograms.Run r = NativePrograms.run(List.of(exe.toString()), env, work, 120);
+            String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
+            assertEquals(0, r.exit(), () -> name + ": exit status" + context);
+            assertEquals(Files.readString(RuntimeProgramsTest.golden(name), StandardCharsets.UTF_8), r.stdout(), name + context);
+            return r;
+        } finally {
+            NativePrograms.deleteTree(work);
+        }
+    }
+
+    /** runtime/managed.cu through libcuda.so.1: golden output, and the pages moved are the pages it touched. */
+    @Test
+    void cudaMallocManagedProgramMovesOnlyTheTouchedPages() throws Exception {
+        NativePrograms.Run r = runGolden("managed");
+        String context = "\n--- stderr:\n" + r.stderrTail();
+        Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
+        Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());
+        assertTrue(expect.find(), () -> "the program's own count" + context);
+        assertTrue(moved.find(), () -> "the frontend's count (GPUSOCKETS_MANAGED_STATS=1)" + context);
+        assertEquals(expect.group(1), moved.group(1), () -> "pages sent = pages the CPU wrote" + context);
+        assertEquals(expect.group(2), moved.group(2), () -> "pages fetched = pages the CPU read after GPU work" + context);
+    }
+
+    /** runtime/managed_vars.cu: __managed__ variables (an initializer, a table, a struct holding a managed pointer). */
+    @Test
+    void managedVariablesHoldTheirValuesOnBothSides() throws Exception {
+        runGolden("managed_vars");
+    }
+}

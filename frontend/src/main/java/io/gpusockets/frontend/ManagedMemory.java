@@ -1,0 +1,908 @@
+package io.gpusockets.frontend;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.gpusockets.protocol.api.ApiEntries;
+import io.gpusockets.protocol.api.ApiFunction;
+import io.gpusockets.protocol.api.CuResult;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The guest's half of managed memory (issue 25): one pointer valid on the program's CPU and on the remote GPU, with
+ * CUDA's own model for GPUs without concurrent managed access (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 0,
+ * what CUDA does on Windows and did before Pascal): the CPU may touch managed memory only while no GPU work that
+ * could use it runs, and data moves at launch and synchronisation points.
+ *
+ * <p><b>The address.</b> The backend makes a managed allocation as device memory ({@code ManagedCalls}: zeroed, padded
+ * so that two never share a guest page) and answers its address; this class then maps anonymous memory at the same
+ * address in this process with {@code MAP_FIXED_NOREPLACE}, covering the allocation's pages. Where something of the
+ * process already lies there ({@code EEXIST}: a clash) the allocation is freed on the backend and the program gets
+ * CUDA_ERROR_OUT_OF_MEMORY, with one stderr line naming the address; a pointer is never silently different on the two
+ * sides. (The backend chooses the address: the driver's own, or with address-stable windows on, one in the
+ * session's window. Reserving that window in the guest at start, so that a clash cannot happen, is the next step:
+ * issue 25, item 1.)
+ *
+ * <p><b>Pages.</b> Tracked with userfaultfd (Linux 5.11+: for every fault where the process may, else with
+ * {@code UFFD_USER_MODE_ONLY}, which needs no privilege, for the program's own accesses), not with
+ * {@code mprotect} and a SIGSEGV handler: a fault blocks the faulting thread in the kernel while a thread of this class
+ * resolves it, so no signal handler has to be chained with the embedded JVM's (which runs with {@code -Xrs} but still
+ * owns SIGSEGV for its own null checks and safepoints), nothing runs in signal context, and a page is installed whole
+ * and atomically ({@code UFFDIO_COPY}): no other thread sees it half-fetched. Each page of an allocation is in one
+ * state: {@code DEVICE} (absent here, the device's copy is the truth), {@code ZERO} (absent, both sides known zero:
+ * fresh memory), {@code CLEAN} (present and write-protected, equal to the device's) or {@code DIRTY} (present and
+ * writable, newer than the device's). A read of an absent page fetches a batch of up to
+ * {@code GPUSOCKETS_MANAGED_BATCH_PAGES} (default 64) consecutive absent pages of the allocation with one
+ * {@code cuMemcpyDtoH} (ZERO pages are filled here, nothing moves), installed write-protected; the first write to a
+ * CLEAN page makes it DIRTY (a write-protect fault: the page is unprotected, nothing moves).
+ *
+ * <p><b>When data moves.</b> Before any call that submits GPU work ({@link #submitsWork}: launches of every kind,
+ * graph launches, copies, memsets, prefetches, stream memory operations, host functions), every DIRTY page goes to
+ * the device in runs of consecutive pages (one {@code cuMemcpyHtoD} each), and then every page of every managed
+ * allocation becomes DEVICE ({@code MADV_DONTNEED}: the device may change any of them), so the first CPU touch after
+ * the work fetches what the GPU left. Pages are marked device-newer at submission rather than at the following
+ * synchronisation, which is the same under the model (the CPU must not touch them in between) and needs no hook on
+ * the synchronising calls. Data the frontend itself reads or writes as host memory (a managed pointer passed where
+ * the API takes a host buffer) is made present, and for writes DIRTY, on the calling thread before the call, so no
+ * JVM thread of the frontend blocks in a fault (one could wait there for a safepoint that waits for it); Java programs
+ * call {@link RemoteCudaDriver#prepareManagedAccess} before touching managed memory for the same reason.
+ *
+ * <p><b>What a program must not do</b> (README, Managed memory): touch managed memory from the CPU between submitting
+ * GPU work and synchronising with it. On a GPU of this kind that is a segmentation fault; here a read fetches the
+ * device's bytes at some moment (not ordered after the work the program submitted), and a later write sends the page
+ * back whole at the next submission: the result is undefined, as CUDA says, but no other memory is touched and the
+ * backend checks every range as always. Where only user-mode faults are served, kernel-mode accesses (passing an
+ * absent managed page to {@code read(2)} or {@code write(2)}) fail with EFAULT; touch the buffer first.
+ *
+ * <p>Counters ({@link #stats}; {@code GPUSOCKETS_MANAGED_STATS=1} prints them on stderr at the program's exit): pages
+ * and bytes sent, pages and bytes fetched, pages filled with zeros here, faults.
+ *
+ * <p>{@code __managed__} variables ({@link #adoptGlobal}): the library's global, as cuLibraryGetGlobal answers it, is
+ * mapped the same way, its pages DEVICE (the initializer is the device's); variables whose pages touch share one
+ * region, only their own bytes move, and cuLibraryUnload unmaps them.
+ *
+ * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
+ * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
+ * when data moves ({@code cuStreamAttachMemAsync} and {@code cuMemAdvise} are accepted and change nothing), guests
+ * with pages other than 4 KiB, a fault handler for processes whose kernel lacks userfaultfd (managed memory is then
+ * refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
+ */
+final class ManagedMemory implements AutoCloseable {
+    /** Page states. */
+    private static final byte DEVICE = 0;
+    private static final byte ZERO = 1;
+    private static final byte CLEAN = 2;
+    private static final byte DIRTY = 3;
+
+    private static final long PAGE = 4096;
+    /** The most bytes one flush copy carries (the copy streams in chunks anyway). */
+    private static final long MAX_RUN = 64L << 20;
+
+    // Linux ABI (x86_64 and arm64 agree on all but the syscall number)
+    private static final int PROT_READ_WRITE = 3;
+    private static final int MAP_PRIVATE = 0x02;
+    private static final int MAP_ANONYMOUS = 0x20;
+    private static final int MAP_NORESERVE = 0x4000;
+    private static final int MAP_FIXED_NOREPLACE = 0x100000;
+    private static final int MADV_DONTNEED = 4;
+    private static final int O_CLOEXEC = 0x80000;
+    private static final int UFFD_USER_MODE_ONLY = 1;
+    private static final long UFFD_API = 0xAA;
+    private static final long UFFD_FEATURE_PAGEFAULT_FLAG_WP = 1;
+    private static final long UFFDIO_API = 0xC018AA3FL;
+    private static final long UFFDIO_REGISTER = 0xC020AA00L;
+    private static final long UFFDIO_UNREGISTER = 0x8010AA01L;
+    private static final long UFFDIO_WAKE = 0x8010AA02L;
+    private static final long UFFDIO_COPY = 0xC028AA03L;
+    private static final long UFFDIO_WRITEPROTECT = 0xC018AA06L;
+    private static final long REGISTER_MODE_MISSING = 1;
+    private static final long REGISTER_MODE_WP = 2;
+    private static final long COPY_MODE_DONTWAKE = 1;
+    private static final long COPY_MODE_WP = 2;
+    private static final int EVENT_PAGEFAULT = 0x12;
+    private static final long PAGEFAULT_FLAG_WRITE = 1;
+    private static final long PAGEFAULT_FLAG_WP = 2;
+    private static final int POLLIN = 1;
+    private static final int EINTR = 4;
+    private static final int EAGAIN = 11;
+    private static final int EEXIST = 17;
+
+    private static final Linker LINKER = Linker.nativeLinker();
+    private static final StructLayout CALL_STATE = Linker.Option.captureStateLayout();
+    private static final VarHandle ERRNO = CALL_STATE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
+    private static final MethodHandle SYSCALL = downcall("syscall", FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT),
+            Linker.Option.firstVariadicArg(1));
+    private static final MethodHandle IOCTL = downcall("ioctl", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG, ADDRESS),
+            Linker.Option.firstVariadicArg(2));
+    private static final MethodHandle MMAP = downcall("mmap",
+            FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG));
+    private static final MethodHandle MUNMAP = downcall("munmap", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG));
+    private static final MethodHandle MADVISE = downcall("madvise", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+    private static final MethodHandle READ = downcall("read", FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG));
+    private static final MethodHandle POLL = downcall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
+    private static final MethodHandle CLOSE = downcall("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
+    private static final MethodHandle GETPAGESIZE = downcall("getpagesize", FunctionDescriptor.of(JAVA_INT));
+
+    /**
+     * One guest region of managed memory: the pages [start, start + pages * PAGE), covering the device byte ranges
+     * {@code bases[i], sizes[i]} (one cuMemAllocManaged allocation, or the {@code __managed__} variables of one library
+     * whose pages touch: {@code library} is then its handle, else 0). Only bytes in the ranges move.
+     */
+    private static final class Allocation {
+        final long start;
+        final int pages;
+        final long context;
+        final long library;
+        final long[] bases;
+        final long[] sizes;
+        final byte[] state;
+
+        Allocation(long start, int pages, long context, long library, long[] bases, long[] sizes, byte[] state) {
+            this.start = start;
+            this.pages = pages;
+            this.context = context;
+            this.library = library;
+            this.bases = bases;
+            this.sizes = sizes;
+            this.state = state;
+        }
+
+        /** A cuMemAllocManaged allocation's region: fresh pages, ZERO. */
+        static Allocation of(long base, long size, long context) {
+            long start = base & -PAGE;
+            int pages = (int) ((base + size - start + PAGE - 1) / PAGE);
+            byte[] state = new byte[pages];
+            java.util.Arrays.fill(state, ZERO);
+            return new Allocation(start, pages, context, 0, new long[] {base}, new long[] {size}, state);
+        }
+
+        long pageAddress(int page) {
+            return start + page * PAGE;
+        }
+
+        long end() {
+            return pageAddress(pages);
+        }
+
+        /** Whether this is the cuMemAllocManaged allocation at {@code base}. */
+        boolean isAllocation(long base) {
+            return library == 0 && bases[0] == base;
+        }
+    }
+
+    private final CallChannel channel;
+    private final RemoteCudaDriver driver;
+    private final int batchPages;
+    private final boolean printStats;
+    /** Live allocations by guest start page address; guarded by this. */
+    private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
+    private volatile boolean used;
+    /** Whether any page of any allocation is present (a submission then has work to do); guarded by this. */
+    private boolean anyPresent;
+    private final LongAdder pagesSent = new LongAdder();
+    private final LongAdder bytesSent = new LongAdder();
+    private final LongAdder pagesFetched = new LongAdder();
+    private final LongAdder bytesFetched = new LongAdder();
+    private final LongAdder pagesZeroFilled = new LongAdder();
+    private final LongAdder faults = new LongAdder();
+    /** Threads inside this class's own copies (and the fault thread): their calls skip the hooks. */
+    private static final ThreadLocal<Boolean> BUSY = ThreadLocal.withInitial(() -> false);
+    /** The userfaultfd, opened at the first allocation; -1 before, -2 when it cannot be had. */
+    private int uffd = -1;
+    private Thread faultThread;
+    private volatile boolean closed;
+    private final Arena arena = Arena.ofShared();
+    /** Staging for fetches and zero fills (the fault thread's and callers', under this object's lock). */
+    private MemorySegment staging;
+    private MemorySegment zeros;
+    /** Whether the userfaultfd serves the kernel's faults too (system calls on absent managed pages), not only the program's. */
+    private boolean kernelFaults;
+    /** The context the fault thread has current. */
+    private long faultThreadContext;
+
+    ManagedMemory(CallChannel channel, RemoteCudaDriver driver) {
+        this.channel = channel;
+        this.driver = driver;
+        String batch = FrontendConfig.setting("GPUSOCKETS_MANAGED_BATCH_PAGES");
+        int b = 64;
+        if (batch != null) {
+            try {
+                b = Math.clamp(Integer.parseInt(batch.trim()), 1, 4096);
+            } catch (NumberFormatException e) {
+                System.err.println("gpusockets: GPUSOCKETS_MANAGED_BATCH_PAGES=" + batch + " is no number; using 64");
+            }
+        }
+        this.batchPages = b;
+        this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
+    }
+
+    /** Whether {@code f} submits GPU work that may read or write managed memory (the class comment). */
+    static boolean submitsWork(ApiFunction f) {
+        String n = f.name();
+        return n.startsWith("cuLaunch") || n.startsWith("cuGraphLaunch") || n.startsWith("cuMemcpy")
+                || n.startsWith("cuMemset") || n.startsWith("cuMemPrefetch") || n.startsWith("cuStreamWriteValue")
+                || n.startsWith("cuStreamWaitValue") || n.startsWith("cuStreamBatchMemOp") || n.startsWith("cuMemBatchDecompress")
+                || n.startsWith("cuMemDiscard") || n.equals("cuStreamAddCallback");
+    }
+
+    ManagedMemoryStats stats() {
+        return new ManagedMemoryStats(pagesSent.sum(), bytesSent.sum(), pagesFetched.sum(), bytesFetched.sum(), pagesZeroFilled.sum(),
+                faults.sum());
+    }
+
+    /**
+     * A cuMemAllocManaged succeeded on the backend at {@code base}: maps the same address here. Returns
+     * CUDA_SUCCESS, or the error the program gets after the backend's allocation was freed again.
+     */
+    int allocated(long base, long size) {
+        synchronized (this) {
+            if (!open()) {
+                return refuse(base, "the kernel offers no userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY) to track"
+                        + " managed pages", CuResult.CUDA_ERROR_NOT_SUPPORTED);
+            }
+            if (size > (long) Integer.MAX_VALUE * PAGE / 2) {
+                return refuse(base, "larger than the guest pages this frontend tracks", CuResult.CUDA_ERROR_OUT_OF_MEMORY);
+            }
+            Allocation a = Allocation.of(base, size, currentContext());
+            String failed = mapPages(a.start, a.pages * PAGE);
+            if (failed != null) {
+                return refuse(base, failed, failed.contains("userfaultfd") ? CuResult.CUDA_ERROR_NOT_SUPPORTED
+                        : CuResult.CUDA_ERROR_OUT_OF_MEMORY);
+            }
+            allocations.put(a.start, a);
+            used = true;
+            anyPresent = true; // ZERO pages too: a submission must turn them into DEVICE
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    /**
+     * Maps anonymous memory at exactly [start, start + length) and registers it with the userfaultfd; null, or why not
+     * (nothing is left mapped then).
+     */
+    private String mapPages(long start, long length) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length,
+                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0L);
+            if (got.address() == -1L || got.address() != start) {
+                int errno = got.address() == -1L ? (int) ERRNO.get(state, 0L) : EEXIST;
+                if (got.address() != -1L) {
+                    int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                }
+                return String.format("guest address range 0x%x+%d is %s", start, length,
+                        errno == EEXIST ? "already in use in this process (a clash)" : "not mappable (errno " + errno + ")");
+            }
+            MemorySegment reg = call.allocate(32);
+            reg.set(JAVA_LONG, 0, start);
+            reg.set(JAVA_LONG, 8, length);
+            reg.set(JAVA_LONG, 16, REGISTER_MODE_MISSING | REGISTER_MODE_WP);
+            if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_REGISTER, reg) != 0) {
+                int errno = (int) ERRNO.get(state, 0L);
+                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                return "userfaultfd cannot track 0x" + Long.toHexString(start) + " (errno " + errno + ")";
+            }
+            return null;
+        } catch (Throwable t) {
+            return "mapping it failed: " + t;
+        }
+    }
+
+    /**
+     * A {@code __managed__} variable of {@code library} at [address, address + size) (cuLibraryGetManaged, answered
+     * through cuLibraryGetGlobal): maps its pages here, DEVICE (the device holds its initial value). Variables whose
+     * pages touch share one region; a page shared with memory of another kind is refused as a clash. Returns
+     * CUDA_SUCCESS or the error the program gets.
+     */
+    int adoptGlobal(long address, long size, long library) {
+        synchronized (this) {
+            if (size <= 0 || size > (long) Integer.MAX_VALUE * PAGE / 2) {
+                return size <= 0 ? CuResult.CUDA_SUCCESS : CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            if (!open()) {
+                System.err.println("gpusockets: __managed__ variables need userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY):"
+                        + " CUDA_ERROR_NOT_SUPPORTED");
+                return CuResult.CUDA_ERROR_NOT_SUPPORTED;
+            }
+            long start = address & -PAGE;
+            long end = (address + size + PAGE - 1) & -PAGE;
+            List<Allocation> touching = new java.util.ArrayList<>();
+            for (Allocation a : allocations.values()) {
+                if (a.start < end && a.end() > start) {
+                    touching.add(a);
+                }
+            }
+            if (touching.size() > 1 || touching.size() == 1 && touching.getFirst().library != library) {
+                System.err.println(String.format("gpusockets: __managed__ variable at 0x%x+%d shares guest pages with other"
+                        + " managed memory (a clash): CUDA_ERROR_OUT_OF_MEMORY", address, size));
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            if (touching.isEmpty()) {
+                String failed = mapPages(start, end - start);
+                if (failed != null) {
+                    System.err.println("gpusockets: __managed__ variable at 0x" + Long.toHexString(address) + ": " + failed);
+                    return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+                }
+                byte[] state = new byte[(int) ((end - start) / PAGE)];
+                java.util.Arrays.fill(state, DEVICE);
+                allocations.put(start, new Allocation(start, state.length, currentContext(), library,
+                        new long[] {address}, new long[] {size}, state));
+                used = true;
+                return CuResult.CUDA_SUCCESS;
+            }
+            Allocation r = touching.getFirst();
+            for (int i = 0; i < r.bases.length; i++) {
+                if (r.bases[i] == address) {
+                    return CuResult.CUDA_SUCCESS; // asked again
+                }
+            }
+            long newStart = Math.min(start, r.start), newEnd = Math.max(end, r.end());
+            String failed = newStart < r.start ? mapPages(newStart, r.start - newStart) : null;
+            if (failed == null && newEnd > r.end()) {
+                failed = mapPages(r.end(), newEnd - r.end());
+                if (failed != null && newStart < r.start) {
+                    unmapPages(newStart, r.start - newStart);
+                }
+            }
+            if (failed != null) {
+                System.err.println("gpusockets: __managed__ variable at 0x" + Long.toHexString(address) + ": " + failed);
+                return CuResult.CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            // the shared pages hold zeros where the new variable lies: send what was written there, then fetch anew
+            boolean was = BUSY.get();
+            BUSY.set(true);
+            try {
+                for (int p = (int) ((Math.max(start, r.start) - r.start) / PAGE); p < r.pages && r.pageAddress(p) < end; p++) {
+                    if (r.state[p] == DIRTY) {
+                        send(r, p, 1);
+                    }
+                    if (r.state[p] != DEVICE) {
+                        madvise(r.pageAddress(p), PAGE);
+                        r.state[p] = DEVICE;
+                    }
+                }
+            } finally {
+                BUSY.set(was);
+            }
+            byte[] state = new byte[(int) ((newEnd - newStart) / PAGE)];
+            java.util.Arrays.fill(state, DEVICE);
+            System.arraycopy(r.state, 0, state, (int) ((r.start - newStart) / PAGE), r.pages);
+            long[] bases = java.util.Arrays.copyOf(r.bases, r.bases.length + 1);
+            long[] sizes = java.util.Arrays.copyOf(r.sizes, r.sizes.length + 1);
+            bases[r.bases.length] = address;
+            sizes[r.sizes.length] = size;
+            allocations.remove(r.start);
+            allocations.put(newStart, new Allocation(newStart, state.length, r.context, library, bases, sizes, state));
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    /** cuLibraryUnload of {@code library} succeeded: its {@code __managed__} variables' pages go. */
+    synchronized void libraryUnloaded(long library) {
+        allocations.values().removeIf(a -> {
+            if (a.library == library && library != 0) {
+                unmap(a);
+                return true;
+            }
+            return false;
+        });
+    }
+
+    private int refuse(long base, String why, int result) {
+        System.err.println("gpusockets: cuMemAllocManaged at 0x" + Long.toHexString(base) + " refused ("
+                + CuResult.name(result) + "): " + why);
+        BUSY.set(true);
+        try {
+            driver.cuMemFree(base);
+        } finally {
+            BUSY.set(false);
+        }
+        return result;
+    }
+
+    /** Whether {@code p} lies in a {@code __managed__} variable ({@link #adoptGlobal}). */
+    synchronized boolean isManagedVariable(long p) {
+        Allocation a = find(p);
+        if (a == null || a.library == 0) {
+            return false;
+        }
+        for (int i = 0; i < a.bases.length; i++) {
+            if (p >= a.bases[i] && p - a.bases[i] < a.sizes[i]) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether {@code base} is a managed allocation's base. */
+    synchronized boolean isManaged(long base) {
+        Allocation a = find(base);
+        return a != null && a.isAllocation(base);
+    }
+
+    /** A cuMemFree of {@code base} succeeded: the guest mapping goes too. */
+    synchronized void freed(long base) {
+        Allocation a = find(base);
+        if (a == null || !a.isAllocation(base)) {
+            return;
+        }
+        allocations.remove(a.start);
+        unmap(a);
+    }
+
+    private void unmap(Allocation a) {
+        unmapPages(a.start, a.pages * PAGE);
+    }
+
+    private void unmapPages(long start, long length) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment range = call.allocate(16);
+            range.set(JAVA_LONG, 0, start);
+            range.set(JAVA_LONG, 8, length);
+            int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_UNREGISTER, range);
+            ignored = (int) MUNMAP.invokeExact(state, MemorySegment.ofAddress(start), length);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    private Allocation find(long address) {
+        Map.Entry<Long, Allocation> e = allocations.floorEntry(address);
+        if (e == null) {
+            return null;
+        }
+        Allocation a = e.getValue();
+        return address < a.start + a.pages * PAGE ? a : null;
+    }
+
+    /**
+     * Called for every request before it is sent ({@link CallChannel#exchange}): makes host buffers that lie in managed
+     * memory present (and DIRTY where the call writes them), then, for a call that submits GPU work, sends the DIRTY
+     * pages and marks every page device-newer.
+     */
+    void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+        if (!used || BUSY.get()) {
+            return; // every call passes here: a program without managed memory pays one volatile read
+        }
+        synchronized (this) {
+            if (allocations.isEmpty()) {
+                return;
+            }
+            BUSY.set(true);
+            try {
+                boolean work = submitsWork(f);
+                if (work) {
+                    flushAndInvalidate();
+                }
+                for (MemorySegment s : bulk) {
+                    if (s.isNative()) {
+                        present(s.address(), s.byteSize(), false);
+                    }
+                }
+                for (MemorySegment s : outBytes) {
+                    if (s.isNative()) {
+                        present(s.address(), s.byteSize(), true);
+                    }
+                }
+            } finally {
+                BUSY.set(false);
+            }
+        }
+    }
+
+    /** cuMemPrefetchAsync to CU_DEVICE_CPU succeeded: fetches the range now. */
+    void prefetchToHost(long address, long length) {
+        hostAccess(address, length, false);
+    }
+
+    /**
+     * Makes the managed pages of {@code [address, address + length)} present on the calling thread, and writable when
+     * {@code write} (they then go to the device before the next GPU work); other addresses are left alone.
+     */
+    synchronized void hostAccess(long address, long length, boolean write) {
+        if (allocations.isEmpty()) {
+            return;
+        }
+        boolean was = BUSY.get();
+        BUSY.set(true);
+        try {
+            present(address, length, write);
+        } finally {
+            BUSY.set(was);
+        }
+    }
+
+    private void flushAndInvalidate() {
+        if (!anyPresent) {
+            return;
+        }
+        for (Allocation a : allocations.values()) {
+            int p = 0;
+            while (p < a.pages) {
+                if (a.state[p] != DIRTY) {
+                    p++;
+                    continue;
+                }
+                int q = p;
+                while (q < a.pages && a.state[q] == DIRTY && (q - p + 1) * PAGE <= MAX_RUN) {
+                    q++;
+                }
+                send(a, p, q - p);
+                p = q;
+            }
+            boolean present = false;
+            for (int i = 0; i < a.pages; i++) {
+                present |= a.state[i] == CLEAN || a.state[i] == DIRTY;
+                a.state[i] = DEVICE;
+            }
+            if (present) {
+                madvise(a.start, a.pages * PAGE);
+            }
+        }
+        anyPresent = false;
+    }
+
+    /** Sends pages [page, page + n) of {@code a} to the device: the bytes of them that lie in its device ranges. */
+    private void send(Allocation a, int page, int n) {
+        long lo = a.pageAddress(page), hi = a.pageAddress(page + n);
+        long total = 0;
+        for (int i = 0; i < a.bases.length; i++) {
+            long from = Math.max(lo, a.bases[i]), to = Math.min(hi, a.bases[i] + a.sizes[i]);
+            if (to <= from) {
+                continue;
+            }
+            ByteBuffer req = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+            req.putLong(from).putLong(to - from).putLong(to - from).flip();
+            CallChannel.Reply r = channel.exchange(ApiEntries.cuMemcpyHtoD, req,
+                    List.of(MemorySegment.ofAddress(from).reinterpret(to - from)), List.of(), false);
+            if (r.result() != CuResult.CUDA_SUCCESS) {
+                System.err.println("gpusockets: sending managed pages at 0x" + Long.toHexString(from) + " failed: "
+                        + CuResult.name(r.result()));
+                return;
+            }
+            total += to - from;
+        }
+        pagesSent.add(n);
+        bytesSent.add(total);
+    }
+
+    /** Makes the pages of [address, address + length) that lie in managed allocations present; DIRTY when {@code write}. */
+    private void present(long address, long length, boolean write) {
+        if (length <= 0) {
+            return;
+        }
+        long end = address + length;
+        for (long at = address & -PAGE; at < end; ) {
+            Allocation a = find(at);
+            if (a == null) {
+                Map.Entry<Long, Allocation> next = allocations.higherEntry(at);
+                if (next == null || next.getKey() >= end) {
+                    return;
+                }
+                at = next.getKey();
+                continue;
+            }
+            int first = (int) ((at - a.start) / PAGE);
+            int last = (int) Math.min(a.pages - 1, (end - 1 - a.start) / PAGE);
+            for (int p = first; p <= last; ) {
+                if (a.state[p] == DEVICE || a.state[p] == ZERO) {
+                    p += install(a, p, last - p + 1, false);
+                } else {
+                    p++;
+                }
+            }
+            if (write) {
+                for (int p = first; p <= last; p++) {
+                    if (a.state[p] == CLEAN) {
+                        unprotect(a, p);
+                    }
+                }
+            }
+            at = a.pageAddress(last + 1);
+        }
+    }
+
+    /**
+     * Installs up to {@code limit} consecutive absent pages of one kind (DEVICE: fetched; ZERO: zeros) from {@code page}
+     * on, write-protected (CLEAN); {@code wake}: the faulting thread is woken by the copy. Returns the pages installed
+     * (at least 1).
+     */
+    private int install(Allocation a, int page, int limit, boolean wake) {
+        byte kind = a.state[page];
+        int n = 1;
+        while (n < limit && n < batchPages && page + n < a.pages && a.state[page + n] == kind) {
+            n++;
+        }
+        long bytes = n * PAGE;
+        MemorySegment src;
+        if (kind == DEVICE) {
+            src = staging(bytes);
+            src.asSlice(0, bytes).fill((byte) 0);
+            long lo = a.pageAddress(page), hi = a.pageAddress(page + n);
+            long total = 0;
+            for (int i = 0; i < a.bases.length; i++) {
+                long from = Math.max(lo, a.bases[i]), to = Math.min(hi, a.bases[i] + a.sizes[i]);
+                if (to > from) {
+                    fetch(a, from, src.asSlice(from - lo, to - from)); // a failure is reported; those bytes read zero
+                }
+                total += Math.max(0, to - from);
+            }
+            pagesFetched.add(n);
+            bytesFetched.add(total);
+        } else {
+            src = zeros(bytes);
+            pagesZeroFilled.add(n);
+        }
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment copy = call.allocate(40);
+            copy.set(JAVA_LONG, 0, a.pageAddress(page));
+            copy.set(JAVA_LONG, 8, src.address());
+            copy.set(JAVA_LONG, 16, bytes);
+            copy.set(JAVA_LONG, 24, COPY_MODE_WP | (wake ? 0 : COPY_MODE_DONTWAKE));
+            if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_COPY, copy) != 0) {
+                int errno = (int) ERRNO.get(state, 0L);
+                if (errno != EEXIST) {
+                    System.err.println("gpusockets: installing managed pages at 0x" + Long.toHexString(a.pageAddress(page))
+                            + " failed (errno " + errno + ")");
+                }
+                wake(a.pageAddress(page), bytes);
+            }
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+        for (int i = 0; i < n; i++) {
+            a.state[page + i] = CLEAN;
+        }
+        anyPresent = true;
+        return n;
+    }
+
+    private boolean fetch(Allocation a, long from, MemorySegment into) {
+        if (Thread.currentThread() == faultThread && faultThreadContext != a.context) {
+            int r = driver.cuCtxSetCurrent(a.context);
+            if (r != CuResult.CUDA_SUCCESS) {
+                System.err.println("gpusockets: fetching managed pages: cuCtxSetCurrent failed: " + CuResult.name(r));
+                return false;
+            }
+            faultThreadContext = a.context;
+        }
+        ByteBuffer req = ByteBuffer.allocate(32).order(ByteOrder.LITTLE_ENDIAN);
+        req.putLong(from).putLong(into.byteSize()).flip();
+        CallChannel.Reply r = channel.exchange(ApiEntries.cuMemcpyDtoH, req, List.of(), List.of(into), false);
+        if (r.result() != CuResult.CUDA_SUCCESS) {
+            System.err.println("gpusockets: fetching managed pages at 0x" + Long.toHexString(from) + " failed: "
+                    + CuResult.name(r.result()) + " (the page reads zeros)");
+            return false;
+        }
+        return true;
+    }
+
+    /** Makes a CLEAN page writable (DIRTY) and wakes whoever waits on it. */
+    private void unprotect(Allocation a, int page) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment wp = call.allocate(24);
+            wp.set(JAVA_LONG, 0, a.pageAddress(page));
+            wp.set(JAVA_LONG, 8, PAGE);
+            wp.set(JAVA_LONG, 16, 0L);
+            int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_WRITEPROTECT, wp);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+        a.state[page] = DIRTY;
+    }
+
+    private void wake(long address, long length) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment range = call.allocate(16);
+            range.set(JAVA_LONG, 0, address);
+            range.set(JAVA_LONG, 8, length);
+            int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_WAKE, range);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    private void madvise(long address, long length) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            int ignored = (int) MADVISE.invokeExact(state, MemorySegment.ofAddress(address), length, MADV_DONTNEED);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    private MemorySegment staging(long bytes) {
+        if (staging == null || staging.byteSize() < bytes) {
+            staging = arena.allocate(Math.max(bytes, 64 * PAGE), PAGE);
+        }
+        return staging;
+    }
+
+    private MemorySegment zeros(long bytes) {
+        if (zeros == null || zeros.byteSize() < bytes) {
+            zeros = arena.allocate(Math.max(bytes, 64 * PAGE), PAGE);
+        }
+        return zeros;
+    }
+
+    private long currentContext() {
+        BUSY.set(true);
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment ctx = call.allocate(8);
+            return driver.cuCtxGetCurrent(ctx) == CuResult.CUDA_SUCCESS ? ctx.get(JAVA_LONG, 0) : 0;
+        } finally {
+            BUSY.set(false);
+        }
+    }
+
+    /** Opens the userfaultfd and starts the fault thread, once; false when the kernel has none for us. */
+    private boolean open() {
+        if (uffd >= 0) {
+            return true;
+        }
+        if (uffd == -2) {
+            return false;
+        }
+        uffd = -2;
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            int pageSize = (int) GETPAGESIZE.invokeExact(state);
+            if (pageSize != PAGE) {
+                System.err.println("gpusockets: managed memory needs 4 KiB pages; this kernel's are " + pageSize + " bytes");
+                return false;
+            }
+            // Kernel-mode faults too where allowed (privileged, or vm.unprivileged_userfaultfd=1): then read(2) into and
+            // write(2) from managed memory work as for any memory; else user-mode faults only.
+            int fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC);
+            kernelFaults = fd >= 0;
+            if (fd < 0) {
+                fd = (int) (long) SYSCALL.invokeExact(state, userfaultfdSyscall(), O_CLOEXEC | UFFD_USER_MODE_ONLY);
+            }
+            if (fd < 0) {
+                return false;
+            }
+            MemorySegment api = call.allocate(24);
+            api.set(JAVA_LONG, 0, UFFD_API);
+            api.set(JAVA_LONG, 8, UFFD_FEATURE_PAGEFAULT_FLAG_WP);
+            if ((int) IOCTL.invokeExact(state, fd, UFFDIO_API, api) != 0) {
+                int ignored = (int) CLOSE.invokeExact(state, fd);
+                return false;
+            }
+            uffd = fd;
+        } catch (Throwable t) {
+            return false;
+        }
+        faultThread = Thread.ofPlatform().daemon().name("gpusockets-managed-faults").unstarted(this::serveFaults);
+        faultThread.start();
+        return true;
+    }
+
+    private static long userfaultfdSyscall() {
+        return switch (System.getProperty("os.arch")) {
+            case "aarch64" -> 282;
+            default -> 323; // x86_64
+        };
+    }
+
+    /** The fault thread: resolves each fault of the program's threads (missing page: install; write-protected: DIRTY). */
+    private void serveFaults() {
+        BUSY.set(true);
+        try (Arena mine = Arena.ofConfined()) {
+            MemorySegment state = mine.allocate(CALL_STATE);
+            MemorySegment msg = mine.allocate(32, 8);
+            MemorySegment pfd = mine.allocate(8, 4);
+            while (!closed) {
+                pfd.set(JAVA_INT, 0, uffd);
+                pfd.set(JAVA_INT, 4, POLLIN);
+                int ready = (int) POLL.invokeExact(state, pfd, 1L, 200);
+                if (ready <= 0) {
+                    continue;
+                }
+                long n = (long) READ.invokeExact(state, uffd, msg, 32L);
+                if (n != 32) {
+                    int errno = (int) ERRNO.get(state, 0L);
+                    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+                        continue;
+                    }
+                    if (!closed) {
+                        System.err.println("gpusockets: reading managed-memory faults failed (errno " + errno + ")");
+                    }
+                    return;
+                }
+                if ((msg.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 0) & 0xff) != EVENT_PAGEFAULT) {
+                    continue;
+                }
+                long flags = msg.get(JAVA_LONG, 8);
+                long address = msg.get(JAVA_LONG, 16);
+                faults.increment();
+                resolve(address & -PAGE, flags);
+            }
+        } catch (Throwable t) {
+            System.err.println("gpusockets: the managed-memory fault thread stopped: " + t);
+        }
+    }
+
+    private synchronized void resolve(long page, long flags) {
+        Allocation a = find(page);
+        if (a == null) {
+            wake(page, PAGE); // freed meanwhile: the access faults for real
+            return;
+        }
+        int p = (int) ((page - a.start) / PAGE);
+        if ((flags & PAGEFAULT_FLAG_WP) != 0) {
+            if (a.state[p] == CLEAN || a.state[p] == DIRTY) {
+                unprotect(a, p);
+            } else {
+                wake(page, PAGE);
+            }
+            return;
+        }
+        if (a.state[p] == CLEAN || a.state[p] == DIRTY) {
+            wake(page, PAGE); // another fault installed it first
+            return;
+        }
+        boolean write = (flags & PAGEFAULT_FLAG_WRITE) != 0;
+        install(a, p, a.pages - p, !write);
+        if (write) {
+            unprotect(a, p); // wakes the writer, which finds the page writable
+        }
+    }
+
+    /** The program is exiting: prints the counters when GPUSOCKETS_MANAGED_STATS=1. */
+    void programExiting() {
+        if (printStats) {
+            System.err.println("gpusockets: managed memory: " + stats() + (uffd >= 0 && !kernelFaults ? " (user-mode faults only)" : ""));
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (Allocation a : allocations.values()) {
+            unmap(a);
+        }
+        allocations.clear();
+        if (uffd >= 0) {
+            try {
+                if (faultThread != null) {
+                    faultThread.join(1000);
+                }
+                try (Arena call = Arena.ofConfined()) {
+                    int ignored = (int) CLOSE.invokeExact(call.allocate(CALL_STATE), uffd);
+                }
+            } catch (Throwable ignored) {
+                // closing anyway
+            }
+        }
+    }
+
+    private static MethodHandle downcall(String name, FunctionDescriptor fd, Linker.Option... extra) {
+        Linker.Option[] options = new Linker.Option[extra.length + 1];
+        options[0] = Linker.Option.captureCallState("errno");
+        System.arraycopy(extra, 0, options, 1, extra.length);
+        return LINKER.downcallHandle(LINKER.defaultLookup().find(name).orElseThrow(
+                () -> new UnsatisfiedLinkError("the C library has no " + name)), fd, options);
+    }
+}
