@@ -92,21 +92,11 @@ public final class DescriptorPassing {
      */
     public static OptionalInt findSocketByLinger(int seconds) throws IOException {
         OptionalInt found = OptionalInt.empty();
-        try (Arena arena = Arena.ofConfined();
-             DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+        try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = NativeSockets.newCallState(arena);
             MemorySegment linger = arena.allocate(8, 4);
             MemorySegment length = arena.allocate(JAVA_INT);
-            for (Path p : fds) {
-                int fd;
-                try {
-                    fd = Integer.parseInt(p.getFileName().toString());
-                    if (!Files.readSymbolicLink(p).toString().startsWith("socket:")) {
-                        continue;
-                    }
-                } catch (NumberFormatException | IOException gone) {
-                    continue; // closed meanwhile, or the directory's own descriptor
-                }
+            for (int fd : openSockets()) {
                 length.set(JAVA_INT, 0, 8);
                 if (NativeSockets.getsockopt(state, fd, NativeSockets.SOL_SOCKET, NativeSockets.SO_LINGER, linger, length) == 0
                         && linger.get(JAVA_INT, 0) != 0 && linger.get(JAVA_INT, 4) == seconds) {
@@ -191,22 +181,12 @@ public final class DescriptorPassing {
      * tcp:// or unix:// listener, whose descriptor the JDK does not tell. Empty when no such socket is open.
      */
     public static OptionalInt findListeningSocket(java.net.SocketAddress local) throws IOException {
-        try (Arena arena = Arena.ofConfined();
-             DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+        try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = NativeSockets.newCallState(arena);
             MemorySegment value = arena.allocate(JAVA_INT);
             MemorySegment length = arena.allocate(JAVA_INT);
             MemorySegment addr = arena.allocate(128, 8);
-            for (Path p : fds) {
-                int fd;
-                try {
-                    fd = Integer.parseInt(p.getFileName().toString());
-                    if (!Files.readSymbolicLink(p).toString().startsWith("socket:")) {
-                        continue;
-                    }
-                } catch (NumberFormatException | IOException gone) {
-                    continue;
-                }
+            for (int fd : openSockets()) {
                 length.set(JAVA_INT, 0, 4);
                 if (NativeSockets.getsockopt(state, fd, NativeSockets.SOL_SOCKET, NativeSockets.SO_ACCEPTCONN, value, length) != 0
                         || value.get(JAVA_INT, 0) == 0) {
@@ -220,6 +200,27 @@ public final class DescriptorPassing {
             }
         }
         return OptionalInt.empty();
+    }
+
+    /**
+     * The descriptors of this process that are sockets now (from /proc/self/fd), for the searches above: one closed
+     * meanwhile, or the directory's own descriptor, is left out.
+     */
+    private static java.util.List<Integer> openSockets() throws IOException {
+        java.util.List<Integer> sockets = new java.util.ArrayList<>();
+        try (DirectoryStream<Path> fds = Files.newDirectoryStream(Path.of("/proc/self/fd"))) {
+            for (Path p : fds) {
+                try {
+                    int fd = Integer.parseInt(p.getFileName().toString());
+                    if (Files.readSymbolicLink(p).toString().startsWith("socket:")) {
+                        sockets.add(fd);
+                    }
+                } catch (NumberFormatException | IOException gone) {
+                    // closed meanwhile, or the directory's own descriptor
+                }
+            }
+        }
+        return sockets;
     }
 
     /** Whether the sockaddr in {@code addr} ({@code n} bytes) is {@code local}. */
