@@ -29,8 +29,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -408,10 +406,8 @@ public final class MigrationBench implements Callable<Integer> {
         private final int[] bumps;
         private final double chunksPerSecond;
         private final int stride;
-        private final AtomicBoolean stop = new AtomicBoolean();
-        private final AtomicReference<Throwable> failed = new AtomicReference<>();
         volatile int dirtied;
-        private Thread thread;
+        private ProgramThread thread;
 
         Program(RemoteCudaDriver cu, long context, long bytes, double pct) {
             this.cu = cu;
@@ -458,7 +454,7 @@ public final class MigrationBench implements Callable<Integer> {
         }
 
         void start() {
-            thread = Thread.ofPlatform().name("program").start(() -> {
+            thread = new ProgramThread("the program", stopping -> {
                 try (Arena arena = Arena.ofConfined()) {
                     Cu.check(cu.cuCtxSetCurrent(context), "cuCtxSetCurrent");
                     MemorySegment base = arena.allocate(JAVA_LONG), words = arena.allocate(JAVA_INT);
@@ -468,9 +464,9 @@ public final class MigrationBench implements Callable<Integer> {
                     args.setAtIndex(ADDRESS, 1, words);
                     long t0 = System.nanoTime();
                     long j = 0;
-                    while (!stop.get()) {
+                    while (!stopping.getAsBoolean()) {
                         long due = (long) (chunksPerSecond * (System.nanoTime() - t0) / 1e9);
-                        for (; j < due && !stop.get(); j++) {
+                        for (; j < due && !stopping.getAsBoolean(); j++) {
                             int chunk = (int) (j * stride % chunkAt.length);
                             base.set(JAVA_LONG, 0, chunkAt[chunk]);
                             Cu.check(cu.cuLaunchKernel(fn, CHUNK_WORDS / 256, 1, 1, 256, 1, 1, 0, 0, args,
@@ -481,18 +477,12 @@ public final class MigrationBench implements Callable<Integer> {
                         Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
                         Thread.sleep(TICK_NANOS / 1_000_000);
                     }
-                } catch (Throwable t) {
-                    failed.set(t);
                 }
             });
         }
 
         void stop() throws InterruptedException {
-            stop.set(true);
-            thread.join();
-            if (failed.get() != null) {
-                throw new IllegalStateException("the program failed", failed.get());
-            }
+            thread.stop();
         }
 
         /** Reads every chunk back: each word must be the chunk's value plus its bumps. */

@@ -20,8 +20,6 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.knowm.xchart.BitmapEncoder;
@@ -294,9 +292,7 @@ public final class TakeOverBench implements Callable<Integer> {
         private final long[] starts = new long[MAX];
         private final long[] durations = new long[MAX];
         private volatile int n;
-        private final AtomicBoolean stop = new AtomicBoolean();
-        private final AtomicReference<Throwable> failed = new AtomicReference<>();
-        private Thread thread;
+        private ProgramThread thread;
 
         Probe(RemoteCudaDriver d, long context) {
             this.d = d;
@@ -304,13 +300,13 @@ public final class TakeOverBench implements Callable<Integer> {
         }
 
         void start() {
-            thread = Thread.ofPlatform().name("program").start(() -> {
+            thread = new ProgramThread("the program thread", stopping -> {
                 try (Arena arena = Arena.ofConfined()) {
                     Cu.check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
                     MemorySegment c = arena.allocate(JAVA_LONG);
                     MemorySegment host = arena.allocate(4096).fill((byte) 7);
                     int i = 0;
-                    while (!stop.get() && i < MAX) {
+                    while (!stopping.getAsBoolean() && i < MAX) {
                         long t = System.nanoTime();
                         Cu.check(d.cuMemAlloc(c, 64 << 10), "cuMemAlloc");
                         long p = c.get(JAVA_LONG, 0);
@@ -320,18 +316,12 @@ public final class TakeOverBench implements Callable<Integer> {
                         durations[i] = System.nanoTime() - t;
                         n = ++i;
                     }
-                } catch (Throwable t) {
-                    failed.set(t);
                 }
             });
         }
 
         void stop() throws InterruptedException {
-            stop.set(true);
-            thread.join();
-            if (failed.get() != null) {
-                throw new IllegalStateException("the program thread failed", failed.get());
-            }
+            thread.stop();
         }
 
         int count() {
