@@ -115,15 +115,7 @@ public final class DescriptorPassing {
      * now on) that owns it; {@code peer} is what the sending process proved about the other end.
      */
     public static Connection adopt(int fd, PeerInfo peer) throws IOException {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment state = NativeSockets.newCallState(arena);
-            int flags = NativeSockets.fcntl(state, fd, NativeSockets.F_GETFL, 0);
-            if (flags < 0 || NativeSockets.fcntl(state, fd, NativeSockets.F_SETFL, flags | NativeSockets.O_NONBLOCK) < 0) {
-                int errno = NativeSockets.errno(state);
-                SocketFd.closeQuietly(state, fd);
-                throw Errno.exception("received descriptor " + fd, errno);
-            }
-        }
+        nonBlockingOrClose(fd, "received descriptor " + fd);
         return NativeSocketConnection.of(fd, s -> peer);
     }
 
@@ -200,6 +192,19 @@ public final class DescriptorPassing {
             }
         }
         return OptionalInt.empty();
+    }
+
+    /** Makes {@code fd} non-blocking; if that fails, closes it and throws naming {@code what} and the errno. */
+    private static void nonBlockingOrClose(int fd, String what) throws IOException {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment state = NativeSockets.newCallState(arena);
+            int flags = NativeSockets.fcntl(state, fd, NativeSockets.F_GETFL, 0);
+            if (flags < 0 || NativeSockets.fcntl(state, fd, NativeSockets.F_SETFL, flags | NativeSockets.O_NONBLOCK) < 0) {
+                int errno = NativeSockets.errno(state);
+                SocketFd.closeQuietly(state, fd);
+                throw Errno.exception(what, errno);
+            }
+        }
     }
 
     /**
@@ -282,15 +287,7 @@ public final class DescriptorPassing {
             close(fd);
             throw new IOException("a received listener must be tcp:// or unix://: " + address);
         }
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment state = NativeSockets.newCallState(arena);
-            int flags = NativeSockets.fcntl(state, fd, NativeSockets.F_GETFL, 0);
-            if (flags < 0 || NativeSockets.fcntl(state, fd, NativeSockets.F_SETFL, flags | NativeSockets.O_NONBLOCK) < 0) {
-                int errno = NativeSockets.errno(state);
-                SocketFd.closeQuietly(state, fd);
-                throw Errno.exception("received listener " + address, errno);
-            }
-        }
+        nonBlockingOrClose(fd, "received listener " + address);
         NativeSocketListener.Wrapper wrapper = scheme.equals("unix")
                 ? accepted -> NativeSocketConnection.of(accepted, s -> {
                     OptionalInt uid = SocketCalls.peerUid(s.fd());
