@@ -616,6 +616,27 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInf
     return NVML_SUCCESS;
 }
 
+/* As nvmlDeviceGetPciInfo_v3, in the versioned layout (nvidia-smi 555 and later read the bus id
+ * here); baseClass and subClass 0: the driver API does not say which PCI class the board has. */
+NVML_EXPORT nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci) {
+    DEVICE_OR_RETURN(d, device)
+    if (pci == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (pci->version != nvmlPciInfoExt_v1) {
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    }
+    pci->domain = d->domain;
+    pci->bus = d->bus;
+    pci->device = d->device;
+    pci->pciDeviceId = NVML_PCI_VENDOR_NVIDIA;
+    pci->pciSubSystemId = 0;
+    pci->baseClass = 0;
+    pci->subClass = 0;
+    snprintf(pci->busId, sizeof pci->busId, "%s", d->bus_id);
+    return NVML_SUCCESS;
+}
+
 /* _v2 and the unsuffixed name are what programs built against the pre-v3 nvmlPciInfo_t call: its
  * 52 bytes are filled (the legacy bus id in its 16-byte busId, where the v3 layout has busIdLegacy)
  * and nothing past them is written. */
@@ -803,6 +824,9 @@ NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3)
 #define TELEMETRY "telemetry of the backend's GPUs (utilization, clocks, power, temperature) is not forwarded"
 #define FABRIC "the backend's NVLink fabric and platform are not visible from a guest"
 #define IDENTITY "board identity (serial, brand, part number, firmware) is not known through the CUDA driver API"
+#define MIG "MIG is not offered to guests: a backend device is a whole GPU or one it was given"
+#define STATE "device modes of the backend's GPUs (persistence, display, ECC, virtualization) are not visible " \
+              "through the CUDA driver API"
 #define VERSION "the backend's display-driver version string is not known through the CUDA driver API " \
                 "(nvmlSystemGetCudaDriverVersion gives the CUDA version)"
 
@@ -818,7 +842,6 @@ NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3)
     X(nvmlDeviceGetNvLinkRemotePciInfo_v2, NVLINK)                                       \
     X(nvmlDeviceGetNvLinkRemoteDeviceType, NVLINK)                                       \
     X(nvmlDeviceGetFieldValues, "field values (NVLink, C2C and other counters) are not forwarded") \
-    X(nvmlDeviceGetPciInfoExt, PCIE)                                                     \
     X(nvmlDeviceGetPcieLinkMaxSpeed, PCIE)                                               \
     X(nvmlDeviceGetCurrPcieLinkGeneration, PCIE)                                         \
     X(nvmlDeviceGetCurrPcieLinkWidth, PCIE)                                              \
@@ -843,7 +866,14 @@ NO_PROCESSES(nvmlDeviceGetMPSComputeRunningProcesses_v3)
     X(nvmlDeviceGetBrand, IDENTITY)                                                      \
     X(nvmlDeviceGetBoardPartNumber, IDENTITY)                                            \
     X(nvmlDeviceGetVbiosVersion, IDENTITY)                                               \
-    X(nvmlDeviceGetMigMode, "MIG is not offered to guests: a backend device is a whole GPU or one it was given") \
+    X(nvmlDeviceGetMigMode, MIG)                                                         \
+    X(nvmlDeviceGetMaxMigDeviceCount, MIG)                                               \
+    X(nvmlDeviceGetPersistenceMode, STATE)                                               \
+    X(nvmlDeviceGetDisplayActive, STATE)                                                 \
+    X(nvmlDeviceGetEccMode, STATE)                                                       \
+    X(nvmlDeviceGetVirtualizationMode, STATE)                                            \
+    X(nvmlDeviceValidateInforom, IDENTITY)                                               \
+    X(nvmlDeviceRegisterEvents, "events of the backend's GPUs (Xid errors, clock and power changes) are not forwarded") \
     X(nvmlSystemGetDriverVersion, VERSION)                                               \
     X(nvmlSystemGetNVMLVersion, VERSION)
 
@@ -917,5 +947,80 @@ NVML_EXPORT nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice
         r = cu.cuDeviceCanAccessPeer != NULL ? cu.cuDeviceCanAccessPeer(&yes, a->cuda, b->cuda) : -1;
     }
     *p2pStatus = r == CUDA_SUCCESS && yes ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* ---- nvidia-smi's export table ----
+ *
+ * nvidia-smi (NVIDIA's, 535 to 580 at least) asks the NVML it loads, right after nvmlInitWithFlags,
+ * for a private table by nvmlInternalGetExportTable(&table, uuid) with the UUID below; if that fails
+ * it prints "Mismatch in versions between nvidia-smi and NVML" and exits 255, whatever the version
+ * strings say. Read in the binaries of Debian's nvidia-smi 535.261.03 and 555.58.02: the table's first
+ * word is its size in bytes, and every use of a slot first checks that the size covers the slot and
+ * that the slot is not NULL, and does without it otherwise. So a table of the size word alone, no
+ * slots, is a valid answer that offers nothing: nvidia-smi then takes everything from the public
+ * functions. No other table is known here: other UUIDs answer NVML_ERROR_NOT_SUPPORTED. */
+static const unsigned char SMI_TABLE_UUID[16] = {
+    0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e, 0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4,
+};
+static const size_t smi_table[1] = {sizeof smi_table}; /* the size word, no slots */
+
+NVML_EXPORT nvmlReturn_t nvmlInternalGetExportTable(const void **table, const unsigned char *uuid) {
+    if (table == NULL || uuid == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (memcmp(uuid, SMI_TABLE_UUID, sizeof SMI_TABLE_UUID) != 0) {
+        *table = NULL;
+        return NVML_ERROR_NOT_SUPPORTED;
+    }
+    *table = smi_table;
+    return NVML_SUCCESS;
+}
+
+/* ---- event sets ----
+ *
+ * nvidia-smi's default table makes an event set and stops with "Internal NVML error" if it cannot.
+ * Ours are real, empty sets: nvmlDeviceRegisterEvents answers NVML_ERROR_NOT_SUPPORTED (the table
+ * `unsupported`), so no event ever reaches one. */
+struct nvmlEventSet_st {
+    unsigned int magic;
+};
+#define EVENT_SET_MAGIC 0x45564e54u
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(struct nvmlEventSet_st **set) {
+    if (!is_initialized()) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (set == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    struct nvmlEventSet_st *made = malloc(sizeof *made);
+    if (made == NULL) {
+        return NVML_ERROR_MEMORY;
+    }
+    made->magic = EVENT_SET_MAGIC;
+    *set = made;
+    return NVML_SUCCESS;
+}
+
+NVML_EXPORT nvmlReturn_t nvmlEventSetFree(struct nvmlEventSet_st *set) {
+    if (!is_initialized()) {
+        return NVML_ERROR_UNINITIALIZED;
+    }
+    if (set == NULL || set->magic != EVENT_SET_MAGIC) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    set->magic = 0;
+    free(set);
+    return NVML_SUCCESS;
+}
+
+/* Our handles are whole devices, never MIG devices. */
+NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
+    DEVICE_OR_RETURN(d, device)
+    if (isMigDevice == NULL) {
+        return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    *isMigDevice = 0;
     return NVML_SUCCESS;
 }

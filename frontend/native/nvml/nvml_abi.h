@@ -87,6 +87,20 @@ typedef struct {
     unsigned int reserved[4];
 } nvmlPciInfoLegacy_t;
 
+/* nvmlPciInfoExt_t (version 1, 64 bytes), as nvmlDeviceGetPciInfoExt fills it; nvidia-smi 555 and
+ * later read pci.bus_id through it */
+typedef struct {
+    unsigned int version; /* nvmlPciInfoExt_v1 */
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;
+    unsigned int pciSubSystemId;
+    unsigned int baseClass;
+    unsigned int subClass;
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+} nvmlPciInfoExt_t;
+
 #define NVML_DEVICE_PCI_BUS_ID_LEGACY_FMT "%04X:%02X:%02X.0"
 #define NVML_DEVICE_PCI_BUS_ID_FMT "%08X:%02X:%02X.0"
 
@@ -108,6 +122,7 @@ typedef struct {
 } nvmlMemory_v2_t;
 
 #define nvmlMemory_v2 NVML_STRUCT_VERSION(nvmlMemory_v2_t, 2)
+#define nvmlPciInfoExt_v1 NVML_STRUCT_VERSION(nvmlPciInfoExt_t, 1)
 
 /* nvmlDeviceGet{Compute,Graphics,MPSCompute}RunningProcesses: _v1 (no suffix), _v2, _v3 element
  * types. We never write an element (a guest sees no processes), so only their names matter here. */

@@ -38,6 +38,11 @@ typedef struct {
 } nvmlPciInfo_t;
 
 typedef struct {
+    unsigned int version, domain, bus, device, pciDeviceId, pciSubSystemId, baseClass, subClass;
+    char busId[32];
+} nvmlPciInfoExt_t;
+
+typedef struct {
     unsigned long long total, free, used;
 } nvmlMemory_t;
 
@@ -67,6 +72,7 @@ typedef struct {
 #define NVML_P2P_CAPS_INDEX_NVLINK 2
 #define NVML_P2P_CAPS_INDEX_ATOMICS 3
 #define nvmlMemory_v2 ((unsigned int) (sizeof(nvmlMemory_v2_t) | (2u << 24)))
+#define nvmlPciInfoExt_v1 ((unsigned int) (sizeof(nvmlPciInfoExt_t) | (1u << 24)))
 
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlInit_v2(void);
@@ -86,6 +92,11 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, void *pci);
+nvmlReturn_t nvmlDeviceGetPciInfoExt(nvmlDevice_t device, nvmlPciInfoExt_t *pci);
+nvmlReturn_t nvmlInternalGetExportTable(const void **table, const unsigned char *uuid);
+nvmlReturn_t nvmlEventSetCreate(void **set);
+nvmlReturn_t nvmlEventSetFree(void *set);
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice);
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, void *pci);
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
@@ -322,6 +333,22 @@ int main(int argc, char **argv) {
     dr = nvmlSystemGetNVMLVersion(text, sizeof text);
     fprintf(stderr, "probe: nvmlSystemGetNVMLVersion: %s %s\n", code(dr), dr == NVML_SUCCESS ? text : "");
 
+    /* nvidia-smi's first question after nvmlInitWithFlags: without this table it says "Mismatch in
+     * versions between nvidia-smi and NVML" and exits 255. The first word is the table's size in bytes. */
+    static const unsigned char smi_table_uuid[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                                     0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
+    const void *smi_table = NULL;
+    nvmlReturn_t tr = nvmlInternalGetExportTable(&smi_table, smi_table_uuid);
+    int sized = tr == NVML_SUCCESS && smi_table != NULL && *(const size_t *) smi_table >= sizeof(size_t);
+    printf("nvidia-smi's export table: %s, its size word covers itself: %s\n", code(tr), sized ? "yes" : "no");
+    check(tr == NVML_SUCCESS && sized, "nvmlInternalGetExportTable gives nvidia-smi's table, size word first");
+    /* nvidia-smi's default table stops with "Internal NVML error" without an event set */
+    void *events = NULL;
+    nvmlReturn_t er = nvmlEventSetCreate(&events);
+    nvmlReturn_t fr = er == NVML_SUCCESS ? nvmlEventSetFree(events) : er;
+    printf("event set: create %s, free %s\n", code(er), code(fr));
+    check(er == NVML_SUCCESS && fr == NVML_SUCCESS, "an event set can be made and freed");
+
     MUST(nvmlDeviceGetCount_v2(&n));
     printf("devices: %u\n", n);
     nvmlDevice_t *handles = calloc(n ? n : 1, sizeof *handles);
@@ -357,6 +384,20 @@ int main(int argc, char **argv) {
         pcis[i] = pci;
         printf("device %u: pci busId %s, busIdLegacy %s, domain 0x%x bus 0x%x device 0x%x, vendor 0x%04x\n", i, pci.busId,
                pci.busIdLegacy, pci.domain, pci.bus, pci.device, pci.pciDeviceId & 0xffff);
+        nvmlPciInfoExt_t ext;
+        memset(&ext, 0xA5, sizeof ext);
+        ext.version = nvmlPciInfoExt_v1;
+        MUST(nvmlDeviceGetPciInfoExt(d, &ext));
+        int ext_same = ext.domain == pci.domain && ext.bus == pci.bus && ext.device == pci.device
+                       && strcmp(ext.busId, pci.busId) == 0;
+        printf("device %u: nvmlDeviceGetPciInfoExt gives _v3's domain, bus, device and busId: %s\n", i, ext_same ? "yes" : "no");
+        check(ext_same, "nvmlDeviceGetPciInfoExt (nvidia-smi's pci.bus_id) agrees with nvmlDeviceGetPciInfo_v3");
+        ext.version = nvmlPciInfoExt_v1 + 1;
+        fprintf(stderr, "probe: device %u: nvmlDeviceGetPciInfoExt with version 2: %s\n", i, code(nvmlDeviceGetPciInfoExt(d, &ext)));
+        unsigned int mig = 2;
+        nvmlReturn_t migr = nvmlDeviceIsMigDeviceHandle(d, &mig);
+        printf("device %u: nvmlDeviceIsMigDeviceHandle: %s %u\n", i, code(migr), mig);
+        check(migr == NVML_SUCCESS && mig == 0, "a device handle is not a MIG device's");
         char want[32];
         snprintf(want, sizeof want, "%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
         check(strcmp(want, pci.busId) == 0, "busId is %08X:%02X:%02X.0 of domain, bus, device");
