@@ -33,8 +33,10 @@ import picocli.CommandLine.Option;
  * {@code backend --take-over} (issue 23 item 2) against the memory the sessions hold: for each isolation mode and size,
  * a backend A ({@code gpusockets backend} in a process of its own: this JVM's java and class path, its admin socket and
  * one unix:// listener in a temp folder; mode context with {@code --stable-addresses}) serves {@code --sessions}
- * programs (RemoteCudaDrivers in this JVM, resumable), which hold SIZE MiB between them in allocations of at most 256
- * MiB, each set to a value of its own. A program thread in the first session makes calls continuously, each iteration
+ * programs (RemoteCudaDrivers in this JVM, resumable), which hold SIZE MiB between them in allocations of at most
+ * {@code --allocation} MiB (256 by default: several per session from 1 GiB a session on), each set to a value of its
+ * own (session and allocation index; checked once set, so that a wrong value after the take-over is the take-over's
+ * doing). A program thread in the first session makes calls continuously, each iteration
  * a cuMemAlloc of 64 KiB, a 4 KiB cuMemcpyHtoD into it and its cuMemFree, each iteration timed. Then a backend B takes
  * A over ({@code --take-over A's admin socket}, same mode): process mode adopts the workers (nothing of the GPU moves),
  * context mode hands each session over by shareable handles ({@code HandOver}). Reported per mode and size: the
@@ -51,7 +53,6 @@ import picocli.CommandLine.Option;
         description = "backend --take-over: the pause a program sees and the take-over's time split against memory held.")
 public final class TakeOverBench implements Callable<Integer> {
     private static final long MIB = 1L << 20;
-    private static final long MAX_ALLOCATION = 256 * MIB;
     private static final Pattern TOOK = Pattern.compile("took over pid \\d+: (\\d+) session\\(s\\) adopted, \\d+ listener\\(s\\),"
             + " (\\d+) bytes on the take-over connection, (\\d+) session\\(s\\) handed over \\((\\d+) bytes of device memory"
             + " mapped, (\\d+) copied\\), in ([\\d.]+) ms \\(request ([\\d.]+), the old backend's stop and hand ([\\d.]+),"
@@ -71,6 +72,11 @@ public final class TakeOverBench implements Callable<Integer> {
             description = "Isolation modes: process, context. Default: ${DEFAULT-VALUE}.")
     List<String> modes;
 
+    @Option(names = "--allocation", paramLabel = "MIB", defaultValue = "256",
+            description = "Each session's memory is held in allocations of at most this many MiB (several per session"
+                    + " when SIZE / sessions is larger). Default: ${DEFAULT-VALUE}.")
+    long allocationMib;
+
     @Option(names = "--device", paramLabel = "native|emulated", defaultValue = "emulated",
             description = "Driver of the backends. Default: ${DEFAULT-VALUE}.")
     DeviceChoice device;
@@ -78,6 +84,8 @@ public final class TakeOverBench implements Callable<Integer> {
     @Option(names = "--out", paramLabel = "DIR", description = "Also write DIR/takeover.md and DIR/takeover.png.")
     Path out;
 
+    /** {@link #allocationMib} in bytes. */
+    private long maxAllocation;
     private final PrintStream console = System.out;
     private final PrintStream progress = System.err;
 
@@ -95,10 +103,12 @@ public final class TakeOverBench implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         if (sessions < 1 || sessions > 64 || sizesMib.stream().anyMatch(m -> m < sessions)
-                || modes.stream().anyMatch(m -> !m.equals("process") && !m.equals("context"))) {
+                || modes.stream().anyMatch(m -> !m.equals("process") && !m.equals("context"))
+                || allocationMib < 1 || allocationMib > (1L << 20)) {
             throw new CommandLine.ParameterException(new CommandLine(this),
-                    "--sessions 1..64, --sizes >= one MiB a session, --modes process,context");
+                    "--sessions 1..64, --sizes >= one MiB a session, --modes process,context, --allocation 1..1048576");
         }
+        maxAllocation = allocationMib * MIB;
         System.setProperty("gpusockets.resume", "true");
         List<Run> runs = new ArrayList<>();
         for (String mode : modes) {
@@ -193,17 +203,18 @@ public final class TakeOverBench implements Callable<Integer> {
                     Cu.check(d.cuDevicePrimaryCtxRetain(c, 0), "cuDevicePrimaryCtxRetain");
                     contexts[i] = c.get(JAVA_LONG, 0);
                     Cu.check(d.cuCtxSetCurrent(contexts[i]), "cuCtxSetCurrent");
-                    List<Long> mine = new ArrayList<>();
-                    for (long left = each; left > 0; left -= MAX_ALLOCATION) {
-                        long size = Math.min(left, MAX_ALLOCATION) & ~4095L;
+                    List<Long> mine = new ArrayList<>(); // pointer, size, pointer, size, ...
+                    for (long left = each; left > 0; left -= maxAllocation) {
+                        long size = Math.min(left, maxAllocation) & ~4095L;
                         Cu.check(d.cuMemAlloc(c, size), "cuMemAlloc");
                         long p = c.get(JAVA_LONG, 0);
-                        Cu.check(d.cuMemsetD32(p, value(i, mine.size()), size / 4), "cuMemsetD32");
+                        Cu.check(d.cuMemsetD32(p, value(i, mine.size() / 2), size / 4), "cuMemsetD32");
                         mine.add(p);
                         mine.add(size);
                     }
                     Cu.check(d.cuCtxSynchronize(), "cuCtxSynchronize");
                     held.add(mine.stream().mapToLong(Long::longValue).toArray());
+                    check(d, contexts[i], i, held.getLast(), "before"); // the bench's own check: set as it reads them
                 }
             }
             Probe probe = new Probe(drivers.getFirst(), contexts[0]);
@@ -225,7 +236,7 @@ public final class TakeOverBench implements Callable<Integer> {
                 Thread.sleep(300);
                 probe.stop();
                 for (int i = 0; i < sessions; i++) {
-                    check(drivers.get(i), contexts[i], i, held.get(i));
+                    check(drivers.get(i), contexts[i], i, held.get(i), "after");
                 }
                 Matcher m = TOOK.matcher(took);
                 if (!m.find()) {
@@ -266,8 +277,11 @@ public final class TakeOverBench implements Callable<Integer> {
         return (session * 131 + allocation) * 0x9E3779B1;
     }
 
-    /** Each allocation's first and last word, as set before the take-over. */
-    private static void check(RemoteCudaDriver d, long context, int session, long[] held) {
+    /**
+     * Each allocation's first and last word, as set before the take-over ({@code when}: "before" or "after" it, for
+     * the message); {@code held} is pointer, size, pointer, size, ... in allocation order.
+     */
+    private static void check(RemoteCudaDriver d, long context, int session, long[] held, String when) {
         Cu.check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment w = arena.allocate(JAVA_INT);
@@ -277,7 +291,8 @@ public final class TakeOverBench implements Callable<Integer> {
                     int expected = value(session, k / 2);
                     if (w.get(JAVA_INT, 0) != expected) {
                         throw new IllegalStateException(String.format(Locale.ROOT, "session %d allocation %d: 0x%08x, not"
-                                + " 0x%08x after the take-over", session, k / 2, w.get(JAVA_INT, 0), expected));
+                                + " 0x%08x %s the take-over (word at 0x%x)", session, k / 2, w.get(JAVA_INT, 0), expected, when,
+                                at));
                     }
                 }
             }

@@ -30,6 +30,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@code gpusockets backend --take-over} (issue 23 item 2) against real backend JVMs on the emulated device, isolation
@@ -37,7 +39,8 @@ import org.junit.jupiter.api.Timeout;
  * and copies whose results they check. Every program finishes correctly, the old backend exits with 0, new programs
  * connect at the same addresses (also while the take-over runs), the new backend's status lists the adopted sessions,
  * and the take-over connection carried a few KB while the sessions held hundreds of MiB; refusals say why; an adopted
- * session's end gives its tenant charge back in the new backend.
+ * session's end gives its tenant charge back in the new backend; several allocations per session keep their contents
+ * while a program thread allocates and frees through the take-over (process and context modes).
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class TakeOverTest {
@@ -273,6 +276,149 @@ class TakeOverTest {
                 System.setProperty("gpusockets.resume", was);
             }
         }
+    }
+
+    /**
+     * The shape of the GPU pass's bench-takeover (several allocations a session, a program thread allocating and freeing
+     * all along), in both isolation modes that move sessions: 3 sessions each hold {@link #ALLOCATIONS} allocations of
+     * different sizes, every one set to a word of its own (cuMemsetD32), two of them freed again so that the address
+     * space has holes; session 0's probe thread allocates, writes, checks and frees 64 KiB blocks (a few of them live at
+     * any time) before, during and after the take-over. After it every allocation's first and last word are what they
+     * were set to, the probe's blocks too, and allocations made in B land on none of them.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"process", "context"})
+    void everyAllocationKeepsItsWordsThroughATakeOverWhileTheSessionAllocatesAndFrees(String mode) throws Exception {
+        int n = 3;
+        String was = System.setProperty("gpusockets.resume", "true");
+        List<String> options = new ArrayList<>(List.of("--isolation", mode, "--resume-grace", "60"));
+        if (mode.equals("context")) {
+            options.add("--stable-addresses"); // what a hand-over needs
+        }
+        List<RemoteCudaDriver> drivers = new ArrayList<>();
+        try (BackendProcess a = BackendProcess.startWithStatus(options.toArray(String[]::new))) {
+            List<Cuda> cus = new ArrayList<>();
+            long[] contexts = new long[n];
+            List<long[]> held = new ArrayList<>(); // per session: pointer, size, pointer, size, ... (0 size: freed)
+            for (int i = 0; i < n; i++) {
+                RemoteCudaDriver d = RemoteCudaDriver.connect(i % 2 == 0 ? a.unix() : a.tcp());
+                drivers.add(d);
+                Cuda cu = new Cuda(d);
+                cus.add(cu);
+                contexts[i] = cu.primaryContext();
+                long[] mine = new long[2 * ALLOCATIONS];
+                for (int k = 0; k < ALLOCATIONS; k++) {
+                    long size = (k + 1) * (192L << 10) + (k % 3) * 4096L;
+                    mine[2 * k] = cu.alloc(size);
+                    mine[2 * k + 1] = size;
+                    Cuda.ok(d.cuMemsetD32(mine[2 * k], value(i, k), size / 4), "cuMemsetD32");
+                }
+                for (int k : new int[] {2, 6}) { // holes between live allocations
+                    Cuda.ok(d.cuMemFree(mine[2 * k]), "cuMemFree");
+                    mine[2 * k + 1] = 0;
+                }
+                Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                checkWords(cu, i, mine, "before the take-over");
+                held.add(mine);
+            }
+            AtomicBoolean stop = new AtomicBoolean();
+            AtomicInteger rounds = new AtomicInteger();
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            Future<?> probe = pool.submit(() -> probe(cus.getFirst(), contexts[0], stop, rounds));
+            awaitTrue(() -> rounds.get() >= 20 || probe.isDone(), "the probe thread runs");
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, options.toArray(String[]::new))) {
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                assertTrue(line.contains(mode.equals("process") ? ": " + n + " session(s) adopted"
+                        : n + " session(s) handed over"), "every session moved: " + line);
+                assertTrue(a.awaitExit(30), "the old backend exits");
+                assertEquals(0, a.exitValue());
+                int after = rounds.get();
+                awaitTrue(() -> rounds.get() >= after + 20 || probe.isDone(), "the probe thread runs on in B");
+                stop.set(true);
+                probe.get(60, TimeUnit.SECONDS); // its own checks' failure, if any
+                pool.shutdown();
+                for (int i = 0; i < n; i++) {
+                    Cuda.ok(cus.get(i).d.cuCtxSetCurrent(contexts[i]), "cuCtxSetCurrent");
+                    checkWords(cus.get(i), i, held.get(i), "after the take-over");
+                }
+                // allocations made in B, each set to a word of its own, overwrite none of the session's
+                for (int i = 0; i < n; i++) {
+                    Cuda cu = cus.get(i);
+                    Cuda.ok(cu.d.cuCtxSetCurrent(contexts[i]), "cuCtxSetCurrent");
+                    for (int k = 0; k < 4; k++) {
+                        long q = cu.alloc(256 << 10);
+                        Cuda.ok(cu.d.cuMemsetD32(q, ~value(i, k), (256 << 10) / 4), "cuMemsetD32");
+                    }
+                    Cuda.ok(cu.d.cuCtxSynchronize(), "cuCtxSynchronize");
+                    checkWords(cu, i, held.get(i), "after allocations in the new backend");
+                }
+            }
+        } finally {
+            drivers.forEach(RemoteCudaDriver::close);
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
+    }
+
+    private static final int ALLOCATIONS = 8;
+
+    /** Allocation {@code allocation}'s word in session {@code session}: each of them different. */
+    private static int value(int session, int allocation) {
+        return (session * 131 + allocation + 1) * 0x9E3779B1;
+    }
+
+    /** Each live allocation's first and last word in {@code held} (pointer, size, ...; size 0: freed) is its value. */
+    private static void checkWords(Cuda cu, int session, long[] held, String when) {
+        for (int k = 0; k < held.length / 2; k++) {
+            if (held[2 * k + 1] == 0) {
+                continue;
+            }
+            for (long at : new long[] {held[2 * k], held[2 * k] + held[2 * k + 1] - 4}) {
+                int got = word(cu, at);
+                assertEquals(value(session, k), got, String.format("session %d allocation %d (0x%x, %d bytes): word at 0x%x is"
+                        + " 0x%08x, not 0x%08x %s", session, k, held[2 * k], held[2 * k + 1], at, got, value(session, k), when));
+            }
+        }
+    }
+
+    private static int word(Cuda cu, long at) {
+        return java.nio.ByteBuffer.wrap(cu.get(at, 4)).order(java.nio.ByteOrder.LITTLE_ENDIAN).getInt();
+    }
+
+    /**
+     * The program thread of {@link #everyAllocationKeepsItsWordsThroughATakeOverWhileTheSessionAllocatesAndFrees}: in
+     * its own thread, in {@code context}, allocates 64 KiB, writes a word of the round at its start and end, and keeps
+     * the last 4 blocks live; the oldest is checked and freed each round (so blocks made before the take-over are
+     * freed after it). Runs until {@code stop}; counts its rounds.
+     */
+    private static Void probe(Cuda cu, long context, AtomicBoolean stop, AtomicInteger rounds) {
+        Cuda.ok(cu.d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+        java.util.ArrayDeque<long[]> live = new java.util.ArrayDeque<>(); // pointer, its word
+        int size = 64 << 10;
+        for (int r = 0; !stop.get(); r++) {
+            long p = cu.alloc(size);
+            int w = 0x5A5A0000 | r & 0xFFFF;
+            byte[] bytes = java.nio.ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN).putInt(w).array();
+            cu.put(p, bytes);
+            cu.put(p + size - 4, bytes);
+            live.add(new long[] {p, w});
+            if (live.size() > 4) {
+                long[] old = live.poll();
+                assertEquals((int) old[1], word(cu, old[0]), "probe block 0x" + Long.toHexString(old[0]) + ": first word");
+                assertEquals((int) old[1], word(cu, old[0] + size - 4), "probe block 0x" + Long.toHexString(old[0]) + ": last word");
+                Cuda.ok(cu.d.cuMemFree(old[0]), "cuMemFree");
+            }
+            rounds.incrementAndGet();
+        }
+        for (long[] old : live) {
+            assertEquals((int) old[1], word(cu, old[0]), "probe block 0x" + Long.toHexString(old[0]));
+            Cuda.ok(cu.d.cuMemFree(old[0]), "cuMemFree");
+        }
+        return null;
     }
 
     @Test
