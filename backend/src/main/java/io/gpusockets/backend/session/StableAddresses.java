@@ -153,6 +153,8 @@ final class StableAddresses extends DelegatingCudaDriver {
     private final long sessionId;
     /** Set when the session starts ending ({@link #ending}). */
     private volatile boolean ending;
+    /** A restore's window was taken by something not a session of this process ({@link #windowTakenInProcess}). */
+    private boolean takenInProcess;
     /** One window per device, made at its first allocation. */
     private final Map<Integer, AddressWindow> windows = new HashMap<>();
     /** Every live allocation, by base. */
@@ -412,6 +414,7 @@ final class StableAddresses extends DelegatingCudaDriver {
         long base = out.get(JAVA_LONG, 0);
         if (pinned != null && base != want) {
             delegate.cuMemAddressFree(base, size);
+            takenInProcess = true;
             placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
                     + " (the driver offered 0x" + Long.toHexString(base) + ")" + ProcessMappings.within(want, size);
             return null;
@@ -467,6 +470,15 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** How long a restore waits for a session of this process to release the window it needs ({@value #WAIT_PROPERTY}). */
     static java.time.Duration windowWait() {
         return java.time.Duration.ofSeconds(Math.max(0, Long.getLong(WAIT_PROPERTY, WAIT_SECONDS_DEFAULT)));
+    }
+
+    /**
+     * Whether a restore's window was refused because the driver put it elsewhere while no session of this process held
+     * it: the process's own memory or the driver's own allocations are there, which another process (a fresh worker,
+     * its address space laid out at random anew) may not have.
+     */
+    synchronized boolean windowTakenInProcess() {
+        return takenInProcess;
     }
 
     /** Restores waiting in {@link #awaitRelease} now (tests). */

@@ -99,6 +99,42 @@ class StableWindowReleaseTest {
     }
 
     @Test
+    void aWindowTakenByWhatIsNoSessionIsSaidToBeThisProcesssOwn() {
+        String had = System.getProperty(StableAddresses.WAIT_PROPERTY);
+        System.setProperty(StableAddresses.WAIT_PROPERTY, "0");
+        try (EmulatedDevice device = new EmulatedDevice(); Arena arena = Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8);
+            context(device, out);
+            long ctx = out.get(JAVA_LONG, 0);
+            StableAddresses running = new StableAddresses(device, 1);
+            ok(running.cuMemAlloc(out, 4096));
+            long base = running.windowBase(0);
+            StableAddresses bySession = new StableAddresses(device, 1);
+            bySession.windowAt(0, base);
+            assertEquals(CuResult.name(CuResult.CUDA_ERROR_OUT_OF_MEMORY), CuResult.name(bySession.cuMemAlloc(out, 4096)));
+            assertTrue(!bySession.windowTakenInProcess(), "held by a session: another process would not help");
+            running.close();
+            ok(device.cuMemAddressReserve(out, 1 << 21, 0, base, 0)); // the driver's own, say: no session's
+            long own = out.get(JAVA_LONG, 0);
+            assertEquals(base, own);
+            StableAddresses restored = new StableAddresses(device, 1);
+            restored.windowAt(0, base);
+            assertEquals(CuResult.name(CuResult.CUDA_ERROR_OUT_OF_MEMORY), CuResult.name(restored.cuMemAlloc(out, 4096)));
+            assertTrue(restored.windowTakenInProcess(), restored.placeFailure());
+            assertTrue(restored.placeFailure().startsWith(String.format("the address window of device 0 is taken at 0x%x"
+                    + " (the driver offered 0x", base)), restored.placeFailure());
+            ok(device.cuMemAddressFree(own, 1 << 21));
+            ok(device.cuCtxDestroy(ctx));
+        } finally {
+            if (had == null) {
+                System.clearProperty(StableAddresses.WAIT_PROPERTY);
+            } else {
+                System.setProperty(StableAddresses.WAIT_PROPERTY, had);
+            }
+        }
+    }
+
+    @Test
     void windowsOfAnotherDriverAreNotWaitedFor() {
         try (EmulatedDevice a = new EmulatedDevice(); EmulatedDevice b = new EmulatedDevice(); Arena arena = Arena.ofConfined()) {
             MemorySegment out = arena.allocate(8);
