@@ -84,6 +84,8 @@ final class ControlMessages {
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;
     static final byte OUTCOME_FAILED = 2;
+    /** A RESTORED refusal that another worker process may not meet ({@code CheckpointRefused#anotherProcessMay}). */
+    static final byte OUTCOME_REFUSED_HERE = 3;
 
     static final byte KIND_MEMORY = 0;
     static final byte KIND_PINNED = 1;

@@ -137,7 +137,8 @@ public final class WorkerMain {
         a.putLong(request);
         if (!(out[0] instanceof Session s)) {
             Exception e = (Exception) out[0];
-            a.put(e instanceof io.gpusockets.backend.session.CheckpointRefused ? ControlMessages.OUTCOME_REFUSED
+            a.put(e instanceof io.gpusockets.backend.session.CheckpointRefused c
+                    ? (c.anotherProcessMay() ? ControlMessages.OUTCOME_REFUSED_HERE : ControlMessages.OUTCOME_REFUSED)
                     : ControlMessages.OUTCOME_FAILED);
             ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
             tenant.send(a);

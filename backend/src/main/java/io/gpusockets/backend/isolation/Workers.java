@@ -647,13 +647,32 @@ public final class Workers implements AutoCloseable {
      * RESTORE) charging {@code tenant}, then waits for the session's frontend; the session is registered here as
      * resumable under the image's token, identity and grace ({@link #resume} hands a resuming connection to that
      * worker) and shown by {@link #sessions}. {@code expectedId} is the id the image's header names (the worker
-     * must restore that one). {@code onEnd} runs once: when the worker ends, or at once when the restore is
-     * refused or fails (the worker then exits). Returns the restored session's ticket.
+     * must restore that one). A worker that refuses the restore only because of its own address space (an address
+     * window the image needs is taken there by the process's own memory: where Linux puts a process's libraries and
+     * heap is random per process, so another worker may have it free) is let go and the restore tried again in
+     * another worker, {@value #RESTORE_TRIES} workers at most; the last one's refusal says how many were tried.
+     * {@code onEnd} runs once: when the worker that serves the session ends, or at once when the restore is refused
+     * or fails (the worker then exits). Returns the restored session's ticket.
      */
     public SessionTicket restore(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable onEnd,
                                  io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Runnable once = once(onEnd);
+        for (int attempt = 1; ; attempt++) {
+            SessionTicket t = restoreIn(file, tenant, retainBytes, expectedId, once, progress, attempt);
+            if (t != null) {
+                return t;
+            }
+        }
+    }
+
+    /** Workers a restore is tried in at most, when each refuses it for its own address space ({@link #restore}). */
+    static final int RESTORE_TRIES = 3;
+
+    /** One worker's try of {@link #restore}: the ticket, or null when another worker should try (attempt {@code attempt}). */
+    private SessionTicket restoreIn(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable once,
+                                    io.gpusockets.backend.session.CheckpointProgress progress, int attempt)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Worker w = take(expectedId);
         if (w == null) {
             once.run();
@@ -663,6 +682,7 @@ public final class Workers implements AutoCloseable {
         w.tenant = tenant;
         w.sessionId = expectedId;
         w.onEnd = once;
+        w.restoreTriesLeft = attempt < RESTORE_TRIES;
         long request = nextRequest.getAndIncrement();
         ByteBuffer m = ControlMessages.start(ControlMessages.RESTORE);
         m.putLong(request);
@@ -670,12 +690,22 @@ public final class Workers implements AutoCloseable {
         ControlMessages.putString(m, tenant.name());
         SessionTicket.putLimits(m, tenant.limits());
         m.putLong(retainBytes);
-        boolean ok = false;
+        boolean ok = false, again = false;
         try {
             ByteBuffer r = ask(w, request, m, progress, "the restore of " + file, late -> { });
             byte outcome = r.get();
+            if (outcome == ControlMessages.OUTCOME_REFUSED_HERE && attempt < RESTORE_TRIES) {
+                // its reader let go of once (w.onEnd) before the worker could end: the next worker's end runs it
+                again = true;
+                LOG.log(Level.WARNING, "session " + expectedId + ": worker pid " + w.pid + " refused the restore of " + file
+                        + " for its own address space; trying another worker (" + (attempt + 1) + " of " + RESTORE_TRIES
+                        + "): " + ControlMessages.getString(r));
+                return null;
+            }
             if (outcome != ControlMessages.OUTCOME_DONE) {
-                refused(outcome, ControlMessages.getString(r));
+                String why = ControlMessages.getString(r);
+                refused(outcome, attempt == 1 ? why : why + " (the restore was tried in " + attempt + " worker processes,"
+                        + " each refusing it for its own address space)");
             }
             SessionTicket t = SessionTicket.decode(r);
             if (t.sessionId() != expectedId || !t.tenant().equals(tenant.name()) || !t.resumable()) {
@@ -698,7 +728,9 @@ public final class Workers implements AutoCloseable {
         } finally {
             if (!ok) {
                 w.handle.destroy(); // a worker whose restore failed has freed what it made and exits anyway
-                once.run();
+                if (!again) {
+                    once.run();
+                }
             }
             Thread.ofPlatform().daemon().name("gpusockets-workers-start").start(this::replenish);
         }
@@ -715,7 +747,7 @@ public final class Workers implements AutoCloseable {
 
     /** Throws a worker's refusal (CheckpointRefused) or failure (IOException) with its message. */
     private static void refused(byte outcome, String why) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        if (outcome == ControlMessages.OUTCOME_REFUSED) {
+        if (outcome == ControlMessages.OUTCOME_REFUSED || outcome == ControlMessages.OUTCOME_REFUSED_HERE) {
             throw new io.gpusockets.backend.session.CheckpointRefused(why);
         }
         throw new IOException(why);
@@ -1130,6 +1162,11 @@ public final class Workers implements AutoCloseable {
                         synchronized (op) {
                             late = op.abandoned;
                             if (!late) {
+                                if (type == ControlMessages.RESTORED && w.restoreTriesLeft
+                                        && m.get(m.position()) == ControlMessages.OUTCOME_REFUSED_HERE) {
+                                    w.onEnd = null; // the restore tries another worker, whose end runs it (before ours can)
+                                    w.sessionId = 0; // nor do the session's shares end with this worker
+                                }
                                 op.reply().complete(m);
                             }
                         }
@@ -1406,6 +1443,8 @@ public final class Workers implements AutoCloseable {
         volatile Runnable onEnd;
         /** 0 until a session is handed to it. */
         volatile long sessionId;
+        /** Its restore is not the last try ({@link Workers#restore}): a refusal for its own address space is tried again. */
+        volatile boolean restoreTriesLeft;
         /** Its session's ticket and when it was handed over, once it has one. */
         volatile SessionTicket ticket;
         volatile long handedAtNanos;

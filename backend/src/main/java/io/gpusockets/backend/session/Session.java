@@ -1625,6 +1625,9 @@ public final class Session {
         if (!ended.compareAndSet(false, true)) {
             return;
         }
+        if (stable != null) {
+            stable.ending(); // a restore waiting for its windows waits for the release below (or the reaper's)
+        }
         FrameChannel current = channel;
         if (current != null) {
             current.close();

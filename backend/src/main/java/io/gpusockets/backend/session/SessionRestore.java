@@ -197,7 +197,7 @@ public final class SessionRestore {
                 return new Restored(s, h.records().size(), bytes);
             } catch (ProtocolFault e) {
                 throw new CheckpointRefused("restore of session " + h.sessionId() + " from " + file + " refused: "
-                        + e.getMessage());
+                        + e.getMessage(), s.stable() != null && s.stable().windowTakenInProcess());
             } catch (IOException e) {
                 throw new IOException("restore of session " + h.sessionId() + " from " + file + " failed: " + e.getMessage(), e);
             } finally {

@@ -53,9 +53,15 @@ import java.util.TreeMap;
  * address it is given, {@link #slabAt} a slab's granule, and {@link #inBlock} names a block of a slab.
  *
  * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}: a window
- * the driver puts elsewhere fails) and places each replayed allocation, plain, pitched or from a pool, at its
- * recorded address ({@link #placeNext}, then {@link #placedAt} through the same hooks: its granules, or its block in
- * a slab of its size class, must be free; else the allocation fails and {@link #placeFailure} says why).
+ * the driver puts elsewhere fails, the message naming what this process itself maps there, {@link ProcessMappings})
+ * and places each replayed allocation, plain, pitched or from a pool, at its recorded address ({@link #placeNext},
+ * then {@link #placedAt} through the same hooks: its granules, or its block in a slab of its size class, must be free;
+ * else the allocation fails and {@link #placeFailure} says why). A window held by another session of this process (on
+ * the same driver; the windows the sessions hold are known process-wide) is waited for first: sessions migrated into one backend one after another
+ * keep their ids, so the next one needs the window of the one before, which may still be ending (its release waits
+ * for its lanes to leave the driver). The wait ends when that session's {@link #close} releases it, or after
+ * {@value #WAIT_PROPERTY} seconds (default {@value #WAIT_SECONDS_DEFAULT}; 0: no wait), when the restore is refused
+ * naming the session and whether it is still running or ending.
  *
  * <p>A captured {@code cuMemFreeAsync} of memory in the window (the driver cannot put a free of an address it
  * never handed out into a graph) succeeds, adds no node to the graph and frees nothing: the memory, no longer the
@@ -129,7 +135,26 @@ final class StableAddresses extends DelegatingCudaDriver {
     private record PitchKey(int device, long width, int elementSize) {
     }
 
+    /** The property: seconds a restore waits for a session of this process to release the window it needs. */
+    static final String WAIT_PROPERTY = "gpusockets.backend.windowWaitSeconds";
+    static final long WAIT_SECONDS_DEFAULT = 10;
+    /**
+     * The windows the sessions of this process hold, by driver (identity: each driver is an address space of its own,
+     * as two emulated devices in one JVM are); guarded by itself, which is also what {@link #awaitRelease} waits on.
+     */
+    private static final Map<CudaDriver, List<Held>> HELD = new java.util.IdentityHashMap<>();
+    /** Restores waiting in {@link #awaitRelease}; guarded by {@link #HELD}. */
+    private static int waiting;
+
+    /** A window of {@code owner}'s, reserved at {@code base}. */
+    private record Held(int device, long base, long size, StableAddresses owner) {
+    }
+
     private final long sessionId;
+    /** Set when the session starts ending ({@link #ending}). */
+    private volatile boolean ending;
+    /** A restore's window was taken by something not a session of this process ({@link #windowTakenInProcess}). */
+    private boolean takenInProcess;
     /** One window per device, made at its first allocation. */
     private final Map<Integer, AddressWindow> windows = new HashMap<>();
     /** Every live allocation, by base. */
@@ -374,6 +399,14 @@ final class StableAddresses extends DelegatingCudaDriver {
             }
             want = WINDOWS_BASE + windowSlot(sessionId, device, out.get(JAVA_INT, 0), slots) * size;
         }
+        if (pinned != null) {
+            String holder = awaitRelease(device, want, size);
+            if (holder != null) {
+                placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
+                        + " by " + holder;
+                return null;
+            }
+        }
         if (delegate.cuMemAddressReserve(out, size, granule, want, 0) != CuResult.CUDA_SUCCESS) {
             placeFailure = "the address window of device " + device + " could not be reserved at 0x" + Long.toHexString(want);
             return null;
@@ -381,15 +414,86 @@ final class StableAddresses extends DelegatingCudaDriver {
         long base = out.get(JAVA_LONG, 0);
         if (pinned != null && base != want) {
             delegate.cuMemAddressFree(base, size);
+            takenInProcess = true;
             placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
-                    + " (the driver offered 0x" + Long.toHexString(base) + ")";
+                    + " (the driver offered 0x" + Long.toHexString(base) + ")" + ProcessMappings.within(want, size);
             return null;
         }
         if (base != want) {
             LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": the address window for device " + device
                     + " is at 0x" + Long.toHexString(base) + ", not at 0x" + Long.toHexString(want) + " (taken)");
         }
+        synchronized (HELD) {
+            HELD.computeIfAbsent(delegate, d -> new ArrayList<>()).add(new Held(device, base, size, this));
+        }
         return new AddressWindow(device, base, size, granule);
+    }
+
+    /**
+     * A restore's wait for the sessions of this process (on the same driver) whose windows overlap
+     * {@code [want, want + size)} on {@code device} to release them ({@link #close}): at most {@link #windowWait}.
+     * Returns null once none holds any of it, else which session still does (and whether it is ending).
+     */
+    private String awaitRelease(int device, long want, long size) {
+        long deadline = System.nanoTime() + windowWait().toNanos();
+        synchronized (HELD) {
+            while (true) {
+                Held h = null;
+                for (Held x : HELD.getOrDefault(delegate, List.of())) {
+                    if (x.owner() != this && x.device() == device && x.base() < want + size && want < x.base() + x.size()) {
+                        h = x;
+                        break;
+                    }
+                }
+                if (h == null) {
+                    return null;
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return "session " + h.owner().sessionId + " of this backend, " + (h.owner().ending
+                            ? "still ending after " : "still running after ") + windowWait().toMillis() + " ms (its window"
+                            + String.format(" 0x%x+0x%x", h.base(), h.size()) + "; " + WAIT_PROPERTY + " sets the wait)";
+                }
+                waiting++;
+                try {
+                    HELD.wait(Math.max(1, left / 1_000_000));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return "session " + h.owner().sessionId + " of this backend (interrupted while waiting for its end)";
+                } finally {
+                    waiting--;
+                }
+            }
+        }
+    }
+
+    /** How long a restore waits for a session of this process to release the window it needs ({@value #WAIT_PROPERTY}). */
+    static java.time.Duration windowWait() {
+        return java.time.Duration.ofSeconds(Math.max(0, Long.getLong(WAIT_PROPERTY, WAIT_SECONDS_DEFAULT)));
+    }
+
+    /**
+     * Whether a restore's window was refused because the driver put it elsewhere while no session of this process held
+     * it: the process's own memory or the driver's own allocations are there, which another process (a fresh worker,
+     * its address space laid out at random anew) may not have.
+     */
+    synchronized boolean windowTakenInProcess() {
+        return takenInProcess;
+    }
+
+    /** Restores waiting in {@link #awaitRelease} now (tests). */
+    static int waitingForWindows() {
+        synchronized (HELD) {
+            return waiting;
+        }
+    }
+
+    /**
+     * Marks the session as ending (its {@link #close} follows once its lanes are out of the driver): a restore waiting for
+     * this session's windows says so if the wait runs out.
+     */
+    void ending() {
+        ending = true;
     }
 
     /**
@@ -1053,6 +1157,16 @@ final class StableAddresses extends DelegatingCudaDriver {
             delegate.cuMemAddressFree(w.base, w.size);
         }
         windows.clear();
+        synchronized (HELD) {
+            List<Held> held = HELD.get(delegate);
+            if (held != null) {
+                held.removeIf(h -> h.owner() == this);
+                if (held.isEmpty()) {
+                    HELD.remove(delegate);
+                }
+            }
+            HELD.notifyAll(); // a restore waiting for these windows tries again
+        }
     }
 
     /** The base of the window on {@code device}, or 0 before its first allocation (tests, status). */
