@@ -220,7 +220,7 @@ final class SessionQuota {
     }
 
     /** The device of the calling thread's current context, or -1 when there is none (the call then fails in the driver). */
-    private static int currentDevice(CudaDriver driver, Call c) {
+    static int currentDevice(CudaDriver driver, Call c) {
         MemorySegment dev = c.scratch(4);
         return driver.cuCtxGetDevice(dev) == CuResult.CUDA_SUCCESS ? dev.get(ValueLayout.JAVA_INT, 0) : -1;
     }
