@@ -21,7 +21,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * {@code .local} bytes as CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES), serves a tenant of 1 GiB whose figures are read
  * from its own cuMemGetInfo (the tenant's view: free = limit - charged). A 2 KiB kernel is charged 1 KiB a
  * thread once, an 8 KiB one (7 KiB a thread, past the quota) is refused, a stack cuCtxSetLimit recomputes the
- * charge from its size, and the session's end gives everything back.
+ * charge from its size, a graph's kernel node is charged as it enters the graph (not again at the graph's launch),
+ * and the session's end gives everything back.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class LaunchStackChargeTest {
@@ -76,6 +77,22 @@ class LaunchStackChargeTest {
                 assertEquals(base, charged(cu), "set back: the driver's reservation is made anew, the growth is gone");
                 Cuda.ok(launch(d, two), "a kernel of 2 KiB after the set");
                 assertEquals(base + KIB_ALL_THREADS, charged(cu), "which grows it again");
+
+                MemorySegment g = cu.cell(), node = cu.cell(), exec = cu.cell();
+                Cuda.ok(d.cuGraphCreate(g, 0), "cuGraphCreate");
+                assertEquals(CuResult.name(CuResult.CUDA_ERROR_OUT_OF_MEMORY),
+                        CuResult.name(d.cuGraphAddKernelNode(node, g.get(JAVA_LONG, 0), MemorySegment.NULL, 0, kernelNode(cu, eight))),
+                        "a kernel node of the 8 KiB kernel: charged when it enters the graph, past the quota");
+                assertEquals(base + KIB_ALL_THREADS, charged(cu));
+                Cuda.ok(d.cuCtxSetLimit(LimitFootprint.STACK_SIZE, 1024), "cuCtxSetLimit(STACK, 1 KiB)");
+                assertEquals(base, charged(cu));
+                Cuda.ok(d.cuGraphAddKernelNode(node, g.get(JAVA_LONG, 0), MemorySegment.NULL, 0, kernelNode(cu, two)),
+                        "a kernel node of the 2 KiB kernel");
+                assertEquals(base + KIB_ALL_THREADS, charged(cu), "charged as the kernel enters the graph");
+                Cuda.ok(d.cuGraphInstantiateWithFlags(exec, g.get(JAVA_LONG, 0), 0), "cuGraphInstantiateWithFlags");
+                Cuda.ok(d.cuGraphLaunch(exec.get(JAVA_LONG, 0), 0), "cuGraphLaunch");
+                Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                assertEquals(base + KIB_ALL_THREADS, charged(cu), "and not again at the graph's launch");
             }
             try (RemoteCudaDriver d = RemoteCudaDriver.connect(b.unix())) {
                 Cuda cu = new Cuda(d);
@@ -96,6 +113,16 @@ class LaunchStackChargeTest {
         MemorySegment f = cu.cell();
         Cuda.ok(cu.d.cuModuleGetFunction(f, mod.get(JAVA_LONG, 0), cu.arena.allocateFrom(name)), "cuModuleGetFunction " + name);
         return f.get(JAVA_LONG, 0);
+    }
+
+    /** A CUDA_KERNEL_NODE_PARAMS (72 bytes) of one thread of {@code f}, which takes no parameters. */
+    private static MemorySegment kernelNode(Cuda cu, long f) {
+        MemorySegment p = cu.cell(72).fill((byte) 0);
+        p.set(JAVA_LONG, 0, f);
+        for (int i = 0; i < 6; i++) {
+            p.set(java.lang.foreign.ValueLayout.JAVA_INT, 8 + 4L * i, 1);
+        }
+        return p;
     }
 
     /** One thread of {@code f}, then a sync: the launch's result, or the sync's (an asynchronous launch's error comes there). */

@@ -148,14 +148,10 @@ final class Call {
     }
 
     /**
-     * The entry of a launch's function id, a use of it taken for this call as {@link #handle} takes one: a
-     * CUfunction's, or a CUkernel's (which the driver takes wherever it takes a CUfunction).
+     * The entry behind a handle id of {@code kind} (not a special stream), a use of it taken for this call as
+     * {@link #handle} takes one; a FUNC id may be a CUkernel's (which the driver takes wherever it takes a CUfunction).
      */
-    SessionHandles.Entry function(long id) throws CallRejected {
-        return entry(ParamType.FUNC, id);
-    }
-
-    private SessionHandles.Entry entry(ParamType kind, long id) throws CallRejected {
+    SessionHandles.Entry entry(ParamType kind, long id) throws CallRejected {
         SessionHandles.Entry e = session.handles().get(id, kind);
         if (e == null && kind == ParamType.FUNC) {
             // The driver takes a CUkernel wherever it takes a CUfunction (cudart launches CUkernels): the

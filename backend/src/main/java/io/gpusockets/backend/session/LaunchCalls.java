@@ -85,7 +85,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
      * ({@link LaunchStack}): past the tenant's quota the launch is refused before the driver sees it.
      */
     private long launchable(Call c, long id) throws CallRejected {
-        SessionHandles.Entry e = c.function(id);
+        SessionHandles.Entry e = c.entry(ParamType.FUNC, id);
         LaunchStack.charge(session, c, e);
         return e.real();
     }

@@ -28,9 +28,14 @@ import java.lang.foreign.ValueLayout;
  * the need 0: the launch is not held up by what it cannot tell. Every later launch reads that field and
  * compares it with {@link ContextCharges#stackCovered}; only a kernel that needs more takes the charges' lock.
  *
- * <p>Covered: cuLaunchKernel, cuLaunchCooperativeKernel and cuLaunchKernelEx. Kernel nodes of graphs are not:
- * a graph launch's kernels grow the stack uncharged (their functions are checked against the session's
- * handles when the node is made, but their local size is not asked).
+ * <p>Covered: cuLaunchKernel, cuLaunchCooperativeKernel and cuLaunchKernelEx (a launch into a capturing stream
+ * too, charged at the capture), and the kernels of graphs, charged when they enter a graph (cuGraphAddKernelNode,
+ * cuGraphKernelNodeSetParams, cuGraphExecKernelNodeSetParams) rather than at cuGraphLaunch: earlier than the
+ * driver grows the stack, never later, and kept though the graph is never launched. Not covered: a kernel node
+ * or launch in a context other than the lane's current one is charged against the current context's reservation
+ * (the charge lands in the wrong context's account when the two differ: their sum is still charged once per growth
+ * the rule sees); kernels the driver launches on its own (device-side launches of dynamic parallelism) are
+ * charged by their parent's local size only.
  */
 final class LaunchStack {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -43,8 +48,9 @@ final class LaunchStack {
     }
 
     /**
-     * Before launching {@code function} (a FUNC or KERNEL entry) in the calling lane's current context: charges
-     * the stack growth the launch makes, or refuses the launch (CUDA_ERROR_OUT_OF_MEMORY) past the tenant's quota.
+     * Before launching {@code function} (a FUNC or KERNEL entry) in the calling lane's current context, or putting
+     * it in a graph: charges the stack growth the launch makes, or refuses the call (CUDA_ERROR_OUT_OF_MEMORY) past
+     * the tenant's quota.
      */
     static void charge(Session session, Call c, SessionHandles.Entry function) throws CallRejected {
         int need = function.stackNeed;
