@@ -31,11 +31,11 @@ import java.lang.foreign.ValueLayout;
  * <p>Covered: cuLaunchKernel, cuLaunchCooperativeKernel and cuLaunchKernelEx (a launch into a capturing stream
  * too, charged at the capture), and the kernels of graphs, charged when they enter a graph (cuGraphAddKernelNode,
  * cuGraphKernelNodeSetParams, cuGraphExecKernelNodeSetParams) rather than at cuGraphLaunch: earlier than the
- * driver grows the stack, never later, and kept though the graph is never launched. Not covered: a kernel node
- * or launch in a context other than the lane's current one is charged against the current context's reservation
- * (the charge lands in the wrong context's account when the two differ: their sum is still charged once per growth
- * the rule sees); kernels the driver launches on its own (device-side launches of dynamic parallelism) are
- * charged by their parent's local size only.
+ * driver grows the stack, never later, and kept though the graph is never launched. A launch runs in the lane's
+ * current context (the driver refuses a CUfunction of another context); a kernel node that names another context
+ * ({@code ctx} of its parameters) is still weighed against the current context's reservation, which may charge
+ * the named context's growth wrongly. Kernels launched from the device (dynamic parallelism) are not asked: the
+ * charge follows the host-launched parent's local size only.
  */
 final class LaunchStack {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");

@@ -39,7 +39,7 @@ public final class SessionHandles {
         /** The calls using it now, and whether it is being destroyed. */
         final Uses uses = new Uses();
         /**
-         * A function's or a kernel's per-thread stack need ({@link LaunchStack#need}), -1 until its first launch
+         * A function's or a kernel's per-thread stack need ({@link LaunchStack}: its local size rounded up), -1 until its first launch
          * asks the driver; written once (a race asks twice and writes the same value).
          */
         int stackNeed = -1;
