@@ -17,7 +17,10 @@ import io.gpusockets.protocol.api.LimitFootprint;
  * {@link LimitFootprint}'s rule: the context's own reservation ({@link Contexts#CONTEXT_BYTES}) stands for
  * them at their defaults, and a limit set above its default reserves the difference (a reservation of the
  * context, taken before the limit changes: past the device's memory the call fails with
- * CUDA_ERROR_OUT_OF_MEMORY and the limit stays), given back when it is lowered or the context goes.
+ * CUDA_ERROR_OUT_OF_MEMORY and the limit stays), given back when it is lowered or the context goes. A launch
+ * of a kernel whose local memory per thread is more than the stack reservation grows the reservation to it
+ * ({@link #growStack}), as the driver does (measured on an H100, driver 580): the growth stays until the stack
+ * limit is set again, which reserves anew at the size set; the limit itself still reads what was set.
  */
 final class ContextSettings {
     static final int STACK_SIZE = 0;
@@ -60,6 +63,8 @@ final class ContextSettings {
         -1,                                          // CIG fallback: unsupported outside CIG contexts
     };
     private final long[] limits = DEFAULTS.clone();
+    /** The per-thread stack reserved now: the stack limit, or what a launch grew it to since it was set. */
+    private long stackReserved = DEFAULTS[STACK_SIZE];
     private int cacheConfig;
     /** By limit: what it reserves above its default, or null. */
     private final EmulatedMemory.Reservation[] reserved = new EmulatedMemory.Reservation[LIMIT_COUNT];
@@ -85,6 +90,28 @@ final class ContextSettings {
         memory.release(reserved[limit]);
         reserved[limit] = r;
         limits[limit] = resolved;
+        if (limit == STACK_SIZE) {
+            stackReserved = resolved;
+        }
+    }
+
+    /**
+     * A launch of a kernel needing {@code perThread} bytes of stack a thread: when that is more than is reserved, the
+     * reservation grows to it (rounded up to 1 KiB, as the backend's charge assumes) for every resident thread,
+     * taken from {@code memory} for {@code owner}; past the device's memory the launch fails with
+     * CUDA_ERROR_OUT_OF_MEMORY and nothing changes.
+     */
+    synchronized void growStack(long perThread, EmulatedMemory memory, EmulatedContext owner) {
+        long need = (perThread + 1023) / 1024 * 1024;
+        if (perThread <= 0 || need <= stackReserved) {
+            return;
+        }
+        long above = LimitFootprint.bytes(STACK_SIZE, need, RESIDENT_THREADS)
+                - LimitFootprint.bytes(STACK_SIZE, DEFAULTS[STACK_SIZE], RESIDENT_THREADS);
+        EmulatedMemory.Reservation r = memory.reserve(owner, above);
+        memory.release(reserved[STACK_SIZE]);
+        reserved[STACK_SIZE] = r;
+        stackReserved = need;
     }
 
     /** The value the driver would keep for {@code limit} set to {@code value}, or its error. */

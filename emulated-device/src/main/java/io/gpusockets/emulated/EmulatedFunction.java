@@ -12,8 +12,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A kernel of a loaded module. {@code kernel} is its Java implementation, or null when the emulated
- * device has none: it then runs from its PTX ({@link #interpreted}, parsed at the first launch; compiled
- * to JVM bytecode or interpreted, see {@link PtxKernel}).
+ * device has none: it then runs from its PTX ({@link #interpreted}, parsed at the first launch or the first
+ * query of its local size; compiled to JVM bytecode or interpreted, see {@link PtxKernel}).
  */
 final class EmulatedFunction {
     static final int MAX_THREADS_PER_BLOCK = 0;
@@ -99,6 +99,19 @@ final class EmulatedFunction {
         return list.stream().map(p -> new PtxFunction.Param(p.name(), p.size(), p.alignment())).toList();
     }
 
+    /**
+     * CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: the .local memory a thread of the entry has as its PTX declares it
+     * (its .local variables and call-site parameters, {@link PtxKernel#localBytes}; the entry is parsed for it
+     * if no launch has yet), 0 for an entry the interpreter cannot parse.
+     */
+    private int localBytes() {
+        try {
+            return (int) Math.min(interpreted().localBytes(), Integer.MAX_VALUE);
+        } catch (CudaError cannotRun) {
+            return 0;
+        }
+    }
+
     long maxDynamicShared() {
         return settable.get(MAX_DYNAMIC_SHARED_SIZE_BYTES);
     }
@@ -107,7 +120,8 @@ final class EmulatedFunction {
     Integer attribute(int attribute) {
         return switch (attribute) {
             case MAX_THREADS_PER_BLOCK -> entry.maxThreadsPerBlock();
-            case SHARED_SIZE_BYTES, CONST_SIZE_BYTES, LOCAL_SIZE_BYTES, CACHE_MODE_CA -> 0;
+            case LOCAL_SIZE_BYTES -> localBytes();
+            case SHARED_SIZE_BYTES, CONST_SIZE_BYTES, CACHE_MODE_CA -> 0;
             case NUM_REGS -> REGISTERS;
             case PTX_VERSION -> module.ptx.ptxVersion;
             case BINARY_VERSION -> module.ptx.targetSm();

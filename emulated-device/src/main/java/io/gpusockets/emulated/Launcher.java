@@ -106,6 +106,7 @@ final class Launcher {
             n.params = Graphs.paramsOf(p, isFunction ? f : 0, isFunction ? 0 : f, 0, new int[] {gx, gy, gz, bx, by, bz}, shared);
             return;
         }
+        c.settings.growStack(function(f).attribute(EmulatedFunction.LOCAL_SIZE_BYTES), memory, c);   // the driver grows the stack at the launch (not at a capture)
         c.enqueue(s, null, p.op(), p.what());
     }
 

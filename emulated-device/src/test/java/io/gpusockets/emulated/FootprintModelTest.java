@@ -116,6 +116,67 @@ class FootprintModelTest {
         }
     }
 
+    /**
+     * A kernel reports its {@code .local} bytes (CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES), and a launch of one that needs
+     * more than the stack reservation grows it to that (rounded up to 1 KiB) for every resident thread, as the
+     * driver does, until the stack is set again; a capture grows nothing.
+     */
+    @Test
+    void aLaunchGrowsTheStackToWhatItsKernelNeedsUntilTheStackIsSetAgain() {
+        String ptx = """
+                .version 8.0
+                .target sm_90
+                .address_size 64
+                .visible .entry deep()
+                {
+                    .local .align 4 .b8 buf[3000];
+                    .reg .u64 %rd<2>;
+                    .reg .u32 %r<3>;
+                    mov.u64 %rd1, buf;
+                    mov.u32 %r1, 7;
+                    st.local.u32 [%rd1], %r1;
+                    ld.local.u32 %r2, [%rd1];
+                    ret;
+                }
+                .visible .entry flat() { ret; }
+                """;
+        try (Emulated e = new Emulated()) {
+            long module = load(e, ptx);
+            long deep = function(e, module, "deep"), flat = function(e, module, "flat");
+            MemorySegment v = e.arena.allocate(8);
+            e.ok(e.device.cuFuncGetAttribute(v, EmulatedFunction.LOCAL_SIZE_BYTES, deep));
+            assertEquals(3008, v.get(ValueLayout.JAVA_INT, 0), "its .local array, 16-aligned");
+            e.ok(e.device.cuFuncGetAttribute(v, EmulatedFunction.LOCAL_SIZE_BYTES, flat));
+            assertEquals(0, v.get(ValueLayout.JAVA_INT, 0));
+            long threads = ContextSettings.RESIDENT_THREADS;
+            long before = e.freeBytes();
+            launch(e, flat);
+            assertEquals(before, e.freeBytes(), "no local memory: nothing");
+            launch(e, deep);
+            assertEquals(before - (3072 - 1024) * threads, e.freeBytes(), "grown to 3 KiB (3008 rounded up) for every resident thread");
+            launch(e, deep);
+            assertEquals(before - (3072 - 1024) * threads, e.freeBytes(), "once");
+            e.ok(e.device.cuCtxGetLimit(v, LimitFootprint.STACK_SIZE));
+            assertEquals(1024, v.get(ValueLayout.JAVA_LONG, 0), "the limit reads what was set");
+            e.ok(e.device.cuCtxSetLimit(LimitFootprint.STACK_SIZE, 2048));
+            assertEquals(before - 1024 * threads, e.freeBytes(), "the set reserves anew at its size");
+            e.ok(e.device.cuCtxSetLimit(LimitFootprint.STACK_SIZE, 1024));
+            assertEquals(before, e.freeBytes());
+            e.ok(e.device.cuModuleUnload(module));
+        }
+    }
+
+    private static long function(Emulated e, long module, String name) {
+        MemorySegment out = e.arena.allocate(8);
+        e.ok(e.device.cuModuleGetFunction(out, module, e.nativeString(name)));
+        return out.get(ValueLayout.JAVA_LONG, 0);
+    }
+
+    private static void launch(Emulated e, long f) {
+        e.ok(e.device.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, MemorySegment.NULL, MemorySegment.NULL));
+        e.ok(e.device.cuCtxSynchronize());
+    }
+
     private static long load(Emulated e, String ptx) {
         MemorySegment out = e.arena.allocate(8);
         e.ok(e.device.cuModuleLoadData(out, e.nativeString(ptx)));

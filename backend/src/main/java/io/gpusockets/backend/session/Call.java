@@ -144,6 +144,14 @@ final class Call {
         if (kind == ParamType.STREAM && (id == 1 || id == 2)) {
             return id;
         }
+        return entry(kind, id).real();
+    }
+
+    /**
+     * The entry behind a handle id of {@code kind} (not a special stream), a use of it taken for this call as
+     * {@link #handle} takes one; a FUNC id may be a CUkernel's (which the driver takes wherever it takes a CUfunction).
+     */
+    SessionHandles.Entry entry(ParamType kind, long id) throws CallRejected {
         SessionHandles.Entry e = session.handles().get(id, kind);
         if (e == null && kind == ParamType.FUNC) {
             // The driver takes a CUkernel wherever it takes a CUfunction (cudart launches CUkernels): the
@@ -157,7 +165,7 @@ final class Call {
         if (!use(e.uses, refusal)) {
             throw new CallRejected(refusal, kind + " handle being destroyed by another call: " + id);
         }
-        return e.real();
+        return e;
     }
 
     /**

@@ -18,6 +18,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * take hundreds of MiB of a small quota on a GPU before the program allocates a byte. Every further
  * context is the program's choice and is charged.
  *
+ * <p>The stack is charged by what the driver reserves per thread, which grows two ways: cuCtxSetLimit sets it
+ * (the driver reserves anew at the size set), and a launch of a kernel whose local memory per thread exceeds
+ * it grows it to what the kernel needs, where it stays until the next stack cuCtxSetLimit ({@link LaunchStack}).
+ * Both are one charge per context, {@link LimitFootprint}'s rule at the reservation the rule last charged
+ * ({@link Context#stack}) above the stack's value when the session first touched it. A launch whose kernel
+ * needs no more than {@link #stackCovered} (what every context of the session holds at least) charges nothing
+ * and takes no lock: a field read and a compare on the launch path.
+ *
  * <p>Creating a context, loading a library and setting a limit change what the others charge, so each
  * holds {@link #lock} from its reserve (before the driver call) to the driver's answer; the releases
  * (a context destroyed, a library unloaded) take it briefly. Charges go through {@link SessionQuota}.
@@ -31,6 +39,12 @@ final class ContextCharges {
         final boolean made;
         final long[] baseline = {-1, -1, -1};
         final long[] limitCharged = new long[3];
+        /**
+         * The per-thread stack the driver holds reserved in this context as the rule last charged it: the size a
+         * stack cuCtxSetLimit left, or what a launch grew it to; -1 until the session sets the stack or launches
+         * a kernel that needs more than {@link #stackCovered}.
+         */
+        long stack = -1;
 
         Context(int device, long footprint, boolean made) {
             this.device = device;
@@ -56,6 +70,11 @@ final class ContextCharges {
     private long libraryCharged;
     /** Set by {@link #close}: a lane that was still in the driver then gives its charge back at once. */
     private boolean closed;
+    /**
+     * The per-thread stack every context of the session holds reserved at least ({@link Context#stack}; 0 while a
+     * context's is not known): a launch needing no more grows nothing. Written under {@link #lock}, read without.
+     */
+    private volatile long stackCovered;
 
     ContextCharges(SessionQuota quota, DeviceFacts facts) {
         this.quota = quota;
@@ -88,6 +107,7 @@ final class ContextCharges {
             if (old != null) {
                 dropped(old);   // the driver handed out a handle still charged: its destroy was not seen
             }
+            coverStacks();
         } finally {
             lock.unlock();
         }
@@ -100,6 +120,7 @@ final class ContextCharges {
             Context x = contexts.remove(real);
             if (x != null) {
                 dropped(x);
+                coverStacks();
             }
         } finally {
             lock.unlock();
@@ -211,10 +232,75 @@ final class ContextCharges {
                 quota.unreserve(have - truth);
             }
             x.limitCharged[limit] = truth;
+            if (limit == LimitFootprint.STACK_SIZE) {
+                x.stack = actual;   // the driver reserves anew at the size set, whatever a launch had grown it to
+                coverStacks();
+            }
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /** What every context holds at least now: a launch needing no more than this charges nothing. */
+    long stackCovered() {
+        return stackCovered;
+    }
+
+    /**
+     * Before a launch in context {@code real} on {@code dev} of a kernel that needs {@code need} bytes of stack
+     * per thread, more than {@link #stackCovered}: when that is more than the context holds reserved, the driver
+     * grows the reservation to it at the launch, and the growth is charged by the stack's rule (as if the stack
+     * limit were set to {@code need}); over the quota the launch is refused (CUDA_ERROR_OUT_OF_MEMORY) and nothing
+     * changes. {@code stackNow} reads the context's stack limit from the driver, asked once per context, the first
+     * time the rule needs to know what it holds. The charge stays whatever the launch answers (a launch that fails
+     * asynchronously may already have grown it) until a stack cuCtxSetLimit or the context's end.
+     */
+    void launchNeeds(long real, int dev, long need, java.util.function.LongSupplier stackNow, String what) throws CallRejected {
+        lock.lock();
+        try {
+            if (closed || real == 0) {
+                return;   // the session has ended, or no context: the driver refuses the launch
+            }
+            Context x = contexts.get(real);
+            if (x == null) {
+                x = new Context(dev, 0, false);
+                contexts.put(real, x);
+            }
+            if (x.stack < 0) {
+                long now = stackNow.getAsLong();
+                if (now < 0) {
+                    coverStacks();
+                    return;   // the driver cannot tell: nor can it launch here
+                }
+                x.stack = now;
+                if (x.baseline[LimitFootprint.STACK_SIZE] < 0) {
+                    x.baseline[LimitFootprint.STACK_SIZE] = now;
+                }
+            }
+            if (need > x.stack) {
+                int s = LimitFootprint.STACK_SIZE;
+                long truth = limitCharge(x, s, need);
+                if (truth > x.limitCharged[s]) {
+                    quota.reserve(truth - x.limitCharged[s], what + " (a kernel needing " + need
+                            + " bytes of stack per thread grows the context's " + x.stack + ")");
+                    x.limitCharged[s] = truth;
+                }
+                x.stack = need;
+            }
+            coverStacks();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Recomputes {@link #stackCovered}; under {@link #lock}. */
+    private void coverStacks() {
+        long least = Long.MAX_VALUE;
+        for (Context x : contexts.values()) {
+            least = Math.min(least, Math.max(x.stack, 0));
+        }
+        stackCovered = least == Long.MAX_VALUE ? 0 : least;
     }
 
     /** The charge of {@code limit} at {@code value} in {@code x}: what it reserves beyond its baseline. */
@@ -274,6 +360,7 @@ final class ContextCharges {
             made = 0;
             libraryBytes = 0;
             libraryCharged = 0;
+            stackCovered = 0;
             quota.unreserve(missed);
             return missed;
         } finally {

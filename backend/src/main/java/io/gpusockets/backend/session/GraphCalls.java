@@ -982,7 +982,8 @@ final class GraphCalls implements BackendHandlers.Graphs {
 
     /**
      * A CUDA_KERNEL_NODE_PARAMS rebuilt here: the function or kernel translated, the parameter values in backend memory
-     * (a restored module global's address among them translated as a launch's, {@link LaunchCalls#translate}).
+     * (a restored module global's address among them translated as a launch's, {@link LaunchCalls#translate}). The
+     * stack the kernel will make the driver grow is charged here, as a launch's is ({@link LaunchStack}).
      */
     private MemorySegment kernelNodeParams(Call c) throws ProtocolException, CallRejected {
         SegmentAllocator scratch = (bytes, alignment) -> c.scratch(bytes);
@@ -996,8 +997,9 @@ final class GraphCalls implements BackendHandlers.Graphs {
         }
         MemorySegment p = c.scratch(GraphRequest.KNP_SIZE);
         p.fill((byte) 0);
-        long f = k.kind() == GraphRequest.KIND_KERNEL ? c.handle(ParamType.KERNEL, h.function(), false)
-                : c.handle(ParamType.FUNC, h.function(), false);
+        SessionHandles.Entry fe = c.entry(k.kind() == GraphRequest.KIND_KERNEL ? ParamType.KERNEL : ParamType.FUNC, h.function());
+        LaunchStack.charge(session, c, fe);   // when the kernel enters the graph: before any launch of it can grow the stack
+        long f = fe.real();
         p.set(LONG, k.kind() == GraphRequest.KIND_KERNEL ? GraphRequest.KNP_KERN : GraphRequest.KNP_FUNC, f);
         int[] dims = {h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(), h.blockZ()};
         for (int i = 0; i < 3; i++) {

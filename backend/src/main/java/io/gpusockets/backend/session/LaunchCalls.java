@@ -15,7 +15,8 @@ import java.lang.foreign.ValueLayout;
  * driver reads, and the calls that take a CUlaunchConfig, whose attributes are checked here: events
  * translated, an access-policy window's device range checked, graph-only and unknown ids refused
  * ({@link LaunchAttributes}). The same values set on a stream (cuStreamSetAttribute) or a kernel node
- * (cuGraphKernelNodeSetAttribute) are checked the same way.
+ * (cuGraphKernelNodeSetAttribute) are checked the same way. Each launch first charges the stack growth its
+ * kernel makes the driver reserve ({@link LaunchStack}).
  */
 final class LaunchCalls implements BackendHandlers.Launches {
     private final CudaDriver driver;
@@ -79,6 +80,16 @@ final class LaunchCalls implements BackendHandlers.Launches {
         }
     }
 
+    /**
+     * The real function behind a launch's function id, the stack its launch grows charged first
+     * ({@link LaunchStack}): past the tenant's quota the launch is refused before the driver sees it.
+     */
+    private long launchable(Call c, long id) throws CallRejected {
+        SessionHandles.Entry e = c.entry(ParamType.FUNC, id);
+        LaunchStack.charge(session, c, e);
+        return e.real();
+    }
+
     /** After the launch: the scheduler follows it to its completion. */
     private int launched(io.gpusockets.backend.tenant.DeviceShare.Ticket t, Call c, long stream, int r) {
         if (t != null) {
@@ -102,7 +113,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
         }
         c.expectEnd();
         translate(session, c.body, params, kernelParams, extra);
-        long f = c.handle(ParamType.FUNC, h.function(), false);
+        long f = launchable(c, h.function());
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
         return launched(t, c, stream, driver.cuLaunchKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(), h.blockY(),
@@ -120,7 +131,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
         MemorySegment kernelParams = LaunchRequest.readKernelParams(c.body, (bytes, alignment) -> c.scratch(bytes));
         c.expectEnd();
         translate(session, c.body, params, kernelParams, MemorySegment.NULL);
-        long f = c.handle(ParamType.FUNC, h.function(), false);
+        long f = launchable(c, h.function());
         long stream = c.handle(ParamType.STREAM, h.stream(), true);
         var t = admit();
         return launched(t, c, stream, driver.cuLaunchCooperativeKernel(f, h.gridX(), h.gridY(), h.gridZ(), h.blockX(),
@@ -144,7 +155,7 @@ final class LaunchCalls implements BackendHandlers.Launches {
         c.expectEnd();
         translate(session, c.body, params, kernelParams, extra);
         MemorySegment config = config(c, scratch, attrs, h);
-        long f = c.handle(ParamType.FUNC, h.function(), false);
+        long f = launchable(c, h.function());
         var t = admit();
         return launched(t, c, c.handle(ParamType.STREAM, h.stream(), true),
                 driver.cuLaunchKernelEx(config, f, kernelParams, extra));

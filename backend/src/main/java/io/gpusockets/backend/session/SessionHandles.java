@@ -38,6 +38,11 @@ public final class SessionHandles {
         private volatile long context;
         /** The calls using it now, and whether it is being destroyed. */
         final Uses uses = new Uses();
+        /**
+         * A function's or a kernel's per-thread stack need ({@link LaunchStack}: its local size rounded up), -1 until its first launch
+         * asks the driver; written once (a race asks twice and writes the same value).
+         */
+        int stackNeed = -1;
 
         public Entry(long id, ParamType kind, long real, long owner, long context) {
             this.id = id;

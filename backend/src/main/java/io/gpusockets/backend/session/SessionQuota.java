@@ -27,7 +27,8 @@ import java.util.Map;
  * pool allocations too), arrays and mipmapped arrays (an estimate from their descriptor; sparse and deferred-mapping
  * ones nothing, their memory being the VMM allocations bound to them), module and library loads (the
  * image's footprint: its variables and code, {@link ModuleFootprint}), contexts and their limits
- * ({@link ContextCharges}), VMM physical allocations (cuMemCreate, by its handler); cuMemGetInfo
+ * ({@link ContextCharges}; the stack a launch grows too, by its handler: {@link LaunchStack}), VMM physical
+ * allocations (cuMemCreate, by its handler); cuMemGetInfo
  * ({@code info}) answers with the tenant's view. The page-locked shared window is charged here too,
  * against the tenant's pinned limit. Memory is reserved before the driver call (over the quota:
  * CUDA_ERROR_OUT_OF_MEMORY, and the driver is not called) and given back when the call fails, when the
@@ -220,7 +221,7 @@ final class SessionQuota {
     }
 
     /** The device of the calling thread's current context, or -1 when there is none (the call then fails in the driver). */
-    private static int currentDevice(CudaDriver driver, Call c) {
+    static int currentDevice(CudaDriver driver, Call c) {
         MemorySegment dev = c.scratch(4);
         return driver.cuCtxGetDevice(dev) == CuResult.CUDA_SUCCESS ? dev.get(ValueLayout.JAVA_INT, 0) : -1;
     }

@@ -149,4 +149,50 @@ class ContextChargesTest {
         quota.handleDropped(new SessionHandles.Entry(9, ParamType.CTX, 0xC1, 0, 0));
         assertEquals(0, tenant.memoryUsed(), "the context's limits went with it");
     }
+
+    /**
+     * A launch of a kernel needing more stack per thread than the context holds grows the reservation (H28):
+     * charged by the stack's rule, refused past the quota, read once from the driver, recomputed by the next
+     * stack limit, and covered for later launches without the lock.
+     */
+    @Test
+    void aLaunchThatGrowsTheStackIsChargedUntilAStackLimitResetsIt() throws Exception {
+        context(0xC1);
+        assertEquals(0, charges.stackCovered(), "nothing known of the context's stack yet");
+        int[] asked = {0};
+        java.util.function.LongSupplier driverSays = () -> {
+            asked[0]++;
+            return 1024;
+        };
+        charges.launchNeeds(0xC1, 0, 1024, driverSays, "cuLaunchKernel");
+        assertEquals(0, tenant.memoryUsed(), "a kernel within the default stack grows nothing");
+        assertEquals(1024, charges.stackCovered());
+        charges.launchNeeds(0xC1, 0, 2048, driverSays, "cuLaunchKernel");
+        assertEquals(1024 * THREADS, tenant.memoryUsed(), "grown by 1 KiB for each resident thread");
+        assertEquals(2048, charges.stackCovered(), "later launches of it read a field");
+        assertEquals(1, asked[0], "the driver's stack is asked once per context");
+        CallRejected over = assertThrows(CallRejected.class, () -> charges.launchNeeds(0xC1, 0, 8192, driverSays, "cuLaunchKernel"));
+        assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, over.result, "7 KiB x 270336 threads is past the 1 GiB quota");
+        assertEquals(1024 * THREADS, tenant.memoryUsed(), "a refused launch charges nothing more");
+        assertEquals(2048, charges.stackCovered());
+
+        SessionQuota.Pending p = charges.limitBefore(0xC1, 0, LimitFootprint.STACK_SIZE, 3072, 2048, "cuCtxSetLimit");
+        assertTrue(charges.limitSet(p, 3072));
+        assertEquals(2048 * THREADS, tenant.memoryUsed(), "the set recomputes from its size over the first value");
+        p = charges.limitBefore(0xC1, 0, LimitFootprint.STACK_SIZE, 1024, 3072, "cuCtxSetLimit");
+        assertTrue(charges.limitSet(p, 1024));
+        assertEquals(0, tenant.memoryUsed(), "set back: the growth went with the reservation the driver made anew");
+        assertEquals(1024, charges.stackCovered());
+        charges.launchNeeds(0xC1, 0, 2048, driverSays, "cuLaunchKernel");
+        assertEquals(1024 * THREADS, tenant.memoryUsed(), "the next launch grows it again");
+
+        context(0xC2);
+        assertEquals(0, charges.stackCovered(), "a new context's stack is not known");
+        quota.handleDropped(new SessionHandles.Entry(9, ParamType.CTX, 0xC1, 0, 0));
+        assertEquals(CONTEXT, tenant.memoryUsed(), "the growth went with its context");
+        charges.launchNeeds(0xC2, 0, 2048, () -> 1024, "cuLaunchKernel");
+        assertEquals(CONTEXT + 1024 * THREADS, tenant.memoryUsed());
+        assertEquals(CONTEXT + 1024 * THREADS, quota.close(), "the session's end gives it back");
+        assertEquals(0, tenant.memoryUsed());
+    }
 }

@@ -187,6 +187,11 @@ public final class PtxKernel {
         return program.staticShared;
     }
 
+    /** Bytes of .local memory a thread of the entry has: its frame's .local variables and call-site parameters. */
+    public long localBytes() {
+        return program.localBytes;
+    }
+
     /** Runs the grid with the engine {@link PtxEngine#current} picks; returns the thread-instructions executed. */
     public long run(Launch launch) {
         return run(launch, 0);

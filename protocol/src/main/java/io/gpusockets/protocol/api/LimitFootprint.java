@@ -10,8 +10,11 @@ package io.gpusockets.protocol.api;
  *   <li>{@code CU_LIMIT_PRINTF_FIFO_SIZE} and {@code CU_LIMIT_MALLOC_HEAP_SIZE}: the bytes;</li>
  *   <li>every other limit: nothing.</li>
  * </ul>
- * The rule awaits measurement on the real driver: {@code scripts/gpu-pass-quota} records how the
- * device's free memory moves with each limit at several values, beside what the tenant was charged.
+ * {@code scripts/gpu-pass-quota} records how the device's free memory moves with each limit at several values,
+ * beside what the tenant was charged: on an H100 (driver 580) the stack takes exactly (size − 1 KiB) × 270336
+ * threads over the default 1 KiB. A launch of a kernel whose local memory per thread is more than the stack
+ * reservation grows it by the same rule, as if the stack were set to the kernel's need (the backend's
+ * {@code LaunchStack} charges that; the emulated device grows its own the same way).
  */
 public final class LimitFootprint {
     /** CUlimit values (cuda.h). */
