@@ -22,7 +22,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.CategoryChart;
 import org.knowm.xchart.CategoryChartBuilder;
 import picocli.CommandLine;
@@ -126,13 +125,15 @@ public final class CheckpointBench implements Callable<Integer> {
                     + Runtime.getRuntime().availableProcessors() + " cores, images in " + dir + ", " + rounds
                     + " rounds (medians). Bounds: the backend's driver copying the same bytes through pinned memory in"
                     + " 8 MiB chunks; write/read: the same bytes to/from a file there.\n\n```\n" + t + "```\n");
-            CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
-                    .title("Checkpoint and restore against the pinned-copy bound").xAxisTitle("session memory (MiB)")
-                    .yAxisTitle("fraction of the bound").build();
-            List<String> x = plot.stream().map(p -> Long.toString((long) p[0])).toList();
-            chart.addSeries("checkpoint / DtoH bound", x, plot.stream().map(p -> p[1]).toList());
-            chart.addSeries("restore / HtoD bound", x, plot.stream().map(p -> p[2]).toList());
-            BitmapEncoder.saveBitmap(chart, out.resolve("checkpoint.png").toString(), BitmapEncoder.BitmapFormat.PNG);
+            Plots.png(out.resolve("checkpoint.png"), () -> {
+                CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
+                        .title("Checkpoint and restore against the pinned-copy bound").xAxisTitle("session memory (MiB)")
+                        .yAxisTitle("fraction of the bound").build();
+                List<String> x = plot.stream().map(p -> Long.toString((long) p[0])).toList();
+                chart.addSeries("checkpoint / DtoH bound", x, plot.stream().map(p -> p[1]).toList());
+                chart.addSeries("restore / HtoD bound", x, plot.stream().map(p -> p[2]).toList());
+                return chart;
+            });
         }
         if (imageDir == null) {
             Files.deleteIfExists(dir);
