@@ -20,14 +20,15 @@ import java.util.zip.CRC32C;
  * {@link CheckpointImage#CHUNK_BYTES} chunks, in one of two ways:
  * <ul>
  *   <li>To or from a file ({@link #write(FileChannel, List, Device, CheckpointProgress, long, int)},
- *   {@link #read(FileChannel, int, Device, CheckpointProgress, long, int)}) with {@link #threads()} threads (property
- *   {@value #THREADS_PROP}, default min({@value #DEFAULT_MAX_THREADS}, cores)): each worker takes the next chunk in
- *   image order with its position in the file (known ahead: {@link CheckpointImage}), copies it off the device into a
- *   host buffer of its own and hashes and writes it there, or reads and checks it there and copies it onto the device;
- *   so several device copies and several file writes or reads are in flight at once. At a checkpoint the contents
- *   are written through a mapping of the file (property {@value #IO_PROP}: {@code mapped}, the default) because
- *   Linux serialises {@code pwrite}s to one file (tmpfs and the disk file systems hold the inode's lock for the
- *   whole write) while page faults of a shared mapping run in parallel; {@code positional} writes with
+ *   {@link #read(FileChannel, int, Device, CheckpointProgress, long, int)}) with {@link CheckpointIo#threads()}
+ *   threads (property {@value CheckpointIo#THREADS_PROP}, default min({@value CheckpointIo#DEFAULT_MAX_THREADS},
+ *   cores)): each worker takes the next chunk in image order with its position in the file (known ahead:
+ *   {@link CheckpointImage}), copies it off the device into a host buffer of its own and hashes and writes it there,
+ *   or reads and checks it there and copies it onto the device; so several device copies and several file writes
+ *   or reads are in flight at once. At a checkpoint the contents are written through a mapping of the file
+ *   (property {@value CheckpointIo#IO_PROP}: {@code mapped}, the default) because Linux serialises
+ *   {@code pwrite}s to one file (tmpfs and the disk file systems hold the inode's lock for the whole write) while
+ *   page faults of a shared mapping run in parallel; {@code positional} writes with
  *   {@link FileChannel#write(java.nio.ByteBuffer, long)} instead (also where the file cannot be mapped). A restore
  *   reads with positional reads, which run in parallel. The image is byte for byte the one a single thread writes.
  *   A failure of any worker stops the others after their chunk in hand and fails the whole move.</li>
@@ -46,21 +47,14 @@ import java.util.zip.CRC32C;
  * the session's other page-locked memory is: {@link SessionWindow}, {@link HostCallbackGates}). Where the tenant is
  * at its pinned limit or the driver cannot page-lock (the emulated device answers CUDA_ERROR_NOT_SUPPORTED), a
  * buffer is plain native memory, uncharged: the contents still move, more slowly on a GPU. At most
- * max({@link #BUFFERS}, threads) x {@code CHUNK_BYTES} of host memory (24 MiB, 64 MiB with 8 threads; threads at most
- * {@value #MAX_THREADS}) and that many extra threads per checkpoint or restore in progress; the moves wait for their
- * threads and copies before they return, and {@link #close} gives the buffers back.
+ * max({@link #BUFFERS}, threads) x {@code CHUNK_BYTES} of host memory (24 MiB, 64 MiB with 8 threads; threads at
+ * most {@value CheckpointIo#MAX_THREADS}) and that many extra threads per checkpoint or restore in progress; the moves
+ * wait for their threads and copies before they return, and {@link #close} gives the buffers back.
  */
 final class CheckpointContents implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
     /** Host buffers per checkpoint or restore: one being copied, one being hashed and written (or read), one spare. */
     static final int BUFFERS = 3;
-    /** System property: threads moving one checkpoint's or restore's contents to or from a file (1 to {@value #MAX_THREADS}). */
-    static final String THREADS_PROP = "gpusockets.checkpoint.threads";
-    /** The default threads: min(this, cores). */
-    static final int DEFAULT_MAX_THREADS = 8;
-    static final int MAX_THREADS = 64;
-    /** System property: how a checkpoint writes its file, {@code mapped} (the default) or {@code positional}. */
-    static final String IO_PROP = "gpusockets.checkpoint.io";
     /** cuda.h CU_MEMHOSTREGISTER_PORTABLE. */
     private static final int MEMHOSTREGISTER_PORTABLE = 1;
 
@@ -218,41 +212,6 @@ final class CheckpointContents implements AutoCloseable {
     private final long registerContext;
     private final SessionQuota quota;
 
-    /** {@link #threads(String, int)} from the system property and this machine's cores; a bad value fails, named. */
-    static int threads() throws IOException {
-        try {
-            return threads(System.getProperty(THREADS_PROP), Runtime.getRuntime().availableProcessors());
-        } catch (IllegalArgumentException e) {
-            throw new IOException(e.getMessage(), e);
-        }
-    }
-
-    /** The threads {@code value} of {@value #THREADS_PROP} asks for (null: the default on {@code cores} cores); throws name=value. */
-    static int threads(String value, int cores) {
-        if (value == null || value.isBlank()) {
-            return Math.max(1, Math.min(DEFAULT_MAX_THREADS, cores));
-        }
-        try {
-            int n = Integer.parseInt(value.strip());
-            if (n >= 1 && n <= MAX_THREADS) {
-                return n;
-            }
-        } catch (NumberFormatException e) {
-            // named below
-        }
-        throw new IllegalArgumentException(THREADS_PROP + "=" + value + ": must be a whole number from 1 to " + MAX_THREADS);
-    }
-
-    /** Whether a checkpoint writes its file through a mapping ({@value #IO_PROP}); a bad value fails, named. */
-    static boolean mappedWrites() throws IOException {
-        String v = System.getProperty(IO_PROP, "mapped").strip();
-        return switch (v) {
-            case "mapped" -> true;
-            case "positional" -> false;
-            default -> throw new IOException(IO_PROP + "=" + v + ": must be mapped or positional");
-        };
-    }
-
     /**
      * Makes {@link #BUFFERS} buffers, page-locking each in {@code context} (a real context of the session, 0 to leave
      * them plain) and charging it to {@code quota} (null: charged nowhere).
@@ -263,7 +222,7 @@ final class CheckpointContents implements AutoCloseable {
 
     /** As above with max({@link #BUFFERS}, {@code threads}) buffers: one for each of {@code threads} workers. */
     CheckpointContents(CudaDriver driver, long sessionId, long context, SessionQuota quota, int threads) {
-        if (threads < 1 || threads > MAX_THREADS) {
+        if (threads < 1 || threads > CheckpointIo.MAX_THREADS) {
             throw new IllegalArgumentException("threads=" + threads);
         }
         int count = Math.max(BUFFERS, threads);
@@ -503,11 +462,11 @@ final class CheckpointContents implements AutoCloseable {
     }
 
     /**
-     * The file from {@code start} to {@code end} mapped in {@code arena} (the mapping grows the file to {@code end}),
-     * or, with {@value #IO_PROP}=positional or where the file cannot be mapped, positional writes.
+     * The file from {@code start} to {@code end} mapped in {@code arena} (the mapping grows the file to {@code end}; the
+     * channel must be open for reading too), or, with {@value CheckpointIo#IO_PROP}=positional or where the file cannot be mapped, positional writes.
      */
     private Sink sink(FileChannel out, long start, long end, Arena arena) throws IOException {
-        if (mappedWrites() && end > start) {
+        if (CheckpointIo.mappedWrites() && end > start) {
             try {
                 MemorySegment file = out.map(FileChannel.MapMode.READ_WRITE, start, end - start, arena);
                 return (position, bytes) -> {
@@ -518,7 +477,7 @@ final class CheckpointContents implements AutoCloseable {
                                 + " full?): " + e.getMessage(), e);
                     }
                 };
-            } catch (UnsupportedOperationException | IOException e) {
+            } catch (UnsupportedOperationException | java.nio.channels.NonReadableChannelException | IOException e) {
                 LOG.log(System.Logger.Level.INFO, "session " + sessionId + ": the checkpoint image cannot be mapped (" + e
                         + "); its contents are written with positional writes");
             }

@@ -1109,7 +1109,7 @@ public final class Session {
         int[] counts;
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
                 java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
-                java.nio.file.StandardOpenOption.WRITE)) {
+                java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.READ)) { // READ: to map it
             counts = writeImageTo(ch, range -> true, progress, "checkpointed", null);
         }
         return new CheckpointResult(java.nio.file.Files.size(file), counts[0], counts[1], drainNanos,
@@ -1145,7 +1145,7 @@ public final class Session {
             ranges.add(a);
             total += a.size();
         }
-        int threads = ch instanceof java.nio.channels.FileChannel ? CheckpointContents.threads() : 1;
+        int threads = ch instanceof java.nio.channels.FileChannel ? CheckpointIo.threads() : 1;
         try (CheckpointContents contents = new CheckpointContents(driver, id, first, quota, threads);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
                  java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);

@@ -467,7 +467,7 @@ public final class SessionRestore {
 
     /**
      * Streams the contents into the device from {@code ch} (positioned after the header) with
-     * {@link CheckpointContents#threads()} workers ({@link CheckpointContents}): each chunk checked against its hash
+     * {@link CheckpointIo#threads()} workers ({@link CheckpointContents}): each chunk checked against its hash
      * first and written only into the session's own ranges.
      */
     private static long writeContents(Session s, CheckpointImage.Header h, java.nio.channels.FileChannel ch,
@@ -485,7 +485,7 @@ public final class SessionRestore {
         for (CheckpointImage.Range a : arrays) {
             total += a.size();
         }
-        int threads = CheckpointContents.threads();
+        int threads = CheckpointIo.threads();
         try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota(), threads);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
                  // the image's addresses are the program's; a moved global's contents go where it lies now

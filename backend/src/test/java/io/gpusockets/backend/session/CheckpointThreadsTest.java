@@ -95,7 +95,7 @@ class CheckpointThreadsTest {
     /** The same image written into {@code file} by {@code threads} workers, with {@code io} ("mapped" or "positional"). */
     private static byte[] parallel(Memory device, List<CheckpointImage.Range> rs, Path file, int threads, String io)
             throws IOException {
-        String was = System.setProperty(CheckpointContents.IO_PROP, io);
+        String was = System.setProperty(CheckpointIo.IO_PROP, io);
         long[] reported = {0};
         try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING,
                 StandardOpenOption.WRITE, StandardOpenOption.READ);
@@ -106,7 +106,7 @@ class CheckpointThreadsTest {
                     threads));
             CheckpointImage.writeEnd(ch);
         } finally {
-            restoreProperty(CheckpointContents.IO_PROP, was);
+            restoreProperty(CheckpointIo.IO_PROP, was);
         }
         assertEquals(total(rs), reported[0], "progress reaches the total");
         return Files.readAllBytes(file);
@@ -255,15 +255,34 @@ class CheckpointThreadsTest {
         assertNoWorkersLeft();
     }
 
+    /** A file open for writing only cannot be mapped: its contents are written with positional writes, the same image. */
+    @Test
+    void aFileThatCannotBeMappedIsWrittenWithPositionalWrites() throws IOException {
+        long a = 0x7f5a00400000L;
+        byte[] memory = new byte[CheckpointImage.CHUNK_BYTES + 777];
+        new Random(11).nextBytes(memory);
+        Memory from = new Memory(a, memory);
+        List<CheckpointImage.Range> rs = ranges(a, memory.length);
+        Path file = dir.resolve("write-only.img");
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+             CheckpointContents contents = new CheckpointContents(null, 42, 0, null, 2)) {
+            ch.write(ByteBuffer.wrap(HEADER));
+            ch.write(ByteBuffer.allocate(4).putInt(rs.size()).flip());
+            assertEquals(total(rs), contents.write(ch, rs, from, CheckpointProgress.NONE, total(rs), 2));
+            CheckpointImage.writeEnd(ch);
+        }
+        assertArrayEquals(serial(from, rs), Files.readAllBytes(file));
+    }
+
     @Test
     void theThreadCountDefaultsToEightOrTheCoresAndABadOneIsNamed() {
-        assertEquals(2, CheckpointContents.threads(null, 2));
-        assertEquals(8, CheckpointContents.threads(null, 16));
-        assertEquals(1, CheckpointContents.threads("", 1));
-        assertEquals(12, CheckpointContents.threads("12", 2));
+        assertEquals(2, CheckpointIo.threads(null, 2));
+        assertEquals(8, CheckpointIo.threads(null, 16));
+        assertEquals(1, CheckpointIo.threads("", 1));
+        assertEquals(12, CheckpointIo.threads("12", 2));
         for (String bad : List.of("0", "65", "-1", "many")) {
-            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CheckpointContents.threads(bad, 4));
-            assertTrue(e.getMessage().startsWith(CheckpointContents.THREADS_PROP + "=" + bad), e.getMessage());
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> CheckpointIo.threads(bad, 4));
+            assertTrue(e.getMessage().startsWith(CheckpointIo.THREADS_PROP + "=" + bad), e.getMessage());
         }
     }
 }
