@@ -153,8 +153,9 @@ public final class CheckpointBench implements Callable<Integer> {
     }
 
     private String ioDescription() {
-        return threads + " thread(s) moving the contents (" + (threads > 1 ? mapped ? "mapped" : "positional" : "pipelined")
-                + " writes, positional reads)";
+        return threads == 1 ? "1 thread moving the contents (pipelined with a helper thread, writes and reads in order)"
+                : threads + " threads moving the contents (" + (mapped ? "mapped" : "positional") + " writes, positional"
+                + " reads)";
     }
 
     private static double med(List<Round> rs, java.util.function.ToDoubleFunction<Round> f) {

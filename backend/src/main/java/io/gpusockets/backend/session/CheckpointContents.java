@@ -29,10 +29,11 @@ import java.util.zip.CRC32C;
  *   (property {@value CheckpointIo#IO_PROP}: {@code mapped}, the default) because Linux serialises
  *   {@code pwrite}s to one file (tmpfs and the disk file systems hold the inode's lock for the whole write) while
  *   page faults of a shared mapping run in parallel; {@code positional} writes with
- *   {@link FileChannel#write(java.nio.ByteBuffer, long)} instead (also where the file cannot be mapped). A restore
+ *   {@link FileChannel#write(java.nio.ByteBuffer, long)} instead (also where the file cannot be mapped, e.g. a
+ *   hand-over's image, opened for writing only). A restore
  *   reads with positional reads, which run in parallel. The image is byte for byte the one a single thread writes.
  *   A failure of any worker stops the others after their chunk in hand and fails the whole move.</li>
- *   <li>To any other channel (a migration's, a hand-over's), or with one thread: pipelined through {@link #BUFFERS}
+ *   <li>To any other channel (a migration's array contents), or with one thread: pipelined through {@link #BUFFERS}
  *   host buffers: at a checkpoint the calling thread copies the next chunk off the device while a thread of the
  *   checkpoint's own hashes and writes the previous ones; at a restore that thread reads and verifies the next chunks
  *   while the calling thread copies the previous one onto the device.</li>
