@@ -96,7 +96,7 @@ public final class CheckpointBench implements Callable<Integer> {
         System.setProperty("gpusockets.resume", "true");
         Path dir = imageDir != null ? Files.createDirectories(imageDir) : Files.createTempDirectory("gpusockets-ckpt-bench");
         threads = CheckpointIo.threads();
-        mapped = CheckpointIo.mappedWrites();
+        mapped = CheckpointIo.mappedWrites(threads);
         String description = null;
         List<String> rows = new ArrayList<>();
         List<double[]> plot = new ArrayList<>();

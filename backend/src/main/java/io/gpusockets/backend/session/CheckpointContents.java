@@ -25,12 +25,10 @@ import java.util.zip.CRC32C;
  *   cores)): each worker takes the next chunk in image order with its position in the file (known ahead:
  *   {@link CheckpointImage}), copies it off the device into a host buffer of its own and hashes and writes it there,
  *   or reads and checks it there and copies it onto the device; so several device copies and several file writes
- *   or reads are in flight at once. At a checkpoint the contents are written through a mapping of the file
- *   (property {@value CheckpointIo#IO_PROP}: {@code mapped}, the default) because Linux serialises
- *   {@code pwrite}s to one file (tmpfs and the disk file systems hold the inode's lock for the whole write) while
- *   page faults of a shared mapping run in parallel; {@code positional} writes with
- *   {@link FileChannel#write(java.nio.ByteBuffer, long)} instead (also where the file cannot be mapped, e.g. a
- *   hand-over's image, opened for writing only). A restore
+ *   or reads are in flight at once. At a checkpoint the contents are written through a mapping of the file or with
+ *   {@link FileChannel#write(java.nio.ByteBuffer, long)} ({@link CheckpointIo#mappedWrites}: Linux serialises
+ *   {@code pwrite}s to one file, while a mapping's page faults run in parallel at a higher cost each); a file that
+ *   cannot be mapped (e.g. a hand-over's image, opened for writing only) gets positional writes. A restore
  *   reads with positional reads, which run in parallel. The image is byte for byte the one a single thread writes.
  *   A failure of any worker stops the others after their chunk in hand and fails the whole move.</li>
  *   <li>To any other channel (a migration's array contents), or with one thread: pipelined through {@link #BUFFERS}
@@ -387,7 +385,7 @@ final class CheckpointContents implements AutoCloseable {
             }
         }
         try (Arena map = Arena.ofShared()) {
-            Sink sink = sink(out, start, end, map);
+            Sink sink = sink(out, start, end, map, threads);
             Layout layout = new Layout(ranges, device, start, sink);
             Moved moved = new Moved(progress, total);
             new Crew("checkpoint-writer", threads, (buffer, crc) -> {
@@ -464,10 +462,11 @@ final class CheckpointContents implements AutoCloseable {
 
     /**
      * The file from {@code start} to {@code end} mapped in {@code arena} (the mapping grows the file to {@code end}; the
-     * channel must be open for reading too), or, with {@value CheckpointIo#IO_PROP}=positional or where the file cannot be mapped, positional writes.
+     * channel must be open for reading too) where {@link CheckpointIo#mappedWrites} says so for {@code threads};
+     * else, or where the file cannot be mapped, positional writes.
      */
-    private Sink sink(FileChannel out, long start, long end, Arena arena) throws IOException {
-        if (CheckpointIo.mappedWrites() && end > start) {
+    private Sink sink(FileChannel out, long start, long end, Arena arena, int threads) throws IOException {
+        if (CheckpointIo.mappedWrites(threads) && end > start) {
             try {
                 MemorySegment file = out.map(FileChannel.MapMode.READ_WRITE, start, end - start, arena);
                 return (position, bytes) -> {

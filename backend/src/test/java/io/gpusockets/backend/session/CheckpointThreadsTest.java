@@ -275,6 +275,24 @@ class CheckpointThreadsTest {
     }
 
     @Test
+    void writesAreMappedFromFourThreadsUnlessChosenAndABadChoiceIsNamed() throws IOException {
+        String was = System.clearProperty(CheckpointIo.IO_PROP);
+        try {
+            assertFalse(CheckpointIo.mappedWrites(2));
+            assertTrue(CheckpointIo.mappedWrites(CheckpointIo.MAPPED_FROM_THREADS));
+            System.setProperty(CheckpointIo.IO_PROP, "mapped");
+            assertTrue(CheckpointIo.mappedWrites(2));
+            System.setProperty(CheckpointIo.IO_PROP, "positional");
+            assertFalse(CheckpointIo.mappedWrites(8));
+            System.setProperty(CheckpointIo.IO_PROP, "fast");
+            IOException e = assertThrows(IOException.class, () -> CheckpointIo.mappedWrites(8));
+            assertTrue(e.getMessage().startsWith(CheckpointIo.IO_PROP + "=fast"), e.getMessage());
+        } finally {
+            restoreProperty(CheckpointIo.IO_PROP, was);
+        }
+    }
+
+    @Test
     void theThreadCountDefaultsToEightOrTheCoresAndABadOneIsNamed() {
         assertEquals(2, CheckpointIo.threads(null, 2));
         assertEquals(8, CheckpointIo.threads(null, 16));
