@@ -1,7 +1,6 @@
 package io.gpusockets.benchmarks;
 
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -16,7 +15,6 @@ import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.XYSeries;
@@ -303,7 +301,11 @@ public final class BenchCompare implements Callable<Integer> {
     }
 
     /** compare.png: each run's null call / raw socket ping-pong against its round, a series per side and scheme. */
-    private void plot(List<Run> runs) throws IOException {
+    private void plot(List<Run> runs) {
+        Plots.png(out.resolve("compare.png"), () -> chart(runs));
+    }
+
+    private XYChart chart(List<Run> runs) {
         XYChart chart = new XYChartBuilder().width(960).height(600)
                 .title("Null call / raw socket ping-pong, per round (A = " + a + ", B = " + b + ")")
                 .xAxisTitle("round").yAxisTitle("null call p50 / socket ping-pong p50").build();
@@ -321,11 +323,6 @@ public final class BenchCompare implements Callable<Integer> {
                 series.setMarker(side.equals("A") ? SeriesMarkers.CIRCLE : SeriesMarkers.DIAMOND);
             }
         }
-        if (chart.getSeriesMap().isEmpty()) {
-            return;
-        }
-        try (OutputStream o = Files.newOutputStream(out.resolve("compare.png"))) {
-            BitmapEncoder.saveBitmap(chart, o, BitmapEncoder.BitmapFormat.PNG);
-        }
+        return chart.getSeriesMap().isEmpty() ? null : chart;
     }
 }

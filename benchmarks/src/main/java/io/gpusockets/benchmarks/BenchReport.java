@@ -1,7 +1,6 @@
 package io.gpusockets.benchmarks;
 
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -15,7 +14,6 @@ import java.util.Set;
 import java.util.TreeMap;
 import org.HdrHistogram.Histogram;
 import org.HdrHistogram.HistogramIterationValue;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.style.Styler;
@@ -204,13 +202,12 @@ public final class BenchReport {
         files.add(Files.writeString(dir.resolve("summary.md"), heading + "\n\n" + summary(rowOrder)));
         List<PlotPoint> points = plotPoints();
         files.add(Files.writeString(dir.resolve("plotdata.csv"), plotCsv(points)));
-        try {
-            files.addAll(plots(dir, points));
-        } catch (LinkageError | RuntimeException | IOException e) {
-            // A runtime without java.desktop (the lean bundle): the data is kept; draw elsewhere with --replot.
-            System.err.println("bench: plots not drawn here (" + e + "); draw them from " + dir.resolve("plotdata.csv")
-                    + " with: scripts/bench --replot " + dir);
+        List<Path> drawn = plots(dir, points); // none on a runtime without java.desktop (the lean bundle)
+        if (drawn.isEmpty() && !points.isEmpty()) {
+            System.out.println("bench: draw the plots from " + dir.resolve("plotdata.csv") + " with: scripts/bench --replot "
+                    + dir);
         }
+        files.addAll(drawn);
         return files;
     }
 
@@ -266,9 +263,11 @@ public final class BenchReport {
         return plots(dir, plotPoints());
     }
 
-    /** Draws the plots of {@code points} into {@code dir} (needs the java.desktop module). */
-    public static List<Path> plots(Path dir, List<PlotPoint> points) throws IOException {
-        System.setProperty("java.awt.headless", "true");
+    /**
+     * Draws the plots of {@code points} into {@code dir}; returns the files written ({@link Plots#png}: none where the
+     * runtime has no java.desktop).
+     */
+    public static List<Path> plots(Path dir, List<PlotPoint> points) {
         Map<String, Map<String, List<PlotPoint>>> byPlot = new LinkedHashMap<>();
         for (PlotPoint p : points) {
             byPlot.computeIfAbsent(p.plot(), k -> new LinkedHashMap<>()).computeIfAbsent(p.series(), k -> new ArrayList<>()).add(p);
@@ -276,49 +275,48 @@ public final class BenchReport {
         List<Path> files = new ArrayList<>();
         for (var plot : byPlot.entrySet()) {
             String name = plot.getKey();
-            if (name.equals(PtxBench.PLOT)) {
-                // bench emulated-ptx's bar chart (its plotdata.csv has only this plot)
-                files.add(PtxBench.draw(dir, plot.getValue().values().stream().flatMap(List::stream).toList()));
-                continue;
+            Path file = name.equals(PtxBench.PLOT)
+                    // bench emulated-ptx's bar chart (its plotdata.csv has only this plot)
+                    ? PtxBench.draw(dir, plot.getValue().values().stream().flatMap(List::stream).toList())
+                    : Plots.png(dir.resolve(name + ".png"), () -> chart(name, plot.getValue()));
+            if (file != null) {
+                files.add(file);
             }
-            XYChart chart;
-            if (name.equals("latency")) {
-                chart = chart("Null call (cuCtxGetDevice) latency: percentile curve",
-                        "1 / (1 - quantile)   (10 = p90, 100 = p99, 1000 = p99.9)", "round trip, µs");
-                chart.getStyler().setXAxisLogarithmic(true).setYAxisLogarithmic(true);
-            } else if (name.equals("clients")) {
-                chart = chart("Async empty-kernel launches, concurrent clients", "clients (log)", "aggregate launches/s");
-                chart.getStyler().setXAxisLogarithmic(true);
-            } else {
-                String direction = name.substring("bandwidth-".length()).equalsIgnoreCase("htod") ? "HtoD" : "DtoH";
-                chart = chart("cuMemcpy" + direction + " bandwidth against size", "bytes per copy (log)", "GB/s");
-                chart.getStyler().setXAxisLogarithmic(true);
-            }
-            for (var series : plot.getValue().entrySet()) {
-                List<Double> x = series.getValue().stream().map(PlotPoint::x).toList();
-                List<Double> y = series.getValue().stream().map(PlotPoint::y).toList();
-                var line = chart.addSeries(series.getKey(), x, y);
-                if (name.equals("latency")) {
-                    line.setMarker(SeriesMarkers.NONE);
-                } else if (series.getKey().endsWith("pinned")) {
-                    line.setLineStyle(SeriesLines.DASH_DASH);
-                }
-            }
-            files.add(save(chart, dir.resolve(name + ".png")));
         }
         return files;
+    }
+
+    /** The XY chart of plot {@code name} with {@code bySeries}' points. */
+    private static XYChart chart(String name, Map<String, List<PlotPoint>> bySeries) {
+        XYChart chart;
+        if (name.equals("latency")) {
+            chart = chart("Null call (cuCtxGetDevice) latency: percentile curve",
+                    "1 / (1 - quantile)   (10 = p90, 100 = p99, 1000 = p99.9)", "round trip, µs");
+            chart.getStyler().setXAxisLogarithmic(true).setYAxisLogarithmic(true);
+        } else if (name.equals("clients")) {
+            chart = chart("Async empty-kernel launches, concurrent clients", "clients (log)", "aggregate launches/s");
+            chart.getStyler().setXAxisLogarithmic(true);
+        } else {
+            String direction = name.substring("bandwidth-".length()).equalsIgnoreCase("htod") ? "HtoD" : "DtoH";
+            chart = chart("cuMemcpy" + direction + " bandwidth against size", "bytes per copy (log)", "GB/s");
+            chart.getStyler().setXAxisLogarithmic(true);
+        }
+        for (var series : bySeries.entrySet()) {
+            List<Double> x = series.getValue().stream().map(PlotPoint::x).toList();
+            List<Double> y = series.getValue().stream().map(PlotPoint::y).toList();
+            var line = chart.addSeries(series.getKey(), x, y);
+            if (name.equals("latency")) {
+                line.setMarker(SeriesMarkers.NONE);
+            } else if (series.getKey().endsWith("pinned")) {
+                line.setLineStyle(SeriesLines.DASH_DASH);
+            }
+        }
+        return chart;
     }
 
     private static XYChart chart(String title, String x, String y) {
         XYChart chart = new XYChartBuilder().width(960).height(600).title(title).xAxisTitle(x).yAxisTitle(y).build();
         chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.InsideNW);
         return chart;
-    }
-
-    private static Path save(XYChart chart, Path file) throws IOException {
-        try (OutputStream out = Files.newOutputStream(file)) {
-            BitmapEncoder.saveBitmap(chart, out, BitmapEncoder.BitmapFormat.PNG);
-        }
-        return file;
     }
 }

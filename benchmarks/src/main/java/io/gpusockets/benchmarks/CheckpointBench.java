@@ -5,6 +5,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
+import io.gpusockets.backend.session.CheckpointIo;
 import io.gpusockets.backend.session.CheckpointResult;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
@@ -22,7 +23,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.CategoryChart;
 import org.knowm.xchart.CategoryChartBuilder;
 import picocli.CommandLine;
@@ -34,10 +34,13 @@ import picocli.CommandLine.Option;
  * session (unix://, address-stable memory) allocates that much device memory in allocations of at most 256 MiB and
  * fills it; the backend's own driver then copies the same number of bytes device-to-host and host-to-device
  * through page-locked host memory in 8 MiB chunks (the pinned-copy bound a checkpoint and a restore are held to),
- * and writes and reads that many bytes to and from a file in the image's folder (what the disk allows); then the
+ * and writes and reads that many bytes to and from a file in the image's folder in 8 MiB chunks with the threads and
+ * the way of writing a checkpoint uses ({@link CheckpointIo}: {@code -Dgpusockets.checkpoint.threads},
+ * {@code -Dgpusockets.checkpoint.io}; what the file system allows them); then the
  * session is checkpointed (without stop), the program ends, its backend closes, and a second backend (a new
  * device instance on the emulated device; the same GPU on the real driver) restores the image. Prints, per size,
- * the medians over the rounds and checkpoint/bound, restore/bound; writes DIR/checkpoint.md and a plot with
+ * the medians over the rounds and checkpoint and restore against both bounds (ckpt/b, rst/b: the pinned copies;
+ * ckpt/f, rst/f: the file); writes DIR/checkpoint.md and a plot (where the runtime can draw: {@link Plots}) with
  * {@code --out}. With {@code --during-kernel S}, also a checkpoint asked for while a kernel of S seconds runs (it
  * must wait for it and succeed). The cost of address-stable memory itself is {@code scripts/bench stable-addresses}.
  */
@@ -72,6 +75,9 @@ public final class CheckpointBench implements Callable<Integer> {
     int duringKernel;
 
     private final PrintStream console = System.out;
+    /** The checkpoint's threads and way of writing ({@link CheckpointIo}), which the file bound uses too. */
+    private int threads;
+    private boolean mapped;
     private String lastDescription = "";
 
     public static void main(String[] args) {
@@ -89,11 +95,13 @@ public final class CheckpointBench implements Callable<Integer> {
         System.setProperty(STABLE, "true");
         System.setProperty("gpusockets.resume", "true");
         Path dir = imageDir != null ? Files.createDirectories(imageDir) : Files.createTempDirectory("gpusockets-ckpt-bench");
+        threads = CheckpointIo.threads();
+        mapped = CheckpointIo.mappedWrites(threads);
         String description = null;
         List<String> rows = new ArrayList<>();
         List<double[]> plot = new ArrayList<>();
-        String header = String.format(Locale.ROOT, "%8s %9s %9s %9s %9s %10s %9s %8s %8s %9s", "MiB", "DtoH GB/s",
-                "HtoD GB/s", "write", "read", "ckpt GB/s", "rst GB/s", "ckpt/b", "rst/b", "drain ms");
+        String header = String.format(Locale.ROOT, "%8s %9s %9s %9s %9s %10s %9s %8s %8s %8s %8s %9s", "MiB", "DtoH GB/s",
+                "HtoD GB/s", "write", "read", "ckpt GB/s", "rst GB/s", "ckpt/b", "rst/b", "ckpt/f", "rst/f", "drain ms");
         for (long mib : sizesMib) {
             List<Round> rs = new ArrayList<>();
             for (int round = 1; round <= rounds; round++) {
@@ -105,9 +113,9 @@ public final class CheckpointBench implements Callable<Integer> {
                         r.restore());
             }
             double out = med(rs, Round::copyOut), in = med(rs, Round::copyIn), ck = med(rs, Round::checkpoint),
-                    rst = med(rs, Round::restore);
-            rows.add(String.format(Locale.ROOT, "%8d %9.2f %9.2f %9.2f %9.2f %10.2f %9.2f %8.2f %8.2f %9.1f", mib, out, in,
-                    med(rs, Round::fileWrite), med(rs, Round::fileRead), ck, rst, ck / out, rst / in, med(rs, Round::drainMs)));
+                    rst = med(rs, Round::restore), w = med(rs, Round::fileWrite), r = med(rs, Round::fileRead);
+            rows.add(String.format(Locale.ROOT, "%8d %9.2f %9.2f %9.2f %9.2f %10.2f %9.2f %8.2f %8.2f %8.2f %8.2f %9.1f", mib,
+                    out, in, w, r, ck, rst, ck / out, rst / in, ck / w, rst / r, med(rs, Round::drainMs)));
             plot.add(new double[] {mib, ck / out, rst / in});
         }
         description = lastDescription;
@@ -117,27 +125,37 @@ public final class CheckpointBench implements Callable<Integer> {
             t.append(duringKernel(dir)).append('\n');
         }
         console.println("bench-checkpoint: " + Runtime.getRuntime().availableProcessors() + " cores, " + description
-                + ", images in " + dir + " (medians of " + rounds + " rounds; ckpt/b = checkpoint / pinned DtoH bound,"
-                + " rst/b = restore / pinned HtoD bound)");
+                + ", images in " + dir + ", " + ioDescription() + " (medians of " + rounds + " rounds; ckpt/b = checkpoint"
+                + " / pinned DtoH bound, rst/b = restore / pinned HtoD bound, ckpt/f = checkpoint / file write,"
+                + " rst/f = restore / file read)");
         console.print(t);
         if (out != null) {
             Files.createDirectories(out);
             Files.writeString(out.resolve("checkpoint.md"), "# bench-checkpoint\n\n" + description + ", "
-                    + Runtime.getRuntime().availableProcessors() + " cores, images in " + dir + ", " + rounds
-                    + " rounds (medians). Bounds: the backend's driver copying the same bytes through pinned memory in"
-                    + " 8 MiB chunks; write/read: the same bytes to/from a file there.\n\n```\n" + t + "```\n");
-            CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
-                    .title("Checkpoint and restore against the pinned-copy bound").xAxisTitle("session memory (MiB)")
-                    .yAxisTitle("fraction of the bound").build();
-            List<String> x = plot.stream().map(p -> Long.toString((long) p[0])).toList();
-            chart.addSeries("checkpoint / DtoH bound", x, plot.stream().map(p -> p[1]).toList());
-            chart.addSeries("restore / HtoD bound", x, plot.stream().map(p -> p[2]).toList());
-            BitmapEncoder.saveBitmap(chart, out.resolve("checkpoint.png").toString(), BitmapEncoder.BitmapFormat.PNG);
+                    + Runtime.getRuntime().availableProcessors() + " cores, images in " + dir + ", " + ioDescription() + ", "
+                    + rounds + " rounds (medians). Bounds: the backend's driver copying the same bytes through pinned"
+                    + " memory in 8 MiB chunks (ckpt/b, rst/b); write/read: the same bytes to/from a file there in 8 MiB"
+                    + " chunks with the checkpoint's threads and way of writing (ckpt/f, rst/f).\n\n```\n" + t + "```\n");
+            Plots.png(out.resolve("checkpoint.png"), () -> {
+                CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
+                        .title("Checkpoint and restore against the pinned-copy bound").xAxisTitle("session memory (MiB)")
+                        .yAxisTitle("fraction of the bound").build();
+                List<String> x = plot.stream().map(p -> Long.toString((long) p[0])).toList();
+                chart.addSeries("checkpoint / DtoH bound", x, plot.stream().map(p -> p[1]).toList());
+                chart.addSeries("restore / HtoD bound", x, plot.stream().map(p -> p[2]).toList());
+                return chart;
+            });
         }
         if (imageDir == null) {
             Files.deleteIfExists(dir);
         }
         return 0;
+    }
+
+    private String ioDescription() {
+        return threads == 1 ? "1 thread moving the contents (pipelined with a helper thread, writes and reads in order)"
+                : threads + " threads moving the contents (" + (mapped ? "mapped" : "positional") + " writes, positional"
+                + " reads)";
     }
 
     private static double med(List<Round> rs, java.util.function.ToDoubleFunction<Round> f) {
@@ -171,7 +189,7 @@ public final class CheckpointBench implements Callable<Integer> {
                 double[] bound = pinnedCopies(host.driver(), bytes);
                 copyOut = bound[0];
                 copyIn = bound[1];
-                double[] file = fileCopies(dir.resolve("bound.bin"), bytes);
+                double[] file = fileCopies(dir.resolve("bound.bin"), bytes, threads, mapped);
                 fileWrite = file[0];
                 fileRead = file[1];
                 sessionId = a.snapshot().sessions().getFirst().id();
@@ -304,34 +322,85 @@ public final class CheckpointBench implements Callable<Integer> {
         }
     }
 
-    /** GB/s writing {@code bytes} to {@code file} in 8 MiB writes (not forced out, as an image is not), then reading them back. */
-    static double[] fileCopies(Path file, long bytes) throws java.io.IOException {
-        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocateDirect((int) CHUNK);
+    /**
+     * GB/s writing {@code bytes} to {@code file} in 8 MiB chunks (not forced out, as an image is not), then reading them
+     * back, as a checkpoint moves its contents: with {@code threads} threads each taking the next chunk, written
+     * through a mapping of the file ({@code mapped}) or with positional writes, read with positional reads; one thread
+     * writes and reads in order.
+     */
+    static double[] fileCopies(Path file, long bytes, int threads, boolean mapped) throws java.io.IOException {
         try (var ch = java.nio.channels.FileChannel.open(file, java.nio.file.StandardOpenOption.CREATE,
                 java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.READ,
-                java.nio.file.StandardOpenOption.TRUNCATE_EXISTING)) {
+                java.nio.file.StandardOpenOption.TRUNCATE_EXISTING); Arena shared = Arena.ofShared()) {
+            long chunks = (bytes + CHUNK - 1) / CHUNK;
+            MemorySegment[] buffers = new MemorySegment[threads];
+            for (int i = 0; i < threads; i++) {
+                buffers[i] = shared.allocate(CHUNK, 4096).fill((byte) 0x5a);
+            }
             long t0 = System.nanoTime();
-            for (long done = 0; done < bytes; done += CHUNK) {
-                b.clear().limit((int) Math.min(CHUNK, bytes - done));
-                while (b.hasRemaining()) {
-                    ch.write(b);
-                }
+            if (threads > 1 && mapped) {
+                MemorySegment map = ch.map(java.nio.channels.FileChannel.MapMode.READ_WRITE, 0, bytes, shared);
+                inParallel(threads, chunks, (t, c) -> MemorySegment.copy(buffers[t], 0, map, c * CHUNK,
+                        Math.min(CHUNK, bytes - c * CHUNK)));
+            } else {
+                inParallel(threads, chunks, (t, c) -> {
+                    java.nio.ByteBuffer b = buffers[t].asSlice(0, Math.min(CHUNK, bytes - c * CHUNK)).asByteBuffer();
+                    for (long at = c * CHUNK; b.hasRemaining(); ) {
+                        at += ch.write(b, at);
+                    }
+                });
             }
             double w = bytes / (double) (System.nanoTime() - t0);
-            ch.position(0);
             t0 = System.nanoTime();
-            for (long done = 0; done < bytes; ) {
-                b.clear();
-                int n = ch.read(b);
-                if (n < 0) {
-                    break;
+            inParallel(threads, chunks, (t, c) -> {
+                java.nio.ByteBuffer b = buffers[t].asSlice(0, Math.min(CHUNK, bytes - c * CHUNK)).asByteBuffer();
+                for (long at = c * CHUNK; b.hasRemaining(); ) {
+                    int n = ch.read(b, at);
+                    if (n < 0) {
+                        throw new java.io.EOFException(file + ": shorter than written");
+                    }
+                    at += n;
                 }
-                done += n;
-            }
+            });
             double r = bytes / (double) (System.nanoTime() - t0);
             return new double[] {w, r};
         } finally {
             Files.deleteIfExists(file);
+        }
+    }
+
+    /** One chunk's move: thread {@code t}'s buffer, chunk {@code c}. */
+    private interface ChunkMove {
+        void move(int t, long c) throws java.io.IOException;
+    }
+
+    /** Runs {@code move} over chunks 0 to {@code chunks - 1} with {@code threads} threads, each taking the next chunk. */
+    private static void inParallel(int threads, long chunks, ChunkMove move) throws java.io.IOException {
+        java.util.concurrent.atomic.AtomicLong next = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+        List<Thread> ts = new ArrayList<>();
+        for (int i = 0; i < threads; i++) {
+            int t = i;
+            ts.add(Thread.ofPlatform().start(() -> {
+                try {
+                    for (long c; failure.get() == null && (c = next.getAndIncrement()) < chunks; ) {
+                        move.move(t, c);
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }));
+        }
+        for (Thread t : ts) {
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new java.io.IOException("interrupted");
+            }
+        }
+        if (failure.get() != null) {
+            throw new java.io.IOException("file bound: " + failure.get(), failure.get());
         }
     }
 }

@@ -533,18 +533,25 @@ public final class PtxBench implements Callable<Integer> {
             files.add(Files.writeString(dir.resolve("summary.md"), md.toString()));
             List<BenchReport.PlotPoint> points = plotPoints();
             files.add(Files.writeString(dir.resolve("plotdata.csv"), BenchReport.plotCsv(points)));
-            try {
-                files.addAll(BenchReport.plots(dir, points));
-            } catch (LinkageError | RuntimeException | IOException e) {
-                System.err.println("bench emulated-ptx: plot not drawn here (" + e + "); draw it from "
-                        + dir.resolve("plotdata.csv") + " with: scripts/bench --replot " + dir);
+            List<Path> drawn = BenchReport.plots(dir, points); // none on a runtime without java.desktop
+            if (drawn.isEmpty() && !points.isEmpty()) {
+                System.out.println("bench emulated-ptx: draw the plot from " + dir.resolve("plotdata.csv")
+                        + " with: scripts/bench --replot " + dir);
             }
+            files.addAll(drawn);
             return files;
         }
     }
 
-    /** emulated-ptx.png: a bar per engine and workload, log ms per launch, the targets as markers. */
-    static Path draw(Path dir, List<BenchReport.PlotPoint> points) throws IOException {
+    /**
+     * emulated-ptx.png: a bar per engine and workload, log ms per launch, the targets as markers; returns the file, or
+     * null where it was not drawn ({@link Plots#png}).
+     */
+    static Path draw(Path dir, List<BenchReport.PlotPoint> points) {
+        return Plots.png(dir.resolve(PLOT + ".png"), () -> chart(points));
+    }
+
+    private static org.knowm.xchart.CategoryChart chart(List<BenchReport.PlotPoint> points) {
         Map<String, Map<Integer, Double>> bySeries = new LinkedHashMap<>();
         Map<Integer, String> names = new java.util.TreeMap<>();
         for (BenchReport.PlotPoint p : points) {
@@ -576,10 +583,6 @@ public final class PtxBench implements Callable<Integer> {
                 series.setMarkerColor(java.awt.Color.RED);
             }
         }
-        Path file = dir.resolve(PLOT + ".png");
-        try (var o = Files.newOutputStream(file)) {
-            org.knowm.xchart.BitmapEncoder.saveBitmap(chart, o, org.knowm.xchart.BitmapEncoder.BitmapFormat.PNG);
-        }
-        return file;
+        return chart;
     }
 }

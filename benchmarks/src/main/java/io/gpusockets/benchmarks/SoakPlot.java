@@ -1,12 +1,10 @@
 package io.gpusockets.benchmarks;
 
 import java.io.IOException;
-import java.io.OutputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.style.Styler;
@@ -25,12 +23,17 @@ public final class SoakPlot {
             System.exit(2);
         }
         Path dir = Path.of(args[0]);
-        System.out.println("soak-plot: " + draw(dir));
+        Path file = draw(dir);
+        if (file != null) {
+            System.out.println("soak-plot: " + file);
+        }
     }
 
-    /** Draws {@code dir}/soak.png from {@code dir}/samples.csv; returns the file. */
+    /**
+     * Draws {@code dir}/soak.png from {@code dir}/samples.csv; returns the file, or null where it was not drawn
+     * ({@link Plots#png}: no java.desktop).
+     */
     public static Path draw(Path dir) throws IOException {
-        System.setProperty("java.awt.headless", "true");
         List<String> lines = Files.readAllLines(dir.resolve("samples.csv"));
         List<String> header = List.of(lines.getFirst().split(","));
         int t = header.indexOf("seconds");
@@ -48,16 +51,14 @@ public final class SoakPlot {
             r.add(Double.parseDouble(f[rss]) / 1048576);
             d.add(Double.parseDouble(f[dev]) / 1048576);
         }
-        XYChart chart = new XYChartBuilder().width(960).height(600).title("Soak: backend memory over time")
-                .xAxisTitle("minutes").yAxisTitle("MiB").build();
-        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.InsideSE);
-        chart.getStyler().setXAxisDecimalPattern("0.#");
-        chart.addSeries("backend resident memory (RSS)", x, r);
-        chart.addSeries("device memory in use", x, d);
-        Path file = dir.resolve("soak.png");
-        try (OutputStream out = Files.newOutputStream(file)) {
-            BitmapEncoder.saveBitmap(chart, out, BitmapEncoder.BitmapFormat.PNG);
-        }
-        return file;
+        return Plots.png(dir.resolve("soak.png"), () -> {
+            XYChart chart = new XYChartBuilder().width(960).height(600).title("Soak: backend memory over time")
+                    .xAxisTitle("minutes").yAxisTitle("MiB").build();
+            chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.InsideSE);
+            chart.getStyler().setXAxisDecimalPattern("0.#");
+            chart.addSeries("backend resident memory (RSS)", x, r);
+            chart.addSeries("device memory in use", x, d);
+            return chart;
+        });
     }
 }

@@ -22,7 +22,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.CategoryChart;
 import org.knowm.xchart.CategoryChartBuilder;
 import picocli.CommandLine;
@@ -160,19 +159,21 @@ public final class TakeOverBench implements Callable<Integer> {
                     + " handed over (context); bytes: on the take-over connection before the hand-overs; copied: device"
                     + " memory copied by the hand-overs; handover..switch: the longest hand-over's downtime and its split"
                     + " (context only).\n\n```\n" + t + "```\n");
-            CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
-                    .title("Take-over: the pause a program sees against memory held").xAxisTitle("memory held (MiB)")
-                    .yAxisTitle("milliseconds").build();
-            for (String mode : modes) {
-                List<Run> rs = runs.stream().filter(r -> r.mode().equals(mode)).toList();
-                List<String> x = rs.stream().map(r -> Long.toString(r.mib())).toList();
-                chart.addSeries(mode + ": longest call", x, rs.stream().map(Run::longestMs).toList());
-                chart.addSeries(mode + ": take-over", x, rs.stream().map(Run::takeOverMs).toList());
-                if (mode.equals("context")) {
-                    chart.addSeries("context: longest hand-over downtime", x, rs.stream().map(r -> r.down()[0]).toList());
+            Plots.png(out.resolve("takeover.png"), () -> {
+                CategoryChart chart = new CategoryChartBuilder().width(800).height(500)
+                        .title("Take-over: the pause a program sees against memory held").xAxisTitle("memory held (MiB)")
+                        .yAxisTitle("milliseconds").build();
+                for (String mode : modes) {
+                    List<Run> rs = runs.stream().filter(r -> r.mode().equals(mode)).toList();
+                    List<String> x = rs.stream().map(r -> Long.toString(r.mib())).toList();
+                    chart.addSeries(mode + ": longest call", x, rs.stream().map(Run::longestMs).toList());
+                    chart.addSeries(mode + ": take-over", x, rs.stream().map(Run::takeOverMs).toList());
+                    if (mode.equals("context")) {
+                        chart.addSeries("context: longest hand-over downtime", x, rs.stream().map(r -> r.down()[0]).toList());
+                    }
                 }
-            }
-            BitmapEncoder.saveBitmap(chart, out.resolve("takeover.png").toString(), BitmapEncoder.BitmapFormat.PNG);
+                return chart;
+            });
         }
         return 0;
     }

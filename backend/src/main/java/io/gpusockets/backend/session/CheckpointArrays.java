@@ -276,17 +276,15 @@ final class CheckpointArrays {
     /**
      * A {@link CheckpointContents.Device} that copies arrays' chunks itself (cuMemcpy3D between the array and the host
      * buffer, in the array's context) and device memory through {@code memory}. At a restore it counts what each array
-     * received ({@link #missing}). For the calling thread only.
+     * received ({@link #missing}). Safe for several threads at once (a checkpoint's or restore's workers).
      */
     static final class Device implements CheckpointContents.Device, AutoCloseable {
         private final CudaDriver driver;
         private final CheckpointContents.Device memory;
         private final Resolver resolver;
-        private final Map<CheckpointImage.Range, Target> targets = new HashMap<>();
+        private final Map<CheckpointImage.Range, Target> targets = new java.util.concurrent.ConcurrentHashMap<>();
         /** Bytes written into each array range at a restore. */
-        private final Map<CheckpointImage.Range, Long> received = new HashMap<>();
-        private final Arena arena = Arena.ofConfined();
-        private final MemorySegment copy = arena.allocate(Memcpy3D.SIZE_3D, 8);
+        private final Map<CheckpointImage.Range, Long> received = new java.util.concurrent.ConcurrentHashMap<>();
 
         Device(CudaDriver driver, CheckpointContents.Device memory, Resolver resolver) {
             this.driver = driver;
@@ -312,7 +310,7 @@ final class CheckpointArrays {
                     throw new IOException(r.describe() + " holds " + t.geometry().bytes() + " bytes, not the image's "
                             + r.size());
                 }
-                targets.put(r, t);
+                targets.putIfAbsent(r, t); // two threads may resolve it at once: the same array either way
             }
             return t;
         }
@@ -352,14 +350,17 @@ final class CheckpointArrays {
             }
             Memcpy3D.Side array = new Memcpy3D.Side(Memcpy3D.ARRAY, p.x(), p.y(), p.z(), 0, 0, 0, t.array(), 0, 0, 0);
             Memcpy3D.Side buffer = new Memcpy3D.Side(Memcpy3D.HOST, 0, 0, 0, 0, host.address(), 0, 0, p.width(), p.height(), 0);
-            (out ? new Memcpy3D(array, buffer, p.width(), p.height(), p.depth())
-                    : new Memcpy3D(buffer, array, p.width(), p.height(), p.depth())).write3D(copy);
-            push(driver, t.context());
             int res;
-            try {
-                res = driver.cuMemcpy3D(copy);
-            } finally {
-                popContext(driver);
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment copy = arena.allocate(Memcpy3D.SIZE_3D, 8);
+                (out ? new Memcpy3D(array, buffer, p.width(), p.height(), p.depth())
+                        : new Memcpy3D(buffer, array, p.width(), p.height(), p.depth())).write3D(copy);
+                push(driver, t.context());
+                try {
+                    res = driver.cuMemcpy3D(copy);
+                } finally {
+                    popContext(driver);
+                }
             }
             if (res != CuResult.CUDA_SUCCESS) {
                 throw new IOException((out ? "copying " : "writing ") + r.describe() + "+" + offset + " (" + length
@@ -384,7 +385,7 @@ final class CheckpointArrays {
 
         @Override
         public void close() {
-            arena.close();
+            // nothing held: the copies' descriptors live for one copy each
         }
     }
 }

@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.channels.FileChannel;
 import java.nio.channels.ReadableByteChannel;
 import java.nio.channels.WritableByteChannel;
 import java.util.ArrayList;
@@ -16,11 +17,27 @@ import java.util.zip.CRC32C;
 
 /**
  * Moves a checkpoint's contents (every allocation's, global's and CUDA array's bytes) between the device and the image file in
- * {@link CheckpointImage#CHUNK_BYTES} chunks, pipelined through {@link #BUFFERS} host buffers: at a checkpoint the
- * calling thread copies the next chunk off the device while a thread of the checkpoint's own hashes and writes the
- * previous ones; at a restore that thread reads and verifies the next chunks while the calling thread copies the
- * previous one onto the device. A chunk reaches the device only after its hash matched ({@link
- * CheckpointImage.ContentsReader}); the image format is the one a serial copy writes. Device memory is cut into
+ * {@link CheckpointImage#CHUNK_BYTES} chunks, in one of two ways:
+ * <ul>
+ *   <li>To or from a file ({@link #write(FileChannel, List, Device, CheckpointProgress, long, int)},
+ *   {@link #read(FileChannel, int, Device, CheckpointProgress, long, int)}) with {@link CheckpointIo#threads()}
+ *   threads (property {@value CheckpointIo#THREADS_PROP}, default min({@value CheckpointIo#DEFAULT_MAX_THREADS},
+ *   cores)): each worker takes the next chunk in image order with its position in the file (known ahead:
+ *   {@link CheckpointImage}), copies it off the device into a host buffer of its own and hashes and writes it there,
+ *   or reads and checks it there and copies it onto the device; so several device copies and several file writes
+ *   or reads are in flight at once. At a checkpoint the contents are written through a mapping of the file or with
+ *   {@link FileChannel#write(java.nio.ByteBuffer, long)} ({@link CheckpointIo#mappedWrites}: Linux serialises
+ *   {@code pwrite}s to one file, while a mapping's page faults run in parallel at a higher cost each); a file that
+ *   cannot be mapped (e.g. a hand-over's image, opened for writing only) gets positional writes. A restore
+ *   reads with positional reads, which run in parallel. The image is byte for byte the one a single thread writes.
+ *   A failure of any worker stops the others after their chunk in hand and fails the whole move.</li>
+ *   <li>To any other channel (a migration's array contents), or with one thread: pipelined through {@link #BUFFERS}
+ *   host buffers: at a checkpoint the calling thread copies the next chunk off the device while a thread of the
+ *   checkpoint's own hashes and writes the previous ones; at a restore that thread reads and verifies the next chunks
+ *   while the calling thread copies the previous one onto the device.</li>
+ * </ul>
+ * Either way a chunk reaches the device only after its hash matched ({@link CheckpointImage.ContentsReader},
+ * {@link CheckpointImage#checkHash}). Device memory is cut into
  * chunks of {@link CheckpointImage#CHUNK_BYTES} (the last one shorter); a CUDA array's range is cut and copied as
  * the {@link Device} says ({@link CheckpointArrays.Device}: whole slices or rows through cuMemcpy3D).
  *
@@ -29,8 +46,9 @@ import java.util.zip.CRC32C;
  * the session's other page-locked memory is: {@link SessionWindow}, {@link HostCallbackGates}). Where the tenant is
  * at its pinned limit or the driver cannot page-lock (the emulated device answers CUDA_ERROR_NOT_SUPPORTED), a
  * buffer is plain native memory, uncharged: the contents still move, more slowly on a GPU. At most
- * {@code BUFFERS x CHUNK_BYTES} (24 MiB) of host memory and one extra thread per checkpoint or restore in progress;
- * everything is given back by {@link #close}, which waits for the thread and for the copies in flight first.
+ * max({@link #BUFFERS}, threads) x {@code CHUNK_BYTES} of host memory (24 MiB, 64 MiB with 8 threads; threads at
+ * most {@value CheckpointIo#MAX_THREADS}) and that many extra threads per checkpoint or restore in progress; the moves
+ * wait for their threads and copies before they return, and {@link #close} gives the buffers back.
  */
 final class CheckpointContents implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
@@ -84,7 +102,8 @@ final class CheckpointContents implements AutoCloseable {
      * returns; one through plain memory is a synchronous cuMemcpyDtoH/HtoD (the real driver stages a pageable async
      * copy synchronously anyway, and the emulated device would take a snapshot of the buffer first). Streams are made
      * on first use per context and destroyed by {@link #close}; they synchronise with the context's legacy stream as
-     * the synchronous copies do. For the calling thread only.
+     * the synchronous copies do. Safe for several threads at once (a checkpoint's or restore's workers): each thread
+     * copies on streams of its own, so their copies are in flight together.
      */
     static final class DriverDevice implements Device, AutoCloseable {
         /** The real context the {@code length} bytes at {@code address} belong to; throws when they are nobody's. */
@@ -94,9 +113,11 @@ final class CheckpointContents implements AutoCloseable {
 
         private final CudaDriver driver;
         private final Contexts contexts;
-        private final java.util.Map<Long, Long> streams = new java.util.LinkedHashMap<>();
-        private final Arena arena = Arena.ofConfined();
-        private final MemorySegment scratch = arena.allocate(8);
+        /** Streams by (thread id, context). */
+        private final java.util.Map<StreamKey, Long> streams = new java.util.concurrent.ConcurrentHashMap<>();
+
+        private record StreamKey(long thread, long context) {
+        }
 
         DriverDevice(CudaDriver driver, Contexts contexts) {
             this(driver, contexts, address -> address);
@@ -132,11 +153,12 @@ final class CheckpointContents implements AutoCloseable {
                 throw new IOException(String.format("no context for 0x%x", address));
             }
             int r;
-            try {
+            try (Arena arena = Arena.ofConfined()) {
+                MemorySegment scratch = arena.allocate(8);
                 if (!pageLocked) {
                     r = out ? driver.cuMemcpyDtoH(host, address, length) : driver.cuMemcpyHtoD(address, host, length);
                 } else {
-                    long stream = stream(ctx);
+                    long stream = stream(ctx, scratch);
                     r = out ? driver.cuMemcpyDtoHAsync(host, address, length, stream)
                             : driver.cuMemcpyHtoDAsync(address, host, length, stream);
                     if (r == CuResult.CUDA_SUCCESS) {
@@ -144,7 +166,7 @@ final class CheckpointContents implements AutoCloseable {
                     }
                 }
             } finally {
-                driver.cuCtxPopCurrent(scratch);
+                popContext(driver);
             }
             if (r != CuResult.CUDA_SUCCESS) {
                 throw new IOException(String.format("%s 0x%x+%d failed: %s", out ? "copying" : "writing", address, length,
@@ -152,31 +174,31 @@ final class CheckpointContents implements AutoCloseable {
             }
         }
 
-        /** The stream of the contents in {@code ctx}, current on the calling thread; made on first use. */
-        private long stream(long ctx) throws IOException {
-            Long stream = streams.get(ctx);
+        /** The calling thread's stream of the contents in {@code ctx}, current on it; made on first use. */
+        private long stream(long ctx, MemorySegment scratch) throws IOException {
+            StreamKey key = new StreamKey(Thread.currentThread().threadId(), ctx);
+            Long stream = streams.get(key); // only this thread adds its own keys
             if (stream == null) {
                 int r = driver.cuStreamCreate(scratch, 0);
                 if (r != CuResult.CUDA_SUCCESS) {
                     throw new IOException("making a stream for the contents failed: " + CuResult.name(r));
                 }
                 stream = scratch.get(ValueLayout.JAVA_LONG, 0);
-                streams.put(ctx, stream);
+                streams.put(key, stream);
             }
             return stream;
         }
 
-        /** Destroys the streams (the copies on them have returned). */
+        /** Destroys the streams (the copies on them have returned: every thread that copied is done). */
         @Override
         public void close() {
-            streams.forEach((ctx, stream) -> {
-                if (driver.cuCtxPushCurrent(ctx) == CuResult.CUDA_SUCCESS) {
+            streams.forEach((key, stream) -> {
+                if (driver.cuCtxPushCurrent(key.context()) == CuResult.CUDA_SUCCESS) {
                     driver.cuStreamDestroy(stream);
-                    driver.cuCtxPopCurrent(scratch);
+                    popContext(driver);
                 }
             });
             streams.clear();
-            arena.close();
         }
     }
 
@@ -190,17 +212,26 @@ final class CheckpointContents implements AutoCloseable {
     private final SessionQuota quota;
 
     /**
-     * Makes the buffers, page-locking each in {@code context} (a real context of the session, 0 to leave them plain)
-     * and charging it to {@code quota} (null: charged nowhere).
+     * Makes {@link #BUFFERS} buffers, page-locking each in {@code context} (a real context of the session, 0 to leave
+     * them plain) and charging it to {@code quota} (null: charged nowhere).
      */
     CheckpointContents(CudaDriver driver, long sessionId, long context, SessionQuota quota) {
+        this(driver, sessionId, context, quota, BUFFERS);
+    }
+
+    /** As above with max({@link #BUFFERS}, {@code threads}) buffers: one for each of {@code threads} workers. */
+    CheckpointContents(CudaDriver driver, long sessionId, long context, SessionQuota quota, int threads) {
+        if (threads < 1 || threads > CheckpointIo.MAX_THREADS) {
+            throw new IllegalArgumentException("threads=" + threads);
+        }
+        int count = Math.max(BUFFERS, threads);
         this.driver = driver;
         this.sessionId = sessionId;
         this.registerContext = context;
         this.quota = quota;
         boolean pushed = context != 0 && driver.cuCtxPushCurrent(context) == CuResult.CUDA_SUCCESS;
         try {
-            for (int i = 0; i < BUFFERS; i++) {
+            for (int i = 0; i < count; i++) {
                 MemorySegment b = arena.allocate(CheckpointImage.CHUNK_BYTES, 4096);
                 buffers.add(b);
                 if (pushed && registered.size() == i && (quota == null || quota.reservePinned(b.byteSize()))) {
@@ -249,8 +280,8 @@ final class CheckpointContents implements AutoCloseable {
      */
     long write(WritableByteChannel out, List<CheckpointImage.Range> ranges, Device device, CheckpointProgress progress,
                long total) throws IOException {
-        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(BUFFERS, false, buffers);
-        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(BUFFERS + 1);
+        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(buffers.size(), false, buffers);
+        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(buffers.size() + 1);
         Helper writer = new Helper("checkpoint-writer", () -> {
             CRC32C crc = new CRC32C();
             for (Job j; (j = filled.take()) != END; ) {
@@ -297,8 +328,8 @@ final class CheckpointContents implements AutoCloseable {
 
     /** {@link #read(ReadableByteChannel, Device, CheckpointProgress, long)} of an image of {@code version}. */
     long read(ReadableByteChannel in, int version, Device device, CheckpointProgress progress, long total) throws IOException {
-        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(BUFFERS, false, buffers);
-        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(BUFFERS + 1);
+        BlockingQueue<MemorySegment> free = new ArrayBlockingQueue<>(buffers.size(), false, buffers);
+        BlockingQueue<Job> filled = new ArrayBlockingQueue<>(buffers.size() + 1);
         CheckpointImage.ContentsReader contents = new CheckpointImage.ContentsReader(in, version);
         Helper reader = new Helper("restore-reader", () -> {
             while (true) {
@@ -326,6 +357,269 @@ final class CheckpointContents implements AutoCloseable {
         }
     }
 
+    /** How many buffers there are: the most workers a move to or from a file runs. */
+    int buffers() {
+        return buffers.size();
+    }
+
+    /**
+     * Writes {@code ranges}' contents into the file {@code out} from its position (after the header, before the end
+     * mark) with {@code threads} workers, each copying chunks off the device and hashing and writing them at their
+     * positions (see the class); leaves the channel's position after the contents. With one thread, or more threads
+     * than buffers, as {@link #write(WritableByteChannel, List, Device, CheckpointProgress, long)} does; returns the
+     * bytes copied. {@code device} must be safe for several threads ({@link DriverDevice}, {@link CheckpointArrays.Device}).
+     */
+    long write(FileChannel out, List<CheckpointImage.Range> ranges, Device device, CheckpointProgress progress, long total,
+               int threads) throws IOException {
+        if (threads <= 1 || threads > buffers.size()) {
+            return write((WritableByteChannel) out, ranges, device, progress, total);
+        }
+        long start = out.position();
+        long end = start;
+        for (CheckpointImage.Range r : ranges) { // where every chunk goes: the lengths the device cuts them in
+            end += CheckpointImage.RANGE_BYTES;
+            for (long off = 0; off < r.size(); ) {
+                int n = chunkLength(device, r, off);
+                end += CheckpointImage.CHUNK_FRAMING + n;
+                off += n;
+            }
+        }
+        try (Arena map = Arena.ofShared()) {
+            Sink sink = sink(out, start, end, map, threads);
+            Layout layout = new Layout(ranges, device, start, sink);
+            Moved moved = new Moved(progress, total);
+            new Crew("checkpoint-writer", threads, (buffer, crc) -> {
+                Layout.Item j = layout.next();
+                if (j != null) {
+                    device.copyOut(j.range(), j.offset(), buffer, j.length(), registered.contains(buffer));
+                    crc.reset();
+                    crc.update(buffer.asSlice(0, j.length()).asByteBuffer());
+                    sink.put(j.position(), MemorySegment.ofArray(new byte[] {(byte) (j.length() >>> 24),
+                            (byte) (j.length() >>> 16), (byte) (j.length() >>> 8), (byte) j.length()}));
+                    sink.put(j.position() + 4, buffer.asSlice(0, j.length()));
+                    int h = (int) crc.getValue();
+                    sink.put(j.position() + 4 + j.length(), MemorySegment.ofArray(new byte[] {(byte) (h >>> 24),
+                            (byte) (h >>> 16), (byte) (h >>> 8), (byte) h}));
+                    moved.add(j.length());
+                }
+                return j != null;
+            }).run();
+            if (layout.at != end) {
+                throw new IOException("checkpoint contents: the chunks ended at " + layout.at + ", not at " + end);
+            }
+            out.position(end);
+            return moved.done();
+        }
+    }
+
+    /**
+     * Reads the contents from the file {@code in} (positioned after the header of an image of {@code version}) to its
+     * end mark with {@code threads} workers, each reading chunks at their positions, checking their hashes and copying
+     * them onto the device (see the class). With one thread, or more threads than buffers, as
+     * {@link #read(ReadableByteChannel, int, Device, CheckpointProgress, long)} does; returns the bytes copied.
+     * {@code device} must be safe for several threads.
+     */
+    long read(FileChannel in, int version, Device device, CheckpointProgress progress, long total, int threads)
+            throws IOException {
+        if (threads <= 1 || threads > buffers.size()) {
+            return read((ReadableByteChannel) in, version, device, progress, total);
+        }
+        CheckpointImage.ChunkIndex index = new CheckpointImage.ChunkIndex(in, in.position(), version);
+        Moved moved = new Moved(progress, total);
+        new Crew("restore-reader", threads, (buffer, crc) -> {
+            CheckpointImage.Located c = index.next();
+            if (c != null) {
+                int n = c.chunk().length();
+                java.nio.ByteBuffer data = buffer.asSlice(0, n).asByteBuffer();
+                for (long at = c.position(); data.hasRemaining(); ) {
+                    int got = in.read(data, at);
+                    if (got < 0) {
+                        throw new java.io.EOFException("checkpoint image: truncated");
+                    }
+                    at += got;
+                }
+                CheckpointImage.checkHash(c.chunk(), buffer, c.hash(), crc);
+                device.copyIn(c.chunk().range(), c.chunk().offset(), buffer, n, registered.contains(buffer));
+                moved.add(n);
+            }
+            return c != null;
+        }).run();
+        return moved.done();
+    }
+
+    private static int chunkLength(Device device, CheckpointImage.Range r, long off) throws IOException {
+        int n = device.chunkLength(r, off);
+        if (n <= 0 || n > CheckpointImage.CHUNK_BYTES || n > r.size() - off) {
+            throw new IOException("checkpoint contents: a chunk of " + n + " bytes at " + r.describe() + "+" + off);
+        }
+        return n;
+    }
+
+    /** Where the workers' bytes go: positions in the file. */
+    private interface Sink {
+        void put(long position, MemorySegment bytes) throws IOException;
+    }
+
+    /**
+     * The file from {@code start} to {@code end} mapped in {@code arena} (the mapping grows the file to {@code end}; the
+     * channel must be open for reading too) where {@link CheckpointIo#mappedWrites} says so for {@code threads};
+     * else, or where the file cannot be mapped, positional writes.
+     */
+    private Sink sink(FileChannel out, long start, long end, Arena arena, int threads) throws IOException {
+        if (CheckpointIo.mappedWrites(threads) && end > start) {
+            try {
+                MemorySegment file = out.map(FileChannel.MapMode.READ_WRITE, start, end - start, arena);
+                return (position, bytes) -> {
+                    try {
+                        MemorySegment.copy(bytes, 0, file, position - start, bytes.byteSize());
+                    } catch (InternalError e) { // a fault in the mapping: the file system is full, or the file was cut
+                        throw new IOException("writing the checkpoint image at " + position + " failed (is its file system"
+                                + " full?): " + e.getMessage(), e);
+                    }
+                };
+            } catch (UnsupportedOperationException | java.nio.channels.NonReadableChannelException | IOException e) {
+                LOG.log(System.Logger.Level.INFO, "session " + sessionId + ": the checkpoint image cannot be mapped (" + e
+                        + "); its contents are written with positional writes");
+            }
+        }
+        return (position, bytes) -> {
+            java.nio.ByteBuffer b = bytes.asByteBuffer();
+            for (long at = position; b.hasRemaining(); ) {
+                at += out.write(b, at);
+            }
+        };
+    }
+
+    /**
+     * The chunks of a checkpoint's ranges in image order, each with its position in the file, for the workers; writes
+     * each range's start as it reaches it. Synchronized: one chunk to one worker.
+     */
+    private static final class Layout {
+        record Item(CheckpointImage.Range range, long offset, int length, long position) {
+        }
+
+        private final java.util.Iterator<CheckpointImage.Range> ranges;
+        private final Device device;
+        private final Sink sink;
+        private CheckpointImage.Range current;
+        private long off;
+        /** Where the next range start or chunk goes. */
+        long at;
+
+        Layout(List<CheckpointImage.Range> ranges, Device device, long start, Sink sink) {
+            this.ranges = ranges.iterator();
+            this.device = device;
+            this.at = start;
+            this.sink = sink;
+        }
+
+        synchronized Item next() throws IOException {
+            while (current == null || off >= current.size()) {
+                if (!ranges.hasNext()) {
+                    return null;
+                }
+                current = ranges.next();
+                off = 0;
+                sink.put(at, MemorySegment.ofBuffer(CheckpointImage.rangeStart(current)));
+                at += CheckpointImage.RANGE_BYTES;
+            }
+            int n = chunkLength(device, current, off);
+            Item item = new Item(current, off, n, at);
+            off += n;
+            at += CheckpointImage.CHUNK_FRAMING + n;
+            return item;
+        }
+    }
+
+    /** Bytes moved so far, told to the progress listener one report at a time. */
+    private static final class Moved {
+        private final CheckpointProgress progress;
+        private final long total;
+        private long done;
+
+        Moved(CheckpointProgress progress, long total) {
+            this.progress = progress;
+            this.total = total;
+        }
+
+        synchronized void add(long bytes) {
+            done += bytes;
+            progress.progress("contents", done, total);
+        }
+
+        synchronized long done() {
+            return done;
+        }
+    }
+
+    /** A worker's step: moves the next chunk through {@code buffer} (the worker's own); false when none was left. */
+    private interface Chunks {
+        boolean moveOne(MemorySegment buffer, CRC32C crc) throws IOException;
+    }
+
+    /**
+     * The workers of one move to or from a file: {@code count} platform threads, one buffer each, each moving chunks
+     * until none is left. The first failure stops the rest (each after the chunk in hand) and is thrown by
+     * {@link #run}, which returns only once every worker has ended.
+     */
+    private final class Crew {
+        private final String name;
+        private final int count;
+        private final Chunks work;
+        private final java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+                new java.util.concurrent.atomic.AtomicReference<>();
+
+        Crew(String name, int count, Chunks work) {
+            this.name = name;
+            this.count = count;
+            this.work = work;
+        }
+
+        void run() throws IOException {
+            List<Thread> threads = new ArrayList<>();
+            try {
+                for (int i = 0; i < count; i++) {
+                    MemorySegment buffer = buffers.get(i);
+                    threads.add(Thread.ofPlatform().daemon().name("gpusockets-" + name + "-" + sessionId + "-" + i).start(() -> {
+                        try {
+                            CRC32C crc = new CRC32C();
+                            while (failure.get() == null && work.moveOne(buffer, crc)) {
+                                // next chunk
+                            }
+                        } catch (Throwable t) {
+                            failure.compareAndSet(null, t);
+                        }
+                    }));
+                }
+            } catch (RuntimeException | Error e) { // a thread could not start: the others stop at their next chunk
+                failure.compareAndSet(null, e);
+            }
+            boolean interrupted = false;
+            for (Thread t : threads) {
+                while (true) {
+                    try {
+                        t.join();
+                        break;
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                        failure.compareAndSet(null, new IOException("interrupted while moving the contents"));
+                        threads.forEach(Thread::interrupt);
+                    }
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            Throwable f = failure.get();
+            if (f instanceof IOException io) {
+                throw new IOException(io.getMessage(), io);
+            }
+            if (f != null) {
+                throw new IOException("checkpoint contents: " + f, f);
+            }
+        }
+    }
+
     /** Unpins and frees the buffers (the copies have returned: {@link #write} and {@link #read} wait for theirs). */
     @Override
     public void close() {
@@ -350,6 +644,10 @@ final class CheckpointContents implements AutoCloseable {
     }
 
     private void popContext() {
+        popContext(driver);
+    }
+
+    private static void popContext(CudaDriver driver) {
         try (Arena a = Arena.ofConfined()) {
             driver.cuCtxPopCurrent(a.allocate(ValueLayout.ADDRESS));
         }

@@ -49,8 +49,12 @@ import java.util.zip.CRC32C;
  * without naming the checkpointing one). A restore reads all three; other versions are refused, naming the version.
  *
  * Everything but the contents is read into memory first (it is bounded by the recorder's bound); the contents
- * are streamed through a channel, each chunk checked against its hash before it is used ({@link ContentsReader});
- * {@link CheckpointContents} moves them between the device and the file.
+ * are streamed through a channel, each chunk checked against its hash before it is used ({@link ContentsReader}), or,
+ * from a file, handed out chunk by chunk with their positions ({@link ChunkIndex}) to threads that read and check
+ * them at those positions; {@link CheckpointContents} moves them between the device and the file. Where each chunk
+ * lies follows from the ranges and the chunks' lengths alone ({@link #RANGE_BYTES}, {@link #CHUNK_FRAMING}), so
+ * threads that write chunks at their own positions write the same image, byte for byte, as one thread writing in
+ * order: the format is unchanged by how many threads wrote it.
  */
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
@@ -198,12 +202,20 @@ final class CheckpointImage {
 
     /** Writes the start of one range's contents: its kind, base, level and size; its chunks follow ({@link #writeChunk}). */
     static void writeRange(WritableByteChannel out, Range r) throws IOException {
-        writeFully(out, ByteBuffer.allocate(RANGE_BYTES).put((byte) r.kind()).putLong(r.base()).putInt(r.level())
-                .putLong(r.size()).flip());
+        writeFully(out, rangeStart(r));
     }
 
     /** Bytes of a range's start in this version; {@link #RANGE_BYTES_V1} in version 1. */
-    private static final int RANGE_BYTES = 21, RANGE_BYTES_V1 = 16;
+    static final int RANGE_BYTES = 21, RANGE_BYTES_V1 = 16;
+
+    /** The start of a range's contents, as {@link #writeRange} writes it: {@link #RANGE_BYTES} bytes. */
+    static ByteBuffer rangeStart(Range r) {
+        return ByteBuffer.allocate(RANGE_BYTES).put((byte) r.kind()).putLong(r.base()).putInt(r.level()).putLong(r.size())
+                .flip();
+    }
+
+    /** Bytes around each chunk's data: its u32 length before, its u32 CRC32C after. */
+    static final int CHUNK_FRAMING = 8;
 
     /** Writes one chunk: its length, the first {@code length} bytes of {@code bytes}, their CRC32C (hashed here). */
     static void writeChunk(WritableByteChannel out, MemorySegment bytes, int length, CRC32C crc) throws IOException {
@@ -371,37 +383,15 @@ final class CheckpointImage {
                     ended = true;
                     return null;
                 }
-                if (version == 1) {
-                    readFully(small.clear().limit(RANGE_BYTES_V1));
-                    current = new Range(small.getLong(0), small.getLong(8));
-                } else {
-                    readFully(small.clear().limit(RANGE_BYTES));
-                    int kind = small.get(0);
-                    if (kind < MEMORY || kind > MIPMAP_LEVEL) {
-                        throw new IOException("checkpoint image: range " + range + " of unknown kind " + kind);
-                    }
-                    current = new Range(kind, small.getLong(1), small.getInt(9), small.getLong(13));
-                }
+                readFully(small.clear().limit(version == 1 ? RANGE_BYTES_V1 : RANGE_BYTES));
+                current = range(small, version, range);
                 off = 0;
-                if (current.size() < 0) {
-                    throw new IOException("checkpoint image: range " + range + " of negative size");
-                }
             }
-            int n = readInt();
-            if (n <= 0 || n > CHUNK_BYTES || n > current.size() - off) {
-                throw new IOException(String.format("checkpoint image: a chunk of %d bytes at %s+%d does not fit its range",
-                        n, current.describe(), off));
-            }
+            int n = checkChunkLength(readInt(), current, off);
             ByteBuffer data = into.asSlice(0, n).asByteBuffer();
             readFully(data);
-            int want = readInt();
-            crc.reset();
-            crc.update(data.flip());
-            if ((int) crc.getValue() != want) {
-                throw new IOException(String.format("checkpoint image: the chunk at %s+%d (%d bytes) does not match"
-                        + " its hash (the image is damaged)", current.describe(), off, n));
-            }
             Chunk c = new Chunk(current, off, n);
+            checkHash(c, into, readInt(), crc);
             off += n;
             return c;
         }
@@ -416,6 +406,131 @@ final class CheckpointImage {
                 if (in.read(b) < 0) {
                     throw new EOFException("checkpoint image: truncated");
                 }
+            }
+        }
+    }
+
+    /** The range whose start {@code b} holds (from 0, as written in {@code version}), the {@code index}th. */
+    private static Range range(ByteBuffer b, int version, int index) throws IOException {
+        Range r;
+        if (version == 1) {
+            r = new Range(b.getLong(0), b.getLong(8));
+        } else {
+            int kind = b.get(0);
+            if (kind < MEMORY || kind > MIPMAP_LEVEL) {
+                throw new IOException("checkpoint image: range " + index + " of unknown kind " + kind);
+            }
+            r = new Range(kind, b.getLong(1), b.getInt(9), b.getLong(13));
+        }
+        if (r.size() < 0) {
+            throw new IOException("checkpoint image: range " + index + " of negative size");
+        }
+        return r;
+    }
+
+    /** {@code n}, a chunk's length read at {@code r}+{@code off}, once it fits the range and {@link #CHUNK_BYTES}. */
+    private static int checkChunkLength(int n, Range r, long off) throws IOException {
+        if (n <= 0 || n > CHUNK_BYTES || n > r.size() - off) {
+            throw new IOException(String.format("checkpoint image: a chunk of %d bytes at %s+%d does not fit its range",
+                    n, r.describe(), off));
+        }
+        return n;
+    }
+
+    /** Checks chunk {@code c}'s bytes (the first {@code c.length()} of {@code data}) against the hash {@code want}. */
+    static void checkHash(Chunk c, MemorySegment data, int want, CRC32C crc) throws IOException {
+        crc.reset();
+        crc.update(data.asSlice(0, c.length()).asByteBuffer());
+        if ((int) crc.getValue() != want) {
+            throw new IOException(String.format("checkpoint image: the chunk at %s+%d (%d bytes) does not match"
+                    + " its hash (the image is damaged)", c.range().describe(), c.offset(), c.length()));
+        }
+    }
+
+    /** A chunk of contents in a file: where its data starts, and the hash the image holds for it. */
+    record Located(Chunk chunk, long position, int hash) {
+    }
+
+    /**
+     * Hands out the chunks of the contents in a file, in order, each with where its data lies and its hash, reading
+     * only the ranges' starts and the chunks' lengths and hashes (positional reads; the data is skipped, for the
+     * threads that read it at its position and check it: {@link #checkHash}). The structure is checked as
+     * {@link ContentsReader} checks it: counts, kinds, chunks that fit their ranges, the end mark after the last
+     * chunk. Holds one range and one position: its memory does not grow with the image.
+     * Safe for several threads ({@link #next} is synchronized).
+     */
+    static final class ChunkIndex {
+        private final java.nio.channels.FileChannel in;
+        private final int version;
+        private final ByteBuffer small = ByteBuffer.allocate(RANGE_BYTES);
+        private long position;
+        private int ranges = -1;
+        private int range = -1;
+        private Range current;
+        private long off;
+        private boolean ended;
+
+        /** The contents of an image of {@code version} in {@code in}, from {@code position} (where the header ended). */
+        ChunkIndex(java.nio.channels.FileChannel in, long position, int version) {
+            this.in = in;
+            this.position = position;
+            this.version = version;
+        }
+
+        /** The next chunk; null after the last one, once the end mark has been read and checked. */
+        synchronized Located next() throws IOException {
+            if (ended) {
+                return null;
+            }
+            if (ranges < 0) {
+                ranges = readInt();
+                if (ranges < 0 || ranges > MAX_ITEMS) {
+                    throw new IOException("checkpoint image: count out of range: " + ranges);
+                }
+            }
+            while (current == null || off >= current.size()) {
+                if (++range >= ranges) {
+                    ByteBuffer end = ByteBuffer.allocate(END.length);
+                    try {
+                        read(end);
+                    } catch (EOFException e) {
+                        throw new IOException("checkpoint image: truncated (no end mark)");
+                    }
+                    if (!java.util.Arrays.equals(end.array(), END)) {
+                        throw new IOException("checkpoint image: bad end mark");
+                    }
+                    ended = true;
+                    return null;
+                }
+                read(small.clear().limit(version == 1 ? RANGE_BYTES_V1 : RANGE_BYTES));
+                current = range(small, version, range);
+                off = 0;
+            }
+            int n = checkChunkLength(readInt(), current, off);
+            long data = position;
+            if (in.size() - data < n + 4L) {
+                throw new EOFException("checkpoint image: truncated");
+            }
+            position += n;
+            int hash = readInt();
+            Located c = new Located(new Chunk(current, off, n), data, hash);
+            off += n;
+            return c;
+        }
+
+        private int readInt() throws IOException {
+            read(small.clear().limit(4));
+            return small.getInt(0);
+        }
+
+        /** Reads {@code b} fully at the position, and moves past it. */
+        private void read(ByteBuffer b) throws IOException {
+            while (b.hasRemaining()) {
+                int n = in.read(b, position);
+                if (n < 0) {
+                    throw new EOFException("checkpoint image: truncated");
+                }
+                position += n;
             }
         }
     }

@@ -1109,7 +1109,7 @@ public final class Session {
         int[] counts;
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
                 java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
-                java.nio.file.StandardOpenOption.WRITE)) {
+                java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.READ)) { // READ: to map it
             counts = writeImageTo(ch, range -> true, progress, "checkpointed", null);
         }
         return new CheckpointResult(java.nio.file.Files.size(file), counts[0], counts[1], drainNanos,
@@ -1145,7 +1145,8 @@ public final class Session {
             ranges.add(a);
             total += a.size();
         }
-        try (CheckpointContents contents = new CheckpointContents(driver, id, first, quota);
+        int threads = ch instanceof java.nio.channels.FileChannel ? CheckpointIo.threads() : 1;
+        try (CheckpointContents contents = new CheckpointContents(driver, id, first, quota, threads);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(driver, (address, length) -> {
                  java.util.Map.Entry<Long, Long> e = contexts.floorEntry(address);
                  if (e == null || e.getValue() == 0) {
@@ -1160,7 +1161,11 @@ public final class Session {
             CheckpointImage.writeHeader(out, h, ranges);
             out.flush(); // the contents go straight to the channel after it
             progress.progress("records", records.size(), records.size());
-            contents.write(ch, ranges, device, progress, total);
+            if (ch instanceof java.nio.channels.FileChannel file) { // several threads, each at its chunks' positions
+                contents.write(file, ranges, device, progress, total, threads);
+            } else {
+                contents.write(ch, ranges, device, progress, total);
+            }
             CheckpointImage.writeEnd(ch);
         }
         return new int[] {ranges.size(), records.size()};

@@ -466,9 +466,9 @@ public final class SessionRestore {
     }
 
     /**
-     * Streams the contents into the device from {@code ch} (positioned after the header), pipelined
-     * ({@link CheckpointContents}): each chunk checked against its hash first and written only into the session's
-     * own ranges.
+     * Streams the contents into the device from {@code ch} (positioned after the header) with
+     * {@link CheckpointIo#threads()} workers ({@link CheckpointContents}): each chunk checked against its hash
+     * first and written only into the session's own ranges.
      */
     private static long writeContents(Session s, CheckpointImage.Header h, java.nio.channels.FileChannel ch,
                                       CheckpointProgress progress, long total) throws IOException, ProtocolFault {
@@ -485,7 +485,8 @@ public final class SessionRestore {
         for (CheckpointImage.Range a : arrays) {
             total += a.size();
         }
-        try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota());
+        int threads = CheckpointIo.threads();
+        try (CheckpointContents contents = new CheckpointContents(s.driver(), s.id(), first, s.quota(), threads);
              CheckpointContents.DriverDevice memoryDevice = new CheckpointContents.DriverDevice(s.driver(), (address, length) -> {
                  // the image's addresses are the program's; a moved global's contents go where it lies now
                  SessionMemory.Range r = s.memory().covering(s.toReal(address), length);
@@ -499,7 +500,7 @@ public final class SessionRestore {
              }, s::toReal);
              CheckpointArrays.Device device = new CheckpointArrays.Device(s.driver(), memoryDevice,
                      range -> CheckpointArrays.resolve(s.driver(), s.handles(), range))) {
-            long bytes = contents.read(ch, h.version(), device, progress, total);
+            long bytes = contents.read(ch, h.version(), device, progress, total, threads);
             java.util.List<String> missing = device.missing(arrays);
             if (!missing.isEmpty()) {
                 throw new ProtocolFault("the image holds no contents, or not all, for " + String.join(", ", missing));
