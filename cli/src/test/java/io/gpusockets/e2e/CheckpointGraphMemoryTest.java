@@ -14,6 +14,7 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
@@ -40,7 +41,7 @@ import org.junit.jupiter.api.Timeout;
 class CheckpointGraphMemoryTest extends CheckpointTestSupport {
     private static final int N = 128;
     private static final long BIG = 1L << 20;
-    private static final long WINDOWS_BASE = 0x7f00_0000_0000L, WINDOWS_END = 0x7fff_0000_0000L;
+    private static final long WINDOWS_BASE = StableWindows.base(), WINDOWS_END = StableWindows.end();
     private static final int TYPE_MEM_ALLOC = 10, TYPE_MEM_FREE = 11;
     private static final int USED_MEM_CURRENT = 0, RESERVED_MEM_CURRENT = 2;
 

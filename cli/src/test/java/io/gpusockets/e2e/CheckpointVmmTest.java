@@ -16,6 +16,7 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.lang.foreign.MemorySegment;
@@ -43,7 +44,7 @@ import org.junit.jupiter.api.Timeout;
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class CheckpointVmmTest extends CheckpointTestSupport {
     private static final long MIB2 = 2L << 20;
-    private static final long WINDOWS_BASE = 0x7f00_0000_0000L, WINDOWS_END = 0x7fff_0000_0000L;
+    private static final long WINDOWS_BASE = StableWindows.base(), WINDOWS_END = StableWindows.end();
 
     private static long out(int r, MemorySegment cell, String what) {
         Cuda.ok(r, what);

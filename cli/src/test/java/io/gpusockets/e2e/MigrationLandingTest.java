@@ -16,6 +16,7 @@ import io.gpusockets.backend.session.MigrationLanding;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.protocol.wire.ProtocolException;
@@ -148,7 +149,7 @@ class MigrationLandingTest extends CheckpointTestSupport {
             assertEquals(CuResult.CUDA_SUCCESS, device.cuCtxCreate(c, MemorySegment.NULL, 0, 0));
             long mine = c.get(JAVA_LONG, 0); // current: cuMemGetInfo needs one
             long before = freeMemory(device);
-            long base = 0x7f10_0000_0000L, g = 2 * MIB;
+            long base = StableWindows.base() + 0x10_0000_0000L, g = 2 * MIB; // where windows lie: free in this process
             MigrationLanding landing = new MigrationLanding(device, 1, (int) MIB);
             try {
                 List<MigrationLanding.Entry> good = List.of(new MigrationLanding.Entry(0, base, g),

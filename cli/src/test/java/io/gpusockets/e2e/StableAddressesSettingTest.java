@@ -13,6 +13,7 @@ import io.gpusockets.backend.session.SessionIds;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.FrontendConfig;
 import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -33,8 +34,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class StableAddressesSettingTest {
-    private static final long WINDOWS_BASE = 0x7f00_0000_0000L;
-    private static final long WINDOWS_END = 0x7fff_0000_0000L;
+    private static final long WINDOWS_BASE = StableWindows.base();
+    private static final long WINDOWS_END = StableWindows.end();
     /** The emulated device's default 8 GiB: the size of its windows. */
     private static final long WINDOW = 8L << 30;
 

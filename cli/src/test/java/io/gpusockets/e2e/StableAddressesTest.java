@@ -15,6 +15,7 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.calls.PoolAttributeRequest;
 import io.gpusockets.protocol.structs.Memcpy3D;
 import io.gpusockets.protocol.structs.Memcpy3D.Side;
@@ -43,8 +44,8 @@ import org.junit.jupiter.api.Timeout;
  */
 @Timeout(value = 120, unit = TimeUnit.SECONDS)
 class StableAddressesTest {
-    private static final long WINDOWS_BASE = 0x7f00_0000_0000L;
-    private static final long WINDOWS_END = 0x7fff_0000_0000L;
+    private static final long WINDOWS_BASE = StableWindows.base();
+    private static final long WINDOWS_END = StableWindows.end();
 
     private static String was;
     private static EmulatedDevice device;

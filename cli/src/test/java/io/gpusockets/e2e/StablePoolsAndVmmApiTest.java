@@ -3,6 +3,7 @@ package io.gpusockets.e2e;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.StableWindows;
 import java.lang.foreign.MemorySegment;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -27,7 +28,7 @@ class StablePoolsAndVmmApiTest extends PoolsAndVmmApiTest {
             MemorySegment c = cu.cell();
             Cuda.ok(d.cuMemAllocAsync(c, 4096, 0), "cuMemAllocAsync");
             long p = c.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
-            assertTrue(p >= 0x7f00_0000_0000L && p < 0x7fff_0000_0000L, "0x" + Long.toHexString(p));
+            assertTrue(p >= StableWindows.base() && p < StableWindows.end(), "0x" + Long.toHexString(p));
         }
     }
 }

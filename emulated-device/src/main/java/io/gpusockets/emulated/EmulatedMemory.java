@@ -37,8 +37,8 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 final class EmulatedMemory {
     /**
-     * Start of the module data range: the upper half of the lower TiB (allocations take the lower half, below it;
-     * address reservations at requested addresses the upper TiB, from {@link #FIXED_BASE}).
+     * Start of the module data range: the upper half of the device's own TiB (allocations take the lower half, below
+     * it, from {@link #BASE}; it ends at {@link #OWN_END}).
      */
     static final long MODULE_BASE = 0x7e80_0000_0000L;
     /** The system property that pins the module data offset (bytes past {@link #MODULE_BASE}). */
@@ -48,14 +48,15 @@ final class EmulatedMemory {
 
     static final long BASE = 0x7e00_0000_0000L;
     /**
-     * Top of the range: 2 TiB of addresses in all, kept below the 47-bit user-space limit. The lower TiB
-     * (up to {@link #FIXED_BASE}) is handed out in order and never reused (allocations below {@link #MODULE_BASE},
-     * module data above it); the upper holds address
-     * reservations made at the address their caller asked for ({@link #reserveAt}), reused once freed.
+     * End of the device's own range, the TiB from {@link #BASE}: handed out in order and never reused (allocations
+     * below {@link #MODULE_BASE}, module data above it). Address reservations made at the address their caller asked
+     * for ({@link #reserveAt}) lie anywhere else from {@link #FIXED_LOW} to {@link #LIMIT}, reused once freed.
      */
+    static final long OWN_END = 0x7f00_0000_0000L;
+    /** The top of the user address space the emulated device hands out, below the 47-bit user-space limit. */
     static final long LIMIT = 0x7fff_ffff_0000L;
-    /** Where reservations at a requested address may lie ({@link #reserveAt}). */
-    static final long FIXED_BASE = 0x7f00_0000_0000L;
+    /** The lowest address a reservation at a requested address may have ({@link #reserveAt}): above the first 4 GiB. */
+    static final long FIXED_LOW = 0x1_0000_0000L;
     /** Live reservations at requested addresses: base to end (exclusive); guarded by this. */
     private final java.util.TreeMap<Long, Long> fixed = new java.util.TreeMap<>();
     static final long ALIGNMENT = 256;
@@ -163,7 +164,7 @@ final class EmulatedMemory {
     private synchronized long reserveModuleAddresses(long size) {
         long start = nextModuleAddress;
         long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
-        if (rounded <= 0 || rounded > FIXED_BASE - start) {
+        if (rounded <= 0 || rounded > OWN_END - start) {
             throw new CudaError(CUDA_ERROR_OUT_OF_MEMORY, "module data address range exhausted (addresses are never reused)");
         }
         nextModuleAddress = start + rounded;
@@ -182,18 +183,25 @@ final class EmulatedMemory {
     }
 
     /**
-     * The range {@code [addr, addr + size)} for a reservation made at the address its caller asked for, when
-     * it lies in the upper TiB ({@link #FIXED_BASE} to {@link #LIMIT}), is aligned to {@code alignment} and
-     * overlaps no live reservation there; else 0 (the caller then takes a fresh range, as the driver treats
-     * the address as a hint). {@code size} is a positive multiple of the alignment.
+     * The range {@code [addr, addr + size)} for a reservation made at the address its caller asked for, as the
+     * driver grants one: when it lies from {@link #FIXED_LOW} to {@link #LIMIT} outside the device's own range
+     * ({@link #BASE} to {@link #OWN_END}), is aligned to {@code alignment}, overlaps no live reservation there and
+     * overlaps nothing this process maps ({@link HostMappings}: the driver's device addresses share the process's
+     * address space, so where the JVM's heap, a library or a thread stack lies the driver reserves elsewhere); else 0
+     * (the caller then takes a fresh range, as the driver treats the address as a hint). {@code size} is a positive
+     * multiple of the alignment.
      */
     synchronized long reserveAt(long addr, long size, long alignment) {
-        if (addr < FIXED_BASE || (addr & (alignment - 1)) != 0 || size <= 0 || size > LIMIT - addr) {
+        if (addr < FIXED_LOW || (addr & (alignment - 1)) != 0 || size <= 0 || size > LIMIT - addr
+                || (addr < OWN_END && addr + size > BASE)) {
             return 0;
         }
         java.util.Map.Entry<Long, Long> below = fixed.floorEntry(addr + size - 1);
         if (below != null && below.getValue() > addr) {
             return 0; // overlaps the live reservation that starts at or below its end
+        }
+        if (HostMappings.overlap(addr, size)) {
+            return 0;
         }
         fixed.put(addr, addr + size);
         return addr;

@@ -18,8 +18,9 @@ import java.util.TreeMap;
  * The VMM API on host-backed memory. cuMemCreate makes a physical allocation (native host memory,
  * charged to the device's budget, a multiple of the 2 MiB granularity the H200 reports);
  * cuMemAddressReserve hands out device-like addresses from the same space as cuMemAlloc, never
- * reused, or the address asked for ({@code addr}) when it lies in the upper TiB of that space
- * ({@link EmulatedMemory#FIXED_BASE}), is aligned and is free (reused once freed; elsewhere or taken, the
+ * reused, or the address asked for ({@code addr}) when it lies outside that space, above 4 GiB and below the 47-bit
+ * limit ({@link EmulatedMemory#reserveAt}), is aligned and is free, in this process too: nothing the process maps
+ * may lie there (reused once freed; elsewhere or taken, the
  * address is a hint not followed, as the driver's may be): so a session's memory can be made again at the
  * same addresses; cuMemMap binds part of a physical allocation to part of a reservation; cuMemSetAccess makes
  * a mapping resolvable (as a MAPPED allocation of the current context, the one its kernels and copies

@@ -12,9 +12,11 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.calls.PoolAttributeRequest;
 import io.gpusockets.protocol.structs.BatchMemOp;
 import io.gpusockets.protocol.structs.MemoryProps;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.concurrent.CompletableFuture;
@@ -205,15 +207,16 @@ class PoolsAndVirtualMemoryTest {
     }
 
     /**
-     * Address-stable memory (issue 22): a reservation asked for at an address in the upper TiB gets it, and the
-     * same address again once freed (a session's memory made again where it was); an overlapping or misplaced
-     * request is a hint not followed; memory mapped there is reached by copies and kernels.
+     * Address-stable memory (issue 22): a reservation asked for at an address where the backend's windows lie gets
+     * it, and the same address again once freed (a session's memory made again where it was); an overlapping or
+     * misplaced request, or one in the device's own range, is a hint not followed; memory mapped there is reached by
+     * copies and kernels.
      */
     @Test
     void aReservationAtARequestedAddressGetsItAndGetsItAgainOnceFreed() {
         try (Emulated e = new Emulated()) {
             MemorySegment out = e.arena.allocate(8);
-            long want = EmulatedMemory.FIXED_BASE + 64 * MIB2;
+            long want = StableWindows.base() + 64 * MIB2;
             e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, want, 0));
             assertEquals(want, readLong(out));
             e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, want + 2 * MIB2, 0));
@@ -223,7 +226,8 @@ class PoolsAndVirtualMemoryTest {
             long misaligned = readLong(out);
             assertTrue(misaligned != want - MIB2 / 2 && misaligned % MIB2 == 0, "misaligned: another, aligned address");
             e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, EmulatedMemory.BASE + 1024 * MIB2, 0));
-            assertTrue(readLong(out) < EmulatedMemory.FIXED_BASE, "below the upper TiB: a fresh address");
+            assertTrue(readLong(out) >= EmulatedMemory.BASE && readLong(out) < EmulatedMemory.OWN_END,
+                    "in the device's own range: a fresh address");
             long low = readLong(out);
             e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, want + 4 * MIB2, 0));
             assertEquals(want + 4 * MIB2, readLong(out), "adjacent, not overlapping");
@@ -249,6 +253,40 @@ class PoolsAndVirtualMemoryTest {
                 e.ok(e.device.cuMemAddressFree(va, 2 * MIB2));
             }
         }
+    }
+
+    /**
+     * The driver's device addresses share the process's address space: a reservation asked for where this process
+     * maps something (here a host allocation of the test's own) or below 4 GiB is a hint not followed, as the real
+     * driver reserves elsewhere.
+     */
+    @Test
+    void aRequestedAddressWhereThisProcessMapsSomethingIsNotFollowed() {
+        try (Emulated e = new Emulated(); Arena host = Arena.ofConfined()) {
+            MemorySegment out = e.arena.allocate(8);
+            long mapped = host.allocate(4 * MIB2, MIB2).address(); // a granule-aligned address the process maps
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, mapped, 0));
+            long got = readLong(out);
+            assertTrue(got != mapped && got >= EmulatedMemory.BASE && got < EmulatedMemory.OWN_END,
+                    "taken by the process: a fresh address, 0x" + Long.toHexString(got));
+            e.ok(e.device.cuMemAddressFree(got, 2 * MIB2));
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, 0x8000_0000L, 0));
+            assertTrue(readLong(out) != 0x8000_0000L, "below 4 GiB: a fresh address");
+            e.ok(e.device.cuMemAddressFree(readLong(out), 2 * MIB2));
+        }
+    }
+
+    @Test
+    void theMapsFileIsRead() {
+        java.util.List<String> maps = java.util.List.of(
+                "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/java",
+                "7f3f00000000-7f4100000000 rw-p 00000000 00:00 0 ",
+                "garbage");
+        assertTrue(HostMappings.overlap(maps, 0x7f40_0000_0000L, MIB2));
+        assertTrue(HostMappings.overlap(maps, 0x7f3e_0000_0000L, 0x1_0000_0001L), "its first byte");
+        assertTrue(!HostMappings.overlap(maps, 0x7f3e_0000_0000L, 0x1_0000_0000L), "up to, not into it");
+        assertTrue(!HostMappings.overlap(maps, 0x7f41_0000_0000L, MIB2), "from its end");
+        assertTrue(!HostMappings.overlap(maps, StableWindows.DEFAULT_BASE, StableWindows.SPAN));
     }
 
     @Test

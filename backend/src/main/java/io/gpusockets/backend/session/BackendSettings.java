@@ -1,5 +1,6 @@
 package io.gpusockets.backend.session;
 
+import io.gpusockets.protocol.api.StableWindows;
 import java.util.Properties;
 import java.util.Set;
 
@@ -34,6 +35,8 @@ import java.util.Set;
  *   <tr><td>stableAddresses ({@code --stable-addresses}, else {@value StableAddresses#PROPERTY})</td><td>false</td>
  *       <td>new sessions get address-stable memory ({@link StableAddresses}) unless their tenant's
  *       {@code stable-addresses} says otherwise</td></tr>
+ *   <tr><td>{@value StableWindows#PROPERTY} (checked here, read by {@link StableAddresses})</td>
+ *       <td>{@code 0x6000_0000_0000}</td><td>where the address-stable windows start ({@link StableWindows})</td></tr>
  * </table>
  *
  * @param limits          per-session bounds
@@ -96,9 +99,12 @@ public record BackendSettings(SessionLimits limits, byte[] preSharedKey, Set<Int
      * The defaults, with {@value #LANE_SPIN_MICROS_PROP}, {@value #PIPELINED_TO_LANE_PROP} and
      * {@value StableAddresses#PROPERTY} taken from {@code properties} where set, on a machine of {@code cores}
      * cores; throws with name=value on a bad value ({@value StableAddresses#PROPERTY} is on only when "true", as
-     * {@link Boolean#getBoolean} reads it).
+     * {@link Boolean#getBoolean} reads it), also on a bad {@value StableWindows#PROPERTY} (the windows' base, which
+     * {@link StableAddresses} reads when a session opens a window: checked here so that the backend does not start
+     * with one).
      */
     public static BackendSettings fromProperties(Properties properties, int cores) {
+        StableWindows.base(properties.getProperty(StableWindows.PROPERTY)); // checked here, read where a window opens
         return new BackendSettings(SessionLimits.DEFAULT, null, Set.of(), Set.of(), HANDSHAKE_MILLIS_DEFAULT,
                 WARM_CONTEXTS_DEFAULT, ServerLimits.DEFAULT, laneSpinMicros(properties.getProperty(LANE_SPIN_MICROS_PROP), cores),
                 pipelinedToLane(properties.getProperty(PIPELINED_TO_LANE_PROP)),

@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
 import io.gpusockets.protocol.api.DelegatingCudaDriver;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.structs.MemoryProps;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -21,7 +22,9 @@ import java.util.TreeMap;
  * {@code stable-addresses}, else {@code gpusockets backend --stable-addresses}, else
  * {@code -Dgpusockets.backend.stableAddresses=true}; see {@link Session#stableFor}): the session's device
  * allocations lie in a virtual address window of its own on each device ({@link AddressWindow}), reserved with
- * {@code cuMemAddressReserve} at an address derived from the session id ({@link #windowSlot}), and backed by
+ * {@code cuMemAddressReserve} at an address derived from the session id ({@link #windowSlot}) above the windows' base
+ * ({@link StableWindows}: {@code 0x6000_0000_0000} unless {@value StableWindows#PROPERTY} moves it, far from where
+ * Linux puts the process's own mappings), and backed by
  * {@code cuMemCreate}/{@code cuMemMap}/{@code cuMemSetAccess}, so that memory can be made again at the same addresses (the way PhOS, SOSP 2025, keeps addresses across a
  * restore). An allocation of at least a quarter granule gets granules of its own; a smaller one a block of its
  * power-of-two size class (256 bytes up) in a granule shared with others of that class. What the program sees
@@ -52,7 +55,8 @@ import java.util.TreeMap;
  * chosen apart from making it, so that a restore can name the place: {@link #placeLarge} maps granules at the
  * address it is given, {@link #slabAt} a slab's granule, and {@link #inBlock} names a block of a slab.
  *
- * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}: a window
+ * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}, whatever
+ * the windows' base of this backend: an image written with another base restores at its own addresses; a window
  * the driver puts elsewhere fails, the message naming what this process itself maps there, {@link ProcessMappings})
  * and places each replayed allocation, plain, pitched or from a pool, at its recorded address ({@link #placeNext},
  * then {@link #placedAt} through the same hooks: its granules, or its block in a slab of its size class, must be free;
@@ -96,10 +100,8 @@ final class StableAddresses extends DelegatingCudaDriver {
     private static final System.Logger LOG = System.getLogger("gpusockets.session");
     /** The system property that turns it on where neither the tenant nor {@code --stable-addresses} does. */
     static final String PROPERTY = "gpusockets.backend.stableAddresses";
-    /** Where the windows start: the upper TiB of the emulated device's range; the GPU pass checks the real driver's. */
-    static final long WINDOWS_BASE = 0x7f00_0000_0000L;
-    /** Room for windows above {@link #WINDOWS_BASE}. */
-    static final long WINDOWS_SPAN = 0x00ff_0000_0000L;
+    /** Room for windows above their base ({@link StableWindows#base()}). */
+    static final long WINDOWS_SPAN = StableWindows.SPAN;
     static final long SMALLEST = 256;
     /** The least block of a pitched allocation: CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT of current GPUs, so it can back a texture. */
     private static final long PITCHED_SMALLEST = 512;
@@ -397,7 +399,14 @@ final class StableAddresses extends DelegatingCudaDriver {
             if (delegate.cuDeviceGetCount(out) != CuResult.CUDA_SUCCESS) {
                 return null;
             }
-            want = WINDOWS_BASE + windowSlot(sessionId, device, out.get(JAVA_INT, 0), slots) * size;
+            long windowsBase;
+            try {
+                windowsBase = StableWindows.base(); // checked when the backend starts (BackendSettings)
+            } catch (IllegalArgumentException e) {
+                placeFailure = e.getMessage();
+                return null;
+            }
+            want = windowsBase + windowSlot(sessionId, device, out.get(JAVA_INT, 0), slots) * size;
         }
         if (pinned != null) {
             String holder = awaitRelease(device, want, size);

@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import io.gpusockets.backend.tenant.Tenant;
 import io.gpusockets.backend.tenant.TenantLimits;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -29,7 +30,7 @@ class CheckpointContentsTest {
 
     /** A device of one byte array at {@link #BASE}; async copies run on another thread and end at cuStreamSynchronize. */
     static final class PinningDriver extends UnsupportedCudaDriver {
-        static final long BASE = 0x7f0000000000L;
+        static final long BASE = StableWindows.DEFAULT_BASE;
         final byte[] memory;
         final int register;
         int registers, unregisters, streamsMade, streamsDestroyed, asyncCopies, syncCopies, pushes, pops;

@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.api.UnsupportedCudaDriver;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -33,7 +34,7 @@ import java.util.concurrent.Semaphore;
  * race a destroy against a call that is inside the driver.
  */
 public final class FakeGpu extends UnsupportedCudaDriver {
-    private static final long BASE = 0x7f00_0000_0000L;
+    private static final long BASE = StableWindows.DEFAULT_BASE; // device pointers where a window's would lie
     private static final long CONTEXT = 0xC0C0L;
     private static final long MODULE = 0x0D0DL;
     private static final Map<String, Long> FUNCTIONS = Map.of("gpus_vector_add", 1L, "gpus_block_sum", 2L, "gpus_mixed12", 3L);

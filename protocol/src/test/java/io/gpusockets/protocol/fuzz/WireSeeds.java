@@ -1,5 +1,6 @@
 package io.gpusockets.protocol.fuzz;
 
+import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.calls.HostCallbackOps;
 import io.gpusockets.protocol.calls.LaunchRequest;
 import io.gpusockets.protocol.calls.LinkCompleteRequest;
@@ -76,7 +77,7 @@ public final class WireSeeds {
         put(m, WireDecoderFuzzTest.Codec.WELCOME, bytes(new Handshake.Welcome(1, 13000, 1, 3, "H200").encode()));
         ByteBuffer launch = le(LaunchRequest.HEADER_BYTES + 4 + 4 + 4 + 8 + 4 + 4);
         LaunchRequest.putHeader(launch, 1, 2, 1, 1, 128, 1, 1, 0, 0);
-        launch.putInt(LaunchRequest.MODE_KERNEL_PARAMS).putInt(2).putInt(8).putLong(0x7f0000000000L).putInt(4).putInt(1000);
+        launch.putInt(LaunchRequest.MODE_KERNEL_PARAMS).putInt(2).putInt(8).putLong(StableWindows.DEFAULT_BASE).putInt(4).putInt(1000);
         put(m, WireDecoderFuzzTest.Codec.LAUNCH_KERNEL, bytes(launch.flip()));
         ByteBuffer extra = le(LaunchRequest.HEADER_BYTES + 4 + 4 + 16);
         LaunchRequest.putHeader(extra, 1, 1, 1, 1, 32, 1, 1, 0, 0);
@@ -99,13 +100,13 @@ public final class WireSeeds {
         put(m, WireDecoderFuzzTest.Codec.LINK_COMPLETE, bytes(link.flip()));
         ByteBuffer memcpy3d = le(2 * (4 + 8 * 8) + 3 * 8 + 16);
         for (int side = 0; side < 2; side++) {
-            memcpy3d.putInt(side == 0 ? 1 : 2).putLong(0).putLong(0).putLong(0).putLong(0).putLong(0x7f0000000000L)
+            memcpy3d.putInt(side == 0 ? 1 : 2).putLong(0).putLong(0).putLong(0).putLong(0).putLong(StableWindows.DEFAULT_BASE)
                     .putLong(0).putLong(256).putLong(4);
         }
         memcpy3d.putLong(64).putLong(4).putLong(1).putLong(0).putLong(256);
         put(m, WireDecoderFuzzTest.Codec.PITCHED_COPY_ASYNC, bytes(memcpy3d.flip()));
         ByteBuffer pointer = le(12 + 8);
-        PointerAttributeRequest.putSeveral(pointer, new int[]{1, 2}, 0x7f0000000000L);
+        PointerAttributeRequest.putSeveral(pointer, new int[]{1, 2}, StableWindows.DEFAULT_BASE);
         put(m, WireDecoderFuzzTest.Codec.POINTER_ATTRIBUTES, bytes(pointer.flip()));
         put(m, WireDecoderFuzzTest.Codec.MODULE_IMAGE,
                 ".version 8.0\n.target sm_90\n.entry gpus_vector_add()\n{ ret; }\n\0".getBytes(StandardCharsets.UTF_8));
