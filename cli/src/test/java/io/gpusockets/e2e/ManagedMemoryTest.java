@@ -125,7 +125,12 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             assertEquals(-2, data.get(JAVA_INT, 0), "no preferred location (CU_DEVICE_INVALID)");
             long stream = cu.stream();
             Cuda.ok(d.cuStreamAttachMemAsync(stream, base, 0, 2), "cuStreamAttachMemAsync HOST, the whole allocation");
-            Cuda.ok(d.cuStreamAttachMemAsync(stream, base + PAGE, PAGE, 4), "cuStreamAttachMemAsync SINGLE, a part");
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base, size, 4), "cuStreamAttachMemAsync SINGLE, length the size");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base + PAGE, PAGE, 4),
+                    "a part of an allocation (the driver cannot attach one)");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base, size - 1, 4),
+                    "a length that is neither 0 nor the size");
+            Cuda.ok(d.cuStreamAttachMemAsync(stream, base, 0, 1), "cuStreamAttachMemAsync GLOBAL again");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, plain, 0, 2), "device memory");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(stream, base + 8, 0, 2),
                     "length 0 names a whole allocation, from its base");
@@ -149,6 +154,110 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
             assertTrue(free.get(JAVA_LONG, 0) - freeBeforeFree >= size, "the charge goes back with the free");
             Cuda.ok(d.cuMemFree(plain), "cuMemFree");
+        }
+    }
+
+    /** Writes {@code words} ints of {@code value} from {@code p} on the CPU (after prepareManagedAccess). */
+    private static void cpuWrite(RemoteCudaDriver d, long p, long bytes, int value) {
+        d.prepareManagedAccess(p, bytes, true);
+        MemorySegment s = MemorySegment.ofAddress(p).reinterpret(bytes);
+        for (long i = 0; i < bytes; i += 4) {
+            s.set(JAVA_INT, i, value);
+        }
+    }
+
+    private static void fillLaunch(Cuda cu, long fill, long stream, long p, long bytes, int value) {
+        int n = (int) (bytes / 4);
+        Cuda.ok(cu.d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, stream,
+                cu.params(cu.u64(p), cu.u32(value), cu.u32(n)), MemorySegment.NULL), "cuLaunchKernel");
+    }
+
+    /**
+     * Attached memory (cuStreamAttachMemAsync, and CU_MEM_ATTACH_HOST at allocation) narrows what a kernel launch on
+     * stream S moves: memory attached to another stream or to the host is neither sent nor invalidated by it (its
+     * written pages stay here, unsent, and a CPU read after the launch fetches nothing), memory attached to S and GLOBAL
+     * memory are; a launch on the NULL stream moves memory attached to any stream; a copy moves all of it.
+     */
+    @Test
+    void attachedMemoryIsMovedOnlyByLaunchesThatMayUseIt() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+            long s = cu.stream(), t = cu.stream();
+            long global = managed(cu, 4 * PAGE);
+            long onS = managed(cu, 4 * PAGE);
+            long onT = managed(cu, 4 * PAGE);
+            MemorySegment c = cu.cell();
+            Cuda.ok(d.cuMemAllocManaged(c, 4 * PAGE, 2), "cuMemAllocManaged CU_MEM_ATTACH_HOST");
+            long host = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuStreamAttachMemAsync(s, onS, 0, 4), "attach SINGLE to S");
+            Cuda.ok(d.cuStreamAttachMemAsync(t, onT, 4 * PAGE, 4), "attach SINGLE to T");
+
+            // the CPU writes 1 page of GLOBAL, 2 of S's, 3 of T's and 4 of the host's memory
+            cpuWrite(d, global, PAGE, 1);
+            cpuWrite(d, onS, 2 * PAGE, 2);
+            cpuWrite(d, onT, 3 * PAGE, 3);
+            cpuWrite(d, host, 4 * PAGE, 4);
+            ManagedMemoryStats before = d.managedMemoryStats();
+
+            // a launch on S, filling S's memory's last page: GLOBAL and S's pages go, T's and the host's stay
+            fillLaunch(cu, fill, s, onS + 3 * PAGE, PAGE, 0x55);
+            Cuda.ok(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+            ManagedMemoryStats afterS = d.managedMemoryStats();
+            assertEquals(1 + 2, afterS.pagesSent() - before.pagesSent(), "a launch on S sends GLOBAL's and S's written pages only");
+            // T's and the host's pages are still here: reading them fetches nothing
+            d.prepareManagedAccess(onT, 4 * PAGE, false);
+            d.prepareManagedAccess(host, 4 * PAGE, false);
+            MemorySegment tSeg = MemorySegment.ofAddress(onT).reinterpret(4 * PAGE);
+            MemorySegment hSeg = MemorySegment.ofAddress(host).reinterpret(4 * PAGE);
+            assertEquals(3, tSeg.get(JAVA_INT, 2 * PAGE), "T's memory keeps the CPU's bytes through S's launch");
+            assertEquals(4, hSeg.get(JAVA_INT, 3 * PAGE), "host memory keeps the CPU's bytes through S's launch");
+            assertEquals(0, tSeg.get(JAVA_INT, 3 * PAGE), "T's unwritten page reads zero");
+            ManagedMemoryStats read = d.managedMemoryStats();
+            assertEquals(afterS.pagesFetched(), read.pagesFetched(), "memory not invalidated by S's launch is not fetched");
+            // S's memory was invalidated: the kernel's page is fetched with its value
+            d.prepareManagedAccess(onS + 3 * PAGE, PAGE, false);
+            assertEquals(0x55, MemorySegment.ofAddress(onS).reinterpret(4 * PAGE).get(JAVA_INT, 3 * PAGE), "S's kernel's bytes");
+            assertEquals(read.pagesFetched() + 1, d.managedMemoryStats().pagesFetched(), "S's page fetched after S's launch");
+
+            // a launch on T moves T's written pages (and GLOBAL's: none written since), not the host's
+            ManagedMemoryStats beforeT = d.managedMemoryStats();
+            fillLaunch(cu, fill, t, onT + 3 * PAGE, PAGE, 0x77);
+            Cuda.ok(d.cuStreamSynchronize(t), "cuStreamSynchronize");
+            assertEquals(3, d.managedMemoryStats().pagesSent() - beforeT.pagesSent(), "a launch on T sends T's 3 written pages");
+            d.prepareManagedAccess(onT, 4 * PAGE, false);
+            assertEquals(3, tSeg.get(JAVA_INT, 0), "T's bytes went to the device and back");
+            assertEquals(0x77, tSeg.get(JAVA_INT, 3 * PAGE), "T's kernel's bytes");
+
+            // the NULL stream's launch uses memory attached to any stream, still not the host's
+            cpuWrite(d, onS, PAGE, 9);
+            cpuWrite(d, onT, PAGE, 9);
+            ManagedMemoryStats beforeNull = d.managedMemoryStats();
+            fillLaunch(cu, fill, 0, global, PAGE, 0x11);
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            assertEquals(2, d.managedMemoryStats().pagesSent() - beforeNull.pagesSent(),
+                    "a launch on the NULL stream sends S's and T's written pages, not the host's");
+
+            // a copy makes all managed memory coherent: the host's 4 written pages go now
+            ManagedMemoryStats beforeCopy = d.managedMemoryStats();
+            long plain = cu.alloc(PAGE);
+            Cuda.ok(d.cuMemsetD8(plain, (byte) 0, PAGE), "cuMemsetD8");
+            assertEquals(4, d.managedMemoryStats().pagesSent() - beforeCopy.pagesSent(), "other GPU work sends host-attached pages");
+            // and the host's bytes are on the device: a DtoH copy of them equals what the CPU wrote
+            MemorySegment back = cu.cell(PAGE);
+            Cuda.ok(d.cuMemcpyDtoH(back, host + 3 * PAGE, PAGE), "cuMemcpyDtoH");
+            assertEquals(4, back.get(JAVA_INT, 100));
+            // attached back to GLOBAL, S's launch moves T's memory again
+            Cuda.ok(d.cuStreamAttachMemAsync(t, onT, 0, 1), "attach GLOBAL");
+            cpuWrite(d, onT, PAGE, 5);
+            ManagedMemoryStats beforeGlobal = d.managedMemoryStats();
+            fillLaunch(cu, fill, s, onS, PAGE, 0x22);
+            Cuda.ok(d.cuStreamSynchronize(s), "cuStreamSynchronize");
+            assertEquals(1, d.managedMemoryStats().pagesSent() - beforeGlobal.pagesSent(), "GLOBAL again: S's launch sends it");
+            for (long p : new long[] {global, onS, onT, host, plain}) {
+                Cuda.ok(d.cuMemFree(p), "cuMemFree");
+            }
         }
     }
 
@@ -285,7 +394,20 @@ class ManagedMemoryTest extends EmulatedBackendTest {
     /** runtime/managed.cu through libcuda.so.1: golden output, and the pages moved are the pages it touched. */
     @Test
     void cudaMallocManagedProgramMovesOnlyTheTouchedPages() throws Exception {
-        NativePrograms.Run r = runGolden("managed");
+        assertMovedAsExpected(runGolden("managed"));
+    }
+
+    /**
+     * runtime/managed_attach.cu: memory attached to one stream and to the host is not moved by another stream's launch
+     * (the CPU writes it while that kernel runs); the pages moved are those the program counts.
+     */
+    @Test
+    void attachedMemoryProgramMovesOnlyWhatEachStreamsLaunchUses() throws Exception {
+        assertMovedAsExpected(runGolden("managed_attach"));
+    }
+
+    /** The program's own "managed expect:" count equals the frontend's (GPUSOCKETS_MANAGED_STATS=1). */
+    private static void assertMovedAsExpected(NativePrograms.Run r) {
         String context = "\n--- stderr:\n" + r.stderrTail();
         Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
         Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());

@@ -54,7 +54,14 @@ import java.util.concurrent.atomic.LongAdder;
  * graph launches, copies, memsets, prefetches, stream memory operations, host functions), every DIRTY page goes to
  * the device in runs of consecutive pages (one {@code cuMemcpyHtoD} each), and then every page of every managed
  * allocation becomes DEVICE ({@code MADV_DONTNEED}: the device may change any of them), so the first CPU touch after
- * the work fetches what the GPU left. Pages are marked device-newer at submission rather than at the following
+ * the work fetches what the GPU left. A kernel launch ({@code cuLaunchKernel}, {@code cuLaunchCooperativeKernel},
+ * {@code cuLaunchKernelEx}) on stream S does this only for the allocations it may use, by their stream association
+ * ({@code cuStreamAttachMemAsync}, or {@code CU_MEM_ATTACH_HOST} at {@code cuMemAllocManaged}; {@link #usedBy}):
+ * GLOBAL (the default, and every {@code __managed__} variable) always, HOST never, SINGLE on stream T when S is T or
+ * the legacy NULL stream (0 or CU_STREAM_LEGACY, which synchronises with every blocking stream); memory attached to
+ * the host or to another stream keeps its present pages (and its unsent writes) through the launch, as the driver
+ * lets the CPU use it while such a kernel runs. Other GPU work (copies, memsets, graph launches, host functions,
+ * stream memory operations) makes every allocation coherent, whatever it is attached to. Pages are marked device-newer at submission rather than at the following
  * synchronisation, which is the same under the model (the CPU must not touch them in between) and needs no hook on
  * the synchronising calls. Data the frontend itself reads or writes as host memory (a managed pointer passed where
  * the API takes a host buffer) is made present, and for writes DIRTY, on the calling thread before the call, so no
@@ -77,7 +84,7 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
  * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
- * when data moves ({@code cuStreamAttachMemAsync} and {@code cuMemAdvise} are accepted and change nothing), guests
+ * when data moves ({@code cuMemAdvise} is accepted and changes nothing), guests
  * with pages other than 4 KiB, a fault handler for processes whose kernel lacks userfaultfd (managed memory is then
  * refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
  */
@@ -89,6 +96,14 @@ final class ManagedMemory implements AutoCloseable {
     private static final byte DIRTY = 3;
 
     private static final long PAGE = 4096;
+    /** CUmemAttach_flags. */
+    static final int ATTACH_GLOBAL = 1;
+    static final int ATTACH_HOST = 2;
+    static final int ATTACH_SINGLE = 4;
+    /** What a call that is no kernel launch passes as its stream to {@link #beforeCall}. */
+    static final long NO_STREAM = Long.MIN_VALUE;
+    /** CU_STREAM_LEGACY: the NULL stream, which synchronises with every blocking stream, as 0 does. */
+    private static final long STREAM_LEGACY = 1;
     /** The most bytes one flush copy carries (the copy streams in chunks anyway). */
     private static final long MAX_RUN = 64L << 20;
 
@@ -150,6 +165,12 @@ final class ManagedMemory implements AutoCloseable {
         final long[] bases;
         final long[] sizes;
         final byte[] state;
+        /**
+         * Its stream association (cuStreamAttachMemAsync, or the flags of cuMemAllocManaged): ATTACH_GLOBAL, _HOST or
+         * _SINGLE with {@link #stream}; guarded by the ManagedMemory.
+         */
+        int attach = ATTACH_GLOBAL;
+        long stream;
 
         Allocation(long start, int pages, long context, long library, long[] bases, long[] sizes, byte[] state) {
             this.start = start;
@@ -249,7 +270,7 @@ final class ManagedMemory implements AutoCloseable {
      * A cuMemAllocManaged succeeded on the backend at {@code base}: maps the same address here. Returns
      * CUDA_SUCCESS, or the error the program gets after the backend's allocation was freed again.
      */
-    int allocated(long base, long size) {
+    int allocated(long base, long size, int flags) {
         synchronized (this) {
             if (!open()) {
                 return refuse(base, "the kernel offers no userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY) to track"
@@ -264,6 +285,7 @@ final class ManagedMemory implements AutoCloseable {
                 return refuse(base, failed, failed.contains("userfaultfd") ? CuResult.CUDA_ERROR_NOT_SUPPORTED
                         : CuResult.CUDA_ERROR_OUT_OF_MEMORY);
             }
+            a.attach = flags == ATTACH_HOST ? ATTACH_HOST : ATTACH_GLOBAL;
             allocations.put(a.start, a);
             used = true;
             anyPresent = true; // ZERO pages too: a submission must turn them into DEVICE
@@ -476,7 +498,7 @@ final class ManagedMemory implements AutoCloseable {
      * memory present (and DIRTY where the call writes them), then, for a call that submits GPU work, sends the DIRTY
      * pages and marks every page device-newer.
      */
-    void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+    void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes, long launchStream) {
         if (!used || BUSY.get()) {
             return; // every call passes here: a program without managed memory pays one volatile read
         }
@@ -488,7 +510,7 @@ final class ManagedMemory implements AutoCloseable {
             try {
                 boolean work = submitsWork(f);
                 if (work) {
-                    flushAndInvalidate();
+                    flushAndInvalidate(launchStream);
                 }
                 for (MemorySegment s : bulk) {
                     if (s.isNative()) {
@@ -528,11 +550,53 @@ final class ManagedMemory implements AutoCloseable {
         }
     }
 
-    private void flushAndInvalidate() {
+    /**
+     * Whether a kernel launch on {@code stream} may use {@code a} (a call that is no kernel launch, {@link #NO_STREAM},
+     * may use every allocation): memory attached to the host is used by no launch, memory attached to one stream by
+     * launches on that stream and on the legacy NULL stream (which synchronises with every blocking stream), the rest
+     * by every launch.
+     */
+    private static boolean usedBy(Allocation a, long stream) {
+        if (stream == NO_STREAM || a.attach == ATTACH_GLOBAL) {
+            return true;
+        }
+        if (a.attach == ATTACH_HOST) {
+            return false;
+        }
+        return stream == a.stream || stream == 0 || stream == STREAM_LEGACY;
+    }
+
+    /**
+     * cuStreamAttachMemAsync({@code stream}, {@code base}, 0 or the whole size, {@code flags}) succeeded: the allocation
+     * at {@code base} is from now on used by the launches {@link #usedBy} says (the driver applies it when the stream's
+     * earlier work is done; under the model the CPU does not touch the memory before then, so taking it at the call is
+     * the same).
+     */
+    synchronized void attached(long stream, long base, int flags) {
+        Allocation a = find(base);
+        if (a == null || !a.isAllocation(base)) {
+            return;
+        }
+        a.attach = flags;
+        a.stream = flags == ATTACH_SINGLE ? stream : 0;
+    }
+
+    /** The stream association of the managed allocation at {@code base}: {attach flags, stream}, or null. */
+    synchronized long[] attachment(long base) {
+        Allocation a = find(base);
+        return a == null || !a.isAllocation(base) ? null : new long[] {a.attach, a.stream};
+    }
+
+    private void flushAndInvalidate(long stream) {
         if (!anyPresent) {
             return;
         }
+        boolean keptPresent = false;
         for (Allocation a : allocations.values()) {
+            if (!usedBy(a, stream)) {
+                keptPresent = true; // not looked at: it may hold present pages
+                continue;
+            }
             int p = 0;
             while (p < a.pages) {
                 if (a.state[p] != DIRTY) {
@@ -555,7 +619,7 @@ final class ManagedMemory implements AutoCloseable {
                 madvise(a.start, a.pages * PAGE);
             }
         }
-        anyPresent = false;
+        anyPresent = keptPresent;
     }
 
     /** Sends pages [page, page + n) of {@code a} to the device: the bytes of them that lie in its device ranges. */

@@ -321,7 +321,9 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
      */
     private int managedAfter(ApiFunction f, Object[] args, long[] outs) {
         if (f == ApiEntries.cuMemAllocManaged) {
-            return managed.allocated(outs[0], (Long) args[1]);
+            return managed.allocated(outs[0], (Long) args[1], (Integer) args[2]);
+        } else if (f == ApiEntries.cuStreamAttachMemAsync) {
+            managed.attached((Long) args[0], (Long) args[1], (Integer) args[3]);
         } else if (f == ApiEntries.cuMemFree) {
             managed.freed((Long) args[0]);
         } else if (f == ApiEntries.cuLibraryUnload) {
