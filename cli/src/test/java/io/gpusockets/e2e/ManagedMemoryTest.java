@@ -261,6 +261,178 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         }
     }
 
+    /** cuMemRangeGetAttribute of one int (dataSize 4). */
+    private static int attribute(Cuda cu, int attribute, long p, long n) {
+        MemorySegment v = cu.cell().fill((byte) 0x5A);
+        Cuda.ok(cu.d.cuMemRangeGetAttribute(v, 4, attribute, p, n), "cuMemRangeGetAttribute " + attribute);
+        return v.get(JAVA_INT, 0);
+    }
+
+    /** ACCESSED_BY with {@code slots} slots. */
+    private static List<Integer> accessedBy(Cuda cu, long p, long n, int slots) {
+        MemorySegment v = cu.cell(4L * slots).fill((byte) 0x5A);
+        Cuda.ok(cu.d.cuMemRangeGetAttribute(v, 4L * slots, 3, p, n), "ACCESSED_BY");
+        List<Integer> l = new java.util.ArrayList<>();
+        for (int i = 0; i < slots; i++) {
+            l.add(v.getAtIndex(JAVA_INT, i));
+        }
+        return l;
+    }
+
+    private static final int READ_MOSTLY = 1, PREFERRED = 2, LAST_PREFETCH = 4, PREFERRED_TYPE = 5, PREFERRED_ID = 6,
+            LAST_PREFETCH_TYPE = 7, LAST_PREFETCH_ID = 8;
+    private static final long HOST = 2, DEVICE_0 = 1; // CUmemLocation {type, id} as a u64
+
+    /**
+     * cuMemRangeGetAttribute(s) answers what cuMemAdvise(_v2) and cuMemPrefetchAsync(_v2) were told, page by page as the
+     * driver keeps it (a range whose pages differ reads CU_DEVICE_INVALID / INVALID), and refuses as the driver does.
+     */
+    @Test
+    void rangeAttributesAnswerWhatAdviceAndPrefetchesSaid() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long size = 16 * PAGE;
+            long base = managed(cu, size);
+            long half = base + 8 * PAGE;
+            // never advised
+            assertEquals(0, attribute(cu, READ_MOSTLY, base, size));
+            assertEquals(-2, attribute(cu, PREFERRED, base, size));
+            assertEquals(-2, attribute(cu, LAST_PREFETCH, base, size));
+            assertEquals(0, attribute(cu, PREFERRED_TYPE, base, size));
+            assertEquals(0, attribute(cu, LAST_PREFETCH_TYPE, base, size));
+            assertEquals(List.of(-2, -2, -2), accessedBy(cu, base, size, 3));
+
+            // read-mostly on the first half: the half says 1, the whole 0; unset again
+            Cuda.ok(d.cuMemAdvise(base, 8 * PAGE, 1, 0), "SET_READ_MOSTLY");
+            assertEquals(1, attribute(cu, READ_MOSTLY, base + 100, 4 * PAGE));
+            assertEquals(0, attribute(cu, READ_MOSTLY, base, size));
+            Cuda.ok(d.cuMemAdvise(base, size, 1, 0), "SET_READ_MOSTLY");
+            assertEquals(1, attribute(cu, READ_MOSTLY, base, size));
+            Cuda.ok(d.cuMemAdvise_v2(base, PAGE, 2, HOST), "UNSET_READ_MOSTLY");
+            assertEquals(0, attribute(cu, READ_MOSTLY, base, size));
+
+            // preferred location: device 0 everywhere, then the host (v2) on the second half
+            Cuda.ok(d.cuMemAdvise(base, size, 3, 0), "SET_PREFERRED_LOCATION device 0");
+            assertEquals(0, attribute(cu, PREFERRED, base, size));
+            assertEquals(1, attribute(cu, PREFERRED_TYPE, base, size), "CU_MEM_LOCATION_TYPE_DEVICE");
+            assertEquals(0, attribute(cu, PREFERRED_ID, base, size));
+            Cuda.ok(d.cuMemAdvise_v2(half, 8 * PAGE, 3, HOST), "SET_PREFERRED_LOCATION host");
+            assertEquals(-1, attribute(cu, PREFERRED, half, 8 * PAGE), "CU_DEVICE_CPU");
+            assertEquals(2, attribute(cu, PREFERRED_TYPE, half, 8 * PAGE), "CU_MEM_LOCATION_TYPE_HOST");
+            assertEquals(-2, attribute(cu, PREFERRED, base, size), "pages that differ");
+            assertEquals(0, attribute(cu, PREFERRED_TYPE, base, size), "pages that differ: INVALID");
+            Cuda.ok(d.cuMemAdvise(base, size, 4, 0), "UNSET_PREFERRED_LOCATION");
+            assertEquals(-2, attribute(cu, PREFERRED, half, PAGE));
+
+            // accessed-by: device 0 everywhere, the CPU on the first 4 pages
+            Cuda.ok(d.cuMemAdvise(base, size, 5, 0), "SET_ACCESSED_BY device 0");
+            Cuda.ok(d.cuMemAdvise(base, 4 * PAGE, 5, -1), "SET_ACCESSED_BY CU_DEVICE_CPU");
+            assertEquals(List.of(0, -1, -2), accessedBy(cu, base, 4 * PAGE, 3));
+            assertEquals(List.of(0, -2, -2), accessedBy(cu, base, size, 3));
+            assertEquals(List.of(0), accessedBy(cu, base, 4 * PAGE, 1), "as many as fit");
+            Cuda.ok(d.cuMemAdvise_v2(base, size, 6, DEVICE_0), "UNSET_ACCESSED_BY device 0");
+            assertEquals(List.of(-1, -2), accessedBy(cu, base, PAGE, 2));
+
+            // the last prefetch location: the device everywhere, then the CPU on the first 4 pages
+            Cuda.ok(d.cuMemPrefetchAsync(base, size, 0, 0), "cuMemPrefetchAsync to device 0");
+            assertEquals(0, attribute(cu, LAST_PREFETCH, base, size));
+            assertEquals(1, attribute(cu, LAST_PREFETCH_TYPE, base, size));
+            assertEquals(0, attribute(cu, LAST_PREFETCH_ID, base, size));
+            Cuda.ok(d.cuMemPrefetchAsync_v2(base, 4 * PAGE, HOST, 0, 0), "cuMemPrefetchAsync_v2 to the host");
+            assertEquals(-1, attribute(cu, LAST_PREFETCH, base, 4 * PAGE));
+            assertEquals(2, attribute(cu, LAST_PREFETCH_TYPE, base, 4 * PAGE));
+            assertEquals(-2, attribute(cu, LAST_PREFETCH, base, size), "pages that differ");
+
+            // several at once
+            MemorySegment rm = cu.cell(), pref = cu.cell(), acc = cu.cell(8);
+            MemorySegment ptrs = cu.cell(24), sizes = cu.cell(24), attrs = cu.cell(12);
+            long[][] want = {{rm.address(), 4, READ_MOSTLY}, {pref.address(), 4, LAST_PREFETCH}, {acc.address(), 8, 3}};
+            for (int i = 0; i < 3; i++) {
+                ptrs.setAtIndex(JAVA_LONG, i, want[i][0]);
+                sizes.setAtIndex(JAVA_LONG, i, want[i][1]);
+                attrs.setAtIndex(JAVA_INT, i, (int) want[i][2]);
+            }
+            Cuda.ok(d.cuMemRangeGetAttributes(ptrs, sizes, attrs, 3, base, 4 * PAGE), "cuMemRangeGetAttributes");
+            assertEquals(0, rm.get(JAVA_INT, 0));
+            assertEquals(-1, pref.get(JAVA_INT, 0));
+            assertEquals(-1, acc.get(JAVA_INT, 0));
+            assertEquals(-2, acc.get(JAVA_INT, 4));
+
+            // refused as the driver refuses
+            long plain = cu.alloc(PAGE);
+            MemorySegment v = cu.cell();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(v, 4, READ_MOSTLY, plain, PAGE), "not managed");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(v, 4, READ_MOSTLY, base, size + 1),
+                    "past the allocation");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(v, 4, READ_MOSTLY, base, 0), "count 0");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(v, 8, READ_MOSTLY, base, size), "dataSize 8");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(cu.cell(8), 6, 3, base, size),
+                    "ACCESSED_BY: not a multiple of 4");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(v, 4, 9, base, size), "attribute 9");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(MemorySegment.NULL, 4, 1, base, size), "NULL data");
+            sizes.setAtIndex(JAVA_LONG, 0, 8);
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttributes(ptrs, sizes, attrs, 3, base, size),
+                    "one bad dataSize refuses all");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttributes(ptrs, sizes, attrs, 0, base, size),
+                    "no attributes");
+            Cuda.ok(d.cuMemFree(plain), "cuMemFree");
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+        }
+    }
+
+    /**
+     * A prefetch moves its own range at the call and nothing else: to the device it sends the range's written pages
+     * (another allocation's stay unsent), to the CPU it fetches the range's device-newer pages (no fault, no fetch at
+     * the CPU's touch after it), waiting for the stream's kernel first.
+     */
+    @Test
+    void prefetchesMoveTheirRangeNow() throws Exception {
+        try (RemoteCudaDriver d = connect("unix")) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+            long size = 16 * PAGE;
+            long base = managed(cu, size);
+            long other = managed(cu, 4 * PAGE);
+            cpuWrite(d, base, 4 * PAGE, 7);
+            cpuWrite(d, other, 2 * PAGE, 8);
+            ManagedMemoryStats before = d.managedMemoryStats();
+            Cuda.ok(d.cuMemPrefetchAsync(base, size, 0, 0), "cuMemPrefetchAsync to device 0");
+            ManagedMemoryStats afterToDevice = d.managedMemoryStats();
+            assertEquals(4, afterToDevice.pagesSent() - before.pagesSent(), "the range's 4 written pages go at the call");
+            assertEquals(4 * PAGE, afterToDevice.bytesSent() - before.bytesSent());
+            assertEquals(0, afterToDevice.pagesFetched() - before.pagesFetched());
+            // the range's pages left for the device: the CPU's read fetches them back; the other allocation is still here
+            d.prepareManagedAccess(base, PAGE, false);
+            assertEquals(7, MemorySegment.ofAddress(base).reinterpret(PAGE).get(JAVA_INT, 40));
+            assertEquals(afterToDevice.pagesFetched() + 1, d.managedMemoryStats().pagesFetched());
+            d.prepareManagedAccess(other, 2 * PAGE, false);
+            assertEquals(afterToDevice.pagesFetched() + 1, d.managedMemoryStats().pagesFetched(), "the other allocation stayed");
+
+            // a kernel on a stream writes the whole range; a prefetch to the CPU on that stream fetches all of it now
+            long stream = cu.stream();
+            fillLaunch(cu, fill, stream, base, size, 0xC0DE);
+            ManagedMemoryStats beforeToHost = d.managedMemoryStats();
+            assertEquals(2, beforeToHost.pagesSent() - afterToDevice.pagesSent(), "the launch sent the other allocation's pages");
+            Cuda.ok(d.cuMemPrefetchAsync_v2(base, size, HOST, 0, stream), "cuMemPrefetchAsync_v2 to the host");
+            ManagedMemoryStats afterToHost = d.managedMemoryStats();
+            assertEquals(16, afterToHost.pagesFetched() - beforeToHost.pagesFetched(), "the range fetched at the call");
+            assertEquals(size, afterToHost.bytesFetched() - beforeToHost.bytesFetched());
+            Cuda.ok(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
+            d.prepareManagedAccess(base, size, false);
+            MemorySegment seg = MemorySegment.ofAddress(base).reinterpret(size);
+            for (long i = 0; i < size; i += 4) {
+                assertEquals(0xC0DE, seg.get(JAVA_INT, i), "the kernel's value at +" + i);
+            }
+            ManagedMemoryStats read = d.managedMemoryStats();
+            assertEquals(afterToHost.pagesFetched(), read.pagesFetched(), "nothing more is fetched at the touch");
+            assertEquals(afterToHost.faults(), read.faults(), "no faults");
+            Cuda.ok(d.cuMemFree(base), "cuMemFree");
+            Cuda.ok(d.cuMemFree(other), "cuMemFree");
+        }
+    }
+
     /**
      * An address the guest already uses is a clash: the backend's allocation is freed again (the charge goes back) and
      * the program gets CUDA_ERROR_OUT_OF_MEMORY. The emulated device hands out addresses in order and never reuses one,

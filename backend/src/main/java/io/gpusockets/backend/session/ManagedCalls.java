@@ -23,8 +23,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * CUDA_ERROR_INVALID_VALUE, as the driver answers for memory that is not managed) and reach no driver:
  * {@code cuMemAdvise(_v2)} is accepted and changes nothing (the guest decides when pages move);
  * {@code cuMemPrefetchAsync(_v2)} is accepted (the guest sends dirty pages before it, as before any GPU work, and fetches
- * a prefetch to CU_DEVICE_CPU itself); {@code cuMemRangeGetAttribute(s)} answers the four classic attributes as the
- * driver does for memory never advised: READ_MOSTLY 0, PREFERRED_LOCATION, LAST_PREFETCH_LOCATION and each
+ * a prefetch to CU_DEVICE_CPU itself); {@code cuMemRangeGetAttribute(s)} never comes from a frontend of this version
+ * (it answers them in the guest from the advice and prefetches it saw); for one that sends it, the four classic
+ * attributes are answered as the driver does for memory never advised: READ_MOSTLY 0, PREFERRED_LOCATION, LAST_PREFETCH_LOCATION and each
  * ACCESSED_BY slot CU_DEVICE_INVALID (-2); {@code cuStreamAttachMemAsync} is checked (a whole managed allocation, known
  * flags) and accepted: the guest narrows by it which allocations a kernel launch makes coherent. The batch prefetches and discards of CUDA 13 are refused with
  * CUDA_ERROR_INVALID_VALUE, whatever they list (not written yet).
