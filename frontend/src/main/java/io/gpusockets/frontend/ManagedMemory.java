@@ -567,59 +567,69 @@ final class ManagedMemory implements AutoCloseable {
      * are sent in runs, and its present pages dropped (DEVICE), as the driver migrates them; pages elsewhere, and the
      * range's fresh (ZERO) pages, are left as they are. Counted as any transfer ({@link #stats}).
      */
-    synchronized void prefetched(long address, long length, long location, boolean toHost, long stream) {
+    void prefetched(long address, long length, long location, boolean toHost, long stream) {
+        if (length <= 0) {
+            return;
+        }
+        boolean was = BUSY.get();
+        BUSY.set(true);
+        try {
+            // waited for without the lock: a host function on the stream may touch managed memory, whose fault needs it
+            int r = toHost ? driver.cuStreamSynchronize(stream) : CuResult.CUDA_SUCCESS;
+            synchronized (this) {
+                prefetchedLocked(address, length, location, toHost, r);
+            }
+        } finally {
+            BUSY.set(was);
+        }
+    }
+
+    private void prefetchedLocked(long address, long length, long location, boolean toHost, int synced) {
         Allocation a = find(address);
-        if (a == null || length <= 0) {
+        if (a == null) {
             return;
         }
         int first = (int) ((address - a.start) / PAGE);
         int last = (int) Math.min(a.pages - 1, (address + length - 1 - a.start) / PAGE);
         a.advice().fillLastPrefetch(first, last, location);
-        boolean was = BUSY.get();
-        BUSY.set(true);
-        try {
-            if (toHost) {
-                int r = driver.cuStreamSynchronize(stream);
-                if (r != CuResult.CUDA_SUCCESS) {
-                    System.err.println("gpusockets: prefetching managed memory to the CPU: cuStreamSynchronize failed: "
-                            + CuResult.name(r) + " (the pages are fetched at the CPU's touch instead)");
-                    return;
-                }
-                for (int p = first; p <= last; ) {
-                    if (a.state[p] == DEVICE) {
-                        p += install(a, p, last - p + 1, false, PREFETCH_BATCH);
-                    } else {
-                        p++;
-                    }
-                }
+        if (toHost) {
+            if (synced != CuResult.CUDA_SUCCESS) {
+                System.err.println("gpusockets: prefetching managed memory to the CPU: cuStreamSynchronize failed: "
+                        + CuResult.name(synced) + " (the pages are fetched at the CPU's touch instead)");
                 return;
             }
             for (int p = first; p <= last; ) {
-                if (a.state[p] != DIRTY) {
+                if (a.state[p] == DEVICE) {
+                    p += install(a, p, last - p + 1, false, PREFETCH_BATCH);
+                } else {
                     p++;
-                    continue;
                 }
-                int q = p;
-                while (q <= last && a.state[q] == DIRTY && (q - p + 1) * PAGE <= MAX_RUN) {
-                    q++;
-                }
-                send(a, p, q - p);
-                p = q;
             }
-            for (int p = first; p <= last; ) {
-                if (a.state[p] != CLEAN && a.state[p] != DIRTY) {
-                    p++;
-                    continue;
-                }
-                int q = p;
-                while (q <= last && (a.state[q] == CLEAN || a.state[q] == DIRTY)) {
-                    a.state[q++] = DEVICE;
-                }
-                madvise(a.pageAddress(p), (q - p) * PAGE);
-                p = q;
+            return;
+        }
+        for (int p = first; p <= last; ) {
+            if (a.state[p] != DIRTY) {
+                p++;
+                continue;
             }
-        } finally {
-            BUSY.set(was);
+            int q = p;
+            while (q <= last && a.state[q] == DIRTY && (q - p + 1) * PAGE <= MAX_RUN) {
+                q++;
+            }
+            send(a, p, q - p);
+            p = q;
+        }
+        for (int p = first; p <= last; ) {
+            if (a.state[p] != CLEAN && a.state[p] != DIRTY) {
+                p++;
+                continue;
+            }
+            int q = p;
+            while (q <= last && (a.state[q] == CLEAN || a.state[q] == DIRTY)) {
+                a.state[q++] = DEVICE;
+            }
+            madvise(a.pageAddress(p), (q - p) * PAGE);
+            p = q;
         }
     }
 
