@@ -150,12 +150,26 @@ final class CallChannel {
      */
     Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, boolean gather,
                    List<MemorySegment> outBytes, boolean noReply) {
+        return exchange(f, request, bulk, gather, outBytes, noReply, ManagedMemory.NO_STREAM);
+    }
+
+    /**
+     * A kernel launch on {@code stream} (no bulk data): as {@link #exchange}, the stream telling managed memory which
+     * allocations the launch may use ({@link ManagedMemory#beforeCall}: memory attached to the host or to another
+     * stream is left where it is).
+     */
+    Reply launch(ApiFunction f, ByteBuffer request, long stream, boolean noReply) {
+        return exchange(f, request, List.of(), false, List.of(), noReply, stream);
+    }
+
+    private Reply exchange(ApiFunction f, ByteBuffer request, List<MemorySegment> bulk, boolean gather,
+                           List<MemorySegment> outBytes, boolean noReply, long launchStream) {
         if (refused.getAsBoolean()) {
             // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too.
             return new Reply(CuResult.CUDA_ERROR_NOT_PERMITTED, null);
         }
         if (managed != null) {
-            managed.beforeCall(f, bulk, outBytes);
+            managed.beforeCall(f, bulk, outBytes, launchStream);
         }
         int laneId = lane.get().id;
         boolean resumable = connection.resumable();

@@ -56,7 +56,7 @@ final class LaunchCalls implements FrontendHandlers.Launches {
             return r;
         }
         boolean noReply = channel.pipelining();
-        return channel.exchange(ApiEntries.cuLaunchKernel, req.flip(), List.of(), List.of(), noReply).result();
+        return channel.launch(ApiEntries.cuLaunchKernel, req.flip(), hStream, noReply).result();
     }
 
     /** As cuLaunchKernel, without {@code extra}. */
@@ -75,7 +75,7 @@ final class LaunchCalls implements FrontendHandlers.Launches {
         LaunchRequest.putHeader(req, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream);
         putParams(req, p, kernelParams, MemorySegment.NULL);
         boolean noReply = channel.pipelining();
-        return channel.exchange(ApiEntries.cuLaunchCooperativeKernel, req.flip(), List.of(), List.of(), noReply).result();
+        return channel.launch(ApiEntries.cuLaunchCooperativeKernel, req.flip(), hStream, noReply).result();
     }
 
     /** The config and its attribute array are copied at the call ({@link LaunchConfigRequest}), then as cuLaunchKernel. */
@@ -97,7 +97,7 @@ final class LaunchCalls implements FrontendHandlers.Launches {
             return r;
         }
         boolean noReply = channel.pipelining();
-        return channel.exchange(ApiEntries.cuLaunchKernelEx, req.flip(), List.of(), List.of(), noReply).result();
+        return channel.launch(ApiEntries.cuLaunchKernelEx, req.flip(), c.stream(), noReply).result();
     }
 
     @Override

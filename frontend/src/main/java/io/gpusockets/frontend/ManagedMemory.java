@@ -2,6 +2,7 @@ package io.gpusockets.frontend;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.protocol.api.ApiEntries;
@@ -54,7 +55,14 @@ import java.util.concurrent.atomic.LongAdder;
  * graph launches, copies, memsets, prefetches, stream memory operations, host functions), every DIRTY page goes to
  * the device in runs of consecutive pages (one {@code cuMemcpyHtoD} each), and then every page of every managed
  * allocation becomes DEVICE ({@code MADV_DONTNEED}: the device may change any of them), so the first CPU touch after
- * the work fetches what the GPU left. Pages are marked device-newer at submission rather than at the following
+ * the work fetches what the GPU left. A kernel launch ({@code cuLaunchKernel}, {@code cuLaunchCooperativeKernel},
+ * {@code cuLaunchKernelEx}) on stream S does this only for the allocations it may use, by their stream association
+ * ({@code cuStreamAttachMemAsync}, or {@code CU_MEM_ATTACH_HOST} at {@code cuMemAllocManaged}; {@link #usedBy}):
+ * GLOBAL (the default, and every {@code __managed__} variable) always, HOST never, SINGLE on stream T when S is T or
+ * the legacy NULL stream (0 or CU_STREAM_LEGACY, which synchronises with every blocking stream); memory attached to
+ * the host or to another stream keeps its present pages (and its unsent writes) through the launch, as the driver
+ * lets the CPU use it while such a kernel runs. Other GPU work (copies, memsets, graph launches, host functions,
+ * stream memory operations) makes every allocation coherent, whatever it is attached to. Pages are marked device-newer at submission rather than at the following
  * synchronisation, which is the same under the model (the CPU must not touch them in between) and needs no hook on
  * the synchronising calls. Data the frontend itself reads or writes as host memory (a managed pointer passed where
  * the API takes a host buffer) is made present, and for writes DIRTY, on the calling thread before the call, so no
@@ -68,6 +76,11 @@ import java.util.concurrent.atomic.LongAdder;
  * backend checks every range as always. Where only user-mode faults are served, kernel-mode accesses (passing an
  * absent managed page to {@code read(2)} or {@code write(2)}) fail with EFAULT; touch the buffer first.
  *
+ * <p><b>Advice and prefetches.</b> {@code cuMemAdvise(_v2)} and {@code cuMemPrefetchAsync(_v2)} are recorded page by
+ * page ({@link RangeAdvice}) and {@code cuMemRangeGetAttribute(s)} is answered here from them ({@link #rangeAttribute}).
+ * A prefetch is not GPU work in the sense above: it moves its own range at the call ({@link #prefetched}: to the CPU
+ * the device-newer pages in batches of up to 16 MiB, to a device the DIRTY pages) and leaves every other page as it is.
+ *
  * <p>Counters ({@link #stats}; {@code GPUSOCKETS_MANAGED_STATS=1} prints them on stderr at the program's exit): pages
  * and bytes sent, pages and bytes fetched, pages filled with zeros here, faults.
  *
@@ -77,7 +90,7 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
  * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
- * when data moves ({@code cuStreamAttachMemAsync} and {@code cuMemAdvise} are accepted and change nothing), guests
+ * when data moves ({@code cuMemAdvise} is accepted and changes nothing), guests
  * with pages other than 4 KiB, a fault handler for processes whose kernel lacks userfaultfd (managed memory is then
  * refused with CUDA_ERROR_NOT_SUPPORTED and one stderr line).
  */
@@ -89,6 +102,22 @@ final class ManagedMemory implements AutoCloseable {
     private static final byte DIRTY = 3;
 
     private static final long PAGE = 4096;
+    /** CUmemAttach_flags. */
+    static final int ATTACH_GLOBAL = 1;
+    static final int ATTACH_HOST = 2;
+    static final int ATTACH_SINGLE = 4;
+    /** What a call that is no kernel launch passes as its stream to {@link #beforeCall}. */
+    static final long NO_STREAM = Long.MIN_VALUE;
+    /** CU_DEVICE_CPU, CU_DEVICE_INVALID and the CUmemLocationType values. */
+    static final int DEVICE_CPU = -1;
+    static final int DEVICE_INVALID = -2;
+    static final int LOCATION_INVALID = 0;
+    static final int LOCATION_DEVICE = 1;
+    static final int LOCATION_HOST = 2;
+    static final int LOCATION_HOST_NUMA = 3;
+    static final int LOCATION_HOST_NUMA_CURRENT = 4;
+    /** CU_STREAM_LEGACY: the NULL stream, which synchronises with every blocking stream, as 0 does. */
+    private static final long STREAM_LEGACY = 1;
     /** The most bytes one flush copy carries (the copy streams in chunks anyway). */
     private static final long MAX_RUN = 64L << 20;
 
@@ -150,6 +179,21 @@ final class ManagedMemory implements AutoCloseable {
         final long[] bases;
         final long[] sizes;
         final byte[] state;
+        /**
+         * Its stream association (cuStreamAttachMemAsync, or the flags of cuMemAllocManaged): ATTACH_GLOBAL, _HOST or
+         * _SINGLE with {@link #stream}; guarded by the ManagedMemory.
+         */
+        int attach = ATTACH_GLOBAL;
+        long stream;
+        /** What cuMemAdvise and cuMemPrefetchAsync were told, per page; null until the first; guarded by the ManagedMemory. */
+        private RangeAdvice advice;
+
+        RangeAdvice advice() {
+            if (advice == null) {
+                advice = new RangeAdvice(pages);
+            }
+            return advice;
+        }
 
         Allocation(long start, int pages, long context, long library, long[] bases, long[] sizes, byte[] state) {
             this.start = start;
@@ -231,11 +275,15 @@ final class ManagedMemory implements AutoCloseable {
         this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
     }
 
-    /** Whether {@code f} submits GPU work that may read or write managed memory (the class comment). */
+    /**
+     * Whether {@code f} submits GPU work that may read or write managed memory (the class comment). A prefetch
+     * (cuMemPrefetchAsync(_v2)) is not such work: it moves the pages of its range only, after the call
+     * ({@link #prefetched}).
+     */
     static boolean submitsWork(ApiFunction f) {
         String n = f.name();
         return n.startsWith("cuLaunch") || n.startsWith("cuGraphLaunch") || n.startsWith("cuMemcpy")
-                || n.startsWith("cuMemset") || n.startsWith("cuMemPrefetch") || n.startsWith("cuStreamWriteValue")
+                || n.startsWith("cuMemset") || n.startsWith("cuMemPrefetchBatch") || n.startsWith("cuStreamWriteValue")
                 || n.startsWith("cuStreamWaitValue") || n.startsWith("cuStreamBatchMemOp") || n.startsWith("cuMemBatchDecompress")
                 || n.startsWith("cuMemDiscard") || n.equals("cuStreamAddCallback");
     }
@@ -249,7 +297,7 @@ final class ManagedMemory implements AutoCloseable {
      * A cuMemAllocManaged succeeded on the backend at {@code base}: maps the same address here. Returns
      * CUDA_SUCCESS, or the error the program gets after the backend's allocation was freed again.
      */
-    int allocated(long base, long size) {
+    int allocated(long base, long size, int flags) {
         synchronized (this) {
             if (!open()) {
                 return refuse(base, "the kernel offers no userfaultfd (Linux 5.11+ with UFFD_USER_MODE_ONLY) to track"
@@ -264,6 +312,7 @@ final class ManagedMemory implements AutoCloseable {
                 return refuse(base, failed, failed.contains("userfaultfd") ? CuResult.CUDA_ERROR_NOT_SUPPORTED
                         : CuResult.CUDA_ERROR_OUT_OF_MEMORY);
             }
+            a.attach = flags == ATTACH_HOST ? ATTACH_HOST : ATTACH_GLOBAL;
             allocations.put(a.start, a);
             used = true;
             anyPresent = true; // ZERO pages too: a submission must turn them into DEVICE
@@ -476,7 +525,7 @@ final class ManagedMemory implements AutoCloseable {
      * memory present (and DIRTY where the call writes them), then, for a call that submits GPU work, sends the DIRTY
      * pages and marks every page device-newer.
      */
-    void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes) {
+    void beforeCall(ApiFunction f, List<MemorySegment> bulk, List<MemorySegment> outBytes, long launchStream) {
         if (!used || BUSY.get()) {
             return; // every call passes here: a program without managed memory pays one volatile read
         }
@@ -488,7 +537,7 @@ final class ManagedMemory implements AutoCloseable {
             try {
                 boolean work = submitsWork(f);
                 if (work) {
-                    flushAndInvalidate();
+                    flushAndInvalidate(launchStream);
                 }
                 for (MemorySegment s : bulk) {
                     if (s.isNative()) {
@@ -506,9 +555,259 @@ final class ManagedMemory implements AutoCloseable {
         }
     }
 
-    /** cuMemPrefetchAsync to CU_DEVICE_CPU succeeded: fetches the range now. */
-    void prefetchToHost(long address, long length) {
-        hostAccess(address, length, false);
+    /** The most pages a prefetch to the CPU fetches with one copy (16 MiB). */
+    private static final int PREFETCH_BATCH = 4096;
+
+    /**
+     * A cuMemPrefetchAsync(_v2) of {@code [address, address + length)} on {@code stream} succeeded (the backend checked
+     * that the range lies in one managed allocation): the pages move now, and the range's last prefetch location is
+     * {@code location} ({@link #location} form). To the CPU ({@code toHost}): the stream's earlier work is waited for
+     * (it may still be writing the range), then the range's device-newer pages are fetched, up to
+     * {@value #PREFETCH_BATCH} consecutive pages with one copy, and installed CLEAN. To a device: the range's DIRTY pages
+     * are sent in runs, and its present pages dropped (DEVICE), as the driver migrates them; pages elsewhere, and the
+     * range's fresh (ZERO) pages, are left as they are. Counted as any transfer ({@link #stats}).
+     */
+    void prefetched(long address, long length, long location, boolean toHost, long stream) {
+        if (length <= 0) {
+            return;
+        }
+        boolean was = BUSY.get();
+        BUSY.set(true);
+        try {
+            // waited for without the lock: a host function on the stream may touch managed memory, whose fault needs it
+            int r = toHost ? driver.cuStreamSynchronize(stream) : CuResult.CUDA_SUCCESS;
+            synchronized (this) {
+                prefetchedLocked(address, length, location, toHost, r);
+            }
+        } finally {
+            BUSY.set(was);
+        }
+    }
+
+    private void prefetchedLocked(long address, long length, long location, boolean toHost, int synced) {
+        Allocation a = find(address);
+        if (a == null) {
+            return;
+        }
+        int first = (int) ((address - a.start) / PAGE);
+        int last = (int) Math.min(a.pages - 1, (address + length - 1 - a.start) / PAGE);
+        a.advice().fillLastPrefetch(first, last, location);
+        if (toHost) {
+            if (synced != CuResult.CUDA_SUCCESS) {
+                System.err.println("gpusockets: prefetching managed memory to the CPU: cuStreamSynchronize failed: "
+                        + CuResult.name(synced) + " (the pages are fetched at the CPU's touch instead)");
+                return;
+            }
+            for (int p = first; p <= last; ) {
+                if (a.state[p] == DEVICE) {
+                    p += install(a, p, last - p + 1, false, PREFETCH_BATCH);
+                } else {
+                    p++;
+                }
+            }
+            return;
+        }
+        for (int p = first; p <= last; ) {
+            if (a.state[p] != DIRTY) {
+                p++;
+                continue;
+            }
+            int q = p;
+            while (q <= last && a.state[q] == DIRTY && (q - p + 1) * PAGE <= MAX_RUN) {
+                q++;
+            }
+            send(a, p, q - p);
+            p = q;
+        }
+        for (int p = first; p <= last; ) {
+            if (a.state[p] != CLEAN && a.state[p] != DIRTY) {
+                p++;
+                continue;
+            }
+            int q = p;
+            while (q <= last && (a.state[q] == CLEAN || a.state[q] == DIRTY)) {
+                a.state[q++] = DEVICE;
+            }
+            madvise(a.pageAddress(p), (q - p) * PAGE);
+            p = q;
+        }
+    }
+
+    /**
+     * A cuMemAdvise(_v2) of {@code [address, address + length)} succeeded: recorded per page for
+     * {@link #rangeAttribute} (it does not change when data moves). {@code location} in {@link #location} form.
+     */
+    synchronized void advised(long address, long length, int advice, long location) {
+        Allocation a = find(address);
+        if (a == null || length <= 0) {
+            return;
+        }
+        int first = (int) ((address - a.start) / PAGE);
+        int last = (int) Math.min(a.pages - 1, (address + length - 1 - a.start) / PAGE);
+        a.advice().apply(first, last, advice, location);
+    }
+
+    /**
+     * cuMemRangeGetAttribute, answered here from what {@link #advised} and {@link #prefetched} recorded, as the driver
+     * answers it: the range must lie in one managed allocation or {@code __managed__} variable of this connection
+     * (count &gt; 0), {@code data} not NULL, {@code dataSize} 4 for every attribute but ACCESSED_BY (a non-zero multiple
+     * of 4); else CUDA_ERROR_INVALID_VALUE, which is what the driver answers for memory that is not managed.
+     * READ_MOSTLY: 1 when every page of the range is read-mostly. PREFERRED_LOCATION, LAST_PREFETCH_LOCATION: the device
+     * all pages share, CU_DEVICE_CPU for the host (or a host NUMA node), else CU_DEVICE_INVALID. ACCESSED_BY: the devices
+     * advised for every page, in order, then CU_DEVICE_CPU, CU_DEVICE_INVALID in the slots left. The _TYPE variants: the
+     * CUmemLocationType all pages share (HOST_NUMA_CURRENT as HOST_NUMA), else INVALID; the _ID variants: its id where
+     * it is a device or host NUMA node, else CU_DEVICE_INVALID.
+     */
+    synchronized int rangeAttribute(MemorySegment data, long dataSize, int attribute, long devPtr, long count) {
+        int r = checkAttribute(data, dataSize, attribute);
+        if (r != CuResult.CUDA_SUCCESS) {
+            return r;
+        }
+        Allocation a = managedRange(devPtr, count);
+        if (a == null) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        answer(a, devPtr, count, attribute, data.address(), dataSize);
+        return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * cuMemRangeGetAttributes: {@code numAttributes} attributes of one range at once, each checked and answered as
+     * {@link #rangeAttribute} does ({@code data} an array of pointers, {@code dataSizes} of sizes, {@code attributes} of
+     * CUmem_range_attribute); nothing is written unless all are valid.
+     */
+    synchronized int rangeAttributes(MemorySegment data, MemorySegment dataSizes, MemorySegment attributes, long numAttributes,
+                                     long devPtr, long count) {
+        if (data.address() == 0 || dataSizes.address() == 0 || attributes.address() == 0 || numAttributes <= 0
+                || numAttributes > 1 << 20) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        boolean was = BUSY.get();
+        BUSY.set(true);
+        try {
+            present(data.address(), numAttributes * 8, false);
+            present(dataSizes.address(), numAttributes * 8, false);
+            present(attributes.address(), numAttributes * 4, false);
+            MemorySegment ptrs = MemorySegment.ofAddress(data.address()).reinterpret(numAttributes * 8);
+            MemorySegment sizes = MemorySegment.ofAddress(dataSizes.address()).reinterpret(numAttributes * 8);
+            MemorySegment attrs = MemorySegment.ofAddress(attributes.address()).reinterpret(numAttributes * 4);
+            for (long i = 0; i < numAttributes; i++) {
+                int r = checkAttribute(MemorySegment.ofAddress(ptrs.getAtIndex(JAVA_LONG, i)), sizes.getAtIndex(JAVA_LONG, i),
+                        attrs.getAtIndex(JAVA_INT, i));
+                if (r != CuResult.CUDA_SUCCESS) {
+                    return r;
+                }
+            }
+            Allocation a = managedRange(devPtr, count);
+            if (a == null) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+            for (long i = 0; i < numAttributes; i++) {
+                answer(a, devPtr, count, attrs.getAtIndex(JAVA_INT, i), ptrs.getAtIndex(JAVA_LONG, i), sizes.getAtIndex(JAVA_LONG, i));
+            }
+            return CuResult.CUDA_SUCCESS;
+        } finally {
+            BUSY.set(was);
+        }
+    }
+
+    /** The driver's dataSize rules (see {@link #rangeAttribute}). */
+    private static int checkAttribute(MemorySegment data, long dataSize, int attribute) {
+        if (data.address() == 0 || attribute < 1 || attribute > 8) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        boolean ok = attribute == 3 ? dataSize > 0 && dataSize % 4 == 0 && dataSize <= 1L << 30 : dataSize == 4;
+        return ok ? CuResult.CUDA_SUCCESS : CuResult.CUDA_ERROR_INVALID_VALUE;
+    }
+
+    /** The allocation [devPtr, devPtr + count) lies in, within one of its device ranges; null if none. */
+    private Allocation managedRange(long devPtr, long count) {
+        if (count <= 0 || devPtr + count < devPtr) {
+            return null;
+        }
+        Allocation a = find(devPtr);
+        if (a == null) {
+            return null;
+        }
+        for (int i = 0; i < a.bases.length; i++) {
+            if (devPtr >= a.bases[i] && devPtr + count <= a.bases[i] + a.sizes[i]) {
+                return a;
+            }
+        }
+        return null;
+    }
+
+    /** Writes one attribute of [devPtr, devPtr + count) of {@code a} into the program's {@code dataSize} bytes at {@code out}. */
+    private void answer(Allocation a, long devPtr, long count, int attribute, long out, long dataSize) {
+        int first = (int) ((devPtr - a.start) / PAGE);
+        int last = (int) ((devPtr + count - 1 - a.start) / PAGE);
+        boolean was = BUSY.get();
+        BUSY.set(true);
+        try {
+            present(out, dataSize, true); // the program's buffer may be managed memory too
+        } finally {
+            BUSY.set(was);
+        }
+        MemorySegment data = MemorySegment.ofAddress(out).reinterpret(dataSize);
+        RangeAdvice advice = a.advice;
+        switch (attribute) {
+            case 1 -> data.set(JAVA_INT_UNALIGNED, 0, RangeAdvice.readMostly(advice, first, last) ? 1 : 0);
+            case 2, 4 -> data.set(JAVA_INT_UNALIGNED, 0, legacyDevice(attribute == 2
+                    ? RangeAdvice.preferred(advice, first, last) : RangeAdvice.lastPrefetch(advice, first, last)));
+            case 5, 7 -> {
+                long l = attribute == 5 ? RangeAdvice.preferred(advice, first, last) : RangeAdvice.lastPrefetch(advice, first, last);
+                int type = (int) (l >>> 32);
+                data.set(JAVA_INT_UNALIGNED, 0, type == LOCATION_HOST_NUMA_CURRENT ? LOCATION_HOST_NUMA : type);
+            }
+            case 6, 8 -> {
+                long l = attribute == 6 ? RangeAdvice.preferred(advice, first, last) : RangeAdvice.lastPrefetch(advice, first, last);
+                int type = (int) (l >>> 32);
+                data.set(JAVA_INT_UNALIGNED, 0, type == LOCATION_DEVICE || type == LOCATION_HOST_NUMA ? (int) l
+                        : type == LOCATION_HOST_NUMA_CURRENT ? 0 : DEVICE_INVALID);
+            }
+            default -> { // 3: ACCESSED_BY
+                long bits = RangeAdvice.accessedBy(advice, first, last);
+                long slots = dataSize / 4, i = 0;
+                for (int d = 0; d < 63 && i < slots; d++) {
+                    if ((bits & 1L << (d + 1)) != 0) {
+                        data.setAtIndex(JAVA_INT_UNALIGNED, i++, d);
+                    }
+                }
+                if ((bits & 1) != 0 && i < slots) {
+                    data.setAtIndex(JAVA_INT_UNALIGNED, i++, DEVICE_CPU);
+                }
+                while (i < slots) {
+                    data.setAtIndex(JAVA_INT_UNALIGNED, i++, DEVICE_INVALID);
+                }
+            }
+        }
+    }
+
+    /** A location as the classic attributes give it: a device ordinal, CU_DEVICE_CPU, or CU_DEVICE_INVALID. */
+    private static int legacyDevice(long location) {
+        int type = (int) (location >>> 32);
+        return type == LOCATION_DEVICE ? (int) location : isHost(location) ? DEVICE_CPU : DEVICE_INVALID;
+    }
+
+    /** A CUmemLocation as recorded: its type in the high 32 bits, its id in the low; 0: none. */
+    static long location(int type, int id) {
+        return (long) type << 32 | id & 0xffffffffL;
+    }
+
+    /** A CUmemLocation as cuMemAdvise_v2 and cuMemPrefetchAsync_v2 pass it by value (type, then id, little-endian). */
+    static long locationOfWire(long wire) {
+        return location((int) wire, (int) (wire >>> 32));
+    }
+
+    /** The location of a CUdevice as cuMemAdvise and cuMemPrefetchAsync take it (CU_DEVICE_CPU: the host). */
+    static long locationOfDevice(int device) {
+        return device == DEVICE_CPU ? location(LOCATION_HOST, 0) : location(LOCATION_DEVICE, device);
+    }
+
+    /** Whether a location is the CPU's (host, or a host NUMA node). */
+    static boolean isHost(long location) {
+        int type = (int) (location >>> 32);
+        return type == LOCATION_HOST || type == LOCATION_HOST_NUMA || type == LOCATION_HOST_NUMA_CURRENT;
     }
 
     /**
@@ -528,11 +827,53 @@ final class ManagedMemory implements AutoCloseable {
         }
     }
 
-    private void flushAndInvalidate() {
+    /**
+     * Whether a kernel launch on {@code stream} may use {@code a} (a call that is no kernel launch, {@link #NO_STREAM},
+     * may use every allocation): memory attached to the host is used by no launch, memory attached to one stream by
+     * launches on that stream and on the legacy NULL stream (which synchronises with every blocking stream), the rest
+     * by every launch.
+     */
+    private static boolean usedBy(Allocation a, long stream) {
+        if (stream == NO_STREAM || a.attach == ATTACH_GLOBAL) {
+            return true;
+        }
+        if (a.attach == ATTACH_HOST) {
+            return false;
+        }
+        return stream == a.stream || stream == 0 || stream == STREAM_LEGACY;
+    }
+
+    /**
+     * cuStreamAttachMemAsync({@code stream}, {@code base}, 0 or the whole size, {@code flags}) succeeded: the allocation
+     * at {@code base} is from now on used by the launches {@link #usedBy} says (the driver applies it when the stream's
+     * earlier work is done; under the model the CPU does not touch the memory before then, so taking it at the call is
+     * the same).
+     */
+    synchronized void attached(long stream, long base, int flags) {
+        Allocation a = find(base);
+        if (a == null || !a.isAllocation(base)) {
+            return;
+        }
+        a.attach = flags;
+        a.stream = flags == ATTACH_SINGLE ? stream : 0;
+    }
+
+    /** The stream association of the managed allocation at {@code base}: {attach flags, stream}, or null. */
+    synchronized long[] attachment(long base) {
+        Allocation a = find(base);
+        return a == null || !a.isAllocation(base) ? null : new long[] {a.attach, a.stream};
+    }
+
+    private void flushAndInvalidate(long stream) {
         if (!anyPresent) {
             return;
         }
+        boolean keptPresent = false;
         for (Allocation a : allocations.values()) {
+            if (!usedBy(a, stream)) {
+                keptPresent = true; // not looked at: it may hold present pages
+                continue;
+            }
             int p = 0;
             while (p < a.pages) {
                 if (a.state[p] != DIRTY) {
@@ -555,7 +896,7 @@ final class ManagedMemory implements AutoCloseable {
                 madvise(a.start, a.pages * PAGE);
             }
         }
-        anyPresent = false;
+        anyPresent = keptPresent;
     }
 
     /** Sends pages [page, page + n) of {@code a} to the device: the bytes of them that lie in its device ranges. */
@@ -624,9 +965,14 @@ final class ManagedMemory implements AutoCloseable {
      * (at least 1).
      */
     private int install(Allocation a, int page, int limit, boolean wake) {
+        return install(a, page, limit, wake, batchPages);
+    }
+
+    /** As {@link #install(Allocation, int, int, boolean)}, up to {@code batch} pages with one copy. */
+    private int install(Allocation a, int page, int limit, boolean wake, int batch) {
         byte kind = a.state[page];
         int n = 1;
-        while (n < limit && n < batchPages && page + n < a.pages && a.state[page + n] == kind) {
+        while (n < limit && n < batch && page + n < a.pages && a.state[page + n] == kind) {
             n++;
         }
         long bytes = n * PAGE;

@@ -196,6 +196,12 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     private int marshal(ApiFunction f, Object... args) {
+        if (f == ApiEntries.cuMemRangeGetAttribute) { // answered in the guest, from what advice and prefetches said
+            return managed.rangeAttribute((MemorySegment) args[0], (Long) args[1], (Integer) args[2], (Long) args[3], (Long) args[4]);
+        } else if (f == ApiEntries.cuMemRangeGetAttributes) {
+            return managed.rangeAttributes((MemorySegment) args[0], (MemorySegment) args[1], (MemorySegment) args[2],
+                    (Long) args[3], (Long) args[4], (Long) args[5]);
+        }
         ContextRule rule = f.context();
         if (rule == ContextRule.GET && localAnswers && channel.answersLocally()) {
             long ctx = channel.contexts().current();
@@ -310,9 +316,6 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     /** CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY and _CONCURRENT_MANAGED_ACCESS. */
     private static final int ATTRIBUTE_MANAGED_MEMORY = 83;
     private static final int ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89;
-    /** CU_DEVICE_CPU and CU_MEM_LOCATION_TYPE_HOST: a prefetch to the guest. */
-    private static final int DEVICE_CPU = -1;
-    private static final int LOCATION_TYPE_HOST = 2;
 
     /**
      * Managed memory's part of a successful call ({@link ManagedMemory}): a managed allocation is mapped here (a clash
@@ -321,14 +324,22 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
      */
     private int managedAfter(ApiFunction f, Object[] args, long[] outs) {
         if (f == ApiEntries.cuMemAllocManaged) {
-            return managed.allocated(outs[0], (Long) args[1]);
+            return managed.allocated(outs[0], (Long) args[1], (Integer) args[2]);
+        } else if (f == ApiEntries.cuStreamAttachMemAsync) {
+            managed.attached((Long) args[0], (Long) args[1], (Integer) args[3]);
         } else if (f == ApiEntries.cuMemFree) {
             managed.freed((Long) args[0]);
         } else if (f == ApiEntries.cuLibraryUnload) {
             managed.libraryUnloaded((Long) args[0]);
-        } else if (f == ApiEntries.cuMemPrefetchAsync && (Integer) args[2] == DEVICE_CPU
-                || f == ApiEntries.cuMemPrefetchAsync_v2 && (int) (long) (Long) args[2] == LOCATION_TYPE_HOST) {
-            managed.prefetchToHost((Long) args[0], (Long) args[1]);
+        } else if (f == ApiEntries.cuMemPrefetchAsync || f == ApiEntries.cuMemPrefetchAsync_v2) {
+            long location = f == ApiEntries.cuMemPrefetchAsync ? ManagedMemory.locationOfDevice((Integer) args[2])
+                    : ManagedMemory.locationOfWire((Long) args[2]);
+            managed.prefetched((Long) args[0], (Long) args[1], location, ManagedMemory.isHost(location),
+                    (Long) args[f == ApiEntries.cuMemPrefetchAsync ? 3 : 4]);
+        } else if (f == ApiEntries.cuMemAdvise || f == ApiEntries.cuMemAdvise_v2) {
+            long location = f == ApiEntries.cuMemAdvise ? ManagedMemory.locationOfDevice((Integer) args[3])
+                    : ManagedMemory.locationOfWire((Long) args[3]);
+            managed.advised((Long) args[0], (Long) args[1], (Integer) args[2], location);
         } else if (f == ApiEntries.cuDeviceGetAttribute) {
             int attribute = (Integer) args[1];
             if (attribute == ATTRIBUTE_MANAGED_MEMORY || attribute == ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {

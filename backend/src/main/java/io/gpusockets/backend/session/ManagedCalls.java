@@ -23,10 +23,11 @@ import java.util.concurrent.ConcurrentHashMap;
  * CUDA_ERROR_INVALID_VALUE, as the driver answers for memory that is not managed) and reach no driver:
  * {@code cuMemAdvise(_v2)} is accepted and changes nothing (the guest decides when pages move);
  * {@code cuMemPrefetchAsync(_v2)} is accepted (the guest sends dirty pages before it, as before any GPU work, and fetches
- * a prefetch to CU_DEVICE_CPU itself); {@code cuMemRangeGetAttribute(s)} answers the four classic attributes as the
- * driver does for memory never advised: READ_MOSTLY 0, PREFERRED_LOCATION, LAST_PREFETCH_LOCATION and each
- * ACCESSED_BY slot CU_DEVICE_INVALID (-2); {@code cuStreamAttachMemAsync} is checked and accepted (the guest makes all
- * managed memory coherent at every launch, which an attach would only narrow). The batch prefetches and discards of CUDA 13 are refused with
+ * a prefetch to CU_DEVICE_CPU itself); {@code cuMemRangeGetAttribute(s)} never comes from a frontend of this version
+ * (it answers them in the guest from the advice and prefetches it saw); for one that sends it, the four classic
+ * attributes are answered as the driver does for memory never advised: READ_MOSTLY 0, PREFERRED_LOCATION, LAST_PREFETCH_LOCATION and each
+ * ACCESSED_BY slot CU_DEVICE_INVALID (-2); {@code cuStreamAttachMemAsync} is checked (a whole managed allocation, known
+ * flags) and accepted: the guest narrows by it which allocations a kernel launch makes coherent. The batch prefetches and discards of CUDA 13 are refused with
  * CUDA_ERROR_INVALID_VALUE, whatever they list (not written yet).
  */
 final class ManagedCalls implements BackendHandlers.Managed {
@@ -171,10 +172,10 @@ final class ManagedCalls implements BackendHandlers.Managed {
     }
 
     /**
-     * Checked and accepted: the range (length 0: the whole allocation) must lie in one managed allocation, flags GLOBAL,
-     * HOST or SINGLE. The guest already makes all managed memory coherent at every launch, which is what an attach
-     * would narrow, so nothing else changes (a program that touches memory attached to one stream while another
-     * stream's kernel runs reads and writes it correctly here, fetched and sent as at any fault).
+     * Checked and accepted, as the driver checks it: a whole managed allocation (its base, length 0 or its size: the
+     * driver cannot change the association of a part of one), flags GLOBAL, HOST or SINGLE. What it changes is the
+     * guest's ({@code ManagedMemory}: which allocations a kernel launch on a stream makes coherent); the device
+     * memory is the same whatever the association.
      */
     @Override
     public int cuStreamAttachMemAsync(Call c, long hStream, long devPtr, long length, int flags) throws CallRejected {
@@ -182,10 +183,11 @@ final class ManagedCalls implements BackendHandlers.Managed {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags);
         }
         SessionMemory.Range r = session.memory().covering(devPtr, Math.max(length, 1));
-        if (r == null || length == 0 && r.base() != devPtr) {
-            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d: %s", devPtr, length, NOT_MANAGED));
+        if (r == null || r.base() != devPtr || length != 0 && length != r.size()) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x+%d: %s", devPtr, length,
+                    r != null && isManaged(devPtr, 1) ? "not a whole managed allocation (its base, length 0 or its size)" : NOT_MANAGED));
         }
-        checkManaged(c, devPtr, length == 0 ? r.size() : length);
+        checkManaged(c, devPtr, r.size());
         return CuResult.CUDA_SUCCESS;
     }
 
