@@ -506,9 +506,20 @@ final class CheckpointRecorder {
 
     /**
      * What cannot be captured now, each named (empty: none): the recorder's own findings and what the session's
-     * handles and ranges show that was not recorded.
+     * handles and ranges show that was not recorded. The session is drained (no call in flight).
      */
     synchronized List<String> refusals(SessionHandles handles, SessionMemory memory) {
+        return refusals(handles, memory, true);
+    }
+
+    /**
+     * As {@link #refusals(SessionHandles, SessionMemory)}; with {@code settled} false, while calls may be in flight
+     * (the early check before a drain), a handle or a range that the recorder has no record of yet is not counted: a
+     * call in flight has made it in the driver and is about to record it (a program thread allocating and freeing
+     * during a take-over was refused for "1 allocations outside the session's address window (not cuMemAlloc)" on
+     * an H100). The check after the drain counts them.
+     */
+    synchronized List<String> refusals(SessionHandles handles, SessionMemory memory, boolean settled) {
         List<String> out = new ArrayList<>();
         if (notCheckpointable != null) {
             out.add(notCheckpointable);
@@ -529,7 +540,7 @@ final class CheckpointRecorder {
             for (SessionHandles.Entry e : handles.all(t)) {
                 if (!REPLAYED.contains(t)) {
                     unreplayed.merge(t, 1, Integer::sum);
-                } else if (!byId.containsKey(e.id()) && notCheckpointable == null) {
+                } else if (!byId.containsKey(e.id()) && notCheckpointable == null && settled) {
                     unrecorded.merge(kindName(t), 1, Integer::sum);
                 }
             }
@@ -580,6 +591,9 @@ final class CheckpointRecorder {
                 continue; // the program's own mappings: CheckpointVmm saves them
             } else if (r.freeable()) {
                 String by = outside.get(r.base());
+                if (by == null && !settled) {
+                    continue; // made by a call in flight, or one that is: the check after the drain decides
+                }
                 outsideBy.merge("allocations outside the session's address window (" + (by == null ? "not cuMemAlloc" : by)
                         + (by != null && by.equals("cuMemAllocManaged") ? ": managed memory" : "")
                         + (by != null && by.startsWith("cuMemAlloc") && by.endsWith("Async")

@@ -1018,7 +1018,7 @@ public final class Session {
 
     /** Throws, naming each, when something in the session cannot be captured; {@code drained}: the device is idle. */
     private void refuseUncapturable(boolean drained) throws CheckpointRefused {
-        java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory));
+        java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory, drained));
         why.addAll(CheckpointVmm.refusals(this));
         why.addAll(CheckpointArrays.refusals(driver, handles));
         int gates = callbackGates.openGates();

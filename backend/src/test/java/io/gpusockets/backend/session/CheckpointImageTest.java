@@ -472,4 +472,19 @@ class CheckpointImageTest {
         assertEquals(1, why.size(), why.toString());
         assertTrue(why.get(0).contains("exceed 300 bytes"), why.get(0));
     }
+
+    @Test
+    void aRangeNotYetRecordedCountsOnlyOnceTheSessionIsDrained() {
+        // a cuMemAlloc in flight has its range in the session's memory before the recorder sees the call succeed: the
+        // early check (calls may be in flight) must not refuse for it, the check after the drain must
+        CheckpointRecorder rec = new CheckpointRecorder(1 << 20);
+        SessionMemory memory = new SessionMemory();
+        memory.add(new SessionMemory.Range(0x6000_0010_0000L, 65536, 1, true));
+        SessionHandles handles = new SessionHandles(1);
+        assertEquals(List.of(), rec.refusals(handles, memory, false));
+        List<String> why = rec.refusals(handles, memory, true);
+        assertEquals(1, why.size(), why.toString());
+        assertTrue(why.get(0).contains("1 allocations outside the session's address window (not cuMemAlloc)"), why.get(0));
+        assertEquals(why, rec.refusals(handles, memory));
+    }
 }
