@@ -1,12 +1,10 @@
 package io.gpusockets.emulated;
 
-import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
+import io.gpusockets.protocol.api.ProcessMaps;
 import java.util.List;
 
 /**
- * Whether this process maps anything in a range of its address space (Linux: {@code /proc/self/maps}), for the
+ * Whether this process maps anything in a range of its address space (Linux: {@code /proc/self/maps}, read by {@link ProcessMaps}), for the
  * emulated device's address reservations at a requested address ({@link EmulatedMemory#reserveAt}): the real driver's
  * device addresses share the process's virtual address space, so it cannot reserve where the process's own memory
  * (the JVM's heap and code, shared libraries, thread stacks; placed at random per process by Linux) lies, and gives
@@ -15,41 +13,16 @@ import java.util.List;
  * said to be mapped. Read on every such reservation (a few per session), never kept: the process's mappings change.
  */
 final class HostMappings {
-    private static final Path MAPS = Path.of("/proc/self/maps");
-
     private HostMappings() {
     }
 
     /** Whether a mapping of this process overlaps {@code [base, base + size)}; false where the maps cannot be read. */
     static boolean overlap(long base, long size) {
-        List<String> lines;
-        try {
-            lines = Files.readAllLines(MAPS);
-        } catch (IOException | RuntimeException e) {
-            return false;
-        }
-        return overlap(lines, base, size);
+        return overlap(ProcessMaps.lines(), base, size);
     }
 
     /** As {@link #overlap(long, long)}, from the lines of a maps file ({@code start-end perms offset dev inode [path]}). */
     static boolean overlap(List<String> maps, long base, long size) {
-        long end = base + size;
-        for (String line : maps) {
-            int dash = line.indexOf('-'), space = line.indexOf(' ');
-            if (dash <= 0 || space < dash) {
-                continue;
-            }
-            long s, e;
-            try {
-                s = Long.parseUnsignedLong(line, 0, dash, 16);
-                e = Long.parseUnsignedLong(line, dash + 1, space, 16);
-            } catch (NumberFormatException x) {
-                continue;
-            }
-            if (Long.compareUnsigned(s, end) < 0 && Long.compareUnsigned(e, base) > 0) {
-                return true;
-            }
-        }
-        return false;
+        return !ProcessMaps.overlapping(maps, base, size).isEmpty();
     }
 }
