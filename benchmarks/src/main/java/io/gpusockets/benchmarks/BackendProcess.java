@@ -49,10 +49,10 @@ final class BackendProcess implements AutoCloseable {
         Thread.ofPlatform().daemon().name("backend-" + name + "-output").start(() -> {
             try (r) {
                 for (String line; (line = r.readLine()) != null; ) {
-                    lines.add(line);
-                    if (w != null) {
+                    if (w != null) { // first: a line seen in lines is in the log too
                         w.println(line); // a log file that went (the bench's folder deleted) is not needed any more
                     }
+                    lines.add(line);
                 }
             } catch (IOException ignored) {
                 // the process ended
