@@ -6,8 +6,6 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.backend.driver.NativeCudaDriver;
-import io.gpusockets.backend.server.BackendServer;
-import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.cli.workloads.Cu;
@@ -16,7 +14,6 @@ import io.gpusockets.cli.workloads.PrimaryContext;
 import io.gpusockets.frontend.ManagedMemoryStats;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.transport.TransportUri;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -36,7 +33,7 @@ import picocli.CommandLine.Option;
 /**
  * What managed memory costs through GPUsockets against explicit copies of the same data (issue 25's done-when): for
  * each size N and three workloads, the time and the bytes moved by the same program written three ways, each through
- * a unix:// session to an in-process backend on the chosen device:
+ * a unix:// session to a backend on the chosen device:
  * <ul>
  *   <li><b>managed</b>: {@code cuMemAllocManaged}; the CPU touches the pointer (after
  *       {@link RemoteCudaDriver#prepareManagedAccess}, which Java programs must call: it installs the pages of the
@@ -52,6 +49,13 @@ import picocli.CommandLine.Option;
  * <b>all</b>: the CPU writes all, one launch reads and writes all, the CPU reads all; <b>sixteenth</b>: the CPU writes
  * all, the launch covers the first N/16 bytes (1/16 of the pages, contiguous), the CPU reads those; <b>ten-launches</b>:
  * the CPU writes all, then 10 times a launch over all and the CPU reading one word (a different page each time).
+ * The backend of the three remote modes is {@code gpusockets backend --isolation context --stable-addresses} (the sessions
+ * in the backend's own process, as an in-process backend's were) in a process of its own
+ * ({@link BackendProcess}, its output in a temporary folder's backend.log, quoted when a run fails): on the real driver
+ * a backend in the bench's process would reserve its device allocations' addresses here too (UVA), where the
+ * frontend maps a managed range at its device address, and the two clash; with stable addresses the managed ranges
+ * lie in the session's address window (from 0x6000_0000_0000), far from the JVM's and the libraries' mappings. The
+ * native column's driver stays in the bench's process (with {@code --device auto}: native where a GPU is found).
  * One unrecorded warm-up run of each workload and mode at 1 MiB comes first. Each figure is timed from the CPU's first write to its last read (allocation and free untimed, a fresh allocation
  * each round, so the CPU's writes land on fresh pages), and the CPU's reads are checked against the expected values.
  * Prints time (ms, median over rounds) and MiB moved with the ratios managed/minimal and managed/naive; with
@@ -74,7 +78,7 @@ public final class ManagedBench implements Callable<Integer> {
     List<String> workloads;
 
     @Option(names = "--device", paramLabel = "auto|native|emulated", defaultValue = "emulated",
-            description = "Driver of the in-process backend (native also measures the driver's own managed memory). Default: ${DEFAULT-VALUE}.")
+            description = "Driver of the backend, a process of its own (native also measures the driver's own managed memory in this process). Default: ${DEFAULT-VALUE}.")
     DeviceChoice device;
 
     @Option(names = "--out", paramLabel = "DIR", description = "Also write DIR/managed.md and DIR/managed.png.")
@@ -98,25 +102,30 @@ public final class ManagedBench implements Callable<Integer> {
                 throw new CommandLine.ParameterException(new CommandLine(this), "unknown workload " + w);
             }
         }
-        DriverHost host = device.open(null);
-        boolean nativeColumn = host.driver() instanceof NativeCudaDriver;
-        String line = "bench-managed: " + Runtime.getRuntime().availableProcessors() + " cores, " + host.description()
-                + ", unix, " + rounds + " rounds";
-        console.println(line);
+        // the native column's driver, in this process; the remote modes' backend is a process of its own (see the class)
+        boolean nativeColumn = device == DeviceChoice.NATIVE || device == DeviceChoice.AUTO && NativeCudaDriver.available(null);
+        DriverHost host = nativeColumn ? device.open(null) : null;
         List<String> modes = new ArrayList<>(List.of("managed", "minimal", "naive"));
         if (nativeColumn) {
             modes.add("native");
         }
         Map<String, Figure> figures = new LinkedHashMap<>();
         Path dir = Files.createTempDirectory("gpusockets-managed-bench");
-        try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
-            String uri = backend.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+        String line;
+        try (BackendProcess backend = new BackendProcess("managed", nativeColumn ? DeviceChoice.NATIVE : DeviceChoice.EMULATED,
+                List.of("--isolation", "context", "--stable-addresses", "--listen", "unix://" + dir.resolve("b.sock")), dir.resolve("backend.log"))) {
+            String uri = backend.listening(1, 120).getFirst();
+            String said = backend.await("gpusockets backend: ", 10); // its first line: its device, its isolation
+            line = "bench-managed: " + Runtime.getRuntime().availableProcessors() + " cores, backend in a process of its"
+                    + " own: " + said.substring(said.indexOf("gpusockets backend: ") + "gpusockets backend: ".length())
+                    + ", unix, " + rounds + " rounds";
+            console.println(line);
             for (String w : workloads) { // warm-up, unrecorded: the JIT, the backend's first sessions
                 for (String mode : modes) {
                     if (mode.equals("native")) {
                         nativeRun(host.driver(), w, 1 << 20);
                     } else {
-                        remoteRun(uri, mode, w, 1 << 20);
+                        remoteRun(uri, mode, w, 1 << 20, backend);
                     }
                 }
             }
@@ -128,7 +137,7 @@ public final class ManagedBench implements Callable<Integer> {
                         for (int k = 0; k < modes.size(); k++) {
                             String mode = modes.get((k + round) % modes.size()); // each mode first in turn
                             double[] r = mode.equals("native") ? nativeRun(host.driver(), w, mib << 20)
-                                    : remoteRun(uri, mode, w, mib << 20);
+                                    : remoteRun(uri, mode, w, mib << 20, backend);
                             times.computeIfAbsent(mode, m -> new ArrayList<>()).add(r[0]);
                             bytes.put(mode, (long) r[1]);
                         }
@@ -142,7 +151,9 @@ public final class ManagedBench implements Callable<Integer> {
                 }
             }
         } finally {
-            Files.deleteIfExists(dir.resolve("b.sock"));
+            for (String f : List.of("b.sock", "backend.log")) {
+                Files.deleteIfExists(dir.resolve(f));
+            }
             Files.deleteIfExists(dir);
         }
         String t = table(figures, modes);
@@ -214,6 +225,15 @@ public final class ManagedBench implements Callable<Integer> {
     }
 
     /** One run of {@code workload} in {@code mode} through a fresh session: {ms, bytes moved}. */
+    private static double[] remoteRun(String uri, String mode, String workload, long n, BackendProcess backend) throws Exception {
+        try {
+            return remoteRun(uri, mode, workload, n);
+        } catch (Exception e) {
+            throw new IllegalStateException(mode + " " + workload + " at " + n + " bytes failed (" + e + "); the backend's"
+                    + " last lines:\n" + backend.tail(), e);
+        }
+    }
+
     private static double[] remoteRun(String uri, String mode, String workload, long n) throws Exception {
         try (GpuSocketsCalls calls = GpuSocketsCalls.open(uri); Arena arena = Arena.ofConfined();
              Kernels k = Kernels.load(calls.driver())) {

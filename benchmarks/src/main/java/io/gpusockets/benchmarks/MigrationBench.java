@@ -325,51 +325,26 @@ public final class MigrationBench implements Callable<Integer> {
 
     /**
      * B as {@code gpusockets backend} in a JVM of its own (this JVM's java and class path), in isolation mode context
-     * with address-stable memory, resume and {@code --accept-migrations}; its URIs are read from its "listening on"
-     * lines (its output goes on to DIR/b.log).
+     * with address-stable memory, resume and {@code --accept-migrations} ({@link BackendProcess}); its URIs are read
+     * from its "listening on" lines (its output goes to DIR/b.log).
      */
     private final class ProcessTarget implements TargetBackend {
-        private final Process process;
-        private final List<String> addresses = new ArrayList<>();
+        private final BackendProcess process;
+        private final List<String> addresses;
 
         ProcessTarget(Path dir, byte[] psk) throws Exception {
-            List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse("java"),
-                    "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                    "io.gpusockets.cli.Main", "backend", "--device", device.name().toLowerCase(Locale.ROOT),
-                    "--isolation", "context", "--stable-addresses", "--resume-grace", "60", "--accept-migrations",
-                    "--listen", "unix://" + dir.resolve("b.sock")));
+            List<String> args = new ArrayList<>(List.of("--isolation", "context", "--stable-addresses", "--resume-grace",
+                    "60", "--accept-migrations", "--listen", "unix://" + dir.resolve("b.sock")));
             if (psk != null) {
-                cmd.addAll(List.of("--listen", "tcp://127.0.0.1:0", "--psk-file", dir.resolve("psk").toString()));
+                args.addAll(List.of("--listen", "tcp://127.0.0.1:0", "--psk-file", dir.resolve("psk").toString()));
             }
-            int listens = psk != null ? 2 : 1;
-            process = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-            var r = new java.io.BufferedReader(new java.io.InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-            List<String> seen = new ArrayList<>();
-            while (addresses.size() < listens) {
-                String line = r.readLine();
-                if (line == null) {
-                    throw new IllegalStateException("backend B ended before it listened: " + String.join("\n", seen));
-                }
-                seen.add(line);
-                int at = line.indexOf("listening on ");
-                if (at >= 0) { // "listening on URI", perhaps followed by what it serves
-                    String uri = line.substring(at + "listening on ".length()).strip().split("\\s+")[0];
-                    if (!addresses.contains(uri)) {
-                        addresses.add(uri);
-                    }
-                }
+            process = new BackendProcess("b", device, args, dir.resolve("b.log"));
+            try {
+                addresses = process.listening(psk != null ? 2 : 1, 120);
+            } catch (RuntimeException | InterruptedException e) {
+                process.close();
+                throw e;
             }
-            Path log = dir.resolve("b.log");
-            Thread.ofPlatform().daemon().name("backend-b-output").start(() -> {
-                try (var w = Files.newBufferedWriter(log)) {
-                    for (String line; (line = r.readLine()) != null; ) {
-                        w.write(line);
-                        w.newLine();
-                    }
-                } catch (java.io.IOException ignored) {
-                    // B ended or the folder went: its output is not needed
-                }
-            });
         }
 
         private String first(String scheme) {
@@ -389,10 +364,7 @@ public final class MigrationBench implements Callable<Integer> {
 
         @Override
         public void close() throws Exception {
-            process.destroy();
-            if (!process.waitFor(30, java.util.concurrent.TimeUnit.SECONDS)) {
-                process.destroyForcibly().waitFor();
-            }
+            process.close();
         }
     }
 

@@ -6,19 +6,15 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.cli.workloads.Cu;
 import io.gpusockets.frontend.RemoteCudaDriver;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -190,7 +186,7 @@ public final class TakeOverBench implements Callable<Integer> {
         List<String> argsA = new ArrayList<>(common);
         argsA.addAll(List.of("--listen", unix));
         List<RemoteCudaDriver> drivers = new ArrayList<>();
-        try (Backend a = new Backend("a", argsA)) {
+        try (BackendProcess a = new BackendProcess("a", device, argsA, null)) {
             a.await("listening on " + unix, 120);
             List<long[]> held = new ArrayList<>(); // per session: allocations
             long each = mib * MIB / sessions;
@@ -225,7 +221,7 @@ public final class TakeOverBench implements Callable<Integer> {
             List<String> argsB = new ArrayList<>(common);
             argsB.addAll(0, List.of("--take-over", admin.toString()));
             String took;
-            try (Backend b = new Backend("b", argsB)) {
+            try (BackendProcess b = new BackendProcess("b", device, argsB, null)) {
                 took = b.await("took over pid", 120);
                 if (!a.process.waitFor(120, TimeUnit.SECONDS)) {
                     throw new IllegalStateException("backend A did not exit after the take-over: " + a.tail());
@@ -361,67 +357,6 @@ public final class TakeOverBench implements Callable<Integer> {
             double[] d = java.util.stream.IntStream.range(0, k).filter(i -> starts[i] + durations[i] < from)
                     .mapToDouble(i -> durations[i]).toArray();
             return d.length == 0 ? new double[] {0} : d;
-        }
-    }
-
-    /** {@code gpusockets backend} in a process of its own (this JVM's java and class path); its output lines kept. */
-    private final class Backend implements AutoCloseable {
-        final Process process;
-        final List<String> lines = new CopyOnWriteArrayList<>();
-
-        Backend(String name, List<String> args) throws Exception {
-            List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse("java"),
-                    "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                    "io.gpusockets.cli.Main", "backend", "--device", device.name().toLowerCase(Locale.ROOT)));
-            cmd.addAll(args);
-            process = new ProcessBuilder(cmd).redirectErrorStream(true).start();
-            BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8));
-            Thread.ofPlatform().daemon().name("backend-" + name + "-output").start(() -> {
-                try {
-                    for (String line; (line = r.readLine()) != null; ) {
-                        lines.add(line);
-                    }
-                } catch (java.io.IOException ignored) {
-                    // the process ended
-                }
-            });
-        }
-
-        /** The first line containing {@code text}, waited for at most {@code seconds}. */
-        String await(String text, int seconds) throws InterruptedException {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-            while (System.nanoTime() < deadline) {
-                for (String l : lines) {
-                    if (l.contains(text)) {
-                        return l;
-                    }
-                }
-                if (!process.isAlive() && lines.stream().noneMatch(l -> l.contains(text))) {
-                    Thread.sleep(100); // the reader may still hold the last lines
-                    for (String l : lines) {
-                        if (l.contains(text)) {
-                            return l;
-                        }
-                    }
-                    throw new IllegalStateException("the backend ended (" + process.exitValue() + ") before '" + text
-                            + "': " + tail());
-                }
-                Thread.sleep(10);
-            }
-            throw new IllegalStateException("no '" + text + "' within " + seconds + " s: " + tail());
-        }
-
-        String tail() {
-            List<String> l = List.copyOf(lines);
-            return String.join("\n", l.subList(Math.max(0, l.size() - 30), l.size()));
-        }
-
-        @Override
-        public void close() throws Exception {
-            process.destroy();
-            if (!process.waitFor(30, TimeUnit.SECONDS)) {
-                process.destroyForcibly().waitFor();
-            }
         }
     }
 }
