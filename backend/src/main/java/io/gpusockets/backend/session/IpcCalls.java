@@ -183,7 +183,10 @@ final class IpcCalls implements BackendHandlers.Ipc {
 
     @Override
     public int cuIpcGetEventHandle(Call c, long event) throws CallRejected, IOException {
-        requireWorker("IPC events");
+        if (session.shares().sameProcess()) {
+            c.sendData(MemorySegment.ofArray(shareEvent(c, event)));
+            return CuResult.CUDA_SUCCESS;
+        }
         MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
         int res = driver.cuIpcGetEventHandle(out, event);
         if (res != CuResult.CUDA_SUCCESS) {
@@ -204,7 +207,6 @@ final class IpcCalls implements BackendHandlers.Ipc {
     @Override
     public int cuIpcOpenEventHandle(Call c, long handle) throws ProtocolException, CallRejected, InterruptedException {
         byte[] token = token(c, handle);
-        requireWorker("IPC events");
         ShareRegistry.Found f;
         try {
             f = session.shares().lookup(ShareRegistry.KIND_EVENT, token);
@@ -215,6 +217,11 @@ final class IpcCalls implements BackendHandlers.Ipc {
         if (context == 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
         }
+        if (f.events() != null) {
+            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(c, f.events()), 0, context));
+            return CuResult.CUDA_SUCCESS;
+        }
+        requireWorker("IPC events");
         MemorySegment out = c.scratch(8);
         MemorySegment bytes = c.scratch(ShareRegistry.DRIVER_BYTES).copyFrom(MemorySegment.ofArray(f.driverBytes()));
         int res = driver.cuIpcOpenEventHandle(out, bytes);
@@ -224,6 +231,81 @@ final class IpcCalls implements BackendHandlers.Ipc {
             c.outs.putLong(session.handles().intern(ParamType.EVENT, real, 0, context));
         }
         return res;
+    }
+
+    /** CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS: the flags of an opener's own event (isolation context). */
+    static final int OPENED_EVENT_FLAGS = 2 | CallDispatcher.EVENT_INTERPROCESS;
+
+    /**
+     * Isolation context: the session's event {@code event} (driver value) as an {@link IpcEventShare} registered with
+     * the backend; its token. The event must have been made with CU_EVENT_INTERPROCESS (and so DISABLE_TIMING), as the
+     * driver requires (else CUDA_ERROR_INVALID_VALUE); one already in a share (exported before, or opened from another
+     * session) is registered again with that share. Its backend stream is made in the event's context.
+     */
+    private byte[] shareEvent(Call c, long event) throws CallRejected {
+        SessionShares sharing = session.sharing();
+        if (!sharing.interprocess(event)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the event was made without CU_EVENT_INTERPROCESS"
+                    + " (an IPC event needs CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)");
+        }
+        IpcEventShare.Member m = sharing.memberOf(event);
+        boolean joined = m == null;
+        if (joined) {
+            SessionHandles.Entry e = session.handles().entryOf(ParamType.EVENT, event);
+            SessionHandles.Entry ctx = e == null ? null : session.handles().get(e.context(), ParamType.CTX);
+            if (ctx == null) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_HANDLE, "the event's context is gone");
+            }
+            CudaDriver real = session.host().driver();
+            int r = real.cuCtxPushCurrent(ctx.real()); // its stream is made in the event's context
+            if (r != CuResult.CUDA_SUCCESS) {
+                throw new CallRejected(r, "the event's context could not be made current");
+            }
+            try {
+                m = new IpcEventShare().join(session.id(), real, event);
+            } finally {
+                real.cuCtxPopCurrent(c.scratch(8));
+            }
+        }
+        try {
+            byte[] token = session.shares().shareEvent(m.share(), event);
+            if (joined) {
+                sharing.member(m);
+            }
+            sharing.exported(ShareRegistry.KIND_EVENT, event);
+            return token;
+        } catch (ShareRegistry.Refused e) {
+            if (joined) {
+                m.share().leave(m);
+            }
+            throw rejected(e);
+        }
+    }
+
+    /**
+     * Isolation context: a new event of this session in its current context (CU_EVENT_DISABLE_TIMING |
+     * CU_EVENT_INTERPROCESS), joined to {@code share}; its driver value. It completes when the share's latest recording
+     * does, from here on ({@link IpcEventShare}).
+     */
+    private long joinEvent(Call c, IpcEventShare share) throws CallRejected {
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+        if (r != CuResult.CUDA_SUCCESS) {
+            throw new CallRejected(r, "the opener's event could not be made");
+        }
+        long real = out.get(ValueLayout.JAVA_LONG, 0);
+        IpcEventShare.Member m;
+        try {
+            m = share.join(session.id(), session.host().driver(), real);
+        } catch (CallRejected e) {
+            driver.cuEventDestroy(real);
+            throw e;
+        }
+        SessionShares sharing = session.sharing();
+        sharing.interprocessEvent(real);
+        sharing.eventOpened(real);
+        sharing.member(m);
+        return real;
     }
 
     private static final String CONTEXT_MODE_FIX = "IPC memory in isolation context or shared is served for cuMemAlloc"
