@@ -262,7 +262,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
                 throw new CallRejected(r, "the event's context could not be made current");
             }
             try {
-                m = new IpcEventShare().join(session.id(), real, event);
+                m = session.shares().newEventShare().join(session.id(), real, event);
             } finally {
                 real.cuCtxPopCurrent(c.scratch(8));
             }

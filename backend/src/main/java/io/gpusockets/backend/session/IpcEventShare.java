@@ -41,6 +41,13 @@ public final class IpcEventShare {
     }
 
     private final List<Member> members = new ArrayList<>();
+    /** The backend's streams of every share of the registry, live now (its count of them: status, tests). */
+    private final java.util.concurrent.atomic.AtomicInteger liveStreams;
+
+    /** A share whose members' streams {@code liveStreams} counts (the registry's: {@link ShareRegistry#eventStreams}). */
+    IpcEventShare(java.util.concurrent.atomic.AtomicInteger liveStreams) {
+        this.liveStreams = liveStreams;
+    }
     /** Whether a member was ever recorded: a member joining later follows that recording (the driver's event would). */
     private boolean recordedOnce;
 
@@ -65,6 +72,7 @@ public final class IpcEventShare {
                 throw new CallRejected(r, "the backend's stream for the IPC event could not be made");
             }
             stream = out.get(ValueLayout.JAVA_LONG, 0);
+            liveStreams.incrementAndGet();
         }
         Member m = new Member(this, session, real, context, event, stream);
         synchronized (this) {
@@ -128,6 +136,7 @@ public final class IpcEventShare {
                 return;
             }
         }
+        liveStreams.decrementAndGet(); // the context's destroy frees it where it cannot be made current
         CudaDriver real = m.real();
         if (real.cuCtxPushCurrent(m.context()) == CuResult.CUDA_SUCCESS) {
             try {

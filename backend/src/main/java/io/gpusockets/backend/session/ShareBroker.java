@@ -30,6 +30,11 @@ public interface ShareBroker {
                 "window memory is shared only between sessions of one process");
     }
 
+    /** A new IPC event share of this process (isolation context), counted by the registry. Only where {@link #sameProcess}. */
+    default IpcEventShare newEventShare() {
+        return new IpcEventShare(new java.util.concurrent.atomic.AtomicInteger());
+    }
+
     /**
      * Registers an IPC event of the session served in this process (isolation context: {@link IpcEventShare}) as
      * {@code object} (its driver event). Only where {@link #sameProcess}.

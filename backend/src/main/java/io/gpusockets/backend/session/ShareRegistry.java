@@ -113,6 +113,7 @@ public final class ShareRegistry {
     /** Importing session -> the exporters it opened something of. */
     private final Map<Long, Set<Long>> opened = new HashMap<>();
     private long nextId = 1;
+    private final java.util.concurrent.atomic.AtomicInteger eventStreams = new java.util.concurrent.atomic.AtomicInteger();
     private final RateLimitedLog refusals = new RateLimitedLog(LOG, "shares", "refused share lookups");
 
     public ShareRegistry(int maxPerSession) {
@@ -384,6 +385,11 @@ public final class ShareRegistry {
         return entries.size();
     }
 
+    /** The backend's streams of IPC event shares (isolation context: one per member, {@link IpcEventShare}) live now. */
+    public int eventStreams() {
+        return eventStreams.get();
+    }
+
     /** Live shares of session {@code session}. */
     public synchronized int countOf(long session) {
         return byExporter.getOrDefault(session, Set.of()).size();
@@ -410,6 +416,11 @@ public final class ShareRegistry {
             @Override
             public byte[] shareWindow(long size, Window window, long object) throws Refused {
                 return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window, object);
+            }
+
+            @Override
+            public IpcEventShare newEventShare() {
+                return new IpcEventShare(eventStreams);
             }
 
             @Override
