@@ -434,6 +434,8 @@ class IpcSharingTest {
         MemorySegment handle = ca.cell(64);
         Cuda.ok(a.cuIpcGetEventHandle(handle, mine), "cuIpcGetEventHandle");
         assertEquals(1, server.shares().count());
+        assertEquals(1, server.snapshot().shares(), "status counts the live share");
+        assertTrue(io.gpusockets.backend.status.StatusJson.write(server.snapshot()).contains("\"shares\":1,"));
         assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, a.cuIpcOpenEventHandle(ca.cell(), handle),
                 "the exporter cannot open its own handle, as the driver refuses it in the exporting process");
 

@@ -33,10 +33,13 @@ import java.util.List;
  * opener imports them into its driver, maps them in a reservation of its own at the same offsets and sets read-write
  * access for its context's device; cuIpcCloseMemHandle (or the opener's end) unmaps, releases and frees that. Anything
  * else is refused with CUDA_ERROR_NOT_SUPPORTED naming the cause and the fix (--isolation process, or stable-addresses
- * for the tenant). IPC events are refused there with CUDA_ERROR_NOT_SUPPORTED: sharing one driver event by reference
- * count (the design's first idea) is unsound in mode context, where an event belongs to its context, which the
- * exporting session's end destroys with everything in it whatever another session holds; and a cuEventRecord of it on
- * another context's stream is what a GPU pass would have to check first. Shareable VMM handles
+ * for the tenant). IPC events are served there as an {@link IpcEventShare}, not by sharing one driver event (an event
+ * belongs to its context, which the exporting session's end destroys whatever another session holds): cuIpcGetEventHandle
+ * of an event made with CU_EVENT_INTERPROCESS (else CUDA_ERROR_INVALID_VALUE, as the driver) registers the share with
+ * the exporter's event as its first member; cuIpcOpenEventHandle makes a new event of the opener in its current context
+ * (CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS) that joins it, so every event call works on it and the exporter's
+ * end destroys only the exporter's event; a recording of any member (cuEventRecord, cuEventRecordWithFlags) is
+ * followed by every other member's event. Shareable VMM handles
  * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
@@ -250,8 +253,10 @@ final class IpcCalls implements BackendHandlers.Ipc {
         }
         IpcEventShare.Member m = sharing.memberOf(event);
         boolean joined = m == null;
-        if (joined) {
-            SessionHandles.Entry e = session.handles().entryOf(ParamType.EVENT, event);
+        SessionHandles.Entry e = joined ? session.handles().entryOf(ParamType.EVENT, event) : null;
+        if (joined && e != null && e.context() == session.currentContextId(c.lane)) {
+            m = session.shares().newEventShare().join(session.id(), session.host().driver(), event); // its context is current
+        } else if (joined) {
             SessionHandles.Entry ctx = e == null ? null : session.handles().get(e.context(), ParamType.CTX);
             if (ctx == null) {
                 throw new CallRejected(CuResult.CUDA_ERROR_INVALID_HANDLE, "the event's context is gone");
@@ -274,11 +279,11 @@ final class IpcCalls implements BackendHandlers.Ipc {
             }
             sharing.exported(ShareRegistry.KIND_EVENT, event);
             return token;
-        } catch (ShareRegistry.Refused e) {
+        } catch (ShareRegistry.Refused refused) {
             if (joined) {
                 m.share().leave(m);
             }
-            throw rejected(e);
+            throw rejected(refused);
         }
     }
 
