@@ -122,7 +122,11 @@ final class StatusCommand implements Callable<Integer> {
         String backend = String.valueOf(s.get("backend"));
         int colon = backend.indexOf(": "); // the driver's name; --json has the whole description
         b.append("gpusockets backend: ").append(colon > 0 ? backend.substring(0, colon) : backend).append(", ").append(sessions.size())
-                .append(" session(s), ").append(s.get("connections")).append(" connection(s)\n\n");
+                .append(" session(s), ").append(s.get("connections")).append(" connection(s)");
+        if (s.get("shares") != null) { // absent from an older backend's answer
+            b.append(", ").append(s.get("shares")).append(" share(s) between sessions");
+        }
+        b.append("\n\n");
         if (s.get("poisoned") instanceof Map<?, ?> p) {
             b.append("DRIVER POISONED: ").append(p.get("message")).append(" (").append(p.get("call")).append(")\n\n");
         }

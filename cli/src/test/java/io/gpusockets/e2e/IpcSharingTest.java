@@ -335,7 +335,8 @@ class IpcSharingTest {
         long charged = tenantUsed("me") - tenantIdle;
         assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetMemHandle(ca.cell(64), small), "a shared granule");
         assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetMemHandle(ca.cell(64), p + 64), "not a base");
-        assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetEventHandle(ca.cell(64), ca.event()), "events: mode process");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetEventHandle(ca.cell(64), ca.event()),
+                "an event made without CU_EVENT_INTERPROCESS");
 
         RemoteCudaDriver b = connect(at[0]);
         Cuda cb = new Cuda(b);
@@ -376,7 +377,7 @@ class IpcSharingTest {
     }
 
     @Test
-    void ipcMemoryWithoutAddressStableMemoryAndEventsInIsolationContextAreRefusedWithTheCause() throws Exception {
+    void ipcMemoryWithoutAddressStableMemoryIsRefusedWithTheCauseAndAnEventWithoutInterprocessAsTheDriverDoes() throws Exception {
         String[] at = inProcess();
         try (RemoteCudaDriver a = connect(at[0])) {
             Cuda ca = new Cuda(a);
@@ -384,12 +385,165 @@ class IpcSharingTest {
             long p = ca.alloc(4096);
             MemorySegment h = ca.cell(64);
             assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetMemHandle(h, p));
-            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcGetEventHandle(h, ca.event()));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetEventHandle(h, ca.event()),
+                    "an event made without CU_EVENT_INTERPROCESS");
+            assertEquals(0, server.shares().count());
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenMemHandle(ca.cell(), h, 0), "a handle never issued");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenMemHandle(ca.cell(), h, 2), "Flags are checked first");
-            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, a.cuIpcOpenEventHandle(ca.cell(), h));
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcOpenEventHandle(ca.cell(), h), "a handle never issued");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcCloseMemHandle(p), "no IPC memory was opened");
         }
+    }
+
+    /** CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS. */
+    private static final int IPC_EVENT = 0x2 | 0x4;
+
+    private static long ipcEvent(Cuda cu) {
+        MemorySegment c = cu.cell();
+        Cuda.ok(cu.d.cuEventCreate(c, IPC_EVENT), "cuEventCreate(disable timing, interprocess)");
+        return c.get(JAVA_LONG, 0);
+    }
+
+    private static long nonBlocking(Cuda cu) {
+        MemorySegment c = cu.cell();
+        Cuda.ok(cu.d.cuStreamCreate(c, 1), "cuStreamCreate(non-blocking)");
+        return c.get(JAVA_LONG, 0);
+    }
+
+    /** A stream of {@code cu}'s session held until {@link #open} writes 1 to {@code flag} (a 4-byte allocation). */
+    private static long gated(Cuda cu, long flag) {
+        Cuda.ok(cu.d.cuMemsetD32(flag, 0, 1), "clear the gate");
+        long s = nonBlocking(cu);
+        Cuda.ok(cu.d.cuStreamWaitValue32(s, flag, 1, 0), "held until the gate opens");
+        return s;
+    }
+
+    private static void open(Cuda cu, long flag) {
+        Cuda.ok(cu.d.cuStreamWriteValue32(nonBlocking(cu), flag, 1, 0), "open the gate");
+    }
+
+    @Test
+    void ipcEventsInIsolationContextFollowTheLatestRecordingOfAnySessionOfTheTenantAndOutliveTheExporter() throws Exception {
+        String[] at = inProcess();
+        RemoteCudaDriver a = connect(at[0]);
+        RemoteCudaDriver b = connect(at[0]);
+        Cuda ca = new Cuda(a), cb = new Cuda(b);
+        ca.primaryContext();
+        cb.primaryContext();
+        long mine = ipcEvent(ca);
+        MemorySegment handle = ca.cell(64);
+        Cuda.ok(a.cuIpcGetEventHandle(handle, mine), "cuIpcGetEventHandle");
+        assertEquals(1, server.shares().count());
+        assertEquals(1, server.snapshot().shares(), "status counts the live share");
+        assertTrue(io.gpusockets.backend.status.StatusJson.write(server.snapshot()).contains("\"shares\":1,"));
+        assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, a.cuIpcOpenEventHandle(ca.cell(), handle),
+                "the exporter cannot open its own handle, as the driver refuses it in the exporting process");
+
+        // A records its event behind a gate before B opens it: B's event follows that recording
+        long gateA = ca.alloc(4);
+        long heldA = gated(ca, gateA);
+        Cuda.ok(a.cuEventRecord(mine, heldA), "cuEventRecord(A, held)");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, a.cuEventQuery(mine), "held (and the pipelined record has run)");
+        MemorySegment opened = cb.cell();
+        Cuda.ok(b.cuIpcOpenEventHandle(opened, handle), "cuIpcOpenEventHandle");
+        long theirs = opened.get(JAVA_LONG, 0);
+        assertEquals(2, server.shares().eventStreams(), "one backend stream per member");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(theirs), "B's event waits for A's recording");
+        long waiting = cb.stream();
+        Cuda.ok(b.cuStreamWaitEvent(waiting, theirs, 0), "cuStreamWaitEvent(B)");
+        long after = cb.event();
+        Cuda.ok(b.cuEventRecord(after, waiting), "cuEventRecord(behind the wait)");
+        Cuda.ok(b.cuCtxGetDevice(cb.cell()), "a call awaiting its reply: the pipelined calls before it have run");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(after), "B's stream waits for A's recording");
+        open(ca, gateA);
+        Cuda.ok(b.cuEventSynchronize(theirs), "cuEventSynchronize(B)");
+        Cuda.ok(b.cuStreamSynchronize(waiting), "B's stream went on");
+        Cuda.ok(b.cuEventQuery(after), "cuEventQuery(behind the wait)");
+
+        // A records it again behind a new gate (B already opened): B sees the latest recording
+        Cuda.ok(a.cuStreamSynchronize(heldA), "the first gate's stream");
+        long heldA2 = gated(ca, gateA);
+        Cuda.ok(a.cuEventRecord(mine, heldA2), "cuEventRecord(A, held again)");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, a.cuEventQuery(mine));
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(theirs), "B's event follows A's latest recording");
+        open(ca, gateA);
+        Cuda.ok(b.cuEventSynchronize(theirs), "cuEventSynchronize(B, again)");
+
+        // B records its event behind a gate of its own: A's follows
+        long gateB = cb.alloc(4);
+        long heldB = gated(cb, gateB);
+        Cuda.ok(b.cuEventRecordWithFlags(theirs, heldB, 0), "cuEventRecordWithFlags(B, held)");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(theirs));
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, a.cuEventQuery(mine), "A's event follows B's recording");
+        open(cb, gateB);
+        Cuda.ok(a.cuEventSynchronize(mine), "cuEventSynchronize(A)");
+
+        // another tenant (tcp:// is [default]) is refused; sharing sessions do not move
+        try (RemoteCudaDriver other = connect(at[1])) {
+            new Cuda(other).primaryContext();
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.cuIpcOpenEventHandle(new Cuda(other).cell(), handle),
+                    "another tenant's event handle");
+        }
+        CheckpointRefused refused = assertThrows(CheckpointRefused.class,
+                () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
+        assertTrue(refused.getMessage().contains("do not move together"), refused.getMessage());
+        assertThrows(CheckpointRefused.class, () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
+
+        // A records behind a gate, then ends with it shut: B keeps that last recording, then records and uses it alone
+        Cuda.ok(b.cuCtxSynchronize(), "B idle");
+        Cuda.ok(a.cuCtxSynchronize(), "A idle");
+        long heldA3 = gated(ca, gateA);
+        Cuda.ok(a.cuEventRecord(mine, heldA3), "cuEventRecord(A, held, before its end)");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, a.cuEventQuery(mine));
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(theirs));
+        a.close();
+        awaitTrue(() -> server.shares().count() == 0, "the exporter's share dropped with it");
+        awaitTrue(() -> server.shares().eventStreams() == 1, "the exporter's backend stream released with it");
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, cb.d.cuIpcOpenEventHandle(cb.cell(), handle), "a stale token");
+        Cuda.ok(b.cuEventSynchronize(theirs), "B's event completes: A's end released A's held stream");
+        long heldB2 = gated(cb, gateB);
+        Cuda.ok(b.cuEventRecord(theirs, heldB2), "cuEventRecord(B alone)");
+        assertEquals(CuResult.CUDA_ERROR_NOT_READY, b.cuEventQuery(theirs), "B's event is an event of its own");
+        open(cb, gateB);
+        Cuda.ok(b.cuEventSynchronize(theirs), "cuEventSynchronize(B alone)");
+        Cuda.ok(b.cuEventDestroy(theirs), "cuEventDestroy(opened)");
+        assertEquals(0, server.shares().eventStreams(), "the opener's backend stream went with its event");
+        b.close();
+        awaitTrue(() -> server.snapshot().sessions().isEmpty(), "both sessions ended");
+    }
+
+    @Test
+    void anOpenersEndLeavesTheShareAndTheExporterRecordsOnWithoutLeaks() throws Exception {
+        String[] at = inProcess();
+        try (RemoteCudaDriver a = connect(at[0])) {
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            long mine = ipcEvent(ca);
+            MemorySegment handle = ca.cell(64);
+            Cuda.ok(a.cuIpcGetEventHandle(handle, mine), "cuIpcGetEventHandle");
+            for (int i = 0; i < 2; i++) {
+                try (RemoteCudaDriver b = connect(at[0])) {
+                    Cuda cb = new Cuda(b);
+                    cb.primaryContext();
+                    Cuda.ok(b.cuIpcOpenEventHandle(cb.cell(), handle), "cuIpcOpenEventHandle (left open)");
+                    Cuda.ok(b.cuIpcOpenEventHandle(cb.cell(), handle), "cuIpcOpenEventHandle (a second event)");
+                    assertEquals(3, server.shares().eventStreams());
+                }
+                awaitTrue(() -> server.snapshot().sessions().size() == 1, "the opener's session ended");
+                assertEquals(1, server.shares().eventStreams(), "the opener's streams went with it");
+                long gate = ca.alloc(4);
+                long held = gated(ca, gate);
+                Cuda.ok(a.cuEventRecord(mine, held), "the exporter records on");
+                assertEquals(CuResult.CUDA_ERROR_NOT_READY, a.cuEventQuery(mine));
+                open(ca, gate);
+                Cuda.ok(a.cuEventSynchronize(mine), "cuEventSynchronize(exporter)");
+            }
+            Cuda.ok(a.cuEventDestroy(mine), "cuEventDestroy(exported)");
+            assertEquals(0, server.shares().count(), "the event's destroy withdrew its share");
+            assertEquals(0, server.shares().eventStreams());
+        }
+        awaitTrue(() -> server.snapshot().sessions().isEmpty(), "the exporter ended");
+        assertEquals(0, server.shares().eventStreams());
     }
 
     @Test
@@ -416,6 +570,12 @@ class IpcSharingTest {
             Cuda.ok(a.cuMemRelease(memh), "cuMemRelease");
             assertEquals(0, server.shares().count(), "the allocation's release withdrew its exports (no token keeps"
                     + " memory alive that its tenant no longer pays for)");
+            long e1 = ipcEvent(ca), e2 = ipcEvent(ca), e3 = ipcEvent(ca);
+            Cuda.ok(a.cuIpcGetEventHandle(ca.cell(64), e1), "cuIpcGetEventHandle(1)");
+            Cuda.ok(a.cuIpcGetEventHandle(ca.cell(64), e2), "cuIpcGetEventHandle(2)");
+            assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, a.cuIpcGetEventHandle(ca.cell(64), e3), "IPC events count too");
+            assertEquals(2, server.shares().count());
+            assertEquals(2, server.shares().eventStreams(), "the refused export's stream went at once");
         }
         awaitTrue(() -> server.shares().count() == 0, "the session's end dropped its exports");
     }

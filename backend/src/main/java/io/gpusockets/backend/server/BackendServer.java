@@ -206,6 +206,7 @@ public final class BackendServer implements AutoCloseable {
                 migrations[0].sum(), migrations[1].sum(), migrations[2].sum(), migrationBytes.sum(), takeOvers.sum(),
                 adoptedSessions.sum(), takeOverBytes.sum(), downtimes.sum(), downtimeNanos.sum()));
         status.migrating(migrating::contains);
+        status.shares(shares::count);
         timers.scheduleAtFixedRate(status::sample, 1, 1, TimeUnit.SECONDS);
         if (NativeHeapTrim.available()) {
             timers.scheduleWithFixedDelay(NativeHeapTrim::trim, NativeHeapTrim.INTERVAL_SECONDS,

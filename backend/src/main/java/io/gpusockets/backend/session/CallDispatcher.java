@@ -48,6 +48,11 @@ final class CallDispatcher {
      */
     private final int[] newHandles, newStreams;
 
+    /** Table indexes of the event calls IPC event shares follow ({@link IpcEventShare}; isolation context). */
+    private final int eventCreate, eventRecord, eventRecordWithFlags, eventDestroy;
+    /** CU_EVENT_INTERPROCESS. */
+    static final int EVENT_INTERPROCESS = 4;
+
     CallDispatcher(Session session) {
         this.session = session;
         ManagedCalls managed = new ManagedCalls(session);
@@ -61,6 +66,10 @@ final class CallDispatcher {
         this.freed = new int[table.functions().size()][];
         this.newHandles = new int[table.functions().size()];
         this.newStreams = new int[table.functions().size()];
+        this.eventCreate = table.byName("cuEventCreate").index();
+        this.eventRecord = table.byName("cuEventRecord").index();
+        this.eventRecordWithFlags = table.byName("cuEventRecordWithFlags").index();
+        this.eventDestroy = table.byName("cuEventDestroy").index();
         for (ApiFunction f : table.functions()) {
             inline[f.index()] = f.quick() && !f.local();
             int[] d = f.params().stream().filter(p -> !p.out() && p.type().isHandle() && p.destroy()).mapToInt(ApiParam::index).toArray();
@@ -332,6 +341,9 @@ final class CallDispatcher {
         if (rule == ContextRule.DESTROY) {
             session.beforeContextDestroy((Long) args[0]);
         }
+        if (f.index() == eventDestroy) {
+            session.sharing().eventGoing(((Number) args[0]).longValue()); // leaves its IPC event share first
+        }
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
             r = ApiInvoker.invoke(session.driver(), f.index(), args);
@@ -363,8 +375,25 @@ final class CallDispatcher {
         } else if (rule == ContextRule.DESTROY) {
             session.forgetContext((Long) args[0]);
         }
+        int index = f.index();
+        if (index == eventRecord || index == eventRecordWithFlags) {
+            IpcEventShare.Member m = session.sharing().memberOf(((Number) args[0]).longValue());
+            if (m != null && !capturing(c, ((Number) args[1]).longValue())) {
+                m.share().recorded(m); // the other members' events follow this recording
+            }
+        } else if (index == eventCreate && (values[1] & EVENT_INTERPROCESS) != 0) {
+            session.sharing().interprocessEvent(((MemorySegment) args[0]).get(ValueLayout.JAVA_LONG, 0));
+        }
         afterSuccess(c, args, values);
         return r;
+    }
+
+    /** Whether {@code stream} (a driver value) is capturing: a recording there is a graph's node, not propagated. */
+    private boolean capturing(Call c, long stream) {
+        MemorySegment out = c.scratch(8);
+        out.set(ValueLayout.JAVA_INT, 0, 0);
+        return session.driver().cuStreamIsCapturing(stream, out) != CuResult.CUDA_SUCCESS
+                || out.get(ValueLayout.JAVA_INT, 0) != 0;
     }
 
     /** Retires the handles and allocations of a destroying or freeing call ({@link Call#retire}). */

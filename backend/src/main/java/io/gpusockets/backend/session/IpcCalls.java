@@ -33,10 +33,13 @@ import java.util.List;
  * opener imports them into its driver, maps them in a reservation of its own at the same offsets and sets read-write
  * access for its context's device; cuIpcCloseMemHandle (or the opener's end) unmaps, releases and frees that. Anything
  * else is refused with CUDA_ERROR_NOT_SUPPORTED naming the cause and the fix (--isolation process, or stable-addresses
- * for the tenant). IPC events are refused there with CUDA_ERROR_NOT_SUPPORTED: sharing one driver event by reference
- * count (the design's first idea) is unsound in mode context, where an event belongs to its context, which the
- * exporting session's end destroys with everything in it whatever another session holds; and a cuEventRecord of it on
- * another context's stream is what a GPU pass would have to check first. Shareable VMM handles
+ * for the tenant). IPC events are served there as an {@link IpcEventShare}, not by sharing one driver event (an event
+ * belongs to its context, which the exporting session's end destroys whatever another session holds): cuIpcGetEventHandle
+ * of an event made with CU_EVENT_INTERPROCESS (else CUDA_ERROR_INVALID_VALUE, as the driver) registers the share with
+ * the exporter's event as its first member; cuIpcOpenEventHandle makes a new event of the opener in its current context
+ * (CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS) that joins it, so every event call works on it and the exporter's
+ * end destroys only the exporter's event; a recording of any member (cuEventRecord, cuEventRecordWithFlags) is
+ * followed by every other member's event. Shareable VMM handles
  * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
@@ -183,7 +186,10 @@ final class IpcCalls implements BackendHandlers.Ipc {
 
     @Override
     public int cuIpcGetEventHandle(Call c, long event) throws CallRejected, IOException {
-        requireWorker("IPC events");
+        if (session.shares().sameProcess()) {
+            c.sendData(MemorySegment.ofArray(shareEvent(c, event)));
+            return CuResult.CUDA_SUCCESS;
+        }
         MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
         int res = driver.cuIpcGetEventHandle(out, event);
         if (res != CuResult.CUDA_SUCCESS) {
@@ -204,7 +210,6 @@ final class IpcCalls implements BackendHandlers.Ipc {
     @Override
     public int cuIpcOpenEventHandle(Call c, long handle) throws ProtocolException, CallRejected, InterruptedException {
         byte[] token = token(c, handle);
-        requireWorker("IPC events");
         ShareRegistry.Found f;
         try {
             f = session.shares().lookup(ShareRegistry.KIND_EVENT, token);
@@ -215,6 +220,11 @@ final class IpcCalls implements BackendHandlers.Ipc {
         if (context == 0) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
         }
+        if (f.events() != null) {
+            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(c, f.events()), 0, context));
+            return CuResult.CUDA_SUCCESS;
+        }
+        requireWorker("IPC events");
         MemorySegment out = c.scratch(8);
         MemorySegment bytes = c.scratch(ShareRegistry.DRIVER_BYTES).copyFrom(MemorySegment.ofArray(f.driverBytes()));
         int res = driver.cuIpcOpenEventHandle(out, bytes);
@@ -224,6 +234,83 @@ final class IpcCalls implements BackendHandlers.Ipc {
             c.outs.putLong(session.handles().intern(ParamType.EVENT, real, 0, context));
         }
         return res;
+    }
+
+    /** CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS: the flags of an opener's own event (isolation context). */
+    static final int OPENED_EVENT_FLAGS = 2 | CallDispatcher.EVENT_INTERPROCESS;
+
+    /**
+     * Isolation context: the session's event {@code event} (driver value) as an {@link IpcEventShare} registered with
+     * the backend; its token. The event must have been made with CU_EVENT_INTERPROCESS (and so DISABLE_TIMING), as the
+     * driver requires (else CUDA_ERROR_INVALID_VALUE); one already in a share (exported before, or opened from another
+     * session) is registered again with that share. Its backend stream is made in the event's context.
+     */
+    private byte[] shareEvent(Call c, long event) throws CallRejected {
+        SessionShares sharing = session.sharing();
+        if (!sharing.interprocess(event)) {
+            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "the event was made without CU_EVENT_INTERPROCESS"
+                    + " (an IPC event needs CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING)");
+        }
+        IpcEventShare.Member m = sharing.memberOf(event);
+        boolean joined = m == null;
+        SessionHandles.Entry e = joined ? session.handles().entryOf(ParamType.EVENT, event) : null;
+        if (joined && e != null && e.context() == session.currentContextId(c.lane)) {
+            m = session.shares().newEventShare().join(session.id(), session.host().driver(), event); // its context is current
+        } else if (joined) {
+            SessionHandles.Entry ctx = e == null ? null : session.handles().get(e.context(), ParamType.CTX);
+            if (ctx == null) {
+                throw new CallRejected(CuResult.CUDA_ERROR_INVALID_HANDLE, "the event's context is gone");
+            }
+            CudaDriver real = session.host().driver();
+            int r = real.cuCtxPushCurrent(ctx.real()); // its stream is made in the event's context
+            if (r != CuResult.CUDA_SUCCESS) {
+                throw new CallRejected(r, "the event's context could not be made current");
+            }
+            try {
+                m = session.shares().newEventShare().join(session.id(), real, event);
+            } finally {
+                real.cuCtxPopCurrent(c.scratch(8));
+            }
+        }
+        try {
+            byte[] token = session.shares().shareEvent(m.share(), event);
+            if (joined) {
+                sharing.member(m);
+            }
+            sharing.exported(ShareRegistry.KIND_EVENT, event);
+            return token;
+        } catch (ShareRegistry.Refused refused) {
+            if (joined) {
+                m.share().leave(m);
+            }
+            throw rejected(refused);
+        }
+    }
+
+    /**
+     * Isolation context: a new event of this session in its current context (CU_EVENT_DISABLE_TIMING |
+     * CU_EVENT_INTERPROCESS), joined to {@code share}; its driver value. It completes when the share's latest recording
+     * does, from here on ({@link IpcEventShare}).
+     */
+    private long joinEvent(Call c, IpcEventShare share) throws CallRejected {
+        MemorySegment out = c.scratch(8);
+        int r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+        if (r != CuResult.CUDA_SUCCESS) {
+            throw new CallRejected(r, "the opener's event could not be made");
+        }
+        long real = out.get(ValueLayout.JAVA_LONG, 0);
+        IpcEventShare.Member m;
+        try {
+            m = share.join(session.id(), session.host().driver(), real);
+        } catch (CallRejected e) {
+            driver.cuEventDestroy(real);
+            throw e;
+        }
+        SessionShares sharing = session.sharing();
+        sharing.interprocessEvent(real);
+        sharing.eventOpened(real);
+        sharing.member(m);
+        return real;
     }
 
     private static final String CONTEXT_MODE_FIX = "IPC memory in isolation context or shared is served for cuMemAlloc"

@@ -518,6 +518,7 @@ public final class Session {
             ls.contextDestroyed(real);
         }
         cleanup.destroyExecGraphs(handles.idOf(ParamType.CTX, real));
+        sharing.contextGoing(real); // its events leave their IPC event shares
         staging.retire(real);
         for (SessionWindow w : windows) {
             w.unpin(real);
@@ -1651,6 +1652,7 @@ public final class Session {
         if (ls != null) {
             ls.end(); // no lane waits for admission, no event of ours is queried once contexts go
         }
+        sharing.leaveAll(); // no other session's recording reaches our events or streams once they go
         boolean stuck = lanes.endAll();
         if (!stuck) {
             release(reason, false);

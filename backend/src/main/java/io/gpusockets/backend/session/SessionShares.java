@@ -9,7 +9,9 @@ import java.util.Set;
  * window memory), IPC events (cuIpcOpenEventHandle, driver handles) and imported VMM
  * allocations (cuMemImportFromShareableHandle, driver handles). None is charged to the tenant: the exporter's
  * allocation already is. The session's end closes the memory it opened ({@link SessionCleanup}); its events and
- * VMM handles go as its other events and allocations do. While it holds any, the session is refused a checkpoint, a
+ * VMM handles go as its other events and allocations do. In isolation context, the session's events that are members of
+ * an IPC event share ({@link IpcEventShare}: exported or opened) leave it before the driver destroys them or their
+ * context ({@link #eventGoing}, {@link #contextGoing}, {@link #leaveAll}). While it holds any, the session is refused a checkpoint, a
  * migration and a hand-over ({@link #refusal}).
  */
 final class SessionShares {
@@ -84,8 +86,60 @@ final class SessionShares {
         events.add(real);
     }
 
+    /**
+     * The event {@code real} goes (destroyed, or with its context or session): it leaves its IPC event share, if any
+     * ({@link IpcEventShare#leave}), before the driver destroys it.
+     */
+    void eventGoing(long real) {
+        IpcEventShare.Member m = members.remove(real);
+        if (m != null) {
+            m.share().leave(m);
+        }
+    }
+
     void eventGone(long real) {
+        eventGoing(real);
         events.remove(real);
+        interprocess.remove(real);
+    }
+
+    /** Events made with CU_EVENT_INTERPROCESS (driver values): only those may be exported (as the driver requires). */
+    private final Set<Long> interprocess = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    /** Isolation context: this session's events that are members of an IPC event share, by driver value. */
+    private final Map<Long, IpcEventShare.Member> members = new java.util.concurrent.ConcurrentHashMap<>();
+
+    void interprocessEvent(long real) {
+        interprocess.add(real);
+    }
+
+    boolean interprocess(long real) {
+        return interprocess.contains(real);
+    }
+
+    /** The session's event {@code m.event()} joined an IPC event share. */
+    void member(IpcEventShare.Member m) {
+        members.put(m.event(), m);
+    }
+
+    /** The share member of the session's event {@code real}, or null (one map read: every cuEventRecord asks). */
+    IpcEventShare.Member memberOf(long real) {
+        return members.isEmpty() ? null : members.get(real);
+    }
+
+    /** The context {@code realContext} goes: its events leave their shares first. */
+    void contextGoing(long realContext) {
+        for (IpcEventShare.Member m : members.values()) {
+            if (m.context() == realContext) {
+                eventGoing(m.event());
+            }
+        }
+    }
+
+    /** The session ends: every event of it leaves its share, before its contexts go. */
+    void leaveAll() {
+        for (long event : members.keySet()) {
+            eventGoing(event);
+        }
     }
 
     void vmmImported(long real) {

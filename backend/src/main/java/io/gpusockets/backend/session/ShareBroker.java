@@ -30,6 +30,20 @@ public interface ShareBroker {
                 "window memory is shared only between sessions of one process");
     }
 
+    /** A new IPC event share of this process (isolation context), counted by the registry. Only where {@link #sameProcess}. */
+    default IpcEventShare newEventShare() {
+        return new IpcEventShare(new java.util.concurrent.atomic.AtomicInteger());
+    }
+
+    /**
+     * Registers an IPC event of the session served in this process (isolation context: {@link IpcEventShare}) as
+     * {@code object} (its driver event). Only where {@link #sameProcess}.
+     */
+    default byte[] shareEvent(IpcEventShare events, long object) throws ShareRegistry.Refused {
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "IPC event shares of one process are made only between sessions of one process");
+    }
+
     /** Whether every session of the backend runs in this process (isolation context or shared). */
     boolean sameProcess();
 

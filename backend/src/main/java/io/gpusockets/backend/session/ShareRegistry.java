@@ -31,7 +31,8 @@ import java.util.TreeSet;
  * </pre>
  *
  * Each entry holds the exporter's session and tenant and what an importer needs: the driver's 64 IPC bytes (memory and
- * events, exported by a worker process in isolation mode {@code process}) and the allocation's size, or a POSIX
+ * events, exported by a worker process in isolation mode {@code process}) and the allocation's size, or, for an event
+ * of an exporter in isolation context, its {@link IpcEventShare} (which an opener joins), or a POSIX
  * descriptor of the VMM allocation (kept open here until the entry goes), or, for memory of an exporter in isolation
  * context, descriptors of the physical allocations of its address window that back it ({@link Window}). The token
  * carries no authority by itself: a
@@ -76,9 +77,9 @@ public final class ShareRegistry {
     }
 
     /** What an importer gets: the driver's bytes and the size (memory, events), or a descriptor (VMM: the caller's). */
-    public record Found(long exporter, byte[] driverBytes, long size, int fd, Window window) {
+    public record Found(long exporter, byte[] driverBytes, long size, int fd, Window window, IpcEventShare events) {
         public Found(long exporter, byte[] driverBytes, long size, int fd) {
-            this(exporter, driverBytes, size, fd, null);
+            this(exporter, driverBytes, size, fd, null, null);
         }
     }
 
@@ -99,7 +100,7 @@ public final class ShareRegistry {
     }
 
     private record Entry(long id, byte[] secret, byte kind, long exporter, String tenant, byte[] driverBytes, long size,
-                         int fd, Window window, long object, Set<Long> openers) {
+                         int fd, Window window, IpcEventShare events, long object, Set<Long> openers) {
     }
 
     private static final byte[] MAGIC = {'G', 'S', 'S', 'H'};
@@ -112,6 +113,7 @@ public final class ShareRegistry {
     /** Importing session -> the exporters it opened something of. */
     private final Map<Long, Set<Long>> opened = new HashMap<>();
     private long nextId = 1;
+    private final java.util.concurrent.atomic.AtomicInteger eventStreams = new java.util.concurrent.atomic.AtomicInteger();
     private final RateLimitedLog refusals = new RateLimitedLog(LOG, "shares", "refused share lookups");
 
     public ShareRegistry(int maxPerSession) {
@@ -147,13 +149,28 @@ public final class ShareRegistry {
      */
     public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,
                                      Window window, long object) throws Refused {
+        return share(exporter, tenant, kind, driverBytes, size, fd, window, null, object);
+    }
+
+    /**
+     * Registers an IPC event of the exporter served in this process (isolation context, shared): {@code events}, whose
+     * members an importer joins ({@link IpcEventShare}), instead of the driver's bytes.
+     */
+    public synchronized byte[] shareEvent(long exporter, String tenant, IpcEventShare events, long object) throws Refused {
+        return share(exporter, tenant, KIND_EVENT, null, 0, -1, null, java.util.Objects.requireNonNull(events), object);
+    }
+
+    private byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,
+                         Window window, IpcEventShare events, long object) throws Refused {
         try {
             if (kind != KIND_MEMORY && kind != KIND_EVENT && kind != KIND_VMM) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "share of kind " + kind);
             }
             boolean windowed = window != null && kind == KIND_MEMORY && !window.pieces().isEmpty();
             if (window != null && !windowed || (kind == KIND_VMM) != (fd >= 0)
-                    || kind != KIND_VMM && !windowed && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
+                    || events != null && kind != KIND_EVENT
+                    || kind != KIND_VMM && !windowed && events == null
+                    && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a share of kind " + kind + " without what an importer needs");
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
@@ -166,7 +183,7 @@ public final class ShareRegistry {
             random.nextBytes(secret);
             long id = nextId++;
             Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
-                    window, object, new TreeSet<>());
+                    window, events, object, new TreeSet<>());
             entries.put(id, e);
             mine.add(id);
             fd = -1;
@@ -227,7 +244,8 @@ public final class ShareRegistry {
                 e.openers().add(importer);
                 opened.computeIfAbsent(importer, k -> new TreeSet<>()).add(e.exporter());
             }
-            return new Found(e.exporter(), e.driverBytes() == null ? null : e.driverBytes().clone(), e.size(), fd, window);
+            return new Found(e.exporter(), e.driverBytes() == null ? null : e.driverBytes().clone(), e.size(), fd, window,
+                    e.events());
         }
     }
 
@@ -367,6 +385,11 @@ public final class ShareRegistry {
         return entries.size();
     }
 
+    /** The backend's streams of IPC event shares (isolation context: one per member, {@link IpcEventShare}) live now. */
+    public int eventStreams() {
+        return eventStreams.get();
+    }
+
     /** Live shares of session {@code session}. */
     public synchronized int countOf(long session) {
         return byExporter.getOrDefault(session, Set.of()).size();
@@ -393,6 +416,16 @@ public final class ShareRegistry {
             @Override
             public byte[] shareWindow(long size, Window window, long object) throws Refused {
                 return ShareRegistry.this.share(session, tenant, KIND_MEMORY, null, size, -1, window, object);
+            }
+
+            @Override
+            public IpcEventShare newEventShare() {
+                return new IpcEventShare(eventStreams);
+            }
+
+            @Override
+            public byte[] shareEvent(IpcEventShare events, long object) throws Refused {
+                return ShareRegistry.this.shareEvent(session, tenant, events, object);
             }
 
             @Override

@@ -129,6 +129,10 @@ public final class MetricsEndpoint implements AutoCloseable {
                 .help("Connections open now (sessions and handshakes in progress)")
                 .callback(cb -> cb.call(snapshot().connections()))
                 .register(registry);
+        GaugeWithCallback.builder().name("gpusockets_shares")
+                .help("Live shares between sessions of a tenant now (IPC memory and event handles, shareable VMM handles)")
+                .callback(cb -> cb.call(snapshot().shares()))
+                .register(registry);
         GaugeWithCallback.builder().name("gpusockets_driver_poisoned")
                 .help("1 once a kernel fault has poisoned the driver in the backend's own process (new sessions are"
                         + " refused until it restarts; isolation modes context and shared), else 0")

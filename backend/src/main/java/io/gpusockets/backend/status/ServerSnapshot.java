@@ -19,10 +19,18 @@ import java.util.Map;
  * @param poisoned    what poisoned the driver in the backend's own process (a kernel fault, isolation modes
  *                    context and shared), or null while it serves
  * @param operations  checkpoints, restores, resumes and migrations since the backend started, by outcome
+ * @param shares      live shares between sessions now (IPC memory and event handles, shareable VMM handles:
+ *                    {@code ShareRegistry.count()})
  */
 public record ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices,
                              List<Tenant> tenants, List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned,
-                             Operations operations) {
+                             Operations operations, int shares) {
+
+    /** As the canonical constructor, with no shares. */
+    public ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices, List<Tenant> tenants,
+                          List<SessionSnapshot> sessions, List<Traffic> traffic, Poisoned poisoned, Operations operations) {
+        this(timeMillis, backend, connections, devices, tenants, sessions, traffic, poisoned, operations, 0);
+    }
 
     /** A backend whose driver is not poisoned, with no operations counted. */
     public ServerSnapshot(long timeMillis, String backend, int connections, List<Device> devices, List<Tenant> tenants,

@@ -117,6 +117,13 @@ public final class StatusBoard implements AutoCloseable {
         this.note = text == null ? "" : text;
     }
 
+    /** Where {@link #snapshot} learns how many shares between sessions are live (the backend's share registry). */
+    public void shares(IntSupplier count) {
+        this.shares = count;
+    }
+
+    private volatile IntSupplier shares = () -> 0;
+
     /** Where {@link #snapshot} learns which sessions are being migrated (shown as such). */
     public void migrating(java.util.function.LongPredicate which) {
         this.migrating = which;
@@ -142,7 +149,7 @@ public final class StatusBoard implements AutoCloseable {
         ServerSnapshot.Poisoned poisoned = host.health().poison().map(p -> new ServerSnapshot.Poisoned(p.codeName(),
                 p.sessionId(), p.call(), p.epochMillis(), host.health().refusal())).orElse(null);
         return new ServerSnapshot(System.currentTimeMillis(), host.description() + note, connections.getAsInt(),
-                devices.devices(), ts, list, live.traffic(), poisoned, operations.get());
+                devices.devices(), ts, list, live.traffic(), poisoned, operations.get(), shares.getAsInt());
     }
 
     private List<SessionSnapshot> describe(List<Session> live) {

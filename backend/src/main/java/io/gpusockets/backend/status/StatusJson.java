@@ -12,7 +12,7 @@ import java.util.TreeMap;
  * numbers and strings, written and read back by this project only. Unlimited limits are written as
  * null; rates are rounded to two decimals.
  *
- * <p>The shape: {@code {"time":MILLIS,"backend":S,"connections":N,"poisoned":null|{"error","sessionId","call",
+ * <p>The shape: {@code {"time":MILLIS,"backend":S,"connections":N,"shares":N,"poisoned":null|{"error","sessionId","call",
  * "time","message"},"devices":[{"index","name",
  * "memoryUsedBytes","memoryTotalBytes"}],"tenants":[{"name","memoryUsedBytes","memoryLimitBytes",
  * "sessions","sessionLimit","rejections":{LIMIT:N}}],"sessions":[{"id","tenant","transport","peer",
@@ -31,6 +31,7 @@ public final class StatusJson {
         field(b, "time", s.timeMillis()).append(',');
         field(b, "backend", s.backend()).append(',');
         field(b, "connections", s.connections()).append(',');
+        field(b, "shares", s.shares()).append(',');
         name(b, "poisoned");
         if (s.poisoned() == null) {
             b.append("null,");

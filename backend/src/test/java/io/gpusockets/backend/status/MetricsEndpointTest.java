@@ -41,6 +41,7 @@ class MetricsEndpointTest {
                 "gpusockets_quota_rejections_total{limit=\"memory\",tenant=\"alice\"} 2.0",
                 "gpusockets_quota_rejections_total{limit=\"sessions\",tenant=\"default\"} 0.0",
                 "gpusockets_connections 3.0",
+                "gpusockets_shares 5.0",
                 "gpusockets_device_memory_used_bytes{device=\"0\",name=\"GPUsockets Emulated Device\"} 6291456.0",
                 "gpusockets_device_memory_total_bytes{device=\"0\",name=\"GPUsockets Emulated Device\"} 8.589934592E9")) {
             assertTrue(t.contains(line + "\n"), "missing '" + line + "' in:\n" + t);

@@ -10,7 +10,7 @@ final class Snapshots {
 
     /**
      * Two tenants (one limited, with rejections), two sessions (the second being migrated), one device; a peer name
-     * that needs escaping.
+     * that needs escaping; five live shares.
      */
     static ServerSnapshot sample() {
         return new ServerSnapshot(1_700_000_000_000L, "emulated device", 3,
@@ -22,6 +22,7 @@ final class Snapshots {
                         new SessionSnapshot(9, "default", "unix", "unix:///run/g.sock (uid 1000)", 2L << 20, 0, 5, 0, 300,
                                 200, 0, 0, 4096, 3, false).asMigrating()),
                 List.of(new ServerSnapshot.Traffic("alice", "tcp", 1300, 110_000, 60_000),
-                        new ServerSnapshot.Traffic("default", "unix", 5, 300, 200)));
+                        new ServerSnapshot.Traffic("default", "unix", 5, 300, 200)),
+                null, ServerSnapshot.Operations.NONE, 5);
     }
 }

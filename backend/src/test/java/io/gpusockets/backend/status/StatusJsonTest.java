@@ -19,6 +19,7 @@ class StatusJsonTest {
         Map<String, Object> s = (Map<String, Object>) StatusJson.parse(text);
         assertEquals(1_700_000_000_000L, s.get("time"));
         assertEquals(3L, s.get("connections"));
+        assertEquals(5L, s.get("shares"), "live shares between sessions");
         Map<String, Object> dev = (Map<String, Object>) ((List<Object>) s.get("devices")).getFirst();
         assertEquals(Map.of("index", 0L, "name", "GPUsockets Emulated Device", "memoryUsedBytes", 6L << 20,
                 "memoryTotalBytes", 8L << 30), dev);
