@@ -535,7 +535,16 @@ class ManagedMemoryTest extends EmulatedBackendTest {
      * Builds runtime/NAME.cu with nvcc and runs it through libcuda.so.1 with GPUSOCKETS_MANAGED_STATS=1; checks its exit
      * status and golden output and returns the run (skipped where libcuda.so.1 or nvcc is missing).
      */
-    private static NativePrograms.Run runGolden(String name) throws Exception {
+    static NativePrograms.Run runGolden(String name) throws Exception {
+        NativePrograms.Run r = run(name);
+        String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
+        assertEquals(0, r.exit(), () -> name + ": exit status" + context);
+        assertEquals(Files.readString(RuntimeProgramsTest.golden(name), StandardCharsets.UTF_8), r.stdout(), name + context);
+        return r;
+    }
+
+    /** Builds runtime/NAME.cu with nvcc and runs it as {@link #runGolden} does, checking nothing. */
+    static NativePrograms.Run run(String name) throws Exception {
         NativePrograms programs = NativePrograms.locate();
         Path nvcc = NativePrograms.nvcc();
         String skip = programs.cannotRun(name + ".cu");
@@ -553,11 +562,7 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
             env.put("GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path"));
             env.put("GPUSOCKETS_MANAGED_STATS", "1");
-            NativePrograms.Run r = NativePrograms.run(List.of(exe.toString()), env, work, 120);
-            String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
-            assertEquals(0, r.exit(), () -> name + ": exit status" + context);
-            assertEquals(Files.readString(RuntimeProgramsTest.golden(name), StandardCharsets.UTF_8), r.stdout(), name + context);
-            return r;
+            return NativePrograms.run(List.of(exe.toString()), env, work, 120);
         } finally {
             NativePrograms.deleteTree(work);
         }
@@ -579,7 +584,7 @@ class ManagedMemoryTest extends EmulatedBackendTest {
     }
 
     /** The program's own "managed expect:" count equals the frontend's (GPUSOCKETS_MANAGED_STATS=1). */
-    private static void assertMovedAsExpected(NativePrograms.Run r) {
+    static void assertMovedAsExpected(NativePrograms.Run r) {
         String context = "\n--- stderr:\n" + r.stderrTail();
         Matcher expect = Pattern.compile("managed expect: pages_sent=(\\d+) pages_fetched=(\\d+)").matcher(r.stderr());
         Matcher moved = Pattern.compile("managed memory: pages_sent=(\\d+) bytes_sent=\\d+ pages_fetched=(\\d+)").matcher(r.stderr());

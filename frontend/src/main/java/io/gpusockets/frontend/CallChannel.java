@@ -228,7 +228,11 @@ final class CallChannel {
             }
             roundTrips.increment();
             ByteBuffer body = connection.await(p).order(ByteOrder.LITTLE_ENDIAN);
-            return new Reply(body.getInt(), body);
+            Reply reply = new Reply(body.getInt(), body);
+            if (managed != null) {
+                managed.afterCall(f, reply.result());
+            }
+            return reply;
         } catch (IOException e) {
             return new Reply(lost(e), null);
         } finally {

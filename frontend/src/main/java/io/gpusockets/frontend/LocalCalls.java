@@ -12,13 +12,18 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * Calls the frontend answers without the backend: page-locked host memory lives beside the program
- * that uses it (a remote GPU cannot map it anyway), and error names and strings come from cuda.h.
+ * that uses it, and error names and strings come from cuda.h.
  *
  * <p>Host blocks (cuMemAllocHost, cuMemHostAlloc, cuMemHostRegister) are kept with their flags so
  * that cuMemHostGetFlags can answer. Registering memory changes nothing else: copies from any guest
- * memory travel the same way. Mapping guest memory into the device's address space
- * (DEVICEMAP, IOMEMORY, cuMemHostGetDevicePointer) is not possible and fails with
- * CUDA_ERROR_NOT_SUPPORTED, with a note on stderr the first time.
+ * memory travel the same way. cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP (cudaHostAllocMapped) is
+ * made by {@link Mapper} where there is one (a remote GPU: managed memory's machinery, so that the
+ * host pointer is also the device pointer, which cuMemHostGetDevicePointer answers), and freed by
+ * cuMemFreeHost through it. Other blocks have no device address: cuMemAllocHost and cuMemHostAlloc
+ * without DEVICEMAP stay plain guest memory (copies from them are what pinned memory is for; making
+ * each of them device-visible would move every copy's data twice), so cuMemHostGetDevicePointer on
+ * them, and DEVICEMAP or IOMEMORY on cuMemHostRegister (an existing mapping cannot be moved to a
+ * device address), fail with CUDA_ERROR_NOT_SUPPORTED and a note on stderr the first time.
  */
 final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors, AutoCloseable {
     static final int HOST_REGISTER_PORTABLE = 0x01;
@@ -27,12 +32,37 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
     static final int HOST_REGISTER_READ_ONLY = 0x08;
     private static final int HOST_REGISTER_KNOWN = HOST_REGISTER_PORTABLE | HOST_REGISTER_DEVICEMAP
             | HOST_REGISTER_IOMEMORY | HOST_REGISTER_READ_ONLY;
+    static final int HOST_ALLOC_DEVICEMAP = 0x02;
     private static final AtomicBoolean MAPPING_NOTED = new AtomicBoolean();
+
+    /** Makes and frees mapped pinned host memory (RemoteCudaDriver: a managed allocation marked as host memory). */
+    interface Mapper {
+        /** Allocates {@code bytesize} bytes mapped at one address in the guest and on the device; result and base. */
+        int allocMapped(long bytesize, long[] base);
+
+        /** Frees what {@link #allocMapped} made at {@code base}. */
+        int freeMapped(long base);
+    }
+
+    private final Mapper mapper;
+
+    /** Without a mapper: DEVICEMAP fails (as in a frontend with no remote device behind it). */
+    LocalCalls() {
+        this(null);
+    }
+
+    LocalCalls(Mapper mapper) {
+        this.mapper = mapper;
+    }
 
     private static final Map<Integer, MemorySegment[]> ERROR_TEXT = new ConcurrentHashMap<>();
 
     /** A block of guest memory the driver API knows: allocated here ({@code arena} set) or registered (null). */
-    private record HostBlock(long base, long size, int flags, Arena arena) {
+    private record HostBlock(long base, long size, int flags, Arena arena, boolean mapped) {
+        HostBlock(long base, long size, int flags, Arena arena) {
+            this(base, size, flags, arena, false);
+        }
+
         boolean contains(long p) {
             return p >= base && p - base < size;
         }
@@ -69,7 +99,7 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
 
     @Override
     public int cuMemHostGetDevicePointer(MemorySegment pdptr, MemorySegment p, int flags) {
-        return devicePointer();
+        return devicePointer(pdptr, p, flags);
     }
 
     @Override
@@ -91,6 +121,16 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
         if (pp.isNative() && pp.address() == 0 || bytesize <= 0) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
+        if ((flags & HOST_ALLOC_DEVICEMAP) != 0 && mapper != null) {
+            long[] base = new long[1];
+            int r = mapper.allocMapped(bytesize, base);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            blocks.put(base[0], new HostBlock(base[0], bytesize, flags, null, true));
+            WireValues.sized(pp, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, base[0]);
+            return CuResult.CUDA_SUCCESS;
+        }
         Arena arena = Arena.ofShared();
         MemorySegment m;
         try {
@@ -106,8 +146,15 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
 
     int freeHost(MemorySegment p) {
         HostBlock b = blocks.get(p.address());
-        if (b == null || b.arena() == null || !blocks.remove(p.address(), b)) {
+        if (b == null || b.arena() == null && !b.mapped() || !blocks.remove(p.address(), b)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        if (b.mapped()) {
+            int r = mapper.freeMapped(b.base());
+            if (r != CuResult.CUDA_SUCCESS) {
+                blocks.put(b.base(), b);
+            }
+            return r;
         }
         b.arena().close();
         return CuResult.CUDA_SUCCESS;
@@ -133,7 +180,7 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
 
     synchronized int unregister(MemorySegment p) {
         HostBlock b = blocks.get(p.address());
-        if (b == null || b.arena() != null) {
+        if (b == null || b.arena() != null || b.mapped()) {
             return CuResult.CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
         }
         blocks.remove(p.address());
@@ -153,15 +200,32 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
         return CuResult.CUDA_SUCCESS;
     }
 
-    /** cuMemHostGetDevicePointer: guest memory has no device address. */
-    int devicePointer() {
-        return mappingNotSupported("cuMemHostGetDevicePointer");
+    /**
+     * cuMemHostGetDevicePointer: in mapped host memory the pointer itself (the device address is the host address, as
+     * with unified addressing); flags must be 0, as the driver asks; other host blocks have no device address
+     * (CUDA_ERROR_NOT_SUPPORTED), memory that is no host block CUDA_ERROR_INVALID_VALUE, as the driver answers.
+     */
+    int devicePointer(MemorySegment pdptr, MemorySegment p, int flags) {
+        if (pdptr.isNative() && pdptr.address() == 0 || flags != 0) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        Map.Entry<Long, HostBlock> e = blocks.floorEntry(p.address());
+        if (e == null || !e.getValue().contains(p.address())) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
+        if (!e.getValue().mapped()) {
+            return mappingNotSupported("cuMemHostGetDevicePointer on host memory allocated without"
+                    + " CU_MEMHOSTALLOC_DEVICEMAP (cudaHostAllocMapped)");
+        }
+        WireValues.sized(pdptr, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, p.address());
+        return CuResult.CUDA_SUCCESS;
     }
 
     private static int mappingNotSupported(String what) {
         if (MAPPING_NOTED.compareAndSet(false, true)) {
-            System.err.println("gpusockets: " + what + ": a remote GPU cannot map guest memory;"
-                    + " returning CUDA_ERROR_NOT_SUPPORTED (copies to and from guest memory work)");
+            System.err.println("gpusockets: " + what + ": a remote GPU cannot map this guest memory;"
+                    + " returning CUDA_ERROR_NOT_SUPPORTED (copies to and from it work; memory from cudaHostAlloc with"
+                    + " cudaHostAllocMapped is mapped)");
         }
         return CuResult.CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -183,7 +247,7 @@ final class LocalCalls implements FrontendHandlers.Host, FrontendHandlers.Errors
 
     @Override
     public void close() {
-        for (HostBlock b : blocks.values()) {
+        for (HostBlock b : blocks.values()) { // mapped blocks go with the managed memory's close
             if (b.arena() != null) {
                 b.arena().close();
             }

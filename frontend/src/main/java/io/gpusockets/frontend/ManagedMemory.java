@@ -88,6 +88,14 @@ import java.util.concurrent.atomic.LongAdder;
  * mapped the same way, its pages DEVICE (the initializer is the device's); variables whose pages touch share one
  * region, only their own bytes move, and cuLibraryUnload unmaps them.
  *
+ * <p><b>Mapped pinned host memory</b> (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP, cudaHostAllocMapped; issue 25
+ * item 5) is an allocation of this kind too ({@link #markMappedHost}): the host pointer is the device pointer, as with
+ * unified addressing on a GPU, and it is made coherent as managed memory is; only its pointer attributes (those of
+ * pinned host memory), its refusals (advice, prefetches, attachment and cuMemFree answer CUDA_ERROR_INVALID_VALUE, as
+ * for memory that is not managed) and one check differ: a CPU write to it while GPU work submitted since the last
+ * synchronisation may still run ({@link #afterCall}) ends the program with one stderr line
+ * ({@link #writeWhileWorkRuns}), since the work would never see the write (a kernel polling a host flag).
+ *
  * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
  * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
  * when data moves ({@code cuMemAdvise} is accepted and changes nothing), guests
@@ -165,6 +173,7 @@ final class ManagedMemory implements AutoCloseable {
     private static final MethodHandle POLL = downcall("poll", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_INT));
     private static final MethodHandle CLOSE = downcall("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT));
     private static final MethodHandle GETPAGESIZE = downcall("getpagesize", FunctionDescriptor.of(JAVA_INT));
+    private static final MethodHandle EXIT = downcall("_exit", FunctionDescriptor.ofVoid(JAVA_INT));
 
     /**
      * One guest region of managed memory: the pages [start, start + pages * PAGE), covering the device byte ranges
@@ -185,6 +194,12 @@ final class ManagedMemory implements AutoCloseable {
          */
         int attach = ATTACH_GLOBAL;
         long stream;
+        /**
+         * Mapped pinned host memory (cuMemHostAlloc with DEVICEMAP, {@link #markMappedHost}) rather than managed memory:
+         * the same pages and transfers, other pointer attributes, no advice, prefetch or attachment; guarded by the
+         * ManagedMemory.
+         */
+        boolean mappedHost;
         /** What cuMemAdvise and cuMemPrefetchAsync were told, per page; null until the first; guarded by the ManagedMemory. */
         private RangeAdvice advice;
 
@@ -236,6 +251,14 @@ final class ManagedMemory implements AutoCloseable {
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
     /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
     private volatile boolean used;
+    /** Whether mapped pinned host memory was ever made on this connection (set once, never cleared). */
+    private volatile boolean mappedUsed;
+    /**
+     * Whether GPU work was submitted since the last synchronisation point this connection saw ({@link #afterCall}),
+     * kept once mapped host memory exists: a CPU write to mapped host memory meanwhile ends the program
+     * ({@link #writeWhileWorkRuns}).
+     */
+    private volatile boolean workInFlight;
     /** Whether any page of any allocation is present (a submission then has work to do); guarded by this. */
     private boolean anyPresent;
     private final LongAdder pagesSent = new LongAdder();
@@ -481,7 +504,77 @@ final class ManagedMemory implements AutoCloseable {
     /** Whether {@code base} is a managed allocation's base. */
     synchronized boolean isManaged(long base) {
         Allocation a = find(base);
-        return a != null && a.isAllocation(base);
+        return a != null && a.isAllocation(base) && !a.mappedHost;
+    }
+
+    /**
+     * The managed allocation just made at {@code base} ({@link #allocated}) is mapped pinned host memory
+     * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP): the same pages and transfers, the pointer attributes of host
+     * memory ({@link #isMappedHost}), refused to advice, prefetches, attachment and cuMemFree, and from now on a CPU
+     * write to it while GPU work may run ends the program ({@link #writeWhileWorkRuns}).
+     */
+    synchronized void markMappedHost(long base, boolean mapped) {
+        Allocation a = find(base);
+        if (a != null && a.isAllocation(base)) {
+            a.mappedHost = mapped;
+            if (mapped) {
+                mappedUsed = true;
+            }
+        }
+    }
+
+    /** Whether {@code p} lies in mapped pinned host memory ({@link #markMappedHost}). */
+    boolean isMappedHost(long p) {
+        if (!mappedUsed) {
+            return false; // the per-call path of a program without mapped memory: one volatile read
+        }
+        synchronized (this) {
+            Allocation a = find(p);
+            return a != null && a.mappedHost && p >= a.bases[0] && p - a.bases[0] < a.sizes[0];
+        }
+    }
+
+    /** The base of the mapped host allocation {@code p} lies in; 0 if none. */
+    synchronized long mappedHostBase(long p) {
+        Allocation a = find(p);
+        return a != null && a.mappedHost && p >= a.bases[0] && p - a.bases[0] < a.sizes[0] ? a.bases[0] : 0;
+    }
+
+    /**
+     * Called with every reply ({@link CallChannel}) once mapped host memory exists: a synchronisation point that
+     * succeeded (cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize, a cuStreamQuery or cuEventQuery that says
+     * done, a synchronous copy) ends {@link #workInFlight}. It errs towards "done" (a synchronised stream says nothing
+     * of another's work), so that a program that synchronises is never stopped; what it misses is a write it cannot see.
+     */
+    void afterCall(ApiFunction f, int result) {
+        if (!mappedUsed || result != CuResult.CUDA_SUCCESS || BUSY.get()) {
+            return;
+        }
+        String n = f.name();
+        if (n.startsWith("cuCtxSynchronize") || n.startsWith("cuStreamSynchronize") || n.startsWith("cuEventSynchronize")
+                || n.startsWith("cuStreamQuery") || n.startsWith("cuEventQuery")
+                || n.startsWith("cuMemcpy") && !n.contains("Async")) {
+            workInFlight = false;
+        }
+    }
+
+    /**
+     * The CPU writes mapped host memory while GPU work submitted since the last synchronisation may still run: on a
+     * GPU that is how a kernel polls a host flag, and here the kernel would never see the write (it goes to the device
+     * before the next GPU work), so the program ends now with one line naming the cause rather than hang or compute
+     * with stale data (README, Mapped pinned host memory).
+     */
+    private void writeWhileWorkRuns(long page) {
+        System.err.println(String.format("gpusockets: the CPU wrote mapped pinned host memory (cudaHostAllocMapped) at 0x%x"
+                + " while GPU work submitted since the last synchronisation may still run: a remote GPU sees such writes"
+                + " only at the next launch or copy, so a kernel polling host memory cannot work here; ending the program"
+                + " (exit 1)", page));
+        System.err.flush();
+        try (Arena call = Arena.ofConfined()) {
+            EXIT.invokeExact(call.allocate(CALL_STATE), 1);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
     }
 
     /** A cuMemFree of {@code base} succeeded: the guest mapping goes too. */
@@ -538,6 +631,9 @@ final class ManagedMemory implements AutoCloseable {
                 boolean work = submitsWork(f);
                 if (work) {
                     flushAndInvalidate(launchStream);
+                    if (mappedUsed) {
+                        workInFlight = true;
+                    }
                 }
                 for (MemorySegment s : bulk) {
                     if (s.isNative()) {
@@ -726,7 +822,7 @@ final class ManagedMemory implements AutoCloseable {
             return null;
         }
         Allocation a = find(devPtr);
-        if (a == null) {
+        if (a == null || a.mappedHost) {
             return null;
         }
         for (int i = 0; i < a.bases.length; i++) {
@@ -1194,6 +1290,9 @@ final class ManagedMemory implements AutoCloseable {
             return;
         }
         int p = (int) ((page - a.start) / PAGE);
+        if (a.mappedHost && workInFlight && (flags & (PAGEFAULT_FLAG_WP | PAGEFAULT_FLAG_WRITE)) != 0) {
+            writeWhileWorkRuns(page);
+        }
         if ((flags & PAGEFAULT_FLAG_WP) != 0) {
             if (a.state[p] == CLEAN || a.state[p] == DIRTY) {
                 unprotect(a, p);

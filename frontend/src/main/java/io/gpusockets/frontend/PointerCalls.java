@@ -23,8 +23,32 @@ final class PointerCalls implements FrontendHandlers.Pointers {
         this.managed = managed;
     }
 
-    /** The value the program gets: the backend's, but for a managed variable's IS_MANAGED and HOST_POINTER. */
+    /**
+     * The value the program gets: the backend's, but for a managed variable's IS_MANAGED and HOST_POINTER, and mapped
+     * pinned host memory's ({@link ManagedMemory#isMappedHost}), answered as the driver does for host memory mapped
+     * with unified addressing: MEMORY_TYPE host, DEVICE_POINTER and HOST_POINTER the pointer itself, IS_MANAGED 0,
+     * MAPPED 1, RANGE_START_ADDR the allocation's base.
+     */
     private long value(int attribute, long ptr, long backends) {
+        if (managed.isMappedHost(ptr)) {
+            switch (attribute) {
+                case PointerAttributeRequest.MEMORY_TYPE -> {
+                    return MEMORYTYPE_HOST;
+                }
+                case PointerAttributeRequest.DEVICE_POINTER, HOST_POINTER -> {
+                    return ptr;
+                }
+                case PointerAttributeRequest.IS_MANAGED -> {
+                    return 0;
+                }
+                case PointerAttributeRequest.MAPPED -> {
+                    return 1;
+                }
+                default -> {
+                    return backends;
+                }
+            }
+        }
         if ((attribute == PointerAttributeRequest.IS_MANAGED || attribute == HOST_POINTER) && managed.isManagedVariable(ptr)) {
             return attribute == HOST_POINTER ? ptr : 1;
         }
@@ -33,6 +57,13 @@ final class PointerCalls implements FrontendHandlers.Pointers {
 
     @Override
     public int cuPointerGetAttribute(MemorySegment data, int attribute, long ptr) {
+        if (attribute == HOST_POINTER && managed.isMappedHost(ptr)) { // not forwarded: answered here for mapped host memory
+            if (data.isNative() && data.address() == 0) {
+                return CuResult.CUDA_ERROR_INVALID_VALUE;
+            }
+            WireValues.sized(data, 8).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, ptr);
+            return CuResult.CUDA_SUCCESS;
+        }
         int size = PointerAttributeRequest.valueBytes(attribute);
         if (size == 0) {
             return CuResult.CUDA_ERROR_NOT_SUPPORTED;
@@ -58,6 +89,8 @@ final class PointerCalls implements FrontendHandlers.Pointers {
 
     /** HOST_POINTER: the backend answers 0 (device memory is not mapped into the guest), the pointer itself for managed memory. */
     private static final int HOST_POINTER = 4;
+    /** CU_MEMORYTYPE_HOST. */
+    private static final int MEMORYTYPE_HOST = 1;
 
     /**
      * Each value travels as u64 and is written, in the program's size, where {@code data[i]} points. An

@@ -37,7 +37,17 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
 
     private final BackendConnection connection;
     private final CallChannel channel;
-    private final LocalCalls local = new LocalCalls();
+    private final LocalCalls local = new LocalCalls(new LocalCalls.Mapper() {
+        @Override
+        public int allocMapped(long bytesize, long[] base) {
+            return allocMappedHost(bytesize, base);
+        }
+
+        @Override
+        public int freeMapped(long base) {
+            return freeMappedHost(base);
+        }
+    });
     private final DeviceRanges ranges = DeviceRanges.askingBackend(this);
     private final StreamCallbacks callbacks;
     /** Managed memory: guest mappings at the backend's addresses, pages moved at launch and synchronisation points. */
@@ -196,6 +206,9 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     private int marshal(ApiFunction f, Object... args) {
+        if (refusedOnMappedHost(f, args)) {
+            return CuResult.CUDA_ERROR_INVALID_VALUE;
+        }
         if (f == ApiEntries.cuMemRangeGetAttribute) { // answered in the guest, from what advice and prefetches said
             return managed.rangeAttribute((MemorySegment) args[0], (Long) args[1], (Integer) args[2], (Long) args[3], (Long) args[4]);
         } else if (f == ApiEntries.cuMemRangeGetAttributes) {
@@ -316,11 +329,13 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     /** CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY and _CONCURRENT_MANAGED_ACCESS. */
     private static final int ATTRIBUTE_MANAGED_MEMORY = 83;
     private static final int ATTRIBUTE_CONCURRENT_MANAGED_ACCESS = 89;
+    /** CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: 1, mapped host memory being offered ({@link LocalCalls}). */
+    private static final int ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19;
 
     /**
      * Managed memory's part of a successful call ({@link ManagedMemory}): a managed allocation is mapped here (a clash
      * frees it again and answers the error), a freed one unmapped, a prefetch to the CPU fetched; the device attributes
-     * say what the guest offers: managed memory without concurrent access.
+     * say what the guest offers: managed memory without concurrent access, and mapped host memory.
      */
     private int managedAfter(ApiFunction f, Object[] args, long[] outs) {
         if (f == ApiEntries.cuMemAllocManaged) {
@@ -342,12 +357,52 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
             managed.advised((Long) args[0], (Long) args[1], (Integer) args[2], location);
         } else if (f == ApiEntries.cuDeviceGetAttribute) {
             int attribute = (Integer) args[1];
-            if (attribute == ATTRIBUTE_MANAGED_MEMORY || attribute == ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) {
+            if (attribute == ATTRIBUTE_MANAGED_MEMORY || attribute == ATTRIBUTE_CONCURRENT_MANAGED_ACCESS
+                    || attribute == ATTRIBUTE_CAN_MAP_HOST_MEMORY) {
                 WireValues.sized((MemorySegment) args[0], 4).set(ValueLayout.JAVA_INT_UNALIGNED, 0,
-                        attribute == ATTRIBUTE_MANAGED_MEMORY ? 1 : 0);
+                        attribute == ATTRIBUTE_CONCURRENT_MANAGED_ACCESS ? 0 : 1);
             }
         }
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * Mapped pinned host memory (cuMemHostAlloc with DEVICEMAP, {@link LocalCalls}): a managed allocation (GLOBAL) the
+     * guest maps at its device address, then marked as host memory ({@link ManagedMemory#markMappedHost}).
+     */
+    private int allocMappedHost(long bytesize, long[] base) {
+        try (java.lang.foreign.Arena call = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment out = call.allocate(8);
+            int r = cuMemAllocManaged(out, bytesize, 1);
+            if (r != CuResult.CUDA_SUCCESS) {
+                return r;
+            }
+            base[0] = out.get(ValueLayout.JAVA_LONG, 0);
+            managed.markMappedHost(base[0], true);
+            return CuResult.CUDA_SUCCESS;
+        }
+    }
+
+    /** cuMemFreeHost of mapped host memory: both sides go (the program's own cuMemFree of it is refused). */
+    private int freeMappedHost(long base) {
+        managed.markMappedHost(base, false);
+        int r = cuMemFree(base);
+        if (r != CuResult.CUDA_SUCCESS) {
+            managed.markMappedHost(base, true);
+        }
+        return r;
+    }
+
+    /**
+     * Calls the driver refuses on pinned host memory, which mapped host memory is to the program: cuMemFree, advice,
+     * prefetches and attachment (CUDA_ERROR_INVALID_VALUE, as for any memory that is not device or managed memory).
+     */
+    private boolean refusedOnMappedHost(ApiFunction f, Object[] args) {
+        if (f == ApiEntries.cuMemFree || f == ApiEntries.cuMemAdvise || f == ApiEntries.cuMemAdvise_v2
+                || f == ApiEntries.cuMemPrefetchAsync || f == ApiEntries.cuMemPrefetchAsync_v2) {
+            return managed.isMappedHost((Long) args[0]);
+        }
+        return f == ApiEntries.cuStreamAttachMemAsync && managed.isMappedHost((Long) args[1]);
     }
 
     /** A library's {@code __managed__} variable at [address, address + size): managed memory of the guest too. */
