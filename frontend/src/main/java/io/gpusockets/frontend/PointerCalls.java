@@ -13,6 +13,8 @@ import java.util.List;
  * Area {@code pointers}: pointer attributes, whose value travels as u64 whatever its size in the program. A
  * {@code __managed__} variable, which the backend knows as a module global only, answers IS_MANAGED 1 and HOST_POINTER
  * the pointer itself here ({@link ManagedMemory#isManagedVariable}), as cuMemAllocManaged memory does from the backend.
+ * Mapped pinned host memory, a managed allocation to the backend, answers as host memory here
+ * ({@link ManagedMemory#isMappedHost}; {@link #value}).
  */
 final class PointerCalls implements FrontendHandlers.Pointers {
     private final CallChannel channel;
