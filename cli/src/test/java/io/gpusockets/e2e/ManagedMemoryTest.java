@@ -46,7 +46,8 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         return c.get(JAVA_LONG, 0);
     }
 
-    private static boolean mappedHere(long address) throws Exception {
+    /** Whether a mapping of this process starts at {@code address}'s page (MappedHostMemoryTest asks it too). */
+    static boolean mappedHere(long address) throws Exception {
         String start = Long.toHexString(address & -PAGE);
         for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
             if (line.startsWith(start + "-")) {

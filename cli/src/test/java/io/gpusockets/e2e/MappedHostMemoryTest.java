@@ -10,8 +10,6 @@ import io.gpusockets.frontend.ManagedMemoryStats;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -29,16 +27,6 @@ class MappedHostMemoryTest extends EmulatedBackendTest {
     private static final long PAGE = 4096;
     private static final int DEVICEMAP = 0x02;
 
-    private static boolean mappedHere(long address) throws Exception {
-        String start = Long.toHexString(address & -PAGE);
-        for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
-            if (line.startsWith(start + "-")) {
-                return true;
-            }
-        }
-        return false;
-    }
-
     @Test
     void mappedHostMemoryIsOnePointerOnBothSides() throws Exception {
         try (RemoteCudaDriver d = connect("unix")) {
@@ -55,7 +43,7 @@ class MappedHostMemoryTest extends EmulatedBackendTest {
             MemorySegment pp = cu.cell();
             Cuda.ok(d.cuMemHostAlloc(pp, size, DEVICEMAP), "cuMemHostAlloc DEVICEMAP");
             long base = pp.get(JAVA_LONG, 0);
-            assertTrue(mappedHere(base), "the guest maps it at its device address");
+            assertTrue(ManagedMemoryTest.mappedHere(base), "the guest maps it at its device address");
             Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
             assertTrue(freeBefore - free.get(JAVA_LONG, 0) >= size, "the tenant is charged for the device side");
             MemorySegment dp = cu.cell();
@@ -85,7 +73,7 @@ class MappedHostMemoryTest extends EmulatedBackendTest {
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemPrefetchAsync(base, PAGE, 0, 0), "prefetch");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuStreamAttachMemAsync(0, base, 0, 2), "attachment");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemRangeGetAttribute(data, 4, 1, base, PAGE), "range attributes");
-            assertTrue(mappedHere(base), "a refused cuMemFree leaves it");
+            assertTrue(ManagedMemoryTest.mappedHere(base), "a refused cuMemFree leaves it");
 
             // the CPU writes 3 pages, a kernel fills 4 pages further on, the CPU reads both
             d.prepareManagedAccess(base, 3 * PAGE, true);
@@ -117,7 +105,7 @@ class MappedHostMemoryTest extends EmulatedBackendTest {
             Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
             long freeBeforeFree = free.get(JAVA_LONG, 0);
             Cuda.ok(d.cuMemFreeHost(MemorySegment.ofAddress(base)), "cuMemFreeHost");
-            assertFalse(mappedHere(base), "the guest mapping goes with cuMemFreeHost");
+            assertFalse(ManagedMemoryTest.mappedHere(base), "the guest mapping goes with cuMemFreeHost");
             Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
             assertTrue(free.get(JAVA_LONG, 0) - freeBeforeFree >= size, "the charge goes back");
             assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, d.cuMemFreeHost(MemorySegment.ofAddress(base)), "freed already");
