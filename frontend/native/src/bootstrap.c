@@ -9,7 +9,8 @@
  * PREFIX/runtime and every PREFIX/lib/NAME.jar (the layout of scripts/install-frontend and the bundle).
  * The JVM starts from PREFIX/lib/gpusockets.jsa (a CDS archive) when it exists; one made for other
  * jars or another runtime is skipped quietly. GPUSOCKETS_TRACE_STARTUP=1 makes cuInit print one line
- * saying where the start went (StartupTrace.java).
+ * saying where the start went (StartupTrace.java). When GPUSOCKETS_SERVER names a unix:// or ring://
+ * socket that does not exist, cuInit fails at once without the JVM (probe(), frontend/README.md).
  *
  * Measured (2-core VM, device_query against an emulated backend): a JDK 25 AOT cache (-XX:AOTCache,
  * JEP 483/515) works here too but started no faster than the CDS archive and used more CPU (its
@@ -19,6 +20,7 @@
 #include "gpusockets.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <jni.h>
 #include <limits.h>
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +41,11 @@ static void *upcalls[GPUS_MAX_FUNCTIONS];
 typedef void *(*resolve_fn)(int index);
 static resolve_fn resolve;
 static int booted;
+/* Set by probe() below: the backend named cannot be there. cuInit then answers CUDA_ERROR_NO_DEVICE
+ * with the message the frontend would print, without the JVM; any other call starts the JVM, told
+ * (-Dgpusockets.frontend.unreachable) to answer as after a failed connect without connecting. */
+static int unreachable;
+static int boot_started; /* boot() has begun: the probe no longer runs */
 
 /* At the program's exit: the resolver's entry -1 (NativeEntry), which ends a resumable session with
  * GOODBYE, so that the backend does not keep it waiting for a resume that cannot come. */
@@ -175,15 +183,24 @@ static void *boot_thread(void *arg) {
         {"-XX:+UseSerialGC", NULL},                  /* few threads, small footprint */
         {"-XX:-UsePerfData", NULL},                  /* no hsperfdata file in the program's /tmp */
         {"-Xss2m", NULL},
+        /* a small first heap: the young generation starts small and is collected instead of spread over
+         * fresh pages (bench startup --stand-in, 2-core box: VmHWM 72.1 -> 58.2 MB over unix; -Xmx64m,
+         * -XX:ReservedCodeCacheSize=16m, -XX:CICompilerCount=1, -XX:MaxMetaspaceSize=64m, -Xss512k and
+         * -XX:ArchiveRelocationMode=0 each changed it by less than 1 MB). The heap still grows to the default maximum. */
+        {"-Xms2m", NULL},
         /* C1 only: a short program's first calls no longer wait behind C2 compiles (device_query
          * 160 -> 120 ms wall, 250 -> 190 ms CPU; memory_roundtrip 1180 -> 990 ms); the per-call Java
          * path is small and C1 code serves it. _JAVA_OPTIONS=-XX:TieredStopAtLevel=4 brings C2 back. */
         {"-XX:TieredStopAtLevel=1", NULL},
+        {"-Dgpusockets.frontend.unreachable=true", NULL}, /* left out unless the probe found no backend */
         {trace_option, NULL},                        /* last: left out unless tracing */
     };
+    if (!unreachable) {
+        options[sizeof options / sizeof options[0] - 2] = options[sizeof options / sizeof options[0] - 1];
+    }
     JavaVMInitArgs init = {
         .version = JNI_VERSION_10,
-        .nOptions = (jint) (sizeof options / sizeof options[0]) - (a->trace ? 0 : 1),
+        .nOptions = (jint) (sizeof options / sizeof options[0]) - (a->trace ? 0 : 1) - (unreachable ? 0 : 1),
         .options = options,
         .ignoreUnrecognized = JNI_FALSE,
     };
@@ -215,7 +232,82 @@ static void *boot_thread(void *arg) {
     return NULL;
 }
 
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static int blank(const char *v) {
+    return v == NULL || *v == '\0';
+}
+
+/* Whether NAME matches [A-Za-z0-9._-]+ and is not . or .. (RingAddress's rule). */
+static int ring_name(const char *name) {
+    if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        return 0;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * Before the JVM starts for cuInit: whether GPUSOCKETS_SERVER names one unix:///PATH or ring://NAME
+ * whose socket file does not exist, so that the connect the frontend would make must fail, and how
+ * it would say so (its message, byte for byte). Only where nothing else could change that outcome or
+ * message: the variable is set in the environment (it wins over the config file), nothing can hand
+ * the JVM other properties (_JAVA_OPTIONS, JAVA_TOOL_OPTIONS), there is no config file
+ * (/etc/gpusockets/frontend.conf) and GPUSOCKETS_PSK_FILE and GPUSOCKETS_CONNECT_TIMEOUT_MS, which
+ * the frontend reads before connecting, are unset or valid. A socket file that exists (a listener
+ * or a stale one) is left to the frontend: probing it would connect to the backend.
+ */
+static void probe(void) {
+    const char *server = getenv("GPUSOCKETS_SERVER");
+    if (blank(server) || !blank(getenv("_JAVA_OPTIONS")) || !blank(getenv("JAVA_TOOL_OPTIONS"))
+        || access("/etc/gpusockets/frontend.conf", F_OK) == 0) {
+        return;
+    }
+    const char *psk = getenv("GPUSOCKETS_PSK_FILE");
+    struct stat st;
+    if (!blank(psk) && (stat(psk, &st) != 0 || !S_ISREG(st.st_mode) || access(psk, R_OK) != 0)) {
+        return;
+    }
+    const char *timeout = getenv("GPUSOCKETS_CONNECT_TIMEOUT_MS");
+    if (timeout != NULL) {
+        size_t n = strlen(timeout);
+        if (n == 0 || n > 18 || strspn(timeout, "0123456789") != n || strspn(timeout, "0") == n) {
+            return;
+        }
+    }
+    if (strpbrk(server, " \t\r\n\f\v,") != NULL) {
+        return;
+    }
+    char socket_path[PATH_MAX];
+    const char *message;
+    if (strncmp(server, "unix:///", 8) == 0) {
+        const char *path = server + 7;
+        if (strlen(path) >= 108) {
+            return;
+        }
+        snprintf(socket_path, sizeof socket_path, "%s", path);
+        message = "cannot connect to %s: No such file or directory; cuInit returns CUDA_ERROR_NO_DEVICE";
+    } else if (strncmp(server, "ring://", 7) == 0 && ring_name(server + 7)) {
+        if (snprintf(socket_path, sizeof socket_path, "/tmp/gpusockets-ring-%s.sock", server + 7) > 107) {
+            return;
+        }
+        message = "nobody listens on %s (no socket at %s); cuInit returns CUDA_ERROR_NO_DEVICE";
+    } else {
+        return;
+    }
+    if (stat(socket_path, &st) == 0 || errno != ENOENT) {
+        return;
+    }
+    snprintf(boot_error, sizeof boot_error, message, server, socket_path);
+    unreachable = 1;
+}
+
 static void boot(void) {
+    __atomic_store_n(&boot_started, 1, __ATOMIC_RELEASE);
     if (gpus_function_count > GPUS_MAX_FUNCTIONS) {
         fail("too many API functions%s%s", NULL, NULL);
         return;
@@ -267,6 +359,14 @@ void *gpus_entry(int index) {
     void *fn = __atomic_load_n(&upcalls[index], __ATOMIC_ACQUIRE);
     if (fn != NULL) {
         return fn;
+    }
+    if (index >= 0 && index < gpus_function_count && strcmp(gpus_function_names[index], "cuInit") == 0) {
+        if (!__atomic_load_n(&boot_started, __ATOMIC_ACQUIRE)) {
+            pthread_once(&probe_once, probe);
+        }
+        if (unreachable) {
+            return NULL; /* gpus_unavailable: CUDA_ERROR_NO_DEVICE, the message once */
+        }
     }
     pthread_once(&boot_once, boot);
     if (!booted || index < 0 || index >= gpus_function_count) {
