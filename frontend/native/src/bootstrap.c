@@ -12,9 +12,17 @@
  * saying where the start went (StartupTrace.java). When GPUSOCKETS_SERVER names a unix:// or ring://
  * socket that does not exist, cuInit fails at once without the JVM (probe(), frontend/README.md).
  *
- * Measured (2-core VM, device_query against an emulated backend): a JDK 25 AOT cache (-XX:AOTCache,
- * JEP 483/515) works here too but started no faster than the CDS archive and used more CPU (its
- * profiles bring compiles forward), so the CDS archive stays.
+ * PREFIX/lib/gpusockets.aot, a JDK 25 AOT cache (-XX:AOTCache, JEP 483/514/515), is taken instead
+ * when it exists; nothing makes one by default. GPUSOCKETS_AOT_RECORD=FILE records an AOT
+ * configuration of a real program's run (-XX:AOTMode=record) for `java -XX:AOTMode=create`
+ * (frontend/README.md). Recording from this embedded JVM used to produce nothing: the JVM writes the
+ * configuration (classes, method profiles) on its own exit path (DestroyJavaVM, System.exit), which
+ * a C program's exit() never takes; at_exit() now calls DestroyJavaVM when recording. Measured
+ * (2-core box at load ~9, startup_driver.c over unix, 8 interleaved runs, process CPU time medians,
+ * since wall times swung 0.6-5 s with the load): CDS archive trained by NativeTraining 0.41 s, VmHWM
+ * 58.6 MB; AOT cache trained by NativeTraining 0.435 s, 58.3 MB; AOT cache recorded from the program
+ * itself 0.39 s, 54.2 MB. Within the noise of that box for time, so install-frontend keeps making
+ * the CDS archive.
  */
 #define _GNU_SOURCE
 #include "gpusockets.h"
@@ -49,12 +57,19 @@ static int boot_started; /* boot() has begun: the probe no longer runs */
 
 /* At the program's exit: the resolver's entry -1 (NativeEntry), which ends a resumable session with
  * GOODBYE, so that the backend does not keep it waiting for a resume that cannot come. */
+static JavaVM *recording_vm; /* GPUSOCKETS_AOT_RECORD: the JVM whose exit writes the AOT configuration */
+
 static void at_exit(void) {
     if (booted && resolve != NULL) {
         void (*goodbye)(void) = (void (*)(void)) resolve(-1);
         if (goodbye != NULL) {
             goodbye();
         }
+    }
+    if (recording_vm != NULL) {
+        /* the JVM writes what -XX:AOTMode=record saw only on its own exit path, which a C program's
+         * exit() never takes: DestroyJavaVM does (from this thread, attached by it) */
+        (*recording_vm)->DestroyJavaVM(recording_vm);
     }
 }
 static char boot_error[1024];
@@ -137,7 +152,8 @@ static char *jar_class_path(const char *prefix) {
 struct boot_args {
     char java_home[PATH_MAX];
     char *class_path;
-    char archive[PATH_MAX]; /* PREFIX/lib/gpusockets.jsa when it exists, else empty */
+    char archive[PATH_MAX]; /* PREFIX/lib/gpusockets.aot or .jsa when one exists, else empty */
+    int aot;                /* archive is an AOT cache (-XX:AOTCache) */
     int trace;              /* GPUSOCKETS_TRACE_STARTUP set */
     long long started_ns;   /* CLOCK_MONOTONIC at the first call, for the trace */
 };
@@ -170,13 +186,13 @@ static void *boot_thread(void *arg) {
     }
     snprintf(cp_option, cp_len, "-Djava.class.path=%s", a->class_path);
     char archive_option[PATH_MAX + 32];
-    snprintf(archive_option, sizeof archive_option, "-XX:SharedArchiveFile=%s", a->archive);
+    snprintf(archive_option, sizeof archive_option, a->aot ? "-XX:AOTCache=%s" : "-XX:SharedArchiveFile=%s", a->archive);
     /* the Java side's trace takes our times: CLOCK_MONOTONIC, as System.nanoTime */
     char trace_option[96];
     snprintf(trace_option, sizeof trace_option, "-Dgpusockets.startup.trace=%lld,%lld", a->started_ns, monotonic_ns());
     JavaVMOption options[] = {
         {a->archive[0] ? archive_option : "-Xshare:auto", NULL}, /* classes of the frontend, pre-parsed */
-        {"-Xlog:cds=off,cds+dynamic=off", NULL},     /* a stale archive is skipped quietly */
+        {"-Xlog:cds=off,cds+dynamic=off,aot=off", NULL}, /* a stale archive is skipped quietly */
         {cp_option, NULL},
         {"-Xrs", NULL},                              /* leave the program's signals alone */
         {"--enable-native-access=ALL-UNNAMED", NULL},
@@ -184,10 +200,12 @@ static void *boot_thread(void *arg) {
         {"-XX:-UsePerfData", NULL},                  /* no hsperfdata file in the program's /tmp */
         {"-Xss2m", NULL},
         /* a small first heap: the young generation starts small and is collected instead of spread over
-         * fresh pages (bench startup --stand-in, 2-core box: VmHWM 72.1 -> 58.2 MB over unix; -Xmx64m,
-         * -XX:ReservedCodeCacheSize=16m, -XX:CICompilerCount=1, -XX:MaxMetaspaceSize=64m, -Xss512k and
-         * -XX:ArchiveRelocationMode=0 each changed it by less than 1 MB). The heap still grows to the default maximum. */
-        {"-Xms2m", NULL},
+         * fresh pages (by hand, 2-core box, unix: VmHWM 72.1 -> 58.4 MB; -Xmx64m, -XX:ReservedCodeCacheSize=16m,
+         * -XX:CICompilerCount=1, -XX:MaxMetaspaceSize=64m, -Xss512k and -XX:ArchiveRelocationMode=0 each
+         * changed it by less than 1 MB). Not below 4 MB: with -Xms2m the archive's heap objects do not fit,
+         * so the JVM builds the module graph itself, and an AOT cache is refused (the JVM does not start).
+         * The heap still grows to the default maximum. */
+        {"-Xms4m", NULL},
         /* C1 only: a short program's first calls no longer wait behind C2 compiles (device_query
          * 160 -> 120 ms wall, 250 -> 190 ms CPU; memory_roundtrip 1180 -> 990 ms); the per-call Java
          * path is small and C1 code serves it. _JAVA_OPTIONS=-XX:TieredStopAtLevel=4 brings C2 back. */
@@ -197,6 +215,13 @@ static void *boot_thread(void *arg) {
     };
     if (!unreachable) {
         options[sizeof options / sizeof options[0] - 2] = options[sizeof options / sizeof options[0] - 1];
+    }
+    const char *record = getenv("GPUSOCKETS_AOT_RECORD");
+    char record_option[PATH_MAX + 32];
+    if (record != NULL && *record) {
+        snprintf(record_option, sizeof record_option, "-XX:AOTConfiguration=%s", record);
+        options[0].optionString = "-XX:AOTMode=record";
+        options[1].optionString = record_option;
     }
     JavaVMInitArgs init = {
         .version = JNI_VERSION_10,
@@ -226,6 +251,9 @@ static void *boot_thread(void *arg) {
         fail("the GPUsockets frontend gave no resolver%s%s", NULL, NULL);
     } else {
         booted = 1;
+        if (record != NULL && *record) {
+            recording_vm = vm;
+        }
         atexit(at_exit);
     }
     (*vm)->DetachCurrentThread(vm);
@@ -328,9 +356,14 @@ static void boot(void) {
         return;
     }
     a.archive[0] = '\0';
+    a.aot = 0;
     if (have_prefix) {
         char archive[PATH_MAX];
-        snprintf(archive, sizeof archive, "%s/lib/gpusockets.jsa", prefix);
+        snprintf(archive, sizeof archive, "%s/lib/gpusockets.aot", prefix);
+        a.aot = access(archive, R_OK) == 0;
+        if (!a.aot) {
+            snprintf(archive, sizeof archive, "%s/lib/gpusockets.jsa", prefix);
+        }
         if (access(archive, R_OK) == 0) {
             snprintf(a.archive, sizeof a.archive, "%s", archive);
         }

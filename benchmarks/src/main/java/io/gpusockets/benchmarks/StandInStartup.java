@@ -43,10 +43,10 @@ final class StandInStartup {
     private static final int RUN_TIMEOUT_SECONDS = 60;
     private static final Pattern FIRST = Pattern.compile("startup first-call-ms=([0-9.]+) init=(-?\\d+) main-ms=([0-9.]+)");
     private static final Pattern SECOND = Pattern.compile("startup main-to-malloc-ms=([0-9.]+) result=(\\S+) total-ms=([0-9.]+)");
-    private static final Pattern MEMORY = Pattern.compile("startup rss-kb=(-?\\d+) hwm-kb=(-?\\d+)");
+    private static final Pattern MEMORY = Pattern.compile("startup rss-kb=(-?\\d+) hwm-kb=(-?\\d+)(?: cpu-ms=(-?[0-9.]+))?");
 
     /** One run as the program printed it (NaN / -1 where it printed nothing). */
-    record Run(double firstCallMs, int init, double toMallocMs, String result, long rssKb, long hwmKb, double wallMs, int exit) {
+    record Run(double firstCallMs, int init, double toMallocMs, String result, long rssKb, long hwmKb, double cpuMs, double wallMs, int exit) {
     }
 
     private final PrintStream console;
@@ -62,7 +62,8 @@ final class StandInStartup {
         boolean hf = f.find(), hs = s.find(), hm = m.find();
         return new Run(hf ? Double.parseDouble(f.group(1)) : Double.NaN, hf ? Integer.parseInt(f.group(2)) : -1,
                 hs ? Double.parseDouble(s.group(1)) : Double.NaN, hs ? s.group(2) : hf ? "init=" + f.group(2) : "(none printed)",
-                hm ? Long.parseLong(m.group(1)) : -1, hm ? Long.parseLong(m.group(2)) : -1, wallMs, exit);
+                hm ? Long.parseLong(m.group(1)) : -1, hm ? Long.parseLong(m.group(2)) : -1,
+                hm && m.group(3) != null && !m.group(3).startsWith("-") ? Double.parseDouble(m.group(3)) : Double.NaN, wallMs, exit);
     }
 
     /** Runs it all; 0 when every target printed its figures. */
@@ -174,8 +175,8 @@ final class StandInStartup {
     }
 
     private static String describe(Run r) {
-        return String.format(Locale.ROOT, "first call %.1f ms (init %d), main→cuMemAlloc %.1f ms, %s, VmHWM %.1f MB, VmRSS %.1f MB, wall %.0f ms, exit %d",
-                r.firstCallMs(), r.init(), r.toMallocMs(), r.result(), r.hwmKb() / 1024.0, r.rssKb() / 1024.0, r.wallMs(), r.exit());
+        return String.format(Locale.ROOT, "first call %.1f ms (init %d), main→cuMemAlloc %.1f ms, %s, VmHWM %.1f MB, VmRSS %.1f MB, CPU %.0f ms, wall %.0f ms, exit %d",
+                r.firstCallMs(), r.init(), r.toMallocMs(), r.result(), r.hwmKb() / 1024.0, r.rssKb() / 1024.0, r.cpuMs(), r.wallMs(), r.exit());
     }
 
     static double median(List<Run> runs, ToDoubleFunction<Run> f) {
@@ -195,18 +196,21 @@ final class StandInStartup {
         List<Run> base = results.get(STAND_IN);
         double baseFirst = median(base, Run::firstCallMs), baseWall = median(base, Run::wallMs);
         double baseHwm = median(base, r -> mb(r.hwmKb())), baseRss = median(base, r -> mb(r.rssKb()));
+        double baseCpu = median(base, Run::cpuMs);
         StringBuilder b = new StringBuilder();
-        b.append("| target | first call ms | over stand-in ms | main→cuMemAlloc ms | wall ms | over stand-in ms | VmHWM MB | over stand-in MB | VmRSS MB | over stand-in MB | result |\n");
-        b.append("|---|---|---|---|---|---|---|---|---|---|---|\n");
+        b.append("| target | first call ms | over stand-in ms | main→cuMemAlloc ms | wall ms | over stand-in ms | CPU ms | over stand-in ms"
+                + " | VmHWM MB | over stand-in MB | VmRSS MB | over stand-in MB | result |\n");
+        b.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for (Map.Entry<String, List<Run>> e : results.entrySet()) {
             List<Run> rs = e.getValue();
             double first = median(rs, Run::firstCallMs), wall = median(rs, Run::wallMs);
             double hwm = median(rs, r -> mb(r.hwmKb())), rss = median(rs, r -> mb(r.rssKb()));
+            double cpu = median(rs, Run::cpuMs);
             Map<String, Long> seen = new LinkedHashMap<>();
             rs.forEach(r -> seen.merge(r.result() + (r.exit() != 0 ? " (exit " + r.exit() + ")" : ""), 1L, Long::sum));
-            b.append(String.format(Locale.ROOT, "| %s | %.1f | %s | %.1f | %.0f | %s | %.1f | %s | %.1f | %s | %s |%n", e.getKey(),
+            b.append(String.format(Locale.ROOT, "| %s | %.1f | %s | %.1f | %.0f | %s | %.0f | %s | %.1f | %s | %.1f | %s | %s |%n", e.getKey(),
                     first, over(e.getKey(), first, baseFirst), median(rs, Run::toMallocMs), wall, over(e.getKey(), wall, baseWall),
-                    hwm, over(e.getKey(), hwm, baseHwm), rss, over(e.getKey(), rss, baseRss),
+                    cpu, over(e.getKey(), cpu, baseCpu), hwm, over(e.getKey(), hwm, baseHwm), rss, over(e.getKey(), rss, baseRss),
                     seen.entrySet().stream().map(x -> x.getKey() + (seen.size() > 1 ? " ×" + x.getValue() : "")).reduce((x, y) -> x + "; " + y).orElse("")));
         }
         return b.toString();
@@ -245,6 +249,7 @@ final class StandInStartup {
             boolean ratio = !e.getKey().equals(STAND_IN);
             for (Object[] m : new Object[][] {{"first-call-median", "ms", (ToDoubleFunction<Run>) Run::firstCallMs},
                     {"wall-median", "ms", (ToDoubleFunction<Run>) Run::wallMs},
+                    {"cpu-median", "ms", (ToDoubleFunction<Run>) Run::cpuMs},
                     {"vmhwm-median", "MB", (ToDoubleFunction<Run>) r -> mb(r.hwmKb())},
                     {"vmrss-median", "MB", (ToDoubleFunction<Run>) r -> mb(r.rssKb())}}) {
                 @SuppressWarnings("unchecked")
@@ -268,6 +273,7 @@ final class StandInStartup {
         CategoryChart c = new CategoryChartBuilder().width(900).height(500)
                 .title("Over a stand-in libcuda.so.1 (medians)").xAxisTitle("target").yAxisTitle("ms / MB").build();
         c.addSeries("first call, ms", x, x.stream().map(t -> median(results.get(t), Run::firstCallMs) - median(base, Run::firstCallMs)).toList());
+        c.addSeries("CPU, ms", x, x.stream().map(t -> median(results.get(t), Run::cpuMs) - median(base, Run::cpuMs)).toList());
         c.addSeries("wall, ms", x, x.stream().map(t -> median(results.get(t), Run::wallMs) - median(base, Run::wallMs)).toList());
         c.addSeries("VmHWM, MB", x, x.stream().map(t -> median(results.get(t), r -> mb(r.hwmKb())) - median(base, r -> mb(r.hwmKb()))).toList());
         return c;

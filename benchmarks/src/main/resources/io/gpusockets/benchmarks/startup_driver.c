@@ -8,13 +8,16 @@
  * then, if cuInit succeeded, a context, 1 MiB allocated, copied there and back and checked, freed:
  *   startup main-to-malloc-ms=<main to cuMemAlloc's return> result=<ok|call=CUresult> total-ms=<main to the end>
  * and last, always:
- *   startup rss-kb=<VmRSS> hwm-kb=<VmHWM>   (this process's /proc/self/status at the end of main)
+ *   startup rss-kb=<VmRSS> hwm-kb=<VmHWM> cpu-ms=<user+system CPU of all its threads>
+ * (this process's /proc/self/status and getrusage at the end of main: the CPU time is a figure that a
+ * loaded machine disturbs less than the wall times)
  * Exit status: 0, or the first failing CUresult (capped at 255).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 typedef int CUresult;
@@ -57,7 +60,12 @@ static void memory(long *rss, long *hwm) {
 static int finish(int status) {
     long rss, hwm;
     memory(&rss, &hwm);
-    printf("startup rss-kb=%ld hwm-kb=%ld\n", rss, hwm);
+    struct rusage u;
+    double cpu = -1;
+    if (getrusage(RUSAGE_SELF, &u) == 0) {
+        cpu = (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+    }
+    printf("startup rss-kb=%ld hwm-kb=%ld cpu-ms=%.1f\n", rss, hwm, cpu);
     fflush(stdout);
     return status > 255 ? 255 : status;
 }
