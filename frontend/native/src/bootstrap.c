@@ -9,7 +9,8 @@
  * PREFIX/runtime and every PREFIX/lib/NAME.jar (the layout of scripts/install-frontend and the bundle).
  * The JVM starts from PREFIX/lib/gpusockets.jsa (a CDS archive) when it exists; one made for other
  * jars or another runtime is skipped quietly. GPUSOCKETS_TRACE_STARTUP=1 makes cuInit print one line
- * saying where the start went (StartupTrace.java). When GPUSOCKETS_SERVER names a unix:// or ring://
+ * saying where the start went (StartupTrace.java); GPUSOCKETS_EARLY_START=1 makes the library's
+ * constructor begin all of it on a detached thread (start_early()), with the first calls' stubs. When GPUSOCKETS_SERVER names a unix:// or ring://
  * socket that does not exist, cuInit fails at once without the JVM (probe(), frontend/README.md).
  *
  * PREFIX/lib/gpusockets.aot, a JDK 25 AOT cache (-XX:AOTCache, JEP 483/514/515), is taken instead
@@ -59,7 +60,12 @@ static int boot_started; /* boot() has begun: the probe no longer runs */
  * GOODBYE, so that the backend does not keep it waiting for a resume that cannot come. */
 static JavaVM *recording_vm; /* GPUSOCKETS_AOT_RECORD: the JVM whose exit writes the AOT configuration */
 
+static pid_t boot_pid; /* the process whose JVM this is: a fork()ed child has none of its threads */
+
 static void at_exit(void) {
+    if (getpid() != boot_pid) {
+        return; /* a fork()ed child: an upcall into the parent's JVM would never return */
+    }
     if (booted && resolve != NULL) {
         void (*goodbye)(void) = (void (*)(void)) resolve(-1);
         if (goodbye != NULL) {
@@ -251,6 +257,7 @@ static void *boot_thread(void *arg) {
         fail("the GPUsockets frontend gave no resolver%s%s", NULL, NULL);
     } else {
         booted = 1;
+        boot_pid = getpid();
         if (record != NULL && *record) {
             recording_vm = vm;
         }
@@ -388,10 +395,75 @@ static void boot(void) {
     free(a.class_path);
 }
 
+/* GPUSOCKETS_EARLY_START=1: the library's constructor began the start (probe, JVM, connection) on a
+ * thread of its own, to overlap the program's own start. */
+static int early_start;
+/* a call of the program's own has reached gpus_entry */
+static int program_called;
+/* this process is a fork()ed child of one whose early start had begun before any CUDA call: its JVM
+ * (if any) is not usable here, and another cannot be started in this process */
+static int forked_off;
+
+/* What a program nearly always calls first: their upcall stubs are made ahead by an early start. */
+static const char *const first_calls[] = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuCtxCreate", "cuCtxCreate_v2",
+                                          "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetCurrent", "cuMemAlloc"};
+
+static void *early_thread(void *arg) {
+    (void) arg;
+    pthread_once(&probe_once, probe);
+    if (unreachable) {
+        return NULL;
+    }
+    pthread_once(&boot_once, boot);
+    for (int i = 0; booted && i < gpus_function_count; i++) {
+        for (size_t k = 0; k < sizeof first_calls / sizeof first_calls[0]; k++) {
+            if (strcmp(gpus_function_names[i], first_calls[k]) == 0 && __atomic_load_n(&upcalls[i], __ATOMIC_ACQUIRE) == NULL) {
+                void *fn = resolve(i);
+                __atomic_store_n(&upcalls[i], fn, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void after_fork_in_child(void) {
+    if (__atomic_load_n(&early_start, __ATOMIC_RELAXED) && !__atomic_load_n(&program_called, __ATOMIC_RELAXED)) {
+        forked_off = 1;
+        memset(upcalls, 0, sizeof upcalls); /* stubs made ahead lead into the parent's JVM: none here */
+        snprintf(boot_error, sizeof boot_error, "%s",
+                 "this process was fork()ed from one whose GPUsockets frontend had started early (GPUSOCKETS_EARLY_START=1),"
+                 " and a forked child cannot use it; unset GPUSOCKETS_EARLY_START for programs that fork before their first"
+                 " CUDA call and call CUDA in the children");
+    }
+}
+
+__attribute__((constructor)) static void start_early(void) {
+    const char *e = getenv("GPUSOCKETS_EARLY_START");
+    if (e == NULL || strcmp(e, "1") != 0) {
+        return;
+    }
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    __atomic_store_n(&early_start, 1, __ATOMIC_RELAXED);
+    if (pthread_create(&thread, &attr, early_thread, NULL) != 0) {
+        __atomic_store_n(&early_start, 0, __ATOMIC_RELAXED); /* the first call starts it, as without the variable */
+    }
+    pthread_attr_destroy(&attr);
+}
+
 void *gpus_entry(int index) {
     void *fn = __atomic_load_n(&upcalls[index], __ATOMIC_ACQUIRE);
     if (fn != NULL) {
         return fn;
+    }
+    if (forked_off) {
+        return NULL; /* gpus_unavailable says why, once */
+    }
+    if (!__atomic_load_n(&program_called, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&program_called, 1, __ATOMIC_RELAXED);
     }
     if (index >= 0 && index < gpus_function_count && strcmp(gpus_function_names[index], "cuInit") == 0) {
         if (!__atomic_load_n(&boot_started, __ATOMIC_ACQUIRE)) {

@@ -50,9 +50,23 @@ final class StandInStartup {
     }
 
     private final PrintStream console;
+    private final int workMs;
+    private final boolean earlyStart;
 
-    StandInStartup(PrintStream console) {
+    /** {@code workMs}: the program's own start before its first call; {@code earlyStart}: also each transport early-started. */
+    StandInStartup(PrintStream console, int workMs, boolean earlyStart) {
         this.console = console;
+        this.workMs = workMs;
+        this.earlyStart = earlyStart;
+    }
+
+    /** {@code env} with the program's own start added. */
+    private Map<String, String> withWork(Map<String, String> env) {
+        Map<String, String> m = new LinkedHashMap<>(env);
+        if (workMs > 0) {
+            m.put("GPUSOCKETS_BENCH_WORK_MS", Integer.toString(workMs));
+        }
+        return m;
     }
 
     static Run parse(String stdout, double wallMs, int exit) {
@@ -84,12 +98,12 @@ final class StandInStartup {
             }
             exec(List.of("gcc", "-std=c11", "-O2", "-o", program.toString(), src.toString(), "-L" + standIn, "-l:libcuda.so.1"), "gcc");
             String machine = Runtime.getRuntime().availableProcessors() + " cores, " + host.description();
-            console.println("bench startup --stand-in: " + machine);
+            console.println("bench startup --stand-in: " + machine + (workMs > 0 ? "; the program works " + workMs + " ms before its first call" : ""));
             List<String> notes = new ArrayList<>();
             Map<String, List<Run>> results = new LinkedHashMap<>();
             try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
                 List<StartupBench.Target> targets = new ArrayList<>();
-                targets.add(new StartupBench.Target(STAND_IN, Map.of("LD_LIBRARY_PATH", standIn.toString())));
+                targets.add(new StartupBench.Target(STAND_IN, withWork(Map.of("LD_LIBRARY_PATH", standIn.toString()))));
                 for (String scheme : transports) {
                     String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
                             : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
@@ -98,9 +112,14 @@ final class StandInStartup {
                         continue;
                     }
                     String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "standin-" + scheme).listen()).toString();
-                    targets.add(new StartupBench.Target(scheme, StartupBench.remoteEnv(library, uri, true, thisJvm)));
+                    targets.add(new StartupBench.Target(scheme, withWork(StartupBench.remoteEnv(library, uri, true, thisJvm))));
+                    if (earlyStart) {
+                        Map<String, String> early = withWork(StartupBench.remoteEnv(library, uri, true, thisJvm));
+                        early.put("GPUSOCKETS_EARLY_START", "1");
+                        targets.add(new StartupBench.Target(scheme + "-early", early));
+                    }
                 }
-                Map<String, String> none = new LinkedHashMap<>(StartupBench.remoteEnv(library, "unix://" + tmp.resolve("nobody.sock"), true, thisJvm));
+                Map<String, String> none = withWork(StartupBench.remoteEnv(library, "unix://" + tmp.resolve("nobody.sock"), true, thisJvm));
                 targets.add(new StartupBench.Target(NO_BACKEND, none));
                 for (StartupBench.Target t : targets) {
                     console.printf(Locale.ROOT, "[%s] unmeasured first run: %s%n", t.name(), describe(once(program, t, tmp)));

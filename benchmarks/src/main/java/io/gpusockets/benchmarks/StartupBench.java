@@ -90,6 +90,14 @@ public final class StartupBench implements Callable<Integer> {
                     + " wall time and VmHWM/VmRSS over the stand-in's (StandInStartup; writes DIR/standin.* with --out).")
     boolean standIn;
 
+    @Option(names = "--work-ms", paramLabel = "MS", defaultValue = "0",
+            description = "With --stand-in: the program spends MS ms of CPU before its first CUDA call (its own start). Default: ${DEFAULT-VALUE}.")
+    int workMs;
+
+    @Option(names = "--early-start",
+            description = "With --stand-in: also each transport with GPUSOCKETS_EARLY_START=1 (the JVM and connection start as the library loads).")
+    boolean earlyStart;
+
     private final PrintStream console = System.out;
 
     /** One run's figures as the program printed them (NaN where it printed none). */
@@ -117,7 +125,7 @@ public final class StartupBench implements Callable<Integer> {
                 console.println("bench startup: GPUsockets' libcuda.so.1 not found (--library-dir, or build frontend/ in a checkout)");
                 return 2;
             }
-            return new StandInStartup(console).run(n, transports, library, frontendPrefix == null, device.open(libcuda), out);
+            return new StandInStartup(console, workMs, earlyStart).run(n, transports, library, frontendPrefix == null, device.open(libcuda), out);
         }
         Path compiler = findNvcc();
         if (compiler == null) {

@@ -5,6 +5,7 @@
  * no CUDA toolkit: it declares the few driver functions it calls (the ABI names cuda.h maps to).
  * It prints, before anything that may fail:
  *   startup first-call-ms=<cuInit's entry to its return> init=<CUresult> main-ms=<main to cuInit's return>
+ * (GPUSOCKETS_BENCH_WORK_MS=N: N ms of the program's own work on the CPU before cuInit)
  * then, if cuInit succeeded, a context, 1 MiB allocated, copied there and back and checked, freed:
  *   startup main-to-malloc-ms=<main to cuMemAlloc's return> result=<ok|call=CUresult> total-ms=<main to the end>
  * and last, always:
@@ -82,6 +83,14 @@ static int finish(int status) {
 
 int main(void) {
     double t0 = now_ms();
+    /* the program's own start before its first CUDA call (GPUSOCKETS_BENCH_WORK_MS, default 0), spent
+     * on this thread's CPU, as imports and set-up would be: what an early start can overlap */
+    const char *work = getenv("GPUSOCKETS_BENCH_WORK_MS");
+    double until = t0 + (work != NULL ? atof(work) : 0);
+    volatile unsigned long spin = 0;
+    while (now_ms() < until) {
+        spin++;
+    }
     double c0 = now_ms();
     CUresult init = cuInit(0);
     double c1 = now_ms();
