@@ -57,6 +57,8 @@ public final class TransportBench implements Callable<Integer> {
     private final PrintStream console = System.out;
     /** CPU µs per round trip of each round-trip workload, by "scheme/workload" (both ends run in this process). */
     private final Map<String, Double> cpuPerRoundTrip = new LinkedHashMap<>();
+    /** Per scheme: CPU of this process while everything stays connected and nothing is sent, in % of one core. */
+    private final Map<String, Double> idleCpuPercent = new LinkedHashMap<>();
 
     /** Iteration counts; {@code --quick} divides them. */
     record Sizes(int pingWarmup, int pings, int streamWarmup, int streamChunks, int copyWarmup, int copies) {
@@ -197,6 +199,18 @@ public final class TransportBench implements Callable<Integer> {
                                 busyName(e.getKey(), busy), latency(l), cpuMicros));
                     }
                     return "done" + summary;
+                });
+            }
+            if (!pingPongs.isEmpty()) {
+                long idleMillis = quick ? 1_000 : 5_000;
+                ok &= step(scheme, "idle CPU over " + idleMillis + " ms (every connection open, nothing sent)", notes, () -> {
+                    Thread.sleep(200); // the last round trip's waiters finish their spin and sleep
+                    long c0 = processCpuNanos();
+                    long t0 = System.nanoTime();
+                    Thread.sleep(idleMillis);
+                    double percent = 100.0 * (processCpuNanos() - c0) / (System.nanoTime() - t0);
+                    idleCpuPercent.put(scheme, percent);
+                    return String.format(Locale.ROOT, "%.2f%% of a core", percent);
                 });
             }
             ok &= step(scheme, Workloads.STREAM + " (" + s.streamChunks() + " MiB over the Connection)", notes, () -> {
@@ -433,6 +447,10 @@ public final class TransportBench implements Callable<Integer> {
             t.append(String.format(Locale.ROOT, "cpu-per-round-trip %-8s socket %s  frame %s  null-call %s  own %s%n",
                     scheme, cpuMicros(sock), cpuMicros(frame), cpuMicros(nul),
                     nul != null && frame != null ? cpuMicros(nul - frame) : "-"));
+        }
+        for (var e : idleCpuPercent.entrySet()) {
+            t.append(String.format(Locale.ROOT, "idle-cpu %-8s %.2f%% of a core (this whole process, every connection open, nothing sent)%n",
+                    e.getKey(), e.getValue()));
         }
         if (t.isEmpty()) {
             return "";

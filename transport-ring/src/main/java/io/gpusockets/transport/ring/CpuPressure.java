@@ -25,16 +25,28 @@ import java.util.concurrent.atomic.AtomicLong;
  * Samples are taken at most every {@link #SAMPLE_NANOS}, only by waiters about to sleep (who are slow
  * already), by whichever one gets there first: a reply that arrives while a waiter spins never waits for
  * a sample. Where {@code /proc/loadavg} cannot be read (not Linux) only the other two signs count.
+ * {@code /proc/loadavg} counts the whole machine's threads, so they are compared with the machine's
+ * online CPUs ({@code /sys/devices/system/cpu/online}), not with the CPUs a container lets this process use.
+ *
+ * <p>{@code -D}{@value #ADAPTIVE_PROP}{@code =false} turns all this off (waits always spin their full time):
+ * for cores set aside for the two sides (isolcpus, pinning), where the machine's runnable count says
+ * nothing about them, and for measuring the spinning path itself on a machine that is busy elsewhere.
  */
 final class CpuPressure {
     /** The most often {@code /proc/loadavg} is read, and how long a sign of preemption holds. */
     static final long SAMPLE_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    /** System property: false to spin whatever the machine's load ({@link BackoffIdleStrategy}'s full spin). */
+    static final String ADAPTIVE_PROP = "gpusockets.ring.adaptiveSpin";
+    private static final boolean ADAPTIVE = !"false".equalsIgnoreCase(System.getProperty(ADAPTIVE_PROP, "true").strip());
     private static final Path LOADAVG = Path.of("/proc/loadavg");
-    private static final int CORES = Runtime.getRuntime().availableProcessors();
+    /** The CPUs this process may run on: one alone means spinning never pays. */
+    private static final int USABLE = Runtime.getRuntime().availableProcessors();
+    /** The machine's online CPUs, what {@code /proc/loadavg}'s count is compared with. */
+    private static final int CORES = onlineCpus();
 
     /** When the last sample (or sign of preemption) was taken; the single sampler claims it by CAS. */
     private static final AtomicLong lastSample = new AtomicLong(System.nanoTime() - SAMPLE_NANOS);
-    private static volatile boolean oversubscribed = CORES < 2;
+    private static volatile boolean oversubscribed = ADAPTIVE && USABLE < 2;
     /** Open once; null after it failed (then only preemption counts). Touched by the sampler alone. */
     private static FileChannel loadavg;
     private static boolean loadavgFailed;
@@ -50,6 +62,9 @@ final class CpuPressure {
 
     /** A spinning waiter found it was not running for a while: no spinning until the next sample. */
     static void preempted(long now) {
+        if (!ADAPTIVE) {
+            return;
+        }
         oversubscribed = true;
         lastSample.set(now);
     }
@@ -60,8 +75,8 @@ final class CpuPressure {
         if (now - last < SAMPLE_NANOS || !lastSample.compareAndSet(last, now)) {
             return;
         }
-        if (CORES < 2) {
-            return; // oversubscribed for good
+        if (!ADAPTIVE || USABLE < 2) {
+            return; // never, or for good
         }
         int runnable = runnable();
         oversubscribed = runnable > CORES;
@@ -83,6 +98,29 @@ final class CpuPressure {
             loadavgFailed = true;
             return 0;
         }
+    }
+
+    private static int onlineCpus() {
+        try {
+            return parseCpuList(java.nio.file.Files.readString(Path.of("/sys/devices/system/cpu/online")));
+        } catch (IOException | RuntimeException e) {
+            return USABLE;
+        }
+    }
+
+    /** The number of CPUs in a kernel CPU list ("0-3,8,10-11"). */
+    static int parseCpuList(String list) {
+        int n = 0;
+        for (String range : list.strip().split(",")) {
+            int dash = range.indexOf('-');
+            int first = Integer.parseInt(dash < 0 ? range : range.substring(0, dash));
+            int last = dash < 0 ? first : Integer.parseInt(range.substring(dash + 1));
+            if (first < 0 || last < first) {
+                throw new IllegalArgumentException("not a CPU list: list=" + list);
+            }
+            n += last - first + 1;
+        }
+        return n;
     }
 
     /** The runnable count in a {@code /proc/loadavg} line ("0.28 1.05 1.68 3/178 12345"). */

@@ -114,10 +114,15 @@ class WakeUpStressTest {
     }
 
     @Test
-    void loadavgRunnableCountIsParsed() {
+    void loadavgRunnableCountAndCpuListsAreParsed() {
         assertEquals(3, CpuPressure.parseRunnable("0.28 1.05 1.68 3/178 12345\n"));
         assertEquals(12, CpuPressure.parseRunnable("8.37 5.94 3.60 12/261 23413"));
         assertThrows(IllegalArgumentException.class, () -> CpuPressure.parseRunnable("garbage"));
+        assertEquals(2, CpuPressure.parseCpuList("0-1\n"));
+        assertEquals(7, CpuPressure.parseCpuList("0-3,8,10-11"));
+        assertEquals(1, CpuPressure.parseCpuList("0"));
+        assertThrows(IllegalArgumentException.class, () -> CpuPressure.parseCpuList("3-1"));
+        assertThrows(NumberFormatException.class, () -> CpuPressure.parseCpuList("x"));
     }
 
     private interface Body {
