@@ -8,6 +8,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ManagedRange;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -34,9 +35,11 @@ import java.util.concurrent.atomic.LongAdder;
  * address in this process with {@code MAP_FIXED_NOREPLACE}, covering the allocation's pages. Where something of the
  * process already lies there ({@code EEXIST}: a clash) the allocation is freed on the backend and the program gets
  * CUDA_ERROR_OUT_OF_MEMORY, with one stderr line naming the address; a pointer is never silently different on the two
- * sides. (The backend chooses the address: the driver's own, or with address-stable windows on, one in the
- * session's window. Reserving that window in the guest at start, so that a clash cannot happen, is the next step:
- * issue 25, item 1.)
+ * sides. Before the session's first allocating call this class reserves the managed range ({@link #announceRange},
+ * {@code ManagedRange}, GPUSOCKETS_MANAGED_RANGE) and announces it; a backend without address-stable memory then places
+ * managed allocations inside it, and those are mapped with {@code MAP_FIXED} over the reservation (reserved again when
+ * freed), where no clash can happen in the guest. Outside it (no range, or address-stable windows) the address is the
+ * driver's or the window's, mapped with {@code MAP_FIXED_NOREPLACE} as above.
  *
  * <p><b>Pages.</b> Tracked with userfaultfd (Linux 5.11+: for every fault where the process may, else with
  * {@code UFFD_USER_MODE_ONLY}, which needs no privilege, for the program's own accesses), not with
@@ -130,7 +133,9 @@ final class ManagedMemory implements AutoCloseable {
     private static final long MAX_RUN = 64L << 20;
 
     // Linux ABI (x86_64 and arm64 agree on all but the syscall number)
+    private static final int PROT_NONE = 0;
     private static final int PROT_READ_WRITE = 3;
+    private static final int MAP_FIXED = 0x10;
     private static final int MAP_PRIVATE = 0x02;
     private static final int MAP_ANONYMOUS = 0x20;
     private static final int MAP_NORESERVE = 0x4000;
@@ -249,6 +254,12 @@ final class ManagedMemory implements AutoCloseable {
     private final boolean printStats;
     /** Live allocations by guest start page address; guarded by this. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    /** The managed range's size asked for (GPUSOCKETS_MANAGED_RANGE; 0: none). */
+    private final long rangeAsked;
+    /** Whether the managed range was reserved and announced, or tried ({@link #announceRange}); set once. */
+    private volatile boolean rangeTried;
+    /** The managed range the backend accepted: [rangeBase, rangeBase + rangeSize); size 0: none. Guarded by this. */
+    private long rangeBase, rangeSize;
     /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
     private volatile boolean used;
     /** Whether mapped pinned host memory was ever made on this connection (set once, never cleared). */
@@ -295,6 +306,7 @@ final class ManagedMemory implements AutoCloseable {
             }
         }
         this.batchPages = b;
+        this.rangeAsked = rangeSetting(FrontendConfig.setting("GPUSOCKETS_MANAGED_RANGE"));
         this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
     }
 
@@ -309,6 +321,129 @@ final class ManagedMemory implements AutoCloseable {
                 || n.startsWith("cuMemset") || n.startsWith("cuMemPrefetchBatch") || n.startsWith("cuStreamWriteValue")
                 || n.startsWith("cuStreamWaitValue") || n.startsWith("cuStreamBatchMemOp") || n.startsWith("cuMemBatchDecompress")
                 || n.startsWith("cuMemDiscard") || n.equals("cuStreamAddCallback");
+    }
+
+    /**
+     * GPUSOCKETS_MANAGED_RANGE: the managed range's size ({@code 256G}, {@code 1T}, bytes, or with a {@code K}, {@code M},
+     * {@code G}, {@code T} suffix, optionally followed by {@code iB} or {@code B}; rounded up to 1 GiB), {@code 0} or
+     * {@code off} for none (the driver's addresses, each mapped with {@code MAP_FIXED_NOREPLACE}); default 256 GiB.
+     */
+    static long rangeSetting(String v) {
+        if (v == null || v.isBlank()) {
+            return ManagedRange.DEFAULT_SIZE;
+        }
+        String t = v.strip().toUpperCase(java.util.Locale.ROOT).replace("IB", "").replace("B", "");
+        if (t.equals("OFF") || t.equals("0")) {
+            return 0;
+        }
+        int shift = switch (t.charAt(t.length() - 1)) {
+            case 'K' -> 10;
+            case 'M' -> 20;
+            case 'G' -> 30;
+            case 'T' -> 40;
+            default -> 0;
+        };
+        try {
+            long n = Long.parseLong(shift == 0 ? t : t.substring(0, t.length() - 1));
+            if (n <= 0 || n > (StableWindowsLimit.USER >>> shift)) {
+                throw new NumberFormatException();
+            }
+            long bytes = n << shift;
+            return (bytes + ManagedRange.ALIGNMENT - 1) & -ManagedRange.ALIGNMENT;
+        } catch (NumberFormatException e) {
+            System.err.println("gpusockets: GPUSOCKETS_MANAGED_RANGE=" + v + " is no size (e.g. 256G, 1T, off); using 256G");
+            return ManagedRange.DEFAULT_SIZE;
+        }
+    }
+
+    /** The user address space's end, for {@link #rangeSetting}. */
+    private static final class StableWindowsLimit {
+        static final long USER = io.gpusockets.protocol.api.StableWindows.USER_LIMIT;
+    }
+
+    /**
+     * Whether {@code f} may place memory where the managed range must be known first: every allocation of device memory
+     * (with address-stable windows a window opens at the first), address reservations, pools, graph memory nodes,
+     * managed and mapped host memory.
+     */
+    static boolean allocates(ApiFunction f) {
+        String n = f.name();
+        return n.startsWith("cuMemAlloc") || n.startsWith("cuMemAddressReserve") || n.startsWith("cuMemPoolCreate")
+                || n.startsWith("cuMemHostAlloc") || n.startsWith("cuGraphAddMemAllocNode") || n.startsWith("cuGraphAddNode")
+                || n.startsWith("cuStreamBeginCapture") || n.startsWith("cuGraphInstantiate");
+    }
+
+    /**
+     * Before the session's first allocating call ({@link #allocates}): reserves the managed range in this process
+     * ({@code PROT_NONE}, {@code MAP_NORESERVE}, GPUSOCKETS_MANAGED_RANGE bytes at a 1 GiB-aligned place asked for at
+     * random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}, up to 16 places) and announces it to
+     * the backend ({@link ManagedRange}). Where nothing is free, or the backend refuses the announcement (a backend
+     * without ranges), the reservation goes and managed memory keeps the driver's addresses, each mapped with
+     * MAP_FIXED_NOREPLACE; the backend's refusal of a clash comes later, at the allocation that needs the range.
+     */
+    private void announceRange() {
+        synchronized (this) {
+            if (rangeTried) {
+                return;
+            }
+            rangeTried = true;
+            long size = rangeAsked;
+            if (size <= 0 || size > ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) {
+                return;
+            }
+            java.util.random.RandomGenerator random = new java.security.SecureRandom();
+            long slots = (ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW - size) / ManagedRange.ALIGNMENT + 1;
+            long base = 0;
+            for (int i = 0; i < 16 && base == 0; i++) {
+                long at = ManagedRange.HINT_LOW + random.nextLong(slots) * ManagedRange.ALIGNMENT;
+                if (reserve(at, size, MAP_FIXED_NOREPLACE)) {
+                    base = at;
+                }
+            }
+            if (base == 0) {
+                return;
+            }
+            ManagedRange.guest(base, size);
+            BUSY.set(true);
+            int r;
+            try (Arena call = Arena.ofConfined()) {
+                r = driver.cuMemAllocManaged(call.allocate(8), base, ManagedRange.flags(size));
+            } finally {
+                BUSY.set(false);
+            }
+            if (r != CuResult.CUDA_SUCCESS) {
+                ManagedRange.guestGone(base);
+                unmapPages(base, size);
+                return;
+            }
+            rangeBase = base;
+            rangeSize = size;
+        }
+    }
+
+    /** Maps nothing (no access, no memory) at exactly [start, start + length) with {@code how}; false where it cannot. */
+    private static boolean reserve(long start, long length, int how) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | how, -1, 0L);
+            if (got.address() != -1L && got.address() != start) {
+                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+            }
+            return got.address() == start;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
+    /** Whether [start, start + length) lies in the managed range; guarded by this. */
+    private boolean inRange(long start, long length) {
+        return rangeSize != 0 && start >= rangeBase && length <= rangeBase + rangeSize - start;
+    }
+
+    /** The managed range {base, size} this frontend reserved and the backend accepted, or null (tests, status). */
+    synchronized long[] range() {
+        return rangeSize == 0 ? null : new long[] {rangeBase, rangeSize};
     }
 
     ManagedMemoryStats stats() {
@@ -350,8 +485,10 @@ final class ManagedMemory implements AutoCloseable {
     private String mapPages(long start, long length) {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment state = call.allocate(CALL_STATE);
+            // inside the managed range: over this frontend's own reservation, where nothing else of the process can lie
+            int placement = inRange(start, length) ? MAP_FIXED : MAP_FIXED_NOREPLACE;
             MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length,
-                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0L);
+                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | placement, -1, 0L);
             if (got.address() == -1L || got.address() != start) {
                 int errno = got.address() == -1L ? (int) ERRNO.get(state, 0L) : EEXIST;
                 if (got.address() != -1L) {
@@ -366,7 +503,7 @@ final class ManagedMemory implements AutoCloseable {
             reg.set(JAVA_LONG, 16, REGISTER_MODE_MISSING | REGISTER_MODE_WP);
             if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_REGISTER, reg) != 0) {
                 int errno = (int) ERRNO.get(state, 0L);
-                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                unreserve(start, length);
                 return "userfaultfd cannot track 0x" + Long.toHexString(start) + " (errno " + errno + ")";
             }
             return null;
@@ -598,7 +735,19 @@ final class ManagedMemory implements AutoCloseable {
             range.set(JAVA_LONG, 0, start);
             range.set(JAVA_LONG, 8, length);
             int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_UNREGISTER, range);
-            ignored = (int) MUNMAP.invokeExact(state, MemorySegment.ofAddress(start), length);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+        unreserve(start, length);
+    }
+
+    /** Unmaps [start, start + length); inside the managed range it is reserved again instead (no access, no memory). */
+    private void unreserve(long start, long length) {
+        if (inRange(start, length) && reserve(start, length, MAP_FIXED)) {
+            return;
+        }
+        try (Arena call = Arena.ofConfined()) {
+            int ignored = (int) MUNMAP.invokeExact(call.allocate(CALL_STATE), MemorySegment.ofAddress(start), length);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
@@ -611,6 +760,16 @@ final class ManagedMemory implements AutoCloseable {
         }
         Allocation a = e.getValue();
         return address < a.start + a.pages * PAGE ? a : null;
+    }
+
+    /**
+     * Called for every call before its request is encoded ({@link RemoteCudaDriver}): before the session's first
+     * allocating call, the managed range is reserved and announced ({@link #announceRange}); one volatile read after.
+     */
+    void beforeMarshal(ApiFunction f) {
+        if (!rangeTried && !BUSY.get() && allocates(f)) {
+            announceRange();
+        }
     }
 
     /**
@@ -1329,6 +1488,12 @@ final class ManagedMemory implements AutoCloseable {
             unmap(a);
         }
         allocations.clear();
+        if (rangeSize != 0) {
+            long base = rangeBase, size = rangeSize;
+            rangeSize = 0;
+            unreserve(base, size);
+            ManagedRange.guestGone(base);
+        }
         if (uffd >= 0) {
             try {
                 if (faultThread != null) {

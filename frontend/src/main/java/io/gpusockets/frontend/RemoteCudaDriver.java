@@ -206,6 +206,7 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     }
 
     private int marshal(ApiFunction f, Object... args) {
+        managed.beforeMarshal(f);
         if (refusedOnMappedHost(f, args)) {
             return CuResult.CUDA_ERROR_INVALID_VALUE;
         }
@@ -315,6 +316,9 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                         WireValues.getOut(body, p.type(), (MemorySegment) args[i]);
                     }
                 }
+            }
+            if (f == ApiEntries.cuMemAllocManaged && io.gpusockets.protocol.api.ManagedRange.announces((Integer) args[2])) {
+                return reply.result(); // the managed range's announcement (ManagedMemory): no allocation
             }
             int managedResult = managedAfter(f, args, outs);
             if (managedResult != CuResult.CUDA_SUCCESS) {

@@ -165,6 +165,9 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** A restore: where the next allocation must lie (0: anywhere), and why the last placement failed. */
     private long placeAt;
     private String placeFailure;
+    /** The guest's managed range the windows lie in ({@link #confine}); size 0: none. */
+    private long confinedBase, confinedSize;
+    private boolean onlyInRange;
     /** A restore: the window bases the checkpointed session had, by device. */
     private final Map<Integer, Long> windowAt = new HashMap<>();
     /** Reservations the program made itself inside a window ({@link #reserveInWindow}), by base: their window and size. */
@@ -393,7 +396,16 @@ final class StableAddresses extends DelegatingCudaDriver {
         long slots = Math.max(1, WINDOWS_SPAN / size);
         Long pinned = windowAt.get(device);
         long want;
-        if (pinned != null) {
+        boolean inRange = false;
+        if (pinned == null && confinedSize != 0 && (long) device * size <= confinedSize - size) {
+            want = confinedBase + device * size; // the guest's managed range (ManagedRange): window d at d sizes in
+            inRange = true;
+        } else if (pinned == null && confinedSize != 0 && onlyInRange) {
+            placeFailure = String.format("device %d's window (0x%x bytes, the device's memory to a power of two) does not"
+                    + " fit in the guest's managed range 0x%x+0x%x (GPUSOCKETS_MANAGED_RANGE)", device, size, confinedBase,
+                    confinedSize);
+            return null;
+        } else if (pinned != null) {
             want = pinned;
         } else {
             if (delegate.cuDeviceGetCount(out) != CuResult.CUDA_SUCCESS) {
@@ -408,7 +420,7 @@ final class StableAddresses extends DelegatingCudaDriver {
             }
             want = windowsBase + windowSlot(sessionId, device, out.get(JAVA_INT, 0), slots) * size;
         }
-        if (pinned != null) {
+        if (pinned != null || inRange) {
             String holder = awaitRelease(device, want, size);
             if (holder != null) {
                 placeFailure = "the address window of device " + device + " is taken at 0x" + Long.toHexString(want)
@@ -421,6 +433,14 @@ final class StableAddresses extends DelegatingCudaDriver {
             return null;
         }
         long base = out.get(JAVA_LONG, 0);
+        if (inRange && base != want) {
+            delegate.cuMemAddressFree(base, size);
+            placeFailure = String.format("the guest's managed range 0x%x+0x%x is taken in the backend process: device %d's"
+                    + " window at 0x%x could not be reserved there (the driver offered 0x%x)%s", confinedBase, confinedSize,
+                    device, want, base, ProcessMappings.within(want, size));
+            LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": " + placeFailure);
+            return null;
+        }
         if (pinned != null && base != want) {
             delegate.cuMemAddressFree(base, size);
             takenInProcess = true;
@@ -606,6 +626,25 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** Why the last placement ({@link #placeNext}) failed, or null. */
     synchronized String placeFailure() {
         return placeFailure;
+    }
+
+    /**
+     * The guest's managed range ({@link io.gpusockets.protocol.api.ManagedRange}): windows opened from now on lie in
+     * {@code [base, base + size)}, device d's window at {@code base + d * windowSize}, unless a restore pins it
+     * ({@link #windowAt}); a window whose place there is taken in this process is refused (null from {@link #window},
+     * {@link #placeFailure} naming the range and what the process maps there). A device whose window does not fit in the
+     * range is refused too when {@code onlyInRange} (managed memory without address-stable windows), else its window
+     * goes where it would without a range. Windows already open stay where they are.
+     */
+    synchronized void confine(long base, long size, boolean onlyInRange) {
+        this.confinedBase = base;
+        this.confinedSize = size;
+        this.onlyInRange = onlyInRange;
+    }
+
+    /** Whether {@code p} lies in a live allocation of the windows. */
+    synchronized boolean covers(long p) {
+        return holding(p) != null;
     }
 
     /** A restore: the window of {@code device} must be reserved at {@code base} (before its first allocation). */

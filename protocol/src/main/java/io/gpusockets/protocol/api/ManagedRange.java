@@ -1,0 +1,126 @@
+package io.gpusockets.protocol.api;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentSkipListMap;
+
+/**
+ * The guest address range that holds a session's managed memory (issue 25, item 1): the frontend reserves it in the
+ * guest process ({@code PROT_NONE}, {@code MAP_NORESERVE}: address space only) before the session's first allocating
+ * call, announces it to the backend, and the backend places the session's managed allocations (and, with address-stable
+ * windows on, its windows, so all of its allocations) inside it, reserved at the same addresses in the backend process
+ * ({@code cuMemAddressReserve} at a fixed address, as the windows are). The guest then maps its managed pages over its
+ * own reservation ({@code MAP_FIXED}), so no other mapping of the guest can lie there, and a clash in the backend
+ * process (something of its own already maps part of the range) is refused at the first allocation placed there,
+ * naming the range.
+ *
+ * <p><b>The announcement</b> travels as a {@code cuMemAllocManaged} whose flags carry {@link #ANNOUNCE} (never a valid
+ * {@code CUmemAttach_flags} value, so a backend without ranges refuses it with CUDA_ERROR_INVALID_VALUE, and the frontend
+ * then keeps the driver's addresses): {@code bytesize} is the range's base, the other flag bits its size in GiB. The
+ * reply's pointer is the base again. A range is a multiple of {@link #ALIGNMENT} at a multiple of it, above 4 GiB and
+ * below {@link StableWindows#USER_LIMIT} ({@link #check}).
+ *
+ * <p><b>Where</b>: the frontend asks for a place at random from {@link #HINT_LOW} to {@link #HINT_HIGH} (16 to 80 TiB:
+ * above the brk heap of a program loaded low, far below Linux's top-down mmap region and the emulated device's own
+ * addresses, and below the address-stable windows' default base), where neither the guest nor the backend process
+ * normally maps anything, so that sessions of one backend process rarely ask for overlapping ranges; the kernel may
+ * place it elsewhere, and the range is what it gave.
+ *
+ * <p><b>One process hosting both</b> (tests, and a Java program with an in-process backend): the guest's reservation is
+ * then a mapping of the backend's process too, which a fixed reservation of the driver would meet. {@link #guest}
+ * registers it, and {@link #withoutGuestReservations} drops the parts of it still unmapped ({@code ---p}) from a maps
+ * file, for the emulated device's check of a fixed reservation and the backend's message naming what lies in a range.
+ * The real driver sees the mapping; such a backend refuses the range, and the frontend keeps the driver's addresses.
+ */
+public final class ManagedRange {
+    /** The flag bit that makes a {@code cuMemAllocManaged} an announcement. */
+    public static final int ANNOUNCE = 0x8000_0000;
+    /** What a range's base and size are multiples of: 1 GiB. */
+    public static final long ALIGNMENT = 1L << 30;
+    /** The default size: 256 GiB of address space. */
+    public static final long DEFAULT_SIZE = 256L << 30;
+    /** The lowest base a range may have: 4 GiB. */
+    public static final long LOWEST = 1L << 32;
+    /** Where the frontend asks for its range: from 16 TiB ... */
+    public static final long HINT_LOW = 0x1000_0000_0000L;
+    /** ... to 80 TiB (the range ends below). */
+    public static final long HINT_HIGH = 0x5000_0000_0000L;
+
+    /** The guest reservations of this process (base to end), for a process that hosts a guest and a backend. */
+    private static final ConcurrentSkipListMap<Long, Long> GUEST = new ConcurrentSkipListMap<>();
+
+    private ManagedRange() {
+    }
+
+    /** Null when {@code [base, base + size)} may be a managed range, else why not. */
+    public static String check(long base, long size) {
+        if (base < LOWEST || size < ALIGNMENT || base % ALIGNMENT != 0 || size % ALIGNMENT != 0
+                || size > StableWindows.USER_LIMIT - base) {
+            return String.format("managed range 0x%x+0x%x: a multiple of 1 GiB at a multiple of 1 GiB, from 4 GiB to 0x%x",
+                    base, size, StableWindows.USER_LIMIT);
+        }
+        return null;
+    }
+
+    /** The flags of the announcement of a range of {@code size} bytes (a multiple of {@link #ALIGNMENT}). */
+    public static int flags(long size) {
+        long gib = size / ALIGNMENT;
+        if (gib <= 0 || gib >= 1L << 31) {
+            throw new IllegalArgumentException("size=" + size);
+        }
+        return ANNOUNCE | (int) gib;
+    }
+
+    /** Whether {@code flags} of a {@code cuMemAllocManaged} make it an announcement. */
+    public static boolean announces(int flags) {
+        return (flags & ANNOUNCE) != 0;
+    }
+
+    /** The size an announcement's flags name. */
+    public static long size(int flags) {
+        return (flags & ~ANNOUNCE) * ALIGNMENT;
+    }
+
+    /** {@code [base, base + size)} is a guest reservation of this process (until {@link #guestGone}). */
+    public static void guest(long base, long size) {
+        GUEST.put(base, base + size);
+    }
+
+    /** The guest reservation at {@code base} is gone. */
+    public static void guestGone(long base) {
+        GUEST.remove(base);
+    }
+
+    /**
+     * The lines of a maps file ({@code start-end perms ...}) without the mappings that are parts of a guest reservation
+     * of this process still reserved ({@code ---p}, inside one {@link #guest} range): in a process hosting a backend too,
+     * they stand for the guest's process, not the backend's.
+     */
+    public static List<String> withoutGuestReservations(List<String> maps) {
+        if (GUEST.isEmpty()) {
+            return maps;
+        }
+        List<String> out = new ArrayList<>(maps.size());
+        for (String line : maps) {
+            if (!isGuestReservation(line)) {
+                out.add(line);
+            }
+        }
+        return out;
+    }
+
+    private static boolean isGuestReservation(String line) {
+        String[] f = line.trim().split("\\s+", 3);
+        int dash = f[0].indexOf('-');
+        if (f.length < 2 || dash <= 0 || !f[1].equals("---p")) {
+            return false;
+        }
+        try {
+            long s = Long.parseUnsignedLong(f[0], 0, dash, 16), e = Long.parseUnsignedLong(f[0], dash + 1, f[0].length(), 16);
+            var g = GUEST.floorEntry(s);
+            return g != null && e <= g.getValue();
+        } catch (NumberFormatException x) {
+            return false;
+        }
+    }
+}
