@@ -35,8 +35,8 @@ import java.util.concurrent.atomic.LongAdder;
  * address in this process with {@code MAP_FIXED_NOREPLACE}, covering the allocation's pages. Where something of the
  * process already lies there ({@code EEXIST}: a clash) the allocation is freed on the backend and the program gets
  * CUDA_ERROR_OUT_OF_MEMORY, with one stderr line naming the address; a pointer is never silently different on the two
- * sides. Before the session's first allocating call this class reserves the managed range ({@link #announceRange},
- * {@code ManagedRange}, GPUSOCKETS_MANAGED_RANGE) and announces it; a backend without address-stable memory then places
+ * sides. Before the connection's handshake the managed range is reserved ({@link #reserveRange}, {@code ManagedRange},
+ * GPUSOCKETS_MANAGED_RANGE) and the HELLO announces it; a backend without address-stable memory then places
  * managed allocations inside it, and those are mapped with {@code MAP_FIXED} over the reservation (reserved again when
  * freed), where no clash can happen in the guest. Outside it (no range, or address-stable windows) the address is the
  * driver's or the window's, mapped with {@code MAP_FIXED_NOREPLACE} as above.
@@ -254,11 +254,10 @@ final class ManagedMemory implements AutoCloseable {
     private final boolean printStats;
     /** Live allocations by guest start page address; guarded by this. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
-    /** The managed range's size asked for (GPUSOCKETS_MANAGED_RANGE; 0: none). */
-    private final long rangeAsked;
-    /** Whether the managed range was reserved and announced, or tried ({@link #announceRange}); set once. */
-    private volatile boolean rangeTried;
-    /** The managed range the backend accepted: [rangeBase, rangeBase + rangeSize); size 0: none. Guarded by this. */
+    /**
+     * The managed range this frontend reserved and the backend accepted ({@link #reserveRange}, set at construction):
+     * [rangeBase, rangeBase + rangeSize); size 0: none (or given back at {@link #close}). Guarded by this.
+     */
     private long rangeBase, rangeSize;
     /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
     private volatile boolean used;
@@ -293,7 +292,11 @@ final class ManagedMemory implements AutoCloseable {
     /** The context the fault thread has current. */
     private long faultThreadContext;
 
-    ManagedMemory(CallChannel channel, RemoteCudaDriver driver) {
+    /**
+     * {@code range}: the managed range {base, size} the backend accepted in the handshake ({@link #reserveRange}), whose
+     * reservation this object now owns and gives back at {@link #close}; null for none.
+     */
+    ManagedMemory(CallChannel channel, RemoteCudaDriver driver, long[] range) {
         this.channel = channel;
         this.driver = driver;
         String batch = FrontendConfig.setting("GPUSOCKETS_MANAGED_BATCH_PAGES");
@@ -306,7 +309,10 @@ final class ManagedMemory implements AutoCloseable {
             }
         }
         this.batchPages = b;
-        this.rangeAsked = rangeSetting(FrontendConfig.setting("GPUSOCKETS_MANAGED_RANGE"));
+        if (range != null) {
+            this.rangeBase = range[0];
+            this.rangeSize = range[1];
+        }
         this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
     }
 
@@ -327,6 +333,8 @@ final class ManagedMemory implements AutoCloseable {
      * GPUSOCKETS_MANAGED_RANGE: the managed range's size ({@code 256G}, {@code 1T}, bytes, or with a {@code K}, {@code M},
      * {@code G}, {@code T} suffix, optionally followed by {@code iB} or {@code B}; rounded up to 1 GiB), {@code 0} or
      * {@code off} for none (the driver's addresses, each mapped with {@code MAP_FIXED_NOREPLACE}); default 256 GiB.
+     *
+     * @throws IllegalArgumentException naming the setting, for a value that is none of these
      */
     static long rangeSetting(String v) {
         if (v == null || v.isBlank()) {
@@ -350,9 +358,9 @@ final class ManagedMemory implements AutoCloseable {
             }
             long bytes = n << shift;
             return (bytes + ManagedRange.ALIGNMENT - 1) & -ManagedRange.ALIGNMENT;
-        } catch (NumberFormatException e) {
-            System.err.println("gpusockets: GPUSOCKETS_MANAGED_RANGE=" + v + " is no size (e.g. 256G, 1T, off); using 256G");
-            return ManagedRange.DEFAULT_SIZE;
+        } catch (NumberFormatException | StringIndexOutOfBoundsException e) {
+            throw new IllegalArgumentException("GPUSOCKETS_MANAGED_RANGE=" + v + " is no size: give one such as 256G or 1T"
+                    + " (at most 64T), a number of bytes, or off");
         }
     }
 
@@ -362,62 +370,40 @@ final class ManagedMemory implements AutoCloseable {
     }
 
     /**
-     * Whether {@code f} may place memory where the managed range must be known first: every allocation of device memory
-     * (with address-stable windows a window opens at the first), address reservations, pools, graph memory nodes,
-     * managed and mapped host memory.
+     * Before the connection's handshake ({@link RemoteCudaDriver#connect}): reserves a managed range of {@code size}
+     * bytes in this process ({@code PROT_NONE}, {@code MAP_NORESERVE}; {@link #rangeSetting}) at a 1 GiB-aligned place
+     * asked for at random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}, up to 16 places, and
+     * registers it ({@link ManagedRange#guest}). The HELLO announces it; where the backend does not accept it, or the
+     * connection fails, {@link #releaseRange} gives it back. Returns {base, size}, or null for size 0 (off), a size the
+     * hint span cannot hold, or no free place (managed memory then keeps the driver's addresses, each mapped with
+     * MAP_FIXED_NOREPLACE).
      */
-    static boolean allocates(ApiFunction f) {
-        String n = f.name();
-        return n.startsWith("cuMemAlloc") || n.startsWith("cuMemAddressReserve") || n.startsWith("cuMemPoolCreate")
-                || n.startsWith("cuMemHostAlloc") || n.startsWith("cuGraphAddMemAllocNode") || n.startsWith("cuGraphAddNode")
-                || n.startsWith("cuStreamBeginCapture") || n.startsWith("cuGraphInstantiate");
+    static long[] reserveRange(long size) {
+        if (size <= 0 || size > ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) {
+            return null;
+        }
+        java.util.random.RandomGenerator random = new java.security.SecureRandom();
+        long slots = (ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW - size) / ManagedRange.ALIGNMENT + 1;
+        for (int i = 0; i < 16; i++) {
+            long at = ManagedRange.HINT_LOW + random.nextLong(slots) * ManagedRange.ALIGNMENT;
+            if (reserve(at, size, MAP_FIXED_NOREPLACE)) {
+                ManagedRange.guest(at, size);
+                return new long[] {at, size};
+            }
+        }
+        return null;
     }
 
-    /**
-     * Before the session's first allocating call ({@link #allocates}): reserves the managed range in this process
-     * ({@code PROT_NONE}, {@code MAP_NORESERVE}, GPUSOCKETS_MANAGED_RANGE bytes at a 1 GiB-aligned place asked for at
-     * random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}, up to 16 places) and announces it to
-     * the backend ({@link ManagedRange}). Where nothing is free, or the backend refuses the announcement (a backend
-     * without ranges), the reservation goes and managed memory keeps the driver's addresses, each mapped with
-     * MAP_FIXED_NOREPLACE; the backend's refusal of a clash comes later, at the allocation that needs the range.
-     */
-    private void announceRange() {
-        synchronized (this) {
-            if (rangeTried) {
-                return;
-            }
-            rangeTried = true;
-            long size = rangeAsked;
-            if (size <= 0 || size > ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) {
-                return;
-            }
-            java.util.random.RandomGenerator random = new java.security.SecureRandom();
-            long slots = (ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW - size) / ManagedRange.ALIGNMENT + 1;
-            long base = 0;
-            for (int i = 0; i < 16 && base == 0; i++) {
-                long at = ManagedRange.HINT_LOW + random.nextLong(slots) * ManagedRange.ALIGNMENT;
-                if (reserve(at, size, MAP_FIXED_NOREPLACE)) {
-                    base = at;
-                }
-            }
-            if (base == 0) {
-                return;
-            }
-            ManagedRange.guest(base, size);
-            BUSY.set(true);
-            int r;
-            try (Arena call = Arena.ofConfined()) {
-                r = driver.cuMemAllocManaged(call.allocate(8), base, ManagedRange.flags(size));
-            } finally {
-                BUSY.set(false);
-            }
-            if (r != CuResult.CUDA_SUCCESS) {
-                ManagedRange.guestGone(base);
-                unmapPages(base, size);
-                return;
-            }
-            rangeBase = base;
-            rangeSize = size;
+    /** Gives back a range {@link #reserveRange} made that no ManagedMemory owns (the backend did not accept it). */
+    static void releaseRange(long[] range) {
+        if (range == null) {
+            return;
+        }
+        ManagedRange.guestGone(range[0]);
+        try (Arena call = Arena.ofConfined()) {
+            int ignored = (int) MUNMAP.invokeExact(call.allocate(CALL_STATE), MemorySegment.ofAddress(range[0]), range[1]);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
         }
     }
 
@@ -760,16 +746,6 @@ final class ManagedMemory implements AutoCloseable {
         }
         Allocation a = e.getValue();
         return address < a.start + a.pages * PAGE ? a : null;
-    }
-
-    /**
-     * Called for every call before its request is encoded ({@link RemoteCudaDriver}): before the session's first
-     * allocating call, the managed range is reserved and announced ({@link #announceRange}); one volatile read after.
-     */
-    void beforeMarshal(ApiFunction f) {
-        if (!rangeTried && !BUSY.get() && allocates(f)) {
-            announceRange();
-        }
     }
 
     /**

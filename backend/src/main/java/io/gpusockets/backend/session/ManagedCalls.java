@@ -2,7 +2,6 @@ package io.gpusockets.backend.session;
 
 import io.gpusockets.protocol.api.CuResult;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.api.ManagedRange;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.concurrent.ConcurrentHashMap;
@@ -63,9 +62,6 @@ final class ManagedCalls implements BackendHandlers.Managed {
      */
     @Override
     public int cuMemAllocManaged(Call c, long bytesize, int flags) throws CallRejected {
-        if (ManagedRange.announces(flags)) {
-            return announce(c, bytesize, ManagedRange.size(flags));
-        }
         if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, "flags=" + flags + " (CU_MEM_ATTACH_GLOBAL or _HOST)");
         }
@@ -105,23 +101,6 @@ final class ManagedCalls implements BackendHandlers.Managed {
         SessionMemory.Range range = new SessionMemory.Range(base, bytesize, session.currentContextId(c.lane), true);
         session.memory().add(range);
         managed.put(base, range);
-        c.outs.putLong(base);
-        return CuResult.CUDA_SUCCESS;
-    }
-
-    /**
-     * The guest's managed range, announced ({@link ManagedRange}: a cuMemAllocManaged with {@link ManagedRange#ANNOUNCE}
-     * in its flags, {@code bytesize} the base): checked, and kept by the session, which places managed allocations (and
-     * with address-stable memory its windows) there from now on. The reply's pointer is the base.
-     */
-    private int announce(Call c, long base, long size) throws CallRejected {
-        String bad = ManagedRange.check(base, size);
-        if (bad == null) {
-            bad = session.managedRange(base, size);
-        }
-        if (bad != null) {
-            throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, bad);
-        }
         c.outs.putLong(base);
         return CuResult.CUDA_SUCCESS;
     }

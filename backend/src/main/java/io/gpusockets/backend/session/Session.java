@@ -302,7 +302,7 @@ public final class Session {
      * session's windows, at their slots). Null, or
      * why not (another range was announced before: a session has one).
      */
-    synchronized String managedRange(long base, long size) {
+    public synchronized String managedRange(long base, long size) {
         if (managedRange != null) {
             return managedRange[0] == base && managedRange[1] == size ? null : String.format(
                     "the session's managed range is 0x%x+0x%x already", managedRange[0], managedRange[1]);

@@ -6,19 +6,23 @@ import java.util.concurrent.ConcurrentSkipListMap;
 
 /**
  * The guest address range that holds a session's managed memory (issue 25, item 1): the frontend reserves it in the
- * guest process ({@code PROT_NONE}, {@code MAP_NORESERVE}: address space only) before the session's first allocating
- * call, announces it to the backend, and the backend places the session's managed allocations (and, with address-stable
+ * guest process ({@code PROT_NONE}, {@code MAP_NORESERVE}: address space only) before it connects, announces it to the
+ * backend in the handshake, and the backend places the session's managed allocations (and, with address-stable
  * windows on, its windows, so all of its allocations) inside it, reserved at the same addresses in the backend process
  * ({@code cuMemAddressReserve} at a fixed address, as the windows are). The guest then maps its managed pages over its
  * own reservation ({@code MAP_FIXED}), so no other mapping of the guest can lie there, and a clash in the backend
  * process (something of its own already maps part of the range) is refused at the first allocation placed there,
  * naming the range.
  *
- * <p><b>The announcement</b> travels as a {@code cuMemAllocManaged} whose flags carry {@link #ANNOUNCE} (never a valid
- * {@code CUmemAttach_flags} value, so a backend without ranges refuses it with CUDA_ERROR_INVALID_VALUE, and the frontend
- * then keeps the driver's addresses): {@code bytesize} is the range's base, the other flag bits its size in GiB. The
- * reply's pointer is the base again. A range is a multiple of {@link #ALIGNMENT} at a multiple of it, above 4 GiB and
- * below {@link StableWindows#USER_LIMIT} ({@link #check}).
+ * <p><b>The announcement</b> travels in the HELLO of a new session ({@link
+ * io.gpusockets.protocol.wire.Handshake#FEATURE_MANAGED_RANGE}: base and size after the resume token), so the backend
+ * knows the range before the session's first call, and a process-isolated session's worker gets it with the session's
+ * ticket. A backend that places managed memory there echoes the feature in WELCOME; an older one does not, and the
+ * frontend then gives its reservation back and keeps the driver's addresses. A range is a multiple of {@link #ALIGNMENT}
+ * at a multiple of it, above 4 GiB and below {@link StableWindows#USER_LIMIT} ({@link #check}); the backend refuses
+ * a HELLO with any other (REFUSE naming it). Nothing of the announcement is a driver call: no flag of
+ * {@code cuMemAllocManaged} is overloaded, and the driver never sees the range except as the fixed addresses of
+ * {@code cuMemAddressReserve}.
  *
  * <p><b>Where</b>: the frontend asks for a place at random from {@link #HINT_LOW} to {@link #HINT_HIGH} (16 to 80 TiB:
  * above the brk heap of a program loaded low, far below Linux's top-down mmap region and the emulated device's own
@@ -33,8 +37,6 @@ import java.util.concurrent.ConcurrentSkipListMap;
  * The real driver sees the mapping; such a backend refuses the range, and the frontend keeps the driver's addresses.
  */
 public final class ManagedRange {
-    /** The flag bit that makes a {@code cuMemAllocManaged} an announcement. */
-    public static final int ANNOUNCE = 0x8000_0000;
     /** What a range's base and size are multiples of: 1 GiB. */
     public static final long ALIGNMENT = 1L << 30;
     /** The default size: 256 GiB of address space. */
@@ -60,25 +62,6 @@ public final class ManagedRange {
                     base, size, StableWindows.USER_LIMIT);
         }
         return null;
-    }
-
-    /** The flags of the announcement of a range of {@code size} bytes (a multiple of {@link #ALIGNMENT}). */
-    public static int flags(long size) {
-        long gib = size / ALIGNMENT;
-        if (gib <= 0 || gib >= 1L << 31) {
-            throw new IllegalArgumentException("size=" + size);
-        }
-        return ANNOUNCE | (int) gib;
-    }
-
-    /** Whether {@code flags} of a {@code cuMemAllocManaged} make it an announcement. */
-    public static boolean announces(int flags) {
-        return (flags & ANNOUNCE) != 0;
-    }
-
-    /** The size an announcement's flags name. */
-    public static long size(int flags) {
-        return (flags & ~ANNOUNCE) * ALIGNMENT;
     }
 
     /** {@code [base, base + size)} is a guest reservation of this process (until {@link #guestGone}). */
