@@ -259,6 +259,8 @@ final class ManagedMemory implements AutoCloseable {
      * [rangeBase, rangeBase + rangeSize); size 0: none (or given back at {@link #close}). Guarded by this.
      */
     private long rangeBase, rangeSize;
+    /** Whether {@link #refusedOnBackend} said its line; guarded by this. */
+    private boolean rangeRefusalSaid;
     /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
     private volatile boolean used;
     /** Whether mapped pinned host memory was ever made on this connection (set once, never cleared). */
@@ -331,56 +333,77 @@ final class ManagedMemory implements AutoCloseable {
 
     /**
      * GPUSOCKETS_MANAGED_RANGE: the managed range's size ({@code 256G}, {@code 1T}, bytes, or with a {@code K}, {@code M},
-     * {@code G}, {@code T} suffix, optionally followed by {@code iB} or {@code B}; rounded up to 1 GiB), {@code 0} or
-     * {@code off} for none (the driver's addresses, each mapped with {@code MAP_FIXED_NOREPLACE}); default 256 GiB.
+     * {@code G}, {@code T} suffix, optionally followed by {@code iB} or {@code B}; rounded up to 1 GiB), optionally
+     * followed by {@code @ADDRESS} (hexadecimal with {@code 0x}, or decimal; a multiple of 1 GiB) for a range at exactly
+     * that place instead of one chosen at random (reproducible addresses); {@code 0} or {@code off} for none (the
+     * driver's addresses, each mapped with {@code MAP_FIXED_NOREPLACE}); default 256 GiB anywhere. Returns {base (0:
+     * anywhere), size}, or null for none.
      *
      * @throws IllegalArgumentException naming the setting, for a value that is none of these
      */
-    static long rangeSetting(String v) {
+    static long[] rangeSetting(String v) {
         if (v == null || v.isBlank()) {
-            return ManagedRange.DEFAULT_SIZE;
+            return new long[] {0, ManagedRange.DEFAULT_SIZE};
         }
-        String t = v.strip().toUpperCase(java.util.Locale.ROOT).replace("IB", "").replace("B", "");
+        String t = v.strip().toUpperCase(java.util.Locale.ROOT);
         if (t.equals("OFF") || t.equals("0")) {
-            return 0;
+            return null;
         }
-        int shift = switch (t.charAt(t.length() - 1)) {
-            case 'K' -> 10;
-            case 'M' -> 20;
-            case 'G' -> 30;
-            case 'T' -> 40;
-            default -> 0;
-        };
         try {
+            long base = 0;
+            int at = t.indexOf('@');
+            if (at >= 0) {
+                String a = t.substring(at + 1).strip();
+                base = a.startsWith("0X") ? Long.parseUnsignedLong(a.substring(2), 16) : Long.parseLong(a);
+                t = t.substring(0, at).strip();
+            }
+            t = t.replace("IB", "").replace("B", "");
+            int shift = switch (t.charAt(t.length() - 1)) {
+                case 'K' -> 10;
+                case 'M' -> 20;
+                case 'G' -> 30;
+                case 'T' -> 40;
+                default -> 0;
+            };
             long n = Long.parseLong(shift == 0 ? t : t.substring(0, t.length() - 1));
-            if (n <= 0 || n > (StableWindowsLimit.USER >>> shift)) {
+            if (n <= 0 || n > ((ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) >>> shift)) {
                 throw new NumberFormatException();
             }
-            long bytes = n << shift;
-            return (bytes + ManagedRange.ALIGNMENT - 1) & -ManagedRange.ALIGNMENT;
-        } catch (NumberFormatException | StringIndexOutOfBoundsException e) {
+            long size = ((n << shift) + ManagedRange.ALIGNMENT - 1) & -ManagedRange.ALIGNMENT;
+            String bad = at < 0 ? null : ManagedRange.check(base, size);
+            if (bad != null) {
+                throw new IllegalArgumentException("GPUSOCKETS_MANAGED_RANGE=" + v + ": " + bad);
+            }
+            return new long[] {base, size};
+        } catch (NumberFormatException | IndexOutOfBoundsException e) {
             throw new IllegalArgumentException("GPUSOCKETS_MANAGED_RANGE=" + v + " is no size: give one such as 256G or 1T"
-                    + " (at most 64T), a number of bytes, or off");
+                    + " (at most 64T), optionally @ADDRESS (0x..., a multiple of 1 GiB), a number of bytes, or off");
         }
-    }
-
-    /** The user address space's end, for {@link #rangeSetting}. */
-    private static final class StableWindowsLimit {
-        static final long USER = io.gpusockets.protocol.api.StableWindows.USER_LIMIT;
     }
 
     /**
-     * Before the connection's handshake ({@link RemoteCudaDriver#connect}): reserves a managed range of {@code size}
-     * bytes in this process ({@code PROT_NONE}, {@code MAP_NORESERVE}; {@link #rangeSetting}) at a 1 GiB-aligned place
-     * asked for at random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}, up to 16 places, and
-     * registers it ({@link ManagedRange#guest}). The HELLO announces it; where the backend does not accept it, or the
-     * connection fails, {@link #releaseRange} gives it back. Returns {base, size}, or null for size 0 (off), a size the
-     * hint span cannot hold, or no free place (managed memory then keeps the driver's addresses, each mapped with
+     * Before the connection's handshake ({@link RemoteCudaDriver#connect}): reserves the managed range {@code asked}
+     * ({@link #rangeSetting}: {base or 0, size}) in this process ({@code PROT_NONE}, {@code MAP_NORESERVE}): at its base,
+     * or at a 1 GiB-aligned place asked for at random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}
+     * (up to 16 places), and registers it ({@link ManagedRange#guest}). The HELLO announces it; where the backend does not
+     * accept it, or the connection fails, {@link #releaseRange} gives it back. Returns {base, size}, or null for none
+     * asked or no free place found at random (managed memory then keeps the driver's addresses, each mapped with
      * MAP_FIXED_NOREPLACE).
+     *
+     * @throws IllegalArgumentException when the base asked for is already used in this process
      */
-    static long[] reserveRange(long size) {
-        if (size <= 0 || size > ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) {
+    static long[] reserveRange(long[] asked) {
+        if (asked == null) {
             return null;
+        }
+        long size = asked[1];
+        if (asked[0] != 0) {
+            if (!reserve(asked[0], size, MAP_FIXED_NOREPLACE)) {
+                throw new IllegalArgumentException(String.format("GPUSOCKETS_MANAGED_RANGE: 0x%x+0x%x is already in use in"
+                        + " this process (or not mappable): choose another address, or none", asked[0], size));
+            }
+            ManagedRange.guest(asked[0], size);
+            return asked.clone();
         }
         java.util.random.RandomGenerator random = new java.security.SecureRandom();
         long slots = (ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW - size) / ManagedRange.ALIGNMENT + 1;
@@ -420,6 +443,27 @@ final class ManagedMemory implements AutoCloseable {
         } catch (Throwable t) {
             return false;
         }
+    }
+
+    /**
+     * The backend answered a cuMemAllocManaged (or the one behind mapped host memory) with CUDA_ERROR_OUT_OF_MEMORY:
+     * with a managed range, the first time, one stderr line saying where managed memory must lie and the two causes
+     * (the device is full, or the backend process maps something in the range, which its log names).
+     */
+    void refusedOnBackend(long bytes) {
+        long base, size;
+        synchronized (this) {
+            if (rangeSize == 0 || rangeRefusalSaid) {
+                return;
+            }
+            rangeRefusalSaid = true;
+            base = rangeBase;
+            size = rangeSize;
+        }
+        System.err.printf("gpusockets: cuMemAllocManaged of %d bytes refused (CUDA_ERROR_OUT_OF_MEMORY): managed memory"
+                + " lies in this session's managed range 0x%x+0x%x (GPUSOCKETS_MANAGED_RANGE); the device's memory may be"
+                + " used up, or the backend process maps something there (the backend's log names it: choose another"
+                + " range with GPUSOCKETS_MANAGED_RANGE=SIZE@ADDRESS, or off)%n", bytes, base, size);
     }
 
     /** Whether [start, start + length) lies in the managed range; guarded by this. */

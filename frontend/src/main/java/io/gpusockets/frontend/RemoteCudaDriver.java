@@ -127,6 +127,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return connection.uri().toString();
     }
 
+    /**
+     * The managed range {base, size} this session reserved in the guest and the backend accepted
+     * ({@link io.gpusockets.protocol.wire.Handshake#FEATURE_MANAGED_RANGE}), or null (GPUSOCKETS_MANAGED_RANGE=off, an
+     * older backend, or no free place).
+     */
+    public long[] managedRange() {
+        return managed.range();
+    }
+
     /** Whether the backend granted resume: a lost connection is resumed, not the session's end (README: Resume). */
     public boolean resumable() {
         return connection.resumable();
@@ -343,6 +352,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                 return managedResult;
             }
             ranges.afterCall(f, args, reply.body() != null ? outs : null);
+        } else if (f == ApiEntries.cuMemAllocManaged && reply.result() == CuResult.CUDA_ERROR_OUT_OF_MEMORY) {
+            managed.refusedOnBackend((Long) args[1]);
         }
         learnContext(f, args, reply.result(), generation);
         return reply.result();
