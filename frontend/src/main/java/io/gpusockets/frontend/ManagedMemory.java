@@ -36,10 +36,11 @@ import java.util.concurrent.atomic.LongAdder;
  * process already lies there ({@code EEXIST}: a clash) the allocation is freed on the backend and the program gets
  * CUDA_ERROR_OUT_OF_MEMORY, with one stderr line naming the address; a pointer is never silently different on the two
  * sides. Before the connection's handshake the managed range is reserved ({@link #reserveRange}, {@code ManagedRange},
- * GPUSOCKETS_MANAGED_RANGE) and the HELLO announces it; a backend without address-stable memory then places
- * managed allocations inside it, and those are mapped with {@code MAP_FIXED} over the reservation (reserved again when
- * freed), where no clash can happen in the guest. Outside it (no range, or address-stable windows) the address is the
- * driver's or the window's, mapped with {@code MAP_FIXED_NOREPLACE} as above.
+ * GPUSOCKETS_MANAGED_RANGE) and the HELLO announces it; the backend then places managed allocations inside it (without
+ * address-stable memory in windows of their own, with it in the session's windows, which lie there), and those are
+ * mapped with {@code MAP_FIXED} over the reservation (reserved again when freed), where no clash can happen in the
+ * guest. Outside it (no range, or a window the backend had to put at its slot) the address is the driver's or the
+ * window's, mapped with {@code MAP_FIXED_NOREPLACE} as above.
  *
  * <p><b>Pages.</b> Tracked with userfaultfd (Linux 5.11+: for every fault where the process may, else with
  * {@code UFFD_USER_MODE_ONLY}, which needs no privilege, for the program's own accesses), not with

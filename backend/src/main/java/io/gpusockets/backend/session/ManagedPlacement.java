@@ -14,7 +14,7 @@ import java.lang.foreign.MemorySegment;
  * the range attributes of {@code cuPointerGetAttribute(s)}, and a {@code cuCtxDestroy} that takes its allocations with
  * it; the rest goes straight to the driver (one volatile read more on these calls, nothing on others). The windows go
  * at the session's end ({@link #close}, after the contexts). With address-stable windows on, the session's own
- * {@link StableAddresses} is confined to the range instead, and this class is not used.
+ * {@link StableAddresses} is confined to the range instead (one mechanism), and this class is not used.
  */
 final class ManagedPlacement extends DelegatingCudaDriver {
     private final long sessionId;

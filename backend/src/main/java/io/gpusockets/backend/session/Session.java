@@ -298,9 +298,9 @@ public final class Session {
 
     /**
      * The guest announced its managed range {@code [base, base + size)} ({@link io.gpusockets.protocol.api.ManagedRange},
-     * checked): without address-stable memory, managed allocations lie in it from now on (with it they stay in the
-     * session's windows, at their slots). Null, or
-     * why not (another range was announced before: a session has one).
+     * checked by the handshake; set before the session's first call): without address-stable memory, managed allocations
+     * lie in it ({@link ManagedPlacement}); with it, the session's windows do ({@link StableAddresses#confine}), so all
+     * of its device memory. Null, or why not (another range was set before: a session has one).
      */
     public synchronized String managedRange(long base, long size) {
         if (managedRange != null) {
@@ -310,9 +310,11 @@ public final class Session {
         managedRange = new long[] {base, size};
         if (placement != null) {
             placement.place(base, size);
+        } else {
+            // one mechanism: the session's windows (all of its device memory, managed memory included) lie in the range;
+            // a window whose place there is taken goes to its slot as before (StableAddresses.openWindow)
+            stable.confine(base, size, false);
         }
-        // with address-stable memory the windows keep their slots (StableAddresses.windowSlot): confining them to the
-        // range (StableAddresses.confine(base, size, false)) is written but not yet switched on (issue 25, item 1 gap)
         return null;
     }
 

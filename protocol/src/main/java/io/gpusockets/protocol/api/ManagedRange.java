@@ -69,7 +69,13 @@ public final class ManagedRange {
         GUEST.put(base, base + size);
     }
 
-    /** The guest reservation at {@code base} is gone. */
+    /** Whether {@code p} lies in a guest reservation of this process ({@link #guest}). */
+    public static boolean inGuest(long p) {
+        var g = GUEST.floorEntry(p);
+        return g != null && p < g.getValue();
+    }
+
+        /** The guest reservation at {@code base} is gone. */
     public static void guestGone(long base) {
         GUEST.remove(base);
     }
