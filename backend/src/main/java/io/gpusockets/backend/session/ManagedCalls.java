@@ -105,6 +105,17 @@ final class ManagedCalls implements BackendHandlers.Managed {
         return CuResult.CUDA_SUCCESS;
     }
 
+    /** The session's live managed allocations (mapped host memory's too): for a checkpoint's refusal. */
+    int live() {
+        int n = 0;
+        for (SessionMemory.Range r : managed.values()) {
+            if (session.memory().at(r.base()) == r) {
+                n++;
+            }
+        }
+        return n;
+    }
+
     /** Whether {@code [p, p+n)} lies in one live managed allocation of the session (for pointer attributes too). */
     boolean isManaged(long p, long n) {
         SessionMemory.Range r = session.memory().covering(p, n);
