@@ -105,11 +105,15 @@ final class ManagedCalls implements BackendHandlers.Managed {
         return CuResult.CUDA_SUCCESS;
     }
 
-    /** The session's live managed allocations (mapped host memory's too): for a checkpoint's refusal. */
-    int live() {
+    /**
+     * The session's live managed allocations (mapped host memory's too) that do not lie in {@code windows}' address
+     * windows (all of them when null): what a checkpoint cannot capture. Those in the windows are recorded as the
+     * allocations they are, and a restore replays their cuMemAllocManaged at the same address, managed again.
+     */
+    int liveOutside(StableAddresses windows) {
         int n = 0;
         for (SessionMemory.Range r : managed.values()) {
-            if (session.memory().at(r.base()) == r) {
+            if (session.memory().at(r.base()) == r && (windows == null || !windows.covers(r.base()))) {
                 n++;
             }
         }

@@ -1069,12 +1069,10 @@ public final class Session {
         java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory, drained));
         why.addAll(CheckpointVmm.refusals(this));
         why.addAll(CheckpointArrays.refusals(driver, handles));
-        int managedLive = dispatcher.managed().live();
-        if (managedLive > 0) {
-            // the guest holds pages of them the CPU wrote since the last launch (and its fault handling's state), which
-            // a checkpoint the backend takes cannot flush; their note is not in the image format either (issue 25)
-            why.add(managedLive + " managed allocation(s) (cuMemAllocManaged, cudaMallocManaged, or mapped host memory:"
-                    + " the guest holds CPU-written pages of them that a checkpoint cannot flush yet)");
+        int managedOutside = dispatcher.managed().liveOutside(stable);
+        if (managedOutside > 0) {
+            // managed memory in the windows is recorded (its cuMemAllocManaged replays as one); outside them it is not
+            why.add(managedOutside + " managed allocation(s) outside the session's address windows");
         }
         int gates = callbackGates.openGates();
         if (gates > 0) {

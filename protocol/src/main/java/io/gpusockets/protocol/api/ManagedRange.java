@@ -32,8 +32,8 @@ import java.util.concurrent.ConcurrentSkipListMap;
  *
  * <p><b>One process hosting both</b> (tests, and a Java program with an in-process backend): the guest's reservation is
  * then a mapping of the backend's process too, which a fixed reservation of the driver would meet. {@link #guest}
- * registers it, and {@link #withoutGuestReservations} drops the parts of it still unmapped ({@code ---p}) from a maps
- * file, for the emulated device's check of a fixed reservation and the backend's message naming what lies in a range.
+ * registers it, and {@link #withoutGuestReservations} drops what lies in it (the reservation, and the guest's managed
+ * pages mapped over it, which stand for the backend's memory at the same addresses) from a maps file, for the emulated device's check of a fixed reservation and the backend's message naming what lies in a range.
  * The real driver sees the mapping; such a backend refuses the range, and the frontend keeps the driver's addresses.
  */
 public final class ManagedRange {
@@ -81,9 +81,10 @@ public final class ManagedRange {
     }
 
     /**
-     * The lines of a maps file ({@code start-end perms ...}) without the mappings that are parts of a guest reservation
-     * of this process still reserved ({@code ---p}, inside one {@link #guest} range): in a process hosting a backend too,
-     * they stand for the guest's process, not the backend's.
+     * The lines of a maps file ({@code start-end perms ...}) without the mappings that lie inside a guest reservation of
+     * this process ({@link #guest}: the reservation itself, {@code ---p}, and the managed pages the guest mapped over
+     * it): in a process hosting a backend too, they stand for the guest's process, not the backend's. Nothing else can
+     * lie there: the guest maps only its own managed pages over its reservation.
      */
     public static List<String> withoutGuestReservations(List<String> maps) {
         if (GUEST.isEmpty()) {
@@ -101,7 +102,7 @@ public final class ManagedRange {
     private static boolean isGuestReservation(String line) {
         String[] f = line.trim().split("\\s+", 3);
         int dash = f[0].indexOf('-');
-        if (f.length < 2 || dash <= 0 || !f[1].equals("---p")) {
+        if (f.length < 2 || dash <= 0) {
             return false;
         }
         try {
