@@ -12,7 +12,9 @@ import java.lang.foreign.MemorySegment;
  * one window per device inside the range). Every other allocation keeps the driver's addresses. What the program does
  * to managed memory through ordinary calls reaches those windows here: {@code cuMemFree}, {@code cuMemGetAddressRange},
  * the range attributes of {@code cuPointerGetAttribute(s)}, and a {@code cuCtxDestroy} that takes its allocations with
- * it; the rest goes straight to the driver (one volatile read more on these calls, nothing on others). The windows go
+ * it; the rest goes straight to the driver (one volatile read more on these calls, one delegation on others: no
+ * difference measured in the null call's cost, scripts/bench compare, H38). The range comes with the HELLO
+ * ({@link Session#managedRange}, before the session's first call). The windows go
  * at the session's end ({@link #close}, after the contexts). With address-stable windows on, the session's own
  * {@link StableAddresses} is confined to the range instead (one mechanism), and this class is not used.
  */
