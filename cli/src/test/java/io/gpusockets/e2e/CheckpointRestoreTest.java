@@ -276,10 +276,25 @@ class CheckpointRestoreTest extends CheckpointTestSupport {
      */
     @Test
     void managedMemoryComesBackAtItsAddressWithWhatTheCpuAndTheGpuWrote() throws Exception {
-        Path sock = dir.resolve("m.sock");
-        Path image = dir.resolve("managed.ckpt");
+        managedRoundTrip(this::server, "m.sock");
+    }
+
+    /** As {@link #managedMemoryComesBackAtItsAddressWithWhatTheCpuAndTheGpuWrote}, in isolation mode process. */
+    @Test
+    void inIsolationModeProcessManagedMemoryComesBackInTheRestoredWorker() throws Exception {
+        managedRoundTrip(this::processServer, "mp.sock");
+    }
+
+    @FunctionalInterface
+    private interface Servers {
+        BackendServer make(EmulatedDevice device) throws java.io.IOException;
+    }
+
+    private void managedRoundTrip(Servers servers, String socket) throws Exception {
+        Path sock = dir.resolve(socket);
+        Path image = dir.resolve(socket + ".ckpt");
         EmulatedDevice a = new EmulatedDevice();
-        BackendServer serverA = server(a);
+        BackendServer serverA = servers.make(a);
         String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
         EmulatedDevice b = new EmulatedDevice();
         long page = 4096;
@@ -317,7 +332,7 @@ class CheckpointRestoreTest extends CheckpointTestSupport {
             serverA.close();
             a.close();
             Files.deleteIfExists(sock);
-            try (BackendServer serverB = server(b)) {
+            try (BackendServer serverB = servers.make(b)) {
                 assertEquals(id, serverB.restore(image, null));
                 serverB.listen(TransportUri.parse("unix://" + sock));
                 p.check(); // the program resumes on B here
