@@ -91,7 +91,9 @@ final class ManagedCalls implements BackendHandlers.Managed {
             return r;
         }
         long base = out.get(ValueLayout.JAVA_LONG, 0);
-        r = driver.cuMemsetD8(base, (byte) 0, bytesize);
+        // a migration's or hand-over's restore replays this on memory that holds the source's contents: kept
+        StableAddresses windows = session.stable();
+        r = windows != null && windows.adopting() ? CuResult.CUDA_SUCCESS : driver.cuMemsetD8(base, (byte) 0, bytesize);
         if (r != CuResult.CUDA_SUCCESS) {
             driver.cuMemFree(base);
             session.quota().unreserve(padded);

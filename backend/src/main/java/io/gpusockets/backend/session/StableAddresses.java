@@ -879,6 +879,14 @@ final class StableAddresses extends DelegatingCudaDriver {
      * Ends a hand-over's restore: releases the imported handles no replayed allocation took (free memory a pool kept,
      * say); returns how many.
      */
+    /**
+     * Whether a hand-over's or migration's restore is adopting memory ({@link #adopt}, until {@link #endAdoption}): the
+     * allocations replayed now hold the source's contents, which nothing may clear (a managed allocation's zeroing).
+     */
+    synchronized boolean adopting() {
+        return adopted != null;
+    }
+
     synchronized int endAdoption() {
         int unused = 0;
         if (adopted != null) {
