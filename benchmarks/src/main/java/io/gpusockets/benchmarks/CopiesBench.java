@@ -4,6 +4,7 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.gpusockets.backend.driver.NativeCudaDriver;
+import io.gpusockets.backend.driver.NativeLibrary;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
@@ -180,7 +181,7 @@ public final class CopiesBench implements Callable<Integer> {
             }
             Map<String, Map<String, String>> targets = new LinkedHashMap<>(); // name -> environment (in-process: none)
             if (nativeDevice) {
-                targets.put(NATIVE, ProgramRuns.nativeEnv(libcuda));
+                targets.put(NATIVE, ProgramRuns.nativeEnv(libcuda != null ? libcuda : NativeLibrary.path()));
             } else {
                 notes.add("no GPU (emulated device): ratios are to the same copies into emulated device memory in-process,"
                         + " not to a GPU; issue 26's targets are against native on the GPU");

@@ -66,13 +66,14 @@ final class ProgramRuns {
 
     /**
      * The environment of a native run: the real driver's folder first on the loader's path where {@code libcuda} (the
-     * real libcuda.so.1) is given, else the loader's own search (LD_LIBRARY_PATH removed).
+     * real libcuda.so.1 or the file it links to, as {@code NativeLibrary.path()} names it) has one, else the loader's own
+     * search (LD_LIBRARY_PATH removed).
      */
     static Map<String, String> nativeEnv(String libcuda) {
         Map<String, String> env = new LinkedHashMap<>();
-        if (libcuda != null) {
-            Path dir = Path.of(libcuda).toAbsolutePath().getParent();
-            env.put("LD_LIBRARY_PATH", dir.toString());
+        Path dir = libcuda == null ? null : Path.of(libcuda).getParent();
+        if (dir != null) {
+            env.put("LD_LIBRARY_PATH", dir.toAbsolutePath().toString());
         }
         return env;
     }
