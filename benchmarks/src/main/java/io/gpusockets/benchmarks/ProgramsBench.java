@@ -82,6 +82,10 @@ public final class ProgramsBench implements Callable<Integer> {
             description = "Programs built already (gpu-programs --build-only DIR): DIR/programs.tsv is used and nothing is built.")
     Path built;
 
+    @Option(names = "--time-limit", paramLabel = "S",
+            description = "Start no round that would end after S seconds from the start, judged by the longest round so far (the first round always runs).")
+    Integer timeLimit;
+
     @Option(names = "--timeout", paramLabel = "S", defaultValue = "120", description = "Seconds per run. Default: ${DEFAULT-VALUE}.")
     int timeout;
 
@@ -131,6 +135,7 @@ public final class ProgramsBench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        long start = System.nanoTime();
         int n = quick ? 1 : rounds;
         Path library = ProgramRuns.library(libraryDir);
         if (library == null) {
@@ -182,7 +187,13 @@ public final class ProgramsBench implements Callable<Integer> {
                     targets.put(scheme, ProgramRuns.remoteEnv(library, uri));
                 }
                 Path work = Files.createDirectories(tmp.resolve("run"));
+                long longest = 0;
                 for (int round = 1; round <= n; round++) {
+                    long roundStart = System.nanoTime();
+                    if (round > 1 && timeLimit != null && roundStart - start + longest > timeLimit * 1_000_000_000L) {
+                        notes.add("rounds " + round + " to " + n + " not run: they would end after --time-limit " + timeLimit + " s");
+                        break;
+                    }
                     for (Program p : list) {
                         StringBuilder line = new StringBuilder(String.format(Locale.ROOT, "[round %d] %s:", round, p.label()));
                         for (Map.Entry<String, Map<String, String>> t : targets.entrySet()) {
@@ -201,6 +212,7 @@ public final class ProgramsBench implements Callable<Integer> {
                         }
                         console.println(line);
                     }
+                    longest = Math.max(longest, System.nanoTime() - roundStart);
                 }
             }
             Map<String, Map<String, Double>> medians = medians(wall);
