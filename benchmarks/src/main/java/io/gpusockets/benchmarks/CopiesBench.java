@@ -43,7 +43,9 @@ import picocli.CommandLine.Option;
  * ({@code in-process}: with the emulated device, its device memory with no frontend, transport or backend in between),
  * side by side in one run. The program ({@code copies.c}, built here by the C compiler against cuda.h) copies HtoD and
  * DtoH, from pageable (malloc) and pinned (cuMemAllocHost) memory, synchronously and asynchronously (a batch on one
- * stream, then one cuStreamSynchronize), each case timed over a batch after a few untimed copies; the in-process copies
+ * stream, then one cuStreamSynchronize), each case timed over a batch after a few untimed copies (the mean, which the
+ * ratios use; synchronous copies are also timed one by one, and their median is shown as p50), with, as the floor of
+ * a call that moves no data, cuCtxSynchronize with nothing pending; the in-process copies
  * follow the same steps. Rounds are interleaved (every target once, then again), and each case's figure is the median
  * over the rounds. The ratio of each target is its throughput over the reference's: native where there is a native
  * column, else in-process; issue 26 asks ≥ 0.8 over ring and ≥ 0.5 over tcp and unix against native.
@@ -56,7 +58,9 @@ public final class CopiesBench implements Callable<Integer> {
     /** Issue 26: copies' throughput against native, at least this over ring and {@link #TARGET_OTHER} over tcp and unix. */
     static final double TARGET_RING = 0.8;
     static final double TARGET_OTHER = 0.5;
-    private static final Pattern LINE = Pattern.compile("^copy (htod|dtoh) (pageable|pinned) (sync|async) (\\d+) reps=(\\d+) us=([0-9.]+)$",
+    private static final Pattern CALL = Pattern.compile("^call ctx-synchronize reps=(\\d+) us=([0-9.]+)(?: p50=([0-9.]+))?$",
+            Pattern.MULTILINE);
+    private static final Pattern LINE = Pattern.compile("^copy (htod|dtoh) (pageable|pinned) (sync|async) (\\d+) reps=(\\d+) us=([0-9.]+)(?: p50=([0-9.]+))?$",
             Pattern.MULTILINE);
     private static final int RUN_TIMEOUT_SECONDS = 300;
     private static final int WARM = 3;
@@ -109,21 +113,46 @@ public final class CopiesBench implements Callable<Integer> {
 
     private final PrintStream console = System.out;
 
-    /** One copy case: direction (htod, dtoh), memory (pageable, pinned), mode (sync, async), bytes per copy. */
+    /**
+     * One copy case: direction (htod, dtoh), memory (pageable, pinned), mode (sync, async), bytes per copy. Its figure
+     * is the mean µs per copy over a batch; {@link #p50()} is the key of the median of its copies timed one by one
+     * (synchronous copies and the floor only).
+     */
     record Case(String direction, String memory, String mode, long bytes) implements Comparable<Case> {
+        private static final String P50 = "/p50";
+
+        /** The key of this case's median figure. */
+        Case p50() {
+            return new Case(direction, memory, mode + P50, bytes);
+        }
+
+        /** Whether this is the key of a median figure. */
+        boolean isP50() {
+            return mode.endsWith(P50);
+        }
+
         /** As results.csv names the workload: copy-htod-pageable-sync-4KiB. */
         String workload() {
-            return "copy-" + direction + "-" + memory + "-" + mode + "-" + size(bytes);
+            return bytes == 0 ? direction + "-" + memory : "copy-" + direction + "-" + memory + "-" + mode + "-" + size(bytes);
         }
 
         @Override
         public int compareTo(Case o) {
-            int c = direction.compareTo(o.direction) * -1; // htod first
+            int c = Boolean.compare(o.bytes == 0, bytes == 0); // the floor first
+            c = c != 0 ? c : direction.compareTo(o.direction) * -1; // htod first
             c = c != 0 ? c : memory.compareTo(o.memory);
-            c = c != 0 ? c : o.mode.compareTo(mode); // sync first
-            return c != 0 ? c : Long.compare(bytes, o.bytes);
+            c = c != 0 ? c : o.baseMode().compareTo(baseMode()); // sync first
+            c = c != 0 ? c : Long.compare(bytes, o.bytes);
+            return c != 0 ? c : Boolean.compare(isP50(), o.isP50()); // a median after its mean
+        }
+
+        private String baseMode() {
+            return isP50() ? mode.substring(0, mode.length() - P50.length()) : mode;
         }
     }
+
+    /** cuCtxSynchronize with nothing pending: a call that moves no data, the floor of every copy's time. */
+    static final Case FLOOR = new Case("call", "ctx-synchronize", "sync", 0);
 
     private static final java.util.logging.Logger BACKEND_LOG = java.util.logging.Logger.getLogger("gpusockets");
 
@@ -271,12 +300,26 @@ public final class CopiesBench implements Callable<Integer> {
         return exe;
     }
 
-    /** The cases copies.c printed, µs per copy. */
+    /**
+     * The cases copies.c printed, µs per copy, and its cuCtxSynchronize floor as {@link #FLOOR} (a copy of no bytes in
+     * the table: {@code call ctx-synchronize}); where it printed a median too, that under the case's {@link Case#p50()}.
+     */
     static Map<Case, Double> parse(String stdout) {
         Map<Case, Double> out = new TreeMap<>();
+        Matcher c = CALL.matcher(stdout);
+        if (c.find()) {
+            out.put(FLOOR, Double.parseDouble(c.group(2)));
+            if (c.group(3) != null) {
+                out.put(FLOOR.p50(), Double.parseDouble(c.group(3)));
+            }
+        }
         Matcher m = LINE.matcher(stdout);
         while (m.find()) {
-            out.put(new Case(m.group(1), m.group(2), m.group(3), Long.parseLong(m.group(4))), Double.parseDouble(m.group(6)));
+            Case k = new Case(m.group(1), m.group(2), m.group(3), Long.parseLong(m.group(4)));
+            out.put(k, Double.parseDouble(m.group(6)));
+            if (m.group(7) != null) {
+                out.put(k.p50(), Double.parseDouble(m.group(7)));
+            }
         }
         return out;
     }
@@ -339,15 +382,28 @@ public final class CopiesBench implements Callable<Integer> {
                     }
                 }
                 Cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+                for (int i = 0; i < WARM + warmup; i++) {
+                    Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+                }
+                double[] laps = new double[maxReps];
+                long t0 = System.nanoTime(), t = t0;
+                for (int i = 0; i < maxReps; i++) {
+                    Cu.check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+                    long now = System.nanoTime();
+                    laps[i] = (now - t) / 1e3;
+                    t = now;
+                }
+                out.put(FLOOR, (System.nanoTime() - t0) / 1e3 / maxReps);
+                out.put(FLOOR.p50(), ProgramRuns.median(laps));
                 for (long bytes : sizes) {
                     long reps = reps(bytes, budget, maxReps);
                     for (String memory : List.of("pageable", "pinned")) {
                         MemorySegment[] m = memory.equals("pinned") ? pinned : pageable;
                         for (String mode : List.of("sync", "async")) {
                             boolean async = mode.equals("async");
-                            out.put(new Case("htod", memory, mode, bytes), batch(cu, true, async, m[0], dev, bytes, reps, stream));
+                            put(out, new Case("htod", memory, mode, bytes), batch(cu, true, async, m[0], dev, bytes, reps, stream));
                             m[1].asSlice(0, bytes).fill((byte) 0);
-                            out.put(new Case("dtoh", memory, mode, bytes), batch(cu, false, async, m[1], dev, bytes, reps, stream));
+                            put(out, new Case("dtoh", memory, mode, bytes), batch(cu, false, async, m[1], dev, bytes, reps, stream));
                             long at = m[0].asSlice(0, bytes).mismatch(m[1].asSlice(0, bytes));
                             if (at >= 0) {
                                 throw new IllegalStateException("in-process copies: " + bytes + " bytes, " + memory + " " + mode + ": byte "
@@ -368,21 +424,35 @@ public final class CopiesBench implements Callable<Integer> {
         }
     }
 
-    private static double batch(CudaDriver cu, boolean htod, boolean async, MemorySegment host, long dev, long bytes, long reps, long stream) {
+    private static void put(Map<Case, Double> out, Case c, double[] meanAndMedian) {
+        out.put(c, meanAndMedian[0]);
+        if (!Double.isNaN(meanAndMedian[1])) {
+            out.put(c.p50(), meanAndMedian[1]);
+        }
+    }
+
+    /** µs per copy over the batch, and the median of the copies timed one by one (NaN for async ones). */
+    private static double[] batch(CudaDriver cu, boolean htod, boolean async, MemorySegment host, long dev, long bytes, long reps, long stream) {
         for (int i = 0; i < WARM; i++) {
             one(cu, htod, async, host, dev, bytes, stream);
         }
         if (async) {
             Cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
         }
-        long t0 = System.nanoTime();
-        for (long i = 0; i < reps; i++) {
+        double[] laps = new double[(int) reps];
+        long t0 = System.nanoTime(), t = t0;
+        for (int i = 0; i < reps; i++) {
             one(cu, htod, async, host, dev, bytes, stream);
+            if (!async) {
+                long now = System.nanoTime();
+                laps[i] = (now - t) / 1e3;
+                t = now;
+            }
         }
         if (async) {
             Cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
         }
-        return (System.nanoTime() - t0) / 1e3 / reps;
+        return new double[] {(System.nanoTime() - t0) / 1e3 / reps, async ? Double.NaN : ProgramRuns.median(laps)};
     }
 
     private static void one(CudaDriver cu, boolean htod, boolean async, MemorySegment host, long dev, long bytes, long stream) {
@@ -429,18 +499,25 @@ public final class CopiesBench implements Callable<Integer> {
         targets.forEach(t -> b.append(' ').append(t).append(t.equals(reference) ? "" : " (× " + reference + ")").append(" |"));
         b.append('\n').append("|---|---|").append("---|".repeat(targets.size())).append('\n');
         java.util.SortedSet<Case> cases = new java.util.TreeSet<>();
-        medians.values().forEach(m -> cases.addAll(m.keySet()));
+        medians.values().forEach(m -> m.keySet().stream().filter(c -> !c.isP50()).forEach(cases::add));
         Map<Case, Double> ref = medians.getOrDefault(reference, Map.of());
         for (Case c : cases) {
-            b.append("| ").append(c.direction()).append(' ').append(c.memory()).append(' ').append(c.mode()).append(" | ")
-                    .append(size(c.bytes())).append(" |");
+            b.append("| ").append(c.direction()).append(' ').append(c.memory()).append(c.bytes() == 0 ? "" : " " + c.mode())
+                    .append(" | ").append(c.bytes() == 0 ? "-" : size(c.bytes())).append(" |");
             for (String t : targets) {
                 Double us = medians.get(t).get(c);
                 if (us == null || us.isNaN()) {
                     b.append(" - |");
                     continue;
                 }
-                b.append(String.format(Locale.ROOT, " %.1f µs %.2f GB/s", us, gbs(c.bytes(), us)));
+                b.append(String.format(Locale.ROOT, " %.1f µs", us));
+                Double p50 = medians.get(t).get(c.p50());
+                if (p50 != null && !p50.isNaN()) {
+                    b.append(String.format(Locale.ROOT, " (p50 %.1f)", p50));
+                }
+                if (c.bytes() > 0) {
+                    b.append(String.format(Locale.ROOT, " %.2f GB/s", gbs(c.bytes(), us)));
+                }
                 Double r = ref.get(c);
                 if (!t.equals(reference) && r != null && !r.isNaN()) {
                     b.append(String.format(Locale.ROOT, " ×%.2f", r / us));
@@ -471,7 +548,7 @@ public final class CopiesBench implements Callable<Integer> {
             Case at = null;
             for (Map.Entry<Case, Double> c : e.getValue().entrySet()) {
                 Double r = ref.get(c.getKey());
-                if (r != null && !r.isNaN() && !c.getValue().isNaN() && r / c.getValue() < worst) {
+                if (c.getKey().bytes() > 0 && !c.getKey().isP50() && r != null && !r.isNaN() && !c.getValue().isNaN() && r / c.getValue() < worst) {
                     worst = r / c.getValue();
                     at = c.getKey();
                 }
@@ -488,10 +565,20 @@ public final class CopiesBench implements Callable<Integer> {
         StringBuilder b = new StringBuilder(ResultTable.CSV_HEADER).append('\n');
         Map<Case, Double> ref = medians.getOrDefault(reference, Map.of());
         medians.forEach((t, cases) -> cases.forEach((c, us) -> {
+            if (c.isP50()) {
+                return;
+            }
             Double r = ref.get(c);
             boolean ratio = !t.equals(reference) && r != null && !r.isNaN();
-            b.append(String.format(Locale.ROOT, "%s,%s,per-copy,%.3f,us,%s,%s%n", t, c.workload(), us,
+            b.append(String.format(Locale.ROOT, "%s,%s,%s,%.3f,us,%s,%s%n", t, c.workload(), c.bytes() == 0 ? "per-call" : "per-copy", us,
                     ratio ? reference + "/" + c.workload() : "", ratio ? String.format(Locale.ROOT, "%.4f", us / r) : ""));
+            Double p50 = cases.get(c.p50());
+            if (p50 != null && !p50.isNaN()) {
+                b.append(String.format(Locale.ROOT, "%s,%s,%s,%.3f,us,,%n", t, c.workload(), c.bytes() == 0 ? "per-call-p50" : "per-copy-p50", p50));
+            }
+            if (c.bytes() == 0) {
+                return;
+            }
             b.append(String.format(Locale.ROOT, "%s,%s,throughput,%.4f,GB/s,%s,%s%n", t, c.workload(), gbs(c.bytes(), us),
                     ratio ? reference + "/" + c.workload() : "", ratio ? String.format(Locale.ROOT, "%.4f", r / us) : ""));
         }));

@@ -5,7 +5,11 @@
  * returning only when done) and asynchronous (cuMemcpyHtoDAsync/DtoHAsync on one stream, REPS of them, then
  * one cuStreamSynchronize): after WARM untimed copies, REPS copies timed together on CLOCK_MONOTONIC; one line
  * per case:
- *   copy DIR MEMORY MODE BYTES reps=N us=MICROSECONDS-PER-COPY
+ *   copy DIR MEMORY MODE BYTES reps=N us=MICROSECONDS-PER-COPY [p50=MEDIAN-MICROSECONDS]
+ * (the mean over the batch; synchronous copies are also timed one by one, and p50 is their median)
+ * and first, as the floor of a call that moves no data, cuCtxSynchronize with nothing pending (through GPUsockets
+ * one round trip: the frontend never answers it locally), timed the same way:
+ *   call ctx-synchronize reps=N us=MICROSECONDS-PER-CALL p50=MEDIAN-MICROSECONDS
  * Before the first case, WARMUP untimed copies of the first size in every direction, memory and mode (the
  * frontend's JVM compiles its copy path meanwhile). The bytes that came back are checked once per size (a wrong
  * byte exits 1, naming it).
@@ -42,6 +46,18 @@ static double now_us(void) {
 }
 
 static CUdeviceptr dev;
+static double *lap; /* per-copy times of a synchronous batch, for its median */
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *) a, y = *(const double *) b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the first n entries of lap (sorted in place). */
+static double lap_median(long n) {
+    qsort(lap, (size_t) n, sizeof *lap, by_value);
+    return n % 2 ? lap[n / 2] : (lap[n / 2 - 1] + lap[n / 2]) / 2;
+}
 static CUstream stream;
 
 /* One copy of `bytes` in direction `htod` between `host` and dev. */
@@ -60,16 +76,25 @@ static void measure(int htod, int pinned, int async, unsigned char *host, size_t
     if (async) {
         CHECK(cuStreamSynchronize(stream));
     }
-    double t0 = now_us();
+    double t0 = now_us(), t = t0;
     for (long i = 0; i < reps; i++) {
         copy(htod, async, host, bytes);
+        if (!async) {
+            double now = now_us();
+            lap[i] = now - t;
+            t = now;
+        }
     }
     if (async) {
         CHECK(cuStreamSynchronize(stream));
     }
     double us = (now_us() - t0) / (double) reps;
-    printf("copy %s %s %s %zu reps=%ld us=%.3f\n", htod ? "htod" : "dtoh", pinned ? "pinned" : "pageable",
+    printf("copy %s %s %s %zu reps=%ld us=%.3f", htod ? "htod" : "dtoh", pinned ? "pinned" : "pageable",
            async ? "async" : "sync", bytes, reps, us);
+    if (!async) {
+        printf(" p50=%.3f", lap_median(reps));
+    }
+    printf("\n");
     fflush(stdout);
 }
 
@@ -81,6 +106,15 @@ int main(int argc, char **argv) {
     long long budget = atoll(argv[1]);
     long max_reps = atol(argv[2]);
     long warmup = atol(argv[3]);
+    if (max_reps < 3) {
+        fprintf(stderr, "copies: MAX_REPS %ld is under 3\n", max_reps);
+        return 2;
+    }
+    lap = malloc((size_t) max_reps * sizeof *lap);
+    if (lap == NULL) {
+        fprintf(stderr, "copies: out of memory\n");
+        return 1;
+    }
     size_t max = 0;
     for (int a = 4; a < argc; a++) {
         size_t s = (size_t) atoll(argv[a]);
@@ -117,6 +151,18 @@ int main(int argc, char **argv) {
         }
     }
     CHECK(cuStreamSynchronize(stream));
+    for (long i = 0; i < WARM + warmup; i++) {
+        CHECK(cuCtxSynchronize());
+    }
+    double t0 = now_us(), t = t0;
+    for (long i = 0; i < max_reps; i++) {
+        CHECK(cuCtxSynchronize());
+        double now = now_us();
+        lap[i] = now - t;
+        t = now;
+    }
+    printf("call ctx-synchronize reps=%ld us=%.3f p50=%.3f\n", max_reps, (now_us() - t0) / (double) max_reps,
+           lap_median(max_reps));
     for (int a = 4; a < argc; a++) {
         size_t bytes = (size_t) atoll(argv[a]);
         long reps = (long) (budget / (long long) bytes);

@@ -62,14 +62,16 @@ class CopiesBenchTest {
     @Test
     void readsTheProgramsCaseLinesAndNothingElse() {
         String stdout = """
-                copy htod pageable sync 4096 reps=2000 us=12.500
+                call ctx-synchronize reps=2000 us=7.250 p50=6.000
+                copy htod pageable sync 4096 reps=2000 us=12.500 p50=11.000
                 something else
                 copy dtoh pinned async 1048576 reps=16 us=250.000
                 copy sideways pinned async 1 reps=1 us=1
                 copies done
                 """;
         Map<CopiesBench.Case, Double> got = CopiesBench.parse(stdout);
-        assertEquals(Map.of(HTOD_4K, 12.5, DTOH_1M, 250.0), got);
+        assertEquals(Map.of(CopiesBench.FLOOR, 7.25, CopiesBench.FLOOR.p50(), 6.0, HTOD_4K, 12.5, HTOD_4K.p50(), 11.0, DTOH_1M, 250.0), got);
+        assertEquals(CopiesBench.FLOOR, got.keySet().iterator().next(), "the floor sorts first");
     }
 
     @Test
@@ -93,9 +95,9 @@ class CopiesBenchTest {
 
     private static Map<String, Map<CopiesBench.Case, Double>> sample() {
         Map<String, Map<CopiesBench.Case, Double>> m = new LinkedHashMap<>();
-        m.put("native", new TreeMap<>(Map.of(HTOD_4K, 4.0, DTOH_1M, 100.0)));
+        m.put("native", new TreeMap<>(Map.of(CopiesBench.FLOOR, 2.0, HTOD_4K, 4.0, DTOH_1M, 100.0)));
         m.put("in-process", new TreeMap<>(Map.of(HTOD_4K, 2.0, DTOH_1M, 50.0)));
-        m.put("ring", new TreeMap<>(Map.of(HTOD_4K, 5.0, DTOH_1M, 200.0)));
+        m.put("ring", new TreeMap<>(Map.of(CopiesBench.FLOOR, 4.0, HTOD_4K, 5.0, HTOD_4K.p50(), 4.5, DTOH_1M, 200.0)));
         m.put("tcp", new TreeMap<>(Map.of(HTOD_4K, 10.0)));
         return m;
     }
@@ -105,8 +107,9 @@ class CopiesBenchTest {
         String table = CopiesBench.table(sample(), "native");
         assertTrue(table.startsWith("| copy | size | native | in-process (× native) | ring (× native) | tcp (× native) |\n"), table);
         // 4096 B in 4 µs = 1.02 GB/s; ring 5 µs: 0.82 GB/s, ×0.80 of native
-        assertTrue(table.contains("| htod pageable sync | 4KiB | 4.0 µs 1.02 GB/s | 2.0 µs 2.05 GB/s ×2.00 | 5.0 µs 0.82 GB/s ×0.80 | 10.0 µs 0.41 GB/s ×0.40 |"),
+        assertTrue(table.contains("| htod pageable sync | 4KiB | 4.0 µs 1.02 GB/s | 2.0 µs 2.05 GB/s ×2.00 | 5.0 µs (p50 4.5) 0.82 GB/s ×0.80 | 10.0 µs 0.41 GB/s ×0.40 |"),
                 table);
+        assertTrue(table.contains("| call ctx-synchronize | - | 2.0 µs | - | 4.0 µs ×0.50 | - |"), table);
         assertTrue(table.contains("| dtoh pinned async | 1MiB | 100.0 µs 10.49 GB/s | 50.0 µs 20.97 GB/s ×2.00 | 200.0 µs 5.24 GB/s ×0.50 | - |"), table);
     }
 
@@ -125,6 +128,10 @@ class CopiesBenchTest {
         String csv = CopiesBench.csv(sample(), "native");
         assertTrue(csv.startsWith(ResultTable.CSV_HEADER + "\n"), csv);
         assertTrue(csv.contains("native,copy-htod-pageable-sync-4KiB,per-copy,4.000,us,,\n"), csv);
+        assertTrue(csv.contains("ring,call-ctx-synchronize,per-call,4.000,us,native/call-ctx-synchronize,2.0000\n"), csv);
+        assertTrue(!csv.contains("call-ctx-synchronize,throughput"), csv);
+        assertTrue(csv.contains("ring,copy-htod-pageable-sync-4KiB,per-copy-p50,4.500,us,,\n"), csv);
+        assertTrue(!csv.contains("/p50"), csv);
         assertTrue(csv.contains("ring,copy-htod-pageable-sync-4KiB,per-copy,5.000,us,native/copy-htod-pageable-sync-4KiB,1.2500\n"), csv);
         assertTrue(csv.contains("ring,copy-htod-pageable-sync-4KiB,throughput,0.8192,GB/s,native/copy-htod-pageable-sync-4KiB,0.8000\n"), csv);
     }
