@@ -65,17 +65,38 @@ final class ProgramRuns {
     }
 
     /**
-     * The environment of a native run: the real driver's folder first on the loader's path where {@code libcuda} (the
-     * real libcuda.so.1 or the file it links to, as {@code NativeLibrary.path()} names it) has one, else the loader's own
-     * search (LD_LIBRARY_PATH removed).
+     * The environment of a native run: the real driver's folder first on the loader's path, that of {@code libcuda}
+     * (the real libcuda.so.1 as given) where it names one, else that of the libcuda this process has mapped (the
+     * backend's driver, loaded by name), else this process's own LD_LIBRARY_PATH, if any (the loader's search).
      */
     static Map<String, String> nativeEnv(String libcuda) {
         Map<String, String> env = new LinkedHashMap<>();
         Path dir = libcuda == null ? null : Path.of(libcuda).getParent();
+        if (dir == null) {
+            dir = mappedLibcudaDir();
+        }
         if (dir != null) {
             env.put("LD_LIBRARY_PATH", dir.toAbsolutePath().toString());
+        } else if (System.getenv("LD_LIBRARY_PATH") != null) {
+            env.put("LD_LIBRARY_PATH", System.getenv("LD_LIBRARY_PATH"));
         }
         return env;
+    }
+
+    /** The folder of a libcuda.so* mapped into this process (/proc/self/maps), or null. */
+    static Path mappedLibcudaDir() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
+                String[] fields = line.trim().split("\\s+", 6);
+                if (fields.length == 6 && fields[5].startsWith("/")
+                        && Path.of(fields[5]).getFileName().toString().startsWith("libcuda.so")) {
+                    return Path.of(fields[5]).getParent();
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            // not Linux, or /proc hidden: the loader's own search
+        }
+        return null;
     }
 
     /**
