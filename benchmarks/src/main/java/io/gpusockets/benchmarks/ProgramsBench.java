@@ -30,7 +30,8 @@ import picocli.CommandLine.Option;
  * {@code bench programs} (issue 26 item 5): the wall time, from exec to exit, of the short test programs (the C
  * driver-API programs of {@code frontend/native/tests/programs.list} and the runtime-API programs of
  * {@code runtime/programs.list}) natively where the device is the real GPU and through GPUsockets' libcuda.so.1 over
- * each transport against an in-process backend, in interleaved rounds (every program on every target, then again),
+ * each transport against an in-process backend, in interleaved rounds (every program on every target, then again,
+ * after one unmeasured run of the first program on each target),
  * with a table of medians and each transport's ratio to native (issue 26: ≤ 1.3× over ring, ≤ 1.5× over tcp on the
  * GPU). The programs are built by {@code scripts/gpu-programs --build-only} (its build, its lists and its placeholders:
  * this class builds nothing itself) and listed in its {@code programs.tsv}; outputs are not compared here (gpu-programs
@@ -187,6 +188,16 @@ public final class ProgramsBench implements Callable<Integer> {
                     targets.put(scheme, ProgramRuns.remoteEnv(library, uri));
                 }
                 Path work = Files.createDirectories(tmp.resolve("run"));
+                if (!list.isEmpty()) {
+                    // one unmeasured run of the first program per target: the first start of a process pays for cold caches
+                    for (Map.Entry<String, Map<String, String>> t : targets.entrySet()) {
+                        Map<String, String> env = new LinkedHashMap<>(t.getValue());
+                        env.putAll(list.getFirst().env());
+                        ProgramRuns.Run r = ProgramRuns.run(list.getFirst().command(), env, work, timeout);
+                        console.printf(Locale.ROOT, "[%s] unmeasured first run of %s: exit %d, %.0f ms%n", t.getKey(),
+                                list.getFirst().label(), r.exit(), r.wallMs());
+                    }
+                }
                 long longest = 0;
                 for (int round = 1; round <= n; round++) {
                     long roundStart = System.nanoTime();
