@@ -9,16 +9,27 @@
  * PREFIX/runtime and every PREFIX/lib/NAME.jar (the layout of scripts/install-frontend and the bundle).
  * The JVM starts from PREFIX/lib/gpusockets.jsa (a CDS archive) when it exists; one made for other
  * jars or another runtime is skipped quietly. GPUSOCKETS_TRACE_STARTUP=1 makes cuInit print one line
- * saying where the start went (StartupTrace.java).
+ * saying where the start went (StartupTrace.java); GPUSOCKETS_EARLY_START=1 makes the library's
+ * constructor begin all of it on a detached thread (start_early()), with the first calls' stubs. When GPUSOCKETS_SERVER names a unix:// or ring://
+ * socket that does not exist, cuInit fails at once without the JVM (probe(), frontend/README.md).
  *
- * Measured (2-core VM, device_query against an emulated backend): a JDK 25 AOT cache (-XX:AOTCache,
- * JEP 483/515) works here too but started no faster than the CDS archive and used more CPU (its
- * profiles bring compiles forward), so the CDS archive stays.
+ * PREFIX/lib/gpusockets.aot, a JDK 25 AOT cache (-XX:AOTCache, JEP 483/514/515), is taken instead
+ * when it exists; nothing makes one by default. GPUSOCKETS_AOT_RECORD=FILE records an AOT
+ * configuration of a real program's run (-XX:AOTMode=record) for `java -XX:AOTMode=create`
+ * (frontend/README.md). Recording from this embedded JVM used to produce nothing: the JVM writes the
+ * configuration (classes, method profiles) on its own exit path (DestroyJavaVM, System.exit), which
+ * a C program's exit() never takes; at_exit() now calls DestroyJavaVM when recording. Measured
+ * (2-core box at load ~9, startup_driver.c over unix, 8 interleaved runs, process CPU time medians,
+ * since wall times swung 0.6-5 s with the load): CDS archive trained by NativeTraining 0.41 s, VmHWM
+ * 58.6 MB; AOT cache trained by NativeTraining 0.435 s, 58.3 MB; AOT cache recorded from the program
+ * itself 0.39 s, 54.2 MB. Within the noise of that box for time, so install-frontend keeps making
+ * the CDS archive.
  */
 #define _GNU_SOURCE
 #include "gpusockets.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <jni.h>
 #include <limits.h>
@@ -26,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,15 +50,32 @@ static void *upcalls[GPUS_MAX_FUNCTIONS];
 typedef void *(*resolve_fn)(int index);
 static resolve_fn resolve;
 static int booted;
+/* Set by probe() below: the backend named cannot be there. cuInit then answers CUDA_ERROR_NO_DEVICE
+ * with the message the frontend would print, without the JVM; any other call starts the JVM, told
+ * (-Dgpusockets.frontend.unreachable) to answer as after a failed connect without connecting. */
+static int unreachable;
+static int boot_started; /* boot() has begun: the probe no longer runs */
 
 /* At the program's exit: the resolver's entry -1 (NativeEntry), which ends a resumable session with
  * GOODBYE, so that the backend does not keep it waiting for a resume that cannot come. */
+static JavaVM *recording_vm; /* GPUSOCKETS_AOT_RECORD: the JVM whose exit writes the AOT configuration */
+
+static pid_t boot_pid; /* the process whose JVM this is: a fork()ed child has none of its threads */
+
 static void at_exit(void) {
+    if (getpid() != boot_pid) {
+        return; /* a fork()ed child: an upcall into the parent's JVM would never return */
+    }
     if (booted && resolve != NULL) {
         void (*goodbye)(void) = (void (*)(void)) resolve(-1);
         if (goodbye != NULL) {
             goodbye();
         }
+    }
+    if (recording_vm != NULL) {
+        /* the JVM writes what -XX:AOTMode=record saw only on its own exit path, which a C program's
+         * exit() never takes: DestroyJavaVM does (from this thread, attached by it) */
+        (*recording_vm)->DestroyJavaVM(recording_vm);
     }
 }
 static char boot_error[1024];
@@ -129,7 +158,8 @@ static char *jar_class_path(const char *prefix) {
 struct boot_args {
     char java_home[PATH_MAX];
     char *class_path;
-    char archive[PATH_MAX]; /* PREFIX/lib/gpusockets.jsa when it exists, else empty */
+    char archive[PATH_MAX]; /* PREFIX/lib/gpusockets.aot or .jsa when one exists, else empty */
+    int aot;                /* archive is an AOT cache (-XX:AOTCache) */
     int trace;              /* GPUSOCKETS_TRACE_STARTUP set */
     long long started_ns;   /* CLOCK_MONOTONIC at the first call, for the trace */
 };
@@ -162,28 +192,46 @@ static void *boot_thread(void *arg) {
     }
     snprintf(cp_option, cp_len, "-Djava.class.path=%s", a->class_path);
     char archive_option[PATH_MAX + 32];
-    snprintf(archive_option, sizeof archive_option, "-XX:SharedArchiveFile=%s", a->archive);
+    snprintf(archive_option, sizeof archive_option, a->aot ? "-XX:AOTCache=%s" : "-XX:SharedArchiveFile=%s", a->archive);
     /* the Java side's trace takes our times: CLOCK_MONOTONIC, as System.nanoTime */
     char trace_option[96];
     snprintf(trace_option, sizeof trace_option, "-Dgpusockets.startup.trace=%lld,%lld", a->started_ns, monotonic_ns());
     JavaVMOption options[] = {
         {a->archive[0] ? archive_option : "-Xshare:auto", NULL}, /* classes of the frontend, pre-parsed */
-        {"-Xlog:cds=off,cds+dynamic=off", NULL},     /* a stale archive is skipped quietly */
+        {"-Xlog:cds=off,cds+dynamic=off,aot=off", NULL}, /* a stale archive is skipped quietly */
         {cp_option, NULL},
         {"-Xrs", NULL},                              /* leave the program's signals alone */
         {"--enable-native-access=ALL-UNNAMED", NULL},
         {"-XX:+UseSerialGC", NULL},                  /* few threads, small footprint */
         {"-XX:-UsePerfData", NULL},                  /* no hsperfdata file in the program's /tmp */
         {"-Xss2m", NULL},
+        /* a small first heap: the young generation starts small and is collected instead of spread over
+         * fresh pages (by hand, 2-core box, unix: VmHWM 72.1 -> 58.4 MB; -Xmx64m, -XX:ReservedCodeCacheSize=16m,
+         * -XX:CICompilerCount=1, -XX:MaxMetaspaceSize=64m, -Xss512k and -XX:ArchiveRelocationMode=0 each
+         * changed it by less than 1 MB). Not below 4 MB: with -Xms2m the archive's heap objects do not fit,
+         * so the JVM builds the module graph itself, and an AOT cache is refused (the JVM does not start).
+         * The heap still grows to the default maximum. */
+        {"-Xms4m", NULL},
         /* C1 only: a short program's first calls no longer wait behind C2 compiles (device_query
          * 160 -> 120 ms wall, 250 -> 190 ms CPU; memory_roundtrip 1180 -> 990 ms); the per-call Java
          * path is small and C1 code serves it. _JAVA_OPTIONS=-XX:TieredStopAtLevel=4 brings C2 back. */
         {"-XX:TieredStopAtLevel=1", NULL},
+        {"-Dgpusockets.frontend.unreachable=true", NULL}, /* left out unless the probe found no backend */
         {trace_option, NULL},                        /* last: left out unless tracing */
     };
+    if (!unreachable) {
+        options[sizeof options / sizeof options[0] - 2] = options[sizeof options / sizeof options[0] - 1];
+    }
+    const char *record = getenv("GPUSOCKETS_AOT_RECORD");
+    char record_option[PATH_MAX + 32];
+    if (record != NULL && *record) {
+        snprintf(record_option, sizeof record_option, "-XX:AOTConfiguration=%s", record);
+        options[0].optionString = "-XX:AOTMode=record";
+        options[1].optionString = record_option;
+    }
     JavaVMInitArgs init = {
         .version = JNI_VERSION_10,
-        .nOptions = (jint) (sizeof options / sizeof options[0]) - (a->trace ? 0 : 1),
+        .nOptions = (jint) (sizeof options / sizeof options[0]) - (a->trace ? 0 : 1) - (unreachable ? 0 : 1),
         .options = options,
         .ignoreUnrecognized = JNI_FALSE,
     };
@@ -209,13 +257,92 @@ static void *boot_thread(void *arg) {
         fail("the GPUsockets frontend gave no resolver%s%s", NULL, NULL);
     } else {
         booted = 1;
+        boot_pid = getpid();
+        if (record != NULL && *record) {
+            recording_vm = vm;
+        }
         atexit(at_exit);
     }
     (*vm)->DetachCurrentThread(vm);
     return NULL;
 }
 
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+static int blank(const char *v) {
+    return v == NULL || *v == '\0';
+}
+
+/* Whether NAME matches [A-Za-z0-9._-]+ and is not . or .. (RingAddress's rule). */
+static int ring_name(const char *name) {
+    if (*name == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        return 0;
+    }
+    for (const char *c = name; *c; c++) {
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/*
+ * Before the JVM starts for cuInit: whether GPUSOCKETS_SERVER names one unix:///PATH or ring://NAME
+ * whose socket file does not exist, so that the connect the frontend would make must fail, and how
+ * it would say so (its message, byte for byte). Only where nothing else could change that outcome or
+ * message: the variable is set in the environment (it wins over the config file), nothing can hand
+ * the JVM other properties (_JAVA_OPTIONS, JAVA_TOOL_OPTIONS), there is no config file
+ * (/etc/gpusockets/frontend.conf) and GPUSOCKETS_PSK_FILE and GPUSOCKETS_CONNECT_TIMEOUT_MS, which
+ * the frontend reads before connecting, are unset or valid. A socket file that exists (a listener
+ * or a stale one) is left to the frontend: probing it would connect to the backend.
+ */
+static void probe(void) {
+    const char *server = getenv("GPUSOCKETS_SERVER");
+    if (blank(server) || !blank(getenv("_JAVA_OPTIONS")) || !blank(getenv("JAVA_TOOL_OPTIONS"))
+        || access("/etc/gpusockets/frontend.conf", F_OK) == 0) {
+        return;
+    }
+    const char *psk = getenv("GPUSOCKETS_PSK_FILE");
+    struct stat st;
+    if (!blank(psk) && (stat(psk, &st) != 0 || !S_ISREG(st.st_mode) || access(psk, R_OK) != 0)) {
+        return;
+    }
+    const char *timeout = getenv("GPUSOCKETS_CONNECT_TIMEOUT_MS");
+    if (timeout != NULL) {
+        size_t n = strlen(timeout);
+        if (n == 0 || n > 18 || strspn(timeout, "0123456789") != n || strspn(timeout, "0") == n) {
+            return;
+        }
+    }
+    if (strpbrk(server, " \t\r\n\f\v,") != NULL) {
+        return;
+    }
+    char socket_path[PATH_MAX];
+    const char *message;
+    if (strncmp(server, "unix:///", 8) == 0) {
+        const char *path = server + 7;
+        if (strlen(path) >= 108) {
+            return;
+        }
+        snprintf(socket_path, sizeof socket_path, "%s", path);
+        message = "cannot connect to %s: No such file or directory; cuInit returns CUDA_ERROR_NO_DEVICE";
+    } else if (strncmp(server, "ring://", 7) == 0 && ring_name(server + 7)) {
+        if (snprintf(socket_path, sizeof socket_path, "/tmp/gpusockets-ring-%s.sock", server + 7) > 107) {
+            return;
+        }
+        message = "nobody listens on %s (no socket at %s); cuInit returns CUDA_ERROR_NO_DEVICE";
+    } else {
+        return;
+    }
+    if (stat(socket_path, &st) == 0 || errno != ENOENT) {
+        return;
+    }
+    snprintf(boot_error, sizeof boot_error, message, server, socket_path);
+    unreachable = 1;
+}
+
 static void boot(void) {
+    __atomic_store_n(&boot_started, 1, __ATOMIC_RELEASE);
     if (gpus_function_count > GPUS_MAX_FUNCTIONS) {
         fail("too many API functions%s%s", NULL, NULL);
         return;
@@ -236,9 +363,14 @@ static void boot(void) {
         return;
     }
     a.archive[0] = '\0';
+    a.aot = 0;
     if (have_prefix) {
         char archive[PATH_MAX];
-        snprintf(archive, sizeof archive, "%s/lib/gpusockets.jsa", prefix);
+        snprintf(archive, sizeof archive, "%s/lib/gpusockets.aot", prefix);
+        a.aot = access(archive, R_OK) == 0;
+        if (!a.aot) {
+            snprintf(archive, sizeof archive, "%s/lib/gpusockets.jsa", prefix);
+        }
         if (access(archive, R_OK) == 0) {
             snprintf(a.archive, sizeof a.archive, "%s", archive);
         }
@@ -263,10 +395,83 @@ static void boot(void) {
     free(a.class_path);
 }
 
+/* GPUSOCKETS_EARLY_START=1: the library's constructor began the start (probe, JVM, connection) on a
+ * thread of its own, to overlap the program's own start. */
+static int early_start;
+/* a call of the program's own has reached gpus_entry */
+static int program_called;
+/* this process is a fork()ed child of one whose early start had begun before any CUDA call: its JVM
+ * (if any) is not usable here, and another cannot be started in this process */
+static int forked_off;
+
+/* What a program nearly always calls first: their upcall stubs are made ahead by an early start. */
+static const char *const first_calls[] = {"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuCtxCreate", "cuCtxCreate_v2",
+                                          "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxGetCurrent", "cuMemAlloc"};
+
+static void *early_thread(void *arg) {
+    (void) arg;
+    pthread_once(&probe_once, probe);
+    if (unreachable) {
+        return NULL;
+    }
+    pthread_once(&boot_once, boot);
+    for (int i = 0; booted && i < gpus_function_count; i++) {
+        for (size_t k = 0; k < sizeof first_calls / sizeof first_calls[0]; k++) {
+            if (strcmp(gpus_function_names[i], first_calls[k]) == 0 && __atomic_load_n(&upcalls[i], __ATOMIC_ACQUIRE) == NULL) {
+                void *fn = resolve(i);
+                __atomic_store_n(&upcalls[i], fn, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void after_fork_in_child(void) {
+    if (__atomic_load_n(&early_start, __ATOMIC_RELAXED) && !__atomic_load_n(&program_called, __ATOMIC_RELAXED)) {
+        forked_off = 1;
+        memset(upcalls, 0, sizeof upcalls); /* stubs made ahead lead into the parent's JVM: none here */
+        snprintf(boot_error, sizeof boot_error, "%s",
+                 "this process was fork()ed from one whose GPUsockets frontend had started early (GPUSOCKETS_EARLY_START=1),"
+                 " and a forked child cannot use it; unset GPUSOCKETS_EARLY_START for programs that fork before their first"
+                 " CUDA call and call CUDA in the children");
+    }
+}
+
+__attribute__((constructor)) static void start_early(void) {
+    const char *e = getenv("GPUSOCKETS_EARLY_START");
+    if (e == NULL || strcmp(e, "1") != 0) {
+        return;
+    }
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+    pthread_attr_t attr;
+    pthread_t thread;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    __atomic_store_n(&early_start, 1, __ATOMIC_RELAXED);
+    if (pthread_create(&thread, &attr, early_thread, NULL) != 0) {
+        __atomic_store_n(&early_start, 0, __ATOMIC_RELAXED); /* the first call starts it, as without the variable */
+    }
+    pthread_attr_destroy(&attr);
+}
+
 void *gpus_entry(int index) {
     void *fn = __atomic_load_n(&upcalls[index], __ATOMIC_ACQUIRE);
     if (fn != NULL) {
         return fn;
+    }
+    if (forked_off) {
+        return NULL; /* gpus_unavailable says why, once */
+    }
+    if (!__atomic_load_n(&program_called, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&program_called, 1, __ATOMIC_RELAXED);
+    }
+    if (index >= 0 && index < gpus_function_count && strcmp(gpus_function_names[index], "cuInit") == 0) {
+        if (!__atomic_load_n(&boot_started, __ATOMIC_ACQUIRE)) {
+            pthread_once(&probe_once, probe);
+        }
+        if (unreachable) {
+            return NULL; /* gpus_unavailable: CUDA_ERROR_NO_DEVICE, the message once */
+        }
     }
     pthread_once(&boot_once, boot);
     if (!booted || index < 0 || index >= gpus_function_count) {

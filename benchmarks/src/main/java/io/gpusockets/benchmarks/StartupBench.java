@@ -84,6 +84,20 @@ public final class StartupBench implements Callable<Integer> {
     @Option(names = "--out", paramLabel = "DIR", description = "Also write DIR/results.csv and DIR/summary.md.")
     Path out;
 
+    @Option(names = "--stand-in",
+            description = "No GPU needed: a small driver-API program (gcc) against a stand-in libcuda.so.1 that answers at once,"
+                    + " against ours over each transport and with no backend; prints the frontend's own start, the no-backend"
+                    + " wall time and VmHWM/VmRSS over the stand-in's (StandInStartup; writes DIR/standin.* with --out).")
+    boolean standIn;
+
+    @Option(names = "--work-ms", paramLabel = "MS", defaultValue = "0",
+            description = "With --stand-in: the program spends MS ms of CPU before its first CUDA call (its own start). Default: ${DEFAULT-VALUE}.")
+    int workMs;
+
+    @Option(names = "--early-start",
+            description = "With --stand-in: also each transport with GPUSOCKETS_EARLY_START=1 (the JVM and connection start as the library loads).")
+    boolean earlyStart;
+
     private final PrintStream console = System.out;
 
     /** One run's figures as the program printed them (NaN where it printed none). */
@@ -105,6 +119,14 @@ public final class StartupBench implements Callable<Integer> {
     @Override
     public Integer call() throws Exception {
         int n = quick ? 3 : runs;
+        if (standIn) {
+            Path library = frontendPrefix != null ? frontendPrefix.resolve("lib") : libraryDir != null ? libraryDir : checkoutLibrary();
+            if (library == null || !Files.isRegularFile(library.resolve("libcuda.so.1"))) {
+                console.println("bench startup: GPUsockets' libcuda.so.1 not found (--library-dir, or build frontend/ in a checkout)");
+                return 2;
+            }
+            return new StandInStartup(console, workMs, earlyStart).run(n, transports, library, frontendPrefix == null, device.open(libcuda), out);
+        }
         Path compiler = findNvcc();
         if (compiler == null) {
             console.println("bench startup: nvcc not found (--nvcc, -Dgpusockets.nvcc, PATH, /usr/local/cuda/bin/nvcc)");
@@ -200,7 +222,7 @@ public final class StartupBench implements Callable<Integer> {
         return candidates.stream().filter(Files::isExecutable).findFirst().orElse(null);
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    static void deleteTree(Path dir) throws IOException {
         try (java.util.stream.Stream<Path> paths = Files.walk(dir)) {
             for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(p);
@@ -212,7 +234,7 @@ public final class StartupBench implements Callable<Integer> {
      * The program's environment through GPUsockets: our libcuda.so.1 first and, unless it is an install that
      * finds its own ({@code thisJvm} false), this JVM's runtime and class path for it.
      */
-    private static Map<String, String> remoteEnv(Path library, String uri, boolean localAnswers, boolean thisJvm) {
+    static Map<String, String> remoteEnv(Path library, String uri, boolean localAnswers, boolean thisJvm) {
         Map<String, String> env = new LinkedHashMap<>();
         env.put("LD_LIBRARY_PATH", library.toAbsolutePath().toString());
         env.put("GPUSOCKETS_SERVER", uri);

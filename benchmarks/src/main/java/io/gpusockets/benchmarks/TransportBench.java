@@ -49,9 +49,16 @@ public final class TransportBench implements Callable<Integer> {
             description = "Driver of the in-process backend. Default: ${DEFAULT-VALUE}.")
     DeviceChoice device;
 
+    @Option(names = "--busy", paramLabel = "N", defaultValue = "0",
+            description = "Also measure every round trip again while N busy-spinning processes run (cores oversubscribed),"
+                    + " as rows WORKLOAD@busyN; with --out, busy.png plots quiet against busy. Default: ${DEFAULT-VALUE}.")
+    int busy;
+
     private final PrintStream console = System.out;
     /** CPU µs per round trip of each round-trip workload, by "scheme/workload" (both ends run in this process). */
     private final Map<String, Double> cpuPerRoundTrip = new LinkedHashMap<>();
+    /** Per scheme: CPU of this process while everything stays connected and nothing is sent, in % of one core. */
+    private final Map<String, Double> idleCpuPercent = new LinkedHashMap<>();
 
     /** Iteration counts; {@code --quick} divides them. */
     record Sizes(int pingWarmup, int pings, int streamWarmup, int streamChunks, int copyWarmup, int copies) {
@@ -70,6 +77,10 @@ public final class TransportBench implements Callable<Integer> {
 
     @Override
     public Integer call() throws Exception {
+        if (busy < 0 || busy > 4 * Runtime.getRuntime().availableProcessors()) {
+            throw new CommandLine.ParameterException(new CommandLine(this), "--busy must be 0.."
+                    + 4 * Runtime.getRuntime().availableProcessors() + ": --busy=" + busy);
+        }
         Sizes sizes = quick ? Sizes.QUICK : Sizes.FULL;
         List<String> wanted = schemes != null ? schemes : defaultSchemes();
         ResultTable table = new ResultTable();
@@ -114,6 +125,9 @@ public final class TransportBench implements Callable<Integer> {
             Files.createDirectories(out);
             Files.writeString(out.resolve("results.csv"), table.csv());
             Files.writeString(out.resolve("results.md"), markdown(machine, table, verdicts, notes) + "\n```\n" + cpu + "```\n");
+            if (busy > 0) {
+                Plots.png(out.resolve("busy.png"), () -> busyChart(table, busy));
+            }
             console.println("bench-transports: wrote " + out.resolve("results.csv") + " and " + out.resolve("results.md"));
         }
         return failed ? 1 : 0;
@@ -161,6 +175,42 @@ public final class TransportBench implements Callable<Integer> {
                                 e.getKey(), latency(l), cpuMicros));
                     }
                     return "done" + summary;
+                });
+            }
+            if (busy > 0 && !pingPongs.isEmpty()) {
+                ok &= step(scheme, "round trips again with " + busy + " busy processes: " + s.pings() + " measured each, in "
+                        + ROUNDS + " interleaved rounds", notes, () -> {
+                    Map<String, Long> cpu = new LinkedHashMap<>();
+                    Map<String, Histogram> h;
+                    try (BusyLoad load = BusyLoad.start(busy)) {
+                        h = interleave(pingPongs, s.pingWarmup() / 10, s.pings(), cpu);
+                    }
+                    StringBuilder summary = new StringBuilder();
+                    for (var e : h.entrySet()) {
+                        Latency l = Latency.of(e.getValue());
+                        String[] base = baselines(e.getKey(), plainSocket);
+                        for (int i = 0; i < base.length; i++) {
+                            base[i] = busyName(base[i], busy);
+                        }
+                        table.add(Measurement.latency(scheme, busyName(e.getKey(), busy), l, base));
+                        double cpuMicros = cpu.get(e.getKey()) / 1e3 / l.count();
+                        cpuPerRoundTrip.put(scheme + "/" + busyName(e.getKey(), busy), cpuMicros);
+                        summary.append(String.format(Locale.ROOT, "%n    %-28s %s, cpu %.2f µs per round trip",
+                                busyName(e.getKey(), busy), latency(l), cpuMicros));
+                    }
+                    return "done" + summary;
+                });
+            }
+            if (!pingPongs.isEmpty()) {
+                long idleMillis = quick ? 1_000 : 5_000;
+                ok &= step(scheme, "idle CPU over " + idleMillis + " ms (every connection open, nothing sent)", notes, () -> {
+                    Thread.sleep(200); // the last round trip's waiters finish their spin and sleep
+                    long c0 = processCpuNanos();
+                    long t0 = System.nanoTime();
+                    Thread.sleep(idleMillis);
+                    double percent = 100.0 * (processCpuNanos() - c0) / (System.nanoTime() - t0);
+                    idleCpuPercent.put(scheme, percent);
+                    return String.format(Locale.ROOT, "%.2f%% of a core", percent);
                 });
             }
             ok &= step(scheme, Workloads.STREAM + " (" + s.streamChunks() + " MiB over the Connection)", notes, () -> {
@@ -270,6 +320,54 @@ public final class TransportBench implements Callable<Integer> {
         };
     }
 
+    /** A round-trip workload's name when measured with {@code n} busy processes running. */
+    static String busyName(String workload, int n) {
+        return workload + "@busy" + n;
+    }
+
+    /**
+     * busy.png: per scheme, the null call's and the raw ping-pongs' p50 quiet and with {@code n} busy processes
+     * (log scale: a quiet ring call and a busy one differ by an order of magnitude or more).
+     */
+    static org.knowm.xchart.CategoryChart busyChart(ResultTable table, int n) {
+        List<String> schemes = table.transports();
+        List<String> workloads = List.of(Workloads.NULL_CALL, Workloads.FRAME_PING_PONG, Workloads.SOCKET_PING_PONG);
+        var chart = new org.knowm.xchart.CategoryChartBuilder().width(1000).height(600)
+                .title("Round trip p50, without and with " + n + " busy processes (" + Runtime.getRuntime().availableProcessors()
+                        + " cores)")
+                .xAxisTitle("transport").yAxisTitle("p50 µs (log)").build();
+        chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE)
+                .setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideE);
+        chart.getStyler().setOverlapped(false);
+        double low = Double.MAX_VALUE;
+        double high = 0;
+        for (String w : workloads) {
+            for (String name : List.of(w, busyName(w, n))) {
+                List<Double> y = new ArrayList<>();
+                boolean any = false;
+                for (String scheme : schemes) {
+                    double v = table.find(scheme, name).filter(m -> m.latency() != null)
+                            .map(m -> m.latency().p50Micros()).orElse(0.0);
+                    any |= v > 0;
+                    if (v > 0) {
+                        low = Math.min(low, v);
+                        high = Math.max(high, v);
+                    }
+                    y.add(v > 0 ? v : null);
+                }
+                if (any) {
+                    chart.addSeries(name.equals(w) ? w : w + ", " + n + " busy", schemes, y);
+                }
+            }
+        }
+        if (chart.getSeriesMap().isEmpty()) {
+            return null;
+        }
+        chart.getStyler().setYAxisLogarithmic(true).setYAxisMin(Math.pow(10, Math.floor(Math.log10(low))))
+                .setYAxisMax(Math.pow(10, Math.ceil(Math.log10(high * 1.01))));
+        return chart;
+    }
+
     private interface Step {
         String run() throws Exception;
     }
@@ -349,6 +447,10 @@ public final class TransportBench implements Callable<Integer> {
             t.append(String.format(Locale.ROOT, "cpu-per-round-trip %-8s socket %s  frame %s  null-call %s  own %s%n",
                     scheme, cpuMicros(sock), cpuMicros(frame), cpuMicros(nul),
                     nul != null && frame != null ? cpuMicros(nul - frame) : "-"));
+        }
+        for (var e : idleCpuPercent.entrySet()) {
+            t.append(String.format(Locale.ROOT, "idle-cpu %-8s %.2f%% of a core (this whole process, every connection open, nothing sent)%n",
+                    e.getKey(), e.getValue()));
         }
         if (t.isEmpty()) {
             return "";

@@ -14,7 +14,6 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
-import io.gpusockets.protocol.api.StableWindows;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
@@ -41,12 +40,11 @@ import org.junit.jupiter.api.Timeout;
 class CheckpointGraphMemoryTest extends CheckpointTestSupport {
     private static final int N = 128;
     private static final long BIG = 1L << 20;
-    private static final long WINDOWS_BASE = StableWindows.base(), WINDOWS_END = StableWindows.end();
     private static final int TYPE_MEM_ALLOC = 10, TYPE_MEM_FREE = 11;
     private static final int USED_MEM_CURRENT = 0, RESERVED_MEM_CURRENT = 2;
 
     private static boolean inWindows(long p) {
-        return p >= WINDOWS_BASE && p < WINDOWS_END;
+        return io.gpusockets.protocol.api.ManagedRange.inGuest(p); // the windows lie in the guest's managed range
     }
 
     /** CUDA_MEM_ALLOC_NODE_PARAMS for {@code bytes} on device 0, read-write for device 0. */

@@ -267,6 +267,108 @@ class CheckpointRestoreTest extends CheckpointTestSupport {
         }
     }
 
+    /**
+     * Managed memory (issue 25) across a checkpoint with stop and a restore in another backend on a new device: written
+     * by the CPU (sent before a launch), by a kernel (fetched by the CPU, CLEAN), and by the CPU after the last launch
+     * (DIRTY in the guest at the checkpoint: the guest keeps it and sends it at the first GPU work after the resume),
+     * with an absent page fetched from the restored device; the allocation comes back managed at its address (range
+     * attributes, prefetch), and mapped host memory too. Every value equals the uninterrupted program's.
+     */
+    @Test
+    void managedMemoryComesBackAtItsAddressWithWhatTheCpuAndTheGpuWrote() throws Exception {
+        managedRoundTrip(this::server, "m.sock");
+    }
+
+    /** As {@link #managedMemoryComesBackAtItsAddressWithWhatTheCpuAndTheGpuWrote}, in isolation mode process. */
+    @Test
+    void inIsolationModeProcessManagedMemoryComesBackInTheRestoredWorker() throws Exception {
+        managedRoundTrip(this::processServer, "mp.sock");
+    }
+
+    @FunctionalInterface
+    private interface Servers {
+        BackendServer make(EmulatedDevice device) throws java.io.IOException;
+    }
+
+    private void managedRoundTrip(Servers servers, String socket) throws Exception {
+        Path sock = dir.resolve(socket);
+        Path image = dir.resolve(socket + ".ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = servers.make(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        long page = 4096;
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Program p = new Program(d);
+            p.build();
+            Cuda cu = p.cu;
+            long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+            java.lang.foreign.MemorySegment c = cu.cell();
+            long size = 4 * page;
+            Cuda.ok(d.cuMemAllocManaged(c, size, 1), "cuMemAllocManaged");
+            long m = c.get(JAVA_LONG, 0);
+            Cuda.ok(d.cuMemHostAlloc(c, page, 2), "cuMemHostAlloc DEVICEMAP");
+            long host = c.get(JAVA_LONG, 0);
+            java.lang.foreign.MemorySegment cpu = java.lang.foreign.MemorySegment.ofAddress(m).reinterpret(size);
+            d.prepareManagedAccess(m, page, true);
+            for (long i = 0; i < page; i += 4) {
+                cpu.set(JAVA_INT, i, (int) (i * 3 + 7)); // page 0: the CPU's, sent at the launch
+            }
+            int n = (int) (3 * page / 4);
+            Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                    cu.params(cu.u64(m + page), cu.u32(0xC0DE), cu.u32(n)), java.lang.foreign.MemorySegment.NULL), "fill");
+            Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+            d.prepareManagedAccess(m + page, page, false);
+            assertEquals(0xC0DE, cpu.get(JAVA_INT, page + 8), "page 1: the kernel's, fetched (CLEAN)");
+            d.prepareManagedAccess(m + 2 * page, page, true);
+            cpu.set(JAVA_INT, 2 * page, 0xD1D1); // page 2: DIRTY in the guest at the checkpoint
+            java.lang.foreign.MemorySegment hostMem = java.lang.foreign.MemorySegment.ofAddress(host).reinterpret(page);
+            d.prepareManagedAccess(host, page, true);
+            hostMem.set(JAVA_INT, 0, 0x4051);
+            p.walk();
+
+            long id = onlySession(serverA);
+            serverA.checkpoint(id, image, true, null);
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+            try (BackendServer serverB = servers.make(b)) {
+                assertEquals(id, serverB.restore(image, null));
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                p.check(); // the program resumes on B here
+                java.lang.foreign.MemorySegment data = cu.cell().fill((byte) 0);
+                Cuda.ok(d.cuPointerGetAttribute(data, 8, m + 100), "IS_MANAGED");
+                assertEquals(1, data.get(JAVA_INT, 0), "managed again after the restore");
+                d.prepareManagedAccess(m, size, false);
+                for (long i = 0; i < page; i += 4) {
+                    assertEquals((int) (i * 3 + 7), cpu.get(JAVA_INT, i), "page 0 at +" + i);
+                }
+                assertEquals(0xC0DE, cpu.get(JAVA_INT, page + 8), "page 1");
+                assertEquals(0xD1D1, cpu.get(JAVA_INT, 2 * page), "page 2: the guest's own bytes");
+                assertEquals(0xC0DE, cpu.get(JAVA_INT, 2 * page + 4), "page 2: the kernel's bytes");
+                assertEquals(0xC0DE, cpu.get(JAVA_INT, 3 * page + 12), "page 3: fetched from the restored device");
+                // GPU work after the resume sends the DIRTY page to the restored device
+                Cuda.ok(d.cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, 0,
+                        cu.params(cu.u64(m + 3 * page), cu.u32(0xE0E0), cu.u32(1)), java.lang.foreign.MemorySegment.NULL), "fill");
+                Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                java.lang.foreign.MemorySegment back = cu.cell();
+                Cuda.ok(d.cuMemcpyDtoH(back, m + 2 * page, 4), "cuMemcpyDtoH");
+                assertEquals(0xD1D1, back.get(JAVA_INT, 0), "the restored device has the guest's DIRTY page");
+                Cuda.ok(d.cuMemcpyDtoH(back, host, 4), "cuMemcpyDtoH");
+                assertEquals(0x4051, back.get(JAVA_INT, 0), "mapped host memory on the restored device");
+                d.prepareManagedAccess(m + 3 * page, 4, false);
+                assertEquals(0xE0E0, cpu.get(JAVA_INT, 3 * page), "the kernel on the restored device");
+                Cuda.ok(d.cuMemFree(m), "cuMemFree");
+                Cuda.ok(d.cuMemFreeHost(java.lang.foreign.MemorySegment.ofAddress(host)), "cuMemFreeHost");
+                p.walk();
+                p.check();
+                assertEquals(1, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
     @Test
     void aCheckpointWithoutStopKeepsTheSessionRunning() throws Exception {
         EmulatedDevice a = new EmulatedDevice();

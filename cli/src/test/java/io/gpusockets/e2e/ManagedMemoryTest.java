@@ -51,7 +51,7 @@ class ManagedMemoryTest extends EmulatedBackendTest {
         String start = Long.toHexString(address & -PAGE);
         for (String line : Files.readAllLines(Path.of("/proc/self/maps"))) {
             if (line.startsWith(start + "-")) {
-                return true;
+                return !line.split("\\s+")[1].equals("---p"); // the managed range's reservation: no memory there
             }
         }
         return false;
@@ -441,6 +441,16 @@ class ManagedMemoryTest extends EmulatedBackendTest {
      */
     @Test
     void anAddressTheGuestUsesIsAClashAndRefused() throws Throwable {
+        // without a managed range (GPUSOCKETS_MANAGED_RANGE=off): inside one, nothing else of the guest can lie
+        System.setProperty("gpusockets.managed.range", "off");
+        try {
+            clashWithoutRange();
+        } finally {
+            System.clearProperty("gpusockets.managed.range");
+        }
+    }
+
+    private void clashWithoutRange() throws Throwable {
         java.lang.foreign.Linker linker = java.lang.foreign.Linker.nativeLinker();
         java.lang.invoke.MethodHandle mmap = linker.downcallHandle(linker.defaultLookup().find("mmap").orElseThrow(),
                 java.lang.foreign.FunctionDescriptor.of(java.lang.foreign.ValueLayout.ADDRESS, java.lang.foreign.ValueLayout.ADDRESS,

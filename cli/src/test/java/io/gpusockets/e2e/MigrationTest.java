@@ -190,6 +190,59 @@ class MigrationTest extends CheckpointTestSupport {
         }
     }
 
+    /**
+     * Managed memory (issue 25) migrates with its session: the allocation is managed at its address on B, holds what
+     * the CPU sent and the kernel wrote, a page the guest wrote after the last launch (DIRTY across the move) reaches
+     * B's device at the first GPU work there, and an absent page is fetched from B.
+     */
+    @Test
+    void managedMemoryMigratesWithItsSession() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        long page = 4096, size = 4 * page;
+        try (BackendServer serverA = server(a, null); BackendServer serverB = server(b, null)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver d = RemoteCudaDriver.connect(unixA)) {
+                Cuda cu = new Cuda(d);
+                cu.primaryContext();
+                long fill = cu.function(cu.loadKernels(), "gpus_fill_u32");
+                MemorySegment c = cu.cell();
+                Cuda.ok(d.cuMemAllocManaged(c, size, 1), "cuMemAllocManaged");
+                long m = c.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                MemorySegment cpu = MemorySegment.ofAddress(m).reinterpret(size);
+                d.prepareManagedAccess(m, page, true);
+                cpu.set(java.lang.foreign.ValueLayout.JAVA_INT, 0, 0x0A0A);
+                int n = (int) (3 * page / 4);
+                Cuda.ok(d.cuLaunchKernel(fill, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0,
+                        cu.params(cu.u64(m + page), cu.u32(0xC0DE), cu.u32(n)), MemorySegment.NULL), "fill");
+                Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                d.prepareManagedAccess(m + 2 * page, page, true);
+                cpu.set(java.lang.foreign.ValueLayout.JAVA_INT, 2 * page, 0xD1D1); // DIRTY across the move
+                long id = serverA.sessions().get(0).id();
+                serverA.migrate(id, unixB, null, null);
+                MemorySegment data = cu.cell().fill((byte) 0);
+                Cuda.ok(d.cuPointerGetAttribute(data, 8, m + 8), "IS_MANAGED");
+                assertEquals(unixB, d.backendUri(), "on B now");
+                assertEquals(1, data.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), "managed on B");
+                d.prepareManagedAccess(m, size, false);
+                assertEquals(0x0A0A, cpu.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), "page 0: the CPU's, from B");
+                assertEquals(0xC0DE, cpu.get(java.lang.foreign.ValueLayout.JAVA_INT, 3 * page + 4), "page 3: the kernel's, from B");
+                assertEquals(0xD1D1, cpu.get(java.lang.foreign.ValueLayout.JAVA_INT, 2 * page), "page 2: the guest's own");
+                Cuda.ok(d.cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, 0,
+                        cu.params(cu.u64(m + 3 * page), cu.u32(0xE0E0), cu.u32(1)), MemorySegment.NULL), "fill on B");
+                Cuda.ok(d.cuCtxSynchronize(), "cuCtxSynchronize");
+                MemorySegment back = cu.cell();
+                Cuda.ok(d.cuMemcpyDtoH(back, m + 2 * page, 4), "cuMemcpyDtoH");
+                assertEquals(0xD1D1, back.get(java.lang.foreign.ValueLayout.JAVA_INT, 0), "B's device has the DIRTY page");
+                Cuda.ok(d.cuMemFree(m), "cuMemFree");
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
     @Test
     void statusShowsTheSessionAsMigratingWhileItMigratesAndCountsIt() throws Exception {
         EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();

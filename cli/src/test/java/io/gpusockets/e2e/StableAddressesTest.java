@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 
@@ -36,7 +37,8 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Address-stable memory (issue 22, item 2; {@code -Dgpusockets.backend.stableAddresses=true}), against an
  * in-process backend on the emulated device: a session's cuMemAlloc, pitched and stream-ordered allocations lie
- * in its own address window in the upper TiB (at the address its session id gives), small ones in shared
+ * in its own address window, inside the guest's managed range (issue 25; without one, from the windows' base at the
+ * address its session id gives: {@link #withoutAManagedRangeTheWindowIsAtItsSlot}), small ones in shared
  * granules, large ones in granules of their own; what the program sees (data, kernels, 2D copies,
  * cuMemGetAddressRange, range attributes, pool attributes, cuMemGetInfo) is as without it, pools keep their
  * stream order, release threshold and trimming, and everything goes back when the session ends.
@@ -84,8 +86,43 @@ class StableAddressesTest {
         CopyOutStagingTest.awaitNoSessions(server);
     }
 
+    /** In the session's window, which lies in the guest's managed range (ManagedRange; this process hosts the guest). */
     private static void inWindow(long p) {
-        assertTrue(p >= WINDOWS_BASE && p < WINDOWS_END, "0x" + Long.toHexString(p) + " outside the windows");
+        assertTrue(io.gpusockets.protocol.api.ManagedRange.inGuest(p), "0x" + Long.toHexString(p)
+                + " outside the guest's managed range");
+    }
+
+    /**
+     * One mechanism (issue 25): with a managed range the session's window is device 0's place in it, at its base, and
+     * managed memory lies there too; with GPUSOCKETS_MANAGED_RANGE=off the window is at its slot from the windows' base.
+     */
+    @Test
+    void withoutAManagedRangeTheWindowIsAtItsSlot() throws Exception {
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long p = cu.alloc(100);
+            long[] range = d.managedRange();
+            assertTrue(p >= range[0] && p < range[0] + range[1], String.format("0x%x in 0x%x+0x%x", p, range[0], range[1]));
+            MemorySegment c = cu.cell();
+            Cuda.ok(d.cuMemAllocManaged(c, 5000, 1), "cuMemAllocManaged");
+            long m = c.get(JAVA_LONG, 0);
+            assertTrue(m >= range[0] && m < range[0] + range[1], String.format("managed 0x%x in the range", m));
+            Cuda.ok(d.cuMemFree(m), "cuMemFree");
+            Cuda.ok(d.cuMemFree(p), "cuMemFree");
+        }
+        CopyOutStagingTest.awaitNoSessions(server);
+        System.setProperty("gpusockets.managed.range", "off");
+        try (RemoteCudaDriver d = RemoteCudaDriver.connect(uri)) {
+            assertNull(d.managedRange());
+            Cuda cu = new Cuda(d);
+            cu.primaryContext();
+            long p = cu.alloc(100);
+            assertTrue(p >= WINDOWS_BASE && p < WINDOWS_END, "0x" + Long.toHexString(p) + " outside the windows");
+            Cuda.ok(d.cuMemFree(p), "cuMemFree");
+        } finally {
+            System.clearProperty("gpusockets.managed.range");
+        }
     }
 
     @Test
@@ -101,7 +138,7 @@ class StableAddressesTest {
                 freeBefore = free.get(JAVA_LONG, 0);
                 long small = cu.alloc(100), other = cu.alloc(3000), large = cu.alloc(5L << 20);
                 for (long p : new long[] {small, other, large}) {
-                    assertTrue(p >= WINDOWS_BASE && p < WINDOWS_END, "0x" + Long.toHexString(p) + " outside the windows");
+                    inWindow(p);
                 }
                 assertEquals(0, large % (2L << 20), "a large allocation starts a granule");
                 firstSmall = small;
@@ -154,7 +191,7 @@ class StableAddressesTest {
                 Cuda.ok(d.cuMemGetInfo(free, total), "cuMemGetInfo");
                 assertEquals(freeBefore, free.get(JAVA_LONG, 0), "the first session's memory all went back");
                 long p = cu.alloc(100);
-                assertTrue(p >= WINDOWS_BASE && p < WINDOWS_END);
+                inWindow(p);
                 assertNotEquals(firstSmall, p, "another session, another window");
             }
             CopyOutStagingTest.awaitNoSessions(server);

@@ -1,5 +1,6 @@
 package io.gpusockets.emulated;
 
+import io.gpusockets.protocol.api.ManagedRange;
 import io.gpusockets.protocol.api.ProcessMaps;
 import java.util.List;
 
@@ -9,7 +10,9 @@ import java.util.List;
  * device addresses share the process's virtual address space, so it cannot reserve where the process's own memory
  * (the JVM's heap and code, shared libraries, thread stacks; placed at random per process by Linux) lies, and gives
  * the reservation another address. The emulated device's memory is not mapped at its device addresses, so without
- * this a range the real driver would refuse would be granted. Best effort: where the file cannot be read, nothing is
+ * this a range the real driver would refuse would be granted. A guest's managed-range reservation in this process
+ * ({@link ManagedRange#guest}: a test hosting frontend and backend in one JVM) stands for the guest's process and is
+ * not counted. Best effort: where the file cannot be read, nothing is
  * said to be mapped. Read on every such reservation (a few per session), never kept: the process's mappings change.
  */
 final class HostMappings {
@@ -18,7 +21,7 @@ final class HostMappings {
 
     /** Whether a mapping of this process overlaps {@code [base, base + size)}; false where the maps cannot be read. */
     static boolean overlap(long base, long size) {
-        return overlap(ProcessMaps.lines(), base, size);
+        return overlap(ManagedRange.withoutGuestReservations(ProcessMaps.lines()), base, size);
     }
 
     /** As {@link #overlap(long, long)}, from the lines of a maps file ({@code start-end perms offset dev inode [path]}). */

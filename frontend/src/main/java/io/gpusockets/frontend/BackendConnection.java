@@ -255,8 +255,16 @@ final class BackendConnection implements AutoCloseable {
 
     /** Connects and runs the handshake, all within the configured timeout. */
     static BackendConnection open(String uriText, FrontendConfig config) throws IOException {
+        return open(uriText, config, null);
+    }
+
+    /**
+     * As {@link #open(String, FrontendConfig)}, announcing the guest's managed range {base, size} in the HELLO
+     * ({@link Handshake#FEATURE_MANAGED_RANGE}; null: none). WELCOME's features say whether the backend accepted it.
+     */
+    static BackendConnection open(String uriText, FrontendConfig config, long[] managedRange) throws IOException {
         TransportUri uri = TransportUri.parse(uriText);
-        Opened o = handshake(uri, config, null);
+        Opened o = handshake(uri, config, null, managedRange);
         return new BackendConnection(uri, config, o.channel(), o.welcome(), o.async(), o.window());
     }
 
@@ -264,8 +272,17 @@ final class BackendConnection implements AutoCloseable {
                           Handshake.ResumeState state) {
     }
 
-    /** The handshake of a new session ({@code token} null) or of a resume, within the connect timeout. */
+    /** The handshake of a resume, within the connect timeout. */
     private static Opened handshake(TransportUri uri, FrontendConfig config, byte[] token) throws IOException {
+        return handshake(uri, config, token, null);
+    }
+
+    /**
+     * The handshake of a new session ({@code token} null; {@code managedRange} the guest's managed range to announce, or
+     * null) or of a resume, within the connect timeout.
+     */
+    private static Opened handshake(TransportUri uri, FrontendConfig config, byte[] token, long[] managedRange)
+            throws IOException {
         Connection c = Transports.connect(uri, config.connectTimeout(), config.transportOptions());
         FrameChannel channel = new FrameChannel(c);
         // set before the close, so that the read the close ends already sees it (isDone() is true only once close returns)
@@ -300,8 +317,10 @@ final class BackendConnection implements AutoCloseable {
             window = c.takeSharedWindow().orElse(null);
             int features = (config.async() ? Handshake.FEATURE_ASYNC : 0) | (window != null ? Handshake.FEATURE_WINDOW : 0)
                     | (resume ? Handshake.FEATURE_RESUME : 0);
-            channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, config.identity(),
-                    proof, token == null ? new byte[0] : token).encode());
+            boolean range = token == null && managedRange != null;
+            channel.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION,
+                    features | (range ? Handshake.FEATURE_MANAGED_RANGE : 0), config.identity(), proof,
+                    token == null ? new byte[0] : token, range ? managedRange[0] : 0, range ? managedRange[1] : 0).encode());
             h = channel.readHeader();
             if (h.opcode() == Opcodes.REFUSE) {
                 String why = Handshake.readString(channel.readBody(h.length()));

@@ -8,6 +8,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import io.gpusockets.protocol.api.ApiEntries;
 import io.gpusockets.protocol.api.ApiFunction;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.api.ManagedRange;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -34,9 +35,12 @@ import java.util.concurrent.atomic.LongAdder;
  * address in this process with {@code MAP_FIXED_NOREPLACE}, covering the allocation's pages. Where something of the
  * process already lies there ({@code EEXIST}: a clash) the allocation is freed on the backend and the program gets
  * CUDA_ERROR_OUT_OF_MEMORY, with one stderr line naming the address; a pointer is never silently different on the two
- * sides. (The backend chooses the address: the driver's own, or with address-stable windows on, one in the
- * session's window. Reserving that window in the guest at start, so that a clash cannot happen, is the next step:
- * issue 25, item 1.)
+ * sides. Before the connection's handshake the managed range is reserved ({@link #reserveRange}, {@code ManagedRange},
+ * GPUSOCKETS_MANAGED_RANGE) and the HELLO announces it; the backend then places managed allocations inside it (without
+ * address-stable memory in windows of their own, with it in the session's windows, which lie there), and those are
+ * mapped with {@code MAP_FIXED} over the reservation (reserved again when freed), where no clash can happen in the
+ * guest. Outside it (no range, or a window the backend had to put at its slot) the address is the driver's or the
+ * window's, mapped with {@code MAP_FIXED_NOREPLACE} as above.
  *
  * <p><b>Pages.</b> Tracked with userfaultfd (Linux 5.11+: for every fault where the process may, else with
  * {@code UFFD_USER_MODE_ONLY}, which needs no privilege, for the program's own accesses), not with
@@ -130,7 +134,9 @@ final class ManagedMemory implements AutoCloseable {
     private static final long MAX_RUN = 64L << 20;
 
     // Linux ABI (x86_64 and arm64 agree on all but the syscall number)
+    private static final int PROT_NONE = 0;
     private static final int PROT_READ_WRITE = 3;
+    private static final int MAP_FIXED = 0x10;
     private static final int MAP_PRIVATE = 0x02;
     private static final int MAP_ANONYMOUS = 0x20;
     private static final int MAP_NORESERVE = 0x4000;
@@ -249,6 +255,13 @@ final class ManagedMemory implements AutoCloseable {
     private final boolean printStats;
     /** Live allocations by guest start page address; guarded by this. */
     private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
+    /**
+     * The managed range this frontend reserved and the backend accepted ({@link #reserveRange}, set at construction):
+     * [rangeBase, rangeBase + rangeSize); size 0: none (or given back at {@link #close}). Guarded by this.
+     */
+    private long rangeBase, rangeSize;
+    /** Whether {@link #refusedOnBackend} said its line; guarded by this. */
+    private boolean rangeRefusalSaid;
     /** Whether managed memory was ever mapped on this connection (set once, never cleared). */
     private volatile boolean used;
     /** Whether mapped pinned host memory was ever made on this connection (set once, never cleared). */
@@ -282,7 +295,11 @@ final class ManagedMemory implements AutoCloseable {
     /** The context the fault thread has current. */
     private long faultThreadContext;
 
-    ManagedMemory(CallChannel channel, RemoteCudaDriver driver) {
+    /**
+     * {@code range}: the managed range {base, size} the backend accepted in the handshake ({@link #reserveRange}), whose
+     * reservation this object now owns and gives back at {@link #close}; null for none.
+     */
+    ManagedMemory(CallChannel channel, RemoteCudaDriver driver, long[] range) {
         this.channel = channel;
         this.driver = driver;
         String batch = FrontendConfig.setting("GPUSOCKETS_MANAGED_BATCH_PAGES");
@@ -295,6 +312,10 @@ final class ManagedMemory implements AutoCloseable {
             }
         }
         this.batchPages = b;
+        if (range != null) {
+            this.rangeBase = range[0];
+            this.rangeSize = range[1];
+        }
         this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
     }
 
@@ -309,6 +330,151 @@ final class ManagedMemory implements AutoCloseable {
                 || n.startsWith("cuMemset") || n.startsWith("cuMemPrefetchBatch") || n.startsWith("cuStreamWriteValue")
                 || n.startsWith("cuStreamWaitValue") || n.startsWith("cuStreamBatchMemOp") || n.startsWith("cuMemBatchDecompress")
                 || n.startsWith("cuMemDiscard") || n.equals("cuStreamAddCallback");
+    }
+
+    /**
+     * GPUSOCKETS_MANAGED_RANGE: the managed range's size ({@code 256G}, {@code 1T}, bytes, or with a {@code K}, {@code M},
+     * {@code G}, {@code T} suffix, optionally followed by {@code iB} or {@code B}; rounded up to 1 GiB), optionally
+     * followed by {@code @ADDRESS} (hexadecimal with {@code 0x}, or decimal; a multiple of 1 GiB) for a range at exactly
+     * that place instead of one chosen at random (reproducible addresses); {@code 0} or {@code off} for none (the
+     * driver's addresses, each mapped with {@code MAP_FIXED_NOREPLACE}); default 256 GiB anywhere. Returns {base (0:
+     * anywhere), size}, or null for none.
+     *
+     * @throws IllegalArgumentException naming the setting, for a value that is none of these
+     */
+    static long[] rangeSetting(String v) {
+        if (v == null || v.isBlank()) {
+            return new long[] {0, ManagedRange.DEFAULT_SIZE};
+        }
+        String t = v.strip().toUpperCase(java.util.Locale.ROOT);
+        if (t.equals("OFF") || t.equals("0")) {
+            return null;
+        }
+        try {
+            long base = 0;
+            int at = t.indexOf('@');
+            if (at >= 0) {
+                String a = t.substring(at + 1).strip();
+                base = a.startsWith("0X") ? Long.parseUnsignedLong(a.substring(2), 16) : Long.parseLong(a);
+                t = t.substring(0, at).strip();
+            }
+            t = t.replace("IB", "").replace("B", "");
+            int shift = switch (t.charAt(t.length() - 1)) {
+                case 'K' -> 10;
+                case 'M' -> 20;
+                case 'G' -> 30;
+                case 'T' -> 40;
+                default -> 0;
+            };
+            long n = Long.parseLong(shift == 0 ? t : t.substring(0, t.length() - 1));
+            if (n <= 0 || n > ((ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW) >>> shift)) {
+                throw new NumberFormatException();
+            }
+            long size = ((n << shift) + ManagedRange.ALIGNMENT - 1) & -ManagedRange.ALIGNMENT;
+            String bad = at < 0 ? null : ManagedRange.check(base, size);
+            if (bad != null) {
+                throw new IllegalArgumentException("GPUSOCKETS_MANAGED_RANGE=" + v + ": " + bad);
+            }
+            return new long[] {base, size};
+        } catch (NumberFormatException | IndexOutOfBoundsException e) {
+            throw new IllegalArgumentException("GPUSOCKETS_MANAGED_RANGE=" + v + " is no size: give one such as 256G or 1T"
+                    + " (at most 64T), optionally @ADDRESS (0x..., a multiple of 1 GiB), a number of bytes, or off");
+        }
+    }
+
+    /**
+     * Before the connection's handshake ({@link RemoteCudaDriver#connect}): reserves the managed range {@code asked}
+     * ({@link #rangeSetting}: {base or 0, size}) in this process ({@code PROT_NONE}, {@code MAP_NORESERVE}): at its base,
+     * or at a 1 GiB-aligned place asked for at random from {@link ManagedRange#HINT_LOW} to {@link ManagedRange#HINT_HIGH}
+     * (up to 16 places), and registers it ({@link ManagedRange#guest}). The HELLO announces it; where the backend does not
+     * accept it, or the connection fails, {@link #releaseRange} gives it back. Returns {base, size}, or null for none
+     * asked or no free place found at random (managed memory then keeps the driver's addresses, each mapped with
+     * MAP_FIXED_NOREPLACE).
+     *
+     * @throws IllegalArgumentException when the base asked for is already used in this process
+     */
+    static long[] reserveRange(long[] asked) {
+        if (asked == null) {
+            return null;
+        }
+        long size = asked[1];
+        if (asked[0] != 0) {
+            if (!reserve(asked[0], size, MAP_FIXED_NOREPLACE)) {
+                throw new IllegalArgumentException(String.format("GPUSOCKETS_MANAGED_RANGE: 0x%x+0x%x is already in use in"
+                        + " this process (or not mappable): choose another address, or none", asked[0], size));
+            }
+            ManagedRange.guest(asked[0], size);
+            return asked.clone();
+        }
+        java.util.random.RandomGenerator random = new java.security.SecureRandom();
+        long slots = (ManagedRange.HINT_HIGH - ManagedRange.HINT_LOW - size) / ManagedRange.ALIGNMENT + 1;
+        for (int i = 0; i < 16; i++) {
+            long at = ManagedRange.HINT_LOW + random.nextLong(slots) * ManagedRange.ALIGNMENT;
+            if (reserve(at, size, MAP_FIXED_NOREPLACE)) {
+                ManagedRange.guest(at, size);
+                return new long[] {at, size};
+            }
+        }
+        return null;
+    }
+
+    /** Gives back a range {@link #reserveRange} made that no ManagedMemory owns (the backend did not accept it). */
+    static void releaseRange(long[] range) {
+        if (range == null) {
+            return;
+        }
+        ManagedRange.guestGone(range[0]);
+        try (Arena call = Arena.ofConfined()) {
+            int ignored = (int) MUNMAP.invokeExact(call.allocate(CALL_STATE), MemorySegment.ofAddress(range[0]), range[1]);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    /** Maps nothing (no access, no memory) at exactly [start, start + length) with {@code how}; false where it cannot. */
+    private static boolean reserve(long start, long length, int how) {
+        try (Arena call = Arena.ofConfined()) {
+            MemorySegment state = call.allocate(CALL_STATE);
+            MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length, PROT_NONE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | how, -1, 0L);
+            if (got.address() != -1L && got.address() != start) {
+                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+            }
+            return got.address() == start;
+        } catch (Throwable t) {
+            return false;
+        }
+    }
+
+    /**
+     * The backend answered a cuMemAllocManaged (or the one behind mapped host memory) with CUDA_ERROR_OUT_OF_MEMORY:
+     * with a managed range, the first time, one stderr line saying where managed memory must lie and the two causes
+     * (the device is full, or the backend process maps something in the range, which its log names).
+     */
+    void refusedOnBackend(long bytes) {
+        long base, size;
+        synchronized (this) {
+            if (rangeSize == 0 || rangeRefusalSaid) {
+                return;
+            }
+            rangeRefusalSaid = true;
+            base = rangeBase;
+            size = rangeSize;
+        }
+        System.err.printf("gpusockets: cuMemAllocManaged of %d bytes refused (CUDA_ERROR_OUT_OF_MEMORY): managed memory"
+                + " lies in this session's managed range 0x%x+0x%x (GPUSOCKETS_MANAGED_RANGE); the device's memory may be"
+                + " used up, or the backend process maps something there (the backend's log names it: choose another"
+                + " range with GPUSOCKETS_MANAGED_RANGE=SIZE@ADDRESS, or off)%n", bytes, base, size);
+    }
+
+    /** Whether [start, start + length) lies in the managed range; guarded by this. */
+    private boolean inRange(long start, long length) {
+        return rangeSize != 0 && start >= rangeBase && length <= rangeBase + rangeSize - start;
+    }
+
+    /** The managed range {base, size} this frontend reserved and the backend accepted, or null (tests, status). */
+    synchronized long[] range() {
+        return rangeSize == 0 ? null : new long[] {rangeBase, rangeSize};
     }
 
     ManagedMemoryStats stats() {
@@ -350,8 +516,10 @@ final class ManagedMemory implements AutoCloseable {
     private String mapPages(long start, long length) {
         try (Arena call = Arena.ofConfined()) {
             MemorySegment state = call.allocate(CALL_STATE);
+            // inside the managed range: over this frontend's own reservation, where nothing else of the process can lie
+            int placement = inRange(start, length) ? MAP_FIXED : MAP_FIXED_NOREPLACE;
             MemorySegment got = (MemorySegment) MMAP.invokeExact(state, MemorySegment.ofAddress(start), length,
-                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0L);
+                    PROT_READ_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | placement, -1, 0L);
             if (got.address() == -1L || got.address() != start) {
                 int errno = got.address() == -1L ? (int) ERRNO.get(state, 0L) : EEXIST;
                 if (got.address() != -1L) {
@@ -366,7 +534,7 @@ final class ManagedMemory implements AutoCloseable {
             reg.set(JAVA_LONG, 16, REGISTER_MODE_MISSING | REGISTER_MODE_WP);
             if ((int) IOCTL.invokeExact(state, uffd, UFFDIO_REGISTER, reg) != 0) {
                 int errno = (int) ERRNO.get(state, 0L);
-                int ignored = (int) MUNMAP.invokeExact(state, got, length);
+                unreserve(start, length);
                 return "userfaultfd cannot track 0x" + Long.toHexString(start) + " (errno " + errno + ")";
             }
             return null;
@@ -598,7 +766,19 @@ final class ManagedMemory implements AutoCloseable {
             range.set(JAVA_LONG, 0, start);
             range.set(JAVA_LONG, 8, length);
             int ignored = (int) IOCTL.invokeExact(state, uffd, UFFDIO_UNREGISTER, range);
-            ignored = (int) MUNMAP.invokeExact(state, MemorySegment.ofAddress(start), length);
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+        unreserve(start, length);
+    }
+
+    /** Unmaps [start, start + length); inside the managed range it is reserved again instead (no access, no memory). */
+    private void unreserve(long start, long length) {
+        if (inRange(start, length) && reserve(start, length, MAP_FIXED)) {
+            return;
+        }
+        try (Arena call = Arena.ofConfined()) {
+            int ignored = (int) MUNMAP.invokeExact(call.allocate(CALL_STATE), MemorySegment.ofAddress(start), length);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         }
@@ -1329,6 +1509,12 @@ final class ManagedMemory implements AutoCloseable {
             unmap(a);
         }
         allocations.clear();
+        if (rangeSize != 0) {
+            long base = rangeBase, size = rangeSize;
+            rangeSize = 0;
+            unreserve(base, size);
+            ManagedRange.guestGone(base);
+        }
         if (uffd >= 0) {
             try {
                 if (faultThread != null) {

@@ -32,7 +32,14 @@ final class NativeSession {
 
     private static volatile CudaDriver connected;
     private static FutureTask<CudaDriver> early;   // guarded by NativeSession.class
-    private static volatile Unconnected unconnected = new Unconnected(false);
+    /**
+     * Set by libcuda.so.1 when it found, before starting this JVM, that the backend named cannot be
+     * reached (bootstrap.c's probe: no socket file) and already answered cuInit for it: this JVM then
+     * answers as after a failed connect, without connecting.
+     */
+    static final String UNREACHABLE_PROP = "gpusockets.frontend.unreachable";
+    private static final boolean UNREACHABLE = Boolean.getBoolean(UNREACHABLE_PROP);
+    private static volatile Unconnected unconnected = new Unconnected(UNREACHABLE);
 
     private NativeSession() {
     }
@@ -59,7 +66,7 @@ final class NativeSession {
 
     /** Starts the connect that cuInit will wait for, on a daemon thread (the program may exit without cuInit). */
     static synchronized void connectEarly() {
-        if (early == null && connected == null) {
+        if (early == null && connected == null && !UNREACHABLE) {
             early = new FutureTask<>(NativeSession::open);
             Thread.ofPlatform().daemon().name("gpusockets-connect").start(early);
         }

@@ -27,6 +27,9 @@ public final class NativeTraining {
             Linker.nativeLinker().upcallStub(NativeEntry.upcallTarget(f), NativeEntry.descriptor(f), Arena.ofAuto());
         }
         // The connect path up to the socket, against an address nobody listens on.
+        if (!hasBackend()) {
+            System.out.println(throughTheLibrarysPath("tcp://127.0.0.1:1"));
+        }
         try {
             FrontendDrivers.connect(FrontendConfig.fromEnvironment(Map.of(
                     FrontendConfig.SERVER_ENV, "tcp://127.0.0.1:1", FrontendConfig.CONNECT_TIMEOUT_ENV, "200")));
@@ -54,6 +57,7 @@ public final class NativeTraining {
             try (AutoCloseable server = (AutoCloseable) serverClass.getConstructor(hostClass, settingsClass).newInstance(host, settings)) {
                 java.lang.reflect.Method listen = serverClass.getMethod("listen", TransportUri.class);
                 StringBuilder done = new StringBuilder();
+                done.append(", ").append(throughTheLibrarysPath(listen.invoke(server, TransportUri.parse("tcp://127.0.0.1:0")).toString()));
                 for (String uri : List.of("tcp://127.0.0.1:0", "ring://training-" + ProcessHandle.current().pid())) {
                     String bound = listen.invoke(server, TransportUri.parse(uri)).toString();
                     try (RemoteCudaDriver d = RemoteCudaDriver.connect(bound)) {
@@ -69,6 +73,49 @@ public final class NativeTraining {
             return "; no backend on the class path: the connect path only";
         } catch (Exception | LinkageError e) {
             return "; the backend could not be trained with: " + e;
+        }
+    }
+
+    private static boolean hasBackend() {
+        try {
+            Class.forName("io.gpusockets.backend.server.BackendServer", false, NativeTraining.class.getClassLoader());
+            return true;
+        } catch (ClassNotFoundException e) {
+            return false;
+        }
+    }
+
+    /**
+     * The way libcuda.so.1 goes: {@link NativeEntry#install} (the resolver, the early connect to
+     * {@code uri}), then the first calls through their upcall stubs, called as C calls them, so that
+     * NativeSession, its connect and the stubs' own classes are in the archive too.
+     */
+    private static String throughTheLibrarysPath(String uri) {
+        System.setProperty("gpusockets.server", uri);
+        System.setProperty("gpusockets.connect.timeout.ms", "2000");
+        List<ApiFunction> functions = ApiTable.get().functions();
+        Linker linker = Linker.nativeLinker();
+        try {
+            MemorySegment slot = Arena.global().allocate(ValueLayout.ADDRESS);
+            NativeEntry.install(slot.address(), functions.size());
+            java.lang.invoke.MethodHandle resolve = linker.downcallHandle(slot.get(ValueLayout.ADDRESS, 0),
+                    java.lang.foreign.FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.JAVA_INT));
+            MemorySegment cell = Arena.global().allocate(64);
+            StringBuilder results = new StringBuilder();
+            for (String name : List.of("cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet")) {
+                ApiFunction f = functions.stream().filter(x -> x.name().equals(name)).findFirst().orElseThrow();
+                MemorySegment stub = (MemorySegment) resolve.invoke(f.index());
+                java.lang.invoke.MethodHandle call = linker.downcallHandle(stub, NativeEntry.descriptor(f));
+                Object r = switch (name) {
+                    case "cuInit" -> call.invoke(0);
+                    case "cuDeviceGet" -> call.invoke(cell, 0);
+                    default -> call.invoke(cell);
+                };
+                results.append(' ').append(name).append('=').append(r);
+            }
+            return "through the library's path to " + uri + ":" + results;
+        } catch (Throwable t) {
+            return "not through the library's path to " + uri + " (" + t + ")";
         }
     }
 

@@ -59,11 +59,11 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
     /** The backend's answers to the table's known entries, asked at the first of them; null before. */
     private volatile KnownAnswers known;
 
-    private RemoteCudaDriver(BackendConnection connection, boolean localAnswers) {
+    private RemoteCudaDriver(BackendConnection connection, boolean localAnswers, long[] managedRange) {
         this.connection = connection;
         this.localAnswers = localAnswers;
         this.channel = new CallChannel(connection);
-        this.managed = new ManagedMemory(channel, this);
+        this.managed = new ManagedMemory(channel, this, managedRange);
         channel.managedMemory(managed);
         this.callbacks = new StreamCallbacks((f, request, bulk, outs) -> channel.exchange(f, request, bulk, outs, false));
         // A stream callback waiting on the stream it holds would never return; CUDA forbids the call too, and
@@ -81,10 +81,32 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
         return connect(FrontendConfig.forServer(uri));
     }
 
-    /** Connects to the first backend of {@code config} ({@link FrontendDrivers#connect} merges them all). */
+    /**
+     * Connects to the first backend of {@code config} ({@link FrontendDrivers#connect} merges them all). The session's
+     * managed range (GPUSOCKETS_MANAGED_RANGE) is reserved first and announced in the HELLO
+     * ({@link io.gpusockets.protocol.wire.Handshake#FEATURE_MANAGED_RANGE}); where the backend does not accept it, it is
+     * given back. A bad GPUSOCKETS_MANAGED_RANGE fails the connection, naming the setting.
+     */
     public static RemoteCudaDriver connect(FrontendConfig config) throws IOException {
         String uri = config.servers().getFirst();
-        return new RemoteCudaDriver(BackendConnection.open(uri, config), config.localAnswers());
+        long[] range;
+        try {
+            range = ManagedMemory.reserveRange(ManagedMemory.rangeSetting(FrontendConfig.setting("GPUSOCKETS_MANAGED_RANGE")));
+        } catch (IllegalArgumentException e) {
+            throw new IOException(e.getMessage(), e);
+        }
+        BackendConnection connection;
+        try {
+            connection = BackendConnection.open(uri, config, range);
+        } catch (IOException | RuntimeException | Error e) {
+            ManagedMemory.releaseRange(range);
+            throw e;
+        }
+        if (range != null && (connection.welcome().features() & io.gpusockets.protocol.wire.Handshake.FEATURE_MANAGED_RANGE) == 0) {
+            ManagedMemory.releaseRange(range); // a backend without managed ranges: the driver's addresses
+            range = null;
+        }
+        return new RemoteCudaDriver(connection, config.localAnswers(), range);
     }
 
     /** Connects to GPUSOCKETS_SERVER. */
@@ -103,6 +125,15 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
 
     public String backendUri() {
         return connection.uri().toString();
+    }
+
+    /**
+     * The managed range {base, size} this session reserved in the guest and the backend accepted
+     * ({@link io.gpusockets.protocol.wire.Handshake#FEATURE_MANAGED_RANGE}), or null (GPUSOCKETS_MANAGED_RANGE=off, an
+     * older backend, or no free place).
+     */
+    public long[] managedRange() {
+        return managed.range();
     }
 
     /** Whether the backend granted resume: a lost connection is resumed, not the session's end (README: Resume). */
@@ -321,6 +352,8 @@ public final class RemoteCudaDriver extends GeneratedRemoteDriver implements Aut
                 return managedResult;
             }
             ranges.afterCall(f, args, reply.body() != null ? outs : null);
+        } else if (f == ApiEntries.cuMemAllocManaged && reply.result() == CuResult.CUDA_ERROR_OUT_OF_MEMORY) {
+            managed.refusedOnBackend((Long) args[1]);
         }
         learnContext(f, args, reply.result(), generation);
         return reply.result();

@@ -22,25 +22,35 @@ import java.util.OptionalLong;
  * @param retainBytes   bytes of unacknowledged replies the session keeps for a resume
  * @param stableAddresses the front's {@code --stable-addresses} (address-stable memory for sessions whose tenant's
  *                      {@code stable-addresses} says nothing; the worker's session decides with its tenant's limits)
+ * @param managedBase   the guest's managed range the HELLO announced and the front checked and granted
+ *                      ({@link io.gpusockets.protocol.wire.Handshake#FEATURE_MANAGED_RANGE}); 0 with size 0: none
+ * @param managedSize   its size, 0 for none
  */
 public record SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer,
                             byte[] resumeToken, String identity, int graceSeconds, long retainBytes,
-                            boolean stableAddresses) {
+                            boolean stableAddresses, long managedBase, long managedSize) {
 
     /** A ticket for a session that is not resumable, with address-stable memory only where its tenant asks. */
     public SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer) {
-        this(sessionId, features, tenant, limits, peer, new byte[0], "", 0, 0, false);
+        this(sessionId, features, tenant, limits, peer, new byte[0], "", 0, 0, false, 0, 0);
     }
 
     /** A resumable ticket, with address-stable memory only where its tenant asks. */
     public SessionTicket(long sessionId, int features, String tenant, TenantLimits limits, PeerInfo peer,
                          byte[] resumeToken, String identity, int graceSeconds, long retainBytes) {
-        this(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, false);
+        this(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, false, 0, 0);
     }
 
     /** The same ticket with the front's {@code --stable-addresses} as {@code on}. */
     public SessionTicket withStableAddresses(boolean on) {
-        return new SessionTicket(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, on);
+        return new SessionTicket(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes, on,
+                managedBase, managedSize);
+    }
+
+    /** The same ticket with the guest's managed range {@code [base, base + size)}. */
+    public SessionTicket withManagedRange(long base, long size) {
+        return new SessionTicket(sessionId, features, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes,
+                stableAddresses, base, size);
     }
 
     /** Whether the session may be resumed. */
@@ -52,12 +62,12 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
     /** The same ticket with the features a resume's handshake granted ({@code Handshake.FEATURE_*}). */
     SessionTicket withFeatures(int granted) {
         return new SessionTicket(sessionId, granted, tenant, limits, peer, resumeToken, identity, graceSeconds, retainBytes,
-                stableAddresses);
+                stableAddresses, managedBase, managedSize);
     }
 
     SessionTicket withPeer(PeerInfo next) {
         return new SessionTicket(sessionId, features, tenant, limits, next, resumeToken, identity, graceSeconds, retainBytes,
-                stableAddresses);
+                stableAddresses, managedBase, managedSize);
     }
 
     void encode(ByteBuffer b) {
@@ -73,6 +83,7 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
         b.putInt(resumeToken.length).put(resumeToken);
         ControlMessages.putString(b, identity);
         b.putInt(graceSeconds).putLong(retainBytes).put((byte) (stableAddresses ? 1 : 0));
+        b.putLong(managedBase).putLong(managedSize);
     }
 
     /** A tenant's limits, as SESSION and LIMITS messages carry them. */
@@ -125,7 +136,14 @@ public record SessionTicket(long sessionId, int features, String tenant, TenantL
             if (stable != 0 && stable != 1) {
                 throw new IOException("bad SESSION message: stableAddresses=" + stable);
             }
-            return new SessionTicket(id, features, tenant, limits, peer, token, identity, grace, retain, stable == 1);
+            long managedBase = b.getLong(), managedSize = b.getLong();
+            String bad = managedSize == 0 && managedBase == 0 ? null
+                    : io.gpusockets.protocol.api.ManagedRange.check(managedBase, managedSize);
+            if (bad != null) {
+                throw new IOException("bad SESSION message: " + bad);
+            }
+            return new SessionTicket(id, features, tenant, limits, peer, token, identity, grace, retain, stable == 1,
+                    managedBase, managedSize);
         } catch (java.nio.BufferUnderflowException | IllegalArgumentException e) {
             throw new IOException("bad SESSION message: " + e, e);
         }

@@ -78,6 +78,9 @@ public final class WorkerMain {
         Session s = new Session(t.sessionId(), new FrameChannel(connection), host,
                 settings.withStableAddresses(t.stableAddresses()), t.peer().description(),
                 (t.features() & Handshake.FEATURE_ASYNC) != 0, window, contexts, tenant);
+        if (t.managedSize() != 0) {
+            s.managedRange(t.managedBase(), t.managedSize()); // the HELLO's, checked by the front; before the first call
+        }
         if (t.resumable()) {
             s.resumable(new Session.Resume(t.resumeToken(), t.identity(), Duration.ofSeconds(t.graceSeconds()), t.features(),
                     t.retainBytes()));

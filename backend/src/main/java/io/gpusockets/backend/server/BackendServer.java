@@ -853,6 +853,9 @@ public final class BackendServer implements AutoCloseable {
                     : new io.gpusockets.backend.isolation.SessionTicket(id, features, t.name(), t.limits(), c.peer(),
                             admitted.token(), admitted.identity(), (int) admitted.grace().toSeconds(), resumeRetainBytes);
             ticket = ticket.withStableAddresses(settings.stableAddresses());
+            if (admitted.managedRange() != null) {
+                ticket = ticket.withManagedRange(admitted.managedRange()[0], admitted.managedRange()[1]);
+            }
             boolean handed = w.handOver(c, ticket, t, ended);
             forgetIssued(admitted); // known to the workers from here, or never
             if (!handed) {
@@ -866,6 +869,9 @@ public final class BackendServer implements AutoCloseable {
         try {
             s = new Session(id, channel, host, settings, peer, (features & Handshake.FEATURE_ASYNC) != 0, window,
                     contextPool, admitted.tenant());
+            if (admitted.managedRange() != null) {
+                s.managedRange(admitted.managedRange()[0], admitted.managedRange()[1]); // before its first call
+            }
             if (admitted.token() != null) {
                 s.resumable(new Session.Resume(admitted.token(), admitted.identity(), admitted.grace(), features,
                         resumeRetainBytes));
@@ -935,7 +941,12 @@ public final class BackendServer implements AutoCloseable {
 
     /** Runs the handshake; returns the features granted (Handshake.FEATURE_*), or null when refused. */
     /** A peer let in: the features granted (Handshake.FEATURE_*) and its tenant, on which a session was opened. */
-    private record Admitted(int features, Tenant tenant, byte[] token, String identity, java.time.Duration grace) {
+    private record Admitted(int features, Tenant tenant, byte[] token, String identity, java.time.Duration grace,
+                            long[] managedRange) {
+        /** {@code managedRange}: the guest's managed range {base, size} granted (FEATURE_MANAGED_RANGE), or null. */
+        Admitted(int features, Tenant tenant, byte[] token, String identity, java.time.Duration grace) {
+            this(features, tenant, token, identity, grace, null);
+        }
     }
 
     private void forgetIssued(Admitted a) {
@@ -1088,6 +1099,10 @@ public final class BackendServer implements AutoCloseable {
                 refusal = host.health().refusal(); // sessions in this process: none once a kernel fault poisoned the driver
             }
         }
+        if (refusal == null && hello.hasManagedRange() && !hello.resumes()) {
+            // the frontend reserved it in the guest; a range it cannot be is a broken frontend, named, never guessed at
+            refusal = io.gpusockets.protocol.api.ManagedRange.check(hello.managedBase(), hello.managedSize());
+        }
         if ((hello.features() & Handshake.FEATURE_MIGRATION) != 0) {
             if (refusal == null) {
                 refusal = migrationRefusal(c, scheme, nonce, hello);
@@ -1125,8 +1140,12 @@ public final class BackendServer implements AutoCloseable {
         try {
             java.time.Duration grace = admission.tenant().limits().resumeGrace(resumeGrace);
             byte[] token = resumeToken(c, hello, grace);
-            return new Admitted(welcome(channel, c, sessionId, hello, token, grace), admission.tenant(), token,
-                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()), grace);
+            int granted = welcome(channel, c, sessionId, hello, token, grace);
+            long[] range = (granted & Handshake.FEATURE_MANAGED_RANGE) != 0
+                    ? new long[] {hello.managedBase(), hello.managedSize()} : null;
+            return new Admitted(granted, admission.tenant(), token,
+                    token == null ? null : provenIdentity(c.peer(), auth == Handshake.AUTH_PSK, hello.identity()), grace,
+                    range);
         } catch (IOException | RuntimeException e) {
             sessionSlots.decrementAndGet();
             admission.tenant().closeSession();
@@ -1164,7 +1183,8 @@ public final class BackendServer implements AutoCloseable {
         boolean window = (hello.features() & Handshake.FEATURE_WINDOW) != 0 && c.hasSharedWindow()
                 && (workers == null || io.gpusockets.backend.isolation.Workers.keepsWindow(c));
         int features = (async ? Handshake.FEATURE_ASYNC : 0) | (window ? Handshake.FEATURE_WINDOW : 0)
-                | (token != null ? Handshake.FEATURE_RESUME : 0);
+                | (token != null ? Handshake.FEATURE_RESUME : 0)
+                | (hello.hasManagedRange() ? Handshake.FEATURE_MANAGED_RANGE : 0); // checked by handshake()
         ByteBuffer welcome = new Handshake.Welcome(sessionId, host.driverVersion(), host.deviceCount(), features,
                 host.description(), token == null ? new byte[0] : token, token == null ? 0 : (int) grace.toSeconds()).encode();
         channel.send(Opcodes.WELCOME, 0, 0, 0, welcome);

@@ -48,14 +48,23 @@ final class CallDispatcher {
      */
     private final int[] newHandles, newStreams;
 
+    /** The session's managed-memory calls. */
+    ManagedCalls managed() {
+        return managed;
+    }
+
     /** Table indexes of the event calls IPC event shares follow ({@link IpcEventShare}; isolation context). */
     private final int eventCreate, eventRecord, eventRecordWithFlags, eventDestroy;
     /** CU_EVENT_INTERPROCESS. */
     static final int EVENT_INTERPROCESS = 4;
 
+    /** The managed-memory calls, for what a checkpoint must know of them ({@link ManagedCalls#live}). */
+    private final ManagedCalls managed;
+
     CallDispatcher(Session session) {
         this.session = session;
         ManagedCalls managed = new ManagedCalls(session);
+        this.managed = managed;
         this.handlers = BackendHandlers.bind(new ContextCalls(session), new PointerCalls(session, managed), new CopyCalls(session),
                 new LaunchCalls(session), new CallbackCalls(session), new PitchedCalls(session), new TextureCalls(session),
                 new TensorMapCalls(session), new LibraryCalls(session), new PoolCalls(session), new VmmCalls(session),

@@ -77,17 +77,23 @@ final class ManagedCalls implements BackendHandlers.Managed {
         MemorySegment out = c.scratch(8);
         int r = CuResult.CUDA_ERROR_UNKNOWN;
         try {
-            r = driver.cuMemAlloc(out, padded);
+            r = session.managedDriver().cuMemAlloc(out, padded);
         } finally {
             if (r != CuResult.CUDA_SUCCESS) {
                 session.quota().unreserve(padded);
             }
         }
         if (r != CuResult.CUDA_SUCCESS) {
+            String why = session.managedRange() == null ? null : session.managedPlaceFailure();
+            if (why != null && why.contains("managed range")) {
+                throw new CallRejected(r, "cuMemAllocManaged of " + bytesize + " bytes: " + why);
+            }
             return r;
         }
         long base = out.get(ValueLayout.JAVA_LONG, 0);
-        r = driver.cuMemsetD8(base, (byte) 0, bytesize);
+        // a migration's or hand-over's restore replays this on memory that holds the source's contents: kept
+        StableAddresses windows = session.stable();
+        r = windows != null && windows.adopting() ? CuResult.CUDA_SUCCESS : driver.cuMemsetD8(base, (byte) 0, bytesize);
         if (r != CuResult.CUDA_SUCCESS) {
             driver.cuMemFree(base);
             session.quota().unreserve(padded);
@@ -99,6 +105,21 @@ final class ManagedCalls implements BackendHandlers.Managed {
         managed.put(base, range);
         c.outs.putLong(base);
         return CuResult.CUDA_SUCCESS;
+    }
+
+    /**
+     * The session's live managed allocations (mapped host memory's too) that do not lie in {@code windows}' address
+     * windows (all of them when null): what a checkpoint cannot capture. Those in the windows are recorded as the
+     * allocations they are, and a restore replays their cuMemAllocManaged at the same address, managed again.
+     */
+    int liveOutside(StableAddresses windows) {
+        int n = 0;
+        for (SessionMemory.Range r : managed.values()) {
+            if (session.memory().at(r.base()) == r && (windows == null || !windows.covers(r.base()))) {
+                n++;
+            }
+        }
+        return n;
     }
 
     /** Whether {@code [p, p+n)} lies in one live managed allocation of the session (for pointer attributes too). */

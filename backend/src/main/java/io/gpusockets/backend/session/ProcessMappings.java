@@ -23,7 +23,7 @@ final class ProcessMappings {
      * {@code [base, base + size)} and the span they cover, or "" when none does or the maps cannot be read.
      */
     static String within(long base, long size) {
-        return within(ProcessMaps.lines(), base, size);
+        return within(io.gpusockets.protocol.api.ManagedRange.withoutGuestReservations(ProcessMaps.lines()), base, size);
     }
 
     /** As {@link #within(long, long)}, from the lines of a maps file ({@code start-end perms offset dev inode [path]}). */

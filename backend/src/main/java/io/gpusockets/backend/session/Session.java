@@ -99,6 +99,10 @@ public final class Session {
     private final SessionCleanup cleanup;
     /** Address-stable memory ({@link StableAddresses}), or null when off. */
     private final StableAddresses stable;
+    /** Without address-stable memory: the driver that places managed memory in the guest's range, else null. */
+    private final ManagedPlacement placement;
+    /** The guest's managed range {base, size} ({@link #managedRange}), or null before it is announced. */
+    private long[] managedRange;
     /** Graph memory nodes in the address window ({@link StableGraphMemory}, the driver over {@link #stable}), or null when off. */
     private final StableGraphMemory graphMemory;
     /** See {@link #driver()}. */
@@ -175,7 +179,8 @@ public final class Session {
         // first: the call handlers made below take the session's driver
         this.stable = stableAddresses ? new StableAddresses(host.driver(), id) : null;
         this.graphMemory = stable == null ? null : new StableGraphMemory(stable, this::graphMemoryReleased);
-        this.driver = graphMemory != null ? graphMemory : host.driver();
+        this.placement = stable == null ? new ManagedPlacement(host.driver(), id) : null;
+        this.driver = graphMemory != null ? graphMemory : placement;
         this.quota = new SessionQuota(id, tenant, host.facts());
         this.recorder = stable != null ? new CheckpointRecorder(CheckpointRecorder.configuredBound()) : null;
         memory.onRemoved(r -> {
@@ -289,6 +294,48 @@ public final class Session {
     private void graphMemoryReleased(long base, long size) {
         memory.remove(base); // gone already when the program freed it outside its graph
         quota.releaseGraphMemory(size);
+    }
+
+    /**
+     * The guest announced its managed range {@code [base, base + size)} ({@link io.gpusockets.protocol.api.ManagedRange},
+     * checked by the handshake; set before the session's first call): without address-stable memory, managed allocations
+     * lie in it ({@link ManagedPlacement}); with it, the session's windows do ({@link StableAddresses#confine}), so all
+     * of its device memory. Null, or why not (another range was set before: a session has one).
+     */
+    public synchronized String managedRange(long base, long size) {
+        if (managedRange != null) {
+            return managedRange[0] == base && managedRange[1] == size ? null : String.format(
+                    "the session's managed range is 0x%x+0x%x already", managedRange[0], managedRange[1]);
+        }
+        managedRange = new long[] {base, size};
+        if (placement != null) {
+            placement.place(base, size);
+        } else {
+            // one mechanism: the session's windows (all of its device memory, managed memory included) lie in the range;
+            // a window whose place there is taken goes to its slot as before (StableAddresses.openWindow)
+            stable.confine(base, size, false);
+        }
+        return null;
+    }
+
+    /** The guest's managed range {base, size}, or null before one was announced. */
+    synchronized long[] managedRange() {
+        return managedRange == null ? null : managedRange.clone();
+    }
+
+    /**
+     * What places a managed allocation ({@link ManagedCalls}): the session's driver (with address-stable memory: its
+     * windows), or without it, once a range was announced, the windows confined to the range ({@link ManagedPlacement}).
+     */
+    io.gpusockets.protocol.api.CudaDriver managedDriver() {
+        StableAddresses p = placement == null ? null : placement.placed();
+        return p != null ? p : driver;
+    }
+
+    /** Why the last placement in the managed range failed (the windows' {@link StableAddresses#placeFailure}), or null. */
+    String managedPlaceFailure() {
+        StableAddresses p = stable != null ? stable : placement.placed();
+        return p == null ? null : p.placeFailure();
     }
 
     /** Whether this session has address-stable memory ({@link StableAddresses}). */
@@ -1022,6 +1069,11 @@ public final class Session {
         java.util.List<String> why = new java.util.ArrayList<>(recorder.refusals(handles, memory, drained));
         why.addAll(CheckpointVmm.refusals(this));
         why.addAll(CheckpointArrays.refusals(driver, handles));
+        int managedOutside = dispatcher.managed().liveOutside(stable);
+        if (managedOutside > 0) {
+            // managed memory in the windows is recorded (its cuMemAllocManaged replays as one); outside them it is not
+            why.add(managedOutside + " managed allocation(s) outside the session's address windows");
+        }
         int gates = callbackGates.openGates();
         if (gates > 0) {
             why.add(gates + " host callback(s) pending (cuLaunchHostFunc, cuStreamAddCallback)");
@@ -1688,6 +1740,9 @@ public final class Session {
         String released = cleanup.releaseAll();
         if (stable != null) {
             stable.close(); // after the contexts: every mapping and address window of the session goes
+        }
+        if (placement != null) {
+            placement.close(); // the managed windows likewise
         }
         callbackGates.releaseGraphWork(); // no context is left that could run a graph node of ours
         dataBuffers.close(); // a buffer still lent (a frame not yet done with) is freed when it comes back

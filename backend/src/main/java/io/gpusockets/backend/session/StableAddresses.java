@@ -55,6 +55,12 @@ import java.util.TreeMap;
  * chosen apart from making it, so that a restore can name the place: {@link #placeLarge} maps granules at the
  * address it is given, {@link #slabAt} a slab's granule, and {@link #inBlock} names a block of a slab.
  *
+ * <p>With the guest's managed range ({@link #confine}, issue 25: the HELLO's, set before the session's first call) a
+ * new window lies in the range instead, device d's at d window sizes into it, so that the session's managed memory,
+ * like the rest of its memory, is where the guest reserved address space for it. A place there that another session of
+ * this process holds or the process itself maps is not waited for: the window goes to its slot (address-stable memory)
+ * or is refused ({@link ManagedPlacement}'s managed-only windows), {@link #placeFailure} naming the range.
+ *
  * <p>A restore ({@link SessionRestore}) reserves each window at the checkpointed base ({@link #windowAt}, whatever
  * the windows' base of this backend: an image written with another base restores at its own addresses; a window
  * the driver puts elsewhere fails, the message naming what this process itself maps there, {@link ProcessMappings})
@@ -165,6 +171,9 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** A restore: where the next allocation must lie (0: anywhere), and why the last placement failed. */
     private long placeAt;
     private String placeFailure;
+    /** The guest's managed range the windows lie in ({@link #confine}); size 0: none. */
+    private long confinedBase, confinedSize;
+    private boolean onlyInRange;
     /** A restore: the window bases the checkpointed session had, by device. */
     private final Map<Integer, Long> windowAt = new HashMap<>();
     /** Reservations the program made itself inside a window ({@link #reserveInWindow}), by base: their window and size. */
@@ -393,6 +402,21 @@ final class StableAddresses extends DelegatingCudaDriver {
         long slots = Math.max(1, WINDOWS_SPAN / size);
         Long pinned = windowAt.get(device);
         long want;
+        if (pinned == null && confinedSize != 0 && (long) device * size <= confinedSize - size) {
+            // the guest's managed range (ManagedRange): window d at d sizes in
+            AddressWindow w = openInRange(out, device, confinedBase + device * size, size, granule);
+            if (w != null || onlyInRange) {
+                return w; // null: placeFailure says why
+            }
+            LOG.log(System.Logger.Level.INFO, "session " + sessionId + ": " + placeFailure + "; the window goes to its slot"
+                    + " instead (managed memory in it is mapped where the guest has nothing)");
+            placeFailure = null;
+        } else if (pinned == null && confinedSize != 0 && onlyInRange) {
+            placeFailure = String.format("device %d's window (0x%x bytes, the device's memory to a power of two) does not"
+                    + " fit in the guest's managed range 0x%x+0x%x (GPUSOCKETS_MANAGED_RANGE)", device, size, confinedBase,
+                    confinedSize);
+            return null;
+        }
         if (pinned != null) {
             want = pinned;
         } else {
@@ -432,10 +456,49 @@ final class StableAddresses extends DelegatingCudaDriver {
             LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": the address window for device " + device
                     + " is at 0x" + Long.toHexString(base) + ", not at 0x" + Long.toHexString(want) + " (taken)");
         }
+        return held(device, base, size, granule);
+    }
+
+    /** The window reserved at {@code [base, base + size)} on {@code device}, known process-wide from now on. */
+    private AddressWindow held(int device, long base, long size, long granule) {
         synchronized (HELD) {
             HELD.computeIfAbsent(delegate, d -> new ArrayList<>()).add(new Held(device, base, size, this));
         }
         return new AddressWindow(device, base, size, granule);
+    }
+
+    /**
+     * A new window at {@code want} in the guest's managed range ({@link #confine}): reserved there, or null with
+     * {@link #placeFailure} naming the range and what holds the place: another session of this process (its window;
+     * no wait, a new session's place is not worth waiting for) or a mapping of the process itself
+     * ({@link ProcessMappings}; logged as a warning when the range is all managed memory may use).
+     */
+    private AddressWindow openInRange(MemorySegment out, int device, long want, long size, long granule) {
+        String holder = null;
+        synchronized (HELD) {
+            for (Held x : HELD.getOrDefault(delegate, List.of())) {
+                if (x.owner() != this && x.base() < want + size && want < x.base() + x.size()) {
+                    holder = String.format("the window 0x%x+0x%x of session %d", x.base(), x.size(), x.owner().sessionId);
+                    break;
+                }
+            }
+        }
+        if (holder == null && delegate.cuMemAddressReserve(out, size, granule, want, 0) == CuResult.CUDA_SUCCESS) {
+            long base = out.get(JAVA_LONG, 0);
+            if (base == want) {
+                return held(device, base, size, granule);
+            }
+            delegate.cuMemAddressFree(base, size);
+            holder = String.format("(the driver offered 0x%x)%s", base, ProcessMappings.within(want, size));
+        } else if (holder == null) {
+            holder = "(the driver reserved nothing there)";
+        }
+        placeFailure = String.format("the guest's managed range 0x%x+0x%x is taken in the backend process: device %d's"
+                + " window at 0x%x could not be reserved there: %s", confinedBase, confinedSize, device, want, holder);
+        if (onlyInRange) {
+            LOG.log(System.Logger.Level.WARNING, "session " + sessionId + ": " + placeFailure);
+        }
+        return null;
     }
 
     /**
@@ -606,6 +669,25 @@ final class StableAddresses extends DelegatingCudaDriver {
     /** Why the last placement ({@link #placeNext}) failed, or null. */
     synchronized String placeFailure() {
         return placeFailure;
+    }
+
+    /**
+     * The guest's managed range ({@link io.gpusockets.protocol.api.ManagedRange}): windows opened from now on lie in
+     * {@code [base, base + size)}, device d's window at {@code base + d * windowSize}, unless a restore pins it
+     * ({@link #windowAt}); a window whose place there is taken in this process is refused (null from {@link #window},
+     * {@link #placeFailure} naming the range and what the process maps there). A device whose window does not fit in the
+     * range is refused too when {@code onlyInRange} (managed memory without address-stable windows), else its window
+     * goes where it would without a range. Windows already open stay where they are.
+     */
+    synchronized void confine(long base, long size, boolean onlyInRange) {
+        this.confinedBase = base;
+        this.confinedSize = size;
+        this.onlyInRange = onlyInRange;
+    }
+
+    /** Whether {@code p} lies in a live allocation of the windows. */
+    synchronized boolean covers(long p) {
+        return holding(p) != null;
     }
 
     /** A restore: the window of {@code device} must be reserved at {@code base} (before its first allocation). */
@@ -797,6 +879,14 @@ final class StableAddresses extends DelegatingCudaDriver {
      * Ends a hand-over's restore: releases the imported handles no replayed allocation took (free memory a pool kept,
      * say); returns how many.
      */
+    /**
+     * Whether a hand-over's or migration's restore is adopting memory ({@link #adopt}, until {@link #endAdoption}): the
+     * allocations replayed now hold the source's contents, which nothing may clear (a managed allocation's zeroing).
+     */
+    synchronized boolean adopting() {
+        return adopted != null;
+    }
+
     synchronized int endAdoption() {
         int unused = 0;
         if (adopted != null) {

@@ -13,6 +13,7 @@ import javax.crypto.spec.SecretKeySpec;
  * <pre>
  *   backend  → SERVER_HELLO  magic u32, min version u32, max version u32, auth method u32, nonce[32]
  *   frontend → HELLO         magic u32, version u32, features u32, identity str, proof bytes, resume token bytes
+ *                            [managed range base u64, size u64: only with {@link #FEATURE_MANAGED_RANGE}]
  *   backend  → WELCOME       session id u64, driver version i32, device count i32, features u32, description str,
  *                            resume token bytes, resume grace seconds u32
  *          or  REFUSE        reason str (and the backend closes)
@@ -63,6 +64,16 @@ public final class Handshake {
      * echoes the bit, and the migration's frames ({@link Opcodes#MIGRATE_BEGIN} and after) follow.
      */
     public static final int FEATURE_MIGRATION = 8;
+    /**
+     * The HELLO of a new session carries the guest's managed range (issue 25; {@link
+     * io.gpusockets.protocol.api.ManagedRange}): the address space the frontend reserved in the guest process for the
+     * session's managed memory, base and size after the resume token. A backend that places managed allocations there
+     * echoes the bit in WELCOME; one that does not (an older backend, which ignores the two longs) leaves it out, and the
+     * frontend gives its reservation back and keeps the driver's addresses. A range that
+     * {@link io.gpusockets.protocol.api.ManagedRange#check} refuses is refused with the HELLO (REFUSE naming it).
+     * Never in a resume's HELLO: the session has its range already.
+     */
+    public static final int FEATURE_MANAGED_RANGE = 16;
     /** Bytes of a session token: 256 random bits. */
     public static final int TOKEN_BYTES = 32;
     /**
@@ -99,17 +110,29 @@ public final class Handshake {
         }
     }
 
-    /** {@code resumeToken}: empty for a new session, else the token of the session to resume. */
-    public record Hello(int version, int features, String identity, byte[] proof, byte[] resumeToken) {
+    /**
+     * {@code resumeToken}: empty for a new session, else the token of the session to resume; {@code managedBase} and
+     * {@code managedSize}: the guest's managed range when {@code features} has {@link #FEATURE_MANAGED_RANGE}, else 0.
+     */
+    public record Hello(int version, int features, String identity, byte[] proof, byte[] resumeToken, long managedBase,
+                        long managedSize) {
         public Hello(int version, int features, String identity, byte[] proof) {
             this(version, features, identity, proof, new byte[0]);
         }
 
+        public Hello(int version, int features, String identity, byte[] proof, byte[] resumeToken) {
+            this(version, features & ~FEATURE_MANAGED_RANGE, identity, proof, resumeToken, 0, 0);
+        }
+
         public ByteBuffer encode() {
             byte[] id = identity.getBytes(StandardCharsets.UTF_8);
-            ByteBuffer b = buffer(12 + 4 + id.length + 4 + proof.length + 4 + resumeToken.length);
+            boolean range = (features & FEATURE_MANAGED_RANGE) != 0;
+            ByteBuffer b = buffer(12 + 4 + id.length + 4 + proof.length + 4 + resumeToken.length + (range ? 16 : 0));
             b.putInt(MAGIC).putInt(version).putInt(features);
             b.putInt(id.length).put(id).putInt(proof.length).put(proof).putInt(resumeToken.length).put(resumeToken);
+            if (range) {
+                b.putLong(managedBase).putLong(managedSize);
+            }
             return b.flip();
         }
 
@@ -122,11 +145,25 @@ public final class Handshake {
             if (token.length != 0 && token.length != TOKEN_BYTES) {
                 throw new ProtocolException("resume token of " + token.length + " bytes (expected " + TOKEN_BYTES + ")");
             }
-            return new Hello(version, features, identity, proof, token);
+            long base = 0, size = 0;
+            if ((features & FEATURE_MANAGED_RANGE) != 0) {
+                if (b.remaining() < 16) {
+                    throw new ProtocolException("malformed HELLO: FEATURE_MANAGED_RANGE without the range (" + b.remaining()
+                            + " bytes after the resume token, expected 16)");
+                }
+                base = b.getLong();
+                size = b.getLong();
+            }
+            return new Hello(version, features, identity, proof, token, base, size);
         }
 
         public boolean resumes() {
             return resumeToken.length > 0;
+        }
+
+        /** Whether this HELLO carries a managed range ({@link #FEATURE_MANAGED_RANGE}). */
+        public boolean hasManagedRange() {
+            return (features & FEATURE_MANAGED_RANGE) != 0;
         }
     }
 

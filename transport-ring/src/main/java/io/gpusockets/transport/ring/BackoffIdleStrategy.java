@@ -4,49 +4,99 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
 /**
- * Spin, then yield, then sleep. Platform threads sleep on the futex ({@link Doorbell#await}) for at most
- * {@code sleepNanos}, so a waiter re-checks liveness at that period even if no wake comes. Virtual
- * threads never enter the futex (it would pin their carrier); they park with a doubling timeout up to
- * {@code maxPollNanos} and rely on polling, which costs them latency, not correctness.
+ * Spin for a while, measured in time, then sleep. A wait (the idle steps between two {@link #reset}s) first
+ * spins for at most {@code spinNanos}, then platform threads sleep on the futex ({@link Doorbell#await})
+ * for at most {@code sleepNanos} at a time, so a waiter re-checks liveness at that period even if no wake
+ * comes. Virtual threads never enter the futex (it would pin their carrier); they park with a doubling
+ * timeout up to {@code maxPollNanos} and rely on polling, which costs them latency, not correctness.
+ *
+ * <p>The spin is skipped while {@link CpuPressure} says the machine has more runnable threads than cores:
+ * there the other side usually needs the core this thread would spin on, and a waiter that sleeps at once
+ * (and is woken by the other side's FUTEX_WAKE, which also makes the scheduler run it soon) answers in
+ * about a socket's time, where spinning made it many times slower. A spinning wait that finds a gap of
+ * more than {@link #PREEMPTED_NANOS} between two of its steps was descheduled: it stops spinning and tells
+ * {@link CpuPressure}. So an idle connection burns at most one spin ({@code spinNanos}) per wait, then sleeps.
  */
 public final class BackoffIdleStrategy implements IdleStrategy {
-    public static final int DEFAULT_SPINS = 2000;
-    public static final int DEFAULT_YIELDS = 50;
+    /** System property: the spin of each wait in microseconds, 0 to sleep at once ({@link #spinNanosFromProperties}). */
+    public static final String SPIN_MICROS_PROP = "gpusockets.ring.spinMicros";
+    /** Long enough for a null call's round trip and a quick call's dispatch; short enough that idling costs little. */
+    public static final long DEFAULT_SPIN_NANOS = TimeUnit.MICROSECONDS.toNanos(20);
+    /** The largest spin {@link #SPIN_MICROS_PROP} may ask for: longer spins only burn. */
+    public static final long MAX_SPIN_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     public static final long DEFAULT_SLEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     public static final long DEFAULT_MAX_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+    /** A gap between two spinning steps this long means the thread was not running. */
+    static final long PREEMPTED_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
 
-    private final int spins;
-    private final int yields;
+    private final long spinNanos;
     private final long sleepNanos;
     private final long maxPollNanos;
-    private int step;
+    /** Whether the current wait has taken its first step, when, and when its last step was. */
+    private boolean waiting;
+    private long waitStart;
+    private long lastStep;
+    private boolean spinning;
     private long pollNanos;
 
+    /** The defaults, the spin from {@link #SPIN_MICROS_PROP}. */
     public BackoffIdleStrategy() {
-        this(DEFAULT_SPINS, DEFAULT_YIELDS, DEFAULT_SLEEP_NANOS, DEFAULT_MAX_POLL_NANOS);
+        this(spinNanosFromProperties(), DEFAULT_SLEEP_NANOS, DEFAULT_MAX_POLL_NANOS);
     }
 
-    public BackoffIdleStrategy(int spins, int yields, long sleepNanos, long maxPollNanos) {
-        if (spins < 0 || yields < 0 || sleepNanos <= 0 || maxPollNanos <= 0) {
-            throw new IllegalArgumentException("spins=" + spins + " yields=" + yields + " sleepNanos=" + sleepNanos
-                    + " maxPollNanos=" + maxPollNanos);
+    public BackoffIdleStrategy(long spinNanos, long sleepNanos, long maxPollNanos) {
+        if (spinNanos < 0 || spinNanos > MAX_SPIN_NANOS || sleepNanos <= 0 || maxPollNanos <= 0) {
+            throw new IllegalArgumentException("spinNanos=" + spinNanos + " (max " + MAX_SPIN_NANOS + ") sleepNanos="
+                    + sleepNanos + " maxPollNanos=" + maxPollNanos);
         }
-        this.spins = spins;
-        this.yields = yields;
+        this.spinNanos = spinNanos;
         this.sleepNanos = sleepNanos;
         this.maxPollNanos = Math.min(maxPollNanos, sleepNanos);
         reset();
     }
 
+    /** {@link #SPIN_MICROS_PROP} in nanoseconds, {@link #DEFAULT_SPIN_NANOS} when unset. */
+    public static long spinNanosFromProperties() {
+        String value = System.getProperty(SPIN_MICROS_PROP);
+        if (value == null || value.isBlank()) {
+            return DEFAULT_SPIN_NANOS;
+        }
+        long micros;
+        try {
+            micros = Long.parseLong(value.strip());
+        } catch (NumberFormatException e) {
+            micros = -1;
+        }
+        if (micros < 0 || micros > TimeUnit.NANOSECONDS.toMicros(MAX_SPIN_NANOS)) {
+            throw new IllegalArgumentException(SPIN_MICROS_PROP + " must be 0.." + TimeUnit.NANOSECONDS.toMicros(MAX_SPIN_NANOS)
+                    + ": " + SPIN_MICROS_PROP + "=" + value);
+        }
+        return TimeUnit.MICROSECONDS.toNanos(micros);
+    }
+
     @Override
     public void idle(Doorbell bell, int expected) {
-        if (step < spins) {
-            step++;
-            Thread.onSpinWait();
-        } else if (step < spins + yields) {
-            step++;
-            Thread.yield();
-        } else if (Thread.currentThread().isVirtual() || !bell.canSleep()) {
+        long now = System.nanoTime();
+        if (!waiting) {
+            waiting = true;
+            waitStart = now;
+            lastStep = now;
+            spinning = spinNanos > 0 && !CpuPressure.oversubscribed();
+        }
+        if (spinning) {
+            if (now - lastStep > PREEMPTED_NANOS) {
+                CpuPressure.preempted(now);
+                spinning = false;
+            } else if (now - waitStart < spinNanos) {
+                lastStep = now;
+                Thread.onSpinWait();
+                return;
+            } else {
+                spinning = false;
+            }
+        }
+        CpuPressure.sample(now);
+        if (Thread.currentThread().isVirtual() || !bell.canSleep()) {
             LockSupport.parkNanos(pollNanos);
             pollNanos = Math.min(2 * pollNanos, maxPollNanos);
         } else {
@@ -56,7 +106,7 @@ public final class BackoffIdleStrategy implements IdleStrategy {
 
     @Override
     public void reset() {
-        step = 0;
+        waiting = false;
         pollNanos = 1_000;
     }
 }

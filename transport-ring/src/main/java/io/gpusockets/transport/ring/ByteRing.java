@@ -68,8 +68,9 @@ final class ByteRing {
         this.headOffset = base + HEAD_OFFSET;
         this.mask = capacity - 1;
         this.maxPiece = maxPiece;
-        this.dataBell = new Doorbell(meta, tailOffset + LOW_WORD, base + CONSUMER_WAITING_OFFSET);
-        this.spaceBell = new Doorbell(meta, headOffset + LOW_WORD, base + PRODUCER_WAITING_OFFSET);
+        long flags = RingDescriptor.waitingFlagsOffset(ring);
+        this.dataBell = new Doorbell(meta, tailOffset + LOW_WORD, flags + CONSUMER_WAITING_OFFSET);
+        this.spaceBell = new Doorbell(meta, headOffset + LOW_WORD, flags + PRODUCER_WAITING_OFFSET);
         this.tail = (long) LONG.getAcquire(meta, tailOffset);
         this.headSeen = (long) LONG.getAcquire(meta, headOffset);
         this.head = headSeen;

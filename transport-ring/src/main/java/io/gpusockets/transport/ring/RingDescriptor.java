@@ -23,10 +23,12 @@ import java.nio.ByteOrder;
  *  |          SERVER_CLOSED (32)  |  ...  CLIENT_CLOSED (32)       | 128 / 132 (written once each)
  *  +---------------------------------------------------------------+
  *  | ring r (r = 0 client-to-server, r = 1 server-to-client), base = 256 + 256 * r:
- *  |   base +   0  TAIL (64), producer's cache lines: only the producer writes 128..255 bytes here
- *  |   base +   8  PRODUCER_WAITING (32): 1 while the producer sleeps on HEAD (ring full)
- *  |   base + 128  HEAD (64), consumer's cache lines
- *  |   base + 136  CONSUMER_WAITING (32): 1 while the consumer sleeps on TAIL (ring empty)
+ *  |   base +   0  TAIL (64), producer's cache lines: only the producer writes here
+ *  |   base + 128  HEAD (64), consumer's cache lines: only the consumer writes here
+ *  +---------------------------------------------------------------+
+ *  | ring r's waiter flags, flags = 768 + 256 * r, each on cache lines of its own:
+ *  |   flags +   0  PRODUCER_WAITING (32): 1 while the producer sleeps on HEAD (ring full)
+ *  |   flags + 128  CONSUMER_WAITING (32): 1 while the consumer sleeps on TAIL (ring empty)
  *  +---------------------------------------------------------------+
  * Data of ring r: 4096 + r * CAPACITY .. 4096 + (r + 1) * CAPACITY, page aligned.
  * Shared window: 4096 + 2 * CAPACITY .. + WINDOW, page aligned: bulk data that frames refer to by
@@ -34,8 +36,11 @@ import java.nio.ByteOrder;
  * </pre>
  *
  * HEAD and TAIL count bytes since the start and never wrap; a position's index in the data area is
- * {@code position & (CAPACITY - 1)}. Each counter has 128 bytes to itself (two cache lines, against the
- * adjacent-line prefetcher). The futex words are the low 32 bits of TAIL and HEAD.
+ * {@code position & (CAPACITY - 1)}. Each counter and each flag has 128 bytes to itself (two cache lines,
+ * against the adjacent-line prefetcher). The futex words are the low 32 bits of TAIL and HEAD. A side
+ * reads the other's waiter flag after every publish ({@link Doorbell}); the flags live apart from the
+ * counters so that this read hits its own cache while nobody sleeps, instead of pulling the line the
+ * other side writes on every record.
  *
  * <p>A record, 8-byte aligned, never straddling the end of the data area:
  * <pre>
@@ -59,7 +64,7 @@ import java.nio.ByteOrder;
  */
 public final class RingDescriptor {
     public static final long MAGIC = 0x3147_4E49_5255_5047L; // "GPURING1" in little-endian bytes
-    public static final int VERSION = 2;
+    public static final int VERSION = 3;
 
     public static final long MAGIC_OFFSET = 0;
     public static final long VERSION_OFFSET = 8;
@@ -72,9 +77,12 @@ public final class RingDescriptor {
     public static final long RINGS_OFFSET = 256;
     public static final long RING_META_BYTES = 2 * CACHE_LINE_PAIR;
     public static final long TAIL_OFFSET = 0;
-    public static final long PRODUCER_WAITING_OFFSET = 8;
     public static final long HEAD_OFFSET = CACHE_LINE_PAIR;
-    public static final long CONSUMER_WAITING_OFFSET = CACHE_LINE_PAIR + 8;
+    /** Where the rings' waiter flags start; each ring's take {@link #RING_META_BYTES}. */
+    public static final long WAITING_FLAGS_OFFSET = RINGS_OFFSET + 2 * RING_META_BYTES;
+    /** Offsets from a ring's {@link #waitingFlagsOffset}. */
+    public static final long PRODUCER_WAITING_OFFSET = 0;
+    public static final long CONSUMER_WAITING_OFFSET = CACHE_LINE_PAIR;
     /** Where the low 32 bits of a 64-bit counter sit, the futex word. */
     public static final long LOW_WORD = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN ? 0 : 4;
 
@@ -126,6 +134,10 @@ public final class RingDescriptor {
 
     public static long ringMetaOffset(int ring) {
         return RINGS_OFFSET + ring * RING_META_BYTES;
+    }
+
+    public static long waitingFlagsOffset(int ring) {
+        return WAITING_FLAGS_OFFSET + ring * RING_META_BYTES;
     }
 
     public static long ringDataOffset(int ring, long capacity) {

@@ -50,7 +50,7 @@ public final class RingTransport implements Transport {
 
     private final Supplier<IdleStrategy> idle;
 
-    /** For {@link java.util.ServiceLoader}: spin, yield, then futex ({@link BackoffIdleStrategy}). */
+    /** For {@link java.util.ServiceLoader}: a short spin unless the cores are oversubscribed, then futex ({@link BackoffIdleStrategy}). */
     public RingTransport() {
         this(BackoffIdleStrategy::new);
     }

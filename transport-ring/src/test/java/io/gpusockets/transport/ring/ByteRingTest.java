@@ -142,6 +142,22 @@ class ByteRingTest {
         assertEquals(0, RingDescriptor.ringMetaOffset(1) % RingDescriptor.CACHE_LINE_PAIR);
     }
 
+    @Test
+    void waiterFlagsSitOnCacheLinesOfTheirOwnInsideTheMetadataPage() {
+        java.util.List<Long> fields = new java.util.ArrayList<>();
+        for (int ring = 0; ring < 2; ring++) {
+            fields.add(RingDescriptor.ringMetaOffset(ring) + RingDescriptor.TAIL_OFFSET);
+            fields.add(RingDescriptor.ringMetaOffset(ring) + RingDescriptor.HEAD_OFFSET);
+            fields.add(RingDescriptor.waitingFlagsOffset(ring) + RingDescriptor.PRODUCER_WAITING_OFFSET);
+            fields.add(RingDescriptor.waitingFlagsOffset(ring) + RingDescriptor.CONSUMER_WAITING_OFFSET);
+        }
+        java.util.Set<Long> pairs = new java.util.HashSet<>();
+        for (long f : fields) {
+            assertTrue(f >= RingDescriptor.RINGS_OFFSET && f + 8 <= META_BYTES, "offset=" + f);
+            assertTrue(pairs.add(f / RingDescriptor.CACHE_LINE_PAIR), "shares a cache line pair: offset=" + f);
+        }
+    }
+
     private byte[] read(int n) {
         ByteBuffer out = ByteBuffer.allocate(n);
         assertEquals(n, consumer.read(out));

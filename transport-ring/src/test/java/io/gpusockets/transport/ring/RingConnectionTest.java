@@ -26,7 +26,7 @@ class RingConnectionTest {
     @Test
     void sleepingPlatformReaderIsWokenByTheWriterNotByItsTimeout() throws Exception {
         // a 10 s futex bound: only FUTEX_WAKE behind the waiter flag can make the read prompt
-        RingTransport transport = new RingTransport(() -> new BackoffIdleStrategy(10, 1, TimeUnit.SECONDS.toNanos(10), 1_000_000));
+        RingTransport transport = new RingTransport(() -> new BackoffIdleStrategy(10, TimeUnit.SECONDS.toNanos(10), 1_000_000));
         TransportUri uri = uri("wake");
         try (Listener listener = transport.listen(uri)) {
             CompletableFuture<Connection> accepted = accept(listener);

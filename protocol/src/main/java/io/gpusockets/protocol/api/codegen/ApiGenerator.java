@@ -233,20 +233,40 @@ public final class ApiGenerator {
                 .append("            if (!t.functions().get(i).name().equals(names[i])) {\n")
                 .append("                throw new IllegalStateException(\"generated code is stale at entry \" + i + \": \" + names[i]);\n")
                 .append("            }\n        }\n    }\n\n");
-        b.append("    @SuppressWarnings(\"cast\")\n    public static int invoke(CudaDriver d, int index, Object[] a) {\n        return switch (index) {\n");
-        for (ApiFunction f : table.functions()) {
-            List<String> casts = new ArrayList<>();
-            for (int i = 0; i < f.params().size(); i++) {
-                String t = javaType(f.params().get(i));
-                casts.add("(" + boxed(t) + ") a[" + i + "]");
-            }
-            b.append("            case ").append(f.index()).append(" -> d.").append(f.name()).append("(")
-                    .append(String.join(", ", casts)).append(");\n");
+        // One switch over every entry would be a method of over 8000 bytes of bytecode, which HotSpot never
+        // compiles (DontCompileHugeMethods): every generic call would run it in the interpreter. So the entries
+        // are split into methods of INVOKER_CHUNK each, chosen by a small switch.
+        List<ApiFunction> all = table.functions();
+        int chunks = (all.size() + INVOKER_CHUNK - 1) / INVOKER_CHUNK;
+        b.append("    /** Entries per {@code invokeN} method: each stays small enough for the JIT to compile. */\n");
+        b.append("    static final int CHUNK = ").append(INVOKER_CHUNK).append(";\n\n");
+        b.append("    public static int invoke(CudaDriver d, int index, Object[] a) {\n        return switch (index < 0 ? -1 : index / CHUNK) {\n");
+        for (int c = 0; c < chunks; c++) {
+            b.append("            case ").append(c).append(" -> invoke").append(c).append("(d, index, a);\n");
         }
         b.append("            default -> throw new IllegalArgumentException(\"no API function at index \" + index);\n");
-        b.append("        };\n    }\n}\n");
+        b.append("        };\n    }\n");
+        for (int c = 0; c < chunks; c++) {
+            b.append("\n    @SuppressWarnings(\"cast\")\n    private static int invoke").append(c)
+                    .append("(CudaDriver d, int index, Object[] a) {\n        return switch (index) {\n");
+            for (ApiFunction f : all.subList(c * INVOKER_CHUNK, Math.min(all.size(), (c + 1) * INVOKER_CHUNK))) {
+                List<String> casts = new ArrayList<>();
+                for (int i = 0; i < f.params().size(); i++) {
+                    String t = javaType(f.params().get(i));
+                    casts.add("(" + boxed(t) + ") a[" + i + "]");
+                }
+                b.append("            case ").append(f.index()).append(" -> d.").append(f.name()).append("(")
+                        .append(String.join(", ", casts)).append(");\n");
+            }
+            b.append("            default -> throw new IllegalArgumentException(\"no API function at index \" + index);\n");
+            b.append("        };\n    }\n");
+        }
+        b.append("}\n");
         return b.toString();
     }
+
+    /** Entries per generated {@code ApiInvoker.invokeN}: about 2.5 KB of bytecode each, far below HotSpot's 8000-byte limit. */
+    static final int INVOKER_CHUNK = 64;
 
     private String remoteDriver() {
         StringBuilder b = new StringBuilder();

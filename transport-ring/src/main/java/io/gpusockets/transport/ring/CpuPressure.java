@@ -1,0 +1,134 @@
+package io.gpusockets.transport.ring;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Whether spinning can pay on this machine now, one answer for the whole process. A spinning waiter is a
+ * bet that the other side is running on another core; where there are more runnable threads than cores
+ * the other side is often waiting for the very core the spinner holds, and every spin then delays the
+ * answer it waits for (on a 2-core machine with two busy processes, a ring round trip took 163 µs at the
+ * median while tcp, which sleeps at once, took 7 µs). So the machine counts as oversubscribed
+ * <ul>
+ *   <li>while the last sample of {@code /proc/loadavg}'s runnable count (its fourth field, before the
+ *   slash; the sampling thread counts itself) exceeded the cores this process may use, or</li>
+ *   <li>for one sample period after a spinning waiter saw itself descheduled ({@link #preempted}: a gap
+ *   between two of its polls no spin loop makes on its own), or</li>
+ *   <li>always on one core, where the other side can never run while we spin.</li>
+ * </ul>
+ * Samples are taken at most every {@link #SAMPLE_NANOS}, only by waiters about to sleep (who are slow
+ * already), by whichever one gets there first: a reply that arrives while a waiter spins never waits for
+ * a sample. Where {@code /proc/loadavg} cannot be read (not Linux) only the other two signs count.
+ * {@code /proc/loadavg} counts the whole machine's threads, so they are compared with the machine's
+ * online CPUs ({@code /sys/devices/system/cpu/online}), not with the CPUs a container lets this process use.
+ *
+ * <p>{@code -D}{@value #ADAPTIVE_PROP}{@code =false} turns all this off (waits always spin their full time):
+ * for cores set aside for the two sides (isolcpus, pinning), where the machine's runnable count says
+ * nothing about them, and for measuring the spinning path itself on a machine that is busy elsewhere.
+ */
+final class CpuPressure {
+    /** The most often {@code /proc/loadavg} is read, and how long a sign of preemption holds. */
+    static final long SAMPLE_NANOS = TimeUnit.MILLISECONDS.toNanos(10);
+    /** System property: false to spin whatever the machine's load ({@link BackoffIdleStrategy}'s full spin). */
+    static final String ADAPTIVE_PROP = "gpusockets.ring.adaptiveSpin";
+    private static final boolean ADAPTIVE = !"false".equalsIgnoreCase(System.getProperty(ADAPTIVE_PROP, "true").strip());
+    private static final Path LOADAVG = Path.of("/proc/loadavg");
+    /** The CPUs this process may run on: one alone means spinning never pays. */
+    private static final int USABLE = Runtime.getRuntime().availableProcessors();
+    /** The machine's online CPUs, what {@code /proc/loadavg}'s count is compared with. */
+    private static final int CORES = onlineCpus();
+
+    /** When the last sample (or sign of preemption) was taken; the single sampler claims it by CAS. */
+    private static final AtomicLong lastSample = new AtomicLong(System.nanoTime() - SAMPLE_NANOS);
+    private static volatile boolean oversubscribed = ADAPTIVE && USABLE < 2;
+    /** Open once; null after it failed (then only preemption counts). Touched by the sampler alone. */
+    private static FileChannel loadavg;
+    private static boolean loadavgFailed;
+    private static final ByteBuffer BUFFER = ByteBuffer.allocate(128);
+
+    private CpuPressure() {
+    }
+
+    /** Whether a waiter should skip its spin and sleep at once. */
+    static boolean oversubscribed() {
+        return oversubscribed;
+    }
+
+    /** A spinning waiter found it was not running for a while: no spinning until the next sample. */
+    static void preempted(long now) {
+        if (!ADAPTIVE) {
+            return;
+        }
+        oversubscribed = true;
+        lastSample.set(now);
+    }
+
+    /** Takes a sample if none was taken for {@link #SAMPLE_NANOS} and no other thread takes one now. */
+    static void sample(long now) {
+        long last = lastSample.get();
+        if (now - last < SAMPLE_NANOS || !lastSample.compareAndSet(last, now)) {
+            return;
+        }
+        if (!ADAPTIVE || USABLE < 2) {
+            return; // never, or for good
+        }
+        int runnable = runnable();
+        oversubscribed = runnable > CORES;
+    }
+
+    /** The runnable count {@code /proc/loadavg} gives now, 0 where it cannot be read. */
+    private static synchronized int runnable() {
+        if (loadavgFailed) {
+            return 0;
+        }
+        try {
+            if (loadavg == null) {
+                loadavg = FileChannel.open(LOADAVG, StandardOpenOption.READ);
+            }
+            BUFFER.clear();
+            loadavg.read(BUFFER, 0); // procfs makes the text anew for a read at 0
+            return parseRunnable(new String(BUFFER.array(), 0, BUFFER.position(), StandardCharsets.US_ASCII));
+        } catch (IOException | RuntimeException e) {
+            loadavgFailed = true;
+            return 0;
+        }
+    }
+
+    private static int onlineCpus() {
+        try {
+            return parseCpuList(java.nio.file.Files.readString(Path.of("/sys/devices/system/cpu/online")));
+        } catch (IOException | RuntimeException e) {
+            return USABLE;
+        }
+    }
+
+    /** The number of CPUs in a kernel CPU list ("0-3,8,10-11"). */
+    static int parseCpuList(String list) {
+        int n = 0;
+        for (String range : list.strip().split(",")) {
+            int dash = range.indexOf('-');
+            int first = Integer.parseInt(dash < 0 ? range : range.substring(0, dash));
+            int last = dash < 0 ? first : Integer.parseInt(range.substring(dash + 1));
+            if (first < 0 || last < first) {
+                throw new IllegalArgumentException("not a CPU list: list=" + list);
+            }
+            n += last - first + 1;
+        }
+        return n;
+    }
+
+    /** The runnable count in a {@code /proc/loadavg} line ("0.28 1.05 1.68 3/178 12345"). */
+    static int parseRunnable(String line) {
+        String[] fields = line.strip().split(" ");
+        if (fields.length < 4 || fields[3].indexOf('/') < 0) {
+            throw new IllegalArgumentException("not a /proc/loadavg line: line=" + line);
+        }
+        return Integer.parseInt(fields[3].substring(0, fields[3].indexOf('/')));
+    }
+}
