@@ -470,13 +470,33 @@ final class BackendConnection implements AutoCloseable {
      * then resumed here and the frame resent, and the call goes on.
      */
     void send(int opcode, int flags, int lane, long requestId, boolean stable, ByteBuffer... body) throws IOException {
+        send(opcode, flags, body, -1, lane, requestId, stable, null);
+    }
+
+    /**
+     * Sends a call frame and its one DATA frame in one write of the connection ({@link FrameChannel#sendTwo}), kept for
+     * a resume as two frames, as {@link #send} keeps each (views when {@code stable}). For a call whose bulk input is
+     * small: the backend then finds the data with the call instead of waking its lane a second time.
+     */
+    void sendWithData(int opcode, int flags, int lane, long requestId, boolean stable, ByteBuffer[] body, ByteBuffer[] data)
+            throws IOException {
+        send(opcode, flags, body, Opcodes.DATA, lane, requestId, stable, data);
+    }
+
+    /** One frame, or with {@code data} (not null) a DATA frame ({@code dataOpcode}) after it in the same write. */
+    private void send(int opcode, int flags, ByteBuffer[] body, int dataOpcode, int lane, long requestId, boolean stable,
+                      ByteBuffer[] data) throws IOException {
         IOException b = broken;
         if (b != null) {
             throw b;
         }
         if (token == null || Opcodes.isControl(opcode) && opcode != Opcodes.DATA) {
             try {
-                channel.send(opcode, flags, lane, requestId, body);
+                if (data == null) {
+                    channel.send(opcode, flags, lane, requestId, body);
+                } else {
+                    channel.sendTwo(opcode, flags, body, dataOpcode, 0, data, lane, requestId);
+                }
             } catch (IOException e) {
                 if (token != null) {
                     // LANE_END on a lost connection: not resent (the lane ends with the session instead); the
@@ -488,6 +508,37 @@ final class BackendConnection implements AutoCloseable {
             return;
         }
         LaneLog log = laneLogs.computeIfAbsent(lane, l -> new LaneLog());
+        Sent first = kept(requestId, opcode, flags, body, stable);
+        Sent second = data == null ? null : kept(requestId, dataOpcode, 0, data, stable);
+        FrameChannel ch;
+        IOException lostBy;
+        synchronized (log) {
+            log.prune();
+            log.sent.addLast(first);
+            log.copied += first.copied();
+            if (second != null) {
+                log.sent.addLast(second);
+                log.copied += second.copied();
+            }
+            ch = channel;
+            try {
+                if (log.generation != generation) {
+                    resendLane(lane, log, ch); // sends these frames too
+                } else if (data == null) {
+                    ch.send(opcode, flags, lane, requestId, body); // kept holds views or copies of its own
+                } else {
+                    ch.sendTwo(opcode, flags, body, dataOpcode, 0, data, lane, requestId);
+                }
+                return;
+            } catch (IOException e) {
+                lostBy = e;
+            }
+        }
+        reconnect(ch, lostBy); // resends every lane's missing frames, these included
+    }
+
+    /** What a lane keeps of a frame it sends: views of the body when {@code stable}, else a copy. */
+    private static Sent kept(long requestId, int opcode, int flags, ByteBuffer[] body, boolean stable) {
         ByteBuffer[] kept = new ByteBuffer[body.length];
         long copied = 0;
         for (int i = 0; i < body.length; i++) {
@@ -498,25 +549,7 @@ final class BackendConnection implements AutoCloseable {
                 copied += kept[i].capacity();
             }
         }
-        FrameChannel ch;
-        IOException lostBy;
-        synchronized (log) {
-            log.prune();
-            log.sent.addLast(new Sent(requestId, opcode, flags, kept, copied));
-            log.copied += copied;
-            ch = channel;
-            try {
-                if (log.generation != generation) {
-                    resendLane(lane, log, ch); // sends this frame too
-                } else {
-                    ch.send(opcode, flags, lane, requestId, body); // kept holds views or copies of its own
-                }
-                return;
-            } catch (IOException e) {
-                lostBy = e;
-            }
-        }
-        reconnect(ch, lostBy); // resends every lane's missing frames, this one included
+        return new Sent(requestId, opcode, flags, kept, copied);
     }
 
     /**

@@ -187,13 +187,20 @@ final class CallChannel {
             // ACKED: this thread has the replies of all its earlier calls (it waited for each)
             int flags = (noReply ? FrameHeader.FLAG_NO_REPLY : 0) | (held != null ? FrameHeader.FLAG_WINDOW : 0)
                     | (resumable ? FrameHeader.FLAG_ACKED : 0);
+            int chunk = connection.maxBody() / 4;
+            // small bulk input (one piece, one DATA frame) goes in the same write as the call
+            MemorySegment small = held == null && bulk.size() == 1 && bulk.getFirst().byteSize() > 0
+                    && bulk.getFirst().byteSize() <= Math.min(chunk, SMALL_BULK_MAX) ? bulk.getFirst() : null;
             if (held != null) {
                 connection.sendVia(held, f.opcode(), flags, laneId, requestId, null, request);
+            } else if (small != null) {
+                connection.sendWithData(f.opcode(), flags, laneId, requestId, !noReply, new ByteBuffer[] {request},
+                        new ByteBuffer[] {small.asByteBuffer()});
+                bulk = List.of();
             } else {
                 connection.send(f.opcode(), flags, laneId, requestId, !noReply, request);
             }
             requests.increment();
-            int chunk = connection.maxBody() / 4;
             List<ByteBuffer> frame = new ArrayList<>();
             long frameBytes = 0;
             // with the window: where the current frame's bytes go; after a resume (another ring, another window) the
@@ -295,6 +302,11 @@ final class CallChannel {
      * where they are, instead of through a ring and out again. Smaller data rides in the byte stream.
      */
     static final long WINDOW_MIN_BYTES = 64 << 10;
+    /**
+     * Bulk input up to this size, in one piece, is written together with its call ({@link BackendConnection#sendWithData}):
+     * one write instead of two, and the backend finds the data with the call.
+     */
+    static final long SMALL_BULK_MAX = 64 << 10;
 
     /** The shared window for a call with this bulk data, held until the reply; null to use the byte stream. */
     private FrontendWindow windowFor(List<MemorySegment> bulk, List<MemorySegment> outBytes) {

@@ -458,6 +458,28 @@ final class Call {
     }
 
     /** Sends {@code src} to the frontend as DATA frames of this call, each at most a staging buffer long. */
+    /**
+     * Output of this call held back to go in one write with its reply ({@link #sendDataWithReply}), or null: small copy
+     * output, in the executor's staging buffer, which stays as it is until the reply is sent on this thread.
+     */
+    ByteBuffer withReply;
+
+    /**
+     * {@code src}, at most one staging buffer, as one DATA frame sent with the call's reply (one write where the session
+     * is not resumable; where it is, or where no reply follows, as two frames, as {@link #sendData} sends it): the
+     * frontend's reader then takes both at once. {@code src} must stay unchanged until the reply is sent.
+     */
+    void sendDataWithReply(MemorySegment src) throws IOException {
+        if (withReply != null || src.byteSize() > session.staging().bufferBytes()) {
+            throw new IllegalStateException(name() + ": output held back for the reply twice, or larger than a staging buffer");
+        }
+        if (!header.wantsReply()) {
+            sendData(src);
+            return;
+        }
+        withReply = src.asByteBuffer();
+    }
+
     void sendData(MemorySegment src) throws IOException {
         long n = src.byteSize();
         int chunk = session.staging().bufferBytes();

@@ -174,6 +174,8 @@ final class CallDispatcher {
 
     private void finish(Lane lane, Call call, int result) throws IOException {
         FrameHeader h = call.header;
+        ByteBuffer data = call.withReply;
+        call.withReply = null;
         if (lane.replay) {
             lane.replayResult = result; // a restore's replay: nothing goes to any frontend
             return;
@@ -197,7 +199,11 @@ final class CallDispatcher {
         }
         ByteBuffer head = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(result).flip();
         ByteBuffer outs = withOuts ? call.outs.flip() : ByteBuffer.allocate(0);
-        session.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), head, outs);
+        if (data != null) {
+            session.sendDataAndReply(data, h.opcode(), h.lane(), h.requestId(), head, outs);
+        } else {
+            session.send(h.opcode(), FrameHeader.FLAG_REPLY, h.lane(), h.requestId(), head, outs);
+        }
     }
 
     /** A custom=backend entry: its handler, given the decoded inputs unless its request has a codec of its own. */

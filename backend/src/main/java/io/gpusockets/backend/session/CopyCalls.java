@@ -285,7 +285,7 @@ final class CopyCalls implements BackendHandlers.Copies {
             MemorySegment part = c.exec.staging().asSlice(0, count);
             int r = copyChunk(part, src, async, stream);
             if (r == CuResult.CUDA_SUCCESS) {
-                c.sendData(part);
+                c.sendDataWithReply(part); // in the reply's write: the frontend's reader takes both at once
             }
             return r;
         }

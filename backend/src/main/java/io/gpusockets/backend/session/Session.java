@@ -1656,6 +1656,22 @@ public final class Session {
     }
 
     /**
+     * A call's last DATA frame and its reply: in one write where the session is not resumable (the frontend's reader
+     * takes both at once), else as two frames through the resume log, as {@link #send} sends each.
+     */
+    void sendDataAndReply(ByteBuffer data, int opcode, int lane, long requestId, ByteBuffer... reply) throws IOException {
+        if (resume != null) {
+            send(Opcodes.DATA, 0, lane, requestId, data);
+            send(opcode, FrameHeader.FLAG_REPLY, lane, requestId, reply);
+            return;
+        }
+        long dataBytes = data.remaining(), replyBytes = SessionStats.bodyBytes(reply);
+        channel.sendTwo(Opcodes.DATA, 0, new ByteBuffer[] {data}, opcode, FrameHeader.FLAG_REPLY, reply, lane, requestId);
+        stats.frameOut(dataBytes);
+        stats.frameOut(replyBytes);
+    }
+
+    /**
      * Sends a window DATA frame of a call's output: {@code length} bytes at {@code offset} of {@code w}. A resumable
      * session keeps the bytes themselves, as a plain DATA frame (a window belongs to its connection, and a resume
      * brings a new one), and sends the reference only on {@code w}'s own connection, else the bytes.

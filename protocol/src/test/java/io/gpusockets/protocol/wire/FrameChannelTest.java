@@ -62,6 +62,36 @@ class FrameChannelTest {
     }
 
     @Test
+    void twoFramesGoInOneWriteAndReadBackAsTwo() throws IOException {
+        CountingConnection out = new CountingConnection(pipe.left());
+        FrameChannel twoSender = new FrameChannel(out, MAX);
+        twoSender.sendTwo(42, FrameHeader.FLAG_ACKED, new ByteBuffer[] {ByteBuffer.wrap(new byte[] {7, 8, 9})}, Opcodes.DATA, 0,
+                new ByteBuffer[] {FramePattern.of(3, 99, 600), ByteBuffer.allocate(0), FramePattern.of(3, 99, 10)}, 3, 99);
+        assertEquals(1, out.writes.get());
+        FrameHeader call = receiver.readHeader();
+        assertEquals(new FrameHeader(3, 42, FrameHeader.FLAG_ACKED, 3, 99), call);
+        ByteBuffer body = receiver.readBody(call.length());
+        assertEquals(7, body.get(0));
+        assertEquals(9, body.get(2));
+        FrameHeader data = receiver.readHeader();
+        assertEquals(new FrameHeader(610, Opcodes.DATA, 0, 3, 99), data);
+        ByteBuffer bytes = receiver.readBody(data.length());
+        assertEquals(-1, FramePattern.firstMismatch(bytes.slice(0, 600), 3, 99));
+        // and the header buffer a later plain send uses is the first one's again
+        twoSender.send(5, 0, 1, 2L, ByteBuffer.wrap(new byte[] {1}));
+        assertEquals(new FrameHeader(1, 5, 0, 1, 2L), receiver.readHeader());
+    }
+
+    @Test
+    void aSecondFrameOverTheMaximumIsRefusedBeforeAnythingIsWritten() {
+        CountingConnection out = new CountingConnection(pipe.left());
+        FrameChannel twoSender = new FrameChannel(out, MAX);
+        assertThrows(IllegalArgumentException.class, () -> twoSender.sendTwo(42, 0, new ByteBuffer[] {ByteBuffer.allocate(8)},
+                Opcodes.DATA, 0, new ByteBuffer[] {ByteBuffer.allocate(MAX + 1)}, 1, 1));
+        assertEquals(0, out.writes.get());
+    }
+
+    @Test
     void frameRoundTripsThroughTheCodec() throws IOException {
         sender.send(42, FrameHeader.FLAG_NO_REPLY, 5, 1L << 40, FramePattern.of(5, 1L << 40, 1000));
         FrameHeader h = receiver.readHeader();
@@ -170,6 +200,7 @@ class FrameChannelTest {
     /** Counts what the codec reads, to prove a rejected header is not followed by a body read. */
     private static final class CountingConnection implements Connection {
         final AtomicLong bytesRead = new AtomicLong();
+        final AtomicLong writes = new AtomicLong();
         private final Connection inner;
 
         CountingConnection(Connection inner) {
@@ -178,6 +209,7 @@ class FrameChannelTest {
 
         @Override
         public void write(ByteBuffer... srcs) throws IOException {
+            writes.incrementAndGet();
             inner.write(srcs);
         }
 
