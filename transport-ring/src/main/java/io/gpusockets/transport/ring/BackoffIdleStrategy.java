@@ -27,7 +27,7 @@ public final class BackoffIdleStrategy implements IdleStrategy {
     public static final long DEFAULT_SLEEP_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
     public static final long DEFAULT_MAX_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
     /** A gap between two spinning steps this long means the thread was not running. */
-    static final long PREEMPTED_NANOS = TimeUnit.MICROSECONDS.toNanos(50);
+    static final long PREEMPTED_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     private final long spinNanos;
     private final long sleepNanos;

@@ -79,7 +79,7 @@ final class CpuPressure {
             return; // never, or for good
         }
         int runnable = runnable();
-        oversubscribed = runnable > CORES;
+        oversubscribed = runnable > CORES + 1;
     }
 
     /** The runnable count {@code /proc/loadavg} gives now, 0 where it cannot be read. */
