@@ -17,7 +17,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * median while tcp, which sleeps at once, took 7 µs). So the machine counts as oversubscribed
  * <ul>
  *   <li>while the last sample of {@code /proc/loadavg}'s runnable count (its fourth field, before the
- *   slash; the sampling thread counts itself) exceeded the cores this process may use, or</li>
+ *   slash), less the sampling thread and this process's own spinning waiters ({@link #spinning}), was at least
+ *   the machine's cores: every core had other work that a spin would take it from (counting our own spinners
+ *   as load made a quiet 2-core machine look oversubscribed at half of the samples, and its ring null call
+ *   2.4 times slower), or</li>
  *   <li>for one sample period after a spinning waiter saw itself descheduled ({@link #preempted}: a gap
  *   between two of its polls no spin loop makes on its own), or</li>
  *   <li>always on one core, where the other side can never run while we spin.</li>
@@ -52,12 +55,20 @@ final class CpuPressure {
     private static boolean loadavgFailed;
     private static final ByteBuffer BUFFER = ByteBuffer.allocate(128);
 
+    /** This process's waiters spinning now ({@link #spinning}): runnable, but not load that spinning competes with. */
+    private static final java.util.concurrent.atomic.AtomicInteger SPINNERS = new java.util.concurrent.atomic.AtomicInteger();
+
     private CpuPressure() {
     }
 
     /** Whether a waiter should skip its spin and sleep at once. */
     static boolean oversubscribed() {
         return oversubscribed;
+    }
+
+    /** A waiter starts ({@code +1}) or stops ({@code -1}) spinning. */
+    static void spinning(int delta) {
+        SPINNERS.addAndGet(delta);
     }
 
     /** A spinning waiter found it was not running for a while: no spinning until the next sample. */
@@ -78,8 +89,9 @@ final class CpuPressure {
         if (!ADAPTIVE || USABLE < 2) {
             return; // never, or for good
         }
-        int runnable = runnable();
-        oversubscribed = runnable > CORES + 1;
+        // runnable threads other than this sampler and this process's spinning waiters: they would use a core
+        int others = runnable() - 1 - SPINNERS.get();
+        oversubscribed = others >= CORES;
     }
 
     /** The runnable count {@code /proc/loadavg} gives now, 0 where it cannot be read. */
