@@ -1,8 +1,9 @@
 // A kernel polling mapped pinned host memory that the CPU writes while the kernel runs (how NVIDIA's bandwidth
 // samples wait for a host flag). On a GPU the kernel sees the CPU's write and the program prints "flag seen" and PASS.
 // Through GPUsockets the device sees CPU writes to mapped memory only at the next launch or copy, so this cannot work:
-// the frontend ends the program at the CPU's write with one stderr line naming the cause (exit 1), never silently
-// wrong data. Not in programs.list (its remote result is a failure by design): ManagedMemoryTest runs it.
+// the frontend says so once on stderr and the kernel's bounded spin ends with the flag unseen (the program fails as it
+// says), or with GPUSOCKETS_MAPPED_POLLING=exit it ends the program at the CPU's write (exit 1), never silently wrong
+// data. Not in programs.list (its remote result is a failure by design): MappedHostMemoryTest runs it.
 #include "common.cuh"
 #include <unistd.h>
 

@@ -556,6 +556,11 @@ class ManagedMemoryTest extends EmulatedBackendTest {
 
     /** Builds runtime/NAME.cu with nvcc and runs it as {@link #runGolden} does, checking nothing. */
     static NativePrograms.Run run(String name) throws Exception {
+        return run(name, Map.of());
+    }
+
+    /** As {@link #run(String)}, with {@code extraEnv} added to the program's environment. */
+    static NativePrograms.Run run(String name, Map<String, String> extraEnv) throws Exception {
         NativePrograms programs = NativePrograms.locate();
         Path nvcc = NativePrograms.nvcc();
         String skip = programs.cannotRun(name + ".cu");
@@ -573,6 +578,7 @@ class ManagedMemoryTest extends EmulatedBackendTest {
             env.put("GPUSOCKETS_JAVA_HOME", System.getProperty("java.home"));
             env.put("GPUSOCKETS_CLASSPATH", System.getProperty("java.class.path"));
             env.put("GPUSOCKETS_MANAGED_STATS", "1");
+            env.putAll(extraEnv);
             return NativePrograms.run(List.of(exe.toString()), env, work, 120);
         } finally {
             NativePrograms.deleteTree(work);

@@ -10,6 +10,7 @@ import io.gpusockets.frontend.ManagedMemoryStats;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
 import java.lang.foreign.MemorySegment;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
@@ -127,10 +128,27 @@ class MappedHostMemoryTest extends EmulatedBackendTest {
         ManagedMemoryTest.assertMovedAsExpected(ManagedMemoryTest.runGolden("mapped_host"));
     }
 
-    /** runtime/mapped_poll.cu: a CPU write to mapped memory while a kernel polls it ends the program, saying why. */
+    /**
+     * runtime/mapped_poll.cu by default: the write is said once on stderr and the program goes on; the polling kernel
+     * does not see it (its bounded spin ends), so the program reports the flag unseen and fails as it says.
+     */
+    @Test
+    void aCpuWriteWhileWorkRunsIsSaidOnceAndTheProgramGoesOn() throws Exception {
+        NativePrograms.Run r = ManagedMemoryTest.run("mapped_poll");
+        String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
+        assertTrue(r.stderr().contains("the CPU wrote mapped pinned host memory (cudaHostAllocMapped) at 0x")
+                && r.stderr().contains("a kernel polling host memory would not see it"), () -> "the line on stderr" + context);
+        assertEquals(1, r.stderr().split("the CPU wrote mapped pinned host memory", -1).length - 1, () -> "said once" + context);
+        assertTrue(r.stdout().contains("flag NOT seen"), () -> "the program went on to its own check" + context);
+    }
+
+    /**
+     * runtime/mapped_poll.cu with GPUSOCKETS_MAPPED_POLLING=exit: a CPU write to mapped memory while a kernel polls it
+     * ends the program, saying why.
+     */
     @Test
     void aKernelPollingHostMemoryEndsTheProgramWithTheCause() throws Exception {
-        NativePrograms.Run r = ManagedMemoryTest.run("mapped_poll");
+        NativePrograms.Run r = ManagedMemoryTest.run("mapped_poll", Map.of("GPUSOCKETS_MAPPED_POLLING", "exit"));
         String context = "\n--- stdout:\n" + r.stdout() + "--- stderr:\n" + r.stderrTail();
         assertEquals(1, r.exit(), () -> "exit status" + context);
         assertTrue(r.stderr().contains("the CPU wrote mapped pinned host memory (cudaHostAllocMapped) at 0x")

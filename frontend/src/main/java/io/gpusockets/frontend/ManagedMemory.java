@@ -97,8 +97,9 @@ import java.util.concurrent.atomic.LongAdder;
  * unified addressing on a GPU, and it is made coherent as managed memory is; only its pointer attributes (those of
  * pinned host memory), its refusals (advice, prefetches, attachment and cuMemFree answer CUDA_ERROR_INVALID_VALUE, as
  * for memory that is not managed) and one check differ: a CPU write to it while GPU work submitted since the last
- * synchronisation may still run ({@link #afterCall}) ends the program with one stderr line
- * ({@link #writeWhileWorkRuns}), since the work would never see the write (a kernel polling a host flag).
+ * synchronisation may still run ({@link #afterCall}) is said once on stderr, or ends the program with
+ * GPUSOCKETS_MAPPED_POLLING=exit ({@link #writeWhileWorkRuns}), since the work would never see the write (a kernel
+ * polling a host flag).
  *
  * <p>A transfer that fails (the connection lost) is reported on stderr; a page whose fetch failed is installed with
  * zeros where the device's bytes were to be, so that the faulting thread goes on. Not here yet: advice that changes
@@ -317,6 +318,7 @@ final class ManagedMemory implements AutoCloseable {
             this.rangeSize = range[1];
         }
         this.printStats = "1".equals(FrontendConfig.setting("GPUSOCKETS_MANAGED_STATS"));
+        this.exitOnPolling = "exit".equals(FrontendConfig.setting("GPUSOCKETS_MAPPED_POLLING"));
     }
 
     /**
@@ -679,7 +681,7 @@ final class ManagedMemory implements AutoCloseable {
      * The managed allocation just made at {@code base} ({@link #allocated}) is mapped pinned host memory
      * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP): the same pages and transfers, the pointer attributes of host
      * memory ({@link #isMappedHost}), refused to advice, prefetches, attachment and cuMemFree, and from now on a CPU
-     * write to it while GPU work may run ends the program ({@link #writeWhileWorkRuns}).
+     * write to it while GPU work may run is said once, or ends the program ({@link #writeWhileWorkRuns}).
      */
     synchronized void markMappedHost(long base, boolean mapped) {
         Allocation a = find(base);
@@ -729,10 +731,26 @@ final class ManagedMemory implements AutoCloseable {
     /**
      * The CPU writes mapped host memory while GPU work submitted since the last synchronisation may still run: on a
      * GPU that is how a kernel polls a host flag, and here the kernel would never see the write (it goes to the device
-     * before the next GPU work), so the program ends now with one line naming the cause rather than hang or compute
-     * with stale data (README, Mapped pinned host memory).
+     * before the next GPU work). By default one stderr line says so and the program goes on (such writes are legal where
+     * no running kernel reads the memory, and PyTorch makes them); with GPUSOCKETS_MAPPED_POLLING=exit the program ends
+     * here with a line naming the cause rather than hang or compute with stale data (README, Mapped pinned host memory).
      */
+    /** GPUSOCKETS_MAPPED_POLLING=exit: {@link #writeWhileWorkRuns} ends the program; otherwise it warns once. */
+    private final boolean exitOnPolling;
+    private boolean pollingWarned;
+
     private void writeWhileWorkRuns(long page) {
+        if (!exitOnPolling) {
+            // the default: most such writes are legal ones no running kernel reads (PyTorch's do); one line, then on
+            if (!pollingWarned) {
+                pollingWarned = true;
+                System.err.println(String.format("gpusockets: the CPU wrote mapped pinned host memory (cudaHostAllocMapped)"
+                        + " at 0x%x while GPU work submitted since the last synchronisation may still run: a remote GPU sees"
+                        + " such writes only at the next launch or copy, so a kernel polling host memory would not see it"
+                        + " (GPUSOCKETS_MAPPED_POLLING=exit ends the program at such a write; said once)", page));
+            }
+            return;
+        }
         System.err.println(String.format("gpusockets: the CPU wrote mapped pinned host memory (cudaHostAllocMapped) at 0x%x"
                 + " while GPU work submitted since the last synchronisation may still run: a remote GPU sees such writes"
                 + " only at the next launch or copy, so a kernel polling host memory cannot work here; ending the program"

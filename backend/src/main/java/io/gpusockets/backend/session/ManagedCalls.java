@@ -91,6 +91,19 @@ final class ManagedCalls implements BackendHandlers.Managed {
             return r;
         }
         long base = out.get(ValueLayout.JAVA_LONG, 0);
+        // placed in granules of its own (the managed range's windows, or address-stable memory): the granules are
+        // what the device gives, so they are what the tenant is charged (a 4 MiB allocation takes 6 MiB of 2 MiB granules)
+        long granules = session.managedDriver() instanceof StableAddresses placed ? placed.ownGranuleBytes(base) : 0;
+        if (granules > padded) {
+            try {
+                session.quota().reserve(granules - padded, c.name());
+            } catch (CallRejected over) {
+                session.managedDriver().cuMemFree(base);
+                session.quota().unreserve(padded);
+                throw over;
+            }
+            padded = granules;
+        }
         // a migration's or hand-over's restore replays this on memory that holds the source's contents: kept
         StableAddresses windows = session.stable();
         r = windows != null && windows.adopting() ? CuResult.CUDA_SUCCESS : driver.cuMemsetD8(base, (byte) 0, bytesize);

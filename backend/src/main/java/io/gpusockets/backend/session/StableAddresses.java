@@ -713,6 +713,16 @@ final class StableAddresses extends DelegatingCudaDriver {
         return allocations.containsKey(base);
     }
 
+    /**
+     * The device memory the live allocation at {@code base} holds on its own: its granules ({@code length}) when it has
+     * granules of its own, 0 for a block of a shared slab or an address not allocated here (a managed allocation's
+     * charge covers its granules: {@code ManagedCalls}).
+     */
+    synchronized long ownGranuleBytes(long base) {
+        Allocation a = allocations.get(base);
+        return a == null || a.slab() != null ? 0 : a.length();
+    }
+
     /** A granule of blocks of {@code block} bytes taken from the window and mapped; null when none can be had. */
     AddressWindow.Slab newSlab(Arena arena, AddressWindow w, long block, long context) {
         long at = w.take(w.granule);
