@@ -40,6 +40,17 @@ static int initialised;
 static char context_object[64];
 static __thread CUcontext current;
 
+/* The checks the driver makes first, in its order: cuInit called, an out pointer, device 0 (the stand-in's one). */
+static CUresult ready(const void *out, CUdevice device) {
+    if (!initialised) {
+        return NOT_INITIALIZED;
+    }
+    if (out == NULL) {
+        return INVALID_VALUE;
+    }
+    return device == 0 ? SUCCESS : INVALID_DEVICE;
+}
+
 EXPORT CUresult cuInit(unsigned int flags) {
     if (flags != 0) {
         return INVALID_VALUE;
@@ -68,14 +79,9 @@ EXPORT CUresult cuDeviceGetCount(int *count) {
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-    if (!initialised) {
-        return NOT_INITIALIZED;
-    }
-    if (device == NULL) {
-        return INVALID_VALUE;
-    }
-    if (ordinal != 0) {
-        return INVALID_DEVICE;
+    CUresult r = ready(device, ordinal);
+    if (r != SUCCESS) {
+        return r;
     }
     *device = 0;
     return SUCCESS;
@@ -137,14 +143,9 @@ EXPORT CUresult cuDeviceGetUuid(unsigned char *uuid, CUdevice device) {
 }
 
 static CUresult make_context(CUcontext *ctx, CUdevice device) {
-    if (!initialised) {
-        return NOT_INITIALIZED;
-    }
-    if (ctx == NULL) {
-        return INVALID_VALUE;
-    }
-    if (device != 0) {
-        return INVALID_DEVICE;
+    CUresult r = ready(ctx, device);
+    if (r != SUCCESS) {
+        return r;
     }
     *ctx = context_object;
     current = context_object;
@@ -170,14 +171,9 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice device) {
-    if (!initialised) {
-        return NOT_INITIALIZED;
-    }
-    if (ctx == NULL) {
-        return INVALID_VALUE;
-    }
-    if (device != 0) {
-        return INVALID_DEVICE;
+    CUresult r = ready(ctx, device);
+    if (r != SUCCESS) {
+        return r;
     }
     *ctx = context_object;
     return SUCCESS;
