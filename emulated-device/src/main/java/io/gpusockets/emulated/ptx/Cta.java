@@ -322,6 +322,16 @@ final class Cta implements PtxKernel.CtaRunner {
                     int l = Integer.numberOfTrailingZeros(m);
                     long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
                     aligned(address, (long) size * in.vec.length);
+                    if (whole(in, size)) {
+                        // one access, as the device makes it: a v2.u32 tile status is never seen half written
+                        long word = load(in.space, address, size * in.vec.length, w, l);
+                        for (int k = 0; k < in.vec.length; k++) {
+                            if (in.vec[k] >= 0) {
+                                r[in.vec[k] * 32 + l] = norm(word >>> (k * size * 8) & sizeMask(size), in.type);
+                            }
+                        }
+                        continue;
+                    }
                     for (int k = 0; k < in.vec.length; k++) {
                         long v = norm(load(in.space, address + (long) k * size, size, w, l), in.type);
                         if (in.vec[k] >= 0) {
@@ -342,6 +352,14 @@ final class Cta implements PtxKernel.CtaRunner {
                     int l = Integer.numberOfTrailingZeros(m);
                     long address = (r[in.a * 32 + l] & in.addressMask) + in.offset;
                     aligned(address, (long) size * in.vec.length);
+                    if (whole(in, size)) {
+                        long word = 0;
+                        for (int k = 0; k < in.vec.length; k++) {
+                            word |= (r[in.vec[k] * 32 + l] & sizeMask(size)) << (k * size * 8);
+                        }
+                        store(in.space, address, size * in.vec.length, word, w, l);
+                        continue;
+                    }
                     for (int k = 0; k < in.vec.length; k++) {
                         store(in.space, address + (long) k * size, size, r[in.vec[k] * 32 + l], w, l);
                     }
@@ -1009,6 +1027,23 @@ final class Cta implements PtxKernel.CtaRunner {
             throw memory.illegalAddress(SPACES[Insn.PARAM], offset, size);
         }
         return offset;
+    }
+
+    /**
+     * Whether a vector access is made as one access of its whole width: a vector of at most 8 bytes (v2.u32, v4.u16,
+     * v2.f32...). The device makes such an aligned access in one transaction, and code relies on it: CUB's decoupled
+     * look-back writes a tile's status and value with one st.relaxed.gpu.v2.u32 and reads them with one ld, so
+     * element-wise accesses let a reader in a CTA running beside the writer see the status with a stale value.
+     * Wider vectors are made element by element (the PTX memory model promises no more; 16-byte host accesses are not
+     * single-copy atomic either).
+     */
+    static boolean whole(Insn in, int size) {
+        return in.vec.length > 1 && size * in.vec.length <= 8;
+    }
+
+    /** The bits of a value of {@code size} bytes. */
+    static long sizeMask(int size) {
+        return size == 8 ? -1L : (1L << (size * 8)) - 1;
     }
 
     static long get(MemorySegment s, long offset, int size) {

@@ -1158,23 +1158,60 @@ final class JitCompiler {
             return;
         }
         address(c, in, in.vec.length > 1 ? (long) size * in.vec.length : 1);   // a scalar's alignment: JitCta checks it
+        if (Cta.whole(in, size)) {
+            // one access of the vector's width, split into its elements (Cta.whole says why)
+            access(c, i, in, 0);
+            c.loadConstant(size * in.vec.length);
+            ldCall(c, in);
+            for (int k = 0; k < in.vec.length; k++) {
+                if (in.vec[k] < 0) {
+                    continue;
+                }
+                c.dup2();
+                if (k > 0) {
+                    c.loadConstant(k * size * 8);
+                    c.lushr();
+                }
+                mask(c, Cta.sizeMask(size));
+                loaded(c, in.type);
+                store(c, in.vec[k]);
+            }
+            c.pop2();
+            return;
+        }
         for (int k = 0; k < in.vec.length; k++) {
             access(c, i, in, (long) k * size);
             c.loadConstant(size);
-            switch (in.space) {
-                case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "ldGlobal", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
-                case Insn.GENERIC -> c.invokevirtual(CD_CTA, "ldGeneric", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
-                case Insn.SHARED -> c.invokevirtual(CD_CTA, "ldShared", MethodTypeDesc.of(CD_long, CD_long, CD_int));
-                case Insn.PARAM -> c.invokevirtual(CD_CTA, "ldParam", MethodTypeDesc.of(CD_long, CD_long, CD_int));
-                case Insn.LOCAL -> c.invokevirtual(CD_CTA, "ldLocal", MethodTypeDesc.of(CD_long, CD_long, CD_int));
-                default -> throw new IllegalStateException(in.toString());
-            }
+            ldCall(c, in);
             if (in.vec[k] >= 0) {
                 loaded(c, in.type);
                 store(c, in.vec[k]);
             } else {
                 c.pop2();
             }
+        }
+    }
+
+    /** The load of the instruction's space: the CTA, (site,) address and size on the stack, the value left. */
+    private static void ldCall(CodeBuilder c, Insn in) {
+        switch (in.space) {
+            case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "ldGlobal", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
+            case Insn.GENERIC -> c.invokevirtual(CD_CTA, "ldGeneric", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_int));
+            case Insn.SHARED -> c.invokevirtual(CD_CTA, "ldShared", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+            case Insn.PARAM -> c.invokevirtual(CD_CTA, "ldParam", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+            case Insn.LOCAL -> c.invokevirtual(CD_CTA, "ldLocal", MethodTypeDesc.of(CD_long, CD_long, CD_int));
+            default -> throw new IllegalStateException(in.toString());
+        }
+    }
+
+    /** The store of the instruction's space: the CTA, (site,) address, size and value on the stack. */
+    private static void stCall(CodeBuilder c, Insn in) {
+        switch (in.space) {
+            case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "stGlobal", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
+            case Insn.GENERIC -> c.invokevirtual(CD_CTA, "stGeneric", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
+            case Insn.SHARED -> c.invokevirtual(CD_CTA, "stShared", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
+            case Insn.LOCAL -> c.invokevirtual(CD_CTA, "stLocal", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
+            default -> throw new IllegalStateException(in.toString());
         }
     }
 
@@ -1191,17 +1228,26 @@ final class JitCompiler {
             return;
         }
         address(c, in, in.vec.length > 1 ? (long) size * in.vec.length : 1);
+        if (Cta.whole(in, size)) {
+            access(c, i, in, 0);
+            c.loadConstant(size * in.vec.length);
+            for (int k = 0; k < in.vec.length; k++) {
+                load(c, in.vec[k]);
+                mask(c, Cta.sizeMask(size));
+                if (k > 0) {
+                    c.loadConstant(k * size * 8);
+                    c.lshl();
+                    c.lor();
+                }
+            }
+            stCall(c, in);
+            return;
+        }
         for (int k = 0; k < in.vec.length; k++) {
             access(c, i, in, (long) k * size);
             c.loadConstant(size);
             load(c, in.vec[k]);
-            switch (in.space) {
-                case Insn.GLOBAL -> c.invokevirtual(CD_CTA, "stGlobal", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
-                case Insn.GENERIC -> c.invokevirtual(CD_CTA, "stGeneric", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_int, CD_long));
-                case Insn.SHARED -> c.invokevirtual(CD_CTA, "stShared", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
-                case Insn.LOCAL -> c.invokevirtual(CD_CTA, "stLocal", MethodTypeDesc.of(CD_void, CD_long, CD_int, CD_long));
-                default -> throw new IllegalStateException(in.toString());
-            }
+            stCall(c, in);
         }
     }
 
