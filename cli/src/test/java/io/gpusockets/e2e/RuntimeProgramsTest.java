@@ -28,7 +28,8 @@ import org.junit.jupiter.api.TestFactory;
  * against one backend process on the emulated device, which runs the PTX nvcc put in each fatbin.
  * Each run must exit 0 and print exactly its golden file ({@code expected/runtime/NAME.out},
  * checked against the H200's own output by scripts/gpu-runtime-programs). Every program runs over
- * unix://; the first build of each program also over tcp://.
+ * unix://; the first build of each program also over tcp://. nvcc builds every program ahead, one at a time on a
+ * thread of its own, so that the builds overlap the runs of the programs already built.
  *
  * <p>Skipped (with the reason) when {@code libcuda.so.1} has not been built or nvcc is missing.
  */
@@ -53,7 +54,12 @@ class RuntimeProgramsTest {
      */
     private static BackendProcess backend;
     private static BackendProcess contextBackend;
-    private static final Map<String, Path> built = new ConcurrentHashMap<>();
+    private static final Map<String, java.util.concurrent.CompletableFuture<Path>> built = new ConcurrentHashMap<>();
+    /**
+     * Builds every program ahead, one at a time, in list order, while the programs already built run: nvcc (tens of
+     * seconds for CUB and thrust) overlaps the runs instead of adding to them.
+     */
+    private static java.util.concurrent.ExecutorService builder;
 
     @BeforeAll
     static void setUp() throws Exception {
@@ -68,12 +74,21 @@ class RuntimeProgramsTest {
             return;
         }
         work = Files.createTempDirectory("gpusockets-runtimeprograms");
+        builder = java.util.concurrent.Executors.newSingleThreadExecutor(
+                Thread.ofPlatform().daemon().name("runtime-programs-nvcc").factory());
+        for (Line l : lines("emulated")) {
+            building(l);
+        }
         backend = BackendProcess.start();
         contextBackend = BackendProcess.start("--isolation", "context");
     }
 
     @AfterAll
     static void tearDown() throws Exception {
+        if (builder != null) {
+            builder.shutdownNow();
+            builder.awaitTermination(60, java.util.concurrent.TimeUnit.SECONDS);
+        }
         if (backend != null) {
             backend.close();
         }
@@ -175,8 +190,9 @@ class RuntimeProgramsTest {
         return cmd;
     }
 
-    private static Path build(Line l) {
-        return built.computeIfAbsent(l.name() + "-" + l.build(), key -> {
+    /** The line's build, queued on the builder once per program and build. */
+    private static java.util.concurrent.CompletableFuture<Path> building(Line l) {
+        return built.computeIfAbsent(l.name() + "-" + l.build(), key -> java.util.concurrent.CompletableFuture.supplyAsync(() -> {
             Path exe = work.resolve(key);
             List<String> cmd = buildCommand(nvcc, l, exe);
             NativePrograms.Run r;
@@ -189,7 +205,15 @@ class RuntimeProgramsTest {
                 throw new AssertionError("nvcc failed (exit " + r.exit() + "):\n" + String.join(" ", cmd) + "\n" + r.stdout() + r.stderr());
             }
             return exe;
-        });
+        }, builder));
+    }
+
+    private static Path build(Line l) {
+        try {
+            return building(l).join();
+        } catch (java.util.concurrent.CompletionException e) {
+            throw e.getCause() instanceof AssertionError a ? a : new AssertionError(e.getCause());
+        }
     }
 
     private static void runProgram(Line l, String scheme) throws Exception {
