@@ -10,7 +10,8 @@ import java.util.concurrent.locks.LockSupport;
  * comes. Virtual threads never enter the futex (it would pin their carrier); they park with a doubling
  * timeout up to {@code maxPollNanos} and rely on polling, which costs them latency, not correctness.
  *
- * <p>The spin is skipped while {@link CpuPressure} says the machine has more runnable threads than cores:
+ * <p>The spin is skipped while {@link CpuPressure} says the machine has more runnable threads than cores
+ * and recent spins did not pay (each spin tells it whether it ended with the answer):
  * there the other side usually needs the core this thread would spin on, and a waiter that sleeps at once
  * (and is woken by the other side's FUTEX_WAKE, which also makes the scheduler run it soon) answers in
  * about a socket's time, where spinning made it many times slower. A spinning wait that finds a gap of
@@ -84,7 +85,7 @@ public final class BackoffIdleStrategy implements IdleStrategy {
             waiting = true;
             waitStart = now;
             lastStep = now;
-            spinning = spinNanos > 0 && !CpuPressure.oversubscribed();
+            spinning = spinNanos > 0 && CpuPressure.shouldSpin();
             if (spinning) {
                 CpuPressure.spinning(1);
             }
@@ -92,12 +93,14 @@ public final class BackoffIdleStrategy implements IdleStrategy {
         if (spinning) {
             if (now - lastStep > PREEMPTED_NANOS) {
                 CpuPressure.preempted(now);
+                CpuPressure.spinWasted();
                 stopSpinning();
             } else if (now - waitStart < spinNanos) {
                 lastStep = now;
                 Thread.onSpinWait();
                 return;
             } else {
+                CpuPressure.spinWasted();
                 stopSpinning();
             }
         }
@@ -118,6 +121,7 @@ public final class BackoffIdleStrategy implements IdleStrategy {
     @Override
     public void reset() {
         if (spinning) {
+            CpuPressure.spinPaid();   // the wait ended while it spun
             stopSpinning();
         }
         waiting = false;

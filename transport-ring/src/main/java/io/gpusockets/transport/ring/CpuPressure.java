@@ -31,6 +31,15 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code /proc/loadavg} counts the whole machine's threads, so they are compared with the machine's
  * online CPUs ({@code /sys/devices/system/cpu/online}), not with the CPUs a container lets this process use.
  *
+ * <p>The runnable count is only a guess at what a spin would meet: the other side's own spinning waiter counts
+ * as load, and so does any thread that is runnable for a moment, so a quiet 2-core machine serving one ring
+ * client looked oversubscribed so often that its null call went from 6.7 to 16 µs. So the waits keep a
+ * record of what their spins met ({@link SpinRecord}): a spin that ended with the answer scores one, one
+ * that ran its full time or was descheduled loses two. While the record is positive a wait spins whatever
+ * the runnable count says; otherwise every {@link SpinRecord#PROBE_EVERY}th wait the count sends to sleep
+ * spins anyway, so that the record learns when spinning pays again. Where the runnable count says spinning
+ * is fine, waits spin as before, whatever the record.
+ *
  * <p>{@code -D}{@value #ADAPTIVE_PROP}{@code =false} turns all this off (waits always spin their full time):
  * for cores set aside for the two sides (isolcpus, pinning), where the machine's runnable count says
  * nothing about them, and for measuring the spinning path itself on a machine that is busy elsewhere.
@@ -61,9 +70,63 @@ final class CpuPressure {
     private CpuPressure() {
     }
 
-    /** Whether a waiter should skip its spin and sleep at once. */
+    /** What this process's spins met lately. */
+    private static final SpinRecord RECORD = new SpinRecord();
+
+    /** Whether the runnable count or a sign of preemption says the cores are oversubscribed. */
     static boolean oversubscribed() {
         return oversubscribed;
+    }
+
+    /** Whether a wait should spin before it sleeps: not oversubscribed, or recent spins paid, or a probe is due. */
+    static boolean shouldSpin() {
+        if (!oversubscribed) {
+            return true;
+        }
+        return ADAPTIVE && USABLE >= 2 && RECORD.spinAnyway();
+    }
+
+    /** A spin ended with what its wait waited for. */
+    static void spinPaid() {
+        RECORD.paid();
+    }
+
+    /** A spin ran its full time, or was descheduled, without what its wait waited for. */
+    static void spinWasted() {
+        RECORD.wasted();
+    }
+
+    /**
+     * The outcomes of recent spins as one score in [-{@link #BOUND}, {@link #BOUND}]: +1 for a spin that paid, -2
+     * for one that did not, so that a positive score means at least two of three recent spins paid. Updated by all
+     * of the process's waiters without locks; a lost update now and then only shifts the score by one.
+     */
+    static final class SpinRecord {
+        static final int BOUND = 16;
+        /** Of the waits the runnable count sends to sleep at once while the score is not positive, one in this many spins. */
+        static final int PROBE_EVERY = 8;
+        private volatile int score;
+        private final java.util.concurrent.atomic.AtomicInteger skipped = new java.util.concurrent.atomic.AtomicInteger();
+
+        /** Whether a wait the runnable count would send to sleep at once spins anyway. */
+        boolean spinAnyway() {
+            return score > 0 || skipped.incrementAndGet() % PROBE_EVERY == 0;
+        }
+
+        void paid() {
+            int s = score;
+            if (s < BOUND) {
+                score = s + 1;
+            }
+        }
+
+        void wasted() {
+            score = Math.max(-BOUND, score - 2);
+        }
+
+        int score() {
+            return score;
+        }
     }
 
     /** A waiter starts ({@code +1}) or stops ({@code -1}) spinning. */
