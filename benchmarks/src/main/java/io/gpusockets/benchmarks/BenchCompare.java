@@ -34,7 +34,7 @@ import picocli.CommandLine.Parameters;
  * machine's load over the run weighs on both alike. Each run's null call is read as ratios to the raw
  * socket and frame ping-pongs measured in the same run (which cancel most of the machine's state), plus
  * its CPU per round trip where the side's bench prints it. Prints one line per run, then the medians and
- * B / A; writes {@code compare.csv}, {@code compare.md} and {@code compare.png} (each run's ratio per
+ * B / A; writes {@code compare.csv}, {@code compare.md} and {@code compare.png} (each run's null call p50 per
  * round) to {@code --out}.
  */
 @Command(name = "bench compare", mixinStandardHelpOptions = true,
@@ -111,8 +111,8 @@ public final class BenchCompare implements Callable<Integer> {
         Files.writeString(out.resolve("compare.md"), "# bench compare\n\nA = `" + a + "`, B = `" + b + "`, " + rounds
                 + " rounds, " + (full ? "full" : "--quick") + " runs, " + TransportBench.machine("emulated device") + "\n\n```\n"
                 + table + "```\n");
-        plot(runs);
-        System.out.println("compare: wrote " + out.resolve("compare.csv") + ", compare.md and compare.png");
+        Path png = plot(runs);
+        System.out.println("compare: wrote " + out.resolve("compare.csv") + ", compare.md" + (png == null ? "" : " and compare.png"));
         return 0;
     }
 
@@ -300,26 +300,29 @@ public final class BenchCompare implements Callable<Integer> {
         return s.toString();
     }
 
-    /** compare.png: each run's null call / raw socket ping-pong against its round, a series per side and scheme. */
-    private void plot(List<Run> runs) {
-        Plots.png(out.resolve("compare.png"), () -> chart(runs));
+    /**
+     * compare.png: each run's null call p50 against its round, a series per side and scheme (every scheme has this
+     * figure; ring has no socket ping-pong to divide by). Null where nothing was drawn.
+     */
+    private Path plot(List<Run> runs) {
+        return Plots.png(out.resolve("compare.png"), () -> chart(runs));
     }
 
     private XYChart chart(List<Run> runs) {
         XYChart chart = new XYChartBuilder().width(960).height(600)
-                .title("Null call / raw socket ping-pong, per round (A = " + a + ", B = " + b + ")")
-                .xAxisTitle("round").yAxisTitle("null call p50 / socket ping-pong p50").build();
+                .title("Null call p50, per round (A = " + a + ", B = " + b + ")")
+                .xAxisTitle("round").yAxisTitle("null call p50 (µs)").build();
         chart.getStyler().setChartBackgroundColor(java.awt.Color.WHITE).setLegendPosition(Styler.LegendPosition.OutsideE);
         chart.getStyler().setDefaultSeriesRenderStyle(XYSeries.XYSeriesRenderStyle.Line);
         for (String scheme : schemes) {
             for (String side : List.of("A", "B")) {
                 List<Run> rs = runs.stream().filter(r -> r.side().equals(side) && r.scheme().equals(scheme)
-                        && !Double.isNaN(r.perSocket())).toList();
+                        && !Double.isNaN(r.nullP50())).toList();
                 if (rs.isEmpty()) {
                     continue;
                 }
                 XYSeries series = chart.addSeries(side + " " + scheme, rs.stream().map(r -> (double) r.round()).toList(),
-                        rs.stream().map(Run::perSocket).toList());
+                        rs.stream().map(Run::nullP50).toList());
                 series.setMarker(side.equals("A") ? SeriesMarkers.CIRCLE : SeriesMarkers.DIAMOND);
             }
         }
