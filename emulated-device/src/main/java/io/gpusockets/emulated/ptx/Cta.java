@@ -332,6 +332,21 @@ final class Cta implements PtxKernel.CtaRunner {
                         }
                         continue;
                     }
+                    if (paired(in, size)) {
+                        long lo;
+                        long hi;
+                        synchronized (stripe(address)) {
+                            lo = load(in.space, address, 8, w, l);
+                            hi = load(in.space, address + 8, 8, w, l);
+                        }
+                        for (int k = 0; k < in.vec.length; k++) {
+                            if (in.vec[k] >= 0) {
+                                int at = k * size;
+                                r[in.vec[k] * 32 + l] = norm((at < 8 ? lo : hi) >>> (at % 8 * 8) & sizeMask(size), in.type);
+                            }
+                        }
+                        continue;
+                    }
                     for (int k = 0; k < in.vec.length; k++) {
                         long v = norm(load(in.space, address + (long) k * size, size, w, l), in.type);
                         if (in.vec[k] >= 0) {
@@ -358,6 +373,24 @@ final class Cta implements PtxKernel.CtaRunner {
                             word |= (r[in.vec[k] * 32 + l] & sizeMask(size)) << (k * size * 8);
                         }
                         store(in.space, address, size * in.vec.length, word, w, l);
+                        continue;
+                    }
+                    if (paired(in, size)) {
+                        long lo = 0;
+                        long hi = 0;
+                        for (int k = 0; k < in.vec.length; k++) {
+                            int at = k * size;
+                            long bits = (r[in.vec[k] * 32 + l] & sizeMask(size)) << (at % 8 * 8);
+                            if (at < 8) {
+                                lo |= bits;
+                            } else {
+                                hi |= bits;
+                            }
+                        }
+                        synchronized (stripe(address)) {
+                            store(in.space, address, 8, lo, w, l);
+                            store(in.space, address + 8, 8, hi, w, l);
+                        }
                         continue;
                     }
                     for (int k = 0; k < in.vec.length; k++) {
@@ -1039,6 +1072,29 @@ final class Cta implements PtxKernel.CtaRunner {
      */
     static boolean whole(Insn in, int size) {
         return in.vec.length > 1 && size * in.vec.length <= 8;
+    }
+
+    /**
+     * Whether a vector access is an ordered (relaxed, volatile, acquire, release) 16-byte one of global memory (v2.u64,
+     * v4.u32, v2.f64...): made as two 8-byte accesses under {@link #stripe}, so that such accesses are whole to one
+     * another, as the device's single transaction is. CUB's look-back keeps the tile status of 8-byte values in such
+     * a pair (st.relaxed.gpu.v2.u64). Shared memory needs no lock: a CTA runs on one host thread at a time.
+     */
+    static boolean paired(Insn in, int size) {
+        return in.ordered && size * in.vec.length == 16 && (in.space == Insn.GLOBAL || in.space == Insn.GENERIC);
+    }
+
+    private static final Object[] STRIPES = new Object[256];
+
+    static {
+        for (int i = 0; i < STRIPES.length; i++) {
+            STRIPES[i] = new Object();
+        }
+    }
+
+    /** The lock of the 16-byte ordered accesses at {@code address} ({@link #paired}). */
+    static Object stripe(long address) {
+        return STRIPES[(int) (address >>> 4) & (STRIPES.length - 1)];
     }
 
     /** The bits of a value of {@code size} bytes. */

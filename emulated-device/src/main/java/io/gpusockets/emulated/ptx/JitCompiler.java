@@ -1179,6 +1179,18 @@ final class JitCompiler {
             c.pop2();
             return;
         }
+        if (Cta.paired(in, size)) {
+            c.aload(CTA);
+            c.loadConstant(site[i]);
+            c.lload(ADDRESS);
+            c.loadConstant(in.space == Insn.GENERIC ? 1 : 0);
+            c.invokevirtual(CD_CTA, "ld16", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_boolean));
+            split(c, in, size, 0);
+            c.aload(CTA);
+            c.invokevirtual(CD_CTA, "high", MethodTypeDesc.of(CD_long));
+            split(c, in, size, 1);
+            return;
+        }
         for (int k = 0; k < in.vec.length; k++) {
             access(c, i, in, (long) k * size);
             c.loadConstant(size);
@@ -1189,6 +1201,43 @@ final class JitCompiler {
             } else {
                 c.pop2();
             }
+        }
+    }
+
+    /** Takes the 8-byte word {@code word} of a paired load off the stack into the elements that lie in it. */
+    private void split(CodeBuilder c, Insn in, int size, int word) {
+        for (int k = 0; k < in.vec.length; k++) {
+            int at = k * size;
+            if (at / 8 != word || in.vec[k] < 0) {
+                continue;
+            }
+            c.dup2();
+            if (at % 8 != 0) {
+                c.loadConstant(at % 8 * 8);
+                c.lushr();
+            }
+            mask(c, Cta.sizeMask(size));
+            loaded(c, in.type);
+            store(c, in.vec[k]);
+        }
+        c.pop2();
+    }
+
+    /** Pushes the 8-byte word {@code word} of a paired store, made of the elements that lie in it. */
+    private void combine(CodeBuilder c, Insn in, int size, int word) {
+        c.lconst_0();
+        for (int k = 0; k < in.vec.length; k++) {
+            int at = k * size;
+            if (at / 8 != word) {
+                continue;
+            }
+            load(c, in.vec[k]);
+            mask(c, Cta.sizeMask(size));
+            if (at % 8 != 0) {
+                c.loadConstant(at % 8 * 8);
+                c.lshl();
+            }
+            c.lor();
         }
     }
 
@@ -1241,6 +1290,16 @@ final class JitCompiler {
                 }
             }
             stCall(c, in);
+            return;
+        }
+        if (Cta.paired(in, size)) {
+            c.aload(CTA);
+            c.loadConstant(site[i]);
+            c.lload(ADDRESS);
+            c.loadConstant(in.space == Insn.GENERIC ? 1 : 0);
+            combine(c, in, size, 0);
+            combine(c, in, size, 1);
+            c.invokevirtual(CD_CTA, "st16", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_boolean, CD_long, CD_long));
             return;
         }
         for (int k = 0; k < in.vec.length; k++) {

@@ -552,6 +552,39 @@ final class JitCta implements PtxKernel.CtaRunner {
         return (offset | (limit - size - offset)) < 0 | (address & (size - 1)) != 0;
     }
 
+    /** The second word of the last {@link #ld16}. */
+    private long high;
+
+    /**
+     * An ordered 16-byte load of global (or generic) memory as two 8-byte ones under the address's stripe
+     * ({@link Cta#paired}); returns the first word, {@link #high} the second.
+     */
+    long ld16(int site, long address, boolean generic) {
+        synchronized (Cta.stripe(address)) {
+            long lo = generic ? ldGeneric(site, address, 8) : ldGlobal(site, address, 8);
+            high = generic ? ldGeneric(site, address + 8, 8) : ldGlobal(site, address + 8, 8);
+            return lo;
+        }
+    }
+
+    /** The second word of the last {@link #ld16}. */
+    long high() {
+        return high;
+    }
+
+    /** An ordered 16-byte store as two 8-byte ones under the address's stripe ({@link Cta#paired}). */
+    void st16(int site, long address, boolean generic, long lo, long hi) {
+        synchronized (Cta.stripe(address)) {
+            if (generic) {
+                stGeneric(site, address, 8, lo);
+                stGeneric(site, address + 8, 8, hi);
+            } else {
+                stGlobal(site, address, 8, lo);
+                stGlobal(site, address + 8, 8, hi);
+            }
+        }
+    }
+
     long ldGlobal(int site, long address, int size) {
         long off = address - siteBase[site];
         if (outside(off, size, siteLength[site], address)) {
