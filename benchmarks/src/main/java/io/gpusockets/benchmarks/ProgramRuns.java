@@ -104,12 +104,21 @@ final class ProgramRuns {
      * LD_LIBRARY_PATH of this process removed first), stdin empty, for at most {@code timeoutSeconds}.
      */
     static Run run(List<String> command, Map<String, String> env, Path dir, int timeoutSeconds) throws IOException, InterruptedException {
+        return run(command, env, dir, timeoutSeconds, false);
+    }
+
+    /**
+     * {@link #run(List, Map, Path, int)}, keeping this process's LD_LIBRARY_PATH where {@code keepLibraryPath} (the
+     * start-up benches: a native run finds the driver as this process would).
+     */
+    static Run run(List<String> command, Map<String, String> env, Path dir, int timeoutSeconds, boolean keepLibraryPath)
+            throws IOException, InterruptedException {
         Path stdout = Files.createTempFile(dir, "out", ".txt");
         Path stderr = Files.createTempFile(dir, "err", ".txt");
         try {
             ProcessBuilder pb = new ProcessBuilder(new ArrayList<>(command)).directory(dir.toFile())
                     .redirectOutput(stdout.toFile()).redirectError(stderr.toFile()).redirectInput(ProcessBuilder.Redirect.from(new File("/dev/null")));
-            pb.environment().keySet().removeIf(k -> k.startsWith("GPUSOCKETS_") || k.equals("LD_LIBRARY_PATH"));
+            pb.environment().keySet().removeIf(k -> k.startsWith("GPUSOCKETS_") || !keepLibraryPath && k.equals("LD_LIBRARY_PATH"));
             pb.environment().putAll(env);
             long t0 = System.nanoTime();
             Process p = pb.start();

@@ -15,7 +15,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -175,22 +174,8 @@ final class StandInStartup {
     }
 
     private static Run once(Path program, StartupBench.Target t, Path dir) throws IOException, InterruptedException {
-        Path stdout = Files.createTempFile(dir, "out", ".txt");
-        ProcessBuilder pb = new ProcessBuilder(program.toString()).directory(dir.toFile())
-                .redirectOutput(stdout.toFile()).redirectError(ProcessBuilder.Redirect.DISCARD);
-        pb.environment().keySet().removeIf(k -> k.startsWith("GPUSOCKETS_"));
-        pb.environment().putAll(t.env());
-        long t0 = System.nanoTime();
-        Process p = pb.start();
-        boolean done = p.waitFor(RUN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        double wall = (System.nanoTime() - t0) / 1e6;
-        if (!done) {
-            p.destroyForcibly();
-            p.waitFor(10, TimeUnit.SECONDS);
-        }
-        String text = Files.readString(stdout, StandardCharsets.ISO_8859_1);
-        Files.deleteIfExists(stdout);
-        return parse(text, wall, done ? p.exitValue() : 124);
+        ProgramRuns.Run r = ProgramRuns.run(List.of(program.toString()), t.env(), dir, RUN_TIMEOUT_SECONDS, true);
+        return parse(r.stdout(), r.wallMs(), r.exit());
     }
 
     private static String describe(Run r) {

@@ -19,7 +19,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
-import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import picocli.CommandLine;
@@ -280,24 +279,8 @@ public final class StartupBench implements Callable<Integer> {
 
     /** One run of the program: what it printed about itself, and its wall time as seen from here. */
     private static Run run(Path program, Target t, Path dir) throws IOException, InterruptedException {
-        Path stdout = Files.createTempFile(dir, "out", ".txt");
-        Path stderr = Files.createTempFile(dir, "err", ".txt");
-        ProcessBuilder pb = new ProcessBuilder(program.toString()).directory(dir.toFile())
-                .redirectOutput(stdout.toFile()).redirectError(stderr.toFile());
-        pb.environment().keySet().removeIf(k -> k.startsWith("GPUSOCKETS_"));
-        pb.environment().putAll(t.env());
-        long t0 = System.nanoTime();
-        Process p = pb.start();
-        boolean done = p.waitFor(RUN_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-        double wall = (System.nanoTime() - t0) / 1e6;
-        if (!done) {
-            p.destroyForcibly();
-            p.waitFor(10, TimeUnit.SECONDS);
-        }
-        String text = Files.readString(stdout, StandardCharsets.ISO_8859_1);
-        Files.deleteIfExists(stdout);
-        Files.deleteIfExists(stderr);
-        return parse(text, wall, done ? p.exitValue() : 124);
+        ProgramRuns.Run r = ProgramRuns.run(List.of(program.toString()), t.env(), dir, RUN_TIMEOUT_SECONDS, true);
+        return parse(r.stdout(), r.wallMs(), r.exit());
     }
 
     static Run parse(String stdout, double wallMs, int exit) {
