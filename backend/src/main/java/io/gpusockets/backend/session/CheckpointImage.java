@@ -20,7 +20,8 @@ import java.util.zip.CRC32C;
  * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
  *
  * <pre>
- * magic "GPUSCKPT", u32 version (3; versions 1 and 2 are read too)
+ * magic "GPUSCKPT", u32 version (4 for a session that shares memory with others of its group, else 3; versions 1
+ *          and 2 are read too)
  * u64 session id, utf tenant
  * u32 n, n x (i32 device, u64 window base)            the address windows
  * u64 next handle id
@@ -35,6 +36,9 @@ import java.util.zip.CRC32C;
  *          u64 target, utf key ("" for none)
  * u32 n, n x (i32 device, utf name, i32 compute capability as major * 10 + minor, -1 unknown)   the devices' models,
  *          which a restore checks the module images against ({@link RestoreModels}); not in versions 1 and 2
+ * version 4 only, the IPC memory shared within a group checkpointed together ({@link Shares}):
+ *          u32 n, n x export (i64 token id, 16 bytes token secret, u64 allocation address, u64 size)
+ *          u32 n, n x opened (64 bytes token, u64 base, u64 size, u64 reservation, u64 span, i32 device)
  * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
  *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
  *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
@@ -59,9 +63,11 @@ import java.util.zip.CRC32C;
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
     static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 3;
+    static final int VERSION = 4;
     /** The first version that records the devices' models. */
     static final int DEVICES_VERSION = 3;
+    /** The first version that records shares ({@link Shares}); an image without shares is written as version 3. */
+    static final int SHARES_VERSION = 4;
     /** The oldest version a restore reads. */
     static final int OLDEST_VERSION = 1;
     /** The chunk size contents are copied and hashed in. */
@@ -78,13 +84,44 @@ final class CheckpointImage {
     /** Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}). */
     record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
                   int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
-                  List<DeviceModel> devices, int version) {
-        /** A header of this backend's {@link #VERSION}. */
+                  List<DeviceModel> devices, Shares shares, int version) {
+        /** A header of this backend's {@link #VERSION}, without shares. */
         Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
                int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
                List<DeviceModel> devices) {
-            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, VERSION);
+            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, Shares.NONE,
+                    VERSION);
         }
+
+        /** This header with {@code s} as its shares. */
+        Header withShares(Shares s) {
+            return new Header(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, s,
+                    version);
+        }
+    }
+
+    /**
+     * The IPC memory a session of a group checkpointed together shares with the others (version 4): what it exported
+     * that is restored as a share again, under the same token, once its allocation is back ({@code exports}), and the
+     * exporters' memory it had opened, re-mapped at the same address on restore ({@code opened}).
+     */
+    record Shares(List<Export> exports, List<Opened> opened) {
+        static final Shares NONE = new Shares(List.of(), List.of());
+
+        boolean isEmpty() {
+            return exports.isEmpty() && opened.isEmpty();
+        }
+    }
+
+    /** An IPC memory export: its token's id and secret, the allocation's address and size in the exporter. */
+    record Export(long tokenId, byte[] secret, long address, long size) {
+    }
+
+    /**
+     * Opened IPC memory: the token it was opened with, its base and size in the opener, and the opener's reservation
+     * ({@code span} bytes at {@code reservation}) that maps the exporter's physical allocations, for device {@code device}.
+     */
+    record Opened(byte[] token, long base, long size, long reservation, long span, int device) {
     }
 
     /** A device of the checkpointing backend: its ordinal, name and compute capability (major * 10 + minor, or -1). */
@@ -126,8 +163,9 @@ final class CheckpointImage {
     }
 
     static void writeHeader(DataOutputStream out, Header h, List<Range> ranges) throws IOException {
+        boolean shares = !h.shares().isEmpty();
         out.write(MAGIC);
-        out.writeInt(VERSION);
+        out.writeInt(shares ? SHARES_VERSION : DEVICES_VERSION); // older backends read an image without shares
         out.writeLong(h.sessionId());
         out.writeUTF(h.tenant());
         out.writeInt(h.windows().size());
@@ -196,6 +234,24 @@ final class CheckpointImage {
             out.writeInt(d.device());
             out.writeUTF(d.name());
             out.writeInt(d.capability());
+        }
+        if (shares) {
+            out.writeInt(h.shares().exports().size());
+            for (Export e : h.shares().exports()) {
+                out.writeLong(e.tokenId());
+                out.write(e.secret());
+                out.writeLong(e.address());
+                out.writeLong(e.size());
+            }
+            out.writeInt(h.shares().opened().size());
+            for (Opened o : h.shares().opened()) {
+                out.write(o.token());
+                out.writeLong(o.base());
+                out.writeLong(o.size());
+                out.writeLong(o.reservation());
+                out.writeLong(o.span());
+                out.writeInt(o.device());
+            }
         }
         out.writeInt(ranges.size());
     }
@@ -316,8 +372,22 @@ final class CheckpointImage {
         for (int i = 0, n = version >= DEVICES_VERSION ? count(in) : 0; i < n; i++) {
             models.add(new DeviceModel(in.readInt(), in.readUTF(), in.readInt()));
         }
+        Shares shares = Shares.NONE;
+        if (version >= SHARES_VERSION) {
+            List<Export> exports = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                exports.add(new Export(in.readLong(), bytes(in, 16), in.readLong(), in.readLong()));
+            }
+            List<Opened> opened = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                opened.add(new Opened(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong(), in.readLong(),
+                        in.readLong(), in.readInt()));
+            }
+            shares = new Shares(List.copyOf(exports), List.copyOf(opened));
+        }
         return new Header(sessionId, tenant, windows, nextId,
-                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, version);
+                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, shares,
+                version);
     }
 
     /** One verified chunk of contents: its range, where in the range it goes, and how many bytes it has. */

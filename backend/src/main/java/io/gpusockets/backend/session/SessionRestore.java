@@ -188,6 +188,7 @@ public final class SessionRestore {
                     s.lanes().restore(l.getKey(), reals);
                 }
                 s.primary().restoreRefs(h.primary());
+                s.restoredShares(h.shares()); // made again once the session has its share broker (GroupCheckpoint)
                 CheckpointImage.ResumeState r = h.resume();
                 s.resumable(new Session.Resume(r.token(), r.identity(), java.time.Duration.ofSeconds(r.graceSeconds()),
                         r.features(), ResumeLog.restored(retainBytes, r.received(), r.kept())));

@@ -1,0 +1,148 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.CheckpointResult;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * Sessions that share IPC memory are checkpointed and restored together (issue 24 item 1): on backend A (emulated
+ * device, isolation context, address-stable memory) session E exports a cuMemAlloc allocation by cuIpcGetMemHandle and
+ * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
+ * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
+ * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
+ * still opens the memory. A group checkpoint that leaves a partner out is refused, naming it; so is one with what it
+ * does not carry (an IPC event).
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class IpcGroupCheckpointTest extends CheckpointTestSupport {
+    private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+
+    @Test
+    void sessionsSharingIpcMemoryCheckpointTogetherAndGoOnSharingItInAnotherBackend() throws Exception {
+        Path sock = dir.resolve("g.sock");
+        Path imageE = dir.resolve("e.ckpt"), imageI = dir.resolve("i.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
+            Cuda ce = new Cuda(de);
+            ce.primaryContext();
+            long p = ce.alloc(SIZE);
+            ce.put(p, new byte[] {1, 2, 3});
+            ce.put(p + SIZE - 2, new byte[] {4, 5});
+            MemorySegment handle = ce.cell(64);
+            Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+            Cuda ci = new Cuda(di);
+            ci.primaryContext();
+            MemorySegment opened = ci.cell();
+            Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
+            long q = opened.get(JAVA_LONG, 0);
+            ci.put(q + 3, new byte[] {9});
+            assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "shared before the checkpoint");
+            long e = de.sessionId(), i = di.sessionId();
+
+            // alone, each is refused, naming the other and how to move them together
+            CheckpointRefused alone = assertThrows(CheckpointRefused.class,
+                    () -> serverA.checkpoint(e, dir.resolve("alone.ckpt"), true, null));
+            assertTrue(alone.getMessage().contains("session(s) " + i) && alone.getMessage().contains("together"),
+                    alone.getMessage());
+            assertThrows(CheckpointRefused.class, () -> serverA.checkpoint(i, dir.resolve("alone.ckpt"), true, null));
+            assertFalse(Files.exists(dir.resolve("alone.ckpt")));
+
+            // the importer first: the order does not matter
+            List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);
+            assertEquals(2, r.size());
+            assertTrue(r.get(1).bytesWritten() > SIZE, "the exporter's image holds the shared contents");
+            assertTrue(r.get(0).bytesWritten() < SIZE, "the importer's does not: " + r.get(0).bytesWritten());
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+
+            try (BackendServer serverB = server(b)) {
+                assertEquals(List.of(i, e), serverB.restoreGroup(List.of(imageI, imageE), null));
+                assertEquals(1, serverB.shares().count(), "the export is back");
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
+                assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+
+                MemorySegment again = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle of the old token after the restore");
+                long q2 = again.get(JAVA_LONG, 0);
+                assertNotEquals(q, q2, "a mapping of its own");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token opens the restored memory");
+                Cuda.ok(di.cuIpcCloseMemHandle(q2), "cuIpcCloseMemHandle");
+
+                CheckpointRefused still = assertThrows(CheckpointRefused.class,
+                        () -> serverB.checkpoint(i, dir.resolve("again.ckpt"), false, null));
+                assertTrue(still.getMessage().contains("session(s) " + e), still.getMessage());
+                assertEquals(2, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
+    @Test
+    void aGroupThatLeavesAPartnerOutOrHoldsWhatItDoesNotCarryIsRefusedAndRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        try (BackendServer server = server(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("r.sock"))).toString();
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri);
+                 RemoteCudaDriver dx = RemoteCudaDriver.connect(uri)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
+                ce.primaryContext();
+                ci.primaryContext();
+                cx.primaryContext();
+                long p = ce.alloc(SIZE);
+                MemorySegment handle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+                Cuda.ok(di.cuIpcOpenMemHandle(ci.cell(), handle, 0), "cuIpcOpenMemHandle");
+                long e = de.sessionId(), i = di.sessionId(), x = dx.sessionId();
+
+                CheckpointRefused left = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, x),
+                        List.of(dir.resolve("e.ckpt"), dir.resolve("x.ckpt")), true, null));
+                assertTrue(left.getMessage().contains("session(s) " + i + ", which this checkpoint does not name"),
+                        left.getMessage());
+
+                MemorySegment event = ci.cell();
+                Cuda.ok(di.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+                MemorySegment eventHandle = ci.cell(64);
+                Cuda.ok(di.cuIpcGetEventHandle(eventHandle, event.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+                Cuda.ok(de.cuIpcOpenEventHandle(ce.cell(), eventHandle), "cuIpcOpenEventHandle");
+                CheckpointRefused event2 = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, i),
+                        List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
+                assertTrue(event2.getMessage().contains("IPC event"), event2.getMessage());
+                assertFalse(Files.exists(dir.resolve("e.ckpt")) || Files.exists(dir.resolve("i.ckpt")));
+
+                ce.put(p, new byte[] {5}); // both run on
+                assertEquals(CuResult.CUDA_SUCCESS, di.cuCtxSynchronize());
+            }
+        } finally {
+            a.close();
+        }
+    }
+}
