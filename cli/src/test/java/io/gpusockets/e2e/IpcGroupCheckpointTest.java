@@ -29,8 +29,9 @@ import org.junit.jupiter.api.Timeout;
  * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
  * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
  * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
- * still opens the memory. A group checkpoint that leaves a partner out is refused, naming it; so is one with what it
- * does not carry (an IPC event).
+ * still opens the memory; the importer's image alone is refused while its exporter is not restored there. A group
+ * checkpoint that leaves a partner out is refused, naming it; so is one with what it does not carry (an IPC event, a
+ * mapping that outlived the exporter's allocation), and the sessions run on.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class IpcGroupCheckpointTest extends CheckpointTestSupport {
@@ -79,6 +80,11 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
             Files.deleteIfExists(sock);
 
             try (BackendServer serverB = server(b)) {
+                CheckpointRefused first = assertThrows(CheckpointRefused.class, () -> serverB.restore(imageI, null),
+                        "the importer alone, its exporter not restored here");
+                assertTrue(first.getMessage().contains("cannot be mapped again") && first.getMessage().contains("together"),
+                        first.getMessage());
+                assertEquals(0, serverB.sessions().size(), "a refused restore leaves nothing");
                 assertEquals(List.of(i, e), serverB.restoreGroup(List.of(imageI, imageE), null));
                 assertEquals(1, serverB.shares().count(), "the export is back");
                 serverB.listen(TransportUri.parse("unix://" + sock));
@@ -127,6 +133,15 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                         List.of(dir.resolve("e.ckpt"), dir.resolve("x.ckpt")), true, null));
                 assertTrue(left.getMessage().contains("session(s) " + i + ", which this checkpoint does not name"),
                         left.getMessage());
+
+                long kept = ce.alloc(SIZE);
+                MemorySegment keptHandle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(keptHandle, kept), "cuIpcGetMemHandle");
+                Cuda.ok(di.cuIpcOpenMemHandle(ci.cell(), keptHandle, 0), "cuIpcOpenMemHandle");
+                Cuda.ok(de.cuMemFree(kept), "cuMemFree (the exporter's: the opener's mapping outlives it)");
+                CheckpointRefused outlived = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(
+                        List.of(e, i), List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
+                assertTrue(outlived.getMessage().contains("whose exporter freed the allocation"), outlived.getMessage());
 
                 MemorySegment event = ci.cell();
                 Cuda.ok(di.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");

@@ -60,20 +60,21 @@ public final class GroupCheckpoint {
                     + join(missing) + ", which this checkpoint does not name: sessions that share move together (name"
                     + " them all: gpusockets checkpoint " + join(registry.group(ids)).replace(", ", " ") + " --to DIR)");
         }
-        List<String> notCarried = new ArrayList<>();
         for (Session s : group) {
-            registry.carried(s.id(), notCarried);
-            s.sharing().carried(s.id(), notCarried);
             s.requireCheckpointable();
         }
-        if (!notCarried.isEmpty()) {
-            throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
-                    + " carries the IPC memory of address windows only (isolation context or shared), not "
-                    + String.join("; ", notCarried) + " (the sessions keep running)");
-        }
+        refuseNotCarried(group, registry, ids);
         CheckpointResult[] results = new CheckpointResult[group.size()];
         long[] drainNanos = new long[group.size()];
         drainedFrom(group, 0, stop, progress, drainNanos, () -> {
+            // drained: nothing of the group shares anew; a session outside it may have opened an export meanwhile
+            Set<Long> joined = registry.group(ids);
+            joined.removeAll(ids);
+            if (!joined.isEmpty()) {
+                throw new CheckpointRefused("session(s) " + join(joined) + " opened memory of session(s) " + join(ids)
+                        + " during the group checkpoint's drain: name them too (the sessions keep running)");
+            }
+            refuseNotCarried(group, registry, ids);
             boolean ok = false;
             try {
                 for (int i = 0; i < group.size(); i++) {
@@ -90,6 +91,35 @@ public final class GroupCheckpoint {
             }
         });
         return List.of(results);
+    }
+
+    /**
+     * Refused, naming each, for what the group holds that a group checkpoint does not carry ({@link ShareRegistry#carried},
+     * {@link SessionShares#carried}), and for an opened range whose export is gone (its exporter freed the allocation:
+     * the mapping outlived it, and no image holds that memory).
+     */
+    private static void refuseNotCarried(List<Session> group, ShareRegistry registry, Set<Long> ids)
+            throws CheckpointRefused {
+        List<String> notCarried = new ArrayList<>();
+        Set<Long> exported = new java.util.HashSet<>();
+        for (Session s : group) {
+            for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
+                exported.add(c.id());
+            }
+        }
+        for (Session s : group) {
+            for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+                if (!exported.contains(ShareRegistry.idOf(e.getValue().mapped().token()))) {
+                    notCarried.add(String.format("session %d's opened IPC memory at 0x%x, whose exporter freed the"
+                            + " allocation (the mapping outlived it)", s.id(), e.getKey()));
+                }
+            }
+        }
+        if (!notCarried.isEmpty()) {
+            throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
+                    + " carries the IPC memory of address windows only (isolation context or shared), not "
+                    + String.join("; ", notCarried) + " (the sessions keep running)");
+        }
     }
 
     @FunctionalInterface

@@ -480,6 +480,11 @@ public final class ShareRegistry {
         }
     }
 
+    /** The share id a token of {@link #TOKEN_BYTES} names (its bytes 8 to 15), checked or not. */
+    static long idOf(byte[] token) {
+        return ByteBuffer.wrap(token).order(ByteOrder.LITTLE_ENDIAN).getLong(8);
+    }
+
     /** The token of the share {@code id} with {@code secret} and {@code kind}, as {@link #share} gave it. */
     public static byte[] tokenOf(long id, byte kind, byte[] secret) {
         return token(id, kind, secret);
