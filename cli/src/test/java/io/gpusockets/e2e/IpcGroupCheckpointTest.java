@@ -112,6 +112,64 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
         }
     }
 
+    /**
+     * From the command line between two backend processes (isolation context): {@code gpusockets checkpoint E I --to DIR
+     * --stop} writes DIR/session-ID.ckpt for each (one alone is refused, saying how to name them together), the backend
+     * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE}: the programs
+     * resume and share the memory as before.
+     */
+    @Test
+    void fromTheCommandLineTwoSessionsCheckpointedTogetherResumeInANewBackendProcessStillSharing() throws Exception {
+        BackendProcess first = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120");
+        BackendProcess second = null;
+        try {
+            String uri = first.unix();
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                long p = ce.alloc(SIZE);
+                ce.put(p, new byte[] {6, 7});
+                MemorySegment handle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+                MemorySegment opened = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle");
+                long q = opened.get(JAVA_LONG, 0);
+                String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
+                String admin = first.adminSocket().toString();
+
+                CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("checkpoint", i, "--to",
+                        dir.resolve("alone.ckpt").toString(), "--stop", "--socket", admin);
+                assertEquals(1, alone.exit());
+                assertTrue(alone.err().contains("gpusockets checkpoint " + String.join(" ",
+                        java.util.stream.Stream.of(e, i).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList())
+                        + " --to DIR"), alone.err());
+                CheckpointNativeTest.Result ck = CheckpointNativeTest.cli("checkpoint", e, i, "--to", dir.toString(),
+                        "--stop", "--socket", admin);
+                assertEquals(0, ck.exit(), () -> ck.out() + ck.err());
+                Path imageE = dir.resolve("session-" + e + ".ckpt"), imageI = dir.resolve("session-" + i + ".ckpt");
+                assertTrue(Files.size(imageE) > SIZE && Files.exists(imageI), ck.out());
+
+                ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
+                assertTrue(first.awaitExit(30), "the killed backend did not exit");
+                second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
+                CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
+                        "--socket", second.adminSocket().toString());
+                assertEquals(0, rs.exit(), () -> rs.out() + rs.err());
+                assertTrue(rs.out().contains("\"sessions\":[" + i + "," + e + "]"), rs.out());
+
+                assertArrayEquals(new byte[] {6, 7}, ci.get(q, 2), "the importer reads through its old pointer");
+                ci.put(q + 2, new byte[] {8});
+                assertArrayEquals(new byte[] {6, 7, 8}, ce.get(p, 3), "and its write reaches the exporter");
+            }
+        } finally {
+            first.close();
+            if (second != null) {
+                second.close();
+            }
+        }
+    }
+
     @Test
     void aGroupThatLeavesAPartnerOutOrHoldsWhatItDoesNotCarryIsRefusedAndRunsOn() throws Exception {
         EmulatedDevice a = new EmulatedDevice();
