@@ -160,8 +160,9 @@ final class SessionShares {
 
     /**
      * What a group checkpoint carries of what the session opened: its window-memory mappings (isolation context and
-     * shared), by base; what it cannot carry (IPC events, imported shareable VMM handles, the driver's IPC mappings) is
-     * added to {@code notCarried}, naming the session.
+     * shared), by base; what it cannot carry (the driver's IPC events and mappings, imported shareable VMM handles) is
+     * added to {@code notCarried}, naming the session. An exported event or VMM handle nobody opened is not carried
+     * either, and does not hold the group: its token is unknown where the images are restored.
      */
     Map<Long, Opened> carried(long session, java.util.List<String> notCarried) {
         Map<Long, Opened> out = new java.util.TreeMap<>();
@@ -177,9 +178,11 @@ final class SessionShares {
             notCarried.add("session " + session + "'s " + driverMappings + " IPC memory mapping(s) of the driver (isolation"
                     + " process)");
         }
-        if (!events.isEmpty() || !members.isEmpty()) {
-            notCarried.add("session " + session + "'s IPC event(s)");
+        if (!events.isEmpty()) {
+            notCarried.add("session " + session + "'s " + events.size() + " IPC event(s) opened through the driver");
         }
+        // an IPC event share of isolation context is named by its exporter's entry (ShareRegistry#carried), and the
+        // opener's event is a handle no record makes, which the checkpoint refuses by name
         if (!vmm.isEmpty()) {
             notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
         }
