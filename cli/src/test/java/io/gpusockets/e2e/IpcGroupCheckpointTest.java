@@ -29,7 +29,8 @@ import org.junit.jupiter.api.Timeout;
  * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
  * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
  * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
- * still opens the memory; the importer's image alone is refused while its exporter is not restored there. A group
+ * still opens the memory; an IPC event E exported that nobody opened neither holds the group nor comes back; the
+ * importer's image alone is refused while its exporter is not restored there. A group
  * checkpoint that leaves a partner out is refused, naming it; so is one with what it does not carry (an IPC event, a
  * mapping that outlived the exporter's allocation), and the sessions run on.
  */
@@ -69,6 +70,11 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                     alone.getMessage());
             assertThrows(CheckpointRefused.class, () -> serverA.checkpoint(i, dir.resolve("alone.ckpt"), true, null));
             assertFalse(Files.exists(dir.resolve("alone.ckpt")));
+
+            MemorySegment event = ce.cell();
+            Cuda.ok(de.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+            Cuda.ok(de.cuIpcGetEventHandle(ce.cell(64), event.get(JAVA_LONG, 0)),
+                    "cuIpcGetEventHandle (nobody opens it: it does not hold the group, and is not carried)");
 
             // the importer first: the order does not matter
             List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);

@@ -178,11 +178,9 @@ final class SessionShares {
             notCarried.add("session " + session + "'s " + driverMappings + " IPC memory mapping(s) of the driver (isolation"
                     + " process)");
         }
-        if (!events.isEmpty()) {
-            notCarried.add("session " + session + "'s " + events.size() + " IPC event(s) opened through the driver");
+        if (!events.isEmpty()) { // cuIpcOpenEventHandle's events (an exported one nobody opened is not one)
+            notCarried.add("session " + session + "'s " + events.size() + " opened IPC event(s)");
         }
-        // an IPC event share of isolation context is named by its exporter's entry (ShareRegistry#carried), and the
-        // opener's event is a handle no record makes, which the checkpoint refuses by name
         if (!vmm.isEmpty()) {
             notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
         }
