@@ -81,7 +81,10 @@ final class CheckpointImage {
                        List<ResumeLog.Kept> kept) {
     }
 
-    /** Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}). */
+    /**
+     * Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}, and is written
+     * as {@link #SHARES_VERSION} when it has shares, else as {@link #DEVICES_VERSION}).
+     */
     record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
                   int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
                   List<DeviceModel> devices, Shares shares, int version) {

@@ -189,6 +189,9 @@ public final class ShareRegistry {
             }
             byte[] secret = new byte[16];
             random.nextBytes(secret);
+            while (entries.containsKey(nextId)) {
+                nextId++; // a restored share (restore) took it
+            }
             long id = nextId++;
             Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
                     window, events, object, new TreeSet<>());

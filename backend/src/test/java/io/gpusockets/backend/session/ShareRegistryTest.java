@@ -116,6 +116,37 @@ class ShareRegistryTest {
     }
 
     @Test
+    void anExportRestoredUnderItsOldTokenOpensAgainAndNewTokensStepOverItsId() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] first = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        long id = ShareRegistry.idOf(first);
+        byte[] secret = new byte[16];
+        Arrays.fill(secret, (byte) 7);
+        int[] fds = io.gpusockets.transport.vsock.DescriptorPassing.socketPair();
+        io.gpusockets.transport.vsock.DescriptorPassing.close(fds[1]);
+        r.restore(9, "alice", id + 1, secret, 4096,
+                new ShareRegistry.Window(16, java.util.List.of(new ShareRegistry.Piece(0, 8192, fds[0]))), 0x7f0000000010L);
+        byte[] old = ShareRegistry.tokenOf(id + 1, ShareRegistry.KIND_MEMORY, secret);
+        ShareRegistry.Found f = r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, old);
+        assertEquals(9, f.exporter());
+        assertEquals(4096, f.size());
+        assertEquals(16, f.window().start());
+        ShareRegistry.closeAll(f.window());
+        assertEquals(java.util.Set.of(2L), r.partners(9), "the opener is linked to the restored exporter");
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(3, "bob", ShareRegistry.KIND_MEMORY, old), "another tenant");
+        int[] more = io.gpusockets.transport.vsock.DescriptorPassing.socketPair();
+        io.gpusockets.transport.vsock.DescriptorPassing.close(more[1]);
+        ShareRegistry.Refused taken = assertThrows(ShareRegistry.Refused.class, () -> r.restore(8, "alice", id + 1, secret,
+                64, new ShareRegistry.Window(0, java.util.List.of(new ShareRegistry.Piece(0, 64, more[0]))), 0),
+                "its descriptor closed with the refusal");
+        assertTrue(taken.getMessage().contains("in use in this backend by session 9"), taken.getMessage());
+        assertEquals(id + 2, ShareRegistry.idOf(r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(2), 64, -1)),
+                "a new token steps over the restored one's id");
+        r.sessionEnded(9);
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, old));
+    }
+
+    @Test
     void aShareWithoutWhatAnImporterNeedsIsRefused() {
         ShareRegistry r = new ShareRegistry(8);
         assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "a", ShareRegistry.KIND_MEMORY, new byte[3], 64, -1));
