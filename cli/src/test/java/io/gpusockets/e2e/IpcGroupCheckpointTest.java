@@ -1,5 +1,6 @@
 package io.gpusockets.e2e;
 
+import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -14,6 +15,7 @@ import io.gpusockets.backend.session.CheckpointResult;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.MemoryProps;
 import io.gpusockets.protocol.transport.TransportUri;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
@@ -29,9 +31,10 @@ import org.junit.jupiter.api.Timeout;
  * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
  * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
  * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
- * still opens the memory; an IPC event E exported that nobody opened neither holds the group nor comes back; the
- * importer's image alone is refused while its exporter is not restored there. A group
- * checkpoint that leaves a partner out is refused, naming it; so is one with what it does not carry (an IPC event, a
+ * still opens the memory; an IPC event I exported and E opened comes back as one share (E's event follows I's
+ * recording, and the old token opens it again), and one E exported that nobody opened comes back too; the importer's
+ * image alone is refused while its exporter is not restored there. A group checkpoint that leaves a partner out is
+ * refused, naming it; so is one with what it does not carry (a shareable VMM handle another session imported, a
  * mapping that outlived the exporter's allocation), and the sessions run on.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
@@ -74,7 +77,15 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
             MemorySegment event = ce.cell();
             Cuda.ok(de.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
             Cuda.ok(de.cuIpcGetEventHandle(ce.cell(64), event.get(JAVA_LONG, 0)),
-                    "cuIpcGetEventHandle (nobody opens it: it does not hold the group, and is not carried)");
+                    "cuIpcGetEventHandle (nobody opens it: it comes back too)");
+
+            // an IPC event the other way: I exports, E opens
+            MemorySegment eventI = ci.cell();
+            Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+            MemorySegment eventHandle = ci.cell(64);
+            Cuda.ok(di.cuIpcGetEventHandle(eventHandle, eventI.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+            MemorySegment eventE = ce.cell();
+            Cuda.ok(de.cuIpcOpenEventHandle(eventE, eventHandle), "cuIpcOpenEventHandle");
 
             // the importer first: the order does not matter
             List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);
@@ -92,7 +103,9 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                         first.getMessage());
                 assertEquals(0, serverB.sessions().size(), "a refused restore leaves nothing");
                 assertEquals(List.of(i, e), serverB.restoreGroup(List.of(imageI, imageE), null));
-                assertEquals(1, serverB.shares().count(), "the export is back");
+                assertEquals(3, serverB.shares().count(), "the memory and the two event exports are back");
+                assertEquals(3, serverB.shares().eventStreams(), "the opened event's share has its two members again, the"
+                        + " unopened one its one");
                 serverB.listen(TransportUri.parse("unix://" + sock));
                 assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
                 assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
@@ -107,6 +120,14 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                 assertNotEquals(q, q2, "a mapping of its own");
                 assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token opens the restored memory");
                 Cuda.ok(di.cuIpcCloseMemHandle(q2), "cuIpcCloseMemHandle");
+
+                Cuda.ok(de.cuEventQuery(eventE.get(JAVA_LONG, 0)), "the opened event is E's under its old handle");
+                Cuda.ok(di.cuEventRecord(eventI.get(JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
+                Cuda.ok(de.cuEventSynchronize(eventE.get(JAVA_LONG, 0)), "E's event follows I's recording");
+                MemorySegment again2 = ce.cell();
+                Cuda.ok(de.cuIpcOpenEventHandle(again2, eventHandle), "cuIpcOpenEventHandle of the old token after the restore");
+                assertEquals(4, serverB.shares().eventStreams(), "a third member");
+                Cuda.ok(de.cuEventDestroy(again2.get(JAVA_LONG, 0)), "cuEventDestroy");
 
                 CheckpointRefused still = assertThrows(CheckpointRefused.class,
                         () -> serverB.checkpoint(i, dir.resolve("again.ckpt"), false, null));
@@ -207,14 +228,20 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                         List.of(e, i), List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
                 assertTrue(outlived.getMessage().contains("whose exporter freed the allocation"), outlived.getMessage());
 
-                MemorySegment event = ci.cell();
-                Cuda.ok(di.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
-                MemorySegment eventHandle = ci.cell(64);
-                Cuda.ok(di.cuIpcGetEventHandle(eventHandle, event.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
-                Cuda.ok(de.cuIpcOpenEventHandle(ce.cell(), eventHandle), "cuIpcOpenEventHandle");
-                CheckpointRefused event2 = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, i),
+                // a shareable VMM handle another session imported (FABRIC: the handle is the token)
+                MemorySegment prop = ci.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+                prop.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+                prop.set(JAVA_INT, 4, 8); // CU_MEM_HANDLE_TYPE_FABRIC
+                prop.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+                MemorySegment memh = ci.cell();
+                Cuda.ok(di.cuMemCreate(memh, 2L << 20, prop, 0), "cuMemCreate");
+                MemorySegment fabric = ci.cell(64);
+                Cuda.ok(di.cuMemExportToShareableHandle(fabric, memh.get(JAVA_LONG, 0), 8, 0), "cuMemExportToShareableHandle");
+                Cuda.ok(de.cuMemImportFromShareableHandle(ce.cell(), ce.cell(64).copyFrom(fabric), 8),
+                        "cuMemImportFromShareableHandle");
+                CheckpointRefused vmm = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, i),
                         List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
-                assertTrue(event2.getMessage().contains("IPC event"), event2.getMessage());
+                assertTrue(vmm.getMessage().contains("shareable VMM handle opened by session(s) " + e), vmm.getMessage());
                 assertFalse(Files.exists(dir.resolve("e.ckpt")) || Files.exists(dir.resolve("i.ckpt")));
 
                 ce.put(p, new byte[] {5}); // both run on

@@ -37,8 +37,10 @@ import java.util.zip.CRC32C;
  * u32 n, n x (i32 device, utf name, i32 compute capability as major * 10 + minor, -1 unknown)   the devices' models,
  *          which a restore checks the module images against ({@link RestoreModels}); not in versions 1 and 2
  * version 4 only, the IPC memory shared within a group checkpointed together ({@link Shares}):
- *          u32 n, n x export (i64 token id, 16 bytes token secret, u64 allocation address, u64 size)
- *          u32 n, n x opened (64 bytes token, u64 base, u64 size, u64 reservation, u64 span, i32 device)
+ *          u32 n, n x export (u8 kind (1 memory, 2 event), i64 token id, 16 bytes token secret, u64 object (memory:
+ *                   the allocation's address; event: its handle id), u64 size (event: 0))
+ *          u32 n, n x opened memory (64 bytes token, u64 base, u64 size, u64 reservation, u64 span, i32 device)
+ *          u32 n, n x opened event (64 bytes token, u64 event handle id, u64 context id)
  * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
  *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
  *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
@@ -108,16 +110,24 @@ final class CheckpointImage {
      * that is restored as a share again, under the same token, once its allocation is back ({@code exports}), and the
      * exporters' memory it had opened, re-mapped at the same address on restore ({@code opened}).
      */
-    record Shares(List<Export> exports, List<Opened> opened) {
-        static final Shares NONE = new Shares(List.of(), List.of());
+    record Shares(List<Export> exports, List<Opened> opened, List<OpenedEvent> openedEvents) {
+        static final Shares NONE = new Shares(List.of(), List.of(), List.of());
 
         boolean isEmpty() {
-            return exports.isEmpty() && opened.isEmpty();
+            return exports.isEmpty() && opened.isEmpty() && openedEvents.isEmpty();
         }
     }
 
-    /** An IPC memory export: its token's id and secret, the allocation's address and size in the exporter. */
-    record Export(long tokenId, byte[] secret, long address, long size) {
+    /**
+     * An IPC export of {@code kind} ({@link ShareRegistry#KIND_MEMORY}: the allocation at {@code address}, {@code size}
+     * bytes; {@link ShareRegistry#KIND_EVENT}: the event whose handle id is {@code address}, size 0): its token's id
+     * and secret.
+     */
+    record Export(byte kind, long tokenId, byte[] secret, long address, long size) {
+    }
+
+    /** An IPC event opened with {@code token}: the opener's event (handle id {@code event}) in context {@code context}. */
+    record OpenedEvent(byte[] token, long event, long context) {
     }
 
     /**
@@ -241,6 +251,7 @@ final class CheckpointImage {
         if (shares) {
             out.writeInt(h.shares().exports().size());
             for (Export e : h.shares().exports()) {
+                out.writeByte(e.kind());
                 out.writeLong(e.tokenId());
                 out.write(e.secret());
                 out.writeLong(e.address());
@@ -254,6 +265,12 @@ final class CheckpointImage {
                 out.writeLong(o.reservation());
                 out.writeLong(o.span());
                 out.writeInt(o.device());
+            }
+            out.writeInt(h.shares().openedEvents().size());
+            for (OpenedEvent o : h.shares().openedEvents()) {
+                out.write(o.token());
+                out.writeLong(o.event());
+                out.writeLong(o.context());
             }
         }
         out.writeInt(ranges.size());
@@ -379,14 +396,22 @@ final class CheckpointImage {
         if (version >= SHARES_VERSION) {
             List<Export> exports = new ArrayList<>();
             for (int i = 0, n = count(in); i < n; i++) {
-                exports.add(new Export(in.readLong(), bytes(in, 16), in.readLong(), in.readLong()));
+                byte kind = in.readByte();
+                if (kind != ShareRegistry.KIND_MEMORY && kind != ShareRegistry.KIND_EVENT) {
+                    throw new IOException("checkpoint image: export " + i + " of unknown kind " + kind);
+                }
+                exports.add(new Export(kind, in.readLong(), bytes(in, 16), in.readLong(), in.readLong()));
             }
             List<Opened> opened = new ArrayList<>();
             for (int i = 0, n = count(in); i < n; i++) {
                 opened.add(new Opened(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong(), in.readLong(),
                         in.readLong(), in.readInt()));
             }
-            shares = new Shares(List.copyOf(exports), List.copyOf(opened));
+            List<OpenedEvent> events = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                events.add(new OpenedEvent(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong()));
+            }
+            shares = new Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
         }
         return new Header(sessionId, tenant, windows, nextId,
                 new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, shares,

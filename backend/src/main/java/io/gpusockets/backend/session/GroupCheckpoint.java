@@ -17,17 +17,22 @@ import java.util.TreeSet;
  * <p>A group checkpoint ({@link #checkpoint}) names every session linked by shares ({@link ShareRegistry#group}; one
  * left out is refused, naming it). All are drained first, one after the other, each holding its new calls, so that
  * none writes the memory it shares while another's image is taken; then each image is written as a single session's
- * is, plus what it shares ({@link CheckpointImage.Shares}): the IPC memory of its address window it exported (its
- * token's id and secret, the allocation's address and size: its contents are in its own image, as every allocation's)
- * and the exporters' memory it opened (the token, its address, and the reservation that maps it). Only then are they
- * let go or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained,
- * naming it: IPC events, shareable VMM handles another session imported, the driver's IPC mappings.
+ * is, plus what it shares ({@link CheckpointImage.Shares}): the IPC memory of its address window and the IPC events
+ * it exported (the token's id and secret, the allocation's address and size, or the event's handle id: the contents
+ * and the event are in its own image, as every allocation and event), and what it opened (the token, and the memory's
+ * address and the reservation that maps it, or the opened event's handle id and context). Only then are they let go
+ * or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained (and
+ * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC mappings
+ * and events (isolation process), a mapping whose exporter freed the allocation, an opened event re-exported.
  *
  * <p>A restore brings the shares back in two steps once the sessions are restored and before any may resume:
- * {@link #reExport} registers each restored exporter's memory again under its old token (the same id and secret, so
- * that the tokens the programs hold stay valid), then {@link #reOpen} looks each opened token up as an open would and
- * maps the exporter's physical allocations at the opener's old address (refused, the restore undone, when the driver
- * gives another address or the exporter's image was not restored in this backend).
+ * {@link #reExport} registers each restored exporter's memory and events again under their old tokens (the same id
+ * and secret, so that the tokens the programs hold stay valid; an event joins a new {@link IpcEventShare} as its first
+ * member), then {@link #reOpen} looks each opened token up as an open would and maps the exporter's physical
+ * allocations at the opener's old address, and makes each opened event again under its old handle id, joined to the
+ * exporter's share (its record, a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
+ * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
+ * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
  */
 public final class GroupCheckpoint {
     private GroupCheckpoint() {
@@ -115,9 +120,22 @@ public final class GroupCheckpoint {
                 }
             }
         }
+        for (Session s : group) {
+            Map<Long, byte[]> openedEvents = s.sharing().carriedEvents();
+            for (ShareRegistry.Carried c : registry.carried(s.id(), new ArrayList<>())) {
+                if (c.kind() == ShareRegistry.KIND_EVENT && openedEvents.containsKey(c.address())) {
+                    notCarried.add("session " + s.id() + "'s IPC event that it opened and exported again");
+                }
+            }
+            for (byte[] token : openedEvents.values()) {
+                if (!exported.contains(ShareRegistry.idOf(token))) {
+                    notCarried.add("session " + s.id() + "'s opened IPC event whose exporter destroyed it");
+                }
+            }
+        }
         if (!notCarried.isEmpty()) {
             throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
-                    + " carries the IPC memory of address windows only (isolation context or shared), not "
+                    + " carries the IPC memory of address windows and IPC events of isolation context or shared only, not "
                     + String.join("; ", notCarried) + " (the sessions keep running)");
         }
     }
@@ -153,7 +171,22 @@ public final class GroupCheckpoint {
         List<String> notCarried = new ArrayList<>();
         List<CheckpointImage.Export> exports = new ArrayList<>();
         for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
-            exports.add(new CheckpointImage.Export(c.id(), c.secret(), c.address(), c.size()));
+            long object = c.address();
+            if (c.kind() == ShareRegistry.KIND_EVENT) {
+                object = s.handles().idOf(io.gpusockets.protocol.api.ParamType.EVENT, c.address());
+                if (object == 0) {
+                    throw new IOException("session " + s.id() + ": its exported IPC event has no handle");
+                }
+            }
+            exports.add(new CheckpointImage.Export(c.kind(), c.id(), c.secret(), object, c.size()));
+        }
+        List<CheckpointImage.OpenedEvent> events = new ArrayList<>();
+        for (Map.Entry<Long, byte[]> e : s.sharing().carriedEvents().entrySet()) {
+            SessionHandles.Entry h = s.handles().entryOf(io.gpusockets.protocol.api.ParamType.EVENT, e.getKey());
+            if (h == null) {
+                throw new IOException("session " + s.id() + ": its opened IPC event has no handle");
+            }
+            events.add(new CheckpointImage.OpenedEvent(e.getValue(), h.id(), h.context()));
         }
         List<CheckpointImage.Opened> opened = new ArrayList<>();
         for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
@@ -164,7 +197,7 @@ public final class GroupCheckpoint {
         if (!notCarried.isEmpty()) { // something new since the check: the session was drained in between
             throw new IOException("session " + s.id() + ": " + String.join("; ", notCarried) + " cannot be carried");
         }
-        return new CheckpointImage.Shares(List.copyOf(exports), List.copyOf(opened));
+        return new CheckpointImage.Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
     }
 
     /**
@@ -173,6 +206,10 @@ public final class GroupCheckpoint {
      */
     public static void reExport(Session s, ShareRegistry registry) throws CheckpointRefused {
         for (CheckpointImage.Export e : s.restoredShares().exports()) {
+            if (e.kind() == ShareRegistry.KIND_EVENT) {
+                reExportEvent(s, registry, e);
+                continue;
+            }
             try {
                 ShareRegistry.Window w = IpcCalls.windowOf(s, e.address(), e.size());
                 registry.restore(s.id(), s.tenant().name(), e.tokenId(), e.secret(), e.size(), w, e.address());
@@ -180,6 +217,93 @@ public final class GroupCheckpoint {
             } catch (CallRejected | ShareRegistry.Refused x) {
                 throw new CheckpointRefused(String.format("restore of session %d refused: its IPC memory export of 0x%x"
                         + " (%d bytes) cannot be made again: %s", s.id(), e.address(), e.size(), x.getMessage()));
+            }
+        }
+    }
+
+    /** {@link #reExport} of an IPC event: the replayed event joins a new share, registered under the old token. */
+    private static void reExportEvent(Session s, ShareRegistry registry, CheckpointImage.Export e) throws CheckpointRefused {
+        String what = "restore of session " + s.id() + " refused: its IPC event export (event " + e.address()
+                + ") cannot be made again: ";
+        SessionHandles.Entry ev = s.handles().get(e.address(), io.gpusockets.protocol.api.ParamType.EVENT);
+        SessionHandles.Entry ctx = ev == null ? null : s.handles().get(ev.context(), io.gpusockets.protocol.api.ParamType.CTX);
+        if (ctx == null) {
+            throw new CheckpointRefused(what + "the event or its context is not there after the replay");
+        }
+        IpcEventShare.Member m;
+        try {
+            m = inContext(s, ctx.real(), what, () -> registry.broker(s.id(), s.tenant().name()).newEventShare()
+                    .join(s.id(), s.host().driver(), ev.real()));
+        } catch (CallRejected x) {
+            throw new CheckpointRefused(what + x.getMessage());
+        }
+        try {
+            registry.restoreEvent(s.id(), s.tenant().name(), e.tokenId(), e.secret(), m.share(), ev.real());
+        } catch (ShareRegistry.Refused x) {
+            m.share().leave(m);
+            throw new CheckpointRefused(what + x.getMessage());
+        }
+        s.sharing().member(m);
+        s.sharing().exported(ShareRegistry.KIND_EVENT, ev.real());
+    }
+
+    @FunctionalInterface
+    private interface InContext<T> {
+        T run() throws CallRejected;
+    }
+
+    /** Runs {@code work} with the real context {@code ctx} current on this thread. */
+    private static <T> T inContext(Session s, long ctx, String what, InContext<T> work) throws CheckpointRefused, CallRejected {
+        io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+        int r = real.cuCtxPushCurrent(ctx);
+        if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+            throw new CheckpointRefused(what + "its context cannot be made current: "
+                    + io.gpusockets.protocol.api.CuResult.name(r));
+        }
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            try {
+                return work.run();
+            } finally {
+                real.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+    }
+
+    /**
+     * A restored session's opened IPC events ({@link Session#restoredShares}): each a new event in its context, under
+     * its old handle id, joined to the exporter's share in {@code registry} (restored first, {@link #reExport}).
+     */
+    private static void reOpenEvents(Session s, ShareRegistry registry) throws CheckpointRefused {
+        for (CheckpointImage.OpenedEvent o : s.restoredShares().openedEvents()) {
+            String what = "restore of session " + s.id() + " refused: its opened IPC event (event " + o.event()
+                    + ") cannot be made again: ";
+            ShareRegistry.Found f;
+            try {
+                f = registry.lookup(s.id(), s.tenant().name(), ShareRegistry.KIND_EVENT, o.token());
+            } catch (ShareRegistry.Refused x) {
+                throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares with"
+                        + " together: gpusockets restore FILE...)");
+            }
+            SessionHandles.Entry ctx = s.handles().get(o.context(), io.gpusockets.protocol.api.ParamType.CTX);
+            if (f.events() == null || ctx == null) {
+                throw new CheckpointRefused(what + (ctx == null ? "its context is not there after the replay"
+                        : "the exporter's event is not one of isolation context"));
+            }
+            try {
+                long real = inContext(s, ctx.real(), what, () -> IpcCalls.joinEvent(s, f.events(), o.token()));
+                CheckpointRecorder.Issued pin = new CheckpointRecorder.Issued(new long[] {o.event()});
+                CheckpointRecorder.ISSUED.set(pin);
+                long id;
+                try {
+                    id = s.handles().intern(io.gpusockets.protocol.api.ParamType.EVENT, real, 0, o.context());
+                } finally {
+                    CheckpointRecorder.ISSUED.remove();
+                }
+                if (id != o.event()) {
+                    throw new CheckpointRefused(what + "it came back as event " + id);
+                }
+            } catch (CallRejected x) {
+                throw new CheckpointRefused(what + x.getMessage());
             }
         }
     }
@@ -228,6 +352,7 @@ public final class GroupCheckpoint {
                         + ")");
             }
         }
+        reOpenEvents(s, registry);
         s.restoredShares(CheckpointImage.Shares.NONE);
     }
 

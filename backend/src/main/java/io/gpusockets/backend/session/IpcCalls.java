@@ -44,8 +44,10 @@ import java.util.List;
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
  * hand-over of itself alone ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}). In isolation context
- * and shared the sessions linked by IPC memory are checkpointed together: a restore maps each opened range again at
- * its address ({@link #mapWindow(Session, ShareRegistry.Window, long, byte[], int, long)}).
+ * and shared the sessions linked by IPC memory and events are checkpointed together ({@link GroupCheckpoint}): a
+ * restore maps each opened range again at its address
+ * ({@link #mapWindow(Session, ShareRegistry.Window, long, byte[], int, long)}) and joins each opened event again
+ * ({@link #joinEvent}).
  */
 final class IpcCalls implements BackendHandlers.Ipc {
     /** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: the one flag cuIpcOpenMemHandle takes. */
@@ -223,7 +225,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
         }
         if (f.events() != null) {
-            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(c, f.events()), 0, context));
+            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(session, f.events(), token), 0, context));
             return CuResult.CUDA_SUCCESS;
         }
         requireWorker("IPC events");
@@ -290,17 +292,22 @@ final class IpcCalls implements BackendHandlers.Ipc {
     }
 
     /**
-     * Isolation context: a new event of this session in its current context (CU_EVENT_DISABLE_TIMING |
-     * CU_EVENT_INTERPROCESS), joined to {@code share}; its driver value. It completes when the share's latest recording
+     * Isolation context: a new event of {@code session} in the current context (CU_EVENT_DISABLE_TIMING |
+     * CU_EVENT_INTERPROCESS), joined to {@code share}, opened with {@code token}; its driver value. It completes when the share's latest recording
      * does, from here on ({@link IpcEventShare}).
      */
-    private long joinEvent(Call c, IpcEventShare share) throws CallRejected {
-        MemorySegment out = c.scratch(8);
-        int r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+    static long joinEvent(Session session, IpcEventShare share, byte[] token) throws CallRejected {
+        CudaDriver driver = session.driver();
+        int r;
+        long real;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8);
+            r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+            real = out.get(ValueLayout.JAVA_LONG, 0);
+        }
         if (r != CuResult.CUDA_SUCCESS) {
             throw new CallRejected(r, "the opener's event could not be made");
         }
-        long real = out.get(ValueLayout.JAVA_LONG, 0);
         IpcEventShare.Member m;
         try {
             m = share.join(session.id(), session.host().driver(), real);
@@ -310,7 +317,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
         }
         SessionShares sharing = session.sharing();
         sharing.interprocessEvent(real);
-        sharing.eventOpened(real);
+        sharing.eventOpened(real, token);
         sharing.member(m);
         return real;
     }

@@ -280,6 +280,9 @@ public final class SessionRestore {
                 if (f == null) {
                     throw new ProtocolFault("record " + r.seq + ": opcode " + r.opcode + " unknown to this backend");
                 }
+                if (f.name().equals("cuIpcOpenEventHandle") && !h.shares().openedEvents().isEmpty()) {
+                    continue; // made again, joined to its exporter's share, once that is restored (GroupCheckpoint)
+                }
                 lane.contextStack(r.context == 0 ? new long[0] : new long[] {contextReal(s, r.context)});
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {
                     stable.placeNext(r.base);

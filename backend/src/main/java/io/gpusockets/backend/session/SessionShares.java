@@ -103,6 +103,7 @@ final class SessionShares {
     void eventGone(long real) {
         eventGoing(real);
         events.remove(real);
+        eventTokens.remove(real);
         interprocess.remove(real);
     }
 
@@ -160,7 +161,8 @@ final class SessionShares {
 
     /**
      * What a group checkpoint carries of what the session opened: its window-memory mappings (isolation context and
-     * shared), by base; what it cannot carry (the driver's IPC events and mappings, imported shareable VMM handles) is
+     * shared), by base (its IPC events there: {@link #carriedEvents}); what it cannot carry (the driver's IPC events and
+     * mappings, imported shareable VMM handles) is
      * added to {@code notCarried}, naming the session. An exported event or VMM handle nobody opened is not carried
      * either, and does not hold the group: its token is unknown where the images are restored.
      */
@@ -178,11 +180,37 @@ final class SessionShares {
             notCarried.add("session " + session + "'s " + driverMappings + " IPC memory mapping(s) of the driver (isolation"
                     + " process)");
         }
-        if (!events.isEmpty()) { // cuIpcOpenEventHandle's events (an exported one nobody opened is not one)
-            notCarried.add("session " + session + "'s " + events.size() + " opened IPC event(s)");
+        long driverEvents = events.stream().filter(e -> !eventTokens.containsKey(e)).count();
+        if (driverEvents > 0) { // cuIpcOpenEventHandle's events of the driver (isolation process)
+            notCarried.add("session " + session + "'s " + driverEvents + " IPC event(s) opened through the driver"
+                    + " (isolation process)");
         }
         if (!vmm.isEmpty()) {
             notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
+        }
+        return out;
+    }
+
+    /**
+     * Isolation context: the token each IPC event the session opened was opened with, by the event's driver value
+     * (what a group checkpoint carries of its opened events, {@link #carriedEvents}).
+     */
+    private final Map<Long, byte[]> eventTokens = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** Isolation context: the session's event {@code real} was opened with {@code token} (it is a member of a share). */
+    void eventOpened(long real, byte[] token) {
+        eventOpened(real);
+        eventTokens.put(real, token.clone());
+    }
+
+    /** The IPC events of isolation context the session opened, by driver value: the token each was opened with. */
+    Map<Long, byte[]> carriedEvents() {
+        Map<Long, byte[]> out = new java.util.TreeMap<>();
+        for (long e : events) {
+            byte[] t = eventTokens.get(e);
+            if (t != null) {
+                out.put(e, t);
+            }
         }
         return out;
     }

@@ -47,11 +47,12 @@ import java.util.TreeSet;
  * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept
  * too: a session sharing with another is refused a checkpoint, a migration and a hand-over of itself alone
  * ({@link #movingRefusal}, which names the partners and how to move them together). The sessions linked by shares
- * ({@link #group}) are checkpointed together (the backend's group checkpoint, isolation context and shared): the IPC
- * memory of an exporter's address window ({@link #carried}) goes into the exporter's image with its token's id and
- * secret, and comes back under the same token when the image is restored ({@link #restore}), so that the importers'
- * mappings are made again and a later open of the old token works; a group holding an IPC event or a shareable VMM
- * handle that another session opened is refused, naming it. A session with exports nobody opened moves alone; its
+ * ({@link #group}) are checkpointed together (the backend's group checkpoint, isolation context and shared,
+ * {@link GroupCheckpoint}): the IPC memory of an exporter's address window and its IPC events ({@link #carried}) go into
+ * the exporter's image with their tokens' ids and secrets, and come back under the same tokens when the image is
+ * restored ({@link #restore}, {@link #restoreEvent}), so that the openers' mappings and events are made again and a
+ * later open of an old token works; a group holding a shareable VMM handle that another session imported is refused,
+ * naming it. A session with exports nobody opened moves alone; its
  * exports are not in its image then (they go with the session here). Token ids start at a random value per process, so
  * that a restored token hardly meets one the restoring backend issued (if it does, that restore is refused).
  */
@@ -381,7 +382,7 @@ public final class ShareRegistry {
         }
         Set<Long> group = group(Set.of(session));
         return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
-                + join(with) + " by IPC/shareable handles; sessions that share IPC memory are checkpointed together"
+                + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events are checkpointed together"
                 + " (gpusockets checkpoint " + join(group).replace(", ", " ") + " --to DIR --stop, then gpusockets restore"
                 + " DIR/*.ckpt; isolation context or shared), and a migration or hand-over of them is not built yet";
     }
@@ -423,17 +424,19 @@ public final class ShareRegistry {
     }
 
     /**
-     * An export of {@code session} that a group checkpoint carries: IPC memory of its address window ({@code window},
-     * isolation context and shared), under the token's {@code id} and {@code secret}, of the allocation at
-     * {@code address}, {@code size} bytes; {@code openers}: the sessions that opened it.
+     * An export of {@code session} that a group checkpoint carries, of {@code kind}: IPC memory of its address window
+     * (isolation context and shared), the allocation at {@code address}, {@code size} bytes, or an IPC event of
+     * isolation context (its driver value as {@code address}), under the token's {@code id} and {@code secret};
+     * {@code openers}: the sessions that opened it.
      */
-    public record Carried(long id, byte[] secret, long address, long size, Set<Long> openers) {
+    public record Carried(byte kind, long id, byte[] secret, long address, long size, Set<Long> openers) {
     }
 
     /**
-     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window), and why
-     * it cannot carry the rest (empty: it can): an IPC event or a shareable VMM handle another session opened, or IPC
-     * memory exported through the driver (isolation process).
+     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window and IPC
+     * events of isolation context, {@code address} the event's driver value), and why it cannot carry the rest (added to
+     * {@code notCarried}): a shareable VMM handle another session imported, or IPC memory or events exported through
+     * the driver (isolation process) that another session opened.
      */
     public synchronized List<Carried> carried(long session, List<String> notCarried) {
         List<Carried> out = new ArrayList<>();
@@ -442,8 +445,8 @@ public final class ShareRegistry {
             if (e == null) {
                 continue;
             }
-            if (e.kind() == KIND_MEMORY && e.window() != null) {
-                out.add(new Carried(e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
+            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT && e.events() != null) {
+                out.add(new Carried(e.kind(), e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
             } else if (!e.openers().isEmpty()) {
                 notCarried.add("session " + session + "'s " + (e.kind() == KIND_EVENT ? "IPC event" : e.kind() == KIND_VMM
                         ? "shareable VMM handle" : "IPC memory handle of the driver") + " opened by session(s) "
@@ -461,12 +464,27 @@ public final class ShareRegistry {
      */
     public synchronized void restore(long exporter, String tenant, long id, byte[] secret, long size, Window window,
                                      long object) throws Refused {
+        restore(exporter, tenant, KIND_MEMORY, id, secret, size, window, null, object);
+    }
+
+    /**
+     * As {@link #restore(long, String, long, byte[], long, Window, long)} for an IPC event of isolation context
+     * ({@code events}, its exporter's event already its member, {@code object} that event).
+     */
+    public synchronized void restoreEvent(long exporter, String tenant, long id, byte[] secret, IpcEventShare events,
+                                          long object) throws Refused {
+        restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, java.util.Objects.requireNonNull(events), object);
+    }
+
+    private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
+                         IpcEventShare events, long object) throws Refused {
         try {
-            if (secret == null || secret.length != 16 || window == null || window.pieces().isEmpty()) {
+            if (secret == null || secret.length != 16
+                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty() : events == null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
             }
             if (entries.containsKey(id)) {
-                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "the restored IPC memory token " + id + " of session "
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "the restored IPC token " + id + " of session "
                         + exporter + " is in use in this backend by session " + entries.get(id).exporter());
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
@@ -474,7 +492,7 @@ public final class ShareRegistry {
                 throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
                         + " live IPC/shareable exports (" + MAX_PROPERTY + "=" + maxPerSession + " on the backend)");
             }
-            entries.put(id, new Entry(id, secret.clone(), KIND_MEMORY, exporter, tenant, null, size, -1, window, null, object,
+            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, null, size, -1, window, events, object,
                     new TreeSet<>()));
             mine.add(id);
             window = null;

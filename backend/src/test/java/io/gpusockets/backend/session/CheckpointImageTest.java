@@ -180,7 +180,7 @@ class CheckpointImageTest {
     }
 
     /**
-     * The IPC memory a session of a group checkpoint shares (its exports' tokens, the memory it opened) is written as
+     * What a session of a group checkpoint shares (its exports' tokens, the memory and events it opened) is written as
      * version 4 and read back as it was; the contents that follow are read as in version 3.
      */
     @Test
@@ -189,8 +189,11 @@ class CheckpointImageTest {
         new Random(7).nextBytes(secret);
         byte[] token = ShareRegistry.tokenOf(0x1234_5678_9abcL, ShareRegistry.KIND_MEMORY, secret);
         CheckpointImage.Shares shares = new CheckpointImage.Shares(
-                List.of(new CheckpointImage.Export(0x1234_5678_9abcL, secret, 0x7f5a00200000L, 3 << 20)),
-                List.of(new CheckpointImage.Opened(token, 0x7e0000000000L, 3 << 20, 0x7e0000000000L, 4 << 20, 0)));
+                List.of(new CheckpointImage.Export(ShareRegistry.KIND_MEMORY, 0x1234_5678_9abcL, secret, 0x7f5a00200000L,
+                                3 << 20),
+                        new CheckpointImage.Export(ShareRegistry.KIND_EVENT, 0x1234_5678_9abdL, secret, 0x2a000107L, 0)),
+                List.of(new CheckpointImage.Opened(token, 0x7e0000000000L, 3 << 20, 0x7e0000000000L, 4 << 20, 0)),
+                List.of(new CheckpointImage.OpenedEvent(token, 0x2a000108L, 0x2a000100L)));
         byte[] contents = new byte[3000];
         new Random(8).nextBytes(contents);
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
@@ -209,6 +212,12 @@ class CheckpointImageTest {
         CheckpointImage.Export e = h.shares().exports().get(0);
         assertEquals(List.of(0x1234_5678_9abcL, 0x7f5a00200000L, 3L << 20), List.of(e.tokenId(), e.address(), e.size()));
         assertArrayEquals(secret, e.secret());
+        CheckpointImage.Export ev = h.shares().exports().get(1);
+        assertEquals(List.of((long) ShareRegistry.KIND_EVENT, 0x1234_5678_9abdL, 0x2a000107L, 0L),
+                List.of((long) ev.kind(), ev.tokenId(), ev.address(), ev.size()));
+        CheckpointImage.OpenedEvent oe = h.shares().openedEvents().get(0);
+        assertArrayEquals(token, oe.token());
+        assertEquals(List.of(0x2a000108L, 0x2a000100L), List.of(oe.event(), oe.context()));
         CheckpointImage.Opened o = h.shares().opened().get(0);
         assertArrayEquals(token, o.token());
         assertEquals(List.of(0x7e0000000000L, 3L << 20, 0x7e0000000000L, 4L << 20, 0L),
