@@ -24,10 +24,12 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Sessions that share IPC memory are checkpointed and restored together (issue 24 item 1): on backend A (emulated
- * device, isolation context, address-stable memory) session E exports a cuMemAlloc allocation by cuIpcGetMemHandle and
+ * device, isolation context or shared, address-stable memory) session E exports a cuMemAlloc allocation by cuIpcGetMemHandle and
  * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
  * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
  * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
@@ -41,12 +43,16 @@ import org.junit.jupiter.api.Timeout;
 class IpcGroupCheckpointTest extends CheckpointTestSupport {
     private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
 
-    @Test
-    void sessionsSharingIpcMemoryCheckpointTogetherAndGoOnSharingItInAnotherBackend() throws Exception {
+    @ParameterizedTest(name = "isolation {0}")
+    @ValueSource(strings = {"context", "shared"})
+    void sessionsSharingIpcMemoryCheckpointTogetherAndGoOnSharingItInAnotherBackend(String isolation) throws Exception {
         Path sock = dir.resolve("g.sock");
         Path imageE = dir.resolve("e.ckpt"), imageI = dir.resolve("i.ckpt");
         EmulatedDevice a = new EmulatedDevice();
         BackendServer serverA = server(a);
+        if (isolation.equals("shared")) {
+            serverA.shareContextsPerTenant();
+        }
         String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
         EmulatedDevice b = new EmulatedDevice();
         try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
@@ -97,6 +103,9 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
             Files.deleteIfExists(sock);
 
             try (BackendServer serverB = server(b)) {
+                if (isolation.equals("shared")) {
+                    serverB.shareContextsPerTenant();
+                }
                 CheckpointRefused first = assertThrows(CheckpointRefused.class, () -> serverB.restore(imageI, null),
                         "the importer alone, its exporter not restored here");
                 assertTrue(first.getMessage().contains("cannot be mapped again") && first.getMessage().contains("together"),
