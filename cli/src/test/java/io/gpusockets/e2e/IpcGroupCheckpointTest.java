@@ -151,11 +151,12 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
     /**
      * From the command line between two backend processes (isolation context): {@code gpusockets checkpoint E I --to DIR
      * --stop} writes DIR/session-ID.ckpt for each (one alone is refused, saying how to name them together), the backend
-     * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE}: the programs
-     * resume and share the memory as before.
+     * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE} (or
+     * {@code gpusockets backend --restore FILE --restore FILE}): the programs resume and share the memory as before.
      */
-    @Test
-    void fromTheCommandLineTwoSessionsCheckpointedTogetherResumeInANewBackendProcessStillSharing() throws Exception {
+    @ParameterizedTest(name = "restored by {0}")
+    @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
+    void fromTheCommandLineTwoSessionsCheckpointedTogetherResumeInANewBackendProcessStillSharing(String how) throws Exception {
         BackendProcess first = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120");
         BackendProcess second = null;
         try {
@@ -188,11 +189,19 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
 
                 ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
                 assertTrue(first.awaitExit(30), "the killed backend did not exit");
-                second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
-                CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
-                        "--socket", second.adminSocket().toString());
-                assertEquals(0, rs.exit(), () -> rs.out() + rs.err());
-                assertTrue(rs.out().contains("\"sessions\":[" + i + "," + e + "]"), rs.out());
+                if (how.equals("gpusockets restore")) {
+                    second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
+                    CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
+                            "--socket", second.adminSocket().toString());
+                    assertEquals(0, rs.exit(), () -> rs.out() + rs.err());
+                    assertTrue(rs.out().contains("\"sessions\":[" + i + "," + e + "]"), rs.out());
+                } else { // the importer's image first: restored together, in any order
+                    second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri,
+                            "--restore", imageI.toString(), "--restore", imageE.toString());
+                    BackendProcess restoring = second;
+                    assertTrue(second.output().stream().anyMatch(l -> l.contains("session " + i + " restored from")),
+                            () -> String.join("\n", restoring.output()));
+                }
 
                 assertArrayEquals(new byte[] {6, 7}, ci.get(q, 2), "the importer reads through its old pointer");
                 ci.put(q + 2, new byte[] {8});
