@@ -293,8 +293,9 @@ final class IpcCalls implements BackendHandlers.Ipc {
 
     /**
      * Isolation context: a new event of {@code session} in the current context (CU_EVENT_DISABLE_TIMING |
-     * CU_EVENT_INTERPROCESS), joined to {@code share}, opened with {@code token}; its driver value. It completes when the share's latest recording
-     * does, from here on ({@link IpcEventShare}).
+     * CU_EVENT_INTERPROCESS), joined to {@code share}, opened with {@code token}; its driver value. It completes when
+     * the share's latest recording does, from here on ({@link IpcEventShare}). A group restore calls it too
+     * ({@link GroupCheckpoint#reOpen}).
      */
     static long joinEvent(Session session, IpcEventShare share, byte[] token) throws CallRejected {
         CudaDriver driver = session.driver();
