@@ -152,7 +152,8 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
      * From the command line between two backend processes (isolation context): {@code gpusockets checkpoint E I --to DIR
      * --stop} writes DIR/session-ID.ckpt for each (one alone is refused, saying how to name them together), the backend
      * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE} (or
-     * {@code gpusockets backend --restore FILE --restore FILE}): the programs resume and share the memory as before.
+     * {@code gpusockets backend --restore FILE --restore FILE}): the programs resume and share the memory as before. A
+     * backend in isolation process refuses such an image, saying so.
      */
     @ParameterizedTest(name = "restored by {0}")
     @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
@@ -190,6 +191,12 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                 ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
                 assertTrue(first.awaitExit(30), "the killed backend did not exit");
                 if (how.equals("gpusockets restore")) {
+                    try (BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process")) {
+                        CheckpointNativeTest.Result no = CheckpointNativeTest.cli("restore", imageE.toString(), "--socket",
+                                workers.adminSocket().toString());
+                        assertEquals(1, no.exit(), no.out());
+                        assertTrue(no.err().contains("isolation mode process does not make again"), no.err());
+                    }
                     second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
                     CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
                             "--socket", second.adminSocket().toString());

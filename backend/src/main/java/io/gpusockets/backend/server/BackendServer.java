@@ -1881,6 +1881,12 @@ public final class BackendServer implements AutoCloseable {
         }
         synchronized (restoring) {
             io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null && who.shares()) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore of session " + who.sessionId()
+                        + " refused: its image shares IPC memory or events with the sessions checkpointed with it, which"
+                        + " isolation mode process does not make again (restore the group in a backend with --isolation"
+                        + " context or shared)");
+            }
             if (w != null) {
                 return restoreInWorker(w, file, who.sessionId(), tenant, p);
             }

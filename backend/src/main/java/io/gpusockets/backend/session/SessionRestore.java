@@ -40,8 +40,12 @@ public final class SessionRestore {
     private SessionRestore() {
     }
 
-    /** The image's session id and tenant, read from its start (to refuse a taken id before anything is made). */
-    public record Identity(long sessionId, String tenant) {
+    /**
+     * The image's session id and tenant, read from its start (to refuse a taken id before anything is made), and whether
+     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which only isolation context and shared make
+     * again.
+     */
+    public record Identity(long sessionId, String tenant, boolean shares) {
     }
 
     /** A restored session, not yet serving, and what the restore did. */
@@ -52,7 +56,7 @@ public final class SessionRestore {
     public static Identity peek(java.nio.file.Path file) throws IOException {
         try (DataInputStream in = open(file)) {
             CheckpointImage.Header h = CheckpointImage.readHeader(in);
-            return new Identity(h.sessionId(), h.tenant());
+            return new Identity(h.sessionId(), h.tenant(), !h.shares().isEmpty());
         }
     }
 
