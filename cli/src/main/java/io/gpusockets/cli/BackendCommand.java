@@ -150,7 +150,9 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--restore", paramLabel = "FILE",
             description = "Before listening, restore the session checkpointed in FILE (gpusockets checkpoint --stop);"
-                    + " its program's frontend then resumes it here. Repeatable. A restore that fails stops the backend.")
+                    + " its program's frontend then resumes it here. Repeatable (isolation context and shared: restored"
+                    + " together, so that sessions checkpointed together share their IPC memory again). A restore that"
+                    + " fails stops the backend.")
     List<Path> restoreFiles = new ArrayList<>();
 
     @Option(names = "--accept-migrations",
@@ -346,7 +348,23 @@ final class BackendCommand implements Callable<Integer> {
             server.shareContextsPerTenant();
         }
         CountDownLatch stopped = new CountDownLatch(1);
-        for (Path image : restoreFiles) {
+        if (restoreFiles.size() > 1 && isolation != io.gpusockets.backend.isolation.Isolation.PROCESS) {
+            // together: sessions checkpointed together share memory again before any resumes (any order)
+            List<Path> all = restoreFiles.stream().map(Path::toAbsolutePath).toList();
+            try {
+                List<Long> ids = server.restoreGroup(all, null);
+                for (int i = 0; i < ids.size(); i++) {
+                    System.out.println("gpusockets backend: session " + ids.get(i) + " restored from " + restoreFiles.get(i)
+                            + ", waiting for its frontend");
+                }
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException e) {
+                server.close();
+                throw new picocli.CommandLine.ExecutionException(spec.commandLine(), "cannot restore " + restoreFiles + ": "
+                        + e.getMessage(), e);
+            }
+        }
+        for (Path image : restoreFiles.size() > 1 && isolation != io.gpusockets.backend.isolation.Isolation.PROCESS
+                ? List.<Path>of() : restoreFiles) {
             try {
                 long id = server.restore(image.toAbsolutePath(), null);
                 System.out.println("gpusockets backend: session " + id + " restored from " + image + ", waiting for its frontend");

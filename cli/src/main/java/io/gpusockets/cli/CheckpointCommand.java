@@ -13,7 +13,9 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpusockets checkpoint SESSION --to FILE [--stop]}: asks a running backend, over its admin socket, to
  * write session SESSION's GPU state to FILE (written by the backend, as its user, on its host); with
- * {@code --stop} the session stays frozen afterwards, for a restore elsewhere. Progress goes to stderr, the
+ * {@code --stop} the session stays frozen afterwards, for a restore elsewhere. {@code gpusockets checkpoint SESSION
+ * SESSION... --to DIR}: sessions that share IPC memory, checkpointed together, each to {@code DIR/session-ID.ckpt}
+ * (the folder must exist), for {@code gpusockets restore DIR/session-*.ckpt}. Progress goes to stderr, the
  * backend's summary (JSON) to stdout. Exit status 0 when written, 1 when refused or failed (the message says
  * what could not be captured or written).
  */
@@ -23,11 +25,13 @@ final class CheckpointCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists it.")
-    long session;
+    @Parameters(arity = "1..64", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists"
+            + " it; several: sessions that share IPC memory, checkpointed together (each to DIR/session-ID.ckpt).")
+    java.util.List<Long> sessions;
 
-    @Option(names = "--to", required = true, paramLabel = "FILE",
-            description = "The image file the backend writes (a relative path is taken from this directory).")
+    @Option(names = "--to", required = true, paramLabel = "FILE|DIR",
+            description = "The image file the backend writes, or with several sessions the folder it writes their images"
+                    + " in (a relative path is taken from this directory).")
     Path to;
 
     @Option(names = "--stop", description = "Leave the session frozen afterwards (to restore it in another backend).")
@@ -39,7 +43,17 @@ final class CheckpointCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        String request = "checkpoint " + session + (stop ? " stop " : " ") + to.toAbsolutePath().normalize();
+        Path target = to.toAbsolutePath().normalize();
+        String files = target.toString();
+        if (sessions.size() > 1) {
+            java.util.List<String> each = new java.util.ArrayList<>();
+            for (long id : sessions) {
+                each.add(target.resolve("session-" + id + ".ckpt").toString());
+            }
+            files = String.join("\t", each);
+        }
+        String request = "checkpoint " + sessions.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(","))
+                + (stop ? " stop " : " ") + files;
         return run(spec, "checkpoint", AdminClient.socket(socket), request);
     }
 

@@ -12,7 +12,9 @@ import picocli.CommandLine.Spec;
  * {@code gpusockets restore FILE}: asks a running backend, over its admin socket, to restore the session that
  * {@code gpusockets checkpoint} wrote to FILE (read by the backend, on its host). The session then waits, for
  * its grace period, for its program's frontend to resume it. Progress goes to stderr, the backend's summary
- * (JSON, with the session's id) to stdout. Exit status 0 when restored, 1 when refused or failed.
+ * (JSON, with the session's id) to stdout. Exit status 0 when restored, 1 when refused or failed. Several FILEs: the
+ * images of sessions checkpointed together ({@code gpusockets checkpoint SESSION SESSION... --to DIR}), restored
+ * together, their IPC memory shared again, before any resumes.
  */
 @Command(name = "restore", mixinStandardHelpOptions = true,
         description = "Restore a session from a `gpusockets checkpoint` image; its program then resumes it.")
@@ -20,9 +22,9 @@ final class RestoreCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "FILE",
-            description = "The image file the backend reads (a relative path is taken from this directory).")
-    Path file;
+    @Parameters(arity = "1..64", paramLabel = "FILE", description = "The image file the backend reads (a relative path is"
+            + " taken from this directory); several: the images of sessions checkpointed together, restored together.")
+    java.util.List<Path> files;
 
     @Option(names = "--socket", paramLabel = "PATH", description = "The restoring backend's admin socket. Default: $"
             + AdminClient.SOCKET_VARIABLE + ", else " + AdminClient.DEFAULT_SOCKET + ".")
@@ -30,6 +32,8 @@ final class RestoreCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        return CheckpointCommand.run(spec, "restore", AdminClient.socket(socket), "restore " + file.toAbsolutePath().normalize());
+        String names = files.stream().map(f -> f.toAbsolutePath().normalize().toString())
+                .collect(java.util.stream.Collectors.joining("\t"));
+        return CheckpointCommand.run(spec, "restore", AdminClient.socket(socket), "restore " + names);
     }
 }

@@ -35,6 +35,34 @@ final class SessionActions implements AdminActions {
                 r.bytesWritten(), r.allocations(), r.records(), r.drainNanos() / 1e6, r.imageNanos() / 1e6);
     }
 
+    /** {@code {"sessions":[CHECKPOINT_ANSWER...]}}: one per session, as {@link #checkpoint} answers. */
+    @Override
+    public String checkpointGroup(java.util.List<Long> sessions, java.util.List<Path> files, boolean stop,
+                                  Progress progress) throws Exception {
+        java.util.List<CheckpointResult> results = server.checkpointGroup(sessions, files, stop, progress::progress);
+        StringBuilder b = new StringBuilder("{\"sessions\":[");
+        for (int i = 0; i < results.size(); i++) {
+            CheckpointResult r = results.get(i);
+            b.append(i > 0 ? "," : "").append(String.format(Locale.ROOT, "{\"session\":%d,\"file\":%s,\"stopped\":%b,"
+                            + "\"bytes\":%d,\"ranges\":%d,\"records\":%d,\"drainMillis\":%.1f,\"writeMillis\":%.1f}",
+                    sessions.get(i), json(files.get(i)), stop, r.bytesWritten(), r.allocations(), r.records(),
+                    r.drainNanos() / 1e6, r.imageNanos() / 1e6));
+        }
+        return b.append("]}").toString();
+    }
+
+    /** {@code {"sessions":[ID...],"files":[FILE...],"millis"}}. */
+    @Override
+    public String restoreGroup(java.util.List<Path> files, Progress progress) throws Exception {
+        long t0 = System.nanoTime();
+        java.util.List<Long> ids = server.restoreGroup(files, progress::progress);
+        StringBuilder b = new StringBuilder("{\"sessions\":").append(ids.toString().replace(" ", "")).append(",\"files\":[");
+        for (int i = 0; i < files.size(); i++) {
+            b.append(i > 0 ? "," : "").append(json(files.get(i)));
+        }
+        return b.append(String.format(Locale.ROOT, "],\"millis\":%.1f}", (System.nanoTime() - t0) / 1e6)).toString();
+    }
+
     @Override
     public String takeOver(Path socket, String isolation, java.nio.file.attribute.UserPrincipal requester) throws Exception {
         return server.handOffTo(socket, isolation, requester).json();

@@ -272,7 +272,7 @@ class IpcSharingTest {
         // sharing sessions do not move: both are refused a checkpoint, naming the other
         CheckpointRefused refused = assertThrows(CheckpointRefused.class,
                 () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
-        assertTrue(refused.getMessage().contains("do not move together")
+        assertTrue(refused.getMessage().contains("checkpointed together")
                 && refused.getMessage().contains(String.valueOf(b.sessionId())), refused.getMessage());
         assertThrows(CheckpointRefused.class, () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
 
@@ -312,7 +312,7 @@ class IpcSharingTest {
             // once the importer is gone the exporter may move again
             CheckpointRefused r = assertThrows(CheckpointRefused.class,
                     () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
-            assertTrue(!r.getMessage().contains("do not move together"), "only for what it lacks: " + r.getMessage());
+            assertTrue(!r.getMessage().contains("checkpointed together"), "only for what it lacks: " + r.getMessage());
         }
         awaitTrue(() -> server.shares().count() == 0, "the exporter's shares dropped");
         awaitTrue(() -> deviceUsed() == idle, "device memory back to the baseline " + idle);
@@ -359,7 +359,7 @@ class IpcSharingTest {
         }
         CheckpointRefused refused = assertThrows(CheckpointRefused.class,
                 () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
-        assertTrue(refused.getMessage().contains("do not move together"), refused.getMessage());
+        assertTrue(refused.getMessage().contains("checkpointed together"), refused.getMessage());
 
         Cuda.ok(b.cuIpcCloseMemHandle(q), "cuIpcCloseMemHandle");
         assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q, (byte) 0, 1), "closed: no range of the session");
@@ -486,7 +486,7 @@ class IpcSharingTest {
         }
         CheckpointRefused refused = assertThrows(CheckpointRefused.class,
                 () -> server.checkpoint(b.sessionId(), dir.resolve("b.img"), false, null));
-        assertTrue(refused.getMessage().contains("do not move together"), refused.getMessage());
+        assertTrue(refused.getMessage().contains("checkpointed together"), refused.getMessage());
         assertThrows(CheckpointRefused.class, () -> server.checkpoint(a.sessionId(), dir.resolve("a.img"), false, null));
 
         // A records behind a gate, then ends with it shut: B keeps that last recording, then records and uses it alone
@@ -604,7 +604,7 @@ class IpcSharingTest {
             for (RemoteCudaDriver d : java.util.List.of(a, b)) {
                 CheckpointNativeTest.Result ck = CheckpointNativeTest.cli("checkpoint", String.valueOf(d.sessionId()), "--to",
                         dir.resolve("s" + d.sessionId() + ".img").toString(), "--socket", bp.adminSocket().toString());
-                assertTrue(ck.exit() != 0 && (ck.out() + ck.err()).contains("do not move together"), ck.out() + ck.err());
+                assertTrue(ck.exit() != 0 && (ck.out() + ck.err()).contains("checkpointed together"), ck.out() + ck.err());
             }
             try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
                 new Cuda(other).primaryContext();

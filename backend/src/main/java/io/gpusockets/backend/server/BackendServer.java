@@ -1232,6 +1232,45 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * Checkpoints the sessions {@code sessionIds}, which share IPC memory, together to {@code files} (one each, in
+     * order; {@link io.gpusockets.backend.session.GroupCheckpoint}): every session linked to them by shares must be
+     * named, and all are drained before any image is written; with {@code stop} they stay frozen, to be restored together
+     * ({@link #restoreGroup}). One session is {@link #checkpoint}. Refused (every session running on) in isolation mode
+     * process, for an unknown session, and for what a group checkpoint cannot carry (the message names it).
+     */
+    public List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(List<Long> sessionIds,
+            List<java.nio.file.Path> files, boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (sessionIds.size() != files.size() || sessionIds.isEmpty()) {
+            throw new IllegalArgumentException("sessions=" + sessionIds.size() + " files=" + files.size());
+        }
+        if (sessionIds.size() == 1) {
+            return List.of(checkpoint(sessionIds.get(0), files.get(0), stop, p));
+        }
+        return counted(checkpoints, () -> {
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("checkpointing sessions together is not supported"
+                        + " in isolation mode process yet (each lives in a worker of its own)");
+            }
+            List<Session> group = new ArrayList<>();
+            for (long id : sessionIds) {
+                Session s = session(id);
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("no session " + id + " in this backend");
+                }
+                group.add(s);
+            }
+            try {
+                return io.gpusockets.backend.session.GroupCheckpoint.checkpoint(group, shares, files, stop,
+                        p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted during the checkpoint of sessions " + sessionIds);
+            }
+        });
+    }
+
+    /**
      * Refused when another live session opened one of {@code sessionId}'s IPC or shareable exports, or it opened one of
      * another's ({@link io.gpusockets.backend.session.ShareRegistry#movingRefusal}).
      */
@@ -1746,6 +1785,91 @@ public final class BackendServer implements AutoCloseable {
                                 java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
                                 io.gpusockets.backend.session.SessionRestore.Landed landed)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        synchronized (restoring) {
+            if (workers != null) {
+                return restoreSession(file, p, handed, landed, null);
+            }
+            List<Session> made = new ArrayList<>();
+            restoreSession(file, p, handed, landed, made);
+            reshare(made);
+            return made.get(0).id();
+        }
+    }
+
+    /**
+     * Restores the sessions checkpointed together ({@link #checkpointGroup}) from {@code files}, in any order: each is
+     * restored, then their IPC memory shares are made again (exports under their old tokens, then every opened range at
+     * its address: {@link io.gpusockets.backend.session.GroupCheckpoint}), and only then may they resume. A refusal or
+     * failure of any leaves none of them. Returns their ids, in the files' order. Not in isolation mode process.
+     */
+    public List<Long> restoreGroup(List<java.nio.file.Path> files, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return counted(restores, () -> {
+            if (files.size() == 1) {
+                return List.of(restoreSession(files.get(0), p, List.of(), null));
+            }
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restoring several sessions together is not"
+                        + " supported in isolation mode process (restore them with --isolation context)");
+            }
+            synchronized (restoring) {
+                List<Session> made = new ArrayList<>();
+                for (java.nio.file.Path f : files) {
+                    try {
+                        restoreSession(f, p, List.of(), null, made);
+                    } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                        unmake(made, "restore of its group failed");
+                        throw e;
+                    }
+                }
+                reshare(made);
+                return made.stream().map(Session::id).toList();
+            }
+        });
+    }
+
+    /**
+     * Makes the shares of the restored sessions {@code made} again ({@link io.gpusockets.backend.session.GroupCheckpoint})
+     * and lets them resume; on a refusal or failure none is left.
+     */
+    private void reshare(List<Session> made) throws io.gpusockets.backend.session.CheckpointRefused {
+        try {
+            for (Session s : made) {
+                io.gpusockets.backend.session.GroupCheckpoint.reExport(s, shares);
+            }
+            for (Session s : made) {
+                io.gpusockets.backend.session.GroupCheckpoint.reOpen(s, shares);
+            }
+        } catch (io.gpusockets.backend.session.CheckpointRefused | RuntimeException e) {
+            unmake(made, "restore refused");
+            throw e;
+        }
+        for (Session s : made) {
+            publishRestored(s);
+        }
+    }
+
+    /** Ends restored sessions that were never published (their slots and tenant sessions given back). */
+    private void unmake(List<Session> made, String why) {
+        for (Session s : made) {
+            shares.sessionEnded(s.id());
+            s.end(why);
+            sessionSlots.decrementAndGet();
+            if (s.tenant() instanceof Tenant t) {
+                t.closeSession();
+            }
+        }
+        made.clear();
+    }
+
+    /**
+     * Restores {@code file}'s session; in isolation context and shared it is added to {@code made} unpublished (not yet
+     * resumable: {@link #publishRestored}), else (a worker restores it) it is served at once.
+     */
+    private long restoreSession(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p,
+                                java.util.List<io.gpusockets.backend.session.SessionRestore.Handed> handed,
+                                io.gpusockets.backend.session.SessionRestore.Landed landed, List<Session> made)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         if (closed || draining) {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
         }
@@ -1757,10 +1881,16 @@ public final class BackendServer implements AutoCloseable {
         }
         synchronized (restoring) {
             io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null && who.shares()) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore of session " + who.sessionId()
+                        + " refused: its image shares IPC memory or events with the sessions checkpointed with it, which"
+                        + " isolation mode process does not make again (restore the group in a backend with --isolation"
+                        + " context or shared)");
+            }
             if (w != null) {
                 return restoreInWorker(w, file, who.sessionId(), tenant, p);
             }
-            if (session(who.sessionId()) != null) {
+            if (session(who.sessionId()) != null || made.stream().anyMatch(x -> x.id() == who.sessionId())) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + who.sessionId()
                         + " is live in this backend");
             }
@@ -1784,6 +1914,14 @@ public final class BackendServer implements AutoCloseable {
                 long counter = io.gpusockets.backend.session.SessionIds.counter(who.sessionId());
                 nextSessionId.updateAndGet(v -> Math.max(v, counter + 1));
             }
+            made.add(s);
+            return s.id();
+        }
+    }
+
+    /** A restored session joins this backend's sessions and waits, resumable, for its frontend. */
+    private void publishRestored(Session s) {
+        synchronized (restoring) {
             status.started(s, "restored");
             sessions.add(s);
             moved.remove(java.util.HexFormat.of().formatHex(s.resume().token())); // back here (a migration back): no MOVED
@@ -1792,7 +1930,6 @@ public final class BackendServer implements AutoCloseable {
                 connections.incrementAndGet(); // run() gives one back, as for a session that came with its connection
                 run(s);
             });
-            return s.id();
         }
     }
 

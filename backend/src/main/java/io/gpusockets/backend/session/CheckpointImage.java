@@ -20,7 +20,8 @@ import java.util.zip.CRC32C;
  * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
  *
  * <pre>
- * magic "GPUSCKPT", u32 version (3; versions 1 and 2 are read too)
+ * magic "GPUSCKPT", u32 version (4 for a session that shares memory with others of its group, else 3; versions 1
+ *          and 2 are read too)
  * u64 session id, utf tenant
  * u32 n, n x (i32 device, u64 window base)            the address windows
  * u64 next handle id
@@ -35,6 +36,11 @@ import java.util.zip.CRC32C;
  *          u64 target, utf key ("" for none)
  * u32 n, n x (i32 device, utf name, i32 compute capability as major * 10 + minor, -1 unknown)   the devices' models,
  *          which a restore checks the module images against ({@link RestoreModels}); not in versions 1 and 2
+ * version 4 only, the IPC memory shared within a group checkpointed together ({@link Shares}):
+ *          u32 n, n x export (u8 kind (1 memory, 2 event), i64 token id, 16 bytes token secret, u64 object (memory:
+ *                   the allocation's address; event: its handle id), u64 size (event: 0))
+ *          u32 n, n x opened memory (64 bytes token, u64 base, u64 size, u64 reservation, u64 span, i32 device)
+ *          u32 n, n x opened event (64 bytes token, u64 event handle id, u64 context id)
  * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
  *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
  *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
@@ -59,9 +65,11 @@ import java.util.zip.CRC32C;
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
     static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 3;
+    static final int VERSION = 4;
     /** The first version that records the devices' models. */
     static final int DEVICES_VERSION = 3;
+    /** The first version that records shares ({@link Shares}); an image without shares is written as version 3. */
+    static final int SHARES_VERSION = 4;
     /** The oldest version a restore reads. */
     static final int OLDEST_VERSION = 1;
     /** The chunk size contents are copied and hashed in. */
@@ -75,16 +83,58 @@ final class CheckpointImage {
                        List<ResumeLog.Kept> kept) {
     }
 
-    /** Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}). */
+    /**
+     * Everything but the contents; {@code version}: the image's (a header to write has {@link #VERSION}, and is written
+     * as {@link #SHARES_VERSION} when it has shares, else as {@link #DEVICES_VERSION}).
+     */
     record Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
                   int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
-                  List<DeviceModel> devices, int version) {
-        /** A header of this backend's {@link #VERSION}. */
+                  List<DeviceModel> devices, Shares shares, int version) {
+        /** A header of this backend's {@link #VERSION}, without shares. */
         Header(long sessionId, String tenant, Map<Integer, Long> windows, long nextHandleId, ResumeState resume,
                int[][] primary, Map<Integer, long[]> laneContexts, List<CheckpointRecorder.Record> records,
                List<DeviceModel> devices) {
-            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, VERSION);
+            this(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, Shares.NONE,
+                    VERSION);
         }
+
+        /** This header with {@code s} as its shares. */
+        Header withShares(Shares s) {
+            return new Header(sessionId, tenant, windows, nextHandleId, resume, primary, laneContexts, records, devices, s,
+                    version);
+        }
+    }
+
+    /**
+     * The IPC memory a session of a group checkpointed together shares with the others (version 4): what it exported
+     * that is restored as a share again, under the same token, once its allocation is back ({@code exports}), and the
+     * exporters' memory it had opened, re-mapped at the same address on restore ({@code opened}).
+     */
+    record Shares(List<Export> exports, List<Opened> opened, List<OpenedEvent> openedEvents) {
+        static final Shares NONE = new Shares(List.of(), List.of(), List.of());
+
+        boolean isEmpty() {
+            return exports.isEmpty() && opened.isEmpty() && openedEvents.isEmpty();
+        }
+    }
+
+    /**
+     * An IPC export of {@code kind} ({@link ShareRegistry#KIND_MEMORY}: the allocation at {@code address}, {@code size}
+     * bytes; {@link ShareRegistry#KIND_EVENT}: the event whose handle id is {@code address}, size 0): its token's id
+     * and secret.
+     */
+    record Export(byte kind, long tokenId, byte[] secret, long address, long size) {
+    }
+
+    /** An IPC event opened with {@code token}: the opener's event (handle id {@code event}) in context {@code context}. */
+    record OpenedEvent(byte[] token, long event, long context) {
+    }
+
+    /**
+     * Opened IPC memory: the token it was opened with, its base and size in the opener, and the opener's reservation
+     * ({@code span} bytes at {@code reservation}) that maps the exporter's physical allocations, for device {@code device}.
+     */
+    record Opened(byte[] token, long base, long size, long reservation, long span, int device) {
     }
 
     /** A device of the checkpointing backend: its ordinal, name and compute capability (major * 10 + minor, or -1). */
@@ -126,8 +176,9 @@ final class CheckpointImage {
     }
 
     static void writeHeader(DataOutputStream out, Header h, List<Range> ranges) throws IOException {
+        boolean shares = !h.shares().isEmpty();
         out.write(MAGIC);
-        out.writeInt(VERSION);
+        out.writeInt(shares ? SHARES_VERSION : DEVICES_VERSION); // older backends read an image without shares
         out.writeLong(h.sessionId());
         out.writeUTF(h.tenant());
         out.writeInt(h.windows().size());
@@ -196,6 +247,31 @@ final class CheckpointImage {
             out.writeInt(d.device());
             out.writeUTF(d.name());
             out.writeInt(d.capability());
+        }
+        if (shares) {
+            out.writeInt(h.shares().exports().size());
+            for (Export e : h.shares().exports()) {
+                out.writeByte(e.kind());
+                out.writeLong(e.tokenId());
+                out.write(e.secret());
+                out.writeLong(e.address());
+                out.writeLong(e.size());
+            }
+            out.writeInt(h.shares().opened().size());
+            for (Opened o : h.shares().opened()) {
+                out.write(o.token());
+                out.writeLong(o.base());
+                out.writeLong(o.size());
+                out.writeLong(o.reservation());
+                out.writeLong(o.span());
+                out.writeInt(o.device());
+            }
+            out.writeInt(h.shares().openedEvents().size());
+            for (OpenedEvent o : h.shares().openedEvents()) {
+                out.write(o.token());
+                out.writeLong(o.event());
+                out.writeLong(o.context());
+            }
         }
         out.writeInt(ranges.size());
     }
@@ -316,8 +392,30 @@ final class CheckpointImage {
         for (int i = 0, n = version >= DEVICES_VERSION ? count(in) : 0; i < n; i++) {
             models.add(new DeviceModel(in.readInt(), in.readUTF(), in.readInt()));
         }
+        Shares shares = Shares.NONE;
+        if (version >= SHARES_VERSION) {
+            List<Export> exports = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                byte kind = in.readByte();
+                if (kind != ShareRegistry.KIND_MEMORY && kind != ShareRegistry.KIND_EVENT) {
+                    throw new IOException("checkpoint image: export " + i + " of unknown kind " + kind);
+                }
+                exports.add(new Export(kind, in.readLong(), bytes(in, 16), in.readLong(), in.readLong()));
+            }
+            List<Opened> opened = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                opened.add(new Opened(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong(), in.readLong(),
+                        in.readLong(), in.readInt()));
+            }
+            List<OpenedEvent> events = new ArrayList<>();
+            for (int i = 0, n = count(in); i < n; i++) {
+                events.add(new OpenedEvent(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong()));
+            }
+            shares = new Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
+        }
         return new Header(sessionId, tenant, windows, nextId,
-                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, version);
+                new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, shares,
+                version);
     }
 
     /** One verified chunk of contents: its range, where in the range it goes, and how many bytes it has. */

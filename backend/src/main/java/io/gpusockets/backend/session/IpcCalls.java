@@ -43,7 +43,11 @@ import java.util.List;
  * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
- * hand-over ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}).
+ * hand-over of itself alone ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}). In isolation context
+ * and shared the sessions linked by IPC memory and events are checkpointed together ({@link GroupCheckpoint}): a
+ * restore maps each opened range again at its address
+ * ({@link #mapWindow(Session, ShareRegistry.Window, long, byte[], int, long)}) and joins each opened event again
+ * ({@link #joinEvent}).
  */
 final class IpcCalls implements BackendHandlers.Ipc {
     /** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: the one flag cuIpcOpenMemHandle takes. */
@@ -130,7 +134,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw rejected(e);
         }
         if (f.window() != null) {
-            long base = mapWindow(c, f);
+            long base = mapWindow(c, f, token);
             c.outs.putLong(base);
             return CuResult.CUDA_SUCCESS;
         }
@@ -221,7 +225,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_CONTEXT, "no current context");
         }
         if (f.events() != null) {
-            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(c, f.events()), 0, context));
+            c.outs.putLong(session.handles().intern(ParamType.EVENT, joinEvent(session, f.events(), token), 0, context));
             return CuResult.CUDA_SUCCESS;
         }
         requireWorker("IPC events");
@@ -288,17 +292,23 @@ final class IpcCalls implements BackendHandlers.Ipc {
     }
 
     /**
-     * Isolation context: a new event of this session in its current context (CU_EVENT_DISABLE_TIMING |
-     * CU_EVENT_INTERPROCESS), joined to {@code share}; its driver value. It completes when the share's latest recording
-     * does, from here on ({@link IpcEventShare}).
+     * Isolation context: a new event of {@code session} in the current context (CU_EVENT_DISABLE_TIMING |
+     * CU_EVENT_INTERPROCESS), joined to {@code share}, opened with {@code token}; its driver value. It completes when
+     * the share's latest recording does, from here on ({@link IpcEventShare}). A group restore calls it too
+     * ({@link GroupCheckpoint#reOpen}).
      */
-    private long joinEvent(Call c, IpcEventShare share) throws CallRejected {
-        MemorySegment out = c.scratch(8);
-        int r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+    static long joinEvent(Session session, IpcEventShare share, byte[] token) throws CallRejected {
+        CudaDriver driver = session.driver();
+        int r;
+        long real;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8);
+            r = driver.cuEventCreate(out, OPENED_EVENT_FLAGS);
+            real = out.get(ValueLayout.JAVA_LONG, 0);
+        }
         if (r != CuResult.CUDA_SUCCESS) {
             throw new CallRejected(r, "the opener's event could not be made");
         }
-        long real = out.get(ValueLayout.JAVA_LONG, 0);
         IpcEventShare.Member m;
         try {
             m = share.join(session.id(), session.host().driver(), real);
@@ -308,7 +318,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
         }
         SessionShares sharing = session.sharing();
         sharing.interprocessEvent(real);
-        sharing.eventOpened(real);
+        sharing.eventOpened(real, token);
         sharing.member(m);
         return real;
     }
@@ -325,6 +335,22 @@ final class IpcCalls implements BackendHandlers.Ipc {
      * granule do).
      */
     private byte[] shareWindow(long dptr, long size) throws CallRejected {
+        ShareRegistry.Window window = windowOf(session, dptr, size);
+        try {
+            byte[] token = session.shares().shareWindow(size, window, dptr);
+            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
+            return token;
+        } catch (ShareRegistry.Refused e) {
+            throw rejected(e);
+        }
+    }
+
+    /**
+     * The allocation at {@code dptr} ({@code size} bytes) of {@code session}'s address window as the physical
+     * allocations that back it, each exported as a POSIX descriptor (the caller's, {@link ShareRegistry#closeAll});
+     * refused as {@link #shareWindow} says.
+     */
+    static ShareRegistry.Window windowOf(Session session, long dptr, long size) throws CallRejected {
         StableAddresses stable = session.stable();
         if (stable == null || !session.inWindow(dptr)) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + (stable == null
@@ -379,38 +405,46 @@ final class IpcCalls implements BackendHandlers.Ipc {
             ShareRegistry.closeAll(window);
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, e.getMessage() + "; " + CONTEXT_MODE_FIX);
         }
-        try {
-            byte[] token = session.shares().shareWindow(size, window, dptr);
-            session.sharing().exported(ShareRegistry.KIND_MEMORY, dptr);
-            return token;
-        } catch (ShareRegistry.Refused e) {
-            throw rejected(e);
-        }
+        return window;
     }
 
     /**
      * Isolation context: maps the exporter's window memory {@code f} into a reservation of this session (the driver's
-     * own, outside any window: such a mapping is refused a checkpoint anyway), read-write for the current context's
-     * device; returns the allocation's address there. Nothing is charged: the exporter's allocation is. The lookup's
-     * descriptors are closed here.
+     * own, outside any window), read-write for the current context's device; returns the allocation's address there.
+     * Nothing is charged: the exporter's allocation is. The lookup's descriptors are closed here.
      */
-    private long mapWindow(Call c, ShareRegistry.Found f) throws CallRejected {
+    private long mapWindow(Call c, ShareRegistry.Found f, byte[] token) throws CallRejected {
+        MemorySegment out = c.scratch(8);
+        int r = session.host().driver().cuCtxGetDevice(out);
+        if (r != CuResult.CUDA_SUCCESS) {
+            ShareRegistry.closeAll(f.window());
+            throw new CallRejected(r, "the current context's device");
+        }
+        return mapWindow(session, f.window(), f.size(), token, out.get(ValueLayout.JAVA_INT, 0), 0);
+    }
+
+    /**
+     * Maps window memory {@code w} of {@code size} bytes (opened with {@code token}) into a reservation of
+     * {@code session} at {@code at} (0: where the driver chooses; else exactly there, as a restore of a group checkpoint
+     * asks: refused when the driver gives another address), read-write for {@code device}; records it as the session's
+     * opened memory and returns its base. The descriptors of {@code w} are closed here.
+     */
+    static long mapWindow(Session session, ShareRegistry.Window w, long size, byte[] token, int device, long at)
+            throws CallRejected {
         CudaDriver real = session.host().driver();
-        ShareRegistry.Window w = f.window();
         int n = w.pieces().size();
         long[] addresses = new long[n];
         long[] sizes = new long[n];
         long[] handles = new long[n];
         long reservation = 0;
         int mapped = 0;
-        int r = CuResult.CUDA_SUCCESS;
-        try {
-            MemorySegment out = c.scratch(8);
-            r = real.cuCtxGetDevice(out);
-            int device = out.get(ValueLayout.JAVA_INT, 0);
-            if (r == CuResult.CUDA_SUCCESS) {
-                r = real.cuMemAddressReserve(out, w.span(), 0, 0, 0);
-                reservation = r == CuResult.CUDA_SUCCESS ? out.get(ValueLayout.JAVA_LONG, 0) : 0;
+        int r;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            MemorySegment out = arena.allocate(8);
+            r = real.cuMemAddressReserve(out, w.span(), 0, at, 0);
+            reservation = r == CuResult.CUDA_SUCCESS ? out.get(ValueLayout.JAVA_LONG, 0) : 0;
+            if (r == CuResult.CUDA_SUCCESS && at != 0 && reservation != at) {
+                r = CuResult.CUDA_ERROR_INVALID_VALUE; // somewhere else: the program's pointers would not reach it
             }
             for (int i = 0; i < n && r == CuResult.CUDA_SUCCESS; i++) {
                 ShareRegistry.Piece p = w.pieces().get(i);
@@ -431,7 +465,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
                 }
             }
             if (r == CuResult.CUDA_SUCCESS) {
-                MemorySegment desc = c.scratch(io.gpusockets.protocol.structs.MemoryProps.ACCESS_DESC_SIZE);
+                MemorySegment desc = arena.allocate(io.gpusockets.protocol.structs.MemoryProps.ACCESS_DESC_SIZE);
                 desc.set(ValueLayout.JAVA_INT, 0, io.gpusockets.protocol.structs.MemoryProps.LOCATION_TYPE_DEVICE);
                 desc.set(ValueLayout.JAVA_INT, 4, device);
                 desc.set(ValueLayout.JAVA_INT, 8, io.gpusockets.protocol.structs.MemoryProps.ACCESS_READWRITE);
@@ -441,16 +475,17 @@ final class IpcCalls implements BackendHandlers.Ipc {
             ShareRegistry.closeAll(w);
         }
         SessionShares.Mapped m = new SessionShares.Mapped(reservation, w.span(), java.util.Arrays.copyOf(addresses, mapped),
-                java.util.Arrays.copyOf(sizes, mapped), java.util.Arrays.copyOf(handles, mapped));
+                java.util.Arrays.copyOf(sizes, mapped), java.util.Arrays.copyOf(handles, mapped), token.clone(), device);
         if (r != CuResult.CUDA_SUCCESS) {
             if (reservation != 0) {
                 unmapWindow(real, m);
             }
-            throw new CallRejected(r, "mapping the exporter's memory into this session failed");
+            throw new CallRejected(r, at != 0 ? String.format("mapping the exporter's memory at 0x%x (%d bytes) failed",
+                    at, w.span()) : "mapping the exporter's memory into this session failed");
         }
         long base = reservation + w.start();
-        session.sharing().memoryMapped(base, f.size(), m);
-        session.memory().add(new SessionMemory.Range(base, f.size(), SessionMemory.IPC_MAPPING, false));
+        session.sharing().memoryMapped(base, size, m);
+        session.memory().add(new SessionMemory.Range(base, size, SessionMemory.IPC_MAPPING, false));
         return base;
     }
 

@@ -860,6 +860,20 @@ public final class Session {
     public CheckpointResult checkpoint(java.nio.file.Path file, boolean stop, CheckpointProgress progress)
             throws CheckpointRefused, IOException, InterruptedException {
         checkNotSharing("checkpointed");
+        requireCheckpointable();
+        return drained(stop, progress, drainNanos -> {
+            try {
+                return writeImage(file, progress, drainNanos);
+            } catch (IOException | RuntimeException e) {
+                java.nio.file.Files.deleteIfExists(file);
+                throw e;
+            }
+        }, stop ? "checkpointed to " + file + " and stopped (frozen: it resumes where the image is restored)"
+                : "checkpointed to " + file);
+    }
+
+    /** Refused unless the session has address-stable memory and resume, which every checkpoint needs. */
+    void requireCheckpointable() throws CheckpointRefused {
         if (recorder == null) {
             throw new CheckpointRefused("session " + id + " cannot be checkpointed: it has no address-stable memory (a"
                     + " checkpoint needs it; it is chosen when a session starts: the tenants file's stable-addresses = on"
@@ -870,15 +884,17 @@ public final class Session {
             throw new CheckpointRefused("session " + id + " cannot be checkpointed: it was not granted resume (its frontend"
                     + " asks for it, and --resume-grace is not 0), and a restored session is reached only by a resume");
         }
-        return drained(stop, progress, drainNanos -> {
-            try {
-                return writeImage(file, progress, drainNanos);
-            } catch (IOException | RuntimeException e) {
-                java.nio.file.Files.deleteIfExists(file);
-                throw e;
-            }
-        }, stop ? "checkpointed to " + file + " and stopped (frozen: it resumes where the image is restored)"
-                : "checkpointed to " + file);
+    }
+
+    /** What a restore brought of the shares of a group checkpoint, for {@link GroupCheckpoint#reshare}; NONE after. */
+    private volatile CheckpointImage.Shares restoredShares = CheckpointImage.Shares.NONE;
+
+    void restoredShares(CheckpointImage.Shares s) {
+        restoredShares = s;
+    }
+
+    CheckpointImage.Shares restoredShares() {
+        return restoredShares;
     }
 
     /** How long a checkpoint or migration waits for another of the same session to end before it is refused. */
@@ -1158,12 +1174,21 @@ public final class Session {
 
     /** Writes the image of the drained session ({@link CheckpointImage}). */
     private CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos) throws IOException {
+        return writeImage(file, progress, drainNanos, CheckpointImage.Shares.NONE);
+    }
+
+    /**
+     * Writes the image of the drained session with {@code shares} (a group checkpoint, {@link GroupCheckpoint}: what it
+     * shares with the others of its group).
+     */
+    CheckpointResult writeImage(java.nio.file.Path file, CheckpointProgress progress, long drainNanos,
+                                CheckpointImage.Shares shares) throws IOException {
         long start = System.nanoTime();
         int[] counts;
         try (java.nio.channels.FileChannel ch = java.nio.channels.FileChannel.open(file,
                 java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.TRUNCATE_EXISTING,
                 java.nio.file.StandardOpenOption.WRITE, java.nio.file.StandardOpenOption.READ)) { // READ: to map it
-            counts = writeImageTo(ch, range -> true, progress, "checkpointed", null);
+            counts = writeImageTo(ch, range -> true, progress, "checkpointed", null, shares);
         }
         return new CheckpointResult(java.nio.file.Files.size(file), counts[0], counts[1], drainNanos,
                 System.nanoTime() - start);
@@ -1177,8 +1202,14 @@ public final class Session {
     private int[] writeImageTo(java.nio.channels.WritableByteChannel ch,
                                java.util.function.Predicate<CheckpointImage.Range> keep, CheckpointProgress progress,
                                String verb, long[] memoryBytes) throws IOException {
+        return writeImageTo(ch, keep, progress, verb, memoryBytes, CheckpointImage.Shares.NONE);
+    }
+
+    private int[] writeImageTo(java.nio.channels.WritableByteChannel ch,
+                               java.util.function.Predicate<CheckpointImage.Range> keep, CheckpointProgress progress,
+                               String verb, long[] memoryBytes, CheckpointImage.Shares shares) throws IOException {
         Resume r = resume;
-        CheckpointImage.Header h = imageHeader(r, verb);
+        CheckpointImage.Header h = imageHeader(r, verb).withShares(shares);
         java.util.List<CheckpointRecorder.Record> records = h.records();
         java.util.List<CheckpointImage.Range> all = new java.util.ArrayList<>();
         java.util.TreeMap<Long, Long> contexts = contextsOf(all, records);

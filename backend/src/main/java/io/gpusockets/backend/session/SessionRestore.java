@@ -40,8 +40,12 @@ public final class SessionRestore {
     private SessionRestore() {
     }
 
-    /** The image's session id and tenant, read from its start (to refuse a taken id before anything is made). */
-    public record Identity(long sessionId, String tenant) {
+    /**
+     * The image's session id and tenant, read from its start (to refuse a taken id before anything is made), and whether
+     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which only isolation context and shared make
+     * again.
+     */
+    public record Identity(long sessionId, String tenant, boolean shares) {
     }
 
     /** A restored session, not yet serving, and what the restore did. */
@@ -52,7 +56,7 @@ public final class SessionRestore {
     public static Identity peek(java.nio.file.Path file) throws IOException {
         try (DataInputStream in = open(file)) {
             CheckpointImage.Header h = CheckpointImage.readHeader(in);
-            return new Identity(h.sessionId(), h.tenant());
+            return new Identity(h.sessionId(), h.tenant(), !h.shares().isEmpty());
         }
     }
 
@@ -188,6 +192,7 @@ public final class SessionRestore {
                     s.lanes().restore(l.getKey(), reals);
                 }
                 s.primary().restoreRefs(h.primary());
+                s.restoredShares(h.shares()); // made again once the session has its share broker (GroupCheckpoint)
                 CheckpointImage.ResumeState r = h.resume();
                 s.resumable(new Session.Resume(r.token(), r.identity(), java.time.Duration.ofSeconds(r.graceSeconds()),
                         r.features(), ResumeLog.restored(retainBytes, r.received(), r.kept())));
@@ -278,6 +283,9 @@ public final class SessionRestore {
                 ApiFunction f = table.byOpcode(r.opcode);
                 if (f == null) {
                     throw new ProtocolFault("record " + r.seq + ": opcode " + r.opcode + " unknown to this backend");
+                }
+                if (f.name().equals("cuIpcOpenEventHandle") && !h.shares().openedEvents().isEmpty()) {
+                    continue; // made again, joined to its exporter's share, once that is restored (GroupCheckpoint)
                 }
                 lane.contextStack(r.context == 0 ? new long[0] : new long[] {contextReal(s, r.context)});
                 if (r.kind == CheckpointRecorder.Kind.ALLOC) {

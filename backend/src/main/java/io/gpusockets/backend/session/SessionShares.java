@@ -12,7 +12,8 @@ import java.util.Set;
  * VMM handles go as its other events and allocations do. In isolation context, the session's events that are members of
  * an IPC event share ({@link IpcEventShare}: exported or opened) leave it before the driver destroys them or their
  * context ({@link #eventGoing}, {@link #contextGoing}, {@link #leaveAll}). While it holds any, the session is refused a checkpoint, a
- * migration and a hand-over ({@link #refusal}).
+ * migration and a hand-over of itself alone ({@link #refusal}); a group checkpoint carries its window-memory mappings
+ * ({@link #carried}) and refuses the rest.
  */
 final class SessionShares {
     /**
@@ -25,9 +26,11 @@ final class SessionShares {
     /**
      * Isolation context: the importer's own mapping of the exporter's window memory (its reservation of {@code span}
      * bytes at {@code reservation}, and each imported physical allocation's address, size and handle), which a close
-     * unmaps, releases and frees ({@link IpcCalls#unmapWindow}); null for the driver's IPC mappings.
+     * unmaps, releases and frees ({@link IpcCalls#unmapWindow}); null for the driver's IPC mappings. {@code token} and
+     * {@code device} (what it was opened with, for whose device) go into a group checkpoint's image, which maps it again
+     * at the same address on restore.
      */
-    record Mapped(long reservation, long span, long[] addresses, long[] sizes, long[] handles) {
+    record Mapped(long reservation, long span, long[] addresses, long[] sizes, long[] handles, byte[] token, int device) {
     }
 
     private final Map<Long, Opened> memory = new java.util.concurrent.ConcurrentHashMap<>();
@@ -100,6 +103,7 @@ final class SessionShares {
     void eventGone(long real) {
         eventGoing(real);
         events.remove(real);
+        eventTokens.remove(real);
         interprocess.remove(real);
     }
 
@@ -155,6 +159,62 @@ final class SessionShares {
         vmm.remove(real);
     }
 
+    /**
+     * What a group checkpoint carries of what the session opened: its window-memory mappings (isolation context and
+     * shared), by base (its IPC events there: {@link #carriedEvents}); what it cannot carry (the driver's IPC events and
+     * mappings, imported shareable VMM handles) is
+     * added to {@code notCarried}, naming the session. An exported event or VMM handle nobody opened is not carried
+     * either, and does not hold the group: its token is unknown where the images are restored.
+     */
+    Map<Long, Opened> carried(long session, java.util.List<String> notCarried) {
+        Map<Long, Opened> out = new java.util.TreeMap<>();
+        int driverMappings = 0;
+        for (Map.Entry<Long, Opened> e : memory.entrySet()) {
+            if (e.getValue().mapped() != null) {
+                out.put(e.getKey(), e.getValue());
+            } else {
+                driverMappings++;
+            }
+        }
+        if (driverMappings > 0) {
+            notCarried.add("session " + session + "'s " + driverMappings + " IPC memory mapping(s) of the driver (isolation"
+                    + " process)");
+        }
+        long driverEvents = events.stream().filter(e -> !eventTokens.containsKey(e)).count();
+        if (driverEvents > 0) { // cuIpcOpenEventHandle's events of the driver (isolation process)
+            notCarried.add("session " + session + "'s " + driverEvents + " IPC event(s) opened through the driver"
+                    + " (isolation process)");
+        }
+        if (!vmm.isEmpty()) {
+            notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
+        }
+        return out;
+    }
+
+    /**
+     * Isolation context: the token each IPC event the session opened was opened with, by the event's driver value
+     * (what a group checkpoint carries of its opened events, {@link #carriedEvents}).
+     */
+    private final Map<Long, byte[]> eventTokens = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** Isolation context: the session's event {@code real} was opened with {@code token} (it is a member of a share). */
+    void eventOpened(long real, byte[] token) {
+        eventOpened(real);
+        eventTokens.put(real, token.clone());
+    }
+
+    /** The IPC events of isolation context the session opened, by driver value: the token each was opened with. */
+    Map<Long, byte[]> carriedEvents() {
+        Map<Long, byte[]> out = new java.util.TreeMap<>();
+        for (long e : events) {
+            byte[] t = eventTokens.get(e);
+            if (t != null) {
+                out.put(e, t);
+            }
+        }
+        return out;
+    }
+
     /** Why the session cannot be {@code what} (checkpointed, migrated, handed over) for what it opened; null: it can. */
     String refusal(long session, String what) {
         if (memory.isEmpty() && events.isEmpty() && vmm.isEmpty()) {
@@ -162,6 +222,7 @@ final class SessionShares {
         }
         return "session " + session + " cannot be " + what + ": it holds " + memory.size() + " IPC memory mapping(s), "
                 + events.size() + " IPC event(s) and " + vmm.size() + " imported shareable allocation(s) of other"
-                + " sessions, and sessions that share memory by IPC/shareable handles do not move together in this version";
+                + " sessions: sessions that share IPC memory are checkpointed together (name them all to gpusockets"
+                + " checkpoint), and alone they do not move";
     }
 }

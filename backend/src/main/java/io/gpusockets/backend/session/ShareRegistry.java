@@ -27,7 +27,7 @@ import java.util.TreeSet;
  *   4  version 1                32 zero     32 bytes
  *   5  kind    1 memory, 2 event, 3 VMM
  *   6  zero    2 bytes
- *   8  id      long, little-endian (issued in order, never reused by this process)
+ *   8  id      long, little-endian (issued in order from a random start, never reused by this process)
  * </pre>
  *
  * Each entry holds the exporter's session and tenant and what an importer needs: the driver's 64 IPC bytes (memory and
@@ -44,10 +44,17 @@ import java.util.TreeSet;
  * {@value #MAX_DEFAULT}; past it CUDA_ERROR_OUT_OF_MEMORY), so no peer grows this process's memory or descriptors
  * without bound. An entry goes when its exporter lets go of what it names ({@link #withdraw}: the allocation freed, the
  * VMM handle released, the event destroyed), so that no token keeps memory alive that its tenant no longer pays for,
- * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept too, so that a session sharing with another is refused a checkpoint, a migration and
- * a hand-over ({@link #movingRefusal}): "sessions that share memory by IPC/shareable handles do not move together in
- * this version". A session with exports nobody opened moves; its exports are not in the image (they go with the
- * session here).
+ * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept
+ * too: a session sharing with another is refused a checkpoint, a migration and a hand-over of itself alone
+ * ({@link #movingRefusal}, which names the partners and how to move them together). The sessions linked by shares
+ * ({@link #group}) are checkpointed together (the backend's group checkpoint, isolation context and shared,
+ * {@link GroupCheckpoint}): the IPC memory of an exporter's address window and its IPC events ({@link #carried}) go into
+ * the exporter's image with their tokens' ids and secrets, and come back under the same tokens when the image is
+ * restored ({@link #restore}, {@link #restoreEvent}), so that the openers' mappings and events are made again and a
+ * later open of an old token works; a group holding a shareable VMM handle that another session imported is refused,
+ * naming it. A session with exports nobody opened moves alone; its
+ * exports are not in its image then (they go with the session here). Token ids start at a random value per process, so
+ * that a restored token hardly meets one the restoring backend issued (if it does, that restore is refused).
  */
 public final class ShareRegistry {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -112,7 +119,8 @@ public final class ShareRegistry {
     private final Map<Long, Set<Long>> byExporter = new HashMap<>();
     /** Importing session -> the exporters it opened something of. */
     private final Map<Long, Set<Long>> opened = new HashMap<>();
-    private long nextId = 1;
+    /** From a random start, so that a token restored into another backend ({@link #restore}) hardly meets one of its own. */
+    private long nextId;
     private final java.util.concurrent.atomic.AtomicInteger eventStreams = new java.util.concurrent.atomic.AtomicInteger();
     private final RateLimitedLog refusals = new RateLimitedLog(LOG, "shares", "refused share lookups");
 
@@ -121,6 +129,7 @@ public final class ShareRegistry {
             throw new IllegalArgumentException(MAX_PROPERTY + "=" + maxPerSession + " (at least 1)");
         }
         this.maxPerSession = maxPerSession;
+        this.nextId = 1 + (random.nextLong() >>> 2);
     }
 
     /** A registry bounded by {@value #MAX_PROPERTY}, else {@value #MAX_DEFAULT}. */
@@ -181,6 +190,9 @@ public final class ShareRegistry {
             }
             byte[] secret = new byte[16];
             random.nextBytes(secret);
+            while (entries.containsKey(nextId)) {
+                nextId++; // a restored share (restore) took it
+            }
             long id = nextId++;
             Entry e = new Entry(id, secret, kind, exporter, tenant, driverBytes == null ? null : driverBytes.clone(), size, fd,
                     window, events, object, new TreeSet<>());
@@ -359,10 +371,28 @@ public final class ShareRegistry {
     }
 
     /**
-     * Why session {@code session} cannot be checkpointed, migrated or handed over (null: it can): it opened a share of
-     * another live session, or another live session opened one of its exports.
+     * Why session {@code session} cannot be checkpointed, migrated or handed over alone (null: it can): it opened a share
+     * of another live session, or another live session opened one of its exports. The message names the partners and
+     * how to checkpoint them together ({@link #partners}).
      */
     public synchronized String movingRefusal(long session, String what) {
+        Set<Long> with = partnersOf(session);
+        if (with.isEmpty()) {
+            return null;
+        }
+        Set<Long> group = group(Set.of(session));
+        return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
+                + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events are checkpointed together"
+                + " (gpusockets checkpoint " + join(group).replace(", ", " ") + " --to DIR --stop, then gpusockets restore"
+                + " DIR/*.ckpt; isolation context or shared), and a migration or hand-over of them is not built yet";
+    }
+
+    private static String join(Set<Long> ids) {
+        return ids.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "));
+    }
+
+    /** The live sessions {@code session} shares with (opened one of theirs, or they opened one of its), without itself. */
+    private Set<Long> partnersOf(long session) {
         Set<Long> with = new TreeSet<>(opened.getOrDefault(session, Set.of()));
         for (long id : byExporter.getOrDefault(session, Set.of())) {
             Entry e = entries.get(id);
@@ -371,13 +401,114 @@ public final class ShareRegistry {
             }
         }
         with.remove(session);
-        if (with.isEmpty()) {
-            return null;
+        return with;
+    }
+
+    /** The sessions {@code session} shares with directly ({@link #movingRefusal}); empty: none. */
+    public synchronized Set<Long> partners(long session) {
+        return partnersOf(session);
+    }
+
+    /** {@code sessions} and every live session linked to one of them by shares, directly or through others. */
+    public synchronized Set<Long> group(Set<Long> sessions) {
+        Set<Long> group = new TreeSet<>(sessions);
+        java.util.ArrayDeque<Long> todo = new java.util.ArrayDeque<>(sessions);
+        while (!todo.isEmpty()) {
+            for (long p : partnersOf(todo.poll())) {
+                if (group.add(p)) {
+                    todo.add(p);
+                }
+            }
         }
-        return "session " + session + " cannot be " + what + ": it shares memory or events with session(s) "
-                + with.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "))
-                + " by IPC/shareable handles, and sessions that share memory by IPC/shareable handles do not move together"
-                + " in this version";
+        return group;
+    }
+
+    /**
+     * An export of {@code session} that a group checkpoint carries, of {@code kind}: IPC memory of its address window
+     * (isolation context and shared), the allocation at {@code address}, {@code size} bytes, or an IPC event of
+     * isolation context (its driver value as {@code address}), under the token's {@code id} and {@code secret};
+     * {@code openers}: the sessions that opened it.
+     */
+    public record Carried(byte kind, long id, byte[] secret, long address, long size, Set<Long> openers) {
+    }
+
+    /**
+     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window and IPC
+     * events of isolation context, {@code address} the event's driver value), and why it cannot carry the rest (added to
+     * {@code notCarried}): a shareable VMM handle another session imported, or IPC memory or events exported through
+     * the driver (isolation process) that another session opened.
+     */
+    public synchronized List<Carried> carried(long session, List<String> notCarried) {
+        List<Carried> out = new ArrayList<>();
+        for (long id : byExporter.getOrDefault(session, Set.of())) {
+            Entry e = entries.get(id);
+            if (e == null) {
+                continue;
+            }
+            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT && e.events() != null) {
+                out.add(new Carried(e.kind(), e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
+            } else if (!e.openers().isEmpty()) {
+                notCarried.add("session " + session + "'s " + (e.kind() == KIND_EVENT ? "IPC event" : e.kind() == KIND_VMM
+                        ? "shareable VMM handle" : "IPC memory handle of the driver") + " opened by session(s) "
+                        + join(e.openers()));
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Registers again, under its old token ({@code id}, {@code secret}), an export of a restored session
+     * {@code exporter} ({@link #carried} wrote it into the image): IPC memory of its window, {@code window}'s
+     * descriptors becoming this registry's (closed at once when refused). Refused when this registry has a share of
+     * that id already (another backend's token that happens to meet it: the restore fails, naming it).
+     */
+    public synchronized void restore(long exporter, String tenant, long id, byte[] secret, long size, Window window,
+                                     long object) throws Refused {
+        restore(exporter, tenant, KIND_MEMORY, id, secret, size, window, null, object);
+    }
+
+    /**
+     * As {@link #restore(long, String, long, byte[], long, Window, long)} for an IPC event of isolation context
+     * ({@code events}, its exporter's event already its member, {@code object} that event).
+     */
+    public synchronized void restoreEvent(long exporter, String tenant, long id, byte[] secret, IpcEventShare events,
+                                          long object) throws Refused {
+        restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, java.util.Objects.requireNonNull(events), object);
+    }
+
+    private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
+                         IpcEventShare events, long object) throws Refused {
+        try {
+            if (secret == null || secret.length != 16
+                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty() : events == null)) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
+            }
+            if (entries.containsKey(id)) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "the restored IPC token " + id + " of session "
+                        + exporter + " is in use in this backend by session " + entries.get(id).exporter());
+            }
+            Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
+            if (mine.size() >= maxPerSession) {
+                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
+                        + " live IPC/shareable exports (" + MAX_PROPERTY + "=" + maxPerSession + " on the backend)");
+            }
+            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, null, size, -1, window, events, object,
+                    new TreeSet<>()));
+            mine.add(id);
+            window = null;
+        } finally {
+            closeAll(window);
+        }
+    }
+
+    /** The share id a token of {@link #TOKEN_BYTES} names (its bytes 8 to 15), checked or not. */
+    static long idOf(byte[] token) {
+        return ByteBuffer.wrap(token).order(ByteOrder.LITTLE_ENDIAN).getLong(8);
+    }
+
+    /** The token of the share {@code id} with {@code secret} and {@code kind}, as {@link #share} gave it. */
+    public static byte[] tokenOf(long id, byte kind, byte[] secret) {
+        return token(id, kind, secret);
     }
 
     /** Live shares now (for the backend's status). */

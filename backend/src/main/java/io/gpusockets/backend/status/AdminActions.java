@@ -27,6 +27,20 @@ public interface AdminActions {
     String restore(Path file, Progress progress) throws Exception;
 
     /**
+     * Checkpoints the sessions {@code sessions}, which share IPC memory, together to {@code files} (absolute, one each,
+     * in order); with {@code stop} they are left frozen. A backend that does not refuses.
+     */
+    default String checkpointGroup(java.util.List<Long> sessions, java.util.List<Path> files, boolean stop,
+                                   Progress progress) throws Exception {
+        throw new UnsupportedOperationException("this backend does not checkpoint sessions together");
+    }
+
+    /** Restores the sessions of a checkpoint together ({@code files}, absolute) into this backend. */
+    default String restoreGroup(java.util.List<Path> files, Progress progress) throws Exception {
+        throw new UnsupportedOperationException("this backend does not restore sessions together");
+    }
+
+    /**
      * Migrates session {@code session} to the backend listening at {@code targetUri} while its program runs; its
      * frontend is then sent to {@code frontendUri} (null: {@code targetUri}). Neither URI is checked here beyond being
      * one printable word: the backend parses them and refuses what it cannot use.

@@ -13,6 +13,8 @@ import java.nio.file.Path;
 import java.nio.file.attribute.GroupPrincipal;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
@@ -28,7 +30,9 @@ import jdk.net.UnixDomainPrincipal;
  * <ul>
  *   <li>{@code status\n} is answered with the snapshot as JSON ({@link StatusJson}) and a newline;</li>
  *   <li>{@code checkpoint SESSION [stop] FILE\n} and {@code restore FILE\n} (FILE an absolute path, the
- *       rest of the line: it may hold spaces), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
+ *       rest of the line: it may hold spaces; sessions that share IPC memory together: {@code checkpoint
+ *       SESSION,SESSION... [stop] FILE<TAB>FILE...\n}, one file per session, and {@code restore FILE<TAB>FILE...\n},
+ *       at most {@value Request#MAX_GROUP}, {@link AdminActions#checkpointGroup}), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
  *       one word of printable characters), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
  *       {@code receive-hand-over SOURCE_SOCKET [FRONTEND_URI]\n} (absolute socket paths, one word each: the
  *       hand-over on one host, {@link AdminActions#handOver}), by {@code progress STAGE DONE TOTAL\n} lines as the action
@@ -285,6 +289,8 @@ public final class AdminSocket implements AutoCloseable {
                 case MIGRATE -> actions.migrate(r.session(), r.target(), r.frontend(), progress);
                 case HAND_OVER -> actions.handOver(r.session(), r.file(), r.frontend(), progress);
                 case RECEIVE_HAND_OVER -> actions.receiveHandOver(r.file(), r.frontend(), progress);
+                case CHECKPOINT_GROUP -> actions.checkpointGroup(r.sessions(), r.files(), r.stop(), progress);
+                case RESTORE_GROUP -> actions.restoreGroup(r.files(), progress);
             };
             LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
@@ -331,15 +337,22 @@ public final class AdminSocket implements AutoCloseable {
     }
 
     /** What a request asks for. */
-    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER }
+    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER, CHECKPOINT_GROUP, RESTORE_GROUP }
 
     /**
      * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
      * {@code target}, {@code frontend} or null) request, parsed and checked.
      */
-    record Request(Verb verb, long session, boolean stop, Path file, String target, String frontend) {
+    record Request(Verb verb, long session, boolean stop, Path file, String target, String frontend, List<Long> sessions,
+                   List<Path> files) {
         /** The longest URI a migrate request may name. */
         static final int MAX_URI = 1024;
+        /** The most sessions a checkpoint or restore of sessions together may name. */
+        static final int MAX_GROUP = 64;
+
+        Request(Verb verb, long session, boolean stop, Path file, String target, String frontend) {
+            this(verb, session, stop, file, target, frontend, List.of(), List.of());
+        }
 
         /** For the log. */
         String describe() {
@@ -351,6 +364,8 @@ public final class AdminSocket implements AutoCloseable {
                 case HAND_OVER -> "hand-over of session " + session + " to the backend at " + file
                         + (frontend != null ? " (frontend to " + frontend + ")" : "");
                 case RECEIVE_HAND_OVER -> "hand-over received from " + file;
+                case CHECKPOINT_GROUP -> "checkpoint of sessions " + sessions + " together " + files;
+                case RESTORE_GROUP -> "restore together " + files;
             };
         }
 
@@ -367,34 +382,56 @@ public final class AdminSocket implements AutoCloseable {
             String rest;
             boolean checkpoint = line.startsWith("checkpoint ");
             rest = line.substring(checkpoint ? "checkpoint ".length() : "restore ".length());
-            long session = 0;
+            String usage = "usage: " + (checkpoint ? "checkpoint SESSION [stop] FILE (sessions together: checkpoint"
+                    + " SESSION,SESSION... [stop] FILE<TAB>FILE...)" : "restore FILE (sessions together: restore"
+                    + " FILE<TAB>FILE...)");
+            List<Long> sessions = new ArrayList<>();
             boolean stop = false;
             if (checkpoint) {
                 int sp = rest.indexOf(' ');
                 if (sp <= 0) {
-                    throw new IllegalArgumentException("usage: checkpoint SESSION [stop] FILE");
+                    throw new IllegalArgumentException(usage);
                 }
-                session = sessionId(rest.substring(0, sp));
+                String[] ids = rest.substring(0, sp).split(",", -1);
+                if (ids.length > MAX_GROUP) {
+                    throw new IllegalArgumentException("at most " + MAX_GROUP + " sessions together");
+                }
+                for (String id : ids) {
+                    sessions.add(sessionId(id));
+                }
                 rest = rest.substring(sp + 1);
                 if (rest.startsWith("stop ")) {
                     stop = true;
                     rest = rest.substring("stop ".length());
                 }
             }
-            if (rest.isEmpty() || rest.chars().anyMatch(ch -> ch < 0x20)) {
-                throw new IllegalArgumentException("usage: " + (checkpoint ? "checkpoint SESSION [stop] FILE" : "restore FILE"));
+            String[] names = rest.split("\t", -1);
+            if (names.length > MAX_GROUP || checkpoint && names.length != sessions.size()) {
+                throw new IllegalArgumentException(usage + " (one file per session)");
             }
-            Path file;
-            try {
-                file = Path.of(rest);
-            } catch (java.nio.file.InvalidPathException e) {
-                throw new IllegalArgumentException("not a file path: '" + printable(rest) + "'");
+            List<Path> files = new ArrayList<>();
+            for (String name : names) {
+                if (name.isEmpty() || name.chars().anyMatch(ch -> ch < 0x20)) {
+                    throw new IllegalArgumentException(usage);
+                }
+                Path file;
+                try {
+                    file = Path.of(name);
+                } catch (java.nio.file.InvalidPathException e) {
+                    throw new IllegalArgumentException("not a file path: '" + printable(name) + "'");
+                }
+                if (!file.isAbsolute()) {
+                    throw new IllegalArgumentException("the file must be an absolute path (the backend resolves no other): '"
+                            + printable(name) + "'");
+                }
+                files.add(file.normalize());
             }
-            if (!file.isAbsolute()) {
-                throw new IllegalArgumentException("the file must be an absolute path (the backend resolves no other): '"
-                        + printable(rest) + "'");
+            if (files.size() > 1) {
+                return new Request(checkpoint ? Verb.CHECKPOINT_GROUP : Verb.RESTORE_GROUP, 0, stop, null, null, null,
+                        List.copyOf(sessions), List.copyOf(files));
             }
-            return new Request(checkpoint ? Verb.CHECKPOINT : Verb.RESTORE, session, stop, file.normalize(), null, null);
+            return new Request(checkpoint ? Verb.CHECKPOINT : Verb.RESTORE, checkpoint ? sessions.get(0) : 0, stop,
+                    files.get(0), null, null);
         }
 
         /** {@code SESSION TARGET_URI [FRONTEND_URI]}, single spaces apart, each URI printable ASCII. */

@@ -173,10 +173,62 @@ class CheckpointImageTest {
         bad[0] = 'X';
         assertThrows(IOException.class, () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(bad))));
         byte[] later = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
-        later[11] = 4; // version 4
+        later[11] = 5; // version 5
         IOException v = assertThrows(IOException.class,
                 () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(later))));
-        assertTrue(v.getMessage().contains("version 4") && v.getMessage().contains("versions 1 to 3"), v.getMessage());
+        assertTrue(v.getMessage().contains("version 5") && v.getMessage().contains("versions 1 to 4"), v.getMessage());
+    }
+
+    /**
+     * What a session of a group checkpoint shares (its exports' tokens, the memory and events it opened) is written as
+     * version 4 and read back as it was; the contents that follow are read as in version 3.
+     */
+    @Test
+    void aGroupCheckpointsSharesAreWrittenAsVersionFourAndReadBack() throws IOException {
+        byte[] secret = new byte[16];
+        new Random(7).nextBytes(secret);
+        byte[] token = ShareRegistry.tokenOf(0x1234_5678_9abcL, ShareRegistry.KIND_MEMORY, secret);
+        CheckpointImage.Shares shares = new CheckpointImage.Shares(
+                List.of(new CheckpointImage.Export(ShareRegistry.KIND_MEMORY, 0x1234_5678_9abcL, secret, 0x7f5a00200000L,
+                                3 << 20),
+                        new CheckpointImage.Export(ShareRegistry.KIND_EVENT, 0x1234_5678_9abdL, secret, 0x2a000107L, 0)),
+                List.of(new CheckpointImage.Opened(token, 0x7e0000000000L, 3 << 20, 0x7e0000000000L, 4 << 20, 0)),
+                List.of(new CheckpointImage.OpenedEvent(token, 0x2a000108L, 0x2a000100L)));
+        byte[] contents = new byte[3000];
+        new Random(8).nextBytes(contents);
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        CheckpointImage.Range range = new CheckpointImage.Range(0x7f5a00200000L, contents.length);
+        CheckpointImage.writeHeader(out, header(List.of()).withShares(shares), List.of(range));
+        out.flush();
+        WritableByteChannel ch = Channels.newChannel(bytes);
+        try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
+            c.write(ch, List.of(range), new ArrayDevice(range.base(), contents), CheckpointProgress.NONE, 0);
+        }
+        CheckpointImage.writeEnd(ch);
+        ByteArrayInputStream in = new ByteArrayInputStream(bytes.toByteArray());
+        CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(in));
+        assertEquals(CheckpointImage.SHARES_VERSION, h.version());
+        CheckpointImage.Export e = h.shares().exports().get(0);
+        assertEquals(List.of(0x1234_5678_9abcL, 0x7f5a00200000L, 3L << 20), List.of(e.tokenId(), e.address(), e.size()));
+        assertArrayEquals(secret, e.secret());
+        CheckpointImage.Export ev = h.shares().exports().get(1);
+        assertEquals(List.of((long) ShareRegistry.KIND_EVENT, 0x1234_5678_9abdL, 0x2a000107L, 0L),
+                List.of((long) ev.kind(), ev.tokenId(), ev.address(), ev.size()));
+        CheckpointImage.OpenedEvent oe = h.shares().openedEvents().get(0);
+        assertArrayEquals(token, oe.token());
+        assertEquals(List.of(0x2a000108L, 0x2a000100L), List.of(oe.event(), oe.context()));
+        CheckpointImage.Opened o = h.shares().opened().get(0);
+        assertArrayEquals(token, o.token());
+        assertEquals(List.of(0x7e0000000000L, 3L << 20, 0x7e0000000000L, 4L << 20, 0L),
+                List.of(o.base(), o.size(), o.reservation(), o.span(), (long) o.device()));
+        ArrayDevice back = new ArrayDevice(range.base(), new byte[contents.length]);
+        try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
+            assertEquals(contents.length, c.read(Channels.newChannel(in), h.version(), back, CheckpointProgress.NONE, 0));
+        }
+        assertArrayEquals(contents, back.bytes);
+        assertTrue(CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(image(
+                new ArrayDevice(0x1000, contents), 0x1000, contents.length)))).shares().isEmpty(), "none in version 3");
     }
 
     /**
@@ -277,7 +329,7 @@ class CheckpointImageTest {
         CheckpointImage.writeEnd(ch);
         ByteArrayInputStream in = new ByteArrayInputStream(bytes.toByteArray());
         CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(in));
-        assertEquals(CheckpointImage.VERSION, h.version());
+        assertEquals(CheckpointImage.DEVICES_VERSION, h.version(), "an image without shares: version 3, as older backends read");
         Arrays to = new Arrays();
         try (CheckpointContents c = new CheckpointContents(null, 42, 0, null)) {
             assertEquals(2 * g.bytes(), c.read(Channels.newChannel(in), h.version(), to, CheckpointProgress.NONE, 0));

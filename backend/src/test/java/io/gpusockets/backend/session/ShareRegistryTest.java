@@ -88,10 +88,62 @@ class ShareRegistryTest {
         r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, token);
         String exporter = r.movingRefusal(1, "checkpointed");
         assertNotNull(exporter);
-        assertTrue(exporter.contains("session(s) 2") && exporter.contains("do not move together"), exporter);
+        assertTrue(exporter.contains("session(s) 2") && exporter.contains("checkpointed together"), exporter);
         assertTrue(r.movingRefusal(2, "migrated").contains("session(s) 1"));
         r.sessionEnded(2);
         assertNull(r.movingRefusal(1, "checkpointed"));
+    }
+
+    @Test
+    void aGroupIsEverySessionLinkedBySharesAndAnExportRestoredUnderItsTokenNeedsItsMemory() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] one = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        byte[] three = r.share(3, "alice", ShareRegistry.KIND_MEMORY, driverBytes(3), 64, -1);
+        r.share(5, "alice", ShareRegistry.KIND_MEMORY, driverBytes(5), 64, -1);
+        r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, one);
+        r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, three);
+        r.lookup(4, "alice", ShareRegistry.KIND_MEMORY, three);
+        assertEquals(java.util.Set.of(1L, 2L, 3L, 4L), r.group(java.util.Set.of(1L)), "1-2, 2-3, 3-4: one group");
+        assertEquals(java.util.Set.of(5L), r.group(java.util.Set.of(5L)), "an export nobody opened links nobody");
+        assertEquals(java.util.Set.of(2L), r.partners(1));
+        assertTrue(r.movingRefusal(4, "checkpointed").contains("gpusockets checkpoint 1 2 3 4 --to DIR"),
+                r.movingRefusal(4, "checkpointed"));
+        java.util.List<String> notCarried = new java.util.ArrayList<>();
+        assertEquals(java.util.List.of(), r.carried(1, notCarried), "the driver's IPC memory is not carried");
+        assertTrue(notCarried.get(0).contains("IPC memory handle of the driver opened by session(s) 2"), notCarried.toString());
+        assertThrows(ShareRegistry.Refused.class, () -> r.restore(9, "alice", 77, new byte[16], 64, null, 0),
+                "a restored export without its memory");
+    }
+
+    @Test
+    void anExportRestoredUnderItsOldTokenOpensAgainAndNewTokensStepOverItsId() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        byte[] first = r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1);
+        long id = ShareRegistry.idOf(first);
+        byte[] secret = new byte[16];
+        Arrays.fill(secret, (byte) 7);
+        int[] fds = io.gpusockets.transport.vsock.DescriptorPassing.socketPair();
+        io.gpusockets.transport.vsock.DescriptorPassing.close(fds[1]);
+        r.restore(9, "alice", id + 1, secret, 4096,
+                new ShareRegistry.Window(16, java.util.List.of(new ShareRegistry.Piece(0, 8192, fds[0]))), 0x7f0000000010L);
+        byte[] old = ShareRegistry.tokenOf(id + 1, ShareRegistry.KIND_MEMORY, secret);
+        ShareRegistry.Found f = r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, old);
+        assertEquals(9, f.exporter());
+        assertEquals(4096, f.size());
+        assertEquals(16, f.window().start());
+        ShareRegistry.closeAll(f.window());
+        assertEquals(java.util.Set.of(2L), r.partners(9), "the opener is linked to the restored exporter");
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(3, "bob", ShareRegistry.KIND_MEMORY, old), "another tenant");
+        int[] more = io.gpusockets.transport.vsock.DescriptorPassing.socketPair();
+        io.gpusockets.transport.vsock.DescriptorPassing.close(more[1]);
+        ShareRegistry.Refused taken = assertThrows(ShareRegistry.Refused.class, () -> r.restore(8, "alice", id + 1, secret,
+                64, new ShareRegistry.Window(0, java.util.List.of(new ShareRegistry.Piece(0, 64, more[0]))), 0),
+                "its descriptor closed with the refusal");
+        assertTrue(taken.getMessage().contains("in use in this backend by session 9"), taken.getMessage());
+        assertEquals(id + 2, ShareRegistry.idOf(r.share(1, "alice", ShareRegistry.KIND_MEMORY, driverBytes(2), 64, -1)),
+                "a new token steps over the restored one's id");
+        r.sessionEnded(9);
+        assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, old));
     }
 
     @Test

@@ -63,6 +63,18 @@ class AdminSocketTest {
         }
 
         @Override
+        public String checkpointGroup(List<Long> sessions, List<Path> files, boolean stop, Progress progress) {
+            asked.add("checkpoint-group " + sessions + " " + stop + " " + files);
+            return "{\"sessions\":[]}";
+        }
+
+        @Override
+        public String restoreGroup(List<Path> files, Progress progress) {
+            asked.add("restore-group " + files);
+            return "{\"sessions\":[5,6]}";
+        }
+
+        @Override
         public String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception {
             asked.add("migrate " + session + " " + targetUri + " " + frontendUri);
             if (session == 13) {
@@ -111,6 +123,24 @@ class AdminSocketTest {
         }
         try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample)) {
             assertEquals("error: this backend does not checkpoint, restore or migrate sessions\n", ask(p, "restore /tmp/img\n"));
+        }
+    }
+
+    @Test
+    void sessionsCheckpointedTogetherNameOneFilePerSessionTabApartAndARestoreTogetherNamesTheirFiles() throws Exception {
+        Path p = dir.resolve("admin.sock");
+        FakeActions actions = new FakeActions();
+        try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, actions)) {
+            assertEquals("ok {\"sessions\":[]}\n", ask(p, "checkpoint 5,6 stop /tmp/g/session 5.ckpt\t/tmp/g/../g/s6\n"));
+            assertEquals("ok {\"sessions\":[5,6]}\n", ask(p, "restore /tmp/g/session 5.ckpt\t/tmp/g/s6\n"));
+            assertEquals(List.of("checkpoint-group [5, 6] true [/tmp/g/session 5.ckpt, /tmp/g/s6]",
+                    "restore-group [/tmp/g/session 5.ckpt, /tmp/g/s6]"), actions.asked);
+            assertTrue(ask(p, "checkpoint 5,6 /tmp/a\n").contains("(one file per session)"));
+            assertTrue(ask(p, "checkpoint 5 /tmp/a\t/tmp/b\n").contains("(one file per session)"));
+            assertTrue(ask(p, "checkpoint 5,x /tmp/a\t/tmp/b\n").startsWith("error: not a session id: 'x'"));
+            assertTrue(ask(p, "restore /tmp/a\trelative\n").startsWith("error: the file must be an absolute path"));
+            assertTrue(ask(p, "restore /tmp/a\t\n").startsWith("error: usage: restore FILE"));
+            assertEquals(2, actions.asked.size(), "a refused request reaches no action");
         }
     }
 

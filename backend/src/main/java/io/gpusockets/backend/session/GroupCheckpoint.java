@@ -1,0 +1,382 @@
+package io.gpusockets.backend.session;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * The sessions that share IPC memory, checkpointed together and their shares made again where their images are
+ * restored (issue 24 item 1), in isolation context and shared (every session in this process; in isolation process a
+ * group checkpoint is refused: not built).
+ *
+ * <p>A group checkpoint ({@link #checkpoint}) names every session linked by shares ({@link ShareRegistry#group}; one
+ * left out is refused, naming it). All are drained first, one after the other, each holding its new calls, so that
+ * none writes the memory it shares while another's image is taken; then each image is written as a single session's
+ * is, plus what it shares ({@link CheckpointImage.Shares}): the IPC memory of its address window and the IPC events
+ * it exported (the token's id and secret, the allocation's address and size, or the event's handle id: the contents
+ * and the event are in its own image, as every allocation and event), and what it opened (the token, and the memory's
+ * address and the reservation that maps it, or the opened event's handle id and context). Only then are they let go
+ * or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained (and
+ * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC mappings
+ * and events (isolation process), a mapping whose exporter freed the allocation, an opened event re-exported.
+ *
+ * <p>A restore brings the shares back in two steps once the sessions are restored and before any may resume:
+ * {@link #reExport} registers each restored exporter's memory and events again under their old tokens (the same id
+ * and secret, so that the tokens the programs hold stay valid; an event joins a new {@link IpcEventShare} as its first
+ * member), then {@link #reOpen} looks each opened token up as an open would and maps the exporter's physical
+ * allocations at the opener's old address, and makes each opened event again under its old handle id, joined to the
+ * exporter's share (its record, a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
+ * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
+ * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
+ */
+public final class GroupCheckpoint {
+    private GroupCheckpoint() {
+    }
+
+    /**
+     * Checkpoints {@code group} together to {@code files} (one each, in order), with {@code stop} leaving them all
+     * frozen. Refused (every session running on) when a session it shares with is not named, for what cannot be
+     * carried, or for what a checkpoint of any of them refuses; a failure deletes every image written.
+     */
+    public static List<CheckpointResult> checkpoint(List<Session> group, ShareRegistry registry, List<Path> files,
+                                                    boolean stop, CheckpointProgress progress)
+            throws CheckpointRefused, IOException, InterruptedException {
+        if (group.isEmpty() || group.size() != files.size()) {
+            throw new IllegalArgumentException("sessions=" + group.size() + " files=" + files.size());
+        }
+        Set<Long> ids = new LinkedHashSet<>();
+        for (Session s : group) {
+            if (!ids.add(s.id())) {
+                throw new CheckpointRefused("session " + s.id() + " is named twice");
+            }
+        }
+        if (new TreeSet<>(files.stream().map(p -> p.toAbsolutePath().normalize()).toList()).size() != files.size()) {
+            throw new CheckpointRefused("two sessions of the group would write one image file");
+        }
+        Set<Long> missing = registry.group(ids);
+        missing.removeAll(ids);
+        if (!missing.isEmpty()) {
+            throw new CheckpointRefused("session(s) " + join(ids) + " share memory or events with session(s) "
+                    + join(missing) + ", which this checkpoint does not name: sessions that share move together (name"
+                    + " them all: gpusockets checkpoint " + join(registry.group(ids)).replace(", ", " ") + " --to DIR)");
+        }
+        for (Session s : group) {
+            s.requireCheckpointable();
+        }
+        refuseNotCarried(group, registry, ids);
+        CheckpointResult[] results = new CheckpointResult[group.size()];
+        long[] drainNanos = new long[group.size()];
+        drainedFrom(group, 0, stop, progress, drainNanos, () -> {
+            // drained: nothing of the group shares anew; a session outside it may have opened an export meanwhile
+            Set<Long> joined = registry.group(ids);
+            joined.removeAll(ids);
+            if (!joined.isEmpty()) {
+                throw new CheckpointRefused("session(s) " + join(joined) + " opened memory of session(s) " + join(ids)
+                        + " during the group checkpoint's drain: name them too (the sessions keep running)");
+            }
+            refuseNotCarried(group, registry, ids);
+            boolean ok = false;
+            try {
+                for (int i = 0; i < group.size(); i++) {
+                    Session s = group.get(i);
+                    results[i] = s.writeImage(files.get(i), progress, drainNanos[i], shares(s, registry));
+                }
+                ok = true;
+            } finally {
+                if (!ok) {
+                    for (Path f : files) {
+                        java.nio.file.Files.deleteIfExists(f);
+                    }
+                }
+            }
+        });
+        return List.of(results);
+    }
+
+    /**
+     * Refused, naming each, for what the group holds that a group checkpoint does not carry ({@link ShareRegistry#carried},
+     * {@link SessionShares#carried}), and for an opened range whose export is gone (its exporter freed the allocation:
+     * the mapping outlived it, and no image holds that memory).
+     */
+    private static void refuseNotCarried(List<Session> group, ShareRegistry registry, Set<Long> ids)
+            throws CheckpointRefused {
+        List<String> notCarried = new ArrayList<>();
+        Set<Long> exported = new java.util.HashSet<>();
+        for (Session s : group) {
+            for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
+                exported.add(c.id());
+            }
+        }
+        for (Session s : group) {
+            for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+                if (!exported.contains(ShareRegistry.idOf(e.getValue().mapped().token()))) {
+                    notCarried.add(String.format("session %d's opened IPC memory at 0x%x, whose exporter freed the"
+                            + " allocation (the mapping outlived it)", s.id(), e.getKey()));
+                }
+            }
+        }
+        for (Session s : group) {
+            Map<Long, byte[]> openedEvents = s.sharing().carriedEvents();
+            for (ShareRegistry.Carried c : registry.carried(s.id(), new ArrayList<>())) {
+                if (c.kind() == ShareRegistry.KIND_EVENT && openedEvents.containsKey(c.address())) {
+                    notCarried.add("session " + s.id() + "'s IPC event that it opened and exported again");
+                }
+            }
+            for (byte[] token : openedEvents.values()) {
+                if (!exported.contains(ShareRegistry.idOf(token))) {
+                    notCarried.add("session " + s.id() + "'s opened IPC event whose exporter destroyed it");
+                }
+            }
+        }
+        if (!notCarried.isEmpty()) {
+            throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
+                    + " carries the IPC memory of address windows and IPC events of isolation context or shared only, not "
+                    + String.join("; ", notCarried) + " (the sessions keep running)");
+        }
+    }
+
+    @FunctionalInterface
+    private interface Work {
+        void run() throws CheckpointRefused, IOException;
+    }
+
+    /** Drains {@code group}'s sessions from {@code i} on, each inside the previous one's drain, then runs {@code work}. */
+    private static void drainedFrom(List<Session> group, int i, boolean stop, CheckpointProgress progress, long[] drainNanos,
+                                    Work work) throws CheckpointRefused, IOException, InterruptedException {
+        Session s = group.get(i);
+        s.drained(stop, progress, nanos -> {
+            drainNanos[i] = nanos;
+            if (i + 1 < group.size()) {
+                try {
+                    drainedFrom(group, i + 1, stop, progress, drainNanos, work);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted during the group checkpoint's drain");
+                }
+            } else {
+                work.run();
+            }
+            return null;
+        }, "checkpointed with its group (session(s) " + join(group.stream().map(Session::id).toList()) + ")"
+                + (stop ? " and stopped (frozen: it resumes where the image is restored)" : ""));
+    }
+
+    /** What drained session {@code s} shares, for its image. */
+    private static CheckpointImage.Shares shares(Session s, ShareRegistry registry) throws IOException {
+        List<String> notCarried = new ArrayList<>();
+        List<CheckpointImage.Export> exports = new ArrayList<>();
+        for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
+            long object = c.address();
+            if (c.kind() == ShareRegistry.KIND_EVENT) {
+                object = s.handles().idOf(io.gpusockets.protocol.api.ParamType.EVENT, c.address());
+                if (object == 0) {
+                    throw new IOException("session " + s.id() + ": its exported IPC event has no handle");
+                }
+            }
+            exports.add(new CheckpointImage.Export(c.kind(), c.id(), c.secret(), object, c.size()));
+        }
+        List<CheckpointImage.OpenedEvent> events = new ArrayList<>();
+        for (Map.Entry<Long, byte[]> e : s.sharing().carriedEvents().entrySet()) {
+            SessionHandles.Entry h = s.handles().entryOf(io.gpusockets.protocol.api.ParamType.EVENT, e.getKey());
+            if (h == null) {
+                throw new IOException("session " + s.id() + ": its opened IPC event has no handle");
+            }
+            events.add(new CheckpointImage.OpenedEvent(e.getValue(), h.id(), h.context()));
+        }
+        List<CheckpointImage.Opened> opened = new ArrayList<>();
+        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+            SessionShares.Mapped m = e.getValue().mapped();
+            opened.add(new CheckpointImage.Opened(m.token(), e.getKey(), e.getValue().size(), m.reservation(), m.span(),
+                    m.device()));
+        }
+        if (!notCarried.isEmpty()) { // something new since the check: the session was drained in between
+            throw new IOException("session " + s.id() + ": " + String.join("; ", notCarried) + " cannot be carried");
+        }
+        return new CheckpointImage.Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
+    }
+
+    /**
+     * A restored session's exports ({@link Session#restoredShares}) registered again in {@code registry} under their
+     * old tokens, its allocations' physical memory exported anew. Refused, naming the export, when that cannot be.
+     */
+    public static void reExport(Session s, ShareRegistry registry) throws CheckpointRefused {
+        for (CheckpointImage.Export e : s.restoredShares().exports()) {
+            if (e.kind() == ShareRegistry.KIND_EVENT) {
+                reExportEvent(s, registry, e);
+                continue;
+            }
+            try {
+                ShareRegistry.Window w = IpcCalls.windowOf(s, e.address(), e.size());
+                registry.restore(s.id(), s.tenant().name(), e.tokenId(), e.secret(), e.size(), w, e.address());
+                s.sharing().exported(ShareRegistry.KIND_MEMORY, e.address());
+            } catch (CallRejected | ShareRegistry.Refused x) {
+                throw new CheckpointRefused(String.format("restore of session %d refused: its IPC memory export of 0x%x"
+                        + " (%d bytes) cannot be made again: %s", s.id(), e.address(), e.size(), x.getMessage()));
+            }
+        }
+    }
+
+    /** {@link #reExport} of an IPC event: the replayed event joins a new share, registered under the old token. */
+    private static void reExportEvent(Session s, ShareRegistry registry, CheckpointImage.Export e) throws CheckpointRefused {
+        String what = "restore of session " + s.id() + " refused: its IPC event export (event " + e.address()
+                + ") cannot be made again: ";
+        SessionHandles.Entry ev = s.handles().get(e.address(), io.gpusockets.protocol.api.ParamType.EVENT);
+        SessionHandles.Entry ctx = ev == null ? null : s.handles().get(ev.context(), io.gpusockets.protocol.api.ParamType.CTX);
+        if (ctx == null) {
+            throw new CheckpointRefused(what + "the event or its context is not there after the replay");
+        }
+        IpcEventShare.Member m;
+        try {
+            m = inContext(s, ctx.real(), what, () -> registry.broker(s.id(), s.tenant().name()).newEventShare()
+                    .join(s.id(), s.host().driver(), ev.real()));
+        } catch (CallRejected x) {
+            throw new CheckpointRefused(what + x.getMessage());
+        }
+        try {
+            registry.restoreEvent(s.id(), s.tenant().name(), e.tokenId(), e.secret(), m.share(), ev.real());
+        } catch (ShareRegistry.Refused x) {
+            m.share().leave(m);
+            throw new CheckpointRefused(what + x.getMessage());
+        }
+        s.sharing().member(m);
+        s.sharing().exported(ShareRegistry.KIND_EVENT, ev.real());
+    }
+
+    @FunctionalInterface
+    private interface InContext<T> {
+        T run() throws CallRejected;
+    }
+
+    /** Runs {@code work} with the real context {@code ctx} current on this thread. */
+    private static <T> T inContext(Session s, long ctx, String what, InContext<T> work) throws CheckpointRefused, CallRejected {
+        io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+        int r = real.cuCtxPushCurrent(ctx);
+        if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+            throw new CheckpointRefused(what + "its context cannot be made current: "
+                    + io.gpusockets.protocol.api.CuResult.name(r));
+        }
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            try {
+                return work.run();
+            } finally {
+                real.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+    }
+
+    /**
+     * A restored session's opened IPC events ({@link Session#restoredShares}): each a new event in its context, under
+     * its old handle id, joined to the exporter's share in {@code registry} (restored first, {@link #reExport}).
+     */
+    private static void reOpenEvents(Session s, ShareRegistry registry) throws CheckpointRefused {
+        for (CheckpointImage.OpenedEvent o : s.restoredShares().openedEvents()) {
+            String what = "restore of session " + s.id() + " refused: its opened IPC event (event " + o.event()
+                    + ") cannot be made again: ";
+            ShareRegistry.Found f;
+            try {
+                f = registry.lookup(s.id(), s.tenant().name(), ShareRegistry.KIND_EVENT, o.token());
+            } catch (ShareRegistry.Refused x) {
+                throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares with"
+                        + " together: gpusockets restore FILE...)");
+            }
+            SessionHandles.Entry ctx = s.handles().get(o.context(), io.gpusockets.protocol.api.ParamType.CTX);
+            if (f.events() == null || ctx == null) {
+                throw new CheckpointRefused(what + (ctx == null ? "its context is not there after the replay"
+                        : "the exporter's event is not one of isolation context"));
+            }
+            try {
+                long real = inContext(s, ctx.real(), what, () -> IpcCalls.joinEvent(s, f.events(), o.token()));
+                CheckpointRecorder.Issued pin = new CheckpointRecorder.Issued(new long[] {o.event()});
+                CheckpointRecorder.ISSUED.set(pin);
+                long id;
+                try {
+                    id = s.handles().intern(io.gpusockets.protocol.api.ParamType.EVENT, real, 0, o.context());
+                } finally {
+                    CheckpointRecorder.ISSUED.remove();
+                }
+                if (id != o.event()) {
+                    throw new CheckpointRefused(what + "it came back as event " + id);
+                }
+            } catch (CallRejected x) {
+                throw new CheckpointRefused(what + x.getMessage());
+            }
+        }
+    }
+
+    /**
+     * A restored session's opened IPC memory ({@link Session#restoredShares}) mapped again at the address it had, from
+     * the exporter's share in {@code registry} (restored first, {@link #reExport}). Refused, naming the range, when
+     * the token is not there or the mapping cannot be made at that address.
+     */
+    public static void reOpen(Session s, ShareRegistry registry) throws CheckpointRefused {
+        for (CheckpointImage.Opened o : s.restoredShares().opened()) {
+            String what = String.format("restore of session %d refused: its opened IPC memory at 0x%x (%d bytes) cannot be"
+                    + " mapped again: ", s.id(), o.base(), o.size());
+            ShareRegistry.Found f;
+            try {
+                f = registry.lookup(s.id(), s.tenant().name(), ShareRegistry.KIND_MEMORY, o.token());
+            } catch (ShareRegistry.Refused x) {
+                throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares with"
+                        + " together: gpusockets restore FILE...)");
+            }
+            if (f.window() == null || f.size() != o.size() || f.window().span() != o.span()
+                    || o.reservation() + f.window().start() != o.base()) {
+                ShareRegistry.closeAll(f.window());
+                throw new CheckpointRefused(what + "the exporter's memory is not laid out as it was");
+            }
+            io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+            try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                long ctx = contextOn(s, o.device(), arena);
+                if (ctx == 0) {
+                    ShareRegistry.closeAll(f.window());
+                    throw new CheckpointRefused(what + "the session has no context on device " + o.device());
+                }
+                int r = real.cuCtxPushCurrent(ctx); // the driver maps in a context of the device
+                if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    ShareRegistry.closeAll(f.window());
+                    throw new CheckpointRefused(what + "its context cannot be made current: "
+                            + io.gpusockets.protocol.api.CuResult.name(r));
+                }
+                try {
+                    IpcCalls.mapWindow(s, f.window(), o.size(), o.token(), o.device(), o.reservation());
+                } finally {
+                    real.cuCtxPopCurrent(arena.allocate(8));
+                }
+            } catch (CallRejected x) {
+                throw new CheckpointRefused(what + x.getMessage() + " (" + io.gpusockets.protocol.api.CuResult.name(x.result)
+                        + ")");
+            }
+        }
+        reOpenEvents(s, registry);
+        s.restoredShares(CheckpointImage.Shares.NONE);
+    }
+
+    /** A context of restored session {@code s} on device {@code device} (driver value), or 0. */
+    private static long contextOn(Session s, int device, java.lang.foreign.Arena arena) {
+        io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+        java.lang.foreign.MemorySegment out = arena.allocate(8);
+        for (SessionHandles.Entry e : s.handles().all(io.gpusockets.protocol.api.ParamType.CTX)) {
+            if (real.cuCtxPushCurrent(e.real()) != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                continue;
+            }
+            try {
+                if (real.cuCtxGetDevice(out) == io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS
+                        && out.get(java.lang.foreign.ValueLayout.JAVA_INT, 0) == device) {
+                    return e.real();
+                }
+            } finally {
+                real.cuCtxPopCurrent(arena.allocate(8));
+            }
+        }
+        return 0;
+    }
+
+    private static String join(java.util.Collection<Long> ids) {
+        return ids.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(", "));
+    }
+}

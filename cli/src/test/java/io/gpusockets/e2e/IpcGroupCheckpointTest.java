@@ -1,0 +1,279 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.CheckpointResult;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.api.CuResult;
+import io.gpusockets.protocol.structs.MemoryProps;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Sessions that share IPC memory are checkpointed and restored together (issue 24 item 1): on backend A (emulated
+ * device, isolation context or shared, address-stable memory) session E exports a cuMemAlloc allocation by cuIpcGetMemHandle and
+ * session I opens it; each alone is refused a checkpoint, naming the other; the two are checkpointed together with
+ * stop, A is shut down and its device discarded, and backend B, on a new emulated device, restores both images. Both
+ * programs resume: I reads E's data through its old pointer, a write by either is seen by the other, and the old token
+ * still opens the memory; an IPC event I exported and E opened comes back as one share (E's event follows I's
+ * recording, and the old token opens it again), and one E exported that nobody opened comes back too; the importer's
+ * image alone is refused while its exporter is not restored there. A group checkpoint that leaves a partner out is
+ * refused, naming it; so is one with what it does not carry (a shareable VMM handle another session imported, a
+ * mapping that outlived the exporter's allocation), and the sessions run on.
+ */
+@Timeout(value = 180, unit = TimeUnit.SECONDS)
+class IpcGroupCheckpointTest extends CheckpointTestSupport {
+    private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+
+    @ParameterizedTest(name = "isolation {0}")
+    @ValueSource(strings = {"context", "shared"})
+    void sessionsSharingIpcMemoryCheckpointTogetherAndGoOnSharingItInAnotherBackend(String isolation) throws Exception {
+        Path sock = dir.resolve("g.sock");
+        Path imageE = dir.resolve("e.ckpt"), imageI = dir.resolve("i.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        if (isolation.equals("shared")) {
+            serverA.shareContextsPerTenant();
+        }
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
+            Cuda ce = new Cuda(de);
+            ce.primaryContext();
+            long p = ce.alloc(SIZE);
+            ce.put(p, new byte[] {1, 2, 3});
+            ce.put(p + SIZE - 2, new byte[] {4, 5});
+            MemorySegment handle = ce.cell(64);
+            Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+            Cuda ci = new Cuda(di);
+            ci.primaryContext();
+            MemorySegment opened = ci.cell();
+            Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
+            long q = opened.get(JAVA_LONG, 0);
+            ci.put(q + 3, new byte[] {9});
+            assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "shared before the checkpoint");
+            long e = de.sessionId(), i = di.sessionId();
+
+            // alone, each is refused, naming the other and how to move them together
+            CheckpointRefused alone = assertThrows(CheckpointRefused.class,
+                    () -> serverA.checkpoint(e, dir.resolve("alone.ckpt"), true, null));
+            assertTrue(alone.getMessage().contains("session(s) " + i) && alone.getMessage().contains("together"),
+                    alone.getMessage());
+            assertThrows(CheckpointRefused.class, () -> serverA.checkpoint(i, dir.resolve("alone.ckpt"), true, null));
+            assertFalse(Files.exists(dir.resolve("alone.ckpt")));
+
+            MemorySegment event = ce.cell();
+            Cuda.ok(de.cuEventCreate(event, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+            Cuda.ok(de.cuIpcGetEventHandle(ce.cell(64), event.get(JAVA_LONG, 0)),
+                    "cuIpcGetEventHandle (nobody opens it: it comes back too)");
+
+            // an IPC event the other way: I exports, E opens
+            MemorySegment eventI = ci.cell();
+            Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+            MemorySegment eventHandle = ci.cell(64);
+            Cuda.ok(di.cuIpcGetEventHandle(eventHandle, eventI.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+            MemorySegment eventE = ce.cell();
+            Cuda.ok(de.cuIpcOpenEventHandle(eventE, eventHandle), "cuIpcOpenEventHandle");
+
+            // the importer first: the order does not matter
+            List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);
+            assertEquals(2, r.size());
+            assertTrue(r.get(1).bytesWritten() > SIZE, "the exporter's image holds the shared contents");
+            assertTrue(r.get(0).bytesWritten() < SIZE, "the importer's does not: " + r.get(0).bytesWritten());
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+
+            try (BackendServer serverB = server(b)) {
+                if (isolation.equals("shared")) {
+                    serverB.shareContextsPerTenant();
+                }
+                CheckpointRefused first = assertThrows(CheckpointRefused.class, () -> serverB.restore(imageI, null),
+                        "the importer alone, its exporter not restored here");
+                assertTrue(first.getMessage().contains("cannot be mapped again") && first.getMessage().contains("together"),
+                        first.getMessage());
+                assertEquals(0, serverB.sessions().size(), "a refused restore leaves nothing");
+                assertEquals(List.of(i, e), serverB.restoreGroup(List.of(imageI, imageE), null));
+                assertEquals(3, serverB.shares().count(), "the memory and the two event exports are back");
+                assertEquals(3, serverB.shares().eventStreams(), "the opened event's share has its two members again, the"
+                        + " unopened one its one");
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
+                assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+
+                MemorySegment again = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle of the old token after the restore");
+                long q2 = again.get(JAVA_LONG, 0);
+                assertNotEquals(q, q2, "a mapping of its own");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token opens the restored memory");
+                Cuda.ok(di.cuIpcCloseMemHandle(q2), "cuIpcCloseMemHandle");
+
+                Cuda.ok(de.cuEventQuery(eventE.get(JAVA_LONG, 0)), "the opened event is E's under its old handle");
+                Cuda.ok(di.cuEventRecord(eventI.get(JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
+                Cuda.ok(de.cuEventSynchronize(eventE.get(JAVA_LONG, 0)), "E's event follows I's recording");
+                MemorySegment again2 = ce.cell();
+                Cuda.ok(de.cuIpcOpenEventHandle(again2, eventHandle), "cuIpcOpenEventHandle of the old token after the restore");
+                assertEquals(4, serverB.shares().eventStreams(), "a third member");
+                Cuda.ok(de.cuEventDestroy(again2.get(JAVA_LONG, 0)), "cuEventDestroy");
+
+                CheckpointRefused still = assertThrows(CheckpointRefused.class,
+                        () -> serverB.checkpoint(i, dir.resolve("again.ckpt"), false, null));
+                assertTrue(still.getMessage().contains("session(s) " + e), still.getMessage());
+                assertEquals(2, serverB.resumesAccepted());
+            }
+        } finally {
+            b.close();
+        }
+    }
+
+    /**
+     * From the command line between two backend processes (isolation context): {@code gpusockets checkpoint E I --to DIR
+     * --stop} writes DIR/session-ID.ckpt for each (one alone is refused, saying how to name them together), the backend
+     * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE} (or
+     * {@code gpusockets backend --restore FILE --restore FILE}): the programs resume and share the memory as before. A
+     * backend in isolation process refuses such an image, saying so.
+     */
+    @ParameterizedTest(name = "restored by {0}")
+    @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
+    void fromTheCommandLineTwoSessionsCheckpointedTogetherResumeInANewBackendProcessStillSharing(String how) throws Exception {
+        BackendProcess first = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120");
+        BackendProcess second = null;
+        try {
+            String uri = first.unix();
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                long p = ce.alloc(SIZE);
+                ce.put(p, new byte[] {6, 7});
+                MemorySegment handle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+                MemorySegment opened = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle");
+                long q = opened.get(JAVA_LONG, 0);
+                String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
+                String admin = first.adminSocket().toString();
+
+                CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("checkpoint", i, "--to",
+                        dir.resolve("alone.ckpt").toString(), "--stop", "--socket", admin);
+                assertEquals(1, alone.exit());
+                assertTrue(alone.err().contains("gpusockets checkpoint " + String.join(" ",
+                        java.util.stream.Stream.of(e, i).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList())
+                        + " --to DIR"), alone.err());
+                CheckpointNativeTest.Result ck = CheckpointNativeTest.cli("checkpoint", e, i, "--to", dir.toString(),
+                        "--stop", "--socket", admin);
+                assertEquals(0, ck.exit(), () -> ck.out() + ck.err());
+                Path imageE = dir.resolve("session-" + e + ".ckpt"), imageI = dir.resolve("session-" + i + ".ckpt");
+                assertTrue(Files.size(imageE) > SIZE && Files.exists(imageI), ck.out());
+
+                ProcessHandle.of(first.pid()).orElseThrow().destroyForcibly();
+                assertTrue(first.awaitExit(30), "the killed backend did not exit");
+                if (how.equals("gpusockets restore")) {
+                    try (BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process")) {
+                        CheckpointNativeTest.Result no = CheckpointNativeTest.cli("restore", imageE.toString(), "--socket",
+                                workers.adminSocket().toString());
+                        assertEquals(1, no.exit(), no.out());
+                        assertTrue(no.err().contains("isolation mode process does not make again"), no.err());
+                    }
+                    second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
+                    CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
+                            "--socket", second.adminSocket().toString());
+                    assertEquals(0, rs.exit(), () -> rs.out() + rs.err());
+                    assertTrue(rs.out().contains("\"sessions\":[" + i + "," + e + "]"), rs.out());
+                } else { // the importer's image first: restored together, in any order
+                    second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri,
+                            "--restore", imageI.toString(), "--restore", imageE.toString());
+                    BackendProcess restoring = second;
+                    assertTrue(second.output().stream().anyMatch(l -> l.contains("session " + i + " restored from")),
+                            () -> String.join("\n", restoring.output()));
+                }
+
+                assertArrayEquals(new byte[] {6, 7}, ci.get(q, 2), "the importer reads through its old pointer");
+                ci.put(q + 2, new byte[] {8});
+                assertArrayEquals(new byte[] {6, 7, 8}, ce.get(p, 3), "and its write reaches the exporter");
+            }
+        } finally {
+            first.close();
+            if (second != null) {
+                second.close();
+            }
+        }
+    }
+
+    @Test
+    void aGroupThatLeavesAPartnerOutOrHoldsWhatItDoesNotCarryIsRefusedAndRunsOn() throws Exception {
+        EmulatedDevice a = new EmulatedDevice();
+        try (BackendServer server = server(a)) {
+            String uri = server.listen(TransportUri.parse("unix://" + dir.resolve("r.sock"))).toString();
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri);
+                 RemoteCudaDriver dx = RemoteCudaDriver.connect(uri)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
+                ce.primaryContext();
+                ci.primaryContext();
+                cx.primaryContext();
+                long p = ce.alloc(SIZE);
+                MemorySegment handle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+                Cuda.ok(di.cuIpcOpenMemHandle(ci.cell(), handle, 0), "cuIpcOpenMemHandle");
+                long e = de.sessionId(), i = di.sessionId(), x = dx.sessionId();
+
+                CheckpointRefused left = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, x),
+                        List.of(dir.resolve("e.ckpt"), dir.resolve("x.ckpt")), true, null));
+                assertTrue(left.getMessage().contains("session(s) " + i + ", which this checkpoint does not name"),
+                        left.getMessage());
+
+                long kept = ce.alloc(SIZE);
+                MemorySegment keptHandle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(keptHandle, kept), "cuIpcGetMemHandle");
+                Cuda.ok(di.cuIpcOpenMemHandle(ci.cell(), keptHandle, 0), "cuIpcOpenMemHandle");
+                Cuda.ok(de.cuMemFree(kept), "cuMemFree (the exporter's: the opener's mapping outlives it)");
+                CheckpointRefused outlived = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(
+                        List.of(e, i), List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
+                assertTrue(outlived.getMessage().contains("whose exporter freed the allocation"), outlived.getMessage());
+
+                // a shareable VMM handle another session imported (FABRIC: the handle is the token)
+                MemorySegment prop = ci.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+                prop.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+                prop.set(JAVA_INT, 4, 8); // CU_MEM_HANDLE_TYPE_FABRIC
+                prop.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+                MemorySegment memh = ci.cell();
+                Cuda.ok(di.cuMemCreate(memh, 2L << 20, prop, 0), "cuMemCreate");
+                MemorySegment fabric = ci.cell(64);
+                Cuda.ok(di.cuMemExportToShareableHandle(fabric, memh.get(JAVA_LONG, 0), 8, 0), "cuMemExportToShareableHandle");
+                Cuda.ok(de.cuMemImportFromShareableHandle(ce.cell(), ce.cell(64).copyFrom(fabric), 8),
+                        "cuMemImportFromShareableHandle");
+                CheckpointRefused vmm = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, i),
+                        List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
+                assertTrue(vmm.getMessage().contains("shareable VMM handle opened by session(s) " + e), vmm.getMessage());
+                assertFalse(Files.exists(dir.resolve("e.ckpt")) || Files.exists(dir.resolve("i.ckpt")));
+
+                ce.put(p, new byte[] {5}); // both run on
+                assertEquals(CuResult.CUDA_SUCCESS, di.cuCtxSynchronize());
+            }
+        } finally {
+            a.close();
+        }
+    }
+}
