@@ -15,7 +15,9 @@ import picocli.CommandLine.Spec;
 /**
  * {@code gpusockets migrate SESSION --to URI [--frontend-uri URI]}: asks a running backend, over its admin socket,
  * to move session SESSION to the backend listening at URI while its program runs (that backend started with
- * {@code --accept-migrations}; any isolation mode at either end). The program's frontend then resumes at
+ * {@code --accept-migrations}; any isolation mode at either end). {@code gpusockets migrate SESSION SESSION... --to URI}
+ * moves sessions that share IPC memory or events together (admin request {@code migrate SESSION,SESSION... URI};
+ * isolation context or shared at both ends): one named alone is refused, naming its partners and this command. The program's frontend then resumes at
  * {@code --frontend-uri}, or URI. {@code gpusockets migrate SESSION --hand-over-to ADMIN_SOCKET [--frontend-uri URI]}
  * hands it instead to the backend process on the same host and GPU whose admin socket that is, with no memory copied
  * (its exported allocations mapped there: the admin verb {@code hand-over}; both backends in {@code --isolation
@@ -30,8 +32,9 @@ final class MigrateCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    @Parameters(index = "0", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists it.")
-    long session;
+    @Parameters(arity = "1..64", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists"
+            + " it; several: sessions that share IPC memory or events, migrated together (--to only).")
+    List<Long> sessions;
 
     @Option(names = "--to", paramLabel = "URI",
             description = "The target backend's listening URI, as the source backend reaches it (tcp://, unix://, tls://...).")
@@ -57,6 +60,12 @@ final class MigrateCommand implements Callable<Integer> {
             spec.commandLine().getErr().println("gpusockets migrate: give one of --to URI and --hand-over-to ADMIN_SOCKET");
             return 2;
         }
+        if (handOverTo != null && sessions.size() > 1) {
+            spec.commandLine().getErr().println("gpusockets migrate: sessions are handed over one at a time (sessions that"
+                    + " share IPC memory migrate together with --to)");
+            return 2;
+        }
+        long session = sessions.get(0);
         if (handOverTo != null) {
             String target = handOverTo.toAbsolutePath().normalize().toString();
             if (!target.chars().allMatch(c -> c > 0x20 && c < 0x7f)
@@ -73,14 +82,31 @@ final class MigrateCommand implements Callable<Integer> {
                 return 2;
             }
         }
-        String request = "migrate " + session + " " + to + (frontendUri != null ? " " + frontendUri : "");
-        return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request, MigrateCommand::readable);
+        String ids = sessions.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(","));
+        String request = "migrate " + ids + " " + to + (frontendUri != null ? " " + frontendUri : "");
+        return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request,
+                sessions.size() > 1 ? MigrateCommand::readableGroup : MigrateCommand::readable);
+    }
+
+    /** A group's summary: each session's, as {@link #readable} writes it, one per line. */
+    @SuppressWarnings("unchecked")
+    static String readableGroup(String json) {
+        Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
+        StringBuilder b = new StringBuilder();
+        for (Object o : (List<Object>) m.get("sessions")) {
+            b.append(b.isEmpty() ? "" : "\n").append(readable((Map<String, Object>) o));
+        }
+        return b.toString();
     }
 
     /** The summary as a person reads it: where it went, each round's chunks and MiB, the downtime and its split. */
     @SuppressWarnings("unchecked")
     static String readable(String json) {
-        Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
+        return readable((Map<String, Object>) StatusJson.parse(json));
+    }
+
+    @SuppressWarnings("unchecked")
+    private static String readable(Map<String, Object> m) {
         StringBuilder b = new StringBuilder();
         b.append("session ").append(m.get("session")).append(" moved to ").append(m.get("target")).append("; rounds:");
         for (Object o : (List<Object>) m.get("rounds")) {

@@ -84,7 +84,22 @@ final class SessionActions implements AdminActions {
      */
     @Override
     public String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception {
-        Migration.Result r = server.migrate(session, targetUri, frontendUri, progress::progress);
+        return json(server.migrate(session, targetUri, frontendUri, progress::progress));
+    }
+
+    /** {@code {"sessions":[MIGRATE_ANSWER...]}}: one per session, as {@link #migrate} answers, the stop shared. */
+    @Override
+    public String migrateGroup(java.util.List<Long> sessions, String targetUri, String frontendUri, Progress progress)
+            throws Exception {
+        java.util.List<Migration.Result> results = server.migrateGroup(sessions, targetUri, frontendUri, progress::progress);
+        StringBuilder b = new StringBuilder("{\"sessions\":[");
+        for (int i = 0; i < results.size(); i++) {
+            b.append(i > 0 ? "," : "").append(json(results.get(i)));
+        }
+        return b.append("]}").toString();
+    }
+
+    private static String json(Migration.Result r) {
         StringBuilder b = new StringBuilder(256 + 160 * r.rounds().size());
         b.append("{\"session\":").append(r.sessionId()).append(",\"target\":");
         StatusJson.string(b, r.target()).append(",\"rounds\":[");

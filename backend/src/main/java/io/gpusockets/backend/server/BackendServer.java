@@ -1113,8 +1113,11 @@ public final class BackendServer implements AutoCloseable {
                 channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
                 return null;
             }
+            // sessions that migrate together: only where they are restored together (isolation context and shared)
+            int granted = Handshake.FEATURE_MIGRATION | ((hello.features() & Handshake.FEATURE_MIGRATION_GROUP) != 0
+                    && landsMigrations() ? Handshake.FEATURE_MIGRATION_GROUP : 0);
             channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(0, host.driverVersion(), host.deviceCount(),
-                    Handshake.FEATURE_MIGRATION, host.description()).encode());
+                    granted, host.description()).encode());
             return MIGRATING;
         }
         if (hello.resumes()) {
@@ -1549,6 +1552,121 @@ public final class BackendServer implements AutoCloseable {
                 migrating.remove(sessionId);
             }
         });
+    }
+
+    /**
+     * Migrates the sessions {@code sessionIds}, which share IPC memory or events, together to the backend listening at
+     * {@code targetUri} (issue 24 item 1; {@link Migration#runGroup}): every session linked to them by shares must be
+     * named (refused, naming those left out, as a group checkpoint is:
+     * {@link io.gpusockets.backend.session.GroupCheckpoint#checkTogether}); each is pre-copied while the programs run,
+     * then all are drained together, checked again, and their final rounds and images (with the shares) sent; the
+     * target restores them all, makes the shares again under their old tokens and at their old addresses, and only
+     * then may any resume; then each frontend is sent there ({@code frontendUri}, or {@code targetUri}). One session
+     * is {@link #migrate}. Refused (every session running on here) in isolation mode process at this end, by a target
+     * that does not take groups (an older backend, or one in isolation mode process), and as {@link #migrate} refuses;
+     * a failure before the target's OK leaves every program running here and nothing at the target. Counted as one
+     * migration. Returns one result per session, in order.
+     */
+    public List<Migration.Result> migrateGroup(List<Long> sessionIds, String targetUri, String frontendUri,
+                                               io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (sessionIds.isEmpty()) {
+            throw new IllegalArgumentException("no sessions");
+        }
+        if (sessionIds.size() == 1) {
+            return List.of(migrate(sessionIds.get(0), targetUri, frontendUri, progress));
+        }
+        return counted(migrations, () -> {
+            if (frontendUri != null) {
+                try {
+                    Handshake.Moved.check(frontendUri);
+                } catch (IllegalArgumentException e) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: frontend URI "
+                            + frontendUri + ": " + e.getMessage());
+                }
+            }
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("migrating sessions together is not supported"
+                        + " in isolation mode process yet (each lives in a worker of its own)");
+            }
+            List<Session> group = new ArrayList<>();
+            for (long id : sessionIds) {
+                Session s = session(id);
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("no session " + id + " in this backend");
+                }
+                group.add(s);
+            }
+            io.gpusockets.backend.session.GroupCheckpoint.checkTogether(group, shares, "migration",
+                    "gpusockets migrate %s --to URI");
+            List<Long> added = new ArrayList<>();
+            try {
+                for (long id : sessionIds) {
+                    if (!migrating.add(id)) {
+                        throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
+                    }
+                    added.add(id);
+                }
+                List<Migration.Result> results = Migration.runGroup(this::sessionMoved, group, targetUri, frontendUri,
+                        settings.preSharedKey(), progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE
+                                : progress, shares);
+                long bytes = 0;
+                for (Migration.Result r : results) {
+                    bytes += r.bytes();
+                }
+                migrationBytes.add(bytes);
+                downtimes.increment();
+                downtimeNanos.add(results.get(0).downtimeNanos());
+                LOG.log(Level.INFO, "sessions " + sessionIds + " migrated together to " + targetUri + ": " + bytes
+                        + " bytes, downtime " + results.get(0).downtimeNanos() / 1_000_000 + " ms");
+                return results;
+            } finally {
+                migrating.removeAll(added);
+            }
+        });
+    }
+
+    /**
+     * A group migration's member received here ({@link MigrationTarget}): its image restored, with its landed memory
+     * ({@code landed}, null: none; {@code adopted} runs once the restore took it), into {@code made} without resuming
+     * ({@link #reshareMigrated} then lets the group resume). Not in isolation mode process.
+     */
+    long restoreMigratedMember(java.nio.file.Path file, List<io.gpusockets.backend.session.PhysicalMemory> landed,
+                               Runnable adopted, List<Session> made)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("a group migration in isolation mode process");
+        }
+        return restoreSession(file, io.gpusockets.backend.session.CheckpointProgress.NONE, List.of(),
+                landed == null ? null : new io.gpusockets.backend.session.SessionRestore.Landed(landed, adopted), made);
+    }
+
+    /**
+     * The members of a group migration, all restored ({@link #restoreMigratedMember}): their shares made again as a
+     * group restore makes them ({@link #restoreGroup}), then they may resume. Refused (none left) when one of their ids
+     * came to life here meanwhile or a share cannot be made again. Counted as one restore.
+     */
+    void reshareMigrated(List<Session> made) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        counted(restores, () -> {
+            synchronized (restoring) {
+                for (Session s : made) {
+                    if (session(s.id()) != null) {
+                        unmake(made, "restore of its group refused");
+                        throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + s.id()
+                                + " is live in this backend");
+                    }
+                }
+                reshare(made);
+                return null;
+            }
+        });
+    }
+
+    /** Ends the members of a group migration that failed here (restored, never resumable). */
+    void unmakeMigrated(List<Session> made, String why) {
+        synchronized (restoring) {
+            unmake(made, why);
+        }
     }
 
     /**

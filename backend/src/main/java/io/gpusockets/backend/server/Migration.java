@@ -206,26 +206,9 @@ public final class Migration {
                         }
                         ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, 0, commit.flip());
                         progress.progress("restore", 0, 1);
-                        FrameHeader h = ch.readHeader();
-                        if (h.opcode() != Opcodes.MIGRATE_DONE || h.length() > 8192) {
-                            throw new ProtocolException("migration: expected the target's DONE, got " + h);
-                        }
-                        ByteBuffer b = ch.readBody(h.length()).order(java.nio.ByteOrder.BIG_ENDIAN);
-                        boolean ok = b.get() != 0;
-                        long restoreNanos = b.getLong();
-                        int len = b.getInt();
-                        if (len < 0 || len > b.remaining()) {
-                            throw new ProtocolException("migration: a DONE message of " + len + " bytes");
-                        }
-                        byte[] m = new byte[len];
-                        b.get(m);
-                        String message = new String(m, StandardCharsets.UTF_8);
-                        long imageMemory = b.remaining() >= 8 ? b.getLong() : -1;
-                        if (!ok) {
-                            throw new IOException("the target " + targetUri + " failed the migration: " + message);
-                        }
+                        long[] done = awaitDone(ch, targetUri);
                         progress.progress("restore", 1, 1);
-                        return new Stop(drainNanos, last, restoreNanos, drainedAt - drainNanos, imageMemory);
+                        return new Stop(drainNanos, last, done[0], drainedAt - drainNanos, done[1]);
                     }, "migrated to " + targetUri + " (frozen: it resumes there)");
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
@@ -242,10 +225,174 @@ public final class Migration {
     }
 
     /**
+     * Reads the target's DONE: {restore nanoseconds, image memory bytes (-1: not said)}; an IOException naming the
+     * target's message when it failed the migration.
+     */
+    private static long[] awaitDone(FrameChannel ch, String targetUri) throws IOException {
+        FrameHeader h = ch.readHeader();
+        if (h.opcode() != Opcodes.MIGRATE_DONE || h.length() > 8192) {
+            throw new ProtocolException("migration: expected the target's DONE, got " + h);
+        }
+        ByteBuffer b = ch.readBody(h.length()).order(java.nio.ByteOrder.BIG_ENDIAN);
+        try {
+            boolean ok = b.get() != 0;
+            long restoreNanos = b.getLong();
+            int len = b.getInt();
+            if (len < 0 || len > b.remaining()) {
+                throw new ProtocolException("migration: a DONE message of " + len + " bytes");
+            }
+            byte[] m = new byte[len];
+            b.get(m);
+            String message = new String(m, StandardCharsets.UTF_8);
+            long imageMemory = b.remaining() >= 8 ? b.getLong() : -1;
+            if (!ok) {
+                throw new IOException("the target " + targetUri + " failed the migration: " + message);
+            }
+            return new long[] {restoreNanos, imageMemory};
+        } catch (java.nio.BufferUnderflowException e) {
+            throw new ProtocolException("migration: a truncated DONE");
+        }
+    }
+
+    /**
+     * Migrates {@code group}, sessions that share IPC memory or events (checked by the caller,
+     * {@link io.gpusockets.backend.session.GroupCheckpoint#checkTogether}), together on one connection to the target
+     * (issue 24 item 1; isolation context and shared at both ends). The HELLO asks for
+     * {@link Handshake#FEATURE_MIGRATION_GROUP} too (a target that does not grant it is refused before anything is
+     * sent). Every frame carries its member's index in the group as its request id:
+     *
+     * <pre>
+     * MIGRATE_BEGIN   (one per member, before its first other frame) u64 hasher seed, u32 chunk bytes, u32 members
+     * LAYOUT, CHUNK, IMAGE, COMMIT   as for one session, each member's own
+     * MIGRATE_DONE    (target to source, once, after the last member's COMMIT) as for one session: ok, the restore's
+     *                 nanoseconds (all members), message, bytes of memory the images carried (all members)
+     * </pre>
+     *
+     * Each member's pre-copy rounds run as for one session, one member after the other, while the programs run; then
+     * every member is drained, one inside the other's drain ({@link io.gpusockets.backend.session.GroupCheckpoint#drainedTogether}),
+     * the group is checked again (a session outside it that opened an export meanwhile is refused, naming it), and each
+     * member's final round, image (with what it shares, as a group checkpoint's image: {@link Session#writeMigrationImage})
+     * and COMMIT follow. The target restores every member without letting any resume, makes the shares again in the
+     * group restore's order, and only then answers DONE; on OK every member freezes here and each frontend is sent to
+     * the target ({@code moved}, one by one). Anything else before that lets every member run on here; the target keeps
+     * none of them. The results: one per member, in order, each with its own rounds and the group's shared stop.
+     */
+    public static List<Result> runGroup(Switch moved, List<Session> group, String targetUri, String frontendUri, byte[] psk,
+                                        CheckpointProgress progress,
+                                        io.gpusockets.backend.session.ShareRegistry registry)
+            throws CheckpointRefused, IOException {
+        TransportUri uri;
+        try {
+            uri = TransportUri.parse(targetUri);
+        } catch (IllegalArgumentException e) {
+            throw new CheckpointRefused("migration refused: target " + targetUri + ": " + e.getMessage());
+        }
+        int n = group.size();
+        Connection c = Transports.connect(uri, Duration.ofSeconds(10), TransportOptions.NONE);
+        List<PreCopy> copies = new ArrayList<>(n);
+        try (FrameChannel ch = new FrameChannel(c)) {
+            open(ch, targetUri, psk, true);
+            for (Session s : group) {
+                s.movingWithGroup(true);
+            }
+            List<PreCopy.Sink> sinks = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                Session s = group.get(i);
+                int member = i;
+                long seed = s.chunkHasher().seed();
+                ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, member,
+                        ByteBuffer.allocate(16).putLong(seed).putInt(CHUNK_BYTES).putInt(n).flip());
+                PreCopy.Sink sink = (chunk, hash, bytes) -> {
+                    long address = s.toProgram(chunk.address());
+                    long sent = address == chunk.address() ? hash : ChunkHasher.reference(address, bytes, seed);
+                    ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, member,
+                            ByteBuffer.allocate(16).putLong(address).putLong(sent).flip(), bytes.asByteBuffer());
+                };
+                sinks.add(sink);
+                PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES);
+                copies.add(pc);
+                layout(ch, pc, s, false, member);
+                PreCopy.Round prev = pc.round(sink);
+                for (int r = 1; r < MAX_ROUNDS && prev.sentChunks() > 0; r++) {
+                    layout(ch, pc, s, false, member);
+                    PreCopy.Round next = pc.round(sink);
+                    if (next.sentChunks() >= prev.sentChunks()) {
+                        break; // not shrinking: stop now
+                    }
+                    prev = next;
+                }
+                progress.progress("pre-copy", i + 1, n);
+            }
+            long[] drainNanos = new long[n];
+            PreCopy.Round[] last = new PreCopy.Round[n];
+            long[] stop = new long[3]; // drained at, restore nanos, image memory bytes
+            try {
+                io.gpusockets.backend.session.GroupCheckpoint.drainedTogether(group, true, progress, drainNanos,
+                        "migrated with its group to " + targetUri + " (frozen: it resumes there)", () -> {
+                            stop[0] = System.nanoTime();
+                            io.gpusockets.backend.session.GroupCheckpoint.checkDrained(group, registry, "migration");
+                            for (int i = 0; i < n; i++) {
+                                Session s = group.get(i);
+                                layout(ch, copies.get(i), s, true, i);
+                                last[i] = copies.get(i).finalRound(sinks.get(i));
+                                List<long[]> memory;
+                                try (ImageWriter header = new ImageWriter(ch, 0, i);
+                                     ImageWriter arrays = new ImageWriter(ch, 1, i)) {
+                                    memory = s.writeMigrationImage(header, arrays, progress, registry);
+                                }
+                                ByteBuffer commit = ByteBuffer.allocate(4 + 16 * memory.size()).putInt(memory.size());
+                                for (long[] m : memory) {
+                                    commit.putLong(m[0]).putLong(m[1]);
+                                }
+                                ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, i, commit.flip());
+                            }
+                            progress.progress("restore", 0, 1);
+                            long[] done = awaitDone(ch, targetUri);
+                            stop[1] = done[0];
+                            stop[2] = done[1];
+                            progress.progress("restore", 1, 1);
+                        });
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IOException("interrupted during the migration of sessions " + group.stream().map(Session::id)
+                        .toList());
+            }
+            long t = System.nanoTime();
+            for (Session s : group) {
+                moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
+            }
+            long now = System.nanoTime();
+            long drainAll = 0; // nested: one after the other, all before the final rounds
+            for (long d : drainNanos) {
+                drainAll += d;
+            }
+            List<Result> results = new ArrayList<>(n);
+            for (int i = 0; i < n; i++) {
+                List<PreCopy.Round> rounds = copies.get(i).rounds();
+                results.add(new Result(group.get(i).id(), targetUri, rounds, drainNanos[i], last[i].hashNanos(),
+                        last[i].copyNanos(), stop[1], now - t, now - stop[0] + drainAll, stop[2]));
+            }
+            return List.copyOf(results);
+        } finally {
+            for (PreCopy pc : copies) {
+                pc.close();
+            }
+            for (Session s : group) {
+                s.movingWithGroup(false);
+            }
+        }
+    }
+
+    /**
      * Sends the window layout ({@link MigrationLanding#encode}) and tells the pre-copy; {@code last}: the final one, on
      * the drained session (flags 1). One too large for a frame goes empty and not final (the target then lands nothing).
      */
     private static void layout(FrameChannel ch, PreCopy pc, Session s, boolean last) throws IOException {
+        layout(ch, pc, s, last, 0);
+    }
+
+    /** {@link #layout} of group member {@code member} (the frame's request id). */
+    private static void layout(FrameChannel ch, PreCopy pc, Session s, boolean last, int member) throws IOException {
         List<io.gpusockets.backend.session.PhysicalMemory> layout = s.windowLayout();
         boolean fits = 4L + (long) MigrationLanding.ENTRY_BYTES * layout.size() <= ch.maxBody()
                 && layout.size() <= MigrationLanding.MAX_ENTRIES;
@@ -253,11 +400,19 @@ public final class Migration {
             layout = List.of();
         }
         pc.layout(layout);
-        ch.send(Opcodes.MIGRATE_LAYOUT, last && fits ? 1 : 0, 0, 0, MigrationLanding.encode(layout));
+        ch.send(Opcodes.MIGRATE_LAYOUT, last && fits ? 1 : 0, 0, member, MigrationLanding.encode(layout));
     }
 
     /** The handshake of a migration: SERVER_HELLO, HELLO with the migration bit (and the key's proof), WELCOME. */
     private static void open(FrameChannel ch, String target, byte[] psk) throws IOException, CheckpointRefused {
+        open(ch, target, psk, false);
+    }
+
+    /**
+     * {@link #open}; {@code group}: the HELLO asks for {@link Handshake#FEATURE_MIGRATION_GROUP} too, and a target that
+     * does not grant it is refused before anything is sent.
+     */
+    private static void open(FrameChannel ch, String target, byte[] psk, boolean group) throws IOException, CheckpointRefused {
         FrameHeader h = ch.readHeader();
         if (h.opcode() != Opcodes.SERVER_HELLO || h.length() > 4096) {
             throw new ProtocolException(target + " is not a GPUsockets backend (first frame " + h + ")");
@@ -271,8 +426,8 @@ public final class Migration {
         if (hello.authMethod() == Handshake.AUTH_PSK && psk != null) {
             proof = Handshake.proof(psk, hello.nonce(), IDENTITY);
         }
-        ch.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, Handshake.FEATURE_MIGRATION,
-                IDENTITY, proof).encode());
+        int features = Handshake.FEATURE_MIGRATION | (group ? Handshake.FEATURE_MIGRATION_GROUP : 0);
+        ch.send(Opcodes.HELLO, 0, 0, 0, new Handshake.Hello(Handshake.PROTOCOL_VERSION, features, IDENTITY, proof).encode());
         h = ch.readHeader();
         if (h.opcode() == Opcodes.REFUSE && h.length() <= 8192) {
             throw new CheckpointRefused("migration refused by " + target + ": "
@@ -285,18 +440,29 @@ public final class Migration {
         if ((w.features() & Handshake.FEATURE_MIGRATION) == 0) {
             throw new CheckpointRefused("migration refused: " + target + " did not grant it");
         }
+        if (group && (w.features() & Handshake.FEATURE_MIGRATION_GROUP) == 0) {
+            throw new CheckpointRefused("migration refused: " + target + " does not take sessions that share IPC memory"
+                    + " or events migrating together (a backend older than this one, or one in isolation mode process):"
+                    + " nothing was sent, the sessions run on here");
+        }
     }
 
     /** A channel that sends what is written to it as IMAGE frames of at most {@link #IMAGE_PIECE} bytes. */
     private static final class ImageWriter implements WritableByteChannel {
         private final FrameChannel ch;
         private final int flags;
+        private final int member;
         private final ByteBuffer piece = ByteBuffer.allocate(IMAGE_PIECE);
         private boolean open = true;
 
         ImageWriter(FrameChannel ch, int flags) {
+            this(ch, flags, 0);
+        }
+
+        ImageWriter(FrameChannel ch, int flags, int member) {
             this.ch = ch;
             this.flags = flags;
+            this.member = member;
         }
 
         @Override
@@ -316,7 +482,7 @@ public final class Migration {
 
         private void flush() throws IOException {
             if (piece.position() > 0) {
-                ch.send(Opcodes.MIGRATE_IMAGE, flags, 0, 0, piece.flip());
+                ch.send(Opcodes.MIGRATE_IMAGE, flags, 0, member, piece.flip());
                 piece.clear();
             }
         }

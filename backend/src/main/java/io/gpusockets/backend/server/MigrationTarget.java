@@ -97,10 +97,140 @@ final class MigrationTarget implements AutoCloseable {
             LOG.log(System.Logger.Level.DEBUG, "migration: the source closed before BEGIN (a probe)");
             return -1;
         }
-        if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12) {
+        if (h.opcode() == Opcodes.MIGRATE_BEGIN && h.length() == 16 && server.landsMigrations()) {
+            return receiveGroup(h);
+        }
+        if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12 || h.requestId() != 0) {
             throw new ProtocolException("migration: expected BEGIN, got " + h);
         }
-        ByteBuffer b = ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN);
+        begin(ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN));
+        while (true) {
+            h = ch.readHeader();
+            if (h.opcode() == Opcodes.MIGRATE_COMMIT) {
+                return commit(ranges(h), null)[0];
+            }
+            frame(h);
+        }
+    }
+
+    /** The most sessions one group migration carries (as the admin socket's requests name at most). */
+    static final int MAX_GROUP = 64;
+
+    /**
+     * Receives a group of sessions that migrate together ({@link Migration#runGroup}; {@code first}: the first BEGIN's
+     * header, its body unread): a target of its own for each member (this one for the first to begin, the others
+     * with {@code bufferBytes / n} each), the frames routed by their request id; each member's COMMIT restores it without letting it
+     * resume; after the last, the shares are made again and all resume ({@link BackendServer#reshareMigrated}), and
+     * one DONE answers. Any failure ends every member restored so far (nothing is left here). Returns the first
+     * member's session id.
+     */
+    private long receiveGroup(FrameHeader first) throws IOException {
+        int n = -1;
+        MigrationTarget[] members = null;
+        boolean[] committed = null;
+        int commits = 0;
+        long restoreNanos = 0, imageMemory = 0;
+        List<io.gpusockets.backend.session.Session> made = new java.util.ArrayList<>();
+        boolean ok = false;
+        try {
+            FrameHeader h = first;
+            while (true) {
+                long member = h.requestId();
+                if (h.opcode() == Opcodes.MIGRATE_BEGIN) {
+                    if (h.length() != 16) {
+                        throw new ProtocolException("migration: a group's BEGIN " + h);
+                    }
+                    ByteBuffer b = ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN);
+                    int count = b.getInt(12);
+                    if (n < 0) {
+                        if (count < 2 || count > MAX_GROUP) {
+                            throw new ProtocolException("migration: a group of " + count + " sessions (2 to " + MAX_GROUP
+                                    + ")");
+                        }
+                        n = count;
+                        members = new MigrationTarget[n];
+                        committed = new boolean[n];
+                    }
+                    if (count != n || member < 0 || member >= n || members[(int) member] != null) {
+                        throw new ProtocolException("migration: BEGIN of member " + member + " of " + count + " in a group of "
+                                + n + " (each member begins once)");
+                    }
+                    MigrationTarget t = !begun ? this : new MigrationTarget(server, ch, Math.max(bufferBytes / n, 1));
+                    members[(int) member] = t;
+                    t.begin(b);
+                } else {
+                    if (members == null || member < 0 || member >= n || members[(int) member] == null
+                            || committed[(int) member]) {
+                        throw new ProtocolException("migration: " + h + " for a group member that has not begun or has"
+                                + " committed");
+                    }
+                    MigrationTarget t = members[(int) member];
+                    if (h.opcode() == Opcodes.MIGRATE_COMMIT) {
+                        long[] r = t.commit(ranges(h), made);
+                        committed[(int) member] = true;
+                        restoreNanos += r[1];
+                        imageMemory += r[2];
+                        if (++commits == n) {
+                            long t0 = System.nanoTime();
+                            try {
+                                server.reshareMigrated(made);
+                            } catch (CheckpointRefused e) {
+                                throw new IOException(e.getMessage(), e);
+                            }
+                            restoreNanos += System.nanoTime() - t0;
+                            ok = true;
+                            String ids = made.stream().map(x -> String.valueOf(x.id()))
+                                    .collect(java.util.stream.Collectors.joining(", "));
+                            ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos,
+                                    "restored sessions " + ids + " together", imageMemory));
+                            LOG.log(System.Logger.Level.INFO, "sessions " + ids + " migrated here together (restore "
+                                    + restoreNanos / 1_000_000 + " ms, " + imageMemory + " bytes of memory through the images)");
+                            return made.get(0).id();
+                        }
+                    } else {
+                        t.frame(h);
+                    }
+                }
+                h = ch.readHeader();
+            }
+        } finally {
+            if (!ok) {
+                server.unmakeMigrated(made, "its group's migration failed");
+            }
+            if (members != null) {
+                for (MigrationTarget t : members) {
+                    if (t != null && t != this) {
+                        t.close();
+                    }
+                }
+            }
+        }
+    }
+
+    /** Whether BEGIN came for this target. */
+    private boolean begun;
+
+    /** COMMIT's ranges, its body read and checked. */
+    private List<long[]> ranges(FrameHeader h) throws IOException {
+        if (h.length() > ch.maxBody()) {
+            throw new ProtocolException("migration: COMMIT of " + h.length() + " bytes");
+        }
+        return Migration.ranges(ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN));
+    }
+
+    /** One LAYOUT, CHUNK or IMAGE frame; anything else is refused. */
+    private void frame(FrameHeader h) throws IOException {
+        switch (h.opcode()) {
+            case Opcodes.MIGRATE_LAYOUT -> layout(h);
+            case Opcodes.MIGRATE_CHUNK -> chunk(h);
+            case Opcodes.MIGRATE_IMAGE -> image(h);
+            default -> throw new ProtocolException("migration: unexpected " + h);
+        }
+    }
+
+    /** BEGIN's body: the hasher's seed and the chunk size (checked); the landing made where this process lands. */
+    private void begin(ByteBuffer b) throws IOException {
+        begun = true;
         seed = b.getLong();
         chunkBytes = b.getInt();
         if (chunkBytes <= 0 || chunkBytes % 16 != 0 || chunkBytes > ch.maxBody() - 16
@@ -110,21 +240,6 @@ final class MigrationTarget implements AutoCloseable {
         }
         if (server.landsMigrations()) {
             landing = new MigrationLanding(server.host().driver(), server.host().deviceCount(), chunkBytes);
-        }
-        while (true) {
-            h = ch.readHeader();
-            switch (h.opcode()) {
-                case Opcodes.MIGRATE_LAYOUT -> layout(h);
-                case Opcodes.MIGRATE_CHUNK -> chunk(h);
-                case Opcodes.MIGRATE_IMAGE -> image(h);
-                case Opcodes.MIGRATE_COMMIT -> {
-                    if (h.length() > ch.maxBody()) {
-                        throw new ProtocolException("migration: COMMIT of " + h.length() + " bytes");
-                    }
-                    return commit(Migration.ranges(ch.readBody(h.length()).order(ByteOrder.BIG_ENDIAN)));
-                }
-                default -> throw new ProtocolException("migration: unexpected " + h);
-            }
         }
     }
 
@@ -244,9 +359,11 @@ final class MigrationTarget implements AutoCloseable {
 
     /**
      * Writes the image from the header, the kept chunks (and, without a final layout, the landed ones) and the arrays,
-     * and restores it (adopting the landing where the final layout came).
+     * and restores it (adopting the landing where the final layout came). {@code made} null: a session alone, restored,
+     * resumable and answered DONE here; else a group member, restored into {@code made} without resuming and not
+     * answered (the group is, {@link #receiveGroup}). Returns {session id, restore nanoseconds, image memory bytes}.
      */
-    private long commit(List<long[]> memory) throws IOException {
+    private long[] commit(List<long[]> memory, List<io.gpusockets.backend.session.Session> made) throws IOException {
         Path image = dir.resolve("image");
         boolean landed = landing != null && finalLayout;
         long imageMemory = 0;
@@ -327,6 +444,12 @@ final class MigrationTarget implements AutoCloseable {
         long id;
         long landedBytes = landed ? landing.landedBytes() : 0;
         try {
+            if (made != null) {
+                MigrationLanding l = landing;
+                id = server.restoreMigratedMember(image, landed ? l.handOff() : null, landed ? l::adopted : () -> { },
+                        made);
+                return new long[] {id, System.nanoTime() - t, imageMemory};
+            }
             if (landed) {
                 MigrationLanding l = landing;
                 id = server.restoreLanded(image, l.handOff(), l::adopted, CheckpointProgress.NONE);
@@ -341,7 +464,7 @@ final class MigrationTarget implements AutoCloseable {
         LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, "
                 + (landed ? landedBytes + " bytes landed as received, " : landing == null ? "" : "no final layout: ")
                 + imageMemory + " bytes of memory through the image, restore " + restoreNanos / 1_000_000 + " ms)");
-        return id;
+        return new long[] {id, restoreNanos, imageMemory};
     }
 
     /** Answers a failure (best effort: the source may be gone). */

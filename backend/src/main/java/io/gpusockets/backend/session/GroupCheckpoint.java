@@ -58,28 +58,11 @@ public final class GroupCheckpoint {
         if (new TreeSet<>(files.stream().map(p -> p.toAbsolutePath().normalize()).toList()).size() != files.size()) {
             throw new CheckpointRefused("two sessions of the group would write one image file");
         }
-        Set<Long> missing = registry.group(ids);
-        missing.removeAll(ids);
-        if (!missing.isEmpty()) {
-            throw new CheckpointRefused("session(s) " + join(ids) + " share memory or events with session(s) "
-                    + join(missing) + ", which this checkpoint does not name: sessions that share move together (name"
-                    + " them all: gpusockets checkpoint " + join(registry.group(ids)).replace(", ", " ") + " --to DIR)");
-        }
-        for (Session s : group) {
-            s.requireCheckpointable();
-        }
-        refuseNotCarried(group, registry, ids);
+        checkTogether(group, registry, "checkpoint", "gpusockets checkpoint %s --to DIR");
         CheckpointResult[] results = new CheckpointResult[group.size()];
         long[] drainNanos = new long[group.size()];
         drainedFrom(group, 0, stop, progress, drainNanos, () -> {
-            // drained: nothing of the group shares anew; a session outside it may have opened an export meanwhile
-            Set<Long> joined = registry.group(ids);
-            joined.removeAll(ids);
-            if (!joined.isEmpty()) {
-                throw new CheckpointRefused("session(s) " + join(joined) + " opened memory of session(s) " + join(ids)
-                        + " during the group checkpoint's drain: name them too (the sessions keep running)");
-            }
-            refuseNotCarried(group, registry, ids);
+            checkDrained(group, registry, "checkpoint");
             boolean ok = false;
             try {
                 for (int i = 0; i < group.size(); i++) {
@@ -96,6 +79,52 @@ public final class GroupCheckpoint {
             }
         });
         return List.of(results);
+    }
+
+    /**
+     * The checks before a group is moved ({@link #checkpoint}, and a migration of a group,
+     * {@code BackendServer#migrateGroup}), in the sessions' running state: every session is named once, every session
+     * linked to them by shares is named (refused, naming those left out and {@code command}, a format with one %s for
+     * the ids, as the way to name them all), each can be checkpointed, and the group holds nothing a group move does not
+     * carry. {@code what}: the move's name in the messages ("checkpoint", "migration").
+     */
+    public static void checkTogether(List<Session> group, ShareRegistry registry, String what, String command)
+            throws CheckpointRefused {
+        Set<Long> ids = new LinkedHashSet<>();
+        for (Session s : group) {
+            if (!ids.add(s.id())) {
+                throw new CheckpointRefused("session " + s.id() + " is named twice");
+            }
+        }
+        Set<Long> missing = registry.group(ids);
+        missing.removeAll(ids);
+        if (!missing.isEmpty()) {
+            throw new CheckpointRefused("session(s) " + join(ids) + " share memory or events with session(s) "
+                    + join(missing) + ", which this " + what + " does not name: sessions that share move together (name"
+                    + " them all: " + String.format(command, join(registry.group(ids)).replace(", ", " ")) + ")");
+        }
+        for (Session s : group) {
+            s.requireCheckpointable();
+        }
+        refuseNotCarried(group, registry, ids);
+    }
+
+    /**
+     * The checks of {@link #checkTogether} again once the whole group is drained: nothing of the group shares anew, but
+     * a session outside it may have opened an export meanwhile (refused, naming it).
+     */
+    public static void checkDrained(List<Session> group, ShareRegistry registry, String what) throws CheckpointRefused {
+        Set<Long> ids = new LinkedHashSet<>();
+        for (Session s : group) {
+            ids.add(s.id());
+        }
+        Set<Long> joined = registry.group(ids);
+        joined.removeAll(ids);
+        if (!joined.isEmpty()) {
+            throw new CheckpointRefused("session(s) " + join(joined) + " opened memory of session(s) " + join(ids)
+                    + " during the group " + what + "'s drain: name them too (the sessions keep running)");
+        }
+        refuseNotCarried(group, registry, ids);
     }
 
     /**
@@ -140,34 +169,52 @@ public final class GroupCheckpoint {
         }
     }
 
+    /** What runs once a whole group is drained ({@link #drainedTogether}). */
     @FunctionalInterface
-    private interface Work {
+    public interface Work {
         void run() throws CheckpointRefused, IOException;
+    }
+
+    /**
+     * Drains every session of {@code group}, one inside the other's drain (each holding its new calls), runs
+     * {@code work}, then lets them all go or, with {@code stop}, leaves them all frozen ({@code why} says where they
+     * went); {@code drainNanos[i]}: how long session i's drain took. A refusal or failure of {@code work} lets every
+     * session run on.
+     */
+    public static void drainedTogether(List<Session> group, boolean stop, CheckpointProgress progress, long[] drainNanos,
+                                       String why, Work work) throws CheckpointRefused, IOException, InterruptedException {
+        drainedFrom(group, 0, stop, progress, drainNanos, why, work);
     }
 
     /** Drains {@code group}'s sessions from {@code i} on, each inside the previous one's drain, then runs {@code work}. */
     private static void drainedFrom(List<Session> group, int i, boolean stop, CheckpointProgress progress, long[] drainNanos,
                                     Work work) throws CheckpointRefused, IOException, InterruptedException {
+        drainedFrom(group, i, stop, progress, drainNanos, "checkpointed with its group (session(s) "
+                + join(group.stream().map(Session::id).toList()) + ")"
+                + (stop ? " and stopped (frozen: it resumes where the image is restored)" : ""), work);
+    }
+
+    private static void drainedFrom(List<Session> group, int i, boolean stop, CheckpointProgress progress, long[] drainNanos,
+                                    String why, Work work) throws CheckpointRefused, IOException, InterruptedException {
         Session s = group.get(i);
         s.drained(stop, progress, nanos -> {
             drainNanos[i] = nanos;
             if (i + 1 < group.size()) {
                 try {
-                    drainedFrom(group, i + 1, stop, progress, drainNanos, work);
+                    drainedFrom(group, i + 1, stop, progress, drainNanos, why, work);
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
-                    throw new IOException("interrupted during the group checkpoint's drain");
+                    throw new IOException("interrupted during the group's drain");
                 }
             } else {
                 work.run();
             }
             return null;
-        }, "checkpointed with its group (session(s) " + join(group.stream().map(Session::id).toList()) + ")"
-                + (stop ? " and stopped (frozen: it resumes where the image is restored)" : ""));
+        }, why);
     }
 
-    /** What drained session {@code s} shares, for its image. */
-    private static CheckpointImage.Shares shares(Session s, ShareRegistry registry) throws IOException {
+    /** What drained session {@code s} shares, for its image (a group checkpoint's, or a group migration's). */
+    static CheckpointImage.Shares shares(Session s, ShareRegistry registry) throws IOException {
         List<String> notCarried = new ArrayList<>();
         List<CheckpointImage.Export> exports = new ArrayList<>();
         for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {

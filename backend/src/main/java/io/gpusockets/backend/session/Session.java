@@ -487,6 +487,24 @@ public final class Session {
         }
     }
 
+    /**
+     * Set while the session migrates with the sessions it shares with ({@link #movingWithGroup}): its migration then
+     * does not refuse what it opened of theirs (the group's migration carries the shares, {@link GroupCheckpoint}).
+     */
+    private volatile boolean movingWithGroup;
+
+    /** Whether this session migrates now with its group (on while a group migration runs, off after). */
+    public void movingWithGroup(boolean on) {
+        movingWithGroup = on;
+    }
+
+    /** {@link #checkNotSharing} for a migration, unless the session migrates with its group. */
+    private void checkMigratable() throws CheckpointRefused {
+        if (!movingWithGroup) {
+            checkNotSharing("migrated");
+        }
+    }
+
     /** Refused when the session holds what it opened of another session's shares ({@link SessionShares#refusal}). */
     private void checkNotSharing(String what) throws CheckpointRefused {
         String why = sharing.refusal(id, what);
@@ -1004,7 +1022,7 @@ public final class Session {
      * the next call, one made meanwhile new).
      */
     java.util.List<ChunkHasher.Chunk> memoryChunks(long chunkBytes) throws CheckpointRefused {
-        checkNotSharing("migrated");
+        checkMigratable();
         if (recorder == null) {
             throw new CheckpointRefused("session " + id + " has no address-stable memory (a migration needs it)");
         }
@@ -1381,12 +1399,27 @@ public final class Session {
     public java.util.List<long[]> writeMigrationImage(java.nio.channels.WritableByteChannel header,
                                                       java.nio.channels.WritableByteChannel arrays,
                                                       CheckpointProgress progress) throws IOException, CheckpointRefused {
-        checkNotSharing("migrated");
+        return writeMigrationImage(header, arrays, progress, null);
+    }
+
+    /**
+     * {@link #writeMigrationImage} of a session that migrates with its group ({@link #movingWithGroup}): the header also
+     * carries what it shares with the others, as a group checkpoint's image does ({@link GroupCheckpoint#shares}), read
+     * from {@code registry}; null: nothing shared (a session alone).
+     */
+    public java.util.List<long[]> writeMigrationImage(java.nio.channels.WritableByteChannel header,
+                                                      java.nio.channels.WritableByteChannel arrays,
+                                                      CheckpointProgress progress, ShareRegistry registry)
+            throws IOException, CheckpointRefused {
+        checkMigratable();
         Resume r = resume;
         if (recorder == null || r == null) {
             throw new CheckpointRefused("session " + id + " cannot be migrated: it needs address-stable memory and resume");
         }
         CheckpointImage.Header h = imageHeader(r, "migrated");
+        if (registry != null) {
+            h = h.withShares(GroupCheckpoint.shares(this, registry));
+        }
         java.util.List<CheckpointRecorder.Record> records = h.records();
         java.util.List<CheckpointImage.Range> ranges = new java.util.ArrayList<>();
         contextsOf(ranges, records);

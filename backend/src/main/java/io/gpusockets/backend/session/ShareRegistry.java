@@ -373,7 +373,7 @@ public final class ShareRegistry {
     /**
      * Why session {@code session} cannot be checkpointed, migrated or handed over alone (null: it can): it opened a share
      * of another live session, or another live session opened one of its exports. The message names the partners and
-     * how to checkpoint them together ({@link #partners}).
+     * how to migrate or checkpoint them together ({@link #partners}).
      */
     public synchronized String movingRefusal(long session, String what) {
         Set<Long> with = partnersOf(session);
@@ -381,10 +381,12 @@ public final class ShareRegistry {
             return null;
         }
         Set<Long> group = group(Set.of(session));
+        String ids = join(group).replace(", ", " ");
         return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
-                + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events are checkpointed together"
-                + " (gpusockets checkpoint " + join(group).replace(", ", " ") + " --to DIR --stop, then gpusockets restore"
-                + " DIR/*.ckpt; isolation context or shared), and a migration or hand-over of them is not built yet";
+                + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events move together: they"
+                + " migrate together (gpusockets migrate " + ids + " --to URI) and are checkpointed together"
+                + " (gpusockets checkpoint " + ids + " --to DIR --stop, then gpusockets restore DIR/*.ckpt), in isolation"
+                + " context or shared; a hand-over of them is not built yet";
     }
 
     private static String join(Set<Long> ids) {

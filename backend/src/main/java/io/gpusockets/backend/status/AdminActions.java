@@ -48,6 +48,16 @@ public interface AdminActions {
     String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception;
 
     /**
+     * Migrates the sessions {@code sessions}, which share IPC memory or events, together to the backend listening at
+     * {@code targetUri}; each frontend is then sent to {@code frontendUri} (null: {@code targetUri}). A backend that
+     * does not refuses.
+     */
+    default String migrateGroup(java.util.List<Long> sessions, String targetUri, String frontendUri, Progress progress)
+            throws Exception {
+        throw new UnsupportedOperationException("this backend does not migrate sessions together");
+    }
+
+    /**
      * Hands session {@code session} over to the backend process whose admin socket is {@code targetAdmin} (absolute),
      * on this host and GPU, with no memory copied (issue 23 item 2): that backend is asked with
      * {@code receive-hand-over}; the frontend is then sent to {@code frontendUri} (null: the address the target

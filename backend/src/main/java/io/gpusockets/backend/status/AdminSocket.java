@@ -33,7 +33,9 @@ import jdk.net.UnixDomainPrincipal;
  *       rest of the line: it may hold spaces; sessions that share IPC memory together: {@code checkpoint
  *       SESSION,SESSION... [stop] FILE<TAB>FILE...\n}, one file per session, and {@code restore FILE<TAB>FILE...\n},
  *       at most {@value Request#MAX_GROUP}, {@link AdminActions#checkpointGroup}), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
- *       one word of printable characters), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
+ *       one word of printable characters; sessions that share IPC memory together: {@code migrate
+ *       SESSION,SESSION... TARGET_URI [FRONTEND_URI]\n}, at most {@value Request#MAX_GROUP},
+ *       {@link AdminActions#migrateGroup}), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
  *       {@code receive-hand-over SOURCE_SOCKET [FRONTEND_URI]\n} (absolute socket paths, one word each: the
  *       hand-over on one host, {@link AdminActions#handOver}), by {@code progress STAGE DONE TOTAL\n} lines as the action
  *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
@@ -291,6 +293,7 @@ public final class AdminSocket implements AutoCloseable {
                 case RECEIVE_HAND_OVER -> actions.receiveHandOver(r.file(), r.frontend(), progress);
                 case CHECKPOINT_GROUP -> actions.checkpointGroup(r.sessions(), r.files(), r.stop(), progress);
                 case RESTORE_GROUP -> actions.restoreGroup(r.files(), progress);
+                case MIGRATE_GROUP -> actions.migrateGroup(r.sessions(), r.target(), r.frontend(), progress);
             };
             LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
@@ -337,7 +340,7 @@ public final class AdminSocket implements AutoCloseable {
     }
 
     /** What a request asks for. */
-    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER, CHECKPOINT_GROUP, RESTORE_GROUP }
+    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER, CHECKPOINT_GROUP, RESTORE_GROUP, MIGRATE_GROUP }
 
     /**
      * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
@@ -366,6 +369,8 @@ public final class AdminSocket implements AutoCloseable {
                 case RECEIVE_HAND_OVER -> "hand-over received from " + file;
                 case CHECKPOINT_GROUP -> "checkpoint of sessions " + sessions + " together " + files;
                 case RESTORE_GROUP -> "restore together " + files;
+                case MIGRATE_GROUP -> "migration of sessions " + sessions + " together to " + target
+                        + (frontend != null ? " (frontend to " + frontend + ")" : "");
             };
         }
 
@@ -434,20 +439,34 @@ public final class AdminSocket implements AutoCloseable {
                     files.get(0), null, null);
         }
 
-        /** {@code SESSION TARGET_URI [FRONTEND_URI]}, single spaces apart, each URI printable ASCII. */
+        /**
+         * {@code SESSION TARGET_URI [FRONTEND_URI]}, single spaces apart, each URI printable ASCII; SESSION may be
+         * {@code SESSION,SESSION...} (at most {@link #MAX_GROUP}: sessions that migrate together).
+         */
         private static Request parseMigrate(String rest) {
             String[] w = rest.split(" ", -1);
             if (w.length < 2 || w.length > 3) {
-                throw new IllegalArgumentException("usage: migrate SESSION TARGET_URI [FRONTEND_URI]");
+                throw new IllegalArgumentException("usage: migrate SESSION[,SESSION...] TARGET_URI [FRONTEND_URI]");
             }
-            long session = sessionId(w[0]);
+            String[] ids = w[0].split(",", -1);
+            if (ids.length > MAX_GROUP) {
+                throw new IllegalArgumentException("at most " + MAX_GROUP + " sessions together");
+            }
+            List<Long> sessions = new ArrayList<>();
+            for (String id : ids) {
+                sessions.add(sessionId(id));
+            }
             for (int i = 1; i < w.length; i++) {
                 if (w[i].isEmpty() || w[i].length() > MAX_URI || !w[i].chars().allMatch(ch -> ch > 0x20 && ch < 0x7f)) {
                     throw new IllegalArgumentException("not a URI: '" + printable(w[i])
                             + "' (usage: migrate SESSION TARGET_URI [FRONTEND_URI])");
                 }
             }
-            return new Request(Verb.MIGRATE, session, false, null, w[1], w.length == 3 ? w[2] : null);
+            if (sessions.size() > 1) {
+                return new Request(Verb.MIGRATE_GROUP, 0, false, null, w[1], w.length == 3 ? w[2] : null,
+                        List.copyOf(sessions), List.of());
+            }
+            return new Request(Verb.MIGRATE, sessions.get(0), false, null, w[1], w.length == 3 ? w[2] : null);
         }
 
         /**

@@ -74,6 +74,14 @@ public final class Handshake {
      * Never in a resume's HELLO: the session has its range already.
      */
     public static final int FEATURE_MANAGED_RANGE = 16;
+    /**
+     * With {@link #FEATURE_MIGRATION}: the source migrates several sessions that share IPC memory or events together on
+     * this one connection (issue 24; the backend's {@code Migration#runGroup} states the frames: each frame's request id
+     * names the group member it belongs to, and BEGIN says how many there are). A backend that does not echo this bit
+     * in its WELCOME (one older than it, or one that cannot make the shares again) is not sent a group: the source
+     * refuses the migration before sending anything, so shares are never dropped on the way.
+     */
+    public static final int FEATURE_MIGRATION_GROUP = 32;
     /** Bytes of a session token: 256 random bits. */
     public static final int TOKEN_BYTES = 32;
     /**

@@ -30,7 +30,9 @@ public final class Opcodes {
      * (the backend's {@code Migration} states their bodies): BEGIN (seed, chunk size), CHUNK (address, hash,
      * bytes), IMAGE (the checkpoint image's header, flags 0, or its arrays' contents, flags 1, in pieces), COMMIT (the
      * memory ranges), LAYOUT (the physical allocations of the session's address windows, before each round; flags 1:
-     * the final one, sent while the session is drained), and the target's answer DONE (ok, message).
+     * the final one, sent while the session is drained), and the target's answer DONE (ok, message). Sessions that
+     * migrate together ({@link Handshake#FEATURE_MIGRATION_GROUP}) share one connection: each frame's request id is
+     * the index of the member it belongs to, and one DONE answers the whole group.
      */
     public static final int MIGRATE_BEGIN = 0xFFFF0020;
     public static final int MIGRATE_CHUNK = 0xFFFF0021;
