@@ -48,8 +48,9 @@ final class EmulatedMemory {
 
     static final long BASE = 0x7e00_0000_0000L;
     /**
-     * End of the device's own range, the TiB from {@link #BASE}: handed out in order and never reused (allocations
-     * below {@link #MODULE_BASE}, module data above it). Address reservations made at the address their caller asked
+     * End of the device's own range, the TiB from {@link #BASE}: handed out in order and never reused by the driver's
+     * own choice (allocations below {@link #MODULE_BASE}, module data above it; a reservation asked for at a free
+     * address there that was handed out before is granted, {@link #reserveAt}). Address reservations made at the address their caller asked
      * for ({@link #reserveAt}) lie anywhere else from {@link #FIXED_LOW} to {@link #LIMIT}, reused once freed.
      */
     static final long OWN_END = 0x7f00_0000_0000L;
@@ -59,6 +60,8 @@ final class EmulatedMemory {
     static final long FIXED_LOW = 0x1_0000_0000L;
     /** Live reservations at requested addresses: base to end (exclusive); guarded by this. */
     private final java.util.TreeMap<Long, Long> fixed = new java.util.TreeMap<>();
+    /** Live address reservations in the device's own range, start to end (guarded by this). */
+    private final java.util.TreeMap<Long, Long> ownReserved = new java.util.TreeMap<>();
     static final long ALIGNMENT = 256;
 
     private final long capacity;
@@ -157,7 +160,7 @@ final class EmulatedMemory {
     }
 
     private long reserveAddresses(long size) {
-        return reserveAddresses(size, ALIGNMENT);
+        return nextOwn(size, ALIGNMENT);
     }
 
     /** A fresh range of module data addresses, never reused ({@link #MODULE_BASE}). */
@@ -171,8 +174,19 @@ final class EmulatedMemory {
         return start;
     }
 
-    /** A fresh range of addresses aligned to {@code alignment} (a power of two, at least {@link #ALIGNMENT}), never reused. */
+    /**
+     * A fresh range of addresses aligned to {@code alignment} (a power of two, at least {@link #ALIGNMENT}) for an
+     * address reservation made where the driver chooses: never handed out by the driver's own choice again, live until
+     * {@link #releaseAt} (a reservation asked for at an address in it, {@link #reserveAt}, is refused meanwhile).
+     */
     synchronized long reserveAddresses(long size, long alignment) {
+        long start = nextOwn(size, alignment);
+        ownReserved.put(start, start + ((size + ALIGNMENT - 1) & -ALIGNMENT));
+        return start;
+    }
+
+    /** A fresh range of the device's own addresses, never handed out by its own choice again. */
+    private synchronized long nextOwn(long size, long alignment) {
         long start = (nextAddress + alignment - 1) & -alignment;
         long rounded = (size + ALIGNMENT - 1) & -ALIGNMENT;
         if (rounded <= 0 || start < nextAddress || rounded > MODULE_BASE - start) {
@@ -188,13 +202,27 @@ final class EmulatedMemory {
      * ({@link #BASE} to {@link #OWN_END}), is aligned to {@code alignment}, overlaps no live reservation there and
      * overlaps nothing this process maps ({@link HostMappings}: the driver's device addresses share the process's
      * address space, so where the JVM's heap, a library or a thread stack lies the driver reserves elsewhere); else 0
-     * (the caller then takes a fresh range, as the driver treats the address as a hint). {@code size} is a positive
-     * multiple of the alignment.
+     * (the caller then takes a fresh range, as the driver treats the address as a hint). In the device's own range,
+     * the driver grants an address it handed out before and that is free again, as a GPU's driver grants a free
+     * address asked for (a range wholly below {@link #MODULE_BASE} and below the next fresh address, overlapping no
+     * live allocation and no live reservation: a group migration's target maps an opened IPC range where the source's
+     * driver had placed it); a fresh address is never granted that way (the driver's own choices stay in order).
+     * {@code size} is a positive multiple of the alignment.
      */
     synchronized long reserveAt(long addr, long size, long alignment) {
-        if (addr < FIXED_LOW || (addr & (alignment - 1)) != 0 || size <= 0 || size > LIMIT - addr
-                || (addr < OWN_END && addr + size > BASE)) {
+        if (addr < FIXED_LOW || (addr & (alignment - 1)) != 0 || size <= 0 || size > LIMIT - addr) {
             return 0;
+        }
+        if (addr < OWN_END && addr + size > BASE) {
+            if (addr < BASE || addr + size > Math.min(nextAddress, MODULE_BASE) || overlaps(ownReserved, addr, size)) {
+                return 0;
+            }
+            Map.Entry<Long, Allocation> a = byBase.floorEntry(addr + size - 1);
+            if (a != null && a.getKey() + ((a.getValue().size() + ALIGNMENT - 1) & -ALIGNMENT) > addr) {
+                return 0; // a live allocation (they do not overlap one another: the one below the end is the only one)
+            }
+            ownReserved.put(addr, addr + size);
+            return addr;
         }
         java.util.Map.Entry<Long, Long> below = fixed.floorEntry(addr + size - 1);
         if (below != null && below.getValue() > addr) {
@@ -207,9 +235,16 @@ final class EmulatedMemory {
         return addr;
     }
 
-    /** Gives back a range {@link #reserveAt} handed out (no-op for any other address). */
+    /** Gives back a reservation's range ({@link #reserveAt}, {@link #reserveAddresses}; no-op for any other address). */
     synchronized void releaseAt(long addr) {
         fixed.remove(addr);
+        ownReserved.remove(addr);
+    }
+
+    /** Whether {@code [addr, addr + size)} overlaps a range of {@code ranges} (start to end, not overlapping one another). */
+    private static boolean overlaps(java.util.TreeMap<Long, Long> ranges, long addr, long size) {
+        Map.Entry<Long, Long> below = ranges.floorEntry(addr + size - 1);
+        return below != null && below.getValue() > addr;
     }
 
     /** Takes {@code size} bytes of the device's budget (memory that is not an allocation of its own: VMM physical memory). */

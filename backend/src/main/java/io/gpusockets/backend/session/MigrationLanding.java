@@ -23,7 +23,8 @@ import java.util.TreeMap;
  *
  * <p>The source sends a layout ({@link #decode}) before each round: the physical allocations backing its address
  * windows ({@link StableAddresses#physical}: device, address, size). {@link #apply} makes, for each one not landed
- * yet, a physical allocation of that size on that device (cuMemCreate, plain pinned device memory) and maps it at an
+ * yet, a physical allocation of that size on that device (cuMemCreate, pinned device memory, exportable as POSIX
+ * descriptors where the device can, as a session's own is) and maps it at an
  * address of the driver's choosing (its own reservation, read-write, in the device's primary context, which the
  * landing retains while it holds memory there, or a context of its own where the driver has no primary context);
  * one gone from the layout is unmapped and released. A chunk that lies
@@ -180,9 +181,27 @@ public final class MigrationLanding implements AutoCloseable {
         return f;
     }
 
+    /**
+     * Devices whose memory is made exportable as POSIX descriptors, as {@link StableAddresses} makes a session's (so
+     * that the restored session's memory can be exported again: an IPC export a group migration makes again, a later
+     * hand-over); asked once per device, false once such a cuMemCreate is refused.
+     */
+    private final Map<Integer, Boolean> exportable = new HashMap<>();
+
+    private boolean exportable(int device) {
+        return exportable.computeIfAbsent(device, d -> {
+            MemorySegment v = arena.allocate(4);
+            return driver.cuDeviceGetAttribute(v, StableAddresses.ATTRIBUTE_POSIX_FD_HANDLES, d) == CuResult.CUDA_SUCCESS
+                    && v.get(JAVA_INT, 0) == 1;
+        });
+    }
+
     private MemorySegment prop(int device) {
         MemorySegment p = arena.allocate(32, 8).fill((byte) 0);
         p.set(JAVA_INT, 0, 1); // CU_MEM_ALLOCATION_TYPE_PINNED
+        if (exportable(device)) {
+            p.set(JAVA_INT, 4, io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        }
         p.set(JAVA_INT, 8, 1); // location: CU_MEM_LOCATION_TYPE_DEVICE
         p.set(JAVA_INT, 12, device);
         return p;
@@ -195,6 +214,11 @@ public final class MigrationLanding implements AutoCloseable {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment out = a.allocate(8);
             int r = driver.cuMemCreate(out, e.size(), prop(e.device()), 0);
+            if ((r == CuResult.CUDA_ERROR_NOT_SUPPORTED || r == CuResult.CUDA_ERROR_INVALID_VALUE)
+                    && exportable(e.device())) {
+                exportable.put(e.device(), false); // the device said it could: plain memory from now on
+                r = driver.cuMemCreate(out, e.size(), prop(e.device()), 0);
+            }
             if (r != CuResult.CUDA_SUCCESS) {
                 throw new IOException(String.format("migration: landing 0x%x (%d bytes) on device %d: cuMemCreate: %s",
                         e.address(), e.size(), e.device(), CuResult.name(r)));

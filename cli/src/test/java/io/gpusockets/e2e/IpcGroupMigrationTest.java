@@ -1,0 +1,132 @@
+package io.gpusockets.e2e;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.gpusockets.backend.server.BackendServer;
+import io.gpusockets.backend.server.Migration;
+import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.emulated.EmulatedDevice;
+import io.gpusockets.frontend.RemoteCudaDriver;
+import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.MemorySegment;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Sessions that share IPC memory and events migrate together to another backend (issue 24 item 1,
+ * {@link BackendServer#migrateGroup}): on backend A (emulated device, isolation context or shared) session E exports
+ * a cuMemAlloc allocation (cuIpcGetMemHandle) that session I opens, and I exports an IPC event that E opens. Each alone
+ * is refused a migration, naming its partner and the command that moves them together; one group that leaves the
+ * partner out is refused too. Migrated together to backend B (its own emulated device), both frontends follow their
+ * sessions there: I reads E's data through its old pointer, a write by either is seen by the other, E's opened event
+ * follows I's recording, and the old token still opens the memory; nothing of them is left at A. From the command line
+ * ({@code gpusockets migrate E I --to URI}) the same, between backend processes, and a target that does not take
+ * groups (a backend in isolation process) is refused before anything is sent, the sessions running on.
+ */
+@Timeout(value = 240, unit = TimeUnit.SECONDS)
+class IpcGroupMigrationTest extends CheckpointTestSupport {
+    private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+
+    @ParameterizedTest(name = "isolation {0}")
+    @ValueSource(strings = {"context", "shared"})
+    void sessionsSharingIpcMemoryAndAnEventMigrateTogetherAndGoOnSharingThem(String isolation) throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            if (isolation.equals("shared")) {
+                serverA.shareContextsPerTenant();
+                serverB.shareContextsPerTenant();
+            }
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true); // over unix, proven by this process's own uid
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA);
+                 RemoteCudaDriver dx = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
+                ce.primaryContext();
+                ci.primaryContext();
+                cx.primaryContext();
+                long p = ce.alloc(SIZE);
+                ce.put(p, new byte[] {1, 2, 3});
+                ce.put(p + SIZE - 2, new byte[] {4, 5});
+                MemorySegment handle = ce.cell(64);
+                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+                MemorySegment opened = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
+                long q = opened.get(JAVA_LONG, 0);
+                ci.put(q + 3, new byte[] {9});
+                MemorySegment eventI = ci.cell();
+                Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+                MemorySegment eventHandle = ci.cell(64);
+                Cuda.ok(di.cuIpcGetEventHandle(eventHandle, eventI.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+                MemorySegment eventE = ce.cell();
+                Cuda.ok(de.cuIpcOpenEventHandle(eventE, eventHandle), "cuIpcOpenEventHandle");
+                long e = de.sessionId(), i = di.sessionId(), x = dx.sessionId();
+                String both = String.join(" ", Stream.of(e, i).sorted(Comparator.naturalOrder()).map(String::valueOf).toList());
+
+                // alone, each is refused, naming the other and the command that moves them together
+                for (long one : new long[] {e, i}) {
+                    CheckpointRefused alone = assertThrows(CheckpointRefused.class,
+                            () -> serverA.migrate(one, unixB, null, null));
+                    assertTrue(alone.getMessage().contains("session(s) " + (one == e ? i : e))
+                            && alone.getMessage().contains("gpusockets migrate " + both + " --to URI"), alone.getMessage());
+                }
+                CheckpointRefused left = assertThrows(CheckpointRefused.class,
+                        () -> serverA.migrateGroup(List.of(e, x), unixB, null, null));
+                assertTrue(left.getMessage().contains("session(s) " + i + ", which this migration does not name")
+                        && left.getMessage().contains("gpusockets migrate " + String.join(" ", Stream.of(e, i, x)
+                        .sorted(Comparator.naturalOrder()).map(String::valueOf).toList()) + " --to URI"), left.getMessage());
+                assertEquals(0, serverB.sessions().size(), "a refused migration sends nothing");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "both run on at A");
+
+                // the importer first: the order does not matter
+                List<Migration.Result> r = serverA.migrateGroup(List.of(i, e), unixB, null, null);
+                assertEquals(List.of(i, e), r.stream().map(Migration.Result::sessionId).toList());
+                for (Migration.Result m : r) {
+                    assertTrue(m.rounds().size() >= 2 && m.rounds().getLast().drained(), "pre-copy and final rounds: " + m);
+                }
+                assertTrue(r.get(1).bytes() >= SIZE, "the exporter's rounds carry the shared memory: " + r.get(1));
+                assertTrue(r.get(0).bytes() < SIZE, "the importer's do not: " + r.get(0));
+                assertEquals(1, serverA.migrations()[0], "one migration, done");
+                assertEquals(2, serverB.sessions().size());
+                assertEquals(2, serverB.shares().count(), "the memory and the event export are shares again at B");
+
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
+                assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+                assertEquals(unixB, de.backendUri(), "the exporter's frontend followed its session to B");
+                assertEquals(unixB, di.backendUri(), "and the importer's");
+                Cuda.ok(di.cuEventRecord(eventI.get(JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
+                Cuda.ok(de.cuEventSynchronize(eventE.get(JAVA_LONG, 0)), "E's opened event follows I's recording");
+                MemorySegment again = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle of the old token at B");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(again.get(JAVA_LONG, 0), 4));
+                Cuda.ok(di.cuIpcCloseMemHandle(again.get(JAVA_LONG, 0)), "cuIpcCloseMemHandle");
+
+                assertEquals(2, serverB.resumesAccepted());
+                while (serverA.sessions().stream().anyMatch(s -> s.id() != x)) {
+                    Thread.sleep(10); // the moved sessions' threads remove them once released (bounded by the timeout)
+                }
+                assertEquals(0, serverA.shares().count(), "nothing of the group is shared at A any more");
+                Cuda.ok(dx.cuCtxSynchronize(), "the session left out runs on at A");
+                assertFalse(serverB.sessions().stream().anyMatch(s -> s.id() == x));
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+}
