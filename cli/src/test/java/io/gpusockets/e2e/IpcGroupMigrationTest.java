@@ -129,4 +129,60 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             b.close();
         }
     }
+
+    /**
+     * From the command line between backend processes (isolation context): {@code gpusockets migrate E I --to URI}
+     * moves both (one alone is refused, naming the command); a target in isolation process, which does not make shares
+     * again, is refused before anything is sent, and the programs run on at the source.
+     */
+    @Test
+    void fromTheCommandLineTwoSessionsSharingMemoryMigrateTogetherAndATargetThatCannotTakeThemIsRefused() throws Exception {
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60");
+             BackendProcess b = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
+                     "--accept-migrations");
+             BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process", "--resume-grace", "60",
+                     "--accept-migrations");
+             RemoteCudaDriver de = RemoteCudaDriver.connect(a.unix()); RemoteCudaDriver di = RemoteCudaDriver.connect(a.unix())) {
+            Cuda ce = new Cuda(de), ci = new Cuda(di);
+            ce.primaryContext();
+            ci.primaryContext();
+            long p = ce.alloc(SIZE);
+            ce.put(p, new byte[] {6, 7});
+            MemorySegment handle = ce.cell(64);
+            Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+            MemorySegment opened = ci.cell();
+            Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle");
+            long q = opened.get(JAVA_LONG, 0);
+            String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
+            String admin = a.adminSocket().toString();
+            String both = String.join(" ", Stream.of(e, i).sorted(Comparator.comparingLong(Long::parseLong)).toList());
+
+            CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("migrate", i, "--to", b.unix(), "--socket", admin);
+            assertEquals(1, alone.exit(), alone.out());
+            assertTrue(alone.err().contains("gpusockets migrate " + both + " --to URI"), alone.err());
+
+            CheckpointNativeTest.Result old = CheckpointNativeTest.cli("migrate", e, i, "--to", workers.unix(), "--socket",
+                    admin);
+            assertEquals(1, old.exit(), old.out());
+            assertTrue(old.err().contains("does not take sessions that share IPC memory or events migrating together"),
+                    old.err());
+            ci.put(q + 2, new byte[] {5});
+            assertArrayEquals(new byte[] {6, 7, 5}, ce.get(p, 3), "both run on at A, still sharing");
+            assertEquals(a.unix(), de.backendUri());
+
+            CheckpointNativeTest.Result moved = CheckpointNativeTest.cli("migrate", e, i, "--to", b.unix(), "--socket",
+                    admin);
+            assertEquals(0, moved.exit(), () -> moved.out() + moved.err() + "\nA:\n" + String.join("\n", a.output())
+                    + "\nB:\n" + String.join("\n", b.output()));
+            assertTrue(moved.out().startsWith("{\"sessions\":[{\"session\":" + e + ","), moved.out());
+            assertTrue(moved.err().contains("session " + e + " moved to " + b.unix())
+                    && moved.err().contains("session " + i + " moved to " + b.unix()), moved.err());
+
+            assertArrayEquals(new byte[] {6, 7, 5}, ci.get(q, 3), "the importer reads through its old pointer at B");
+            ci.put(q + 3, new byte[] {8});
+            assertArrayEquals(new byte[] {6, 7, 5, 8}, ce.get(p, 4), "and its write reaches the exporter");
+            assertEquals(b.unix(), de.backendUri());
+            assertEquals(b.unix(), di.backendUri());
+        }
+    }
 }
