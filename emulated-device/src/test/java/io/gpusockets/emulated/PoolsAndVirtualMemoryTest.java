@@ -207,6 +207,36 @@ class PoolsAndVirtualMemoryTest {
     }
 
     /**
+     * A reservation asked for at an address of the device's own range that the driver handed out before and that is
+     * free again gets it, as a GPU's driver grants a free address asked for (a group migration's target maps an opened
+     * IPC range where the source's driver put it); one where a live reservation or allocation lies gets another.
+     */
+    @Test
+    void aReservationAtAFreedAddressOfTheDevicesOwnRangeGetsItAgain() {
+        try (Emulated e = new Emulated()) {
+            MemorySegment out = e.arena.allocate(8);
+            e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, 0, 0));
+            long first = readLong(out);
+            assertTrue(first >= EmulatedMemory.BASE && first < EmulatedMemory.OWN_END, "the driver's choice: its own range");
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, first, 0));
+            long taken = readLong(out);
+            assertTrue(taken != first, "live: another address");
+            e.ok(e.device.cuMemAddressFree(taken, 2 * MIB2));
+            e.ok(e.device.cuMemAddressFree(first, 4 * MIB2));
+            e.ok(e.device.cuMemAddressReserve(out, 4 * MIB2, 0, first, 0));
+            assertEquals(first, readLong(out), "freed: granted again where asked");
+            e.ok(e.device.cuMemAddressFree(first, 4 * MIB2));
+
+            e.ok(e.device.cuMemAlloc(out, MIB2));
+            long alloc = readLong(out);
+            e.ok(e.device.cuMemAddressReserve(out, 2 * MIB2, 0, alloc & -(2 * MIB2), 0));
+            assertTrue(readLong(out) != (alloc & -(2 * MIB2)), "over a live allocation: another address");
+            e.ok(e.device.cuMemAddressFree(readLong(out), 2 * MIB2));
+            e.ok(e.device.cuMemFree(alloc));
+        }
+    }
+
+    /**
      * Address-stable memory (issue 22): a reservation asked for at an address where the backend's windows lie gets
      * it, and the same address again once freed (a session's memory made again where it was); an overlapping or
      * misplaced request, or one in the device's own range, is a hint not followed; memory mapped there is reached by

@@ -1500,7 +1500,8 @@ public final class BackendServer implements AutoCloseable {
      * resumes at {@code frontendUri}, or {@code targetUri} when null). The target must accept migrations from this
      * backend ({@link #acceptMigrations}); this backend proves itself with its own pre-shared key when it has one.
      * Refused (the session runs on here) for an unknown session, one without address-stable memory or resume, what a
-     * checkpoint cannot capture, a target that refuses; a failure before the target's OK leaves the program running
+     * checkpoint cannot capture, one that shares IPC memory or events with another (they move together:
+     * {@link #migrateGroup}), a target that refuses; a failure before the target's OK leaves the program running
      * here too. In isolation mode process the session's worker process runs the source's side itself, connecting to
      * the target directly ({@link io.gpusockets.backend.isolation.Workers#migrate}), and the result is the same; a
      * worker that dies meanwhile fails the migration (its session ended with it), one that sends nothing for the

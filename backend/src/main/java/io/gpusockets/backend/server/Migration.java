@@ -53,6 +53,10 @@ import java.util.List;
  * ({@link BackendServer#sessionMoved}). Anything else before that (a refusal, a failure, the connection lost): the
  * drain lets go and the program runs on here; the target, had it restored the session before the loss of its answer,
  * holds it detached until its grace period ends (no frontend is sent there).
+ *
+ * <p>Sessions that share IPC memory or events migrate together on one connection ({@link #runGroup}: the same frames,
+ * each carrying its member's index as its request id, one DONE for the group; only with a target that grants
+ * {@link Handshake#FEATURE_MIGRATION_GROUP}).
  */
 public final class Migration {
     /** Pre-copy rounds at most before the stop (the changed set must also shrink from one round to the next). */
@@ -358,8 +362,20 @@ public final class Migration {
                         .toList());
             }
             long t = System.nanoTime();
-            for (Session s : group) {
-                moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
+            CheckpointRefused notSent = null;
+            for (Session s : group) { // each frontend is told, even when another could not be
+                try {
+                    moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
+                } catch (CheckpointRefused e) {
+                    if (notSent == null) {
+                        notSent = e;
+                    } else {
+                        notSent.addSuppressed(e);
+                    }
+                }
+            }
+            if (notSent != null) {
+                throw notSent;
             }
             long now = System.nanoTime();
             long drainAll = 0; // nested: one after the other, all before the final rounds

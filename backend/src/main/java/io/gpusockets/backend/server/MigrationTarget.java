@@ -43,8 +43,13 @@ import java.util.zip.CRC32C;
  * ({@link BackendServer#restore}: the session detached, resumable under its token; in mode process DONE waits for the
  * worker's answer). DONE says how many bytes of memory contents the image carried ({@link Migration.Result#imageMemoryBytes}).
  *
+ * <p>A group of sessions that migrate together ({@link Migration#runGroup}, a BEGIN of 16 bytes, only where this
+ * process lands migrations: isolation context and shared) is received by a target of its own per member, the frames
+ * routed by their request id; each member's COMMIT restores it without letting it resume, and after the last the
+ * shares are made again and all resume before the one DONE ({@link #receiveGroup}); a failure leaves none of them.
+ *
  * <p>Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks kept and
- * {@link #MAX_IMAGE_BYTES} of header and arrays; a layout as {@link MigrationLanding} bounds it; the temp folder and
+ * {@link #MAX_IMAGE_BYTES} of header and arrays (per member of a group, at most {@link #MAX_GROUP} members); a layout as {@link MigrationLanding} bounds it; the temp folder and
  * whatever the landing still holds go when the migration ends, however it ends.
  */
 final class MigrationTarget implements AutoCloseable {

@@ -33,6 +33,10 @@ import java.util.TreeSet;
  * exporter's share (its record, a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
  * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
  * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
+ *
+ * <p>A migration of a group ({@code BackendServer#migrateGroup}, {@code Migration#runGroup}) uses the same checks
+ * ({@link #checkTogether}, {@link #checkDrained}), the same drain ({@link #drainedTogether}) and the same shares in each
+ * image ({@link Session#writeMigrationImage}); its target makes them again in the same order.
  */
 public final class GroupCheckpoint {
     private GroupCheckpoint() {

@@ -75,6 +75,12 @@ class AdminSocketTest {
         }
 
         @Override
+        public String migrateGroup(List<Long> sessions, String targetUri, String frontendUri, Progress progress) {
+            asked.add("migrate-group " + sessions + " " + targetUri + " " + frontendUri);
+            return "{\"sessions\":[]}";
+        }
+
+        @Override
         public String migrate(long session, String targetUri, String frontendUri, Progress progress) throws Exception {
             asked.add("migrate " + session + " " + targetUri + " " + frontendUri);
             if (session == 13) {
@@ -157,13 +163,23 @@ class AdminSocketTest {
                     ask(p, "migrate 13 tcp://b:7000\n"));
             assertEquals(List.of("migrate 5 tcp://b:7000 null", "migrate 6 unix:///run/b.sock tcp://10.0.0.2:7000",
                     "migrate 13 tcp://b:7000 null"), actions.asked);
-            assertTrue(ask(p, "migrate 5\n").startsWith("error: usage: migrate SESSION TARGET_URI [FRONTEND_URI]"));
-            assertTrue(ask(p, "migrate 5 a b c\n").startsWith("error: usage: migrate SESSION TARGET_URI [FRONTEND_URI]"));
+            assertTrue(ask(p, "migrate 5\n").startsWith("error: usage: migrate SESSION[,SESSION...] TARGET_URI [FRONTEND_URI]"));
+            assertTrue(ask(p, "migrate 5 a b c\n").startsWith("error: usage: migrate SESSION[,SESSION...] TARGET_URI [FRONTEND_URI]"));
             assertTrue(ask(p, "migrate five tcp://b:7000\n").startsWith("error: not a session id: 'five'"));
             assertTrue(ask(p, "migrate 5  tcp://b:7000\n").startsWith("error: not a URI: ''"));
             assertTrue(ask(p, "migrate 5 tcp://b:7000\u0001\n").startsWith("error: not a URI: 'tcp://b:7000?'"));
             assertTrue(ask(p, "migrate 5 tcp://" + "b".repeat(AdminSocket.Request.MAX_URI) + "\n").startsWith("error: not a URI"));
             assertEquals(3, actions.asked.size(), "a refused request reaches no action");
+
+            // sessions that share IPC memory migrate together: ids joined by commas, as a group checkpoint names them
+            assertEquals("ok {\"sessions\":[]}\n", ask(p, "migrate 5,6 tcp://b:7000\n"));
+            assertEquals("ok {\"sessions\":[]}\n", ask(p, "migrate 7,8,9 unix:///run/b.sock tcp://10.0.0.2:7000\n"));
+            assertTrue(ask(p, "migrate 5,,6 tcp://b:7000\n").startsWith("error: not a session id: ''"));
+            assertTrue(ask(p, "migrate " + "1,".repeat(AdminSocket.Request.MAX_GROUP) + "2 tcp://b:7000\n")
+                    .startsWith("error: at most " + AdminSocket.Request.MAX_GROUP + " sessions together"));
+            assertEquals(List.of("migrate-group [5, 6] tcp://b:7000 null",
+                    "migrate-group [7, 8, 9] unix:///run/b.sock tcp://10.0.0.2:7000"), actions.asked.subList(3, 5));
+            assertEquals(5, actions.asked.size(), "a refused request reaches no action");
         }
     }
 
