@@ -50,8 +50,9 @@ final class EmulatedMemory {
     /**
      * End of the device's own range, the TiB from {@link #BASE}: handed out in order and never reused by the driver's
      * own choice (allocations below {@link #MODULE_BASE}, module data above it; a reservation asked for at a free
-     * address there that was handed out before is granted, {@link #reserveAt}). Address reservations made at the address their caller asked
-     * for ({@link #reserveAt}) lie anywhere else from {@link #FIXED_LOW} to {@link #LIMIT}, reused once freed.
+     * address there that was handed out before is granted, {@link #reserveAt}). Address reservations made at the
+     * address their caller asked for ({@link #reserveAt}) lie anywhere else from {@link #FIXED_LOW} to {@link #LIMIT},
+     * reused once freed.
      */
     static final long OWN_END = 0x7f00_0000_0000L;
     /** The top of the user address space the emulated device hands out, below the 47-bit user-space limit. */

@@ -49,8 +49,8 @@ import java.util.zip.CRC32C;
  * shares are made again and all resume before the one DONE ({@link #receiveGroup}); a failure leaves none of them.
  *
  * <p>Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks kept and
- * {@link #MAX_IMAGE_BYTES} of header and arrays (per member of a group, at most {@link #MAX_GROUP} members); a layout as {@link MigrationLanding} bounds it; the temp folder and
- * whatever the landing still holds go when the migration ends, however it ends.
+ * {@link #MAX_IMAGE_BYTES} of header and arrays (per member of a group, at most {@link #MAX_GROUP} members); a
+ * layout as {@link MigrationLanding} bounds it; the temp folder and whatever the landing still holds go when the migration ends, however it ends.
  */
 final class MigrationTarget implements AutoCloseable {
     static final int MAX_CHUNKS = 1 << 22;
@@ -124,8 +124,8 @@ final class MigrationTarget implements AutoCloseable {
     /**
      * Receives a group of sessions that migrate together ({@link Migration#runGroup}; {@code first}: the first BEGIN's
      * header, its body unread): a target of its own for each member (this one for the first to begin, the others
-     * with {@code bufferBytes / n} each), the frames routed by their request id; each member's COMMIT restores it without letting it
-     * resume; after the last, the shares are made again and all resume ({@link BackendServer#reshareMigrated}), and
+     * with {@code bufferBytes / n} each), the frames routed by their request id; each member's COMMIT restores it
+     * without letting it resume; after the last, the shares are made again and all resume ({@link BackendServer#reshareMigrated}), and
      * one DONE answers. Any failure ends every member restored so far (nothing is left here). Returns the first
      * member's session id.
      */
