@@ -31,8 +31,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * partner out is refused too. Migrated together to backend B (its own emulated device), both frontends follow their
  * sessions there: I reads E's data through its old pointer, a write by either is seen by the other, E's opened event
  * follows I's recording, and the old token still opens the memory; nothing of them is left at A. From the command line
- * ({@code gpusockets migrate E I --to URI}) the same, between backend processes, and a target that does not take
- * groups (a backend in isolation process) is refused before anything is sent, the sessions running on.
+ * ({@code gpusockets migrate E I --to URI}) the same, between backend processes; a target that does not take
+ * groups (a backend in isolation process) is refused before anything is sent, and one that can restore only one of
+ * them keeps neither; the sessions run on at the source.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class IpcGroupMigrationTest extends CheckpointTestSupport {
@@ -142,6 +143,8 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                      "--accept-migrations");
              BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process", "--resume-grace", "60",
                      "--accept-migrations");
+             BackendProcess one = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
+                     "--accept-migrations", "--max-sessions", "1");
              RemoteCudaDriver de = RemoteCudaDriver.connect(a.unix()); RemoteCudaDriver di = RemoteCudaDriver.connect(a.unix())) {
             Cuda ce = new Cuda(de), ci = new Cuda(di);
             ce.primaryContext();
@@ -166,6 +169,12 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             assertEquals(1, old.exit(), old.out());
             assertTrue(old.err().contains("does not take sessions that share IPC memory or events migrating together"),
                     old.err());
+            // a target that restores one and refuses the other (room for one session) keeps neither
+            CheckpointNativeTest.Result full = CheckpointNativeTest.cli("migrate", e, i, "--to", one.unix(), "--socket",
+                    admin);
+            assertEquals(1, full.exit(), full.out());
+            assertTrue(full.err().contains("failed the migration") && full.err().contains("sessions"), full.err());
+            assertEquals(List.of(), StatusTest.list(StatusTest.statusJson(one), "sessions"), "nothing left at the target");
             ci.put(q + 2, new byte[] {5});
             assertArrayEquals(new byte[] {6, 7, 5}, ce.get(p, 3), "both run on at A, still sharing");
             assertEquals(a.unix(), de.backendUri());
