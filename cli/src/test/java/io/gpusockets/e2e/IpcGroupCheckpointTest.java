@@ -41,7 +41,30 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class IpcGroupCheckpointTest extends CheckpointTestSupport {
-    private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+    static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+
+    /** Memory one session exported by IPC and another opened: where each sees it, and the IPC handle. */
+    record Shared(long exporter, long opener, MemorySegment handle) {
+    }
+
+    /**
+     * E allocates {@link #SIZE} bytes, writes {@code head} at their start and exports them by IPC; I (its context made)
+     * opens them with {@code flags}.
+     */
+    static Shared shareMemory(RemoteCudaDriver de, Cuda ce, RemoteCudaDriver di, Cuda ci, byte[] head, int flags) {
+        long p = ce.alloc(SIZE);
+        ce.put(p, head);
+        MemorySegment handle = ce.cell(64);
+        Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
+        MemorySegment opened = ci.cell();
+        Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, flags), "cuIpcOpenMemHandle");
+        return new Shared(p, opened.get(JAVA_LONG, 0), handle);
+    }
+
+    /** The sessions' ids in numeric order, space-separated: how a refusal names the group. */
+    static String inOrder(String... ids) {
+        return String.join(" ", java.util.Arrays.stream(ids).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList());
+    }
 
     @ParameterizedTest(name = "isolation {0}")
     @ValueSource(strings = {"context", "shared"})
@@ -58,16 +81,12 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
         try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
             Cuda ce = new Cuda(de);
             ce.primaryContext();
-            long p = ce.alloc(SIZE);
-            ce.put(p, new byte[] {1, 2, 3});
-            ce.put(p + SIZE - 2, new byte[] {4, 5});
-            MemorySegment handle = ce.cell(64);
-            Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
             Cuda ci = new Cuda(di);
             ci.primaryContext();
-            MemorySegment opened = ci.cell();
-            Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
-            long q = opened.get(JAVA_LONG, 0);
+            Shared shared = shareMemory(de, ce, di, ci, new byte[] {1, 2, 3}, 1);
+            long p = shared.exporter(), q = shared.opener();
+            MemorySegment handle = shared.handle();
+            ce.put(p + SIZE - 2, new byte[] {4, 5});
             ci.put(q + 3, new byte[] {9});
             assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "shared before the checkpoint");
             long e = de.sessionId(), i = di.sessionId();
@@ -166,22 +185,15 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                 Cuda ce = new Cuda(de), ci = new Cuda(di);
                 ce.primaryContext();
                 ci.primaryContext();
-                long p = ce.alloc(SIZE);
-                ce.put(p, new byte[] {6, 7});
-                MemorySegment handle = ce.cell(64);
-                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
-                MemorySegment opened = ci.cell();
-                Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle");
-                long q = opened.get(JAVA_LONG, 0);
+                Shared shared = shareMemory(de, ce, di, ci, new byte[] {6, 7}, 0);
+                long p = shared.exporter(), q = shared.opener();
                 String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
                 String admin = first.adminSocket().toString();
 
                 CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("checkpoint", i, "--to",
                         dir.resolve("alone.ckpt").toString(), "--stop", "--socket", admin);
                 assertEquals(1, alone.exit());
-                assertTrue(alone.err().contains("gpusockets checkpoint " + String.join(" ",
-                        java.util.stream.Stream.of(e, i).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList())
-                        + " --to DIR"), alone.err());
+                assertTrue(alone.err().contains("gpusockets checkpoint " + inOrder(e, i) + " --to DIR"), alone.err());
                 CheckpointNativeTest.Result ck = CheckpointNativeTest.cli("checkpoint", e, i, "--to", dir.toString(),
                         "--stop", "--socket", admin);
                 assertEquals(0, ck.exit(), () -> ck.out() + ck.err());

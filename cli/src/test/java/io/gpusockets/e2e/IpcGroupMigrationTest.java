@@ -37,7 +37,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class IpcGroupMigrationTest extends CheckpointTestSupport {
-    private static final int SIZE = 3 << 20; // granules of its own (a quarter granule and up)
+    private static final int SIZE = IpcGroupCheckpointTest.SIZE; // what shareMemory allocates
 
     @ParameterizedTest(name = "isolation {0}")
     @ValueSource(strings = {"context", "shared"})
@@ -57,14 +57,10 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 ce.primaryContext();
                 ci.primaryContext();
                 cx.primaryContext();
-                long p = ce.alloc(SIZE);
-                ce.put(p, new byte[] {1, 2, 3});
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {1, 2, 3}, 1);
+                long p = shared.exporter(), q = shared.opener();
+                MemorySegment handle = shared.handle();
                 ce.put(p + SIZE - 2, new byte[] {4, 5});
-                MemorySegment handle = ce.cell(64);
-                Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
-                MemorySegment opened = ci.cell();
-                Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 1), "cuIpcOpenMemHandle");
-                long q = opened.get(JAVA_LONG, 0);
                 ci.put(q + 3, new byte[] {9});
                 MemorySegment eventI = ci.cell();
                 Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
@@ -149,16 +145,11 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             Cuda ce = new Cuda(de), ci = new Cuda(di);
             ce.primaryContext();
             ci.primaryContext();
-            long p = ce.alloc(SIZE);
-            ce.put(p, new byte[] {6, 7});
-            MemorySegment handle = ce.cell(64);
-            Cuda.ok(de.cuIpcGetMemHandle(handle, p), "cuIpcGetMemHandle");
-            MemorySegment opened = ci.cell();
-            Cuda.ok(di.cuIpcOpenMemHandle(opened, handle, 0), "cuIpcOpenMemHandle");
-            long q = opened.get(JAVA_LONG, 0);
+            IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {6, 7}, 0);
+            long p = shared.exporter(), q = shared.opener();
             String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
             String admin = a.adminSocket().toString();
-            String both = String.join(" ", Stream.of(e, i).sorted(Comparator.comparingLong(Long::parseLong)).toList());
+            String both = IpcGroupCheckpointTest.inOrder(e, i);
 
             CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("migrate", i, "--to", b.unix(), "--socket", admin);
             assertEquals(1, alone.exit(), alone.out());

@@ -1251,18 +1251,7 @@ public final class BackendServer implements AutoCloseable {
             return List.of(checkpoint(sessionIds.get(0), files.get(0), stop, p));
         }
         return counted(checkpoints, () -> {
-            if (workers != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("checkpointing sessions together is not supported"
-                        + " in isolation mode process yet (each lives in a worker of its own)");
-            }
-            List<Session> group = new ArrayList<>();
-            for (long id : sessionIds) {
-                Session s = session(id);
-                if (s == null) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("no session " + id + " in this backend");
-                }
-                group.add(s);
-            }
+            List<Session> group = groupOf(sessionIds, "checkpointing");
             try {
                 return io.gpusockets.backend.session.GroupCheckpoint.checkpoint(group, shares, files, stop,
                         p == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : p);
@@ -1271,6 +1260,38 @@ public final class BackendServer implements AutoCloseable {
                 throw new IOException("interrupted during the checkpoint of sessions " + sessionIds);
             }
         });
+    }
+
+    /** Refuses a migration whose frontend URI (null: the target's own) a frontend could not be told to follow. */
+    private static void checkFrontendUri(String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (frontendUri != null) {
+            try {
+                Handshake.Moved.check(frontendUri);
+            } catch (IllegalArgumentException e) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: frontend URI "
+                        + frontendUri + ": " + e.getMessage());
+            }
+        }
+    }
+
+    /**
+     * The sessions named for {@code doing} ("checkpointing", "migrating") together: refused in isolation mode process
+     * (each lives in a worker of its own) and for a session this backend does not have.
+     */
+    private List<Session> groupOf(List<Long> sessionIds, String doing) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (workers != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(doing + " sessions together is not supported"
+                    + " in isolation mode process yet (each lives in a worker of its own)");
+        }
+        List<Session> group = new ArrayList<>();
+        for (long id : sessionIds) {
+            Session s = session(id);
+            if (s == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("no session " + id + " in this backend");
+            }
+            group.add(s);
+        }
+        return group;
     }
 
     /**
@@ -1512,14 +1533,7 @@ public final class BackendServer implements AutoCloseable {
                                     io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         return counted(migrations, () -> {
-            if (frontendUri != null) {
-                try {
-                    Handshake.Moved.check(frontendUri);
-                } catch (IllegalArgumentException e) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: frontend URI "
-                            + frontendUri + ": " + e.getMessage());
-                }
-            }
+            checkFrontendUri(frontendUri);
             notSharing(sessionId, "migrated");
             io.gpusockets.backend.isolation.Workers w = workers;
             Session s = w != null ? null : session(sessionId);
@@ -1578,26 +1592,8 @@ public final class BackendServer implements AutoCloseable {
             return List.of(migrate(sessionIds.get(0), targetUri, frontendUri, progress));
         }
         return counted(migrations, () -> {
-            if (frontendUri != null) {
-                try {
-                    Handshake.Moved.check(frontendUri);
-                } catch (IllegalArgumentException e) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: frontend URI "
-                            + frontendUri + ": " + e.getMessage());
-                }
-            }
-            if (workers != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("migrating sessions together is not supported"
-                        + " in isolation mode process yet (each lives in a worker of its own)");
-            }
-            List<Session> group = new ArrayList<>();
-            for (long id : sessionIds) {
-                Session s = session(id);
-                if (s == null) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("no session " + id + " in this backend");
-                }
-                group.add(s);
-            }
+            checkFrontendUri(frontendUri);
+            List<Session> group = groupOf(sessionIds, "migrating");
             io.gpusockets.backend.session.GroupCheckpoint.checkTogether(group, shares, "migration",
                     "gpusockets migrate %s --to URI");
             List<Long> added = new ArrayList<>();

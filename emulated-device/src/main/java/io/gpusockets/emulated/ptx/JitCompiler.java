@@ -1180,10 +1180,7 @@ final class JitCompiler {
             return;
         }
         if (Cta.paired(in, size)) {
-            c.aload(CTA);
-            c.loadConstant(site[i]);
-            c.lload(ADDRESS);
-            c.loadConstant(in.space == Insn.GENERIC ? 1 : 0);
+            pairedAccess(c, i, in);
             c.invokevirtual(CD_CTA, "ld16", MethodTypeDesc.of(CD_long, CD_int, CD_long, CD_boolean));
             split(c, in, size, 0);
             c.aload(CTA);
@@ -1202,6 +1199,14 @@ final class JitCompiler {
                 c.pop2();
             }
         }
+    }
+
+    /** The first arguments of JitCta's ld16/st16: the CTA, the site, the address, whether the space is generic. */
+    private void pairedAccess(CodeBuilder c, int i, Insn in) {
+        c.aload(CTA);
+        c.loadConstant(site[i]);
+        c.lload(ADDRESS);
+        c.loadConstant(in.space == Insn.GENERIC ? 1 : 0);
     }
 
     /** Takes the 8-byte word {@code word} of a paired load off the stack into the elements that lie in it. */
@@ -1293,10 +1298,7 @@ final class JitCompiler {
             return;
         }
         if (Cta.paired(in, size)) {
-            c.aload(CTA);
-            c.loadConstant(site[i]);
-            c.lload(ADDRESS);
-            c.loadConstant(in.space == Insn.GENERIC ? 1 : 0);
+            pairedAccess(c, i, in);
             combine(c, in, size, 0);
             combine(c, in, size, 1);
             c.invokevirtual(CD_CTA, "st16", MethodTypeDesc.of(CD_void, CD_int, CD_long, CD_boolean, CD_long, CD_long));
