@@ -130,8 +130,7 @@ public final class Bench implements Callable<Integer> {
                 runTarget(NATIVE, null, inProcess, sizes, report, true, tmp);
             }
             for (String scheme : transports != null ? transports : defaultSchemes()) {
-                String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                        : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
+                String skip = SelfHosting.skipReason(scheme, tmp);
                 if (skip != null) {
                     notes.add(scheme + ": skipped (" + skip + ")");
                     console.println("[" + scheme + "] skipped: " + skip);

@@ -11,7 +11,6 @@ import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
 import io.gpusockets.cli.workloads.Cu;
 import io.gpusockets.protocol.api.CudaDriver;
-import io.gpusockets.protocol.transport.Transports;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -220,13 +219,10 @@ public final class CopiesBench implements Callable<Integer> {
             boolean failed = false;
             try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
                 for (String scheme : transports) {
-                    String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                            : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
-                    if (skip != null) {
-                        notes.add(scheme + ": skipped (" + skip + ")");
+                    String uri = SelfHosting.listenOrNote(backend, scheme, tmp, "copies-" + scheme, notes);
+                    if (uri == null) {
                         continue;
                     }
-                    String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "copies-" + scheme).listen()).toString();
                     targets.put(scheme, ProgramRuns.remoteEnv(library, uri));
                 }
                 targets.keySet().forEach(t -> figures.put(t, new TreeMap<>()));

@@ -6,7 +6,6 @@ import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
-import io.gpusockets.protocol.transport.Transports;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -178,13 +177,10 @@ public final class ProgramsBench implements Callable<Integer> {
             List<String> failures = new ArrayList<>();
             try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
                 for (String scheme : transports) {
-                    String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                            : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
-                    if (skip != null) {
-                        notes.add(scheme + ": skipped (" + skip + ")");
+                    String uri = SelfHosting.listenOrNote(backend, scheme, tmp, "programs-" + scheme, notes);
+                    if (uri == null) {
                         continue;
                     }
-                    String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "programs-" + scheme).listen()).toString();
                     targets.put(scheme, ProgramRuns.remoteEnv(library, uri));
                 }
                 Path work = Files.createDirectories(tmp.resolve("run"));

@@ -1,6 +1,9 @@
 package io.gpusockets.benchmarks;
 
+import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.protocol.transport.TransportUri;
+import io.gpusockets.protocol.transport.Transports;
+import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 
@@ -36,6 +39,26 @@ public final class SelfHosting {
                     + " gives its null-call cost against tcp)");
             default -> new Recipe(null, "no self-hosting recipe for this scheme in " + SelfHosting.class.getSimpleName());
         };
+    }
+
+    /** Why {@code scheme} cannot be measured here (its transport missing, or no recipe), or null. */
+    public static String skipReason(String scheme, Path tmpDir) {
+        return !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
+                : recipe(scheme, tmpDir, "probe").skipReason();
+    }
+
+    /**
+     * Makes {@code backend} listen on {@code scheme} as endpoint {@code name}, returning the URI a client connects to;
+     * null, with "SCHEME: skipped (why)" added to {@code notes}, where the scheme cannot be measured here.
+     */
+    public static String listenOrNote(BackendServer backend, String scheme, Path tmpDir,
+                                      String name, List<String> notes) throws IOException {
+        String skip = skipReason(scheme, tmpDir);
+        if (skip != null) {
+            notes.add(scheme + ": skipped (" + skip + ")");
+            return null;
+        }
+        return backend.listen(recipe(scheme, tmpDir, name).listen()).toString();
     }
 
     private static Recipe listen(String uri) {

@@ -3,7 +3,6 @@ package io.gpusockets.benchmarks;
 import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
-import io.gpusockets.protocol.transport.Transports;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -104,13 +103,10 @@ final class StandInStartup {
                 List<StartupBench.Target> targets = new ArrayList<>();
                 targets.add(new StartupBench.Target(STAND_IN, withWork(Map.of("LD_LIBRARY_PATH", standIn.toString()))));
                 for (String scheme : transports) {
-                    String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                            : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
-                    if (skip != null) {
-                        notes.add(scheme + ": skipped (" + skip + ")");
+                    String uri = SelfHosting.listenOrNote(backend, scheme, tmp, "standin-" + scheme, notes);
+                    if (uri == null) {
                         continue;
                     }
-                    String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "standin-" + scheme).listen()).toString();
                     targets.add(new StartupBench.Target(scheme, withWork(StartupBench.remoteEnv(library, uri, true, thisJvm))));
                     if (earlyStart) {
                         Map<String, String> early = withWork(StartupBench.remoteEnv(library, uri, true, thisJvm));

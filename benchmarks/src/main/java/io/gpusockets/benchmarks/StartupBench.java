@@ -5,7 +5,6 @@ import io.gpusockets.backend.server.BackendServer;
 import io.gpusockets.backend.session.BackendSettings;
 import io.gpusockets.backend.session.DriverHost;
 import io.gpusockets.cli.DeviceChoice;
-import io.gpusockets.protocol.transport.Transports;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.PrintStream;
@@ -155,13 +154,10 @@ public final class StartupBench implements Callable<Integer> {
                     targets.add(new Target(NATIVE, Map.of()));
                 }
                 for (String scheme : transports) {
-                    String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                            : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
-                    if (skip != null) {
-                        notes.add(scheme + ": skipped (" + skip + ")");
+                    String uri = SelfHosting.listenOrNote(backend, scheme, tmp, "startup-" + scheme, notes);
+                    if (uri == null) {
                         continue;
                     }
-                    String uri = backend.listen(SelfHosting.recipe(scheme, tmp, "startup-" + scheme).listen()).toString();
                     targets.add(new Target(scheme, remoteEnv(library, uri, true, frontendPrefix == null)));
                     if (compareLocalAnswers) {
                         targets.add(new Target(scheme + "-no-local-answers", remoteEnv(library, uri, false, frontendPrefix == null)));

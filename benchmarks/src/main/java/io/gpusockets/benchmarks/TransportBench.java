@@ -94,8 +94,7 @@ public final class TransportBench implements Callable<Integer> {
                 + (quick ? "; --quick: a smoke run, not figures to quote" : ""));
         try (BackendServer backend = new BackendServer(host, BackendSettings.fromSystemProperties())) {
             for (String scheme : wanted) {
-                String skip = !Transports.byScheme().containsKey(scheme) ? "no transport on the class path"
-                        : SelfHosting.recipe(scheme, tmp, "probe").skipReason();
+                String skip = SelfHosting.skipReason(scheme, tmp);
                 if (skip != null) {
                     notes.add(scheme + ": skipped (" + skip + ")");
                     console.println("[" + scheme + "] skipped: " + skip);
