@@ -137,10 +137,8 @@ final class StandInStartup {
             if (out != null) {
                 Files.createDirectories(out);
                 Files.writeString(out.resolve("standin.csv"), csv(results));
-                Files.writeString(out.resolve("standin.md"), "# bench startup --stand-in\n\n" + machine + "; " + n
-                        + " measured runs per target after one unmeasured, interleaved; medians.\n\n" + table + "\n"
-                        + String.join("\n", verdicts.stream().map(v -> "- issue 26: " + v).toList()) + "\n"
-                        + String.join("\n", notes.stream().map(v -> "- note: " + v).toList()) + "\n");
+                Files.writeString(out.resolve("standin.md"), StartupBench.summary("bench startup --stand-in", machine + "; " + n
+                        + " measured runs per target after one unmeasured, interleaved; medians.", table, "issue 26", verdicts, notes));
                 Path png = Plots.png(out.resolve("standin.png"), () -> chart(results));
                 console.println("bench startup --stand-in: wrote " + out.resolve("standin.csv") + ", " + out.resolve("standin.md")
                         + (png != null ? ", " + png : ""));

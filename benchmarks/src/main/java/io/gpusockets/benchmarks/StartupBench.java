@@ -185,10 +185,8 @@ public final class StartupBench implements Callable<Integer> {
             if (out != null) {
                 Files.createDirectories(out);
                 Files.writeString(out.resolve("results.csv"), csv(results));
-                Files.writeString(out.resolve("summary.md"), "# bench startup\n\n" + machine + "; " + n
-                        + " measured runs per target after one unmeasured.\n\n" + table + "\n"
-                        + String.join("\n", verdicts.stream().map(v -> "- DESIGN §10: " + v).toList()) + "\n"
-                        + String.join("\n", notes.stream().map(v -> "- note: " + v).toList()) + "\n");
+                Files.writeString(out.resolve("summary.md"), summary("bench startup", machine + "; " + n
+                        + " measured runs per target after one unmeasured.", table, "DESIGN §10", verdicts, notes));
                 console.println("bench startup: wrote " + out.resolve("results.csv") + " and " + out.resolve("summary.md"));
             }
             boolean anyFigure = results.values().stream().flatMap(List::stream).anyMatch(r -> !Double.isNaN(r.toMallocMs()));
@@ -277,6 +275,13 @@ public final class StartupBench implements Callable<Integer> {
     private static Run run(Path program, Target t, Path dir) throws IOException, InterruptedException {
         ProgramRuns.Run r = ProgramRuns.run(List.of(program.toString()), t.env(), dir, RUN_TIMEOUT_SECONDS, true);
         return parse(r.stdout(), r.wallMs(), r.exit());
+    }
+
+    /** A summary.md: the title, a line on how it was measured, the table, then each verdict and note as a bullet. */
+    static String summary(String title, String how, String table, String verdictLabel, List<String> verdicts, List<String> notes) {
+        return "# " + title + "\n\n" + how + "\n\n" + table + "\n"
+                + String.join("\n", verdicts.stream().map(v -> "- " + verdictLabel + ": " + v).toList()) + "\n"
+                + String.join("\n", notes.stream().map(v -> "- note: " + v).toList()) + "\n";
     }
 
     static Run parse(String stdout, double wallMs, int exit) {
