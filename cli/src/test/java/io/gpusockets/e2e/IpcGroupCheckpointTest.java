@@ -61,6 +61,21 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
         return new Shared(p, opened.get(JAVA_LONG, 0), handle);
     }
 
+    /** An IPC event one session exported and another opened: each one's event cell, and the IPC handle. */
+    record SharedEvent(MemorySegment exporter, MemorySegment opener, MemorySegment handle) {
+    }
+
+    /** X makes an interprocess event (timing disabled) and exports it by IPC; O opens it. */
+    static SharedEvent shareEvent(RemoteCudaDriver dx, Cuda cx, RemoteCudaDriver dopen, Cuda copen) {
+        MemorySegment exported = cx.cell();
+        Cuda.ok(dx.cuEventCreate(exported, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
+        MemorySegment handle = cx.cell(64);
+        Cuda.ok(dx.cuIpcGetEventHandle(handle, exported.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
+        MemorySegment opened = copen.cell();
+        Cuda.ok(dopen.cuIpcOpenEventHandle(opened, handle), "cuIpcOpenEventHandle");
+        return new SharedEvent(exported, opened, handle);
+    }
+
     /** The sessions' ids in numeric order, space-separated: how a refusal names the group. */
     static String inOrder(String... ids) {
         return String.join(" ", java.util.Arrays.stream(ids).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList());
@@ -105,12 +120,8 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                     "cuIpcGetEventHandle (nobody opens it: it comes back too)");
 
             // an IPC event the other way: I exports, E opens
-            MemorySegment eventI = ci.cell();
-            Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
-            MemorySegment eventHandle = ci.cell(64);
-            Cuda.ok(di.cuIpcGetEventHandle(eventHandle, eventI.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
-            MemorySegment eventE = ce.cell();
-            Cuda.ok(de.cuIpcOpenEventHandle(eventE, eventHandle), "cuIpcOpenEventHandle");
+            SharedEvent iToE = shareEvent(di, ci, de, ce);
+            MemorySegment eventI = iToE.exporter(), eventHandle = iToE.handle(), eventE = iToE.opener();
 
             // the importer first: the order does not matter
             List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);

@@ -62,12 +62,8 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 MemorySegment handle = shared.handle();
                 ce.put(p + SIZE - 2, new byte[] {4, 5});
                 ci.put(q + 3, new byte[] {9});
-                MemorySegment eventI = ci.cell();
-                Cuda.ok(di.cuEventCreate(eventI, 2 | 4), "cuEventCreate(DISABLE_TIMING | INTERPROCESS)");
-                MemorySegment eventHandle = ci.cell(64);
-                Cuda.ok(di.cuIpcGetEventHandle(eventHandle, eventI.get(JAVA_LONG, 0)), "cuIpcGetEventHandle");
-                MemorySegment eventE = ce.cell();
-                Cuda.ok(de.cuIpcOpenEventHandle(eventE, eventHandle), "cuIpcOpenEventHandle");
+                IpcGroupCheckpointTest.SharedEvent event = IpcGroupCheckpointTest.shareEvent(di, ci, de, ce);
+                MemorySegment eventI = event.exporter(), eventE = event.opener();
                 long e = de.sessionId(), i = di.sessionId(), x = dx.sessionId();
                 String both = String.join(" ", Stream.of(e, i).sorted(Comparator.naturalOrder()).map(String::valueOf).toList());
 
