@@ -160,26 +160,13 @@ public final class Migration {
      */
     public static Result run(Switch moved, Session s, String targetUri, String frontendUri, byte[] psk,
                              CheckpointProgress progress) throws CheckpointRefused, IOException {
-        TransportUri uri;
-        try {
-            uri = TransportUri.parse(targetUri);
-        } catch (IllegalArgumentException e) {
-            throw new CheckpointRefused("migration refused: target " + targetUri + ": " + e.getMessage());
-        }
+        TransportUri uri = target(targetUri);
         Connection c = Transports.connect(uri, Duration.ofSeconds(10), TransportOptions.NONE);
         try (FrameChannel ch = new FrameChannel(c)) {
             open(ch, targetUri, psk);
             ByteBuffer begin = ByteBuffer.allocate(12).putLong(s.chunkHasher().seed()).putInt(CHUNK_BYTES).flip();
             ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, 0, begin);
-            long seed = s.chunkHasher().seed();
-            PreCopy.Sink sink = (chunk, hash, bytes) -> {
-                // a chunk goes under the address the program knows (the image's); a restored module global that lies
-                // elsewhere here is hashed again under it (the device hashed it where it lies)
-                long address = s.toProgram(chunk.address());
-                long sent = address == chunk.address() ? hash : ChunkHasher.reference(address, bytes, seed);
-                ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, 0, ByteBuffer.allocate(16).putLong(address).putLong(sent).flip(),
-                        bytes.asByteBuffer());
-            };
+            PreCopy.Sink sink = sink(ch, s, 0);
             Stop stop;
             List<PreCopy.Round> rounds;
             try (PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES)) {
@@ -204,11 +191,7 @@ public final class Migration {
                         try (ImageWriter header = new ImageWriter(ch, 0); ImageWriter arrays = new ImageWriter(ch, 1)) {
                             memory = s.writeMigrationImage(header, arrays, progress);
                         }
-                        ByteBuffer commit = ByteBuffer.allocate(4 + 16 * memory.size()).putInt(memory.size());
-                        for (long[] m : memory) {
-                            commit.putLong(m[0]).putLong(m[1]);
-                        }
-                        ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, 0, commit.flip());
+                        commit(ch, memory, 0);
                         progress.progress("restore", 0, 1);
                         long[] done = awaitDone(ch, targetUri);
                         progress.progress("restore", 1, 1);
@@ -226,6 +209,39 @@ public final class Migration {
             return new Result(s.id(), targetUri, rounds, stop.drainNanos(), stop.last().hashNanos(),
                     stop.last().copyNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt(), stop.imageMemoryBytes());
         }
+    }
+
+    /** The target's URI, parsed; refused, naming it, when it is not one. */
+    private static TransportUri target(String targetUri) throws CheckpointRefused {
+        try {
+            return TransportUri.parse(targetUri);
+        } catch (IllegalArgumentException e) {
+            throw new CheckpointRefused("migration refused: target " + targetUri + ": " + e.getMessage());
+        }
+    }
+
+    /**
+     * Where the pre-copy of {@code s} sends its chunks: CHUNK frames with request id {@code member}. A chunk goes under
+     * the address the program knows (the image's); a restored module global that lies elsewhere here is hashed again
+     * under it (the device hashed it where it lies).
+     */
+    private static PreCopy.Sink sink(FrameChannel ch, Session s, int member) {
+        long seed = s.chunkHasher().seed();
+        return (chunk, hash, bytes) -> {
+            long address = s.toProgram(chunk.address());
+            long sent = address == chunk.address() ? hash : ChunkHasher.reference(address, bytes, seed);
+            ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, member, ByteBuffer.allocate(16).putLong(address).putLong(sent).flip(),
+                    bytes.asByteBuffer());
+        };
+    }
+
+    /** The COMMIT of a member: the image's memory ranges, {address, bytes} each. */
+    private static void commit(FrameChannel ch, List<long[]> memory, int member) throws IOException {
+        ByteBuffer commit = ByteBuffer.allocate(4 + 16 * memory.size()).putInt(memory.size());
+        for (long[] m : memory) {
+            commit.putLong(m[0]).putLong(m[1]);
+        }
+        ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, member, commit.flip());
     }
 
     /**
@@ -285,12 +301,7 @@ public final class Migration {
                                         CheckpointProgress progress,
                                         io.gpusockets.backend.session.ShareRegistry registry)
             throws CheckpointRefused, IOException {
-        TransportUri uri;
-        try {
-            uri = TransportUri.parse(targetUri);
-        } catch (IllegalArgumentException e) {
-            throw new CheckpointRefused("migration refused: target " + targetUri + ": " + e.getMessage());
-        }
+        TransportUri uri = target(targetUri);
         int n = group.size();
         Connection c = Transports.connect(uri, Duration.ofSeconds(10), TransportOptions.NONE);
         List<PreCopy> copies = new ArrayList<>(n);
@@ -303,15 +314,9 @@ public final class Migration {
             for (int i = 0; i < n; i++) {
                 Session s = group.get(i);
                 int member = i;
-                long seed = s.chunkHasher().seed();
                 ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, member,
-                        ByteBuffer.allocate(16).putLong(seed).putInt(CHUNK_BYTES).putInt(n).flip());
-                PreCopy.Sink sink = (chunk, hash, bytes) -> {
-                    long address = s.toProgram(chunk.address());
-                    long sent = address == chunk.address() ? hash : ChunkHasher.reference(address, bytes, seed);
-                    ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, member,
-                            ByteBuffer.allocate(16).putLong(address).putLong(sent).flip(), bytes.asByteBuffer());
-                };
+                        ByteBuffer.allocate(16).putLong(s.chunkHasher().seed()).putInt(CHUNK_BYTES).putInt(n).flip());
+                PreCopy.Sink sink = sink(ch, s, member);
                 sinks.add(sink);
                 PreCopy pc = new PreCopy(s, CHUNK_BYTES, STAGING_BYTES);
                 copies.add(pc);
@@ -344,11 +349,7 @@ public final class Migration {
                                      ImageWriter arrays = new ImageWriter(ch, 1, i)) {
                                     memory = s.writeMigrationImage(header, arrays, progress, registry);
                                 }
-                                ByteBuffer commit = ByteBuffer.allocate(4 + 16 * memory.size()).putInt(memory.size());
-                                for (long[] m : memory) {
-                                    commit.putLong(m[0]).putLong(m[1]);
-                                }
-                                ch.send(Opcodes.MIGRATE_COMMIT, 0, 0, i, commit.flip());
+                                commit(ch, memory, i);
                             }
                             progress.progress("restore", 0, 1);
                             long[] done = awaitDone(ch, targetUri);
