@@ -142,8 +142,11 @@ class HandOverTest extends CheckpointTestSupport {
     private static void checkResult(HandOver.Result r) {
         assertEquals(MIB2, r.copiedBytes(), "only the program's released, mapped VMM allocation is copied: " + r);
         assertTrue(r.handles() > 0 && r.handedBytes() >= BIG + 2 * MIB2, "the allocations were handed over: " + r);
-        assertTrue(r.downtimeNanos() >= r.drainNanos() + r.exportNanos() + r.imageNanos() + r.restoreNanos()
-                + r.switchNanos(), "the downtime holds its stages: " + r);
+        // as in MigrationTest: the source's stages follow one another; the target's restore may begin while the
+        // source's last write is still returning (seen in CI: the five summed to 0.3 ms more than the downtime)
+        assertTrue(r.downtimeNanos() >= r.drainNanos() + r.exportNanos() + r.imageNanos() + r.switchNanos(),
+                "the downtime holds the source's stages: " + r);
+        assertTrue(r.restoreNanos() < r.downtimeNanos(), "the restore is inside the downtime: " + r);
         assertTrue(r.restoreNanos() > 0 && r.imageBytes() > 0, r.toString());
     }
 

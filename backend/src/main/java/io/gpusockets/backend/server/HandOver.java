@@ -64,7 +64,9 @@ public final class HandOver {
     /**
      * What a hand-over did: the physical allocations handed over and their bytes (mapped by the target, not copied),
      * the bytes of device memory copied in the image (module globals, the program's own VMM memory), the image's size,
-     * and the downtime split: drain, export, image (written and sent), the target's restore, and the switch.
+     * and the downtime split: drain, export, image (written and sent), the target's restore, and the switch (the
+     * restore is timed by the target and may begin while the source's last write returns, so the parts can sum to a
+     * little more than the downtime).
      */
     public record Result(long sessionId, String frontendUri, int handles, long handedBytes, long copiedBytes,
                          long imageBytes, long drainNanos, long exportNanos, long imageNanos, long restoreNanos,

@@ -72,7 +72,9 @@ public final class Migration {
 
     /**
      * What a migration did: each round's chunks and bytes (pre-copy rounds, then the final one), and the downtime
-     * split: the drain, the final round's hash and copy, the target's restore, and the switch (the frontend told);
+     * split: the drain, the final round's hash and copy, the target's restore, and the switch (the frontend told; the
+     * restore is timed by the target and may begin while the source's last write returns, so the parts can sum to a
+     * little more than the downtime);
      * and the bytes of memory contents the target wrote into its image at COMMIT (0 where it landed all the memory as
      * it came, -1 where the target did not say).
      */
