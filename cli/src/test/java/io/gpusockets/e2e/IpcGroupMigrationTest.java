@@ -33,7 +33,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * follows I's recording, and the old token still opens the memory; nothing of them is left at A. From the command line
  * ({@code gpusockets migrate E I --to URI}) the same, between backend processes; a target that does not take
  * groups (a backend in isolation process) is refused before anything is sent, and one that can restore only one of
- * them keeps neither; the sessions run on at the source.
+ * them keeps neither; the sessions run on at the source. A backend's drain ({@link BackendServer#drainTo}) moves such
+ * sessions as one group.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class IpcGroupMigrationTest extends CheckpointTestSupport {
@@ -116,6 +117,49 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 assertEquals(0, serverA.shares().count(), "nothing of the group is shared at A any more");
                 Cuda.ok(dx.cuCtxSynchronize(), "the session left out runs on at A");
                 assertFalse(serverB.sessions().stream().anyMatch(s -> s.id() == x));
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /**
+     * {@link BackendServer#drainTo} (the backend's {@code --drain-to}) moves sessions that share IPC memory as one group
+     * and a session alone by itself: all three move, the importer reads the exporter's data through its old pointer at
+     * B and the writes cross; before group migrations were drained together the pair was reported not moved.
+     */
+    @Test
+    void drainToMovesSessionsThatShareTogether() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA);
+                 RemoteCudaDriver dx = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
+                ce.primaryContext();
+                ci.primaryContext();
+                cx.primaryContext();
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {3, 1, 4}, 1);
+                long p = shared.exporter(), q = shared.opener();
+                long alone = cx.alloc(64);
+                cx.put(alone, new byte[] {2, 7});
+
+                BackendServer.Drain drain = serverA.drainTo(unixB, java.time.Duration.ofSeconds(120), 4);
+                assertEquals(java.util.Map.of(), drain.notMoved(), "every session moved");
+                assertEquals(java.util.Set.of(de.sessionId(), di.sessionId(), dx.sessionId()),
+                        drain.moved().stream().map(Migration.Result::sessionId).collect(java.util.stream.Collectors.toSet()));
+                assertEquals(3, serverB.sessions().size());
+                assertEquals(1, serverB.shares().count(), "the memory export is a share again at B");
+                assertArrayEquals(new byte[] {3, 1, 4}, ci.get(q, 3), "the importer reads through its old pointer at B");
+                ci.put(q + 3, new byte[] {5});
+                assertArrayEquals(new byte[] {3, 1, 4, 5}, ce.get(p, 4), "and its write reaches the exporter");
+                assertArrayEquals(new byte[] {2, 7}, cx.get(alone, 2), "the session alone moved by itself");
+                assertEquals(unixB, de.backendUri());
+                assertEquals(unixB, di.backendUri());
+                assertEquals(unixB, dx.backendUri());
             }
         } finally {
             a.close();

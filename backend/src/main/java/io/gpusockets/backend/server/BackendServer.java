@@ -1680,8 +1680,9 @@ public final class BackendServer implements AutoCloseable {
      * Moves every session this backend serves to the backend at {@code targetUri} before it stops (issue 23,
      * {@code gpusockets backend --drain-to URI}): from now on new sessions, restores and incoming migrations are
      * refused (resumes still come in, and a moved session's frontend that asks here is answered MOVED); each session is
-     * migrated ({@link #migrate}, its frontend sent to {@code targetUri}) on one of {@code parallel} threads, sessions
-     * that came in meanwhile too, until every one has been tried or {@code timeout} has passed (then the migrations
+     * migrated ({@link #migrate}, its frontend sent to {@code targetUri}; sessions that share IPC memory or events
+     * together, {@link #migrateGroup}) on one of {@code parallel} threads, sessions that came in meanwhile too, until
+     * every one has been tried or {@code timeout} has passed (then the migrations
      * still running are interrupted: they fail and their programs run on here until {@link #close}). Each result is
      * logged. Sessions that could not move (not resumable, frozen, refused by the target, failed) run on until
      * {@link #close} ends them as any shutdown does.
@@ -1699,22 +1700,28 @@ public final class BackendServer implements AutoCloseable {
         try {
             while (true) {
                 for (SessionSnapshot x : sessions()) {
-                    long id = x.id();
-                    if (tried.containsKey(id)) {
+                    if (tried.containsKey(x.id())) {
                         continue;
                     }
-                    tried.put(id, pool.submit(() -> {
+                    // sessions that share IPC memory or events move together, as one group migration
+                    List<Long> group = shares.group(java.util.Set.of(x.id())).stream()
+                            .filter(id -> !tried.containsKey(id)).toList();
+                    java.util.concurrent.Future<?> f = pool.submit(() -> {
                         try {
-                            Migration.Result r = migrate(id, targetUri, null, null);
-                            moved.add(r);
-                            LOG.log(Level.INFO, "drain: session " + id + " moved to " + targetUri + " (downtime "
-                                    + r.downtimeNanos() / 1_000_000 + " ms, " + r.bytes() + " bytes)");
+                            for (Migration.Result r : migrateGroup(group, targetUri, null, null)) {
+                                moved.add(r);
+                                LOG.log(Level.INFO, "drain: session " + r.sessionId() + " moved to " + targetUri
+                                        + " (downtime " + r.downtimeNanos() / 1_000_000 + " ms, " + r.bytes() + " bytes)");
+                            }
                         } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
-                            notMoved.put(id, String.valueOf(e.getMessage()));
-                            LOG.log(Level.WARNING, "drain: session " + id + " not moved to " + targetUri + ": "
-                                    + e.getMessage() + " (it ends when the backend stops)");
+                            for (long id : group) {
+                                notMoved.put(id, String.valueOf(e.getMessage()));
+                                LOG.log(Level.WARNING, "drain: session " + id + " not moved to " + targetUri + ": "
+                                        + e.getMessage() + " (it ends when the backend stops)");
+                            }
                         }
-                    }));
+                    });
+                    group.forEach(id -> tried.put(id, f));
                 }
                 boolean allDone = true;
                 for (java.util.concurrent.Future<?> f : tried.values()) {
