@@ -54,10 +54,8 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             serverB.acceptMigrations(true); // over unix, proven by this process's own uid
             try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA);
                  RemoteCudaDriver dx = RemoteCudaDriver.connect(unixA)) {
-                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
-                ce.primaryContext();
-                ci.primaryContext();
-                cx.primaryContext();
+                Cuda[] cs = current(de, di, dx);
+                Cuda ce = cs[0], ci = cs[1], cx = cs[2];
                 IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {1, 2, 3}, 1);
                 long p = shared.exporter(), q = shared.opener();
                 MemorySegment handle = shared.handle();
@@ -124,6 +122,16 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
         }
     }
 
+    /** A {@link Cuda} for each driver, its device's primary context current. */
+    private static Cuda[] current(RemoteCudaDriver... drivers) {
+        Cuda[] cs = new Cuda[drivers.length];
+        for (int k = 0; k < drivers.length; k++) {
+            cs[k] = new Cuda(drivers[k]);
+            cs[k].primaryContext();
+        }
+        return cs;
+    }
+
     /**
      * {@link BackendServer#drainTo} (the backend's {@code --drain-to}) moves sessions that share IPC memory as one group
      * and a session alone by itself: all three move, the importer reads the exporter's data through its old pointer at
@@ -138,10 +146,8 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             serverB.acceptMigrations(true);
             try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA);
                  RemoteCudaDriver dx = RemoteCudaDriver.connect(unixA)) {
-                Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
-                ce.primaryContext();
-                ci.primaryContext();
-                cx.primaryContext();
+                Cuda[] cs = current(de, di, dx);
+                Cuda ce = cs[0], ci = cs[1], cx = cs[2];
                 IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {3, 1, 4}, 1);
                 long p = shared.exporter(), q = shared.opener();
                 long alone = cx.alloc(64);
