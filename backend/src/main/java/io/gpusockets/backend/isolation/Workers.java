@@ -1069,7 +1069,7 @@ public final class Workers implements AutoCloseable {
      * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
      */
     private void readLoop(Worker w, Connection ctl, boolean adopted) {
-        List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
+        List<Integer> fds = new java.util.ArrayList<>(ControlMessages.MAX_DESCRIPTORS);
         try {
             ByteBuffer m;
             if (!adopted) {
@@ -1084,20 +1084,17 @@ public final class Workers implements AutoCloseable {
             while (true) {
                 fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // none left unclaimed
                 fds.clear();
-                m = ControlMessages.readWithDescriptors(ctl, fds::add);
+                m = ControlMessages.readWithDescriptors(ctl, ControlMessages.MAX_DESCRIPTORS, fds::add);
                 byte type = m.get();
                 TenantAccount t = w.tenant;
                 if (t == null) {
                     throw new IOException("control message " + type + " before a session");
                 }
-                if (type != ControlMessages.SHARE && !fds.isEmpty() || fds.size() > 1) {
+                if (type != ControlMessages.SHARE && !fds.isEmpty()) {
                     throw new IOException("control message " + type + " came with " + fds.size() + " descriptor(s)");
                 }
                 switch (type) {
-                    case ControlMessages.SHARE -> {
-                        int fd = fds.isEmpty() ? -1 : fds.remove(0);
-                        share(w, t, ctl, m, fd);
-                    }
+                    case ControlMessages.SHARE -> share(w, t, ctl, m, fds);
                     case ControlMessages.LOOKUP -> lookup(w, t, ctl, m);
                     case ControlMessages.UNSHARE -> {
                         byte kind = m.get();
@@ -1191,24 +1188,37 @@ public final class Workers implements AutoCloseable {
         }
     }
 
-    /** A worker's SHARE: registers its session's export ({@code fd}, a VMM share's descriptor, is the registry's). */
-    private void share(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, int fd) throws IOException {
+    /**
+     * A worker's SHARE: registers its session's export. The descriptors that came with it ({@code fds}) are a VMM
+     * share's one, or window memory's, one a piece ({@link ControlMessages#getWindow}); what the registry takes is
+     * its own, the rest stays in {@code fds} for the caller to close. Descriptors that fit neither are a broken worker.
+     */
+    private void share(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, List<Integer> fds) throws IOException {
         long request;
         byte kind;
         long size;
         long object;
         byte[] bytes;
+        io.gpusockets.backend.session.ShareRegistry.Window window;
+        int fd = -1;
         try {
             request = m.getLong();
             kind = m.get();
             size = m.getLong();
             object = m.getLong();
             bytes = ControlMessages.getShareBytes(m);
-        } catch (IOException | java.nio.BufferUnderflowException e) {
-            if (fd >= 0) {
-                io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
+            window = ControlMessages.getWindow(m, fds); // takes the pieces' descriptors off fds
+            if (window == null && fds.size() > 1 || window != null && (kind != io.gpusockets.backend.session.ShareRegistry.KIND_MEMORY
+                    || bytes.length != 0)) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
+                throw new IOException("a SHARE of kind " + kind + " with " + (window == null ? fds.size() + " descriptors"
+                        : "window memory"));
             }
+        } catch (IOException | java.nio.BufferUnderflowException e) {
             throw new IOException("bad SHARE: " + e.getMessage(), e);
+        }
+        if (window == null && !fds.isEmpty()) {
+            fd = fds.remove(0);
         }
         ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
         a.putLong(request);
@@ -1218,10 +1228,12 @@ public final class Workers implements AutoCloseable {
                 if (fd >= 0) {
                     io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
                 }
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
                         "this backend keeps no shares between sessions");
             }
-            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, null, object);
+            // the registry takes fd and window's descriptors, closing them when it refuses
+            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, window, object);
             a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(token.length).put(token);
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
@@ -1230,7 +1242,10 @@ public final class Workers implements AutoCloseable {
         ctl.write(ControlMessages.finish(a));
     }
 
-    /** A worker's LOOKUP: what a token names for its session (a VMM share's descriptor goes with the answer). */
+    /**
+     * A worker's LOOKUP: what a token names for its session (a VMM share's descriptor, or a new descriptor of each piece
+     * of window memory, goes with the answer).
+     */
     private void lookup(Worker w, TenantAccount t, Connection ctl, ByteBuffer m) throws IOException {
         long request;
         byte kind;
@@ -1246,6 +1261,8 @@ public final class Workers implements AutoCloseable {
         a.putLong(request);
         io.gpusockets.backend.session.ShareRegistry r = shares;
         int fd = -1;
+        io.gpusockets.backend.session.ShareRegistry.Window window = null;
+        int[] send = new int[0];
         try {
             if (r == null || w.sessionId == 0) {
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE,
@@ -1253,15 +1270,20 @@ public final class Workers implements AutoCloseable {
             }
             io.gpusockets.backend.session.ShareRegistry.Found f = r.lookup(w.sessionId, t.name(), kind, token);
             fd = f.fd();
+            window = f.window();
             byte[] bytes = f.driverBytes() == null ? new byte[0] : f.driverBytes();
             a.put(ControlMessages.OUTCOME_DONE).putLong(f.exporter()).putLong(f.size()).putInt(bytes.length).put(bytes);
+            send = ControlMessages.putWindow(a, window);
+            if (fd >= 0) {
+                send = new int[] {fd};
+            }
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
             ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);
         }
         try {
-            if (fd >= 0) {
-                io.gpusockets.transport.vsock.DescriptorPassing.send(ctl, ControlMessages.finish(a), fd);
+            if (send.length > 0) {
+                io.gpusockets.transport.vsock.DescriptorPassing.send(ctl, ControlMessages.finish(a), send);
             } else {
                 ctl.write(ControlMessages.finish(a));
             }
@@ -1269,6 +1291,7 @@ public final class Workers implements AutoCloseable {
             if (fd >= 0) {
                 io.gpusockets.transport.vsock.DescriptorPassing.close(fd); // the worker has its own copy now
             }
+            io.gpusockets.backend.session.ShareRegistry.closeAll(window);
         }
     }
 
