@@ -38,7 +38,7 @@ import org.junit.jupiter.api.Timeout;
  * the hand-over and the program runs on at A; a session whose device cannot export its memory, or without
  * address-stable memory, is refused. Sessions that share IPC memory and an event are handed over together
  * ({@link BackendServer#handOverGroup}), nothing of the shared memory copied; one alone is refused, and so is a
- * target that does not take groups.
+ * target that does not take groups; a group the target cannot import fails whole, both running on at A.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class HandOverTest extends CheckpointTestSupport {
@@ -441,6 +441,41 @@ class HandOverTest extends CheckpointTestSupport {
                 assertTrue(serverB.sessions().isEmpty(), "nothing left at B");
                 assertEquals(1, serverA.migrations()[2], "failed");
                 p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /**
+     * A group whose memory the target cannot import fails as a whole: both sessions run on at A, sharing as before, and
+     * nothing of either is left at B.
+     */
+    @Test
+    void aGroupTheTargetCannotImportFailsAndBothRunOnSharing() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(new NoImports(b))) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock")));
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci,
+                        new byte[] {5, 6}, 1);
+                java.io.IOException failed = assertThrows(java.io.IOException.class,
+                        () -> handOverGroup(serverA, serverB, java.util.List.of(de.sessionId(), di.sessionId())));
+                assertTrue(failed.getMessage().contains("cannot be imported"), failed.getMessage());
+                assertTrue(serverB.sessions().isEmpty(), "nothing of the group left at B");
+                assertEquals(0, serverB.shares().count());
+                ci.put(shared.opener() + 2, new byte[] {7});
+                assertArrayEquals(new byte[] {5, 6, 7}, ce.get(shared.exporter(), 3), "both run on at A, sharing");
+                assertEquals(unixA, de.backendUri());
+                assertEquals(unixA, di.backendUri());
+                assertEquals(2, serverA.sessions().size());
+                assertEquals(1, serverA.migrations()[2], "failed");
             }
         } finally {
             a.close();
