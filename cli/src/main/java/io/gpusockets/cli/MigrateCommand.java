@@ -21,7 +21,9 @@ import picocli.CommandLine.Spec;
  * ends; a summary line per session): one named alone is refused, naming its partners and this command. {@code gpusockets migrate SESSION --hand-over-to ADMIN_SOCKET [--frontend-uri URI]}
  * hands it instead to the backend process on the same host and GPU whose admin socket that is, with no memory copied
  * (its exported allocations mapped there: the admin verb {@code hand-over}; both backends in {@code --isolation
- * context}); the frontend resumes at {@code --frontend-uri}, or the target's first listening address. Progress and a
+ * context}); the frontend resumes at {@code --frontend-uri}, or the target's first listening address. Several
+ * sessions with {@code --hand-over-to}: sessions that share IPC memory or events, handed over together (admin request
+ * {@code hand-over SESSION,SESSION... ADMIN_SOCKET}; a summary line per session). Progress and a
  * readable summary (rounds, bytes, the downtime split) go to stderr,
  * the backend's summary (JSON) to stdout. Exit status 0 when moved, 1 when refused or failed (the message says why;
  * the program runs on at the source).
@@ -33,7 +35,7 @@ final class MigrateCommand implements Callable<Integer> {
     CommandSpec spec;
 
     @Parameters(arity = "1..64", paramLabel = "SESSION", description = "The session's id, as `gpusockets status` lists"
-            + " it; several: sessions that share IPC memory or events, migrated together (--to only).")
+            + " it; several: sessions that share IPC memory or events, migrated or handed over together.")
     List<Long> sessions;
 
     @Option(names = "--to", paramLabel = "URI",
@@ -41,7 +43,7 @@ final class MigrateCommand implements Callable<Integer> {
     String to;
 
     @Option(names = "--hand-over-to", paramLabel = "ADMIN_SOCKET",
-            description = "Instead of --to: hand the session to the backend process on this host and GPU whose admin"
+            description = "Instead of --to: hand the session(s) to the backend process on this host and GPU whose admin"
                     + " socket this is, with no memory copied (both backends in --isolation context, the target started"
                     + " with --accept-migrations).")
     Path handOverTo;
@@ -60,12 +62,7 @@ final class MigrateCommand implements Callable<Integer> {
             spec.commandLine().getErr().println("gpusockets migrate: give one of --to URI and --hand-over-to ADMIN_SOCKET");
             return 2;
         }
-        if (handOverTo != null && sessions.size() > 1) {
-            spec.commandLine().getErr().println("gpusockets migrate: sessions are handed over one at a time (sessions that"
-                    + " share IPC memory migrate together with --to)");
-            return 2;
-        }
-        long session = sessions.get(0);
+        String ids = sessions.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(","));
         if (handOverTo != null) {
             String target = handOverTo.toAbsolutePath().normalize().toString();
             if (!target.chars().allMatch(c -> c > 0x20 && c < 0x7f)
@@ -73,8 +70,9 @@ final class MigrateCommand implements Callable<Integer> {
                 spec.commandLine().getErr().println("gpusockets migrate: the socket path and URI must be printable words");
                 return 2;
             }
-            String request = "hand-over " + session + " " + target + (frontendUri != null ? " " + frontendUri : "");
-            return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request, MigrateCommand::readableHandOver);
+            String request = "hand-over " + ids + " " + target + (frontendUri != null ? " " + frontendUri : "");
+            return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request,
+                    sessions.size() > 1 ? MigrateCommand::readableHandOverGroup : MigrateCommand::readableHandOver);
         }
         for (String uri : frontendUri == null ? List.of(to) : List.of(to, frontendUri)) {
             if (uri.isEmpty() || !uri.chars().allMatch(c -> c > 0x20 && c < 0x7f)) {
@@ -82,7 +80,6 @@ final class MigrateCommand implements Callable<Integer> {
                 return 2;
             }
         }
-        String ids = sessions.stream().map(String::valueOf).collect(java.util.stream.Collectors.joining(","));
         String request = "migrate " + ids + " " + to + (frontendUri != null ? " " + frontendUri : "");
         return CheckpointCommand.run(spec, "migrate", AdminClient.socket(socket), request,
                 sessions.size() > 1 ? MigrateCommand::readableGroup : MigrateCommand::readable);
@@ -125,7 +122,21 @@ final class MigrateCommand implements Callable<Integer> {
     /** A hand-over's summary: where it went, what was mapped there and copied, the downtime and its split. */
     @SuppressWarnings("unchecked")
     static String readableHandOver(String json) {
+        return readableHandOver((Map<String, Object>) StatusJson.parse(json));
+    }
+
+    /** A group hand-over's summary: each session's, as {@link #readableHandOver} writes it, one per line. */
+    @SuppressWarnings("unchecked")
+    static String readableHandOverGroup(String json) {
         Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
+        StringBuilder b = new StringBuilder();
+        for (Object o : (List<Object>) m.get("sessions")) {
+            b.append(b.isEmpty() ? "" : "\n").append(readableHandOver((Map<String, Object>) o));
+        }
+        return b.toString();
+    }
+
+    private static String readableHandOver(Map<String, Object> m) {
         return String.format(Locale.ROOT, "session %s handed over to %s: %s allocations (%.1f MiB) mapped there, %.1f MiB"
                         + " copied; downtime %.1f ms (drain %.1f, export %.1f, image %.1f, restore %.1f, switch %.1f)",
                 m.get("session"), m.get("frontend"), m.get("allocations"), number(m.get("handedBytes")) / 1048576.0,

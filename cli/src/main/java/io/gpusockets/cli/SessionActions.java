@@ -128,6 +128,38 @@ final class SessionActions implements AdminActions {
      */
     @Override
     public String handOver(long session, Path targetAdmin, String frontendUri, Progress progress) throws Exception {
+        return handOver(targetAdmin, frontendUri, c -> java.util.List.of(server.handOver(session, c, frontendUri,
+                progress::progress)), (results, target) -> json(results.getFirst(), target));
+    }
+
+    /**
+     * {@link #handOver} of sessions that share IPC memory or events, together ({@link BackendServer#handOverGroup});
+     * answers {@code {"sessions":[...],"target":TARGET_ANSWER}}, one object per session as {@link #handOver} answers
+     * (without {@code target}).
+     */
+    @Override
+    public String handOverGroup(java.util.List<Long> sessions, Path targetAdmin, String frontendUri, Progress progress)
+            throws Exception {
+        return handOver(targetAdmin, frontendUri, c -> server.handOverGroup(sessions, c, frontendUri, progress::progress),
+                (results, target) -> {
+                    StringBuilder b = new StringBuilder("{\"sessions\":[");
+                    for (int i = 0; i < results.size(); i++) {
+                        b.append(i > 0 ? "," : "").append(json(results.get(i), null));
+                    }
+                    return b.append("],\"target\":").append(target).append('}').toString();
+                });
+    }
+
+    /** What hands over on the connection the target made. */
+    @FunctionalInterface
+    private interface HandingOver {
+        java.util.List<HandOver.Result> run(Connection c) throws Exception;
+    }
+
+    /** The source's side of {@link #handOver} and {@link #handOverGroup}; {@code answer} makes the JSON answer. */
+    private static String handOver(Path targetAdmin, String frontendUri, HandingOver work,
+                                   java.util.function.BiFunction<java.util.List<HandOver.Result>, String, String> answer)
+            throws Exception {
         Path dir = java.nio.file.Files.createTempDirectory("gpusockets-handover",
                 java.nio.file.attribute.PosixFilePermissions.asFileAttribute(
                         java.nio.file.attribute.PosixFilePermissions.fromString("rwx------")));
@@ -136,14 +168,14 @@ final class SessionActions implements AdminActions {
              java.nio.channels.SocketChannel admin = java.nio.channels.SocketChannel.open(
                      java.net.UnixDomainSocketAddress.of(targetAdmin))) {
             write(admin, "receive-hand-over " + socket + (frontendUri != null ? " " + frontendUri : "") + "\n");
-            java.util.concurrent.CompletableFuture<String> answer = new java.util.concurrent.CompletableFuture<>();
+            java.util.concurrent.CompletableFuture<String> answered = new java.util.concurrent.CompletableFuture<>();
             Thread.ofVirtual().start(() -> {
                 String line = null;
                 try {
                     line = lastLine(admin);
-                    answer.complete(line);
+                    answered.complete(line);
                 } catch (java.io.IOException | RuntimeException e) {
-                    answer.complete("error: " + e.getMessage());
+                    answered.complete("error: " + e.getMessage());
                 }
                 if (line == null || !line.startsWith("ok ")) {
                     listener.close(); // a refusal: the accept below ends
@@ -154,35 +186,45 @@ final class SessionActions implements AdminActions {
                 c = listener.accept();
             } catch (java.io.IOException e) {
                 throw new IllegalStateException("the target backend at " + targetAdmin + " did not take the hand-over: "
-                        + answer.get(10, java.util.concurrent.TimeUnit.SECONDS));
+                        + answered.get(10, java.util.concurrent.TimeUnit.SECONDS));
             }
-            HandOver.Result r;
+            java.util.List<HandOver.Result> r;
             try (c) {
-                r = server.handOver(session, c, frontendUri, progress::progress);
+                r = work.run(c);
             }
-            String target = answer.get();
-            return String.format(Locale.ROOT, "{\"session\":%d,\"frontend\":%s,\"allocations\":%d,\"handedBytes\":%d,"
-                            + "\"copiedBytes\":%d,\"imageBytes\":%d,\"downtimeMillis\":%.1f,\"drainMillis\":%.1f,"
-                            + "\"exportMillis\":%.1f,\"imageMillis\":%.1f,\"restoreMillis\":%.1f,\"switchMillis\":%.1f,"
-                            + "\"target\":%s}", r.sessionId(),
-                    StatusJson.string(new StringBuilder(), r.frontendUri()), r.handles(), r.handedBytes(), r.copiedBytes(),
-                    r.imageBytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.exportNanos() / 1e6,
-                    r.imageNanos() / 1e6, r.restoreNanos() / 1e6, r.switchNanos() / 1e6,
-                    target.startsWith("ok ") ? target.substring(3) : StatusJson.string(new StringBuilder(), target));
+            String target = answered.get();
+            return answer.apply(r, target.startsWith("ok ") ? target.substring(3)
+                    : StatusJson.string(new StringBuilder(), target).toString());
         } finally {
             java.nio.file.Files.deleteIfExists(socket);
             java.nio.file.Files.deleteIfExists(dir);
         }
     }
 
-    /** The target's side: connects to the source's socket and receives the session ({@link BackendServer#receiveHandOver}). */
+    /** One hand-over's result as JSON; {@code target}: the target's answer (JSON), or null for none. */
+    private static String json(HandOver.Result r, String target) {
+        return String.format(Locale.ROOT, "{\"session\":%d,\"frontend\":%s,\"allocations\":%d,\"handedBytes\":%d,"
+                        + "\"copiedBytes\":%d,\"imageBytes\":%d,\"downtimeMillis\":%.1f,\"drainMillis\":%.1f,"
+                        + "\"exportMillis\":%.1f,\"imageMillis\":%.1f,\"restoreMillis\":%.1f,\"switchMillis\":%.1f%s}",
+                r.sessionId(), StatusJson.string(new StringBuilder(), r.frontendUri()), r.handles(), r.handedBytes(),
+                r.copiedBytes(), r.imageBytes(), r.downtimeNanos() / 1e6, r.drainNanos() / 1e6, r.exportNanos() / 1e6,
+                r.imageNanos() / 1e6, r.restoreNanos() / 1e6, r.switchNanos() / 1e6,
+                target == null ? "" : ",\"target\":" + target);
+    }
+
+    /**
+     * The target's side: connects to the source's socket and receives the session, or the sessions handed over
+     * together ({@link BackendServer#receiveHandOvers}); answers {@code {"session","sessions":[...],"millis"}}
+     * ({@code session} the first).
+     */
     @Override
     public String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) throws Exception {
         long t0 = System.nanoTime();
         try (Connection c = Transports.connect(TransportUri.parse("fdunix://" + sourceSocket),
                 java.time.Duration.ofSeconds(10))) {
-            long id = server.receiveHandOver(c, frontendUri);
-            return String.format(Locale.ROOT, "{\"session\":%d,\"millis\":%.1f}", id, (System.nanoTime() - t0) / 1e6);
+            java.util.List<Long> ids = server.receiveHandOvers(c, frontendUri);
+            return String.format(Locale.ROOT, "{\"session\":%d,\"sessions\":%s,\"millis\":%.1f}", ids.getFirst(),
+                    ids.toString().replace(" ", ""), (System.nanoTime() - t0) / 1e6);
         }
     }
 

@@ -24,7 +24,9 @@ import org.junit.jupiter.api.Timeout;
  * Java program in this JVM ({@link MigrationTest.Program}: kernels changing several allocations, with a CPU model)
  * that also holds two 32 MiB allocations, a pitched one and a 16 MiB pool allocation is handed A to B and back while
  * it runs: each command exits 0 with JSON saying 0 bytes copied and at least the 64 MiB handed over, the frontend
- * follows, the session shows (with its memory) only where it is, and every byte is intact at the end.
+ * follows, the session shows (with its memory) only where it is, and every byte is intact at the end. Two sessions
+ * that share IPC memory are handed over together ({@code gpusockets migrate E I --hand-over-to ADMIN_SOCKET}); one
+ * alone is refused, naming the command.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class HandOverCommandTest {
@@ -118,6 +120,53 @@ class HandOverCommandTest {
             }
             assertArrayEquals(pitchedData, cu.get(pitched, pitchedData.length), "the pitched allocation");
             assertArrayEquals(pooledData, cu.get(pooled, pooledData.length), "the pool allocation");
+        }
+    }
+    /**
+     * {@code gpusockets migrate E I --hand-over-to B_ADMIN} hands sessions that share IPC memory over together (one
+     * alone is refused, naming the command): a summary line each, nothing copied, the importer reads through its old
+     * pointer at B and the writes cross.
+     */
+    @Test
+    @SuppressWarnings("unchecked")
+    void theCliHandsSessionsSharingIpcMemoryOverTogether() throws Exception {
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60");
+             BackendProcess b = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                     "--resume-grace", "60", "--accept-migrations");
+             RemoteCudaDriver de = RemoteCudaDriver.connect(a.unix()); RemoteCudaDriver di = RemoteCudaDriver.connect(a.unix())) {
+            Cuda ce = new Cuda(de), ci = new Cuda(di);
+            ce.primaryContext();
+            ci.primaryContext();
+            IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {6, 7}, 1);
+            long p = shared.exporter(), q = shared.opener();
+            String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
+            String admin = a.adminSocket().toString(), target = b.adminSocket().toString();
+
+            CheckpointNativeTest.Result alone = CheckpointNativeTest.cli("migrate", i, "--hand-over-to", target,
+                    "--socket", admin);
+            assertEquals(1, alone.exit(), alone.out());
+            assertTrue(alone.err().contains("gpusockets migrate " + IpcGroupCheckpointTest.inOrder(e, i)
+                    + " --hand-over-to ADMIN_SOCKET"), alone.err());
+
+            CheckpointNativeTest.Result moved = CheckpointNativeTest.cli("migrate", e, i, "--hand-over-to", target,
+                    "--frontend-uri", b.unix(), "--socket", admin);
+            assertEquals(0, moved.exit(), () -> moved.out() + moved.err() + "\nfrom:\n" + String.join("\n", a.output())
+                    + "\nto:\n" + String.join("\n", b.output()));
+            Map<String, Object> r = (Map<String, Object>) StatusJson.parse(moved.out().strip());
+            List<Object> each = (List<Object>) r.get("sessions");
+            assertEquals(2, each.size(), moved.out());
+            for (Object o : each) {
+                assertEquals(0L, ((Map<String, Object>) o).get("copiedBytes"), "no memory copied: " + moved.out());
+            }
+            assertTrue(moved.err().contains("session " + e + " handed over to " + b.unix())
+                    && moved.err().contains("session " + i + " handed over to " + b.unix()), moved.err());
+            assertArrayEquals(new byte[] {6, 7}, ci.get(q, 2), "the importer reads through its old pointer at B");
+            ci.put(q + 2, new byte[] {8});
+            assertArrayEquals(new byte[] {6, 7, 8}, ce.get(p, 3), "its write reaches the exporter");
+            assertEquals(b.unix(), de.backendUri());
+            assertEquals(b.unix(), di.backendUri());
+            assertEquals(2, StatusTest.list(StatusTest.statusJson(b), "sessions").size());
         }
     }
 }

@@ -36,7 +36,9 @@ import org.junit.jupiter.api.Timeout;
  * allocation (the result's count), and each backend's device memory drops when the session leaves it. A target
  * that does not accept hand-overs refuses before the program notices; an allocation the target cannot import fails
  * the hand-over and the program runs on at A; a session whose device cannot export its memory, or without
- * address-stable memory, is refused.
+ * address-stable memory, is refused. Sessions that share IPC memory and an event are handed over together
+ * ({@link BackendServer#handOverGroup}), nothing of the shared memory copied; one alone is refused, and so is a
+ * target that does not take groups; a group the target cannot import fails whole, both running on at A.
  */
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
 class HandOverTest extends CheckpointTestSupport {
@@ -260,6 +262,129 @@ class HandOverTest extends CheckpointTestSupport {
         }
     }
 
+    /** Hands sessions {@code ids} from {@code from} to {@code to} together over a socket pair; returns the source's results. */
+    private static java.util.List<HandOver.Result> handOverGroup(BackendServer from, BackendServer to,
+                                                                 java.util.List<Long> ids) throws Exception {
+        Connection[] c = pair();
+        try {
+            CompletableFuture<java.util.List<Long>> received = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return to.receiveHandOvers(c[1], null);
+                } catch (Exception e) {
+                    throw new java.util.concurrent.CompletionException(e);
+                }
+            });
+            try {
+                java.util.List<HandOver.Result> r = from.handOverGroup(ids, c[0], null, null);
+                assertEquals(ids, received.get());
+                return r;
+            } catch (Exception e) {
+                c[0].close(); // a target waiting for what the source never sends sees the end
+                try {
+                    received.get();
+                } catch (java.util.concurrent.ExecutionException ignored) {
+                    // the target's side of the same failure
+                }
+                throw e;
+            }
+        } finally {
+            c[0].close();
+            c[1].close();
+        }
+    }
+
+    /**
+     * Sessions that share IPC memory and an IPC event (E exports a 3 MiB allocation that I opens; I exports an event
+     * that E opens) are handed over together ({@link BackendServer#handOverGroup}): one alone is refused, naming its
+     * partner and the command; together both frontends follow to B, I reads E's data through its old pointer, writes
+     * cross both ways, E's opened event follows I's recording, the old token still opens the memory, none of the shared
+     * memory was copied (E's allocation is handed, I's opened range mapped again from it), and nothing of them is left
+     * at A. Before group hand-overs, each was refused (a hand-over of them was not built).
+     */
+    @Test
+    void sessionsSharingIpcMemoryAndAnEventAreHandedOverTogether() throws Exception {
+        int size = IpcGroupCheckpointTest.SIZE;
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci,
+                        new byte[] {1, 2, 3}, 1);
+                long p = shared.exporter(), q = shared.opener();
+                ce.put(p + size - 2, new byte[] {4, 5});
+                ci.put(q + 3, new byte[] {9});
+                IpcGroupCheckpointTest.SharedEvent event = IpcGroupCheckpointTest.shareEvent(di, ci, de, ce);
+                long e = de.sessionId(), i = di.sessionId();
+                long usedA = used(a);
+                String both = IpcGroupCheckpointTest.inOrder(String.valueOf(e), String.valueOf(i));
+
+                CheckpointRefused alone = assertThrows(CheckpointRefused.class, () -> handOver(serverA, serverB, i));
+                assertTrue(alone.getMessage().contains("session(s) " + e)
+                        && alone.getMessage().contains("gpusockets migrate " + both + " --hand-over-to ADMIN_SOCKET"),
+                        alone.getMessage());
+                assertTrue(serverB.sessions().isEmpty(), "a refused hand-over leaves nothing at B");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "both run on at A");
+
+                // a target older than group hand-overs (its READY says no features) is refused before anything is sent
+                Connection[] old = pair();
+                try {
+                    old[1].write(java.nio.ByteBuffer.allocateDirect(13).put((byte) 1).putLong(0).putInt(0).flip());
+                    CheckpointRefused older = assertThrows(CheckpointRefused.class,
+                            () -> serverA.handOverGroup(java.util.List.of(e, i), old[0], null, null));
+                    assertTrue(older.getMessage().contains("does not take sessions that share"), older.getMessage());
+                    old[0].close();
+                    java.nio.ByteBuffer nothing = java.nio.ByteBuffer.allocateDirect(1);
+                    assertThrows(java.io.IOException.class, () -> old[1].readFully(nothing), "nothing was sent");
+                } finally {
+                    old[0].close();
+                    old[1].close();
+                }
+                ci.put(q + 3, new byte[] {9});
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "both run on at A");
+
+                java.util.List<HandOver.Result> r = handOverGroup(serverA, serverB, java.util.List.of(i, e));
+                assertEquals(java.util.List.of(i, e), r.stream().map(HandOver.Result::sessionId).toList());
+                for (HandOver.Result x : r) {
+                    assertEquals(0, x.copiedBytes(), "nothing copied: " + x);
+                    assertEquals(unixB, x.frontendUri());
+                }
+                assertTrue(r.get(1).handedBytes() >= size, "the exporter's shared allocation is handed over: " + r.get(1));
+                assertTrue(r.get(0).handedBytes() < size, "the importer's opened range is not its own: " + r.get(0));
+                assertEquals(1, serverA.migrations()[0], "one hand-over of the group, done");
+                assertEquals(2, serverB.sessions().size());
+                assertEquals(2, serverB.shares().count(), "the memory and the event export are shares again at B");
+
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
+                assertArrayEquals(new byte[] {4, 5}, ci.get(q + size - 2, 2), "to the last byte");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+                assertEquals(unixB, de.backendUri(), "the exporter's frontend followed its session to B");
+                assertEquals(unixB, di.backendUri(), "and the importer's");
+                Cuda.ok(di.cuEventRecord(event.exporter().get(ValueLayout.JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
+                Cuda.ok(de.cuEventSynchronize(event.opener().get(ValueLayout.JAVA_LONG, 0)),
+                        "E's opened event follows I's recording");
+                MemorySegment again = ci.cell();
+                Cuda.ok(di.cuIpcOpenMemHandle(again, shared.handle(), 0), "cuIpcOpenMemHandle of the old token at B");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(again.get(ValueLayout.JAVA_LONG, 0), 4));
+                Cuda.ok(di.cuIpcCloseMemHandle(again.get(ValueLayout.JAVA_LONG, 0)), "cuIpcCloseMemHandle");
+
+                awaitNoSessions(serverA);
+                assertEquals(0, serverA.shares().count(), "nothing of the group is shared at A any more");
+                assertTrue(used(a) <= usedA - size, "A's device no longer holds the shared memory: " + used(a));
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
     @Test
     void aTargetThatDoesNotAcceptRefusesAndTheProgramRunsOn() throws Exception {
         EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
@@ -316,6 +441,41 @@ class HandOverTest extends CheckpointTestSupport {
                 assertTrue(serverB.sessions().isEmpty(), "nothing left at B");
                 assertEquals(1, serverA.migrations()[2], "failed");
                 p.finish();
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /**
+     * A group whose memory the target cannot import fails as a whole: both sessions run on at A, sharing as before, and
+     * nothing of either is left at B.
+     */
+    @Test
+    void aGroupTheTargetCannotImportFailsAndBothRunOnSharing() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(new NoImports(b))) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("a.sock"))).toString();
+            serverB.listen(TransportUri.parse("unix://" + dir.resolve("b.sock")));
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci,
+                        new byte[] {5, 6}, 1);
+                java.io.IOException failed = assertThrows(java.io.IOException.class,
+                        () -> handOverGroup(serverA, serverB, java.util.List.of(de.sessionId(), di.sessionId())));
+                assertTrue(failed.getMessage().contains("cannot be imported"), failed.getMessage());
+                assertTrue(serverB.sessions().isEmpty(), "nothing of the group left at B");
+                assertEquals(0, serverB.shares().count());
+                ci.put(shared.opener() + 2, new byte[] {7});
+                assertArrayEquals(new byte[] {5, 6, 7}, ce.get(shared.exporter(), 3), "both run on at A, sharing");
+                assertEquals(unixA, de.backendUri());
+                assertEquals(unixA, di.backendUri());
+                assertEquals(2, serverA.sessions().size());
+                assertEquals(1, serverA.migrations()[2], "failed");
             }
         } finally {
             a.close();

@@ -40,7 +40,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * connect at the same addresses (also while the take-over runs), the new backend's status lists the adopted sessions,
  * and the take-over connection carried a few KB while the sessions held hundreds of MiB; refusals say why; an adopted
  * session's end gives its tenant charge back in the new backend; several allocations per session keep their contents
- * while a program thread allocates and frees through the take-over (process and context modes).
+ * while a program thread allocates and frees through the take-over (process and context modes); in context mode,
+ * sessions that share IPC memory are handed over together and a session alone by itself.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class TakeOverTest {
@@ -419,6 +420,64 @@ class TakeOverTest {
             Cuda.ok(cu.d.cuMemFree(old[0]), "cuMemFree");
         }
         return null;
+    }
+
+    /**
+     * In context mode, sessions that share IPC memory and an event (E exports an allocation that I opens; I exports an
+     * event that E opens) are handed over together, and a session alone by itself: all three move with nothing copied,
+     * the importer reads the exporter's data through its old pointer in B, writes cross both ways, E's opened event
+     * follows I's recording, and A exits. Before group hand-overs the pair passed the pre-check, was announced, then
+     * refused, which ended the hand-overs: the pair and the sessions after it stayed in A.
+     */
+    @Test
+    void inContextModeSessionsSharingIpcMemoryAreHandedOverTogetherAndASessionAloneToo() throws Exception {
+        int size = IpcGroupCheckpointTest.SIZE;
+        String was = System.setProperty("gpusockets.resume", "true");
+        try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--stable-addresses",
+                "--resume-grace", "60");
+             RemoteCudaDriver de = RemoteCudaDriver.connect(a.unix()); RemoteCudaDriver di = RemoteCudaDriver.connect(a.unix());
+             RemoteCudaDriver dx = RemoteCudaDriver.connect(a.unix())) {
+            Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
+            ce.primaryContext();
+            ci.primaryContext();
+            cx.primaryContext();
+            IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {1, 2, 3}, 1);
+            long p = shared.exporter(), q = shared.opener();
+            IpcGroupCheckpointTest.SharedEvent event = IpcGroupCheckpointTest.shareEvent(di, ci, de, ce);
+            long alone = cx.alloc(1 << 20);
+            cx.put(alone, new byte[] {2, 7});
+            try (BackendProcess b = BackendProcess.startTakingOver(a.adminSocket(), a.adminSocket().resolveSibling("b.sock"),
+                    2, "--isolation", "context", "--stable-addresses", "--resume-grace", "60")) {
+                String line = b.awaitLog("took over pid " + a.pid(), 60_000);
+                Matcher m = HANDED.matcher(line);
+                assertTrue(m.find(), line);
+                assertEquals(3, Integer.parseInt(m.group(1)), "the pair and the session alone handed over: " + line
+                        + "\nA:\n" + String.join("\n", a.output()) + "\nB:\n" + String.join("\n", b.output()));
+                assertTrue(Long.parseLong(m.group(2)) >= size, "the shared memory mapped in B: " + line);
+                assertEquals(0, Long.parseLong(m.group(3)), "no device memory copied: " + line);
+                assertTrue(line.endsWith("0 session(s) stay in the old backend until they end"), line);
+
+                assertArrayEquals(new byte[] {1, 2, 3}, ci.get(q, 3), "the importer reads through its old pointer in B");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+                Cuda.ok(di.cuEventRecord(event.exporter().get(java.lang.foreign.ValueLayout.JAVA_LONG, 0), 0),
+                        "cuEventRecord(I's event)");
+                Cuda.ok(de.cuEventSynchronize(event.opener().get(java.lang.foreign.ValueLayout.JAVA_LONG, 0)),
+                        "E's opened event follows I's recording");
+                assertArrayEquals(new byte[] {2, 7}, cx.get(alone, 2), "the session alone moved by itself");
+                assertEquals(3, StatusTest.list(StatusTest.statusJson(b), "sessions").size(), "B serves all three");
+                assertTrue(a.awaitExit(30), "the old backend exits");
+                assertEquals(0, a.exitValue());
+            }
+        } finally {
+            if (was == null) {
+                System.clearProperty("gpusockets.resume");
+            } else {
+                System.setProperty("gpusockets.resume", was);
+            }
+        }
     }
 
     @Test

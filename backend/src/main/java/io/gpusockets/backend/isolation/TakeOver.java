@@ -49,14 +49,17 @@ import java.util.concurrent.TimeUnit;
  *       B adopts every worker (tenant charges re-made from what each holds), then serves the listeners
  *       ({@link DescriptorPassing#adoptListener}) and answers DONE; A closes its copies of everything it sent.</li>
  *   <li>A hands over, one after another on the same connection, each session of its own process that can be
- *       (resumable, address-stable memory, a device that exports POSIX descriptors), then says FINISHED:
+ *       (resumable, address-stable memory, a device that exports POSIX descriptors), then each group of sessions
+ *       that share IPC memory or events together (a group hand-over, announced by its first session), then says
+ *       FINISHED:
  * <pre>
  *   HAND_OVER long sessionId                                 then a {@link io.gpusockets.backend.server.HandOver}
  *   FINISHED  int handedOver, long handedBytes, long copiedBytes, int sessionsKept
  * </pre>
- *       A closes each handed session's connection and its frontend resumes at the address it used, B's now. The
- *       first hand-over that fails ends them (no FINISHED): that session and those not handed yet stay with A, as do
- *       sessions that cannot be handed over (logged with why) and connections A relays in process mode. A exits once
+ *       A closes each handed session's connection and its frontend resumes at the address it used, B's now. A session
+ *       or group that cannot be handed over is checked before its HAND_OVER and stays with A (logged with why); the
+ *       rest go on. The first hand-over that fails once announced ends them (no FINISHED): that session or group and
+ *       those not handed yet stay with A, as do connections A relays in process mode. A exits once
  *       the sessions it still serves end.</li>
  * </ol>
  * What crosses is a few hundred bytes per session, whatever memory the sessions hold ({@link Summary#bytes}).

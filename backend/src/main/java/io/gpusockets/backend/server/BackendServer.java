@@ -45,8 +45,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * cap), handshakes in progress ({@link Handshakes} drops the oldest), sessions (refused past the cap),
  * and idle sessions (ended after the idle timeout); failed accepts are retried, never fatal. A new backend may take
  * this one over ({@link #handOffTo} here, {@link #takeOver} there; {@link io.gpusockets.backend.isolation.TakeOver}):
- * listeners and workers' sessions move, then each session of this process that can be handed over ({@link HandOver});
- * the rest stay until they end ({@link #takenOver()}).
+ * listeners and workers' sessions move, then each session of this process that can be handed over ({@link HandOver};
+ * sessions that share IPC memory or events together, {@link #handOverGroup}); the rest stay until they end
+ * ({@link #takenOver()}).
  */
 public final class BackendServer implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("gpusockets.backend");
@@ -434,49 +435,98 @@ public final class BackendServer implements AutoCloseable {
      * A take-over's step 6, after the new backend's DONE: each session of this process that can be (resumable,
      * address-stable memory on devices that export POSIX descriptors; isolation context or shared) is handed over on
      * {@code to} ({@link HandOver}, announced by {@link io.gpusockets.backend.isolation.TakeOver#handOverNext}), and its
-     * frontend resumes at the address it used; the others stay here until they end, each logged with why. The first
-     * hand-over that fails ends them (the connection's state is not known then): it and the sessions not handed yet stay;
-     * one that takes longer than {@link io.gpusockets.backend.isolation.TakeOver#STEP_TIMEOUT} fails (the connection is
-     * closed, the session's drain let go). Ends with FINISHED (what moved, how many stay), unless a hand-over failed.
+     * frontend resumes at the address it used; sessions that share IPC memory or events ({@link
+     * io.gpusockets.backend.session.ShareRegistry#group}) are handed over together, as one group ({@link #handOverGroup},
+     * announced by its first session), after the sessions alone. A session or group that cannot be handed over (checked
+     * before anything of it is sent: {@link HandOver#check}, a migration of it running, what a group move does not
+     * carry) stays here until it ends, logged with why, and the rest go on. The first hand-over that fails once
+     * announced ends them (the connection's state is not known then): it and the sessions not handed yet stay (so does
+     * a group whose target turned out not to take groups, an older backend); one that takes longer than
+     * {@link io.gpusockets.backend.isolation.TakeOver#STEP_TIMEOUT} fails (the connection is closed, the drain let go).
+     * Ends with FINISHED (what moved, how many stay), unless a hand-over failed.
      */
     private HandedOver handOverSessions(Connection to, io.gpusockets.backend.isolation.Workers w, int keptBefore) {
         int n = 0;
         long handedBytes = 0, copiedBytes = 0, longest = 0;
         List<Session> mine = w != null ? List.of() : List.copyOf(sessions);
-        boolean open = true;
+        // the sessions alone first, then each group of sessions that share (a target that takes no groups ends there)
+        List<List<Long>> units = new ArrayList<>();
+        List<List<Long>> groups = new ArrayList<>();
+        java.util.Set<Long> placed = new java.util.HashSet<>();
         for (Session s : mine) {
-            if (session(s.id()) == null) {
+            if (placed.contains(s.id())) {
+                continue;
+            }
+            List<Long> group = List.copyOf(shares.group(java.util.Set.of(s.id())));
+            placed.addAll(group);
+            (group.size() == 1 ? units : groups).add(group);
+        }
+        units.addAll(groups);
+        boolean open = true;
+        for (List<Long> unit : units) {
+            List<Session> members = new ArrayList<>();
+            String why = null;
+            for (long id : unit) {
+                Session s = session(id);
+                if (s == null) {
+                    why = unit.size() == 1 ? "" : "session " + id + " of its group is not served here (ended)";
+                    break;
+                }
+                members.add(s);
+            }
+            if ("".equals(why)) {
                 continue; // it ended meanwhile (one that ends during its hand-over fails it, ending the hand-overs)
             }
-            String why;
-            try {
-                HandOver.check(s);
-                why = migrating.contains(s.id()) ? "a checkpoint or migration of it runs" : null;
-            } catch (io.gpusockets.backend.session.CheckpointRefused e) {
-                why = e.getMessage();
+            String who = unit.size() == 1 ? "session " + unit.getFirst() : "sessions " + unit + " (they share IPC memory"
+                    + " or events)";
+            if (why == null) {
+                try {
+                    for (Session s : members) {
+                        HandOver.check(s, members.size() > 1);
+                        if (migrating.contains(s.id())) {
+                            throw new io.gpusockets.backend.session.CheckpointRefused("a checkpoint or migration of"
+                                    + " session " + s.id() + " runs");
+                        }
+                    }
+                    if (members.size() > HandOver.MAX_GROUP) {
+                        throw new io.gpusockets.backend.session.CheckpointRefused("a group hand-over carries at most "
+                                + HandOver.MAX_GROUP + " sessions");
+                    }
+                    if (members.size() > 1) {
+                        io.gpusockets.backend.session.GroupCheckpoint.checkTogether(members, shares, "hand-over",
+                                "gpusockets migrate %s --hand-over-to ADMIN_SOCKET");
+                    } else {
+                        notSharing(unit.getFirst(), "handed over"); // one that began sharing since
+                    }
+                } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                    why = e.getMessage();
+                }
             }
             if (why != null) {
-                LOG.log(Level.WARNING, "take-over: session " + s.id() + " stays here until it ends: " + why);
+                LOG.log(Level.WARNING, "take-over: " + who + (unit.size() == 1 ? " stays" : " stay") + " here until"
+                        + (unit.size() == 1 ? " it ends: " : " they end: ") + why);
                 continue;
             }
             java.util.concurrent.atomic.AtomicBoolean over = new java.util.concurrent.atomic.AtomicBoolean();
             java.util.concurrent.CompletableFuture.delayedExecutor(io.gpusockets.backend.isolation.TakeOver.STEP_TIMEOUT
                     .toMillis(), TimeUnit.MILLISECONDS).execute(() -> {
                         if (!over.get()) {
-                            to.close(); // a new backend that hangs does not hold the drained session for ever
+                            to.close(); // a new backend that hangs does not hold the drained sessions for ever
                         }
                     });
             try {
-                io.gpusockets.backend.isolation.TakeOver.handOverNext(to, s.id());
-                HandOver.Result r = handOver(s.id(), to, HandOver.SAME_ADDRESS, null);
+                io.gpusockets.backend.isolation.TakeOver.handOverNext(to, unit.getFirst());
+                List<HandOver.Result> rs = handOverGroup(unit, to, HandOver.SAME_ADDRESS, null);
                 over.set(true);
-                n++;
-                handedBytes += r.handedBytes();
-                copiedBytes += r.copiedBytes();
-                longest = Math.max(longest, r.downtimeNanos());
+                for (HandOver.Result r : rs) {
+                    n++;
+                    handedBytes += r.handedBytes();
+                    copiedBytes += r.copiedBytes();
+                    longest = Math.max(longest, r.downtimeNanos());
+                }
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
                 over.set(true);
-                LOG.log(Level.WARNING, "take-over: session " + s.id() + " could not be handed over (" + e.getMessage()
+                LOG.log(Level.WARNING, "take-over: " + who + " could not be handed over (" + e.getMessage()
                         + "): it and the sessions not handed over yet stay here until they end");
                 open = false;
                 break;
@@ -605,10 +655,11 @@ public final class BackendServer implements AutoCloseable {
                 break;
             }
             try {
-                long id = HandOver.receive(request.from(), this, HandOver.SAME_ADDRESS, true);
-                handedIn++;
-                adoptedSessions.increment();
-                LOG.log(Level.INFO, "take-over: session " + id + " of pid " + r.fromPid() + " handed over here");
+                List<Long> ids = HandOver.receive(request.from(), this, HandOver.SAME_ADDRESS, true);
+                handedIn += ids.size();
+                adoptedSessions.add(ids.size());
+                LOG.log(Level.INFO, "take-over: " + (ids.size() == 1 ? "session " + ids.getFirst() : "sessions " + ids
+                        + " (sharing IPC memory or events, together)") + " of pid " + r.fromPid() + " handed over here");
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
                 LOG.log(Level.WARNING, "take-over: session " + next.sessionId() + " of pid " + r.fromPid() + " could not be"
                         + " handed over (" + e.getMessage() + "): it and the sessions after it stay there until they end");
@@ -1826,6 +1877,108 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * {@link #restoreHandedOver} of a group handed over together ({@link HandOver#receive}): each image restored with
+     * its allocations imported from {@code handed} (one list per image, in order) and not yet resumable, then their
+     * shares made again as a group restore makes them ({@link #restoreGroup}: exports under their old tokens, each
+     * opened range mapped at its old address from the exporter's handed allocations), and only then may they resume. A
+     * refusal or failure of any leaves none of them. Returns their ids, in the images' order.
+     */
+    List<Long> restoreHandedOverGroup(List<java.nio.file.Path> files,
+                                      List<List<io.gpusockets.backend.session.SessionRestore.Handed>> handed,
+                                      boolean takingOver) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        String refusal = handOverRefusal(takingOver);
+        if (refusal != null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused(refusal);
+        }
+        if (files.size() != handed.size() || files.isEmpty()) {
+            throw new IllegalArgumentException("images=" + files.size() + " handed=" + handed.size());
+        }
+        return counted(restores, () -> {
+            synchronized (restoring) {
+                List<Session> made = new ArrayList<>();
+                for (int i = 0; i < files.size(); i++) {
+                    try {
+                        restoreSession(files.get(i), io.gpusockets.backend.session.CheckpointProgress.NONE, handed.get(i),
+                                null, made);
+                    } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                        unmake(made, "hand-over of its group failed");
+                        throw e;
+                    }
+                }
+                reshare(made);
+                return made.stream().map(Session::id).toList();
+            }
+        });
+    }
+
+    /**
+     * Hands the sessions {@code sessionIds}, which share IPC memory or events, over together to another backend process
+     * on this host and GPU through {@code c} ({@link HandOver#sendGroup}: no memory copied, the shares made again
+     * there); each frontend is sent to {@code frontendUri}, or to the address the target answers
+     * ({@link HandOver#SAME_ADDRESS}: each resumes where it was). Every session linked to them by shares must be named
+     * (refused, naming those left out). One session is {@link #handOver}. Counted as one migration. Refused (every
+     * session running on here) as {@link #handOver} refuses, by a target that does not take groups (an older backend),
+     * and for what a group move does not carry; a failure before the target's OK leaves every program running here and
+     * nothing at the target. Returns one result per session, in order.
+     */
+    public List<HandOver.Result> handOverGroup(List<Long> sessionIds, Connection c, String frontendUri,
+                                               io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (sessionIds.isEmpty()) {
+            throw new IllegalArgumentException("no sessions");
+        }
+        if (sessionIds.size() == 1) {
+            return List.of(handOver(sessionIds.get(0), c, frontendUri, progress));
+        }
+        return counted(migrations, () -> {
+            if (workers != null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
+                        + " process yet: run the backend with --isolation context");
+            }
+            handOverFrontendUri(frontendUri);
+            List<Session> group = groupOf(sessionIds, "handing over");
+            List<Long> added = new ArrayList<>();
+            try {
+                for (long id : sessionIds) {
+                    if (!migrating.add(id)) {
+                        throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
+                    }
+                    added.add(id);
+                }
+                List<HandOver.Result> results = HandOver.sendGroup(this, group, c, frontendUri, progress == null
+                        ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress, shares);
+                long copied = 0, handed = 0;
+                for (HandOver.Result r : results) {
+                    copied += r.copiedBytes();
+                    handed += r.handedBytes();
+                }
+                migrationBytes.add(copied);
+                downtimes.increment();
+                downtimeNanos.add(results.get(0).downtimeNanos());
+                LOG.log(Level.INFO, String.format(java.util.Locale.ROOT, "sessions %s handed over together to %s: %d bytes"
+                        + " mapped there, %d bytes copied, downtime %.1f ms", sessionIds, results.get(0).frontendUri()
+                        .isEmpty() ? "the backend that took this one over" : results.get(0).frontendUri(), handed, copied,
+                        results.get(0).downtimeNanos() / 1e6));
+                return results;
+            } finally {
+                migrating.removeAll(added);
+            }
+        });
+    }
+
+    /** Refuses a hand-over whose frontend URI (null: the target's; {@link HandOver#SAME_ADDRESS}) a frontend could not follow. */
+    private static void handOverFrontendUri(String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (frontendUri != null && !frontendUri.equals(HandOver.SAME_ADDRESS)) {
+            try {
+                Handshake.Moved.check(frontendUri);
+            } catch (IllegalArgumentException e) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("hand-over refused: frontend URI "
+                        + frontendUri + ": " + e.getMessage());
+            }
+        }
+    }
+
+    /**
      * Hands session {@code sessionId} over to another backend process on this host and GPU through {@code c}, a
      * connection to it that carries descriptors ({@link HandOver}: no memory copied); its frontend is sent to
      * {@code frontendUri}, or to the address the target answers. Counted with the migrations. Refused (the session
@@ -1841,14 +1994,7 @@ public final class BackendServer implements AutoCloseable {
                 throw new io.gpusockets.backend.session.CheckpointRefused("hand-over is not supported in isolation mode"
                         + " process yet: run the backend with --isolation context");
             }
-            if (frontendUri != null && !frontendUri.equals(HandOver.SAME_ADDRESS)) {
-                try {
-                    Handshake.Moved.check(frontendUri);
-                } catch (IllegalArgumentException e) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("hand-over refused: frontend URI "
-                            + frontendUri + ": " + e.getMessage());
-                }
-            }
+            handOverFrontendUri(frontendUri);
             Session s = session(sessionId);
             if (s == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("no session " + sessionId + " in this backend");
@@ -1882,12 +2028,21 @@ public final class BackendServer implements AutoCloseable {
      */
     public long receiveHandOver(Connection c, String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused,
             IOException {
+        return receiveHandOvers(c, frontendUri).getFirst();
+    }
+
+    /**
+     * {@link #receiveHandOver} of one session or of sessions handed over together ({@link #handOverGroup}): returns
+     * every session id received, in the order sent.
+     */
+    public List<Long> receiveHandOvers(Connection c, String frontendUri) throws io.gpusockets.backend.session.CheckpointRefused,
+            IOException {
         String uri = frontendUri;
         if (uri == null) {
             List<TransportUri> at = addresses();
             uri = at.isEmpty() ? "" : at.getFirst().toString();
         }
-        return HandOver.receive(c, this, uri);
+        return HandOver.receiveAll(c, this, uri);
     }
 
     /** A session slot and one of the tenant's sessions for a session being restored; refused when either is full. */

@@ -2,6 +2,7 @@ package io.gpusockets.backend.server;
 
 import io.gpusockets.backend.session.CheckpointProgress;
 import io.gpusockets.backend.session.CheckpointRefused;
+import io.gpusockets.backend.session.GroupCheckpoint;
 import io.gpusockets.backend.session.PhysicalMemory;
 import io.gpusockets.backend.session.Session;
 import io.gpusockets.backend.session.SessionRestore;
@@ -30,7 +31,10 @@ import java.util.List;
  * {@link #send} and {@link #receive} only need it to carry descriptors. Messages, big-endian:
  *
  * <pre>
- * READY    (target, first) u8 ok, u64 0, u32 length, utf-8: why not (a target that does not accept hand-overs)
+ * READY    (target, first) u8 ok, u64 features, u32 length, utf-8: why not (a target that does not accept
+ *          hand-overs); features bit 0 ({@link #FEATURE_GROUP}): it takes groups (an older target sends 0)
+ * GROUP    (source, only for a group) "GPUSHOG1", u32 members (2 to {@link #MAX_GROUP}), u64 0; then each member's
+ *          BEGIN, HANDLEs and IMAGE, one member after the other, and one DONE answers for the group
  * BEGIN    (source) "GPUSHOV1", u32 n, u64 image bytes
  * HANDLE   (source) n x: u64 address, u64 size, with the allocation's descriptor attached; address 0: one of the
  *          program's own allocations ({@link Session#programMemory}, in the order the image's records make them),
@@ -46,10 +50,26 @@ import java.util.List;
  * memory lives on: the target maps it). Anything else before that (a refusal, an import that fails, the connection lost): the drain lets
  * go and the program runs on here; a target that restored before its answer was lost holds the session detached
  * until its grace period ends. Bounds on the target: at most {@link #MAX_HANDLES} descriptors, an image of at most
- * {@link #MAX_IMAGE_BYTES}, in a temp folder that goes when the hand-over ends.
+ * {@link #MAX_IMAGE_BYTES} per session, in a temp folder that goes when the hand-over ends.
+ *
+ * <p>Sessions that share IPC memory or events are handed over together ({@link #sendGroup}), reusing what a group
+ * migration does ({@link GroupCheckpoint}): checked together (every partner named, what is not carried refused, before
+ * anything is sent; a target whose READY lacks {@link #FEATURE_GROUP} is refused then too), drained together, and each
+ * sent as a member whose image also carries what it shares; the exporter's shared memory is one of its handed
+ * allocations (mapped, not copied). The target receives every member before restoring any, restores them all
+ * unpublished, registers the exports again under their old tokens and maps each opened range at its old address from
+ * the exporter's handed allocations, re-makes the opened events, and only then lets any resume and answers its one
+ * DONE ({@link BackendServer#restoreHandedOverGroup}); a failure of any member leaves none there and every source
+ * session running on.
  */
 public final class HandOver {
     static final byte[] MAGIC = "GPUSHOV1".getBytes(StandardCharsets.US_ASCII);
+    /** A group's BEGIN ({@link #sendGroup}). */
+    static final byte[] GROUP_MAGIC = "GPUSHOG1".getBytes(StandardCharsets.US_ASCII);
+    /** READY's feature bit (its u64): this target takes groups ({@link #sendGroup}); an older one sends 0. */
+    static final long FEATURE_GROUP = 1;
+    /** The most sessions one group hand-over carries (as a group migration: {@link MigrationTarget#MAX_GROUP}). */
+    static final int MAX_GROUP = MigrationTarget.MAX_GROUP;
     static final int MAX_HANDLES = 1 << 20;
     static final long MAX_IMAGE_BYTES = 16L << 30;
     private static final int PIECE = 1 << 20;
@@ -97,79 +117,212 @@ public final class HandOver {
             throw new CheckpointRefused("hand-over refused by the target: " + ready.message());
         }
         Path dir = Files.createTempDirectory("gpusockets-handover");
-        Path image = dir.resolve("image");
         Stop stop;
         try {
             stop = s.drained(true, progress, drainNanos -> {
                 long drainedAt = System.nanoTime();
-                List<PhysicalMemory> memory = new ArrayList<>(s.physicalMemory());
-                memory.addAll(s.programMemory());
-                int[] fds = new int[memory.size()];
-                Arrays.fill(fds, -1);
-                try {
-                    progress.progress("export", 0, memory.size());
-                    long handed = 0;
-                    int exportedCount = 0;
-                    for (int i = 0; i < fds.length; i++) {
-                        if (memory.get(i).handle() != 0) {
-                            fds[i] = s.exportPosixFd(memory.get(i));
-                            handed += memory.get(i).size();
-                            exportedCount++;
-                        }
-                    }
-                    long exported = System.nanoTime();
-                    progress.progress("export", memory.size(), memory.size());
-                    long copied;
-                    try (FileChannel f = FileChannel.open(image, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
-                        copied = s.writeHandOverImage(f, memory, progress);
-                    }
-                    long imageBytes = Files.size(image);
-                    ByteBuffer begin = ByteBuffer.allocateDirect(20).put(MAGIC).putInt(fds.length).putLong(imageBytes).flip();
-                    c.write(begin);
-                    ByteBuffer h = ByteBuffer.allocateDirect(16);
-                    for (int i = 0; i < fds.length; i++) {
-                        h.clear().putLong(memory.get(i).address()).putLong(memory.get(i).size()).flip();
-                        if (fds[i] >= 0) {
-                            DescriptorPassing.send(c, h, fds[i]);
-                        } else {
-                            c.write(h);
-                        }
-                    }
-                    sendFile(c, image);
-                    long sent = System.nanoTime();
-                    progress.progress("restore", 0, 1);
-                    Answer done = answer(c);
-                    if (!done.ok()) {
-                        throw new IOException("the target failed the hand-over: " + done.message());
-                    }
-                    progress.progress("restore", 1, 1);
-                    return new Stop(drainNanos, exported - drainedAt, sent - exported, done.nanos(),
-                            drainedAt - drainNanos, exportedCount, handed, copied, imageBytes, done.message());
-                } finally {
-                    for (int fd : fds) {
-                        if (fd >= 0) {
-                            closeFd(fd);
-                        }
-                    }
+                Sent sent = sendMember(s, c, dir.resolve("image"), progress, null);
+                progress.progress("restore", 0, 1);
+                Answer done = answer(c);
+                if (!done.ok()) {
+                    throw new IOException("the target failed the hand-over: " + done.message());
                 }
+                progress.progress("restore", 1, 1);
+                return new Stop(drainNanos, sent.exportNanos(), sent.imageNanos(), done.nanos(),
+                        drainedAt - drainNanos, sent.handles(), sent.handedBytes(), sent.copiedBytes(), sent.imageBytes(),
+                        done.message());
             }, "handed over (frozen: it resumes in the target backend)");
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted during the hand-over of session " + s.id());
         } finally {
-            Files.deleteIfExists(image);
             Files.deleteIfExists(dir);
         }
         String uri = frontendUri != null ? frontendUri : stop.targetUri();
         long t = System.nanoTime();
+        switchTo(server, s, uri);
+        long now = System.nanoTime();
+        return new Result(s.id(), uri, stop.handles(), stop.handedBytes(), stop.copiedBytes(), stop.imageBytes(),
+                stop.drainNanos(), stop.exportNanos(), stop.imageNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
+    }
+
+    /**
+     * The source's side of a group hand-over: hands {@code group}, sessions that share IPC memory or events
+     * ({@link io.gpusockets.backend.session.ShareRegistry#group}, every one named), over through {@code c} together,
+     * then sends each frontend as {@link #send} does. Refused before anything is sent as a group migration is
+     * ({@link GroupCheckpoint#checkTogether}: a partner not named, what a group move does not carry), for a member that
+     * cannot be handed over ({@link #check}), and by a target whose READY does not say {@link #FEATURE_GROUP} (an older
+     * backend); then all are drained together ({@link GroupCheckpoint#drainedTogether}), checked again, and each is sent
+     * as a member (its allocations' descriptors and its image, with what it shares: the exporter's shared memory is one
+     * of its handed allocations, mapped there and not copied; the opener's opened range is mapped again there from
+     * them). Anything before the target's one DONE fails lets every session run on here and leaves nothing there.
+     * Returns one result per session, in order (the drain, export and image parts each member's own; the restore and
+     * downtime the group's).
+     */
+    public static List<Result> sendGroup(BackendServer server, List<Session> group, Connection c, String frontendUri,
+                                         CheckpointProgress progress, io.gpusockets.backend.session.ShareRegistry registry)
+            throws CheckpointRefused, IOException {
+        if (group.size() < 2 || group.size() > MAX_GROUP) {
+            throw new CheckpointRefused("a group hand-over carries 2 to " + MAX_GROUP + " sessions, not " + group.size());
+        }
+        if (!DescriptorPassing.canCarry(c)) {
+            throw new CheckpointRefused("hand-over refused: the connection to the target cannot carry descriptors"
+                    + " (an fdunix:// connection is needed)");
+        }
+        int n = group.size();
+        Sent[] sent = new Sent[n];
+        long[] drainNanos = new long[n];
+        long[] stop = new long[2]; // drained at, restore nanos
+        String[] targetUri = new String[1];
+        Path dir = null;
+        for (Session s : group) {
+            s.movingWithGroup(true); // what each opened of the others' moves with it
+        }
+        try {
+            for (Session s : group) {
+                check(s, true);
+            }
+            GroupCheckpoint.checkTogether(group, registry, "hand-over", "gpusockets migrate %s --hand-over-to ADMIN_SOCKET");
+            Answer ready = answer(c);
+            if (!ready.ok()) {
+                throw new CheckpointRefused("hand-over refused by the target: " + ready.message());
+            }
+            if ((ready.nanos() & FEATURE_GROUP) == 0) {
+                throw new CheckpointRefused("hand-over of sessions " + ids(group) + " refused: the target backend does not"
+                        + " take sessions that share IPC memory or events together (an older version); nothing was sent");
+            }
+            dir = Files.createTempDirectory("gpusockets-handover");
+            Path image = dir.resolve("image");
+            GroupCheckpoint.drainedTogether(group, true, progress, drainNanos,
+                    "handed over with its group (frozen: it resumes in the target backend)", () -> {
+                        stop[0] = System.nanoTime();
+                        GroupCheckpoint.checkDrained(group, registry, "hand-over");
+                        c.write(ByteBuffer.allocateDirect(20).put(GROUP_MAGIC).putInt(n).putLong(0).flip());
+                        for (int i = 0; i < n; i++) {
+                            sent[i] = sendMember(group.get(i), c, image, progress, registry);
+                        }
+                        progress.progress("restore", 0, 1);
+                        Answer done = answer(c);
+                        if (!done.ok()) {
+                            throw new IOException("the target failed the hand-over of sessions " + ids(group) + ": "
+                                    + done.message());
+                        }
+                        progress.progress("restore", 1, 1);
+                        stop[1] = done.nanos();
+                        targetUri[0] = done.message();
+                    });
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted during the hand-over of sessions " + ids(group));
+        } finally {
+            for (Session s : group) {
+                s.movingWithGroup(false);
+            }
+            if (dir != null) {
+                Files.deleteIfExists(dir);
+            }
+        }
+        String uri = frontendUri != null ? frontendUri : targetUri[0];
+        long t = System.nanoTime();
+        CheckpointRefused notSent = null;
+        for (Session s : group) { // each frontend is told, even when another could not be
+            try {
+                switchTo(server, s, uri);
+            } catch (CheckpointRefused e) {
+                if (notSent == null) {
+                    notSent = e;
+                } else {
+                    notSent.addSuppressed(e);
+                }
+            }
+        }
+        if (notSent != null) {
+            throw notSent;
+        }
+        long now = System.nanoTime();
+        long drainAll = 0; // nested: one after the other, all before the first member is sent
+        for (long d : drainNanos) {
+            drainAll += d;
+        }
+        List<Result> results = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            Sent x = sent[i];
+            results.add(new Result(group.get(i).id(), uri, x.handles(), x.handedBytes(), x.copiedBytes(), x.imageBytes(),
+                    drainNanos[i], x.exportNanos(), x.imageNanos(), stop[1], now - t, now - stop[0] + drainAll));
+        }
+        return List.copyOf(results);
+    }
+
+    /** Sends the frontend of handed-over session {@code s} to {@code uri}, or lets it resume where it was. */
+    private static void switchTo(BackendServer server, Session s, String uri) throws CheckpointRefused {
         if (SAME_ADDRESS.equals(uri)) {
             server.sessionResumesElsewhere(s.id());
         } else {
             server.sessionMoved(s.id(), uri);
         }
-        long now = System.nanoTime();
-        return new Result(s.id(), uri, stop.handles(), stop.handedBytes(), stop.copiedBytes(), stop.imageBytes(),
-                stop.drainNanos(), stop.exportNanos(), stop.imageNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
+    }
+
+    private static String ids(List<Session> group) {
+        return group.stream().map(x -> String.valueOf(x.id())).collect(java.util.stream.Collectors.joining(", "));
+    }
+
+    /** What sending one drained session ({@link #sendMember}) did. */
+    private record Sent(int handles, long handedBytes, long copiedBytes, long imageBytes, long exportNanos,
+                        long imageNanos) {
+    }
+
+    /**
+     * Sends drained session {@code s} on {@code c}: its allocations exported (BEGIN, HANDLE), its image written to
+     * {@code image} (deleted after) and sent (IMAGE); {@code registry}: a member of a group, whose image carries what it
+     * shares (null: alone).
+     */
+    private static Sent sendMember(Session s, Connection c, Path image, CheckpointProgress progress,
+                                   io.gpusockets.backend.session.ShareRegistry registry)
+            throws CheckpointRefused, IOException {
+        long began = System.nanoTime();
+        List<PhysicalMemory> memory = new ArrayList<>(s.physicalMemory());
+        memory.addAll(s.programMemory());
+        int[] fds = new int[memory.size()];
+        Arrays.fill(fds, -1);
+        try {
+            progress.progress("export", 0, memory.size());
+            long handed = 0;
+            int exportedCount = 0;
+            for (int i = 0; i < fds.length; i++) {
+                if (memory.get(i).handle() != 0) {
+                    fds[i] = s.exportPosixFd(memory.get(i));
+                    handed += memory.get(i).size();
+                    exportedCount++;
+                }
+            }
+            long exported = System.nanoTime();
+            progress.progress("export", memory.size(), memory.size());
+            long copied;
+            try (FileChannel f = FileChannel.open(image, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+                copied = s.writeHandOverImage(f, memory, progress, registry);
+            }
+            long imageBytes = Files.size(image);
+            ByteBuffer begin = ByteBuffer.allocateDirect(20).put(MAGIC).putInt(fds.length).putLong(imageBytes).flip();
+            c.write(begin);
+            ByteBuffer h = ByteBuffer.allocateDirect(16);
+            for (int i = 0; i < fds.length; i++) {
+                h.clear().putLong(memory.get(i).address()).putLong(memory.get(i).size()).flip();
+                if (fds[i] >= 0) {
+                    DescriptorPassing.send(c, h, fds[i]);
+                } else {
+                    c.write(h);
+                }
+            }
+            sendFile(c, image);
+            return new Sent(exportedCount, handed, copied, imageBytes, exported - began, System.nanoTime() - exported);
+        } finally {
+            for (int fd : fds) {
+                if (fd >= 0) {
+                    closeFd(fd);
+                }
+            }
+            Files.deleteIfExists(image);
+        }
     }
 
     /**
@@ -177,12 +330,19 @@ public final class HandOver {
      * or memory on a device that cannot export it as POSIX file descriptors.
      */
     public static void check(Session s) throws CheckpointRefused {
+        check(s, false);
+    }
+
+    /**
+     * {@link #check}; {@code withGroup}: {@code s} is handed over with the sessions it shares with ({@link #sendGroup}),
+     * so what it opened of theirs does not refuse it.
+     */
+    public static void check(Session s, boolean withGroup) throws CheckpointRefused {
         if (s.resume() == null) {
             throw new CheckpointRefused("session " + s.id() + " cannot be handed over: it was not granted resume (its"
                     + " frontend could not follow it)");
         }
-        s.physicalMemory(); // refuses early: no address-stable memory, or a device that cannot export
-        s.programMemory();
+        s.checkHandOver(withGroup); // refuses early: no address-stable memory, or a device that cannot export
     }
 
     /** READY's or DONE's content. */
@@ -226,25 +386,40 @@ public final class HandOver {
     /**
      * The target's side: receives a hand-over through {@code c}, restores the session into {@code server} with its
      * window memory imported ({@link BackendServer#restoreHandedOver}), and answers DONE with {@code frontendUri} (the
-     * address the session's frontend resumes at). Returns the session id; a failure is answered and thrown.
+     * address the session's frontend resumes at). Returns the session id (of a group's, the first member's:
+     * {@link #receiveAll}); a failure is answered and thrown.
      */
     public static long receive(Connection c, BackendServer server, String frontendUri) throws IOException, CheckpointRefused {
+        return receive(c, server, frontendUri, false).getFirst();
+    }
+
+    /**
+     * {@link #receive} of one session or of a group handed over together ({@link #sendGroup}); returns every session
+     * id received, in the order sent.
+     */
+    public static List<Long> receiveAll(Connection c, BackendServer server, String frontendUri)
+            throws IOException, CheckpointRefused {
         return receive(c, server, frontendUri, false);
     }
 
-    /** {@link #receive}; {@code takingOver}: on a take-over's connection, which needs no {@code --accept-migrations}. */
-    static long receive(Connection c, BackendServer server, String frontendUri, boolean takingOver)
+    /**
+     * {@link #receiveAll}; {@code takingOver}: on a take-over's connection, which needs no {@code --accept-migrations}.
+     * A group's members are all received (each image to a file of its own) before any is restored; then all are
+     * restored, their shares made again, and only then may any resume ({@link BackendServer#restoreHandedOverGroup}):
+     * a failure of any leaves none here.
+     */
+    static List<Long> receive(Connection c, BackendServer server, String frontendUri, boolean takingOver)
             throws IOException, CheckpointRefused {
         String refusal = server.handOverRefusal(takingOver);
-        done(c, refusal == null, 0, refusal);
+        done(c, refusal == null, refusal == null ? FEATURE_GROUP : 0, refusal);
         if (refusal != null) {
             throw new CheckpointRefused("hand-over refused: " + refusal);
         }
         List<Integer> fds = new ArrayList<>();
         Path dir = Files.createTempDirectory("gpusockets-handover");
-        Path image = dir.resolve("image");
+        List<Path> images = new ArrayList<>();
         try {
-            long id;
+            List<Long> ids;
             long restoreNanos;
             try {
                 ByteBuffer begin = ByteBuffer.allocateDirect(20);
@@ -252,32 +427,29 @@ public final class HandOver {
                 begin.flip();
                 byte[] magic = new byte[MAGIC.length];
                 begin.get(magic);
-                int n = begin.getInt();
-                long imageBytes = begin.getLong();
-                if (!Arrays.equals(magic, MAGIC) || n < 0 || n > MAX_HANDLES || imageBytes <= 0 || imageBytes > MAX_IMAGE_BYTES) {
-                    throw new IOException("hand-over: a bad BEGIN (" + n + " handles, an image of " + imageBytes + " bytes)");
-                }
-                List<SessionRestore.Handed> handed = new ArrayList<>(n);
-                ByteBuffer h = ByteBuffer.allocateDirect(16);
-                for (int i = 0; i < n; i++) {
-                    int[] got = {-1, 0};
-                    DescriptorPassing.receive(c, h.clear(), 1, fd -> {
-                        fds.add(fd);
-                        got[0] = fd;
-                        got[1]++;
-                    });
-                    h.flip();
-                    long address = h.getLong(), size = h.getLong();
-                    boolean descriptors = address == 0 ? got[1] <= 1 : got[1] == 1; // a program allocation may come without
-                    if (!descriptors || size <= 0 || address + size < address) {
-                        throw new IOException(String.format("hand-over: allocation %d (0x%x, %d bytes) came with %d descriptors",
-                                i, address, size, got[1]));
+                List<List<SessionRestore.Handed>> handed = new ArrayList<>();
+                if (Arrays.equals(magic, GROUP_MAGIC)) {
+                    int n = begin.getInt();
+                    long zero = begin.getLong();
+                    if (n < 2 || n > MAX_GROUP || zero != 0) {
+                        throw new IOException("hand-over: a bad group BEGIN (" + n + " sessions, 2 to " + MAX_GROUP + ")");
                     }
-                    handed.add(new SessionRestore.Handed(address, size, got[1] == 1 ? got[0] : -1));
+                    for (int i = 0; i < n; i++) {
+                        c.readFully(begin.clear());
+                        begin.flip();
+                        begin.get(magic);
+                        images.add(dir.resolve("image" + i));
+                        handed.add(member(c, begin, magic, fds, images.getLast()));
+                    }
+                } else {
+                    images.add(dir.resolve("image"));
+                    handed.add(member(c, begin, magic, fds, images.getLast()));
                 }
-                receiveFile(c, image, imageBytes);
                 long t = System.nanoTime();
-                id = server.restoreHandedOver(image, handed, CheckpointProgress.NONE, takingOver);
+                ids = images.size() == 1
+                        ? List.of(server.restoreHandedOver(images.getFirst(), handed.getFirst(), CheckpointProgress.NONE,
+                        takingOver))
+                        : server.restoreHandedOverGroup(images, handed, takingOver);
                 restoreNanos = System.nanoTime() - t;
             } catch (IOException | CheckpointRefused | RuntimeException e) {
                 String why = e.getMessage() != null ? e.getMessage() : e.toString();
@@ -289,16 +461,53 @@ public final class HandOver {
                 throw e;
             }
             done(c, true, restoreNanos, frontendUri);
-            LOG.log(System.Logger.Level.INFO, "session " + id + " handed over here (" + fds.size() + " allocations mapped,"
+            LOG.log(System.Logger.Level.INFO, (ids.size() == 1 ? "session " + ids.getFirst() : "sessions " + ids
+                    + " (sharing IPC memory or events)") + " handed over here (" + fds.size() + " allocations mapped,"
                     + " restore " + restoreNanos / 1_000_000 + " ms)");
-            return id;
+            return ids;
         } finally {
             for (int fd : fds) {
                 closeFd(fd); // the driver holds its own references to what it imported
             }
-            Files.deleteIfExists(image);
+            for (Path image : images) {
+                Files.deleteIfExists(image);
+            }
             Files.deleteIfExists(dir);
         }
+    }
+
+    /**
+     * One session's BEGIN (its magic and the rest in {@code begin}), HANDLEs and IMAGE: the descriptors added to
+     * {@code fds} (at most {@link #MAX_HANDLES} in all), the image written to {@code image}; returns the allocations.
+     */
+    private static List<SessionRestore.Handed> member(Connection c, ByteBuffer begin, byte[] magic, List<Integer> fds,
+                                                      Path image) throws IOException {
+        int n = begin.getInt();
+        long imageBytes = begin.getLong();
+        if (!Arrays.equals(magic, MAGIC) || n < 0 || n > MAX_HANDLES - fds.size() || imageBytes <= 0
+                || imageBytes > MAX_IMAGE_BYTES) {
+            throw new IOException("hand-over: a bad BEGIN (" + n + " handles, an image of " + imageBytes + " bytes)");
+        }
+        List<SessionRestore.Handed> handed = new ArrayList<>(n);
+        ByteBuffer h = ByteBuffer.allocateDirect(16);
+        for (int i = 0; i < n; i++) {
+            int[] got = {-1, 0};
+            DescriptorPassing.receive(c, h.clear(), 1, fd -> {
+                fds.add(fd);
+                got[0] = fd;
+                got[1]++;
+            });
+            h.flip();
+            long address = h.getLong(), size = h.getLong();
+            boolean descriptors = address == 0 ? got[1] <= 1 : got[1] == 1; // a program allocation may come without
+            if (!descriptors || size <= 0 || address + size < address) {
+                throw new IOException(String.format("hand-over: allocation %d (0x%x, %d bytes) came with %d descriptors",
+                        i, address, size, got[1]));
+            }
+            handed.add(new SessionRestore.Handed(address, size, got[1] == 1 ? got[0] : -1));
+        }
+        receiveFile(c, image, imageBytes);
+        return handed;
     }
 
     private static void receiveFile(Connection c, Path file, long bytes) throws IOException {

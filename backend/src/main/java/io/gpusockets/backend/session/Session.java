@@ -488,20 +488,29 @@ public final class Session {
     }
 
     /**
-     * Set while the session migrates with the sessions it shares with ({@link #movingWithGroup}): its migration then
-     * does not refuse what it opened of theirs (the group's migration carries the shares, {@link GroupCheckpoint}).
+     * Set while the session migrates, or is handed over, with the sessions it shares with ({@link #movingWithGroup}):
+     * its migration or hand-over then does not refuse what it opened of theirs (the group's move carries the shares,
+     * {@link GroupCheckpoint}).
      */
     private volatile boolean movingWithGroup;
 
-    /** Whether this session migrates now with its group (on while a group migration runs, off after). */
+    /**
+     * Whether this session migrates or is handed over now with its group (on while a group migration or hand-over
+     * runs, off after).
+     */
     public void movingWithGroup(boolean on) {
         movingWithGroup = on;
     }
 
     /** {@link #checkNotSharing} for a migration, unless the session migrates with its group. */
     private void checkMigratable() throws CheckpointRefused {
+        checkMovable("migrated");
+    }
+
+    /** {@link #checkNotSharing} for a migration or hand-over ({@code what}), unless the session moves with its group. */
+    private void checkMovable(String what) throws CheckpointRefused {
         if (!movingWithGroup) {
-            checkNotSharing("migrated");
+            checkNotSharing(what);
         }
     }
 
@@ -1280,7 +1289,25 @@ public final class Session {
      * CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0). Consistent only while drained.
      */
     public java.util.List<PhysicalMemory> physicalMemory() throws CheckpointRefused {
-        checkNotSharing("handed over");
+        checkMovable("handed over");
+        return exportablePhysical();
+    }
+
+    /**
+     * Refuses (nothing changed) a session that cannot be handed over, as {@link #physicalMemory} and
+     * {@link #programMemory} would: no address-stable memory, memory on a device that cannot export it; and, unless
+     * {@code withGroup} (it would be handed over with the sessions it shares with), what it opened of others' shares.
+     */
+    public void checkHandOver(boolean withGroup) throws CheckpointRefused {
+        if (!withGroup) {
+            checkNotSharing("handed over");
+        }
+        exportablePhysical();
+        programMemory();
+    }
+
+    /** {@link #physicalMemory} without the check of what it shares. */
+    private java.util.List<PhysicalMemory> exportablePhysical() throws CheckpointRefused {
         if (stable == null || recorder == null) {
             throw new CheckpointRefused("session " + id + " cannot be handed over: it has no address-stable memory");
         }
@@ -1353,7 +1380,19 @@ public final class Session {
      */
     public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
                                    CheckpointProgress progress) throws IOException, CheckpointRefused {
-        checkNotSharing("handed over");
+        return writeHandOverImage(ch, handed, progress, null);
+    }
+
+    /**
+     * {@link #writeHandOverImage} of a session handed over with its group ({@link #movingWithGroup}): the image also
+     * carries what it shares with the others, as a group checkpoint's does ({@link GroupCheckpoint#shares}), read from
+     * {@code registry}; null: nothing shared (a session alone). Its opened ranges of the others' memory are not
+     * contents of its image: the target maps them again from the exporter's handed allocations.
+     */
+    public long writeHandOverImage(java.nio.channels.WritableByteChannel ch, java.util.List<PhysicalMemory> handed,
+                                   CheckpointProgress progress, ShareRegistry registry)
+            throws IOException, CheckpointRefused {
+        checkMovable("handed over");
         if (recorder == null || resume == null) {
             throw new CheckpointRefused("session " + id + " cannot be handed over: it needs address-stable memory and resume");
         }
@@ -1372,7 +1411,8 @@ public final class Session {
             }
         }
         long[] bytes = {0};
-        writeImageTo(ch, r -> !covered(ends, r.base(), r.size()), progress, "handed over", bytes);
+        writeImageTo(ch, r -> !covered(ends, r.base(), r.size()), progress, "handed over", bytes,
+                registry == null ? CheckpointImage.Shares.NONE : GroupCheckpoint.shares(this, registry));
         return bytes[0];
     }
 

@@ -223,7 +223,7 @@ final class SessionShares {
         }
         return "session " + session + " cannot be " + what + ": it holds " + memory.size() + " IPC memory mapping(s), "
                 + events.size() + " IPC event(s) and " + vmm.size() + " imported shareable allocation(s) of other"
-                + " sessions: sessions that share IPC memory are checkpointed and migrated together (name them all to"
-                + " gpusockets checkpoint or gpusockets migrate), and alone they do not move";
+                + " sessions: sessions that share IPC memory are checkpointed, migrated and handed over together (name"
+                + " them all to gpusockets checkpoint or gpusockets migrate), and alone they do not move";
     }
 }

@@ -440,9 +440,9 @@ public final class ShareRegistry {
         String ids = join(group).replace(", ", " ");
         return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
                 + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events move together: they"
-                + " migrate together (gpusockets migrate " + ids + " --to URI) and are checkpointed together"
-                + " (gpusockets checkpoint " + ids + " --to DIR --stop, then gpusockets restore DIR/*.ckpt), in isolation"
-                + " context or shared; a hand-over of them is not built yet";
+                + " migrate together (gpusockets migrate " + ids + " --to URI), are handed over together (gpusockets"
+                + " migrate " + ids + " --hand-over-to ADMIN_SOCKET) and are checkpointed together (gpusockets checkpoint "
+                + ids + " --to DIR --stop, then gpusockets restore DIR/*.ckpt), in isolation context or shared";
     }
 
     private static String join(Set<Long> ids) {

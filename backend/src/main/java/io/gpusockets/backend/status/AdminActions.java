@@ -68,6 +68,15 @@ public interface AdminActions {
     }
 
     /**
+     * Hands the sessions {@code sessions}, which share IPC memory or events, over together to the backend process whose
+     * admin socket is {@code targetAdmin}, as {@link #handOver} hands one. A backend that does not refuses.
+     */
+    default String handOverGroup(java.util.List<Long> sessions, Path targetAdmin, String frontendUri, Progress progress)
+            throws Exception {
+        throw new UnsupportedOperationException("this backend does not hand sessions over together");
+    }
+
+    /**
      * The target's side of a hand-over: connects to the source's descriptor-carrying socket {@code sourceSocket}
      * (absolute) and receives the session; its frontend resumes at {@code frontendUri} (null: this backend's first
      * address). A backend that does not accept migrations refuses.

@@ -35,7 +35,9 @@ import jdk.net.UnixDomainPrincipal;
  *       at most {@value Request#MAX_GROUP}, {@link AdminActions#checkpointGroup}), and {@code migrate SESSION TARGET_URI [FRONTEND_URI]\n} (each URI
  *       one word of printable characters; sessions that share IPC memory together: {@code migrate
  *       SESSION,SESSION... TARGET_URI [FRONTEND_URI]\n}, at most {@value Request#MAX_GROUP},
- *       {@link AdminActions#migrateGroup}), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} and
+ *       {@link AdminActions#migrateGroup}), {@code hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]\n} (sessions
+ *       that share IPC memory or events together: {@code hand-over SESSION,SESSION... TARGET_ADMIN_SOCKET
+ *       [FRONTEND_URI]\n}, at most {@value Request#MAX_GROUP}, {@link AdminActions#handOverGroup}) and
  *       {@code receive-hand-over SOURCE_SOCKET [FRONTEND_URI]\n} (absolute socket paths, one word each: the
  *       hand-over on one host, {@link AdminActions#handOver}), by {@code progress STAGE DONE TOTAL\n} lines as the action
  *       goes, then {@code ok JSON\n} or {@code error: ...\n} ({@link AdminActions}; a backend without
@@ -294,6 +296,7 @@ public final class AdminSocket implements AutoCloseable {
                 case CHECKPOINT_GROUP -> actions.checkpointGroup(r.sessions(), r.files(), r.stop(), progress);
                 case RESTORE_GROUP -> actions.restoreGroup(r.files(), progress);
                 case MIGRATE_GROUP -> actions.migrateGroup(r.sessions(), r.target(), r.frontend(), progress);
+                case HAND_OVER_GROUP -> actions.handOverGroup(r.sessions(), r.file(), r.frontend(), progress);
             };
             LOG.log(Level.INFO, "admin socket: " + r.describe() + ": " + answer);
             answer = "ok " + answer.strip().replace('\n', ' ');
@@ -340,7 +343,10 @@ public final class AdminSocket implements AutoCloseable {
     }
 
     /** What a request asks for. */
-    enum Verb { CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER, CHECKPOINT_GROUP, RESTORE_GROUP, MIGRATE_GROUP }
+    enum Verb {
+        CHECKPOINT, RESTORE, MIGRATE, HAND_OVER, RECEIVE_HAND_OVER, CHECKPOINT_GROUP, RESTORE_GROUP, MIGRATE_GROUP,
+        HAND_OVER_GROUP
+    }
 
     /**
      * A checkpoint ({@code session}, {@code stop}, {@code file}), restore ({@code file}) or migrate ({@code session},
@@ -370,6 +376,8 @@ public final class AdminSocket implements AutoCloseable {
                 case CHECKPOINT_GROUP -> "checkpoint of sessions " + sessions + " together " + files;
                 case RESTORE_GROUP -> "restore together " + files;
                 case MIGRATE_GROUP -> "migration of sessions " + sessions + " together to " + target
+                        + (frontend != null ? " (frontend to " + frontend + ")" : "");
+                case HAND_OVER_GROUP -> "hand-over of sessions " + sessions + " together to the backend at " + file
                         + (frontend != null ? " (frontend to " + frontend + ")" : "");
             };
         }
@@ -470,11 +478,12 @@ public final class AdminSocket implements AutoCloseable {
         }
 
         /**
-         * {@code SESSION SOCKET [FRONTEND_URI]} ({@code withSession}) or {@code SOCKET [FRONTEND_URI]}, single spaces
-         * apart: SOCKET an absolute path, each word printable ASCII.
+         * {@code SESSION SOCKET [FRONTEND_URI]} ({@code withSession}; SESSION may be {@code SESSION,SESSION...}, at most
+         * {@link #MAX_GROUP}: sessions handed over together) or {@code SOCKET [FRONTEND_URI]}, single spaces apart:
+         * SOCKET an absolute path, each word printable ASCII.
          */
         private static Request parseHandOver(String rest, boolean withSession) {
-            String usage = withSession ? "usage: hand-over SESSION TARGET_ADMIN_SOCKET [FRONTEND_URI]"
+            String usage = withSession ? "usage: hand-over SESSION[,SESSION...] TARGET_ADMIN_SOCKET [FRONTEND_URI]"
                     : "usage: receive-hand-over SOURCE_SOCKET [FRONTEND_URI]";
             String[] w = rest.split(" ", -1);
             int first = withSession ? 1 : 0;
@@ -486,7 +495,16 @@ public final class AdminSocket implements AutoCloseable {
                     throw new IllegalArgumentException("not one printable word: '" + printable(x) + "' (" + usage + ")");
                 }
             }
-            long session = withSession ? sessionId(w[0]) : 0;
+            List<Long> sessions = new ArrayList<>();
+            if (withSession) {
+                String[] ids = w[0].split(",", -1);
+                if (ids.length > MAX_GROUP) {
+                    throw new IllegalArgumentException("at most " + MAX_GROUP + " sessions together");
+                }
+                for (String id : ids) {
+                    sessions.add(sessionId(id));
+                }
+            }
             Path socket;
             try {
                 socket = Path.of(w[first]);
@@ -496,8 +514,13 @@ public final class AdminSocket implements AutoCloseable {
             if (!socket.isAbsolute()) {
                 throw new IllegalArgumentException("the socket must be an absolute path: '" + printable(w[first]) + "'");
             }
-            return new Request(withSession ? Verb.HAND_OVER : Verb.RECEIVE_HAND_OVER, session, false, socket.normalize(),
-                    null, w.length == first + 2 ? w[first + 1] : null);
+            String frontend = w.length == first + 2 ? w[first + 1] : null;
+            if (sessions.size() > 1) {
+                return new Request(Verb.HAND_OVER_GROUP, 0, false, socket.normalize(), null, frontend,
+                        List.copyOf(sessions), List.of());
+            }
+            return new Request(withSession ? Verb.HAND_OVER : Verb.RECEIVE_HAND_OVER, withSession ? sessions.get(0) : 0,
+                    false, socket.normalize(), null, frontend);
         }
 
         private static long sessionId(String s) {

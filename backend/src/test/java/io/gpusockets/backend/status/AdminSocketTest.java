@@ -99,6 +99,12 @@ class AdminSocketTest {
         }
 
         @Override
+        public String handOverGroup(List<Long> sessions, Path targetAdmin, String frontendUri, Progress progress) {
+            asked.add("hand-over-group " + sessions + " " + targetAdmin + " " + frontendUri);
+            return "{\"sessions\":[]}";
+        }
+
+        @Override
         public String receiveHandOver(Path sourceSocket, String frontendUri, Progress progress) {
             asked.add("receive-hand-over " + sourceSocket + " " + frontendUri);
             return "{\"session\":7}";
@@ -192,14 +198,16 @@ class AdminSocketTest {
             assertEquals("ok {\"session\":6,\"copiedBytes\":0}\n", ask(p, "hand-over 6 /run/b/admin.sock unix:///run/b.sock\n")
                     .replaceFirst("progress export 3 3\n", ""));
             assertEquals("ok {\"session\":7}\n", ask(p, "receive-hand-over /tmp/h/s\n"));
+            assertEquals("ok {\"sessions\":[]}\n", ask(p, "hand-over 5,6 /run/b/admin.sock\n"));
             assertEquals(List.of("hand-over 5 /run/b/admin.sock null", "hand-over 6 /run/b/admin.sock unix:///run/b.sock",
-                    "receive-hand-over /tmp/h/s null"), actions.asked);
-            assertTrue(ask(p, "hand-over 5\n").startsWith("error: usage: hand-over SESSION TARGET_ADMIN_SOCKET"));
+                    "receive-hand-over /tmp/h/s null", "hand-over-group [5, 6] /run/b/admin.sock null"), actions.asked);
+            assertTrue(ask(p, "hand-over 5\n").startsWith("error: usage: hand-over SESSION[,SESSION...] TARGET_ADMIN_SOCKET"));
+            assertTrue(ask(p, "hand-over 5,x /run/b.sock\n").startsWith("error: not a session id: 'x'"));
             assertTrue(ask(p, "hand-over 5 run/b.sock\n").startsWith("error: the socket must be an absolute path"));
             assertTrue(ask(p, "hand-over x /run/b.sock\n").startsWith("error: not a session id: 'x'"));
             assertTrue(ask(p, "receive-hand-over /a b c\n").startsWith("error: usage: receive-hand-over SOURCE_SOCKET"));
             assertTrue(ask(p, "receive-hand-over /a\u0001\n").startsWith("error: not one printable word"));
-            assertEquals(3, actions.asked.size(), "a refused request reaches no action");
+            assertEquals(4, actions.asked.size(), "a refused request reaches no action");
         }
         try (AdminSocket a = AdminSocket.open(p, null, Snapshots::sample, new AdminActions() {
             @Override
