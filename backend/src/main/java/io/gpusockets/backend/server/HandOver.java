@@ -49,8 +49,8 @@ import java.util.List;
  * at the address it used, {@link BackendServer#sessionResumesElsewhere}) and it ends here, releasing its handles (the
  * memory lives on: the target maps it). Anything else before that (a refusal, an import that fails, the connection lost): the drain lets
  * go and the program runs on here; a target that restored before its answer was lost holds the session detached
- * until its grace period ends. Bounds on the target: at most {@link #MAX_HANDLES} descriptors, an image of at most
- * {@link #MAX_IMAGE_BYTES} per session, in a temp folder that goes when the hand-over ends.
+ * until its grace period ends. Bounds on the target: at most {@link #MAX_HANDLES} descriptors, images of at most
+ * {@link #MAX_IMAGE_BYTES} in all (a group's members together), in a temp folder that goes when the hand-over ends.
  *
  * <p>Sessions that share IPC memory or events are handed over together ({@link #sendGroup}), reusing what a group
  * migration does ({@link GroupCheckpoint}): checked together (every partner named, what is not carried refused, before
@@ -439,11 +439,11 @@ public final class HandOver {
                         begin.flip();
                         begin.get(magic);
                         images.add(dir.resolve("image" + i));
-                        handed.add(member(c, begin, magic, fds, images.getLast()));
+                        handed.add(member(c, begin, magic, fds, images.getLast(), received(images)));
                     }
                 } else {
                     images.add(dir.resolve("image"));
-                    handed.add(member(c, begin, magic, fds, images.getLast()));
+                    handed.add(member(c, begin, magic, fds, images.getLast(), 0));
                 }
                 long t = System.nanoTime();
                 ids = images.size() == 1
@@ -476,16 +476,29 @@ public final class HandOver {
         }
     }
 
+    /** The bytes of the images received so far (a group's members before this one). */
+    private static long received(List<Path> images) throws IOException {
+        long bytes = 0;
+        for (Path p : images) {
+            if (Files.exists(p)) {
+                bytes += Files.size(p);
+            }
+        }
+        return bytes;
+    }
+
     /**
      * One session's BEGIN (its magic and the rest in {@code begin}), HANDLEs and IMAGE: the descriptors added to
-     * {@code fds} (at most {@link #MAX_HANDLES} in all), the image written to {@code image}; returns the allocations.
+     * {@code fds} (at most {@link #MAX_HANDLES} in all), the image written to {@code image} (at most
+     * {@link #MAX_IMAGE_BYTES} with the {@code received} bytes of the group's members before it); returns the
+     * allocations.
      */
     private static List<SessionRestore.Handed> member(Connection c, ByteBuffer begin, byte[] magic, List<Integer> fds,
-                                                      Path image) throws IOException {
+                                                      Path image, long received) throws IOException {
         int n = begin.getInt();
         long imageBytes = begin.getLong();
         if (!Arrays.equals(magic, MAGIC) || n < 0 || n > MAX_HANDLES - fds.size() || imageBytes <= 0
-                || imageBytes > MAX_IMAGE_BYTES) {
+                || imageBytes > MAX_IMAGE_BYTES - received) {
             throw new IOException("hand-over: a bad BEGIN (" + n + " handles, an image of " + imageBytes + " bytes)");
         }
         List<SessionRestore.Handed> handed = new ArrayList<>(n);
