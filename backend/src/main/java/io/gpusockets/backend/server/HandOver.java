@@ -140,7 +140,7 @@ public final class HandOver {
         }
         String uri = frontendUri != null ? frontendUri : stop.targetUri();
         long t = System.nanoTime();
-        switchTo(server, s, uri);
+        switchTo(server, s.id(), uri);
         long now = System.nanoTime();
         return new Result(s.id(), uri, stop.handles(), stop.handedBytes(), stop.copiedBytes(), stop.imageBytes(),
                 stop.drainNanos(), stop.exportNanos(), stop.imageNanos(), stop.restoreNanos(), now - t, now - stop.stoppedAt());
@@ -224,26 +224,9 @@ public final class HandOver {
         }
         String uri = frontendUri != null ? frontendUri : targetUri[0];
         long t = System.nanoTime();
-        CheckpointRefused notSent = null;
-        for (Session s : group) { // each frontend is told, even when another could not be
-            try {
-                switchTo(server, s, uri);
-            } catch (CheckpointRefused e) {
-                if (notSent == null) {
-                    notSent = e;
-                } else {
-                    notSent.addSuppressed(e);
-                }
-            }
-        }
-        if (notSent != null) {
-            throw notSent;
-        }
+        Migration.switchEach(group, (id, to) -> switchTo(server, id, to), uri);
         long now = System.nanoTime();
-        long drainAll = 0; // nested: one after the other, all before the first member is sent
-        for (long d : drainNanos) {
-            drainAll += d;
-        }
+        long drainAll = Arrays.stream(drainNanos).sum(); // nested: one after the other, all before the first member is sent
         List<Result> results = new ArrayList<>(n);
         for (int i = 0; i < n; i++) {
             Sent x = sent[i];
@@ -253,12 +236,12 @@ public final class HandOver {
         return List.copyOf(results);
     }
 
-    /** Sends the frontend of handed-over session {@code s} to {@code uri}, or lets it resume where it was. */
-    private static void switchTo(BackendServer server, Session s, String uri) throws CheckpointRefused {
+    /** Sends the frontend of handed-over session {@code sessionId} to {@code uri}, or lets it resume where it was. */
+    private static void switchTo(BackendServer server, long sessionId, String uri) throws CheckpointRefused {
         if (SAME_ADDRESS.equals(uri)) {
-            server.sessionResumesElsewhere(s.id());
+            server.sessionResumesElsewhere(sessionId);
         } else {
-            server.sessionMoved(s.id(), uri);
+            server.sessionMoved(sessionId, uri);
         }
     }
 

@@ -156,6 +156,28 @@ public final class Migration {
     }
 
     /**
+     * Tells each frontend of a group that moved ({@code moved}, to {@code uri}), even when another could not be told;
+     * then throws the first refusal, the others suppressed in it.
+     */
+    static void switchEach(List<Session> group, Switch moved, String uri) throws CheckpointRefused {
+        CheckpointRefused notSent = null;
+        for (Session s : group) {
+            try {
+                moved.moved(s.id(), uri);
+            } catch (CheckpointRefused e) {
+                if (notSent == null) {
+                    notSent = e;
+                } else {
+                    notSent.addSuppressed(e);
+                }
+            }
+        }
+        if (notSent != null) {
+            throw notSent;
+        }
+    }
+
+    /**
      * The source's side (see the class), run by the process that serves {@code s}: the backend itself (isolation
      * modes context and shared) or the session's worker process (mode process, control message MIGRATE). {@code psk}:
      * the key that proves this backend to the target, or null.
@@ -365,26 +387,9 @@ public final class Migration {
                         .toList());
             }
             long t = System.nanoTime();
-            CheckpointRefused notSent = null;
-            for (Session s : group) { // each frontend is told, even when another could not be
-                try {
-                    moved.moved(s.id(), frontendUri != null ? frontendUri : targetUri);
-                } catch (CheckpointRefused e) {
-                    if (notSent == null) {
-                        notSent = e;
-                    } else {
-                        notSent.addSuppressed(e);
-                    }
-                }
-            }
-            if (notSent != null) {
-                throw notSent;
-            }
+            switchEach(group, moved, frontendUri != null ? frontendUri : targetUri);
             long now = System.nanoTime();
-            long drainAll = 0; // nested: one after the other, all before the final rounds
-            for (long d : drainNanos) {
-                drainAll += d;
-            }
+            long drainAll = java.util.Arrays.stream(drainNanos).sum(); // nested: one after the other, all before the final rounds
             List<Result> results = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
                 List<PreCopy.Round> rounds = copies.get(i).rounds();
