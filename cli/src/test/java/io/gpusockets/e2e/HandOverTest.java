@@ -20,6 +20,7 @@ import io.gpusockets.protocol.transport.TransportUri;
 import io.gpusockets.transport.vsock.DescriptorPassing;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.List;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -53,21 +54,35 @@ class HandOverTest extends CheckpointTestSupport {
 
     /** Hands session {@code id} from {@code from} to {@code to} over a socket pair; returns the source's result. */
     private static HandOver.Result handOver(BackendServer from, BackendServer to, long id) throws Exception {
+        return exchange(c -> List.of(to.receiveHandOver(c, null)), c -> from.handOver(id, c, null, null), List.of(id));
+    }
+
+    /** What one side of a hand-over does on its end of the pair. */
+    private interface Side<T> {
+        T run(Connection c) throws Exception;
+    }
+
+    /**
+     * Runs a hand-over over a socket pair, the target's side ({@code receive}, which must take {@code ids}) on a
+     * thread of its own; returns the source's ({@code send}) result. A source that fails closes its end, so that the
+     * target waiting for what was never sent sees the end.
+     */
+    private static <T> T exchange(Side<List<Long>> receive, Side<T> send, List<Long> ids) throws Exception {
         Connection[] c = pair();
         try {
-            CompletableFuture<Long> received = CompletableFuture.supplyAsync(() -> {
+            CompletableFuture<List<Long>> received = CompletableFuture.supplyAsync(() -> {
                 try {
-                    return to.receiveHandOver(c[1], null);
+                    return receive.run(c[1]);
                 } catch (Exception e) {
                     throw new java.util.concurrent.CompletionException(e);
                 }
             });
             try {
-                HandOver.Result r = from.handOver(id, c[0], null, null);
-                assertEquals(id, received.get());
+                T r = send.run(c[0]);
+                assertEquals(ids, received.get());
                 return r;
             } catch (Exception e) {
-                c[0].close(); // a target waiting for what the source never sends sees the end
+                c[0].close();
                 try {
                     received.get();
                 } catch (java.util.concurrent.ExecutionException ignored) {
@@ -263,34 +278,9 @@ class HandOverTest extends CheckpointTestSupport {
     }
 
     /** Hands sessions {@code ids} from {@code from} to {@code to} together over a socket pair; returns the source's results. */
-    private static java.util.List<HandOver.Result> handOverGroup(BackendServer from, BackendServer to,
-                                                                 java.util.List<Long> ids) throws Exception {
-        Connection[] c = pair();
-        try {
-            CompletableFuture<java.util.List<Long>> received = CompletableFuture.supplyAsync(() -> {
-                try {
-                    return to.receiveHandOvers(c[1], null);
-                } catch (Exception e) {
-                    throw new java.util.concurrent.CompletionException(e);
-                }
-            });
-            try {
-                java.util.List<HandOver.Result> r = from.handOverGroup(ids, c[0], null, null);
-                assertEquals(ids, received.get());
-                return r;
-            } catch (Exception e) {
-                c[0].close(); // a target waiting for what the source never sends sees the end
-                try {
-                    received.get();
-                } catch (java.util.concurrent.ExecutionException ignored) {
-                    // the target's side of the same failure
-                }
-                throw e;
-            }
-        } finally {
-            c[0].close();
-            c[1].close();
-        }
+    private static List<HandOver.Result> handOverGroup(BackendServer from, BackendServer to, List<Long> ids)
+            throws Exception {
+        return exchange(c -> to.receiveHandOvers(c, null), c -> from.handOverGroup(ids, c, null, null), ids);
     }
 
     /**
