@@ -17,7 +17,8 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A worker's {@link ShareBroker} (isolation mode {@code process}): exports and lookups go to the front's
- * {@link ShareRegistry} over the control socket (SHARE and LOOKUP, answered by SHARED, {@link ControlMessages}); a VMM
+ * {@link ShareRegistry} over the control socket (SHARE and LOOKUP, answered by SHARED, {@link ControlMessages}; RESHARE:
+ * a group restore's exports under their old tokens, {@link #restoreShare}); a VMM
  * export's descriptor goes with its SHARE (SCM_RIGHTS) and is closed here, a VMM lookup's comes with its SHARED. The
  * front speaks for the worker's session and tenant: nothing here names them. Refused when the front is gone or does
  * not answer within {@link FrontTenantAccount#ANSWER_SECONDS}.
@@ -90,6 +91,19 @@ final class WorkerShares implements ShareBroker {
                     + (a.fd() >= 0 ? " with" : " without") + " a descriptor");
         }
         return new ShareRegistry.Found(d.exporter, d.bytes.length == 0 ? null : d.bytes, d.size, a.fd());
+    }
+
+    @Override
+    public void restoreShare(byte kind, long id, byte[] secret, byte[] driverBytes, long object) throws ShareRegistry.Refused {
+        if (secret.length != 16 || driverBytes.length > ControlMessages.MAX_SHARE_BYTES) {
+            throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share's secret or handle of"
+                    + " the wrong size");
+        }
+        long request = nextRequest.getAndIncrement();
+        ByteBuffer m = ControlMessages.start(ControlMessages.RESHARE);
+        m.putLong(request).put(kind).putLong(id).put(secret).putLong(object);
+        m.putInt(driverBytes.length).put(driverBytes);
+        done(ask(request, m, -1));
     }
 
     @Override

@@ -234,7 +234,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
         int res = driver.cuIpcOpenEventHandle(out, bytes);
         if (res == CuResult.CUDA_SUCCESS) {
             long real = out.get(ValueLayout.JAVA_LONG, 0);
-            session.sharing().eventOpened(real);
+            session.sharing().eventOpened(real, token); // its token: a group checkpoint carries it (GroupCheckpoint)
             c.outs.putLong(session.handles().intern(ParamType.EVENT, real, 0, context));
         }
         return res;

@@ -60,6 +60,13 @@ public final class SessionRestore {
         }
     }
 
+    /** The shares of a group checkpoint the image in {@code file} carries ({@link GroupCheckpoint#imageShares}). */
+    static CheckpointImage.Shares sharesOf(java.nio.file.Path file) throws IOException {
+        try (DataInputStream in = open(file)) {
+            return CheckpointImage.readHeader(in).shares();
+        }
+    }
+
     /** Counts the bytes read through it (the header's length, so that the contents are read from right after it). */
     private static final class CountingInputStream extends java.io.FilterInputStream {
         long count;

@@ -44,6 +44,16 @@ public interface ShareBroker {
                 "IPC event shares of one process are made only between sessions of one process");
     }
 
+    /**
+     * Isolation process, a group restore ({@link GroupCheckpoint#reExportInWorker}): registers again, under its old token
+     * ({@code id}, {@code secret}), an export of {@code kind} that the session's image carries, with the driver's new
+     * IPC bytes of {@code object}. The front accepts only a token of the image it restores, once.
+     */
+    default void restoreShare(byte kind, long id, byte[] secret, byte[] driverBytes, long object) throws ShareRegistry.Refused {
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "a share is registered again under its old token by a worker process only");
+    }
+
     /** Whether every session of the backend runs in this process (isolation context or shared). */
     boolean sameProcess();
 

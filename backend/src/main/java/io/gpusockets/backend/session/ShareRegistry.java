@@ -435,10 +435,11 @@ public final class ShareRegistry {
     }
 
     /**
-     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window and IPC
-     * events of isolation context, {@code address} the event's driver value), and why it cannot carry the rest (added to
-     * {@code notCarried}): a shareable VMM handle another session imported, or IPC memory or events exported through
-     * the driver (isolation process) that another session opened.
+     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window, and IPC
+     * events, of isolation context or exported through the driver of a worker in isolation process, {@code address} the
+     * event's driver value in the exporter's process), and why it cannot carry the rest (added to {@code notCarried}):
+     * a shareable VMM handle another session imported, or IPC memory exported through the driver (isolation process)
+     * that another session opened.
      */
     public synchronized List<Carried> carried(long session, List<String> notCarried) {
         List<Carried> out = new ArrayList<>();
@@ -447,7 +448,7 @@ public final class ShareRegistry {
             if (e == null) {
                 continue;
             }
-            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT && e.events() != null) {
+            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT) {
                 out.add(new Carried(e.kind(), e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
             } else if (!e.openers().isEmpty()) {
                 notCarried.add("session " + session + "'s " + (e.kind() == KIND_EVENT ? "IPC event" : e.kind() == KIND_VMM
@@ -478,11 +479,29 @@ public final class ShareRegistry {
         restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, java.util.Objects.requireNonNull(events), object);
     }
 
+    /**
+     * As {@link #restoreEvent} for an IPC event that a restored session's worker exported again through its driver
+     * (isolation process): {@code driverBytes} (its new CUipcEventHandle) instead of a share of this process.
+     */
+    public synchronized void restoreDriverEvent(long exporter, String tenant, long id, byte[] secret, byte[] driverBytes,
+                                                long object) throws Refused {
+        if (driverBytes == null || driverBytes.length != DRIVER_BYTES) {
+            throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored IPC event without the driver's handle");
+        }
+        restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, null, driverBytes.clone(), object);
+    }
+
     private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
                          IpcEventShare events, long object) throws Refused {
+        restore(exporter, tenant, kind, id, secret, size, window, events, null, object);
+    }
+
+    private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
+                         IpcEventShare events, byte[] driverBytes, long object) throws Refused {
         try {
             if (secret == null || secret.length != 16
-                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty() : events == null)) {
+                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty()
+                    : kind != KIND_EVENT || events == null && driverBytes == null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
             }
             if (entries.containsKey(id)) {
@@ -494,7 +513,7 @@ public final class ShareRegistry {
                 throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
                         + " live IPC/shareable exports (" + MAX_PROPERTY + "=" + maxPerSession + " on the backend)");
             }
-            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, null, size, -1, window, events, object,
+            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, driverBytes, size, -1, window, events, object,
                     new TreeSet<>()));
             mine.add(id);
             window = null;
