@@ -1,6 +1,7 @@
 package io.gpusockets.e2e;
 
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -18,12 +19,14 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * Sessions that share an IPC event are checkpointed and restored together in isolation process (each session a worker
- * process of a backend process; emulated device, {@code --stable-addresses}): E exports an interprocess event and I
- * opens it; {@code gpusockets checkpoint E I --to DIR --stop} drains both workers and writes both images, the backend is
+ * Sessions that share IPC memory and an IPC event are checkpointed and restored together in isolation process (each
+ * session a worker process of a backend process; emulated device, {@code --stable-addresses}): E exports an
+ * interprocess event and a cuMemAlloc allocation (window memory: its physical allocations cross as descriptors) and I
+ * opens both; {@code gpusockets checkpoint E I --to DIR --stop} drains both workers and writes both images, the backend is
  * killed, and a new backend process on the same address restores both ({@code gpusockets restore FILE FILE}, or
  * {@code gpusockets backend --restore FILE --restore FILE}), each in a worker of its own. Both programs resume with
- * their old handles: a recording of E's event held behind a gate keeps I's opened event pending until the gate opens,
+ * their old handles and pointers: I reads E's data through its old pointer and a write of either reaches the other; a
+ * recording of E's event held behind a gate keeps I's opened event pending until the gate opens,
  * and a recording of I's event does the same to E's, as before the checkpoint. A group that leaves a partner out is
  * refused naming it, and one whose member's worker dies during the group's drain is refused naming that session; the
  * others run on.
@@ -66,7 +69,7 @@ class IpcGroupCheckpointProcessTest extends CheckpointTestSupport {
 
     @ParameterizedTest(name = "restored by {0}")
     @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
-    void sessionsSharingAnIpcEventCheckpointTogetherAndResumeInANewBackendProcessStillSharingIt(String how)
+    void sessionsSharingIpcMemoryAndAnEventCheckpointTogetherAndResumeInANewBackendProcessStillSharingThem(String how)
             throws Exception {
         BackendProcess first = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
                 "--resume-grace", "120", "--idle-workers", "2");
@@ -80,6 +83,11 @@ class IpcGroupCheckpointProcessTest extends CheckpointTestSupport {
                 IpcGroupCheckpointTest.SharedEvent ev = IpcGroupCheckpointTest.shareEvent(de, ce, di, ci);
                 long mine = ev.exporter().get(JAVA_LONG, 0), theirs = ev.opener().get(JAVA_LONG, 0);
                 followsRecording(ce, mine, ci, theirs, "E's recording, before");
+                IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci,
+                        new byte[] {6, 7}, 1);
+                long p = shared.exporter(), q = shared.opener();
+                ci.put(q + 2, new byte[] {8});
+                assertArrayEquals(new byte[] {6, 7, 8}, ce.get(p, 3), "shared before the checkpoint");
                 String e = String.valueOf(de.sessionId()), i = String.valueOf(di.sessionId());
                 String admin = first.adminSocket().toString();
 
@@ -112,7 +120,12 @@ class IpcGroupCheckpointProcessTest extends CheckpointTestSupport {
                             + " restored with its group in worker pid")), () -> String.join("\n", restoring.output()));
                 }
 
-                // the programs resume with their old handles, and the event is still one between them, both ways
+                // the programs resume with their old handles and pointers, still sharing the memory and the event
+                assertArrayEquals(new byte[] {6, 7, 8}, ci.get(q, 3), "the importer reads through its old pointer");
+                ci.put(q + 3, new byte[] {9});
+                assertArrayEquals(new byte[] {6, 7, 8, 9}, ce.get(p, 4), "and its write reaches the exporter");
+                ce.put(p, new byte[] {1});
+                assertArrayEquals(new byte[] {1, 7, 8, 9}, ci.get(q, 4), "and the exporter's write reaches it");
                 followsRecording(ce, mine, ci, theirs, "E's recording, after the restore");
                 followsRecording(ci, theirs, ce, mine, "I's recording, after the restore");
             }

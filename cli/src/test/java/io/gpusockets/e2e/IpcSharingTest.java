@@ -42,7 +42,8 @@ import org.junit.jupiter.api.io.TempDir;
  * memory between two sessions both ways in both modes and are charged once; another tenant's session, a forged token
  * and a stale one (its exporter ended) are refused; a session's live exports are bounded; a sharing session is refused
  * a checkpoint; IPC memory and events in isolation context are refused with the cause; in isolation process they go
- * through the driver's IPC handles (skipped while the emulated device has none).
+ * through the driver's IPC handles (skipped while the emulated device has none), and the IPC memory of address-stable
+ * sessions through the window route (the exporter's physical allocations, whose descriptors the front keeps).
  *
  * <p>Shareable handles go through the frontend as a program's would: a POSIX descriptor the frontend makes in this
  * process, or the 64-byte fabric handle (the token itself), which the forged-token cases alter. The C programs
@@ -681,6 +682,125 @@ class IpcSharingTest {
             Cuda.ok(b.cuEventSynchronize(theirs.get(JAVA_LONG, 0)), "cuEventSynchronize(opened)");
             Cuda.ok(b.cuEventDestroy(theirs.get(JAVA_LONG, 0)), "cuEventDestroy(opened)");
         }
+    }
+
+    /** Device memory in use as {@code d}'s session sees it (cuMemGetInfo: its worker's device, the tenant has no limit). */
+    private static long used(Cuda cu) {
+        MemorySegment free = cu.cell(), total = cu.cell();
+        Cuda.ok(cu.d.cuMemGetInfo(free, total), "cuMemGetInfo");
+        return total.get(JAVA_LONG, 0) - free.get(JAVA_LONG, 0);
+    }
+
+    /** Tenant "me"'s charged device memory, from the backend's status. */
+    private static long tenantUsed(BackendProcess bp) {
+        return StatusTest.list(StatusTest.statusJson(bp), "tenants").stream().filter(t -> "me".equals(t.get("name")))
+                .mapToLong(t -> (Long) t.get("memoryUsedBytes")).findFirst().orElse(0);
+    }
+
+    @Test
+    void ipcMemoryOfAddressStableSessionsCrossesBetweenWorkerProcessesAsTheirWindowsPhysicalMemory() throws Exception {
+        try (BackendProcess bp = BackendProcess.startWithStatus("--isolation", "process", "--idle-workers", "2",
+                "--stable-addresses", "--tenants", tenantsFile().toString())) {
+            long tenantIdle = tenantUsed(bp);
+            RemoteCudaDriver a = RemoteCudaDriver.connect(bp.unix());
+            Cuda ca = new Cuda(a);
+            ca.primaryContext();
+            long one = ca.alloc(SIZE); // one granule
+            long three = ca.alloc(5L << 20); // three granules of its own
+            ca.put(one, new byte[] {1, 2, 3});
+            ca.put(one + SIZE - 1, new byte[] {4});
+            ca.put(three, new byte[] {5, 6});
+            ca.put(three + (5L << 20) - 2, new byte[] {7, 8});
+            MemorySegment h1 = ca.cell(64), h3 = ca.cell(64);
+            Cuda.ok(a.cuIpcGetMemHandle(h1, one), "cuIpcGetMemHandle(one granule)");
+            Cuda.ok(a.cuIpcGetMemHandle(h3, three), "cuIpcGetMemHandle(three granules)");
+            long small = ca.alloc(4096); // a block of a slab: its granule is shared with others
+            int r = a.cuIpcGetMemHandle(ca.cell(64), small);
+            assertEquals(CuResult.CUDA_ERROR_NOT_SUPPORTED, r, "a shared granule");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, a.cuIpcGetMemHandle(ca.cell(64), three + 64), "not a base");
+            long charged = tenantUsed(bp) - tenantIdle;
+            assertTrue(charged >= SIZE + (5L << 20), "the exporter's allocations are charged: " + charged);
+            long usedA = used(ca);
+
+            RemoteCudaDriver b = RemoteCudaDriver.connect(bp.unix());
+            Cuda cb = new Cuda(b);
+            cb.primaryContext();
+            long usedB = used(cb);
+            MemorySegment opened = cb.cell();
+            Cuda.ok(b.cuIpcOpenMemHandle(opened, h1, 1), "cuIpcOpenMemHandle(one granule)");
+            long q1 = opened.get(JAVA_LONG, 0);
+            Cuda.ok(b.cuIpcOpenMemHandle(opened, h3, 0), "cuIpcOpenMemHandle(three granules)");
+            long q3 = opened.get(JAVA_LONG, 0);
+            assertArrayEquals(new byte[] {1, 2, 3}, cb.get(q1, 3), "the opener reads the exporter's allocation");
+            assertArrayEquals(new byte[] {4}, cb.get(q1 + SIZE - 1, 1), "to its last byte");
+            assertArrayEquals(new byte[] {5, 6}, cb.get(q3, 2), "across granules");
+            assertArrayEquals(new byte[] {7, 8}, cb.get(q3 + (5L << 20) - 2, 2), "to the last byte of the third granule");
+            cb.put(q1 + 3, new byte[] {9});
+            cb.put(q3 + (4L << 20), new byte[] {10, 11});
+            Cuda.ok(b.cuCtxSynchronize(), "cuCtxSynchronize(opener)");
+            assertArrayEquals(new byte[] {1, 2, 3, 9}, ca.get(one, 4), "the exporter sees the opener's write");
+            assertArrayEquals(new byte[] {10, 11}, ca.get(three + (4L << 20), 2), "in its third granule too");
+            assertEquals(charged, tenantUsed(bp) - tenantIdle, "an opened mapping is not charged: the memory is charged once");
+            assertEquals(2, shares(bp));
+            assertEquals(2, memoryFiles(bp), "the front keeps one descriptor of each export's physical allocation");
+            assertEquals(usedA, used(ca), "the exporter's device memory is its own allocations'");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q3 + (5L << 20), (byte) 0, 1), "past the allocation");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemFree(q1), "cuMemFree refuses opened memory");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcGetMemHandle(cb.cell(64), q1), "no re-export");
+            try (RemoteCudaDriver other = RemoteCudaDriver.connect(bp.tcp())) {
+                Cuda co = new Cuda(other);
+                co.primaryContext();
+                assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, other.cuIpcOpenMemHandle(co.cell(), h1, 0), "another tenant");
+            }
+            bp.awaitLog("of another tenant", 10_000);
+
+            Cuda.ok(b.cuIpcCloseMemHandle(q1), "cuIpcCloseMemHandle(one granule)");
+            Cuda.ok(b.cuIpcCloseMemHandle(q3), "cuIpcCloseMemHandle(three granules)");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuIpcCloseMemHandle(q1), "closed already");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, b.cuMemsetD8(q1, (byte) 0, 1), "closed: no range of the session");
+            assertEquals(usedB, used(cb), "the closes gave back what the opens mapped");
+            // opened again and left open: the opener's end closes it, and the exporter goes on
+            Cuda.ok(b.cuIpcOpenMemHandle(opened, h3, 0), "cuIpcOpenMemHandle (left open)");
+            long again = opened.get(JAVA_LONG, 0);
+            assertArrayEquals(new byte[] {5, 6}, cb.get(again, 2));
+            b.close();
+            ca.put(three + 2, new byte[] {12});
+            assertArrayEquals(new byte[] {5, 6, 12}, ca.get(three, 3), "the exporter is fine after the opener's end");
+            assertEquals(usedA, used(ca), "and holds only its own allocations");
+            Cuda.ok(a.cuMemFree(one), "cuMemFree (exported)");
+            awaitTrue(() -> shares(bp) == 1 && memoryFiles(bp) == 1, "the free withdrew its export; the other stays");
+            assertEquals(CuResult.CUDA_ERROR_INVALID_CONTEXT, a.cuIpcOpenMemHandle(ca.cell(), h3, 0),
+                    "the exporter cannot open its own export (as the driver refuses it in the exporting process)");
+            a.close();
+            awaitTrue(() -> shares(bp) == 0, "the exporter's end dropped its exports");
+            awaitTrue(() -> tenantUsed(bp) == tenantIdle, "the tenant's charge back to " + tenantIdle);
+            awaitTrue(() -> memoryFiles(bp) == 0, "the front holds no descriptor of device memory any more");
+        }
+    }
+
+    /** The backend's live shares (its status's "shares"). */
+    private static long shares(BackendProcess bp) {
+        return (Long) StatusTest.statusJson(bp).get("shares");
+    }
+
+    /**
+     * The backend process's descriptors of memory files (the emulated device's physical memory: {@code /memfd:...}),
+     * as its registry holds for window memory exported by a worker.
+     */
+    private static long memoryFiles(BackendProcess bp) {
+        long n = 0;
+        try (var fds = Files.list(Path.of("/proc", String.valueOf(bp.pid()), "fd"))) {
+            for (Path f : fds.toList()) {
+                try {
+                    n += Files.readSymbolicLink(f).toString().startsWith("/memfd:") ? 1 : 0;
+                } catch (java.io.IOException e) {
+                    // closed meanwhile
+                }
+            }
+        } catch (java.io.IOException e) {
+            throw new AssertionError(e);
+        }
+        return n;
     }
 
     // ---- two real processes through libcuda.so.1 (frontend/native/tests/ipc_memory.c, ipc_shareable.c)

@@ -1,11 +1,14 @@
 package io.gpusockets.backend.isolation;
 
+import io.gpusockets.backend.session.ShareRegistry;
 import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.transport.vsock.DescriptorPassing;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.function.IntConsumer;
 
 /**
@@ -39,10 +42,12 @@ import java.util.function.IntConsumer;
  *             the old front reads                         backend that took over (same socket, its copy: {@link TakeOver})
  *   SHARE     long request, byte share kind,  SHARED   long request, byte outcome, done: long exporter session,
  *             long size, long object, int n +          long size, int n + n bytes (SHARE: the token; LOOKUP: the
- *             n bytes (the
- *             driver's IPC handle; 0 for VMM)          driver's IPC handle, 0 for VMM, whose descriptor comes with
- *             (+ 1 descriptor for VMM): register       it); refused: int CUresult, string why
- *             an export with the front's registry
+ *             n bytes (the                             driver's IPC handle, 0 for VMM, whose descriptor comes with
+ *             driver's IPC handle; 0 for VMM           it; 0 for window memory), window (LOOKUP of window memory:
+ *             and window memory), window               its pieces, one descriptor each; else none); refused: int
+ *             (+ 1 descriptor for VMM, 1 a piece       CUresult, string why
+ *             for window memory): register an
+ *             export with the front's registry
  *   LOOKUP    long request, byte share kind,
  *             64 bytes token: what a token names
  *             for this worker's session
@@ -61,18 +66,32 @@ import java.util.function.IntConsumer;
  * a group restore (the images restored in held workers first: {@link Workers#restoreGroup})
  *   RESHARE   long request, byte share kind,    GROUP_RESHARE long request, byte step: 1 register the session's
  *             long token id, 16 bytes secret,            exports again (RESHARE each), 2 open again what it opened
- *             long object, int n + n bytes (the          (LOOKUP each)
- *             driver's new IPC handle): an export
- *             of the restored image under its old
- *             token (answered by SHARED; the front
+ *             long object, long size, int n + n          (LOOKUP each)
+ *             bytes (an event: the driver's new
+ *             IPC handle), window (memory: as
+ *             SHARE's, + a descriptor a piece): an
+ *             export of the restored image under its
+ *             old token (answered by SHARED; the front
  *             takes only a token of that image, once)
  *   GROUP_STEPPED long request, byte outcome,
  *             refused or failed: string why
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed;
  * share kind: {@link io.gpusockets.backend.session.ShareRegistry} (1 memory, 2 event, 3 VMM), n at most
- * {@link #MAX_SHARE_BYTES}; a GROUP_STEP carries at most {@link #MAX_GROUP_EXPORTS} exports and token ids. Only SHARE
- * (from a worker), SESSION, RESUME and SHARED (from the front) carry descriptors.
+ * {@link #MAX_SHARE_BYTES}; window: int pieces (0: none, at most {@link #MAX_PIECES}), and with pieces long start
+ * (where the allocation begins in the span), then each piece's long offset and long size in the span
+ * ({@link io.gpusockets.backend.session.ShareRegistry.Window}), their descriptors riding on the message in that order
+ * (a message of an earlier build, which ends before it, has none); a GROUP_STEP carries at most
+ * {@link #MAX_GROUP_EXPORTS} exports and token ids. Only SHARE (from a worker), SESSION, RESUME and
+ * SHARED (from the front) carry descriptors, at most {@link #MAX_DESCRIPTORS} a message.
  * </pre>
+ *
+ * <p>IPC memory of an address-stable session in isolation process (window memory: the physical allocations of its
+ * address window that back a cuMemAlloc allocation, {@link io.gpusockets.backend.session.IpcCalls}) crosses in one
+ * message each way: the exporter's SHARE carries every piece's descriptor, the front's registry keeps them, and the
+ * SHARED answering another worker's LOOKUP carries a new descriptor of each. {@link #getWindow} checks the counts (at
+ * most {@link #MAX_PIECES} pieces, as many descriptors as pieces); the registry checks the shape
+ * ({@link io.gpusockets.backend.session.ShareRegistry#windowProblem}) and bounds the descriptors a session's shares
+ * hold, so that no worker makes the front hold descriptors or memory without bound.
  */
 final class ControlMessages {
     static final byte READY = 1;
@@ -118,6 +137,16 @@ final class ControlMessages {
 
     /** The most bytes a SHARE or SHARED carries (the driver's IPC handle, a token: 64). */
     static final int MAX_SHARE_BYTES = 64;
+
+    /**
+     * The most pieces (physical allocations, one descriptor each) of window memory a SHARE or SHARED carries: a
+     * cuMemAlloc allocation of an address window is one physical allocation (one run of granules); more than this is
+     * refused to the program (CUDA_ERROR_NOT_SUPPORTED), and a message that has more is a broken peer.
+     */
+    static final int MAX_PIECES = 16;
+
+    /** The most descriptors one control message carries (a connection's, or window memory's pieces). */
+    static final int MAX_DESCRIPTORS = Math.max(HandedConnection.MAX_DESCRIPTORS, MAX_PIECES);
 
     static final byte OUTCOME_DONE = 0;
     static final byte OUTCOME_REFUSED = 1;
@@ -168,6 +197,57 @@ final class ControlMessages {
         return bytes;
     }
 
+    /**
+     * Writes the window section: {@code w}'s pieces (none: {@code w} null), at most {@link #MAX_PIECES}; returns the
+     * descriptors to send with the message, in the pieces' order.
+     */
+    static int[] putWindow(ByteBuffer b, ShareRegistry.Window w) {
+        if (w == null) {
+            b.putInt(0);
+            return new int[0];
+        }
+        List<ShareRegistry.Piece> pieces = w.pieces();
+        if (pieces.isEmpty() || pieces.size() > MAX_PIECES) {
+            throw new IllegalArgumentException("a window of " + pieces.size() + " pieces (1.." + MAX_PIECES + ")");
+        }
+        b.putInt(pieces.size()).putLong(w.start());
+        int[] fds = new int[pieces.size()];
+        for (int i = 0; i < fds.length; i++) {
+            ShareRegistry.Piece p = pieces.get(i);
+            b.putLong(p.offset()).putLong(p.size());
+            fds[i] = p.fd();
+        }
+        return fds;
+    }
+
+    /**
+     * Reads the window section (absent, as in a message of an earlier build: none): null when it has no pieces, else
+     * the window whose pieces take the descriptors that came with the message ({@code fds}, in order; taken off the
+     * list). A count over {@link #MAX_PIECES}, or descriptors that are not one a piece, is a broken peer: an
+     * IOException, the descriptors left in {@code fds}. The shape (offsets, sizes) is the registry's to check
+     * ({@link ShareRegistry#windowProblem}).
+     */
+    static ShareRegistry.Window getWindow(ByteBuffer b, List<Integer> fds) throws IOException {
+        int n = b.hasRemaining() ? b.getInt() : 0;
+        if (n < 0 || n > MAX_PIECES) {
+            throw new IOException("control message: a window of " + n + " pieces (0.." + MAX_PIECES + ")");
+        }
+        if (n == 0) {
+            return null;
+        }
+        if (fds.size() != n || b.remaining() < 8 + 16L * n) {
+            throw new IOException("control message: a window of " + n + " pieces with " + fds.size() + " descriptor(s) and "
+                    + b.remaining() + " bytes");
+        }
+        long start = b.getLong();
+        List<ShareRegistry.Piece> pieces = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            pieces.add(new ShareRegistry.Piece(b.getLong(), b.getLong(), fds.get(i)));
+        }
+        fds.clear();
+        return new ShareRegistry.Window(start, List.copyOf(pieces));
+    }
+
     static String getString(ByteBuffer b) throws IOException {
         int n = b.getInt();
         if (n < 0 || n > b.remaining()) {
@@ -182,17 +262,25 @@ final class ControlMessages {
     static ByteBuffer read(Connection c) throws IOException {
         ByteBuffer len = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN);
         c.readFully(len);
-        return body(c, len.flip().getInt(), null);
+        return body(c, len.flip().getInt(), 0, null);
     }
 
-    /** Reads one message, passing descriptors that come with it to {@code fds}. */
+    /** Reads one message, passing descriptors that come with it (at most a connection's) to {@code fds}. */
     static ByteBuffer readWithDescriptors(Connection c, IntConsumer fds) throws IOException {
-        ByteBuffer len = ByteBuffer.allocateDirect(4).order(ByteOrder.LITTLE_ENDIAN);
-        DescriptorPassing.receive(c, len, HandedConnection.MAX_DESCRIPTORS, fds);
-        return body(c, len.flip().getInt(), fds);
+        return readWithDescriptors(c, HandedConnection.MAX_DESCRIPTORS, fds);
     }
 
-    private static ByteBuffer body(Connection c, int n, IntConsumer fds) throws IOException {
+    /**
+     * Reads one message, passing descriptors that come with it to {@code fds}: at most {@code maxFds} (more is an
+     * IOException; the kernel closes those past the bound).
+     */
+    static ByteBuffer readWithDescriptors(Connection c, int maxFds, IntConsumer fds) throws IOException {
+        ByteBuffer len = ByteBuffer.allocateDirect(4).order(ByteOrder.LITTLE_ENDIAN);
+        DescriptorPassing.receive(c, len, maxFds, fds);
+        return body(c, len.flip().getInt(), maxFds, fds);
+    }
+
+    private static ByteBuffer body(Connection c, int n, int maxFds, IntConsumer fds) throws IOException {
         if (n < 1 || n > MAX_BYTES) {
             throw new IOException("control message of " + n + " bytes (1.." + MAX_BYTES + ")");
         }
@@ -200,7 +288,7 @@ final class ControlMessages {
         if (fds == null) {
             c.readFully(b);
         } else {
-            DescriptorPassing.receive(c, b, HandedConnection.MAX_DESCRIPTORS, fds);
+            DescriptorPassing.receive(c, b, maxFds, fds);
         }
         return b.flip();
     }

@@ -188,10 +188,10 @@ public final class WorkerMain {
         // a group checkpoint's steps for the session it holds drained, by the drain's request
         java.util.Map<Long, java.util.concurrent.BlockingQueue<ByteBuffer>> steps = new java.util.concurrent.ConcurrentHashMap<>();
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
-            java.util.List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
+            java.util.List<Integer> fds = new java.util.ArrayList<>(ControlMessages.MAX_DESCRIPTORS);
             try {
                 while (true) {
-                    ByteBuffer a = ControlMessages.readWithDescriptors(control, fds::add);
+                    ByteBuffer a = ControlMessages.readWithDescriptors(control, ControlMessages.MAX_DESCRIPTORS, fds::add);
                     byte type = a.get();
                     if (type != ControlMessages.RESUME && type != ControlMessages.SHARED && !fds.isEmpty()) {
                         throw new IOException("control message " + type + " came with descriptors");
@@ -200,12 +200,9 @@ public final class WorkerMain {
                     switch (type) {
                         case ControlMessages.ANSWER -> tenant.answered(a.getLong(), a.getLong());
                         case ControlMessages.SHARED -> {
-                            if (fds.size() > 1) {
-                                throw new IOException("a SHARED message with " + fds.size() + " descriptors");
-                            }
-                            int fd = fds.isEmpty() ? -1 : fds.get(0);
+                            java.util.List<Integer> taken = java.util.List.copyOf(fds); // the broker's from here
                             fds.clear();
-                            shares.answered(a, fd);
+                            shares.answered(a, taken);
                         }
                         case ControlMessages.LIMITS -> tenant.setLimits(SessionTicket.getLimits(a));
                         case ControlMessages.RESUME -> {

@@ -7,6 +7,8 @@ import io.gpusockets.protocol.transport.Connection;
 import io.gpusockets.transport.vsock.DescriptorPassing;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -19,13 +21,21 @@ import java.util.concurrent.atomic.AtomicLong;
  * A worker's {@link ShareBroker} (isolation mode {@code process}): exports and lookups go to the front's
  * {@link ShareRegistry} over the control socket (SHARE and LOOKUP, answered by SHARED, {@link ControlMessages}; RESHARE:
  * a group restore's exports under their old tokens, {@link #restoreShare}); a VMM
- * export's descriptor goes with its SHARE (SCM_RIGHTS) and is closed here, a VMM lookup's comes with its SHARED. The
+ * export's descriptor goes with its SHARE (SCM_RIGHTS) and is closed here, a VMM lookup's comes with its SHARED. IPC
+ * memory of the session's address window ({@link #shareWindow}: the physical allocations that back a cuMemAlloc
+ * allocation of an address-stable session, {@link ShareRegistry.Window}) goes the same way with every piece's
+ * descriptor in the one SHARE (at most {@link ControlMessages#MAX_PIECES}; more is refused here), and a lookup of it
+ * gets a new descriptor of each piece with its SHARED, which {@code IpcCalls} maps into the session and closes. The
  * front speaks for the worker's session and tenant: nothing here names them. Refused when the front is gone or does
  * not answer within {@link FrontTenantAccount#ANSWER_SECONDS}.
  */
 final class WorkerShares implements ShareBroker {
-    /** The front's answer: the message after its request id, and the descriptor that came with it (-1: none). */
-    private record Answer(ByteBuffer message, int fd) {
+    /** The front's answer: the message after its request id, and the descriptors that came with it. */
+    private record Answer(ByteBuffer message, List<Integer> fds) {
+        void close() {
+            fds.forEach(DescriptorPassing::close);
+            fds.clear();
+        }
     }
 
     private final Connection control;
@@ -45,12 +55,46 @@ final class WorkerShares implements ShareBroker {
             m.putLong(request).put(kind).putLong(size).putLong(object);
             byte[] b = driverBytes == null ? new byte[0] : driverBytes;
             m.putInt(b.length).put(b);
-            Answer a = ask(request, m, fd);
-            return done(a).bytes;
+            ControlMessages.putWindow(m, null);
+            return answerOfShare(ask(request, m, fd >= 0 ? new int[] {fd} : new int[0]));
         } finally {
             if (fd >= 0) {
                 DescriptorPassing.close(fd); // the front holds its own copy now, or none
             }
+        }
+    }
+
+    /**
+     * Registers IPC memory of the session's address window: every piece's descriptor goes with the one SHARE (closed
+     * here whatever the outcome; the front keeps its own copies). Refused (CUDA_ERROR_NOT_SUPPORTED) past
+     * {@link ControlMessages#MAX_PIECES} pieces.
+     */
+    @Override
+    public byte[] shareWindow(long size, ShareRegistry.Window window, long object) throws ShareRegistry.Refused {
+        try {
+            if (window.pieces().isEmpty() || window.pieces().size() > ControlMessages.MAX_PIECES) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_NOT_SUPPORTED, "the allocation is backed by "
+                        + window.pieces().size() + " physical allocations; IPC memory of an address window crosses"
+                        + " between worker processes as at most " + ControlMessages.MAX_PIECES);
+            }
+            long request = nextRequest.getAndIncrement();
+            ByteBuffer m = ControlMessages.start(ControlMessages.SHARE);
+            m.putLong(request).put(ShareRegistry.KIND_MEMORY).putLong(size).putLong(object).putInt(0);
+            int[] fds = ControlMessages.putWindow(m, window);
+            return answerOfShare(ask(request, m, fds));
+        } finally {
+            ShareRegistry.closeAll(window);
+        }
+    }
+
+    private static byte[] answerOfShare(Answer a) throws ShareRegistry.Refused {
+        try {
+            if (!a.fds().isEmpty()) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "the front answered a share with descriptors");
+            }
+            return done(a).bytes;
+        } finally {
+            a.close();
         }
     }
 
@@ -73,24 +117,33 @@ final class WorkerShares implements ShareBroker {
         long request = nextRequest.getAndIncrement();
         ByteBuffer m = ControlMessages.start(ControlMessages.LOOKUP);
         m.putLong(request).put(kind).put(token, 0, ShareRegistry.TOKEN_BYTES);
-        Answer a = ask(request, m, -1);
-        Done d;
+        Answer a = ask(request, m, new int[0]);
         try {
-            d = done(a);
-        } catch (ShareRegistry.Refused | RuntimeException e) {
-            if (a.fd() >= 0) {
-                DescriptorPassing.close(a.fd());
+            Done d = done(a);
+            ShareRegistry.Window window;
+            try {
+                window = ControlMessages.getWindow(a.message(), a.fds()); // takes the pieces' descriptors
+            } catch (IOException | java.nio.BufferUnderflowException e) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "a broken answer from the backend's front: " + e);
             }
-            throw e;
-        }
-        if ((kind == ShareRegistry.KIND_VMM) != (a.fd() >= 0)) {
-            if (a.fd() >= 0) {
-                DescriptorPassing.close(a.fd());
+            if (window != null) {
+                String problem = kind == ShareRegistry.KIND_MEMORY && d.bytes.length == 0
+                        ? ShareRegistry.windowProblem(window, d.size) : "window memory for a lookup of kind " + kind;
+                if (problem != null) {
+                    ShareRegistry.closeAll(window);
+                    throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "the front answered a lookup with " + problem);
+                }
+                return new ShareRegistry.Found(d.exporter, null, d.size, -1, window, null);
             }
-            throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "the front answered a lookup of kind " + kind
-                    + (a.fd() >= 0 ? " with" : " without") + " a descriptor");
+            if ((kind == ShareRegistry.KIND_VMM) != (a.fds().size() == 1) || a.fds().size() > 1) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "the front answered a lookup of kind " + kind
+                        + " with " + a.fds().size() + " descriptor(s)");
+            }
+            int fd = a.fds().isEmpty() ? -1 : a.fds().remove(0);
+            return new ShareRegistry.Found(d.exporter, d.bytes.length == 0 ? null : d.bytes, d.size, fd);
+        } finally {
+            a.close(); // what was not handed on
         }
-        return new ShareRegistry.Found(d.exporter, d.bytes.length == 0 ? null : d.bytes, d.size, a.fd());
     }
 
     @Override
@@ -101,9 +154,29 @@ final class WorkerShares implements ShareBroker {
         }
         long request = nextRequest.getAndIncrement();
         ByteBuffer m = ControlMessages.start(ControlMessages.RESHARE);
-        m.putLong(request).put(kind).putLong(id).put(secret).putLong(object);
+        m.putLong(request).put(kind).putLong(id).put(secret).putLong(object).putLong(0);
         m.putInt(driverBytes.length).put(driverBytes);
-        done(ask(request, m, -1));
+        ControlMessages.putWindow(m, null);
+        answerOfShare(ask(request, m, new int[0]));
+    }
+
+    /** {@link #restoreShare} of window memory: every piece's descriptor goes with the one RESHARE, as with SHARE. */
+    @Override
+    public void restoreWindow(long id, byte[] secret, long size, ShareRegistry.Window window, long object)
+            throws ShareRegistry.Refused {
+        try {
+            if (secret.length != 16 || window.pieces().isEmpty() || window.pieces().size() > ControlMessages.MAX_PIECES) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a restored share's secret or its "
+                        + window.pieces().size() + " physical allocations (at most " + ControlMessages.MAX_PIECES + ")");
+            }
+            long request = nextRequest.getAndIncrement();
+            ByteBuffer m = ControlMessages.start(ControlMessages.RESHARE);
+            m.putLong(request).put(ShareRegistry.KIND_MEMORY).putLong(id).put(secret).putLong(object).putLong(size).putInt(0);
+            int[] fds = ControlMessages.putWindow(m, window);
+            answerOfShare(ask(request, m, fds));
+        } finally {
+            ShareRegistry.closeAll(window);
+        }
     }
 
     @Override
@@ -130,7 +203,7 @@ final class WorkerShares implements ShareBroker {
         }
     }
 
-    private Answer ask(long request, ByteBuffer m, int fd) throws ShareRegistry.Refused {
+    private Answer ask(long request, ByteBuffer m, int[] fds) throws ShareRegistry.Refused {
         CompletableFuture<Answer> f = new CompletableFuture<>();
         waiting.put(request, f);
         boolean taken = false;
@@ -139,8 +212,8 @@ final class WorkerShares implements ShareBroker {
                 throw gone();
             }
             try {
-                if (fd >= 0) {
-                    DescriptorPassing.send(control, ControlMessages.finish(m), fd);
+                if (fds.length > 0) {
+                    DescriptorPassing.send(control, ControlMessages.finish(m), fds);
                 } else {
                     control.write(ControlMessages.finish(m));
                 }
@@ -162,8 +235,8 @@ final class WorkerShares implements ShareBroker {
             waiting.remove(request);
             if (!taken) { // an answer that comes after we stopped waiting: its descriptor is nobody's
                 f.thenAccept(late -> {
-                    if (late != null && late.fd() >= 0) {
-                        DescriptorPassing.close(late.fd());
+                    if (late != null) {
+                        late.close();
                     }
                 });
             }
@@ -174,14 +247,19 @@ final class WorkerShares implements ShareBroker {
         return new ShareRegistry.Refused(CuResult.CUDA_ERROR_UNKNOWN, "the backend's front process is gone");
     }
 
-    /** A SHARED message (the control reader's thread) with the descriptor that came with it, or -1. */
-    void answered(ByteBuffer m, int fd) throws IOException {
-        long request = m.getLong();
+    /** A SHARED message (the control reader's thread) with the descriptors that came with it (this broker's now). */
+    void answered(ByteBuffer m, List<Integer> fds) throws IOException {
+        Answer a = new Answer(m, new ArrayList<>(fds));
+        long request;
+        try {
+            request = m.getLong();
+        } catch (java.nio.BufferUnderflowException e) {
+            a.close();
+            throw new IOException("a SHARED message without its request", e);
+        }
         CompletableFuture<Answer> f = waiting.remove(request);
-        if (f == null || !f.complete(new Answer(m, fd))) {
-            if (fd >= 0) {
-                DescriptorPassing.close(fd);
-            }
+        if (f == null || !f.complete(a)) {
+            a.close();
         }
     }
 

@@ -883,7 +883,7 @@ public final class Workers implements AutoCloseable {
      * For a group restore (isolation process; the front's {@code BackendServer#restoreGroup}): {@link #restore} of one
      * image of the group, its session held (not resumable here) until {@link #reshare} makes the group's shares again;
      * {@code exports}: the image's exports as the front read them ({@link
-     * io.gpusockets.backend.session.GroupCheckpoint#imageShares}), the only tokens its worker may register again. On a
+     * io.gpusockets.backend.session.GroupCheckpoint#imageExports}), the only tokens its worker may register again. On a
      * refusal or failure nothing of this image is left ({@code onEnd} has run); the caller lets go of the others
      * ({@link #abandon}).
      */
@@ -896,10 +896,10 @@ public final class Workers implements AutoCloseable {
 
     /**
      * The shares of the held sessions {@code group} made again, then each made resumable: first every session's exports
-     * registered under their old tokens (its worker exports each IPC event again through its driver, RESHARE), then
-     * what each opened is opened again through those tokens (LOOKUP: cuIpcOpenEventHandle in the opener's worker, the
-     * event under its old handle id); IPC memory is refused by name
-     * ({@link io.gpusockets.backend.session.GroupCheckpoint#NO_MEMORY_IN_PROCESS}). A refusal or failure (a worker that
+     * registered under their old tokens (RESHARE: its worker exports each IPC event again through its driver, and its
+     * window memory as its physical allocations' descriptors), then what each opened is opened again through those
+     * tokens (LOOKUP: cuIpcOpenEventHandle in the opener's worker, the event under its old handle id; the exporter's
+     * physical allocations mapped in the opener's worker at its old address). A refusal or failure (a worker that
      * refuses, dies or sends nothing for the quiet timeout) ends every session of the group ({@link #abandon}), naming why.
      */
     public void reshare(List<Held> group) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
@@ -1356,7 +1356,7 @@ public final class Workers implements AutoCloseable {
      * socket is left open for the backend that takes over). An adopted worker ({@code adopted}) said READY long ago.
      */
     private void readLoop(Worker w, Connection ctl, boolean adopted) {
-        List<Integer> fds = new java.util.ArrayList<>(HandedConnection.MAX_DESCRIPTORS);
+        List<Integer> fds = new java.util.ArrayList<>(ControlMessages.MAX_DESCRIPTORS);
         try {
             ByteBuffer m;
             if (!adopted) {
@@ -1371,20 +1371,17 @@ public final class Workers implements AutoCloseable {
             while (true) {
                 fds.forEach(io.gpusockets.transport.vsock.DescriptorPassing::close); // none left unclaimed
                 fds.clear();
-                m = ControlMessages.readWithDescriptors(ctl, fds::add);
+                m = ControlMessages.readWithDescriptors(ctl, ControlMessages.MAX_DESCRIPTORS, fds::add);
                 byte type = m.get();
                 TenantAccount t = w.tenant;
                 if (t == null) {
                     throw new IOException("control message " + type + " before a session");
                 }
-                if (type != ControlMessages.SHARE && !fds.isEmpty() || fds.size() > 1) {
+                if (type != ControlMessages.SHARE && type != ControlMessages.RESHARE && !fds.isEmpty()) {
                     throw new IOException("control message " + type + " came with " + fds.size() + " descriptor(s)");
                 }
                 switch (type) {
-                    case ControlMessages.SHARE -> {
-                        int fd = fds.isEmpty() ? -1 : fds.remove(0);
-                        share(w, t, ctl, m, fd);
-                    }
+                    case ControlMessages.SHARE -> share(w, t, ctl, m, fds);
                     case ControlMessages.LOOKUP -> lookup(w, t, ctl, m);
                     case ControlMessages.UNSHARE -> {
                         byte kind = m.get();
@@ -1439,7 +1436,7 @@ public final class Workers implements AutoCloseable {
                             }
                         }
                     }
-                    case ControlMessages.RESHARE -> reshare(w, t, ctl, m);
+                    case ControlMessages.RESHARE -> reshare(w, t, ctl, m, fds);
                     case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED, ControlMessages.MIGRATED,
                          ControlMessages.GROUP_DRAINED, ControlMessages.GROUP_STEPPED -> {
                         long request = m.getLong();
@@ -1480,24 +1477,37 @@ public final class Workers implements AutoCloseable {
         }
     }
 
-    /** A worker's SHARE: registers its session's export ({@code fd}, a VMM share's descriptor, is the registry's). */
-    private void share(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, int fd) throws IOException {
+    /**
+     * A worker's SHARE: registers its session's export. The descriptors that came with it ({@code fds}) are a VMM
+     * share's one, or window memory's, one a piece ({@link ControlMessages#getWindow}); what the registry takes is
+     * its own, the rest stays in {@code fds} for the caller to close. Descriptors that fit neither are a broken worker.
+     */
+    private void share(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, List<Integer> fds) throws IOException {
         long request;
         byte kind;
         long size;
         long object;
         byte[] bytes;
+        io.gpusockets.backend.session.ShareRegistry.Window window;
+        int fd = -1;
         try {
             request = m.getLong();
             kind = m.get();
             size = m.getLong();
             object = m.getLong();
             bytes = ControlMessages.getShareBytes(m);
-        } catch (IOException | java.nio.BufferUnderflowException e) {
-            if (fd >= 0) {
-                io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
+            window = ControlMessages.getWindow(m, fds); // takes the pieces' descriptors off fds
+            if (window == null && fds.size() > 1 || window != null && (kind != io.gpusockets.backend.session.ShareRegistry.KIND_MEMORY
+                    || bytes.length != 0)) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
+                throw new IOException("a SHARE of kind " + kind + " with " + (window == null ? fds.size() + " descriptors"
+                        : "window memory"));
             }
+        } catch (IOException | java.nio.BufferUnderflowException e) {
             throw new IOException("bad SHARE: " + e.getMessage(), e);
+        }
+        if (window == null && !fds.isEmpty()) {
+            fd = fds.remove(0);
         }
         ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
         a.putLong(request);
@@ -1507,10 +1517,12 @@ public final class Workers implements AutoCloseable {
                 if (fd >= 0) {
                     io.gpusockets.transport.vsock.DescriptorPassing.close(fd);
                 }
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
                         "this backend keeps no shares between sessions");
             }
-            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, null, object);
+            // the registry takes fd and window's descriptors, closing them when it refuses
+            byte[] token = r.share(w.sessionId, t.name(), kind, bytes.length == 0 ? null : bytes, size, fd, window, object);
             a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(token.length).put(token);
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
@@ -1519,7 +1531,10 @@ public final class Workers implements AutoCloseable {
         ctl.write(ControlMessages.finish(a));
     }
 
-    /** A worker's LOOKUP: what a token names for its session (a VMM share's descriptor goes with the answer). */
+    /**
+     * A worker's LOOKUP: what a token names for its session (a VMM share's descriptor, or a new descriptor of each piece
+     * of window memory, goes with the answer).
+     */
     private void lookup(Worker w, TenantAccount t, Connection ctl, ByteBuffer m) throws IOException {
         long request;
         byte kind;
@@ -1535,6 +1550,8 @@ public final class Workers implements AutoCloseable {
         a.putLong(request);
         io.gpusockets.backend.session.ShareRegistry r = shares;
         int fd = -1;
+        io.gpusockets.backend.session.ShareRegistry.Window window = null;
+        int[] send = new int[0];
         try {
             if (r == null || w.sessionId == 0) {
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE,
@@ -1542,15 +1559,20 @@ public final class Workers implements AutoCloseable {
             }
             io.gpusockets.backend.session.ShareRegistry.Found f = r.lookup(w.sessionId, t.name(), kind, token);
             fd = f.fd();
+            window = f.window();
             byte[] bytes = f.driverBytes() == null ? new byte[0] : f.driverBytes();
             a.put(ControlMessages.OUTCOME_DONE).putLong(f.exporter()).putLong(f.size()).putInt(bytes.length).put(bytes);
+            send = ControlMessages.putWindow(a, window);
+            if (fd >= 0) {
+                send = new int[] {fd};
+            }
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
             ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);
         }
         try {
-            if (fd >= 0) {
-                io.gpusockets.transport.vsock.DescriptorPassing.send(ctl, ControlMessages.finish(a), fd);
+            if (send.length > 0) {
+                io.gpusockets.transport.vsock.DescriptorPassing.send(ctl, ControlMessages.finish(a), send);
             } else {
                 ctl.write(ControlMessages.finish(a));
             }
@@ -1558,6 +1580,7 @@ public final class Workers implements AutoCloseable {
             if (fd >= 0) {
                 io.gpusockets.transport.vsock.DescriptorPassing.close(fd); // the worker has its own copy now
             }
+            io.gpusockets.backend.session.ShareRegistry.closeAll(window);
         }
     }
 
@@ -1566,22 +1589,30 @@ public final class Workers implements AutoCloseable {
      * under its old token, with the driver's new IPC bytes. Taken only for a token of the image that worker restored
      * (its kind, id and secret as the front read them from the image), once; anything else is refused.
      */
-    private void reshare(Worker w, TenantAccount t, Connection ctl, ByteBuffer m) throws IOException {
+    private void reshare(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, List<Integer> fds) throws IOException {
         long request;
         byte kind;
         long id;
         byte[] secret = new byte[16];
         long object;
+        long size;
         byte[] bytes;
+        io.gpusockets.backend.session.ShareRegistry.Window window;
         try {
             request = m.getLong();
             kind = m.get();
             id = m.getLong();
             m.get(secret);
             object = m.getLong();
+            size = m.getLong();
             bytes = ControlMessages.getShareBytes(m);
-        } catch (java.nio.BufferUnderflowException e) {
-            throw new IOException("bad RESHARE: " + e, e);
+            window = ControlMessages.getWindow(m, fds); // takes the pieces' descriptors off fds
+            if (!fds.isEmpty()) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
+                throw new IOException(fds.size() + " descriptors beyond its window");
+            }
+        } catch (IOException | java.nio.BufferUnderflowException e) {
+            throw new IOException("bad RESHARE: " + e.getMessage(), e);
         }
         ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
         a.putLong(request);
@@ -1589,14 +1620,23 @@ public final class Workers implements AutoCloseable {
         try {
             Map<Long, io.gpusockets.backend.session.ShareRegistry.Carried> allowed = w.reshares;
             io.gpusockets.backend.session.ShareRegistry.Carried c = allowed == null ? null : allowed.remove(id);
-            if (r == null || w.sessionId == 0 || c == null || c.kind() != kind || kind != io.gpusockets.backend.session.ShareRegistry.KIND_EVENT
-                    || !java.security.MessageDigest.isEqual(c.secret(), secret)) {
+            boolean memory = kind == io.gpusockets.backend.session.ShareRegistry.KIND_MEMORY;
+            if (r == null || w.sessionId == 0 || c == null || c.kind() != kind
+                    || !java.security.MessageDigest.isEqual(c.secret(), secret)
+                    || (memory ? window == null || bytes.length != 0 || size != c.size()
+                    : kind != io.gpusockets.backend.session.ShareRegistry.KIND_EVENT || window != null)) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
                 throw new io.gpusockets.backend.session.ShareRegistry.Refused(
                         io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE, "worker pid " + w.pid + ": token "
-                        + id + " is no IPC event export of the image it restores (or registered already)");
+                        + id + " is no IPC export of the image it restores as sent (its kind, secret and size), or is"
+                        + " registered already");
             }
-            r.restoreDriverEvent(w.sessionId, t.name(), id, secret, bytes, object);
-            a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(0).putInt(0);
+            if (memory) { // the registry takes the window's descriptors, closing them when it refuses
+                r.restore(w.sessionId, t.name(), id, secret, size, window, object);
+            } else {
+                r.restoreDriverEvent(w.sessionId, t.name(), id, secret, bytes, object);
+            }
+            a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(0);
         } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
             a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
             ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);

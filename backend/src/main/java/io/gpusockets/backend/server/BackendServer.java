@@ -1966,17 +1966,12 @@ public final class BackendServer implements AutoCloseable {
             throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
         }
         List<io.gpusockets.backend.session.SessionRestore.Identity> who = new ArrayList<>();
-        List<io.gpusockets.backend.session.GroupCheckpoint.ImageShares> imageShares = new ArrayList<>();
+        List<List<io.gpusockets.backend.session.ShareRegistry.Carried>> imageExports = new ArrayList<>();
         List<Tenant> tenantsOf = new ArrayList<>();
         java.util.Set<Long> ids = new java.util.HashSet<>();
         for (java.nio.file.Path f : files) {
             var id = io.gpusockets.backend.session.SessionRestore.peek(f);
-            var sh = io.gpusockets.backend.session.GroupCheckpoint.imageShares(f);
-            if (sh.memory()) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("restore of session " + id.sessionId()
-                        + " refused: its image shares IPC memory with the sessions checkpointed with it: "
-                        + io.gpusockets.backend.session.GroupCheckpoint.NO_MEMORY_IN_PROCESS);
-            }
+            var exports = io.gpusockets.backend.session.GroupCheckpoint.imageExports(f);
             Tenant tenant = tenants.tenant(id.tenant());
             if (tenant == null) {
                 throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: the image's tenant "
@@ -1987,7 +1982,7 @@ public final class BackendServer implements AutoCloseable {
                         + id.sessionId());
             }
             who.add(id);
-            imageShares.add(sh);
+            imageExports.add(exports);
             tenantsOf.add(tenant);
         }
         synchronized (restoring) {
@@ -2007,7 +2002,7 @@ public final class BackendServer implements AutoCloseable {
                         tenant.closeSession();
                     };
                     held.add(w.restoreHeld(files.get(i).toAbsolutePath(), tenant, resumeRetainBytes, id, ended, p,
-                            imageShares.get(i).exports())); // runs ended itself when it fails
+                            imageExports.get(i))); // runs ended itself when it fails
                 }
                 w.reshare(held); // ends them all itself when it fails
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {

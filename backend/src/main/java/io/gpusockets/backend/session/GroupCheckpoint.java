@@ -456,9 +456,6 @@ public final class GroupCheckpoint {
         for (CheckpointImage.Opened o : s.restoredShares().opened()) {
             String what = String.format("restore of session %d refused: its opened IPC memory at 0x%x (%d bytes) cannot be"
                     + " mapped again: ", s.id(), o.base(), o.size());
-            if (!s.shares().sameProcess()) {
-                throw new CheckpointRefused(what + NO_MEMORY_IN_PROCESS);
-            }
             ShareRegistry.Found f;
             try {
                 f = s.shares().lookup(ShareRegistry.KIND_MEMORY, o.token());
@@ -498,11 +495,6 @@ public final class GroupCheckpoint {
         s.restoredShares(CheckpointImage.Shares.NONE);
     }
 
-    /** Why isolation process refuses a group restore's IPC memory (not built: the driver places its own mappings). */
-    public static final String NO_MEMORY_IN_PROCESS = "isolation mode process does not make again the IPC memory of sessions"
-            + " checkpointed together (their IPC events it does; restore the group in a backend with --isolation context"
-            + " or shared)";
-
     /**
      * Isolation process: the driver's IPC event of the exporter's worker ({@code bytes}) opened in the current context
      * of this worker (cuIpcOpenEventHandle: a new event of the driver, as the program's open made), opened with
@@ -539,8 +531,18 @@ public final class GroupCheckpoint {
             String what = "restore of session " + s.id() + " refused: its IPC " + (e.kind() == ShareRegistry.KIND_EVENT
                     ? "event export (event " + e.address() + ")" : String.format("memory export of 0x%x", e.address()))
                     + " cannot be made again: ";
+            if (e.kind() == ShareRegistry.KIND_MEMORY) {
+                try { // its window's physical allocations, each as a descriptor, cross to the front (RESHARE)
+                    ShareRegistry.Window w = IpcCalls.windowOf(s, e.address(), e.size());
+                    s.shares().restoreWindow(e.tokenId(), e.secret(), e.size(), w, e.address());
+                    s.sharing().exported(ShareRegistry.KIND_MEMORY, e.address());
+                } catch (CallRejected | ShareRegistry.Refused x) {
+                    throw new CheckpointRefused(what + x.getMessage());
+                }
+                continue;
+            }
             if (e.kind() != ShareRegistry.KIND_EVENT) {
-                throw new CheckpointRefused(what + NO_MEMORY_IN_PROCESS);
+                throw new CheckpointRefused(what + "an export of kind " + e.kind());
             }
             SessionHandles.Entry ev = s.handles().get(e.address(), io.gpusockets.protocol.api.ParamType.EVENT);
             SessionHandles.Entry ctx = ev == null ? null : s.handles().get(ev.context(), io.gpusockets.protocol.api.ParamType.CTX);
@@ -568,23 +570,16 @@ public final class GroupCheckpoint {
     }
 
     /**
-     * What an image written by a group checkpoint shares ({@link CheckpointImage.Shares}), read from its header: its
-     * exports (kind, token id and secret; address and size as in the image), and whether it holds IPC memory (exported
-     * or opened). For the front of isolation process, which checks what a worker registers against it.
+     * The exports of the image in {@code file}, written by a group checkpoint ({@link CheckpointImage.Shares}), read from
+     * its header: kind, token id and secret, address and size as in the image. For the front of isolation process,
+     * which takes from a restoring worker only these ({@code Workers#restoreHeld}).
      */
-    public record ImageShares(List<ShareRegistry.Carried> exports, boolean memory) {
-    }
-
-    /** {@link ImageShares} of the image in {@code file}. */
-    public static ImageShares imageShares(java.nio.file.Path file) throws IOException {
-        CheckpointImage.Shares sh = SessionRestore.sharesOf(file);
+    public static List<ShareRegistry.Carried> imageExports(java.nio.file.Path file) throws IOException {
         List<ShareRegistry.Carried> exports = new ArrayList<>();
-        boolean memory = !sh.opened().isEmpty();
-        for (CheckpointImage.Export e : sh.exports()) {
+        for (CheckpointImage.Export e : SessionRestore.sharesOf(file).exports()) {
             exports.add(new ShareRegistry.Carried(e.kind(), e.tokenId(), e.secret().clone(), e.address(), e.size(), Set.of()));
-            memory |= e.kind() == ShareRegistry.KIND_MEMORY;
         }
-        return new ImageShares(List.copyOf(exports), memory);
+        return List.copyOf(exports);
     }
 
     /** A context of restored session {@code s} on device {@code device} (driver value), or 0. */

@@ -21,13 +21,18 @@ import java.util.List;
  * cuMemFree refuses and cuIpcCloseMemHandle removes, closed at the session's end, and NOT charged to the tenant (the
  * exporter's allocation is: the memory is charged once); a second open of one handle gives the same pointer and is
  * counted, each close taking one. An opened event is an event of the importer's table (cuEventDestroy, or the session's
- * end, destroys it). A session with address-stable memory ({@link StableAddresses}) cannot export its cuMemAlloc
- * memory this way (it is VMM memory in its window, which the driver's IPC handles do not cover): refused with
- * CUDA_ERROR_NOT_SUPPORTED saying so.
+ * end, destroys it). The cuMemAlloc memory of a session with address-stable memory ({@link StableAddresses}) is VMM
+ * memory in its window, which the driver's IPC handles do not cover: it goes by the window route described next for
+ * isolation context, the exporter's worker sending every piece's descriptor to the front with its SHARE and the
+ * importer's worker getting a new descriptor of each with the answer to its LOOKUP ({@code WorkerShares},
+ * {@code ControlMessages}); the importer maps them as the context route does, and its cuIpcCloseMemHandle, or its
+ * session's end, unmaps them. What it cannot serve (a block of a shared granule, more pieces than a control message
+ * carries) is refused with CUDA_ERROR_NOT_SUPPORTED naming the cause.
  *
  * <p>Isolation {@code context} and {@code shared} (every session in the front process, where the driver cannot open an
  * IPC handle it exported, and a context's cuMemAlloc pointer is not valid in another context's kernels): IPC memory is
- * served by the VMM route where it is sound: a cuMemAlloc allocation of a session with address-stable memory
+ * served by the VMM route (the window route, which isolation process takes for address-stable sessions too) where it
+ * is sound: a cuMemAlloc allocation of a session with address-stable memory
  * ({@link StableAddresses}) that has granules of its own (at least a quarter granule; not a pool's) is exported as the
  * physical allocations that back it, each a POSIX descriptor the registry keeps ({@link ShareRegistry.Window}), and the
  * opener imports them into its driver, maps them in a reservation of its own at the same offsets and sets read-write
@@ -81,16 +86,10 @@ final class IpcCalls implements BackendHandlers.Ipc {
             throw new CallRejected(CuResult.CUDA_ERROR_INVALID_VALUE, String.format("0x%x is not the base of a cuMemAlloc"
                     + " allocation of this session (module globals, VMM mappings and opened IPC memory cannot be exported)", dptr));
         }
-        if (session.shares().sameProcess()) {
+        if (session.shares().sameProcess() || session.inWindow(dptr)) { // the window route (the driver's IPC does not cover it)
             byte[] token = shareWindow(dptr, r.size());
             c.sendData(MemorySegment.ofArray(token));
             return CuResult.CUDA_SUCCESS;
-        }
-        if (session.inWindow(dptr)) {
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + " has address-stable"
-                    + " memory: its cuMemAlloc allocations are VMM mappings in its address window, which the driver's IPC"
-                    + " memory handles do not cover (share them as shareable VMM handles, or set stable-addresses = off"
-                    + " for tenant " + session.tenant().name() + ")");
         }
         MemorySegment out = c.scratch(ShareRegistry.DRIVER_BYTES);
         int res = driver.cuIpcGetMemHandle(out, dptr);
@@ -327,9 +326,18 @@ final class IpcCalls implements BackendHandlers.Ipc {
             + " allocations of a session with address-stable memory whose granules are their own; otherwise run the"
             + " backend with --isolation process (the default)";
 
+    /** The fix a refusal of window memory names, for {@code session}'s isolation mode. */
+    private static String fixFor(Session session) {
+        return session.shares().sameProcess() ? CONTEXT_MODE_FIX : "IPC memory of a session with address-stable memory"
+                + " is served for cuMemAlloc allocations whose granules are their own (a quarter granule and up); otherwise"
+                + " set stable-addresses = off for tenant " + session.tenant().name() + ", whose IPC memory then goes"
+                + " through the driver's IPC handles";
+    }
+
     /**
-     * Isolation context: the allocation at {@code dptr} ({@code size} bytes) as the physical allocations of the session's
-     * address window that back it, each exported as a POSIX descriptor, registered as a share; its token. Refused
+     * The window route (isolation context and shared; isolation process for an address-stable session): the allocation
+     * at {@code dptr} ({@code size} bytes) as the physical allocations of the session's address window that back it,
+     * each exported as a POSIX descriptor, registered as a share; its token. Refused
      * (CUDA_ERROR_NOT_SUPPORTED, naming the cause and the fix) when the session has no address-stable memory, the
      * allocation lies outside its window, or shares a granule with another allocation (those smaller than a quarter
      * granule do).
@@ -355,12 +363,12 @@ final class IpcCalls implements BackendHandlers.Ipc {
         if (stable == null || !session.inWindow(dptr)) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, "session " + session.id() + (stable == null
                     ? " has no address-stable memory (stable-addresses = on for tenant " + session.tenant().name() + ")"
-                    : String.format(": 0x%x lies outside its address window", dptr)) + ": " + CONTEXT_MODE_FIX);
+                    : String.format(": 0x%x lies outside its address window", dptr)) + ": " + fixFor(session));
         }
         if (!stable.ownGranules(dptr)) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, String.format("0x%x (%d bytes) shares a granule with"
                     + " other allocations (allocations smaller than a quarter granule, and pools' memory, share granules"
-                    + " with others and cannot be shared); %s", dptr, size, CONTEXT_MODE_FIX));
+                    + " with others and cannot be shared); %s", dptr, size, fixFor(session)));
         }
         List<PhysicalMemory> pieces = new ArrayList<>();
         for (PhysicalMemory m : stable.physical()) {
@@ -392,7 +400,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
         }
         if (why != null) {
             throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, String.format("0x%x (%d bytes): %s; %s", dptr, size,
-                    why, CONTEXT_MODE_FIX));
+                    why, fixFor(session)));
         }
         long start = pieces.get(0).address();
         List<ShareRegistry.Piece> exported = new ArrayList<>();
@@ -403,13 +411,13 @@ final class IpcCalls implements BackendHandlers.Ipc {
             }
         } catch (IOException e) {
             ShareRegistry.closeAll(window);
-            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, e.getMessage() + "; " + CONTEXT_MODE_FIX);
+            throw new CallRejected(CuResult.CUDA_ERROR_NOT_SUPPORTED, e.getMessage() + "; " + fixFor(session));
         }
         return window;
     }
 
     /**
-     * Isolation context: maps the exporter's window memory {@code f} into a reservation of this session (the driver's
+     * The window route: maps the exporter's window memory {@code f} into a reservation of this session (the driver's
      * own, outside any window), read-write for the current context's device; returns the allocation's address there.
      * Nothing is charged: the exporter's allocation is. The lookup's descriptors are closed here.
      */

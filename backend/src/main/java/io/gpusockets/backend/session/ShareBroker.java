@@ -54,6 +54,18 @@ public interface ShareBroker {
                 "a share is registered again under its old token by a worker process only");
     }
 
+    /**
+     * As {@link #restoreShare} for IPC memory of the session's address window ({@code window}: the physical allocations
+     * that back the allocation {@code object} of {@code size} bytes, whose descriptors are the broker's from here,
+     * whatever the outcome).
+     */
+    default void restoreWindow(long id, byte[] secret, long size, ShareRegistry.Window window, long object)
+            throws ShareRegistry.Refused {
+        ShareRegistry.closeAll(window);
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "a share is registered again under its old token by a worker process only");
+    }
+
     /** Whether every session of the backend runs in this process (isolation context or shared). */
     boolean sameProcess();
 

@@ -33,16 +33,19 @@ import java.util.TreeSet;
  * Each entry holds the exporter's session and tenant and what an importer needs: the driver's 64 IPC bytes (memory and
  * events, exported by a worker process in isolation mode {@code process}) and the allocation's size, or, for an event
  * of an exporter in isolation context, its {@link IpcEventShare} (which an opener joins), or a POSIX
- * descriptor of the VMM allocation (kept open here until the entry goes), or, for memory of an exporter in isolation
- * context, descriptors of the physical allocations of its address window that back it ({@link Window}). The token
+ * descriptor of the VMM allocation (kept open here until the entry goes), or, for memory of an exporter with
+ * address-stable memory (any isolation mode; in isolation process the worker sends them with its SHARE), descriptors
+ * of the physical allocations of its address window that back it ({@link Window}, kept open here until the entry
+ * goes; each lookup gets new ones). The token
  * carries no authority by itself: a
  * lookup from a session of another tenant, of an unknown or stale token, or of the wrong kind is refused with
  * CUDA_ERROR_INVALID_VALUE, as the driver answers a handle it cannot open, and another tenant's attempt is logged
  * (rate limited) naming both sessions.
  *
  * <p>Bounds: at most {@link #maxPerSession} live shares per exporting session ({@value #MAX_PROPERTY}, default
- * {@value #MAX_DEFAULT}; past it CUDA_ERROR_OUT_OF_MEMORY), so no peer grows this process's memory or descriptors
- * without bound. An entry goes when its exporter lets go of what it names ({@link #withdraw}: the allocation freed, the
+ * {@value #MAX_DEFAULT}; past it CUDA_ERROR_OUT_OF_MEMORY), holding at most as many descriptors in all (a VMM share one,
+ * window memory one a piece), so no peer grows this process's memory or descriptors without bound; a window's shape
+ * is checked ({@link #windowProblem}) before it is kept. An entry goes when its exporter lets go of what it names ({@link #withdraw}: the allocation freed, the
  * VMM handle released, the event destroyed), so that no token keeps memory alive that its tenant no longer pays for,
  * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept
  * too: a session sharing with another is refused a checkpoint, a migration and a hand-over of itself alone
@@ -91,8 +94,8 @@ public final class ShareRegistry {
     }
 
     /**
-     * Isolation context: a cuMemAlloc allocation of the exporter's address window as the physical allocations
-     * (granules of its own) that back it, each a POSIX descriptor mapped at {@code offset} of a span; the allocation
+     * A cuMemAlloc allocation of the exporter's address window (isolation context, shared and process) as the
+     * physical allocations (granules of its own) that back it, each a POSIX descriptor mapped at {@code offset} of a span; the allocation
      * starts at {@code start} of the span. A lookup's descriptors are new ones (duplicates), the caller's to close.
      */
     public record Window(long start, List<Piece> pieces) {
@@ -104,6 +107,57 @@ public final class ShareRegistry {
 
     /** One physical allocation of a {@link Window}: {@code size} bytes at {@code offset} of the span, as a descriptor. */
     public record Piece(long offset, long size, int fd) {
+    }
+
+    /**
+     * What is wrong with the shape of window memory {@code w} holding an allocation of {@code size} bytes (null: it is
+     * sound): pieces, each of a positive size, one after another from offset 0 without a gap, and the allocation
+     * ({@code start}, {@code size} bytes, at least one) inside their span. A worker's SHARE and the front's SHARED
+     * (isolation process) are checked with it, as the registry checks every window it is given.
+     */
+    public static String windowProblem(Window w, long size) {
+        if (w == null || w.pieces().isEmpty()) {
+            return "window memory without pieces";
+        }
+        long at = 0;
+        for (Piece p : w.pieces()) {
+            if (p.offset() != at || p.size() <= 0 || p.size() > Long.MAX_VALUE - at) {
+                return "window memory whose piece at offset " + p.offset() + " (" + p.size() + " bytes) does not follow at "
+                        + at;
+            }
+            at += p.size();
+        }
+        if (size <= 0 || w.start() < 0 || w.start() >= at || size > at - w.start()) {
+            return "window memory of " + size + " bytes at " + w.start() + " of a span of " + at + " bytes";
+        }
+        return null;
+    }
+
+    /** The descriptors {@code e} holds (a VMM share's, window memory's pieces). */
+    private static int descriptors(Entry e) {
+        return (e.fd() >= 0 ? 1 : 0) + (e.window() == null ? 0 : e.window().pieces().size());
+    }
+
+    /**
+     * Refused (OUT_OF_MEMORY) when session {@code exporter}, holding {@code mine}, may not add a share of
+     * {@code adding} descriptors: at most {@link #maxPerSession} live shares and as many descriptors in all.
+     */
+    private void checkRoom(long exporter, Set<Long> mine, int adding) throws Refused {
+        if (mine.size() >= maxPerSession) {
+            throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
+                    + " live IPC/shareable exports, the most a session may have (" + MAX_PROPERTY + "=" + maxPerSession
+                    + " on the backend)");
+        }
+        long held = 0;
+        for (long id : mine) {
+            Entry e = entries.get(id);
+            held += e == null ? 0 : descriptors(e);
+        }
+        if (held + adding > maxPerSession) {
+            throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + "'s live IPC/shareable exports"
+                    + " hold " + held + " descriptors; " + adding + " more would pass the most a session's may hold ("
+                    + MAX_PROPERTY + "=" + maxPerSession + " on the backend)");
+        }
     }
 
     private record Entry(long id, byte[] secret, byte kind, long exporter, String tenant, byte[] driverBytes, long size,
@@ -179,15 +233,16 @@ public final class ShareRegistry {
             if (window != null && !windowed || (kind == KIND_VMM) != (fd >= 0)
                     || events != null && kind != KIND_EVENT
                     || kind != KIND_VMM && !windowed && events == null
-                    && (driverBytes == null || driverBytes.length != DRIVER_BYTES)) {
+                    && (driverBytes == null || driverBytes.length != DRIVER_BYTES)
+                    || windowed && (fd >= 0 || driverBytes != null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a share of kind " + kind + " without what an importer needs");
             }
-            Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
-            if (mine.size() >= maxPerSession) {
-                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
-                        + " live IPC/shareable exports, the most a session may have (" + MAX_PROPERTY + "=" + maxPerSession
-                        + " on the backend)");
+            String problem = windowed ? windowProblem(window, size) : null;
+            if (problem != null) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a share of " + problem);
             }
+            Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
+            checkRoom(exporter, mine, (fd >= 0 ? 1 : 0) + (windowed ? window.pieces().size() : 0));
             byte[] secret = new byte[16];
             random.nextBytes(secret);
             while (entries.containsKey(nextId)) {
@@ -504,15 +559,15 @@ public final class ShareRegistry {
                     : kind != KIND_EVENT || events == null && driverBytes == null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
             }
+            if (kind == KIND_MEMORY && windowProblem(window, size) != null) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share of " + windowProblem(window, size));
+            }
             if (entries.containsKey(id)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "the restored IPC token " + id + " of session "
                         + exporter + " is in use in this backend by session " + entries.get(id).exporter());
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
-            if (mine.size() >= maxPerSession) {
-                throw new Refused(CuResult.CUDA_ERROR_OUT_OF_MEMORY, "session " + exporter + " has " + mine.size()
-                        + " live IPC/shareable exports (" + MAX_PROPERTY + "=" + maxPerSession + " on the backend)");
-            }
+            checkRoom(exporter, mine, window == null ? 0 : window.pieces().size());
             entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, driverBytes, size, -1, window, events, object,
                     new TreeSet<>()));
             mine.add(id);
