@@ -54,7 +54,7 @@ import java.util.function.IntConsumer;
  *   UNSHARE   byte share kind, long object: the
  *             session let go of what it exported
  *
- * a group checkpoint (sessions that share IPC events, checkpointed together: {@link Workers#checkpointGroup})
+ * a group checkpoint (sessions that share IPC memory and events, checkpointed together: {@link Workers#checkpointGroup})
  *   GROUP_DRAINED long request, byte outcome,   GROUP_DRAIN long request, byte stop: drain the session and hold it
  *             ok: long drainNanos; else string           drained for the group's next GROUP_STEP
  *             why: the session is held drained   GROUP_STEP long request (the drain's), byte step: 0 let go (the

@@ -25,6 +25,10 @@ import java.util.concurrent.TimeUnit;
  * run here, on this process's driver: a CHECKPOINT message checkpoints the session on a thread of its own (PROGRESS,
  * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
+ * A group checkpoint (sessions that share IPC memory and events) drains the session on GROUP_DRAIN and holds it for
+ * the front's GROUP_STEP (write its image, then commit or let go); a group restore's worker registers its session's
+ * exports again and opens again what it opened on GROUP_RESHARE ({@link Workers#checkpointGroup},
+ * {@link Workers#reshare}).
  * A MIGRATE message (issue 23) migrates the session from here: this worker runs the source's side of the migration,
  * connecting to the target backend itself, and ends its session once the target holds it (MIGRATED back first).
  * When a new backend takes the front's place ({@code --take-over}, {@link TakeOver}), the old front sends TAKEOVER_MARK

@@ -36,8 +36,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * control message RESUME) while the session waits detached in the worker. A checkpoint of a session is taken by its
  * worker ({@link #checkpoint}), and a restore is made by an idle worker, which then serves the restored session
  * ({@link #restore}); a migration of a session is run by its worker, which connects to the target itself
- * ({@link #migrate}); all three wait for the worker's answer, or fail when it dies first or sends nothing for the quiet
- * timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
+ * ({@link #migrate}); sessions that share IPC memory and events are checkpointed together, each by its worker, the
+ * front leading them ({@link #checkpointGroup}), and restored together, each in a worker of its own held until the
+ * group's shares are made again ({@link #restoreHeld}, {@link #reshare}); all of these wait for the workers'
+ * answers, or fail when one dies first or sends nothing for the quiet timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
  *
@@ -560,7 +562,7 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
-     * Checkpoints the sessions {@code sessionIds}, which share IPC events, together to {@code files} (one each, in order),
+     * Checkpoints the sessions {@code sessionIds}, which share IPC memory and events, together to {@code files} (one each, in order),
      * each in its worker ({@link io.gpusockets.backend.session.GroupCheckpoint}'s group checkpoint across processes):
      * the front checks that every session linked to them by shares is named and that what they exported is carried
      * ({@link io.gpusockets.backend.session.GroupCheckpoint#checkFront}); every worker drains its session and holds it

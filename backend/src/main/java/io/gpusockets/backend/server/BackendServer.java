@@ -1239,8 +1239,8 @@ public final class BackendServer implements AutoCloseable {
      * order; {@link io.gpusockets.backend.session.GroupCheckpoint}): every session linked to them by shares must be
      * named, and all are drained before any image is written; with {@code stop} they stay frozen, to be restored together
      * ({@link #restoreGroup}). One session is {@link #checkpoint}. In isolation mode process each session's worker
-     * drains it and writes its image, the front leading them ({@link io.gpusockets.backend.isolation.Workers#checkpointGroup}:
-     * IPC events are carried, IPC memory is refused by name). Refused (every session running on) for an unknown session
+     * drains it and writes its image, the front leading them ({@link io.gpusockets.backend.isolation.Workers#checkpointGroup}).
+     * Refused (every session running on) for an unknown session
      * and for what a group checkpoint cannot carry (the message names it).
      */
     public List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(List<Long> sessionIds,
@@ -1954,10 +1954,10 @@ public final class BackendServer implements AutoCloseable {
      * {@link #restoreGroup} in isolation mode process: each image restored by a worker of its own and held there
      * ({@link io.gpusockets.backend.isolation.Workers#restoreHeld}: not resumable yet), the exports it may register
      * again read from the image here; then the workers make the group's shares again, exports first (each IPC event
-     * exported again through its worker's driver under its old token), then what each opened (cuIpcOpenEventHandle in
-     * the opener's worker, under its old handle id), and only then may the sessions resume
-     * ({@link io.gpusockets.backend.isolation.Workers#reshare}). IPC memory shares are refused by name before anything
-     * is restored. A refusal or failure of any leaves none of them.
+     * exported again through its worker's driver, and window memory as its physical allocations, under its old token),
+     * then what each opened (cuIpcOpenEventHandle in the opener's worker under its old handle id; the exporter's
+     * physical allocations mapped at the old address), and only then may the sessions resume
+     * ({@link io.gpusockets.backend.isolation.Workers#reshare}). A refusal or failure of any leaves none of them.
      */
     private List<Long> restoreGroupInWorkers(io.gpusockets.backend.isolation.Workers w, List<java.nio.file.Path> files,
                                              io.gpusockets.backend.session.CheckpointProgress p)

@@ -11,8 +11,10 @@ import java.util.TreeSet;
 
 /**
  * The sessions that share IPC memory, checkpointed together and their shares made again where their images are
- * restored (issue 24 item 1), in isolation context and shared (every session in this process; in isolation process a
- * group checkpoint is refused: not built).
+ * restored (issue 24 item 1), in every isolation mode: in context and shared every session is in this process and
+ * this class does it all; in process each session lives in a worker and the front leads them ({@code
+ * Workers#checkpointGroup}, {@code Workers#reshare}) through the parts here that run where the session is:
+ * {@link #checkFront} in the front, {@link #writeMember}, {@link #reExportInWorker} and {@link #reOpen} in each worker.
  *
  * <p>A group checkpoint ({@link #checkpoint}) names every session linked by shares ({@link ShareRegistry#group}; one
  * left out is refused, naming it). All are drained first, one after the other, each holding its new calls, so that
@@ -22,15 +24,19 @@ import java.util.TreeSet;
  * and the event are in its own image, as every allocation and event), and what it opened (the token, and the memory's
  * address and the reservation that maps it, or the opened event's handle id and context). Only then are they let go
  * or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained (and
- * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC mappings
- * and events (isolation process), a mapping whose exporter freed the allocation, an opened event re-exported.
+ * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC memory
+ * mappings (isolation process, sessions without address-stable memory), a mapping whose exporter freed the allocation,
+ * an opened event re-exported. In isolation process an IPC event is the driver's: its export carries the token and
+ * the exporter's event, its open the token and the opener's event, as in context mode, so the images are alike in
+ * every mode.
  *
  * <p>A restore brings the shares back in two steps once the sessions are restored and before any may resume:
  * {@link #reExport} registers each restored exporter's memory and events again under their old tokens (the same id
  * and secret, so that the tokens the programs hold stay valid; an event joins a new {@link IpcEventShare} as its first
  * member), then {@link #reOpen} looks each opened token up as an open would and maps the exporter's physical
  * allocations at the opener's old address, and makes each opened event again under its old handle id, joined to the
- * exporter's share (its record, a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
+ * exporter's share, or in isolation process opened through the driver from the exporter's new IPC handle (its record,
+ * a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
  * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
  * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
  *
@@ -409,7 +415,9 @@ public final class GroupCheckpoint {
 
     /**
      * A restored session's opened IPC events ({@link Session#restoredShares}): each a new event in its context, under
-     * its old handle id, joined to the exporter's share in {@code registry} (restored first, {@link #reExport}).
+     * its old handle id, joined to the exporter's share, or (isolation process) opened through the driver from the
+     * exporter's new IPC handle; the token looked up through the session's broker (registered again first,
+     * {@link #reExport}, {@link #reExportInWorker}).
      */
     private static void reOpenEvents(Session s) throws CheckpointRefused {
         for (CheckpointImage.OpenedEvent o : s.restoredShares().openedEvents()) {
@@ -449,8 +457,10 @@ public final class GroupCheckpoint {
 
     /**
      * A restored session's opened IPC memory ({@link Session#restoredShares}) mapped again at the address it had, from
-     * the exporter's share in {@code registry} (restored first, {@link #reExport}). Refused, naming the range, when
-     * the token is not there or the mapping cannot be made at that address.
+     * the exporter's share looked up through the session's broker (registered again first, {@link #reExport},
+     * {@link #reExportInWorker}: in isolation process the exporter's physical allocations cross to this worker as
+     * descriptors), then its opened events ({@link #reOpenEvents}). Refused, naming the range, when the token is not
+     * there or the mapping cannot be made at that address.
      */
     public static void reOpen(Session s) throws CheckpointRefused {
         for (CheckpointImage.Opened o : s.restoredShares().opened()) {
@@ -523,8 +533,9 @@ public final class GroupCheckpoint {
     /**
      * Isolation process: {@link #reExport} in a restored session's worker. Each IPC event it exported is exported again
      * through this process's driver (cuIpcGetEventHandle of the replayed event: new handle bytes) and registered in the
-     * front under its old token ({@link ShareBroker#restoreShare}: the front checks the token against the image it
-     * read itself); IPC memory is refused by name ({@link #NO_MEMORY_IN_PROCESS}).
+     * front under its old token ({@link ShareBroker#restoreShare}), and each allocation of its window it exported as
+     * the physical allocations that back it, each a descriptor ({@link ShareBroker#restoreWindow}); the front checks
+     * each token against the image it read itself.
      */
     public static void reExportInWorker(Session s) throws CheckpointRefused {
         for (CheckpointImage.Export e : s.restoredShares().exports()) {

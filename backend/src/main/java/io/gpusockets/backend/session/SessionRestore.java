@@ -42,8 +42,7 @@ public final class SessionRestore {
 
     /**
      * The image's session id and tenant, read from its start (to refuse a taken id before anything is made), and whether
-     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which only isolation context and shared make
-     * again.
+     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which a group restore makes again.
      */
     public record Identity(long sessionId, String tenant, boolean shares) {
     }

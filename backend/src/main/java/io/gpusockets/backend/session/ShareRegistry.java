@@ -50,10 +50,11 @@ import java.util.TreeSet;
  * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept
  * too: a session sharing with another is refused a checkpoint, a migration and a hand-over of itself alone
  * ({@link #movingRefusal}, which names the partners and how to move them together). The sessions linked by shares
- * ({@link #group}) are checkpointed together (the backend's group checkpoint, isolation context and shared,
+ * ({@link #group}) are checkpointed together (the backend's group checkpoint, every isolation mode,
  * {@link GroupCheckpoint}): the IPC memory of an exporter's address window and its IPC events ({@link #carried}) go into
  * the exporter's image with their tokens' ids and secrets, and come back under the same tokens when the image is
- * restored ({@link #restore}, {@link #restoreEvent}), so that the openers' mappings and events are made again and a
+ * restored ({@link #restore}, {@link #restoreEvent}, {@link #restoreDriverEvent}: in isolation process a worker
+ * registers them again, RESHARE), so that the openers' mappings and events are made again and a
  * later open of an old token works; a group holding a shareable VMM handle that another session imported is refused,
  * naming it. A session with exports nobody opened moves alone; its
  * exports are not in its image then (they go with the session here). Token ids start at a random value per process, so
@@ -439,9 +440,9 @@ public final class ShareRegistry {
         String ids = join(group).replace(", ", " ");
         return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
                 + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events move together: they"
-                + " migrate together (gpusockets migrate " + ids + " --to URI) and are checkpointed together"
-                + " (gpusockets checkpoint " + ids + " --to DIR --stop, then gpusockets restore DIR/*.ckpt), in isolation"
-                + " context or shared; a hand-over of them is not built yet";
+                + " migrate together (gpusockets migrate " + ids + " --to URI; isolation context or shared) and are"
+                + " checkpointed together (gpusockets checkpoint " + ids + " --to DIR --stop, then gpusockets restore"
+                + " DIR/*.ckpt); a hand-over of them is not built yet";
     }
 
     private static String join(Set<Long> ids) {
