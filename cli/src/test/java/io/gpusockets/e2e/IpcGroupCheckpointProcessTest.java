@@ -24,7 +24,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * interprocess event and a cuMemAlloc allocation (window memory: its physical allocations cross as descriptors) and I
  * opens both; {@code gpusockets checkpoint E I --to DIR --stop} drains both workers and writes both images, the backend is
  * killed, and a new backend process on the same address restores both ({@code gpusockets restore FILE FILE}, or
- * {@code gpusockets backend --restore FILE --restore FILE}), each in a worker of its own. Both programs resume with
+ * {@code gpusockets backend --restore FILE --restore FILE}), each in a worker of its own (the importer's image alone is
+ * refused first, and leaves nothing behind). Both programs resume with
  * their old handles and pointers: I reads E's data through its old pointer and a write of either reaches the other; a
  * recording of E's event held behind a gate keeps I's opened event pending until the gate opens,
  * and a recording of I's event does the same to E's, as before the checkpoint. A group that leaves a partner out is
@@ -107,6 +108,11 @@ class IpcGroupCheckpointProcessTest extends CheckpointTestSupport {
                     second = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
                             "--resume-grace", "120", "--listen", uri);
                     BackendProcess restoring = second;
+                    // the importer's image without its exporter's is refused, and leaves nothing
+                    CheckpointNativeTest.Result no = CheckpointNativeTest.cli("restore", imageI.toString(), "--socket",
+                            second.adminSocket().toString());
+                    assertEquals(1, no.exit(), no.out());
+                    assertTrue(no.err().contains("restore the images of the sessions it shares with together"), no.err());
                     CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),
                             "--socket", second.adminSocket().toString());
                     assertEquals(0, rs.exit(), () -> rs.out() + rs.err() + String.join("\n", restoring.output()));

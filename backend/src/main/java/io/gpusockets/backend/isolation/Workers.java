@@ -340,7 +340,7 @@ public final class Workers implements AutoCloseable {
             if (closed || handingOff) {
                 throw new IOException(closed ? "the workers are stopped" : "the workers are being handed over already");
             }
-            if (!operations.isEmpty()) {
+            if (busy()) {
                 throw new IOException("a checkpoint or restore runs in a worker: take over when it is done");
             }
             handingOff = true;
@@ -490,8 +490,11 @@ public final class Workers implements AutoCloseable {
 
     /** Whether a checkpoint or restore runs in a worker now. */
     public boolean busy() {
-        return !operations.isEmpty();
+        return !operations.isEmpty() || groups.get() > 0;
     }
+
+    /** Group checkpoints and group restores' reshares under way: their sessions may be held between two answers. */
+    private final java.util.concurrent.atomic.AtomicInteger groups = new java.util.concurrent.atomic.AtomicInteger();
 
     /**
      * The registry the workers' SHARE and LOOKUP messages are answered from (IPC and shareable handles between
@@ -596,6 +599,19 @@ public final class Workers implements AutoCloseable {
         if (new java.util.TreeSet<>(files.stream().map(p -> p.toAbsolutePath().normalize()).toList()).size() != files.size()) {
             throw new io.gpusockets.backend.session.CheckpointRefused("two sessions of the group would write one image file");
         }
+        groups.incrementAndGet();
+        try {
+            return checkpointGroup(ids, group, files, stop, progress, registry);
+        } finally {
+            groups.decrementAndGet();
+        }
+    }
+
+    /** {@link #checkpointGroup(List, List, boolean, io.gpusockets.backend.session.CheckpointProgress)} of {@code group}. */
+    private List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(java.util.Set<Long> ids, List<Worker> group,
+            List<Path> files, boolean stop, io.gpusockets.backend.session.CheckpointProgress progress,
+            io.gpusockets.backend.session.ShareRegistry registry)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         String command = "gpusockets checkpoint %s --to DIR";
         io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry, "checkpoint", command);
         io.gpusockets.backend.session.CheckpointProgress p = progress == null
@@ -905,6 +921,15 @@ public final class Workers implements AutoCloseable {
      * refuses, dies or sends nothing for the quiet timeout) ends every session of the group ({@link #abandon}), naming why.
      */
     public void reshare(List<Held> group) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        groups.incrementAndGet();
+        try {
+            reshareHeld(group);
+        } finally {
+            groups.decrementAndGet();
+        }
+    }
+
+    private void reshareHeld(List<Held> group) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         try {
             for (byte step : new byte[] {ControlMessages.STEP_EXPORT, ControlMessages.STEP_OPEN}) {
                 List<Worker> ws = group.stream().map(h -> h.worker).toList();
@@ -937,11 +962,25 @@ public final class Workers implements AutoCloseable {
         }
     }
 
-    /** Ends the held sessions of a group restore that did not complete: their workers stop (each runs its onEnd). */
+    /**
+     * Ends the held sessions of a group restore that did not complete: their workers stop (each runs its onEnd), and
+     * this returns once they are gone (at most {@link #STOP_SECONDS} each, then killed), so that their ids are free
+     * again for the next restore.
+     */
     public void abandon(List<Held> group) {
         for (Held h : group) {
             h.worker.reshares = null;
             h.worker.handle.destroy();
+        }
+        for (Held h : group) {
+            Worker w = h.worker;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2 * STOP_SECONDS);
+            while (!w.gone.get() && System.nanoTime() < deadline) {
+                if (System.nanoTime() > deadline - TimeUnit.SECONDS.toNanos(STOP_SECONDS)) {
+                    w.handle.destroyForcibly();
+                }
+                sleepQuietly(10); // its reader sees the control socket close and runs gone()
+            }
         }
     }
 
