@@ -5,7 +5,7 @@ import java.util.Set;
 
 /**
  * What one session opened of other sessions' shares ({@link ShareRegistry}): IPC memory ranges (cuIpcOpenMemHandle,
- * by base, with the context they were opened in, or, in isolation context, the session's own mapping of the exporter's
+ * by base, with the context they were opened in, or, by the window route, the session's own mapping of the exporter's
  * window memory), IPC events (cuIpcOpenEventHandle, driver handles) and imported VMM
  * allocations (cuMemImportFromShareableHandle, driver handles). None is charged to the tenant: the exporter's
  * allocation already is. The session's end closes the memory it opened ({@link SessionCleanup}); its events and
@@ -25,7 +25,8 @@ final class SessionShares {
     }
 
     /**
-     * Isolation context: the importer's own mapping of the exporter's window memory (its reservation of {@code span}
+     * The window route (isolation context and shared; isolation process for an address-stable exporter): the
+     * importer's own mapping of the exporter's window memory (its reservation of {@code span}
      * bytes at {@code reservation}, and each imported physical allocation's address, size and handle), which a close
      * unmaps, releases and frees ({@link IpcCalls#unmapWindow}); null for the driver's IPC mappings. {@code token} and
      * {@code device} (what it was opened with, for whose device) go into a group checkpoint's image, which maps it again
@@ -44,7 +45,7 @@ final class SessionShares {
                 (old, one) -> new Opened(old.size(), old.context(), old.opens() + 1, old.mapped())).opens() == 1;
     }
 
-    /** Window memory of another session mapped at {@code base} (isolation context): each open a mapping of its own. */
+    /** Window memory of another session mapped at {@code base} (the window route): each open a mapping of its own. */
     void memoryMapped(long base, long size, Mapped mapped) {
         memory.put(base, new Opened(size, 0, 1, mapped));
     }

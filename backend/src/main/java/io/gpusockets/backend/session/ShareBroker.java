@@ -3,7 +3,8 @@ package io.gpusockets.backend.session;
 /**
  * A session's way to the backend's {@link ShareRegistry}: directly where the session is served in the front process
  * (isolation {@code context} and {@code shared}: {@link ShareRegistry#broker}), over the worker's control socket in
- * isolation {@code process} (the worker's SHARE and LOOKUP messages; a VMM share's descriptor crosses with SCM_RIGHTS).
+ * isolation {@code process} (the worker's SHARE and LOOKUP messages; a VMM share's descriptor, and window memory's
+ * descriptors, cross with SCM_RIGHTS).
  * The session's id and tenant are the broker's, never the caller's: a session cannot speak for another.
  */
 public interface ShareBroker {
@@ -21,8 +22,9 @@ public interface ShareBroker {
     ShareRegistry.Found lookup(byte kind, byte[] token) throws ShareRegistry.Refused;
 
     /**
-     * Registers memory of the session's address window (isolation context: {@link ShareRegistry.Window}); its
-     * descriptors are the broker's from here, whatever the outcome. Only where {@link #sameProcess}.
+     * Registers memory of the session's address window ({@link ShareRegistry.Window}: directly in isolation context
+     * and shared, with the worker's SHARE in isolation process); its descriptors are the broker's from here, whatever
+     * the outcome. Refused by a broker of neither (one without a registry).
      */
     default byte[] shareWindow(long size, ShareRegistry.Window window, long object) throws ShareRegistry.Refused {
         ShareRegistry.closeAll(window);

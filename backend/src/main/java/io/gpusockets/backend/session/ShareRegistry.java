@@ -206,9 +206,10 @@ public final class ShareRegistry {
     }
 
     /**
-     * As {@link #share(long, String, byte, byte[], long, int)}, for memory of the exporter's address window in isolation
-     * context ({@code window}, whose descriptors become this registry's, closed when the entry goes or at once when
-     * the share is refused) instead of the driver's bytes. {@code object} names what was exported in the exporter (its
+     * As {@link #share(long, String, byte, byte[], long, int)}, for memory of the exporter's address window
+     * ({@code window}: made in this process in isolation context and shared, sent with a worker's SHARE in isolation
+     * process; its descriptors become this registry's, closed when the entry goes or at once when the share is refused)
+     * instead of the driver's bytes. {@code object} names what was exported in the exporter (its
      * allocation's address, its VMM handle) for {@link #withdraw}.
      */
     public synchronized byte[] share(long exporter, String tenant, byte kind, byte[] driverBytes, long size, int fd,

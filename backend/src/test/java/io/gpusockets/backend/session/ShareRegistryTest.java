@@ -169,4 +169,88 @@ class ShareRegistryTest {
         assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, again));
         assertNotNull(r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, b));
     }
+
+    /** A socket pair: [0] to hand to the registry, [1] to see it closed ({@link #closed}). */
+    private static int[] pair() throws Exception {
+        return io.gpusockets.transport.vsock.DescriptorPassing.socketPair();
+    }
+
+    /** Whether the other end of {@code pair} was closed (the registry let go of it). */
+    private static boolean closed(int[] pair) {
+        return io.gpusockets.transport.vsock.DescriptorPassing.hungUp(pair[1]);
+    }
+
+    private static ShareRegistry.Window window(long start, long[] sizes, int[]... pairs) {
+        java.util.List<ShareRegistry.Piece> pieces = new java.util.ArrayList<>();
+        long at = 0;
+        for (int i = 0; i < sizes.length; i++) {
+            pieces.add(new ShareRegistry.Piece(at, sizes[i], pairs[i][0]));
+            at += sizes[i];
+        }
+        return new ShareRegistry.Window(start, pieces);
+    }
+
+    @Test
+    void windowMemoryMustBePiecesOneAfterAnotherHoldingTheAllocation() {
+        java.util.function.Function<java.util.List<ShareRegistry.Piece>, ShareRegistry.Window> at0 =
+                p -> new ShareRegistry.Window(0, p);
+        assertNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, 4096, -1),
+                new ShareRegistry.Piece(4096, 8192, -1))), 12288));
+        assertNull(ShareRegistry.windowProblem(new ShareRegistry.Window(100, java.util.List.of(
+                new ShareRegistry.Piece(0, 4096, -1))), 3996), "an allocation inside the span");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of()), 1), "no pieces");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, 4096, -1),
+                new ShareRegistry.Piece(8192, 4096, -1))), 4096), "a gap");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(4096, 4096, -1))),
+                4096), "not from offset 0");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, 0, -1))), 1),
+                "an empty piece");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, Long.MAX_VALUE, -1),
+                new ShareRegistry.Piece(Long.MAX_VALUE, Long.MAX_VALUE, -1))), 1), "a span past a long");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, 4096, -1))), 4097),
+                "an allocation larger than the span");
+        assertNotNull(ShareRegistry.windowProblem(new ShareRegistry.Window(4096, java.util.List.of(
+                new ShareRegistry.Piece(0, 4096, -1))), 1), "starting past the span");
+        assertNotNull(ShareRegistry.windowProblem(at0.apply(java.util.List.of(new ShareRegistry.Piece(0, 4096, -1))), 0),
+                "an empty allocation");
+    }
+
+    @Test
+    void aSharedWindowOfAWrongShapeIsRefusedAndItsDescriptorsClosed() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        int[] a = pair(), b = pair();
+        ShareRegistry.Window gap = new ShareRegistry.Window(0, java.util.List.of(new ShareRegistry.Piece(0, 4096, a[0]),
+                new ShareRegistry.Piece(8192, 4096, b[0])));
+        ShareRegistry.Refused refused = assertThrows(ShareRegistry.Refused.class,
+                () -> r.share(1, "alice", ShareRegistry.KIND_MEMORY, null, 4096, -1, gap, 0x1000));
+        assertEquals(CuResult.CUDA_ERROR_INVALID_VALUE, refused.result());
+        assertTrue(closed(a) && closed(b), "the refused window's descriptors are closed");
+        assertEquals(0, r.count());
+    }
+
+    @Test
+    void aSessionsSharesHoldAtMostAsManyDescriptorsAsItMayHaveShares() throws Exception {
+        ShareRegistry r = new ShareRegistry(4);
+        int[] p1 = pair(), p2 = pair(), p3 = pair(), vmm = pair(), over = pair();
+        r.share(1, "alice", ShareRegistry.KIND_MEMORY, null, 3 * 4096, -1,
+                window(0, new long[] {4096, 4096, 4096}, p1, p2, p3), 0x1000);
+        r.share(1, "alice", ShareRegistry.KIND_VMM, null, 4096, vmm[0]);
+        assertEquals(2, r.countOf(1), "two shares, four descriptors");
+        ShareRegistry.Refused full = assertThrows(ShareRegistry.Refused.class, () -> r.share(1, "alice",
+                ShareRegistry.KIND_MEMORY, null, 4096, -1, window(0, new long[] {4096}, over), 0x2000));
+        assertEquals(CuResult.CUDA_ERROR_OUT_OF_MEMORY, full.result());
+        assertTrue(full.getMessage().contains("descriptors"), full.getMessage());
+        assertTrue(closed(over), "the refused share's descriptor is closed");
+        assertNotNull(r.share(2, "alice", ShareRegistry.KIND_MEMORY, driverBytes(1), 64, -1), "another session's room");
+        r.withdraw(1, ShareRegistry.KIND_MEMORY, 0x1000);
+        assertTrue(closed(p1) && closed(p2) && closed(p3), "a withdrawn window's descriptors are closed");
+        int[] again = pair();
+        assertNotNull(r.share(1, "alice", ShareRegistry.KIND_MEMORY, null, 4096, -1, window(0, new long[] {4096}, again),
+                0x2000), "the withdrawal gave the room back");
+        r.sessionEnded(1);
+        assertTrue(closed(vmm) && closed(again), "the exporter's end closes what its shares held");
+        for (int[] p : new int[][] {p1, p2, p3, vmm, over, again}) {
+            io.gpusockets.transport.vsock.DescriptorPassing.close(p[1]);
+        }
+    }
 }
