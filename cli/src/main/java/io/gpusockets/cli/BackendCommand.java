@@ -150,8 +150,9 @@ final class BackendCommand implements Callable<Integer> {
 
     @Option(names = "--restore", paramLabel = "FILE",
             description = "Before listening, restore the session checkpointed in FILE (gpusockets checkpoint --stop);"
-                    + " its program's frontend then resumes it here. Repeatable (isolation context and shared: restored"
-                    + " together, so that sessions checkpointed together share their IPC memory again). A restore that"
+                    + " its program's frontend then resumes it here. Repeatable: restored together, so that sessions"
+                    + " checkpointed together share their IPC memory and events again (isolation process: their IPC"
+                    + " events, each image in a worker of its own). A restore that"
                     + " fails stops the backend.")
     List<Path> restoreFiles = new ArrayList<>();
 
@@ -348,8 +349,8 @@ final class BackendCommand implements Callable<Integer> {
             server.shareContextsPerTenant();
         }
         CountDownLatch stopped = new CountDownLatch(1);
-        if (restoreFiles.size() > 1 && isolation != io.gpusockets.backend.isolation.Isolation.PROCESS) {
-            // together: sessions checkpointed together share memory again before any resumes (any order)
+        if (restoreFiles.size() > 1) {
+            // together: sessions checkpointed together share memory and events again before any resumes (any order)
             List<Path> all = restoreFiles.stream().map(Path::toAbsolutePath).toList();
             try {
                 List<Long> ids = server.restoreGroup(all, null);
@@ -363,8 +364,7 @@ final class BackendCommand implements Callable<Integer> {
                         + e.getMessage(), e);
             }
         }
-        for (Path image : restoreFiles.size() > 1 && isolation != io.gpusockets.backend.isolation.Isolation.PROCESS
-                ? List.<Path>of() : restoreFiles) {
+        for (Path image : restoreFiles.size() > 1 ? List.<Path>of() : restoreFiles) {
             try {
                 long id = server.restore(image.toAbsolutePath(), null);
                 System.out.println("gpusockets backend: session " + id + " restored from " + image + ", waiting for its frontend");

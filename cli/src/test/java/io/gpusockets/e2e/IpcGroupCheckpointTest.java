@@ -183,7 +183,7 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
      * --stop} writes DIR/session-ID.ckpt for each (one alone is refused, saying how to name them together), the backend
      * is killed, and a new one on the same address restores both with {@code gpusockets restore FILE FILE} (or
      * {@code gpusockets backend --restore FILE --restore FILE}): the programs resume and share the memory as before. A
-     * backend in isolation process refuses such an image, saying so.
+     * backend in isolation process refuses the importer's image without its exporter's, saying so.
      */
     @ParameterizedTest(name = "restored by {0}")
     @ValueSource(strings = {"gpusockets restore", "gpusockets backend --restore"})
@@ -215,10 +215,10 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                 assertTrue(first.awaitExit(30), "the killed backend did not exit");
                 if (how.equals("gpusockets restore")) {
                     try (BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process")) {
-                        CheckpointNativeTest.Result no = CheckpointNativeTest.cli("restore", imageE.toString(), "--socket",
+                        CheckpointNativeTest.Result no = CheckpointNativeTest.cli("restore", imageI.toString(), "--socket",
                                 workers.adminSocket().toString());
                         assertEquals(1, no.exit(), no.out());
-                        assertTrue(no.err().contains("isolation mode process does not make again"), no.err());
+                        assertTrue(no.err().contains("restore the images of the sessions it shares with together"), no.err());
                     }
                     second = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "120", "--listen", uri);
                     CheckpointNativeTest.Result rs = CheckpointNativeTest.cli("restore", imageI.toString(), imageE.toString(),

@@ -53,12 +53,35 @@ import java.util.function.IntConsumer;
  *             for this worker's session
  *   UNSHARE   byte share kind, long object: the
  *             session let go of what it exported
+ *
+ * a group checkpoint (sessions that share IPC memory and events, checkpointed together: {@link Workers#checkpointGroup})
+ *   GROUP_DRAINED long request, byte outcome,   GROUP_DRAIN long request, byte stop: drain the session and hold it
+ *             ok: long drainNanos; else string           drained for the group's next GROUP_STEP
+ *             why: the session is held drained   GROUP_STEP long request (the drain's), byte step: 0 let go (the
+ *   CHECKPOINTED (as above) answers a write              session runs on; an image written is deleted), 1 write
+ *                                                        (+ long write request, string file, int n + n exports: byte
+ *                                                        kind, long token id, 16 bytes secret, long object, long size;
+ *                                                        int m + m longs: the ids of every token the group carries),
+ *                                                        2 commit (the session runs on, or with stop stays frozen)
+ * a group restore (the images restored in held workers first: {@link Workers#restoreGroup})
+ *   RESHARE   long request, byte share kind,    GROUP_RESHARE long request, byte step: 1 register the session's
+ *             long token id, 16 bytes secret,            exports again (RESHARE each), 2 open again what it opened
+ *             long object, long size, int n + n          (LOOKUP each)
+ *             bytes (an event: the driver's new
+ *             IPC handle), window (memory: as
+ *             SHARE's, + a descriptor a piece): an
+ *             export of the restored image under its
+ *             old token (answered by SHARED; the front
+ *             takes only a token of that image, once)
+ *   GROUP_STEPPED long request, byte outcome,
+ *             refused or failed: string why
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed;
  * share kind: {@link io.gpusockets.backend.session.ShareRegistry} (1 memory, 2 event, 3 VMM), n at most
  * {@link #MAX_SHARE_BYTES}; window: int pieces (0: none, at most {@link #MAX_PIECES}), and with pieces long start
  * (where the allocation begins in the span), then each piece's long offset and long size in the span
  * ({@link io.gpusockets.backend.session.ShareRegistry.Window}), their descriptors riding on the message in that order
- * (a message of an earlier build, which ends before it, has none). Only SHARE (from a worker), SESSION, RESUME and
+ * (a message of an earlier build, which ends before it, has none); a GROUP_STEP carries at most
+ * {@link #MAX_GROUP_EXPORTS} exports and token ids. Only SHARE (from a worker), SESSION, RESUME and
  * SHARED (from the front) carry descriptors, at most {@link #MAX_DESCRIPTORS} a message.
  * </pre>
  *
@@ -85,6 +108,9 @@ final class ControlMessages {
     static final byte SHARE = 12;
     static final byte LOOKUP = 13;
     static final byte UNSHARE = 14;
+    static final byte GROUP_DRAINED = 15;
+    static final byte RESHARE = 16;
+    static final byte GROUP_STEPPED = 17;
     static final byte SESSION = 20;
     static final byte ANSWER = 21;
     static final byte LIMITS = 22;
@@ -94,6 +120,20 @@ final class ControlMessages {
     static final byte MIGRATE = 26;
     static final byte TAKEOVER_MARK = 27;
     static final byte SHARED = 28;
+    static final byte GROUP_DRAIN = 29;
+    static final byte GROUP_STEP = 30;
+    static final byte GROUP_RESHARE = 31;
+
+    /** GROUP_STEP's steps. */
+    static final byte STEP_LET_GO = 0;
+    static final byte STEP_WRITE = 1;
+    static final byte STEP_COMMIT = 2;
+    /** GROUP_RESHARE's steps. */
+    static final byte STEP_EXPORT = 1;
+    static final byte STEP_OPEN = 2;
+
+    /** The most exports, and token ids, one GROUP_STEP carries (within {@link #MAX_BYTES}). */
+    static final int MAX_GROUP_EXPORTS = 1024;
 
     /** The most bytes a SHARE or SHARED carries (the driver's IPC handle, a token: 64). */
     static final int MAX_SHARE_BYTES = 64;

@@ -25,6 +25,10 @@ import java.util.concurrent.TimeUnit;
  * run here, on this process's driver: a CHECKPOINT message checkpoints the session on a thread of its own (PROGRESS,
  * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
+ * A group checkpoint (sessions that share IPC memory and events) drains the session on GROUP_DRAIN and holds it for
+ * the front's GROUP_STEP (write its image, then commit or let go); a group restore's worker registers its session's
+ * exports again and opens again what it opened on GROUP_RESHARE ({@link Workers#checkpointGroup},
+ * {@link Workers#reshare}).
  * A MIGRATE message (issue 23) migrates the session from here: this worker runs the source's side of the migration,
  * connecting to the target backend itself, and ends its session once the target holds it (MIGRATED back first).
  * When a new backend takes the front's place ({@code --take-over}, {@link TakeOver}), the old front sends TAKEOVER_MARK
@@ -185,6 +189,8 @@ public final class WorkerMain {
      */
     private static void readControl(Connection control, FrontTenantAccount tenant, WorkerShares shares,
                                     java.util.concurrent.atomic.AtomicReference<Session> served) {
+        // a group checkpoint's steps for the session it holds drained, by the drain's request
+        java.util.Map<Long, java.util.concurrent.BlockingQueue<ByteBuffer>> steps = new java.util.concurrent.ConcurrentHashMap<>();
         Thread.ofPlatform().daemon().name("gpusockets-worker-control").start(() -> {
             java.util.List<Integer> fds = new java.util.ArrayList<>(ControlMessages.MAX_DESCRIPTORS);
             try {
@@ -210,6 +216,15 @@ public final class WorkerMain {
                             resume(s, a, fds);
                         }
                         case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
+                        case ControlMessages.GROUP_DRAIN -> groupDrain(s, tenant, a, steps);
+                        case ControlMessages.GROUP_STEP -> {
+                            java.util.concurrent.BlockingQueue<ByteBuffer> q = steps.get(a.getLong());
+                            if (q == null || !q.offer(a)) {
+                                LOG.log(Level.WARNING, "worker pid " + ProcessHandle.current().pid() + ": a group"
+                                        + " checkpoint's step for no drain held here (it gave up waiting)");
+                            }
+                        }
+                        case ControlMessages.GROUP_RESHARE -> groupReshare(s, tenant, a);
                         case ControlMessages.MIGRATE -> migrate(s, tenant, a);
                         case ControlMessages.TAKEOVER_MARK -> {
                             // a new backend takes over this worker's control socket: what follows MARKED is read there
@@ -258,6 +273,191 @@ public final class WorkerMain {
                 a.put(ControlMessages.OUTCOME_FAILED);
                 ControlMessages.putString(a, "checkpoint of session " + (s == null ? "?" : s.id()) + " failed in worker pid "
                         + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
+            }
+            front.send(a);
+        });
+    }
+
+    /** How long a session held drained for its group's checkpoint waits for the front's next step before it runs on. */
+    static final long GROUP_STEP_SECONDS = Workers.QUIET_SECONDS_DEFAULT * 2;
+
+    /**
+     * A GROUP_DRAIN message (a group checkpoint, {@link Workers#checkpointGroup}): on a thread of its own, drains the
+     * session ({@link io.gpusockets.backend.session.Session#drained}, holding its new calls), answers GROUP_DRAINED and
+     * holds it drained for the front's GROUP_STEP: write (its image with what the front says it exported, answered by
+     * CHECKPOINTED; {@link io.gpusockets.backend.session.GroupCheckpoint#writeMember}), then commit (it runs on, or
+     * with stop stays frozen) or let go (it runs on; the image written is deleted). A refusal before the drain is done
+     * answers GROUP_DRAINED with why; no step within {@link #GROUP_STEP_SECONDS} lets it go.
+     */
+    private static void groupDrain(Session s, FrontTenantAccount front, ByteBuffer m,
+                                   java.util.Map<Long, java.util.concurrent.BlockingQueue<ByteBuffer>> steps) {
+        long request = m.getLong();
+        boolean stop = m.get() != 0;
+        java.util.concurrent.BlockingQueue<ByteBuffer> q = new java.util.concurrent.LinkedBlockingQueue<>(2);
+        steps.put(request, q);
+        Thread.ofPlatform().daemon().name("gpusockets-worker-group-checkpoint").start(() -> {
+            boolean[] drained = {false};
+            java.nio.file.Path[] written = {null};
+            try {
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("the worker has no session yet");
+                }
+                io.gpusockets.backend.session.GroupCheckpoint.requireCheckpointable(s);
+                s.drained(stop, (stage, done, total) -> progress(front, request, stage, done, total), drainNanos -> {
+                    ByteBuffer d = ControlMessages.start(ControlMessages.GROUP_DRAINED);
+                    d.putLong(request).put(ControlMessages.OUTCOME_DONE).putLong(drainNanos);
+                    drained[0] = true;
+                    if (!front.send(d)) {
+                        throw new IOException("the backend's front process is gone");
+                    }
+                    ByteBuffer step = nextStep(q, s, ControlMessages.STEP_WRITE);
+                    long write = step.getLong();
+                    java.nio.file.Path file = java.nio.file.Path.of(ControlMessages.getString(step));
+                    java.util.List<io.gpusockets.backend.session.ShareRegistry.Carried> exports = getExports(step);
+                    java.util.Set<Long> carried = getIds(step);
+                    ByteBuffer a = ControlMessages.start(ControlMessages.CHECKPOINTED);
+                    a.putLong(write);
+                    try {
+                        io.gpusockets.backend.session.CheckpointResult r = io.gpusockets.backend.session.GroupCheckpoint
+                                .writeMember(s, file, (stage, done, total) -> progress(front, write, stage, done, total),
+                                        drainNanos, exports, carried);
+                        written[0] = file;
+                        a.put(ControlMessages.OUTCOME_DONE).putLong(r.bytesWritten()).putInt(r.allocations())
+                                .putInt(r.records()).putLong(r.drainNanos()).putLong(r.imageNanos());
+                        front.send(a);
+                    } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                        a.put(ControlMessages.OUTCOME_REFUSED);
+                        ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+                        front.send(a);
+                        throw e;
+                    } catch (IOException | RuntimeException e) {
+                        a.put(ControlMessages.OUTCOME_FAILED);
+                        ControlMessages.putString(a, "the image of session " + s.id() + " failed in worker pid "
+                                + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
+                        front.send(a);
+                        throw e;
+                    }
+                    nextStep(q, s, ControlMessages.STEP_COMMIT); // returning freezes it with stop
+                    return null;
+                }, stop ? "checkpointed with its group and stopped (frozen: it resumes where the image is restored)"
+                        : "checkpointed with its group");
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException
+                     | InterruptedException e) {
+                if (written[0] != null) {
+                    try {
+                        java.nio.file.Files.deleteIfExists(written[0]);
+                    } catch (IOException ignored) {
+                        // the front deletes the group's images too
+                    }
+                }
+                if (!drained[0]) {
+                    ByteBuffer d = ControlMessages.start(ControlMessages.GROUP_DRAINED);
+                    d.putLong(request).put(e instanceof io.gpusockets.backend.session.CheckpointRefused
+                            ? ControlMessages.OUTCOME_REFUSED : ControlMessages.OUTCOME_FAILED);
+                    ControlMessages.putString(d, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+                    front.send(d);
+                } else {
+                    LOG.log(Level.INFO, "session " + (s == null ? "?" : s.id()) + " runs on: its group's checkpoint did"
+                            + " not complete (" + e.getMessage() + ")");
+                }
+            } finally {
+                steps.remove(request);
+            }
+        });
+    }
+
+    /**
+     * The front's next GROUP_STEP for a drained session (after its request id, its step read), which must be
+     * {@code expected} (a write's fields follow); a let-go or none within {@link #GROUP_STEP_SECONDS} is refused, another
+     * step fails (the session runs on either way).
+     */
+    private static ByteBuffer nextStep(java.util.concurrent.BlockingQueue<ByteBuffer> q, Session s, byte expected)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        ByteBuffer step;
+        try {
+            step = q.poll(GROUP_STEP_SECONDS, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while held for the group's checkpoint");
+        }
+        if (step == null) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + s.id() + ": the front sent no step of"
+                    + " the group's checkpoint within " + GROUP_STEP_SECONDS + " s");
+        }
+        byte kind = step.get();
+        if (kind == ControlMessages.STEP_LET_GO) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("session " + s.id() + ": the group's checkpoint was"
+                    + " called off");
+        }
+        if (kind != expected) {
+            throw new IOException("a group checkpoint step " + kind + " where " + expected + " was due");
+        }
+        return step;
+    }
+
+    /** A GROUP_STEP write's exports ({@link ControlMessages}). */
+    private static java.util.List<io.gpusockets.backend.session.ShareRegistry.Carried> getExports(ByteBuffer m)
+            throws IOException {
+        int n = m.getInt();
+        if (n < 0 || n > ControlMessages.MAX_GROUP_EXPORTS) {
+            throw new IOException("a group checkpoint step with " + n + " exports");
+        }
+        java.util.List<io.gpusockets.backend.session.ShareRegistry.Carried> out = new java.util.ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            byte kind = m.get();
+            long id = m.getLong();
+            byte[] secret = new byte[16];
+            m.get(secret);
+            out.add(new io.gpusockets.backend.session.ShareRegistry.Carried(kind, id, secret, m.getLong(), m.getLong(),
+                    java.util.Set.of()));
+        }
+        return out;
+    }
+
+    /** A GROUP_STEP write's token ids. */
+    private static java.util.Set<Long> getIds(ByteBuffer m) throws IOException {
+        int n = m.getInt();
+        if (n < 0 || n > ControlMessages.MAX_GROUP_EXPORTS) {
+            throw new IOException("a group checkpoint step with " + n + " token ids");
+        }
+        java.util.Set<Long> out = new java.util.HashSet<>();
+        for (int i = 0; i < n; i++) {
+            out.add(m.getLong());
+        }
+        return out;
+    }
+
+    /**
+     * A GROUP_RESHARE message (a group restore, {@link Workers#restoreGroup}): on a thread of its own, registers the
+     * restored session's exports again under their old tokens ({@link
+     * io.gpusockets.backend.session.GroupCheckpoint#reExportInWorker}) or opens again what it opened ({@link
+     * io.gpusockets.backend.session.GroupCheckpoint#reOpen}), answering GROUP_STEPPED.
+     */
+    private static void groupReshare(Session s, FrontTenantAccount front, ByteBuffer m) {
+        long request = m.getLong();
+        byte step = m.get();
+        Thread.ofPlatform().daemon().name("gpusockets-worker-group-restore").start(() -> {
+            ByteBuffer a = ControlMessages.start(ControlMessages.GROUP_STEPPED);
+            a.putLong(request);
+            try {
+                if (s == null) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("the worker has no session yet");
+                }
+                if (step == ControlMessages.STEP_EXPORT) {
+                    io.gpusockets.backend.session.GroupCheckpoint.reExportInWorker(s);
+                } else if (step == ControlMessages.STEP_OPEN) {
+                    io.gpusockets.backend.session.GroupCheckpoint.reOpen(s);
+                } else {
+                    throw new IOException("a group restore step " + step);
+                }
+                a.put(ControlMessages.OUTCOME_DONE);
+            } catch (io.gpusockets.backend.session.CheckpointRefused e) {
+                a.put(ControlMessages.OUTCOME_REFUSED);
+                ControlMessages.putString(a, String.valueOf(e.getMessage()), MESSAGE_CHARS);
+            } catch (IOException | RuntimeException e) {
+                a.put(ControlMessages.OUTCOME_FAILED);
+                ControlMessages.putString(a, "the group restore of session " + (s == null ? "?" : s.id()) + " failed in"
+                        + " worker pid " + ProcessHandle.current().pid() + ": " + e.getMessage(), MESSAGE_CHARS);
             }
             front.send(a);
         });

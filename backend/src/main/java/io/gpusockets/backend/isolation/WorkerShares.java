@@ -19,7 +19,8 @@ import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A worker's {@link ShareBroker} (isolation mode {@code process}): exports and lookups go to the front's
- * {@link ShareRegistry} over the control socket (SHARE and LOOKUP, answered by SHARED, {@link ControlMessages}); a VMM
+ * {@link ShareRegistry} over the control socket (SHARE and LOOKUP, answered by SHARED, {@link ControlMessages}; RESHARE:
+ * a group restore's exports under their old tokens, {@link #restoreShare}); a VMM
  * export's descriptor goes with its SHARE (SCM_RIGHTS) and is closed here, a VMM lookup's comes with its SHARED. IPC
  * memory of the session's address window ({@link #shareWindow}: the physical allocations that back a cuMemAlloc
  * allocation of an address-stable session, {@link ShareRegistry.Window}) goes the same way with every piece's
@@ -142,6 +143,39 @@ final class WorkerShares implements ShareBroker {
             return new ShareRegistry.Found(d.exporter, d.bytes.length == 0 ? null : d.bytes, d.size, fd);
         } finally {
             a.close(); // what was not handed on
+        }
+    }
+
+    @Override
+    public void restoreShare(byte kind, long id, byte[] secret, byte[] driverBytes, long object) throws ShareRegistry.Refused {
+        if (secret.length != 16 || driverBytes.length > ControlMessages.MAX_SHARE_BYTES) {
+            throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share's secret or handle of"
+                    + " the wrong size");
+        }
+        long request = nextRequest.getAndIncrement();
+        ByteBuffer m = ControlMessages.start(ControlMessages.RESHARE);
+        m.putLong(request).put(kind).putLong(id).put(secret).putLong(object).putLong(0);
+        m.putInt(driverBytes.length).put(driverBytes);
+        ControlMessages.putWindow(m, null);
+        answerOfShare(ask(request, m, new int[0]));
+    }
+
+    /** {@link #restoreShare} of window memory: every piece's descriptor goes with the one RESHARE, as with SHARE. */
+    @Override
+    public void restoreWindow(long id, byte[] secret, long size, ShareRegistry.Window window, long object)
+            throws ShareRegistry.Refused {
+        try {
+            if (secret.length != 16 || window.pieces().isEmpty() || window.pieces().size() > ControlMessages.MAX_PIECES) {
+                throw new ShareRegistry.Refused(CuResult.CUDA_ERROR_NOT_SUPPORTED, "a restored share's secret or its "
+                        + window.pieces().size() + " physical allocations (at most " + ControlMessages.MAX_PIECES + ")");
+            }
+            long request = nextRequest.getAndIncrement();
+            ByteBuffer m = ControlMessages.start(ControlMessages.RESHARE);
+            m.putLong(request).put(ShareRegistry.KIND_MEMORY).putLong(id).put(secret).putLong(object).putLong(size).putInt(0);
+            int[] fds = ControlMessages.putWindow(m, window);
+            answerOfShare(ask(request, m, fds));
+        } finally {
+            ShareRegistry.closeAll(window);
         }
     }
 

@@ -36,8 +36,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * control message RESUME) while the session waits detached in the worker. A checkpoint of a session is taken by its
  * worker ({@link #checkpoint}), and a restore is made by an idle worker, which then serves the restored session
  * ({@link #restore}); a migration of a session is run by its worker, which connects to the target itself
- * ({@link #migrate}); all three wait for the worker's answer, or fail when it dies first or sends nothing for the quiet
- * timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
+ * ({@link #migrate}); sessions that share IPC memory and events are checkpointed together, each by its worker, the
+ * front leading them ({@link #checkpointGroup}), and restored together, each in a worker of its own held until the
+ * group's shares are made again ({@link #restoreHeld}, {@link #reshare}); all of these wait for the workers'
+ * answers, or fail when one dies first or sends nothing for the quiet timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
  *
@@ -338,7 +340,7 @@ public final class Workers implements AutoCloseable {
             if (closed || handingOff) {
                 throw new IOException(closed ? "the workers are stopped" : "the workers are being handed over already");
             }
-            if (!operations.isEmpty()) {
+            if (busy()) {
                 throw new IOException("a checkpoint or restore runs in a worker: take over when it is done");
             }
             handingOff = true;
@@ -488,8 +490,11 @@ public final class Workers implements AutoCloseable {
 
     /** Whether a checkpoint or restore runs in a worker now. */
     public boolean busy() {
-        return !operations.isEmpty();
+        return !operations.isEmpty() || groups.get() > 0;
     }
+
+    /** Group checkpoints and group restores' reshares under way: their sessions may be held between two answers. */
+    private final java.util.concurrent.atomic.AtomicInteger groups = new java.util.concurrent.atomic.AtomicInteger();
 
     /**
      * The registry the workers' SHARE and LOOKUP messages are answered from (IPC and shareable handles between
@@ -556,6 +561,207 @@ public final class Workers implements AutoCloseable {
             return result;
         } catch (java.nio.BufferUnderflowException e) {
             throw new IOException("worker pid " + w.pid + ": bad CHECKPOINTED message: " + e);
+        }
+    }
+
+    /**
+     * Checkpoints the sessions {@code sessionIds}, which share IPC memory and events, together to {@code files} (one each, in order),
+     * each in its worker ({@link io.gpusockets.backend.session.GroupCheckpoint}'s group checkpoint across processes):
+     * the front checks that every session linked to them by shares is named and that what they exported is carried
+     * ({@link io.gpusockets.backend.session.GroupCheckpoint#checkFront}); every worker drains its session and holds it
+     * (GROUP_DRAIN, answered GROUP_DRAINED), all at once; once all are drained the front checks again and tells each to
+     * write its image with what it exported ({@code GROUP_STEP} write, answered CHECKPOINTED; the worker checks what its
+     * session opened, {@link io.gpusockets.backend.session.GroupCheckpoint#writeMember}); once all are written each is
+     * let go (commit): it runs on, or with {@code stop} stays frozen in its worker, to be restored with the others
+     * ({@link #restoreHeld}). A refusal, a failure, a worker that dies or sends nothing for the quiet timeout lets every
+     * session run on and deletes every image written, naming the session and why.
+     */
+    public List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(List<Long> sessionIds, List<Path> files,
+            boolean stop, io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        io.gpusockets.backend.session.ShareRegistry registry = shares;
+        if (sessionIds.isEmpty() || sessionIds.size() != files.size() || registry == null) {
+            throw new IllegalArgumentException("sessions=" + sessionIds.size() + " files=" + files.size());
+        }
+        java.util.Set<Long> ids = new java.util.LinkedHashSet<>();
+        List<Worker> group = new ArrayList<>();
+        for (long id : sessionIds) {
+            if (!ids.add(id)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is named twice");
+            }
+            Worker w = serving(id);
+            if (w.frozen) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be checkpointed: it"
+                        + " is frozen by a checkpoint with stop");
+            }
+            group.add(w);
+        }
+        if (new java.util.TreeSet<>(files.stream().map(p -> p.toAbsolutePath().normalize()).toList()).size() != files.size()) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("two sessions of the group would write one image file");
+        }
+        groups.incrementAndGet();
+        try {
+            return checkpointGroup(ids, group, files, stop, progress, registry);
+        } finally {
+            groups.decrementAndGet();
+        }
+    }
+
+    /** {@link #checkpointGroup(List, List, boolean, io.gpusockets.backend.session.CheckpointProgress)} of {@code group}. */
+    private List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(java.util.Set<Long> ids, List<Worker> group,
+            List<Path> files, boolean stop, io.gpusockets.backend.session.CheckpointProgress progress,
+            io.gpusockets.backend.session.ShareRegistry registry)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        String command = "gpusockets checkpoint %s --to DIR";
+        io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry, "checkpoint", command);
+        io.gpusockets.backend.session.CheckpointProgress p = progress == null
+                ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress;
+        long[] drains = new long[group.size()];
+        LOG.log(Level.INFO, "group checkpoint of sessions " + ids + ": their workers drain them");
+        List<Object> drained = inParallel(group, w -> {
+            int i = group.indexOf(w);
+            drains[i] = nextRequest.getAndIncrement();
+            ByteBuffer m = ControlMessages.start(ControlMessages.GROUP_DRAIN);
+            m.putLong(drains[i]).put((byte) (stop ? 1 : 0));
+            ByteBuffer r = ask(w, drains[i], m, p, "the group checkpoint's drain of session " + w.sessionId,
+                    late -> step(w, drains[i], ControlMessages.STEP_LET_GO)); // held drained: let it go
+            byte outcome = r.get();
+            if (outcome != ControlMessages.OUTCOME_DONE) {
+                refused(outcome, ControlMessages.getString(r));
+            }
+            return r.getLong();
+        });
+        boolean written = false;
+        try {
+            throwFirst(drained);
+            java.util.Set<Long> carried = io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry,
+                    "checkpoint", command); // again, drained: a session outside the group may have opened one meanwhile
+            List<Object> results = inParallel(group, w -> {
+                int i = group.indexOf(w);
+                long write = nextRequest.getAndIncrement();
+                ByteBuffer m = ControlMessages.start(ControlMessages.GROUP_STEP);
+                m.putLong(drains[i]).put(ControlMessages.STEP_WRITE).putLong(write);
+                ControlMessages.putString(m, files.get(i).toAbsolutePath().toString());
+                putExports(m, registry.carried(w.sessionId, new ArrayList<>()), carried);
+                ByteBuffer r = ask(w, write, m, p, "the group checkpoint's image of session " + w.sessionId, late -> { });
+                byte outcome = r.get();
+                if (outcome != ControlMessages.OUTCOME_DONE) {
+                    refused(outcome, ControlMessages.getString(r));
+                }
+                return new io.gpusockets.backend.session.CheckpointResult(r.getLong(), r.getInt(), r.getInt(),
+                        r.getLong(), r.getLong());
+            });
+            throwFirst(results);
+            written = true;
+            List<io.gpusockets.backend.session.CheckpointResult> out = new ArrayList<>();
+            for (int i = 0; i < group.size(); i++) {
+                Worker w = group.get(i);
+                step(w, drains[i], ControlMessages.STEP_COMMIT);
+                if (stop) {
+                    w.frozen = true;
+                    resumable.remove(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+                }
+                out.add((io.gpusockets.backend.session.CheckpointResult) results.get(i));
+            }
+            LOG.log(Level.INFO, "sessions " + ids + " checkpointed together in their workers" + (stop ? " and frozen" : ""));
+            return out;
+        } finally {
+            if (!written) {
+                for (int i = 0; i < group.size(); i++) {
+                    if (drained.get(i) instanceof Long) {
+                        step(group.get(i), drains[i], ControlMessages.STEP_LET_GO);
+                    }
+                }
+                for (Path f : files) {
+                    Files.deleteIfExists(f);
+                }
+            }
+        }
+    }
+
+    /** A GROUP_STEP without fields (let go, commit) to {@code w}'s session held drained by {@code drain}. */
+    private static void step(Worker w, long drain, byte step) {
+        ByteBuffer m = ControlMessages.start(ControlMessages.GROUP_STEP);
+        m.putLong(drain).put(step);
+        Connection ctl = w.control;
+        try {
+            if (ctl != null) {
+                ctl.write(ControlMessages.finish(m));
+            }
+        } catch (IOException e) {
+            // the worker is going: its session with it
+        }
+    }
+
+    /** A GROUP_STEP write's exports and the group's token ids ({@link ControlMessages}). */
+    private static void putExports(ByteBuffer m, List<io.gpusockets.backend.session.ShareRegistry.Carried> exports,
+                                   java.util.Set<Long> carried) throws io.gpusockets.backend.session.CheckpointRefused {
+        if (exports.size() > ControlMessages.MAX_GROUP_EXPORTS || carried.size() > ControlMessages.MAX_GROUP_EXPORTS) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("a group checkpoint of more than "
+                    + ControlMessages.MAX_GROUP_EXPORTS + " IPC exports in isolation process");
+        }
+        m.putInt(exports.size());
+        for (io.gpusockets.backend.session.ShareRegistry.Carried c : exports) {
+            m.put(c.kind()).putLong(c.id()).put(c.secret()).putLong(c.address()).putLong(c.size());
+        }
+        m.putInt(carried.size());
+        carried.forEach(m::putLong);
+    }
+
+    /** Work on one worker of a group ({@link #inParallel}). */
+    @FunctionalInterface
+    private interface OnWorker {
+        Object run(Worker w) throws io.gpusockets.backend.session.CheckpointRefused, IOException;
+    }
+
+    /**
+     * Runs {@code work} on every worker of {@code group} at once (a platform thread each: a group is at most
+     * {@link #max} workers), waiting for all; each one's result, or the exception it threw, in order.
+     */
+    private static List<Object> inParallel(List<Worker> group, OnWorker work) {
+        Object[] out = new Object[group.size()];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < group.size(); i++) {
+            int k = i;
+            threads.add(Thread.ofPlatform().daemon().name("gpusockets-group-" + group.get(i).pid).start(() -> {
+                try {
+                    out[k] = work.run(group.get(k));
+                } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                    out[k] = e;
+                }
+            }));
+        }
+        boolean interrupted = false;
+        for (Thread t : threads) {
+            while (true) {
+                try {
+                    t.join(); // each ends: an ask ends at its worker's answer, end or quiet timeout
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+        return java.util.Arrays.asList(out);
+    }
+
+    /** Throws the first refusal of {@code results} ({@link #inParallel}), else its first failure. */
+    private static void throwFirst(List<Object> results) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        for (Object o : results) {
+            if (o instanceof io.gpusockets.backend.session.CheckpointRefused e) {
+                throw e;
+            }
+        }
+        for (Object o : results) {
+            if (o instanceof IOException e) {
+                throw e;
+            }
+            if (o instanceof RuntimeException e) {
+                throw e;
+            }
         }
     }
 
@@ -657,11 +863,123 @@ public final class Workers implements AutoCloseable {
     public SessionTicket restore(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable onEnd,
                                  io.gpusockets.backend.session.CheckpointProgress progress)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return restoreWorker(file, tenant, retainBytes, expectedId, onEnd, progress, null).ticket;
+    }
+
+    /**
+     * {@link #restore} into a worker; with {@code reshares} (a group restore, {@link #restoreGroup}: the exports of the
+     * image as the front read them) the session is held: not resumable until {@link #restoreGroup} made its shares.
+     */
+    private Worker restoreWorker(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable onEnd,
+                                 io.gpusockets.backend.session.CheckpointProgress progress,
+                                 List<io.gpusockets.backend.session.ShareRegistry.Carried> reshares)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Runnable once = once(onEnd);
         for (int attempt = 1; ; attempt++) {
-            SessionTicket t = restoreIn(file, tenant, retainBytes, expectedId, once, progress, attempt);
-            if (t != null) {
-                return t;
+            Worker w = restoreIn(file, tenant, retainBytes, expectedId, once, progress, attempt, reshares);
+            if (w != null) {
+                return w;
+            }
+        }
+    }
+
+    /** A group restore's session restored in its worker ({@link #restoreHeld}), held until {@link #reshare} lets it go. */
+    public static final class Held {
+        private final Worker worker;
+
+        private Held(Worker worker) {
+            this.worker = worker;
+        }
+
+        /** The restored session's id. */
+        public long sessionId() {
+            return worker.sessionId;
+        }
+    }
+
+    /**
+     * For a group restore (isolation process; the front's {@code BackendServer#restoreGroup}): {@link #restore} of one
+     * image of the group, its session held (not resumable here) until {@link #reshare} makes the group's shares again;
+     * {@code exports}: the image's exports as the front read them ({@link
+     * io.gpusockets.backend.session.GroupCheckpoint#imageExports}), the only tokens its worker may register again. On a
+     * refusal or failure nothing of this image is left ({@code onEnd} has run); the caller lets go of the others
+     * ({@link #abandon}).
+     */
+    public Held restoreHeld(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable onEnd,
+                            io.gpusockets.backend.session.CheckpointProgress progress,
+                            List<io.gpusockets.backend.session.ShareRegistry.Carried> exports)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return new Held(restoreWorker(file, tenant, retainBytes, expectedId, onEnd, progress, List.copyOf(exports)));
+    }
+
+    /**
+     * The shares of the held sessions {@code group} made again, then each made resumable: first every session's exports
+     * registered under their old tokens (RESHARE: its worker exports each IPC event again through its driver, and its
+     * window memory as its physical allocations' descriptors), then what each opened is opened again through those
+     * tokens (LOOKUP: cuIpcOpenEventHandle in the opener's worker, the event under its old handle id; the exporter's
+     * physical allocations mapped in the opener's worker at its old address). A refusal or failure (a worker that
+     * refuses, dies or sends nothing for the quiet timeout) ends every session of the group ({@link #abandon}), naming why.
+     */
+    public void reshare(List<Held> group) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        groups.incrementAndGet();
+        try {
+            reshareHeld(group);
+        } finally {
+            groups.decrementAndGet();
+        }
+    }
+
+    private void reshareHeld(List<Held> group) throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        try {
+            for (byte step : new byte[] {ControlMessages.STEP_EXPORT, ControlMessages.STEP_OPEN}) {
+                List<Worker> ws = group.stream().map(h -> h.worker).toList();
+                List<Object> out = inParallel(ws, w -> {
+                    long request = nextRequest.getAndIncrement();
+                    ByteBuffer m = ControlMessages.start(ControlMessages.GROUP_RESHARE);
+                    m.putLong(request).put(step);
+                    ByteBuffer r = ask(w, request, m, null, "the group restore of session " + w.sessionId, late -> { });
+                    byte outcome = r.get();
+                    if (outcome != ControlMessages.OUTCOME_DONE) {
+                        refused(outcome, ControlMessages.getString(r));
+                    }
+                    return null;
+                });
+                throwFirst(out);
+            }
+        } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+            abandon(group);
+            throw e;
+        }
+        for (Held h : group) {
+            Worker w = h.worker;
+            w.reshares = null;
+            resumable.put(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+            if (w.gone.get()) { // it died as it was let go: gone() may have missed the token
+                resumable.remove(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+            }
+            LOG.log(Level.INFO, "session " + w.sessionId + " restored with its group in worker pid " + w.pid
+                    + "; waiting for its frontend to resume");
+        }
+    }
+
+    /**
+     * Ends the held sessions of a group restore that did not complete: their workers stop (each runs its onEnd), and
+     * this returns once they are gone (at most {@link #STOP_SECONDS} each, then killed), so that their ids are free
+     * again for the next restore.
+     */
+    public void abandon(List<Held> group) {
+        for (Held h : group) {
+            h.worker.reshares = null;
+            h.worker.handle.destroy();
+        }
+        for (Held h : group) {
+            Worker w = h.worker;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2 * STOP_SECONDS);
+            while (!w.gone.get() && System.nanoTime() < deadline) {
+                if (System.nanoTime() > deadline - TimeUnit.SECONDS.toNanos(STOP_SECONDS)) {
+                    w.handle.destroyForcibly();
+                }
+                sleepQuietly(10); // its reader sees the control socket close and runs gone()
             }
         }
     }
@@ -669,9 +987,13 @@ public final class Workers implements AutoCloseable {
     /** Workers a restore is tried in at most, when each refuses it for its own address space ({@link #restore}). */
     static final int RESTORE_TRIES = 3;
 
-    /** One worker's try of {@link #restore}: the ticket, or null when another worker should try (attempt {@code attempt}). */
-    private SessionTicket restoreIn(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable once,
-                                    io.gpusockets.backend.session.CheckpointProgress progress, int attempt)
+    /**
+     * One worker's try of {@link #restore}: the worker, or null when another worker should try (attempt {@code attempt});
+     * with {@code reshares} (a group restore) its session is held, not made resumable.
+     */
+    private Worker restoreIn(Path file, TenantAccount tenant, long retainBytes, long expectedId, Runnable once,
+                             io.gpusockets.backend.session.CheckpointProgress progress, int attempt,
+                             List<io.gpusockets.backend.session.ShareRegistry.Carried> reshares)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         Worker w = take(expectedId);
         if (w == null) {
@@ -716,15 +1038,21 @@ public final class Workers implements AutoCloseable {
             w.ticket = t;
             w.handedAtNanos = System.nanoTime();
             w.shown = true;
-            resumable.put(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+            if (reshares != null) { // a group's: resumable once the group's shares are made (reshare)
+                Map<Long, io.gpusockets.backend.session.ShareRegistry.Carried> allowed = new ConcurrentHashMap<>();
+                reshares.forEach(c -> allowed.put(c.id(), c));
+                w.reshares = allowed;
+            } else {
+                resumable.put(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
+            }
             if (w.gone.get()) { // it died as it answered: gone() may have missed the token
                 resumable.remove(java.util.HexFormat.of().formatHex(t.resumeToken()), w);
                 throw new IOException("worker pid " + w.pid + " died after restoring session " + expectedId);
             }
             ok = true;
             LOG.log(Level.INFO, "session " + expectedId + " restored from " + file + " in worker pid " + w.pid
-                    + "; waiting for its frontend to resume");
-            return t;
+                    + (reshares != null ? "; held until its group's shares are made" : "; waiting for its frontend to resume"));
+            return w;
         } finally {
             if (!ok) {
                 w.handle.destroy(); // a worker whose restore failed has freed what it made and exits anyway
@@ -1090,7 +1418,7 @@ public final class Workers implements AutoCloseable {
                 if (t == null) {
                     throw new IOException("control message " + type + " before a session");
                 }
-                if (type != ControlMessages.SHARE && !fds.isEmpty()) {
+                if (type != ControlMessages.SHARE && type != ControlMessages.RESHARE && !fds.isEmpty()) {
                     throw new IOException("control message " + type + " came with " + fds.size() + " descriptor(s)");
                 }
                 switch (type) {
@@ -1149,7 +1477,9 @@ public final class Workers implements AutoCloseable {
                             }
                         }
                     }
-                    case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED, ControlMessages.MIGRATED -> {
+                    case ControlMessages.RESHARE -> reshare(w, t, ctl, m, fds);
+                    case ControlMessages.CHECKPOINTED, ControlMessages.RESTORED, ControlMessages.MIGRATED,
+                         ControlMessages.GROUP_DRAINED, ControlMessages.GROUP_STEPPED -> {
                         long request = m.getLong();
                         Operation op = operations.get(request);
                         if (op == null || op.worker() != w) {
@@ -1293,6 +1623,66 @@ public final class Workers implements AutoCloseable {
             }
             io.gpusockets.backend.session.ShareRegistry.closeAll(window);
         }
+    }
+
+    /**
+     * A worker's RESHARE (a group restore, {@link #restoreGroup}): registers an export of its restored session again
+     * under its old token, with the driver's new IPC bytes. Taken only for a token of the image that worker restored
+     * (its kind, id and secret as the front read them from the image), once; anything else is refused.
+     */
+    private void reshare(Worker w, TenantAccount t, Connection ctl, ByteBuffer m, List<Integer> fds) throws IOException {
+        long request;
+        byte kind;
+        long id;
+        byte[] secret = new byte[16];
+        long object;
+        long size;
+        byte[] bytes;
+        io.gpusockets.backend.session.ShareRegistry.Window window;
+        try {
+            request = m.getLong();
+            kind = m.get();
+            id = m.getLong();
+            m.get(secret);
+            object = m.getLong();
+            size = m.getLong();
+            bytes = ControlMessages.getShareBytes(m);
+            window = ControlMessages.getWindow(m, fds); // takes the pieces' descriptors off fds
+            if (!fds.isEmpty()) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
+                throw new IOException(fds.size() + " descriptors beyond its window");
+            }
+        } catch (IOException | java.nio.BufferUnderflowException e) {
+            throw new IOException("bad RESHARE: " + e.getMessage(), e);
+        }
+        ByteBuffer a = ControlMessages.start(ControlMessages.SHARED);
+        a.putLong(request);
+        io.gpusockets.backend.session.ShareRegistry r = shares;
+        try {
+            Map<Long, io.gpusockets.backend.session.ShareRegistry.Carried> allowed = w.reshares;
+            io.gpusockets.backend.session.ShareRegistry.Carried c = allowed == null ? null : allowed.remove(id);
+            boolean memory = kind == io.gpusockets.backend.session.ShareRegistry.KIND_MEMORY;
+            if (r == null || w.sessionId == 0 || c == null || c.kind() != kind
+                    || !java.security.MessageDigest.isEqual(c.secret(), secret)
+                    || (memory ? window == null || bytes.length != 0 || size != c.size()
+                    : kind != io.gpusockets.backend.session.ShareRegistry.KIND_EVENT || window != null)) {
+                io.gpusockets.backend.session.ShareRegistry.closeAll(window);
+                throw new io.gpusockets.backend.session.ShareRegistry.Refused(
+                        io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE, "worker pid " + w.pid + ": token "
+                        + id + " is no IPC export of the image it restores as sent (its kind, secret and size), or is"
+                        + " registered already");
+            }
+            if (memory) { // the registry takes the window's descriptors, closing them when it refuses
+                r.restore(w.sessionId, t.name(), id, secret, size, window, object);
+            } else {
+                r.restoreDriverEvent(w.sessionId, t.name(), id, secret, bytes, object);
+            }
+            a.put(ControlMessages.OUTCOME_DONE).putLong(w.sessionId).putLong(size).putInt(0);
+        } catch (io.gpusockets.backend.session.ShareRegistry.Refused e) {
+            a.put(ControlMessages.OUTCOME_REFUSED).putInt(e.result());
+            ControlMessages.putString(a, String.valueOf(e.getMessage()), WorkerMain.MESSAGE_CHARS);
+        }
+        ctl.write(ControlMessages.finish(a));
     }
 
     /** Up to {@code n} of {@code held}, taken off it: a worker never gives back more than it was granted. */
@@ -1471,6 +1861,11 @@ public final class Workers implements AutoCloseable {
         /** Its session's ticket and when it was handed over, once it has one. */
         volatile SessionTicket ticket;
         volatile long handedAtNanos;
+        /**
+         * A group restore's exports of the image it restored that it may register again ({@link Workers#reshare}), by
+         * token id; each taken once. Null: none.
+         */
+        volatile Map<Long, io.gpusockets.backend.session.ShareRegistry.Carried> reshares;
         /** Checkpointed with stop: its session waits frozen in the worker, never resumed here. */
         volatile boolean frozen;
         /** Listed by {@link Workers#sessions} (from the hand-over until its end is reported). */

@@ -1289,8 +1289,10 @@ public final class BackendServer implements AutoCloseable {
      * Checkpoints the sessions {@code sessionIds}, which share IPC memory, together to {@code files} (one each, in
      * order; {@link io.gpusockets.backend.session.GroupCheckpoint}): every session linked to them by shares must be
      * named, and all are drained before any image is written; with {@code stop} they stay frozen, to be restored together
-     * ({@link #restoreGroup}). One session is {@link #checkpoint}. Refused (every session running on) in isolation mode
-     * process, for an unknown session, and for what a group checkpoint cannot carry (the message names it).
+     * ({@link #restoreGroup}). One session is {@link #checkpoint}. In isolation mode process each session's worker
+     * drains it and writes its image, the front leading them ({@link io.gpusockets.backend.isolation.Workers#checkpointGroup}).
+     * Refused (every session running on) for an unknown session
+     * and for what a group checkpoint cannot carry (the message names it).
      */
     public List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(List<Long> sessionIds,
             List<java.nio.file.Path> files, boolean stop, io.gpusockets.backend.session.CheckpointProgress p)
@@ -1302,6 +1304,10 @@ public final class BackendServer implements AutoCloseable {
             return List.of(checkpoint(sessionIds.get(0), files.get(0), stop, p));
         }
         return counted(checkpoints, () -> {
+            io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null) { // isolation mode process: each session's worker drains and writes it, the front leads
+                return w.checkpointGroup(sessionIds, files, stop, p);
+            }
             List<Session> group = groupOf(sessionIds, "checkpointing");
             try {
                 return io.gpusockets.backend.session.GroupCheckpoint.checkpoint(group, shares, files, stop,
@@ -1814,7 +1820,7 @@ public final class BackendServer implements AutoCloseable {
      */
     public long restore(java.nio.file.Path file, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        return counted(restores, () -> restoreSession(file, p, java.util.List.of(), null));
+        return restoreGroup(List.of(file), p).get(0); // an image of a group's, alone: its shares are made (or refused) there
     }
 
     /**
@@ -2077,17 +2083,18 @@ public final class BackendServer implements AutoCloseable {
      * Restores the sessions checkpointed together ({@link #checkpointGroup}) from {@code files}, in any order: each is
      * restored, then their IPC memory shares are made again (exports under their old tokens, then every opened range at
      * its address: {@link io.gpusockets.backend.session.GroupCheckpoint}), and only then may they resume. A refusal or
-     * failure of any leaves none of them. Returns their ids, in the files' order. Not in isolation mode process.
+     * failure of any leaves none of them. Returns their ids, in the files' order. In isolation mode process each image
+     * goes to a worker of its own ({@link #restoreGroupInWorkers}).
      */
     public List<Long> restoreGroup(List<java.nio.file.Path> files, io.gpusockets.backend.session.CheckpointProgress p)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         return counted(restores, () -> {
-            if (files.size() == 1) {
+            if (files.size() == 1 && (workers == null || !io.gpusockets.backend.session.SessionRestore.peek(files.get(0))
+                    .shares())) {
                 return List.of(restoreSession(files.get(0), p, List.of(), null));
             }
             if (workers != null) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("restoring several sessions together is not"
-                        + " supported in isolation mode process (restore them with --isolation context)");
+                return restoreGroupInWorkers(workers, files, p);
             }
             synchronized (restoring) {
                 List<Session> made = new ArrayList<>();
@@ -2106,6 +2113,69 @@ public final class BackendServer implements AutoCloseable {
     }
 
     /**
+     * {@link #restoreGroup} in isolation mode process: each image restored by a worker of its own and held there
+     * ({@link io.gpusockets.backend.isolation.Workers#restoreHeld}: not resumable yet), the exports it may register
+     * again read from the image here; then the workers make the group's shares again, exports first (each IPC event
+     * exported again through its worker's driver, and window memory as its physical allocations, under its old token),
+     * then what each opened (cuIpcOpenEventHandle in the opener's worker under its old handle id; the exporter's
+     * physical allocations mapped at the old address), and only then may the sessions resume
+     * ({@link io.gpusockets.backend.isolation.Workers#reshare}). A refusal or failure of any leaves none of them.
+     */
+    private List<Long> restoreGroupInWorkers(io.gpusockets.backend.isolation.Workers w, List<java.nio.file.Path> files,
+                                             io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        if (closed || draining) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("the backend is shutting down");
+        }
+        List<io.gpusockets.backend.session.SessionRestore.Identity> who = new ArrayList<>();
+        List<List<io.gpusockets.backend.session.ShareRegistry.Carried>> imageExports = new ArrayList<>();
+        List<Tenant> tenantsOf = new ArrayList<>();
+        java.util.Set<Long> ids = new java.util.HashSet<>();
+        for (java.nio.file.Path f : files) {
+            var id = io.gpusockets.backend.session.SessionRestore.peek(f);
+            var exports = io.gpusockets.backend.session.GroupCheckpoint.imageExports(f);
+            Tenant tenant = tenants.tenant(id.tenant());
+            if (tenant == null) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: the image's tenant "
+                        + id.tenant() + " is not configured on this backend");
+            }
+            if (!ids.add(id.sessionId())) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: two images of session "
+                        + id.sessionId());
+            }
+            who.add(id);
+            imageExports.add(exports);
+            tenantsOf.add(tenant);
+        }
+        synchronized (restoring) {
+            List<io.gpusockets.backend.isolation.Workers.Held> held = new ArrayList<>();
+            try {
+                for (int i = 0; i < files.size(); i++) {
+                    long id = who.get(i).sessionId();
+                    Tenant tenant = tenantsOf.get(i);
+                    nextSessionId.updateAndGet(v -> Math.max(v, id + 1)); // no new session takes the id meanwhile
+                    if (w.hasSession(id)) {
+                        throw new io.gpusockets.backend.session.CheckpointRefused("restore refused: session " + id
+                                + " is live in this backend");
+                    }
+                    reserveRestored(tenant);
+                    Runnable ended = () -> {
+                        sessionSlots.decrementAndGet();
+                        tenant.closeSession();
+                    };
+                    held.add(w.restoreHeld(files.get(i).toAbsolutePath(), tenant, resumeRetainBytes, id, ended, p,
+                            imageExports.get(i))); // runs ended itself when it fails
+                }
+                w.reshare(held); // ends them all itself when it fails
+            } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException e) {
+                w.abandon(held);
+                throw e;
+            }
+            return held.stream().map(io.gpusockets.backend.isolation.Workers.Held::sessionId).toList();
+        }
+    }
+
+    /**
      * Makes the shares of the restored sessions {@code made} again ({@link io.gpusockets.backend.session.GroupCheckpoint})
      * and lets them resume; on a refusal or failure none is left.
      */
@@ -2115,7 +2185,7 @@ public final class BackendServer implements AutoCloseable {
                 io.gpusockets.backend.session.GroupCheckpoint.reExport(s, shares);
             }
             for (Session s : made) {
-                io.gpusockets.backend.session.GroupCheckpoint.reOpen(s, shares);
+                io.gpusockets.backend.session.GroupCheckpoint.reOpen(s);
             }
         } catch (io.gpusockets.backend.session.CheckpointRefused | RuntimeException e) {
             unmake(made, "restore refused");
@@ -2158,11 +2228,10 @@ public final class BackendServer implements AutoCloseable {
         }
         synchronized (restoring) {
             io.gpusockets.backend.isolation.Workers w = workers;
-            if (w != null && who.shares()) {
+            if (w != null && who.shares()) { // restoreGroup takes these
                 throw new io.gpusockets.backend.session.CheckpointRefused("restore of session " + who.sessionId()
-                        + " refused: its image shares IPC memory or events with the sessions checkpointed with it, which"
-                        + " isolation mode process does not make again (restore the group in a backend with --isolation"
-                        + " context or shared)");
+                        + " refused: its image shares IPC memory or events with the sessions checkpointed with it:"
+                        + " restore them together (gpusockets restore FILE...)");
             }
             if (w != null) {
                 return restoreInWorker(w, file, who.sessionId(), tenant, p);

@@ -11,8 +11,10 @@ import java.util.TreeSet;
 
 /**
  * The sessions that share IPC memory, checkpointed together and their shares made again where their images are
- * restored (issue 24 item 1), in isolation context and shared (every session in this process; in isolation process a
- * group checkpoint is refused: not built).
+ * restored (issue 24 item 1), in every isolation mode: in context and shared every session is in this process and
+ * this class does it all; in process each session lives in a worker and the front leads them ({@code
+ * Workers#checkpointGroup}, {@code Workers#reshare}) through the parts here that run where the session is:
+ * {@link #checkFront} in the front, {@link #writeMember}, {@link #reExportInWorker} and {@link #reOpen} in each worker.
  *
  * <p>A group checkpoint ({@link #checkpoint}) names every session linked by shares ({@link ShareRegistry#group}; one
  * left out is refused, naming it). All are drained first, one after the other, each holding its new calls, so that
@@ -22,15 +24,19 @@ import java.util.TreeSet;
  * and the event are in its own image, as every allocation and event), and what it opened (the token, and the memory's
  * address and the reservation that maps it, or the opened event's handle id and context). Only then are they let go
  * or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained (and
- * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC mappings
- * and events (isolation process), a mapping whose exporter freed the allocation, an opened event re-exported.
+ * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC memory
+ * mappings (isolation process, sessions without address-stable memory), a mapping whose exporter freed the allocation,
+ * an opened event re-exported. In isolation process an IPC event is the driver's: its export carries the token and
+ * the exporter's event, its open the token and the opener's event, as in context mode, so the images are alike in
+ * every mode.
  *
  * <p>A restore brings the shares back in two steps once the sessions are restored and before any may resume:
  * {@link #reExport} registers each restored exporter's memory and events again under their old tokens (the same id
  * and secret, so that the tokens the programs hold stay valid; an event joins a new {@link IpcEventShare} as its first
  * member), then {@link #reOpen} looks each opened token up as an open would and maps the exporter's physical
  * allocations at the opener's old address, and makes each opened event again under its old handle id, joined to the
- * exporter's share (its record, a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
+ * exporter's share, or in isolation process opened through the driver from the exporter's new IPC handle (its record,
+ * a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
  * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
  * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
  *
@@ -100,6 +106,20 @@ public final class GroupCheckpoint {
                 throw new CheckpointRefused("session " + s.id() + " is named twice");
             }
         }
+        checkNamed(ids, registry, what, command);
+        for (Session s : group) {
+            s.requireCheckpointable();
+        }
+        refuseNotCarried(group, registry, ids);
+    }
+
+    /**
+     * Refused, naming those left out and {@code command} (a format with one %s for the ids) as the way to name them all,
+     * when a session linked to {@code ids} by shares is not among them: the part of {@link #checkTogether} that the
+     * front of isolation process makes itself (its sessions live in workers, {@code Workers#checkpointGroup}).
+     */
+    public static void checkNamed(Set<Long> ids, ShareRegistry registry, String what, String command)
+            throws CheckpointRefused {
         Set<Long> missing = registry.group(ids);
         missing.removeAll(ids);
         if (!missing.isEmpty()) {
@@ -107,10 +127,6 @@ public final class GroupCheckpoint {
                     + join(missing) + ", which this " + what + " does not name: sessions that share move together (name"
                     + " them all: " + String.format(command, join(registry.group(ids)).replace(", ", " ")) + ")");
         }
-        for (Session s : group) {
-            s.requireCheckpointable();
-        }
-        refuseNotCarried(group, registry, ids);
     }
 
     /**
@@ -139,37 +155,104 @@ public final class GroupCheckpoint {
     private static void refuseNotCarried(List<Session> group, ShareRegistry registry, Set<Long> ids)
             throws CheckpointRefused {
         List<String> notCarried = new ArrayList<>();
-        Set<Long> exported = new java.util.HashSet<>();
+        Set<Long> exported = exportsCarried(ids, registry, notCarried);
         for (Session s : group) {
-            for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
+            openedNotCarried(s, registry.carried(s.id(), new ArrayList<>()), exported, notCarried);
+        }
+        refuse(ids, notCarried);
+    }
+
+    /**
+     * The ids of the tokens a group checkpoint of {@code ids} carries ({@link ShareRegistry#carried}); what the
+     * sessions exported that it does not carry is added to {@code notCarried}, naming it.
+     */
+    public static Set<Long> exportsCarried(Set<Long> ids, ShareRegistry registry, List<String> notCarried) {
+        Set<Long> exported = new java.util.HashSet<>();
+        for (long id : ids) {
+            for (ShareRegistry.Carried c : registry.carried(id, notCarried)) {
                 exported.add(c.id());
             }
         }
-        for (Session s : group) {
-            for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
-                if (!exported.contains(ShareRegistry.idOf(e.getValue().mapped().token()))) {
-                    notCarried.add(String.format("session %d's opened IPC memory at 0x%x, whose exporter freed the"
-                            + " allocation (the mapping outlived it)", s.id(), e.getKey()));
-                }
+        return exported;
+    }
+
+    /**
+     * What drained session {@code s} holds that its group's checkpoint does not carry, added to {@code notCarried}
+     * naming it: what it opened that is not carried ({@link SessionShares#carried}), an opened range or event whose
+     * export is not among the group's carried tokens ({@code exported}: its exporter freed or destroyed it), an event
+     * it opened and exported again. {@code exports}: what it exported that the group carries.
+     */
+    static void openedNotCarried(Session s, List<ShareRegistry.Carried> exports, Set<Long> exported,
+                                 List<String> notCarried) {
+        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+            if (!exported.contains(ShareRegistry.idOf(e.getValue().mapped().token()))) {
+                notCarried.add(String.format("session %d's opened IPC memory at 0x%x, whose exporter freed the"
+                        + " allocation (the mapping outlived it)", s.id(), e.getKey()));
             }
         }
-        for (Session s : group) {
-            Map<Long, byte[]> openedEvents = s.sharing().carriedEvents();
-            for (ShareRegistry.Carried c : registry.carried(s.id(), new ArrayList<>())) {
-                if (c.kind() == ShareRegistry.KIND_EVENT && openedEvents.containsKey(c.address())) {
-                    notCarried.add("session " + s.id() + "'s IPC event that it opened and exported again");
-                }
-            }
-            for (byte[] token : openedEvents.values()) {
-                if (!exported.contains(ShareRegistry.idOf(token))) {
-                    notCarried.add("session " + s.id() + "'s opened IPC event whose exporter destroyed it");
-                }
+        Map<Long, byte[]> openedEvents = s.sharing().carriedEvents();
+        for (ShareRegistry.Carried c : exports) {
+            if (c.kind() == ShareRegistry.KIND_EVENT && openedEvents.containsKey(c.address())) {
+                notCarried.add("session " + s.id() + "'s IPC event that it opened and exported again");
             }
         }
+        for (byte[] token : openedEvents.values()) {
+            if (!exported.contains(ShareRegistry.idOf(token))) {
+                notCarried.add("session " + s.id() + "'s opened IPC event whose exporter destroyed it");
+            }
+        }
+    }
+
+    /** Refused, naming each, when {@code notCarried} is not empty. */
+    private static void refuse(Set<Long> ids, List<String> notCarried) throws CheckpointRefused {
         if (!notCarried.isEmpty()) {
             throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
-                    + " carries the IPC memory of address windows and IPC events of isolation context or shared only, not "
+                    + " carries IPC events, and the IPC memory of address windows of isolation context or shared, not "
                     + String.join("; ", notCarried) + " (the sessions keep running)");
+        }
+    }
+
+    /**
+     * The front's checks of a group in isolation process (its sessions live in workers, {@code Workers#checkpointGroup}),
+     * before the drain and again once drained: every session linked by shares is named ({@link #checkNamed}), and what
+     * they exported is carried. Returns the ids of the carried tokens; each worker checks its session itself
+     * ({@link #writeMember}).
+     */
+    public static Set<Long> checkFront(Set<Long> ids, ShareRegistry registry, String what, String command)
+            throws CheckpointRefused {
+        checkNamed(ids, registry, what, command);
+        List<String> notCarried = new ArrayList<>();
+        Set<Long> exported = exportsCarried(ids, registry, notCarried);
+        refuse(ids, notCarried);
+        return exported;
+    }
+
+    /** Refused unless {@code s} can be checkpointed at all ({@link Session#requireCheckpointable}). */
+    public static void requireCheckpointable(Session s) throws CheckpointRefused {
+        s.requireCheckpointable();
+    }
+
+    /**
+     * Writes the image of drained session {@code s}, a member of a group checkpointed together whose sessions live in
+     * other processes (isolation process: its worker runs this; the front made the group's checks and sends what
+     * {@code s} exported, {@code exports}, and the ids of every token the group carries, {@code exported}); refused,
+     * naming it, for what {@code s} opened that is not carried ({@link #openedNotCarried}). A failure deletes the file.
+     */
+    public static CheckpointResult writeMember(Session s, java.nio.file.Path file, CheckpointProgress progress,
+                                               long drainNanos, List<ShareRegistry.Carried> exports, Set<Long> exported)
+            throws CheckpointRefused, IOException {
+        List<String> notCarried = new ArrayList<>();
+        openedNotCarried(s, exports, exported, notCarried);
+        refuse(Set.of(s.id()), notCarried);
+        boolean ok = false;
+        try {
+            CheckpointResult r = s.writeImage(file, progress, drainNanos, shares(s, exports));
+            ok = true;
+            return r;
+        } finally {
+            if (!ok) {
+                java.nio.file.Files.deleteIfExists(file);
+            }
         }
     }
 
@@ -220,8 +303,18 @@ public final class GroupCheckpoint {
     /** What drained session {@code s} shares, for its image (a group checkpoint's, or a group migration's). */
     static CheckpointImage.Shares shares(Session s, ShareRegistry registry) throws IOException {
         List<String> notCarried = new ArrayList<>();
+        List<ShareRegistry.Carried> carried = registry.carried(s.id(), notCarried);
+        if (!notCarried.isEmpty()) { // something new since the check: the session was drained in between
+            throw new IOException("session " + s.id() + ": " + String.join("; ", notCarried) + " cannot be carried");
+        }
+        return shares(s, carried);
+    }
+
+    /** What drained session {@code s} shares, for its image, {@code carried} being what it exported that is carried. */
+    private static CheckpointImage.Shares shares(Session s, List<ShareRegistry.Carried> carried) throws IOException {
+        List<String> notCarried = new ArrayList<>();
         List<CheckpointImage.Export> exports = new ArrayList<>();
-        for (ShareRegistry.Carried c : registry.carried(s.id(), notCarried)) {
+        for (ShareRegistry.Carried c : carried) {
             long object = c.address();
             if (c.kind() == ShareRegistry.KIND_EVENT) {
                 object = s.handles().idOf(io.gpusockets.protocol.api.ParamType.EVENT, c.address());
@@ -322,26 +415,29 @@ public final class GroupCheckpoint {
 
     /**
      * A restored session's opened IPC events ({@link Session#restoredShares}): each a new event in its context, under
-     * its old handle id, joined to the exporter's share in {@code registry} (restored first, {@link #reExport}).
+     * its old handle id, joined to the exporter's share, or (isolation process) opened through the driver from the
+     * exporter's new IPC handle; the token looked up through the session's broker (registered again first,
+     * {@link #reExport}, {@link #reExportInWorker}).
      */
-    private static void reOpenEvents(Session s, ShareRegistry registry) throws CheckpointRefused {
+    private static void reOpenEvents(Session s) throws CheckpointRefused {
         for (CheckpointImage.OpenedEvent o : s.restoredShares().openedEvents()) {
             String what = "restore of session " + s.id() + " refused: its opened IPC event (event " + o.event()
                     + ") cannot be made again: ";
             ShareRegistry.Found f;
             try {
-                f = registry.lookup(s.id(), s.tenant().name(), ShareRegistry.KIND_EVENT, o.token());
+                f = s.shares().lookup(ShareRegistry.KIND_EVENT, o.token());
             } catch (ShareRegistry.Refused x) {
                 throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares with"
                         + " together: gpusockets restore FILE...)");
             }
             SessionHandles.Entry ctx = s.handles().get(o.context(), io.gpusockets.protocol.api.ParamType.CTX);
-            if (f.events() == null || ctx == null) {
+            if (f.events() == null && (f.driverBytes() == null || s.shares().sameProcess()) || ctx == null) {
                 throw new CheckpointRefused(what + (ctx == null ? "its context is not there after the replay"
-                        : "the exporter's event is not one of isolation context"));
+                        : "the exporter's event is neither a share of this process nor the driver's IPC event"));
             }
             try {
-                long real = inContext(s, ctx.real(), what, () -> IpcCalls.joinEvent(s, f.events(), o.token()));
+                long real = inContext(s, ctx.real(), what, () -> f.events() != null
+                        ? IpcCalls.joinEvent(s, f.events(), o.token()) : openDriverEvent(s, f.driverBytes(), o.token()));
                 CheckpointRecorder.Issued pin = new CheckpointRecorder.Issued(new long[] {o.event()});
                 CheckpointRecorder.ISSUED.set(pin);
                 long id;
@@ -361,16 +457,18 @@ public final class GroupCheckpoint {
 
     /**
      * A restored session's opened IPC memory ({@link Session#restoredShares}) mapped again at the address it had, from
-     * the exporter's share in {@code registry} (restored first, {@link #reExport}). Refused, naming the range, when
-     * the token is not there or the mapping cannot be made at that address.
+     * the exporter's share looked up through the session's broker (registered again first, {@link #reExport},
+     * {@link #reExportInWorker}: in isolation process the exporter's physical allocations cross to this worker as
+     * descriptors), then its opened events ({@link #reOpenEvents}). Refused, naming the range, when the token is not
+     * there or the mapping cannot be made at that address.
      */
-    public static void reOpen(Session s, ShareRegistry registry) throws CheckpointRefused {
+    public static void reOpen(Session s) throws CheckpointRefused {
         for (CheckpointImage.Opened o : s.restoredShares().opened()) {
             String what = String.format("restore of session %d refused: its opened IPC memory at 0x%x (%d bytes) cannot be"
                     + " mapped again: ", s.id(), o.base(), o.size());
             ShareRegistry.Found f;
             try {
-                f = registry.lookup(s.id(), s.tenant().name(), ShareRegistry.KIND_MEMORY, o.token());
+                f = s.shares().lookup(ShareRegistry.KIND_MEMORY, o.token());
             } catch (ShareRegistry.Refused x) {
                 throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares with"
                         + " together: gpusockets restore FILE...)");
@@ -403,8 +501,96 @@ public final class GroupCheckpoint {
                         + ")");
             }
         }
-        reOpenEvents(s, registry);
+        reOpenEvents(s);
         s.restoredShares(CheckpointImage.Shares.NONE);
+    }
+
+    /**
+     * Isolation process: the driver's IPC event of the exporter's worker ({@code bytes}) opened in the current context
+     * of this worker (cuIpcOpenEventHandle: a new event of the driver, as the program's open made), opened with
+     * {@code token}; its driver value.
+     */
+    private static long openDriverEvent(Session s, byte[] bytes, byte[] token) throws CallRejected {
+        io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+        if (bytes.length != ShareRegistry.DRIVER_BYTES) {
+            throw new CallRejected(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_INVALID_VALUE, "the exporter's IPC"
+                    + " event handle has " + bytes.length + " bytes");
+        }
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment out = arena.allocate(8);
+            java.lang.foreign.MemorySegment handle = arena.allocate(ShareRegistry.DRIVER_BYTES)
+                    .copyFrom(java.lang.foreign.MemorySegment.ofArray(bytes));
+            int r = real.cuIpcOpenEventHandle(out, handle);
+            if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                throw new CallRejected(r, "cuIpcOpenEventHandle of the exporter's event failed");
+            }
+            long event = out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+            s.sharing().eventOpened(event, token);
+            return event;
+        }
+    }
+
+    /**
+     * Isolation process: {@link #reExport} in a restored session's worker. Each IPC event it exported is exported again
+     * through this process's driver (cuIpcGetEventHandle of the replayed event: new handle bytes) and registered in the
+     * front under its old token ({@link ShareBroker#restoreShare}), and each allocation of its window it exported as
+     * the physical allocations that back it, each a descriptor ({@link ShareBroker#restoreWindow}); the front checks
+     * each token against the image it read itself.
+     */
+    public static void reExportInWorker(Session s) throws CheckpointRefused {
+        for (CheckpointImage.Export e : s.restoredShares().exports()) {
+            String what = "restore of session " + s.id() + " refused: its IPC " + (e.kind() == ShareRegistry.KIND_EVENT
+                    ? "event export (event " + e.address() + ")" : String.format("memory export of 0x%x", e.address()))
+                    + " cannot be made again: ";
+            if (e.kind() == ShareRegistry.KIND_MEMORY) {
+                try { // its window's physical allocations, each as a descriptor, cross to the front (RESHARE)
+                    ShareRegistry.Window w = IpcCalls.windowOf(s, e.address(), e.size());
+                    s.shares().restoreWindow(e.tokenId(), e.secret(), e.size(), w, e.address());
+                    s.sharing().exported(ShareRegistry.KIND_MEMORY, e.address());
+                } catch (CallRejected | ShareRegistry.Refused x) {
+                    throw new CheckpointRefused(what + x.getMessage());
+                }
+                continue;
+            }
+            if (e.kind() != ShareRegistry.KIND_EVENT) {
+                throw new CheckpointRefused(what + "an export of kind " + e.kind());
+            }
+            SessionHandles.Entry ev = s.handles().get(e.address(), io.gpusockets.protocol.api.ParamType.EVENT);
+            SessionHandles.Entry ctx = ev == null ? null : s.handles().get(ev.context(), io.gpusockets.protocol.api.ParamType.CTX);
+            if (ctx == null) {
+                throw new CheckpointRefused(what + "the event or its context is not there after the replay");
+            }
+            io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+            try {
+                byte[] bytes = inContext(s, ctx.real(), what, () -> {
+                    try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+                        java.lang.foreign.MemorySegment out = arena.allocate(ShareRegistry.DRIVER_BYTES);
+                        int r = real.cuIpcGetEventHandle(out, ev.real());
+                        if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                            throw new CallRejected(r, "cuIpcGetEventHandle failed");
+                        }
+                        return out.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+                    }
+                });
+                s.shares().restoreShare(ShareRegistry.KIND_EVENT, e.tokenId(), e.secret(), bytes, ev.real());
+            } catch (CallRejected | ShareRegistry.Refused x) {
+                throw new CheckpointRefused(what + x.getMessage());
+            }
+            s.sharing().exported(ShareRegistry.KIND_EVENT, ev.real());
+        }
+    }
+
+    /**
+     * The exports of the image in {@code file}, written by a group checkpoint ({@link CheckpointImage.Shares}), read from
+     * its header: kind, token id and secret, address and size as in the image. For the front of isolation process,
+     * which takes from a restoring worker only these ({@code Workers#restoreHeld}).
+     */
+    public static List<ShareRegistry.Carried> imageExports(java.nio.file.Path file) throws IOException {
+        List<ShareRegistry.Carried> exports = new ArrayList<>();
+        for (CheckpointImage.Export e : SessionRestore.sharesOf(file).exports()) {
+            exports.add(new ShareRegistry.Carried(e.kind(), e.tokenId(), e.secret().clone(), e.address(), e.size(), Set.of()));
+        }
+        return List.copyOf(exports);
     }
 
     /** A context of restored session {@code s} on device {@code device} (driver value), or 0. */

@@ -48,11 +48,12 @@ import java.util.List;
  * ({@link VmmCalls#cuMemExportToShareableHandle}) are served in every mode.
  *
  * <p>A session that opened another's share, or whose export another opened, is refused a checkpoint, a migration and a
- * hand-over of itself alone ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}). In isolation context
- * and shared the sessions linked by IPC memory and events are checkpointed together ({@link GroupCheckpoint}): a
+ * hand-over of itself alone ({@link SessionShares#refusal}, {@link ShareRegistry#movingRefusal}). The sessions linked
+ * by IPC memory and events are checkpointed together ({@link GroupCheckpoint}; every isolation mode: an opened event
+ * keeps the token it was opened with, {@link SessionShares#eventOpened(long, byte[])}): a
  * restore maps each opened range again at its address
  * ({@link #mapWindow(Session, ShareRegistry.Window, long, byte[], int, long)}) and joins each opened event again
- * ({@link #joinEvent}).
+ * ({@link #joinEvent}), or in isolation process opens it again through the driver.
  */
 final class IpcCalls implements BackendHandlers.Ipc {
     /** CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS: the one flag cuIpcOpenMemHandle takes. */
@@ -233,7 +234,7 @@ final class IpcCalls implements BackendHandlers.Ipc {
         int res = driver.cuIpcOpenEventHandle(out, bytes);
         if (res == CuResult.CUDA_SUCCESS) {
             long real = out.get(ValueLayout.JAVA_LONG, 0);
-            session.sharing().eventOpened(real);
+            session.sharing().eventOpened(real, token); // its token: a group checkpoint carries it (GroupCheckpoint)
             c.outs.putLong(session.handles().intern(ParamType.EVENT, real, 0, context));
         }
         return res;

@@ -42,8 +42,7 @@ public final class SessionRestore {
 
     /**
      * The image's session id and tenant, read from its start (to refuse a taken id before anything is made), and whether
-     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which only isolation context and shared make
-     * again.
+     * it carries shares of a group checkpoint ({@link GroupCheckpoint}), which a group restore makes again.
      */
     public record Identity(long sessionId, String tenant, boolean shares) {
     }
@@ -57,6 +56,13 @@ public final class SessionRestore {
         try (DataInputStream in = open(file)) {
             CheckpointImage.Header h = CheckpointImage.readHeader(in);
             return new Identity(h.sessionId(), h.tenant(), !h.shares().isEmpty());
+        }
+    }
+
+    /** The shares of a group checkpoint the image in {@code file} carries ({@link GroupCheckpoint#imageShares}). */
+    static CheckpointImage.Shares sharesOf(java.nio.file.Path file) throws IOException {
+        try (DataInputStream in = open(file)) {
+            return CheckpointImage.readHeader(in).shares();
         }
     }
 

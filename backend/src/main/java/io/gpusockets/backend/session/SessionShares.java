@@ -13,7 +13,8 @@ import java.util.Set;
  * an IPC event share ({@link IpcEventShare}: exported or opened) leave it before the driver destroys them or their
  * context ({@link #eventGoing}, {@link #contextGoing}, {@link #leaveAll}). While it holds any, the session is refused a checkpoint, a
  * migration and a hand-over of itself alone ({@link #refusal}); a group checkpoint carries its window-memory mappings
- * ({@link #carried}) and refuses the rest.
+ * ({@link #carried}) and its opened IPC events ({@link #carriedEvents}: each with the token it was opened with, in every
+ * isolation mode) and refuses the rest.
  */
 final class SessionShares {
     /**
@@ -161,9 +162,8 @@ final class SessionShares {
     }
 
     /**
-     * What a group checkpoint carries of what the session opened: its window-memory mappings (isolation context and
-     * shared), by base (its IPC events there: {@link #carriedEvents}); what it cannot carry (the driver's IPC events and
-     * mappings, imported shareable VMM handles) is
+     * What a group checkpoint carries of what the session opened: its window-memory mappings, by base (its IPC events:
+     * {@link #carriedEvents}); what it cannot carry (the driver's IPC memory mappings, imported shareable VMM handles) is
      * added to {@code notCarried}, naming the session. An exported event or VMM handle nobody opened is not carried
      * either, and does not hold the group: its token is unknown where the images are restored.
      */
@@ -181,10 +181,9 @@ final class SessionShares {
             notCarried.add("session " + session + "'s " + driverMappings + " IPC memory mapping(s) of the driver (isolation"
                     + " process)");
         }
-        long driverEvents = events.stream().filter(e -> !eventTokens.containsKey(e)).count();
-        if (driverEvents > 0) { // cuIpcOpenEventHandle's events of the driver (isolation process)
-            notCarried.add("session " + session + "'s " + driverEvents + " IPC event(s) opened through the driver"
-                    + " (isolation process)");
+        long unknown = events.stream().filter(e -> !eventTokens.containsKey(e)).count();
+        if (unknown > 0) { // every open records its token (IpcCalls): none should be left
+            notCarried.add("session " + session + "'s " + unknown + " IPC event(s) opened without a token");
         }
         if (!vmm.isEmpty()) {
             notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
@@ -193,18 +192,19 @@ final class SessionShares {
     }
 
     /**
-     * Isolation context: the token each IPC event the session opened was opened with, by the event's driver value
-     * (what a group checkpoint carries of its opened events, {@link #carriedEvents}).
+     * The token each IPC event the session opened was opened with, by the event's driver value (what a group checkpoint
+     * carries of its opened events, {@link #carriedEvents}): a member of a share (isolation context) or the driver's
+     * opened event (isolation process).
      */
     private final Map<Long, byte[]> eventTokens = new java.util.concurrent.ConcurrentHashMap<>();
 
-    /** Isolation context: the session's event {@code real} was opened with {@code token} (it is a member of a share). */
+    /** The session's event {@code real} was opened with {@code token} (a member of a share, or the driver's opened event). */
     void eventOpened(long real, byte[] token) {
         eventOpened(real);
         eventTokens.put(real, token.clone());
     }
 
-    /** The IPC events of isolation context the session opened, by driver value: the token each was opened with. */
+    /** The IPC events the session opened, by driver value: the token each was opened with. */
     Map<Long, byte[]> carriedEvents() {
         Map<Long, byte[]> out = new java.util.TreeMap<>();
         for (long e : events) {

@@ -46,6 +46,28 @@ public interface ShareBroker {
                 "IPC event shares of one process are made only between sessions of one process");
     }
 
+    /**
+     * Isolation process, a group restore ({@link GroupCheckpoint#reExportInWorker}): registers again, under its old token
+     * ({@code id}, {@code secret}), an export of {@code kind} that the session's image carries, with the driver's new
+     * IPC bytes of {@code object}. The front accepts only a token of the image it restores, once.
+     */
+    default void restoreShare(byte kind, long id, byte[] secret, byte[] driverBytes, long object) throws ShareRegistry.Refused {
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "a share is registered again under its old token by a worker process only");
+    }
+
+    /**
+     * As {@link #restoreShare} for IPC memory of the session's address window ({@code window}: the physical allocations
+     * that back the allocation {@code object} of {@code size} bytes, whose descriptors are the broker's from here,
+     * whatever the outcome).
+     */
+    default void restoreWindow(long id, byte[] secret, long size, ShareRegistry.Window window, long object)
+            throws ShareRegistry.Refused {
+        ShareRegistry.closeAll(window);
+        throw new ShareRegistry.Refused(io.gpusockets.protocol.api.CuResult.CUDA_ERROR_NOT_SUPPORTED,
+                "a share is registered again under its old token by a worker process only");
+    }
+
     /** Whether every session of the backend runs in this process (isolation context or shared). */
     boolean sameProcess();
 

@@ -50,10 +50,11 @@ import java.util.TreeSet;
  * and when its exporting session ends (mappings already opened stay, as the driver keeps them). Who opened what is kept
  * too: a session sharing with another is refused a checkpoint, a migration and a hand-over of itself alone
  * ({@link #movingRefusal}, which names the partners and how to move them together). The sessions linked by shares
- * ({@link #group}) are checkpointed together (the backend's group checkpoint, isolation context and shared,
+ * ({@link #group}) are checkpointed together (the backend's group checkpoint, every isolation mode,
  * {@link GroupCheckpoint}): the IPC memory of an exporter's address window and its IPC events ({@link #carried}) go into
  * the exporter's image with their tokens' ids and secrets, and come back under the same tokens when the image is
- * restored ({@link #restore}, {@link #restoreEvent}), so that the openers' mappings and events are made again and a
+ * restored ({@link #restore}, {@link #restoreEvent}, {@link #restoreDriverEvent}: in isolation process a worker
+ * registers them again, RESHARE), so that the openers' mappings and events are made again and a
  * later open of an old token works; a group holding a shareable VMM handle that another session imported is refused,
  * naming it. A session with exports nobody opened moves alone; its
  * exports are not in its image then (they go with the session here). Token ids start at a random value per process, so
@@ -440,9 +441,10 @@ public final class ShareRegistry {
         String ids = join(group).replace(", ", " ");
         return "session " + session + " cannot be " + what + " alone: it shares memory or events with session(s) "
                 + join(with) + " by IPC/shareable handles; sessions that share IPC memory or events move together: they"
-                + " migrate together (gpusockets migrate " + ids + " --to URI), are handed over together (gpusockets"
-                + " migrate " + ids + " --hand-over-to ADMIN_SOCKET) and are checkpointed together (gpusockets checkpoint "
-                + ids + " --to DIR --stop, then gpusockets restore DIR/*.ckpt), in isolation context or shared";
+                + " migrate together (gpusockets migrate " + ids + " --to URI) and are handed over together (gpusockets"
+                + " migrate " + ids + " --hand-over-to ADMIN_SOCKET), in isolation context or shared, and are checkpointed"
+                + " together in every isolation mode (gpusockets checkpoint " + ids + " --to DIR --stop, then gpusockets"
+                + " restore DIR/*.ckpt)";
     }
 
     private static String join(Set<Long> ids) {
@@ -491,10 +493,11 @@ public final class ShareRegistry {
     }
 
     /**
-     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window and IPC
-     * events of isolation context, {@code address} the event's driver value), and why it cannot carry the rest (added to
-     * {@code notCarried}): a shareable VMM handle another session imported, or IPC memory or events exported through
-     * the driver (isolation process) that another session opened.
+     * What a group checkpoint carries of {@code session}'s exports ({@link Carried}: IPC memory of its window, and IPC
+     * events, of isolation context or exported through the driver of a worker in isolation process, {@code address} the
+     * event's driver value in the exporter's process), and why it cannot carry the rest (added to {@code notCarried}):
+     * a shareable VMM handle another session imported, or IPC memory exported through the driver (isolation process)
+     * that another session opened.
      */
     public synchronized List<Carried> carried(long session, List<String> notCarried) {
         List<Carried> out = new ArrayList<>();
@@ -503,7 +506,7 @@ public final class ShareRegistry {
             if (e == null) {
                 continue;
             }
-            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT && e.events() != null) {
+            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT) {
                 out.add(new Carried(e.kind(), e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
             } else if (!e.openers().isEmpty()) {
                 notCarried.add("session " + session + "'s " + (e.kind() == KIND_EVENT ? "IPC event" : e.kind() == KIND_VMM
@@ -534,11 +537,29 @@ public final class ShareRegistry {
         restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, java.util.Objects.requireNonNull(events), object);
     }
 
+    /**
+     * As {@link #restoreEvent} for an IPC event that a restored session's worker exported again through its driver
+     * (isolation process): {@code driverBytes} (its new CUipcEventHandle) instead of a share of this process.
+     */
+    public synchronized void restoreDriverEvent(long exporter, String tenant, long id, byte[] secret, byte[] driverBytes,
+                                                long object) throws Refused {
+        if (driverBytes == null || driverBytes.length != DRIVER_BYTES) {
+            throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored IPC event without the driver's handle");
+        }
+        restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, null, driverBytes.clone(), object);
+    }
+
     private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
                          IpcEventShare events, long object) throws Refused {
+        restore(exporter, tenant, kind, id, secret, size, window, events, null, object);
+    }
+
+    private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
+                         IpcEventShare events, byte[] driverBytes, long object) throws Refused {
         try {
             if (secret == null || secret.length != 16
-                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty() : events == null)) {
+                    || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty()
+                    : kind != KIND_EVENT || events == null && driverBytes == null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
             }
             if (kind == KIND_MEMORY && windowProblem(window, size) != null) {
@@ -550,7 +571,7 @@ public final class ShareRegistry {
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
             checkRoom(exporter, mine, window == null ? 0 : window.pieces().size());
-            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, null, size, -1, window, events, object,
+            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, driverBytes, size, -1, window, events, object,
                     new TreeSet<>()));
             mine.add(id);
             window = null;
