@@ -349,21 +349,7 @@ class HandOverTest extends CheckpointTestSupport {
                 assertEquals(2, serverB.sessions().size());
                 assertEquals(2, serverB.shares().count(), "the memory and the event export are shares again at B");
 
-                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
-                assertArrayEquals(new byte[] {4, 5}, ci.get(q + size - 2, 2), "to the last byte");
-                ce.put(p + 10, new byte[] {7});
-                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
-                ci.put(q + 11, new byte[] {8});
-                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
-                assertEquals(unixB, de.backendUri(), "the exporter's frontend followed its session to B");
-                assertEquals(unixB, di.backendUri(), "and the importer's");
-                Cuda.ok(di.cuEventRecord(event.exporter().get(ValueLayout.JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
-                Cuda.ok(de.cuEventSynchronize(event.opener().get(ValueLayout.JAVA_LONG, 0)),
-                        "E's opened event follows I's recording");
-                MemorySegment again = ci.cell();
-                Cuda.ok(di.cuIpcOpenMemHandle(again, shared.handle(), 0), "cuIpcOpenMemHandle of the old token at B");
-                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(again.get(ValueLayout.JAVA_LONG, 0), 4));
-                Cuda.ok(di.cuIpcCloseMemHandle(again.get(ValueLayout.JAVA_LONG, 0)), "cuIpcCloseMemHandle");
+                IpcGroupCheckpointTest.movedAndSharing(de, ce, di, ci, shared, event, unixB);
 
                 awaitNoSessions(serverA);
                 assertEquals(0, serverA.shares().count(), "nothing of the group is shared at A any more");

@@ -76,6 +76,31 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
         return new SharedEvent(exported, opened, handle);
     }
 
+    /**
+     * After a group of E (exporter of {@code shared}, {@link #SIZE} bytes starting {1, 2, 3, 9}, ending {4, 5}) and I
+     * (its opener; exporter of {@code event}, which E opened) moved to {@code uri}: I reads E's data through its old
+     * pointer to the last byte, writes cross both ways, both frontends follow to {@code uri}, E's opened event follows
+     * I's recording, and the old token still opens the memory there.
+     */
+    static void movedAndSharing(RemoteCudaDriver de, Cuda ce, RemoteCudaDriver di, Cuda ci, Shared shared,
+                                SharedEvent event, String uri) {
+        long p = shared.exporter(), q = shared.opener();
+        assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
+        assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
+        ce.put(p + 10, new byte[] {7});
+        assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+        ci.put(q + 11, new byte[] {8});
+        assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+        assertEquals(uri, de.backendUri(), "the exporter's frontend followed its session");
+        assertEquals(uri, di.backendUri(), "and the importer's");
+        Cuda.ok(di.cuEventRecord(event.exporter().get(JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
+        Cuda.ok(de.cuEventSynchronize(event.opener().get(JAVA_LONG, 0)), "E's opened event follows I's recording");
+        MemorySegment again = ci.cell();
+        Cuda.ok(di.cuIpcOpenMemHandle(again, shared.handle(), 0), "cuIpcOpenMemHandle of the old token");
+        assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(again.get(JAVA_LONG, 0), 4));
+        Cuda.ok(di.cuIpcCloseMemHandle(again.get(JAVA_LONG, 0)), "cuIpcCloseMemHandle");
+    }
+
     /** The sessions' ids in numeric order, space-separated: how a refusal names the group. */
     static String inOrder(String... ids) {
         return String.join(" ", java.util.Arrays.stream(ids).sorted(java.util.Comparator.comparingLong(Long::parseLong)).toList());

@@ -1,6 +1,5 @@
 package io.gpusockets.e2e;
 
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -13,7 +12,6 @@ import io.gpusockets.backend.session.CheckpointRefused;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.transport.TransportUri;
-import java.lang.foreign.MemorySegment;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -58,11 +56,9 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 Cuda ce = cs[0], ci = cs[1], cx = cs[2];
                 IpcGroupCheckpointTest.Shared shared = IpcGroupCheckpointTest.shareMemory(de, ce, di, ci, new byte[] {1, 2, 3}, 1);
                 long p = shared.exporter(), q = shared.opener();
-                MemorySegment handle = shared.handle();
                 ce.put(p + SIZE - 2, new byte[] {4, 5});
                 ci.put(q + 3, new byte[] {9});
                 IpcGroupCheckpointTest.SharedEvent event = IpcGroupCheckpointTest.shareEvent(di, ci, de, ce);
-                MemorySegment eventI = event.exporter(), eventE = event.opener();
                 long e = de.sessionId(), i = di.sessionId(), x = dx.sessionId();
                 String both = String.join(" ", Stream.of(e, i).sorted(Comparator.naturalOrder()).map(String::valueOf).toList());
 
@@ -93,20 +89,7 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 assertEquals(2, serverB.sessions().size());
                 assertEquals(2, serverB.shares().count(), "the memory and the event export are shares again at B");
 
-                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old pointer");
-                assertArrayEquals(new byte[] {4, 5}, ci.get(q + SIZE - 2, 2), "to the last byte");
-                ce.put(p + 10, new byte[] {7});
-                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
-                ci.put(q + 11, new byte[] {8});
-                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
-                assertEquals(unixB, de.backendUri(), "the exporter's frontend followed its session to B");
-                assertEquals(unixB, di.backendUri(), "and the importer's");
-                Cuda.ok(di.cuEventRecord(eventI.get(JAVA_LONG, 0), 0), "cuEventRecord(I's event)");
-                Cuda.ok(de.cuEventSynchronize(eventE.get(JAVA_LONG, 0)), "E's opened event follows I's recording");
-                MemorySegment again = ci.cell();
-                Cuda.ok(di.cuIpcOpenMemHandle(again, handle, 0), "cuIpcOpenMemHandle of the old token at B");
-                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(again.get(JAVA_LONG, 0), 4));
-                Cuda.ok(di.cuIpcCloseMemHandle(again.get(JAVA_LONG, 0)), "cuIpcCloseMemHandle");
+                IpcGroupCheckpointTest.movedAndSharing(de, ce, di, ci, shared, event, unixB);
 
                 assertEquals(2, serverB.resumesAccepted());
                 while (serverA.sessions().stream().anyMatch(s -> s.id() != x)) {
