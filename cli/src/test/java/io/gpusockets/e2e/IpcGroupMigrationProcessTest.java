@@ -11,33 +11,33 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Sessions that share IPC memory and an IPC event migrate together from a backend process in isolation process (the
  * default; each session a worker process, {@code --stable-addresses}, emulated device) to a backend process in
- * isolation context ({@code gpusockets migrate E I --to URI}; {@link io.gpusockets.backend.server.BackendServer#migrateGroup}:
- * the workers drain and write their images, the front sends them, stop and copy): E exports a cuMemAlloc allocation
- * and an interprocess event and I opens both; X shares nothing. A group of E and X, which leaves I out, is refused
- * naming it and sends nothing; a target in isolation process (which does not take groups) is refused before any is
- * drained, and one that can restore only one of them keeps neither: both run on at the source, still sharing. E and I
- * migrate together: both frontends follow their sessions to
- * the target, I reads E's data through its old pointer there, a write of either reaches the other, I's opened event
- * follows E's recording, and the source holds neither any more (their workers ended) while X runs on there.
+ * isolation context or process ({@code gpusockets migrate E I --to URI};
+ * {@link io.gpusockets.backend.server.BackendServer#migrateGroup}: the workers drain and write their images, the front
+ * sends them, stop and copy): E exports a cuMemAlloc allocation and an interprocess event and I opens both; X shares
+ * nothing. A group of E and X, which leaves I out, is refused naming it and sends nothing; a target that can restore
+ * only one of them keeps neither: both run on at the source, still sharing. E and I migrate together: both frontends
+ * follow their sessions to the target (in isolation process restored together, each in a worker of its own), I reads
+ * E's data through its old pointer there, a write of either reaches the other, I's opened event follows E's
+ * recording, and the source holds neither any more (their workers ended) while X runs on there.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class IpcGroupMigrationProcessTest extends CheckpointTestSupport {
-    @Test
-    void sessionsSharingIpcMemoryAndAnEventMigrateTogetherFromWorkerProcesses() throws Exception {
+    @ParameterizedTest(name = "to a target in isolation {0}")
+    @ValueSource(strings = {"context", "process"})
+    void sessionsSharingIpcMemoryAndAnEventMigrateTogetherFromWorkerProcesses(String target) throws Exception {
         try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
                 "--resume-grace", "60", "--idle-workers", "3");
-             BackendProcess b = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
-                     "--accept-migrations");
-             BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
+             BackendProcess b = BackendProcess.startWithStatus("--isolation", target, "--stable-addresses",
                      "--resume-grace", "60", "--accept-migrations");
-             BackendProcess one = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
-                     "--accept-migrations", "--max-sessions", "1");
+             BackendProcess one = BackendProcess.startWithStatus("--isolation", target, "--stable-addresses",
+                     "--resume-grace", "60", "--accept-migrations", "--max-sessions", "1");
              RemoteCudaDriver de = RemoteCudaDriver.connect(a.unix()); RemoteCudaDriver di = RemoteCudaDriver.connect(a.unix());
              RemoteCudaDriver dx = RemoteCudaDriver.connect(a.unix())) {
             Cuda ce = new Cuda(de), ci = new Cuda(di), cx = new Cuda(dx);
@@ -62,12 +62,6 @@ class IpcGroupMigrationProcessTest extends CheckpointTestSupport {
             assertEquals(List.of(), StatusTest.list(StatusTest.statusJson(b), "sessions"), "nothing sent to the target");
             assertArrayEquals(new byte[] {6, 7, 5}, ce.get(p, 3), "both run on at the source, still sharing");
 
-            // a target in isolation process does not take groups: refused before anything is drained or sent
-            CheckpointNativeTest.Result old = CheckpointNativeTest.cli("migrate", e, i, "--to", workers.unix(), "--socket",
-                    admin);
-            assertEquals(1, old.exit(), old.out());
-            assertTrue(old.err().contains("does not take sessions that share IPC memory or events migrating together"),
-                    old.err());
             // a target that restores one and refuses the other (room for one session) keeps neither; both run on here
             CheckpointNativeTest.Result full = CheckpointNativeTest.cli("migrate", e, i, "--to", one.unix(), "--socket",
                     admin);

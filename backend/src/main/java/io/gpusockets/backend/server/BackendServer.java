@@ -1164,9 +1164,9 @@ public final class BackendServer implements AutoCloseable {
                 channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
                 return null;
             }
-            // sessions that migrate together: only where they are restored together (isolation context and shared)
+            // sessions that migrate together: restored together (in isolation process, each in a worker of its own)
             int granted = Handshake.FEATURE_MIGRATION | ((hello.features() & Handshake.FEATURE_MIGRATION_GROUP) != 0
-                    && landsMigrations() ? Handshake.FEATURE_MIGRATION_GROUP : 0);
+                    ? Handshake.FEATURE_MIGRATION_GROUP : 0);
             channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(0, host.driverVersion(), host.deviceCount(),
                     granted, host.description()).encode());
             return MIGRATING;
@@ -1636,7 +1636,7 @@ public final class BackendServer implements AutoCloseable {
      * then may any resume; then each frontend is sent there ({@code frontendUri}, or {@code targetUri}). One session
      * is {@link #migrate}. In isolation mode process at this end the workers drain and write the images and the front
      * sends them, stop and copy ({@link #migrateGroupInWorkers}). Refused (every session running on here) by a target
-     * that does not take groups (an older backend, or one in isolation mode process), and as {@link #migrate} refuses;
+     * that does not take groups (an older backend), and as {@link #migrate} refuses;
      * a failure before the target's OK leaves every program running here and nothing at the target. Counted as one
      * migration. Returns one result per session, in order.
      */

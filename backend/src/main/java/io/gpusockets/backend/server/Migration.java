@@ -302,7 +302,7 @@ public final class Migration {
     /**
      * Migrates {@code group}, sessions that share IPC memory or events (checked by the caller,
      * {@link io.gpusockets.backend.session.GroupCheckpoint#checkTogether}), together on one connection to the target
-     * (issue 24 item 1; isolation context and shared at both ends). The HELLO asks for
+     * (issue 24 item 1; isolation context and shared at this end, any mode at the target). The HELLO asks for
      * {@link Handshake#FEATURE_MIGRATION_GROUP} too (a target that does not grant it is refused before anything is
      * sent). Every frame carries its member's index in the group as its request id:
      *
@@ -556,7 +556,7 @@ public final class Migration {
         }
         if (group && (w.features() & Handshake.FEATURE_MIGRATION_GROUP) == 0) {
             throw new CheckpointRefused("migration refused: " + target + " does not take sessions that share IPC memory"
-                    + " or events migrating together (a backend older than this one, or one in isolation mode process):"
+                    + " or events migrating together (a backend older than this one):"
                     + " nothing was sent, the sessions run on here");
         }
     }
