@@ -175,7 +175,8 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
     /**
      * From the command line between backend processes (isolation context): {@code gpusockets migrate E I --to URI}
      * moves both (one alone is refused, naming the command); a target that can restore only one of them keeps neither,
-     * and the programs run on at the source (a group from or to isolation process: IpcGroupMigrationProcessTest).
+     * and the programs run on at the source; then on from there to a backend in isolation process, which restores
+     * them together in workers (a group from isolation process: IpcGroupMigrationProcessTest).
      */
     @Test
     void fromTheCommandLineTwoSessionsSharingMemoryMigrateTogetherAndATargetThatCannotTakeThemKeepsNeither() throws Exception {
@@ -221,6 +222,24 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             assertArrayEquals(new byte[] {6, 7, 5, 8}, ce.get(p, 4), "and its write reaches the exporter");
             assertEquals(b.unix(), de.backendUri());
             assertEquals(b.unix(), di.backendUri());
+
+            // on from B to a backend in isolation process, which restores them together, each in a worker of its own
+            try (BackendProcess c = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
+                    "--resume-grace", "60", "--accept-migrations")) {
+                List<String> atB = StatusTest.list(StatusTest.statusJson(b), "sessions").stream()
+                        .map(s -> String.valueOf(s.get("id"))).toList();
+                assertEquals(2, atB.size(), atB::toString);
+                List<String> args = new java.util.ArrayList<>(List.of("migrate"));
+                args.addAll(atB);
+                args.addAll(List.of("--to", c.unix(), "--socket", b.adminSocket().toString()));
+                CheckpointNativeTest.Result on = CheckpointNativeTest.cli(args.toArray(String[]::new));
+                assertEquals(0, on.exit(), () -> on.out() + on.err() + "\nC:\n" + String.join("\n", c.output()));
+                assertArrayEquals(new byte[] {6, 7, 5, 8}, ci.get(q, 4), "the importer reads through its old pointer at C");
+                ce.put(p, new byte[] {1});
+                assertArrayEquals(new byte[] {1, 7, 5, 8}, ci.get(q, 4), "and the exporter's write reaches it");
+                assertEquals(c.unix(), de.backendUri());
+                assertEquals(c.unix(), di.backendUri());
+            }
         }
     }
 }
