@@ -17,8 +17,8 @@ import picocli.CommandLine.Spec;
  * to move session SESSION to the backend listening at URI while its program runs (that backend started with
  * {@code --accept-migrations}; any isolation mode at either end). The program's frontend then resumes at
  * {@code --frontend-uri}, or URI. {@code gpusockets migrate SESSION SESSION... --to URI} moves sessions that share IPC
- * memory or events together (admin request {@code migrate SESSION,SESSION... URI}; isolation context or shared at both
- * ends; a summary line per session): one named alone is refused, naming its partners and this command. {@code gpusockets migrate SESSION --hand-over-to ADMIN_SOCKET [--frontend-uri URI]}
+ * memory or events together (admin request {@code migrate SESSION,SESSION... URI}; any isolation mode at either end,
+ * from isolation process by stop and copy; a summary line per session): one named alone is refused, naming its partners and this command. {@code gpusockets migrate SESSION --hand-over-to ADMIN_SOCKET [--frontend-uri URI]}
  * hands it instead to the backend process on the same host and GPU whose admin socket that is, with no memory copied
  * (its exported allocations mapped there: the admin verb {@code hand-over}; both backends in {@code --isolation
  * context}); the frontend resumes at {@code --frontend-uri}, or the target's first listening address. Several

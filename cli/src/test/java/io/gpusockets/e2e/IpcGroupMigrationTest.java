@@ -29,9 +29,8 @@ import org.junit.jupiter.params.provider.ValueSource;
  * partner out is refused too. Migrated together to backend B (its own emulated device), both frontends follow their
  * sessions there: I reads E's data through its old pointer, a write by either is seen by the other, E's opened event
  * follows I's recording, and the old token still opens the memory; nothing of them is left at A. From the command line
- * ({@code gpusockets migrate E I --to URI}) the same, between backend processes; a target that does not take
- * groups (a backend in isolation process) is refused before anything is sent, and one that can restore only one of
- * them keeps neither; the sessions run on at the source. A backend's drain ({@link BackendServer#drainTo}) moves such
+ * ({@code gpusockets migrate E I --to URI}) the same, between backend processes; a target that can restore only one
+ * of them keeps neither; the sessions run on at the source. A backend's drain ({@link BackendServer#drainTo}) moves such
  * sessions as one group.
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
@@ -158,15 +157,14 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
 
     /**
      * From the command line between backend processes (isolation context): {@code gpusockets migrate E I --to URI}
-     * moves both (one alone is refused, naming the command); a target in isolation process, which does not make shares
-     * again, is refused before anything is sent, and the programs run on at the source.
+     * moves both (one alone is refused, naming the command); a target that can restore only one of them keeps neither,
+     * and the programs run on at the source; then on from there to a backend in isolation process, which restores
+     * them together in workers (a group from isolation process: IpcGroupMigrationProcessTest).
      */
     @Test
-    void fromTheCommandLineTwoSessionsSharingMemoryMigrateTogetherAndATargetThatCannotTakeThemIsRefused() throws Exception {
+    void fromTheCommandLineTwoSessionsSharingMemoryMigrateTogetherAndATargetThatCannotTakeThemKeepsNeither() throws Exception {
         try (BackendProcess a = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60");
              BackendProcess b = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
-                     "--accept-migrations");
-             BackendProcess workers = BackendProcess.startWithStatus("--isolation", "process", "--resume-grace", "60",
                      "--accept-migrations");
              BackendProcess one = BackendProcess.startWithStatus("--isolation", "context", "--resume-grace", "60",
                      "--accept-migrations", "--max-sessions", "1");
@@ -184,11 +182,6 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             assertEquals(1, alone.exit(), alone.out());
             assertTrue(alone.err().contains("gpusockets migrate " + both + " --to URI"), alone.err());
 
-            CheckpointNativeTest.Result old = CheckpointNativeTest.cli("migrate", e, i, "--to", workers.unix(), "--socket",
-                    admin);
-            assertEquals(1, old.exit(), old.out());
-            assertTrue(old.err().contains("does not take sessions that share IPC memory or events migrating together"),
-                    old.err());
             // a target that restores one and refuses the other (room for one session) keeps neither
             CheckpointNativeTest.Result full = CheckpointNativeTest.cli("migrate", e, i, "--to", one.unix(), "--socket",
                     admin);
@@ -212,6 +205,24 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
             assertArrayEquals(new byte[] {6, 7, 5, 8}, ce.get(p, 4), "and its write reaches the exporter");
             assertEquals(b.unix(), de.backendUri());
             assertEquals(b.unix(), di.backendUri());
+
+            // on from B to a backend in isolation process, which restores them together, each in a worker of its own
+            try (BackendProcess c = BackendProcess.startWithStatus("--isolation", "process", "--stable-addresses",
+                    "--resume-grace", "60", "--accept-migrations")) {
+                List<String> atB = StatusTest.list(StatusTest.statusJson(b), "sessions").stream()
+                        .map(s -> String.valueOf(s.get("id"))).toList();
+                assertEquals(2, atB.size(), atB::toString);
+                List<String> args = new java.util.ArrayList<>(List.of("migrate"));
+                args.addAll(atB);
+                args.addAll(List.of("--to", c.unix(), "--socket", b.adminSocket().toString()));
+                CheckpointNativeTest.Result on = CheckpointNativeTest.cli(args.toArray(String[]::new));
+                assertEquals(0, on.exit(), () -> on.out() + on.err() + "\nC:\n" + String.join("\n", c.output()));
+                assertArrayEquals(new byte[] {6, 7, 5, 8}, ci.get(q, 4), "the importer reads through its old pointer at C");
+                ce.put(p, new byte[] {1});
+                assertArrayEquals(new byte[] {1, 7, 5, 8}, ci.get(q, 4), "and the exporter's write reaches it");
+                assertEquals(c.unix(), de.backendUri());
+                assertEquals(c.unix(), di.backendUri());
+            }
         }
     }
 }

@@ -62,7 +62,12 @@ import java.util.function.IntConsumer;
  *                                                        (+ long write request, string file, int n + n exports: byte
  *                                                        kind, long token id, 16 bytes secret, long object, long size;
  *                                                        int m + m longs: the ids of every token the group carries),
- *                                                        2 commit (the session runs on, or with stop stays frozen)
+ *                                                        2 commit (the session runs on, or with stop stays frozen),
+ *                                                        3 move (+ long request, string uri; a group migration,
+ *                                                        drained with stop: it stays frozen, MOVED to uri goes to
+ *                                                        its frontend, GROUP_STEPPED answers, the session ends:
+ *                                                        {@link Workers#migrateGroup}; refused by a worker that no
+ *                                                        longer holds it: it runs on there)
  * a group restore (the images restored in held workers first: {@link Workers#restoreGroup})
  *   RESHARE   long request, byte share kind,    GROUP_RESHARE long request, byte step: 1 register the session's
  *             long token id, 16 bytes secret,            exports again (RESHARE each), 2 open again what it opened
@@ -75,6 +80,8 @@ import java.util.function.IntConsumer;
  *             takes only a token of that image, once)
  *   GROUP_STEPPED long request, byte outcome,
  *             refused or failed: string why
+ *             (answers GROUP_RESHARE, and a
+ *             GROUP_STEP move)
  * kind: 0 device memory, 1 pinned memory; string: int length + UTF-8; outcome: 0 done, 1 refused, 2 failed;
  * share kind: {@link io.gpusockets.backend.session.ShareRegistry} (1 memory, 2 event, 3 VMM), n at most
  * {@link #MAX_SHARE_BYTES}; window: int pieces (0: none, at most {@link #MAX_PIECES}), and with pieces long start
@@ -128,6 +135,7 @@ final class ControlMessages {
     static final byte STEP_LET_GO = 0;
     static final byte STEP_WRITE = 1;
     static final byte STEP_COMMIT = 2;
+    static final byte STEP_MOVE = 3;
     /** GROUP_RESHARE's steps. */
     static final byte STEP_EXPORT = 1;
     static final byte STEP_OPEN = 2;

@@ -26,7 +26,8 @@ import java.util.concurrent.TimeUnit;
  * then CHECKPOINTED back); a RESTORE message, sent instead of SESSION to an idle worker, restores an image as this
  * worker's session, which then waits detached for its frontend to resume through the front (RESTORED back first).
  * A group checkpoint (sessions that share IPC memory and events) drains the session on GROUP_DRAIN and holds it for
- * the front's GROUP_STEP (write its image, then commit or let go); a group restore's worker registers its session's
+ * the front's GROUP_STEP (write its image, then commit, let go, or, in a group migration, move: its frontend sent
+ * to the target with MOVED and the session ended, GROUP_STEPPED back first); a group restore's worker registers its session's
  * exports again and opens again what it opened on GROUP_RESHARE ({@link Workers#checkpointGroup},
  * {@link Workers#reshare}).
  * A MIGRATE message (issue 23) migrates the session from here: this worker runs the source's side of the migration,
@@ -218,10 +219,16 @@ public final class WorkerMain {
                         case ControlMessages.CHECKPOINT -> checkpoint(s, tenant, a);
                         case ControlMessages.GROUP_DRAIN -> groupDrain(s, tenant, a, steps);
                         case ControlMessages.GROUP_STEP -> {
-                            java.util.concurrent.BlockingQueue<ByteBuffer> q = steps.get(a.getLong());
-                            if (q == null || !q.offer(a)) {
-                                LOG.log(Level.WARNING, "worker pid " + ProcessHandle.current().pid() + ": a group"
-                                        + " checkpoint's step for no drain held here (it gave up waiting)");
+                            long drain = a.getLong();
+                            java.util.concurrent.BlockingQueue<ByteBuffer> q = steps.get(drain);
+                            boolean taken = false;
+                            if (q != null) {
+                                synchronized (q) { // against the drain's thread giving up now (it removes q under it)
+                                    taken = steps.get(drain) == q && q.offer(a);
+                                }
+                            }
+                            if (!taken) {
+                                notHeld(tenant, a);
                             }
                         }
                         case ControlMessages.GROUP_RESHARE -> groupReshare(s, tenant, a);
@@ -298,6 +305,8 @@ public final class WorkerMain {
         Thread.ofPlatform().daemon().name("gpusockets-worker-group-checkpoint").start(() -> {
             boolean[] drained = {false};
             java.nio.file.Path[] written = {null};
+            String[] movedTo = {null};
+            long[] moveRequest = {-1};
             try {
                 if (s == null) {
                     throw new io.gpusockets.backend.session.CheckpointRefused("the worker has no session yet");
@@ -337,10 +346,29 @@ public final class WorkerMain {
                         front.send(a);
                         throw e;
                     }
-                    nextStep(q, s, ControlMessages.STEP_COMMIT); // returning freezes it with stop
-                    return null;
+                    ByteBuffer last = nextStep(q, s, ControlMessages.STEP_COMMIT, ControlMessages.STEP_MOVE);
+                    if (last.get(last.position() - 1) == ControlMessages.STEP_MOVE) { // the step's kind, just read
+                        moveRequest[0] = last.getLong();
+                        movedTo[0] = ControlMessages.getString(last);
+                    }
+                    return null; // returning freezes it with stop
                 }, stop ? "checkpointed with its group and stopped (frozen: it resumes where the image is restored)"
                         : "checkpointed with its group");
+                if (movedTo[0] != null) { // a group migration: the target holds it now
+                    try {
+                        Handshake.Moved.check(movedTo[0]);
+                        s.moved(movedTo[0]); // MOVED to the frontend
+                    } catch (IllegalArgumentException | IllegalStateException e) {
+                        LOG.log(Level.WARNING, "session " + s.id() + ": MOVED not sent (" + e.getMessage() + "); its"
+                                + " frontend hears it when it asks the backend to resume");
+                    }
+                    LOG.log(Level.INFO, "session " + s.id() + " migrated with its group to " + movedTo[0]
+                            + " from worker pid " + ProcessHandle.current().pid());
+                    ByteBuffer a = ControlMessages.start(ControlMessages.GROUP_STEPPED);
+                    a.putLong(moveRequest[0]).put(ControlMessages.OUTCOME_DONE);
+                    front.send(a);
+                    s.end("moved to " + movedTo[0]); // after the answer: this worker exits with its session
+                }
             } catch (io.gpusockets.backend.session.CheckpointRefused | IOException | RuntimeException
                      | InterruptedException e) {
                 if (written[0] != null) {
@@ -360,10 +388,38 @@ public final class WorkerMain {
                     LOG.log(Level.INFO, "session " + (s == null ? "?" : s.id()) + " runs on: its group's checkpoint did"
                             + " not complete (" + e.getMessage() + ")");
                 }
+                if (moveRequest[0] >= 0) { // it runs on here: the front must not send its frontend away
+                    ByteBuffer a = ControlMessages.start(ControlMessages.GROUP_STEPPED);
+                    a.putLong(moveRequest[0]).put(ControlMessages.OUTCOME_REFUSED);
+                    ControlMessages.putString(a, "session " + (s == null ? "?" : s.id()) + " runs on: " + e.getMessage(),
+                            MESSAGE_CHARS);
+                    front.send(a);
+                }
             } finally {
-                steps.remove(request);
+                synchronized (q) { // no step is taken for this drain from here on
+                    steps.remove(request);
+                }
+                for (ByteBuffer left; (left = q.poll()) != null; ) {
+                    notHeld(front, left);
+                }
             }
         });
+    }
+
+    /**
+     * A GROUP_STEP for no drain held here (its thread gave up waiting, or ended): logged; a move is answered refused,
+     * so that the front does not send away the frontend of a session that runs on here.
+     */
+    private static void notHeld(FrontTenantAccount front, ByteBuffer step) {
+        LOG.log(Level.WARNING, "worker pid " + ProcessHandle.current().pid() + ": a group checkpoint's step for no drain"
+                + " held here (it gave up waiting)");
+        if (step.remaining() > 1 + 8 && step.get() == ControlMessages.STEP_MOVE) {
+            ByteBuffer a = ControlMessages.start(ControlMessages.GROUP_STEPPED);
+            a.putLong(step.getLong()).put(ControlMessages.OUTCOME_REFUSED);
+            ControlMessages.putString(a, "the session runs on in worker pid " + ProcessHandle.current().pid() + ": it was"
+                    + " no longer held drained for its group (no step within " + GROUP_STEP_SECONDS + " s)", MESSAGE_CHARS);
+            front.send(a);
+        }
     }
 
     /**
@@ -372,6 +428,12 @@ public final class WorkerMain {
      * step fails (the session runs on either way).
      */
     private static ByteBuffer nextStep(java.util.concurrent.BlockingQueue<ByteBuffer> q, Session s, byte expected)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        return nextStep(q, s, expected, expected);
+    }
+
+    /** {@link #nextStep}, where {@code expected} or {@code or} is due (the kind is the byte before the buffer's position). */
+    private static ByteBuffer nextStep(java.util.concurrent.BlockingQueue<ByteBuffer> q, Session s, byte expected, byte or)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
         ByteBuffer step;
         try {
@@ -389,7 +451,7 @@ public final class WorkerMain {
             throw new io.gpusockets.backend.session.CheckpointRefused("session " + s.id() + ": the group's checkpoint was"
                     + " called off");
         }
-        if (kind != expected) {
+        if (kind != expected && kind != or) {
             throw new IOException("a group checkpoint step " + kind + " where " + expected + " was due");
         }
         return step;

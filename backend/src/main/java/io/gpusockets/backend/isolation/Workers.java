@@ -38,7 +38,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * ({@link #restore}); a migration of a session is run by its worker, which connects to the target itself
  * ({@link #migrate}); sessions that share IPC memory and events are checkpointed together, each by its worker, the
  * front leading them ({@link #checkpointGroup}), and restored together, each in a worker of its own held until the
- * group's shares are made again ({@link #restoreHeld}, {@link #reshare}); all of these wait for the workers'
+ * group's shares are made again ({@link #restoreHeld}, {@link #reshare}); such a group migrates as a group checkpoint
+ * with stop whose images the front sends to the target, each worker sending its frontend there and ending its session
+ * once the target holds them all ({@link #migrateGroup}); all of these wait for the workers'
  * answers, or fail when one dies first or sends nothing for the quiet timeout ({@link #quietTimeout}: a worker that hangs, e.g. in a driver call that never returns, fails the caller
  * with a message instead of holding it forever; each progress message starts the timeout again, so a large image
  * that keeps moving is never cut off).
@@ -601,19 +603,84 @@ public final class Workers implements AutoCloseable {
         }
         groups.incrementAndGet();
         try {
-            return checkpointGroup(ids, group, files, stop, progress, registry);
+            return checkpointGroup(ids, group, files, stop, progress, registry, null);
         } finally {
             groups.decrementAndGet();
         }
     }
 
-    /** {@link #checkpointGroup(List, List, boolean, io.gpusockets.backend.session.CheckpointProgress)} of {@code group}. */
+    /**
+     * What a group migration does while its members are held drained with their images written
+     * ({@link #migrateGroup}): sends them to the target and returns once it restored them all.
+     */
+    @FunctionalInterface
+    public interface Send {
+        void send() throws io.gpusockets.backend.session.CheckpointRefused, IOException;
+    }
+
+    /** A group checkpoint that is a migration: what sends the images, and where the frontends go once they are there. */
+    private record Moving(Send send, String goesTo, java.util.function.Consumer<SessionTicket> moved) {
+    }
+
+    /**
+     * Migrates the sessions {@code sessionIds}, which share IPC memory and events, together (isolation process at this
+     * end; {@link io.gpusockets.backend.server.BackendServer#migrateGroup}): as {@link #checkpointGroup} with stop, the
+     * front checking that every partner is named, each worker drains its session and writes its image to {@code files}
+     * (one each, in order) and holds it drained; then {@code send} carries the images to the target and returns once
+     * the target restored them all. Then each session is frozen here, its token answered by {@code moved} (the front
+     * remembers where it went) and its worker told to send its frontend to {@code goesTo} and end the session
+     * (GROUP_STEP move). A refusal, a failure of the drain, the images or {@code send}, a worker that dies: every session
+     * runs on here and every image is deleted. Refused for a session frozen, not resumable, or not named
+     * with its partners. The results: each session's drain and image.
+     */
+    public List<io.gpusockets.backend.session.CheckpointResult> migrateGroup(List<Long> sessionIds, List<Path> files,
+            Send send, String goesTo, java.util.function.Consumer<SessionTicket> moved,
+            io.gpusockets.backend.session.CheckpointProgress progress)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        io.gpusockets.backend.session.ShareRegistry registry = shares;
+        if (sessionIds.size() < 2 || sessionIds.size() != files.size() || registry == null) {
+            throw new IllegalArgumentException("sessions=" + sessionIds.size() + " files=" + files.size());
+        }
+        if (goesTo.length() > io.gpusockets.backend.server.Migration.Result.MAX_TARGET) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("migration refused: a URI longer than "
+                    + io.gpusockets.backend.server.Migration.Result.MAX_TARGET + " characters");
+        }
+        java.util.Set<Long> ids = new java.util.LinkedHashSet<>();
+        List<Worker> group = new ArrayList<>();
+        for (long id : sessionIds) {
+            if (!ids.add(id)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is named twice");
+            }
+            Worker w = serving(id);
+            if (w.frozen) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be migrated: it is"
+                        + " frozen by a checkpoint with stop");
+            }
+            if (!w.ticket.resumable()) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be migrated: it was"
+                        + " not granted resume (its frontend could not follow it)");
+            }
+            group.add(w);
+        }
+        groups.incrementAndGet();
+        try {
+            return checkpointGroup(ids, group, files, true, progress, registry, new Moving(send, goesTo, moved));
+        } finally {
+            groups.decrementAndGet();
+        }
+    }
+
+    /**
+     * {@link #checkpointGroup(List, List, boolean, io.gpusockets.backend.session.CheckpointProgress)} of {@code group};
+     * {@code moving}: a group migration's ({@link #migrateGroup}), else null.
+     */
     private List<io.gpusockets.backend.session.CheckpointResult> checkpointGroup(java.util.Set<Long> ids, List<Worker> group,
             List<Path> files, boolean stop, io.gpusockets.backend.session.CheckpointProgress progress,
-            io.gpusockets.backend.session.ShareRegistry registry)
+            io.gpusockets.backend.session.ShareRegistry registry, Moving moving)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
-        String command = "gpusockets checkpoint %s --to DIR";
-        io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry, "checkpoint", command);
+        String what = moving == null ? "checkpoint" : "migration";
+        String command = moving == null ? "gpusockets checkpoint %s --to DIR" : "gpusockets migrate %s --to URI";
+        io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry, what, command);
         io.gpusockets.backend.session.CheckpointProgress p = progress == null
                 ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress;
         long[] drains = new long[group.size()];
@@ -635,7 +702,7 @@ public final class Workers implements AutoCloseable {
         try {
             throwFirst(drained);
             java.util.Set<Long> carried = io.gpusockets.backend.session.GroupCheckpoint.checkFront(ids, registry,
-                    "checkpoint", command); // again, drained: a session outside the group may have opened one meanwhile
+                    what, command); // again, drained: a session outside the group may have opened one meanwhile
             List<Object> results = inParallel(group, w -> {
                 int i = group.indexOf(w);
                 long write = nextRequest.getAndIncrement();
@@ -652,10 +719,20 @@ public final class Workers implements AutoCloseable {
                         r.getLong(), r.getLong());
             });
             throwFirst(results);
+            if (moving != null) {
+                moving.send().send(); // the target restored them all: from here they go there
+            }
             written = true;
             List<io.gpusockets.backend.session.CheckpointResult> out = new ArrayList<>();
+            if (moving != null) {
+                move(group, drains, moving, p);
+            }
             for (int i = 0; i < group.size(); i++) {
                 Worker w = group.get(i);
+                if (moving != null) {
+                    out.add((io.gpusockets.backend.session.CheckpointResult) results.get(i));
+                    continue;
+                }
                 step(w, drains[i], ControlMessages.STEP_COMMIT);
                 if (stop) {
                     w.frozen = true;
@@ -663,7 +740,8 @@ public final class Workers implements AutoCloseable {
                 }
                 out.add((io.gpusockets.backend.session.CheckpointResult) results.get(i));
             }
-            LOG.log(Level.INFO, "sessions " + ids + " checkpointed together in their workers" + (stop ? " and frozen" : ""));
+            LOG.log(Level.INFO, "sessions " + ids + (moving != null ? " migrated together from their workers to "
+                    + moving.goesTo() : " checkpointed together in their workers" + (stop ? " and frozen" : "")));
             return out;
         } finally {
             if (!written) {
@@ -691,6 +769,60 @@ public final class Workers implements AutoCloseable {
         } catch (IOException e) {
             // the worker is going: its session with it
         }
+    }
+
+    /**
+     * The group migration's last step, once the target restored every member: a GROUP_STEP move to each session held
+     * drained ({@code drains}), all at once; each worker keeps its session frozen, sends its frontend MOVED, answers
+     * (GROUP_STEPPED) and ends the session; on its answer the session is frozen here and its token answered by
+     * {@code moving.moved()}. A worker that no longer held its session (it gave up waiting for the step: it runs on
+     * there) answers refused, and its token stays here: an IOException then names the sessions that run on here while
+     * the others moved.
+     */
+    private void move(List<Worker> group, long[] drains, Moving moving,
+                      io.gpusockets.backend.session.CheckpointProgress p) throws IOException {
+        List<Object> answers = inParallel(group, w -> {
+            int i = group.indexOf(w);
+            long request = nextRequest.getAndIncrement();
+            ByteBuffer m = ControlMessages.start(ControlMessages.GROUP_STEP);
+            m.putLong(drains[i]).put(ControlMessages.STEP_MOVE).putLong(request);
+            ControlMessages.putString(m, moving.goesTo());
+            ByteBuffer r = ask(w, request, m, p, "the group migration's switch of session " + w.sessionId, late -> {
+                try {
+                    moved(w, late, moving);
+                } catch (io.gpusockets.backend.session.CheckpointRefused | IOException e) {
+                    LOG.log(Level.WARNING, "session " + w.sessionId + " in worker pid " + w.pid + ": " + e.getMessage());
+                }
+            });
+            moved(w, r, moving);
+            return null;
+        });
+        List<String> stayed = new ArrayList<>();
+        for (int i = 0; i < group.size(); i++) {
+            if (answers.get(i) instanceof Exception e) {
+                stayed.add("session " + group.get(i).sessionId + " (" + e.getMessage() + ")");
+            }
+        }
+        if (!stayed.isEmpty()) {
+            throw new IOException("the target restored the group, but not every session moved there: " + stayed
+                    + " run(s) on here; the shares between them and those that moved are broken");
+        }
+    }
+
+    /** A GROUP_STEPPED answer to a move (after its request id): the session frozen here and its token answered. */
+    private void moved(Worker w, ByteBuffer r, Moving moving) throws io.gpusockets.backend.session.CheckpointRefused,
+            IOException {
+        try {
+            byte outcome = r.get();
+            if (outcome != ControlMessages.OUTCOME_DONE) {
+                refused(outcome, ControlMessages.getString(r));
+            }
+        } catch (java.nio.BufferUnderflowException e) {
+            throw new IOException("worker pid " + w.pid + ": bad GROUP_STEPPED message");
+        }
+        w.frozen = true; // it ends in a moment; no resume reaches it meanwhile
+        resumable.remove(java.util.HexFormat.of().formatHex(w.ticket.resumeToken()), w);
+        moving.moved().accept(w.ticket);
     }
 
     /** A GROUP_STEP write's exports and the group's token ids ({@link ControlMessages}). */

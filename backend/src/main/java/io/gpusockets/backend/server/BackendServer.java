@@ -1164,9 +1164,9 @@ public final class BackendServer implements AutoCloseable {
                 channel.send(Opcodes.REFUSE, 0, 0, 0, Handshake.encodeString(refusal));
                 return null;
             }
-            // sessions that migrate together: only where they are restored together (isolation context and shared)
+            // sessions that migrate together: restored together (in isolation process, each in a worker of its own)
             int granted = Handshake.FEATURE_MIGRATION | ((hello.features() & Handshake.FEATURE_MIGRATION_GROUP) != 0
-                    && landsMigrations() ? Handshake.FEATURE_MIGRATION_GROUP : 0);
+                    ? Handshake.FEATURE_MIGRATION_GROUP : 0);
             channel.send(Opcodes.WELCOME, 0, 0, 0, new Handshake.Welcome(0, host.driverVersion(), host.deviceCount(),
                     granted, host.description()).encode());
             return MIGRATING;
@@ -1634,8 +1634,9 @@ public final class BackendServer implements AutoCloseable {
      * then all are drained together, checked again, and their final rounds and images (with the shares) sent; the
      * target restores them all, makes the shares again under their old tokens and at their old addresses, and only
      * then may any resume; then each frontend is sent there ({@code frontendUri}, or {@code targetUri}). One session
-     * is {@link #migrate}. Refused (every session running on here) in isolation mode process at this end, by a target
-     * that does not take groups (an older backend, or one in isolation mode process), and as {@link #migrate} refuses;
+     * is {@link #migrate}. In isolation mode process at this end the workers drain and write the images and the front
+     * sends them, stop and copy ({@link #migrateGroupInWorkers}). Refused (every session running on here) by a target
+     * that does not take groups (an older backend), and as {@link #migrate} refuses;
      * a failure before the target's OK leaves every program running here and nothing at the target. Counted as one
      * migration. Returns one result per session, in order.
      */
@@ -1650,6 +1651,11 @@ public final class BackendServer implements AutoCloseable {
         }
         return counted(migrations, () -> {
             checkFrontendUri(frontendUri);
+            io.gpusockets.backend.isolation.Workers w = workers;
+            if (w != null) { // isolation mode process: the workers drain and write, the front sends the images
+                return migrateGroupInWorkers(w, sessionIds, targetUri, frontendUri,
+                        progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+            }
             List<Session> group = groupOf(sessionIds, "migrating");
             io.gpusockets.backend.session.GroupCheckpoint.checkTogether(group, shares, "migration",
                     "gpusockets migrate %s --to URI");
@@ -1678,6 +1684,86 @@ public final class BackendServer implements AutoCloseable {
                 migrating.removeAll(added);
             }
         });
+    }
+
+    /**
+     * {@link #migrateGroup} in isolation mode process at this end: stop and copy. The connection to the target is made
+     * first (a target that does not take groups is refused with nothing drained); then, as a group checkpoint with
+     * stop, each session's worker drains it and writes its image (with what it shares) into a temp folder and holds it
+     * drained ({@link io.gpusockets.backend.isolation.Workers#migrateGroup}); the front sends the images
+     * ({@link Migration.ImageSender}: no pre-copy, so the downtime covers the whole memory) and, once the target answers
+     * that it restored them all, each worker sends its frontend there and ends its session; the tokens are answered
+     * MOVED here for their grace periods. Anything before that OK lets every session run on here. The images are
+     * deleted however it ends. Each result has one round: the stop's, with the member's memory bytes sent.
+     */
+    private List<Migration.Result> migrateGroupInWorkers(io.gpusockets.backend.isolation.Workers w, List<Long> sessionIds,
+            String targetUri, String frontendUri, io.gpusockets.backend.session.CheckpointProgress p)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        int n = sessionIds.size();
+        if (n > MigrationTarget.MAX_GROUP) {
+            throw new io.gpusockets.backend.session.CheckpointRefused("a group of " + n + " sessions migrating together"
+                    + " (at most " + MigrationTarget.MAX_GROUP + ")");
+        }
+        List<Long> added = new ArrayList<>();
+        java.nio.file.Path dir = null;
+        try {
+            for (long id : sessionIds) {
+                if (!migrating.add(id)) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
+                }
+                added.add(id);
+            }
+            String goesTo = frontendUri != null ? frontendUri : targetUri;
+            long[] sent = new long[2 + n];
+            long[] sentAt = {0};
+            long t0;
+            List<io.gpusockets.backend.session.CheckpointResult> images;
+            try (Migration.ImageSender sender = Migration.ImageSender.open(targetUri, settings.preSharedKey())) {
+                t0 = System.nanoTime(); // the drains begin now
+                dir = java.nio.file.Files.createTempDirectory("gpusockets-group-migration");
+                List<java.nio.file.Path> files = new ArrayList<>();
+                for (long id : sessionIds) {
+                    files.add(dir.resolve("session-" + id + ".ckpt"));
+                }
+                images = w.migrateGroup(sessionIds, files, () -> {
+                    long[] r = sender.send(files, p);
+                    System.arraycopy(r, 0, sent, 0, r.length);
+                    sentAt[0] = System.nanoTime();
+                }, goesTo, t -> rememberMoved(t.resumeToken(), goesTo, t.identity(),
+                        java.time.Duration.ofSeconds(t.graceSeconds())), p);
+            }
+            long now = System.nanoTime();
+            List<Migration.Result> results = new ArrayList<>(n);
+            long bytes = 0;
+            for (int i = 0; i < n; i++) {
+                io.gpusockets.backend.session.CheckpointResult c = images.get(i);
+                long b = sent[2 + i];
+                bytes += b;
+                int chunks = (int) ((b + Migration.CHUNK_BYTES - 1) / Migration.CHUNK_BYTES);
+                results.add(new Migration.Result(sessionIds.get(i), targetUri,
+                        List.of(new io.gpusockets.backend.session.PreCopy.Round(0, true, chunks, b, chunks, b, 0,
+                                c.imageNanos())),
+                        c.drainNanos(), 0, c.imageNanos(), sent[0], now - sentAt[0], now - t0, sent[1]));
+            }
+            migrationBytes.add(bytes);
+            downtimes.increment();
+            downtimeNanos.add(now - t0);
+            LOG.log(Level.INFO, "sessions " + sessionIds + " migrated together from their workers to " + targetUri + ": "
+                    + bytes + " bytes, downtime " + (now - t0) / 1_000_000 + " ms (stop and copy)");
+            return List.copyOf(results);
+        } finally {
+            migrating.removeAll(added);
+            if (dir != null) {
+                try (var files = java.nio.file.Files.list(dir)) {
+                    for (java.nio.file.Path f : (Iterable<java.nio.file.Path>) files::iterator) {
+                        java.nio.file.Files.deleteIfExists(f);
+                    }
+                    java.nio.file.Files.deleteIfExists(dir);
+                } catch (IOException e) {
+                    LOG.log(Level.WARNING, "group migration: temp folder " + dir + " not removed: " + e.getMessage());
+                }
+            }
+        }
     }
 
     /**

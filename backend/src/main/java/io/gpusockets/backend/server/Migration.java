@@ -56,7 +56,8 @@ import java.util.List;
  *
  * <p>Sessions that share IPC memory or events migrate together on one connection ({@link #runGroup}: the same frames,
  * each carrying its member's index as its request id, one DONE for the group; only with a target that grants
- * {@link Handshake#FEATURE_MIGRATION_GROUP}).
+ * {@link Handshake#FEATURE_MIGRATION_GROUP}). From a backend in isolation mode process, where each session lives in a
+ * worker, a group goes as the images its workers wrote, stop and copy, on the same frames ({@link ImageSender}).
  */
 public final class Migration {
     /** Pre-copy rounds at most before the stop (the changed set must also shrink from one round to the next). */
@@ -301,7 +302,7 @@ public final class Migration {
     /**
      * Migrates {@code group}, sessions that share IPC memory or events (checked by the caller,
      * {@link io.gpusockets.backend.session.GroupCheckpoint#checkTogether}), together on one connection to the target
-     * (issue 24 item 1; isolation context and shared at both ends). The HELLO asks for
+     * (issue 24 item 1; isolation context and shared at this end, any mode at the target). The HELLO asks for
      * {@link Handshake#FEATURE_MIGRATION_GROUP} too (a target that does not grant it is refused before anything is
      * sent). Every frame carries its member's index in the group as its request id:
      *
@@ -408,6 +409,95 @@ public final class Migration {
     }
 
     /**
+     * A group migration whose members' images were written by their workers (isolation process at this end:
+     * {@link BackendServer#migrateGroup}, {@link io.gpusockets.backend.isolation.Workers#migrateGroup}): stop and copy,
+     * no pre-copy. {@link #open} connects and says HELLO before any member is drained (a target that does not take
+     * groups is refused with nothing drained); {@link #send} sends each image as {@link #runGroup}'s frames, read back
+     * by {@link io.gpusockets.backend.session.CheckpointImageParts}: BEGIN, no LAYOUT (the target lands nothing: every
+     * range's contents go into its image), the device memory as CHUNKs under a seed of this migration, the header and
+     * the arrays as IMAGE, COMMIT; then it waits for the one DONE. The target cannot tell these frames from
+     * {@link #runGroup}'s: the wire is unchanged.
+     */
+    public static final class ImageSender implements AutoCloseable {
+        private final FrameChannel ch;
+        private final String targetUri;
+
+        private ImageSender(FrameChannel ch, String targetUri) {
+            this.ch = ch;
+            this.targetUri = targetUri;
+        }
+
+        /** Connects to {@code targetUri} and asks for a group migration ({@code psk}: this backend's key, or null). */
+        public static ImageSender open(String targetUri, byte[] psk) throws CheckpointRefused, IOException {
+            TransportUri uri = target(targetUri);
+            Connection c = Transports.connect(uri, Duration.ofSeconds(10), TransportOptions.NONE);
+            FrameChannel ch = new FrameChannel(c);
+            try {
+                Migration.open(ch, targetUri, psk, true);
+                return new ImageSender(ch, targetUri);
+            } catch (CheckpointRefused | IOException | RuntimeException e) {
+                ch.close();
+                throw e;
+            }
+        }
+
+        /**
+         * Sends {@code images} (one a member, in order) and waits for DONE: {restore nanoseconds, image memory bytes
+         * (-1: not said)} then each member's bytes of device memory sent; an IOException naming the target's message
+         * when it failed the migration.
+         */
+        public long[] send(List<java.nio.file.Path> images, CheckpointProgress progress) throws IOException {
+            int n = images.size();
+            if (n < 2 || n > MigrationTarget.MAX_GROUP) {
+                throw new IllegalArgumentException("images=" + n);
+            }
+            long[] out = new long[2 + n];
+            long seed = new java.security.SecureRandom().nextLong();
+            for (int i = 0; i < n; i++) {
+                int member = i;
+                ch.send(Opcodes.MIGRATE_BEGIN, 0, 0, member,
+                        ByteBuffer.allocate(16).putLong(seed).putInt(CHUNK_BYTES).putInt(n).flip());
+                List<long[]> memory;
+                try (ImageWriter header = new ImageWriter(ch, 0, member); ImageWriter arrays = new ImageWriter(ch, 1, member)) {
+                    memory = io.gpusockets.backend.session.CheckpointImageParts.read(images.get(i), CHUNK_BYTES,
+                            new io.gpusockets.backend.session.CheckpointImageParts.Sink() {
+                                @Override
+                                public void header(ByteBuffer piece) throws IOException {
+                                    header.write(piece);
+                                }
+
+                                @Override
+                                public void memory(long address, java.lang.foreign.MemorySegment bytes) throws IOException {
+                                    long hash = ChunkHasher.reference(address, bytes, seed);
+                                    ch.send(Opcodes.MIGRATE_CHUNK, 0, 0, member,
+                                            ByteBuffer.allocate(16).putLong(address).putLong(hash).flip(), bytes.asByteBuffer());
+                                    out[2 + member] += bytes.byteSize();
+                                }
+
+                                @Override
+                                public void arrays(ByteBuffer piece) throws IOException {
+                                    arrays.write(piece);
+                                }
+                            });
+                }
+                commit(ch, memory, member);
+                progress.progress("send", i + 1, n);
+            }
+            progress.progress("restore", 0, 1);
+            long[] done = awaitDone(ch, targetUri);
+            progress.progress("restore", 1, 1);
+            out[0] = done[0];
+            out[1] = done[1];
+            return out;
+        }
+
+        @Override
+        public void close() {
+            ch.close();
+        }
+    }
+
+    /**
      * Sends the window layout ({@link MigrationLanding#encode}) and tells the pre-copy; {@code last}: the final one, on
      * the drained session (flags 1). One too large for a frame goes empty and not final (the target then lands nothing).
      */
@@ -466,7 +556,7 @@ public final class Migration {
         }
         if (group && (w.features() & Handshake.FEATURE_MIGRATION_GROUP) == 0) {
             throw new CheckpointRefused("migration refused: " + target + " does not take sessions that share IPC memory"
-                    + " or events migrating together (a backend older than this one, or one in isolation mode process):"
+                    + " or events migrating together (a backend older than this one):"
                     + " nothing was sent, the sessions run on here");
         }
     }

@@ -43,10 +43,12 @@ import java.util.zip.CRC32C;
  * ({@link BackendServer#restore}: the session detached, resumable under its token; in mode process DONE waits for the
  * worker's answer). DONE says how many bytes of memory contents the image carried ({@link Migration.Result#imageMemoryBytes}).
  *
- * <p>A group of sessions that migrate together ({@link Migration#runGroup}, a BEGIN of 16 bytes, only where this
- * process lands migrations: isolation context and shared) is received by a target of its own per member, the frames
- * routed by their request id; each member's COMMIT restores it without letting it resume, and after the last the
- * shares are made again and all resume before the one DONE ({@link #receiveGroup}); a failure leaves none of them.
+ * <p>A group of sessions that migrate together ({@link Migration#runGroup}, a BEGIN of 16 bytes) is received by a
+ * target of its own per member, the frames routed by their request id; in isolation context and shared each member's
+ * COMMIT restores it without letting it resume, and after the last the shares are made again and all resume before the
+ * one DONE ({@link #receiveGroup}); in isolation process each COMMIT writes the member's image, and after the last the
+ * images are restored together, each in a worker of its own, their shares made again
+ * ({@link BackendServer#restoreGroup}), before the one DONE. A failure leaves none of them.
  *
  * <p>Bounds: a chunk frame holds at most one chunk; at most {@link #MAX_CHUNKS} distinct chunks kept and
  * {@link #MAX_IMAGE_BYTES} of header and arrays (per member of a group, at most {@link #MAX_GROUP} members); a
@@ -102,7 +104,7 @@ final class MigrationTarget implements AutoCloseable {
             LOG.log(System.Logger.Level.DEBUG, "migration: the source closed before BEGIN (a probe)");
             return -1;
         }
-        if (h.opcode() == Opcodes.MIGRATE_BEGIN && h.length() == 16 && server.landsMigrations()) {
+        if (h.opcode() == Opcodes.MIGRATE_BEGIN && h.length() == 16) {
             return receiveGroup(h);
         }
         if (h.opcode() != Opcodes.MIGRATE_BEGIN || h.length() != 12 || h.requestId() != 0) {
@@ -126,7 +128,8 @@ final class MigrationTarget implements AutoCloseable {
      * header, its body unread): a target of its own for each member (this one for the first to begin, the others
      * with {@code bufferBytes / n} each), the frames routed by their request id; each member's COMMIT restores it
      * without letting it resume; after the last, the shares are made again and all resume ({@link BackendServer#reshareMigrated}), and
-     * one DONE answers. Any failure ends every member restored so far (nothing is left here). Returns the first
+     * one DONE answers. In isolation process each COMMIT writes the member's image only, and after the last they are
+     * restored together in workers ({@link BackendServer#restoreGroup}). Any failure ends every member restored so far (nothing is left here). Returns the first
      * member's session id.
      */
     private long receiveGroup(FrameHeader first) throws IOException {
@@ -136,6 +139,7 @@ final class MigrationTarget implements AutoCloseable {
         int commits = 0;
         long restoreNanos = 0, imageMemory = 0;
         List<io.gpusockets.backend.session.Session> made = new java.util.ArrayList<>();
+        Path[] images = null; // isolation process: each member's image, restored together after the last COMMIT
         boolean ok = false;
         try {
             FrameHeader h = first;
@@ -155,6 +159,7 @@ final class MigrationTarget implements AutoCloseable {
                         n = count;
                         members = new MigrationTarget[n];
                         committed = new boolean[n];
+                        images = new Path[n];
                     }
                     if (count != n || member < 0 || member >= n || members[(int) member] != null) {
                         throw new ProtocolException("migration: BEGIN of member " + member + " of " + count + " in a group of "
@@ -171,26 +176,38 @@ final class MigrationTarget implements AutoCloseable {
                     }
                     MigrationTarget t = members[(int) member];
                     if (h.opcode() == Opcodes.MIGRATE_COMMIT) {
-                        long[] r = t.commit(ranges(h), made);
+                        if (server.landsMigrations()) {
+                            long[] r = t.commit(ranges(h), made);
+                            restoreNanos += r[1];
+                            imageMemory += r[2];
+                        } else { // isolation process: restored together, in workers, after the last
+                            Path image = t.dir.resolve("image");
+                            imageMemory += t.writeImage(image, ranges(h), false);
+                            images[(int) member] = image;
+                        }
                         committed[(int) member] = true;
-                        restoreNanos += r[1];
-                        imageMemory += r[2];
                         if (++commits == n) {
                             long t0 = System.nanoTime();
+                            List<Long> restored;
                             try {
-                                server.reshareMigrated(made);
+                                if (server.landsMigrations()) {
+                                    server.reshareMigrated(made);
+                                    restored = made.stream().map(io.gpusockets.backend.session.Session::id).toList();
+                                } else { // none is left here when it fails
+                                    restored = server.restoreGroup(java.util.Arrays.asList(images), CheckpointProgress.NONE);
+                                }
                             } catch (CheckpointRefused e) {
                                 throw new IOException(e.getMessage(), e);
                             }
                             restoreNanos += System.nanoTime() - t0;
                             ok = true;
-                            String ids = made.stream().map(x -> String.valueOf(x.id()))
+                            String ids = restored.stream().map(String::valueOf)
                                     .collect(java.util.stream.Collectors.joining(", "));
                             ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos,
                                     "restored sessions " + ids + " together", imageMemory));
                             LOG.log(System.Logger.Level.INFO, "sessions " + ids + " migrated here together (restore "
                                     + restoreNanos / 1_000_000 + " ms, " + imageMemory + " bytes of memory through the images)");
-                            return made.get(0).id();
+                            return restored.get(0);
                         }
                     } else {
                         t.frame(h);
@@ -371,6 +388,39 @@ final class MigrationTarget implements AutoCloseable {
     private long[] commit(List<long[]> memory, List<io.gpusockets.backend.session.Session> made) throws IOException {
         Path image = dir.resolve("image");
         boolean landed = landing != null && finalLayout;
+        long imageMemory = writeImage(image, memory, landed);
+        long t = System.nanoTime();
+        long id;
+        long landedBytes = landed ? landing.landedBytes() : 0;
+        try {
+            if (made != null) {
+                MigrationLanding l = landing;
+                id = server.restoreMigratedMember(image, landed ? l.handOff() : null, landed ? l::adopted : () -> { },
+                        made);
+                return new long[] {id, System.nanoTime() - t, imageMemory};
+            }
+            if (landed) {
+                MigrationLanding l = landing;
+                id = server.restoreLanded(image, l.handOff(), l::adopted, CheckpointProgress.NONE);
+            } else {
+                id = server.restore(image, CheckpointProgress.NONE);
+            }
+        } catch (CheckpointRefused e) {
+            throw new IOException(e.getMessage(), e);
+        }
+        long restoreNanos = System.nanoTime() - t;
+        ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos, "restored session " + id, imageMemory));
+        LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, "
+                + (landed ? landedBytes + " bytes landed as received, " : landing == null ? "" : "no final layout: ")
+                + imageMemory + " bytes of memory through the image, restore " + restoreNanos / 1_000_000 + " ms)");
+        return new long[] {id, restoreNanos, imageMemory};
+    }
+
+    /**
+     * Writes the checkpoint image {@code image} from the header, the kept chunks (and, unless {@code landed}, the landed
+     * ones) and the arrays; returns the bytes of memory contents it carries.
+     */
+    private long writeImage(Path image, List<long[]> memory, boolean landed) throws IOException {
         long imageMemory = 0;
         try (FileChannel out = FileChannel.open(image, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
             header.transferTo(0, header.size(), out);
@@ -445,31 +495,7 @@ final class MigrationTarget implements AutoCloseable {
             arrays.transferTo(0, arrays.size(), out.position(out.size()));
             write(out, ByteBuffer.wrap("GPUSEND!".getBytes(java.nio.charset.StandardCharsets.US_ASCII)), out.size());
         }
-        long t = System.nanoTime();
-        long id;
-        long landedBytes = landed ? landing.landedBytes() : 0;
-        try {
-            if (made != null) {
-                MigrationLanding l = landing;
-                id = server.restoreMigratedMember(image, landed ? l.handOff() : null, landed ? l::adopted : () -> { },
-                        made);
-                return new long[] {id, System.nanoTime() - t, imageMemory};
-            }
-            if (landed) {
-                MigrationLanding l = landing;
-                id = server.restoreLanded(image, l.handOff(), l::adopted, CheckpointProgress.NONE);
-            } else {
-                id = server.restore(image, CheckpointProgress.NONE);
-            }
-        } catch (CheckpointRefused e) {
-            throw new IOException(e.getMessage(), e);
-        }
-        long restoreNanos = System.nanoTime() - t;
-        ch.send(Opcodes.MIGRATE_DONE, 0, 0, 0, Migration.done(true, restoreNanos, "restored session " + id, imageMemory));
-        LOG.log(System.Logger.Level.INFO, "session " + id + " migrated here (" + memory.size() + " ranges, "
-                + (landed ? landedBytes + " bytes landed as received, " : landing == null ? "" : "no final layout: ")
-                + imageMemory + " bytes of memory through the image, restore " + restoreNanos / 1_000_000 + " ms)");
-        return new long[] {id, restoreNanos, imageMemory};
+        return imageMemory;
     }
 
     /** Answers a failure (best effort: the source may be gone). */

@@ -509,7 +509,7 @@ final class CheckpointImage {
     }
 
     /** The range whose start {@code b} holds (from 0, as written in {@code version}), the {@code index}th. */
-    private static Range range(ByteBuffer b, int version, int index) throws IOException {
+    static Range range(ByteBuffer b, int version, int index) throws IOException {
         Range r;
         if (version == 1) {
             r = new Range(b.getLong(0), b.getLong(8));
@@ -527,7 +527,7 @@ final class CheckpointImage {
     }
 
     /** {@code n}, a chunk's length read at {@code r}+{@code off}, once it fits the range and {@link #CHUNK_BYTES}. */
-    private static int checkChunkLength(int n, Range r, long off) throws IOException {
+    static int checkChunkLength(int n, Range r, long off) throws IOException {
         if (n <= 0 || n > CHUNK_BYTES || n > r.size() - off) {
             throw new IOException(String.format("checkpoint image: a chunk of %d bytes at %s+%d does not fit its range",
                     n, r.describe(), off));

@@ -39,7 +39,7 @@ class CheckpointImageTest {
     }
 
     /** A device of {@code size} bytes at {@code base} over a byte array, recording each chunk copied in. */
-    private static class ArrayDevice implements CheckpointContents.Device {
+    static class ArrayDevice implements CheckpointContents.Device {
         final long base;
         final byte[] bytes;
         final List<long[]> copiedIn = new ArrayList<>();
@@ -63,7 +63,7 @@ class CheckpointImageTest {
     }
 
     /** An image of {@code ranges} (base, size pairs) over {@code device}, its contents written through the pipeline. */
-    private static byte[] image(ArrayDevice device, long... ranges) throws IOException {
+    static byte[] image(ArrayDevice device, long... ranges) throws IOException {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream();
         List<CheckpointImage.Range> rs = new ArrayList<>();
         List<CheckpointRecorder.Record> records = new ArrayList<>();
