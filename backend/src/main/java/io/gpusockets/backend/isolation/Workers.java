@@ -1096,8 +1096,8 @@ public final class Workers implements AutoCloseable {
 
     /**
      * Ends the held sessions of a group restore that did not complete: their workers stop (each runs its onEnd), and
-     * this returns once they are gone (at most {@link #STOP_SECONDS} each, then killed), so that their ids are free
-     * again for the next restore.
+     * this returns once they are gone and their sessions off the list (at most {@link #STOP_SECONDS} each, then killed),
+     * so that their ids are free again for the next restore and nothing of them shows.
      */
     public void abandon(List<Held> group) {
         for (Held h : group) {
@@ -1107,11 +1107,13 @@ public final class Workers implements AutoCloseable {
         for (Held h : group) {
             Worker w = h.worker;
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2 * STOP_SECONDS);
-            while (!w.gone.get() && System.nanoTime() < deadline) {
+            // its reader sees the control socket close and runs gone(), which takes the session off the list: a
+            // failed group restore answers only once nothing of it shows (seen in a test: the status still listed it)
+            while (w.cleared.getCount() > 0 && System.nanoTime() < deadline) {
                 if (System.nanoTime() > deadline - TimeUnit.SECONDS.toNanos(STOP_SECONDS)) {
                     w.handle.destroyForcibly();
                 }
-                sleepQuietly(10); // its reader sees the control socket close and runs gone()
+                sleepQuietly(10);
             }
         }
     }
@@ -1886,6 +1888,7 @@ public final class Workers implements AutoCloseable {
         if (ended != null) {
             ended.run();
         }
+        w.cleared.countDown();
         String what = w.sessionId == 0 ? "idle worker pid " + w.pid : "worker pid " + w.pid + " of session " + w.sessionId;
         String how = exit == null ? (stopped ? "exited (status unknown: adopted from pid " + w.adoptedFrom + ", not our child)"
                 : "killed (would not stop)") : "exit " + exit + (exit > 128 ? " (signal " + (exit - 128) + ")" : "");
@@ -1979,6 +1982,8 @@ public final class Workers implements AutoCloseable {
         final AtomicBoolean claimed = new AtomicBoolean();
         final CompletableFuture<Void> ready = new CompletableFuture<>();
         final AtomicBoolean gone = new AtomicBoolean();
+        /** Counted down once {@link #gone} has given back all the worker held and taken its session off the list. */
+        final java.util.concurrent.CountDownLatch cleared = new java.util.concurrent.CountDownLatch(1);
         /** What the worker's session holds of its tenant's quota, as granted by the front. */
         final AtomicLong memoryHeld = new AtomicLong();
         final AtomicLong pinnedHeld = new AtomicLong();
