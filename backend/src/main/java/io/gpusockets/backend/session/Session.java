@@ -1015,7 +1015,7 @@ public final class Session {
                 contextOf.put(rec.base, ctx);
             }
         }
-        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(vmm)) {
+        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(this)) {
             SessionHandles.Entry e = handles.get(piece.context(), ParamType.CTX);
             ranges.add(new CheckpointImage.Range(piece.address(), piece.size()));
             contextOf.put(piece.address(), e == null ? 0 : e.real());
