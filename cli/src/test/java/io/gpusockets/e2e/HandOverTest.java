@@ -284,6 +284,60 @@ class HandOverTest extends CheckpointTestSupport {
     }
 
     /**
+     * Sessions sharing a shareable VMM handle (E's shareable allocation, mapped and written, exported as a POSIX
+     * descriptor; I imports it and maps it) are handed over together: nothing is copied, E's allocation is handed over,
+     * I's import is made again from E's export at B (not handed as its own, while an allocation of I's own made after
+     * it is), I reads E's data through its old address, writes cross both ways and the old descriptor imports it again.
+     */
+    @Test
+    void sessionsSharingAShareableVmmHandleAreHandedOverTogether() throws Exception {
+        int size = IpcGroupCheckpointTest.VMM_SIZE;
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("va.sock"))).toString();
+            serverB.listen(TransportUri.parse("unix://" + dir.resolve("vb.sock")));
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA)) {
+                Cuda ce = new Cuda(de), ci = new Cuda(di);
+                ce.primaryContext();
+                ci.primaryContext();
+                long memh = IpcGroupCheckpointTest.createShareable(de, ce);
+                long p = IpcGroupCheckpointTest.mapReadWrite(de, ce, memh);
+                ce.put(p, new byte[] {1, 2, 3});
+                MemorySegment fdCell = ce.cell();
+                Cuda.ok(de.cuMemExportToShareableHandle(fdCell, memh, IpcGroupCheckpointTest.POSIX_FD, 0),
+                        "cuMemExportToShareableHandle(POSIX fd)");
+                int fd = fdCell.get(ValueLayout.JAVA_INT, 0);
+                long q = IpcGroupCheckpointTest.mapReadWrite(di, ci, IpcGroupCheckpointTest.importFd(di, ci, fd));
+                ci.put(q + 3, new byte[] {9});
+                // an allocation of the importer's own, made after the import: handed over as its own, in its place
+                long own = IpcGroupCheckpointTest.mapReadWrite(di, ci, IpcGroupCheckpointTest.createShareable(di, ci));
+                ci.put(own, new byte[] {6});
+                long e = de.sessionId(), i = di.sessionId();
+
+                java.util.List<HandOver.Result> r = handOverGroup(serverA, serverB, java.util.List.of(i, e));
+                for (HandOver.Result x : r) {
+                    assertEquals(0, x.copiedBytes(), "nothing copied: " + x);
+                }
+                assertTrue(r.get(1).handedBytes() >= size, "the exporter's allocation is handed over: " + r.get(1));
+                assertEquals(size, r.get(0).handedBytes(), "the importer's own allocation only: " + r.get(0));
+                assertArrayEquals(new byte[] {6}, ci.get(own, 1), "the importer's own memory, handed over");
+                assertEquals(1, serverB.shares().count(), "the export is a share again at B");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old address");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+                long q2 = IpcGroupCheckpointTest.mapReadWrite(di, ci, IpcGroupCheckpointTest.importFd(di, ci, fd));
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token imports it at B");
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /**
      * Sessions that share IPC memory and an IPC event (E exports a 3 MiB allocation that I opens; I exports an event
      * that E opens) are handed over together ({@link BackendServer#handOverGroup}): one alone is refused, naming its
      * partner and the command; together both frontends follow to B, I reads E's data through its old pointer, writes

@@ -36,8 +36,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * still opens the memory; an IPC event I exported and E opened comes back as one share (E's event follows I's
  * recording, and the old token opens it again), and one E exported that nobody opened comes back too; the importer's
  * image alone is refused while its exporter is not restored there. A group checkpoint that leaves a partner out is
- * refused, naming it; so is one with what it does not carry (a shareable VMM handle another session imported, a
- * mapping that outlived the exporter's allocation), and the sessions run on.
+ * refused, naming it; so is one with what it does not carry (a shareable VMM allocation or a mapping that outlived
+ * its exporter's), and the sessions run on. Shareable VMM handles go with the group too: the importer's handle is
+ * imported again and mapped at its old address.
  */
 @Timeout(value = 180, unit = TimeUnit.SECONDS)
 class IpcGroupCheckpointTest extends CheckpointTestSupport {
@@ -270,6 +271,148 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
         }
     }
 
+    static final int VMM_SIZE = 2 << 20; // one granule of the emulated device
+    static final int POSIX_FD = MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
+    /** cuMemCreate of {@link #VMM_SIZE} pinned bytes on device 0, shareable as a POSIX descriptor. */
+    static long createShareable(RemoteCudaDriver d, Cuda cu) {
+        MemorySegment prop = cu.cell(MemoryProps.ALLOCATION_PROP_SIZE).fill((byte) 0);
+        prop.set(JAVA_INT, 0, MemoryProps.ALLOCATION_TYPE_PINNED);
+        prop.set(JAVA_INT, 4, POSIX_FD);
+        prop.set(JAVA_INT, 8, MemoryProps.LOCATION_TYPE_DEVICE);
+        MemorySegment out = cu.cell();
+        Cuda.ok(d.cuMemCreate(out, VMM_SIZE, prop, 0), "cuMemCreate");
+        return out.get(JAVA_LONG, 0);
+    }
+
+    /** Reserves {@link #VMM_SIZE} bytes, maps {@code memh} there and sets read-write access for device 0; the address. */
+    static long mapReadWrite(RemoteCudaDriver d, Cuda cu, long memh) {
+        MemorySegment out = cu.cell();
+        Cuda.ok(d.cuMemAddressReserve(out, VMM_SIZE, 0, 0, 0), "cuMemAddressReserve");
+        long va = out.get(JAVA_LONG, 0);
+        Cuda.ok(d.cuMemMap(va, VMM_SIZE, 0, memh, 0), "cuMemMap");
+        MemorySegment desc = cu.cell(12).fill((byte) 0);
+        desc.set(JAVA_INT, 0, MemoryProps.LOCATION_TYPE_DEVICE);
+        desc.set(JAVA_INT, 8, MemoryProps.ACCESS_READWRITE);
+        Cuda.ok(d.cuMemSetAccess(va, VMM_SIZE, desc, 1), "cuMemSetAccess");
+        return va;
+    }
+
+    /** cuMemImportFromShareableHandle of the POSIX descriptor {@code fd} (the frontend's, in this process). */
+    static long importFd(RemoteCudaDriver d, Cuda cu, int fd) {
+        MemorySegment out = cu.cell();
+        Cuda.ok(d.cuMemImportFromShareableHandle(out, MemorySegment.ofAddress(fd), POSIX_FD),
+                "cuMemImportFromShareableHandle(POSIX fd)");
+        return out.get(JAVA_LONG, 0);
+    }
+
+    /**
+     * Shareable VMM handles go with a group checkpoint (isolation context and shared): E makes a shareable allocation,
+     * maps and writes it and exports it as a POSIX descriptor; I imports it and maps it at its own address. A group that
+     * leaves I out is refused, naming it; E and I are checkpointed together with stop (I's image does not hold the
+     * memory), backend A is shut down, and backend B restores both (I's image alone first: refused, its exporter not
+     * restored there). I reads E's data through its old address, writes cross both ways, the old descriptor imports the
+     * memory again, and I's unmap and release work as before. In a third backend, I's image restored after E's alone is
+     * refused: an import must name an export of a session restored with it.
+     */
+    @ParameterizedTest(name = "isolation {0}")
+    @ValueSource(strings = {"context", "shared"})
+    void sessionsSharingAShareableVmmHandleCheckpointTogetherAndTheImporterMapsItAgainAtItsAddress(String isolation)
+            throws Exception {
+        Path sock = dir.resolve("v.sock");
+        Path imageE = dir.resolve("ve.ckpt"), imageI = dir.resolve("vi.ckpt");
+        EmulatedDevice a = new EmulatedDevice();
+        BackendServer serverA = server(a);
+        if (isolation.equals("shared")) {
+            serverA.shareContextsPerTenant();
+        }
+        String uri = serverA.listen(TransportUri.parse("unix://" + sock)).toString();
+        EmulatedDevice b = new EmulatedDevice();
+        try (RemoteCudaDriver de = RemoteCudaDriver.connect(uri); RemoteCudaDriver di = RemoteCudaDriver.connect(uri)) {
+            Cuda ce = new Cuda(de);
+            ce.primaryContext();
+            Cuda ci = new Cuda(di);
+            ci.primaryContext();
+            long memh = createShareable(de, ce);
+            long p = mapReadWrite(de, ce, memh);
+            ce.put(p, new byte[] {1, 2, 3});
+            ce.put(p + VMM_SIZE - 2, new byte[] {4, 5});
+            MemorySegment fdCell = ce.cell();
+            Cuda.ok(de.cuMemExportToShareableHandle(fdCell, memh, POSIX_FD, 0), "cuMemExportToShareableHandle(POSIX fd)");
+            int fd = fdCell.get(JAVA_INT, 0);
+            long imported = importFd(di, ci, fd);
+            long q = mapReadWrite(di, ci, imported);
+            assertNotEquals(p, q, "the importer maps it at an address of its own");
+            assertArrayEquals(new byte[] {1, 2, 3}, ci.get(q, 3), "the importer reads the exporter's data");
+            ci.put(q + 3, new byte[] {9});
+            assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "shared before the checkpoint");
+            long e = de.sessionId(), i = di.sessionId();
+
+            CheckpointRefused left = assertThrows(CheckpointRefused.class, () -> serverA.checkpointGroup(List.of(e),
+                    List.of(imageE), true, null));
+            assertTrue(left.getMessage().contains("session(s) " + i) && left.getMessage().contains("together"),
+                    left.getMessage());
+            assertFalse(Files.exists(imageE));
+
+            List<CheckpointResult> r = serverA.checkpointGroup(List.of(i, e), List.of(imageI, imageE), true, null);
+            assertTrue(r.get(1).bytesWritten() > VMM_SIZE, "the exporter's image holds the shared contents");
+            assertTrue(r.get(0).bytesWritten() < VMM_SIZE, "the importer's does not: " + r.get(0).bytesWritten());
+            serverA.close();
+            a.close();
+            Files.deleteIfExists(sock);
+
+            try (BackendServer serverB = server(b)) {
+                if (isolation.equals("shared")) {
+                    serverB.shareContextsPerTenant();
+                }
+                CheckpointRefused first = assertThrows(CheckpointRefused.class, () -> serverB.restore(imageI, null),
+                        "the importer alone, its exporter not restored here");
+                assertTrue(first.getMessage().contains("imported shareable VMM handle")
+                        && first.getMessage().contains("together"), first.getMessage());
+                assertEquals(0, serverB.sessions().size(), "a refused restore leaves nothing");
+                assertEquals(List.of(i, e), serverB.restoreGroup(List.of(imageI, imageE), null));
+                assertEquals(1, serverB.shares().count(), "the export is back under its token");
+                serverB.listen(TransportUri.parse("unix://" + sock));
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old address");
+                assertArrayEquals(new byte[] {4, 5}, ci.get(q + VMM_SIZE - 2, 2), "to the last byte");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+
+                long again = importFd(di, ci, fd); // the old token, through the frontend's descriptor
+                long q2 = mapReadWrite(di, ci, again);
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token imports the restored memory");
+                Cuda.ok(di.cuMemUnmap(q2, VMM_SIZE), "cuMemUnmap (the second import)");
+                Cuda.ok(di.cuMemRelease(again), "cuMemRelease (the second import)");
+
+                Cuda.ok(di.cuMemUnmap(q, VMM_SIZE), "cuMemUnmap of the restored mapping");
+                Cuda.ok(di.cuMemRelease(imported), "cuMemRelease of the restored import, under its old handle");
+                assertNotEquals(CuResult.CUDA_SUCCESS, di.cuMemRelease(imported), "released once only (its handle id is gone)");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ce.get(p, 4), "the exporter's memory lives on");
+                assertEquals(2, serverB.resumesAccepted());
+            }
+
+            // an image's import must name an export of a session restored with it, not any live export of the tenant
+            EmulatedDevice c = new EmulatedDevice();
+            try (BackendServer serverC = server(c)) {
+                if (isolation.equals("shared")) {
+                    serverC.shareContextsPerTenant();
+                }
+                serverC.restore(imageE, null);
+                assertEquals(1, serverC.shares().count(), "the exporter alone is back with its export");
+                CheckpointRefused foreign = assertThrows(CheckpointRefused.class, () -> serverC.restore(imageI, null));
+                assertTrue(foreign.getMessage().contains("no export of another session restored with it"),
+                        foreign.getMessage());
+                assertEquals(1, serverC.sessions().size(), "the refused importer left nothing");
+            } finally {
+                c.close();
+            }
+        } finally {
+            b.close();
+        }
+    }
+
     @Test
     void aGroupThatLeavesAPartnerOutOrHoldsWhatItDoesNotCarryIsRefusedAndRunsOn() throws Exception {
         EmulatedDevice a = new EmulatedDevice();
@@ -312,9 +455,11 @@ class IpcGroupCheckpointTest extends CheckpointTestSupport {
                 Cuda.ok(di.cuMemExportToShareableHandle(fabric, memh.get(JAVA_LONG, 0), 8, 0), "cuMemExportToShareableHandle");
                 Cuda.ok(de.cuMemImportFromShareableHandle(ce.cell(), ce.cell(64).copyFrom(fabric), 8),
                         "cuMemImportFromShareableHandle");
+                Cuda.ok(di.cuMemRelease(memh.get(JAVA_LONG, 0)), "cuMemRelease (the exporter's: the import outlives it)");
                 CheckpointRefused vmm = assertThrows(CheckpointRefused.class, () -> server.checkpointGroup(List.of(e, i),
                         List.of(dir.resolve("e.ckpt"), dir.resolve("i.ckpt")), true, null));
-                assertTrue(vmm.getMessage().contains("shareable VMM handle opened by session(s) " + e), vmm.getMessage());
+                assertTrue(vmm.getMessage().contains("session " + e + "'s imported shareable VMM allocation whose exporter"
+                        + " freed it"), vmm.getMessage());
                 assertFalse(Files.exists(dir.resolve("e.ckpt")) || Files.exists(dir.resolve("i.ckpt")));
 
                 ce.put(p, new byte[] {5}); // both run on

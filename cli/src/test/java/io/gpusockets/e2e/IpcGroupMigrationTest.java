@@ -31,7 +31,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * follows I's recording, and the old token still opens the memory; nothing of them is left at A. From the command line
  * ({@code gpusockets migrate E I --to URI}) the same, between backend processes; a target that can restore only one
  * of them keeps neither; the sessions run on at the source. A backend's drain ({@link BackendServer#drainTo}) moves such
- * sessions as one group.
+ * sessions as one group. A shareable VMM handle one imported from the other migrates with them (isolation context).
  */
 @Timeout(value = 240, unit = TimeUnit.SECONDS)
 class IpcGroupMigrationTest extends CheckpointTestSupport {
@@ -97,6 +97,54 @@ class IpcGroupMigrationTest extends CheckpointTestSupport {
                 assertEquals(0, serverA.shares().count(), "nothing of the group is shared at A any more");
                 Cuda.ok(dx.cuCtxSynchronize(), "the session left out runs on at A");
                 assertFalse(serverB.sessions().stream().anyMatch(s -> s.id() == x));
+            }
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    /**
+     * A shareable VMM handle goes with a group migration too (isolation context): E's shareable allocation, mapped and
+     * written, exported as a POSIX descriptor and imported and mapped by I, migrates with them; at B I reads E's data
+     * through its old address, writes cross both ways, the old descriptor imports it again, and the importer's memory is
+     * not carried twice.
+     */
+    @Test
+    void sessionsSharingAShareableVmmHandleMigrateTogether() throws Exception {
+        EmulatedDevice a = new EmulatedDevice(), b = new EmulatedDevice();
+        try (BackendServer serverA = server(a); BackendServer serverB = server(b)) {
+            String unixA = serverA.listen(TransportUri.parse("unix://" + dir.resolve("va.sock"))).toString();
+            String unixB = serverB.listen(TransportUri.parse("unix://" + dir.resolve("vb.sock"))).toString();
+            serverB.acceptMigrations(true);
+            try (RemoteCudaDriver de = RemoteCudaDriver.connect(unixA); RemoteCudaDriver di = RemoteCudaDriver.connect(unixA)) {
+                Cuda[] cs = current(de, di);
+                Cuda ce = cs[0], ci = cs[1];
+                long memh = IpcGroupCheckpointTest.createShareable(de, ce);
+                long p = IpcGroupCheckpointTest.mapReadWrite(de, ce, memh);
+                ce.put(p, new byte[] {1, 2, 3});
+                MemorySegment fdCell = ce.cell();
+                Cuda.ok(de.cuMemExportToShareableHandle(fdCell, memh, IpcGroupCheckpointTest.POSIX_FD, 0),
+                        "cuMemExportToShareableHandle(POSIX fd)");
+                int fd = fdCell.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+                long q = IpcGroupCheckpointTest.mapReadWrite(di, ci, IpcGroupCheckpointTest.importFd(di, ci, fd));
+                ci.put(q + 3, new byte[] {9});
+                long e = de.sessionId(), i = di.sessionId();
+
+                List<Migration.Result> r = serverA.migrateGroup(List.of(i, e), unixB, null, null);
+                assertTrue(r.get(1).bytes() >= IpcGroupCheckpointTest.VMM_SIZE, "the exporter's carry the memory: " + r.get(1));
+                assertTrue(r.get(0).bytes() < IpcGroupCheckpointTest.VMM_SIZE, "the importer's do not: " + r.get(0));
+                assertEquals(2, serverB.sessions().size());
+                assertEquals(1, serverB.shares().count(), "the export is a share again at B");
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q, 4), "the importer reads through its old address");
+                ce.put(p + 10, new byte[] {7});
+                assertArrayEquals(new byte[] {7}, ci.get(q + 10, 1), "the exporter's write reaches the importer");
+                ci.put(q + 11, new byte[] {8});
+                assertArrayEquals(new byte[] {7, 8}, ce.get(p + 10, 2), "and the importer's the exporter");
+                long again = IpcGroupCheckpointTest.importFd(di, ci, fd);
+                long q2 = IpcGroupCheckpointTest.mapReadWrite(di, ci, again);
+                assertArrayEquals(new byte[] {1, 2, 3, 9}, ci.get(q2, 4), "the old token imports it at B");
+                assertEquals(unixB, di.backendUri(), "the importer's frontend followed its session to B");
             }
         } finally {
             a.close();

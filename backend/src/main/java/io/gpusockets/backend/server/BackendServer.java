@@ -2267,11 +2267,13 @@ public final class BackendServer implements AutoCloseable {
      */
     private void reshare(List<Session> made) throws io.gpusockets.backend.session.CheckpointRefused {
         try {
+            java.util.Set<Long> ids = new java.util.HashSet<>();
             for (Session s : made) {
                 io.gpusockets.backend.session.GroupCheckpoint.reExport(s, shares);
+                ids.add(s.id());
             }
             for (Session s : made) {
-                io.gpusockets.backend.session.GroupCheckpoint.reOpen(s);
+                io.gpusockets.backend.session.GroupCheckpoint.reOpen(s, ids);
             }
         } catch (io.gpusockets.backend.session.CheckpointRefused | RuntimeException e) {
             unmake(made, "restore refused");

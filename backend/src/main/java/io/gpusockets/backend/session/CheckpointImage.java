@@ -20,8 +20,8 @@ import java.util.zip.CRC32C;
  * big-endian ({@link DataOutputStream}), strings as modified UTF-8 with a u16 length.
  *
  * <pre>
- * magic "GPUSCKPT", u32 version (4 for a session that shares memory with others of its group, else 3; versions 1
- *          and 2 are read too)
+ * magic "GPUSCKPT", u32 version (5 for a session of a group that imported another's shareable VMM handle, 4 for
+ *          one that shares otherwise with others of its group, else 3; versions 1 and 2 are read too)
  * u64 session id, utf tenant
  * u32 n, n x (i32 device, u64 window base)            the address windows
  * u64 next handle id
@@ -36,11 +36,17 @@ import java.util.zip.CRC32C;
  *          u64 target, utf key ("" for none)
  * u32 n, n x (i32 device, utf name, i32 compute capability as major * 10 + minor, -1 unknown)   the devices' models,
  *          which a restore checks the module images against ({@link RestoreModels}); not in versions 1 and 2
- * version 4 only, the IPC memory shared within a group checkpointed together ({@link Shares}):
- *          u32 n, n x export (u8 kind (1 memory, 2 event), i64 token id, 16 bytes token secret, u64 object (memory:
- *                   the allocation's address; event: its handle id), u64 size (event: 0))
+ * versions 4 and 5, the IPC memory shared within a group checkpointed together ({@link Shares}):
+ *          u32 n, n x export (u8 kind (1 memory, 2 event, 3 VMM), i64 token id, 16 bytes token secret, u64 object
+ *                   (memory: the allocation's address; event: its handle id; VMM: the allocation's handle id), u64 size
+ *                   (event: 0))
  *          u32 n, n x opened memory (64 bytes token, u64 base, u64 size, u64 reservation, u64 span, i32 device)
  *          u32 n, n x opened event (64 bytes token, u64 event handle id, u64 context id)
+ * version 5 only, the shareable VMM handles imported from another session of the group ({@link Imported}):
+ *          u32 n, n x imported (64 bytes token, u64 handle id (0: the program released it), i32 references, u64 size,
+ *                   u32 n, n x mapping (u64 base, u64 size, u64 offset))
+ *          u32 n, n x access setting over them (u64 base, u64 size, u64 context id, i32 device, u32 length, bytes
+ *                   CUmemAccessDesc list)
  * u32 n, n x range:  u8 kind (0 device memory, 1 CUDA array, 2 a mipmapped array's level), u64 base (memory: the
  *          address; an array or mipmapped array: its handle id), u32 level (kind 2; else 0), u64 size, then chunks of
  *          at most {@link #CHUNK_BYTES} until size is covered: u32 length, bytes, u32 CRC32C of the bytes
@@ -65,11 +71,16 @@ import java.util.zip.CRC32C;
 final class CheckpointImage {
     static final byte[] MAGIC = "GPUSCKPT".getBytes(StandardCharsets.US_ASCII);
     static final byte[] END = "GPUSEND!".getBytes(StandardCharsets.US_ASCII);
-    static final int VERSION = 4;
+    static final int VERSION = 5;
     /** The first version that records the devices' models. */
     static final int DEVICES_VERSION = 3;
     /** The first version that records shares ({@link Shares}); an image without shares is written as version 3. */
     static final int SHARES_VERSION = 4;
+    /**
+     * The first version that records imported shareable VMM handles ({@link Shares#imported}); an image without them is
+     * written as version 4 or 3.
+     */
+    static final int IMPORTS_VERSION = 5;
     /** The oldest version a restore reads. */
     static final int OLDEST_VERSION = 1;
     /** The chunk size contents are copied and hashed in. */
@@ -77,6 +88,8 @@ final class CheckpointImage {
     /** Bounds a reader applies to what it allocates for one item (an image is not trusted more than a peer). */
     private static final int MAX_ITEMS = 1 << 24;
     private static final int MAX_BYTES = 1 << 30;
+    /** The most bytes of one access setting's descriptors ({@link PoolCalls#MAX_ACCESS_DESCS} of 12 bytes). */
+    private static final int MAX_ACCESS_DESC_BYTES = (int) PoolCalls.MAX_ACCESS_DESCS * 12;
 
     /** A resumable session's state: what {@link Session.Resume} and {@link ResumeLog} hold. */
     record ResumeState(byte[] token, String identity, long graceSeconds, int features, Map<Integer, long[]> received,
@@ -110,12 +123,39 @@ final class CheckpointImage {
      * that is restored as a share again, under the same token, once its allocation is back ({@code exports}), and the
      * exporters' memory it had opened, re-mapped at the same address on restore ({@code opened}).
      */
-    record Shares(List<Export> exports, List<Opened> opened, List<OpenedEvent> openedEvents) {
-        static final Shares NONE = new Shares(List.of(), List.of(), List.of());
+    record Shares(List<Export> exports, List<Opened> opened, List<OpenedEvent> openedEvents, List<Imported> imported,
+                  List<ImportedAccess> importedAccesses) {
+        static final Shares NONE = new Shares(List.of(), List.of(), List.of(), List.of(), List.of());
+
+        Shares(List<Export> exports, List<Opened> opened, List<OpenedEvent> openedEvents) {
+            this(exports, opened, openedEvents, List.of(), List.of());
+        }
 
         boolean isEmpty() {
-            return exports.isEmpty() && opened.isEmpty() && openedEvents.isEmpty();
+            return exports.isEmpty() && opened.isEmpty() && openedEvents.isEmpty() && imported.isEmpty()
+                    && importedAccesses.isEmpty();
         }
+    }
+
+    /**
+     * A shareable VMM handle imported from another session of the group ({@code token}, the exporter's export of
+     * {@code size} bytes, whose contents are in the exporter's image), under handle id {@code handle} (0: the program
+     * released it and only maps it), with {@code references} of the session's references, and its mappings in the
+     * session's reservations: imported again and mapped at the same addresses on restore.
+     */
+    record Imported(byte[] token, long handle, int references, long size, List<ImportedMapping> mappings) {
+    }
+
+    /** One mapping of an {@link Imported} handle: [offset, offset+size) of it at [base, base+size). */
+    record ImportedMapping(long base, long size, long offset) {
+    }
+
+    /**
+     * A cuMemSetAccess in force over mappings of which one at least is of an {@link Imported} handle: made again, in
+     * order, once they are mapped again; {@code context}: its id, of {@code device}; {@code desc}: the CUmemAccessDesc
+     * list.
+     */
+    record ImportedAccess(long base, long size, long context, int device, byte[] desc) {
     }
 
     /**
@@ -177,8 +217,10 @@ final class CheckpointImage {
 
     static void writeHeader(DataOutputStream out, Header h, List<Range> ranges) throws IOException {
         boolean shares = !h.shares().isEmpty();
+        boolean imports = shares && !(h.shares().imported().isEmpty() && h.shares().importedAccesses().isEmpty());
         out.write(MAGIC);
-        out.writeInt(shares ? SHARES_VERSION : DEVICES_VERSION); // older backends read an image without shares
+        // older backends read an image without shares, or without imported VMM handles
+        out.writeInt(imports ? IMPORTS_VERSION : shares ? SHARES_VERSION : DEVICES_VERSION);
         out.writeLong(h.sessionId());
         out.writeUTF(h.tenant());
         out.writeInt(h.windows().size());
@@ -271,6 +313,30 @@ final class CheckpointImage {
                 out.write(o.token());
                 out.writeLong(o.event());
                 out.writeLong(o.context());
+            }
+        }
+        if (imports) {
+            out.writeInt(h.shares().imported().size());
+            for (Imported m : h.shares().imported()) {
+                out.write(m.token());
+                out.writeLong(m.handle());
+                out.writeInt(m.references());
+                out.writeLong(m.size());
+                out.writeInt(m.mappings().size());
+                for (ImportedMapping g : m.mappings()) {
+                    out.writeLong(g.base());
+                    out.writeLong(g.size());
+                    out.writeLong(g.offset());
+                }
+            }
+            out.writeInt(h.shares().importedAccesses().size());
+            for (ImportedAccess a : h.shares().importedAccesses()) {
+                out.writeLong(a.base());
+                out.writeLong(a.size());
+                out.writeLong(a.context());
+                out.writeInt(a.device());
+                out.writeInt(a.desc().length);
+                out.write(a.desc());
             }
         }
         out.writeInt(ranges.size());
@@ -397,7 +463,7 @@ final class CheckpointImage {
             List<Export> exports = new ArrayList<>();
             for (int i = 0, n = count(in); i < n; i++) {
                 byte kind = in.readByte();
-                if (kind != ShareRegistry.KIND_MEMORY && kind != ShareRegistry.KIND_EVENT) {
+                if (kind != ShareRegistry.KIND_MEMORY && kind != ShareRegistry.KIND_EVENT && kind != ShareRegistry.KIND_VMM) {
                     throw new IOException("checkpoint image: export " + i + " of unknown kind " + kind);
                 }
                 exports.add(new Export(kind, in.readLong(), bytes(in, 16), in.readLong(), in.readLong()));
@@ -411,7 +477,33 @@ final class CheckpointImage {
             for (int i = 0, n = count(in); i < n; i++) {
                 events.add(new OpenedEvent(bytes(in, ShareRegistry.TOKEN_BYTES), in.readLong(), in.readLong()));
             }
-            shares = new Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
+            List<Imported> imported = new ArrayList<>();
+            List<ImportedAccess> accesses = new ArrayList<>();
+            if (version >= IMPORTS_VERSION) {
+                for (int i = 0, n = count(in); i < n; i++) {
+                    byte[] importToken = bytes(in, ShareRegistry.TOKEN_BYTES);
+                    long handle = in.readLong();
+                    int references = in.readInt();
+                    long size = in.readLong();
+                    List<ImportedMapping> mappings = new ArrayList<>();
+                    for (int j = 0, k = count(in); j < k; j++) {
+                        mappings.add(new ImportedMapping(in.readLong(), in.readLong(), in.readLong()));
+                    }
+                    imported.add(new Imported(importToken, handle, references, size, List.copyOf(mappings)));
+                }
+                for (int i = 0, n = count(in); i < n; i++) {
+                    long base = in.readLong(), size = in.readLong(), context = in.readLong();
+                    int device = in.readInt();
+                    int length = in.readInt();
+                    if (length <= 0 || length > MAX_ACCESS_DESC_BYTES) {
+                        throw new IOException("checkpoint image: imported VMM access setting " + i + " of " + length
+                                + " bytes of descriptors");
+                    }
+                    accesses.add(new ImportedAccess(base, size, context, device, bytes(in, length)));
+                }
+            }
+            shares = new Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events), List.copyOf(imported),
+                    List.copyOf(accesses));
         }
         return new Header(sessionId, tenant, windows, nextId,
                 new ResumeState(token, identity, grace, features, received, kept), primary, lanes, records, models, shares,

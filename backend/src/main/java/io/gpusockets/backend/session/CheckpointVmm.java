@@ -36,15 +36,24 @@ import java.util.TreeMap;
  * same bytes, copied through the first such mapping in the context whose access setting made it reachable. A restore
  * checks each reservation and mapping against its address ({@link #replayed}).
  *
+ * <p>An allocation the session imported from another session's shareable handle ({@link SessionShares#carriedVmm},
+ * isolation context and shared) is not its own: neither its import, its mappings, the access settings over them nor
+ * its contents are written here (the exporter's image holds the allocation and its contents); {@link #imported} gives
+ * them for the image's shares instead ({@link CheckpointImage.Imported}), made again by {@link GroupCheckpoint#reOpen}
+ * once the exporter's export is back.
+ *
  * <p>Refused, by name ({@link #refusals}): an allocation whose memory an unmap made unreachable while it lived on
  * and that is not all mapped now (its contents would be lost), extra references on an allocation no longer mapped
  * (a restore makes references through a mapping), a reservation outside the window, and objects made in a context
  * that is gone with no other context of the session on their device.
  */
 final class CheckpointVmm {
-    /** The calls whose effect is saved from the session's state at the checkpoint, not recorded as they happen. */
+    /**
+     * The calls whose effect is saved from the session's state at the checkpoint, not recorded as they happen (an
+     * import of the session's own export is one more reference; of another session's, {@link #imported}).
+     */
     static final Set<String> SAVED_AS_STATE = Set.of("cuMemAddressReserve", "cuMemCreate", "cuMemRetainAllocationHandle",
-            "cuMemMap", "cuMemSetAccess");
+            "cuMemMap", "cuMemSetAccess", "cuMemImportFromShareableHandle");
     /** cuda.h CUmemAccess_flags: none. */
     private static final int ACCESS_NONE = 0;
 
@@ -66,14 +75,29 @@ final class CheckpointVmm {
         Map<Long, Integer> refs = vmm.references();
         List<SessionVmm.Mapping> mappings = vmm.mappings();
         int retainedUnmapped = 0, lost = 0;
-        Map<Long, Long> covered = coveredBytes(vmm, mappings);
+        Map<Long, Long> covered = coveredBytes(vmm, own(s, mappings));
         for (Map.Entry<Long, Long> e : vmm.sizes().entrySet()) {
             long handle = e.getKey();
             if (refs.getOrDefault(handle, 0) > 1 && mappings.stream().noneMatch(m -> m.handle() == handle)) {
                 retainedUnmapped++;
             }
-            if (vmm.unmappedWhileAccessible(handle) && covered.getOrDefault(handle, 0L) < e.getValue()) {
+            if (!s.sharing().imported(handle) && vmm.unmappedWhileAccessible(handle)
+                    && covered.getOrDefault(handle, 0L) < e.getValue()) {
                 lost++;
+            }
+        }
+        List<SessionVmm.Access> accesses = vmm.accesses();
+        for (int i = 0; i < accesses.size(); i++) {
+            SessionVmm.Access a = accesses.get(i);
+            if (!overImported(s, a, mappings)) {
+                continue;
+            }
+            for (SessionVmm.Access later : accesses.subList(i + 1, accesses.size())) {
+                if (!overImported(s, later, mappings) && later.base() < a.end() && a.base() < later.end()) {
+                    out.add("a VMM access setting over the session's own mappings made after one over an imported"
+                            + " shareable allocation's mapping that it overlaps (a restore sets the latter last)");
+                    break;
+                }
             }
         }
         if (retainedUnmapped > 0) {
@@ -112,6 +136,9 @@ final class CheckpointVmm {
         long fresh = nextId;
         for (Map.Entry<Long, Long> e : new TreeMap<>(vmm.sizes()).entrySet()) {
             long handle = e.getKey();
+            if (s.sharing().imported(handle)) {
+                continue; // another session's allocation: imported again (imported, GroupCheckpoint#reOpen)
+            }
             SessionVmm.Made m = vmm.madeOf(handle);
             if (m == null) {
                 throw new IllegalStateException("a VMM allocation whose making was not kept");
@@ -124,12 +151,16 @@ final class CheckpointVmm {
             made.add(record("cuMemCreate", CheckpointRecorder.Kind.MAKE, ctx, m.prop(), new long[] {id}, e.getValue(),
                     m.prop().length, m.flags()));
         }
-        List<SessionVmm.Mapping> mappings = vmm.mappings();
+        List<SessionVmm.Mapping> all = vmm.mappings();
+        List<SessionVmm.Mapping> mappings = own(s, all);
         for (SessionVmm.Mapping m : mappings) {
             made.add(record("cuMemMap", CheckpointRecorder.Kind.SET, contextOf.getOrDefault(m.handle(), 0L), new byte[0],
                     new long[0], m.base(), m.size(), m.offset(), ids.getOrDefault(m.handle(), 0L), 0));
         }
         for (SessionVmm.Access a : vmm.accesses()) {
+            if (overImported(s, a, all)) {
+                continue; // made again after the imported mappings it lies over (imported)
+            }
             made.add(record("cuMemSetAccess", CheckpointRecorder.Kind.SET, contexts.on(a.context(), a.device(), "access setting"),
                     a.desc(), new long[0], a.base(), a.size(), a.desc().length, a.desc().length / 12));
         }
@@ -161,6 +192,63 @@ final class CheckpointVmm {
         out.addAll(made);
         out.addAll(recorded.subList(after + 1, recorded.size()));
         return out;
+    }
+
+    /** {@code mappings} without those of allocations the session imported from another session. */
+    private static List<SessionVmm.Mapping> own(Session s, List<SessionVmm.Mapping> mappings) {
+        return mappings.stream().filter(m -> !s.sharing().imported(m.handle())).toList();
+    }
+
+    /** Whether access setting {@code a} lies over a mapping of an allocation the session imported. */
+    private static boolean overImported(Session s, SessionVmm.Access a, List<SessionVmm.Mapping> mappings) {
+        for (SessionVmm.Mapping m : mappings) {
+            if (m.base() < a.end() && a.base() < m.end() && s.sharing().imported(m.handle())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * The allocations drained session {@code s} imported from other sessions' shareable handles, with the token each was
+     * imported with, its handle id (0: released, only mapped), references, size and mappings, and the access settings
+     * over their mappings in order, their contexts live ones: for the image's shares ({@link GroupCheckpoint}). Throws
+     * IllegalStateException, naming it, when a setting's context is gone and no other is on its device.
+     */
+    static CheckpointImage.Shares imported(Session s) {
+        SessionVmm vmm = s.vmm();
+        Map<Long, byte[]> tokens = s.sharing().carriedVmm();
+        if (tokens.isEmpty()) {
+            return CheckpointImage.Shares.NONE;
+        }
+        Map<Long, Integer> refs = vmm.references();
+        List<SessionVmm.Mapping> mappings = vmm.mappings();
+        List<CheckpointImage.Imported> imported = new ArrayList<>();
+        for (Map.Entry<Long, byte[]> t : tokens.entrySet()) {
+            long real = t.getKey();
+            long size = vmm.sizeOf(real);
+            if (size < 0) {
+                continue; // gone meanwhile
+            }
+            int n = refs.getOrDefault(real, 0);
+            long id = n > 0 ? s.handles().idOf(ParamType.MEMH, real) : 0;
+            List<CheckpointImage.ImportedMapping> maps = new ArrayList<>();
+            for (SessionVmm.Mapping m : mappings) {
+                if (m.handle() == real) {
+                    maps.add(new CheckpointImage.ImportedMapping(m.base(), m.size(), m.offset()));
+                }
+            }
+            imported.add(new CheckpointImage.Imported(t.getValue(), id, n, size, List.copyOf(maps)));
+        }
+        Contexts contexts = new Contexts(s);
+        List<CheckpointImage.ImportedAccess> accesses = new ArrayList<>();
+        for (SessionVmm.Access a : vmm.accesses()) {
+            if (overImported(s, a, mappings)) {
+                accesses.add(new CheckpointImage.ImportedAccess(a.base(), a.size(),
+                        contexts.on(a.context(), a.device(), "access setting"), a.device(), a.desc()));
+            }
+        }
+        return new CheckpointImage.Shares(List.of(), List.of(), List.of(), List.copyOf(imported), List.copyOf(accesses));
     }
 
     /** A record of {@code name} with its inputs in order (bytes inputs: their length), generically encoded. */
@@ -236,10 +324,12 @@ final class CheckpointVmm {
 
     /**
      * The contents to save: each allocation's bytes that an accessible mapping shows, once, as pieces at the first
-     * mapping showing them, in the context (id) whose access setting made it reachable.
+     * mapping showing them, in the context (id) whose access setting made it reachable; not those of an allocation the
+     * session imported from another session (its exporter's image holds them).
      */
-    static List<Piece> contents(SessionVmm vmm) {
-        return shown(vmm, vmm.mappings()).stream().map(p -> new Piece(p.address(), p.size(), p.access().context())).toList();
+    static List<Piece> contents(Session s) {
+        SessionVmm vmm = s.vmm();
+        return shown(vmm, own(s, vmm.mappings())).stream().map(p -> new Piece(p.address(), p.size(), p.access().context())).toList();
     }
 
     /** Bytes of allocation {@code handle} an accessible mapping shows at {@code address}, reachable through {@code access}. */

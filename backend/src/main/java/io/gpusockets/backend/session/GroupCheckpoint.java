@@ -24,18 +24,27 @@ import java.util.TreeSet;
  * and the event are in its own image, as every allocation and event), and what it opened (the token, and the memory's
  * address and the reservation that maps it, or the opened event's handle id and context). Only then are they let go
  * or, with stop, frozen together. A group that holds what is not carried is refused before anything is drained (and
- * checked again once drained), naming it: shareable VMM handles another session imported, the driver's IPC memory
- * mappings (isolation process, sessions without address-stable memory), a mapping whose exporter freed the allocation,
- * an opened event re-exported. In isolation process an IPC event is the driver's: its export carries the token and
- * the exporter's event, its open the token and the opener's event, as in context mode, so the images are alike in
- * every mode.
+ * checked again once drained), naming it: in isolation process shareable VMM handles another session imported, the
+ * driver's IPC memory mappings (isolation process, sessions without address-stable memory), a mapping or an imported
+ * VMM allocation whose exporter freed the allocation, an opened event re-exported. In isolation process an IPC event
+ * is the driver's: its export carries the token and the exporter's event, its open the token and the opener's event,
+ * as in context mode, so the images are alike in every mode.
+ *
+ * <p>Shareable VMM handles (isolation context and shared): the exporter's allocation is in its image as its own
+ * ({@link CheckpointVmm}) and its export is a share of kind VMM (the token's id and secret, the allocation's handle id
+ * and size); the importer's image holds, for each handle it imported, the token, its handle id, references, size and
+ * mappings, and the access settings over them ({@link CheckpointVmm#imported}, {@link CheckpointImage.Imported}), not the
+ * memory, which {@link CheckpointVmm} leaves out of its records and contents. A restore exports the replayed allocation
+ * again under the old token ({@link #reExport}), then {@link #reOpen} imports it again in the importer, only from the
+ * export of a session restored with it, under its old handle id, maps it at its old addresses and sets its access.
  *
  * <p>A restore brings the shares back in two steps once the sessions are restored and before any may resume:
  * {@link #reExport} registers each restored exporter's memory and events again under their old tokens (the same id
  * and secret, so that the tokens the programs hold stay valid; an event joins a new {@link IpcEventShare} as its first
  * member), then {@link #reOpen} looks each opened token up as an open would and maps the exporter's physical
  * allocations at the opener's old address, and makes each opened event again under its old handle id, joined to the
- * exporter's share, or in isolation process opened through the driver from the exporter's new IPC handle (its record,
+ * exporter's share, or in isolation process opened through the driver from the exporter's new IPC handle, and imports
+ * each imported VMM handle again (isolation context and shared) (its record,
  * a cuIpcOpenEventHandle, is not replayed: {@link SessionRestore}). Refused, the restore
  * undone, when the driver gives another address or the exporter's image was not restored in this backend. An event's
  * recordings are not carried: the sessions were drained, so every event was complete, as a new one is.
@@ -155,9 +164,9 @@ public final class GroupCheckpoint {
     private static void refuseNotCarried(List<Session> group, ShareRegistry registry, Set<Long> ids)
             throws CheckpointRefused {
         List<String> notCarried = new ArrayList<>();
-        Set<Long> exported = exportsCarried(ids, registry, notCarried);
+        Set<Long> exported = exportsCarried(ids, registry, notCarried, true);
         for (Session s : group) {
-            openedNotCarried(s, registry.carried(s.id(), new ArrayList<>()), exported, notCarried);
+            openedNotCarried(s, registry.carried(s.id(), new ArrayList<>(), true), exported, notCarried, true);
         }
         refuse(ids, notCarried);
     }
@@ -167,9 +176,14 @@ public final class GroupCheckpoint {
      * sessions exported that it does not carry is added to {@code notCarried}, naming it.
      */
     public static Set<Long> exportsCarried(Set<Long> ids, ShareRegistry registry, List<String> notCarried) {
+        return exportsCarried(ids, registry, notCarried, false);
+    }
+
+    /** As {@link #exportsCarried(Set, ShareRegistry, List)}; {@code vmm}: shareable VMM handles are carried too. */
+    private static Set<Long> exportsCarried(Set<Long> ids, ShareRegistry registry, List<String> notCarried, boolean vmm) {
         Set<Long> exported = new java.util.HashSet<>();
         for (long id : ids) {
-            for (ShareRegistry.Carried c : registry.carried(id, notCarried)) {
+            for (ShareRegistry.Carried c : registry.carried(id, notCarried, vmm)) {
                 exported.add(c.id());
             }
         }
@@ -180,11 +194,28 @@ public final class GroupCheckpoint {
      * What drained session {@code s} holds that its group's checkpoint does not carry, added to {@code notCarried}
      * naming it: what it opened that is not carried ({@link SessionShares#carried}), an opened range or event whose
      * export is not among the group's carried tokens ({@code exported}: its exporter freed or destroyed it), an event
-     * it opened and exported again. {@code exports}: what it exported that the group carries.
+     * it opened and exported again. {@code exports}: what it exported that the group carries. With {@code vmm} (sessions
+     * served in this process: isolation context and shared) its imported shareable VMM handles are carried, refused
+     * when their export is not among {@code exported} (the exporter freed the allocation), and an exported one another
+     * session imported when the session released its handle (its image names the allocation by its handle id).
      */
     static void openedNotCarried(Session s, List<ShareRegistry.Carried> exports, Set<Long> exported,
-                                 List<String> notCarried) {
-        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+                                 List<String> notCarried, boolean vmm) {
+        if (vmm) {
+            for (byte[] token : s.sharing().carriedVmm().values()) {
+                if (!exported.contains(ShareRegistry.idOf(token))) {
+                    notCarried.add("session " + s.id() + "'s imported shareable VMM allocation whose exporter freed it");
+                }
+            }
+            for (ShareRegistry.Carried c : exports) {
+                if (c.kind() == ShareRegistry.KIND_VMM && !c.openers().isEmpty()
+                        && s.handles().idOf(io.gpusockets.protocol.api.ParamType.MEMH, c.address()) == 0) {
+                    notCarried.add("session " + s.id() + "'s shareable VMM allocation imported by session(s) "
+                            + join(c.openers()) + " that it released (it only maps it)");
+                }
+            }
+        }
+        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried, vmm).entrySet()) {
             if (!exported.contains(ShareRegistry.idOf(e.getValue().mapped().token()))) {
                 notCarried.add(String.format("session %d's opened IPC memory at 0x%x, whose exporter freed the"
                         + " allocation (the mapping outlived it)", s.id(), e.getKey()));
@@ -207,7 +238,8 @@ public final class GroupCheckpoint {
     private static void refuse(Set<Long> ids, List<String> notCarried) throws CheckpointRefused {
         if (!notCarried.isEmpty()) {
             throw new CheckpointRefused("session(s) " + join(ids) + " cannot be checkpointed together: a group checkpoint"
-                    + " carries IPC events, and the IPC memory of address windows of isolation context or shared, not "
+                    + " carries IPC events, and the IPC memory of address windows and shareable VMM handles of isolation context or"
+                    + " shared, not "
                     + String.join("; ", notCarried) + " (the sessions keep running)");
         }
     }
@@ -242,11 +274,11 @@ public final class GroupCheckpoint {
                                                long drainNanos, List<ShareRegistry.Carried> exports, Set<Long> exported)
             throws CheckpointRefused, IOException {
         List<String> notCarried = new ArrayList<>();
-        openedNotCarried(s, exports, exported, notCarried);
+        openedNotCarried(s, exports, exported, notCarried, false);
         refuse(Set.of(s.id()), notCarried);
         boolean ok = false;
         try {
-            CheckpointResult r = s.writeImage(file, progress, drainNanos, shares(s, exports));
+            CheckpointResult r = s.writeImage(file, progress, drainNanos, shares(s, exports, false));
             ok = true;
             return r;
         } finally {
@@ -303,15 +335,19 @@ public final class GroupCheckpoint {
     /** What drained session {@code s} shares, for its image (a group checkpoint's, or a group migration's). */
     static CheckpointImage.Shares shares(Session s, ShareRegistry registry) throws IOException {
         List<String> notCarried = new ArrayList<>();
-        List<ShareRegistry.Carried> carried = registry.carried(s.id(), notCarried);
+        List<ShareRegistry.Carried> carried = registry.carried(s.id(), notCarried, true);
         if (!notCarried.isEmpty()) { // something new since the check: the session was drained in between
             throw new IOException("session " + s.id() + ": " + String.join("; ", notCarried) + " cannot be carried");
         }
-        return shares(s, carried);
+        return shares(s, carried, true);
     }
 
-    /** What drained session {@code s} shares, for its image, {@code carried} being what it exported that is carried. */
-    private static CheckpointImage.Shares shares(Session s, List<ShareRegistry.Carried> carried) throws IOException {
+    /**
+     * What drained session {@code s} shares, for its image, {@code carried} being what it exported that is carried;
+     * {@code vmm}: its shareable VMM handles, exported and imported, are carried (isolation context and shared).
+     */
+    private static CheckpointImage.Shares shares(Session s, List<ShareRegistry.Carried> carried, boolean vmm)
+            throws IOException {
         List<String> notCarried = new ArrayList<>();
         List<CheckpointImage.Export> exports = new ArrayList<>();
         for (ShareRegistry.Carried c : carried) {
@@ -320,6 +356,19 @@ public final class GroupCheckpoint {
                 object = s.handles().idOf(io.gpusockets.protocol.api.ParamType.EVENT, c.address());
                 if (object == 0) {
                     throw new IOException("session " + s.id() + ": its exported IPC event has no handle");
+                }
+            } else if (c.kind() == ShareRegistry.KIND_VMM) {
+                if (!vmm) {
+                    throw new IOException("session " + s.id() + ": its shareable VMM handle cannot be carried here");
+                }
+                object = s.vmm().holds(c.address()) ? s.handles().idOf(io.gpusockets.protocol.api.ParamType.MEMH,
+                        c.address()) : 0;
+                if (object == 0) {
+                    if (!c.openers().isEmpty()) {
+                        throw new IOException("session " + s.id() + ": its shareable VMM allocation imported by session(s) "
+                                + join(c.openers()) + " has no handle (released)");
+                    }
+                    continue; // released and nobody imported it: not carried, as for a session alone
                 }
             }
             exports.add(new CheckpointImage.Export(c.kind(), c.id(), c.secret(), object, c.size()));
@@ -333,7 +382,7 @@ public final class GroupCheckpoint {
             events.add(new CheckpointImage.OpenedEvent(e.getValue(), h.id(), h.context()));
         }
         List<CheckpointImage.Opened> opened = new ArrayList<>();
-        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried).entrySet()) {
+        for (Map.Entry<Long, SessionShares.Opened> e : s.sharing().carried(s.id(), notCarried, vmm).entrySet()) {
             SessionShares.Mapped m = e.getValue().mapped();
             opened.add(new CheckpointImage.Opened(m.token(), e.getKey(), e.getValue().size(), m.reservation(), m.span(),
                     m.device()));
@@ -341,7 +390,14 @@ public final class GroupCheckpoint {
         if (!notCarried.isEmpty()) { // something new since the check: the session was drained in between
             throw new IOException("session " + s.id() + ": " + String.join("; ", notCarried) + " cannot be carried");
         }
-        return new CheckpointImage.Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events));
+        CheckpointImage.Shares imported;
+        try {
+            imported = vmm ? CheckpointVmm.imported(s) : CheckpointImage.Shares.NONE;
+        } catch (IllegalStateException e) {
+            throw new IOException("session " + s.id() + ": " + e.getMessage());
+        }
+        return new CheckpointImage.Shares(List.copyOf(exports), List.copyOf(opened), List.copyOf(events),
+                imported.imported(), imported.importedAccesses());
     }
 
     /**
@@ -354,6 +410,10 @@ public final class GroupCheckpoint {
                 reExportEvent(s, registry, e);
                 continue;
             }
+            if (e.kind() == ShareRegistry.KIND_VMM) {
+                reExportVmm(s, registry, e);
+                continue;
+            }
             try {
                 ShareRegistry.Window w = IpcCalls.windowOf(s, e.address(), e.size());
                 registry.restore(s.id(), s.tenant().name(), e.tokenId(), e.secret(), e.size(), w, e.address());
@@ -363,6 +423,43 @@ public final class GroupCheckpoint {
                         + " (%d bytes) cannot be made again: %s", s.id(), e.address(), e.size(), x.getMessage()));
             }
         }
+    }
+
+    /**
+     * {@link #reExport} of a shareable VMM handle: the replayed allocation (its handle id in the image) exported again
+     * through the driver as a POSIX descriptor, registered under the old token. Refused unless the session holds that
+     * allocation, of that size, made with a shareable type requested (as cuMemExportToShareableHandle requires).
+     */
+    private static void reExportVmm(Session s, ShareRegistry registry, CheckpointImage.Export e) throws CheckpointRefused {
+        String what = "restore of session " + s.id() + " refused: its shareable VMM handle export (handle " + e.address()
+                + ") cannot be made again: ";
+        SessionHandles.Entry h = s.handles().get(e.address(), io.gpusockets.protocol.api.ParamType.MEMH);
+        SessionVmm.Made made = h == null ? null : s.vmm().madeOf(h.real());
+        if (made == null || s.vmm().sizeOf(h.real()) != e.size()) {
+            throw new CheckpointRefused(what + "the session made no allocation of that handle and size");
+        }
+        int types = java.nio.ByteBuffer.wrap(made.prop()).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                .getInt((int) io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPES);
+        if ((types & VmmCalls.SHAREABLE_TYPES) == 0) {
+            throw new CheckpointRefused(what + "the allocation was not made with a shareable handle type requested");
+        }
+        int fd;
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment out = arena.allocate(8);
+            int r = s.host().driver().cuMemExportToShareableHandle(out, h.real(),
+                    io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                throw new CheckpointRefused(what + "cuMemExportToShareableHandle failed: "
+                        + io.gpusockets.protocol.api.CuResult.name(r));
+            }
+            fd = out.get(java.lang.foreign.ValueLayout.JAVA_INT, 0);
+        }
+        try {
+            registry.restoreVmm(s.id(), s.tenant().name(), e.tokenId(), e.secret(), e.size(), fd, h.real());
+        } catch (ShareRegistry.Refused x) {
+            throw new CheckpointRefused(what + x.getMessage());
+        }
+        s.sharing().exported(ShareRegistry.KIND_VMM, h.real());
     }
 
     /** {@link #reExport} of an IPC event: the replayed event joins a new share, registered under the old token. */
@@ -463,6 +560,15 @@ public final class GroupCheckpoint {
      * there or the mapping cannot be made at that address.
      */
     public static void reOpen(Session s) throws CheckpointRefused {
+        reOpen(s, null);
+    }
+
+    /**
+     * {@link #reOpen(Session)} of a session restored in this process with the sessions {@code group} (isolation context
+     * and shared), which also imports again the shareable VMM handles it had imported ({@link #reImport}), each from
+     * the export of one of {@code group}; null: a worker of isolation process, which refuses them.
+     */
+    public static void reOpen(Session s, Set<Long> group) throws CheckpointRefused {
         for (CheckpointImage.Opened o : s.restoredShares().opened()) {
             String what = String.format("restore of session %d refused: its opened IPC memory at 0x%x (%d bytes) cannot be"
                     + " mapped again: ", s.id(), o.base(), o.size());
@@ -502,7 +608,173 @@ public final class GroupCheckpoint {
             }
         }
         reOpenEvents(s);
+        reImport(s, group);
         s.restoredShares(CheckpointImage.Shares.NONE);
+    }
+
+    /**
+     * A restored session's imported shareable VMM handles ({@link CheckpointImage.Imported}) made again: each token
+     * looked up as an import would (the same tenant), and it must name the export of a session of {@code group} (an
+     * image naming another session's memory is refused), of the size the image says; the driver imports the allocation
+     * from the registry's descriptor, under its old handle id, then maps it at each old address (inside a reservation
+     * of the session, over no mapping), retains or releases it to the references it had, and the access settings over
+     * its mappings are made again in order. Not charged (the exporter's allocation is). Refused, naming it, when any
+     * cannot be; what was made stays with the session, whose end (the restore undone) frees it.
+     */
+    private static void reImport(Session s, Set<Long> group) throws CheckpointRefused {
+        CheckpointImage.Shares shares = s.restoredShares();
+        if (shares.imported().isEmpty() && shares.importedAccesses().isEmpty()) {
+            return;
+        }
+        String refused = "restore of session " + s.id() + " refused: ";
+        if (group == null) {
+            throw new CheckpointRefused(refused + "its imported shareable VMM handles are not carried in isolation process");
+        }
+        io.gpusockets.protocol.api.CudaDriver real = s.host().driver();
+        SessionVmm vmm = s.vmm();
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            for (CheckpointImage.Imported m : shares.imported()) {
+                String what = refused + "its imported shareable VMM handle (" + m.size() + " bytes, handle " + m.handle()
+                        + ") cannot be made again: ";
+                if (m.size() <= 0 || m.references() < 0 || m.references() == 0 && (m.handle() != 0 || m.mappings().isEmpty())
+                        || m.references() > 0 && m.handle() == 0
+                        || m.references() > 1 && m.mappings().isEmpty() || m.mappings().size() > 1 << 16) {
+                    throw new CheckpointRefused(what + "the image's references, handle and mappings do not agree");
+                }
+                ShareRegistry.Found f;
+                try {
+                    f = s.shares().lookup(ShareRegistry.KIND_VMM, m.token());
+                } catch (ShareRegistry.Refused x) {
+                    throw new CheckpointRefused(what + x.getMessage() + " (restore the images of the sessions it shares"
+                            + " with together: gpusockets restore FILE...)");
+                }
+                long handle;
+                try {
+                    if (!group.contains(f.exporter()) || f.exporter() == s.id() || f.size() != m.size()) {
+                        throw new CheckpointRefused(what + (f.size() != m.size() ? "the export has " + f.size() + " bytes"
+                                : "the token is no export of another session restored with it"));
+                    }
+                    handle = inContext(s, anyContext(s, what), what, () -> {
+                        java.lang.foreign.MemorySegment out = arena.allocate(8);
+                        int r = real.cuMemImportFromShareableHandle(out, java.lang.foreign.MemorySegment.ofAddress(f.fd()),
+                                io.gpusockets.protocol.structs.MemoryProps.HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+                        if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                            throw new CallRejected(r, "cuMemImportFromShareableHandle failed");
+                        }
+                        return out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0);
+                    });
+                } catch (CallRejected x) {
+                    throw new CheckpointRefused(what + x.getMessage() + " ("
+                            + io.gpusockets.protocol.api.CuResult.name(x.result) + ")");
+                } finally {
+                    io.gpusockets.transport.vsock.DescriptorPassing.close(f.fd());
+                }
+                if (vmm.sizeOf(handle) >= 0) {
+                    real.cuMemRelease(handle);
+                    throw new CheckpointRefused(what + "the driver gave an allocation the session holds already");
+                }
+                vmm.created(handle, m.size()); // not charged: the exporter's cuMemCreate is
+                s.sharing().vmmImported(handle, m.token());
+                if (m.handle() != 0) {
+                    CheckpointRecorder.ISSUED.set(new CheckpointRecorder.Issued(new long[] {m.handle()}));
+                    long id;
+                    try {
+                        id = s.handles().intern(io.gpusockets.protocol.api.ParamType.MEMH, handle, 0, 0);
+                    } finally {
+                        CheckpointRecorder.ISSUED.remove();
+                    }
+                    if (id != m.handle()) {
+                        throw new CheckpointRefused(what + "it came back as handle " + id);
+                    }
+                }
+                for (CheckpointImage.ImportedMapping g : m.mappings()) {
+                    SessionVmm.Reservation res = vmm.reservationHolding(g.base(), g.size());
+                    if (res == null || vmm.overlapsMapping(res, g.base(), g.size()) || g.offset() < 0
+                            || g.offset() > m.size() - g.size()) {
+                        throw new CheckpointRefused(what + String.format("its mapping 0x%x+%d (offset %d) is not inside a"
+                                + " free range of a reservation of the session, or not inside the allocation", g.base(),
+                                g.size(), g.offset()));
+                    }
+                    long ctx = res.device < 0 ? 0 : contextOn(s, res.device, arena);
+                    if (ctx == 0) {
+                        throw new CheckpointRefused(what + "the session has no context on the reservation's device");
+                    }
+                    try {
+                        inContext(s, ctx, what, () -> {
+                            int r = real.cuMemMap(g.base(), g.size(), g.offset(), handle, 0);
+                            if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                                throw new CallRejected(r, String.format("cuMemMap at 0x%x failed", g.base()));
+                            }
+                            return null;
+                        });
+                    } catch (CallRejected x) {
+                        throw new CheckpointRefused(what + x.getMessage() + " ("
+                                + io.gpusockets.protocol.api.CuResult.name(x.result) + ")");
+                    }
+                    vmm.mapped(res, new SessionVmm.Mapping(g.base(), g.size(), handle, g.offset()));
+                    s.memory().add(new SessionMemory.Range(g.base(), g.size(), SessionMemory.MAPPING, false));
+                }
+                for (int i = 1; i < m.references(); i++) {
+                    java.lang.foreign.MemorySegment out = arena.allocate(8);
+                    int r = real.cuMemRetainAllocationHandle(out, m.mappings().get(0).base());
+                    if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                        throw new CheckpointRefused(what + "cuMemRetainAllocationHandle failed: "
+                                + io.gpusockets.protocol.api.CuResult.name(r));
+                    }
+                    vmm.referenced(out.get(java.lang.foreign.ValueLayout.JAVA_LONG, 0));
+                }
+                if (m.references() == 0 && real.cuMemRelease(handle) == io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    vmm.unreferenced(handle); // the program released it: only its mappings hold it
+                }
+            }
+            for (CheckpointImage.ImportedAccess a : shares.importedAccesses()) {
+                reAccess(s, a, refused, arena);
+            }
+        }
+    }
+
+    /** One access setting over imported mappings ({@link #reImport}) made again, checked as cuMemSetAccess is. */
+    private static void reAccess(Session s, CheckpointImage.ImportedAccess a, String refused, java.lang.foreign.Arena arena)
+            throws CheckpointRefused {
+        String what = refused + String.format("its VMM access setting over 0x%x+%d cannot be made again: ", a.base(),
+                a.size());
+        int count = a.desc().length / io.gpusockets.protocol.structs.MemoryProps.ACCESS_DESC_SIZE;
+        if (count <= 0 || count > PoolCalls.MAX_ACCESS_DESCS
+                || a.desc().length != count * io.gpusockets.protocol.structs.MemoryProps.ACCESS_DESC_SIZE
+                || s.vmm().reservationHolding(a.base(), a.size()) == null) {
+            throw new CheckpointRefused(what + "it is not inside a reservation of the session, or its descriptors are"
+                    + " malformed");
+        }
+        SessionHandles.Entry ctx = s.handles().get(a.context(), io.gpusockets.protocol.api.ParamType.CTX);
+        long real = ctx != null ? ctx.real() : contextOn(s, a.device(), arena);
+        if (real == 0) {
+            throw new CheckpointRefused(what + "its context is not there after the replay");
+        }
+        java.lang.foreign.MemorySegment desc = arena.allocate(a.desc().length, 8)
+                .copyFrom(java.lang.foreign.MemorySegment.ofArray(a.desc()));
+        try {
+            PoolCalls.checkAccessDescs(desc, count, s.host().deviceCount());
+            inContext(s, real, what, () -> {
+                int r = s.host().driver().cuMemSetAccess(a.base(), a.size(), desc, count);
+                if (r != io.gpusockets.protocol.api.CuResult.CUDA_SUCCESS) {
+                    throw new CallRejected(r, "cuMemSetAccess failed");
+                }
+                return null;
+            });
+        } catch (CallRejected x) {
+            throw new CheckpointRefused(what + x.getMessage() + " (" + io.gpusockets.protocol.api.CuResult.name(x.result)
+                    + ")");
+        }
+        s.vmm().accessSet(a.base(), a.size(), a.desc(), ctx != null ? a.context() : s.handles().idOf(
+                io.gpusockets.protocol.api.ParamType.CTX, real), a.device());
+    }
+
+    /** A live context of restored session {@code s} (driver value), refused when it has none. */
+    private static long anyContext(Session s, String what) throws CheckpointRefused {
+        for (SessionHandles.Entry e : s.handles().all(io.gpusockets.protocol.api.ParamType.CTX)) {
+            return e.real();
+        }
+        throw new CheckpointRefused(what + "the session has no context");
     }
 
     /**

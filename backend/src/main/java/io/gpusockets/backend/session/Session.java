@@ -1015,7 +1015,7 @@ public final class Session {
                 contextOf.put(rec.base, ctx);
             }
         }
-        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(vmm)) {
+        for (CheckpointVmm.Piece piece : CheckpointVmm.contents(this)) {
             SessionHandles.Entry e = handles.get(piece.context(), ParamType.CTX);
             ranges.add(new CheckpointImage.Range(piece.address(), piece.size()));
             contextOf.put(piece.address(), e == null ? 0 : e.real());
@@ -1331,8 +1331,8 @@ public final class Session {
     }
 
     /**
-     * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds), in the order a checkpoint
-     * image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
+     * The program's own VMM allocations (its {@code cuMemCreate}s the driver still holds; not those it imported from
+     * another session), in the order a checkpoint image's records make them again ({@link CheckpointVmm#records}: by the driver's handle), each with address 0:
      * a hand-over exports those the program still holds a reference to; for one it released but still maps, or one
      * made for a use other than plain memory ({@link VmmCalls#exportableUsage}), the entry's handle is 0 (its contents
      * go in the image). Refused like {@link #physicalMemory}.
@@ -1341,6 +1341,9 @@ public final class Session {
         java.util.List<PhysicalMemory> out = new java.util.ArrayList<>();
         java.util.Map<Long, Integer> refs = vmm.references();
         for (java.util.Map.Entry<Long, Long> e : new java.util.TreeMap<>(vmm.sizes()).entrySet()) {
+            if (sharing.imported(e.getKey())) {
+                continue; // another session's allocation: imported again from its export (GroupCheckpoint#reOpen)
+            }
             SessionVmm.Made m = vmm.madeOf(e.getKey());
             int device = m == null ? 0 : ByteBuffer.wrap(m.prop()).order(ByteOrder.LITTLE_ENDIAN).getInt(12);
             if (stable == null || !stable.exportable(device)) {

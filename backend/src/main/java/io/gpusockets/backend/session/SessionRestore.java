@@ -186,7 +186,7 @@ public final class SessionRestore {
                         total += r.size;
                     }
                 }
-                for (CheckpointVmm.Piece piece : CheckpointVmm.contents(s.vmm())) {
+                for (CheckpointVmm.Piece piece : CheckpointVmm.contents(s)) {
                     total += piece.size(); // the program's VMM memory, as replayed
                 }
                 long bytes = writeContents(s, h, ch, progress, total);

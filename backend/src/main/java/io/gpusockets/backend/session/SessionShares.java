@@ -13,8 +13,9 @@ import java.util.Set;
  * an IPC event share ({@link IpcEventShare}: exported or opened) leave it before the driver destroys them or their
  * context ({@link #eventGoing}, {@link #contextGoing}, {@link #leaveAll}). While it holds any, the session is refused a checkpoint, a
  * migration and a hand-over of itself alone ({@link #refusal}); a group checkpoint carries its window-memory mappings
- * ({@link #carried}) and its opened IPC events ({@link #carriedEvents}: each with the token it was opened with, in every
- * isolation mode) and refuses the rest.
+ * ({@link #carried}), its opened IPC events ({@link #carriedEvents}: each with the token it was opened with, in every
+ * isolation mode) and, in isolation context and shared, its imported VMM allocations ({@link #carriedVmm}: each with
+ * its token), and refuses the rest.
  */
 final class SessionShares {
     /**
@@ -148,8 +149,28 @@ final class SessionShares {
         }
     }
 
-    void vmmImported(long real) {
+    /** The token each imported allocation (driver value) was imported with: a group checkpoint imports it again. */
+    private final Map<Long, byte[]> vmmTokens = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** The session imported another session's allocation {@code real} with {@code token}. */
+    void vmmImported(long real, byte[] token) {
         vmm.add(real);
+        vmmTokens.put(real, token.clone());
+    }
+
+    /**
+     * The shareable VMM allocations the session imported from other sessions, by driver value: the token each was
+     * imported with (what a group checkpoint of isolation context or shared carries, {@link CheckpointVmm#imported}).
+     */
+    Map<Long, byte[]> carriedVmm() {
+        Map<Long, byte[]> out = new java.util.TreeMap<>();
+        for (long h : vmm) {
+            byte[] t = vmmTokens.get(h);
+            if (t != null) {
+                out.put(h, t);
+            }
+        }
+        return out;
     }
 
     /** Whether {@code real} is an allocation the session imported from another session. */
@@ -159,15 +180,23 @@ final class SessionShares {
 
     void vmmGone(long real) {
         vmm.remove(real);
+        vmmTokens.remove(real);
     }
 
     /**
      * What a group checkpoint carries of what the session opened: its window-memory mappings, by base (its IPC events:
      * {@link #carriedEvents}); what it cannot carry (the driver's IPC memory mappings, imported shareable VMM handles) is
-     * added to {@code notCarried}, naming the session. An exported event or VMM handle nobody opened is not carried
-     * either, and does not hold the group: its token is unknown where the images are restored.
+     * added to {@code notCarried}, naming the session.
      */
     Map<Long, Opened> carried(long session, java.util.List<String> notCarried) {
+        return carried(session, notCarried, false);
+    }
+
+    /**
+     * As {@link #carried(long, java.util.List)}; with {@code vmmCarried} (sessions served in this process: isolation
+     * context and shared) imported shareable VMM handles are carried ({@link #carriedVmm}) and not refused.
+     */
+    Map<Long, Opened> carried(long session, java.util.List<String> notCarried, boolean vmmCarried) {
         Map<Long, Opened> out = new java.util.TreeMap<>();
         int driverMappings = 0;
         for (Map.Entry<Long, Opened> e : memory.entrySet()) {
@@ -185,8 +214,9 @@ final class SessionShares {
         if (unknown > 0) { // every open records its token (IpcCalls): none should be left
             notCarried.add("session " + session + "'s " + unknown + " IPC event(s) opened without a token");
         }
-        if (!vmm.isEmpty()) {
-            notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s)");
+        if (!vmmCarried && !vmm.isEmpty()) {
+            notCarried.add("session " + session + "'s " + vmm.size() + " imported shareable VMM allocation(s) (isolation"
+                    + " process)");
         }
         return out;
     }

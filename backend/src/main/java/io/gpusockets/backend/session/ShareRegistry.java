@@ -55,8 +55,9 @@ import java.util.TreeSet;
  * the exporter's image with their tokens' ids and secrets, and come back under the same tokens when the image is
  * restored ({@link #restore}, {@link #restoreEvent}, {@link #restoreDriverEvent}: in isolation process a worker
  * registers them again, RESHARE), so that the openers' mappings and events are made again and a
- * later open of an old token works; a group holding a shareable VMM handle that another session imported is refused,
- * naming it. A session with exports nobody opened moves alone; its
+ * later open of an old token works; shareable VMM handles go the same way in isolation context and shared
+ * ({@link #carried(long, List, boolean)}, {@link #restoreVmm}), and a group of isolation process holding one that another
+ * session imported is refused, naming it. A session with exports nobody opened moves alone; its
  * exports are not in its image then (they go with the session here). Token ids start at a random value per process, so
  * that a restored token hardly meets one the restoring backend issued (if it does, that restore is refused).
  */
@@ -500,13 +501,22 @@ public final class ShareRegistry {
      * that another session opened.
      */
     public synchronized List<Carried> carried(long session, List<String> notCarried) {
+        return carried(session, notCarried, false);
+    }
+
+    /**
+     * As {@link #carried(long, List)}; with {@code vmm} (a group checkpoint, migration or hand-over of sessions served in
+     * this process: isolation context and shared) the session's shareable VMM handles are carried too, {@code address}
+     * their driver value in the exporter.
+     */
+    public synchronized List<Carried> carried(long session, List<String> notCarried, boolean vmm) {
         List<Carried> out = new ArrayList<>();
         for (long id : byExporter.getOrDefault(session, Set.of())) {
             Entry e = entries.get(id);
             if (e == null) {
                 continue;
             }
-            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT) {
+            if (e.kind() == KIND_MEMORY && e.window() != null || e.kind() == KIND_EVENT || vmm && e.kind() == KIND_VMM) {
                 out.add(new Carried(e.kind(), e.id(), e.secret().clone(), e.object(), e.size(), Set.copyOf(e.openers())));
             } else if (!e.openers().isEmpty()) {
                 notCarried.add("session " + session + "'s " + (e.kind() == KIND_EVENT ? "IPC event" : e.kind() == KIND_VMM
@@ -549,6 +559,27 @@ public final class ShareRegistry {
         restore(exporter, tenant, KIND_EVENT, id, secret, 0, null, null, driverBytes.clone(), object);
     }
 
+    /**
+     * As {@link #restore(long, String, long, byte[], long, Window, long)} for a shareable VMM handle of a restored session
+     * (isolation context, shared): {@code fd}, the driver's POSIX descriptor of the allocation {@code object} of
+     * {@code size} bytes exported again, becomes this registry's (closed at once when refused).
+     */
+    public synchronized void restoreVmm(long exporter, String tenant, long id, byte[] secret, long size, int fd,
+                                        long object) throws Refused {
+        try {
+            if (fd < 0 || size <= 0) {
+                throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored shareable VMM handle without its"
+                        + " descriptor or size");
+            }
+            restore(exporter, tenant, KIND_VMM, id, secret, size, null, null, null, fd, object);
+            fd = -1;
+        } finally {
+            if (fd >= 0) {
+                DescriptorPassing.close(fd);
+            }
+        }
+    }
+
     private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
                          IpcEventShare events, long object) throws Refused {
         restore(exporter, tenant, kind, id, secret, size, window, events, null, object);
@@ -556,9 +587,16 @@ public final class ShareRegistry {
 
     private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
                          IpcEventShare events, byte[] driverBytes, long object) throws Refused {
+        restore(exporter, tenant, kind, id, secret, size, window, events, driverBytes, -1, object);
+    }
+
+    /** {@code fd}: a VMM share's descriptor (else -1), this registry's once it returns, the caller's when it throws. */
+    private void restore(long exporter, String tenant, byte kind, long id, byte[] secret, long size, Window window,
+                         IpcEventShare events, byte[] driverBytes, int fd, long object) throws Refused {
         try {
             if (secret == null || secret.length != 16
                     || (kind == KIND_MEMORY ? window == null || window.pieces().isEmpty()
+                    : kind == KIND_VMM ? fd < 0
                     : kind != KIND_EVENT || events == null && driverBytes == null)) {
                 throw new Refused(CuResult.CUDA_ERROR_INVALID_VALUE, "a restored share without its secret or memory");
             }
@@ -570,8 +608,8 @@ public final class ShareRegistry {
                         + exporter + " is in use in this backend by session " + entries.get(id).exporter());
             }
             Set<Long> mine = byExporter.computeIfAbsent(exporter, k -> new LinkedHashSet<>());
-            checkRoom(exporter, mine, window == null ? 0 : window.pieces().size());
-            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, driverBytes, size, -1, window, events, object,
+            checkRoom(exporter, mine, (window == null ? 0 : window.pieces().size()) + (fd >= 0 ? 1 : 0));
+            entries.put(id, new Entry(id, secret.clone(), kind, exporter, tenant, driverBytes, size, fd, window, events, object,
                     new TreeSet<>()));
             mine.add(id);
             window = null;

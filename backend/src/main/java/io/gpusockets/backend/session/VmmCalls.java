@@ -28,7 +28,9 @@ import java.util.List;
  * cuMemImportFromShareableHandle of a token of the same tenant imports a duplicate of the descriptor into the
  * importer's driver: a handle of the importer's table, mappable in its reservations, NOT charged again (the exporter's
  * cuMemCreate is: the memory is charged once). A session holding an imported allocation, or whose export another
- * session imported, is refused a checkpoint, a migration and a hand-over. dma-buf handles stay refused.
+ * session imported, is refused a checkpoint, a migration and a hand-over of itself alone; with its partners it is
+ * checkpointed, migrated and handed over together in isolation context and shared ({@link GroupCheckpoint}: the import
+ * is made again from the restored export, not replayed). dma-buf handles stay refused.
  * cuMemMapArrayAsync binds a handle's memory to the session's sparse or deferred-mapping arrays, each entry
  * checked by {@link ArrayMaps}.
  *
@@ -469,7 +471,7 @@ final class VmmCalls implements BackendHandlers.Vmm {
             } else {
                 vmm.created(real, f.size()); // not charged: the exporter's cuMemCreate is
                 if (f.exporter() != session.id()) {
-                    session.sharing().vmmImported(real);
+                    session.sharing().vmmImported(real, token);
                 }
             }
             c.outs.putLong(session.handles().intern(ParamType.MEMH, real, 0, 0));

@@ -173,10 +173,10 @@ class CheckpointImageTest {
         bad[0] = 'X';
         assertThrows(IOException.class, () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(bad))));
         byte[] later = image(new ArrayDevice(0x1000, contents), 0x1000, contents.length);
-        later[11] = 5; // version 5
+        later[11] = 6; // version 6
         IOException v = assertThrows(IOException.class,
                 () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(later))));
-        assertTrue(v.getMessage().contains("version 5") && v.getMessage().contains("versions 1 to 4"), v.getMessage());
+        assertTrue(v.getMessage().contains("version 6") && v.getMessage().contains("versions 1 to 5"), v.getMessage());
     }
 
     /**
@@ -229,6 +229,60 @@ class CheckpointImageTest {
         assertArrayEquals(contents, back.bytes);
         assertTrue(CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(image(
                 new ArrayDevice(0x1000, contents), 0x1000, contents.length)))).shares().isEmpty(), "none in version 3");
+    }
+
+    /**
+     * A group member that imported another's shareable VMM handle is written as version 5: its exported VMM handle
+     * (kind 3, by handle id), its imports (token, handle id, references, size, mappings) and the access settings over
+     * them read back as written; a forged length of an access setting's descriptors is refused, naming it.
+     */
+    @Test
+    void importedShareableVmmHandlesAreWrittenAsVersionFiveAndReadBack() throws IOException {
+        byte[] secret = new byte[16];
+        new Random(9).nextBytes(secret);
+        byte[] token = ShareRegistry.tokenOf(0x55_0001L, ShareRegistry.KIND_VMM, secret);
+        byte[] desc = new byte[12];
+        desc[8] = 3; // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        CheckpointImage.Shares shares = new CheckpointImage.Shares(
+                List.of(new CheckpointImage.Export(ShareRegistry.KIND_VMM, 0x55_0002L, secret, 0x2a000109L, 2 << 20)),
+                List.of(), List.of(),
+                List.of(new CheckpointImage.Imported(token, 0x2a00010aL, 2, 2 << 20, List.of(
+                        new CheckpointImage.ImportedMapping(0x7e0000200000L, 1 << 20, 0),
+                        new CheckpointImage.ImportedMapping(0x7e0000400000L, 1 << 20, 1 << 20)))),
+                List.of(new CheckpointImage.ImportedAccess(0x7e0000200000L, 1 << 20, 0x2a000100L, 0, desc)));
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        CheckpointImage.writeHeader(out, header(List.of()).withShares(shares), List.of());
+        out.flush();
+        byte[] image = bytes.toByteArray();
+        CheckpointImage.Header h = CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(image)));
+        assertEquals(CheckpointImage.IMPORTS_VERSION, h.version());
+        CheckpointImage.Export e = h.shares().exports().get(0);
+        assertEquals(List.of((long) ShareRegistry.KIND_VMM, 0x55_0002L, 0x2a000109L, 2L << 20),
+                List.of((long) e.kind(), e.tokenId(), e.address(), e.size()));
+        CheckpointImage.Imported m = h.shares().imported().get(0);
+        assertArrayEquals(token, m.token());
+        assertEquals(List.of(0x2a00010aL, 2L, 2L << 20), List.of(m.handle(), (long) m.references(), m.size()));
+        assertEquals(shares.imported().get(0).mappings(), m.mappings());
+        CheckpointImage.ImportedAccess a = h.shares().importedAccesses().get(0);
+        assertEquals(List.of(0x7e0000200000L, 1L << 20, 0x2a000100L, 0L),
+                List.of(a.base(), a.size(), a.context(), (long) a.device()));
+        assertArrayEquals(desc, a.desc());
+
+        int at = image.length - 4 /* ranges */ - 12 - 4; // the access setting's descriptors' length
+        assertEquals(12, java.nio.ByteBuffer.wrap(image, at, 4).getInt());
+        java.nio.ByteBuffer.wrap(image, at, 4).putInt(Integer.MAX_VALUE);
+        IOException forged = assertThrows(IOException.class,
+                () -> CheckpointImage.readHeader(new DataInputStream(new ByteArrayInputStream(image))));
+        assertTrue(forged.getMessage().contains("access setting"), forged.getMessage());
+
+        CheckpointImage.Shares noImports = new CheckpointImage.Shares(shares.exports(), List.of(), List.of());
+        ByteArrayOutputStream four = new ByteArrayOutputStream();
+        DataOutputStream out4 = new DataOutputStream(four);
+        CheckpointImage.writeHeader(out4, header(List.of()).withShares(noImports), List.of());
+        out4.flush();
+        assertEquals(CheckpointImage.SHARES_VERSION, CheckpointImage.readHeader(new DataInputStream(
+                new ByteArrayInputStream(four.toByteArray()))).version(), "an exporter alone is written as version 4");
     }
 
     /**

@@ -146,6 +146,51 @@ class ShareRegistryTest {
         assertThrows(ShareRegistry.Refused.class, () -> r.lookup(2, "alice", ShareRegistry.KIND_MEMORY, old));
     }
 
+    /**
+     * A shareable VMM handle: carried by a group checkpoint only where asked (isolation context and shared), restored
+     * under its old token with a descriptor that imports again, its descriptor closed when refused (an id in use, no
+     * descriptor) and when its exporter ends.
+     */
+    @Test
+    void aShareableVmmHandleIsCarriedWhereAskedAndRestoredUnderItsOldToken() throws Exception {
+        ShareRegistry r = new ShareRegistry(8);
+        int[] exported = pair();
+        byte[] token = r.share(1, "alice", ShareRegistry.KIND_VMM, null, 4096, exported[0], null, 0x77);
+        ShareRegistry.Found opened = r.lookup(2, "alice", ShareRegistry.KIND_VMM, token);
+        io.gpusockets.transport.vsock.DescriptorPassing.close(opened.fd());
+        java.util.List<String> notCarried = new java.util.ArrayList<>();
+        assertEquals(java.util.List.of(), r.carried(1, notCarried), "isolation process: not carried");
+        assertTrue(notCarried.get(0).contains("shareable VMM handle opened by session(s) 2"), notCarried.toString());
+        notCarried.clear();
+        java.util.List<ShareRegistry.Carried> carried = r.carried(1, notCarried, true);
+        assertEquals(java.util.List.of(), notCarried);
+        assertEquals(1, carried.size());
+        ShareRegistry.Carried c = carried.get(0);
+        assertEquals(java.util.List.of((long) ShareRegistry.KIND_VMM, 0x77L, 4096L),
+                java.util.List.of((long) c.kind(), c.address(), c.size()));
+        assertEquals(java.util.Set.of(2L), c.openers());
+
+        ShareRegistry restored = new ShareRegistry(8);
+        int[] again = pair();
+        restored.restoreVmm(9, "alice", c.id(), c.secret(), 4096, again[0], 0x99);
+        ShareRegistry.Found f = restored.lookup(3, "alice", ShareRegistry.KIND_VMM, token);
+        assertEquals(java.util.List.of(9L, 4096L), java.util.List.of(f.exporter(), f.size()));
+        assertTrue(f.fd() >= 0, "a descriptor to import");
+        io.gpusockets.transport.vsock.DescriptorPassing.close(f.fd());
+        int[] taken = pair();
+        assertThrows(ShareRegistry.Refused.class, () -> restored.restoreVmm(8, "alice", c.id(), c.secret(), 4096, taken[0],
+                0x98), "the id is in use");
+        assertTrue(closed(taken), "the refused share's descriptor is closed");
+        assertThrows(ShareRegistry.Refused.class, () -> restored.restoreVmm(8, "alice", c.id() + 1, c.secret(), 4096, -1,
+                0x98), "no descriptor");
+        restored.sessionEnded(9);
+        assertTrue(closed(again), "the exporter's end closes it");
+        r.sessionEnded(1);
+        for (int[] p : new int[][] {exported, again, taken}) {
+            io.gpusockets.transport.vsock.DescriptorPassing.close(p[1]);
+        }
+    }
+
     @Test
     void aShareWithoutWhatAnImporterNeedsIsRefused() {
         ShareRegistry r = new ShareRegistry(8);
