@@ -12,6 +12,7 @@ import io.gpusockets.backend.session.CheckpointRefused;
 import io.gpusockets.emulated.EmulatedDevice;
 import io.gpusockets.frontend.RemoteCudaDriver;
 import io.gpusockets.protocol.transport.TransportUri;
+import java.lang.foreign.MemorySegment;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
