@@ -567,6 +567,28 @@ public final class Workers implements AutoCloseable {
     }
 
     /**
+     * The workers serving {@code sessionIds} for a group checkpoint or migration ({@code what}: "checkpointed",
+     * "migrated"), their ids added to {@code ids}: refused for a session named twice, one no worker serves, and one
+     * frozen by a checkpoint with stop.
+     */
+    private List<Worker> members(List<Long> sessionIds, java.util.Set<Long> ids, String what)
+            throws io.gpusockets.backend.session.CheckpointRefused {
+        List<Worker> group = new ArrayList<>();
+        for (long id : sessionIds) {
+            if (!ids.add(id)) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is named twice");
+            }
+            Worker w = serving(id);
+            if (w.frozen) {
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be " + what + ": it"
+                        + " is frozen by a checkpoint with stop");
+            }
+            group.add(w);
+        }
+        return group;
+    }
+
+    /**
      * Checkpoints the sessions {@code sessionIds}, which share IPC memory and events, together to {@code files} (one each, in order),
      * each in its worker ({@link io.gpusockets.backend.session.GroupCheckpoint}'s group checkpoint across processes):
      * the front checks that every session linked to them by shares is named and that what they exported is carried
@@ -586,18 +608,7 @@ public final class Workers implements AutoCloseable {
             throw new IllegalArgumentException("sessions=" + sessionIds.size() + " files=" + files.size());
         }
         java.util.Set<Long> ids = new java.util.LinkedHashSet<>();
-        List<Worker> group = new ArrayList<>();
-        for (long id : sessionIds) {
-            if (!ids.add(id)) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is named twice");
-            }
-            Worker w = serving(id);
-            if (w.frozen) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be checkpointed: it"
-                        + " is frozen by a checkpoint with stop");
-            }
-            group.add(w);
-        }
+        List<Worker> group = members(sessionIds, ids, "checkpointed");
         if (new java.util.TreeSet<>(files.stream().map(p -> p.toAbsolutePath().normalize()).toList()).size() != files.size()) {
             throw new io.gpusockets.backend.session.CheckpointRefused("two sessions of the group would write one image file");
         }
@@ -646,21 +657,12 @@ public final class Workers implements AutoCloseable {
                     + io.gpusockets.backend.server.Migration.Result.MAX_TARGET + " characters");
         }
         java.util.Set<Long> ids = new java.util.LinkedHashSet<>();
-        List<Worker> group = new ArrayList<>();
-        for (long id : sessionIds) {
-            if (!ids.add(id)) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is named twice");
-            }
-            Worker w = serving(id);
-            if (w.frozen) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be migrated: it is"
-                        + " frozen by a checkpoint with stop");
-            }
+        List<Worker> group = members(sessionIds, ids, "migrated");
+        for (Worker w : group) {
             if (!w.ticket.resumable()) {
-                throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " cannot be migrated: it was"
-                        + " not granted resume (its frontend could not follow it)");
+                throw new io.gpusockets.backend.session.CheckpointRefused("session " + w.sessionId + " cannot be migrated:"
+                        + " it was not granted resume (its frontend could not follow it)");
             }
-            group.add(w);
         }
         groups.incrementAndGet();
         try {
