@@ -1367,6 +1367,26 @@ public final class BackendServer implements AutoCloseable {
         return shares;
     }
 
+    /**
+     * Runs {@code op} with the sessions {@code sessionIds} marked as moving ({@link #migrating}): refused for one that is
+     * already; those it marked are unmarked however {@code op} ends.
+     */
+    private <T> T whileMigrating(List<Long> sessionIds, Operation<T> op)
+            throws io.gpusockets.backend.session.CheckpointRefused, IOException {
+        List<Long> added = new ArrayList<>();
+        try {
+            for (long id : sessionIds) {
+                if (!migrating.add(id)) {
+                    throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
+                }
+                added.add(id);
+            }
+            return op.run();
+        } finally {
+            migrating.removeAll(added);
+        }
+    }
+
     /** Runs a checkpoint or restore, counting its outcome in {@code by}: done, refused, failed. */
     private static <T> T counted(java.util.concurrent.atomic.LongAdder[] by, Operation<T> op)
             throws io.gpusockets.backend.session.CheckpointRefused, IOException {
@@ -1653,20 +1673,13 @@ public final class BackendServer implements AutoCloseable {
             checkFrontendUri(frontendUri);
             io.gpusockets.backend.isolation.Workers w = workers;
             if (w != null) { // isolation mode process: the workers drain and write, the front sends the images
-                return migrateGroupInWorkers(w, sessionIds, targetUri, frontendUri,
-                        progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress);
+                return whileMigrating(sessionIds, () -> migrateGroupInWorkers(w, sessionIds, targetUri, frontendUri,
+                        progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress));
             }
             List<Session> group = groupOf(sessionIds, "migrating");
             io.gpusockets.backend.session.GroupCheckpoint.checkTogether(group, shares, "migration",
                     "gpusockets migrate %s --to URI");
-            List<Long> added = new ArrayList<>();
-            try {
-                for (long id : sessionIds) {
-                    if (!migrating.add(id)) {
-                        throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
-                    }
-                    added.add(id);
-                }
+            return whileMigrating(sessionIds, () -> {
                 List<Migration.Result> results = Migration.runGroup(this::sessionMoved, group, targetUri, frontendUri,
                         settings.preSharedKey(), progress == null ? io.gpusockets.backend.session.CheckpointProgress.NONE
                                 : progress, shares);
@@ -1680,9 +1693,7 @@ public final class BackendServer implements AutoCloseable {
                 LOG.log(Level.INFO, "sessions " + sessionIds + " migrated together to " + targetUri + ": " + bytes
                         + " bytes, downtime " + results.get(0).downtimeNanos() / 1_000_000 + " ms");
                 return results;
-            } finally {
-                migrating.removeAll(added);
-            }
+            });
         });
     }
 
@@ -1704,15 +1715,8 @@ public final class BackendServer implements AutoCloseable {
             throw new io.gpusockets.backend.session.CheckpointRefused("a group of " + n + " sessions migrating together"
                     + " (at most " + MigrationTarget.MAX_GROUP + ")");
         }
-        List<Long> added = new ArrayList<>();
         java.nio.file.Path dir = null;
         try {
-            for (long id : sessionIds) {
-                if (!migrating.add(id)) {
-                    throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
-                }
-                added.add(id);
-            }
             String goesTo = frontendUri != null ? frontendUri : targetUri;
             long[] sent = new long[2 + n];
             long[] sentAt = {0};
@@ -1752,7 +1756,6 @@ public final class BackendServer implements AutoCloseable {
                     + bytes + " bytes, downtime " + (now - t0) / 1_000_000 + " ms (stop and copy)");
             return List.copyOf(results);
         } finally {
-            migrating.removeAll(added);
             if (dir != null) {
                 try (var files = java.nio.file.Files.list(dir)) {
                     for (java.nio.file.Path f : (Iterable<java.nio.file.Path>) files::iterator) {
@@ -2029,14 +2032,7 @@ public final class BackendServer implements AutoCloseable {
             }
             handOverFrontendUri(frontendUri);
             List<Session> group = groupOf(sessionIds, "handing over");
-            List<Long> added = new ArrayList<>();
-            try {
-                for (long id : sessionIds) {
-                    if (!migrating.add(id)) {
-                        throw new io.gpusockets.backend.session.CheckpointRefused("session " + id + " is migrating already");
-                    }
-                    added.add(id);
-                }
+            return whileMigrating(sessionIds, () -> {
                 List<HandOver.Result> results = HandOver.sendGroup(this, group, c, frontendUri, progress == null
                         ? io.gpusockets.backend.session.CheckpointProgress.NONE : progress, shares);
                 long copied = 0, handed = 0;
@@ -2052,9 +2048,7 @@ public final class BackendServer implements AutoCloseable {
                         .isEmpty() ? "the backend that took this one over" : results.get(0).frontendUri(), handed, copied,
                         results.get(0).downtimeNanos() / 1e6));
                 return results;
-            } finally {
-                migrating.removeAll(added);
-            }
+            });
         });
     }
 
