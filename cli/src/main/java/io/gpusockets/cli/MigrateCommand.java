@@ -86,12 +86,17 @@ final class MigrateCommand implements Callable<Integer> {
     }
 
     /** A group's summary: each session's, as {@link #readable} writes it, one per line. */
-    @SuppressWarnings("unchecked")
     static String readableGroup(String json) {
+        return eachSession(json, MigrateCommand::readable);
+    }
+
+    /** Each session of a group's answer ({@code json}'s "sessions"), as {@code one} writes it, one per line. */
+    @SuppressWarnings("unchecked")
+    private static String eachSession(String json, java.util.function.Function<Map<String, Object>, String> one) {
         Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
         StringBuilder b = new StringBuilder();
         for (Object o : (List<Object>) m.get("sessions")) {
-            b.append(b.isEmpty() ? "" : "\n").append(readable((Map<String, Object>) o));
+            b.append(b.isEmpty() ? "" : "\n").append(one.apply((Map<String, Object>) o));
         }
         return b.toString();
     }
@@ -126,14 +131,8 @@ final class MigrateCommand implements Callable<Integer> {
     }
 
     /** A group hand-over's summary: each session's, as {@link #readableHandOver} writes it, one per line. */
-    @SuppressWarnings("unchecked")
     static String readableHandOverGroup(String json) {
-        Map<String, Object> m = (Map<String, Object>) StatusJson.parse(json);
-        StringBuilder b = new StringBuilder();
-        for (Object o : (List<Object>) m.get("sessions")) {
-            b.append(b.isEmpty() ? "" : "\n").append(readableHandOver((Map<String, Object>) o));
-        }
-        return b.toString();
+        return eachSession(json, MigrateCommand::readableHandOver);
     }
 
     private static String readableHandOver(Map<String, Object> m) {
